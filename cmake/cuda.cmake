@@ -1,0 +1,32 @@
+# Decides TRAINER_WITH_CUDA from TRAINER_CUDA (AUTO/ON/OFF) and, when on, builds
+# the trainer_cuda library from lib/backend/cuda (CUDA runtime, cuDNN, NCCL).
+set(TRAINER_WITH_CUDA OFF)
+if(NOT TRAINER_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  find_package(CUDAToolkit QUIET)
+  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND CUDNN_LIBRARY AND CUDNN_INCLUDE_DIR
+     AND NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
+    set(TRAINER_WITH_CUDA ON)
+  elseif(TRAINER_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TRAINER_CUDA=ON but the CUDA toolkit, cuDNN or NCCL was not found "
+                        "(nvcc: '${CMAKE_CUDA_COMPILER}', cudnn: '${CUDNN_LIBRARY}', nccl: '${NCCL_LIBRARY}')")
+  endif()
+endif()
+message(STATUS "trainer: CUDA backend ${TRAINER_WITH_CUDA}")
+
+if(TRAINER_WITH_CUDA)
+  enable_language(CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+  file(GLOB_RECURSE TRAINER_CUDA_SOURCES CONFIGURE_DEPENDS
+       ${CMAKE_SOURCE_DIR}/lib/backend/cuda/*.cpp ${CMAKE_SOURCE_DIR}/lib/backend/cuda/*.cu)
+  add_library(trainer_cuda STATIC ${TRAINER_CUDA_SOURCES})
+  target_include_directories(trainer_cuda PUBLIC ${CMAKE_SOURCE_DIR}/lib ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
+  target_link_libraries(trainer_cuda PUBLIC CUDA::cudart ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+endif()

@@ -1,0 +1,96 @@
+#pragma once
+// The run configuration: a YAML file with sections model, data and training,
+// in Keras's vocabulary. load_config() checks syntax, types, ranges and
+// unknown keys of every section (errors name file:line:column); the model's
+// layer parameters and shapes are checked when the Model is built from
+// config.model (nn/model.h), still before any data is read.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+/// One entry of model.layers. The layer's own keys stay in `node` and are read
+/// by the layer's factory through a ParamReader.
+struct LayerSpec {
+  std::string name;                 ///< Unique; defaults to "<type lowercase>_<index>".
+  std::string type;                 ///< Keras class name, e.g. "Conv2D" (checked against the registry).
+  std::vector<std::string> inputs;  ///< Empty: the previous layer's output (none for the first layer).
+  YAML::Node node;                  ///< The whole mapping.
+  YAML::Mark mark;                  ///< Where the entry starts, for messages.
+};
+
+struct ModelConfig {
+  std::string name = "model";
+  std::vector<LayerSpec> layers;    ///< In file order; the first is Input, the last is the output.
+};
+
+struct DataConfig {
+  std::string images;               ///< Folder of images (PNG/JPEG/TIFF).
+  std::string masks;                ///< Folder of masks, matched by name.
+  std::string mask_suffix = "_mask";///< Mask of <stem>.<ext> is <stem><suffix>.<any ext>.
+  double validation_split = 0.0;    ///< Keras: the last fraction of the (name-sorted) pairs, in [0, 1).
+  bool shuffle = true;              ///< Reshuffle the training pairs every epoch (seeded).
+  bool skip_bad_files = false;      ///< Warn and skip unreadable files / missing masks instead of failing.
+  int loader_threads = 0;           ///< 0: one per core.
+};
+
+struct OptimizerConfig {
+  std::string type = "SGD";         ///< SGD | Adam | RMSprop (Keras class names).
+  double learning_rate = 0.01;      ///< Keras default per type: SGD 0.01, Adam 0.001, RMSprop 0.001.
+  double momentum = 0.0;            ///< SGD, RMSprop.
+  bool nesterov = false;            ///< SGD.
+  double decay = 0.0;               ///< lr_t = learning_rate / (1 + decay * iterations) (Keras 2).
+  double beta_1 = 0.9, beta_2 = 0.999;  ///< Adam.
+  double epsilon = 1e-7;            ///< Adam, RMSprop.
+  double rho = 0.9;                 ///< RMSprop.
+};
+
+struct EarlyStoppingConfig {
+  bool enabled = false;
+  std::string monitor = "val_loss";
+  double min_delta = 0.0;
+  int patience = 0;
+  std::string mode = "auto";        ///< auto | min | max (auto: max for metrics, min for losses).
+  bool restore_best_weights = false;
+};
+
+struct ModelCheckpointConfig {
+  bool enabled = false;
+  std::string filepath;             ///< May hold {epoch}, {epoch:03d}, {val_loss:.4f}, ...; relative to output_dir.
+  std::string monitor = "val_loss";
+  std::string mode = "auto";
+  bool save_best_only = false;
+};
+
+struct TrainingConfig {
+  int epochs = 1;
+  int batch_size = 32;              ///< Global batch, split across towers.
+  uint64_t seed = 0;
+  std::string loss = "binary_crossentropy";  ///< binary_crossentropy | dice | bce_dice
+  std::vector<std::string> metrics;          ///< mean_iou | dice | accuracy
+  OptimizerConfig optimizer;
+  EarlyStoppingConfig early_stopping;
+  ModelCheckpointConfig model_checkpoint;
+  std::string output_dir = "runs/model";
+};
+
+struct Config {
+  std::string path;                 ///< The file it came from (for messages).
+  std::string text;                 ///< Its full text (stored in checkpoints).
+  ModelConfig model;
+  DataConfig data;
+  TrainingConfig training;
+};
+
+/// Reads and validates path. Throws UserError "<path>:<line>:<col>: ..." for
+/// YAML syntax errors, unknown keys (with did-you-mean), wrong types/ranges,
+/// unknown layer types (listing the known ones), missing/duplicate layer
+/// names, inputs that name no earlier layer, metrics/monitors that do not exist.
+Config load_config(const std::string& path);
+/// Same, from text; path is used in messages only.
+Config parse_config(const std::string& text, const std::string& path);
+
+}  // namespace trainer

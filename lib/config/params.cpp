@@ -1,0 +1,181 @@
+#include "config/params.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace trainer {
+
+std::string yaml_location(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null()) return file;
+  return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
+static size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+static std::string lower(std::string s) {
+  for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& options) {
+  std::string best;
+  size_t best_d = 3;
+  for (const auto& o : options) {
+    size_t d = lower(o) == lower(word) ? 0 : edit_distance(word, o);
+    if (d < best_d) best_d = d, best = o;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
+  return s;
+}
+
+ParamReader::ParamReader(const YAML::Node& node, std::string file, std::string what)
+    : node_(node), file_(std::move(file)), what_(std::move(what)) {
+  if (!node_.IsMap())
+    throw UserError(yaml_location(file_, node_.Mark()) + ": " + what_ +
+                    ": expected a mapping of 'key: value' pairs");
+}
+
+bool ParamReader::has(const std::string& key) const { return bool(node_[key]); }
+
+std::string ParamReader::where(const std::string& key) const {
+  YAML::Node v = node_[key];
+  return yaml_location(file_, v ? v.Mark() : node_.Mark());
+}
+
+void ParamReader::fail(const std::string& key, const std::string& msg) const {
+  throw UserError(where(key) + ": " + what_ + ": '" + key + "' " + msg);
+}
+
+void ParamReader::fail(const std::string& msg) const {
+  throw UserError(yaml_location(file_, node_.Mark()) + ": " + what_ + ": " + msg);
+}
+
+YAML::Node ParamReader::value(const std::string& key, bool required) {
+  used_.insert(key);
+  YAML::Node v = node_[key];
+  if (!v && required) fail("is required; add '" + key + ": <value>'");
+  if (v && v.IsNull()) fail(key, "has no value");
+  return v;
+}
+
+YAML::Node ParamReader::get_node(const std::string& key) { return value(key, false); }
+
+template <typename T>
+static bool convert_scalar(const YAML::Node& v, T& out) {
+  if (!v.IsScalar()) return false;
+  return YAML::convert<T>::decode(v, out);
+}
+
+int ParamReader::get_int(const std::string& key, std::optional<int> def, int min, int max) {
+  YAML::Node v = value(key, !def);
+  if (!v) return *def;
+  int x;
+  if (!convert_scalar(v, x)) fail(key, "must be an integer, got '" + YAML::Dump(v) + "'");
+  if (x < min || x > max)
+    fail(key, "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
+                  std::to_string(x));
+  return x;
+}
+
+double ParamReader::get_double(const std::string& key, std::optional<double> def, double min,
+                               double max) {
+  YAML::Node v = value(key, !def);
+  if (!v) return *def;
+  double x;
+  if (!convert_scalar(v, x) || !std::isfinite(x))
+    fail(key, "must be a number, got '" + YAML::Dump(v) + "'");
+  if (x < min || x > max) {
+    std::string lo = min <= -1e300 ? "-inf" : YAML::Dump(YAML::Node(min));
+    std::string hi = max >= 1e300 ? "inf" : YAML::Dump(YAML::Node(max));
+    fail(key, "must be in [" + lo + ", " + hi + "], got " + YAML::Dump(v));
+  }
+  return x;
+}
+
+bool ParamReader::get_bool(const std::string& key, std::optional<bool> def) {
+  YAML::Node v = value(key, !def);
+  if (!v) return *def;
+  bool x;
+  if (!convert_scalar(v, x)) fail(key, "must be true or false, got '" + YAML::Dump(v) + "'");
+  return x;
+}
+
+std::string ParamReader::get_string(const std::string& key, std::optional<std::string> def,
+                                    const std::vector<std::string>& allowed) {
+  YAML::Node v = value(key, !def);
+  if (!v) return *def;
+  if (!v.IsScalar()) fail(key, "must be a string");
+  std::string s = v.as<std::string>();
+  if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), s) == allowed.end())
+    fail(key, "is '" + s + "'" + did_you_mean(s, allowed) + "; use one of: " + join_names(allowed));
+  return s;
+}
+
+std::vector<std::string> ParamReader::get_string_list(
+    const std::string& key, std::optional<std::vector<std::string>> def) {
+  YAML::Node v = value(key, !def);
+  if (!v) return *def;
+  if (v.IsScalar()) return {v.as<std::string>()};
+  if (!v.IsSequence()) fail(key, "must be a name or a list of names");
+  std::vector<std::string> out;
+  for (const auto& e : v) {
+    if (!e.IsScalar()) fail(key, "must be a list of names");
+    out.push_back(e.as<std::string>());
+  }
+  return out;
+}
+
+std::vector<int> ParamReader::get_int_list(const std::string& key, size_t len, int min, int max) {
+  YAML::Node v = value(key, true);
+  std::string want = "must be a list of " + std::to_string(len) + " integers in [" +
+                     std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (!v.IsSequence() || v.size() != len) fail(key, want + ", got " + YAML::Dump(v));
+  std::vector<int> out;
+  for (const auto& e : v) {
+    int x;
+    if (!convert_scalar(e, x) || x < min || x > max) fail(key, want + ", got " + YAML::Dump(v));
+    out.push_back(x);
+  }
+  return out;
+}
+
+std::vector<int> ParamReader::get_int_pair(const std::string& key,
+                                           std::optional<std::vector<int>> def, int min, int max) {
+  YAML::Node v = value(key, !def);
+  if (!v) return *def;
+  if (v.IsScalar()) {
+    int x = get_int(key, std::nullopt, min, max);
+    return {x, x};
+  }
+  return get_int_list(key, 2, min, max);
+}
+
+void ParamReader::finish() const {
+  std::vector<std::string> known(used_.begin(), used_.end());
+  for (const auto& kv : node_) {
+    std::string k = kv.first.as<std::string>();
+    if (used_.count(k)) continue;
+    throw UserError(yaml_location(file_, kv.first.Mark()) + ": " + what_ + ": unknown key '" + k +
+                    "'" + did_you_mean(k, known) + "; known keys: " + join_names(known));
+  }
+}
+
+}  // namespace trainer

@@ -1,0 +1,75 @@
+#pragma once
+// ParamReader: typed, validated access to one YAML mapping of a config file.
+// Every error is a UserError of the form
+//   "<file>:<line>:<column>: <what>: <problem>. <fix>"
+// (line and column 1-based, pointing at the offending key or value), so a user
+// can jump straight to the place. finish() rejects keys nobody read, with a
+// did-you-mean suggestion and the list of known keys.
+#include <yaml-cpp/yaml.h>
+
+#include <climits>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+/// "file:line:col" for a YAML mark (yaml-cpp marks are 0-based; this prints 1-based).
+std::string yaml_location(const std::string& file, const YAML::Mark& mark);
+
+/// " (did you mean 'x'?)" when some option is within edit distance 2 (or a
+/// case-insensitive match) of word, else "". Levenshtein distance.
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& options);
+
+/// "a, b, c" from a list of names.
+std::string join_names(const std::vector<std::string>& names);
+
+class ParamReader {
+ public:
+  /// node: a YAML mapping (else UserError); file: the config path for messages;
+  /// what: the object being read, e.g. "layer 'conv1' (Conv2D)".
+  ParamReader(const YAML::Node& node, std::string file, std::string what);
+
+  bool has(const std::string& key) const;
+  /// Integer in [min, max]; required when def is empty.
+  int get_int(const std::string& key, std::optional<int> def, int min = INT_MIN, int max = INT_MAX);
+  /// Real number in [min, max]; required when def is empty.
+  double get_double(const std::string& key, std::optional<double> def, double min = -1e300,
+                    double max = 1e300);
+  bool get_bool(const std::string& key, std::optional<bool> def);
+  /// String; when allowed is non-empty the value must be one of them.
+  std::string get_string(const std::string& key, std::optional<std::string> def,
+                         const std::vector<std::string>& allowed = {});
+  /// A string or a list of strings.
+  std::vector<std::string> get_string_list(const std::string& key,
+                                           std::optional<std::vector<std::string>> def);
+  /// Keras's int-or-tuple: `3` or `[3, 3]` -> {3, 3}; each in [min, max].
+  std::vector<int> get_int_pair(const std::string& key, std::optional<std::vector<int>> def,
+                                int min = 1, int max = INT_MAX);
+  /// A list of exactly len integers, each in [min, max].
+  std::vector<int> get_int_list(const std::string& key, size_t len, int min = 1, int max = INT_MAX);
+  /// The raw node (marked as read); an undefined node when absent.
+  YAML::Node get_node(const std::string& key);
+
+  /// Marks a key as read by someone else (e.g. 'name', 'type' read by the model builder).
+  void skip(const std::string& key) { used_.insert(key); }
+  /// Throws for every key that no getter asked for.
+  void finish() const;
+  /// Throws "<where key>: <what>: <msg>".
+  [[noreturn]] void fail(const std::string& key, const std::string& msg) const;
+  /// Throws at the mapping itself.
+  [[noreturn]] void fail(const std::string& msg) const;
+  /// "file:line:col" of the key's value (or of the mapping when absent).
+  std::string where(const std::string& key) const;
+  const std::string& file() const { return file_; }
+  const std::string& what() const { return what_; }
+
+ private:
+  YAML::Node value(const std::string& key, bool required);
+  YAML::Node node_;
+  std::string file_, what_;
+  std::set<std::string> used_;
+};
+
+}  // namespace trainer

@@ -1,0 +1,37 @@
+#pragma once
+// Image/mask pairs from two folders, decoded with OpenCV, resized and held in
+// memory as float tensors. See docs/data.md for the matching and binarisation rules.
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace trainer {
+
+struct DataOptions {
+  std::string images_dir;            ///< Folder of images.
+  std::string masks_dir;             ///< Folder of masks.
+  std::string mask_suffix = "_mask"; ///< Image <stem>.<ext> pairs with mask <stem><suffix>.<ext2>.
+  int height = 0, width = 0;         ///< Size every image and mask is resized to (pixels).
+  int channels = 3;                  ///< 1 (gray) or 3 (RGB); alpha is dropped.
+  bool skip_bad_files = false;       ///< Warn and skip instead of failing on bad/missing files.
+  int threads = 0;                   ///< Decoder threads; 0: hardware concurrency.
+  std::string config_path;           ///< For messages: the config that named these folders.
+};
+
+struct Dataset {
+  std::vector<std::string> names;    ///< Image file names (no folder), sorted; names[i] is sample i.
+  Tensor images;                     ///< [N, H, W, C], float32 in [0, 255] (16-bit input scaled by 255/65535), RGB order.
+  Tensor masks;                      ///< [N, H, W, 1], float32, exactly 0 or 1.
+  int size() const { return int(names.size()); }
+};
+
+/// Finds the pairs, decodes them on options.threads threads (printing a
+/// progress line), resizes (INTER_AREA for images, INTER_NEAREST for masks)
+/// and binarises masks (pixel > half the type's maximum -> 1).
+/// Throws UserError naming the folder/files and the fix when a folder is
+/// missing or empty, a mask is missing, or a file cannot be decoded (unless
+/// skip_bad_files, which warns and drops the pair; no pair left is an error).
+Dataset load_dataset(const DataOptions& options);
+
+}  // namespace trainer

@@ -1,0 +1,89 @@
+#pragma once
+// Layer: one node of a model. Each layer is written once, in one file under
+// nn/layers/, and does shape inference, forward and backward for [N, H, W, C]
+// float32 tensors (as Caffe's setup/reshape/forward/backward). Layers are built
+// from their YAML entry by a factory registered in nn/registry.cpp.
+//
+// Ownership: a layer does not own its weights. The tower (replica) allocates one
+// contiguous parameter buffer and one contiguous gradient buffer for the whole
+// model and bind()s views into them, so one all-reduce covers every gradient.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/shape.h"
+#include "core/tensor.h"
+
+namespace trainer {
+
+class Communicator;
+
+/// What a forward or backward call needs to know about the step.
+struct Context {
+  bool training = false;        ///< Train mode: batch statistics in BN, dropout active.
+  Communicator* comm = nullptr; ///< Collective ops among towers (synchronized BN); may be null.
+  int rank = 0;                 ///< This tower's rank in comm.
+  uint64_t seed = 0;            ///< Run seed (dropout masks derive from seed, step, sample index).
+  uint64_t step = 0;            ///< Global training step (iteration) counter.
+  int sample_offset = 0;        ///< Global index of this tower's first sample in the global batch.
+};
+
+/// One weight tensor of a layer, in Keras's layout and with Keras's name.
+struct ParamSpec {
+  std::string name;              ///< "kernel", "bias", "gamma", "beta", "moving_mean", ...
+  std::vector<int> shape;        ///< Keras layout, e.g. Conv2D kernel [kh, kw, in, out].
+  std::string initializer;       ///< "glorot_uniform", "zeros", "ones", "he_normal", ...
+  int fan_in = 1, fan_out = 1;   ///< As Keras computes them for this shape.
+  bool trainable = true;         ///< false: state such as BN moving statistics (no gradient).
+  size_t numel() const {
+    size_t n = 1;
+    for (int d : shape) n *= size_t(d);
+    return n;
+  }
+};
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  /// Keras class name, e.g. "Conv2D".
+  virtual std::string type() const = 0;
+
+  /// Shape inference on per-sample shapes (n ignored). Called once, before
+  /// param_specs(). Throws UserError with a message (without location; the
+  /// model prefixes the layer's file:line:col) when the inputs do not fit.
+  virtual Shape infer(const std::vector<Shape>& inputs) = 0;
+  /// Weights, valid after infer(). Trainable ones first is not required.
+  virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  /// Views into the tower's buffers, one per param_specs() entry, same order.
+  /// grads[i] is nullptr for non-trainable entries.
+  virtual void bind(const std::vector<float*>& params, const std::vector<float*>& grads) {
+    (void)params, (void)grads;
+  }
+
+  /// y <- f(x). y is resized by the layer. x.size() equals the number of inputs.
+  virtual void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) = 0;
+  /// Given dy = dL/dy, writes dx[i] = dL/dx[i] (overwriting; dx[i] may be nullptr
+  /// when not needed; the layer resizes non-null dx[i] to x[i]'s shape) and
+  /// overwrites its parameter gradients. x and y are the tensors of the last
+  /// forward call in training mode.
+  virtual void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
+                        const Tensor& dy, const std::vector<Tensor*>& dx) = 0;
+
+  /// True when forward/backward call collectives (synchronized BN): the model
+  /// then calls them even on a tower with no samples this step (n = 0).
+  virtual bool collective() const { return false; }
+  /// For the last layer: if it ends in a sigmoid, drop the sigmoid (so the output
+  /// is logits, for a loss fused with the sigmoid) and return true.
+  virtual bool strip_final_sigmoid() { return false; }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace trainer

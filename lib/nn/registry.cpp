@@ -1,0 +1,40 @@
+#include "nn/registry.h"
+
+namespace trainer {
+
+namespace {
+struct Entry {
+  const char* type;
+  LayerFactory make;
+};
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+      {"Input", make_input},
+      {"Rescaling", make_rescaling},
+      {"Conv2D", make_conv2d},
+      {"Conv2DTranspose", make_conv2d_transpose},
+      {"MaxPooling2D", make_max_pooling2d},
+      {"UpSampling2D", make_up_sampling2d},
+      {"Concatenate", make_concatenate},
+      {"Add", make_add},
+      {"Activation", make_activation},
+      {"BatchNormalization", make_batch_normalization},
+      {"Dropout", make_dropout},
+  };
+  return entries;
+}
+}  // namespace
+
+LayerFactory find_layer_factory(const std::string& type) {
+  for (const auto& e : registry())
+    if (type == e.type) return e.make;
+  return nullptr;
+}
+
+std::vector<std::string> layer_types() {
+  std::vector<std::string> out;
+  for (const auto& e : registry()) out.push_back(e.type);
+  return out;
+}
+
+}  // namespace trainer

@@ -1,0 +1,37 @@
+#pragma once
+// The layer registry: Keras type name -> factory. Built-ins are registered
+// explicitly in registry.cpp (no static initialisers, which vanish when linked
+// from a static library).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/params.h"
+#include "nn/layer.h"
+
+namespace trainer {
+
+/// Builds a layer from its YAML mapping. The reader has 'name', 'type' and
+/// 'inputs' already consumed; the factory reads its own keys (Keras names and
+/// defaults) and must leave none unread (the caller calls p.finish()).
+using LayerFactory = std::unique_ptr<Layer> (*)(ParamReader& p, const std::string& name);
+
+/// The factory for type, or nullptr.
+LayerFactory find_layer_factory(const std::string& type);
+/// All registered type names, in registration order.
+std::vector<std::string> layer_types();
+
+// Factories of the built-in layers, one per file under nn/layers/.
+std::unique_ptr<Layer> make_input(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_rescaling(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_conv2d(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_conv2d_transpose(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_max_pooling2d(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_up_sampling2d(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_concatenate(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_add(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_activation(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_batch_normalization(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_dropout(ParamReader& p, const std::string& name);
+
+}  // namespace trainer

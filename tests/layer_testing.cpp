@@ -1,0 +1,103 @@
+#include "layer_testing.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "config/params.h"
+#include "core/error.h"
+#include "nn/registry.h"
+
+namespace trainer::testing {
+
+std::unique_ptr<Layer> layer_from_yaml(const std::string& yaml, const std::string& name) {
+  YAML::Node node = YAML::Load(yaml);
+  ParamReader p(node, "<test>", "layer '" + name + "'");
+  std::string type = p.get_string("type", std::nullopt);
+  p.skip("name");
+  p.skip("inputs");
+  LayerFactory make = find_layer_factory(type);
+  if (!make) throw UserError("unknown layer type " + type);
+  auto layer = make(p, name);
+  p.finish();
+  return layer;
+}
+
+BoundWeights bind_random(Layer& layer, const std::vector<Shape>& inputs, unsigned seed) {
+  layer.infer(inputs);
+  BoundWeights w;
+  w.specs = layer.param_specs();
+  std::mt19937 rng(seed);
+  std::vector<float*> p, g;
+  for (const auto& s : w.specs) {
+    bool var = s.name == "moving_variance";
+    std::uniform_real_distribution<float> u(var ? 0.5f : -1.f, var ? 1.5f : 1.f);
+    w.params.emplace_back(s.numel());
+    for (auto& v : w.params.back()) v = u(rng);
+    w.grads.emplace_back(s.trainable ? s.numel() : 0);
+  }
+  for (size_t i = 0; i < w.specs.size(); ++i) {
+    p.push_back(w.params[i].data());
+    g.push_back(w.specs[i].trainable ? w.grads[i].data() : nullptr);
+  }
+  layer.bind(p, g);
+  return w;
+}
+
+Tensor random_tensor(Shape s, unsigned seed, float lo, float hi) {
+  Tensor t(s);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (size_t i = 0; i < t.numel(); ++i) t.data()[i] = u(rng);
+  return t;
+}
+
+static double objective(Layer& layer, const Context& ctx, const std::vector<Tensor>& inputs,
+                        const Tensor& r) {
+  std::vector<const Tensor*> x;
+  for (const auto& t : inputs) x.push_back(&t);
+  Tensor y;
+  layer.forward(ctx, x, y);
+  double s = 0;
+  for (size_t i = 0; i < y.numel(); ++i) s += double(y.data()[i]) * r.data()[i];
+  return s;
+}
+
+static double rel(double a, double n) { return std::abs(a - n) / std::max({1.0, std::abs(a), std::abs(n)}); }
+
+GradCheckResult gradcheck(Layer& layer, BoundWeights& w, std::vector<Tensor> inputs,
+                          const Context& ctx, float h, int max_checks) {
+  std::vector<const Tensor*> x;
+  for (const auto& t : inputs) x.push_back(&t);
+  Tensor y;
+  layer.forward(ctx, x, y);
+  Tensor r = random_tensor(y.shape(), 1234);
+  std::vector<Tensor> dx(inputs.size());
+  std::vector<Tensor*> dxp;
+  for (auto& t : dx) dxp.push_back(&t);
+  layer.backward(ctx, x, y, r, dxp);
+
+  GradCheckResult res;
+  auto check = [&](float* v, size_t n, const float* analytic, double& worst) {
+    size_t stride = std::max<size_t>(1, n / size_t(max_checks));
+    for (size_t i = 0; i < n; i += stride) {
+      float keep = v[i];
+      v[i] = keep + h;
+      double lp = objective(layer, ctx, inputs, r);
+      v[i] = keep - h;
+      double lm = objective(layer, ctx, inputs, r);
+      v[i] = keep;
+      worst = std::max(worst, rel(analytic[i], (lp - lm) / (2.0 * h)));
+    }
+  };
+  for (size_t k = 0; k < inputs.size(); ++k)
+    check(inputs[k].data(), inputs[k].numel(), dx[k].data(), res.max_rel_error_inputs);
+  for (size_t k = 0; k < w.specs.size(); ++k)
+    if (w.specs[k].trainable)
+      check(w.params[k].data(), w.params[k].size(), w.grads[k].data(), res.max_rel_error_params);
+  return res;
+}
+
+}  // namespace trainer::testing

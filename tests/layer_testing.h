@@ -1,0 +1,43 @@
+#pragma once
+// Helpers for layer tests: build a layer from a YAML snippet through the
+// registry (the same path a config file takes), give it random weights, and
+// check its backward pass against central finite differences.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/layer.h"
+
+namespace trainer::testing {
+
+/// A layer from a YAML mapping such as "{type: Conv2D, filters: 4, kernel_size: 3}".
+/// Throws UserError as a config would.
+std::unique_ptr<Layer> layer_from_yaml(const std::string& yaml, const std::string& name = "layer");
+
+/// Owns a layer's weights and gradients (bound to the layer), filled by fill().
+struct BoundWeights {
+  std::vector<ParamSpec> specs;
+  std::vector<std::vector<float>> params, grads;
+};
+
+/// Runs infer() on the per-sample input shapes, allocates and binds weights,
+/// filled uniformly in [-1, 1) (BN variances in [0.5, 1.5)) from seed.
+BoundWeights bind_random(Layer& layer, const std::vector<Shape>& inputs, unsigned seed);
+
+/// A tensor of shape s filled uniformly in [lo, hi) from seed.
+Tensor random_tensor(Shape s, unsigned seed, float lo = -1.f, float hi = 1.f);
+
+/// Largest relative error found by gradcheck, per checked quantity.
+struct GradCheckResult {
+  double max_rel_error_inputs = 0, max_rel_error_params = 0;
+};
+
+/// Finite-difference check of backward(). L = sum(y * r) for a fixed random r;
+/// compares dL/dx and dL/dparam from backward() with (L(v+h) - L(v-h)) / 2h
+/// for every element (or a strided subset of at most max_checks per tensor).
+/// Relative error = |a - n| / max(1, |a|, |n|). ctx.training is used as given.
+GradCheckResult gradcheck(Layer& layer, BoundWeights& w, std::vector<Tensor> inputs,
+                          const Context& ctx, float h = 1e-2f, int max_checks = 200);
+
+}  // namespace trainer::testing
