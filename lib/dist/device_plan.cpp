@@ -1,0 +1,79 @@
+#include "dist/device_plan.h"
+
+#include <cctype>
+
+#include "core/error.h"
+
+namespace trainer {
+
+std::string DevicePlan::describe() const {
+  if (cpu_towers) return std::to_string(cpu_towers) + (cpu_towers == 1 ? " CPU tower" : " CPU towers");
+  std::string s = gpus.size() == 1 ? "GPU " : "GPUs ";
+  for (size_t i = 0; i < gpus.size(); ++i) s += (i ? ", " : "") + std::to_string(gpus[i]);
+  return s;
+}
+
+static std::string list_found(const std::vector<GpuInfo>& gpus) {
+  if (gpus.empty()) return "no GPU was found";
+  std::string s = "GPUs found:";
+  for (const auto& g : gpus)
+    s += " " + std::to_string(g.index) + " (" + g.name + ", " +
+         std::to_string(g.memory_bytes >> 30) + " GiB)";
+  return s;
+}
+
+static bool all_digits(const std::string& s) {
+  if (s.empty() || s.size() > 4) return false;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training) {
+  const std::string usage = "; use --gpus all, a list of GPU indices such as 0,2,5, cpu, or cpu:N";
+  DevicePlan plan;
+  if (spec == "cpu") {
+    plan.cpu_towers = 1;
+    return plan;
+  }
+  if (spec.rfind("cpu:", 0) == 0) {
+    std::string n = spec.substr(4);
+    if (!all_digits(n) || std::stoi(n) < 1 || std::stoi(n) > 64)
+      throw UserError("--gpus " + spec + ": N in cpu:N must be a whole number from 1 to 64" + usage);
+    plan.cpu_towers = std::stoi(n);
+    return plan;
+  }
+  if (spec == "all") {
+    if (gpus.empty()) {
+      plan.warnings.push_back("--gpus all: no GPU found; training on the CPU (one tower)");
+      plan.cpu_towers = 1;
+    } else if (!cuda_training) {
+      plan.warnings.push_back("--gpus all: " + list_found(gpus) +
+                              ", but this build has no CUDA training backend; training on the CPU");
+      plan.cpu_towers = 1;
+    } else {
+      for (const auto& g : gpus) plan.gpus.push_back(g.index);
+    }
+    return plan;
+  }
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t end = spec.find(',', start);
+    if (end == std::string::npos) end = spec.size();
+    std::string item = spec.substr(start, end - start);
+    if (!all_digits(item)) throw UserError("--gpus '" + spec + "': '" + item + "' is not a GPU index" + usage);
+    int idx = std::stoi(item);
+    bool found = false;
+    for (const auto& g : gpus) found |= g.index == idx;
+    if (!found)
+      throw UserError("--gpus " + spec + ": there is no GPU " + item + "; " + list_found(gpus) +
+                      " (CUDA_VISIBLE_DEVICES is honoured); use --gpus cpu to train on the CPU");
+    plan.gpus.push_back(idx);
+    start = end + 1;
+  }
+  if (!cuda_training)
+    throw UserError("--gpus " + spec + ": this build has no CUDA training backend yet; use --gpus cpu or cpu:N");
+  return plan;
+}
+
+}  // namespace trainer

@@ -1,0 +1,64 @@
+#include "dist/local_communicator.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace trainer {
+
+LocalCommunicator::LocalCommunicator(int size) : size_(size), slots_(size_t(size), nullptr) {}
+
+void LocalCommunicator::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!aborted_) reason_ = reason;
+  aborted_ = true;
+  cv_.notify_all();
+}
+
+void LocalCommunicator::barrier() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (aborted_) throw InternalError("collective aborted: " + reason_);
+  unsigned long gen = generation_;
+  if (++arrived_ == size_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+  if (generation_ == gen) throw InternalError("collective aborted: " + reason_);
+}
+
+template <typename T>
+void LocalCommunicator::reduce(int rank, T* data, size_t n) {
+  if (size_ == 1) return;
+  std::vector<T>& sum = [this]() -> std::vector<T>& {
+    if constexpr (std::is_same_v<T, float>) return fsum_;
+    else return dsum_;
+  }();
+  slots_[size_t(rank)] = data;
+  if (rank == 0 && sum.size() < n) sum.resize(n);
+  barrier();
+  const size_t lo = n * size_t(rank) / size_t(size_), hi = n * size_t(rank + 1) / size_t(size_);
+  for (size_t i = lo; i < hi; ++i) {
+    T s = static_cast<T*>(slots_[0])[i];
+    for (int r = 1; r < size_; ++r) s += static_cast<T*>(slots_[size_t(r)])[i];
+    sum[i] = s;
+  }
+  barrier();
+  std::memcpy(data, sum.data(), n * sizeof(T));
+  barrier();
+}
+
+void LocalCommunicator::all_reduce_sum(int rank, float* data, size_t n) { reduce(rank, data, n); }
+void LocalCommunicator::all_reduce_sum(int rank, double* data, size_t n) { reduce(rank, data, n); }
+
+void LocalCommunicator::broadcast(int rank, float* data, size_t n, int root) {
+  if (size_ == 1) return;
+  slots_[size_t(rank)] = data;
+  barrier();
+  if (rank != root) std::memcpy(data, slots_[size_t(root)], n * sizeof(float));
+  barrier();
+}
+
+}  // namespace trainer

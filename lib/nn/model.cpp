@@ -1,0 +1,204 @@
+#include "nn/model.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "config/params.h"
+#include "core/error.h"
+#include "nn/initializers.h"
+#include "nn/registry.h"
+
+namespace trainer {
+
+std::string with_thousands(size_t n) {
+  std::string s = std::to_string(n);
+  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), ",");
+  return s;
+}
+
+Model::Model(const ModelConfig& config, const std::string& file) : name_(config.name) {
+  std::map<std::string, int> index;
+  for (const LayerSpec& spec : config.layers) {
+    const std::string what = "layer '" + spec.name + "' (" + spec.type + ")";
+    ParamReader p(spec.node, file, what);
+    p.skip("name");
+    p.skip("type");
+    p.skip("inputs");
+    LayerFactory make = find_layer_factory(spec.type);
+    if (!make) p.fail("type", "is not a known layer type; known: " + join_names(layer_types()));
+    Node node;
+    node.layer = make(p, spec.name);
+    p.finish();
+    if (spec.type != "Input") {
+      if (spec.inputs.empty()) {
+        if (nodes_.empty()) p.fail("the first layer must be an Input layer");
+        node.inputs.push_back(int(nodes_.size()) - 1);
+      }
+      for (const auto& in : spec.inputs) {
+        auto it = index.find(in);
+        if (it == index.end()) p.fail("inputs", "names '" + in + "', which is not an earlier layer");
+        node.inputs.push_back(it->second);
+      }
+    }
+    std::vector<Shape> in_shapes;
+    for (int i : node.inputs) {
+      nodes_[size_t(i)].consumers++;
+      in_shapes.push_back(nodes_[size_t(i)].shape);
+    }
+    try {
+      node.shape = node.layer->infer(in_shapes).with_batch(1);
+    } catch (const UserError& e) {
+      std::string inputs;
+      for (int i : node.inputs)
+        inputs += (inputs.empty() ? "" : ", ") + nodes_[size_t(i)].layer->name() + " " +
+                  nodes_[size_t(i)].shape.hwc();
+      throw UserError(yaml_location(file, spec.mark) + ": " + what + ": " + e.what() +
+                      (inputs.empty() ? "" : " (inputs: " + inputs + ")"));
+    }
+    if (node.shape.h <= 0 || node.shape.w <= 0 || node.shape.c <= 0)
+      throw UserError(yaml_location(file, spec.mark) + ": " + what + ": output shape " +
+                      node.shape.hwc() + " is empty");
+    for (ParamSpec& ps : node.layer->param_specs()) {
+      size_t& counter = ps.trainable ? num_params_ : num_state_;
+      slots_.push_back(WeightSlot{int(nodes_.size()), ps, counter});
+      counter += ps.numel();
+    }
+    index[spec.name] = int(nodes_.size());
+    nodes_.push_back(std::move(node));
+  }
+  if (nodes_.empty()) throw UserError(file + ": model.layers is empty; add an Input layer and more");
+}
+
+bool Model::use_logits_output() {
+  if (!output_logits_) output_logits_ = nodes_.back().layer->strip_final_sigmoid();
+  return output_logits_;
+}
+
+void Model::bind(float* params, float* grads, float* state) {
+  size_t s = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    std::vector<float*> p, g;
+    for (; s < slots_.size() && slots_[s].layer == int(i); ++s) {
+      const WeightSlot& w = slots_[s];
+      p.push_back((w.spec.trainable ? params : state) + w.offset);
+      g.push_back(w.spec.trainable ? grads + w.offset : nullptr);
+    }
+    nodes_[i].layer->bind(p, g);
+  }
+}
+
+void Model::initialize(uint64_t seed, float* params, float* state) const {
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const WeightSlot& w = slots_[s];
+    float* dst = (w.spec.trainable ? params : state) + w.offset;
+    // One independent stream per weight: seed mixed with the weight's position.
+    uint64_t ws = seed * 0x9E3779B97F4A7C15ull + (s + 1) * 0xBF58476D1CE4E5B9ull;
+    trainer::initialize(w.spec.initializer, w.spec.fan_in, w.spec.fan_out, ws, dst, w.spec.numel());
+  }
+}
+
+const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
+  const int n = x.shape().n;
+  if (!x.shape().same_sample(input_shape()))
+    throw InternalError("model input " + x.shape().nhwc() + " does not match " + input_shape().hwc());
+  nodes_[0].out = x;
+  std::vector<const Tensor*> in;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    if (n == 0 && !(ctx.training && node.layer->collective())) {
+      node.out.resize(node.shape.with_batch(0));
+      continue;
+    }
+    in.clear();
+    for (int j : node.inputs) in.push_back(&nodes_[size_t(j)].out);
+    node.layer->forward(ctx, in, node.out);
+  }
+  return nodes_.back().out;
+}
+
+void Model::backward(const Context& ctx, const Tensor& dy) {
+  const int n = dy.shape().n;
+  for (auto& node : nodes_) {
+    node.grad_set = n == 0;  // an empty tower: every gradient is the empty tensor
+    if (n == 0) node.grad.resize(node.shape.with_batch(0));
+  }
+  nodes_.back().grad = dy;
+  nodes_.back().grad_set = true;
+  std::vector<const Tensor*> in;
+  std::vector<Tensor*> dx;
+  std::vector<int> via_scratch;
+  for (size_t i = nodes_.size() - 1; i >= 1; --i) {
+    Node& node = nodes_[i];
+    if (!node.grad_set) continue;  // does not reach the output
+    if (n == 0 && !node.layer->collective()) continue;
+    in.clear();
+    dx.clear();
+    via_scratch.assign(node.inputs.size(), 0);
+    std::vector<Tensor>& scratch = node.dx_scratch;
+    scratch.resize(node.inputs.size());
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      Node& src = nodes_[size_t(node.inputs[k])];
+      in.push_back(&src.out);
+      if (src.inputs.empty()) {
+        dx.push_back(nullptr);  // an Input layer: no gradient needed
+      } else if (src.consumers == 1) {
+        dx.push_back(&src.grad);
+        src.grad_set = true;
+      } else {
+        via_scratch[k] = 1;
+        dx.push_back(&scratch[k]);
+      }
+    }
+    node.layer->backward(ctx, in, node.out, node.grad, dx);
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (!via_scratch[k]) continue;
+      Node& src = nodes_[size_t(node.inputs[k])];
+      if (!src.grad_set) {
+        std::swap(src.grad, scratch[k]);
+        src.grad_set = true;
+        continue;
+      }
+      float* g = src.grad.data();
+      const float* s = scratch[k].data();
+      const long long m = (long long)src.grad.numel();
+#pragma omp parallel for simd schedule(static)
+      for (long long e = 0; e < m; ++e) g[e] += s[e];
+    }
+  }
+}
+
+std::string Model::summary() const {
+  std::ostringstream os;
+  const int w1 = 34, w2 = 18, w3 = 12;
+  auto pad = [](std::string s, int w) {
+    if (int(s.size()) < w) s.append(size_t(w - int(s.size())), ' ');
+    return s;
+  };
+  std::string rule(w1 + w2 + w3 + 30, '_'), dbl(w1 + w2 + w3 + 30, '=');
+  os << "Model: \"" << name_ << "\"\n" << rule << "\n"
+     << pad(" Layer (type)", w1) << pad("Output Shape", w2) << pad("Param #", w3) << "Connected to\n"
+     << dbl << "\n";
+  size_t trainable = 0, fixed = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    size_t count = 0;
+    for (const auto& s : slots_)
+      if (s.layer == int(i)) {
+        count += s.spec.numel();
+        (s.spec.trainable ? trainable : fixed) += s.spec.numel();
+      }
+    std::string conn;
+    for (int j : nodes_[i].inputs) conn += (conn.empty() ? "" : ", ") + nodes_[size_t(j)].layer->name();
+    os << pad(" " + nodes_[i].layer->name() + " (" + nodes_[i].layer->type() + ")", w1 - 1) << " "
+       << pad(nodes_[i].shape.hwc(), w2) << pad(with_thousands(count), w3) << conn << "\n";
+  }
+  os << dbl << "\n"
+     << "Total params: " << with_thousands(trainable + fixed) << "\n"
+     << "Trainable params: " << with_thousands(trainable) << "\n"
+     << "Non-trainable params: " << with_thousands(fixed) << "\n"
+     << rule << "\n";
+  return os.str();
+}
+
+}  // namespace trainer

@@ -1,0 +1,90 @@
+#pragma once
+// Model: the layers of a config's model section as a DAG (each layer takes the
+// previous layer's output unless it names `inputs`, which must be earlier
+// layers), with shape inference at build time, a Keras-style summary, and
+// forward/backward over [N, H, W, C] batches.
+//
+// A Model does not own its weights: the tower allocates three flat buffers
+// (trainable parameters, their gradients, non-trainable state such as BN
+// moving statistics) of the sizes reported here and binds them, so gradients
+// sit in one contiguous buffer for the all-reduce.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/tensor.h"
+#include "nn/layer.h"
+
+namespace trainer {
+
+/// Where one weight of one layer lives in the tower's flat buffers.
+struct WeightSlot {
+  int layer = 0;          ///< Index into Model::layers().
+  ParamSpec spec;         ///< Name, Keras shape, initialiser, trainable.
+  size_t offset = 0;      ///< Into the parameter buffer (trainable) or the state buffer.
+};
+
+class Model {
+ public:
+  /// Builds every layer through its factory and infers all shapes. Throws
+  /// UserError "<file>:<line>:<col>: layer '<name>' (<Type>): <problem>" for
+  /// bad layer keys and shapes that do not fit (e.g. Concatenate of 32x32 and 31x31).
+  Model(const ModelConfig& config, const std::string& file);
+
+  const std::string& name() const { return name_; }
+  int num_layers() const { return int(nodes_.size()); }
+  const Layer& layer(int i) const { return *nodes_[i].layer; }
+  /// Per-sample shapes [H, W, C] (n = 1).
+  Shape input_shape() const { return nodes_.front().shape; }
+  Shape output_shape() const { return nodes_.back().shape; }
+  Shape layer_shape(int i) const { return nodes_[i].shape; }
+  const std::vector<int>& layer_inputs(int i) const { return nodes_[i].inputs; }
+
+  const std::vector<WeightSlot>& weights() const { return slots_; }
+  size_t num_params() const { return num_params_; }  ///< Trainable floats.
+  size_t num_state() const { return num_state_; }    ///< Non-trainable floats.
+
+  /// True when the last layer's sigmoid was removed so forward() returns
+  /// logits, for losses fused with the sigmoid (see strip_final_sigmoid()).
+  bool output_is_logits() const { return output_logits_; }
+  /// Removes the final sigmoid (if any); returns output_is_logits().
+  bool use_logits_output();
+
+  /// Binds views into buffers of num_params(), num_params() and num_state() floats.
+  void bind(float* params, float* grads, float* state);
+  /// Fills bound params and state with the layers' Keras initialisers; the same
+  /// seed gives the same weights on every tower.
+  void initialize(uint64_t seed, float* params, float* state) const;
+
+  /// x: [N, H, W, C] matching input_shape(). Returns the output [N, H', W', C']
+  /// (valid until the next call). N may be 0 (a tower without samples): layers
+  /// are skipped except collective ones in training mode.
+  const Tensor& forward(const Context& ctx, const Tensor& x);
+  /// dy: dL/d(output) of the last forward (training mode). Overwrites the gradient buffer.
+  void backward(const Context& ctx, const Tensor& dy);
+
+  /// Keras model.summary(): layer (type), output shape, params, connected to; totals.
+  std::string summary() const;
+
+ private:
+  struct Node {
+    std::unique_ptr<Layer> layer;
+    std::vector<int> inputs;
+    int consumers = 0;
+    Shape shape;
+    Tensor out, grad;
+    std::vector<Tensor> dx_scratch;  ///< dx for inputs with several consumers, summed after.
+    bool grad_set = false;
+  };
+  std::string name_;
+  std::vector<Node> nodes_;
+  std::vector<WeightSlot> slots_;
+  size_t num_params_ = 0, num_state_ = 0;
+  bool output_logits_ = false;
+};
+
+/// "1,234,567".
+std::string with_thousands(size_t n);
+
+}  // namespace trainer

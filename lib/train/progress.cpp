@@ -1,0 +1,46 @@
+#include "train/progress.h"
+
+#include <cstdio>
+
+namespace trainer {
+
+std::string format_logs(const std::map<std::string, double>& logs) {
+  std::string out;
+  char buf[96];
+  for (int val = 0; val < 2; ++val) {
+    // loss first within each group, then the metrics alphabetically
+    for (int pass = 0; pass < 2; ++pass)
+      for (const auto& [k, v] : logs) {
+        bool is_val = k.rfind("val_", 0) == 0;
+        bool is_loss = k == (is_val ? "val_loss" : "loss");
+        if (is_val != bool(val) || is_loss != (pass == 0)) continue;
+        std::snprintf(buf, sizeof buf, "%s%s: %.4f", out.empty() ? "" : " - ", k.c_str(), v);
+        out += buf;
+      }
+  }
+  return out;
+}
+
+void Progress::start_epoch(int epoch) {
+  epoch_ = epoch;
+  if (bar_) std::printf("Epoch %d/%d\n", epoch, epochs_);
+  std::fflush(stdout);
+}
+
+void Progress::step(int step, double loss) {
+  if (!bar_) return;
+  const int width = 30, done = step * width / steps_;
+  std::string bar(size_t(done), '=');
+  if (done < width) bar += '>' + std::string(size_t(width - done - 1), '.');
+  std::printf("\r%d/%d [%s] - loss: %.4f", step, steps_, bar.c_str(), loss);
+  std::fflush(stdout);
+}
+
+void Progress::end_epoch(const std::map<std::string, double>& logs, double seconds, double images_per_second) {
+  if (bar_) std::printf("\r\033[K");
+  std::printf("Epoch %d/%d - %d steps - %.1fs - %.1f images/s - %s\n", epoch_, epochs_, steps_, seconds,
+              images_per_second, format_logs(logs).c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace trainer

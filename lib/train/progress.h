@@ -1,0 +1,29 @@
+#pragma once
+// Keras-style per-epoch output on stdout. With a terminal: a progress bar
+// redrawn in place ("12/52 [=====>......] - loss: 0.4123"); otherwise (logs,
+// CI) plain lines only. Each epoch ends with one line:
+//   Epoch 3/30 - 52 steps - 35.2s - 11.8 images/s - loss: 0.4123 - val_loss: 0.3512 ...
+#include <map>
+#include <string>
+
+namespace trainer {
+
+class Progress {
+ public:
+  Progress(bool bar, int epochs, int steps) : bar_(bar), epochs_(epochs), steps_(steps) {}
+  void start_epoch(int epoch);
+  /// After step (1-based) of the epoch; loss: running mean over the epoch.
+  void step(int step, double loss);
+  /// logs in Keras order: loss, metrics, val_loss, val_metrics. seconds: epoch
+  /// wall time; images_per_second: training samples over training time.
+  void end_epoch(const std::map<std::string, double>& logs, double seconds, double images_per_second);
+
+ private:
+  bool bar_;
+  int epochs_, steps_, epoch_ = 0;
+};
+
+/// "loss: 0.4123 - mean_iou: 0.5012 - val_loss: ..." (train entries first, then val_).
+std::string format_logs(const std::map<std::string, double>& logs);
+
+}  // namespace trainer

@@ -1,0 +1,143 @@
+#include "train/trainer.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace trainer {
+
+std::vector<std::pair<int, int>> split_batch(int batch, int towers) {
+  std::vector<std::pair<int, int>> out;
+  int start = 0;
+  for (int r = 0; r < towers; ++r) {
+    int n = batch / towers + (r < batch % towers ? 1 : 0);
+    out.emplace_back(start, start + n);
+    start += n;
+  }
+  return out;
+}
+
+Trainer::Tower::Tower(const Config& config) : model(config.model, config.path) {
+  if (!model.use_logits_output())
+    throw UserError(config.path + ": the last layer ('" + model.layer(model.num_layers() - 1).name() +
+                    "') must end in a sigmoid activation for loss '" + config.training.loss +
+                    "' (fused with the sigmoid for stability); add activation: sigmoid");
+  params.assign(model.num_params(), 0.f);
+  grads.assign(model.num_params(), 0.f);
+  state.assign(model.num_state(), 0.f);
+  model.bind(params.data(), grads.data(), state.data());
+  optimizer = make_optimizer(config.training.optimizer, params.size());
+}
+
+Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
+    : config_(config),
+      loss_(loss_kind(config.training.loss)),
+      comm_(towers),
+      pool_(towers, threads_per_tower, [this](int rank, const std::string& msg) {
+        comm_.abort("tower " + std::to_string(rank) + " failed: " + msg);
+      }) {
+  for (int r = 0; r < towers; ++r) towers_.push_back(std::make_unique<Tower>(config));
+  towers_[0]->model.initialize(config.training.seed, towers_[0]->params.data(), towers_[0]->state.data());
+  pool_.run([&](int r) {
+    Tower& t = *towers_[size_t(r)];
+    comm_.broadcast(r, t.params.data(), t.params.size(), 0);
+    comm_.broadcast(r, t.state.data(), t.state.size(), 0);
+  });
+}
+
+void Trainer::gather(Tower& t, const Dataset& data, const std::vector<int>& indices, int lo, int hi) {
+  const Shape in = t.model.input_shape();
+  if (!data.images.shape().same_sample(in))
+    throw InternalError("dataset images " + data.images.shape().hwc() + " do not match the model input " + in.hwc());
+  t.x.resize(in.with_batch(hi - lo));
+  t.y.resize(data.masks.shape().with_batch(hi - lo));
+  const size_t xs = in.sample_numel(), ys = data.masks.shape().sample_numel();
+  for (int k = lo; k < hi; ++k) {
+    std::memcpy(t.x.sample(k - lo), data.images.sample(indices[size_t(k)]), xs * sizeof(float));
+    std::memcpy(t.y.sample(k - lo), data.masks.sample(indices[size_t(k)]), ys * sizeof(float));
+  }
+}
+
+void Trainer::reduce_stats(int rank, BatchStats& s) {
+  std::vector<double> v(2 + MetricCounts::kSize);
+  v[0] = s.loss_sum;
+  v[1] = s.samples;
+  std::copy(s.counts.v.begin(), s.counts.v.end(), v.begin() + 2);
+  comm_.all_reduce_sum(rank, v.data(), v.size());
+  s.loss_sum = v[0];
+  s.samples = v[1];
+  std::copy(v.begin() + 2, v.end(), s.counts.v.begin());
+}
+
+BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indices) {
+  const int batch = int(indices.size());
+  const auto shards = split_batch(batch, towers());
+  const uint64_t step = uint64_t(iterations());
+  pool_.run([&](int r) {
+    Tower& t = *towers_[size_t(r)];
+    const auto [lo, hi] = shards[size_t(r)];
+    gather(t, data, indices, lo, hi);
+    Context ctx{true, &comm_, r, config_.training.seed, step, lo};
+    const Tensor& out = t.model.forward(ctx, t.x);
+    t.stats = BatchStats{};
+    t.stats.samples = hi - lo;
+    if (hi > lo) {
+      t.stats.loss_sum = loss_sum(loss_, out, t.y, &t.dlogits);
+      accumulate_metrics(out, t.y, t.stats.counts);
+    } else {
+      t.dlogits.resize(out.shape());
+      std::fill(t.grads.begin(), t.grads.end(), 0.f);  // no samples: contributes nothing
+    }
+    t.model.backward(ctx, t.dlogits);
+    comm_.all_reduce_sum(r, t.grads.data(), t.grads.size());
+    const float scale = 1.f / float(batch);
+    float* g = t.grads.data();
+    const long long n = (long long)t.grads.size();
+#pragma omp parallel for simd schedule(static)
+    for (long long i = 0; i < n; ++i) g[i] *= scale;
+    t.optimizer->step(t.params.data(), t.grads.data());
+    if (!t.state.empty()) comm_.broadcast(r, t.state.data(), t.state.size(), 0);
+    reduce_stats(r, t.stats);
+  });
+  return towers_[0]->stats;
+}
+
+BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indices, int batch_size) {
+  pool_.run([&](int r) {
+    Tower& t = *towers_[size_t(r)];
+    t.stats = BatchStats{};
+    for (size_t b = 0; b < indices.size(); b += size_t(batch_size)) {
+      const int batch = int(std::min(indices.size() - b, size_t(batch_size)));
+      const auto [lo, hi] = split_batch(batch, towers())[size_t(r)];
+      if (hi == lo) continue;
+      gather(t, data, indices, int(b) + lo, int(b) + hi);
+      Context ctx{false, &comm_, r, config_.training.seed, uint64_t(iterations()), int(b) + lo};
+      const Tensor& out = t.model.forward(ctx, t.x);
+      t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr);
+      t.stats.samples += hi - lo;
+      accumulate_metrics(out, t.y, t.stats.counts);
+    }
+    reduce_stats(r, t.stats);
+  });
+  return towers_[0]->stats;
+}
+
+std::vector<WeightRecord> Trainer::weights() const {
+  const Tower& t = *towers_[0];
+  std::vector<WeightRecord> out;
+  for (const WeightSlot& w : t.model.weights()) {
+    const float* src = (w.spec.trainable ? t.params.data() : t.state.data()) + w.offset;
+    out.push_back(WeightRecord{t.model.layer(w.layer).name(), w.spec.name, w.spec.shape,
+                               std::vector<float>(src, src + w.spec.numel())});
+  }
+  return out;
+}
+
+void Trainer::set_weights(const std::vector<float>& params, const std::vector<float>& state) {
+  for (auto& t : towers_) {
+    std::copy(params.begin(), params.end(), t->params.begin());
+    std::copy(state.begin(), state.end(), t->state.begin());
+  }
+}
+
+}  // namespace trainer

@@ -1,0 +1,94 @@
+#pragma once
+// Trainer: data-parallel training over towers (replicas), one per device.
+//
+// Every tower holds the whole model with its own parameters, gradients (one
+// contiguous buffer), optimizer state and activations. A step splits the
+// global batch into near-equal contiguous shards (the first batch % towers
+// towers get one sample more; a tower may get none), runs forward and backward
+// on all towers in parallel, sums the gradients with the Communicator, scales
+// them by 1 / (global sample count) and applies the same optimizer step on
+// every tower. The update therefore equals single-device training on the whole
+// batch (up to float summation order), for uneven splits and short batches
+// too. BN moving statistics are broadcast from tower 0 after each step (as
+// PyTorch DDP does with buffers).
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "data/dataset.h"
+#include "dist/local_communicator.h"
+#include "io/checkpoint.h"
+#include "nn/model.h"
+#include "train/loss.h"
+#include "train/metrics.h"
+#include "train/optimizer.h"
+#include "train/tower_pool.h"
+
+namespace trainer {
+
+/// Loss and metric sums of a step or of an evaluation, reduced over towers.
+struct BatchStats {
+  double loss_sum = 0;     ///< Sum over samples of the per-sample loss.
+  double samples = 0;      ///< Number of samples.
+  MetricCounts counts;     ///< Pixel counts for mean_iou, dice, accuracy.
+  void add(const BatchStats& o) {
+    loss_sum += o.loss_sum;
+    samples += o.samples;
+    counts.add(o.counts);
+  }
+  double loss() const { return samples > 0 ? loss_sum / samples : 0.0; }
+};
+
+/// [start, end) of each tower's shard of a batch of `batch` samples over `towers` towers.
+std::vector<std::pair<int, int>> split_batch(int batch, int towers);
+
+class Trainer {
+ public:
+  /// Builds `towers` replicas of config.model (UserError for a bad model),
+  /// initialises tower 0 from training.seed and copies its weights to the
+  /// others. threads_per_tower: OpenMP threads each tower's ops use.
+  Trainer(const Config& config, int towers, int threads_per_tower);
+
+  int towers() const { return int(towers_.size()); }
+  const Model& model() const { return towers_[0]->model; }
+  int64_t iterations() const { return towers_[0]->optimizer->iterations(); }
+  double learning_rate() const { return towers_[0]->optimizer->current_learning_rate(); }
+
+  /// One synchronous training step on the global batch data[indices]
+  /// (images [B, H, W, C], masks [B, H, W, 1]); B >= 1.
+  BatchStats train_step(const Dataset& data, const std::vector<int>& indices);
+  /// Inference-mode loss and metrics over data[indices], batch_size samples
+  /// per global batch split over the towers.
+  BatchStats evaluate(const Dataset& data, const std::vector<int>& indices, int batch_size);
+
+  /// Trainable parameters of a tower (model().num_params() floats).
+  const std::vector<float>& params(int tower) const { return towers_[size_t(tower)]->params; }
+  /// Non-trainable state (BN moving statistics) of a tower.
+  const std::vector<float>& state(int tower) const { return towers_[size_t(tower)]->state; }
+  /// Every weight of tower 0 in Keras layout, in model order (for checkpoints).
+  std::vector<WeightRecord> weights() const;
+  /// Copies params and state into every tower (e.g. EarlyStopping's restore_best_weights).
+  void set_weights(const std::vector<float>& params, const std::vector<float>& state);
+
+ private:
+  struct Tower {
+    Tower(const Config& config);
+    Model model;
+    std::vector<float> params, grads, state;
+    std::unique_ptr<Optimizer> optimizer;
+    Tensor x, y, dlogits;
+    BatchStats stats;
+  };
+  void gather(Tower& t, const Dataset& data, const std::vector<int>& indices, int lo, int hi);
+  void reduce_stats(int rank, BatchStats& s);
+
+  const Config& config_;
+  LossKind loss_;
+  std::vector<std::unique_ptr<Tower>> towers_;
+  LocalCommunicator comm_;
+  TowerPool pool_;
+};
+
+}  // namespace trainer

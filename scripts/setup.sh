@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the build dependencies (Debian 12 packages) and builds trainer in
+# ./build. The CUDA backend is built when the CUDA toolkit with cuDNN and NCCL
+# is found (TRAINER_CUDA=AUTO); pass -DTRAINER_CUDA=OFF via CMAKE_ARGS to skip it.
+#   bash scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev libopencv-dev
+          libspdlog-dev catch2 libdnnl-dev libhdf5-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+export PATH="$PATH:/usr/local/cuda/bin"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}
+cmake --build build -j "$(nproc)"

@@ -1,0 +1,157 @@
+// End to end through the trainer binary: a short run on real DSB 2018 images
+// (the embedded sample) in which the loss falls and checkpoints appear; exit
+// codes and messages for bad flags and configs.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Run run(const std::string& args, const fs::path& dir) {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  std::string cmd = std::string(TRAINER_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
+  int status = std::system(cmd.c_str());
+  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("trainer_e2e_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+const std::string kSample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
+
+// A two-level U-Net (width 8) at 64x64 on the embedded sample.
+std::string small_unet(const fs::path& out_dir) {
+  return R"(model:
+  name: e2e_unet
+  layers:
+    - {name: input, type: Input, shape: [64, 64, 3]}
+    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
+    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: p1, type: MaxPooling2D}
+    - {name: c2, type: Conv2D, filters: 16, kernel_size: 3, padding: same, activation: relu}
+    - {name: u1, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, padding: same}
+    - {name: cat, type: Concatenate, inputs: [u1, c1]}
+    - {name: c3, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+data:
+  images: )" + kSample + R"(/images
+  masks: )" + kSample + R"(/masks
+  validation_split: 0.2
+training:
+  epochs: 4
+  batch_size: 4
+  seed: 1
+  loss: binary_crossentropy
+  metrics: [mean_iou]
+  optimizer: {type: Adam, learning_rate: 0.01}
+  output_dir: )" + out_dir.string() + R"(
+  callbacks:
+    - {type: ModelCheckpoint, filepath: "best-{epoch:02d}.h5", monitor: val_loss, save_best_only: true}
+)";
+}
+
+std::vector<double> epoch_losses(const std::string& out) {
+  std::vector<double> losses;
+  std::regex re(R"(Epoch \d+/\d+ .* - loss: ([0-9.]+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it)
+    losses.push_back(std::stod((*it)[1]));
+  return losses;
+}
+
+}  // namespace
+
+TEST_CASE("training on real images lowers the loss and writes checkpoints", "[e2e]") {
+  fs::path dir = temp_dir("train");
+  std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
+  Run r = run("--config " + (dir / "unet.yaml").string() + " --gpus cpu:2", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("Total params:"));
+  std::vector<double> losses = epoch_losses(r.out);
+  REQUIRE(losses.size() == 4);
+  CHECK(losses.back() < losses.front());
+  CHECK(fs::exists(dir / "run" / "final.h5"));
+  CHECK(fs::exists(dir / "run" / "best-01.h5"));
+  for (auto& e : fs::directory_iterator(dir / "run"))
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("--gpus cpu and cpu:2 give the same losses", "[e2e]") {
+  fs::path dir = temp_dir("towers");
+  std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
+  std::string cfg = "--config " + (dir / "unet.yaml").string() + " --epochs 2";
+  Run one = run(cfg + " --gpus cpu", dir);
+  Run two = run(cfg + " --gpus cpu:2", dir);
+  REQUIRE(one.code == 0);
+  REQUIRE(two.code == 0);
+  std::vector<double> a = epoch_losses(one.out), b = epoch_losses(two.out);
+  REQUIRE(a.size() == 2);
+  REQUIRE(b.size() == 2);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == Approx(a[i]).margin(2e-4));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
+  fs::path dir = temp_dir("errors");
+  std::ofstream(dir / "bad.yaml") << "model:\n  layers:\n    - {type: Input, shape: [8, 8, 1]}\n"
+                                     "data: {images: a, masks: b}\ntraining: {epoch: 3}\n";
+  Run r = run("--config " + (dir / "bad.yaml").string() + " --gpus cpu", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("bad.yaml:5:") && Catch::Contains("did you mean 'epochs'"));
+
+  r = run("--gpus cpu", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--config is required"));
+
+  r = run("--config " + (dir / "missing.yaml").string(), dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("missing.yaml"));
+
+  r = run("--config x.yaml --epochs zero", dir);
+  CHECK(r.code == 2);
+
+  std::ofstream(dir / "ok.yaml") << small_unet(dir / "run");
+  r = run("--config " + (dir / "ok.yaml").string() + " --gpus 7", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--gpus 7"));
+
+  r = run("--config " + (dir / "ok.yaml").string() + " --gpus cpu --images " + (dir / "nowhere").string(), dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("nowhere"));
+  CHECK_FALSE(fs::exists(dir / "run" / "final.h5"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("summary validates a config and prints the model table", "[e2e]") {
+  fs::path dir = temp_dir("summary");
+  Run r = run("summary --config " + std::string(TRAINER_SOURCE_DIR) + "/configs/unet.yaml", dir);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("Total params: 31,031,745"));
+  r = run("--help", dir);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("--gpus"));
+  fs::remove_all(dir);
+}

@@ -1,0 +1,168 @@
+// Model (the layer DAG): shape errors with file:line:col, the summary's counts,
+// backward through skip connections (finite differences), and the forward
+// output of a small network against an independent naive implementation.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "nn/model.h"
+
+using namespace trainer;
+
+namespace {
+
+Config cfg(const std::string& layers) {
+  return parse_config("model:\n  layers:\n" + layers + "data: {images: a, masks: b}\n", "m.yaml");
+}
+
+struct Bound {
+  std::vector<float> params, grads, state;
+};
+
+Bound bind_init(Model& m, uint64_t seed) {
+  Bound b{std::vector<float>(m.num_params()), std::vector<float>(m.num_params()),
+          std::vector<float>(m.num_state())};
+  m.bind(b.params.data(), b.grads.data(), b.state.data());
+  m.initialize(seed, b.params.data(), b.state.data());
+  return b;
+}
+
+Tensor random_input(Shape s, unsigned seed) {
+  Tensor t(s);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (size_t i = 0; i < t.numel(); ++i) t.data()[i] = u(rng);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("shapes that do not fit are errors naming the layer and place", "[model]") {
+  // 9x9 pooled to 4x4, upsampled to 8x8: cannot be concatenated with 9x9.
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [9, 9, 1]}
+    - {name: c1, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
+    - {name: p1, type: MaxPooling2D}
+    - {name: u1, type: UpSampling2D}
+    - {name: cat, type: Concatenate, inputs: [u1, c1]}
+)");
+  try {
+    Model m(c.model, c.path);
+    FAIL("no error");
+  } catch (const UserError& e) {
+    std::string msg = e.what();
+    CHECK_THAT(msg, Catch::Contains("m.yaml:7:7: layer 'cat' (Concatenate)"));
+    CHECK_THAT(msg, Catch::Contains("[8, 8, 2]"));
+    CHECK_THAT(msg, Catch::Contains("[9, 9, 2]"));
+  }
+}
+
+TEST_CASE("a layer's unknown key is reported by the model with its place", "[model]") {
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [8, 8, 1]}
+    - {name: c1, type: Conv2D, filter: 2, kernel_size: 3}
+)");
+  REQUIRE_THROWS_WITH(Model(c.model, c.path),
+                      Catch::Contains("m.yaml:4:") && Catch::Contains("'filter'") &&
+                          Catch::Contains("did you mean 'filters'"));
+}
+
+TEST_CASE("the seed U-Net has Keras's parameter count", "[model]") {
+  Config c = load_config(std::string(TRAINER_SOURCE_DIR) + "/configs/unet.yaml");
+  Model m(c.model, c.path);
+  CHECK(m.num_params() + m.num_state() == 31031745);
+  CHECK(m.output_shape() == Shape{1, 256, 256, 1});
+  const std::string s = m.summary();
+  CHECK_THAT(s, Catch::Contains("Total params: 31,031,745"));
+  CHECK_THAT(s, Catch::Contains("[256, 256, 1]"));
+}
+
+TEST_CASE("backward through skip connections matches finite differences", "[model]") {
+  // c1 feeds both the pooling path and the concatenation: its gradient is the
+  // sum of two branches.
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [6, 6, 2]}
+    - {name: c1, type: Conv2D, filters: 3, kernel_size: 3, padding: same, activation: linear}
+    - {name: p1, type: MaxPooling2D}
+    - {name: c2, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: linear}
+    - {name: u1, type: Conv2DTranspose, filters: 3, kernel_size: 2, strides: 2, padding: same}
+    - {name: add, type: Add, inputs: [u1, c1]}
+    - {name: cat, type: Concatenate, inputs: [add, c1]}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+)");
+  Model m(c.model, c.path);
+  Bound b = bind_init(m, 11);
+  Tensor x = random_input(Shape{2, 6, 6, 2}, 5);
+  Tensor r = random_input(Shape{2, 6, 6, 1}, 6);
+  Context ctx;
+  ctx.training = true;
+  auto objective = [&] {
+    const Tensor& y = m.forward(ctx, x);
+    double s = 0;
+    for (size_t i = 0; i < y.numel(); ++i) s += double(y.data()[i]) * r.data()[i];
+    return s;
+  };
+  objective();
+  m.backward(ctx, r);
+  const std::vector<float> analytic = b.grads;
+  const float h = 1e-2f;
+  double worst = 0;
+  for (size_t i = 0; i < b.params.size(); ++i) {
+    float keep = b.params[i];
+    b.params[i] = keep + h;
+    double lp = objective();
+    b.params[i] = keep - h;
+    double lm = objective();
+    b.params[i] = keep;
+    double num = (lp - lm) / (2 * h);
+    worst = std::max(worst, std::abs(num - analytic[i]) / std::max(1.0, std::abs(num)));
+  }
+  CHECK(worst < 1e-2);
+}
+
+TEST_CASE("forward of a small network equals a naive implementation", "[model]") {
+  // in -> conv 3x3 same relu (2 filters) -> maxpool 2 -> upsample 2 ->
+  // concat with conv output -> conv 1x1 sigmoid. Reference: direct loops in double.
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [4, 4, 1]}
+    - {name: conv, type: Conv2D, filters: 2, kernel_size: 3, padding: same, activation: relu}
+    - {name: pool, type: MaxPooling2D}
+    - {name: up, type: UpSampling2D}
+    - {name: cat, type: Concatenate, inputs: [up, conv]}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+)");
+  Model m(c.model, c.path);
+  Bound b = bind_init(m, 3);
+  for (auto& v : b.params) v += 0.1f;  // non-zero biases
+  Tensor x = random_input(Shape{1, 4, 4, 1}, 9);
+  const Tensor& y = m.forward(Context{}, x);
+  // params in order: conv kernel [3,3,1,2], conv bias [2], out kernel [1,1,4,1], out bias [1]
+  const float* k1 = b.params.data();
+  const float* b1 = k1 + 18;
+  const float* k2 = b1 + 2;
+  const float* b2 = k2 + 4;
+  double conv[4][4][2];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int f = 0; f < 2; ++f) {
+        double s = b1[f];
+        for (int di = -1; di <= 1; ++di)
+          for (int dj = -1; dj <= 1; ++dj) {
+            int ii = i + di, jj = j + dj;
+            if (ii < 0 || jj < 0 || ii > 3 || jj > 3) continue;
+            s += double(x.data()[ii * 4 + jj]) * k1[((di + 1) * 3 + (dj + 1)) * 2 + f];
+          }
+        conv[i][j][f] = std::max(0.0, s);
+      }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double feat[4];
+      for (int f = 0; f < 2; ++f) {
+        int pi = i / 2 * 2, pj = j / 2 * 2;
+        feat[f] = std::max({conv[pi][pj][f], conv[pi + 1][pj][f], conv[pi][pj + 1][f], conv[pi + 1][pj + 1][f]});
+        feat[2 + f] = conv[i][j][f];
+      }
+      double z = b2[0];
+      for (int k = 0; k < 4; ++k) z += feat[k] * k2[k];
+      CHECK(y.data()[i * 4 + j] == Approx(1.0 / (1.0 + std::exp(-z))).epsilon(1e-5));
+    }
+}
