@@ -1,0 +1,56 @@
+// Add (keras.layers.Add): y = x_0 + x_1 + ... + x_{K-1}, K >= 2 inputs of the
+// same shape [N, H, W, C]. No keys, no weights.
+#include <cstring>
+
+#include "core/error.h"
+#include "nn/registry.h"
+
+namespace trainer {
+
+namespace {
+
+class Add : public Layer {
+ public:
+  explicit Add(std::string name) : Layer(std::move(name)) {}
+  std::string type() const override { return "Add"; }
+
+  /// UserError unless there are >= 2 inputs of identical shape (names both shapes).
+  Shape infer(const std::vector<Shape>& inputs) override {
+    if (inputs.size() < 2)
+      throw UserError("Add needs at least 2 inputs, got " + std::to_string(inputs.size()));
+    for (const Shape& s : inputs)
+      if (!s.same_sample(inputs[0]))
+        throw UserError("Add needs inputs of the same shape; got " + inputs[0].hwc() + " and " + s.hwc());
+    return inputs[0];
+  }
+
+  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+    y.resize(x[0]->shape());
+    float* out = y.data();
+    const long long m = (long long)y.numel();
+    const float* a = x[0]->data();
+    const float* b = x[1]->data();
+#pragma omp parallel for simd schedule(static)
+    for (long long i = 0; i < m; ++i) out[i] = a[i] + b[i];
+    for (size_t k = 2; k < x.size(); ++k) {
+      const float* c = x[k]->data();
+#pragma omp parallel for simd schedule(static)
+      for (long long i = 0; i < m; ++i) out[i] += c[i];
+    }
+  }
+
+  /// dx[k] = dy for every k.
+  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    for (size_t k = 0; k < x.size(); ++k)
+      if (dx[k]) *dx[k] = dy;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_add(ParamReader&, const std::string& name) {
+  return std::make_unique<Add>(name);
+}
+
+}  // namespace trainer

@@ -1,0 +1,86 @@
+// Concatenate (keras.layers.Concatenate) along the channel axis:
+//   inputs [N, H, W, C_k], k = 0..K-1 (K >= 2)  ->  y [N, H, W, sum_k C_k],
+// channels in input order. YAML: {type: Concatenate, axis: -1} (only -1 or 3,
+// the channel axis of NHWC, are accepted).
+#include <cstring>
+
+#include "core/error.h"
+#include "nn/registry.h"
+
+namespace trainer {
+
+namespace {
+
+class Concatenate : public Layer {
+ public:
+  explicit Concatenate(std::string name) : Layer(std::move(name)) {}
+  std::string type() const override { return "Concatenate"; }
+
+  /// UserError unless there are >= 2 inputs with the same H and W (the message
+  /// names both shapes).
+  Shape infer(const std::vector<Shape>& inputs) override {
+    if (inputs.size() < 2)
+      throw UserError("Concatenate needs at least 2 inputs, got " + std::to_string(inputs.size()));
+    Shape out = inputs[0];
+    out.c = 0;
+    for (const Shape& s : inputs) {
+      if (s.h != inputs[0].h || s.w != inputs[0].w)
+        throw UserError("Concatenate needs inputs of the same height and width; got " + inputs[0].hwc() +
+                        " and " + s.hwc() +
+                        "; check the pooling/upsampling sizes (an odd size before MaxPooling2D loses a row)");
+      out.c += s.c;
+    }
+    return out;
+  }
+
+  /// Per pixel, copies each input's channels into its slice of y.
+  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+    Shape s = x[0]->shape();
+    s.c = 0;
+    for (const Tensor* t : x) s.c += t->shape().c;
+    y.resize(s);
+    const long long pixels = (long long)s.n * s.h * s.w;
+    const int cy = s.c;
+    float* out = y.data();
+#pragma omp parallel for schedule(static)
+    for (long long p = 0; p < pixels; ++p) {
+      float* dst = out + p * cy;
+      for (const Tensor* t : x) {
+        const int c = t->shape().c;
+        std::memcpy(dst, t->data() + p * c, size_t(c) * sizeof(float));
+        dst += c;
+      }
+    }
+  }
+
+  /// dx[k] = the k-th channel slice of dy.
+  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    for (size_t k = 0; k < x.size(); ++k)
+      if (dx[k]) dx[k]->resize(x[k]->shape());
+    const Shape s = dy.shape();
+    const long long pixels = (long long)s.n * s.h * s.w;
+    const int cy = s.c;
+    const float* g = dy.data();
+#pragma omp parallel for schedule(static)
+    for (long long p = 0; p < pixels; ++p) {
+      const float* src = g + p * cy;
+      for (size_t k = 0; k < x.size(); ++k) {
+        const int c = x[k]->shape().c;
+        if (dx[k]) std::memcpy(dx[k]->data() + p * c, src, size_t(c) * sizeof(float));
+        src += c;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_concatenate(ParamReader& p, const std::string& name) {
+  int axis = p.get_int("axis", -1);
+  if (axis != -1 && axis != 3)
+    p.fail("axis", "must be -1 (or 3): trainer concatenates along the channel axis only");
+  return std::make_unique<Concatenate>(name);
+}
+
+}  // namespace trainer

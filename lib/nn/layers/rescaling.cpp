@@ -1,0 +1,58 @@
+// Rescaling (keras.layers.Rescaling): y = x * scale + offset, element-wise.
+// YAML: {type: Rescaling, scale: 0.00392156862745098, offset: 0.0}
+// scale is required, offset defaults to 0 (Keras defaults). No weights.
+#include "core/error.h"
+#include "nn/registry.h"
+
+namespace trainer {
+
+namespace {
+
+class Rescaling : public Layer {
+ public:
+  Rescaling(std::string name, float scale, float offset)
+      : Layer(std::move(name)), scale_(scale), offset_(offset) {}
+  std::string type() const override { return "Rescaling"; }
+
+  /// One input of any shape; the output has the same shape. UserError otherwise.
+  Shape infer(const std::vector<Shape>& inputs) override {
+    if (inputs.size() != 1)
+      throw UserError("Rescaling takes exactly 1 input, got " + std::to_string(inputs.size()));
+    return inputs[0];
+  }
+  /// y [N, H, W, C] = x [N, H, W, C] * scale + offset.
+  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+    y.resize(x[0]->shape());
+    const float* in = x[0]->data();
+    float* out = y.data();
+    const float a = scale_, b = offset_;
+    const long long m = (long long)y.numel();
+#pragma omp parallel for simd schedule(static)
+    for (long long i = 0; i < m; ++i) out[i] = in[i] * a + b;
+  }
+  /// dx = dy * scale.
+  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (!dx[0]) return;
+    dx[0]->resize(x[0]->shape());
+    const float* g = dy.data();
+    float* out = dx[0]->data();
+    const float a = scale_;
+    const long long m = (long long)dy.numel();
+#pragma omp parallel for simd schedule(static)
+    for (long long i = 0; i < m; ++i) out[i] = g[i] * a;
+  }
+
+ private:
+  float scale_, offset_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_rescaling(ParamReader& p, const std::string& name) {
+  double scale = p.get_double("scale", std::nullopt);
+  double offset = p.get_double("offset", 0.0);
+  return std::make_unique<Rescaling>(name, float(scale), float(offset));
+}
+
+}  // namespace trainer

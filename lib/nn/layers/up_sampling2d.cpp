@@ -1,0 +1,90 @@
+// UpSampling2D (keras.layers.UpSampling2D), nearest-neighbour only:
+//   y[n, i, j, c] = x[n, i / sh, j / sw, c],  y: [N, H*sh, W*sw, C].
+// YAML: {type: UpSampling2D, size: 2 | [sh, sw] (default 2), interpolation: nearest}
+// 'bilinear' (a Keras option) is rejected with a UserError. Backward sums dy
+// over each sh x sw block.
+#include <cstring>
+
+#include "core/error.h"
+#include "nn/registry.h"
+
+namespace trainer {
+
+namespace {
+
+class UpSampling2D : public Layer {
+ public:
+  UpSampling2D(std::string name, int sh, int sw) : Layer(std::move(name)), sh_(sh), sw_(sw) {}
+  std::string type() const override { return "UpSampling2D"; }
+
+  /// One input [H, W, C] -> [H*sh, W*sw, C]. UserError for another input count.
+  Shape infer(const std::vector<Shape>& inputs) override {
+    if (inputs.size() != 1)
+      throw UserError("UpSampling2D takes exactly 1 input, got " + std::to_string(inputs.size()));
+    const Shape& s = inputs[0];
+    return Shape{s.n, s.h * sh_, s.w * sw_, s.c};
+  }
+
+  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+    const Shape s = x[0]->shape();
+    y.resize(Shape{s.n, s.h * sh_, s.w * sw_, s.c});
+    const int oh = s.h * sh_, ow = s.w * sw_, c = s.c, sh = sh_, sw = sw_;
+    const float* in = x[0]->data();
+    float* out = y.data();
+    const long long rows = (long long)s.n * oh;
+#pragma omp parallel for schedule(static)
+    for (long long r = 0; r < rows; ++r) {
+      const long long n = r / oh, i = r % oh;
+      const float* src = in + ((n * s.h + i / sh) * s.w) * c;
+      float* dst = out + r * ow * c;
+      for (int j = 0; j < s.w; ++j)
+        for (int k = 0; k < sw; ++k) std::memcpy(dst + (size_t(j) * sw + k) * c, src + size_t(j) * c, c * sizeof(float));
+    }
+  }
+
+  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override {
+    if (!dx[0]) return;
+    const Shape s = x[0]->shape();
+    dx[0]->resize(s);
+    const int ow = s.w * sw_, c = s.c, sh = sh_, sw = sw_;
+    const float* g = dy.data();
+    float* out = dx[0]->data();
+    const long long rows = (long long)s.n * s.h;
+#pragma omp parallel for schedule(static)
+    for (long long r = 0; r < rows; ++r) {
+      float* dst = out + r * s.w * c;
+      std::memset(dst, 0, size_t(s.w) * c * sizeof(float));
+      const long long n = r / s.h, i = r % s.h;
+      for (int a = 0; a < sh; ++a) {
+        const float* src = g + ((n * s.h + i) * sh + a) * ow * c;
+        for (int j = 0; j < s.w; ++j)
+          for (int b = 0; b < sw; ++b) {
+            const float* sp = src + (size_t(j) * sw + b) * c;
+            float* dp = dst + size_t(j) * c;
+#pragma omp simd
+            for (int k = 0; k < c; ++k) dp[k] += sp[k];
+          }
+      }
+    }
+  }
+
+ private:
+  int sh_, sw_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_up_sampling2d(ParamReader& p, const std::string& name) {
+  std::vector<int> size = p.get_int_pair("size", std::vector<int>{2, 2}, 1);
+  std::string interp = p.get_string("interpolation", std::string("nearest"));
+  if (interp == "bilinear")
+    p.fail("interpolation",
+           "value 'bilinear' is not supported by trainer. Use 'nearest' (or a Conv2DTranspose to learn "
+           "the upsampling)");
+  if (interp != "nearest")
+    p.fail("interpolation", "has unknown value '" + interp + "'. The only supported value is 'nearest'");
+  return std::make_unique<UpSampling2D>(name, size[0], size[1]);
+}
+
+}  // namespace trainer

@@ -1,0 +1,437 @@
+// Tests of Input, Rescaling, UpSampling2D, Concatenate, Add, Activation,
+// BatchNormalization (plain and synchronized) and Dropout: hand-computed
+// forward values, finite-difference gradient checks, shape errors, Keras
+// moving-statistics semantics, dropout mask determinism across tower splits,
+// and synchronized BN on 2 and 3 towers (one empty) against one tower.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "dist/communicator.h"
+#include "layer_testing.h"
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+Tensor make_tensor(Shape s, std::vector<float> v) {
+  REQUIRE(v.size() == s.numel());
+  Tensor t(s);
+  std::copy(v.begin(), v.end(), t.data());
+  return t;
+}
+
+Tensor run_forward(Layer& l, const Context& ctx, const std::vector<const Tensor*>& x) {
+  Tensor y;
+  l.forward(ctx, x, y);
+  return y;
+}
+
+/// Samples [begin, begin + n) of t.
+Tensor slice(const Tensor& t, int begin, int n) {
+  Tensor out(t.shape().with_batch(n));
+  if (n) std::memcpy(out.data(), t.sample(begin), out.numel() * sizeof(float));
+  return out;
+}
+
+Context training() {
+  Context c;
+  c.training = true;
+  return c;
+}
+
+/// Moves every element at least margin away from 0 (relu's kink) keeping its sign.
+Tensor away_from_zero(Tensor t, float margin) {
+  for (size_t i = 0; i < t.numel(); ++i) t.data()[i] += t.data()[i] >= 0 ? margin : -margin;
+  return t;
+}
+
+/// In-process communicator for the test: every collective meets at a barrier,
+/// each rank sums all ranks' buffers in rank order, meets again, writes back.
+class ThreadComm : public Communicator {
+ public:
+  explicit ThreadComm(int n) : n_(n), ptrs_(size_t(n)) {}
+  int size() const override { return n_; }
+  void all_reduce_sum(int rank, float* d, size_t n) override { reduce(rank, d, n); }
+  void all_reduce_sum(int rank, double* d, size_t n) override { reduce(rank, d, n); }
+  void broadcast(int rank, float* d, size_t n, int root) override {
+    ptrs_[size_t(rank)] = d;
+    barrier();
+    std::vector<float> v(static_cast<float*>(ptrs_[size_t(root)]), static_cast<float*>(ptrs_[size_t(root)]) + n);
+    barrier();
+    std::copy(v.begin(), v.end(), d);
+  }
+
+ private:
+  template <class T>
+  void reduce(int rank, T* d, size_t n) {
+    ptrs_[size_t(rank)] = d;
+    barrier();
+    std::vector<T> sum(n, T(0));
+    for (int r = 0; r < n_; ++r)
+      for (size_t i = 0; i < n; ++i) sum[i] += static_cast<T*>(ptrs_[size_t(r)])[i];
+    barrier();
+    std::copy(sum.begin(), sum.end(), d);
+  }
+  void barrier() {
+    std::unique_lock<std::mutex> lk(m_);
+    const size_t gen = gen_;
+    if (++waiting_ == n_) {
+      waiting_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lk, [&] { return gen != gen_; });
+    }
+  }
+  int n_;
+  std::vector<void*> ptrs_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  size_t gen_ = 0;
+};
+
+/// |a - b| <= tol * max(1, |a|, |b|) element-wise.
+void require_close(const float* a, const float* b, size_t n, double tol) {
+  for (size_t i = 0; i < n; ++i) {
+    double scale = std::max({1.0, std::abs(double(a[i])), std::abs(double(b[i]))});
+    INFO("element " << i << ": " << a[i] << " vs " << b[i]);
+    REQUIRE(std::abs(double(a[i]) - b[i]) <= tol * scale);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Input returns its configured shape and takes no inputs", "[layers]") {
+  auto l = layer_from_yaml("{type: Input, shape: [32, 48, 3]}");
+  Shape s = l->infer({});
+  CHECK(s.hwc() == "[32, 48, 3]");
+  CHECK_THROWS_AS(l->infer({Shape{0, 1, 1, 1}}), UserError);
+  CHECK_THROWS_AS(layer_from_yaml("{type: Input, shape: [32, 0, 3]}"), UserError);
+  CHECK_THROWS_AS(layer_from_yaml("{type: Input, shape: [32, 32]}"), UserError);
+}
+
+TEST_CASE("Rescaling computes x * scale + offset and its gradient", "[layers]") {
+  auto l = layer_from_yaml("{type: Rescaling, scale: 0.5, offset: -1}");
+  auto w = bind_random(*l, {Shape{0, 1, 2, 2}}, 1);
+  Tensor x = make_tensor({1, 1, 2, 2}, {0, 2, 4, -6});
+  Tensor y = run_forward(*l, {}, {&x});
+  CHECK(std::vector<float>(y.data(), y.data() + 4) == std::vector<float>{-1, 0, 1, -4});
+  auto r = gradcheck(*l, w, {random_tensor({2, 3, 4, 5}, 2)}, {});
+  CHECK(r.max_rel_error_inputs < 1e-3);
+  CHECK_THROWS_AS(layer_from_yaml("{type: Rescaling}"), UserError);
+}
+
+TEST_CASE("UpSampling2D repeats pixels and sums gradients over blocks", "[layers]") {
+  auto l = layer_from_yaml("{type: UpSampling2D, size: [2, 3]}");
+  auto w = bind_random(*l, {Shape{0, 2, 2, 1}}, 1);
+  Tensor x = make_tensor({1, 2, 2, 1}, {1, 2, 3, 4});
+  Tensor y = run_forward(*l, {}, {&x});
+  REQUIRE(y.shape() == Shape{1, 4, 6, 1});
+  std::vector<float> want = {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4};
+  CHECK(std::vector<float>(y.data(), y.data() + y.numel()) == want);
+
+  Tensor dy(y.shape());
+  for (size_t i = 0; i < dy.numel(); ++i) dy.data()[i] = float(i);
+  Tensor dx;
+  l->backward({}, {&x}, y, dy, {&dx});
+  // Block of pixel (0, 0): rows 0-1, cols 0-2 -> 0+1+2+6+7+8.
+  CHECK(std::vector<float>(dx.data(), dx.data() + 4) == std::vector<float>{24, 42, 96, 114});
+
+  auto l2 = layer_from_yaml("{type: UpSampling2D}");
+  auto w2 = bind_random(*l2, {Shape{0, 3, 2, 4}}, 1);
+  CHECK(gradcheck(*l2, w2, {random_tensor({2, 3, 2, 4}, 3)}, {}).max_rel_error_inputs < 1e-3);
+
+  try {
+    layer_from_yaml("{type: UpSampling2D, interpolation: bilinear}");
+    FAIL("bilinear accepted");
+  } catch (const UserError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("'bilinear' is not supported"));
+  }
+}
+
+TEST_CASE("Concatenate joins channels in input order", "[layers]") {
+  auto l = layer_from_yaml("{type: Concatenate, axis: -1}");
+  std::vector<Shape> in = {{0, 3, 2, 2}, {0, 3, 2, 1}, {0, 3, 2, 3}};
+  auto w = bind_random(*l, in, 1);
+  Tensor a = make_tensor({1, 1, 1, 2}, {1, 2}), b = make_tensor({1, 1, 1, 1}, {3}),
+         c = make_tensor({1, 1, 1, 3}, {4, 5, 6});
+  Tensor y = run_forward(*l, {}, {&a, &b, &c});
+  CHECK(std::vector<float>(y.data(), y.data() + 6) == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(l->infer(in).c == 6);
+  auto r = gradcheck(*l, w, {random_tensor({2, 3, 2, 2}, 4), random_tensor({2, 3, 2, 1}, 5),
+                             random_tensor({2, 3, 2, 3}, 6)},
+                     {});
+  CHECK(r.max_rel_error_inputs < 1e-3);
+}
+
+TEST_CASE("Concatenate names both shapes when heights or widths differ", "[layers]") {
+  auto l = layer_from_yaml("{type: Concatenate}");
+  try {
+    l->infer({Shape{0, 32, 32, 64}, Shape{0, 31, 31, 64}});
+    FAIL("mismatch accepted");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()) ==
+          "Concatenate needs inputs of the same height and width; got [32, 32, 64] and [31, 31, 64]; "
+          "check the pooling/upsampling sizes (an odd size before MaxPooling2D loses a row)");
+  }
+  CHECK_THROWS_AS(l->infer({Shape{0, 4, 4, 1}}), UserError);
+  CHECK_THROWS_AS(layer_from_yaml("{type: Concatenate, axis: 1}"), UserError);
+}
+
+TEST_CASE("Add sums inputs of one shape", "[layers]") {
+  auto l = layer_from_yaml("{type: Add}");
+  auto w = bind_random(*l, {Shape{0, 2, 3, 4}, Shape{0, 2, 3, 4}, Shape{0, 2, 3, 4}}, 1);
+  Tensor a = make_tensor({1, 1, 1, 2}, {1, 2}), b = make_tensor({1, 1, 1, 2}, {10, 20}),
+         c = make_tensor({1, 1, 1, 2}, {100, 200});
+  Tensor y = run_forward(*l, {}, {&a, &b, &c});
+  CHECK(std::vector<float>(y.data(), y.data() + 2) == std::vector<float>{111, 222});
+  auto r = gradcheck(*l, w, {random_tensor({2, 2, 3, 4}, 7), random_tensor({2, 2, 3, 4}, 8),
+                             random_tensor({2, 2, 3, 4}, 9)},
+                     {});
+  CHECK(r.max_rel_error_inputs < 1e-3);
+  try {
+    l->infer({Shape{0, 2, 3, 4}, Shape{0, 2, 3, 5}});
+    FAIL("mismatch accepted");
+  } catch (const UserError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("[2, 3, 4]") && Catch::Contains("[2, 3, 5]"));
+  }
+}
+
+TEST_CASE("Activation relu and sigmoid, and strip_final_sigmoid", "[layers]") {
+  for (const char* act : {"relu", "sigmoid"}) {
+    auto l = layer_from_yaml(std::string("{type: Activation, activation: ") + act + "}");
+    auto w = bind_random(*l, {Shape{0, 3, 3, 2}}, 1);
+    auto r = gradcheck(*l, w, {away_from_zero(random_tensor({2, 3, 3, 2}, 10), 0.05f)}, {}, 1e-2f);
+    INFO(act);
+    CHECK(r.max_rel_error_inputs < 2e-3);
+  }
+  auto relu = layer_from_yaml("{type: Activation, activation: relu}");
+  CHECK_FALSE(relu->strip_final_sigmoid());
+
+  auto sig = layer_from_yaml("{type: Activation, activation: sigmoid}");
+  Tensor x = make_tensor({1, 1, 1, 2}, {0, 2});
+  Tensor y = run_forward(*sig, {}, {&x});
+  CHECK(y.data()[0] == Approx(0.5f));
+  CHECK(y.data()[1] == Approx(1 / (1 + std::exp(-2.0))));
+  CHECK(sig->strip_final_sigmoid());
+  y = run_forward(*sig, {}, {&x});
+  CHECK(y.data()[1] == 2.f);
+  CHECK_FALSE(sig->strip_final_sigmoid());
+  CHECK_THROWS_AS(layer_from_yaml("{type: Activation}"), UserError);
+  CHECK_THROWS_AS(layer_from_yaml("{type: Activation, activation: tanh}"), UserError);
+}
+
+TEST_CASE("BatchNormalization training forward matches a hand computation", "[layers]") {
+  auto l = layer_from_yaml("{type: BatchNormalization, momentum: 0.9, epsilon: 0.01}");
+  auto w = bind_random(*l, {Shape{0, 1, 2, 2}}, 1);
+  REQUIRE(w.specs.size() == 4);
+  CHECK(w.specs[0].name == "gamma");
+  CHECK(w.specs[1].name == "beta");
+  CHECK(w.specs[2].name == "moving_mean");
+  CHECK_FALSE(w.specs[2].trainable);
+  CHECK(w.specs[3].name == "moving_variance");
+  CHECK(w.specs[3].initializer == "ones");
+  w.params[0] = {2, 1};        // gamma
+  w.params[1] = {0.5f, 0};     // beta
+  w.params[2] = {0, 10};       // moving_mean
+  w.params[3] = {1, 4};        // moving_variance
+  // Two samples of 1x2 pixels, 2 channels. Channel 0: 1, 2, 3, 6 (mean 3, biased
+  // var 3.5, unbiased 14/3); channel 1: all 5 (mean 5, var 0).
+  Tensor x = make_tensor({2, 1, 2, 2}, {1, 5, 2, 5, 3, 5, 6, 5});
+  Tensor y = run_forward(*l, training(), {&x});
+  const double istd = 1 / std::sqrt(3.5 + 0.01);
+  const double want0[] = {-2, -1, 0, 3};
+  for (int i = 0; i < 4; ++i) {
+    CHECK(y.data()[2 * i] == Approx(2 * want0[i] * istd + 0.5));
+    CHECK(y.data()[2 * i + 1] == Approx(0).margin(1e-6));
+  }
+  // Keras: moving = moving * momentum + batch * (1 - momentum), unbiased batch variance.
+  CHECK(w.params[2][0] == Approx(0 * 0.9 + 3 * 0.1));
+  CHECK(w.params[2][1] == Approx(10 * 0.9 + 5 * 0.1));
+  CHECK(w.params[3][0] == Approx(1 * 0.9 + 14.0 / 3 * 0.1));
+  CHECK(w.params[3][1] == Approx(4 * 0.9 + 0 * 0.1));
+
+  // Inference uses the moving statistics and leaves them alone.
+  std::vector<float> mm = w.params[2], mv = w.params[3];
+  Tensor yi = run_forward(*l, {}, {&x});
+  for (int i = 0; i < 4; ++i)
+    for (int c = 0; c < 2; ++c) {
+      const float* g = w.params[0].data();
+      const float* b = w.params[1].data();
+      double want = g[c] * (x.data()[2 * i + c] - mm[size_t(c)]) / std::sqrt(mv[size_t(c)] + 0.01) + b[c];
+      CHECK(yi.data()[2 * i + c] == Approx(want));
+    }
+  CHECK(w.params[2] == mm);
+  CHECK(w.params[3] == mv);
+}
+
+TEST_CASE("BatchNormalization gradients (training and inference, with and without center/scale)", "[layers]") {
+  for (const char* yaml : {"{type: BatchNormalization}", "{type: BatchNormalization, center: false, scale: false}",
+                           "{type: BatchNormalization, synchronized: true}"}) {
+    INFO(yaml);
+    auto l = layer_from_yaml(yaml);
+    auto w = bind_random(*l, {Shape{0, 3, 4, 3}}, 11);
+    Tensor x = random_tensor({2, 3, 4, 3}, 12, -2.f, 2.f);
+    auto r = gradcheck(*l, w, {x}, training(), 1e-2f);
+    CHECK(r.max_rel_error_inputs < 5e-3);
+    CHECK(r.max_rel_error_params < 5e-3);
+    auto ri = gradcheck(*l, w, {x}, {}, 1e-2f);
+    CHECK(ri.max_rel_error_inputs < 5e-3);
+    CHECK(ri.max_rel_error_params < 5e-3);
+  }
+  CHECK_THROWS_AS(layer_from_yaml("{type: BatchNormalization, axis: 1}"), UserError);
+  CHECK_THROWS_AS(layer_from_yaml("{type: BatchNormalization, beta_initializer: nonsense}"), UserError);
+}
+
+namespace {
+
+struct TowerResult {
+  Tensor y, dx;
+  std::vector<std::vector<float>> params, grads;
+};
+
+/// Runs synchronized BN forward + backward on towers holding `split` samples of
+/// x (dy likewise), each in its own thread; identical initial weights (seed 21).
+std::vector<TowerResult> run_towers(const std::string& yaml, const Tensor& x, const Tensor& dy,
+                                    const std::vector<int>& split) {
+  const int towers = int(split.size());
+  ThreadComm comm(towers);
+  std::vector<TowerResult> out(static_cast<size_t>(towers));
+  std::vector<std::unique_ptr<Layer>> layers;
+  std::vector<BoundWeights> weights;
+  for (int t = 0; t < towers; ++t) {
+    layers.push_back(layer_from_yaml(yaml));
+    weights.push_back(bind_random(*layers.back(), {x.shape()}, 21));
+  }
+  std::vector<std::thread> threads;
+  int offset = 0;
+  for (int t = 0; t < towers; ++t) {
+    threads.emplace_back([&, t, offset] {
+      Context ctx = training();
+      ctx.comm = &comm;
+      ctx.rank = t;
+      ctx.sample_offset = offset;
+      Tensor xs = slice(x, offset, split[size_t(t)]), gs = slice(dy, offset, split[size_t(t)]);
+      layers[size_t(t)]->forward(ctx, {&xs}, out[size_t(t)].y);
+      layers[size_t(t)]->backward(ctx, {&xs}, out[size_t(t)].y, gs, {&out[size_t(t)].dx});
+      out[size_t(t)].params = weights[size_t(t)].params;
+      out[size_t(t)].grads = weights[size_t(t)].grads;
+    });
+    offset += split[size_t(t)];
+  }
+  for (auto& th : threads) th.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Synchronized BatchNormalization on N towers equals one tower on the whole batch", "[layers]") {
+  const std::string yaml = "{type: BatchNormalization, synchronized: true, momentum: 0.5}";
+  REQUIRE(layer_from_yaml(yaml)->collective());
+  Tensor x = random_tensor({5, 3, 4, 6}, 30, -1.f, 3.f);
+  Tensor dy = random_tensor({5, 3, 4, 6}, 31);
+  const TowerResult ref = run_towers(yaml, x, dy, {5})[0];
+  const size_t per = x.shape().sample_numel();
+
+  for (std::vector<int> split : {std::vector<int>{3, 2}, std::vector<int>{2, 0, 3}}) {
+    INFO("towers: " << split.size());
+    auto res = run_towers(yaml, x, dy, split);
+    int offset = 0;
+    for (size_t t = 0; t < split.size(); ++t) {
+      const size_t n = size_t(split[t]) * per;
+      REQUIRE(res[t].y.shape().n == split[t]);
+      require_close(res[t].y.data(), ref.y.data() + size_t(offset) * per, n, 1e-5);
+      require_close(res[t].dx.data(), ref.dx.data() + size_t(offset) * per, n, 1e-5);
+      // Moving statistics (params 2, 3) are identical on every tower and equal the reference.
+      for (size_t k = 2; k < 4; ++k)
+        require_close(res[t].params[k].data(), ref.params[k].data(), ref.params[k].size(), 1e-5);
+      offset += split[t];
+    }
+    // Parameter gradients are per-tower sums; their sum over towers is the reference.
+    for (size_t k = 0; k < 2; ++k) {
+      std::vector<float> total(ref.grads[k].size(), 0.f);
+      for (auto& r : res)
+        for (size_t i = 0; i < total.size(); ++i) total[i] += r.grads[k][i];
+      require_close(total.data(), ref.grads[k].data(), total.size(), 1e-5);
+    }
+  }
+
+  // Without synchronization the first tower normalises with its own statistics,
+  // so it differs from the reference (the comparison above can fail).
+  auto local = run_towers("{type: BatchNormalization, momentum: 0.5}", x, dy, {3, 2});
+  double diff = 0;
+  for (size_t i = 0; i < 3 * per; ++i) diff = std::max(diff, double(std::abs(local[0].y.data()[i] - ref.y.data()[i])));
+  CHECK(diff > 1e-2);
+}
+
+TEST_CASE("Dropout masks depend on the global sample index, not the tower split", "[layers]") {
+  const std::string yaml = "{type: Dropout, rate: 0.5}";
+  auto l = layer_from_yaml(yaml, "drop");
+  bind_random(*l, {Shape{0, 4, 4, 3}}, 1);
+  Tensor x = random_tensor({4, 4, 4, 3}, 40, 0.5f, 1.5f);
+  Context ctx = training();
+  ctx.seed = 99;
+  ctx.step = 7;
+  Tensor whole = run_forward(*l, ctx, {&x});
+  const size_t per = x.shape().sample_numel();
+  for (std::vector<int> split : {std::vector<int>{1, 3}, std::vector<int>{2, 2}, std::vector<int>{3, 0, 1}}) {
+    int offset = 0;
+    for (int n : split) {
+      auto part = layer_from_yaml(yaml, "drop");
+      Tensor xs = slice(x, offset, n);
+      Context c = ctx;
+      c.sample_offset = offset;
+      Tensor ys = run_forward(*part, c, {&xs});
+      CHECK(std::equal(ys.data(), ys.data() + ys.numel(), whole.data() + size_t(offset) * per));
+      offset += n;
+    }
+  }
+  // Another step, another run seed or another layer name gives another mask.
+  for (int which = 0; which < 3; ++which) {
+    Context c = ctx;
+    if (which == 0) c.step = 8;
+    if (which == 1) c.seed = 100;
+    auto other = layer_from_yaml(yaml, which == 2 ? "drop2" : "drop");
+    Tensor y2 = run_forward(*other, c, {&x});
+    CHECK_FALSE(std::equal(y2.data(), y2.data() + y2.numel(), whole.data()));
+  }
+  // An explicit seed replaces the name hash.
+  auto s1 = layer_from_yaml("{type: Dropout, rate: 0.5, seed: 3}", "a");
+  auto s2 = layer_from_yaml("{type: Dropout, rate: 0.5, seed: 3}", "b");
+  Tensor ya = run_forward(*s1, ctx, {&x}), yb = run_forward(*s2, ctx, {&x});
+  CHECK(std::equal(ya.data(), ya.data() + ya.numel(), yb.data()));
+}
+
+TEST_CASE("Dropout keeps 1 - rate of the elements, scaled; identity in inference", "[layers]") {
+  auto l = layer_from_yaml("{type: Dropout, rate: 0.3}");
+  auto w = bind_random(*l, {Shape{0, 64, 64, 64}}, 1);
+  Tensor x = random_tensor({1, 64, 64, 64}, 41, 0.5f, 1.5f);
+  Context ctx = training();
+  ctx.seed = 5;
+  Tensor y = run_forward(*l, ctx, {&x});
+  size_t kept = 0;
+  for (size_t i = 0; i < x.numel(); ++i) {
+    if (y.data()[i] == 0.f) continue;
+    ++kept;
+    REQUIRE(y.data()[i] == Approx(x.data()[i] / 0.7f));
+  }
+  // Binomial standard deviation here is about 0.0009: 0.005 is over 5 of them.
+  CHECK(double(kept) / double(x.numel()) == Approx(0.7).margin(0.005));
+
+  Tensor yi = run_forward(*l, {}, {&x});
+  CHECK(std::equal(yi.data(), yi.data() + yi.numel(), x.data()));
+
+  auto r = gradcheck(*l, w, {random_tensor({2, 3, 3, 4}, 42)}, ctx);
+  CHECK(r.max_rel_error_inputs < 1e-3);
+  CHECK_THROWS_AS(layer_from_yaml("{type: Dropout, rate: 1.0}"), UserError);
+  CHECK_THROWS_AS(layer_from_yaml("{type: Dropout}"), UserError);
+}
