@@ -30,6 +30,7 @@
 
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "nn/initializers.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -212,13 +213,6 @@ class BatchNormalization : public Layer {
   std::vector<double> partial_, sums_;                      ///< Reduction scratch.
 };
 
-/// Initialiser names a BN weight may use (as nn/initializers accepts).
-const std::vector<std::string>& bn_initializers() {
-  static const std::vector<std::string> names = {"zeros",     "ones",      "glorot_uniform", "glorot_normal",
-                                                 "he_uniform", "he_normal", "lecun_normal"};
-  return names;
-}
-
 }  // namespace
 
 std::unique_ptr<Layer> make_batch_normalization(ParamReader& p, const std::string& name) {
@@ -230,10 +224,10 @@ std::unique_ptr<Layer> make_batch_normalization(ParamReader& p, const std::strin
   o.epsilon = p.get_double("epsilon", 1e-3, 1e-12);
   o.center = p.get_bool("center", true);
   o.scale = p.get_bool("scale", true);
-  o.beta_init = p.get_string("beta_initializer", std::string("zeros"), bn_initializers());
-  o.gamma_init = p.get_string("gamma_initializer", std::string("ones"), bn_initializers());
-  o.mean_init = p.get_string("moving_mean_initializer", std::string("zeros"), bn_initializers());
-  o.var_init = p.get_string("moving_variance_initializer", std::string("ones"), bn_initializers());
+  o.beta_init = p.get_string("beta_initializer", std::string("zeros"), initializer_names());
+  o.gamma_init = p.get_string("gamma_initializer", std::string("ones"), initializer_names());
+  o.mean_init = p.get_string("moving_mean_initializer", std::string("zeros"), initializer_names());
+  o.var_init = p.get_string("moving_variance_initializer", std::string("ones"), initializer_names());
   o.synchronized = p.get_bool("synchronized", false);
   return std::make_unique<BatchNormalization>(name, o);
 }
