@@ -1,0 +1,221 @@
+#include "io/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "io/hdf5_util.h"
+
+namespace trainer {
+
+namespace {
+
+constexpr const char* kFormat = "trainer-checkpoint";
+constexpr long long kVersion = 1;
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string folder_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool valid_name(const std::string& s) { return !s.empty() && s != "." && s.find('/') == std::string::npos; }
+
+/// Writes the weights under /model_weights (Keras's layout). Throws std::invalid_argument
+/// for malformed records, h5::H5Failure for HDF5 errors.
+void write_weights(hid_t file, const std::vector<WeightRecord>& weights) {
+  h5::Handle root(H5Gcreate2(file, "model_weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                  "creating /model_weights");
+  std::vector<std::string> layers;
+  std::set<std::string> seen;
+  size_t i = 0;
+  while (i < weights.size()) {
+    const std::string& layer = weights[i].layer;
+    if (!valid_name(layer)) throw std::invalid_argument("checkpoint: invalid layer name '" + layer + "'");
+    if (!seen.insert(layer).second)
+      throw std::invalid_argument("checkpoint: the records of layer '" + layer + "' are not adjacent");
+    layers.push_back(layer);
+    h5::Handle group(H5Gcreate2(root, layer.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                     "creating group for layer '" + layer + "'");
+    std::vector<std::string> names;
+    for (; i < weights.size() && weights[i].layer == layer; ++i) {
+      const WeightRecord& w = weights[i];
+      const std::string where = "checkpoint: weight '" + layer + "/" + w.name + "'";
+      if (!valid_name(w.name)) throw std::invalid_argument(where + ": invalid name");
+      for (const auto& n : names)
+        if (n == w.name) throw std::invalid_argument(where + " appears twice");
+      std::vector<hsize_t> dims;
+      size_t count = 1;
+      for (int d : w.shape) {
+        if (d < 0) throw std::invalid_argument(where + ": negative dimension");
+        dims.push_back(hsize_t(d));
+        count *= size_t(d);
+      }
+      if (count != w.values.size())
+        throw std::invalid_argument(where + ": " + std::to_string(w.values.size()) + " values for a shape of " +
+                                    std::to_string(count));
+      h5::Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
+                       H5Sclose, "dataspace of " + where);
+      h5::Handle ds(H5Dcreate2(group, w.name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                    H5Dclose, "creating " + where);
+      if (count && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.values.data()) < 0)
+        h5::fail("writing " + where);
+      names.push_back(w.name);
+    }
+    h5::write_strings(group, "weight_names", names);
+  }
+  h5::write_strings(root, "layer_names", layers);
+}
+
+/// Writes the whole file at tmp (which exists, empty).
+void write_file(const std::string& tmp, const Checkpoint& ckpt) {
+  h5::Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "creating file");
+  h5::write_string(file, "trainer_format", kFormat);
+  h5::write_int64(file, "format_version", kVersion);
+  h5::write_string(file, "model_config", ckpt.config_yaml);
+  h5::write_int64(file, "epoch", ckpt.epoch);
+  {
+    h5::Handle logs(H5Gcreate2(file, "logs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "creating /logs");
+    for (const auto& kv : ckpt.logs) {
+      if (!valid_name(kv.first)) throw std::invalid_argument("checkpoint: invalid log name '" + kv.first + "'");
+      h5::write_double(logs, kv.first.c_str(), kv.second);
+    }
+  }
+  write_weights(file, ckpt.weights);
+  if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) h5::fail("flushing");
+  file.close("closing");
+}
+
+void fsync_path(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags);
+  if (fd < 0) throw UserError("cannot sync '" + path + "': " + errno_text());
+  const int r = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (r != 0) throw UserError("cannot sync '" + path + "': " + std::strerror(err));
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    throw UserError("cannot write checkpoint '" + path + "': " + errno_text() + " (in folder '" + folder_of(path) +
+                    "'); check that the folder exists and is writable");
+  ::close(fd);
+  try {
+    {
+      h5::QuietErrors quiet;
+      write_file(tmp, ckpt);
+    }
+    fsync_path(tmp, O_RDONLY);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      throw UserError("cannot write checkpoint '" + path + "': rename from '" + tmp + "' failed: " + errno_text());
+  } catch (const h5::H5Failure& e) {
+    std::remove(tmp.c_str());
+    throw InternalError("cannot write checkpoint '" + path + "': HDF5: " + e.what());
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  // The data is in place; syncing the folder makes the rename itself durable.
+  fsync_path(folder_of(path), O_RDONLY | O_DIRECTORY);
+}
+
+namespace {
+
+/// Reads the weights of an open checkpoint; what() of a failure describes the object.
+std::vector<WeightRecord> read_weights(hid_t file) {
+  std::vector<WeightRecord> out;
+  const htri_t has = H5Lexists(file, "model_weights", H5P_DEFAULT);
+  if (has <= 0) throw h5::H5Failure("missing group '/model_weights'");
+  h5::Handle root(H5Gopen2(file, "model_weights", H5P_DEFAULT), H5Gclose, "opening group '/model_weights'");
+  for (const std::string& layer : h5::read_strings(root, "layer_names")) {
+    const std::string gpath = "/model_weights/" + layer;
+    if (!valid_name(layer) || H5Lexists(root, layer.c_str(), H5P_DEFAULT) <= 0)
+      throw h5::H5Failure("layer_names lists '" + layer + "' but group '" + gpath + "' is missing");
+    h5::Handle group(H5Gopen2(root, layer.c_str(), H5P_DEFAULT), H5Gclose, "opening group '" + gpath + "'");
+    for (const std::string& name : h5::read_strings(group, "weight_names")) {
+      const std::string dpath = gpath + "/" + name;
+      if (!valid_name(name) || H5Lexists(group, name.c_str(), H5P_DEFAULT) <= 0)
+        throw h5::H5Failure("weight_names lists '" + name + "' but dataset '" + dpath + "' is missing");
+      h5::Handle ds(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "opening dataset '" + dpath + "'");
+      h5::Handle space(H5Dget_space(ds), H5Sclose, "dataspace of '" + dpath + "'");
+      const int rank = H5Sget_simple_extent_ndims(space);
+      if (rank < 0) h5::fail("rank of '" + dpath + "'");
+      std::vector<hsize_t> dims(static_cast<size_t>(rank));
+      if (rank > 0 && H5Sget_simple_extent_dims(space, dims.data(), nullptr) < 0) h5::fail("shape of '" + dpath + "'");
+      WeightRecord w;
+      w.layer = layer;
+      w.name = name;
+      size_t count = 1;
+      for (hsize_t d : dims) {
+        w.shape.push_back(int(d));
+        count *= size_t(d);
+      }
+      w.values.resize(count);
+      if (count && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.values.data()) < 0)
+        h5::fail("reading dataset '" + dpath + "'");
+      out.push_back(std::move(w));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Checkpoint load_checkpoint(const std::string& path) {
+  const std::string where = "checkpoint '" + path + "'";
+  struct stat st {};
+  const bool found = ::stat(path.c_str(), &st) == 0;
+  if (!found || !S_ISREG(st.st_mode))
+    throw UserError("cannot read " + where + ": " + (found ? std::string("not a regular file") : errno_text()) +
+                    "; give the path of a .h5 file written by trainer");
+  h5::QuietErrors quiet;
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw UserError(where + " is not an HDF5 file (" + std::to_string(st.st_size) +
+                    " bytes, no HDF5 signature); give a .h5 checkpoint written by trainer");
+  const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) {
+    try {
+      h5::fail("HDF5");
+    } catch (const h5::H5Failure& e) {
+      throw UserError(where + " is a damaged or truncated HDF5 file (" + e.what() + "); use another checkpoint");
+    }
+  }
+  h5::Handle file(id, H5Fclose, "");
+  if (!h5::has_attribute(file, "trainer_format"))
+    throw UserError(where + " is an HDF5 file but not a trainer checkpoint (no root attribute 'trainer_format'; "
+                    "a Keras .h5 model cannot be loaded directly)");
+  Checkpoint ckpt;
+  try {
+    const std::string format = h5::read_string(file, "trainer_format");
+    if (format != kFormat)
+      throw h5::H5Failure("attribute 'trainer_format' is '" + format + "', expected '" + kFormat + "'");
+    const long long version = h5::read_int64(file, "format_version");
+    if (version != kVersion)
+      throw h5::H5Failure("format_version " + std::to_string(version) + " is not supported (this trainer reads " +
+                          std::to_string(kVersion) + ")");
+    ckpt.config_yaml = h5::read_string(file, "model_config");
+    ckpt.epoch = int(h5::read_int64(file, "epoch"));
+    if (H5Lexists(file, "logs", H5P_DEFAULT) <= 0) throw h5::H5Failure("missing group '/logs'");
+    h5::Handle logs(H5Gopen2(file, "logs", H5P_DEFAULT), H5Gclose, "opening group '/logs'");
+    for (const std::string& name : h5::attribute_names(logs)) ckpt.logs[name] = h5::read_double(logs, name.c_str());
+    ckpt.weights = read_weights(file);
+  } catch (const h5::H5Failure& e) {
+    throw UserError(where + " is not a valid trainer checkpoint: " + e.what() +
+                    "; the file is damaged or was not written by trainer");
+  }
+  return ckpt;
+}
+
+}  // namespace trainer

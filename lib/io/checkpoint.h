@@ -1,0 +1,44 @@
+#pragma once
+// Checkpoints: one HDF5 file holding the config text, the epoch, its logs and
+// every layer's weights in Keras's layout, so h5py users find their way
+// (format: docs/checkpoint.md). HDF5 calls are not thread-safe in the Debian
+// build: save and load from one thread at a time.
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+/// One weight array in Keras's layout, e.g. layer "conv2d_1", name "kernel",
+/// shape {3, 3, 1, 16} (Conv2D kernel [kh, kw, in, out]); values row-major,
+/// values.size() == product of shape.
+struct WeightRecord {
+  std::string layer, name;
+  std::vector<int> shape;
+  std::vector<float> values;
+};
+
+struct Checkpoint {
+  std::string config_yaml;               ///< The full config text.
+  int epoch = 0;                         ///< 1-based epochs completed.
+  std::map<std::string, double> logs;    ///< Metrics of that epoch, e.g. "val_loss".
+  std::vector<WeightRecord> weights;     ///< All layers' weights, in model order (a layer's records adjacent).
+};
+
+/// Writes ckpt to path atomically: to "<path>.tmp-<pid>" in the same folder, flushed
+/// and fsync'ed, then rename()d over path (and the folder fsync'ed). On any failure
+/// the temp file is removed, an existing file at path is untouched, and it throws:
+/// UserError naming the path and the errno text when the folder is missing or not
+/// writable or the rename fails; std::invalid_argument for malformed records (empty
+/// or '/'-containing names, values.size() != product of shape, a layer's records not
+/// adjacent, repeated weight names); InternalError for other HDF5 failures.
+void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
+
+/// Reads a checkpoint written by save_checkpoint. Throws UserError naming the path for
+/// a missing/unreadable file, a file that is not HDF5, an HDF5 file that is not a
+/// trainer checkpoint (missing attributes or groups, wrong types, unsupported
+/// format_version) and truncated or corrupt contents (with HDF5's own description).
+/// HDF5's error printing is silenced during the call.
+Checkpoint load_checkpoint(const std::string& path);
+
+}  // namespace trainer

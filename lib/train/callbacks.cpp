@@ -1,0 +1,160 @@
+#include "train/callbacks.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+#include "core/error.h"
+
+namespace trainer {
+
+namespace {
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+double worst(bool max) {
+  return max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
+
+bool monitor_is_max(const std::string& monitor, const std::string& mode) {
+  if (mode == "max") return true;
+  if (mode == "min") return false;
+  if (mode != "auto")
+    throw UserError("mode '" + mode + "' for monitor '" + monitor + "' is not one of auto, min, max");
+  const std::string name = monitor.rfind("val_", 0) == 0 ? monitor.substr(4) : monitor;
+  if (contains(name, "loss")) return false;
+  return contains(name, "acc") || contains(name, "iou") || contains(name, "dice");
+}
+
+EarlyStopping::EarlyStopping(const EarlyStoppingConfig& cfg)
+    : max_(monitor_is_max(cfg.monitor, cfg.mode)),
+      min_delta_(std::fabs(cfg.min_delta)),
+      patience_(cfg.patience),
+      best_(worst(max_)) {}
+
+bool EarlyStopping::on_epoch_end(int epoch, double value) {
+  improved_ = max_ ? value - min_delta_ > best_ : value + min_delta_ < best_;
+  if (improved_) {
+    best_ = value;
+    best_epoch_ = epoch;
+    wait_ = 0;
+    return false;
+  }
+  ++wait_;
+  return wait_ >= patience_;
+}
+
+CheckpointPolicy::CheckpointPolicy(const ModelCheckpointConfig& cfg)
+    : save_best_only_(cfg.save_best_only), max_(monitor_is_max(cfg.monitor, cfg.mode)), best_(worst(max_)) {}
+
+bool CheckpointPolicy::should_save(double value) {
+  const bool better = max_ ? value > best_ : value < best_;
+  if (better) best_ = value;
+  return !save_best_only_ || better;
+}
+
+namespace {
+
+/// Python's repr of a float: the shortest %.Ng that reads back exactly, with ".0"
+/// added when it would otherwise look like an integer.
+std::string python_repr(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+[[noreturn]] void bad_placeholder(const std::string& pattern, const std::string& field, const std::string& why) {
+  throw UserError("model_checkpoint.filepath '" + pattern + "': placeholder {" + field + "}: " + why);
+}
+
+/// Formats one field "name" or "name:spec".
+std::string format_field(const std::string& pattern, const std::string& field, int epoch,
+                         const std::map<std::string, double>& logs) {
+  const size_t colon = field.find(':');
+  const std::string name = field.substr(0, colon);
+  const std::string spec = colon == std::string::npos ? "" : field.substr(colon + 1);
+  const bool is_epoch = name == "epoch";
+  double value = epoch;
+  if (!is_epoch) {
+    auto it = logs.find(name);
+    if (it == logs.end()) {
+      std::string known = "epoch";
+      for (const auto& kv : logs) known += ", " + kv.first;
+      bad_placeholder(pattern, field, "unknown name '" + name + "'; known: " + known);
+    }
+    value = it->second;
+  }
+  if (spec.empty()) return is_epoch ? std::to_string(epoch) : python_repr(value);
+  // [0][width][.precision](d|f)
+  size_t i = 0;
+  const bool zero = spec[0] == '0';
+  if (zero) ++i;
+  int width = 0, precision = -1;
+  while (i < spec.size() && std::isdigit((unsigned char)spec[i])) width = width * 10 + (spec[i++] - '0');
+  if (i < spec.size() && spec[i] == '.') {
+    ++i;
+    const size_t start = i;
+    precision = 0;
+    while (i < spec.size() && std::isdigit((unsigned char)spec[i])) precision = precision * 10 + (spec[i++] - '0');
+    if (i == start) bad_placeholder(pattern, field, "'.' must be followed by a precision, as in .4f");
+  }
+  if (i + 1 != spec.size() || (spec[i] != 'd' && spec[i] != 'f'))
+    bad_placeholder(pattern, field, "unsupported format spec '" + spec + "'; use d (epoch only) or .Nf, e.g. 03d, .4f");
+  if (width > 200 || precision > 50) bad_placeholder(pattern, field, "width or precision too large");
+  char buf[320];
+  if (spec[i] == 'd') {
+    if (!is_epoch) bad_placeholder(pattern, field, "'d' needs an integer; '" + name + "' is a float, use .Nf");
+    if (precision >= 0) bad_placeholder(pattern, field, "precision is not allowed with 'd'");
+    std::snprintf(buf, sizeof buf, zero ? "%0*d" : "%*d", width, epoch);
+  } else {
+    std::snprintf(buf, sizeof buf, zero ? "%0*.*f" : "%*.*f", width, precision < 0 ? 6 : precision, value);
+  }
+  return buf;
+}
+
+}  // namespace
+
+std::string format_filepath(const std::string& pattern, int epoch, const std::map<std::string, double>& logs) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '}') {
+      if (i + 1 < pattern.size() && pattern[i + 1] == '}') {
+        out += '}';
+        ++i;
+        continue;
+      }
+      throw UserError("model_checkpoint.filepath '" + pattern + "': single '}' at position " + std::to_string(i) +
+                      "; write '}}' for a literal brace");
+    }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < pattern.size() && pattern[i + 1] == '{') {
+      out += '{';
+      ++i;
+      continue;
+    }
+    const size_t close = pattern.find('}', i + 1);
+    if (close == std::string::npos)
+      throw UserError("model_checkpoint.filepath '" + pattern + "': '{' at position " + std::to_string(i) +
+                      " is never closed; write '{{' for a literal brace");
+    out += format_field(pattern, pattern.substr(i + 1, close - i - 1), epoch, logs);
+    i = close;
+  }
+  return out;
+}
+
+}  // namespace trainer

@@ -1,0 +1,80 @@
+#pragma once
+// The decisions of Keras's EarlyStopping and ModelCheckpoint callbacks, and
+// ModelCheckpoint's filepath formatting. No file IO here: the training loop
+// acts on the answers.
+#include <map>
+#include <string>
+
+#include "config/config.h"
+
+namespace trainer {
+
+/// Keras's mode resolution: "max" -> true, "min" -> false; "auto" -> false when the
+/// monitor's name contains "loss", else true when it contains "acc", "iou" or "dice"
+/// (tf.keras uses "acc" only; iou/dice are this tool's maximised metrics), else false.
+/// Throws UserError for any other mode.
+bool monitor_is_max(const std::string& monitor, const std::string& mode);
+
+/// tf.keras.callbacks.EarlyStopping semantics (TF 2.x; baseline not supported):
+/// an epoch improves when its value beats the best by more than min_delta
+/// (value < best - |min_delta| for min, value > best + |min_delta| for max); an
+/// improvement resets the wait counter to 0, any other epoch increments it, and
+/// training stops at the first non-improving epoch where wait >= patience. (Keras
+/// >= 2.6 also stops after an improving epoch when patience is 0; this follows the
+/// earlier behaviour, where patience 0 means "stop at the first epoch without
+/// improvement".) A NaN value never improves.
+class EarlyStopping {
+ public:
+  /// Throws UserError for an unknown cfg.mode.
+  explicit EarlyStopping(const EarlyStoppingConfig& cfg);
+  /// Records the monitor's value of epoch (numbered as the caller numbers epochs).
+  /// Returns true when training should stop after this epoch.
+  bool on_epoch_end(int epoch, double value);
+  /// Whether the last on_epoch_end() epoch was a new best.
+  bool improved() const { return improved_; }
+  /// Epoch of the best value so far (-1 before any improvement).
+  int best_epoch() const { return best_epoch_; }
+  /// Best value so far (+inf for min, -inf for max before any epoch).
+  double best() const { return best_; }
+  /// Epochs since the last improvement.
+  int wait() const { return wait_; }
+
+ private:
+  bool max_;
+  double min_delta_;
+  int patience_;
+  double best_;
+  int best_epoch_ = -1;
+  int wait_ = 0;
+  bool improved_ = false;
+};
+
+/// tf.keras.callbacks.ModelCheckpoint's decision: save every epoch, or with
+/// save_best_only only when the monitor improves on the best so far (any
+/// improvement, no min_delta, as Keras).
+class CheckpointPolicy {
+ public:
+  /// Throws UserError for an unknown cfg.mode.
+  explicit CheckpointPolicy(const ModelCheckpointConfig& cfg);
+  /// Whether to save after an epoch whose monitor is value; updates best(). NaN never improves.
+  bool should_save(double value);
+  /// Best value so far (+inf for min, -inf for max before any epoch).
+  double best() const { return best_; }
+
+ private:
+  bool save_best_only_;
+  bool max_;
+  double best_;
+};
+
+/// Keras/Python str.format-style filepath formatting, as ModelCheckpoint's
+/// filepath.format(epoch=epoch + 1, **logs): "{epoch}", "{epoch:03d}",
+/// "{val_loss:.4f}", "{val_mean_iou:.3f}"; "{{" and "}}" are literal braces.
+/// epoch is 1-based (the number printed). Supported specs: [0][width][.precision](d|f),
+/// d for the epoch only (as Python, which rejects d for floats); no spec prints a
+/// float as Python's repr (shortest round-trip, e.g. 0.25, 1.0).
+/// Throws UserError naming the pattern and the placeholder when a name is unknown
+/// (listing the known ones), a spec is unsupported, or a brace is unmatched.
+std::string format_filepath(const std::string& pattern, int epoch, const std::map<std::string, double>& logs);
+
+}  // namespace trainer

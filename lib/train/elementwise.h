@@ -1,0 +1,63 @@
+#pragma once
+// Element-wise math of the losses and optimizers, written once as inline
+// functions that the CPU loops call now and CUDA kernels can call later
+// (TRAINER_HD expands to __host__ __device__ under nvcc).
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define TRAINER_HD __host__ __device__
+#else
+#define TRAINER_HD
+#endif
+
+namespace trainer {
+
+/// Numerically stable binary cross-entropy of sigmoid(z) against y in [0, 1]:
+/// max(z, 0) - z*y + log(1 + exp(-|z|)) (TensorFlow's
+/// tf.nn.sigmoid_cross_entropy_with_logits). Finite for any finite z.
+TRAINER_HD inline float bce_with_logits(float z, float y) {
+  return fmaxf(z, 0.f) - z * y + log1pf(expf(-fabsf(z)));
+}
+
+/// Logistic function 1 / (1 + exp(-z)) without overflow for large |z|.
+TRAINER_HD inline float stable_sigmoid(float z) {
+  if (z >= 0.f) return 1.f / (1.f + expf(-z));
+  const float e = expf(z);
+  return e / (1.f + e);
+}
+
+/// tf.keras.optimizers.SGD (2.x) on one weight: velocity = momentum*velocity - lr*g;
+/// w += momentum*velocity - lr*g with nesterov, else w += velocity.
+TRAINER_HD inline void sgd_momentum_update(float& w, float& velocity, float g, float lr, float momentum,
+                                           bool nesterov) {
+  velocity = momentum * velocity - lr * g;
+  w += nesterov ? momentum * velocity - lr * g : velocity;
+}
+
+/// tf.keras.optimizers.Adam (2.x) on one weight, lr_t = lr*sqrt(1-b2^t)/(1-b1^t) precomputed:
+/// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w -= lr_t * m / (sqrt(v) + epsilon).
+TRAINER_HD inline void adam_update(float& w, float& m, float& v, float g, float lr_t, float b1, float b2,
+                                   float epsilon) {
+  m = b1 * m + (1.f - b1) * g;
+  v = b2 * v + (1.f - b2) * g * g;
+  w -= lr_t * m / (sqrtf(v) + epsilon);
+}
+
+/// tf.keras.optimizers.RMSprop (2.x, centered=False) without momentum:
+/// rms = rho rms + (1-rho) g^2; w -= lr * g / (sqrt(rms) + epsilon).
+TRAINER_HD inline void rmsprop_update(float& w, float& rms, float g, float lr, float rho, float epsilon) {
+  rms = rho * rms + (1.f - rho) * g * g;
+  w -= lr * g / (sqrtf(rms) + epsilon);
+}
+
+/// RMSprop with momentum, as TensorFlow's ApplyRMSProp kernel (which Keras calls
+/// when momentum > 0): rms = rho rms + (1-rho) g^2; mom = momentum mom + lr g / sqrt(rms + epsilon);
+/// w -= mom. Note epsilon sits inside the square root here, unlike the branch above.
+TRAINER_HD inline void rmsprop_momentum_update(float& w, float& rms, float& mom, float g, float lr, float rho,
+                                               float momentum, float epsilon) {
+  rms = rho * rms + (1.f - rho) * g * g;
+  mom = momentum * mom + lr * g / sqrtf(rms + epsilon);
+  w -= mom;
+}
+
+}  // namespace trainer

@@ -1,0 +1,54 @@
+#pragma once
+// Optimizers over one flat parameter buffer (all of a replica's weights are
+// contiguous, as its gradients are, so one all-reduce and one step cover them).
+// Formulas are tf.keras 2.x's (tf.keras.optimizers.SGD / Adam / RMSprop docs and
+// the TensorFlow training kernels they call), including the Keras 2 time-based
+// decay lr_t = learning_rate / (1 + decay * iterations).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+
+namespace trainer {
+
+class Optimizer {
+ public:
+  Optimizer(double learning_rate, double decay, size_t n) : lr_(learning_rate), decay_(decay), n_(n) {}
+  virtual ~Optimizer() = default;
+  /// params[i] -= update(grads[i]) for i < n (the n_params given to make_optimizer);
+  /// grads already averaged over the global batch. Increments iterations().
+  virtual void step(float* params, const float* grads) = 0;
+  /// Steps completed (Keras's optimizer.iterations).
+  int64_t iterations() const { return iterations_; }
+  /// Learning rate of the next step, with Keras 2 decay: lr / (1 + decay * iterations).
+  double current_learning_rate() const { return lr_ / (1.0 + decay_ * double(iterations_)); }
+  /// State for checkpoints: named flat float arrays of n values each, in Keras's slot
+  /// names (SGD: "momentum" when momentum > 0; Adam: "m", "v"; RMSprop: "rms", plus
+  /// "momentum" when momentum > 0), plus iterations(). The pointers stay valid for the
+  /// optimizer's lifetime; writing through them restores a state.
+  virtual std::vector<std::pair<std::string, std::vector<float>*>> state() = 0;
+  /// Restores the step counter (from a checkpoint).
+  void set_iterations(int64_t it) { iterations_ = it; }
+  /// Number of parameters this optimizer updates.
+  size_t size() const { return n_; }
+
+ protected:
+  double lr_, decay_;
+  size_t n_;
+  int64_t iterations_ = 0;
+};
+
+/// Builds cfg.type ("SGD" | "Adam" | "RMSprop") for n_params parameters, state zeroed.
+/// Throws UserError naming the type and the known ones for any other type.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, size_t n_params);
+
+// The concrete optimizers, one per file (sgd.cpp, adam.cpp, rmsprop.cpp).
+std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& cfg, size_t n_params);
+std::unique_ptr<Optimizer> make_adam(const OptimizerConfig& cfg, size_t n_params);
+std::unique_ptr<Optimizer> make_rmsprop(const OptimizerConfig& cfg, size_t n_params);
+
+}  // namespace trainer

@@ -1,0 +1,136 @@
+// EarlyStopping / ModelCheckpoint decisions and filepath formatting.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "train/callbacks.h"
+
+using namespace trainer;
+
+namespace {
+
+EarlyStoppingConfig es(const std::string& monitor, int patience, double min_delta = 0, const std::string& mode = "auto") {
+  EarlyStoppingConfig c;
+  c.enabled = true;
+  c.monitor = monitor;
+  c.patience = patience;
+  c.min_delta = min_delta;
+  c.mode = mode;
+  return c;
+}
+
+/// Epoch index at which on_epoch_end first returns true, or -1.
+int stop_epoch(EarlyStopping& e, const std::vector<double>& values) {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (e.on_epoch_end(int(i), values[i])) return int(i);
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("monitor_is_max resolves auto like Keras, explicit modes win", "[callbacks]") {
+  CHECK_FALSE(monitor_is_max("val_loss", "auto"));
+  CHECK_FALSE(monitor_is_max("loss", "auto"));
+  CHECK(monitor_is_max("val_accuracy", "auto"));
+  CHECK(monitor_is_max("acc", "auto"));
+  CHECK(monitor_is_max("val_mean_iou", "auto"));
+  CHECK(monitor_is_max("dice", "auto"));
+  CHECK_FALSE(monitor_is_max("val_dice_loss", "auto"));
+  CHECK(monitor_is_max("val_loss", "max"));
+  CHECK_FALSE(monitor_is_max("val_mean_iou", "min"));
+  CHECK_THROWS_AS(monitor_is_max("val_loss", "lowest"), UserError);
+}
+
+TEST_CASE("EarlyStopping with patience on a loss", "[callbacks]") {
+  EarlyStopping e(es("val_loss", 2));
+  CHECK(stop_epoch(e, {1.0, 0.9, 0.95, 0.92, 0.91, 0.5}) == 3);
+  CHECK(e.best() == 0.9);
+  CHECK(e.best_epoch() == 1);
+  CHECK(e.wait() == 2);
+  CHECK_FALSE(e.improved());
+}
+
+TEST_CASE("EarlyStopping min_delta: gains not larger than min_delta do not count", "[callbacks]") {
+  EarlyStopping e(es("val_loss", 1, 0.05));
+  CHECK_FALSE(e.on_epoch_end(0, 1.0));
+  CHECK(e.improved());
+  CHECK_FALSE(e.on_epoch_end(1, 0.94));  // 0.06 better: improvement
+  CHECK(e.improved());
+  CHECK(e.best() == 0.94);
+  CHECK(e.on_epoch_end(2, 0.90));        // only 0.04 better: wait 1 >= patience 1
+  CHECK(e.best() == 0.94);
+  CHECK(e.best_epoch() == 1);
+}
+
+TEST_CASE("EarlyStopping in max mode (auto on mean_iou and explicit)", "[callbacks]") {
+  for (const char* mode : {"auto", "max"}) {
+    EarlyStopping e(es("val_mean_iou", 2, 0.0, mode));
+    CHECK(stop_epoch(e, {0.1, 0.3, 0.2, 0.35, 0.35, 0.34, 0.9}) == 5);
+    CHECK(e.best() == 0.35);
+    CHECK(e.best_epoch() == 3);
+  }
+  // The same values watched as a loss stop early: 0.3 > 0.1 is worse.
+  EarlyStopping m(es("val_mean_iou", 2, 0.0, "min"));
+  CHECK(stop_epoch(m, {0.1, 0.3, 0.2, 0.35}) == 2);
+}
+
+TEST_CASE("EarlyStopping patience 0 stops at the first epoch without improvement; NaN never improves",
+          "[callbacks]") {
+  EarlyStopping e(es("val_loss", 0));
+  CHECK(stop_epoch(e, {3.0, 2.0, 1.0, 1.5}) == 3);
+  EarlyStopping n(es("val_loss", 1));
+  CHECK_FALSE(n.on_epoch_end(0, 1.0));
+  CHECK(n.on_epoch_end(1, std::nan("")));
+  CHECK_FALSE(n.improved());
+}
+
+TEST_CASE("CheckpointPolicy saves every epoch or only on improvement", "[callbacks]") {
+  ModelCheckpointConfig c;
+  c.monitor = "val_loss";
+  CheckpointPolicy every(c);
+  CHECK(every.should_save(1.0));
+  CHECK(every.should_save(2.0));
+  CHECK(every.best() == 1.0);
+
+  c.save_best_only = true;
+  CheckpointPolicy best(c);
+  CHECK(best.should_save(1.0));
+  CHECK_FALSE(best.should_save(1.0));  // equal is no improvement
+  CHECK(best.should_save(0.999));
+  CHECK_FALSE(best.should_save(2.0));
+  CHECK(best.best() == 0.999);
+
+  c.monitor = "val_dice";
+  CheckpointPolicy maxp(c);
+  CHECK(maxp.should_save(0.2));
+  CHECK_FALSE(maxp.should_save(0.1));
+  CHECK(maxp.should_save(0.3));
+}
+
+TEST_CASE("format_filepath follows Python str.format for the supported specs", "[callbacks]") {
+  const std::map<std::string, double> logs = {{"val_loss", 0.123456}, {"val_mean_iou", 0.87654}, {"loss", 1.0}};
+  CHECK(format_filepath("w.{epoch:03d}-{val_loss:.4f}.h5", 7, logs) == "w.007-0.1235.h5");
+  CHECK(format_filepath("e{epoch}", 12, logs) == "e12");
+  CHECK(format_filepath("{val_mean_iou:.3f}", 1, logs) == "0.877");
+  CHECK(format_filepath("{loss}", 1, logs) == "1.0");
+  CHECK(format_filepath("{val_loss}", 1, logs) == "0.123456");
+  CHECK(format_filepath("{epoch:.2f}", 3, logs) == "3.00");
+  CHECK(format_filepath("{epoch:4d}|{val_loss:8.3f}|{val_loss:08.3f}", 5, logs) == "   5|   0.123|0000.123");
+  CHECK(format_filepath("{{epoch}}", 5, logs) == "{epoch}");
+  CHECK(format_filepath("plain.h5", 5, logs) == "plain.h5");
+}
+
+TEST_CASE("format_filepath errors name the placeholder", "[callbacks]") {
+  const std::map<std::string, double> logs = {{"val_loss", 0.5}};
+  CHECK_THROWS_WITH(format_filepath("m-{val_iou:.2f}.h5", 1, logs),
+                    Catch::Contains("{val_iou:.2f}") && Catch::Contains("known: epoch, val_loss"));
+  CHECK_THROWS_WITH(format_filepath("{val_loss:d}", 1, logs), Catch::Contains("{val_loss:d}"));
+  CHECK_THROWS_WITH(format_filepath("{epoch:x}", 1, logs), Catch::Contains("unsupported format spec 'x'"));
+  CHECK_THROWS_WITH(format_filepath("{epoch:.f}", 1, logs), Catch::Contains("{epoch:.f}"));
+  CHECK_THROWS_WITH(format_filepath("{epoch:+d}", 1, logs), Catch::Contains("{epoch:+d}"));
+  CHECK_THROWS_WITH(format_filepath("m-{epoch", 1, logs), Catch::Contains("never closed"));
+  CHECK_THROWS_WITH(format_filepath("m-}", 1, logs), Catch::Contains("single '}'"));
+  CHECK_THROWS_AS(format_filepath("{}", 1, logs), UserError);
+}

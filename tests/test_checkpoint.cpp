@@ -1,0 +1,224 @@
+// Checkpoints: round trip, atomic replacement, and the message for each kind of bad file.
+#include <catch2/catch.hpp>
+#include <hdf5.h>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+
+using namespace trainer;
+
+namespace {
+
+/// A fresh folder under /tmp, removed (with its files) at scope exit.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/trainer_ckpt_XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    DIR* d = opendir(path.c_str());
+    if (!d) return out;
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") out.push_back(e->d_name);
+    closedir(d);
+    return out;
+  }
+};
+
+Checkpoint sample_checkpoint() {
+  Checkpoint c;
+  c.config_yaml = "model:\n  name: unet\n  layers: []  # ünïcode\n";
+  c.epoch = 7;
+  c.logs = {{"loss", 0.25}, {"val_loss", 0.3125}, {"val_mean_iou", 0.71}};
+  WeightRecord k{"conv2d_1", "kernel", {3, 3, 1, 4}, {}};
+  for (int i = 0; i < 36; ++i) k.values.push_back(0.01f * float(i) - 0.2f);
+  c.weights.push_back(k);
+  c.weights.push_back({"conv2d_1", "bias", {4}, {0.5f, -0.5f, 1.5f, 2.f}});
+  WeightRecord bn{"batch_normalization", "gamma", {4}, {1.f, 1.1f, 1.2f, 1.3f}};
+  c.weights.push_back(bn);
+  c.weights.push_back({"batch_normalization", "beta", {4}, {0.f, 0.1f, 0.2f, 0.3f}});
+  return c;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_all(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint round trip keeps config, epoch, logs, weights and order", "[checkpoint]") {
+  TempDir dir;
+  const Checkpoint a = sample_checkpoint();
+  save_checkpoint(dir / "model.h5", a);
+  CHECK(dir.files() == std::vector<std::string>{"model.h5"});
+  const Checkpoint b = load_checkpoint(dir / "model.h5");
+  CHECK(b.config_yaml == a.config_yaml);
+  CHECK(b.epoch == 7);
+  CHECK(b.logs == a.logs);
+  REQUIRE(b.weights.size() == a.weights.size());
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    CHECK(b.weights[i].layer == a.weights[i].layer);
+    CHECK(b.weights[i].name == a.weights[i].name);
+    CHECK(b.weights[i].shape == a.weights[i].shape);
+    CHECK(b.weights[i].values == a.weights[i].values);
+  }
+}
+
+TEST_CASE("checkpoint layout has the documented Keras-like attributes", "[checkpoint]") {
+  TempDir dir;
+  save_checkpoint(dir / "m.h5", sample_checkpoint());
+  hid_t f = H5Fopen((dir / "m.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  for (const char* a : {"trainer_format", "format_version", "model_config", "epoch"}) CHECK(H5Aexists(f, a) > 0);
+  CHECK(H5Aexists_by_name(f, "model_weights", "layer_names", H5P_DEFAULT) > 0);
+  CHECK(H5Aexists_by_name(f, "model_weights/conv2d_1", "weight_names", H5P_DEFAULT) > 0);
+  CHECK(H5Aexists_by_name(f, "logs", "val_loss", H5P_DEFAULT) > 0);
+  hid_t ds = H5Dopen2(f, "model_weights/conv2d_1/kernel", H5P_DEFAULT);
+  REQUIRE(ds >= 0);
+  hid_t sp = H5Dget_space(ds);
+  hsize_t dims[4] = {};
+  CHECK(H5Sget_simple_extent_ndims(sp) == 4);
+  H5Sget_simple_extent_dims(sp, dims, nullptr);
+  CHECK((dims[0] == 3 && dims[1] == 3 && dims[2] == 1 && dims[3] == 4));
+  H5Sclose(sp);
+  H5Dclose(ds);
+  H5Fclose(f);
+}
+
+TEST_CASE("checkpoint with no weights and no logs round-trips", "[checkpoint]") {
+  TempDir dir;
+  Checkpoint c;
+  c.config_yaml = "";
+  c.epoch = 1;
+  save_checkpoint(dir / "empty.h5", c);
+  const Checkpoint b = load_checkpoint(dir / "empty.h5");
+  CHECK(b.config_yaml.empty());
+  CHECK(b.logs.empty());
+  CHECK(b.weights.empty());
+}
+
+TEST_CASE("a fixed-length model_config string (as other writers produce) is read", "[checkpoint]") {
+  TempDir dir;
+  const std::string p = dir / "fixed.h5";
+  save_checkpoint(p, sample_checkpoint());
+  hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  REQUIRE(H5Adelete(f, "model_config") >= 0);
+  const std::string text = "fixed: yes";
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, text.size());
+  hid_t sp = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(f, "model_config", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+  REQUIRE(H5Awrite(a, t, text.data()) >= 0);
+  H5Aclose(a);
+  H5Sclose(sp);
+  H5Tclose(t);
+  H5Fclose(f);
+  CHECK(load_checkpoint(p).config_yaml == text);
+}
+
+TEST_CASE("save_checkpoint is atomic: failures leave the old file and no temp file", "[checkpoint]") {
+  TempDir dir;
+  const std::string p = dir / "model.h5";
+  write_all(p, "OLD CONTENTS");
+
+  SECTION("missing folder: UserError with the path and errno text") {
+    const std::string missing = dir / "gone/model.h5";
+    CHECK_THROWS_WITH(save_checkpoint(missing, sample_checkpoint()),
+                      Catch::Contains(missing) && Catch::Contains("No such file or directory"));
+    CHECK_THROWS_AS(save_checkpoint(missing, sample_checkpoint()), UserError);
+  }
+  SECTION("a failure while writing the file") {
+    Checkpoint bad = sample_checkpoint();
+    bad.weights[2].values.pop_back();  // 3 values for a shape of 4, found after two datasets are written
+    CHECK_THROWS_AS(save_checkpoint(p, bad), std::invalid_argument);
+  }
+  SECTION("a layer's records not adjacent") {
+    Checkpoint bad = sample_checkpoint();
+    bad.weights.push_back({"conv2d_1", "extra", {1}, {1.f}});
+    CHECK_THROWS_WITH(save_checkpoint(p, bad), Catch::Contains("not adjacent"));
+  }
+  CHECK(read_all(p) == "OLD CONTENTS");
+  CHECK(dir.files() == std::vector<std::string>{"model.h5"});
+}
+
+TEST_CASE("save_checkpoint replaces an existing checkpoint", "[checkpoint]") {
+  TempDir dir;
+  const std::string p = dir / "model.h5";
+  write_all(p, "OLD CONTENTS");
+  Checkpoint c = sample_checkpoint();
+  c.epoch = 9;
+  save_checkpoint(p, c);
+  CHECK(load_checkpoint(p).epoch == 9);
+  CHECK(dir.files() == std::vector<std::string>{"model.h5"});
+}
+
+TEST_CASE("load_checkpoint names the path and the problem for each kind of bad file", "[checkpoint]") {
+  TempDir dir;
+  const std::string good = dir / "good.h5";
+  save_checkpoint(good, sample_checkpoint());
+  const std::string bytes = read_all(good);
+
+  const std::string missing = dir / "missing.h5";
+  CHECK_THROWS_WITH(load_checkpoint(missing), Catch::Contains(missing) && Catch::Contains("No such file"));
+
+  const std::string empty = dir / "empty.h5";
+  write_all(empty, "");
+  CHECK_THROWS_WITH(load_checkpoint(empty), Catch::Contains(empty) && Catch::Contains("is not an HDF5 file"));
+
+  const std::string text = dir / "text.h5";
+  write_all(text, "model:\n  name: unet\n");
+  CHECK_THROWS_WITH(load_checkpoint(text), Catch::Contains(text) && Catch::Contains("is not an HDF5 file"));
+
+  const std::string half = dir / "half.h5";
+  write_all(half, bytes.substr(0, bytes.size() / 2));
+  CHECK_THROWS_WITH(load_checkpoint(half), Catch::Contains(half) && Catch::Contains("damaged or truncated"));
+
+  const std::string foreign = dir / "foreign.h5";
+  {
+    hid_t f = H5Fcreate(foreign.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    hid_t g = H5Gcreate2(f, "model_weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Gclose(g);
+    H5Fclose(f);
+  }
+  CHECK_THROWS_WITH(load_checkpoint(foreign),
+                    Catch::Contains(foreign) && Catch::Contains("not a trainer checkpoint"));
+
+  // Trainer attributes present but the weights group removed.
+  const std::string noweights = dir / "noweights.h5";
+  write_all(noweights, bytes);
+  {
+    hid_t f = H5Fopen(noweights.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    REQUIRE(H5Ldelete(f, "model_weights", H5P_DEFAULT) >= 0);
+    H5Fclose(f);
+  }
+  CHECK_THROWS_WITH(load_checkpoint(noweights),
+                    Catch::Contains(noweights) && Catch::Contains("missing group '/model_weights'"));
+
+  for (const std::string& p : {missing, empty, text, half, foreign, noweights})
+    CHECK_THROWS_AS(load_checkpoint(p), UserError);
+  CHECK_THROWS_WITH(load_checkpoint(dir.path), Catch::Contains("not a regular file"));
+}

@@ -1,0 +1,114 @@
+// Metrics: counts against a brute-force per-pixel reference, a hand example
+// with the U_t == 0 rule, and additivity across batches.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "layer_testing.h"
+#include "train/metrics.h"
+
+using namespace trainer;
+
+namespace {
+
+// Straightforward reference: sigmoid in double, compare with each threshold.
+MetricCounts brute_force(const Tensor& z, const Tensor& y) {
+  MetricCounts c;
+  for (size_t i = 0; i < z.numel(); ++i) {
+    const double p = 1 / (1 + std::exp(-double(z.data()[i])));
+    const bool fg = y.data()[i] > 0.5f;
+    for (int t = 0; t < MetricCounts::kThresholds; ++t) {
+      const bool pred = p > 0.5 + 0.05 * t;
+      c.v[t] += pred && fg;
+      c.v[MetricCounts::kThresholds + t] += pred || fg;
+    }
+    const bool pred = p > 0.5;
+    c.v[MetricCounts::kTp] += pred && fg;
+    c.v[MetricCounts::kPredPos] += pred;
+    c.v[MetricCounts::kTruePos] += fg;
+    c.v[MetricCounts::kCorrect] += pred == fg;
+    c.v[MetricCounts::kTotal] += 1;
+  }
+  return c;
+}
+
+Tensor random_mask(Shape s, unsigned seed) {
+  Tensor t = testing::random_tensor(s, seed, 0.f, 1.f);
+  for (size_t i = 0; i < t.numel(); ++i) t.data()[i] = t.data()[i] > 0.6f ? 1.f : 0.f;
+  return t;
+}
+
+Tensor samples(const Tensor& t, int first, int count) {
+  Tensor out(t.shape().with_batch(count));
+  std::memcpy(out.data(), t.sample(first), out.numel() * sizeof(float));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("metric counts equal a brute-force reference on random data", "[metrics]") {
+  const Shape s{3, 17, 19, 1};
+  Tensor z = testing::random_tensor(s, 5, -4.f, 4.f);
+  Tensor y = random_mask(s, 6);
+  MetricCounts got;
+  accumulate_metrics(z, y, got);
+  const MetricCounts want = brute_force(z, y);
+  for (int i = 0; i < MetricCounts::kSize; ++i) {
+    INFO("index " << i);
+    CHECK(got.v[i] == want.v[i]);
+  }
+  CHECK(got.v[MetricCounts::kTotal] == double(s.numel()));
+}
+
+TEST_CASE("hand example: IoU per threshold, dice, accuracy", "[metrics]") {
+  // sigmoid: 3 -> 0.953, -3 -> 0.047, 0.1 -> 0.525, -0.1 -> 0.475; mask 1 0 1 0.
+  Tensor z(Shape{1, 2, 2, 1}), y(Shape{1, 2, 2, 1});
+  const float zv[] = {3.f, -3.f, 0.1f, -0.1f}, yv[] = {1.f, 0.f, 1.f, 0.f};
+  for (int i = 0; i < 4; ++i) z.data()[i] = zv[i], y.data()[i] = yv[i];
+  MetricCounts c;
+  accumulate_metrics(z, y, c);
+  // t = 0.50: prediction 1 0 1 0, IoU 2/2; t >= 0.55: prediction 1 0 0 0, IoU 1/2.
+  CHECK(c.mean_iou() == Approx((1.0 + 9 * 0.5) / 10));
+  CHECK(c.dice() == Approx(1.0));
+  CHECK(c.accuracy() == Approx(1.0));
+  CHECK(c.value("mean_iou") == c.mean_iou());
+  CHECK(c.value("dice") == c.dice());
+  CHECK(c.value("accuracy") == c.accuracy());
+  CHECK_THROWS_AS(c.value("precision"), std::invalid_argument);
+}
+
+TEST_CASE("a threshold with an empty union counts as IoU 1", "[metrics]") {
+  // Empty mask; one pixel at sigmoid 0.72: predicted positive for t = 0.50..0.70
+  // (IoU 0 / 1), nothing predicted for t = 0.75..0.95 (U = 0, counts 1).
+  Tensor z(Shape{1, 1, 2, 1}), y(Shape{1, 1, 2, 1});
+  z.data()[0] = float(std::log(0.72 / 0.28));
+  z.data()[1] = -5.f;
+  y.zero();
+  MetricCounts c;
+  accumulate_metrics(z, y, c);
+  CHECK(c.mean_iou() == Approx(0.5));
+  CHECK(c.dice() == Approx(0.0));
+  CHECK(c.accuracy() == Approx(0.5));
+
+  MetricCounts empty;
+  z.data()[0] = -5.f;
+  accumulate_metrics(z, y, empty);
+  CHECK(empty.mean_iou() == 1.0);
+  CHECK(empty.dice() == 1.0);
+  CHECK(empty.accuracy() == 1.0);
+}
+
+TEST_CASE("counts of two halves add up to the counts of the whole", "[metrics]") {
+  const Shape s{4, 9, 7, 1};
+  Tensor z = testing::random_tensor(s, 21, -3.f, 3.f);
+  Tensor y = random_mask(s, 22);
+  MetricCounts whole, halves, second;
+  accumulate_metrics(z, y, whole);
+  accumulate_metrics(samples(z, 0, 2), samples(y, 0, 2), halves);
+  accumulate_metrics(samples(z, 2, 2), samples(y, 2, 2), second);
+  halves.add(second);
+  for (int i = 0; i < MetricCounts::kSize; ++i) CHECK(halves.v[i] == whole.v[i]);
+  CHECK(halves.mean_iou() == whole.mean_iou());
+}

@@ -1,0 +1,164 @@
+// Optimizers: a few steps against the tf.keras 2.x formulas written out in
+// double here, including nesterov, momentum and decay; state names.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "train/optimizer.h"
+
+using namespace trainer;
+
+namespace {
+
+const std::vector<std::vector<float>> kGrads = {{0.5f, -1.f, 2.f}, {0.25f, 0.5f, -1.5f}, {-0.75f, 1.f, 0.1f}};
+const std::vector<float> kStart = {1.f, -2.f, 0.5f};
+
+std::vector<float> run(const OptimizerConfig& cfg) {
+  auto opt = make_optimizer(cfg, kStart.size());
+  std::vector<float> w = kStart;
+  for (const auto& g : kGrads) opt->step(w.data(), g.data());
+  CHECK(opt->iterations() == int64_t(kGrads.size()));
+  return w;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-5).margin(1e-6));
+}
+
+double decayed(const OptimizerConfig& c, int it) { return c.learning_rate / (1 + c.decay * it); }
+
+}  // namespace
+
+TEST_CASE("SGD without momentum: w -= lr_t g with Keras 2 decay", "[optimizer]") {
+  OptimizerConfig c;
+  c.learning_rate = 0.1;
+  c.decay = 0.5;
+  // Hand value of one step: 1 - 0.1 * 0.5 = 0.95.
+  auto one = make_optimizer(c, 1);
+  float w = 1.f, g = 0.5f;
+  one->step(&w, &g);
+  CHECK(w == Approx(0.95f));
+  CHECK(one->current_learning_rate() == Approx(0.1 / 1.5));
+
+  std::vector<double> want(kStart.begin(), kStart.end());
+  for (int t = 0; t < 3; ++t)
+    for (size_t i = 0; i < want.size(); ++i) want[i] -= decayed(c, t) * kGrads[t][i];
+  check_close(run(c), want);
+}
+
+TEST_CASE("SGD momentum and nesterov follow tf.keras.optimizers.SGD", "[optimizer]") {
+  for (bool nesterov : {false, true}) {
+    OptimizerConfig c;
+    c.learning_rate = 0.05;
+    c.momentum = 0.9;
+    c.nesterov = nesterov;
+    c.decay = 0.1;
+    std::vector<double> want(kStart.begin(), kStart.end()), vel(3, 0.0);
+    for (int t = 0; t < 3; ++t) {
+      const double lr = decayed(c, t);
+      for (size_t i = 0; i < 3; ++i) {
+        vel[i] = c.momentum * vel[i] - lr * kGrads[t][i];
+        want[i] += nesterov ? c.momentum * vel[i] - lr * kGrads[t][i] : vel[i];
+      }
+    }
+    INFO("nesterov " << nesterov);
+    check_close(run(c), want);
+  }
+}
+
+TEST_CASE("Adam follows tf.keras.optimizers.Adam with bias-corrected lr_t", "[optimizer]") {
+  for (double decay : {0.0, 0.2}) {
+    OptimizerConfig c;
+    c.type = "Adam";
+    c.learning_rate = 0.01;
+    c.decay = decay;
+    std::vector<double> want(kStart.begin(), kStart.end()), m(3, 0.0), v(3, 0.0);
+    for (int t = 0; t < 3; ++t) {
+      const double lr_t = decayed(c, t) * std::sqrt(1 - std::pow(c.beta_2, t + 1)) / (1 - std::pow(c.beta_1, t + 1));
+      for (size_t i = 0; i < 3; ++i) {
+        const double g = kGrads[t][i];
+        m[i] = c.beta_1 * m[i] + (1 - c.beta_1) * g;
+        v[i] = c.beta_2 * v[i] + (1 - c.beta_2) * g * g;
+        want[i] -= lr_t * m[i] / (std::sqrt(v[i]) + c.epsilon);
+      }
+    }
+    INFO("decay " << decay);
+    check_close(run(c), want);
+  }
+}
+
+TEST_CASE("RMSprop follows tf.keras.optimizers.RMSprop, with and without momentum", "[optimizer]") {
+  for (double momentum : {0.0, 0.8}) {
+    OptimizerConfig c;
+    c.type = "RMSprop";
+    c.learning_rate = 0.001;
+    c.momentum = momentum;
+    c.decay = 0.05;
+    std::vector<double> want(kStart.begin(), kStart.end()), rms(3, 0.0), mom(3, 0.0);
+    for (int t = 0; t < 3; ++t) {
+      const double lr = decayed(c, t);
+      for (size_t i = 0; i < 3; ++i) {
+        const double g = kGrads[t][i];
+        rms[i] = c.rho * rms[i] + (1 - c.rho) * g * g;
+        if (momentum == 0) {
+          want[i] -= lr * g / (std::sqrt(rms[i]) + c.epsilon);
+        } else {
+          mom[i] = momentum * mom[i] + lr * g / std::sqrt(rms[i] + c.epsilon);
+          want[i] -= mom[i];
+        }
+      }
+    }
+    INFO("momentum " << momentum);
+    check_close(run(c), want);
+  }
+}
+
+TEST_CASE("optimizer state carries Keras slot names and restores iterations", "[optimizer]") {
+  auto names = [](Optimizer& o) {
+    std::vector<std::string> n;
+    for (auto& kv : o.state()) {
+      CHECK(kv.second->size() == o.size());
+      n.push_back(kv.first);
+    }
+    return n;
+  };
+  OptimizerConfig c;
+  CHECK(names(*make_optimizer(c, 4)).empty());
+  c.momentum = 0.9;
+  CHECK(names(*make_optimizer(c, 4)) == std::vector<std::string>{"momentum"});
+  c.type = "Adam";
+  CHECK(names(*make_optimizer(c, 4)) == std::vector<std::string>{"m", "v"});
+  c.type = "RMSprop";
+  CHECK(names(*make_optimizer(c, 4)) == std::vector<std::string>{"rms", "momentum"});
+  c.momentum = 0;
+  CHECK(names(*make_optimizer(c, 4)) == std::vector<std::string>{"rms"});
+
+  c.type = "SGD";
+  c.decay = 1.0;
+  auto opt = make_optimizer(c, 1);
+  opt->set_iterations(4);
+  CHECK(opt->iterations() == 4);
+  CHECK(opt->current_learning_rate() == Approx(c.learning_rate / 5));
+
+  c.type = "Adagrad";
+  CHECK_THROWS_AS(make_optimizer(c, 1), UserError);
+}
+
+TEST_CASE("Adam resumed from saved state continues identically", "[optimizer]") {
+  OptimizerConfig c;
+  c.type = "Adam";
+  auto a = make_optimizer(c, 3);
+  std::vector<float> w = kStart;
+  a->step(w.data(), kGrads[0].data());
+  auto b = make_optimizer(c, 3);
+  auto sa = a->state(), sb = b->state();
+  for (size_t i = 0; i < sa.size(); ++i) *sb[i].second = *sa[i].second;
+  b->set_iterations(a->iterations());
+  std::vector<float> wa = w, wb = w;
+  a->step(wa.data(), kGrads[1].data());
+  b->step(wb.data(), kGrads[1].data());
+  CHECK(wa == wb);
+}
