@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double validation_split) {
   const int train_n = n - int(std::floor(double(n) * validation_split));
-  std::vector<int> train(size_t(train_n)), val(size_t(n - train_n));
+  std::vector<int> train(static_cast<size_t>(train_n)), val(static_cast<size_t>(n - train_n));
   std::iota(train.begin(), train.end(), 0);
   std::iota(val.begin(), val.end(), train_n);
   return {train, val};
