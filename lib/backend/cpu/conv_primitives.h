@@ -1,0 +1,205 @@
+#pragma once
+// oneDNN primitives of one convolution-like problem (convolution or
+// deconvolution) for one input shape: forward, backward-data and
+// backward-weights, with NHWC activations and weights kept in Keras's layout
+// at the interface. oneDNN picks its own weight format inside ('any'); the
+// weights are reordered to and from Keras's layout around each call (a few
+// kilobytes, negligible next to the convolution). Internal to backend/cpu.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <optional>
+#include <unordered_map>
+
+#include "backend/cpu/dnnl_context.h"
+#include "backend/ops.h"
+#include "core/shape.h"
+
+namespace trainer::cpu {
+
+/// Logical oneDNN dimensions of one problem (activations {N, C, H, W}, weights
+/// {O, I, KH, KW}, bias {O}) plus the memory layout of the caller's weights.
+struct ConvProblem {
+  dnnl::memory::dims src, weights, bias, dst, strides, pad_l, pad_r;
+  dnnl::memory::desc user_weights;  ///< Keras layout of the kernel.
+  bool with_bias = true;
+};
+
+/// The problem for input xs [N, H, W, Cin] and output ys [N, Ho, Wo, Cout]:
+/// weights {Cout, Cin, kh, kw}, the given padding, user_weights as the caller's
+/// kernel layout.
+inline ConvProblem make_conv_problem(Shape xs, Shape ys, const Conv2DParams& p, PadPair ph,
+                                     PadPair pw, const dnnl::memory::desc& user_weights,
+                                     bool with_bias) {
+  ConvProblem pb;
+  pb.src = {xs.n, xs.c, xs.h, xs.w};
+  pb.dst = {ys.n, ys.c, ys.h, ys.w};
+  pb.weights = {ys.c, xs.c, p.kh, p.kw};
+  pb.bias = {ys.c};
+  pb.strides = {p.stride_h, p.stride_w};
+  pb.pad_l = {ph.before, pw.before};
+  pb.pad_r = {ph.after, pw.after};
+  pb.user_weights = user_weights;
+  pb.with_bias = with_bias;
+  return pb;
+}
+
+/// Cache key of a convolution-like problem.
+struct ConvKey {
+  Shape xs, ys;
+  bool with_bias;
+  bool operator==(const ConvKey& o) const {
+    return xs == o.xs && ys == o.ys && with_bias == o.with_bias;
+  }
+};
+
+/// A weight tensor as the caller holds it and as a primitive wants it; `lib`
+/// is `user` itself when the formats agree, else a library-owned buffer with a
+/// cached reorder between the two.
+struct WeightsPair {
+  dnnl::memory user, lib;
+  std::optional<dnnl::reorder> to_lib, to_user;
+  WeightsPair(const dnnl::memory::desc& user_md, const dnnl::memory::desc& lib_md, bool into_lib) {
+    user = dnnl::memory(user_md, cpu_engine(), DNNL_MEMORY_NONE);
+    if (user_md == lib_md) {
+      lib = user;
+    } else {
+      lib = dnnl::memory(lib_md, cpu_engine());
+      if (into_lib) to_lib = dnnl::reorder(user, lib);
+      else to_user = dnnl::reorder(lib, user);
+    }
+  }
+};
+
+/// Forward, backward-data and backward-weights primitives of one problem, with
+/// their memory objects and argument maps built once; each call only sets
+/// data handles and executes. Fwd/BwdData/BwdWeights are oneDNN's
+/// convolution_* or deconvolution_* primitives (their v2 descs share signatures).
+template <class Fwd, class BwdData, class BwdWeights>
+class ConvPrimitives {
+  using md = dnnl::memory::desc;
+  using tag = dnnl::memory::format_tag;
+  static constexpr auto f32 = dnnl::memory::data_type::f32;
+
+ public:
+  /// Builds the forward primitive; backward ones are built on first use.
+  /// Throws InternalError when oneDNN rejects the problem.
+  ConvPrimitives(const ConvProblem& pb, dnnl::algorithm algo) : pb_(pb), algo_(algo) {
+    try {
+      auto& eng = cpu_engine();
+      md src_md(pb.src, f32, tag::nhwc), dst_md(pb.dst, f32, tag::nhwc);
+      md w_any(pb.weights, f32, tag::any), b_md(pb.bias, f32, tag::a);
+      auto d = pb.with_bias ? typename Fwd::desc(dnnl::prop_kind::forward_training, algo, src_md,
+                                                 w_any, b_md, dst_md, pb.strides, pb.pad_l, pb.pad_r)
+                            : typename Fwd::desc(dnnl::prop_kind::forward_training, algo, src_md,
+                                                 w_any, dst_md, pb.strides, pb.pad_l, pb.pad_r);
+      fwd_pd_ = typename Fwd::primitive_desc(d, user_scratchpad_attr(), eng);
+      fwd_ = Fwd(fwd_pd_);
+      src_ = dnnl::memory(src_md, eng, DNNL_MEMORY_NONE);
+      dst_ = dnnl::memory(dst_md, eng, DNNL_MEMORY_NONE);
+      bias_ = dnnl::memory(b_md, eng, DNNL_MEMORY_NONE);
+      fwd_w_.emplace(pb.user_weights, fwd_pd_.weights_desc(), true);
+      fwd_scratch_ = dnnl::memory(fwd_pd_.scratchpad_desc(), eng);
+      fwd_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, fwd_w_->lib}, {DNNL_ARG_DST, dst_},
+                   {DNNL_ARG_SCRATCHPAD, fwd_scratch_}};
+      if (pb.with_bias) fwd_args_[DNNL_ARG_BIAS] = bias_;
+    } catch (const dnnl::error& e) {
+      throw_dnnl_setup_error("forward setup", e);
+    }
+  }
+
+  /// y <- op(x, w) (+ b). Pointers as described by the problem.
+  void forward(const float* x, const float* w, const float* b, float* y) {
+    fwd_w_->user.set_data_handle(const_cast<float*>(w));
+    if (fwd_w_->to_lib) execute(*fwd_w_->to_lib, {{DNNL_ARG_FROM, fwd_w_->user}, {DNNL_ARG_TO, fwd_w_->lib}}, "weight reorder");
+    src_.set_data_handle(const_cast<float*>(x));
+    dst_.set_data_handle(y);
+    if (pb_.with_bias) bias_.set_data_handle(const_cast<float*>(b));
+    execute(fwd_, fwd_args_, "forward");
+  }
+
+  /// dx <- dL/dx from dy.
+  void backward_data(const float* dy, const float* w, float* dx) {
+    if (!bwd_data_) build_backward_data();
+    bd_w_->user.set_data_handle(const_cast<float*>(w));
+    if (bd_w_->to_lib) execute(*bd_w_->to_lib, {{DNNL_ARG_FROM, bd_w_->user}, {DNNL_ARG_TO, bd_w_->lib}}, "weight reorder");
+    bd_diff_dst_.set_data_handle(const_cast<float*>(dy));
+    bd_diff_src_.set_data_handle(dx);
+    execute(*bwd_data_, bd_args_, "backward-data");
+  }
+
+  /// dw (and db when the problem has a bias) <- dL/dw from x and dy.
+  void backward_weights(const float* x, const float* dy, float* dw, float* db) {
+    if (!bwd_w_) build_backward_weights();
+    bw_src_.set_data_handle(const_cast<float*>(x));
+    bw_diff_dst_.set_data_handle(const_cast<float*>(dy));
+    bw_w_->user.set_data_handle(dw);
+    if (pb_.with_bias) bw_bias_.set_data_handle(db);
+    execute(*bwd_w_, bw_args_, "backward-weights");
+    if (bw_w_->to_user) execute(*bw_w_->to_user, {{DNNL_ARG_FROM, bw_w_->lib}, {DNNL_ARG_TO, bw_w_->user}}, "weight reorder");
+  }
+
+ private:
+  void build_backward_data() {
+    try {
+      auto& eng = cpu_engine();
+      md src_md(pb_.src, f32, tag::nhwc), dst_md(pb_.dst, f32, tag::nhwc);
+      md w_any(pb_.weights, f32, tag::any);
+      typename BwdData::desc d(algo_, src_md, w_any, dst_md, pb_.strides, pb_.pad_l, pb_.pad_r);
+      typename BwdData::primitive_desc pd(d, user_scratchpad_attr(), eng, fwd_pd_);
+      bwd_data_ = BwdData(pd);
+      bd_w_.emplace(pb_.user_weights, pd.weights_desc(), true);
+      bd_diff_src_ = dnnl::memory(src_md, eng, DNNL_MEMORY_NONE);
+      bd_diff_dst_ = dnnl::memory(dst_md, eng, DNNL_MEMORY_NONE);
+      bd_scratch_ = dnnl::memory(pd.scratchpad_desc(), eng);
+      bd_args_ = {{DNNL_ARG_DIFF_DST, bd_diff_dst_}, {DNNL_ARG_WEIGHTS, bd_w_->lib},
+                  {DNNL_ARG_DIFF_SRC, bd_diff_src_}, {DNNL_ARG_SCRATCHPAD, bd_scratch_}};
+    } catch (const dnnl::error& e) {
+      throw_dnnl_setup_error("backward-data setup", e);
+    }
+  }
+
+  void build_backward_weights() {
+    try {
+      auto& eng = cpu_engine();
+      md src_md(pb_.src, f32, tag::nhwc), dst_md(pb_.dst, f32, tag::nhwc);
+      md w_any(pb_.weights, f32, tag::any), b_md(pb_.bias, f32, tag::a);
+      auto d = pb_.with_bias
+                   ? typename BwdWeights::desc(algo_, src_md, w_any, b_md, dst_md, pb_.strides,
+                                               pb_.pad_l, pb_.pad_r)
+                   : typename BwdWeights::desc(algo_, src_md, w_any, dst_md, pb_.strides, pb_.pad_l,
+                                               pb_.pad_r);
+      typename BwdWeights::primitive_desc pd(d, user_scratchpad_attr(), eng, fwd_pd_);
+      bwd_w_ = BwdWeights(pd);
+      bw_w_.emplace(pb_.user_weights, pd.diff_weights_desc(), false);
+      bw_src_ = dnnl::memory(src_md, eng, DNNL_MEMORY_NONE);
+      bw_diff_dst_ = dnnl::memory(dst_md, eng, DNNL_MEMORY_NONE);
+      bw_bias_ = dnnl::memory(b_md, eng, DNNL_MEMORY_NONE);
+      bw_scratch_ = dnnl::memory(pd.scratchpad_desc(), eng);
+      bw_args_ = {{DNNL_ARG_SRC, bw_src_}, {DNNL_ARG_DIFF_DST, bw_diff_dst_},
+                  {DNNL_ARG_DIFF_WEIGHTS, bw_w_->lib}, {DNNL_ARG_SCRATCHPAD, bw_scratch_}};
+      if (pb_.with_bias) bw_args_[DNNL_ARG_DIFF_BIAS] = bw_bias_;
+    } catch (const dnnl::error& e) {
+      throw_dnnl_setup_error("backward-weights setup", e);
+    }
+  }
+
+  ConvProblem pb_;
+  dnnl::algorithm algo_;
+  typename Fwd::primitive_desc fwd_pd_;
+  Fwd fwd_;
+  dnnl::memory src_, dst_, bias_, fwd_scratch_;
+  std::optional<WeightsPair> fwd_w_;
+  std::unordered_map<int, dnnl::memory> fwd_args_;
+
+  std::optional<BwdData> bwd_data_;
+  std::optional<WeightsPair> bd_w_;
+  dnnl::memory bd_diff_src_, bd_diff_dst_, bd_scratch_;
+  std::unordered_map<int, dnnl::memory> bd_args_;
+
+  std::optional<BwdWeights> bwd_w_;
+  std::optional<WeightsPair> bw_w_;
+  dnnl::memory bw_src_, bw_diff_dst_, bw_bias_, bw_scratch_;
+  std::unordered_map<int, dnnl::memory> bw_args_;
+};
+
+}  // namespace trainer::cpu

@@ -1,0 +1,55 @@
+#pragma once
+// The oneDNN engine and streams every CPU op uses (internal to backend/cpu).
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace trainer::cpu {
+
+/// The process-wide CPU engine (dnnl::engine(cpu, 0)).
+dnnl::engine& cpu_engine();
+/// This thread's stream on cpu_engine() (one per thread, so towers running in
+/// different threads never share a stream).
+dnnl::stream& cpu_stream();
+
+/// Executes prim on this thread's stream and waits for it. Turns dnnl::error
+/// into InternalError naming what.
+void execute(dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args,
+             const char* what);
+
+/// Throws InternalError "oneDNN <what> failed: <e>" (for primitive setup).
+[[noreturn]] void throw_dnnl_setup_error(const char* what, const dnnl::error& e);
+
+/// Primitive attributes with a user-managed scratchpad (the op owns its buffer).
+dnnl::primitive_attr user_scratchpad_attr();
+
+/// A few objects keyed by problem (e.g. input shape), built on first use;
+/// the oldest is dropped beyond kMax (a run sees only a handful of batch
+/// shapes: training, last partial batch, validation).
+template <class Key, class Value>
+class PrimitiveCache {
+ public:
+  static constexpr size_t kMax = 8;
+  /// The value for key, or nullptr.
+  Value* find(const Key& key) {
+    for (auto& kv : items_)
+      if (kv.first == key) return kv.second.get();
+    return nullptr;
+  }
+  /// The value for key, built by make() (returning std::unique_ptr<Value>) when absent.
+  template <class Make>
+  Value& get(const Key& key, Make make) {
+    if (Value* v = find(key)) return *v;
+    if (items_.size() == kMax) items_.erase(items_.begin());
+    items_.emplace_back(key, make());
+    return *items_.back().second;
+  }
+
+ private:
+  std::vector<std::pair<Key, std::unique_ptr<Value>>> items_;
+};
+
+}  // namespace trainer::cpu

@@ -1,0 +1,130 @@
+// MaxPool2DOp on oneDNN: pooling_forward / pooling_backward (algorithm
+// pooling_max) on NHWC tensors. Training forward keeps oneDNN's workspace (the
+// position of each maximum), which backward consumes.
+#include <optional>
+
+#include "backend/cpu/dnnl_context.h"
+#include "backend/ops.h"
+
+namespace trainer {
+
+namespace {
+
+using md = dnnl::memory::desc;
+using tag = dnnl::memory::format_tag;
+constexpr auto f32 = dnnl::memory::data_type::f32;
+
+struct PoolKey {
+  Shape xs, ys;
+  bool operator==(const PoolKey& o) const { return xs == o.xs && ys == o.ys; }
+};
+
+/// The primitives of one input shape; the inference and backward ones are
+/// built on first use.
+class PoolPrimitives {
+ public:
+  PoolPrimitives(const Pool2DParams& p, Shape xs, Shape ys) {
+    PadPair ph = conv_padding(xs.h, ys.h, p.ph, p.stride_h);
+    PadPair pw = conv_padding(xs.w, ys.w, p.pw, p.stride_w);
+    src_md_ = md({xs.n, xs.c, xs.h, xs.w}, f32, tag::nhwc);
+    dst_md_ = md({ys.n, ys.c, ys.h, ys.w}, f32, tag::nhwc);
+    strides_ = {p.stride_h, p.stride_w};
+    kernel_ = {p.ph, p.pw};
+    pad_l_ = {ph.before, pw.before};
+    pad_r_ = {ph.after, pw.after};
+    auto& eng = cpu::cpu_engine();
+    src_ = dnnl::memory(src_md_, eng, DNNL_MEMORY_NONE);
+    dst_ = dnnl::memory(dst_md_, eng, DNNL_MEMORY_NONE);
+    try {
+      train_pd_ = dnnl::pooling_forward::primitive_desc(desc(dnnl::prop_kind::forward_training),
+                                                        cpu::user_scratchpad_attr(), eng);
+      train_ = dnnl::pooling_forward(train_pd_);
+      ws_ = dnnl::memory(train_pd_.workspace_desc(), eng);
+      train_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}, {DNNL_ARG_WORKSPACE, ws_},
+                     {DNNL_ARG_SCRATCHPAD, dnnl::memory(train_pd_.scratchpad_desc(), eng)}};
+    } catch (const dnnl::error& e) {
+      cpu::throw_dnnl_setup_error("max-pooling setup", e);
+    }
+  }
+
+  void forward(const float* x, float* y, bool training) {
+    src_.set_data_handle(const_cast<float*>(x));
+    dst_.set_data_handle(y);
+    if (training) return cpu::execute(train_, train_args_, "max-pooling forward");
+    if (!infer_) {
+      try {
+        auto& eng = cpu::cpu_engine();
+        dnnl::pooling_forward::primitive_desc pd(desc(dnnl::prop_kind::forward_inference),
+                                                 cpu::user_scratchpad_attr(), eng);
+        infer_ = dnnl::pooling_forward(pd);
+        infer_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_},
+                       {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), eng)}};
+      } catch (const dnnl::error& e) {
+        cpu::throw_dnnl_setup_error("max-pooling inference setup", e);
+      }
+    }
+    cpu::execute(*infer_, infer_args_, "max-pooling forward");
+  }
+
+  void backward(const float* dy, float* dx) {
+    if (!bwd_) {
+      try {
+        auto& eng = cpu::cpu_engine();
+        dnnl::pooling_backward::desc d(dnnl::algorithm::pooling_max, src_md_, dst_md_, strides_,
+                                       kernel_, pad_l_, pad_r_);
+        dnnl::pooling_backward::primitive_desc pd(d, cpu::user_scratchpad_attr(), eng, train_pd_);
+        bwd_ = dnnl::pooling_backward(pd);
+        diff_src_ = dnnl::memory(src_md_, eng, DNNL_MEMORY_NONE);
+        diff_dst_ = dnnl::memory(dst_md_, eng, DNNL_MEMORY_NONE);
+        bwd_args_ = {{DNNL_ARG_DIFF_DST, diff_dst_}, {DNNL_ARG_DIFF_SRC, diff_src_},
+                     {DNNL_ARG_WORKSPACE, ws_},
+                     {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), eng)}};
+      } catch (const dnnl::error& e) {
+        cpu::throw_dnnl_setup_error("max-pooling backward setup", e);
+      }
+    }
+    diff_dst_.set_data_handle(const_cast<float*>(dy));
+    diff_src_.set_data_handle(dx);
+    cpu::execute(*bwd_, bwd_args_, "max-pooling backward");
+  }
+
+ private:
+  dnnl::pooling_forward::desc desc(dnnl::prop_kind prop) const {
+    return dnnl::pooling_forward::desc(prop, dnnl::algorithm::pooling_max, src_md_, dst_md_,
+                                       strides_, kernel_, pad_l_, pad_r_);
+  }
+
+  md src_md_, dst_md_;
+  dnnl::memory::dims strides_, kernel_, pad_l_, pad_r_;
+  dnnl::memory src_, dst_, ws_, diff_src_, diff_dst_;
+  dnnl::pooling_forward::primitive_desc train_pd_;
+  dnnl::pooling_forward train_;
+  std::optional<dnnl::pooling_forward> infer_;
+  std::optional<dnnl::pooling_backward> bwd_;
+  std::unordered_map<int, dnnl::memory> train_args_, infer_args_, bwd_args_;
+};
+
+}  // namespace
+
+struct MaxPool2DOp::Impl {
+  Pool2DParams p;
+  cpu::PrimitiveCache<PoolKey, PoolPrimitives> cache;
+  PoolPrimitives& get(Shape xs, Shape ys) {
+    return cache.get(PoolKey{xs, ys}, [&] { return std::make_unique<PoolPrimitives>(p, xs, ys); });
+  }
+};
+
+MaxPool2DOp::MaxPool2DOp(Pool2DParams p) : impl_(std::make_unique<Impl>()) { impl_->p = p; }
+MaxPool2DOp::~MaxPool2DOp() = default;
+MaxPool2DOp::MaxPool2DOp(MaxPool2DOp&&) noexcept = default;
+MaxPool2DOp& MaxPool2DOp::operator=(MaxPool2DOp&&) noexcept = default;
+
+void MaxPool2DOp::forward(const float* x, Shape xs, float* y, Shape ys, bool training) {
+  impl_->get(xs, ys).forward(x, y, training);
+}
+
+void MaxPool2DOp::backward(const float* dy, Shape ys, float* dx, Shape xs) {
+  impl_->get(xs, ys).backward(dy, dx);
+}
+
+}  // namespace trainer

@@ -1,0 +1,133 @@
+#pragma once
+// Backend op interface for the convolution and pooling layers. Layers call these
+// op objects and never see the library behind them (oneDNN on CPU, in
+// backend/cpu/). Every tensor is NHWC float32 ([N, H, W, C], row-major); weights
+// are in Keras's layout. An op object caches its library primitives per input
+// shape, so repeated calls with the same shapes allocate nothing. One op object
+// must not be used from two threads at once; different op objects may run
+// concurrently (the towers do).
+#include <memory>
+
+#include "core/shape.h"
+
+namespace trainer {
+
+/// Padding of one spatial dimension, in pixels: before (top/left) and after
+/// (bottom/right).
+struct PadPair {
+  int before = 0, after = 0;
+};
+
+/// Output length of a convolution or pooling window along one dimension, as
+/// Keras's conv_output_length (keras/utils/conv_utils.py, dilation 1):
+/// valid: floor((in - k) / stride) + 1 (<= 0 when in < k: an empty output);
+/// same: ceil(in / stride).
+int conv_output_length(int in, int k, int stride, bool same);
+
+/// Output length of a transposed convolution along one dimension, as Keras's
+/// deconv_output_length without output_padding: valid: in*stride + max(k - stride, 0);
+/// same: in*stride.
+int conv_transpose_output_length(int in, int k, int stride, bool same);
+
+/// Padding of the convolution that maps `big` pixels to `small` pixels with
+/// window k and stride s (for Conv2D / pooling: big = input, small = output;
+/// for Conv2DTranspose, the transposed one: big = output, small = input).
+/// TensorFlow's rule: total = max((small - 1)*s + k - big, 0); before =
+/// total / 2, the extra pixel of an odd total goes after (bottom/right).
+/// 'valid' sizes always give total = 0.
+PadPair conv_padding(int big, int small, int k, int s);
+
+/// Geometry of Conv2D / Conv2DTranspose: kernel size, strides, padding.
+struct Conv2DParams {
+  int kh = 1, kw = 1;              ///< Kernel height, width (pixels).
+  int stride_h = 1, stride_w = 1;  ///< Strides (pixels).
+  bool same_padding = false;       ///< Keras padding: 'same' if true, else 'valid'.
+};
+
+/// Geometry of MaxPooling2D.
+struct Pool2DParams {
+  int ph = 2, pw = 2;              ///< Pool (window) height, width (pixels).
+  int stride_h = 2, stride_w = 2;  ///< Strides (pixels).
+  bool same_padding = false;       ///< Keras padding: 'same' (padded pixels never win) or 'valid'.
+};
+
+/// 2-D convolution (cross-correlation, as Keras's Conv2D).
+///   x [N, H, W, Cin], kernel [kh, kw, Cin, Cout] (Keras layout), bias [Cout]
+///   or nullptr, y [N, Ho, Wo, Cout] with Ho = conv_output_length(H, kh, ...).
+/// The caller passes consistent shapes (the layer's shape inference checked
+/// them); library failures raise InternalError.
+class Conv2DOp {
+ public:
+  explicit Conv2DOp(Conv2DParams p);
+  ~Conv2DOp();
+  Conv2DOp(Conv2DOp&&) noexcept;
+  Conv2DOp& operator=(Conv2DOp&&) noexcept;
+
+  /// y <- conv(x, kernel) + bias.
+  void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y, Shape ys);
+  /// dx [N, H, W, Cin] <- dL/dx from dy [N, Ho, Wo, Cout] (overwrites dx).
+  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs);
+  /// dkernel [kh, kw, Cin, Cout] and dbias [Cout] (skipped when nullptr) <- dL/dw
+  /// from x and dy (overwrites them).
+  void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
+                        float* dbias);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Transposed 2-D convolution (Keras's Conv2DTranspose, the gradient of Conv2D
+/// with respect to its input).
+///   x [N, H, W, Cin], kernel [kh, kw, Cout, Cin] (Keras layout: output channels
+///   before input channels), bias [Cout] or nullptr, y [N, Ho, Wo, Cout] with
+///   Ho = conv_transpose_output_length(H, kh, ...).
+/// Library failures raise InternalError.
+class Conv2DTransposeOp {
+ public:
+  explicit Conv2DTransposeOp(Conv2DParams p);
+  ~Conv2DTransposeOp();
+  Conv2DTransposeOp(Conv2DTransposeOp&&) noexcept;
+  Conv2DTransposeOp& operator=(Conv2DTransposeOp&&) noexcept;
+
+  /// y <- conv_transpose(x, kernel) + bias.
+  void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y, Shape ys);
+  /// dx [N, H, W, Cin] <- dL/dx from dy [N, Ho, Wo, Cout] (overwrites dx).
+  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs);
+  /// dkernel [kh, kw, Cout, Cin] and dbias [Cout] (skipped when nullptr) <- dL/dw
+  /// (overwrites them).
+  void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
+                        float* dbias);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Max pooling, as Keras's MaxPooling2D: x [N, H, W, C] -> y [N, Ho, Wo, C],
+/// Ho = conv_output_length(H, ph, stride_h, same). Padded pixels never win.
+/// Library failures raise InternalError.
+class MaxPool2DOp {
+ public:
+  explicit MaxPool2DOp(Pool2DParams p);
+  ~MaxPool2DOp();
+  MaxPool2DOp(MaxPool2DOp&&) noexcept;
+  MaxPool2DOp& operator=(MaxPool2DOp&&) noexcept;
+
+  /// y <- maxpool(x). With training = true the op also records where each
+  /// maximum came from, for backward().
+  void forward(const float* x, Shape xs, float* y, Shape ys, bool training);
+  /// dx [N, H, W, C] <- dL/dx from dy [N, Ho, Wo, C] (overwrites dx): each dy
+  /// goes to the position of its maximum in the last training forward() call,
+  /// which must have had the same shapes.
+  void backward(const float* dy, Shape ys, float* dx, Shape xs);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainer

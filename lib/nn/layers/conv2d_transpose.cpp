@@ -1,0 +1,50 @@
+// Conv2DTranspose (Keras): y = activation(conv_transpose(x, kernel) + bias),
+// x [N, H, W, Cin] -> y [N, Ho, Wo, filters], kernel [kh, kw, filters, Cin]
+// (Keras layout), bias [filters]. No output_padding (Keras's default None).
+#include "nn/layers/conv_common.h"
+#include "nn/registry.h"
+
+namespace trainer {
+
+namespace {
+
+class Conv2DTranspose final : public ConvLayerBase<Conv2DTransposeOp> {
+ public:
+  using ConvLayerBase::ConvLayerBase;
+  std::string type() const override { return "Conv2DTranspose"; }
+
+  /// Ho = conv_transpose_output_length(H, kh, stride_h, same) (Keras's
+  /// deconv_output_length): never empty. UserError when the number of inputs is not 1.
+  Shape infer(const std::vector<Shape>& inputs) override {
+    if (inputs.size() != 1)
+      throw UserError("Conv2DTranspose takes one input, got " + std::to_string(inputs.size()));
+    const Conv2DParams& g = c_.geom;
+    in_ = inputs[0];
+    out_ = Shape{in_.n, conv_transpose_output_length(in_.h, g.kh, g.stride_h, g.same_padding),
+                 conv_transpose_output_length(in_.w, g.kw, g.stride_w, g.same_padding), c_.filters};
+    return out_;
+  }
+
+  /// kernel [kh, kw, filters, Cin]; Keras computes fans from the shape as it
+  /// would for Conv2D: receptive = kh*kw, fan_in = filters*receptive,
+  /// fan_out = Cin*receptive; bias [filters].
+  std::vector<ParamSpec> param_specs() const override {
+    int receptive = c_.geom.kh * c_.geom.kw;
+    std::vector<ParamSpec> specs{ParamSpec{"kernel",
+                                           {c_.geom.kh, c_.geom.kw, c_.filters, in_.c},
+                                           c_.kernel_initializer,
+                                           c_.filters * receptive,
+                                           in_.c * receptive,
+                                           true}};
+    if (c_.use_bias) specs.push_back(bias_spec());
+    return specs;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_conv2d_transpose(ParamReader& p, const std::string& name) {
+  return std::make_unique<Conv2DTranspose>(name, read_conv_config(p));
+}
+
+}  // namespace trainer

@@ -1,0 +1,103 @@
+#pragma once
+// What Conv2D and Conv2DTranspose share: their Keras keys (read once here) and
+// weight binding, forward (op + bias + activation) and backward.
+#include <cstring>
+#include <string>
+
+#include "backend/ops.h"
+#include "core/error.h"
+#include "nn/layer.h"
+#include "config/params.h"
+#include "nn/activation.h"
+
+namespace trainer {
+
+/// A Conv2D / Conv2DTranspose layer's configuration (Keras names and defaults).
+struct ConvConfig {
+  int filters = 1;                                ///< Output channels.
+  Conv2DParams geom;                              ///< kernel_size, strides, padding.
+  Activation activation = Activation::Linear;     ///< Applied after the bias.
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+};
+
+/// Reads filters (required, >= 1), kernel_size (required, int or pair),
+/// strides (default 1), padding (valid|same, default valid), activation
+/// (default linear), use_bias (default true), kernel_initializer (default
+/// glorot_uniform) and bias_initializer (default zeros). UserError (with
+/// file:line:col) for a missing or bad value.
+ConvConfig read_conv_config(ParamReader& p);
+
+/// "3x3" style text of a window size.
+std::string window_text(int h, int w);
+
+/// Base of Conv2D (Op = Conv2DOp) and Conv2DTranspose (Op = Conv2DTransposeOp):
+/// params are {kernel, bias} (bias only with use_bias), y = act(op(x, kernel) + bias).
+/// Derived classes implement type(), infer() (setting in_ and out_) and param_specs().
+template <class Op>
+class ConvLayerBase : public Layer {
+ public:
+  ConvLayerBase(std::string name, const ConvConfig& c) : Layer(std::move(name)), c_(c), op_(c.geom) {}
+
+  void bind(const std::vector<float*>& params, const std::vector<float*>& grads) override {
+    kernel_ = params[0], dkernel_ = grads[0];
+    if (c_.use_bias) bias_ = params[1], dbias_ = grads[1];
+  }
+
+  /// x [N, H, W, Cin] -> y [N, Ho, Wo, filters]. InternalError when x's
+  /// per-sample shape differs from the inferred one.
+  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+    const Tensor& xt = *x[0];
+    check_input(xt.shape());
+    Shape ys = out_.with_batch(xt.shape().n);
+    y.resize(ys);
+    op_.forward(xt.data(), xt.shape(), kernel_, bias_, y.data(), ys);
+    activation_forward(c_.activation, y.data(), y.numel());
+  }
+
+  /// dz = dy * act'(y); dkernel, dbias from (x, dz); dx[0] (when not nullptr) from dz.
+  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor& y,
+                const Tensor& dy, const std::vector<Tensor*>& dx) override {
+    const Tensor& xt = *x[0];
+    check_input(xt.shape());
+    const float* dz = dy.data();
+    if (c_.activation != Activation::Linear) {
+      dz_.resize(dy.shape());
+      std::memcpy(dz_.data(), dy.data(), dy.numel() * sizeof(float));
+      activation_backward(c_.activation, y.data(), dz_.data(), dz_.numel());
+      dz = dz_.data();
+    }
+    op_.backward_weights(xt.data(), xt.shape(), dz, dy.shape(), dkernel_, dbias_);
+    if (dx[0]) {
+      dx[0]->resize(xt.shape());
+      op_.backward_data(dz, dy.shape(), kernel_, dx[0]->data(), xt.shape());
+    }
+  }
+
+  bool strip_final_sigmoid() override {
+    if (c_.activation != Activation::Sigmoid) return false;
+    c_.activation = Activation::Linear;
+    return true;
+  }
+
+ protected:
+  /// Keras's fans of a 1-D bias: fan_in = fan_out = its length.
+  ParamSpec bias_spec() const {
+    return ParamSpec{"bias", {c_.filters}, c_.bias_initializer, c_.filters, c_.filters, true};
+  }
+  void check_input(const Shape& s) const {
+    if (!s.same_sample(in_))
+      throw InternalError("layer '" + name() + "': input " + s.hwc() + " but inferred " + in_.hwc());
+  }
+
+  ConvConfig c_;
+  Shape in_, out_;  ///< Per-sample input and output shapes from infer().
+
+ private:
+  Op op_;
+  float *kernel_ = nullptr, *dkernel_ = nullptr, *bias_ = nullptr, *dbias_ = nullptr;
+  Tensor dz_;  ///< dy * act'(y), reused across steps.
+};
+
+}  // namespace trainer

@@ -1,0 +1,76 @@
+// MaxPooling2D (Keras): x [N, H, W, C] -> y [N, Ho, Wo, C], the maximum of
+// each pool_size window; 'same' padding pads with pixels that never win.
+#include "backend/ops.h"
+#include "config/params.h"
+#include "core/error.h"
+#include "nn/layer.h"
+#include "nn/layers/conv_common.h"
+#include "nn/registry.h"
+
+namespace trainer {
+
+namespace {
+
+class MaxPooling2D final : public Layer {
+ public:
+  MaxPooling2D(std::string name, Pool2DParams p) : Layer(std::move(name)), p_(p), op_(p) {}
+  std::string type() const override { return "MaxPooling2D"; }
+
+  /// Ho = conv_output_length(H, ph, stride_h, same) (Keras). UserError when the
+  /// number of inputs is not 1 or the output would be empty.
+  Shape infer(const std::vector<Shape>& inputs) override {
+    if (inputs.size() != 1)
+      throw UserError("MaxPooling2D takes one input, got " + std::to_string(inputs.size()));
+    in_ = inputs[0];
+    int ho = conv_output_length(in_.h, p_.ph, p_.stride_h, p_.same_padding);
+    int wo = conv_output_length(in_.w, p_.pw, p_.stride_w, p_.same_padding);
+    if (ho <= 0 || wo <= 0)
+      throw UserError("input is " + window_text(in_.h, in_.w) + " but pool_size is " +
+                      window_text(p_.ph, p_.pw) +
+                      " with padding 'valid'; use padding: same or a smaller pool_size");
+    out_ = Shape{in_.n, ho, wo, in_.c};
+    return out_;
+  }
+
+  void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
+    const Tensor& xt = *x[0];
+    check_input(xt.shape());
+    Shape ys = out_.with_batch(xt.shape().n);
+    y.resize(ys);
+    op_.forward(xt.data(), xt.shape(), y.data(), ys, ctx.training);
+  }
+
+  /// Routes dy to the maxima of the last training forward (see MaxPool2DOp).
+  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&,
+                const Tensor& dy, const std::vector<Tensor*>& dx) override {
+    if (!dx[0]) return;
+    const Tensor& xt = *x[0];
+    check_input(xt.shape());
+    dx[0]->resize(xt.shape());
+    op_.backward(dy.data(), dy.shape(), dx[0]->data(), xt.shape());
+  }
+
+ private:
+  void check_input(const Shape& s) const {
+    if (!s.same_sample(in_))
+      throw InternalError("layer '" + name() + "': input " + s.hwc() + " but inferred " + in_.hwc());
+  }
+  Pool2DParams p_;
+  MaxPool2DOp op_;
+  Shape in_, out_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_max_pooling2d(ParamReader& p, const std::string& name) {
+  Pool2DParams g;
+  std::vector<int> pool = p.get_int_pair("pool_size", std::vector<int>{2, 2});
+  // Keras: strides None means strides = pool_size.
+  std::vector<int> s = p.get_int_pair("strides", pool);
+  g.ph = pool[0], g.pw = pool[1];
+  g.stride_h = s[0], g.stride_w = s[1];
+  g.same_padding = p.get_string("padding", std::string("valid"), {"valid", "same"}) == "same";
+  return std::make_unique<MaxPooling2D>(name, g);
+}
+
+}  // namespace trainer
