@@ -1,0 +1,95 @@
+#include "config/config.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "config/params.h"
+#include "config/sections.h"
+#include "core/error.h"
+
+namespace trainer {
+
+namespace {
+
+// yaml-cpp keeps the first of two equal keys and drops the second silently;
+// a config where `epochs` appears twice is almost certainly a mistake.
+void reject_duplicate_keys(const YAML::Node& node, const std::string& file) {
+  if (node.IsSequence()) {
+    for (const auto& e : node) reject_duplicate_keys(e, file);
+  } else if (node.IsMap()) {
+    std::map<std::string, YAML::Mark> seen;
+    for (const auto& kv : node) {
+      if (kv.first.IsScalar()) {
+        std::string key = kv.first.Scalar();
+        auto [it, fresh] = seen.emplace(key, kv.first.Mark());
+        if (!fresh)
+          throw UserError(yaml_location(file, kv.first.Mark()) + ": duplicate key '" + key +
+                          "' (first given at line " + std::to_string(it->second.line + 1) +
+                          "); keep only one");
+      }
+      reject_duplicate_keys(kv.second, file);
+    }
+  }
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw UserError(yaml_location(path, e.mark) + ": YAML syntax error: " + e.msg);
+  }
+  if (!root.IsDefined() || root.IsNull())
+    throw UserError(path + ": the config is empty; it needs the sections model, data and training");
+  reject_duplicate_keys(root, path);
+
+  ParamReader top(root, path, "config");
+  auto section = [&](const char* key, const char* needs) {
+    YAML::Node n = top.get_node(key);
+    if (!n) top.fail(std::string("section '") + key + "' is missing; add '" + key + ":' with " + needs);
+    return n;
+  };
+  YAML::Node model = section("model", "'layers:', a list starting with {type: Input, shape: [H, W, C]}");
+  YAML::Node data = section("data", "'images: <folder>' and 'masks: <folder>'");
+  YAML::Node training = section("training", "at least 'epochs: <n>'");
+  top.finish();
+
+  Config cfg;
+  cfg.path = path;
+  cfg.text = text;
+  cfg.model = read_model_section(model, path);
+  cfg.data = read_data_section(data, path);
+  cfg.training = read_training_section(training, path, cfg.data.validation_split > 0);
+  return cfg;
+}
+
+Config load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw UserError(path + ": cannot open the config file; check the path given to --config");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw UserError(path + ": cannot read the config file");
+  return parse_config(text.str(), path);
+}
+
+DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
+  ParamReader p(node, file, "data");
+  DataConfig d;
+  d.images = p.get_string("images", std::nullopt);
+  d.masks = p.get_string("masks", std::nullopt);
+  d.mask_suffix = p.get_string("mask_suffix", d.mask_suffix);
+  d.validation_split = p.get_double("validation_split", d.validation_split, 0.0, 1.0);
+  if (d.validation_split >= 1.0)
+    p.fail("validation_split", "must be below 1 (it is the fraction of pairs held out, e.g. 0.1)");
+  d.shuffle = p.get_bool("shuffle", d.shuffle);
+  d.skip_bad_files = p.get_bool("skip_bad_files", d.skip_bad_files);
+  d.loader_threads = p.get_int("loader_threads", d.loader_threads, 0, 1024);
+  p.finish();
+  return d;
+}
+
+}  // namespace trainer

@@ -1,0 +1,29 @@
+#pragma once
+// Readers of the config file's sections, used by parse_config() (config.cpp).
+// Each takes the section's YAML node, reads it through a ParamReader (so every
+// error is "<file>:<line>:<col>: ..."), rejects unknown keys and returns the
+// typed struct of config.h. All throw UserError.
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+#include "config/config.h"
+
+namespace trainer {
+
+/// model: {name, layers: [...]}. Checks each layer's type (against the
+/// registry), name (unique; default as keras_default_name) and inputs (earlier
+/// layers only); the layers' own keys are left to their factories.
+ModelConfig read_model_section(const YAML::Node& node, const std::string& file);
+/// data: {images, masks, mask_suffix, validation_split, shuffle, skip_bad_files, loader_threads}.
+DataConfig read_data_section(const YAML::Node& node, const std::string& file);
+/// training: {epochs, batch_size, seed, loss, metrics, optimizer, callbacks,
+/// output_dir}. has_validation: data.validation_split > 0 (val_* monitors need it).
+TrainingConfig read_training_section(const YAML::Node& node, const std::string& file,
+                                     bool has_validation);
+
+/// Keras's to_snake_case of a class name: "Conv2DTranspose" -> "conv2d_transpose",
+/// "MaxPooling2D" -> "max_pooling2d", "BatchNormalization" -> "batch_normalization".
+std::string keras_snake_case(const std::string& type);
+
+}  // namespace trainer

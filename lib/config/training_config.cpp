@@ -1,0 +1,187 @@
+// The training section: loss, metrics, optimizer and callbacks, in Keras's
+// vocabulary and with Keras's defaults.
+#include <algorithm>
+#include <cctype>
+
+#include "config/params.h"
+#include "config/sections.h"
+#include "core/error.h"
+
+namespace trainer {
+
+namespace {
+
+const std::vector<std::string> kLosses = {"binary_crossentropy", "dice", "bce_dice"};
+const std::vector<std::string> kMetrics = {"mean_iou", "dice", "accuracy"};
+const std::vector<std::string> kOptimizers = {"SGD", "Adam", "RMSprop"};
+const std::vector<std::string> kModes = {"auto", "min", "max"};
+
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// "sgd", "Sgd", "SGD" -> "SGD" (Keras accepts the lowercase string identifiers).
+std::string canonical_optimizer(const std::string& name) {
+  for (const auto& o : kOptimizers)
+    if (lower(o) == lower(name)) return o;
+  return "";
+}
+
+double positive(ParamReader& p, const std::string& key, double def) {
+  double x = p.get_double(key, def, 0.0);
+  if (x <= 0) p.fail(key, "must be greater than 0, got " + std::to_string(x));
+  return x;
+}
+
+// optimizer: a name, or a mapping {type, <that type's Keras arguments>}.
+OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) {
+  OptimizerConfig o;
+  const std::string what = "training.optimizer";
+  std::string type;
+  if (node.IsScalar()) {
+    type = canonical_optimizer(node.Scalar());
+    if (type.empty())
+      throw UserError(yaml_location(file, node.Mark()) + ": " + what + ": '" + node.Scalar() +
+                      "' is not an optimizer" + did_you_mean(node.Scalar(), kOptimizers) +
+                      "; use one of: " + join_names(kOptimizers));
+  } else {
+    ParamReader head(node, file, what);
+    std::string given = head.get_string("type", std::nullopt);
+    type = canonical_optimizer(given);
+    if (type.empty())
+      head.fail("type", "is '" + given + "'" + did_you_mean(given, kOptimizers) +
+                            "; use one of: " + join_names(kOptimizers));
+  }
+  o.type = type;
+  o.learning_rate = type == "SGD" ? 0.01 : 0.001;  // Keras defaults
+  if (node.IsScalar()) return o;
+
+  ParamReader p(node, file, what + " (" + type + ")");
+  p.skip("type");
+  o.learning_rate = positive(p, "learning_rate", o.learning_rate);
+  o.decay = p.get_double("decay", o.decay, 0.0);
+  if (type == "SGD") {
+    o.momentum = p.get_double("momentum", o.momentum, 0.0, 1.0);
+    o.nesterov = p.get_bool("nesterov", o.nesterov);
+  } else if (type == "Adam") {
+    o.beta_1 = p.get_double("beta_1", o.beta_1, 0.0, 1.0);
+    o.beta_2 = p.get_double("beta_2", o.beta_2, 0.0, 1.0);
+    o.epsilon = positive(p, "epsilon", o.epsilon);
+  } else {
+    o.rho = p.get_double("rho", o.rho, 0.0, 1.0);
+    o.momentum = p.get_double("momentum", o.momentum, 0.0, 1.0);
+    o.epsilon = positive(p, "epsilon", o.epsilon);
+  }
+  p.finish();  // e.g. beta_1 given to SGD
+  return o;
+}
+
+// The quantities Keras logs each epoch, which is what a callback may monitor.
+std::vector<std::string> monitorable(const std::vector<std::string>& metrics, bool has_validation) {
+  std::vector<std::string> out = {"loss"};
+  for (const auto& m : metrics) out.push_back(m);
+  if (has_validation) {
+    out.push_back("val_loss");
+    for (const auto& m : metrics) out.push_back("val_" + m);
+  }
+  return out;
+}
+
+std::string read_monitor(ParamReader& p, const std::vector<std::string>& metrics,
+                         bool has_validation) {
+  std::string m = p.get_string("monitor", std::string("val_loss"));
+  auto valid = monitorable(metrics, has_validation);
+  if (std::find(valid.begin(), valid.end(), m) != valid.end()) return m;
+  auto with_val = monitorable(metrics, true);
+  if (std::find(with_val.begin(), with_val.end(), m) != with_val.end())
+    p.fail("monitor", "is '" + m +
+                          "', which needs validation data; set data.validation_split (e.g. 0.1) or "
+                          "monitor one of: " + join_names(valid));
+  p.fail("monitor", "is '" + m + "'" + did_you_mean(m, with_val) +
+                        "; it must be the loss or a metric listed in training.metrics: " +
+                        join_names(valid));
+}
+
+void read_callbacks(const YAML::Node& node, const std::string& file, TrainingConfig& t,
+                    bool has_validation) {
+  if (!node.IsSequence())
+    throw UserError(yaml_location(file, node.Mark()) +
+                    ": training.callbacks: must be a list, e.g. '- {type: EarlyStopping, patience: 10}'");
+  const std::vector<std::string> types = {"EarlyStopping", "ModelCheckpoint"};
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string what = "training.callbacks[" + std::to_string(i) + "]";
+    ParamReader head(node[i], file, what);
+    std::string type = head.get_string("type", std::nullopt, types);
+    ParamReader p(node[i], file, what + " (" + type + ")");
+    p.skip("type");
+    if (type == "EarlyStopping") {
+      auto& c = t.early_stopping;
+      if (c.enabled) p.fail("type", "is EarlyStopping again; give at most one EarlyStopping");
+      c.enabled = true;
+      c.monitor = read_monitor(p, t.metrics, has_validation);
+      c.min_delta = p.get_double("min_delta", c.min_delta, 0.0);
+      c.patience = p.get_int("patience", c.patience, 0);
+      c.mode = p.get_string("mode", c.mode, kModes);
+      c.restore_best_weights = p.get_bool("restore_best_weights", c.restore_best_weights);
+    } else {
+      auto& c = t.model_checkpoint;
+      if (c.enabled) p.fail("type", "is ModelCheckpoint again; give at most one ModelCheckpoint");
+      c.enabled = true;
+      c.filepath = p.get_string("filepath", std::nullopt);
+      if (c.filepath.empty()) p.fail("filepath", "must not be empty; e.g. 'best.h5'");
+      c.monitor = read_monitor(p, t.metrics, has_validation);
+      c.mode = p.get_string("mode", c.mode, kModes);
+      c.save_best_only = p.get_bool("save_best_only", c.save_best_only);
+    }
+    p.finish();
+  }
+}
+
+std::vector<std::string> read_metrics(const YAML::Node& node, const std::string& file) {
+  std::vector<YAML::Node> items;
+  if (node.IsScalar()) items.push_back(node);
+  else if (node.IsSequence())
+    for (const auto& e : node) items.push_back(e);
+  else
+    throw UserError(yaml_location(file, node.Mark()) +
+                    ": training.metrics: must be a list of names, e.g. [mean_iou]");
+  std::vector<std::string> out;
+  for (const auto& e : items) {
+    std::string at = yaml_location(file, e.Mark()) + ": training.metrics: ";
+    if (!e.IsScalar()) throw UserError(at + "each entry must be a metric name");
+    std::string m = e.Scalar();
+    if (std::find(kMetrics.begin(), kMetrics.end(), m) == kMetrics.end())
+      throw UserError(at + "'" + m + "' is not a metric" + did_you_mean(m, kMetrics) +
+                      "; use any of: " + join_names(kMetrics));
+    if (std::find(out.begin(), out.end(), m) != out.end())
+      throw UserError(at + "'" + m + "' is listed twice");
+    out.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace
+
+TrainingConfig read_training_section(const YAML::Node& node, const std::string& file,
+                                     bool has_validation) {
+  ParamReader p(node, file, "training");
+  TrainingConfig t;
+  t.epochs = p.get_int("epochs", t.epochs, 1);
+  t.batch_size = p.get_int("batch_size", t.batch_size, 1);
+  if (YAML::Node seed = p.get_node("seed")) {
+    if (!seed.IsScalar() || seed.Scalar().empty() || seed.Scalar()[0] == '-' ||
+        !YAML::convert<uint64_t>::decode(seed, t.seed))
+      p.fail("seed", "must be a non-negative integer, got '" + YAML::Dump(seed) + "'");
+  }
+  t.loss = p.get_string("loss", t.loss, kLosses);
+  if (YAML::Node metrics = p.get_node("metrics")) t.metrics = read_metrics(metrics, file);
+  if (YAML::Node opt = p.get_node("optimizer")) t.optimizer = read_optimizer(opt, file);
+  if (YAML::Node cbs = p.get_node("callbacks")) read_callbacks(cbs, file, t, has_validation);
+  t.output_dir = p.get_string("output_dir", t.output_dir);
+  if (t.output_dir.empty()) p.fail("output_dir", "must not be empty; e.g. 'runs/unet'");
+  p.finish();
+  return t;
+}
+
+}  // namespace trainer

@@ -1,0 +1,321 @@
+// Config loading: every kind of mistake a user can make in the YAML gives a
+// UserError naming file:line:col and the fix; good configs give the values and
+// Keras defaults of config.h.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "config/config.h"
+#include "config/sections.h"
+#include "core/error.h"
+
+using namespace trainer;
+
+namespace {
+
+// A valid config; the table below edits one line of it (line numbers on the right).
+const std::string kGood =
+    "model:\n"                                          // 1
+    "  name: tiny\n"                                    // 2
+    "  layers:\n"                                       // 3
+    "    - type: Input\n"                                // 4
+    "      shape: [8, 8, 3]\n"                           // 5
+    "    - type: Conv2D\n"                               // 6
+    "      name: c1\n"                                   // 7
+    "      filters: 4\n"                                 // 8
+    "      kernel_size: 3\n"                             // 9
+    "      padding: same\n"                              // 10
+    "    - type: MaxPooling2D\n"                         // 11
+    "    - type: Conv2DTranspose\n"                      // 12
+    "      filters: 4\n"                                 // 13
+    "      kernel_size: 2\n"                             // 14
+    "      strides: 2\n"                                 // 15
+    "    - type: Concatenate\n"                          // 16
+    "      inputs: [conv2d_transpose_1, c1]\n"           // 17
+    "    - type: Conv2D\n"                               // 18
+    "      filters: 1\n"                                 // 19
+    "      kernel_size: 1\n"                             // 20
+    "      activation: sigmoid\n"                        // 21
+    "data:\n"                                           // 22
+    "  images: imgs\n"                                  // 23
+    "  masks: msks\n"                                   // 24
+    "  validation_split: 0.1\n"                         // 25
+    "training:\n"                                       // 26
+    "  epochs: 3\n"                                     // 27
+    "  batch_size: 4\n"                                 // 28
+    "  seed: 7\n"                                       // 29
+    "  loss: binary_crossentropy\n"                     // 30
+    "  metrics: [mean_iou]\n"                           // 31
+    "  optimizer: {type: SGD, learning_rate: 0.05, momentum: 0.9}\n"                // 32
+    "  callbacks:\n"                                                                // 33
+    "    - {type: EarlyStopping, monitor: val_mean_iou, mode: max, patience: 2}\n"  // 34
+    "    - {type: ModelCheckpoint, filepath: best.h5, save_best_only: true}\n"      // 35
+    "  output_dir: out\n";                                                          // 36
+
+// kGood with the first occurrence of `from` replaced by `to` (which must exist).
+std::string edit(const std::string& from, const std::string& to) {
+  std::string s = kGood;
+  size_t at = s.find(from);
+  REQUIRE(at != std::string::npos);
+  return s.replace(at, from.size(), to);
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_config(text, "cfg.yaml");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("config: each mistake is reported at its file:line:col with the fix", "[config]") {
+  struct Row {
+    const char* what;
+    std::string text;
+    std::string expected;
+  };
+  const std::vector<Row> rows = {
+      {"unknown key with did-you-mean", edit("  validation_split: 0.1", "  shufle: false"),
+       "cfg.yaml:25:3: data: unknown key 'shufle' (did you mean 'shuffle'?)"},
+      {"unknown top-level section", kGood + "logging: {level: info}\n",
+       "cfg.yaml:37:1: config: unknown key 'logging'; known keys: data, model, training"},
+      {"wrong type", edit("epochs: 3", "epochs: three"),
+       "cfg.yaml:27:11: training: 'epochs' must be an integer, got 'three'"},
+      {"out of range int", edit("batch_size: 4", "batch_size: 0"),
+       "cfg.yaml:28:15: training: 'batch_size' must be in [1, "},
+      {"out of range real", edit("validation_split: 0.1", "validation_split: 1"),
+       "cfg.yaml:25:21: data: 'validation_split' must be below 1"},
+      {"negative seed", edit("seed: 7", "seed: -7"),
+       "cfg.yaml:29:9: training: 'seed' must be a non-negative integer"},
+      {"unknown layer type", edit("type: MaxPooling2D", "type: MaxPoling2D"),
+       "cfg.yaml:11:13: model.layers[2]: 'type' is 'MaxPoling2D', not a known layer type (did "
+       "you mean 'MaxPooling2D'?); known types: Input, Rescaling, Conv2D"},
+      {"duplicate layer name", edit("      filters: 1\n", "      name: c1\n"),
+       "cfg.yaml:19:13: model.layers[5]: 'name' is 'c1', already the name of the layer at line 6"},
+      {"input naming no layer", edit("[conv2d_transpose_1, c1]", "[conv2d_transpose_1, c2]"),
+       "cfg.yaml:17:15: model.layers[4]: 'inputs' names 'c2', which is not a layer defined "
+       "before this one (did you mean 'c1'?)"},
+      {"input naming a later layer", edit("[conv2d_transpose_1, c1]", "[conv2d_1, c1]"),
+       "cfg.yaml:17:15: model.layers[4]: 'inputs' names 'conv2d_1', which is not a layer "
+       "defined before this one"},
+      {"first layer not Input", edit("type: Input\n      shape: [8, 8, 3]", "type: Rescaling"),
+       "cfg.yaml:4:13: model.layers[0]: 'type' is 'Rescaling' but the first layer must be Input"},
+      {"second Input", edit("type: MaxPooling2D", "type: Input"),
+       "cfg.yaml:11:13: model.layers[2]: 'type' is 'Input', which only the first layer may be"},
+      {"layer without type", edit("    - type: MaxPooling2D", "    - pool_size: 2"),
+       "cfg.yaml:11:7: model.layers[2]: is required; add 'type: <value>'"},
+      {"bad layer name", edit("name: c1", "name: c 1/x"),
+       "cfg.yaml:7:13: model.layers[1]: 'name' is 'c 1/x'; use letters, digits"},
+      {"missing section", edit("data:\n  images: imgs\n  masks: msks\n  validation_split: 0.1\n", ""),
+       "cfg.yaml:1:1: config: section 'data' is missing; add 'data:' with 'images: <folder>'"},
+      {"missing required key", edit("  images: imgs\n", ""),
+       "cfg.yaml:23:3: data: is required; add 'images: <value>'"},
+      {"optimizer key of another type", edit("{type: SGD,", "{type: Adam,"),
+       "cfg.yaml:32:48: training.optimizer (Adam): unknown key 'momentum'; known keys: beta_1, "
+       "beta_2, decay, epsilon, learning_rate, type"},
+      {"unknown optimizer name", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "adamw"),
+       "cfg.yaml:32:14: training.optimizer: 'adamw' is not an optimizer (did you mean 'Adam'?)"},
+      {"unknown optimizer type", edit("{type: SGD,", "{type: Adagrad,"),
+       "cfg.yaml:32:21: training.optimizer: 'type' is 'Adagrad'; use one of: SGD, Adam, RMSprop"},
+      {"zero learning rate", edit("learning_rate: 0.05", "learning_rate: 0"),
+       "cfg.yaml:32:41: training.optimizer (SGD): 'learning_rate' must be greater than 0"},
+      {"monitor typo", edit("monitor: val_mean_iou", "monitor: val_mean_iuo"),
+       "cfg.yaml:34:38: training.callbacks[0] (EarlyStopping): 'monitor' is 'val_mean_iuo' (did "
+       "you mean 'val_mean_iou'?); it must be the loss or a metric listed in training.metrics: "
+       "loss, mean_iou, val_loss, val_mean_iou"},
+      {"monitor of a metric not configured", edit("monitor: val_mean_iou", "monitor: val_dice"),
+       "'monitor' is 'val_dice'; it must be the loss or a metric listed in training.metrics"},
+      {"val_ monitor without validation data", edit("  validation_split: 0.1\n", ""),
+       "cfg.yaml:33:38: training.callbacks[0] (EarlyStopping): 'monitor' is 'val_mean_iou', "
+       "which needs validation data; set data.validation_split"},
+      {"bad mode", edit("mode: max", "mode: maximum"),
+       "cfg.yaml:34:58: training.callbacks[0] (EarlyStopping): 'mode' is 'maximum'"},
+      {"two EarlyStopping", edit("{type: ModelCheckpoint, filepath: best.h5, save_best_only: true}",
+                                 "{type: EarlyStopping}"),
+       "cfg.yaml:35:14: training.callbacks[1] (EarlyStopping): 'type' is EarlyStopping again"},
+      {"checkpoint without filepath", edit("filepath: best.h5, ", ""),
+       "cfg.yaml:35:7: training.callbacks[1] (ModelCheckpoint): is required; add 'filepath: "},
+      {"unknown callback", edit("type: EarlyStopping", "type: EarlyStoping"),
+       "cfg.yaml:34:14: training.callbacks[0]: 'type' is 'EarlyStoping' (did you mean "
+       "'EarlyStopping'?)"},
+      {"bad loss", edit("loss: binary_crossentropy", "loss: binary_crossentopy"),
+       "cfg.yaml:30:9: training: 'loss' is 'binary_crossentopy' (did you mean "
+       "'binary_crossentropy'?); use one of: binary_crossentropy, dice, bce_dice"},
+      {"bad metric", edit("[mean_iou]", "[mean_iou, iou]"),
+       "cfg.yaml:31:23: training.metrics: 'iou' is not a metric; use any of: mean_iou, dice, "
+       "accuracy"},
+      {"syntax error", edit("metrics: [mean_iou]", "metrics: [mean_iou"),
+       "cfg.yaml:32:12: YAML syntax error: "},
+      {"bad indentation", edit("  masks: msks", "   masks: msks"), "cfg.yaml:24:9: YAML syntax error: "},
+      {"duplicate key", edit("  epochs: 3\n", "  epochs: 3\n  epochs: 4\n"),
+       "cfg.yaml:28:3: duplicate key 'epochs' (first given at line 27); keep only one"},
+      {"section not a mapping", edit("data:\n  images: imgs\n  masks: msks\n  validation_split: 0.1",
+                                     "data: [imgs, msks]"),
+       "cfg.yaml:22:7: data: expected a mapping of 'key: value' pairs"},
+      {"empty file", "", "cfg.yaml: the config is empty"},
+  };
+  REQUIRE(rows.size() >= 15);
+  for (const auto& row : rows) {
+    INFO(row.what);
+    CHECK_THAT(error_of(row.text), Catch::Matchers::Contains(row.expected));
+  }
+}
+
+TEST_CASE("config: a good config gives its values and Keras's default names", "[config]") {
+  Config c = parse_config(kGood, "cfg.yaml");
+  CHECK(c.path == "cfg.yaml");
+  CHECK(c.text == kGood);
+  CHECK(c.model.name == "tiny");
+  REQUIRE(c.model.layers.size() == 6);
+  std::vector<std::string> names, types;
+  for (const auto& l : c.model.layers) names.push_back(l.name), types.push_back(l.type);
+  CHECK(names == std::vector<std::string>{"input_1", "c1", "max_pooling2d_1", "conv2d_transpose_1",
+                                          "concatenate_1", "conv2d_1"});
+  CHECK(types == std::vector<std::string>{"Input", "Conv2D", "MaxPooling2D", "Conv2DTranspose",
+                                          "Concatenate", "Conv2D"});
+  CHECK(c.model.layers[4].inputs == std::vector<std::string>{"conv2d_transpose_1", "c1"});
+  CHECK(c.model.layers[2].inputs.empty());
+  // The layer's own keys stay in its node, for its factory; the mark points at the entry.
+  CHECK(c.model.layers[1].node["filters"].as<int>() == 4);
+  CHECK(c.model.layers[1].mark.line + 1 == 6);
+
+  CHECK(c.data.images == "imgs");
+  CHECK(c.data.masks == "msks");
+  CHECK(c.data.mask_suffix == "_mask");
+  CHECK(c.data.validation_split == Approx(0.1));
+  CHECK(c.data.shuffle);
+  CHECK_FALSE(c.data.skip_bad_files);
+  CHECK(c.data.loader_threads == 0);
+
+  const auto& t = c.training;
+  CHECK(t.epochs == 3);
+  CHECK(t.batch_size == 4);
+  CHECK(t.seed == 7);
+  CHECK(t.loss == "binary_crossentropy");
+  CHECK(t.metrics == std::vector<std::string>{"mean_iou"});
+  CHECK(t.optimizer.type == "SGD");
+  CHECK(t.optimizer.learning_rate == Approx(0.05));
+  CHECK(t.optimizer.momentum == Approx(0.9));
+  CHECK_FALSE(t.optimizer.nesterov);
+  CHECK(t.early_stopping.enabled);
+  CHECK(t.early_stopping.monitor == "val_mean_iou");
+  CHECK(t.early_stopping.mode == "max");
+  CHECK(t.early_stopping.patience == 2);
+  CHECK_FALSE(t.early_stopping.restore_best_weights);
+  CHECK(t.model_checkpoint.enabled);
+  CHECK(t.model_checkpoint.filepath == "best.h5");
+  CHECK(t.model_checkpoint.monitor == "val_loss");
+  CHECK(t.model_checkpoint.save_best_only);
+  CHECK(t.output_dir == "out");
+}
+
+TEST_CASE("config: defaults of a minimal config", "[config]") {
+  Config c = parse_config(
+      "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1},"
+      " {type: Conv2D, filters: 1, kernel_size: 1}, {type: Add, inputs: [conv2d_1, conv2d_2]}]}\n"
+      "data: {images: a, masks: b}\n"
+      "training: {}\n",
+      "min.yaml");
+  CHECK(c.model.name == "model");
+  CHECK(c.model.layers[3].name == "add_1");
+  CHECK(c.data.validation_split == 0.0);
+  const auto& t = c.training;
+  CHECK(t.epochs == 1);
+  CHECK(t.batch_size == 32);
+  CHECK(t.seed == 0);
+  CHECK(t.loss == "binary_crossentropy");
+  CHECK(t.metrics.empty());
+  CHECK(t.optimizer.type == "SGD");
+  CHECK(t.optimizer.learning_rate == Approx(0.01));
+  CHECK_FALSE(t.early_stopping.enabled);
+  CHECK_FALSE(t.model_checkpoint.enabled);
+  CHECK(t.output_dir == "runs/model");
+}
+
+TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type", "[config]") {
+  auto opt = [](const std::string& o) {
+    return parse_config("model: {layers: [{type: Input, shape: [4, 4, 1]}]}\n"
+                        "data: {images: a, masks: b}\n"
+                        "training: {optimizer: " + o + ", seed: 18446744073709551615}\n",
+                        "o.yaml")
+        .training;
+  };
+  CHECK(opt("sgd").optimizer.type == "SGD");
+  CHECK(opt("sgd").seed == 18446744073709551615ull);
+  CHECK(opt("adam").optimizer.type == "Adam");
+  CHECK(opt("adam").optimizer.learning_rate == Approx(0.001));
+  CHECK(opt("RMSProp").optimizer.type == "RMSprop");
+  CHECK(opt("RMSProp").optimizer.learning_rate == Approx(0.001));
+
+  OptimizerConfig sgd = opt("{type: SGD, learning_rate: 0.03, momentum: 0.9, nesterov: true, "
+                            "decay: 1e-6}").optimizer;
+  CHECK(sgd.learning_rate == Approx(0.03));
+  CHECK(sgd.momentum == Approx(0.9));
+  CHECK(sgd.nesterov);
+  CHECK(sgd.decay == Approx(1e-6));
+  OptimizerConfig adam = opt("{type: Adam, beta_1: 0.8, epsilon: 1e-8}").optimizer;
+  CHECK(adam.learning_rate == Approx(0.001));
+  CHECK(adam.beta_1 == Approx(0.8));
+  CHECK(adam.beta_2 == Approx(0.999));
+  CHECK(adam.epsilon == Approx(1e-8));
+  OptimizerConfig rms = opt("{type: RMSprop, rho: 0.95, momentum: 0.5}").optimizer;
+  CHECK(rms.learning_rate == Approx(0.001));
+  CHECK(rms.rho == Approx(0.95));
+  CHECK(rms.momentum == Approx(0.5));
+  CHECK(rms.epsilon == Approx(1e-7));
+  CHECK_THROWS_WITH(opt("{type: RMSprop, nesterov: true}"),
+                    Catch::Matchers::Contains("o.yaml:3:39: training.optimizer (RMSprop): unknown "
+                                              "key 'nesterov'; known keys: decay, epsilon, "
+                                              "learning_rate, momentum, rho, type"));
+}
+
+TEST_CASE("config: Keras snake_case of layer types", "[config]") {
+  CHECK(keras_snake_case("Conv2D") == "conv2d");
+  CHECK(keras_snake_case("Conv2DTranspose") == "conv2d_transpose");
+  CHECK(keras_snake_case("MaxPooling2D") == "max_pooling2d");
+  CHECK(keras_snake_case("UpSampling2D") == "up_sampling2d");
+  CHECK(keras_snake_case("BatchNormalization") == "batch_normalization");
+  CHECK(keras_snake_case("Input") == "input");
+}
+
+TEST_CASE("config: load_config reads a file and names a missing one", "[config]") {
+  namespace fs = std::filesystem;
+  fs::path p = fs::temp_directory_path() / ("trainer_test_config_" + std::to_string(::getpid()) + ".yaml");
+  { std::ofstream(p) << kGood; }
+  Config c = load_config(p.string());
+  fs::remove(p);
+  CHECK(c.text == kGood);
+  CHECK(c.path == p.string());
+  CHECK(c.model.layers.size() == 6);
+  CHECK_THROWS_WITH(load_config(p.string()),
+                    Catch::Matchers::Contains(p.string() + ": cannot open the config file"));
+}
+
+TEST_CASE("config: the product configs parse", "[config]") {
+  Config big = load_config(TRAINER_SOURCE_DIR "/configs/unet.yaml");
+  CHECK(big.model.layers.front().type == "Input");
+  CHECK(big.model.layers.back().node["activation"].as<std::string>() == "sigmoid");
+  CHECK(big.training.optimizer.type == "SGD");
+  CHECK(big.training.optimizer.learning_rate == Approx(0.03));
+  CHECK(big.training.optimizer.nesterov);
+  CHECK(big.training.batch_size == 32);
+  CHECK(big.training.early_stopping.patience == 20);
+  CHECK(big.training.model_checkpoint.save_best_only);
+
+  Config small = load_config(TRAINER_SOURCE_DIR "/configs/unet_small.yaml");
+  CHECK(small.model.layers.front().node["shape"][0].as<int>() == 128);
+  CHECK(small.training.optimizer.type == "Adam");
+  CHECK(small.training.early_stopping.monitor == "val_mean_iou");
+  CHECK(small.training.early_stopping.restore_best_weights);
+  CHECK(small.training.metrics == std::vector<std::string>{"mean_iou", "dice", "accuracy"});
+  // Same topology: Input, Rescaling, 4 levels of 2 Conv2D + pool, 2 Conv2D, 4 levels of
+  // Conv2DTranspose + Concatenate + 2 Conv2D, the 1x1 head: 33 layers.
+  CHECK(big.model.layers.size() == 33);
+  CHECK(small.model.layers.size() == 33);
+}
