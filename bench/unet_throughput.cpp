@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     std::uniform_real_distribution<float> u(0.f, 1.f);
     for (size_t i = 0; i < data.images.numel(); ++i) data.images.data()[i] = 255.f * u(rng);
     for (size_t i = 0; i < data.masks.numel(); ++i) data.masks.data()[i] = u(rng) > 0.8f ? 1.f : 0.f;
-    std::vector<int> idx(size_t(batch));
+    std::vector<int> idx(static_cast<size_t>(batch));
     for (int i = 0; i < batch; ++i) idx[size_t(i)] = i;
     data.names.resize(size_t(batch));
     for (int i = 0; i < warmup; ++i) trainer.train_step(data, idx);

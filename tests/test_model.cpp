@@ -15,7 +15,7 @@ using namespace trainer;
 namespace {
 
 Config cfg(const std::string& layers) {
-  return parse_config("model:\n  layers:\n" + layers + "data: {images: a, masks: b}\n", "m.yaml");
+  return parse_config("model:\n  layers:\n" + layers + "data: {images: a, masks: b}\ntraining: {epochs: 1}\n", "m.yaml");
 }
 
 struct Bound {
@@ -105,7 +105,7 @@ TEST_CASE("backward through skip connections matches finite differences", "[mode
   objective();
   m.backward(ctx, r);
   const std::vector<float> analytic = b.grads;
-  const float h = 1e-2f;
+  const float h = 1e-3f;
   double worst = 0;
   for (size_t i = 0; i < b.params.size(); ++i) {
     float keep = b.params[i];
@@ -117,7 +117,7 @@ TEST_CASE("backward through skip connections matches finite differences", "[mode
     double num = (lp - lm) / (2 * h);
     worst = std::max(worst, std::abs(num - analytic[i]) / std::max(1.0, std::abs(num)));
   }
-  CHECK(worst < 1e-2);
+  CHECK(worst < 5e-3);  // h small enough that no max-pooling argmax switches
 }
 
 TEST_CASE("forward of a small network equals a naive implementation", "[model]") {

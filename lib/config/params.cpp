@@ -71,7 +71,15 @@ void ParamReader::fail(const std::string& msg) const {
 YAML::Node ParamReader::value(const std::string& key, bool required) {
   used_.insert(key);
   YAML::Node v = node_[key];
-  if (!v && required) fail("is required; add '" + key + ": <value>'");
+  if (!v && required) {
+    std::string hint;
+    for (const auto& kv : node_) {
+      std::string present = kv.first.as<std::string>();
+      if (!did_you_mean(present, {key}).empty())
+        hint = " ('" + present + "' is there: did you mean '" + key + "'?)";
+    }
+    fail("'" + key + "' is required; add '" + key + ": <value>'" + hint);
+  }
   if (v && v.IsNull()) fail(key, "has no value");
   return v;
 }
