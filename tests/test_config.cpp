@@ -55,9 +55,8 @@ const std::string kGood =
     "    - {type: ModelCheckpoint, filepath: best.h5, save_best_only: true}\n"      // 35
     "  output_dir: out\n";                                                          // 36
 
-// kGood with the first occurrence of `from` replaced by `to` (which must exist).
-std::string edit(const std::string& from, const std::string& to) {
-  std::string s = kGood;
+// base with the first occurrence of `from` replaced by `to` (which must exist).
+std::string edit(const std::string& from, const std::string& to, std::string s = kGood) {
   size_t at = s.find(from);
   REQUIRE(at != std::string::npos);
   return s.replace(at, from.size(), to);
@@ -139,6 +138,10 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"two EarlyStopping", edit("{type: ModelCheckpoint, filepath: best.h5, save_best_only: true}",
                                  "{type: EarlyStopping}"),
        "cfg.yaml:35:14: training.callbacks[1] (EarlyStopping): 'type' is EarlyStopping again"},
+      {"best-only checkpoint without validation data",
+       edit("monitor: val_mean_iou", "monitor: loss", edit("  validation_split: 0.1\n", "")),
+       "cfg.yaml:34:7: training.callbacks[1] (ModelCheckpoint): 'monitor' is 'val_loss', which needs "
+       "validation data"},
       {"checkpoint without filepath", edit("filepath: best.h5, ", ""),
        "cfg.yaml:35:7: training.callbacks[1] (ModelCheckpoint): is required; add 'filepath: "},
       {"unknown callback", edit("type: EarlyStopping", "type: EarlyStoping"),
@@ -220,7 +223,7 @@ TEST_CASE("config: defaults of a minimal config", "[config]") {
       "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1},"
       " {type: Conv2D, filters: 1, kernel_size: 1}, {type: Add, inputs: [conv2d_1, conv2d_2]}]}\n"
       "data: {images: a, masks: b}\n"
-      "training: {}\n",
+      "training: {callbacks: [{type: ModelCheckpoint, filepath: 'ep{epoch:03d}.h5'}]}\n",
       "min.yaml");
   CHECK(c.model.name == "model");
   CHECK(c.model.layers[3].name == "add_1");
@@ -234,7 +237,10 @@ TEST_CASE("config: defaults of a minimal config", "[config]") {
   CHECK(t.optimizer.type == "SGD");
   CHECK(t.optimizer.learning_rate == Approx(0.01));
   CHECK_FALSE(t.early_stopping.enabled);
-  CHECK_FALSE(t.model_checkpoint.enabled);
+  // A checkpoint of every epoch needs no validation data (its monitor is unused).
+  CHECK(t.model_checkpoint.enabled);
+  CHECK(t.model_checkpoint.filepath == "ep{epoch:03d}.h5");
+  CHECK_FALSE(t.model_checkpoint.save_best_only);
   CHECK(t.output_dir == "runs/model");
 }
 

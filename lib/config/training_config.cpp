@@ -130,9 +130,11 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       c.enabled = true;
       c.filepath = p.get_string("filepath", std::nullopt);
       if (c.filepath.empty()) p.fail("filepath", "must not be empty; e.g. 'best.h5'");
-      c.monitor = read_monitor(p, t.metrics, has_validation);
-      c.mode = p.get_string("mode", c.mode, kModes);
       c.save_best_only = p.get_bool("save_best_only", c.save_best_only);
+      // Without save_best_only the monitor is unused: its default needs no validation data.
+      if (c.save_best_only || p.has("monitor")) c.monitor = read_monitor(p, t.metrics, has_validation);
+      else p.skip("monitor");
+      c.mode = p.get_string("mode", c.mode, kModes);
     }
     p.finish();
   }

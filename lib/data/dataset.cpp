@@ -1,0 +1,204 @@
+#include "data/dataset.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <filesystem>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "core/error.h"
+#include "data/image_decode.h"
+
+namespace trainer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string> kExtensions = {".png", ".jpg", ".jpeg", ".tif", ".tiff"};
+
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+bool supported(const fs::path& p) {
+  std::string ext = lower(p.extension().string());
+  return std::find(kExtensions.begin(), kExtensions.end(), ext) != kExtensions.end();
+}
+
+std::string prefix(const DataOptions& o) { return o.config_path.empty() ? "" : o.config_path + ": "; }
+
+// Supported image files of dir (names only), sorted; throws when dir is missing.
+std::vector<std::string> list_images(const DataOptions& o, const std::string& dir,
+                                     const char* key) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw UserError(prefix(o) + "data." + key + ": folder '" + dir + "' " +
+                    (fs::exists(dir, ec) ? "is not a folder" : "does not exist") +
+                    "; fix the path (relative paths start at the working directory '" +
+                    fs::current_path(ec).string() + "')");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file(ec) && supported(e.path())) names.push_back(e.path().filename().string());
+  if (ec) throw UserError(prefix(o) + "data." + key + ": cannot list folder '" + dir + "': " + ec.message());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+struct Pair {
+  std::string image, mask;  // full paths
+};
+
+// " a; b; ...; and 3 more": at most 10 items, on one line (UserError messages are one line).
+std::string list_up_to_10(const std::vector<std::string>& items) {
+  std::string s;
+  for (size_t i = 0; i < items.size() && i < 10; ++i) s += (i ? "; " : " ") + items[i];
+  if (items.size() > 10) s += "; and " + std::to_string(items.size() - 10) + " more";
+  return s;
+}
+
+// Matches images with masks by name; names (out) gets the images that have one.
+std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& names) {
+  std::vector<std::string> images = list_images(o, o.images_dir, "images");
+  std::vector<std::string> masks = list_images(o, o.masks_dir, "masks");
+  const std::string exts = ".png, .jpg, .jpeg, .tif, .tiff (any case)";
+  if (images.empty())
+    throw UserError(prefix(o) + "data.images: no images in '" + o.images_dir +
+                    "' (looked for " + exts + "); fix the path or add images");
+
+  std::map<std::string, std::string> mask_by_stem;  // first in name order wins
+  for (const auto& m : masks) mask_by_stem.emplace(fs::path(m).stem().string(), m);
+
+  // Images and masks may share one folder: then the masks are not images.
+  std::error_code ec;
+  if (fs::equivalent(o.images_dir, o.masks_dir, ec)) {
+    std::vector<std::string> kept;
+    for (const auto& name : images) {
+      std::string stem = fs::path(name).stem().string();
+      const std::string& sfx = o.mask_suffix;
+      bool is_mask = !sfx.empty() && stem.size() > sfx.size() &&
+                     stem.compare(stem.size() - sfx.size(), sfx.size(), sfx) == 0 &&
+                     std::any_of(images.begin(), images.end(), [&](const std::string& n) {
+                       return fs::path(n).stem().string() == stem.substr(0, stem.size() - sfx.size());
+                     });
+      if (!is_mask) kept.push_back(name);
+    }
+    images.swap(kept);
+  }
+
+  std::vector<Pair> pairs;
+  std::vector<std::string> missing;
+  names.clear();
+  for (const auto& name : images) {
+    std::string stem = fs::path(name).stem().string();
+    auto it = mask_by_stem.find(stem + o.mask_suffix);
+    if (it == mask_by_stem.end()) {
+      missing.push_back(name + " (expected " +
+                        (fs::path(o.masks_dir) / (stem + o.mask_suffix + fs::path(name).extension().string())).string() +
+                        ")");
+      continue;
+    }
+    pairs.push_back({(fs::path(o.images_dir) / name).string(), (fs::path(o.masks_dir) / it->second).string()});
+    names.push_back(name);
+  }
+  if (!missing.empty()) {
+    std::string what = std::to_string(missing.size()) + " of " + std::to_string(images.size()) +
+                       " images have no mask in '" + o.masks_dir + "' (the mask of <stem>.<ext> is <stem>" +
+                       o.mask_suffix + " with any of the extensions " + exts + "):" +
+                       list_up_to_10(missing);
+    if (!o.skip_bad_files)
+      throw UserError(prefix(o) + "data: " + what +
+                      ". Add the masks, fix data.masks / data.mask_suffix, or set "
+                      "data.skip_bad_files: true to train without these images");
+    spdlog::warn("{}data: {}. Skipping these images (data.skip_bad_files is true)", prefix(o), what);
+  }
+  if (pairs.empty())
+    throw UserError(prefix(o) + "data: no image in '" + o.images_dir + "' has a mask in '" +
+                    o.masks_dir + "'; check data.masks and data.mask_suffix ('" + o.mask_suffix + "')");
+  return pairs;
+}
+
+}  // namespace
+
+Dataset load_dataset(const DataOptions& o) {
+  if (o.height <= 0 || o.width <= 0 || (o.channels != 1 && o.channels != 3))
+    throw std::invalid_argument("load_dataset: height and width must be > 0 and channels 1 or 3");
+  Dataset ds;
+  std::vector<Pair> pairs = find_pairs(o, ds.names);
+  const int n = int(pairs.size());
+  ds.images.resize(Shape{n, o.height, o.width, o.channels});
+  ds.masks.resize(Shape{n, o.height, o.width, 1});
+
+  int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
+  threads = std::clamp(threads, 1, n);
+  spdlog::info("loading {} image/mask pairs from '{}' on {} thread{}", n, o.images_dir, threads,
+               threads > 1 ? "s" : "");
+  std::vector<std::string> errors(n);  // empty: sample decoded
+  std::atomic<int> next{0}, done{0};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  auto work = [&] {
+    for (int i = next++; i < n; i = next++) {
+      try {
+        cv::Size image = decode_image(pairs[i].image, o.height, o.width, o.channels, ds.images.sample(i));
+        cv::Size mask = decode_mask(pairs[i].mask, o.height, o.width, ds.masks.sample(i));
+        if (mask != image)
+          throw UserError("mask '" + pairs[i].mask + "' is " + std::to_string(mask.width) + "x" +
+                          std::to_string(mask.height) + " but image '" + pairs[i].image + "' is " +
+                          std::to_string(image.width) + "x" + std::to_string(image.height) +
+                          " (width x height); a mask must have its image's size");
+      } catch (const UserError& e) {
+        errors[i] = e.what();
+      } catch (...) {  // e.g. out of memory: rethrown after the join
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+      int d = ++done;
+      if (d == n || (d * 10 / n) != ((d - 1) * 10 / n)) spdlog::info("loading {}/{} images", d, n);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+
+  std::vector<std::string> bad;
+  for (const auto& e : errors)
+    if (!e.empty()) bad.push_back(e);
+  if (bad.empty()) return ds;
+  std::string what = std::to_string(bad.size()) + " of " + std::to_string(n) +
+                     " image/mask pairs cannot be used:" + list_up_to_10(bad);
+  if (!o.skip_bad_files)
+    throw UserError(prefix(o) + "data: " + what +
+                    ". Replace or remove these files, or set data.skip_bad_files: true to train "
+                    "without them");
+  spdlog::warn("{}data: {}. Skipping these pairs (data.skip_bad_files is true)", prefix(o), what);
+  if (int(bad.size()) == n) throw UserError(prefix(o) + "data: no usable image/mask pair is left");
+
+  // Drop the bad pairs, keeping order; the tensors shrink in place.
+  int kept = 0;
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) {
+    if (!errors[i].empty()) continue;
+    if (kept != i) {
+      std::copy_n(ds.images.sample(i), ds.images.shape().sample_numel(), ds.images.sample(kept));
+      std::copy_n(ds.masks.sample(i), ds.masks.shape().sample_numel(), ds.masks.sample(kept));
+    }
+    names.push_back(ds.names[i]);
+    ++kept;
+  }
+  ds.names.swap(names);
+  ds.images.resize(ds.images.shape().with_batch(kept));
+  ds.masks.resize(ds.masks.shape().with_batch(kept));
+  return ds;
+}
+
+}  // namespace trainer

@@ -1,0 +1,77 @@
+#include "data/image_decode.h"
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "core/error.h"
+
+namespace trainer {
+
+namespace {
+
+// The file as OpenCV decodes it: 8U or 16U, 1, 3 (BGR) or 4 (BGRA) channels.
+cv::Mat read(const std::string& path) {
+  cv::Mat m;
+  try {
+    m = cv::imread(path, cv::IMREAD_UNCHANGED);
+  } catch (const cv::Exception& e) {
+    throw UserError("cannot decode '" + path + "': " + e.msg);
+  }
+  if (m.empty())
+    throw UserError("cannot decode '" + path + "' (corrupt, truncated or not an image)");
+  if (m.depth() != CV_8U && m.depth() != CV_16U)
+    throw UserError("'" + path + "' has " + std::to_string(m.elemSize1() * 8) +
+                    "-bit pixels of a type other than unsigned integer; save it as 8- or 16-bit");
+  if (m.channels() != 1 && m.channels() != 3 && m.channels() != 4)
+    throw UserError("'" + path + "' has " + std::to_string(m.channels()) +
+                    " channels; use gray, RGB or RGBA images");
+  return m;
+}
+
+// Colour conversion code from the file's channels (1, 3 BGR, 4 BGRA) to `to` (1 gray, 3 RGB); -1: none.
+int conversion(int from, int to) {
+  if (to == 3) return from == 1 ? cv::COLOR_GRAY2RGB : from == 3 ? cv::COLOR_BGR2RGB : cv::COLOR_BGRA2RGB;
+  return from == 1 ? -1 : from == 3 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGRA2GRAY;
+}
+
+}  // namespace
+
+cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out) {
+  cv::Mat m = read(path);
+  const cv::Size native = m.size();
+  try {
+    int code = conversion(m.channels(), channels);
+    if (code >= 0) cv::cvtColor(m, m, code);
+    const double scale = m.depth() == CV_16U ? 255.0 / 65535.0 : 1.0;
+    cv::Mat dst(height, width, CV_32FC(channels), out);  // writes into out
+    if (native == dst.size()) {
+      m.convertTo(dst, CV_32F, scale);
+    } else {
+      cv::Mat f;
+      m.convertTo(f, CV_32F, scale);
+      cv::resize(f, dst, dst.size(), 0, 0, cv::INTER_AREA);
+    }
+  } catch (const cv::Exception& e) {
+    throw UserError("cannot convert '" + path + "': " + e.msg);
+  }
+  return native;
+}
+
+cv::Size decode_mask(const std::string& path, int height, int width, float* out) {
+  cv::Mat m = read(path);
+  const cv::Size native = m.size();
+  try {
+    int code = conversion(m.channels(), 1);
+    if (code >= 0) cv::cvtColor(m, m, code);
+    const double half = m.depth() == CV_16U ? 32767 : 127;
+    cv::Mat binary = (m > half) / 255;  // 8U: exactly 1 or 0
+    cv::Mat dst(height, width, CV_32FC1, out);
+    if (native != dst.size()) cv::resize(binary, binary, dst.size(), 0, 0, cv::INTER_NEAREST);
+    binary.convertTo(dst, CV_32F);
+  } catch (const cv::Exception& e) {
+    throw UserError("cannot convert '" + path + "': " + e.msg);
+  }
+  return native;
+}
+
+}  // namespace trainer

@@ -1,0 +1,24 @@
+#pragma once
+// Decoding of one image or mask file with OpenCV into a float buffer, with the
+// rules of docs/data.md (8/16-bit, gray/RGB/RGBA, RGB order, binarised masks).
+#include <opencv2/core.hpp>
+#include <string>
+
+namespace trainer {
+
+/// Decodes path (PNG/JPEG/TIFF, 8- or 16-bit, gray, BGR or BGRA as OpenCV
+/// reads them; alpha dropped), converts to RGB (channels 3) or gray (channels
+/// 1, ITU-R BT.601 weights as cv::COLOR_BGR2GRAY), scales 16-bit values by
+/// 255/65535, resizes with INTER_AREA and writes [height, width, channels]
+/// float32 in [0, 255] to out. Returns the file's own size (width x height).
+/// Throws UserError naming the file when it cannot be decoded or has another
+/// pixel type (e.g. 32-bit float).
+cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out);
+
+/// Decodes a mask file: gray as above, then pixel > half the type's maximum
+/// (127 for 8-bit, 32767 for 16-bit) -> 1, else 0; resized with INTER_NEAREST
+/// and written as [height, width, 1] float32 to out. Returns the file's own
+/// size. Throws UserError as decode_image.
+cv::Size decode_mask(const std::string& path, int height, int width, float* out);
+
+}  // namespace trainer

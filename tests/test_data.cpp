@@ -1,0 +1,317 @@
+// Dataset loading: pairing by name, decoding of every supported pixel format
+// into RGB float [0, 255], resizing, mask binarisation, and the errors (or
+// warnings with data.skip_bad_files) for missing/corrupt files.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "core/error.h"
+#include "data/dataset.h"
+
+using namespace trainer;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh folder with images/ and masks/ under the system temp dir, removed at the end.
+struct TempData {
+  fs::path root, images, masks;
+  TempData() {
+    static std::atomic<int> counter{0};
+    root = fs::temp_directory_path() /
+           ("trainer_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    images = root / "images";
+    masks = root / "masks";
+    fs::create_directories(images);
+    fs::create_directories(masks);
+  }
+  ~TempData() { fs::remove_all(root); }
+  DataOptions options(int h, int w, int c = 3) const {
+    DataOptions o;
+    o.images_dir = images.string();
+    o.masks_dir = masks.string();
+    o.height = h, o.width = w, o.channels = c;
+    o.threads = 2;
+    return o;
+  }
+};
+
+void write(const fs::path& p, const cv::Mat& m) { REQUIRE(cv::imwrite(p.string(), m)); }
+
+// An 8-bit gray mask of size w x h, all `v`.
+cv::Mat flat_mask(int w, int h, int v = 255) { return cv::Mat(h, w, CV_8UC1, cv::Scalar(v)); }
+
+std::string error_of(const DataOptions& o) {
+  try {
+    load_dataset(o);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+float at(const Tensor& t, int n, int y, int x, int c) {
+  const Shape& s = t.shape();
+  return t.data()[((size_t(n) * s.h + y) * s.w + x) * s.c + c];
+}
+
+const std::string kShared = TRAINER_SOURCE_DIR "/../shared/data/dsb2018/flat";
+
+}  // namespace
+
+TEST_CASE("data: real DSB images decode as OpenCV reads them, in RGB order", "[data]") {
+  REQUIRE(fs::is_directory(kShared + "/train_im"));
+  std::vector<std::string> all;
+  for (const auto& e : fs::directory_iterator(kShared + "/train_im")) all.push_back(e.path().filename());
+  std::sort(all.begin(), all.end());
+  TempData d;
+  std::vector<std::string> picked;  // three 256x256 images
+  for (const auto& name : all) {
+    cv::Mat m = cv::imread(kShared + "/train_im/" + name, cv::IMREAD_UNCHANGED);
+    if (m.cols != 256 || m.rows != 256) continue;
+    std::string stem = fs::path(name).stem();
+    fs::copy_file(kShared + "/train_im/" + name, d.images / name);
+    fs::copy_file(kShared + "/train_mask/" + stem + "_mask.png", d.masks / (stem + "_mask.png"));
+    picked.push_back(name);
+    if (picked.size() == 3) break;
+  }
+  REQUIRE(picked.size() == 3);
+
+  Dataset ds = load_dataset(d.options(256, 256));
+  CHECK(ds.names == picked);
+  CHECK(ds.images.shape() == Shape{3, 256, 256, 3});
+  CHECK(ds.masks.shape() == Shape{3, 256, 256, 1});
+  for (int i = 0; i < 3; ++i) {
+    cv::Mat bgr = cv::imread((d.images / picked[i]).string(), cv::IMREAD_COLOR);
+    cv::Mat mask = cv::imread((d.masks / (fs::path(picked[i]).stem().string() + "_mask.png")).string(),
+                              cv::IMREAD_GRAYSCALE);
+    int wrong = 0, foreground = 0;
+    for (int y = 0; y < 256; ++y)
+      for (int x = 0; x < 256; ++x) {
+        cv::Vec3b p = bgr.at<cv::Vec3b>(y, x);
+        for (int c = 0; c < 3; ++c) wrong += at(ds.images, i, y, x, c) != float(p[2 - c]);
+        wrong += at(ds.masks, i, y, x, 0) != (mask.at<uint8_t>(y, x) > 127 ? 1.f : 0.f);
+        foreground += mask.at<uint8_t>(y, x) > 127;
+      }
+    CHECK(wrong == 0);
+    CHECK(foreground > 0);  // the masks do mark nuclei, so the comparison means something
+  }
+
+  // Downsized: masks stay exactly binary and cover about the same fraction.
+  Dataset small = load_dataset(d.options(64, 96));
+  CHECK(small.images.shape() == Shape{3, 64, 96, 3});
+  double full = 0, part = 0;
+  for (size_t k = 0; k < ds.masks.numel(); ++k) full += ds.masks.data()[k];
+  for (size_t k = 0; k < small.masks.numel(); ++k) {
+    float v = small.masks.data()[k];
+    REQUIRE((v == 0.f || v == 1.f));
+    part += v;
+  }
+  CHECK(part / small.masks.numel() == Approx(full / ds.masks.numel()).margin(0.02));
+}
+
+TEST_CASE("data: 16-bit, gray, RGBA, JPEG and TIFF files decode to RGB [0, 255]", "[data]") {
+  TempData d;
+  // a.png: 16-bit gray; values scale by 255/65535 and replicate to R, G, B.
+  cv::Mat g16(2, 2, CV_16UC1);
+  g16.at<uint16_t>(0, 0) = 0, g16.at<uint16_t>(0, 1) = 65535;
+  g16.at<uint16_t>(1, 0) = 257, g16.at<uint16_t>(1, 1) = 1000;
+  write(d.images / "a.png", g16);
+  // 16-bit mask: > 32767 is foreground.
+  cv::Mat m16(2, 2, CV_16UC1);
+  m16.at<uint16_t>(0, 0) = 32767, m16.at<uint16_t>(0, 1) = 32768;
+  m16.at<uint16_t>(1, 0) = 65535, m16.at<uint16_t>(1, 1) = 0;
+  write(d.masks / "a_mask.png", m16);
+  // b.png: 8-bit BGRA (10, 20, 30, alpha 40) -> RGB (30, 20, 10), alpha dropped.
+  write(d.images / "b.png", cv::Mat(2, 2, CV_8UC4, cv::Scalar(10, 20, 30, 40)));
+  // 8-bit mask: 127 is background, 128 foreground.
+  cv::Mat m8 = (cv::Mat_<uint8_t>(2, 2) << 127, 128, 255, 0);
+  write(d.masks / "b_mask.png", m8);
+  // c.jpg: BGR (200, 100, 50), lossy; its mask is a white RGB PNG (different extension).
+  write(d.images / "c.jpg", cv::Mat(2, 2, CV_8UC3, cv::Scalar(200, 100, 50)));
+  write(d.masks / "c_mask.png", cv::Mat(2, 2, CV_8UC3, cv::Scalar(255, 255, 255)));
+  // D.TIF: 16-bit BGR TIFF, upper-case extension; mask a TIFF too.
+  write(d.images / "D.TIF", cv::Mat(2, 2, CV_16UC3, cv::Scalar(0, 32896, 65535)));
+  write(d.masks / "D_mask.tiff", flat_mask(2, 2, 0));
+  // A mask without an image is ignored.
+  write(d.masks / "zzz_mask.png", flat_mask(2, 2));
+
+  Dataset ds = load_dataset(d.options(2, 2));
+  REQUIRE(ds.names == std::vector<std::string>{"D.TIF", "a.png", "b.png", "c.jpg"});
+  const int D = 0, A = 1, B = 2, C = 3;
+  for (int c = 0; c < 3; ++c) {
+    CHECK(at(ds.images, A, 0, 0, c) == 0.f);
+    CHECK(at(ds.images, A, 0, 1, c) == Approx(255.f));
+    CHECK(at(ds.images, A, 1, 0, c) == Approx(1.f));
+    CHECK(at(ds.images, A, 1, 1, c) == Approx(1000 * 255.0 / 65535));
+  }
+  CHECK(at(ds.masks, A, 0, 0, 0) == 0.f);
+  CHECK(at(ds.masks, A, 0, 1, 0) == 1.f);
+  CHECK(at(ds.masks, A, 1, 0, 0) == 1.f);
+  CHECK(at(ds.masks, A, 1, 1, 0) == 0.f);
+
+  CHECK(at(ds.images, B, 1, 1, 0) == 30.f);
+  CHECK(at(ds.images, B, 1, 1, 1) == 20.f);
+  CHECK(at(ds.images, B, 1, 1, 2) == 10.f);
+  CHECK(at(ds.masks, B, 0, 0, 0) == 0.f);
+  CHECK(at(ds.masks, B, 0, 1, 0) == 1.f);
+  CHECK(at(ds.masks, B, 1, 0, 0) == 1.f);
+  CHECK(at(ds.masks, B, 1, 1, 0) == 0.f);
+
+  CHECK(at(ds.images, C, 0, 0, 0) == Approx(50).margin(4));
+  CHECK(at(ds.images, C, 0, 0, 1) == Approx(100).margin(4));
+  CHECK(at(ds.images, C, 0, 0, 2) == Approx(200).margin(4));
+  CHECK(at(ds.masks, C, 0, 0, 0) == 1.f);
+
+  CHECK(at(ds.images, D, 0, 0, 0) == Approx(255.f));
+  CHECK(at(ds.images, D, 0, 0, 1) == Approx(128.f));
+  CHECK(at(ds.images, D, 0, 0, 2) == 0.f);
+  CHECK(at(ds.masks, D, 0, 0, 0) == 0.f);
+
+  // channels 1: BGRA (10, 20, 30) -> gray 0.299 R + 0.587 G + 0.114 B = 21.85, rounded by OpenCV.
+  Dataset gray = load_dataset(d.options(2, 2, 1));
+  CHECK(gray.images.shape() == Shape{4, 2, 2, 1});
+  CHECK(at(gray.images, B, 0, 0, 0) == 22.f);
+  CHECK(at(gray.images, A, 0, 1, 0) == Approx(255.f));
+}
+
+TEST_CASE("data: images resize with INTER_AREA, masks with INTER_NEAREST", "[data]") {
+  TempData d;
+  // 8x8 image and mask of 2x2 blocks; at 4x4 each output pixel is one block.
+  cv::Mat img(8, 8, CV_8UC3), mask(8, 8, CV_8UC1);
+  for (int y = 0; y < 8; ++y)
+    for (int x = 0; x < 8; ++x) {
+      int b = (y / 2) * 4 + x / 2;  // block index 0..15
+      img.at<cv::Vec3b>(y, x) = cv::Vec3b(uint8_t(b), uint8_t(10 * b), uint8_t(x + y));  // BGR
+      mask.at<uint8_t>(y, x) = b % 3 == 0 ? 255 : 0;
+    }
+  write(d.images / "p.png", img);
+  write(d.masks / "p_mask.png", mask);
+  Dataset ds = load_dataset(d.options(4, 4));
+  REQUIRE(ds.images.shape() == Shape{1, 4, 4, 3});
+  for (int y = 0; y < 4; ++y)
+    for (int x = 0; x < 4; ++x) {
+      int b = y * 4 + x;
+      CHECK(at(ds.images, 0, y, x, 2) == Approx(b));       // B channel is last in RGB
+      CHECK(at(ds.images, 0, y, x, 1) == Approx(10 * b));
+      CHECK(at(ds.images, 0, y, x, 0) == Approx(2 * (y + x) + 1));  // mean of x+y over the block
+      CHECK(at(ds.masks, 0, y, x, 0) == (b % 3 == 0 ? 1.f : 0.f));
+    }
+  // Upsizing keeps masks binary too.
+  Dataset big = load_dataset(d.options(13, 11));
+  CHECK(big.masks.shape() == Shape{1, 13, 11, 1});
+  for (size_t k = 0; k < big.masks.numel(); ++k) REQUIRE((big.masks.data()[k] == 0.f || big.masks.data()[k] == 1.f));
+}
+
+TEST_CASE("data: images and masks may share one folder", "[data]") {
+  TempData d;
+  write(d.images / "a.png", cv::Mat(3, 3, CV_8UC3, cv::Scalar(1, 2, 3)));
+  write(d.images / "a_mask.png", flat_mask(3, 3));
+  DataOptions o = d.options(3, 3);
+  o.masks_dir = o.images_dir;
+  Dataset ds = load_dataset(o);
+  CHECK(ds.names == std::vector<std::string>{"a.png"});
+  CHECK(ds.masks.data()[0] == 1.f);
+}
+
+TEST_CASE("data: thread count does not change the result", "[data]") {
+  TempData d;
+  for (int i = 0; i < 12; ++i) {
+    std::string stem = "im" + std::to_string(10 + i);
+    write(d.images / (stem + ".png"), cv::Mat(5, 7, CV_8UC3, cv::Scalar(i, 2 * i, 3 * i)));
+    write(d.masks / (stem + "_mask.png"), flat_mask(7, 5, i % 2 ? 255 : 0));
+  }
+  DataOptions o = d.options(5, 7);
+  o.threads = 1;
+  Dataset one = load_dataset(o);
+  o.threads = 5;
+  Dataset five = load_dataset(o);
+  REQUIRE(one.size() == 12);
+  CHECK(one.names == five.names);
+  CHECK(std::equal(one.images.data(), one.images.data() + one.images.numel(), five.images.data()));
+  CHECK(std::equal(one.masks.data(), one.masks.data() + one.masks.numel(), five.masks.data()));
+  CHECK(at(five.images, 7, 4, 6, 0) == 21.f);  // sample 7 is im17: R = 3 * 7
+}
+
+TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[data]") {
+  TempData d;
+  DataOptions o = d.options(4, 4);
+  o.config_path = "cfg.yaml";
+
+  SECTION("missing folder") {
+    o.images_dir = (d.root / "nope").string();
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("cfg.yaml: data.images: folder '" + o.images_dir +
+                                                      "' does not exist; fix the path"));
+  }
+  SECTION("missing masks folder") {
+    write(d.images / "a.png", flat_mask(4, 4));
+    o.masks_dir = (d.root / "nomasks").string();
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("data.masks: folder '" + o.masks_dir + "' does not exist"));
+  }
+  SECTION("empty folder") {
+    std::ofstream(d.images / "notes.txt") << "not an image";
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("cfg.yaml: data.images: no images in '" + o.images_dir +
+                                                      "' (looked for .png, .jpg, .jpeg, .tif, .tiff"));
+  }
+  SECTION("images without masks") {
+    for (int i = 0; i < 14; ++i) write(d.images / ("x" + std::to_string(10 + i) + ".png"), flat_mask(4, 4));
+    write(d.masks / "x10_mask.png", flat_mask(4, 4));
+    std::string e = error_of(o);
+    CHECK_THAT(e, Catch::Matchers::Contains("13 of 14 images have no mask in '" + o.masks_dir + "'"));
+    CHECK_THAT(e, Catch::Matchers::Contains("x11.png (expected " + (d.masks / "x11_mask.png").string() + ")"));
+    CHECK_THAT(e, Catch::Matchers::Contains("x20.png (expected"));
+    CHECK_THAT(e, Catch::Matchers::Contains("; and 3 more"));
+    CHECK_THAT(e, Catch::Matchers::Contains("data.skip_bad_files: true"));
+    CHECK_THAT(e, !Catch::Matchers::Contains("x21.png"));  // only the first 10 are listed
+  }
+  SECTION("wrong mask suffix matches nothing") {
+    write(d.images / "a.png", flat_mask(4, 4));
+    write(d.masks / "a-mask.png", flat_mask(4, 4));
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("a.png (expected " + (d.masks / "a_mask.png").string()));
+  }
+  SECTION("corrupt file") {
+    write(d.images / "a.png", flat_mask(4, 4));
+    write(d.masks / "a_mask.png", flat_mask(4, 4));
+    std::ofstream(d.images / "x.png", std::ios::binary) << "\x89PNG garbage, not an image";
+    write(d.masks / "x_mask.png", flat_mask(4, 4));
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("1 of 2 image/mask pairs cannot be used: cannot decode '" +
+                                                      (d.images / "x.png").string() + "' (corrupt"));
+  }
+  SECTION("mask of another size") {
+    write(d.images / "a.png", flat_mask(8, 8));
+    write(d.masks / "a_mask.png", flat_mask(8, 4));
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("mask '" + (d.masks / "a_mask.png").string() +
+                                                      "' is 8x4 but image '" + (d.images / "a.png").string() +
+                                                      "' is 8x8"));
+  }
+}
+
+TEST_CASE("data: skip_bad_files drops bad pairs with a warning and keeps the rest in order", "[data]") {
+  TempData d;
+  DataOptions o = d.options(3, 3);
+  o.skip_bad_files = true;
+  for (int i = 1; i <= 5; ++i) {
+    std::string stem = "s" + std::to_string(i);
+    write(d.images / (stem + ".png"), cv::Mat(3, 3, CV_8UC3, cv::Scalar(0, 0, 10 * i)));  // R = 10 i
+    if (i != 4) write(d.masks / (stem + "_mask.png"), flat_mask(3, 3, i == 5 ? 255 : 0));
+  }
+  std::ofstream(d.images / "s2.png", std::ios::binary | std::ios::trunc) << "garbage";
+  Dataset ds = load_dataset(o);
+  CHECK(ds.names == std::vector<std::string>{"s1.png", "s3.png", "s5.png"});
+  REQUIRE(ds.images.shape() == Shape{3, 3, 3, 3});
+  CHECK(at(ds.images, 0, 2, 2, 0) == 10.f);
+  CHECK(at(ds.images, 1, 2, 2, 0) == 30.f);
+  CHECK(at(ds.images, 2, 2, 2, 0) == 50.f);
+  CHECK(at(ds.masks, 2, 0, 0, 0) == 1.f);
+  CHECK(at(ds.masks, 1, 0, 0, 0) == 0.f);
+
+  SECTION("nothing left is an error") {
+    for (int i : {1, 3, 5}) std::ofstream(d.images / ("s" + std::to_string(i) + ".png"), std::ios::trunc) << "bad";
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("no usable image/mask pair is left"));
+  }
+}
