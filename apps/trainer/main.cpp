@@ -44,6 +44,7 @@ int run_summary(const std::string& path) {
   Config config = load_config(path);
   Model model(config.model, config.path);
   std::cout << model.summary();
+  validate_for_training(config, model);
   return 0;
 }
 
@@ -52,6 +53,7 @@ int run_train(const Flags& f) {
   apply_overrides(config, f);
   Model model(config.model, config.path);  // validates layers and shapes before any work
   std::cout << model.summary() << std::flush;
+  validate_for_training(config, model);
 
   const DevicePlan plan = plan_devices(f.gpus, list_gpus(), /*cuda_training=*/false);
   for (const auto& w : plan.warnings) spdlog::warn("{}", w);

@@ -67,6 +67,8 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   } else if (type == "Adam") {
     o.beta_1 = p.get_double("beta_1", o.beta_1, 0.0, 1.0);
     o.beta_2 = p.get_double("beta_2", o.beta_2, 0.0, 1.0);
+    if (o.beta_1 >= 1.0) p.fail("beta_1", "must be below 1 (Adam divides by 1 - beta_1^t)");
+    if (o.beta_2 >= 1.0) p.fail("beta_2", "must be below 1 (Adam divides by 1 - beta_2^t)");
     o.epsilon = positive(p, "epsilon", o.epsilon);
   } else {
     o.rho = p.get_double("rho", o.rho, 0.0, 1.0);

@@ -19,7 +19,7 @@ namespace trainer {
 namespace fs = std::filesystem;
 
 std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double validation_split) {
-  const int train_n = n - int(std::floor(double(n) * validation_split));
+  const int train_n = int(double(n) * (1.0 - validation_split));  // Keras: split_at
   std::vector<int> train(static_cast<size_t>(train_n)), val(static_cast<size_t>(n - train_n));
   std::iota(train.begin(), train.end(), 0);
   std::iota(val.begin(), val.end(), train_n);
@@ -72,7 +72,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   }
   std::unique_ptr<CheckpointPolicy> policy;
   if (tc.model_checkpoint.enabled) {
-    needs_val(tc.model_checkpoint.monitor);
+    if (tc.model_checkpoint.save_best_only) needs_val(tc.model_checkpoint.monitor);
     policy = std::make_unique<CheckpointPolicy>(tc.model_checkpoint);
   }
 

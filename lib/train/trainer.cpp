@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "config/params.h"
 #include "core/error.h"
+#include "train/callbacks.h"
 
 namespace trainer {
 
@@ -17,11 +19,32 @@ std::vector<std::pair<int, int>> split_batch(int batch, int towers) {
   return out;
 }
 
-Trainer::Tower::Tower(const Config& config) : model(config.model, config.path) {
+void validate_for_training(const Config& config, Model& model) {
+  const auto& layers = config.model.layers;
+  const std::string first = yaml_location(config.path, layers.front().mark) + ": layer '" + layers.front().name + "': ";
+  const std::string last = yaml_location(config.path, layers.back().mark) + ": layer '" + layers.back().name + "': ";
+  const Shape in = model.input_shape(), out = model.output_shape();
+  if (in.c != 1 && in.c != 3)
+    throw UserError(first + "input has " + std::to_string(in.c) +
+                    " channels; images are read as gray (1) or RGB (3): use shape [H, W, 1] or [H, W, 3]");
+  if (out.c != 1 || out.h != in.h || out.w != in.w)
+    throw UserError(last + "the model outputs " + out.hwc() + " but masks are [" + std::to_string(in.h) + ", " +
+                    std::to_string(in.w) + ", 1] (one channel at the input size); end the model with "
+                    "Conv2D filters: 1 and keep the sizes (padding: same)");
   if (!model.use_logits_output())
-    throw UserError(config.path + ": the last layer ('" + model.layer(model.num_layers() - 1).name() +
-                    "') must end in a sigmoid activation for loss '" + config.training.loss +
-                    "' (fused with the sigmoid for stability); add activation: sigmoid");
+    throw UserError(last + "loss '" + config.training.loss +
+                    "' needs the last layer to end in a sigmoid (the loss is fused with it for "
+                    "numerical stability); add activation: sigmoid");
+  const ModelCheckpointConfig& mc = config.training.model_checkpoint;
+  if (mc.enabled) {
+    std::map<std::string, double> logs{{"loss", 0.0}, {"val_loss", 0.0}};
+    for (const auto& m : config.training.metrics) logs[m] = logs["val_" + m] = 0.0;
+    format_filepath(mc.filepath, 1, logs);  // throws UserError for an unknown placeholder
+  }
+}
+
+Trainer::Tower::Tower(const Config& config) : model(config.model, config.path) {
+  validate_for_training(config, model);
   params.assign(model.num_params(), 0.f);
   grads.assign(model.num_params(), 0.f);
   state.assign(model.num_state(), 0.f);

@@ -41,6 +41,14 @@ struct BatchStats {
   double loss() const { return samples > 0 ? loss_sum / samples : 0.0; }
 };
 
+/// Checks that model can be trained with config before any data is read, and
+/// switches its output to logits (the loss is fused with the final sigmoid).
+/// Throws UserError naming the config place and the fix when the input is not
+/// 1 or 3 channels, the output is not [H, W, 1] at the input's size, the last
+/// layer does not end in a sigmoid, or the ModelCheckpoint filepath names an
+/// unknown placeholder.
+void validate_for_training(const Config& config, Model& model);
+
 /// [start, end) of each tower's shard of a batch of `batch` samples over `towers` towers.
 std::vector<std::pair<int, int>> split_batch(int batch, int towers);
 

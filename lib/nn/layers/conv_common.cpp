@@ -1,15 +1,8 @@
 #include "nn/layers/conv_common.h"
 
-namespace trainer {
+#include "nn/initializers.h"
 
-namespace {
-const std::vector<std::string>& initializer_names() {
-  static const std::vector<std::string> names = {"glorot_uniform", "glorot_normal", "he_uniform",
-                                                 "he_normal",      "lecun_normal",  "zeros",
-                                                 "ones"};
-  return names;
-}
-}  // namespace
+namespace trainer {
 
 ConvConfig read_conv_config(ParamReader& p) {
   ConvConfig c;

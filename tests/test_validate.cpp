@@ -1,0 +1,51 @@
+// validate_for_training: models that parse but cannot be trained on image/mask
+// pairs are rejected before any data is read, with the place and the fix.
+#include <catch2/catch.hpp>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "nn/model.h"
+#include "train/trainer.h"
+
+using namespace trainer;
+
+namespace {
+
+std::string error_of(const std::string& input, const std::string& last, const std::string& callbacks = "") {
+  Config c = parse_config("model:\n  layers:\n    - {name: in, type: Input, shape: " + input +
+                              "}\n    - {name: c1, type: Conv2D, filters: 2, kernel_size: 3, padding: same}\n"
+                              "    - " + last + "\ndata: {images: a, masks: b, validation_split: 0.2}\n"
+                              "training:\n  epochs: 1\n  metrics: [dice]\n" + callbacks,
+                          "v.yaml");
+  Model m(c.model, c.path);
+  try {
+    validate_for_training(c, m);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::string kOut = "{name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}";
+
+}  // namespace
+
+TEST_CASE("a trainable model passes and its output becomes logits", "[validate]") {
+  CHECK(error_of("[8, 8, 3]", kOut).empty());
+  CHECK(error_of("[8, 8, 1]", kOut,
+                 "  callbacks:\n    - {type: ModelCheckpoint, filepath: 'm-{epoch:02d}-{val_dice:.3f}.h5'}\n")
+            .empty());
+}
+
+TEST_CASE("untrainable models are rejected with the place and the fix", "[validate]") {
+  CHECK_THAT(error_of("[8, 8, 4]", kOut), Catch::Contains("v.yaml:3:7: layer 'in'") &&
+                                              Catch::Contains("4 channels") && Catch::Contains("[H, W, 3]"));
+  CHECK_THAT(error_of("[8, 8, 3]", "{name: out, type: Conv2D, filters: 2, kernel_size: 1, activation: sigmoid}"),
+             Catch::Contains("v.yaml:5:7: layer 'out'") && Catch::Contains("outputs [8, 8, 2]") &&
+                 Catch::Contains("filters: 1"));
+  CHECK_THAT(error_of("[8, 8, 3]", "{name: out, type: MaxPooling2D}"), Catch::Contains("outputs [4, 4, 2]"));
+  CHECK_THAT(error_of("[8, 8, 3]", "{name: out, type: Conv2D, filters: 1, kernel_size: 1}"),
+             Catch::Contains("v.yaml:5:7: layer 'out'") && Catch::Contains("add activation: sigmoid"));
+  CHECK_THAT(error_of("[8, 8, 3]", kOut, "  callbacks:\n    - {type: ModelCheckpoint, filepath: 'm-{val_iou}.h5'}\n"),
+             Catch::Contains("val_iou"));
+}
