@@ -68,6 +68,32 @@ TEST_CASE("a layer's unknown key is reported by the model with its place", "[mod
                           Catch::Contains("did you mean 'filters'"));
 }
 
+TEST_CASE("huge sizes are user errors, not overflows or crashes", "[model]") {
+  auto error_of = [](const std::string& layers) -> std::string {
+    Config c = cfg(layers);
+    try {
+      Model m(c.model, c.path);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  CHECK_THAT(error_of("    - {name: in, type: Input, shape: [65536, 65536, 3]}\n"),
+             Catch::Contains("m.yaml:3:7: layer 'in' (Input)") && Catch::Contains("more than 2^31 values"));
+  CHECK_THAT(error_of("    - {name: in, type: Input, shape: [8, 8, 1]}\n"
+                      "    - {name: c, type: Conv2D, filters: 1, kernel_size: 100000}\n"),
+             Catch::Contains("m.yaml:4:") && Catch::Contains("'kernel_size' must be in [1, 1024]"));
+  CHECK_THAT(error_of("    - {name: in, type: Input, shape: [1024, 1024, 1]}\n"
+                      "    - {name: u1, type: UpSampling2D, size: 1024}\n"),
+             Catch::Contains("m.yaml:4:7: layer 'u1' (UpSampling2D)") && Catch::Contains("more than 2^31 values"));
+  CHECK_THAT(error_of("    - {name: in, type: Input, shape: [2048, 1, 1]}\n"
+                      "    - {name: u1, type: UpSampling2D, size: [1024, 1]}\n"),
+             Catch::Contains("m.yaml:4:7: layer 'u1' (UpSampling2D)") && Catch::Contains("pixels high or wide"));
+  CHECK_THAT(error_of("    - {name: in, type: Input, shape: [65536, 1, 1]}\n"
+                      "    - {name: t, type: Conv2DTranspose, filters: 1, kernel_size: 2, strides: 1024}\n"),
+             Catch::Contains("m.yaml:4:7: layer 't' (Conv2DTranspose)") && Catch::Contains("pixels high or wide"));
+}
+
 TEST_CASE("the seed U-Net has Keras's parameter count", "[model]") {
   Config c = load_config(std::string(TRAINER_SOURCE_DIR) + "/configs/unet.yaml");
   Model m(c.model, c.path);

@@ -112,6 +112,18 @@ TEST_CASE("N CPU towers reach the weights of one tower", "[towers]") {
   }
 }
 
+TEST_CASE("a synchronized BN whose output is unused keeps empty towers in step", "[towers]") {
+  // 'dead' reaches no output: towers with samples skip its backward, so a
+  // tower without samples must skip it too, or the collectives would pair up wrongly.
+  std::string text = tiny_config(true);
+  const std::string anchor = "    - {name: drop,";
+  text.insert(text.find(anchor), "    - {name: dead, type: BatchNormalization, synchronized: true, inputs: [c2]}\n");
+  text.replace(text.find(anchor), anchor.size(), "    - {name: drop, inputs: [cat],");
+  const Config config = parse_config(text, "tiny.yaml");
+  const std::vector<std::vector<int>> batches = {{3, 9}, {0, 1, 2, 3, 4}, {12}};
+  CHECK(max_rel_diff(train(config, 3, batches), train(config, 1, batches)) < 2e-5);
+}
+
 TEST_CASE("per-tower BatchNormalization statistics differ from one tower", "[towers]") {
   // Without synchronized BN each tower normalises with its own shard's
   // statistics (as Keras and DDP do), so 2 towers are not 1 tower.

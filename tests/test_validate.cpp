@@ -32,6 +32,13 @@ const std::string kOut = "{name: out, type: Conv2D, filters: 1, kernel_size: 1, 
 
 TEST_CASE("a trainable model passes and its output becomes logits", "[validate]") {
   CHECK(error_of("[8, 8, 3]", kOut).empty());
+  Config c = parse_config("model:\n  layers:\n    - {type: Input, shape: [4, 4, 1]}\n    - " + kOut +
+                              "\ndata: {images: a, masks: b}\ntraining: {epochs: 1}\n",
+                          "v.yaml");
+  Model m(c.model, c.path);
+  REQUIRE_FALSE(m.output_is_logits());
+  validate_for_training(c, m);
+  CHECK(m.output_is_logits());
   CHECK(error_of("[8, 8, 1]", kOut,
                  "  callbacks:\n    - {type: ModelCheckpoint, filepath: 'm-{epoch:02d}-{val_dice:.3f}.h5'}\n")
             .empty());

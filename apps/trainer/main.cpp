@@ -131,6 +131,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: out of memory: the model, batch or data set does not fit in this machine's "
+                         "memory; lower training.batch_size or the input size\n");
+    return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "internal error: %s\n", e.what());

@@ -13,8 +13,8 @@ int conv_output_length(int in, int k, int stride, bool same) {
 }
 
 int conv_transpose_output_length(int in, int k, int stride, bool same) {
-  if (same) return in * stride;
-  return in * stride + std::max(k - stride, 0);
+  const long long grown = (long long)in * stride;
+  return checked_side(same ? grown : grown + std::max(k - stride, 0));
 }
 
 PadPair conv_padding(int big, int small, int k, int s) {

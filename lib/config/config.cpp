@@ -20,14 +20,15 @@ void reject_duplicate_keys(const YAML::Node& node, const std::string& file) {
   } else if (node.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
     for (const auto& kv : node) {
-      if (kv.first.IsScalar()) {
-        std::string key = kv.first.Scalar();
-        auto [it, fresh] = seen.emplace(key, kv.first.Mark());
-        if (!fresh)
-          throw UserError(yaml_location(file, kv.first.Mark()) + ": duplicate key '" + key +
-                          "' (first given at line " + std::to_string(it->second.line + 1) +
-                          "); keep only one");
-      }
+      if (!kv.first.IsScalar())
+        throw UserError(yaml_location(file, kv.first.Mark()) +
+                        ": a key must be a plain name, not a list or mapping; write 'name: value'");
+      std::string key = kv.first.Scalar();
+      auto [it, fresh] = seen.emplace(key, kv.first.Mark());
+      if (!fresh)
+        throw UserError(yaml_location(file, kv.first.Mark()) + ": duplicate key '" + key +
+                        "' (first given at line " + std::to_string(it->second.line + 1) +
+                        "); keep only one");
       reject_duplicate_keys(kv.second, file);
     }
   }

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <string>
 
+#include "core/error.h"
+
 namespace trainer {
 
 struct Shape {
@@ -29,5 +31,18 @@ struct Shape {
            std::to_string(c) + "]";
   }
 };
+
+/// Largest height or width (pixels) a layer may produce.
+constexpr long long kMaxSide = 1 << 20;
+
+/// v as an int; throws UserError when v is outside [0, kMaxSide] (shape
+/// inference computes sizes in 64 bits and checks them here, so a huge
+/// kernel, stride or upsampling factor is an error, not an overflow).
+inline int checked_side(long long v) {
+  if (v < 0 || v > kMaxSide)
+    throw UserError("the output would be " + std::to_string(v) + " pixels high or wide (at most " +
+                    std::to_string(kMaxSide) + "); use a smaller input, stride or upsampling size");
+  return int(v);
+}
 
 }  // namespace trainer

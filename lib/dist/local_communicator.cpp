@@ -6,7 +6,15 @@
 
 namespace trainer {
 
-LocalCommunicator::LocalCommunicator(int size) : size_(size), slots_(size_t(size), nullptr) {}
+LocalCommunicator::LocalCommunicator(int size)
+    : size_(size), slots_(size_t(size), nullptr), bytes_(size_t(size), 0) {}
+
+void LocalCommunicator::check_sizes() const {
+  for (int r = 1; r < size_; ++r)
+    if (bytes_[size_t(r)] != bytes_[0])
+      throw InternalError("collective mismatch: rank 0 passed " + std::to_string(bytes_[0]) + " bytes, rank " +
+                          std::to_string(r) + " passed " + std::to_string(bytes_[size_t(r)]));
+}
 
 void LocalCommunicator::abort(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -37,8 +45,10 @@ void LocalCommunicator::reduce(int rank, T* data, size_t n) {
     else return dsum_;
   }();
   slots_[size_t(rank)] = data;
+  bytes_[size_t(rank)] = n * sizeof(T);
   if (rank == 0 && sum.size() < n) sum.resize(n);
   barrier();
+  check_sizes();
   const size_t lo = n * size_t(rank) / size_t(size_), hi = n * size_t(rank + 1) / size_t(size_);
   for (size_t i = lo; i < hi; ++i) {
     T s = static_cast<T*>(slots_[0])[i];
@@ -56,7 +66,9 @@ void LocalCommunicator::all_reduce_sum(int rank, double* data, size_t n) { reduc
 void LocalCommunicator::broadcast(int rank, float* data, size_t n, int root) {
   if (size_ == 1) return;
   slots_[size_t(rank)] = data;
+  bytes_[size_t(rank)] = n * sizeof(float) + 1;  // differs from every reduce of the same count
   barrier();
+  check_sizes();
   if (rank != root) std::memcpy(data, slots_[size_t(root)], n * sizeof(float));
   barrier();
 }

@@ -30,6 +30,9 @@ class LocalCommunicator : public Communicator {
   template <typename T>
   void reduce(int rank, T* data, size_t n);
   void barrier();
+  /// Throws InternalError unless every rank passed the same collective and size
+  /// (a mismatch would read past a buffer; all ranks see it and throw).
+  void check_sizes() const;
   int size_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -38,6 +41,7 @@ class LocalCommunicator : public Communicator {
   bool aborted_ = false;
   std::string reason_;
   std::vector<void*> slots_;
+  std::vector<size_t> bytes_;  ///< What each rank passed to the current collective.
   std::vector<float> fsum_;
   std::vector<double> dsum_;
 };

@@ -122,7 +122,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
       throw UserError("cannot write checkpoint '" + path + "': rename from '" + tmp + "' failed: " + errno_text());
   } catch (const h5::H5Failure& e) {
     std::remove(tmp.c_str());
-    throw InternalError("cannot write checkpoint '" + path + "': HDF5: " + e.what());
+    throw UserError("cannot write checkpoint '" + path + "': HDF5: " + e.what() +
+                    " (is the disk full?); the previous file at that path is untouched");
   } catch (...) {
     std::remove(tmp.c_str());
     throw;

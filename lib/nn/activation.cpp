@@ -29,7 +29,7 @@ void activation_forward(Activation a, float* y, size_t n) {
       return;
     case Activation::Sigmoid:
 #pragma omp parallel for schedule(static)
-      for (long long i = 0; i < m; ++i) y[i] = sigmoidf(y[i]);
+      for (long long i = 0; i < m; ++i) y[i] = stable_sigmoid(y[i]);
       return;
   }
 }

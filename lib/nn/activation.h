@@ -2,7 +2,7 @@
 // Element-wise activations shared by Activation, Conv2D and Conv2DTranspose.
 // Keras names: "linear" (identity), "relu" (max(0, x)), "sigmoid" (1/(1+e^-x)).
 // The math is written once as inline functions usable from CUDA kernels later.
-#include <cmath>
+#include "core/math.h"
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -11,6 +11,7 @@ namespace trainer {
 
 class ParamReader;
 
+/// The activations of Keras's `activation` argument that trainer supports.
 enum class Activation { Linear, Relu, Sigmoid };
 
 /// The Keras names accepted in a config, in the order of the enum.
@@ -18,13 +19,6 @@ const std::vector<std::string>& activation_names();
 std::string activation_name(Activation a);
 /// Reads key (default "linear") from p; UserError naming the place otherwise.
 Activation read_activation(ParamReader& p, const std::string& key = "activation");
-
-/// Numerically stable logistic function.
-inline float sigmoidf(float x) {
-  if (x >= 0) return 1.f / (1.f + std::exp(-x));
-  float e = std::exp(x);
-  return e / (1.f + e);
-}
 
 /// In place: y[i] <- f(y[i]) for n elements.
 void activation_forward(Activation a, float* y, size_t n);

@@ -28,7 +28,7 @@ static void truncated_normal(std::mt19937_64& rng, float stddev, float* out, siz
   }
 }
 
-void initialize(const std::string& name, int fan_in, int fan_out, uint64_t seed, float* out, size_t n) {
+void initialize(const std::string& name, double fan_in, double fan_out, uint64_t seed, float* out, size_t n) {
   constexpr float kTruncStd = 0.87962566103423978f;
   std::mt19937_64 rng(seed);
   const float fi = float(fan_in), fo = float(fan_out);

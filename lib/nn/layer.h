@@ -34,7 +34,7 @@ struct ParamSpec {
   std::string name;              ///< "kernel", "bias", "gamma", "beta", "moving_mean", ...
   std::vector<int> shape;        ///< Keras layout, e.g. Conv2D kernel [kh, kw, in, out].
   std::string initializer;       ///< "glorot_uniform", "zeros", "ones", "he_normal", ...
-  int fan_in = 1, fan_out = 1;   ///< As Keras computes them for this shape.
+  double fan_in = 1, fan_out = 1;  ///< As Keras computes them for this shape.
   bool trainable = true;         ///< false: state such as BN moving statistics (no gradient).
   size_t numel() const {
     size_t n = 1;

@@ -60,6 +60,9 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     if (node.shape.h <= 0 || node.shape.w <= 0 || node.shape.c <= 0)
       throw UserError(yaml_location(file, spec.mark) + ": " + what + ": output shape " +
                       node.shape.hwc() + " is empty");
+    if (node.shape.sample_numel() > (size_t(1) << 31))
+      throw UserError(yaml_location(file, spec.mark) + ": " + what + ": output shape " + node.shape.hwc() +
+                      " holds more than 2^31 values per image; use a smaller input or fewer filters");
     for (ParamSpec& ps : node.layer->param_specs()) {
       size_t& counter = ps.trainable ? num_params_ : num_state_;
       slots_.push_back(WeightSlot{int(nodes_.size()), ps, counter});
@@ -69,6 +72,10 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     nodes_.push_back(std::move(node));
   }
   if (nodes_.empty()) throw UserError(file + ": model.layers is empty; add an Input layer and more");
+  nodes_.back().reaches_output = true;
+  for (size_t i = nodes_.size(); i-- > 0;)
+    if (nodes_[i].reaches_output)
+      for (int j : nodes_[i].inputs) nodes_[size_t(j)].reaches_output = true;
 }
 
 bool Model::use_logits_output() {
@@ -103,17 +110,16 @@ const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
   const int n = x.shape().n;
   if (!x.shape().same_sample(input_shape()))
     throw InternalError("model input " + x.shape().nhwc() + " does not match " + input_shape().hwc());
-  nodes_[0].out = x;
-  std::vector<const Tensor*> in;
+  if (&x != &nodes_[0].out) nodes_[0].out = x;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
     if (n == 0 && !(ctx.training && node.layer->collective())) {
       node.out.resize(node.shape.with_batch(0));
       continue;
     }
-    in.clear();
-    for (int j : node.inputs) in.push_back(&nodes_[size_t(j)].out);
-    node.layer->forward(ctx, in, node.out);
+    in_.clear();
+    for (int j : node.inputs) in_.push_back(&nodes_[size_t(j)].out);
+    node.layer->forward(ctx, in_, node.out);
   }
   return nodes_.back().out;
 }
@@ -121,14 +127,15 @@ const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
 void Model::backward(const Context& ctx, const Tensor& dy) {
   const int n = dy.shape().n;
   for (auto& node : nodes_) {
-    node.grad_set = n == 0;  // an empty tower: every gradient is the empty tensor
+    // An empty tower: every gradient that reaches the output is the empty tensor.
+    node.grad_set = n == 0 && node.reaches_output;
     if (n == 0) node.grad.resize(node.shape.with_batch(0));
   }
-  nodes_.back().grad = dy;
+  if (&dy != &nodes_.back().grad) nodes_.back().grad = dy;
   nodes_.back().grad_set = true;
-  std::vector<const Tensor*> in;
-  std::vector<Tensor*> dx;
-  std::vector<int> via_scratch;
+  std::vector<const Tensor*>& in = in_;
+  std::vector<Tensor*>& dx = dx_;
+  std::vector<char>& via_scratch = via_scratch_;
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
     Node& node = nodes_[i];
     if (!node.grad_set) continue;  // does not reach the output

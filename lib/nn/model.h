@@ -33,13 +33,11 @@ class Model {
   Model(const ModelConfig& config, const std::string& file);
 
   const std::string& name() const { return name_; }
-  int num_layers() const { return int(nodes_.size()); }
-  const Layer& layer(int i) const { return *nodes_[i].layer; }
+  /// Layer i in config order.
+  const Layer& layer(int i) const { return *nodes_[size_t(i)].layer; }
   /// Per-sample shapes [H, W, C] (n = 1).
   Shape input_shape() const { return nodes_.front().shape; }
   Shape output_shape() const { return nodes_.back().shape; }
-  Shape layer_shape(int i) const { return nodes_[i].shape; }
-  const std::vector<int>& layer_inputs(int i) const { return nodes_[i].inputs; }
 
   const std::vector<WeightSlot>& weights() const { return slots_; }
   size_t num_params() const { return num_params_; }  ///< Trainable floats.
@@ -51,6 +49,13 @@ class Model {
   /// Removes the final sigmoid (if any); returns output_is_logits().
   bool use_logits_output();
 
+  /// The batch buffer forward() reads: callers may fill it in place (resized
+  /// to [N, H, W, C]) and pass it to forward() to avoid a copy.
+  Tensor& input_buffer() { return nodes_.front().out; }
+  /// The dL/d(output) buffer backward() reads: a loss may write into it and
+  /// pass it to backward() to avoid a copy.
+  Tensor& output_grad_buffer() { return nodes_.back().grad; }
+
   /// Binds views into buffers of num_params(), num_params() and num_state() floats.
   void bind(float* params, float* grads, float* state);
   /// Fills bound params and state with the layers' Keras initialisers; the same
@@ -61,7 +66,12 @@ class Model {
   /// (valid until the next call). N may be 0 (a tower without samples): layers
   /// are skipped except collective ones in training mode.
   const Tensor& forward(const Context& ctx, const Tensor& x);
-  /// dy: dL/d(output) of the last forward (training mode). Overwrites the gradient buffer.
+  /// dy: dL/d(output) of the last forward (training mode). Overwrites the
+  /// gradients of every layer that reaches the output; the gradients of layers
+  /// whose output no path carries to the model's output are left untouched
+  /// (they stay as the tower initialised them: zero). A tower with N = 0 runs
+  /// the collective layers that reach the output, exactly as towers with
+  /// samples do, so collectives match across towers.
   void backward(const Context& ctx, const Tensor& dy);
 
   /// Keras model.summary(): layer (type), output shape, params, connected to; totals.
@@ -76,12 +86,17 @@ class Model {
     Tensor out, grad;
     std::vector<Tensor> dx_scratch;  ///< dx for inputs with several consumers, summed after.
     bool grad_set = false;
+    bool reaches_output = false;     ///< Some path leads from this node to the output.
   };
   std::string name_;
   std::vector<Node> nodes_;
   std::vector<WeightSlot> slots_;
   size_t num_params_ = 0, num_state_ = 0;
   bool output_logits_ = false;
+  // Per-call argument lists, kept to avoid allocating in every step.
+  std::vector<const Tensor*> in_;
+  std::vector<Tensor*> dx_;
+  std::vector<char> via_scratch_;
 };
 
 /// "1,234,567".

@@ -4,11 +4,7 @@
 // (TRAINER_HD expands to __host__ __device__ under nvcc).
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define TRAINER_HD __host__ __device__
-#else
-#define TRAINER_HD
-#endif
+#include "core/math.h"
 
 namespace trainer {
 
@@ -17,13 +13,6 @@ namespace trainer {
 /// tf.nn.sigmoid_cross_entropy_with_logits). Finite for any finite z.
 TRAINER_HD inline float bce_with_logits(float z, float y) {
   return fmaxf(z, 0.f) - z * y + log1pf(expf(-fabsf(z)));
-}
-
-/// Logistic function 1 / (1 + exp(-z)) without overflow for large |z|.
-TRAINER_HD inline float stable_sigmoid(float z) {
-  if (z >= 0.f) return 1.f / (1.f + expf(-z));
-  const float e = expf(z);
-  return e / (1.f + e);
 }
 
 /// tf.keras.optimizers.SGD (2.x) on one weight: velocity = momentum*velocity - lr*g;

@@ -34,6 +34,8 @@ static void add_logs(std::map<std::string, double>& logs, const std::string& pre
 
 static std::string save(const Config& config, Trainer& trainer, const std::string& path, int epoch,
                         const std::map<std::string, double>& logs) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);  // filepath may name a subfolder
   Checkpoint ckpt;
   ckpt.config_yaml = config.text;
   ckpt.epoch = epoch;
@@ -78,6 +80,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
 
   FitResult result;
   std::vector<float> best_params, best_state;
+  std::vector<int> batch;
   const int steps = int((train_idx.size() + size_t(tc.batch_size) - 1) / size_t(tc.batch_size));
   Progress progress(options.progress_bar, tc.epochs, steps);
   for (int epoch = 1; epoch <= tc.epochs; ++epoch) {
@@ -90,8 +93,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     BatchStats train;
     for (int s = 0; s < steps; ++s) {
       const size_t b = size_t(s) * size_t(tc.batch_size);
-      std::vector<int> batch(train_idx.begin() + long(b),
-                             train_idx.begin() + long(std::min(train_idx.size(), b + size_t(tc.batch_size))));
+      batch.assign(train_idx.begin() + long(b),
+                   train_idx.begin() + long(std::min(train_idx.size(), b + size_t(tc.batch_size))));
       BatchStats st = trainer.train_step(data, batch);
       if (!std::isfinite(st.loss()))
         throw UserError("loss became " + std::to_string(st.loss()) + " at epoch " + std::to_string(epoch) +

@@ -41,6 +41,14 @@ void TowerPool::run(const std::function<void(int)>& fn) {
   if (error_) std::rethrow_exception(error_);
 }
 
+void TowerPool::record_failure(int rank, const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_) error_ = std::current_exception();
+  }
+  on_error_(rank, what);
+}
+
 void TowerPool::worker(int rank) {
   omp_set_num_threads(threads_);
   unsigned long seen = 0;
@@ -56,11 +64,9 @@ void TowerPool::worker(int rank) {
     try {
       (*job)(rank);
     } catch (const std::exception& e) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!error_) error_ = std::current_exception();
-      }
-      on_error_(rank, e.what());
+      record_failure(rank, e.what());
+    } catch (...) {
+      record_failure(rank, "unknown exception");
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (--pending_ == 0) cv_done_.notify_all();

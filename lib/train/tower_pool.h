@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,6 +30,8 @@ class TowerPool {
 
  private:
   void worker(int rank);
+  /// Keeps the first exception (call inside a catch block) and tells on_error_.
+  void record_failure(int rank, const std::string& what);
   int towers_, threads_;
   std::function<void(int, const std::string&)> on_error_;
   std::vector<std::thread> threads_v_;

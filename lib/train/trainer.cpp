@@ -72,17 +72,19 @@ void Trainer::gather(Tower& t, const Dataset& data, const std::vector<int>& indi
   const Shape in = t.model.input_shape();
   if (!data.images.shape().same_sample(in))
     throw InternalError("dataset images " + data.images.shape().hwc() + " do not match the model input " + in.hwc());
-  t.x.resize(in.with_batch(hi - lo));
+  Tensor& x = t.model.input_buffer();
+  x.resize(in.with_batch(hi - lo));
   t.y.resize(data.masks.shape().with_batch(hi - lo));
   const size_t xs = in.sample_numel(), ys = data.masks.shape().sample_numel();
   for (int k = lo; k < hi; ++k) {
-    std::memcpy(t.x.sample(k - lo), data.images.sample(indices[size_t(k)]), xs * sizeof(float));
+    std::memcpy(x.sample(k - lo), data.images.sample(indices[size_t(k)]), xs * sizeof(float));
     std::memcpy(t.y.sample(k - lo), data.masks.sample(indices[size_t(k)]), ys * sizeof(float));
   }
 }
 
 void Trainer::reduce_stats(int rank, BatchStats& s) {
-  std::vector<double> v(2 + MetricCounts::kSize);
+  std::vector<double>& v = towers_[size_t(rank)]->reduce_buffer;
+  v.resize(2 + MetricCounts::kSize);
   v[0] = s.loss_sum;
   v[1] = s.samples;
   std::copy(s.counts.v.begin(), s.counts.v.end(), v.begin() + 2);
@@ -101,17 +103,18 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     const auto [lo, hi] = shards[size_t(r)];
     gather(t, data, indices, lo, hi);
     Context ctx{true, &comm_, r, config_.training.seed, step, lo};
-    const Tensor& out = t.model.forward(ctx, t.x);
+    const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
+    Tensor& dlogits = t.model.output_grad_buffer();
     t.stats = BatchStats{};
     t.stats.samples = hi - lo;
     if (hi > lo) {
-      t.stats.loss_sum = loss_sum(loss_, out, t.y, &t.dlogits);
+      t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits);
       accumulate_metrics(out, t.y, t.stats.counts);
     } else {
-      t.dlogits.resize(out.shape());
+      dlogits.resize(out.shape());
       std::fill(t.grads.begin(), t.grads.end(), 0.f);  // no samples: contributes nothing
     }
-    t.model.backward(ctx, t.dlogits);
+    t.model.backward(ctx, dlogits);
     comm_.all_reduce_sum(r, t.grads.data(), t.grads.size());
     const float scale = 1.f / float(batch);
     float* g = t.grads.data();
@@ -135,7 +138,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       if (hi == lo) continue;
       gather(t, data, indices, int(b) + lo, int(b) + hi);
       Context ctx{false, &comm_, r, config_.training.seed, uint64_t(iterations()), int(b) + lo};
-      const Tensor& out = t.model.forward(ctx, t.x);
+      const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
       t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr);
       t.stats.samples += hi - lo;
       accumulate_metrics(out, t.y, t.stats.counts);

@@ -86,7 +86,8 @@ class Trainer {
     Model model;
     std::vector<float> params, grads, state;
     std::unique_ptr<Optimizer> optimizer;
-    Tensor x, y, dlogits;
+    Tensor y;                          ///< Masks of this tower's shard [n, H, W, 1].
+    std::vector<double> reduce_buffer; ///< Loss and metric sums for the all-reduce.
     BatchStats stats;
   };
   void gather(Tower& t, const Dataset& data, const std::vector<int>& indices, int lo, int hi);

@@ -32,7 +32,7 @@ class Conv2D final : public ConvLayerBase<Conv2DOp> {
   /// kernel [kh, kw, Cin, filters] with Keras's fans: receptive = kh*kw,
   /// fan_in = Cin*receptive, fan_out = filters*receptive; bias [filters].
   std::vector<ParamSpec> param_specs() const override {
-    int receptive = c_.geom.kh * c_.geom.kw;
+    const double receptive = double(c_.geom.kh) * c_.geom.kw;
     std::vector<ParamSpec> specs{ParamSpec{"kernel",
                                            {c_.geom.kh, c_.geom.kw, in_.c, c_.filters},
                                            c_.kernel_initializer,

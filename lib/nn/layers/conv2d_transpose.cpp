@@ -29,7 +29,7 @@ class Conv2DTranspose final : public ConvLayerBase<Conv2DTransposeOp> {
   /// would for Conv2D: receptive = kh*kw, fan_in = filters*receptive,
   /// fan_out = Cin*receptive; bias [filters].
   std::vector<ParamSpec> param_specs() const override {
-    int receptive = c_.geom.kh * c_.geom.kw;
+    const double receptive = double(c_.geom.kh) * c_.geom.kw;
     std::vector<ParamSpec> specs{ParamSpec{"kernel",
                                            {c_.geom.kh, c_.geom.kw, c_.filters, in_.c},
                                            c_.kernel_initializer,

@@ -6,9 +6,9 @@ namespace trainer {
 
 ConvConfig read_conv_config(ParamReader& p) {
   ConvConfig c;
-  c.filters = p.get_int("filters", std::nullopt, 1);
-  std::vector<int> k = p.get_int_pair("kernel_size", std::nullopt);
-  std::vector<int> s = p.get_int_pair("strides", std::vector<int>{1, 1});
+  c.filters = p.get_int("filters", std::nullopt, 1, 65536);
+  std::vector<int> k = p.get_int_pair("kernel_size", std::nullopt, 1, 1024);
+  std::vector<int> s = p.get_int_pair("strides", std::vector<int>{1, 1}, 1, 1024);
   c.geom.kh = k[0], c.geom.kw = k[1];
   c.geom.stride_h = s[0], c.geom.stride_w = s[1];
   c.geom.same_padding = p.get_string("padding", std::string("valid"), {"valid", "same"}) == "same";

@@ -84,7 +84,7 @@ class ConvLayerBase : public Layer {
  protected:
   /// Keras's fans of a 1-D bias: fan_in = fan_out = its length.
   ParamSpec bias_spec() const {
-    return ParamSpec{"bias", {c_.filters}, c_.bias_initializer, c_.filters, c_.filters, true};
+    return ParamSpec{"bias", {c_.filters}, c_.bias_initializer, double(c_.filters), double(c_.filters), true};
   }
   void check_input(const Shape& s) const {
     if (!s.same_sample(in_))

@@ -36,7 +36,7 @@ class Input : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_input(ParamReader& p, const std::string& name) {
-  std::vector<int> s = p.get_int_list("shape", 3, 1);
+  std::vector<int> s = p.get_int_list("shape", 3, 1, 65536);
   return std::make_unique<Input>(name, Shape{0, s[0], s[1], s[2]});
 }
 

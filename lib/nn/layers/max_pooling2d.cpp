@@ -64,9 +64,9 @@ class MaxPooling2D final : public Layer {
 
 std::unique_ptr<Layer> make_max_pooling2d(ParamReader& p, const std::string& name) {
   Pool2DParams g;
-  std::vector<int> pool = p.get_int_pair("pool_size", std::vector<int>{2, 2});
+  std::vector<int> pool = p.get_int_pair("pool_size", std::vector<int>{2, 2}, 1, 1024);
   // Keras: strides None means strides = pool_size.
-  std::vector<int> s = p.get_int_pair("strides", pool);
+  std::vector<int> s = p.get_int_pair("strides", pool, 1, 1024);
   g.ph = pool[0], g.pw = pool[1];
   g.stride_h = s[0], g.stride_w = s[1];
   g.same_padding = p.get_string("padding", std::string("valid"), {"valid", "same"}) == "same";

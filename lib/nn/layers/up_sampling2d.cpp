@@ -22,7 +22,7 @@ class UpSampling2D : public Layer {
     if (inputs.size() != 1)
       throw UserError("UpSampling2D takes exactly 1 input, got " + std::to_string(inputs.size()));
     const Shape& s = inputs[0];
-    return Shape{s.n, s.h * sh_, s.w * sw_, s.c};
+    return Shape{s.n, checked_side((long long)s.h * sh_), checked_side((long long)s.w * sw_), s.c};
   }
 
   void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
@@ -76,7 +76,7 @@ class UpSampling2D : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_up_sampling2d(ParamReader& p, const std::string& name) {
-  std::vector<int> size = p.get_int_pair("size", std::vector<int>{2, 2}, 1);
+  std::vector<int> size = p.get_int_pair("size", std::vector<int>{2, 2}, 1, 1024);
   std::string interp = p.get_string("interpolation", std::string("nearest"));
   if (interp == "bilinear")
     p.fail("interpolation",
