@@ -99,7 +99,7 @@ TEST_CASE("training on real images lowers the loss and writes checkpoints", "[e2
   fs::remove_all(dir);
 }
 
-TEST_CASE("--gpus cpu and cpu:2 give the same losses", "[e2e]") {
+TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   fs::path dir = temp_dir("towers");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
   std::string cfg = "--config " + (dir / "unet.yaml").string() + " --epochs 2";
