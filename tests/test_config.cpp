@@ -162,6 +162,8 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
                                      "data: [imgs, msks]"),
        "cfg.yaml:22:7: data: expected a mapping of 'key: value' pairs"},
       {"empty file", "", "cfg.yaml: the config is empty"},
+      {"Keras 2's lr", edit("learning_rate: 0.05", "lr: 0.05"),
+       "cfg.yaml:32:26: training.optimizer (SGD): unknown key 'lr' (did you mean 'learning_rate'?)"},
       {"non-scalar key", edit("  seed: 7\n", "  seed: 7\n  [a]: 1\n"),
        "cfg.yaml:30:3: a key must be a plain name, not a list or mapping"},
   };

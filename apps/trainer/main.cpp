@@ -51,11 +51,10 @@ int run_summary(const std::string& path) {
 int run_train(const Flags& f) {
   Config config = load_config(f.config);
   apply_overrides(config, f);
+  const DevicePlan plan = plan_devices(f.gpus, list_gpus(), /*cuda_training=*/false);
   Model model(config.model, config.path);  // validates layers and shapes before any work
   std::cout << model.summary() << std::flush;
   validate_for_training(config, model);
-
-  const DevicePlan plan = plan_devices(f.gpus, list_gpus(), /*cuda_training=*/false);
   for (const auto& w : plan.warnings) spdlog::warn("{}", w);
   const int cores = f.threads ? *f.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   const int per_tower = std::max(1, cores / plan.towers());
@@ -70,7 +69,8 @@ int run_train(const Flags& f) {
   opt.channels = model.input_shape().c;
   opt.skip_bad_files = config.data.skip_bad_files;
   opt.threads = config.data.loader_threads;
-  opt.config_path = config.path;
+  // Messages name where the folders came from: the config, or the flags.
+  opt.config_path = f.images.empty() && f.masks.empty() ? config.path : "--images/--masks";
   const Dataset data = load_dataset(opt);
 
   Trainer trainer(config, plan.towers(), per_tower);
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    std::fprintf(stderr, "error: %s; run 'trainer --help' for usage\n", e.what());
     return 2;
   }
   try {

@@ -31,6 +31,11 @@ static std::string lower(std::string s) {
 }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& options) {
+  // Older Keras spellings that edit distance cannot connect to today's names.
+  static const std::vector<std::pair<std::string, std::string>> aliases = {{"lr", "learning_rate"}};
+  for (const auto& [old_name, name] : aliases)
+    if (word == old_name && std::find(options.begin(), options.end(), name) != options.end())
+      return " (did you mean '" + name + "'?)";
   std::string best;
   size_t best_d = 3;
   for (const auto& o : options) {

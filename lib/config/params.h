@@ -19,7 +19,8 @@ namespace trainer {
 std::string yaml_location(const std::string& file, const YAML::Mark& mark);
 
 /// " (did you mean 'x'?)" when some option is within edit distance 2 (or a
-/// case-insensitive match) of word, else "". Levenshtein distance.
+/// case-insensitive match) of word, or word is an older Keras name of an
+/// option ('lr' for 'learning_rate'), else "". Levenshtein distance.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& options);
 
 /// "a, b, c" from a list of names.

@@ -178,7 +178,10 @@ void Model::backward(const Context& ctx, const Tensor& dy) {
 
 std::string Model::summary() const {
   std::ostringstream os;
-  const int w1 = 34, w2 = 18, w3 = 12;
+  size_t longest = 0;
+  for (const auto& node : nodes_)
+    longest = std::max(longest, node.layer->name().size() + node.layer->type().size() + 4);
+  const int w1 = int(std::max<size_t>(34, longest + 1)), w2 = 18, w3 = 12;
   auto pad = [](std::string s, int w) {
     if (int(s.size()) < w) s.append(size_t(w - int(s.size())), ' ');
     return s;
