@@ -4,6 +4,7 @@
 
 #include "config/params.h"
 #include "core/error.h"
+#include "core/math.h"
 #include "train/callbacks.h"
 
 namespace trainer {
@@ -68,18 +69,20 @@ Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
   });
 }
 
-void Trainer::gather(Tower& t, const Dataset& data, const std::vector<int>& indices, int lo, int hi) {
+void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices,
+                     int lo, int hi) {
   const Shape in = t.model.input_shape();
-  if (!data.images.shape().same_sample(in))
-    throw InternalError("dataset images " + data.images.shape().hwc() + " do not match the model input " + in.hwc());
+  if (!images.shape().same_sample(in))
+    throw InternalError("images " + images.shape().hwc() + " do not match the model input " + in.hwc());
   Tensor& x = t.model.input_buffer();
   x.resize(in.with_batch(hi - lo));
-  t.y.resize(data.masks.shape().with_batch(hi - lo));
-  const size_t xs = in.sample_numel(), ys = data.masks.shape().sample_numel();
-  for (int k = lo; k < hi; ++k) {
-    std::memcpy(x.sample(k - lo), data.images.sample(indices[size_t(k)]), xs * sizeof(float));
-    std::memcpy(t.y.sample(k - lo), data.masks.sample(indices[size_t(k)]), ys * sizeof(float));
-  }
+  for (int k = lo; k < hi; ++k)
+    std::memcpy(x.sample(k - lo), images.sample(indices[size_t(k)]), in.sample_numel() * sizeof(float));
+  if (!masks) return;
+  t.y.resize(masks->shape().with_batch(hi - lo));
+  for (int k = lo; k < hi; ++k)
+    std::memcpy(t.y.sample(k - lo), masks->sample(indices[size_t(k)]),
+                masks->shape().sample_numel() * sizeof(float));
 }
 
 void Trainer::reduce_stats(int rank, BatchStats& s) {
@@ -101,7 +104,7 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
   pool_.run([&](int r) {
     Tower& t = *towers_[size_t(r)];
     const auto [lo, hi] = shards[size_t(r)];
-    gather(t, data, indices, lo, hi);
+    gather(t, data.images, &data.masks, indices, lo, hi);
     Context ctx{true, &comm_, r, config_.training.seed, step, lo};
     const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
     Tensor& dlogits = t.model.output_grad_buffer();
@@ -136,7 +139,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       const int batch = int(std::min(indices.size() - b, size_t(batch_size)));
       const auto [lo, hi] = split_batch(batch, towers())[size_t(r)];
       if (hi == lo) continue;
-      gather(t, data, indices, int(b) + lo, int(b) + hi);
+      gather(t, data.images, &data.masks, indices, int(b) + lo, int(b) + hi);
       Context ctx{false, &comm_, r, config_.training.seed, uint64_t(iterations()), int(b) + lo};
       const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
       t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr);
@@ -146,6 +149,51 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
     reduce_stats(r, t.stats);
   });
   return towers_[0]->stats;
+}
+
+Tensor Trainer::predict(const Tensor& images, int batch_size) {
+  const int n = images.shape().n;
+  std::vector<int> all(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) all[size_t(i)] = i;
+  const Shape out_shape = model().output_shape();
+  Tensor probabilities(out_shape.with_batch(n));
+  pool_.run([&](int r) {
+    Tower& t = *towers_[size_t(r)];
+    for (int b = 0; b < n; b += batch_size) {
+      const auto [lo, hi] = split_batch(std::min(n - b, batch_size), towers())[size_t(r)];
+      if (hi == lo) continue;
+      gather(t, images, nullptr, all, b + lo, b + hi);
+      Context ctx{false, &comm_, r, config_.training.seed, uint64_t(iterations()), b + lo};
+      const Tensor& logits = t.model.forward(ctx, t.model.input_buffer());
+      float* dst = probabilities.sample(b + lo);
+      for (size_t i = 0; i < logits.numel(); ++i) dst[i] = stable_sigmoid(logits.data()[i]);
+    }
+  });
+  return probabilities;
+}
+
+void Trainer::load_weights(const std::vector<WeightRecord>& weights, const std::string& source) {
+  const Tower& t0 = *towers_[0];
+  const std::vector<WeightSlot>& slots = t0.model.weights();
+  auto fail = [&](const std::string& what) {
+    throw UserError(source + ": " + what + "; the checkpoint was written for another model (compare its "
+                    "config with " + config_.path + ")");
+  };
+  if (weights.size() != slots.size())
+    fail("it holds " + std::to_string(weights.size()) + " weights, the model has " + std::to_string(slots.size()));
+  std::vector<float> params(t0.params.size()), state(t0.state.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const WeightSlot& w = slots[i];
+    const WeightRecord& rec = weights[i];
+    const std::string name = t0.model.layer(w.layer).name() + "/" + w.spec.name;
+    if (rec.layer + "/" + rec.name != name) fail("weight " + std::to_string(i) + " is '" + rec.layer + "/" +
+                                                 rec.name + "', the model expects '" + name + "'");
+    if (rec.shape != w.spec.shape || rec.values.size() != w.spec.numel())
+      fail("'" + name + "' has another shape than the model's");
+    std::copy(rec.values.begin(), rec.values.end(),
+              (w.spec.trainable ? params.data() : state.data()) + w.offset);
+  }
+  set_weights(params, state);
 }
 
 std::vector<WeightRecord> Trainer::weights() const {

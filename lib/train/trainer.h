@@ -71,6 +71,15 @@ class Trainer {
   /// per global batch split over the towers.
   BatchStats evaluate(const Dataset& data, const std::vector<int>& indices, int batch_size);
 
+  /// Probabilities sigmoid(output) [N, H, W, 1] for images [N, H, W, C] (float
+  /// 0..255, as a Dataset holds them), batch_size images per global batch split
+  /// over the towers, in inference mode.
+  Tensor predict(const Tensor& images, int batch_size);
+  /// Copies weights (as weights() returns them, e.g. from a checkpoint) into
+  /// every tower. Throws UserError naming source when a weight is missing,
+  /// extra, renamed or of another shape (a checkpoint of another model).
+  void load_weights(const std::vector<WeightRecord>& weights, const std::string& source);
+
   /// Trainable parameters of a tower (model().num_params() floats).
   const std::vector<float>& params(int tower) const { return towers_[size_t(tower)]->params; }
   /// Non-trainable state (BN moving statistics) of a tower.
@@ -90,7 +99,9 @@ class Trainer {
     std::vector<double> reduce_buffer; ///< Loss and metric sums for the all-reduce.
     BatchStats stats;
   };
-  void gather(Tower& t, const Dataset& data, const std::vector<int>& indices, int lo, int hi);
+  /// Copies images[indices[lo..hi)] into the tower's input (and masks into t.y when given).
+  void gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices, int lo,
+              int hi);
   void reduce_stats(int rank, BatchStats& s);
 
   const Config& config_;

@@ -1,0 +1,49 @@
+#pragma once
+// The trainer's commands. Each registers its flags with CLI11 and returns the
+// function that runs it once the command line is parsed; main() dispatches.
+// A command returns the process exit code and throws UserError for user
+// mistakes (main prints them as one "error: ..." line and exits with 2).
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "dist/device_plan.h"
+#include "train/trainer.h"
+
+namespace trainer::cli {
+
+using Runner = std::function<int()>;
+
+/// A sub-command: the CLI11 app it added (set when it was given) and its runner.
+struct Command {
+  CLI::App* app;
+  Runner run;
+};
+
+/// Training, on the top-level flags: trainer --config FILE --gpus SPEC ...
+Runner add_train(CLI::App& app);
+/// trainer summary --config FILE
+Command add_summary(CLI::App& app);
+
+/// The towers of a --gpus spec, and the CPU threads each gets (from --threads,
+/// default every core, divided among the towers).
+struct Towers {
+  DevicePlan plan;
+  int threads_per_tower = 1;
+};
+/// Resolves spec (UserError for a bad one) and logs warnings and the choice.
+Towers resolve_towers(const std::string& gpus, std::optional<int> threads);
+
+/// A trained model loaded from a checkpoint: its stored config and a Trainer
+/// (towers) holding its weights, ready to predict or evaluate.
+struct LoadedModel {
+  std::unique_ptr<Config> config;
+  std::unique_ptr<Trainer> trainer;
+};
+/// UserError naming path for a missing, corrupt or foreign checkpoint.
+LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers);
+
+}  // namespace trainer::cli

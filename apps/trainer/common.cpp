@@ -1,0 +1,32 @@
+// Helpers shared by the trainer's commands: towers from --gpus, models from checkpoints.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "backend/gpu_info.h"
+#include "commands.h"
+#include "io/checkpoint.h"
+
+namespace trainer::cli {
+
+Towers resolve_towers(const std::string& gpus, std::optional<int> threads) {
+  Towers t;
+  t.plan = plan_devices(gpus, list_gpus(), /*cuda_training=*/false);
+  for (const auto& w : t.plan.warnings) spdlog::warn("{}", w);
+  const int cores = threads ? *threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  t.threads_per_tower = std::max(1, cores / t.plan.towers());
+  spdlog::info("devices: {} ({} CPU thread(s) each)", t.plan.describe(), t.threads_per_tower);
+  return t;
+}
+
+LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers) {
+  Checkpoint ckpt = load_checkpoint(checkpoint_path);
+  LoadedModel m;
+  m.config = std::make_unique<Config>(parse_config(ckpt.config_yaml, checkpoint_path + " (its stored config)"));
+  m.trainer = std::make_unique<Trainer>(*m.config, towers.plan.towers(), towers.threads_per_tower);
+  m.trainer->load_weights(ckpt.weights, checkpoint_path);
+  return m;
+}
+
+}  // namespace trainer::cli
