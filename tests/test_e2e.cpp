@@ -114,6 +114,28 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("--log-format json prints only JSON objects on stdout; log.csv has Keras's columns", "[e2e]") {
+  fs::path dir = temp_dir("json");
+  std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
+  Run r = run("--config " + (dir / "unet.yaml").string() + " --gpus cpu --epochs 2 --log-format json", dir);
+  REQUIRE(r.code == 0);
+  std::istringstream lines(r.out);
+  std::vector<std::string> all;
+  for (std::string line; std::getline(lines, line);) all.push_back(line);
+  REQUIRE(all.size() == 3);
+  for (const auto& line : all) CHECK((line.front() == '{' && line.back() == '}'));
+  CHECK_THAT(all[0], Catch::Contains("\"epoch\": 1, \"epochs\": 2") && Catch::Contains("\"val_mean_iou\": "));
+  CHECK_THAT(all[2], Catch::Contains("\"done\": true") && Catch::Contains("final.h5"));
+  CHECK_THAT(r.err, Catch::Contains("Total params:"));  // the summary moved to stderr
+  std::ifstream csv(dir / "run" / "log.csv");
+  std::string header, row1, row2;
+  std::getline(csv, header), std::getline(csv, row1), std::getline(csv, row2);
+  CHECK(header == "epoch,loss,mean_iou,val_loss,val_mean_iou");
+  CHECK(row1.rfind("0,", 0) == 0);  // Keras numbers CSV epochs from 0
+  CHECK(row2.rfind("1,", 0) == 0);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   fs::path dir = temp_dir("errors");
   std::ofstream(dir / "bad.yaml") << "model:\n  layers:\n    - {type: Input, shape: [8, 8, 1]}\n"

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "data/dataset.h"
+#include "io/checkpoint.h"
 #include "nn/model.h"
 #include "train/fit.h"
 
@@ -16,7 +17,7 @@ namespace trainer::cli {
 namespace {
 
 struct TrainFlags {
-  std::string config, gpus = "all", output, images, masks;
+  std::string config, gpus = "all", output, images, masks, resume, log_format = "text";
   std::optional<int> epochs, batch_size, threads;
   std::optional<uint64_t> seed;
 };
@@ -36,8 +37,12 @@ int run_train(const TrainFlags& f) {
   apply_overrides(config, f);
   const Towers towers = resolve_towers(f.gpus, f.threads);  // a bad --gpus fails before any output
   Model model(config.model, config.path);                   // validates layers and shapes before any work
-  std::cout << model.summary() << std::flush;
+  const bool json = f.log_format == "json";
+  (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
   validate_for_training(config, model);
+  std::unique_ptr<Checkpoint> resume;
+  if (!f.resume.empty()) resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
+  const std::atomic<int>& stop = install_stop_handlers();
 
   DataOptions opt;
   opt.images_dir = config.data.images;
@@ -55,10 +60,23 @@ int run_train(const TrainFlags& f) {
   Trainer trainer(config, towers.plan.towers(), towers.threads_per_tower);
   FitOptions fit_options;
   fit_options.progress_bar = isatty(fileno(stdout));
+  fit_options.json = json;
+  fit_options.stop = &stop;
+  fit_options.resume = resume.get();
+  fit_options.resume_path = f.resume;
+  if (stop.load()) return 128 + stop.load();  // stopped while the data loaded: nothing to save yet
   const FitResult result = fit(config, trainer, data, fit_options);
-  std::printf("Done: %d epoch(s)%s. Files:\n", result.epochs_run, result.stopped_early ? " (early stopping)" : "");
-  for (const auto& file : result.files) std::printf("  %s\n", file.c_str());
-  return 0;
+  const char* how = result.stop_signal ? " (stopped by a signal)" : result.stopped_early ? " (early stopping)" : "";
+  if (json) {
+    std::printf("{\"done\": true, \"epochs\": %d, \"stopped_early\": %s, \"stop_signal\": %d, \"files\": [",
+                result.epochs_run, result.stopped_early ? "true" : "false", result.stop_signal);
+    for (size_t i = 0; i < result.files.size(); ++i) std::printf("%s\"%s\"", i ? ", " : "", result.files[i].c_str());
+    std::printf("]}\n");
+  } else {
+    std::printf("Done: %d epoch(s)%s. Files:\n", result.epochs_run, how);
+    for (const auto& file : result.files) std::printf("  %s\n", file.c_str());
+  }
+  return result.stop_signal ? 128 + result.stop_signal : 0;
 }
 
 }  // namespace
@@ -78,6 +96,13 @@ Runner add_train(CLI::App& app) {
   app.add_option("--images", f->images, "Override data.images (folder of images)");
   app.add_option("--masks", f->masks, "Override data.masks (folder of masks)");
   app.add_option("--threads", f->threads, "CPU threads in all (default: every core)")->check(CLI::Range(1, 4096));
+  app.add_option("--resume", f->resume,
+                 "Continue the run saved in this checkpoint (last.h5, or a ModelCheckpoint file) with --config");
+  app.add_option("--log-format", f->log_format,
+                 "text: Keras-style lines; json: one JSON object per epoch on stdout (the model summary goes "
+                 "to stderr)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   return [f] { return run_train(*f); };
 }
 

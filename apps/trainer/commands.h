@@ -4,6 +4,7 @@
 // A command returns the process exit code and throws UserError for user
 // mistakes (main prints them as one "error: ..." line and exits with 2).
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -36,6 +37,11 @@ struct Towers {
 };
 /// Resolves spec (UserError for a bad one) and logs warnings and the choice.
 Towers resolve_towers(const std::string& gpus, std::optional<int> threads);
+
+/// Installs SIGINT/SIGTERM handlers: the returned flag becomes the signal's
+/// number at the first one (training stops after the current step); a second
+/// SIGINT exits the process at once with code 130.
+const std::atomic<int>& install_stop_handlers();
 
 /// A trained model loaded from a checkpoint: its stored config and a Trainer
 /// (towers) holding its weights, ready to predict or evaluate.

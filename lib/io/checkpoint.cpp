@@ -90,6 +90,23 @@ void write_file(const std::string& tmp, const Checkpoint& ckpt) {
     }
   }
   write_weights(file, ckpt.weights);
+  if (!ckpt.state_scalars.empty() || !ckpt.state_arrays.empty()) {
+    h5::Handle group(H5Gcreate2(file, "training_state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                     "creating /training_state");
+    for (const auto& [name, value] : ckpt.state_scalars) {
+      if (!valid_name(name)) throw std::invalid_argument("checkpoint: invalid state name '" + name + "'");
+      h5::write_double(group, name.c_str(), value);
+    }
+    for (const auto& [name, values] : ckpt.state_arrays) {
+      if (!valid_name(name)) throw std::invalid_argument("checkpoint: invalid state name '" + name + "'");
+      const hsize_t dims[1] = {values.size()};
+      h5::Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, "dataspace of state '" + name + "'");
+      h5::Handle ds(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                    H5Dclose, "creating state '" + name + "'");
+      if (!values.empty() && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
+        h5::fail("writing state '" + name + "'");
+    }
+  }
   if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) h5::fail("flushing");
   file.close("closing");
 }
@@ -172,6 +189,30 @@ std::vector<WeightRecord> read_weights(hid_t file) {
   return out;
 }
 
+/// Reads /training_state (absent in weights-only files) into ckpt.
+void read_state(hid_t file, Checkpoint& ckpt) {
+  if (H5Lexists(file, "training_state", H5P_DEFAULT) <= 0) return;
+  h5::Handle group(H5Gopen2(file, "training_state", H5P_DEFAULT), H5Gclose, "opening group '/training_state'");
+  for (const std::string& name : h5::attribute_names(group))
+    ckpt.state_scalars[name] = h5::read_double(group, name.c_str());
+  H5G_info_t info;
+  if (H5Gget_info(group, &info) < 0) h5::fail("listing '/training_state'");
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    char name[256];
+    if (H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT) < 0)
+      h5::fail("listing '/training_state'");
+    const std::string where = "'/training_state/" + std::string(name) + "'";
+    h5::Handle ds(H5Dopen2(group, name, H5P_DEFAULT), H5Dclose, "opening dataset " + where);
+    h5::Handle space(H5Dget_space(ds), H5Sclose, "dataspace of " + where);
+    const hssize_t count = H5Sget_simple_extent_npoints(space);
+    if (count < 0 || H5Sget_simple_extent_ndims(space) != 1) throw h5::H5Failure(where + " is not a 1-D array");
+    std::vector<float>& values = ckpt.state_arrays[name];
+    values.resize(size_t(count));
+    if (count && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
+      h5::fail("reading dataset " + where);
+  }
+}
+
 }  // namespace
 
 Checkpoint load_checkpoint(const std::string& path) {
@@ -212,6 +253,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     h5::Handle logs(H5Gopen2(file, "logs", H5P_DEFAULT), H5Gclose, "opening group '/logs'");
     for (const std::string& name : h5::attribute_names(logs)) ckpt.logs[name] = h5::read_double(logs, name.c_str());
     ckpt.weights = read_weights(file);
+    read_state(file, ckpt);
   } catch (const h5::H5Failure& e) {
     throw UserError(where + " is not a valid trainer checkpoint: " + e.what() +
                     "; the file is damaged or was not written by trainer");

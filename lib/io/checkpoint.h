@@ -23,6 +23,13 @@ struct Checkpoint {
   int epoch = 0;                         ///< 1-based epochs completed.
   std::map<std::string, double> logs;    ///< Metrics of that epoch, e.g. "val_loss".
   std::vector<WeightRecord> weights;     ///< All layers' weights, in model order (a layer's records adjacent).
+  /// What --resume needs beyond the weights, under /training_state: named
+  /// scalars (attributes: position in the run, optimizer iterations, callback
+  /// state, partial sums of an unfinished epoch) and named float arrays (1-D
+  /// datasets: optimizer slots, best weights kept for restore_best_weights).
+  /// Empty in a weights-only checkpoint.
+  std::map<std::string, double> state_scalars;
+  std::map<std::string, std::vector<float>> state_arrays;
 };
 
 /// Writes ckpt to path atomically: to "<path>.tmp-<pid>" in the same folder, flushed
@@ -31,7 +38,7 @@ struct Checkpoint {
 /// UserError naming the path and the errno text when the folder is missing or not
 /// writable or the rename fails; std::invalid_argument for malformed records (empty
 /// or '/'-containing names, values.size() != product of shape, a layer's records not
-/// adjacent, repeated weight names); InternalError for other HDF5 failures.
+/// adjacent, repeated weight names); UserError for HDF5 write failures (e.g. a full disk).
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 
 /// Reads a checkpoint written by save_checkpoint. Throws UserError naming the path for

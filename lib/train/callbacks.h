@@ -38,6 +38,12 @@ class EarlyStopping {
   double best() const { return best_; }
   /// Epochs since the last improvement.
   int wait() const { return wait_; }
+  /// Sets the state saved from best(), best_epoch() and wait() (resuming a run).
+  void restore(double best, int best_epoch, int wait) {
+    best_ = best;
+    best_epoch_ = best_epoch;
+    wait_ = wait;
+  }
 
  private:
   bool max_;
@@ -60,6 +66,8 @@ class CheckpointPolicy {
   bool should_save(double value);
   /// Best value so far (+inf for min, -inf for max before any epoch).
   double best() const { return best_; }
+  /// Sets the state saved from best() (resuming a run).
+  void restore(double best) { best_ = best; }
 
  private:
   bool save_best_only_;

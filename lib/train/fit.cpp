@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 #include <random>
 
 #include "core/error.h"
 #include "train/callbacks.h"
+#include "train/csv_logger.h"
 #include "train/progress.h"
 
 namespace trainer {
@@ -26,28 +27,106 @@ std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double val
   return {train, val};
 }
 
-static void add_logs(std::map<std::string, double>& logs, const std::string& prefix,
-                     const BatchStats& s, const std::vector<std::string>& metrics) {
+std::vector<int> epoch_order(std::vector<int> train, uint64_t seed, int epoch, bool shuffle) {
+  if (shuffle) {
+    std::mt19937_64 rng(seed * 1000003ull + uint64_t(epoch));
+    std::shuffle(train.begin(), train.end(), rng);
+  }
+  return train;
+}
+
+namespace {
+
+void add_logs(std::map<std::string, double>& logs, const std::string& prefix, const BatchStats& s,
+              const std::vector<std::string>& metrics) {
   logs[prefix + "loss"] = s.loss();
   for (const auto& m : metrics) logs[prefix + m] = s.counts.value(m);
 }
 
-static std::string save(const Config& config, Trainer& trainer, const std::string& path, int epoch,
-                        const std::map<std::string, double>& logs) {
+/// The loop's state beyond the towers: what a checkpoint must hold to resume.
+struct RunState {
+  int next_epoch = 1, next_step = 0;   ///< Where the run continues.
+  BatchStats epoch_sums;               ///< Sums of the unfinished epoch's steps.
+  double epoch_seconds = 0;            ///< Training time of those steps.
+  std::unique_ptr<EarlyStopping> early;
+  std::unique_ptr<CheckpointPolicy> policy;
+  std::vector<float> best_params, best_state;  ///< For restore_best_weights.
+};
+
+/// A checkpoint of the current weights, logs and (for resuming) everything in s.
+Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
+                           const std::map<std::string, double>& logs, const RunState& s) {
+  Checkpoint c;
+  c.config_yaml = config.text;
+  c.epoch = epoch;
+  c.logs = logs;
+  c.weights = trainer.weights();
+  trainer.save_optimizer(c);
+  c.state_scalars["next_epoch"] = s.next_epoch;
+  c.state_scalars["next_step"] = s.next_step;
+  c.state_scalars["seed"] = double(config.training.seed);
+  c.state_scalars["epoch_loss_sum"] = s.epoch_sums.loss_sum;
+  c.state_scalars["epoch_samples"] = s.epoch_sums.samples;
+  c.state_scalars["epoch_seconds"] = s.epoch_seconds;
+  for (size_t i = 0; i < s.epoch_sums.counts.v.size(); ++i)
+    c.state_scalars["epoch_count_" + std::to_string(i)] = s.epoch_sums.counts.v[i];
+  if (s.early) {
+    c.state_scalars["early_stopping_best"] = s.early->best();
+    c.state_scalars["early_stopping_best_epoch"] = s.early->best_epoch();
+    c.state_scalars["early_stopping_wait"] = s.early->wait();
+  }
+  if (s.policy) c.state_scalars["checkpoint_best"] = s.policy->best();
+  if (!s.best_params.empty()) {
+    c.state_arrays["best_params"] = s.best_params;
+    c.state_arrays["best_state"] = s.best_state;
+  }
+  return c;
+}
+
+std::string save(const std::string& path, const Checkpoint& c) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);  // filepath may name a subfolder
-  Checkpoint ckpt;
-  ckpt.config_yaml = config.text;
-  ckpt.epoch = epoch;
-  ckpt.logs = logs;
-  ckpt.weights = trainer.weights();
-  save_checkpoint(path, ckpt);
+  save_checkpoint(path, c);
   return path;
 }
 
+/// Restores s and the trainer from a checkpoint written by make_checkpoint.
+void restore(const Checkpoint& c, const std::string& source, const Config& config, Trainer& trainer, RunState& s) {
+  auto scalar = [&](const std::string& name) {
+    auto it = c.state_scalars.find(name);
+    if (it == c.state_scalars.end())
+      throw UserError(source + " holds no '" + name + "' training state; resume from last.h5 or a "
+                               "ModelCheckpoint file written by this version of trainer");
+    return it->second;
+  };
+  trainer.load_weights(c.weights, source);
+  trainer.load_optimizer(c, source);
+  s.next_epoch = int(scalar("next_epoch"));
+  s.next_step = int(scalar("next_step"));
+  if (uint64_t(scalar("seed")) != config.training.seed)
+    spdlog::warn("{} was trained with seed {}, the config now says {}: the data order changes from here on",
+                 source, uint64_t(scalar("seed")), config.training.seed);
+  s.epoch_sums.loss_sum = scalar("epoch_loss_sum");
+  s.epoch_sums.samples = scalar("epoch_samples");
+  s.epoch_seconds = scalar("epoch_seconds");
+  for (size_t i = 0; i < s.epoch_sums.counts.v.size(); ++i)
+    s.epoch_sums.counts.v[i] = scalar("epoch_count_" + std::to_string(i));
+  if (s.early && c.state_scalars.count("early_stopping_best"))
+    s.early->restore(scalar("early_stopping_best"), int(scalar("early_stopping_best_epoch")),
+                     int(scalar("early_stopping_wait")));
+  if (s.policy && c.state_scalars.count("checkpoint_best")) s.policy->restore(scalar("checkpoint_best"));
+  if (c.state_arrays.count("best_params")) {
+    s.best_params = c.state_arrays.at("best_params");
+    s.best_state = c.state_arrays.at("best_state");
+  }
+  spdlog::info("resuming from {}: epoch {}, step {}", source, s.next_epoch, s.next_step);
+}
+
+}  // namespace
+
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options) {
   const TrainingConfig& tc = config.training;
-  auto [train_idx, val_idx] = split_validation(data.size(), config.data.validation_split);
+  const auto [train_idx, val_idx] = split_validation(data.size(), config.data.validation_split);
   if (train_idx.empty())
     throw UserError(config.path + ": no training samples left after validation_split " +
                     std::to_string(config.data.validation_split) + " of " + std::to_string(data.size()) +
@@ -57,91 +136,121 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (ec)
     throw UserError("cannot create output folder '" + tc.output_dir + "': " + ec.message() +
                     "; set training.output_dir or --output to a writable folder");
-  spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s)",
-               train_idx.size(), val_idx.size(), tc.batch_size, trainer.towers());
+  const fs::path out_dir(tc.output_dir);
+  spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s)", train_idx.size(),
+               val_idx.size(), tc.batch_size, trainer.towers());
 
   const bool has_val = !val_idx.empty();
   auto needs_val = [&](const std::string& monitor) {
     if (monitor.rfind("val_", 0) == 0 && !has_val)
       throw UserError(config.path + ": monitor '" + monitor +
-                      "' needs validation data; set data.validation_split > 0 or monitor '" +
-                      monitor.substr(4) + "'");
+                      "' needs validation data; set data.validation_split > 0 or monitor '" + monitor.substr(4) + "'");
   };
-  std::unique_ptr<EarlyStopping> early;
+  RunState s;
   if (tc.early_stopping.enabled) {
     needs_val(tc.early_stopping.monitor);
-    early = std::make_unique<EarlyStopping>(tc.early_stopping);
+    s.early = std::make_unique<EarlyStopping>(tc.early_stopping);
   }
-  std::unique_ptr<CheckpointPolicy> policy;
   if (tc.model_checkpoint.enabled) {
     if (tc.model_checkpoint.save_best_only) needs_val(tc.model_checkpoint.monitor);
-    policy = std::make_unique<CheckpointPolicy>(tc.model_checkpoint);
+    s.policy = std::make_unique<CheckpointPolicy>(tc.model_checkpoint);
   }
+  if (options.resume) restore(*options.resume, options.resume_path, config, trainer, s);
 
   FitResult result;
-  std::vector<float> best_params, best_state;
+  result.epochs_run = s.next_epoch - 1;
+  CsvLogger csv((out_dir / "log.csv").string(), options.resume != nullptr);
+  result.files.push_back(csv.path());
+  const std::string last_path = (out_dir / "last.h5").string();
+  const size_t batch_size = size_t(tc.batch_size);
+  const int steps = int((train_idx.size() + batch_size - 1) / batch_size);
+  Progress progress(options.progress_bar, options.json, tc.epochs, steps);
   std::vector<int> batch;
-  const int steps = int((train_idx.size() + size_t(tc.batch_size) - 1) / size_t(tc.batch_size));
-  Progress progress(options.progress_bar, tc.epochs, steps);
-  for (int epoch = 1; epoch <= tc.epochs; ++epoch) {
-    if (config.data.shuffle) {
-      std::mt19937_64 rng(tc.seed * 1000003ull + uint64_t(epoch));
-      std::shuffle(train_idx.begin(), train_idx.end(), rng);
-    }
+  auto remember = [&](const std::string& path) {
+    if (std::find(result.files.begin(), result.files.end(), path) == result.files.end()) result.files.push_back(path);
+  };
+
+  for (int epoch = s.next_epoch; epoch <= tc.epochs; ++epoch) {
+    const std::vector<int> order = epoch_order(train_idx, tc.seed, epoch, config.data.shuffle);
     progress.start_epoch(epoch);
     const auto t0 = std::chrono::steady_clock::now();
-    BatchStats train;
-    for (int s = 0; s < steps; ++s) {
-      const size_t b = size_t(s) * size_t(tc.batch_size);
-      batch.assign(train_idx.begin() + long(b),
-                   train_idx.begin() + long(std::min(train_idx.size(), b + size_t(tc.batch_size))));
-      BatchStats st = trainer.train_step(data, batch);
+    auto epoch_time = [&] {
+      return s.epoch_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    for (int step = s.next_step; step < steps; ++step) {
+      const size_t b = size_t(step) * batch_size;
+      batch.assign(order.begin() + long(b), order.begin() + long(std::min(order.size(), b + batch_size)));
+      const BatchStats st = trainer.train_step(data, batch);
       if (!std::isfinite(st.loss()))
         throw UserError("loss became " + std::to_string(st.loss()) + " at epoch " + std::to_string(epoch) +
-                        ", step " + std::to_string(s + 1) +
-                        "; lower training.optimizer.learning_rate (the best checkpoint so far is kept)");
-      train.add(st);
-      progress.step(s + 1, train.loss());
+                        ", step " + std::to_string(step + 1) +
+                        "; lower training.optimizer.learning_rate (checkpoints written so far are kept)");
+      s.epoch_sums.add(st);
+      progress.step(step + 1, s.epoch_sums.loss());
+      if (options.stop && options.stop->load() && step + 1 < steps) {
+        s.next_epoch = epoch;
+        s.next_step = step + 1;
+        s.epoch_seconds = epoch_time();
+        result.stop_signal = options.stop->load();
+        result.files.push_back(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s)));
+        spdlog::warn("stopped by signal {} at epoch {}, step {}; continue with --resume {}", result.stop_signal,
+                     epoch, step + 1, last_path);
+        return result;
+      }
     }
-    const double train_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds_training = epoch_time();
     std::map<std::string, double> logs;
-    add_logs(logs, "", train, tc.metrics);
+    add_logs(logs, "", s.epoch_sums, tc.metrics);
     if (has_val) add_logs(logs, "val_", trainer.evaluate(data, val_idx, tc.batch_size), tc.metrics);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    progress.end_epoch(logs, seconds, double(train_idx.size()) / train_seconds);
+    progress.end_epoch(logs, epoch_time(), double(train_idx.size()) / seconds_training);
+    csv.log(epoch, logs);
     result.epochs_run = epoch;
     result.last_logs = logs;
+    s.epoch_sums = BatchStats{};
+    s.epoch_seconds = 0;
+    s.next_step = 0;
+    s.next_epoch = epoch + 1;
 
-    if (policy && (!tc.model_checkpoint.save_best_only || policy->should_save(logs.at(tc.model_checkpoint.monitor)))) {
-      const std::string name = format_filepath(tc.model_checkpoint.filepath, epoch, logs);
-      const std::string path = (fs::path(tc.output_dir) / name).string();
-      save(config, trainer, path, epoch, logs);
+    bool stop = false;
+    if (s.early) {
+      stop = s.early->on_epoch_end(epoch, logs.at(tc.early_stopping.monitor));
+      if (s.early->improved() && tc.early_stopping.restore_best_weights) {
+        s.best_params = trainer.params(0);
+        s.best_state = trainer.state(0);
+      }
+    }
+    const bool save_now =
+        s.policy && (!tc.model_checkpoint.save_best_only || s.policy->should_save(logs.at(tc.model_checkpoint.monitor)));
+    const Checkpoint ckpt = make_checkpoint(config, trainer, epoch, logs, s);
+    if (save_now) {
+      const std::string path = (out_dir / format_filepath(tc.model_checkpoint.filepath, epoch, logs)).string();
+      remember(save(path, ckpt));
       spdlog::info("epoch {}: saved {}", epoch, path);
-      if (std::find(result.files.begin(), result.files.end(), path) == result.files.end())
-        result.files.push_back(path);
     }
-    if (early) {
-      bool stop = early->on_epoch_end(epoch, logs.at(tc.early_stopping.monitor));
-      if (early->improved() && tc.early_stopping.restore_best_weights) {
-        best_params = trainer.params(0);
-        best_state = trainer.state(0);
-      }
-      if (stop) {
-        spdlog::info("early stopping at epoch {}: {} did not improve for {} epochs (best {:.4f} at epoch {})",
-                     epoch, tc.early_stopping.monitor, tc.early_stopping.patience, early->best(),
-                     early->best_epoch());
-        result.stopped_early = true;
-        break;
-      }
+    remember(save(last_path, ckpt));
+    if (stop) {
+      spdlog::info("early stopping at epoch {}: {} did not improve for {} epochs (best {:.4f} at epoch {})", epoch,
+                   tc.early_stopping.monitor, tc.early_stopping.patience, s.early->best(), s.early->best_epoch());
+      result.stopped_early = true;
+      break;
+    }
+    if (options.stop && options.stop->load()) {
+      result.stop_signal = options.stop->load();
+      spdlog::warn("stopped by signal {} after epoch {}; continue with --resume {}", result.stop_signal, epoch,
+                   last_path);
+      return result;
     }
   }
-  if (early && tc.early_stopping.restore_best_weights && !best_params.empty()) {
-    spdlog::info("restoring the weights of epoch {} (best {})", early->best_epoch(), tc.early_stopping.monitor);
-    trainer.set_weights(best_params, best_state);
+  if (s.early && tc.early_stopping.restore_best_weights && !s.best_params.empty()) {
+    spdlog::info("restoring the weights of epoch {} (best {})", s.early->best_epoch(), tc.early_stopping.monitor);
+    trainer.set_weights(s.best_params, s.best_state);
   }
-  const std::string final_path = (fs::path(tc.output_dir) / "final.h5").string();
-  result.files.push_back(save(config, trainer, final_path, result.epochs_run, result.last_logs));
+  Checkpoint final_ckpt;
+  final_ckpt.config_yaml = config.text;
+  final_ckpt.epoch = result.epochs_run;
+  final_ckpt.logs = result.last_logs;
+  final_ckpt.weights = trainer.weights();
+  result.files.push_back(save((out_dir / "final.h5").string(), final_ckpt));
   return result;
 }
 

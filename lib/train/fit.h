@@ -1,37 +1,57 @@
 #pragma once
 // fit(): the Keras model.fit loop over a Trainer: epochs of shuffled global
-// batches, validation, per-epoch logs, EarlyStopping and ModelCheckpoint, and
-// a final checkpoint.
+// batches, validation, per-epoch logs (stdout and a CSV file), EarlyStopping
+// and ModelCheckpoint, checkpoints that hold everything needed to resume, and
+// a clean stop on request (SIGINT/SIGTERM) after the current step.
+#include <atomic>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
 #include "data/dataset.h"
+#include "io/checkpoint.h"
 #include "train/trainer.h"
 
 namespace trainer {
 
 struct FitOptions {
-  bool progress_bar = false;    ///< Redraw a progress bar on stdout (when it is a terminal).
+  bool progress_bar = false;            ///< Redraw a progress bar on stdout (when it is a terminal).
+  bool json = false;                    ///< One JSON object per epoch on stdout instead of text lines.
+  const std::atomic<int>* stop = nullptr;  ///< When it becomes non-zero (a signal number), stop after the current step.
+  const Checkpoint* resume = nullptr;   ///< Continue the run this checkpoint was saved from.
+  std::string resume_path;              ///< Its path, for messages.
 };
 
 struct FitResult {
-  int epochs_run = 0;
-  bool stopped_early = false;
+  int epochs_run = 0;                        ///< Epochs completed (over the whole run, resumed ones included).
+  bool stopped_early = false;                ///< EarlyStopping ended the run.
+  int stop_signal = 0;                       ///< The signal that stopped the run (0: it ran to its end).
   std::map<std::string, double> last_logs;   ///< loss, metrics, val_* of the last epoch.
-  std::vector<std::string> files;            ///< Checkpoints written, in order.
+  std::vector<std::string> files;            ///< Files written, in order.
 };
 
-/// Keras validation_split: the last floor(N * split) pairs (in name order)
-/// validate, the rest train. Returns {train, validation} indices.
+/// Keras validation_split: the first int(N * (1 - split)) pairs (in name order)
+/// train, the rest validate. Returns {train, validation} indices.
 std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double validation_split);
 
-/// Trains for config.training.epochs (or until EarlyStopping), printing one
-/// Keras-style line per epoch to stdout; writes checkpoints under
-/// training.output_dir (created if missing; UserError when it cannot be).
-/// Files: the ModelCheckpoint filepath (if configured) and final.h5 (the weights
-/// at the end, after restore_best_weights).
+/// The order of the training samples in epoch (1-based): train shuffled by a
+/// generator seeded from (seed, epoch) when shuffle is set, so any epoch's
+/// order can be recomputed when a run resumes.
+std::vector<int> epoch_order(std::vector<int> train, uint64_t seed, int epoch, bool shuffle);
+
+/// Trains for config.training.epochs (or until EarlyStopping or a stop
+/// request), printing one Keras-style line per epoch. In training.output_dir
+/// (created if missing; UserError when it cannot be) it writes:
+///   log.csv     one row per epoch (Keras CSVLogger format; appended on resume)
+///   last.h5     the full state after every epoch and at a stop (for --resume)
+///   the ModelCheckpoint filepath, when configured (full state too)
+///   final.h5    the weights at the end, after restore_best_weights (not on a stop)
+/// With options.resume, restores weights, optimizer, position (epoch, step),
+/// callback state and the unfinished epoch's sums first, so the run ends with
+/// the weights an uninterrupted run would have (bit for bit on CPU with the
+/// same tower and thread counts). Throws UserError for a checkpoint of another
+/// model or optimizer, a diverged loss (naming epoch and step), and bad paths.
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options);
 
 }  // namespace trainer

@@ -37,6 +37,14 @@ void Progress::step(int step, double loss) {
 }
 
 void Progress::end_epoch(const std::map<std::string, double>& logs, double seconds, double images_per_second) {
+  if (json_) {
+    std::printf("{\"epoch\": %d, \"epochs\": %d, \"steps\": %d, \"seconds\": %.3f, \"images_per_s\": %.3f", epoch_,
+                epochs_, steps_, seconds, images_per_second);
+    for (const auto& [k, v] : logs) std::printf(", \"%s\": %.9g", k.c_str(), v);
+    std::printf("}\n");
+    std::fflush(stdout);
+    return;
+  }
   if (bar_) std::printf("\r\033[K");
   std::printf("Epoch %d/%d - %d steps - %.1fs - %.1f images/s - %s\n", epoch_, epochs_, steps_, seconds,
               images_per_second, format_logs(logs).c_str());

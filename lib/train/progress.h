@@ -3,6 +3,8 @@
 // redrawn in place ("12/52 [=====>......] - loss: 0.4123"); otherwise (logs,
 // CI) plain lines only. Each epoch ends with one line:
 //   Epoch 3/30 - 52 steps - 35.2s - 11.8 images/s - loss: 0.4123 - val_loss: 0.3512 ...
+// or, in JSON mode (for scripts), one JSON object per epoch:
+//   {"epoch": 3, "epochs": 30, "steps": 52, "seconds": 35.2, "images_per_s": 11.8, "loss": 0.4123, ...}
 #include <map>
 #include <string>
 
@@ -10,7 +12,9 @@ namespace trainer {
 
 class Progress {
  public:
-  Progress(bool bar, int epochs, int steps) : bar_(bar), epochs_(epochs), steps_(steps) {}
+  /// bar: redraw a progress bar (ignored with json); json: JSON lines instead of text.
+  Progress(bool bar, bool json, int epochs, int steps)
+      : bar_(bar && !json), json_(json), epochs_(epochs), steps_(steps) {}
   void start_epoch(int epoch);
   /// After step (1-based) of the epoch; loss: running mean over the epoch.
   void step(int step, double loss);
@@ -19,7 +23,7 @@ class Progress {
   void end_epoch(const std::map<std::string, double>& logs, double seconds, double images_per_second);
 
  private:
-  bool bar_;
+  bool bar_, json_;
   int epochs_, steps_, epoch_ = 0;
 };
 

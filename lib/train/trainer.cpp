@@ -196,6 +196,30 @@ void Trainer::load_weights(const std::vector<WeightRecord>& weights, const std::
   set_weights(params, state);
 }
 
+void Trainer::save_optimizer(Checkpoint& ckpt) {
+  Optimizer& opt = *towers_[0]->optimizer;
+  ckpt.state_scalars["optimizer_iterations"] = double(opt.iterations());
+  for (const auto& [name, values] : opt.state()) ckpt.state_arrays["optimizer_" + name] = *values;
+}
+
+void Trainer::load_optimizer(const Checkpoint& ckpt, const std::string& source) {
+  auto it = ckpt.state_scalars.find("optimizer_iterations");
+  if (it == ckpt.state_scalars.end())
+    throw UserError(source + " holds no optimizer state (a weights-only file); resume from a checkpoint "
+                             "written by trainer during training, such as last.h5");
+  for (auto& t : towers_) {
+    t->optimizer->set_iterations(int64_t(it->second));
+    for (const auto& [name, values] : t->optimizer->state()) {
+      auto slot = ckpt.state_arrays.find("optimizer_" + name);
+      if (slot == ckpt.state_arrays.end() || slot->second.size() != values->size())
+        throw UserError(source + ": optimizer state '" + name + "' is missing or of another size; the "
+                        "checkpoint was written with another optimizer (" + config_.training.optimizer.type +
+                        " is configured)");
+      *values = slot->second;
+    }
+  }
+}
+
 std::vector<WeightRecord> Trainer::weights() const {
   const Tower& t = *towers_[0];
   std::vector<WeightRecord> out;

@@ -80,6 +80,13 @@ class Trainer {
   /// extra, renamed or of another shape (a checkpoint of another model).
   void load_weights(const std::vector<WeightRecord>& weights, const std::string& source);
 
+  /// Adds the optimizer's iterations (scalar "optimizer_iterations") and slots
+  /// (arrays "optimizer_<slot>", e.g. optimizer_m) of tower 0 to ckpt.
+  void save_optimizer(Checkpoint& ckpt);
+  /// Restores them on every tower. Throws UserError naming source when a slot
+  /// is missing or of another size (a checkpoint of another optimizer or model).
+  void load_optimizer(const Checkpoint& ckpt, const std::string& source);
+
   /// Trainable parameters of a tower (model().num_params() floats).
   const std::vector<float>& params(int tower) const { return towers_[size_t(tower)]->params; }
   /// Non-trainable state (BN moving statistics) of a tower.

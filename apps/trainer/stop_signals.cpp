@@ -1,0 +1,30 @@
+// SIGINT/SIGTERM handling for training: the first signal asks the run to stop
+// after the current step (it then writes last.h5 and exits with 128 + signal);
+// a second SIGINT exits at once with 130.
+#include <signal.h>
+#include <unistd.h>
+
+#include "commands.h"
+
+namespace trainer::cli {
+
+namespace {
+std::atomic<int> g_stop{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the handler needs a lock-free flag");
+
+extern "C" void on_stop_signal(int sig) {
+  if (sig == SIGINT && g_stop.load() != 0) _exit(130);
+  g_stop.store(sig);
+}
+}  // namespace
+
+const std::atomic<int>& install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  return g_stop;
+}
+
+}  // namespace trainer::cli
