@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev libopencv-dev
-          libspdlog-dev catch2 libdnnl-dev libhdf5-dev)
+          libspdlog-dev catch2 libdnnl-dev libhdf5-dev libonnx-dev libprotobuf-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

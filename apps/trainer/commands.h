@@ -28,6 +28,8 @@ struct Command {
 Runner add_train(CLI::App& app);
 /// trainer summary --config FILE
 Command add_summary(CLI::App& app);
+/// trainer export --checkpoint CKPT --output FILE.onnx
+Command add_export(CLI::App& app);
 
 /// The towers of a --gpus spec, and the CPU threads each gets (from --threads,
 /// default every core, divided among the towers).

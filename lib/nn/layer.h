@@ -14,6 +14,7 @@
 
 #include "core/shape.h"
 #include "core/tensor.h"
+#include "nn/layer_description.h"
 
 namespace trainer {
 
@@ -78,6 +79,10 @@ class Layer {
   /// True when forward/backward call collectives (synchronized BN): the model
   /// then calls them even on a tower with no samples this step (n = 0).
   virtual bool collective() const { return false; }
+  /// What the layer computes in inference mode, with the hyper-parameters it
+  /// was built with (for exporters). Valid after infer() (window layers report
+  /// their padding for the inferred shapes).
+  virtual LayerDescription describe() const = 0;
   /// For the last layer: if it ends in a sigmoid, drop the sigmoid (so the output
   /// is logits, for a loss fused with the sigmoid) and return true.
   virtual bool strip_final_sigmoid() { return false; }

@@ -33,8 +33,12 @@ class Model {
   Model(const ModelConfig& config, const std::string& file);
 
   const std::string& name() const { return name_; }
+  /// Number of layers (the Input layer included).
+  int num_layers() const { return int(nodes_.size()); }
   /// Layer i in config order.
   const Layer& layer(int i) const { return *nodes_[size_t(i)].layer; }
+  /// Indices of the layers whose outputs feed layer i, in input order (empty for the Input).
+  const std::vector<int>& layer_inputs(int i) const { return nodes_[size_t(i)].inputs; }
   /// Per-sample shapes [H, W, C] (n = 1).
   Shape input_shape() const { return nodes_.front().shape; }
   Shape output_shape() const { return nodes_.back().shape; }

@@ -13,6 +13,12 @@ class ActivationLayer : public Layer {
  public:
   ActivationLayer(std::string name, Activation a) : Layer(std::move(name)), act_(a) {}
   std::string type() const override { return "Activation"; }
+  LayerDescription describe() const override {
+    LayerDescription d;
+    d.kind = LayerKind::Activation;
+    d.activation = act_;
+    return d;
+  }
 
   /// One input; same shape out. UserError otherwise.
   Shape infer(const std::vector<Shape>& inputs) override {

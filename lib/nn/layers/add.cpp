@@ -13,6 +13,11 @@ class Add : public Layer {
  public:
   explicit Add(std::string name) : Layer(std::move(name)) {}
   std::string type() const override { return "Add"; }
+  LayerDescription describe() const override {
+    LayerDescription d;
+    d.kind = LayerKind::Add;
+    return d;
+  }
 
   /// UserError unless there are >= 2 inputs of identical shape (names both shapes).
   Shape infer(const std::vector<Shape>& inputs) override {

@@ -69,6 +69,13 @@ class BatchNormalization : public Layer {
   BatchNormalization(std::string name, BNOptions o) : Layer(std::move(name)), o_(std::move(o)) {}
   std::string type() const override { return "BatchNormalization"; }
   bool collective() const override { return o_.synchronized; }
+  /// Inference form: the moving statistics (gamma and beta absent when scale or center is false).
+  LayerDescription describe() const override {
+    LayerDescription d;
+    d.kind = LayerKind::BatchNormalization;
+    d.epsilon = o_.epsilon;
+    return d;
+  }
 
   /// One input [H, W, C]; same shape out. UserError otherwise.
   Shape infer(const std::vector<Shape>& inputs) override {

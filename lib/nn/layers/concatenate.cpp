@@ -15,6 +15,11 @@ class Concatenate : public Layer {
  public:
   explicit Concatenate(std::string name) : Layer(std::move(name)) {}
   std::string type() const override { return "Concatenate"; }
+  LayerDescription describe() const override {
+    LayerDescription d;
+    d.kind = LayerKind::Concatenate;
+    return d;
+  }
 
   /// UserError unless there are >= 2 inputs with the same H and W (the message
   /// names both shapes).

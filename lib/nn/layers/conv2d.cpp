@@ -11,6 +11,13 @@ class Conv2D final : public ConvLayerBase<Conv2DOp> {
  public:
   using ConvLayerBase::ConvLayerBase;
   std::string type() const override { return "Conv2D"; }
+  /// Padding of the input for the inferred shapes, as the backend applies it.
+  LayerDescription describe() const override {
+    LayerDescription d = describe_conv(LayerKind::Conv2D);
+    d.pad_h = conv_padding(in_.h, out_.h, c_.geom.kh, c_.geom.stride_h);
+    d.pad_w = conv_padding(in_.w, out_.w, c_.geom.kw, c_.geom.stride_w);
+    return d;
+  }
 
   /// Ho = conv_output_length(H, kh, stride_h, same) (Keras). UserError when the
   /// number of inputs is not 1 or the output would be empty.

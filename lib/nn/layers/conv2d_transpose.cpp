@@ -12,6 +12,14 @@ class Conv2DTranspose final : public ConvLayerBase<Conv2DTransposeOp> {
  public:
   using ConvLayerBase::ConvLayerBase;
   std::string type() const override { return "Conv2DTranspose"; }
+  /// The crop of the full output: the padding of the convolution this one
+  /// transposes (output -> input), as the backend applies it.
+  LayerDescription describe() const override {
+    LayerDescription d = describe_conv(LayerKind::Conv2DTranspose);
+    d.pad_h = conv_padding(out_.h, in_.h, c_.geom.kh, c_.geom.stride_h);
+    d.pad_w = conv_padding(out_.w, in_.w, c_.geom.kw, c_.geom.stride_w);
+    return d;
+  }
 
   /// Ho = conv_transpose_output_length(H, kh, stride_h, same) (Keras's
   /// deconv_output_length): never empty. UserError when the number of inputs is not 1.

@@ -82,6 +82,15 @@ class ConvLayerBase : public Layer {
   }
 
  protected:
+  /// kind with the kernel size, strides, bias and activation (no padding).
+  LayerDescription describe_conv(LayerKind kind) const {
+    LayerDescription d;
+    d.kind = kind;
+    d.kh = c_.geom.kh, d.kw = c_.geom.kw, d.stride_h = c_.geom.stride_h, d.stride_w = c_.geom.stride_w;
+    d.use_bias = c_.use_bias;
+    d.activation = c_.activation;
+    return d;
+  }
   /// Keras's fans of a 1-D bias: fan_in = fan_out = its length.
   ParamSpec bias_spec() const {
     return ParamSpec{"bias", {c_.filters}, c_.bias_initializer, double(c_.filters), double(c_.filters), true};

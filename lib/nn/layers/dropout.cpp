@@ -41,6 +41,12 @@ class Dropout : public Layer {
         threshold_(uint32_t(std::llround(rate * double(1u << 24)))),
         scale_(float(1.0 / (1.0 - rate))) {}
   std::string type() const override { return "Dropout"; }
+  /// Inference drops nothing: the identity.
+  LayerDescription describe() const override {
+    LayerDescription d;
+    d.kind = LayerKind::Identity;
+    return d;
+  }
 
   /// One input; same shape out. UserError otherwise.
   Shape infer(const std::vector<Shape>& inputs) override {

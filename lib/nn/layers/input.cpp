@@ -14,6 +14,11 @@ class Input : public Layer {
  public:
   Input(std::string name, Shape shape) : Layer(std::move(name)), shape_(shape) {}
   std::string type() const override { return "Input"; }
+  LayerDescription describe() const override {
+    LayerDescription d;
+    d.kind = LayerKind::Input;
+    return d;
+  }
 
   /// Takes no inputs; returns the configured per-sample shape [H, W, C].
   /// UserError when given inputs.

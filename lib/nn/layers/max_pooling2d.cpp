@@ -15,6 +15,15 @@ class MaxPooling2D final : public Layer {
  public:
   MaxPooling2D(std::string name, Pool2DParams p) : Layer(std::move(name)), p_(p), op_(p) {}
   std::string type() const override { return "MaxPooling2D"; }
+  /// Window, strides and the padding the backend applies for the inferred shapes.
+  LayerDescription describe() const override {
+    LayerDescription d;
+    d.kind = LayerKind::MaxPooling2D;
+    d.kh = p_.ph, d.kw = p_.pw, d.stride_h = p_.stride_h, d.stride_w = p_.stride_w;
+    d.pad_h = conv_padding(in_.h, out_.h, p_.ph, p_.stride_h);
+    d.pad_w = conv_padding(in_.w, out_.w, p_.pw, p_.stride_w);
+    return d;
+  }
 
   /// Ho = conv_output_length(H, ph, stride_h, same) (Keras). UserError when the
   /// number of inputs is not 1 or the output would be empty.

@@ -13,6 +13,13 @@ class Rescaling : public Layer {
   Rescaling(std::string name, float scale, float offset)
       : Layer(std::move(name)), scale_(scale), offset_(offset) {}
   std::string type() const override { return "Rescaling"; }
+  LayerDescription describe() const override {
+    LayerDescription d;
+    d.kind = LayerKind::Rescaling;
+    d.scale = scale_;
+    d.offset = offset_;
+    return d;
+  }
 
   /// One input of any shape; the output has the same shape. UserError otherwise.
   Shape infer(const std::vector<Shape>& inputs) override {

@@ -16,6 +16,13 @@ class UpSampling2D : public Layer {
  public:
   UpSampling2D(std::string name, int sh, int sw) : Layer(std::move(name)), sh_(sh), sw_(sw) {}
   std::string type() const override { return "UpSampling2D"; }
+  LayerDescription describe() const override {
+    LayerDescription d;
+    d.kind = LayerKind::UpSampling2D;
+    d.size_h = sh_;
+    d.size_w = sw_;
+    return d;
+  }
 
   /// One input [H, W, C] -> [H*sh, W*sw, C]. UserError for another input count.
   Shape infer(const std::vector<Shape>& inputs) override {

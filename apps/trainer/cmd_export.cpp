@@ -1,0 +1,36 @@
+// trainer export --checkpoint CKPT --output FILE.onnx: the trained network as
+// ONNX, final sigmoid included (format: docs/export.md).
+#include <cstdio>
+
+#include "commands.h"
+#include "io/onnx_export.h"
+#include "nn/model.h"
+
+namespace trainer::cli {
+
+Command add_export(CLI::App& app) {
+  struct Flags {
+    std::string checkpoint, output;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("export", "Write a checkpoint's network as ONNX (input 'image' [N, C, H, W] "
+                                               "with pixel values 0..255, output 'probability' [N, 1, H, W])");
+  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required();
+  cmd->add_option("--output,-o", f->output, "ONNX file to write")->required();
+  return {cmd, [f] {
+            Towers one;
+            one.plan.cpu_towers = 1;
+            // Checks the checkpoint against its stored config (UserError for a foreign one).
+            const LoadedModel loaded = load_model(f->checkpoint, one);
+            // A fresh model keeps its final sigmoid (the trainer's towers output logits).
+            const Model model(loaded.config->model, loaded.config->path);
+            export_onnx(model, loaded.trainer->weights(), f->output);
+            const Shape in = model.input_shape(), out = model.output_shape();
+            std::printf("Wrote %s: input 'image' [N, %d, %d, %d] (pixel values 0..255), output 'probability' "
+                        "[N, %d, %d, %d]\n",
+                        f->output.c_str(), in.c, in.h, in.w, out.c, out.h, out.w);
+            return 0;
+          }};
+}
+
+}  // namespace trainer::cli

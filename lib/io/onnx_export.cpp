@@ -1,0 +1,342 @@
+#include "io/onnx_export.h"
+
+#include <fcntl.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+#include "core/error.h"
+
+namespace trainer {
+
+namespace {
+
+constexpr int kOpset = 13;
+constexpr int kIrVersion = 7;  // The IR version of ONNX 1.8, whose newest opset is 13.
+
+/// Keras kernel [kh, kw, A, B] -> ONNX [B, A, kh, kw]. Conv2D (A = in, B = out)
+/// gives Conv's [out, in, kh, kw]; Conv2DTranspose (A = out, B = in) gives
+/// ConvTranspose's [in, out, kh, kw].
+std::vector<float> keras_kernel_to_onnx(const WeightRecord& k) {
+  const int kh = k.shape[0], kw = k.shape[1], a = k.shape[2], b = k.shape[3];
+  std::vector<float> out(k.values.size());
+  for (int y = 0; y < kh; ++y)
+    for (int x = 0; x < kw; ++x)
+      for (int i = 0; i < a; ++i)
+        for (int o = 0; o < b; ++o)
+          out[((size_t(o) * a + i) * kh + y) * kw + x] = k.values[((size_t(y) * kw + x) * a + i) * b + o];
+  return out;
+}
+
+/// Builds the nodes and initializers of one graph.
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(onnx::GraphProto& g) : g_(g) {}
+
+  /// Adds node op(inputs) -> output named name; returns it for attributes.
+  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs, const std::string& output,
+                        const std::string& name) {
+    onnx::NodeProto* n = g_.add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const auto& in : inputs) n->add_input(in);
+    n->add_output(output);
+    return *n;
+  }
+  /// Adds a float32 initializer; returns its name.
+  std::string constant(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& values) {
+    onnx::TensorProto* t = g_.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    t->mutable_float_data()->Add(values.begin(), values.end());
+    return name;
+  }
+
+  /// Adds a 1-D int64 initializer; returns its name.
+  std::string int_constant(const std::string& name, const std::vector<int64_t>& values) {
+    onnx::TensorProto* t = g_.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(values.size()));
+    t->mutable_int64_data()->Add(values.begin(), values.end());
+    return name;
+  }
+
+  static void ints(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+    onnx::AttributeProto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  static void integer(onnx::NodeProto& n, const std::string& name, int64_t v) {
+    onnx::AttributeProto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void real(onnx::NodeProto& n, const std::string& name, float v) {
+    onnx::AttributeProto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  static void text(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+    onnx::AttributeProto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+
+ private:
+  onnx::GraphProto& g_;
+};
+
+/// Declares a float32 graph input or output [N, c, h, w] with a free batch size N.
+void declare(onnx::ValueInfoProto* v, const std::string& name, int c, int h, int w) {
+  v->set_name(name);
+  onnx::TypeProto_Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  onnx::TensorShapeProto* s = t->mutable_shape();
+  s->add_dim()->set_dim_param("N");
+  for (int d : {c, h, w}) s->add_dim()->set_dim_value(d);
+}
+
+/// The weights of one layer by Keras name.
+using LayerWeights = std::map<std::string, const WeightRecord*>;
+
+/// Checks weights against model.weights() (order, names, shapes) and groups them by layer index.
+std::vector<LayerWeights> weights_by_layer(const Model& model, const std::vector<WeightRecord>& weights) {
+  const std::vector<WeightSlot>& slots = model.weights();
+  if (weights.size() != slots.size())
+    throw std::invalid_argument("export_onnx: " + std::to_string(weights.size()) + " weights for a model with " +
+                                std::to_string(slots.size()));
+  std::vector<LayerWeights> out(size_t(model.num_layers()));
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const WeightSlot& s = slots[i];
+    const WeightRecord& w = weights[i];
+    if (w.layer != model.layer(s.layer).name() || w.name != s.spec.name || w.shape != s.spec.shape ||
+        w.values.size() != s.spec.numel())
+      throw std::invalid_argument("export_onnx: weight " + std::to_string(i) + " '" + w.layer + "/" + w.name +
+                                  "' does not match the model's '" + model.layer(s.layer).name() + "/" +
+                                  s.spec.name + "'");
+    out[size_t(s.layer)][w.name] = &w;
+  }
+  return out;
+}
+
+/// Adds the activation node a(in) -> out; a must not be Linear.
+void add_activation(GraphBuilder& b, Activation a, const std::string& in, const std::string& out,
+                    const std::string& name) {
+  b.node(a == Activation::Relu ? "Relu" : "Sigmoid", {in}, out, name);
+}
+
+/// Adds the nodes of one layer computing out from ins.
+void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, const LayerWeights& w,
+               const std::vector<std::string>& ins, const std::string& out) {
+  const std::string& name = layer.name();
+  switch (d.kind) {
+    case LayerKind::Input:
+      throw std::invalid_argument("export_onnx: layer '" + name + "' is an Input layer after the first layer");
+    case LayerKind::Identity:
+      b.node("Identity", ins, out, name);
+      return;
+    case LayerKind::Rescaling: {
+      const std::string scale = b.constant(name + "/scale", {1}, {d.scale});
+      if (d.offset == 0.f) {
+        b.node("Mul", {ins[0], scale}, out, name + "/mul");
+        return;
+      }
+      const std::string offset = b.constant(name + "/offset", {1}, {d.offset});
+      b.node("Mul", {ins[0], scale}, name + "/scaled", name + "/mul");
+      b.node("Add", {name + "/scaled", offset}, out, name + "/add");
+      return;
+    }
+    case LayerKind::Conv2D:
+    case LayerKind::Conv2DTranspose: {
+      const WeightRecord& kernel = *w.at("kernel");
+      const bool conv = d.kind == LayerKind::Conv2D;
+      const int a = kernel.shape[2], c = kernel.shape[3];
+      std::vector<std::string> inputs{
+          ins[0], b.constant(name + "/kernel", {c, a, d.kh, d.kw}, keras_kernel_to_onnx(kernel))};
+      if (d.use_bias) {
+        const WeightRecord& bias = *w.at("bias");
+        inputs.push_back(b.constant(name + "/bias", {int64_t(bias.values.size())}, bias.values));
+      }
+      const bool act = d.activation != Activation::Linear;
+      const std::string pre = act ? name + "/preactivation" : out;
+      // OpenCV's dnn (4.6) rejects asymmetric ConvTranspose pads: the transposed
+      // convolution crops the symmetric part and a Slice the rest (TensorFlow's
+      // 'same' puts the extra pixel at the end).
+      const PadPair ph = d.pad_h, pw = d.pad_w;
+      const int sh = conv ? 0 : std::min(ph.before, ph.after), sw = conv ? 0 : std::min(pw.before, pw.after);
+      const bool slice = !conv && (ph.before != ph.after || pw.before != pw.after);
+      const std::string conv_out = slice ? name + "/uncropped" : pre;
+      onnx::NodeProto& n = b.node(conv ? "Conv" : "ConvTranspose", inputs, conv_out, name);
+      GraphBuilder::ints(n, "kernel_shape", {d.kh, d.kw});
+      GraphBuilder::ints(n, "strides", {d.stride_h, d.stride_w});
+      if (conv)
+        GraphBuilder::ints(n, "pads", {ph.before, pw.before, ph.after, pw.after});
+      else
+        GraphBuilder::ints(n, "pads", {sh, sw, sh, sw});
+      if (slice) {
+        // ends: -(pixels left to crop at the end), or "to the end" when none are.
+        auto end = [](int crop) { return crop > 0 ? int64_t(-crop) : std::numeric_limits<int64_t>::max(); };
+        b.node("Slice",
+               {conv_out, b.int_constant(name + "/crop_starts", {ph.before - sh, pw.before - sw}),
+                b.int_constant(name + "/crop_ends", {end(ph.after - sh), end(pw.after - sw)}),
+                b.int_constant(name + "/crop_axes", {2, 3})},
+               pre, name + "/crop");
+      }
+      if (act) add_activation(b, d.activation, pre, out, name + "/activation");
+      return;
+    }
+    case LayerKind::MaxPooling2D: {
+      onnx::NodeProto& n = b.node("MaxPool", ins, out, name);
+      GraphBuilder::ints(n, "kernel_shape", {d.kh, d.kw});
+      GraphBuilder::ints(n, "strides", {d.stride_h, d.stride_w});
+      GraphBuilder::ints(n, "pads", {d.pad_h.before, d.pad_w.before, d.pad_h.after, d.pad_w.after});
+      return;
+    }
+    case LayerKind::UpSampling2D: {
+      const std::string roi = b.constant(name + "/roi", {0}, {});
+      const std::string scales = b.constant(name + "/scales", {4}, {1.f, 1.f, float(d.size_h), float(d.size_w)});
+      onnx::NodeProto& n = b.node("Resize", {ins[0], roi, scales}, out, name);
+      GraphBuilder::text(n, "mode", "nearest");
+      GraphBuilder::text(n, "coordinate_transformation_mode", "asymmetric");
+      GraphBuilder::text(n, "nearest_mode", "floor");
+      return;
+    }
+    case LayerKind::Concatenate: {
+      onnx::NodeProto& n = b.node("Concat", ins, out, name);
+      GraphBuilder::integer(n, "axis", 1);
+      return;
+    }
+    case LayerKind::Add: {
+      std::string sum = ins[0];
+      for (size_t k = 1; k < ins.size(); ++k) {
+        const std::string next = k + 1 == ins.size() ? out : name + "/sum" + std::to_string(k);
+        b.node("Add", {sum, ins[k]}, next, name + "/add" + std::to_string(k));
+        sum = next;
+      }
+      return;
+    }
+    case LayerKind::Activation:
+      if (d.activation == Activation::Linear)
+        b.node("Identity", ins, out, name);
+      else
+        add_activation(b, d.activation, ins[0], out, name);
+      return;
+    case LayerKind::BatchNormalization: {
+      const WeightRecord& mean = *w.at("moving_mean");
+      const int64_t c = int64_t(mean.values.size());
+      auto it = w.find("gamma");
+      const std::vector<float> gamma = it != w.end() ? it->second->values : std::vector<float>(size_t(c), 1.f);
+      it = w.find("beta");
+      const std::vector<float> beta = it != w.end() ? it->second->values : std::vector<float>(size_t(c), 0.f);
+      onnx::NodeProto& n = b.node("BatchNormalization",
+                                  {ins[0], b.constant(name + "/gamma", {c}, gamma), b.constant(name + "/beta", {c}, beta),
+                                   b.constant(name + "/moving_mean", {c}, mean.values),
+                                   b.constant(name + "/moving_variance", {c}, w.at("moving_variance")->values)},
+                                  out, name);
+      GraphBuilder::real(n, "epsilon", float(d.epsilon));
+      return;
+    }
+  }
+  throw std::invalid_argument("export_onnx: layer '" + name + "' has an unknown kind");
+}
+
+/// Writes bytes to path atomically (temp file in the same folder, fsync, rename).
+void write_atomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  auto fail = [&](const std::string& what, int err) {
+    std::remove(tmp.c_str());
+    throw UserError("cannot write '" + path + "': " + what + ": " + std::strerror(err) +
+                    "; check that the folder exists, is writable and has space");
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw UserError("cannot write '" + path + "': " + std::strerror(err) +
+                    "; check that the folder exists and is writable");
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      fail("writing '" + tmp + "'", err);
+    }
+    done += size_t(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail("syncing '" + tmp + "'", err);
+  }
+  if (::close(fd) != 0) fail("closing '" + tmp + "'", errno);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming '" + tmp + "'", errno);
+}
+
+}  // namespace
+
+void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, const std::string& path) {
+  if (model.output_is_logits())
+    throw std::invalid_argument("export_onnx: the model's final sigmoid was removed (output_is_logits())");
+  const std::vector<LayerWeights> by_layer = weights_by_layer(model, weights);
+
+  onnx::ModelProto proto;
+  proto.set_ir_version(kIrVersion);
+  proto.set_producer_name("trainer");
+  proto.set_producer_version("0.1.0");
+  onnx::OperatorSetIdProto* opset = proto.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kOpset);
+  onnx::GraphProto& graph = *proto.mutable_graph();
+  graph.set_name(model.name());
+  GraphBuilder builder(graph);
+
+  const Shape in = model.input_shape(), out = model.output_shape();
+  declare(graph.add_input(), "image", in.c, in.h, in.w);
+  const int last = model.num_layers() - 1;
+  // The ONNX tensor holding each layer's output; Identity layers reuse their input's.
+  std::vector<std::string> tensor(size_t(model.num_layers()));
+  tensor[0] = "image";
+  for (int i = 1; i <= last; ++i) {
+    const Layer& layer = model.layer(i);
+    const LayerDescription d = layer.describe();
+    std::vector<std::string> ins;
+    for (int j : model.layer_inputs(i)) ins.push_back(tensor[size_t(j)]);
+    const bool alias = d.kind == LayerKind::Identity ||
+                       (d.kind == LayerKind::Activation && d.activation == Activation::Linear);
+    if (alias && i != last) {
+      tensor[size_t(i)] = ins[0];
+      continue;
+    }
+    tensor[size_t(i)] = i == last ? "probability" : layer.name() + "/output";
+    add_layer(builder, layer, d, by_layer[size_t(i)], ins, tensor[size_t(i)]);
+  }
+  if (last == 0) builder.node("Identity", {"image"}, "probability", "output");
+  declare(graph.add_output(), "probability", out.c, out.h, out.w);
+
+  try {
+    onnx::checker::check_model(proto);
+  } catch (const std::exception& e) {
+    throw InternalError(std::string("export_onnx: the ONNX graph fails ONNX's checker: ") + e.what());
+  }
+  std::string bytes;
+  if (!proto.SerializeToString(&bytes)) throw InternalError("export_onnx: cannot serialise the ONNX model");
+  write_atomically(path, bytes);
+}
+
+}  // namespace trainer

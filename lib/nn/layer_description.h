@@ -1,0 +1,51 @@
+#pragma once
+// LayerDescription: what one layer computes in inference mode, as plain data,
+// for exporters (io/onnx_export.h) that rebuild the network in another format.
+// Each layer fills it from the values it was built with (Layer::describe()),
+// so no exporter re-reads the YAML or repeats a default. The weights are not
+// part of it: they are the layer's param_specs() entries (Keras names and
+// layouts), which the exporter takes from the model's weight records.
+#include "backend/ops.h"
+#include "nn/activation.h"
+
+namespace trainer {
+
+/// The operation of a layer in inference mode.
+enum class LayerKind {
+  Input,               ///< The model's input [N, H, W, C]; nothing to compute.
+  Identity,            ///< y = x (Dropout at inference).
+  Rescaling,           ///< y = x * scale + offset.
+  Conv2D,              ///< y = act(conv(x, kernel) + bias); kernel [kh, kw, Cin, Cout].
+  Conv2DTranspose,     ///< y = act(conv_transpose(x, kernel) + bias); kernel [kh, kw, Cout, Cin].
+  MaxPooling2D,        ///< y = max over each window; padded pixels never win.
+  UpSampling2D,        ///< Nearest neighbour: y[i, j] = x[i / size_h, j / size_w].
+  Concatenate,         ///< Inputs joined along the channel axis, in input order.
+  Add,                 ///< y = sum of the inputs (same shapes).
+  Activation,          ///< y = act(x).
+  BatchNormalization,  ///< y = gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta.
+};
+
+/// A layer's inference-mode operation and its hyper-parameters. Only the fields
+/// named for the layer's kind are meaningful; the others keep their defaults.
+struct LayerDescription {
+  LayerKind kind = LayerKind::Identity;
+  /// Conv2D, Conv2DTranspose, MaxPooling2D: window (kernel or pool) size and strides, pixels.
+  int kh = 1, kw = 1, stride_h = 1, stride_w = 1;
+  /// Conv2D, MaxPooling2D: pixels padded before (top/left) and after
+  /// (bottom/right) the input, TensorFlow's 'same' rule (the extra pixel of an
+  /// odd total goes after). Conv2DTranspose: pixels cropped from the start and
+  /// end of the full transposed-convolution output (ONNX ConvTranspose 'pads').
+  PadPair pad_h, pad_w;
+  /// Conv2D, Conv2DTranspose: whether a bias weight exists.
+  bool use_bias = false;
+  /// Conv2D, Conv2DTranspose (after the bias), Activation.
+  Activation activation = Activation::Linear;
+  /// Rescaling.
+  float scale = 1.f, offset = 0.f;
+  /// BatchNormalization: added to the variance. Missing gamma means 1, missing beta 0.
+  double epsilon = 1e-3;
+  /// UpSampling2D: integer factors along H and W.
+  int size_h = 1, size_w = 1;
+};
+
+}  // namespace trainer

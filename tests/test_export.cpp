@@ -1,0 +1,211 @@
+// trainer export: a model trained for one epoch by the binary, exported to
+// ONNX, read back with OpenCV's dnn module and run on real images, matches
+// Trainer::predict (the path of `trainer predict`) within 1e-4; bad paths exit
+// with 2 and a message naming the file.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <opencv2/dnn.hpp>
+#include <sstream>
+
+#include "config/config.h"
+#include "data/image_decode.h"
+#include "io/checkpoint.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+using namespace trainer;
+
+namespace {
+
+struct Run {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Run run(const std::string& args, const fs::path& dir) {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  std::string cmd = std::string(TRAINER_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
+  int status = std::system(cmd.c_str());
+  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("trainer_export_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+const std::string kSample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
+constexpr int kSide = 42;
+
+// Every layer type at 42x42: a 'same' stride-2 conv (42 -> 21, pads 0/1), a
+// 'same' pool on an odd size (21 -> 11, pads 0/1), a stride-2 transposed conv
+// that crops one pixel at the end (21 -> 42), BN with and without beta, a
+// Rescaling with an offset, Dropout, UpSampling2D, Concatenate, Add, Activation.
+std::string export_net(const fs::path& out_dir) {
+  return R"(model:
+  name: export_net
+  layers:
+    - {name: input, type: Input, shape: [42, 42, 3]}
+    - {name: scale, type: Rescaling, scale: 0.00784313725490196, offset: -1}
+    - {name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: relu}
+    - {name: bn1, type: BatchNormalization, momentum: 0.5}
+    - {name: down, type: Conv2D, filters: 8, kernel_size: 3, strides: 2, padding: same, activation: relu}
+    - {name: pool, type: MaxPooling2D, pool_size: 2, padding: same}
+    - {name: drop, type: Dropout, rate: 0.2}
+    - {name: up, type: UpSampling2D, size: 2}
+    - {name: trim, type: Conv2D, filters: 8, kernel_size: 2, activation: relu}
+    - {name: cat, type: Concatenate, inputs: [trim, down]}
+    - {name: upt, type: Conv2DTranspose, filters: 4, kernel_size: 3, strides: 2, padding: same}
+    - {name: sum, type: Add, inputs: [upt, bn1]}
+    - {name: act, type: Activation, activation: relu}
+    - {name: bn2, type: BatchNormalization, center: false, momentum: 0.5}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+data:
+  images: )" + kSample + R"(/images
+  masks: )" + kSample + R"(/masks
+  validation_split: 0.2
+training:
+  epochs: 1
+  batch_size: 4
+  seed: 3
+  loss: binary_crossentropy
+  optimizer: {type: Adam, learning_rate: 0.01}
+  output_dir: )" + out_dir.string() + R"(
+)";
+}
+
+// The first n sample images decoded as a Dataset holds them: [n, 42, 42, 3], 0..255.
+Tensor sample_images(int n) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kSample + "/images")) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  REQUIRE(int(files.size()) >= n);
+  Tensor t(Shape{n, kSide, kSide, 3});
+  for (int i = 0; i < n; ++i) decode_image(files[size_t(i)].string(), kSide, kSide, 3, t.sample(i));
+  return t;
+}
+
+// NHWC [N, H, W, C] -> an OpenCV NCHW blob.
+cv::Mat to_nchw(const Tensor& t) {
+  const Shape s = t.shape();
+  const int dims[] = {s.n, s.c, s.h, s.w};
+  cv::Mat blob(4, dims, CV_32F);
+  float* dst = blob.ptr<float>();
+  for (int n = 0; n < s.n; ++n)
+    for (int c = 0; c < s.c; ++c)
+      for (int y = 0; y < s.h; ++y)
+        for (int x = 0; x < s.w; ++x)
+          dst[((size_t(n) * s.c + c) * s.h + y) * s.w + x] = t.data()[((size_t(n) * s.h + y) * s.w + x) * s.c + c];
+  return blob;
+}
+
+}  // namespace
+
+TEST_CASE("exported ONNX run by OpenCV dnn matches Trainer::predict", "[export]") {
+  const fs::path dir = temp_dir("match");
+  std::ofstream(dir / "net.yaml") << export_net(dir / "run");
+  Run r = run("--config " + (dir / "net.yaml").string() + " --gpus cpu", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const fs::path ckpt_path = dir / "run" / "final.h5", onnx_path = dir / "net.onnx";
+  r = run("export --checkpoint " + ckpt_path.string() + " --output " + onnx_path.string(), dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("net.onnx") && Catch::Contains("[N, 3, 42, 42]"));
+  for (const auto& e : fs::directory_iterator(dir))
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+
+  // What `trainer predict` computes: the checkpoint's config, a Trainer, its weights.
+  const Checkpoint ckpt = load_checkpoint(ckpt_path.string());
+  const Config config = parse_config(ckpt.config_yaml, ckpt_path.string());
+  Trainer trainer(config, 1, 2);
+  trainer.load_weights(ckpt.weights, ckpt_path.string());
+  const int n = 3;
+  const Tensor images = sample_images(n);
+  const Tensor expected = trainer.predict(images, 2);
+  REQUIRE(expected.shape().nhwc() == Shape{n, kSide, kSide, 1}.nhwc());
+
+  cv::dnn::Net net = cv::dnn::readNetFromONNX(onnx_path.string());
+  net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+  net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+  net.setInput(to_nchw(images), "image");
+  const cv::Mat got = net.forward("probability");
+  REQUIRE(got.dims == 4);
+  CHECK(got.size[0] == n);
+  CHECK(got.size[1] == 1);
+  CHECK(got.size[2] == kSide);
+  CHECK(got.size[3] == kSide);
+  REQUIRE(got.total() == expected.numel());
+
+  // [N, 1, H, W] and [N, H, W, 1] share one memory order.
+  const float* g = got.ptr<float>();
+  double max_diff = 0, lo = 1, hi = 0;
+  for (size_t i = 0; i < expected.numel(); ++i) {
+    max_diff = std::max(max_diff, double(std::abs(g[i] - expected.data()[i])));
+    lo = std::min(lo, double(expected.data()[i]));
+    hi = std::max(hi, double(expected.data()[i]));
+  }
+  CHECK(max_diff <= 1e-4);
+  CHECK(hi - lo > 1e-3);  // the outputs vary over the pixels: the comparison is not between constants
+  CHECK(lo >= 0.0);       // probabilities: the sigmoid is part of the export
+  CHECK(hi <= 1.0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("export: bad paths exit with 2 and a message naming the file", "[export]") {
+  const fs::path dir = temp_dir("errors");
+  Run r = run("export --checkpoint " + (dir / "missing.h5").string() + " --output " + (dir / "m.onnx").string(), dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("missing.h5"));
+  CHECK_FALSE(fs::exists(dir / "m.onnx"));
+
+  std::ofstream(dir / "not_a_checkpoint.h5") << "hello";
+  r = run("export --checkpoint " + (dir / "not_a_checkpoint.h5").string() + " --output " + (dir / "m.onnx").string(),
+          dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("not_a_checkpoint.h5"));
+
+  r = run("export --output " + (dir / "m.onnx").string(), dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--checkpoint"));
+
+  // A real checkpoint: train the smallest model for one epoch.
+  std::ofstream(dir / "tiny.yaml") << R"(model:
+  layers:
+    - {name: input, type: Input, shape: [16, 16, 1]}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 3, padding: same, activation: sigmoid}
+data: {images: )" + kSample + "/images, masks: " + kSample + R"(/masks}
+training: {epochs: 1, batch_size: 8, loss: binary_crossentropy, output_dir: )" + (dir / "run").string() + "}\n";
+  r = run("--config " + (dir / "tiny.yaml").string() + " --gpus cpu", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string ckpt = " --checkpoint " + (dir / "run" / "final.h5").string();
+
+  r = run("export" + ckpt + " --output " + (dir / "no_such_folder" / "m.onnx").string(), dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("no_such_folder/m.onnx") && Catch::Contains("writable"));
+
+  std::ofstream(dir / "a_file") << "x";
+  r = run("export" + ckpt + " --output " + (dir / "a_file" / "m.onnx").string(), dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("a_file/m.onnx"));
+
+  r = run("export" + ckpt + " --output " + (dir / "tiny.onnx").string(), dir);
+  CHECK(r.code == 0);
+  CHECK(fs::file_size(dir / "tiny.onnx") > 0);
+  fs::remove_all(dir);
+}
