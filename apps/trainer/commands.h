@@ -30,6 +30,10 @@ Runner add_train(CLI::App& app);
 Command add_summary(CLI::App& app);
 /// trainer export --checkpoint CKPT --output FILE.onnx
 Command add_export(CLI::App& app);
+/// trainer predict --checkpoint CKPT --input FILE_OR_DIR --output DIR
+Command add_predict(CLI::App& app);
+/// trainer evaluate --checkpoint CKPT --images DIR (--masks DIR | --labels DIR | --native DIR)
+Command add_evaluate(CLI::App& app);
 
 /// The towers of a --gpus spec, and the CPU threads each gets (from --threads,
 /// default every core, divided among the towers).

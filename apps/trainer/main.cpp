@@ -20,8 +20,12 @@ int main(int argc, char** argv) {
                "of a machine (or on CPU towers).\nExit codes: 0 done, 2 user error, 1 internal error."};
   app.set_version_flag("--version", "trainer 0.1.0");
   const cli::Runner train = cli::add_train(app);
-  const std::vector<cli::Command> commands = {cli::add_summary(app),
-                                              cli::add_export(app)};
+  const std::vector<cli::Command> commands = {
+      cli::add_summary(app),
+      cli::add_predict(app),
+      cli::add_evaluate(app),
+      cli::add_export(app),
+  };
   app.require_subcommand(0, 1);
 
   try {

@@ -7,12 +7,12 @@
 #include <cctype>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <vector>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 
 namespace trainer {
 
@@ -123,30 +123,6 @@ void commit(const fs::path& tmp, const fs::path& dest) {
 
 fs::path temp_name(const fs::path& dest) { return dest.string() + ".tmp-" + std::to_string(::getpid()); }
 
-// Encodes img as PNG and writes it to dest atomically (temp name + rename).
-void write_png(const cv::Mat& img, const fs::path& dest) {
-  std::vector<uchar> bytes;
-  bool encoded = false;
-  try {
-    encoded = cv::imencode(".png", img, bytes);
-  } catch (const cv::Exception&) {
-    encoded = false;
-  }
-  if (!encoded) throw InternalError("cannot encode '" + dest.string() + "' as PNG");
-  const fs::path tmp = temp_name(dest);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw UserError("cannot write '" + tmp.string() + "'; check that the output folder is writable and has space");
-    }
-  }
-  commit(tmp, dest);
-}
-
 // Copies src to dest byte for byte, atomically (temp name + rename).
 void copy_bytes(const fs::path& src, const fs::path& dest) {
   const fs::path tmp = temp_name(dest);
@@ -160,10 +136,8 @@ void copy_bytes(const fs::path& src, const fs::path& dest) {
   commit(tmp, dest);
 }
 
-// Decodes one id's image and masks, builds its union mask and label map and writes the three files.
-void convert_item(const Item& item, const fs::path& output, const std::string& mask_suffix) {
-  const cv::Mat image = read_png(item.image, "image");
-  cv::Mat union_mask = cv::Mat::zeros(image.size(), CV_8UC1);
+// Decodes one id's masks into its 16-bit label map (see dsb_label_map); image: its image, decoded.
+cv::Mat label_map(const Item& item, const cv::Mat& image) {
   cv::Mat labels = cv::Mat::zeros(image.size(), CV_16UC1);
   for (size_t k = 0; k < item.masks.size(); ++k) {
     const cv::Mat mask = read_png(item.masks[k], "mask");
@@ -171,13 +145,18 @@ void convert_item(const Item& item, const fs::path& output, const std::string& m
       throw UserError("mask '" + item.masks[k].string() + "' is " + size_str(mask) + " but its image '" +
                       item.image.string() + "' is " + size_str(image) +
                       "; every mask must have its image's size (fix or remove the mask)");
-    const cv::Mat fg = foreground(mask, item.masks[k]);
-    labels.setTo(cv::Scalar(double(k + 1)), fg);  // later masks overwrite earlier ones
-    union_mask.setTo(cv::Scalar(255), fg);
+    labels.setTo(cv::Scalar(double(k + 1)), foreground(mask, item.masks[k]));  // later masks overwrite earlier ones
   }
+  return labels;
+}
+
+// Decodes one id's image and masks, builds its union mask and label map and writes the three files.
+void convert_item(const Item& item, const fs::path& output, const std::string& mask_suffix) {
+  const cv::Mat labels = label_map(item, read_png(item.image, "image"));
+  const cv::Mat union_mask = (labels != 0);  // 8-bit 0/255
   copy_bytes(item.image, output / "train_im" / (item.id + ".png"));
-  write_png(union_mask, output / "train_mask" / (item.id + mask_suffix + ".png"));
-  write_png(labels, output / "labels" / (item.id + "_labels.png"));
+  write_png_atomic(union_mask, (output / "train_mask" / (item.id + mask_suffix + ".png")).string());
+  write_png_atomic(labels, (output / "labels" / (item.id + "_labels.png")).string());
 }
 
 }  // namespace
@@ -213,6 +192,14 @@ void convert_dsb_to_flat(const std::string& input, const std::string& output, co
   }
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+std::vector<std::string> list_dsb_ids(const std::string& input) { return list_ids(input); }
+
+cv::Mat dsb_label_map(const std::string& input, const std::string& id, std::string* image_path) {
+  const Item item = check_item(input, id);
+  if (image_path) *image_path = item.image.string();
+  return label_map(item, read_png(item.image, "image"));
 }
 
 }  // namespace trainer

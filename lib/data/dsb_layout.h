@@ -1,7 +1,9 @@
 #pragma once
 // Conversion of the 2018 Data Science Bowl folder layout (one PNG per nucleus)
 // into the flat layout the trainer reads (one image, one mask per image).
+#include <opencv2/core.hpp>
 #include <string>
+#include <vector>
 
 namespace trainer {
 
@@ -37,5 +39,16 @@ namespace trainer {
 /// folder or file cannot be written; `mask_suffix` contains '/' or '\'.
 void convert_dsb_to_flat(const std::string& input, const std::string& output,
                          const std::string& mask_suffix);
+
+/// The id folders of a DSB 2018 layout folder `input` (names not starting
+/// with '.'), sorted. Throws UserError when input is not a folder or holds none.
+std::vector<std::string> list_dsb_ids(const std::string& input);
+
+/// The label map of one id of the DSB 2018 layout under `input`, as
+/// convert_dsb_to_flat writes it: CV_16UC1 [H, W] at the image's size, 0
+/// background, k = the k-th mask in sorted name order (later masks win where
+/// they overlap). image_path (when given) receives <input>/<id>/images/<id>.png.
+/// Throws UserError as convert_dsb_to_flat for a bad layout or file.
+cv::Mat dsb_label_map(const std::string& input, const std::string& id, std::string* image_path = nullptr);
 
 }  // namespace trainer

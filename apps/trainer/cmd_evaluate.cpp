@@ -1,0 +1,89 @@
+// trainer evaluate --checkpoint CKPT --images DIR (--masks DIR | --labels DIR | --native DIR):
+// pixel metrics and the 2018 Data Science Bowl instance score.
+#include <cstdio>
+
+#include "commands.h"
+#include "core/error.h"
+#include "train/evaluate.h"
+#include "train/predict.h"
+
+namespace trainer::cli {
+
+namespace {
+
+struct EvaluateFlags {
+  std::string checkpoint, images, masks, labels, native, csv, gpus = "all";
+  std::string mask_suffix, labels_suffix = "_labels";
+  double threshold = 0.5;
+  std::optional<int> threads, batch_size;
+};
+
+const char* kind_name(TruthKind k) {
+  return k == TruthKind::kMasks ? "masks" : k == TruthKind::kLabels ? "label images" : "DSB 2018 mask folders";
+}
+
+int run_evaluate(const EvaluateFlags& f) {
+  check_threshold(f.threshold, "--threshold");
+  EvalOptions o;
+  if (!f.masks.empty()) {
+    o = {TruthKind::kMasks, f.images, f.masks, f.mask_suffix, "--masks", f.threshold, 1};
+  } else if (!f.labels.empty()) {
+    o = {TruthKind::kLabels, f.images, f.labels, f.labels_suffix, "--labels", f.threshold, 1};
+  } else if (!f.native.empty()) {
+    o = {TruthKind::kNative, "", f.native, "", "--native", f.threshold, 1};
+  } else {
+    throw UserError("evaluate needs the ground truth: --masks DIR, --labels DIR or --native DIR");
+  }
+  if (o.kind != TruthKind::kNative && f.images.empty())
+    throw UserError(std::string("evaluate ") + o.flag + " needs --images DIR (the images the truth belongs to)");
+
+  const Towers towers = resolve_towers(f.gpus, f.threads);
+  LoadedModel m = load_model(f.checkpoint, towers);
+  if (o.kind == TruthKind::kMasks && f.mask_suffix.empty()) o.suffix = m.config->data.mask_suffix;
+  o.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
+  const EvalResult r = evaluate_images(*m.trainer, o);
+
+  const Shape in = m.trainer->model().input_shape();
+  std::printf("Evaluated %zu image(s) against %s in %s\n", r.samples.size(), kind_name(o.kind), o.truth_dir.c_str());
+  std::printf("pixel metrics at the model's input (%dx%d): loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f\n",
+              in.w, in.h, r.pixel.loss(), r.pixel.counts.mean_iou(), r.pixel.counts.dice(),
+              r.pixel.counts.accuracy());
+  std::printf("instance score (DSB 2018: mean over images of the mean precision at IoU 0.50..0.95; "
+              "mask = probability > %g): %.4f\n", o.threshold, r.score);
+  if (!f.csv.empty()) {
+    write_scores_csv(r, f.csv);
+    std::printf("per-image scores: %s\n", f.csv.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_evaluate(CLI::App& app) {
+  auto f = std::make_shared<EvaluateFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "evaluate", "Pixel metrics and the DSB 2018 instance score of a checkpoint on images with ground truth");
+  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required();
+  cmd->add_option("--images", f->images, "Folder of images (with --masks or --labels)");
+  CLI::Option* masks = cmd->add_option("--masks", f->masks, "Folder of binary masks <stem><mask-suffix>.png");
+  CLI::Option* labels =
+      cmd->add_option("--labels", f->labels, "Folder of 16-bit label images <stem><labels-suffix>.png (0, 1..N)");
+  CLI::Option* native =
+      cmd->add_option("--native", f->native, "DSB 2018 folder: <id>/images/<id>.png and <id>/masks/*.png");
+  masks->excludes(labels)->excludes(native);
+  labels->excludes(native);
+  cmd->add_option("--mask-suffix", f->mask_suffix, "Mask name suffix (default: the checkpoint config's data.mask_suffix)");
+  cmd->add_option("--labels-suffix", f->labels_suffix, "Label image name suffix")->capture_default_str();
+  cmd->add_option("--csv", f->csv, "Write per-image scores here (image, n_true, n_pred, score, precision_50, "
+                                   "precision_75)");
+  cmd->add_option("--threshold", f->threshold, "Predicted mask = probability > threshold, in (0, 1)")
+      ->capture_default_str();
+  cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")
+      ->capture_default_str();
+  cmd->add_option("--threads", f->threads, "CPU threads in all (default: every core)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--batch-size", f->batch_size, "Images per batch over all towers (default: the config's)")
+      ->check(CLI::Range(1, 1000000));
+  return {cmd, [f] { return run_evaluate(*f); }};
+}
+
+}  // namespace trainer::cli

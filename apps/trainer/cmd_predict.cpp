@@ -1,0 +1,53 @@
+// trainer predict --checkpoint CKPT --input FILE_OR_DIR --output DIR: masks at each image's own size.
+#include <cstdio>
+
+#include "commands.h"
+#include "data/image_files.h"
+#include "train/predict.h"
+
+namespace trainer::cli {
+
+namespace {
+
+struct PredictFlags {
+  std::string checkpoint, input, gpus = "all";
+  std::optional<int> threads, batch_size;
+  PredictOptions options;
+};
+
+int run_predict(const PredictFlags& f) {
+  check_threshold(f.options.threshold, "--threshold");
+  const std::vector<std::string> images = list_image_files(f.input, "--input");
+  const Towers towers = resolve_towers(f.gpus, f.threads);
+  LoadedModel m = load_model(f.checkpoint, towers);
+  PredictOptions options = f.options;
+  options.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
+  const std::vector<std::string> files = predict_files(*m.trainer, images, options);
+  std::printf("Predicted %zu image(s): %zu file(s) in %s\n", images.size(), files.size(),
+              options.output_dir.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_predict(CLI::App& app) {
+  auto f = std::make_shared<PredictFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "predict", "Write <stem>_mask.png (0/255, the image's own size) for an image or a folder of images");
+  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required();
+  cmd->add_option("--input,-i", f->input, "Image file or folder of images (.png, .jpg, .jpeg, .tif, .tiff)")
+      ->required();
+  cmd->add_option("--output,-o", f->options.output_dir, "Output folder (created if missing)")->required();
+  cmd->add_option("--threshold", f->options.threshold, "Mask = probability > threshold, in (0, 1)")
+      ->capture_default_str();
+  cmd->add_flag("--probabilities", f->options.probabilities, "Also write <stem>_prob.png (8-bit, 255 * p)");
+  cmd->add_flag("--overlay", f->options.overlay, "Also write <stem>_overlay.png (mask contours on the image)");
+  cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")
+      ->capture_default_str();
+  cmd->add_option("--threads", f->threads, "CPU threads in all (default: every core)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--batch-size", f->batch_size, "Images per batch over all towers (default: the config's)")
+      ->check(CLI::Range(1, 1000000));
+  return {cmd, [f] { return run_predict(*f); }};
+}
+
+}  // namespace trainer::cli

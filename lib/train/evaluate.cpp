@@ -1,0 +1,138 @@
+#include "train/evaluate.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <map>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "data/dsb_layout.h"
+#include "data/image_decode.h"
+#include "data/image_files.h"
+#include "io/atomic_file.h"
+#include "train/predict.h"
+
+namespace trainer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string size_str(cv::Size s) { return std::to_string(s.width) + "x" + std::to_string(s.height); }
+
+void check_size(const EvalSample& s, cv::Size truth, cv::Size image) {
+  if (truth != image)
+    throw UserError("truth '" + s.truth + "' is " + size_str(truth) + " but its image '" + s.image + "' is " +
+                    size_str(image) + "; the truth must have its image's size");
+}
+
+}  // namespace
+
+std::vector<EvalSample> find_eval_samples(const EvalOptions& o) {
+  std::vector<EvalSample> samples;
+  if (o.kind == TruthKind::kNative) {
+    for (const auto& id : list_dsb_ids(o.truth_dir))
+      samples.push_back({id, (fs::path(o.truth_dir) / id / "images" / (id + ".png")).string(), id});
+    return samples;
+  }
+  std::error_code ec;
+  if (!fs::is_directory(o.truth_dir, ec))
+    throw UserError(o.flag + " folder '" + o.truth_dir + "' " +
+                    (fs::exists(o.truth_dir, ec) ? "is not a folder" : "does not exist") + "; fix the path");
+  std::map<std::string, std::string> truth_by_stem;  // first in name order wins
+  for (const auto& t : list_image_files(o.truth_dir, o.flag)) truth_by_stem.emplace(fs::path(t).stem().string(), t);
+  for (const auto& image : list_image_files(o.images_dir, "--images")) {
+    const std::string stem = fs::path(image).stem().string();
+    auto it = truth_by_stem.find(stem + o.suffix);
+    if (it == truth_by_stem.end())
+      throw UserError("image '" + image + "' has no truth file '" + stem + o.suffix + ".png' (or .jpg, .tif...) in " +
+                      o.flag + " folder '" + o.truth_dir + "'; add it, fix the suffix (--" +
+                      (o.kind == TruthKind::kMasks ? "mask" : "labels") + "-suffix) or remove the image");
+    samples.push_back({fs::path(image).filename().string(), image, it->second});
+  }
+  return samples;
+}
+
+cv::Mat load_truth(const EvalOptions& o, const EvalSample& s) {
+  if (o.kind == TruthKind::kNative) return dsb_label_map(o.truth_dir, s.truth);
+  if (o.kind == TruthKind::kMasks) {
+    // The mask's own size first (decode_mask writes at a given size), then the binarised mask at that size.
+    const cv::Mat raw = cv::imread(s.truth, cv::IMREAD_UNCHANGED);
+    if (raw.empty()) throw UserError("cannot decode mask '" + s.truth + "' (corrupt, truncated or not an image)");
+    cv::Mat binary(raw.size(), CV_32FC1);
+    decode_mask(s.truth, raw.rows, raw.cols, binary.ptr<float>());
+    cv::Mat mask8;
+    binary.convertTo(mask8, CV_8U);
+    return connected_objects(mask8);
+  }
+  cv::Mat labels;
+  try {
+    labels = cv::imread(s.truth, cv::IMREAD_UNCHANGED);
+  } catch (const cv::Exception& e) {
+    throw UserError("cannot decode label image '" + s.truth + "': " + e.msg);
+  }
+  if (labels.empty())
+    throw UserError("cannot decode label image '" + s.truth + "' (corrupt, truncated or not an image)");
+  if (labels.channels() != 1 || (labels.depth() != CV_8U && labels.depth() != CV_16U))
+    throw UserError("label image '" + s.truth + "' is not a single-channel 8- or 16-bit image; label images hold "
+                    "0 for background and 1..N for the nuclei (pass binary masks with --masks)");
+  if (labels.depth() == CV_8U) labels.convertTo(labels, CV_16U);
+  return labels;
+}
+
+EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
+  check_threshold(o.threshold, "--threshold");
+  if (o.batch_size < 1) throw UserError("--batch-size must be at least 1");
+  EvalResult result;
+  result.samples = find_eval_samples(o);
+  const Shape input = trainer.model().input_shape();
+  const size_t n = result.samples.size();
+  // Chunks of one global batch: the truth is decoded once and not all of it held at once.
+  for (size_t lo = 0; lo < n; lo += size_t(o.batch_size)) {
+    const size_t hi = std::min(n, lo + size_t(o.batch_size));
+    const int k = int(hi - lo);
+    Dataset chunk;
+    chunk.images = Tensor(input.with_batch(k));
+    chunk.masks = Tensor(Shape{k, input.h, input.w, 1});
+    std::vector<cv::Mat> truths;
+    std::vector<int> indices;
+    for (int i = 0; i < k; ++i) {
+      const EvalSample& s = result.samples[lo + size_t(i)];
+      chunk.names.push_back(s.name);
+      indices.push_back(i);
+      const cv::Size size = decode_image(s.image, input.h, input.w, input.c, chunk.images.sample(i));
+      truths.push_back(load_truth(o, s));
+      check_size(s, truths.back().size(), size);
+      cv::Mat fg = truths.back() != 0, small;  // 8U 0/255
+      cv::resize(fg, small, cv::Size(input.w, input.h), 0, 0, cv::INTER_NEAREST);
+      small.convertTo(cv::Mat(input.h, input.w, CV_32FC1, chunk.masks.sample(i)), CV_32F, 1.0 / 255.0);
+    }
+    result.pixel.add(trainer.evaluate(chunk, indices, o.batch_size));
+    const Tensor probs = trainer.predict(chunk.images, o.batch_size);
+    for (int i = 0; i < k; ++i) {
+      const cv::Mat pred = connected_objects(threshold_map(probability_map(probs, i, truths[size_t(i)].size()),
+                                                           o.threshold));
+      result.scores.push_back(instance_score(truths[size_t(i)], pred));
+      result.score += result.scores.back().score / double(n);
+    }
+    spdlog::info("evaluated {}/{} image(s)", hi, n);
+  }
+  return result;
+}
+
+void write_scores_csv(const EvalResult& r, const std::string& path) {
+  std::ostringstream csv;
+  csv.precision(6);
+  csv << "image,n_true,n_pred,score,precision_50,precision_75\n";
+  for (size_t i = 0; i < r.samples.size(); ++i) {
+    const InstanceScore& s = r.scores[i];
+    csv << r.samples[i].name << ',' << s.n_true << ',' << s.n_pred << ',' << s.score << ',' << s.precision[0] << ','
+        << s.precision[5] << '\n';
+  }
+  write_file_atomic(path, csv.str());
+}
+
+}  // namespace trainer

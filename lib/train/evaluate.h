@@ -1,0 +1,71 @@
+#pragma once
+// Evaluation of a trained model on images with ground truth: the pixel
+// metrics of training (loss, mean_iou, dice, accuracy at the model's input
+// size) and the 2018 Data Science Bowl instance score at each image's own size.
+#include <string>
+#include <vector>
+
+#include "train/instance_metrics.h"
+#include "train/trainer.h"
+
+namespace trainer {
+
+/// Where the ground truth comes from.
+enum class TruthKind {
+  kMasks,   ///< Binary masks <stem><suffix>.<ext> in truth_dir (as for training); objects = 8-connected
+            ///< components, so touching nuclei count as one.
+  kLabels,  ///< Label images <stem><suffix>.<ext> in truth_dir (8- or 16-bit, 0 background, 1..N).
+  kNative,  ///< DSB 2018 folders truth_dir/<id>/images/<id>.png and <id>/masks/*.png (images_dir unused).
+};
+
+struct EvalOptions {
+  TruthKind kind = TruthKind::kLabels;
+  std::string images_dir;  ///< Folder of images (kMasks, kLabels).
+  std::string truth_dir;   ///< Folder of masks, label images or DSB id folders.
+  std::string suffix;      ///< File name suffix of masks or label images.
+  std::string flag;        ///< The flag that named truth_dir, for messages ("--labels").
+  double threshold = 0.5;  ///< Predicted foreground = probability > threshold; in (0, 1).
+  int batch_size = 1;      ///< Images per global batch, split over the towers.
+};
+
+/// One image and where its truth is.
+struct EvalSample {
+  std::string name;   ///< Image file name (kNative: the id).
+  std::string image;  ///< Image path.
+  std::string truth;  ///< Mask or label image path (kNative: the id).
+};
+
+struct EvalResult {
+  BatchStats pixel;                   ///< Loss and metric counts at the model's input size.
+  std::vector<EvalSample> samples;    ///< In evaluation order (sorted by name).
+  std::vector<InstanceScore> scores;  ///< scores[i] belongs to samples[i].
+  double score = 0;                   ///< Mean of scores[i].score over the images.
+};
+
+/// The images of options and their truth files. Throws UserError naming the
+/// folder or file and the fix for a missing folder, a folder without images
+/// and an image without its truth file.
+std::vector<EvalSample> find_eval_samples(const EvalOptions& options);
+
+/// The objects of a sample's truth at the image's own size: CV_16UC1 or
+/// CV_32SC1 [H, W], 0 background. Throws UserError naming the file when it
+/// cannot be decoded or is not a single-channel 8- or 16-bit label image.
+cv::Mat load_truth(const EvalOptions& options, const EvalSample& sample);
+
+/// Evaluates trainer on every sample: the pixel metrics via Trainer::evaluate
+/// on the images and binary truth (object > 0) resized to the model's input
+/// (INTER_AREA and INTER_NEAREST, as the data loader does), then the instance
+/// score per image: probabilities resized back to the image's size
+/// (INTER_LINEAR), thresholded, 8-connected components against the truth's
+/// objects (instance_score). Runs the network twice per image (loss needs the
+/// logits, the instance score the probabilities). Throws UserError as
+/// find_eval_samples and load_truth, for a threshold outside (0, 1), and for a
+/// truth whose size differs from its image's.
+EvalResult evaluate_images(Trainer& trainer, const EvalOptions& options);
+
+/// Writes the per-image scores as CSV to path atomically: header
+/// image,n_true,n_pred,score,precision_50,precision_75 and one row per image.
+/// Throws UserError naming path when it cannot be written.
+void write_scores_csv(const EvalResult& result, const std::string& path);
+
+}  // namespace trainer

@@ -1,0 +1,75 @@
+#include "train/instance_metrics.h"
+
+#include <algorithm>
+#include <opencv2/imgproc.hpp>
+#include <stdexcept>
+#include <vector>
+
+namespace trainer {
+
+namespace {
+
+// Object index (0..n-1) of every pixel (-1 for background) and n, from a label image.
+std::vector<int> object_index(const cv::Mat& labels, int& n) {
+  cv::Mat values;
+  labels.convertTo(values, CV_32S);
+  std::vector<int> flat(values.begin<int>(), values.end<int>());
+  std::vector<int> ids;
+  for (int v : flat)
+    if (v != 0) ids.push_back(v);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  n = int(ids.size());
+  for (int& v : flat) v = v == 0 ? -1 : int(std::lower_bound(ids.begin(), ids.end(), v) - ids.begin());
+  return flat;
+}
+
+void check(const cv::Mat& m, const char* what) {
+  if (m.channels() != 1 || (m.depth() != CV_16U && m.depth() != CV_32S))
+    throw std::invalid_argument(std::string("instance_score: ") + what + " must be CV_16UC1 or CV_32SC1");
+}
+
+}  // namespace
+
+InstanceScore instance_score(const cv::Mat& truth, const cv::Mat& pred) {
+  check(truth, "truth");
+  check(pred, "pred");
+  if (truth.size() != pred.size()) throw std::invalid_argument("instance_score: truth and pred sizes differ");
+  InstanceScore s;
+  const std::vector<int> t = object_index(truth, s.n_true), p = object_index(pred, s.n_pred);
+  // Pixel counts: intersection[i * n_pred + j], and each object's area.
+  std::vector<long> inter(size_t(s.n_true) * size_t(s.n_pred), 0), area_t(size_t(s.n_true), 0),
+      area_p(size_t(s.n_pred), 0);
+  for (size_t k = 0; k < t.size(); ++k) {
+    if (t[k] >= 0) ++area_t[size_t(t[k])];
+    if (p[k] >= 0) ++area_p[size_t(p[k])];
+    if (t[k] >= 0 && p[k] >= 0) ++inter[size_t(t[k]) * size_t(s.n_pred) + size_t(p[k])];
+  }
+  // Best IoU of each true object over the predictions.
+  std::vector<double> best(size_t(s.n_true), 0.0);
+  for (int i = 0; i < s.n_true; ++i)
+    for (int j = 0; j < s.n_pred; ++j) {
+      const long in = inter[size_t(i) * size_t(s.n_pred) + size_t(j)];
+      if (in == 0) continue;
+      best[size_t(i)] = std::max(best[size_t(i)], double(in) / double(area_t[size_t(i)] + area_p[size_t(j)] - in));
+    }
+  double sum = 0;
+  for (int k = 0; k < kInstanceThresholds; ++k) {
+    const double th = instance_threshold(k);
+    const int tp = int(std::count_if(best.begin(), best.end(), [th](double iou) { return iou > th; }));
+    const int fp = s.n_pred - tp, fn = s.n_true - tp;
+    s.precision[size_t(k)] = tp + fp + fn == 0 ? 1.0 : double(tp) / double(tp + fp + fn);
+    sum += s.precision[size_t(k)];
+  }
+  s.score = sum / kInstanceThresholds;
+  return s;
+}
+
+cv::Mat connected_objects(const cv::Mat& binary) {
+  if (binary.type() != CV_8UC1) throw std::invalid_argument("connected_objects: binary must be CV_8UC1");
+  cv::Mat labels;
+  cv::connectedComponents(binary != 0, labels, 8, CV_32S);
+  return labels;
+}
+
+}  // namespace trainer

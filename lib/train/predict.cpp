@@ -1,0 +1,120 @@
+#include "train/predict.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "core/error.h"
+#include "data/image_decode.h"
+#include "io/atomic_file.h"
+
+namespace trainer {
+
+namespace fs = std::filesystem;
+
+ModelImages decode_for_model(const std::vector<std::string>& paths, const Shape& input) {
+  ModelImages m;
+  m.images = Tensor(input.with_batch(int(paths.size())));
+  m.sizes.reserve(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i)
+    m.sizes.push_back(decode_image(paths[i], input.h, input.w, input.c, m.images.sample(int(i))));
+  return m;
+}
+
+cv::Mat probability_map(const Tensor& probs, int i, cv::Size size) {
+  const Shape s = probs.shape();
+  const cv::Mat model_size(s.h, s.w, CV_32FC1, const_cast<float*>(probs.sample(i)));
+  cv::Mat out;
+  if (model_size.size() == size)
+    out = model_size.clone();
+  else
+    cv::resize(model_size, out, size, 0, 0, cv::INTER_LINEAR);
+  return out;
+}
+
+cv::Mat threshold_map(const cv::Mat& prob, double threshold) { return prob > threshold; }
+
+void check_threshold(double threshold, const std::string& flag) {
+  if (!(threshold > 0.0 && threshold < 1.0)) {  // NaN fails too
+    std::ostringstream value;
+    value << threshold;
+    throw UserError(flag + " " + value.str() + " is outside (0, 1); pass a probability such as 0.5");
+  }
+}
+
+namespace {
+
+// The image as 8-bit BGR (16-bit scaled down) with the contours of mask drawn in green.
+cv::Mat overlay_image(const std::string& path, const cv::Mat& mask) {
+  cv::Mat image = cv::imread(path, cv::IMREAD_COLOR);
+  if (image.size() != mask.size())
+    throw UserError("cannot decode '" + path + "' again for its overlay (the file changed during the run)");
+  std::vector<std::vector<cv::Point>> contours;
+  cv::findContours(mask, contours, cv::RETR_LIST, cv::CHAIN_APPROX_SIMPLE);
+  cv::drawContours(image, contours, -1, cv::Scalar(0, 255, 0), 1);
+  return image;
+}
+
+// Writes the outputs of one image; appends the files to written.
+void write_outputs(const std::string& path, const cv::Mat& prob, const PredictOptions& o,
+                   std::vector<std::string>& written) {
+  const std::string base = (fs::path(o.output_dir) / fs::path(path).stem()).string();
+  const cv::Mat mask = threshold_map(prob, o.threshold);
+  written.push_back(base + "_mask.png");
+  write_png_atomic(mask, written.back());
+  if (o.probabilities) {
+    cv::Mat p8;
+    prob.convertTo(p8, CV_8U, 255.0);  // saturate_cast rounds to nearest
+    written.push_back(base + "_prob.png");
+    write_png_atomic(p8, written.back());
+  }
+  if (o.overlay) {
+    written.push_back(base + "_overlay.png");
+    write_png_atomic(overlay_image(path, mask), written.back());
+  }
+}
+
+// Two inputs with one stem would write the same output files.
+void check_stems(const std::vector<std::string>& paths) {
+  std::map<std::string, std::string> by_stem;
+  for (const auto& p : paths) {
+    auto [it, inserted] = by_stem.emplace(fs::path(p).stem().string(), p);
+    if (!inserted)
+      throw UserError("'" + it->second + "' and '" + p + "' would write the same output files (<stem>_mask.png); "
+                      "rename one or predict them separately");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::string>& paths,
+                                       const PredictOptions& options) {
+  check_threshold(options.threshold, "--threshold");
+  if (options.batch_size < 1) throw UserError("--batch-size must be at least 1");
+  check_stems(paths);
+  std::error_code ec;
+  fs::create_directories(options.output_dir, ec);
+  if (ec || !fs::is_directory(options.output_dir, ec))
+    throw UserError("cannot create output folder '" + options.output_dir + "'" +
+                    (ec ? ": " + ec.message() : std::string()) + "; pass a writable --output folder");
+
+  const Shape input = trainer.model().input_shape();
+  std::vector<std::string> written;
+  const size_t n = paths.size();
+  for (size_t lo = 0; lo < n; lo += size_t(options.batch_size)) {
+    const std::vector<std::string> chunk(paths.begin() + long(lo),
+                                         paths.begin() + long(std::min(n, lo + size_t(options.batch_size))));
+    const ModelImages m = decode_for_model(chunk, input);
+    const Tensor probs = trainer.predict(m.images, options.batch_size);
+    for (size_t i = 0; i < chunk.size(); ++i)
+      write_outputs(chunk[i], probability_map(probs, int(i), m.sizes[i]), options, written);
+    spdlog::info("predicted {}/{} image(s)", lo + chunk.size(), n);
+  }
+  return written;
+}
+
+}  // namespace trainer

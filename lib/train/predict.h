@@ -1,0 +1,57 @@
+#pragma once
+// Prediction on image files: decode at the model's input size, run the
+// towers, resize the probabilities back to each image's own size, threshold
+// and write mask, probability and overlay PNGs.
+#include <opencv2/core.hpp>
+#include <string>
+#include <vector>
+
+#include "core/shape.h"
+#include "core/tensor.h"
+#include "train/trainer.h"
+
+namespace trainer {
+
+/// Images decoded for a model: [N, H, W, C] float32 in [0, 255] at the model's
+/// input size (as the data loader decodes them) and each file's own size.
+struct ModelImages {
+  Tensor images;
+  std::vector<cv::Size> sizes;
+};
+
+/// Decodes paths with decode_image at input's H, W, C (INTER_AREA resize).
+/// Throws UserError naming a file that cannot be decoded.
+ModelImages decode_for_model(const std::vector<std::string>& paths, const Shape& input);
+
+/// Sample i of probs [N, h, w, 1] resized to size (width x height) with
+/// INTER_LINEAR: CV_32FC1 [size.height, size.width], values in [0, 1].
+cv::Mat probability_map(const Tensor& probs, int i, cv::Size size);
+
+/// 255 where prob > threshold, else 0: CV_8UC1 of prob's size. prob: CV_32FC1.
+cv::Mat threshold_map(const cv::Mat& prob, double threshold);
+
+/// Checks threshold is in (0, 1); UserError naming flag otherwise.
+void check_threshold(double threshold, const std::string& flag);
+
+struct PredictOptions {
+  std::string output_dir;      ///< Created if missing.
+  double threshold = 0.5;      ///< Mask = probability > threshold; in (0, 1).
+  bool probabilities = false;  ///< Also write <stem>_prob.png (8-bit, round(255 p)).
+  bool overlay = false;        ///< Also write <stem>_overlay.png (image with mask contours).
+  int batch_size = 1;          ///< Images per global batch, split over the towers.
+};
+
+/// Predicts every image of paths, batch_size at a time, and writes per image
+/// <output_dir>/<stem>_mask.png: 8-bit [H, W] at the image's own size, 255
+/// where the probability (resized back with INTER_LINEAR) > threshold, else
+/// 0; with options.probabilities <stem>_prob.png (8-bit, round(255 p)); with
+/// options.overlay <stem>_overlay.png (the image as 8-bit BGR with the mask's
+/// contours, cv::findContours + cv::drawContours, drawn in green). Every file
+/// is written atomically. Returns the files written, in order. Throws
+/// UserError for a threshold outside (0, 1), batch_size < 1, two inputs with
+/// the same stem, an output folder that cannot be created or written, and an
+/// image that cannot be decoded (naming it).
+std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::string>& paths,
+                                       const PredictOptions& options);
+
+}  // namespace trainer

@@ -1,0 +1,284 @@
+// trainer predict and trainer evaluate through the binary: a tiny model trained
+// for a few epochs on the embedded sample predicts real DSB 2018 images of
+// several sizes and is evaluated against label images and the competition's
+// mask folders; bad inputs exit with 2 and a message naming them.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <opencv2/imgcodecs.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Run run(const std::string& args, const fs::path& dir) {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string cmd = std::string(TRAINER_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
+  const int status = std::system(cmd.c_str());
+  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+const std::string kSample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
+const std::string kFlat = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat";
+const std::string kNative = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/native";
+// Images of 320x256, 360x360 and 347x260 pixels (the model's input is 64x64).
+const std::vector<std::string> kIds = {"0121d6759c5adb290c8e828fc882f37dfaf3663ec885c663859948c154a443ed",
+                                       "02903040e19ddf92f452907644ad3822918f54af41dd85e5a3fe3e1b6d6f9339",
+                                       "0402a81e75262469925ea893b6706183832e85324f7b1e08e634129f5d522cdd"};
+// DSB ids of 256x256 (42 nuclei) and 360x360 (25 nuclei).
+const std::vector<std::string> kNativeIds = {"61a15ccbfebb9d2fc54c068472a75d7babfb3f48fea008470e7db807585f9510",
+                                             "66236902b874b7e4b3891db63a69f6d56f6edcec6aca7ba3c6871d73e7b4c34f"};
+
+// A folder shared by the cases of this file: a checkpoint trained once for 20 epochs
+// (a two-level U-Net of width 8 at 64x64) and a folder of links to the kIds images.
+struct Fixture {
+  fs::path dir, checkpoint, images;
+  Fixture() {
+    dir = fs::temp_directory_path() / ("trainer_predeval_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "images");
+    images = dir / "images";
+    for (const auto& id : kIds) fs::create_symlink(kFlat + "/train_im/" + id + ".png", images / (id + ".png"));
+    std::ofstream(dir / "unet.yaml") << R"(model:
+  name: predeval_unet
+  layers:
+    - {name: input, type: Input, shape: [64, 64, 3]}
+    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
+    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: p1, type: MaxPooling2D}
+    - {name: c2, type: Conv2D, filters: 16, kernel_size: 3, padding: same, activation: relu}
+    - {name: u1, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, padding: same}
+    - {name: cat, type: Concatenate, inputs: [u1, c1]}
+    - {name: c3, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+data: {images: )" + kSample + "/images, masks: " + kSample + R"(/masks, validation_split: 0.2}
+training:
+  epochs: 20
+  batch_size: 4
+  seed: 1
+  loss: binary_crossentropy
+  metrics: [mean_iou]
+  optimizer: {type: Adam, learning_rate: 0.01}
+  output_dir: )" + (dir / "run").string() + "\n";
+    const Run r = run("--config " + (dir / "unet.yaml").string() + " --gpus cpu", dir);
+    if (r.code != 0) throw std::runtime_error("training the test model failed: " + r.out + r.err);
+    checkpoint = dir / "run" / "final.h5";
+  }
+  ~Fixture() { fs::remove_all(dir); }
+};
+
+const Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+// A folder of its own for one case's outputs, inside the fixture's.
+fs::path case_dir(const std::string& name) {
+  const fs::path d = fixture().dir / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(slurp(p));
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::istringstream l(line);
+    for (std::string cell; std::getline(l, cell, ',');) cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+int distinct_labels(const cv::Mat& labels) {
+  std::set<int> ids;
+  cv::Mat v;
+  labels.convertTo(v, CV_32S);
+  for (auto it = v.begin<int>(); it != v.end<int>(); ++it)
+    if (*it) ids.insert(*it);
+  return int(ids.size());
+}
+
+double printed(const std::string& out, const std::string& pattern) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex(pattern))) return -1;
+  return std::stod(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("predict writes masks at each image's own size, and probabilities and overlays on request",
+          "[predict]") {
+  const Fixture& f = fixture();
+  const fs::path out = case_dir("predict") / "masks";  // created by predict
+  const Run r = run("predict --checkpoint " + f.checkpoint.string() + " --input " + f.images.string() + " --output " +
+                        out.string() + " --probabilities --overlay --gpus cpu:2 --batch-size 2",
+                    out.parent_path());
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("Predicted 3 image(s): 9 file(s) in " + out.string()));
+  long foreground = 0;
+  for (const auto& id : kIds) {
+    INFO(id);
+    const cv::Mat image = cv::imread(kFlat + "/train_im/" + id + ".png", cv::IMREAD_UNCHANGED);
+    const cv::Mat mask = cv::imread((out / (id + "_mask.png")).string(), cv::IMREAD_UNCHANGED);
+    const cv::Mat prob = cv::imread((out / (id + "_prob.png")).string(), cv::IMREAD_UNCHANGED);
+    const cv::Mat overlay = cv::imread((out / (id + "_overlay.png")).string(), cv::IMREAD_UNCHANGED);
+    REQUIRE(!mask.empty());
+    REQUIRE(!prob.empty());
+    REQUIRE(!overlay.empty());
+    CHECK(mask.size() == image.size());
+    CHECK(mask.type() == CV_8UC1);
+    CHECK(cv::countNonZero(mask != 0 & mask != 255) == 0);
+    foreground += cv::countNonZero(mask);
+    CHECK(prob.size() == image.size());
+    CHECK(prob.type() == CV_8UC1);
+    // mask = p > 0.5 and prob = round(255 p) agree away from the rounding boundary.
+    const cv::Mat decided = (prob < 127) | (prob > 128);
+    CHECK(cv::countNonZero(((mask != 0) != (prob > 128)) & decided) == 0);
+    CHECK(overlay.size() == image.size());
+    CHECK(overlay.type() == CV_8UC3);
+  }
+  CHECK(foreground > 0);  // the trained model finds nuclei
+  for (const auto& e : fs::directory_iterator(out))
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+
+  // One file, one tower, a higher threshold: a subset of the mask at 0.5, and only the mask.
+  const fs::path single = out.parent_path() / "single";
+  const Run s = run("predict --checkpoint " + f.checkpoint.string() + " --input " +
+                        (f.images / (kIds[1] + ".png")).string() + " --output " + single.string() +
+                        " --threshold 0.7 --gpus cpu",
+                    out.parent_path());
+  REQUIRE(s.code == 0);
+  CHECK(std::distance(fs::directory_iterator(single), fs::directory_iterator()) == 1);
+  const cv::Mat high = cv::imread((single / (kIds[1] + "_mask.png")).string(), cv::IMREAD_UNCHANGED);
+  const cv::Mat low = cv::imread((out / (kIds[1] + "_mask.png")).string(), cv::IMREAD_UNCHANGED);
+  REQUIRE(high.size() == low.size());
+  CHECK(cv::countNonZero(high & ~low) == 0);
+  CHECK(cv::countNonZero(high) < cv::countNonZero(low));
+}
+
+TEST_CASE("evaluate against label images prints pixel metrics and the instance score and writes a CSV",
+          "[evaluate]") {
+  const Fixture& f = fixture();
+  const fs::path dir = case_dir("evaluate");
+  const fs::path csv = dir / "scores.csv";
+  const std::string base = "evaluate --checkpoint " + f.checkpoint.string() + " --images " + f.images.string();
+  const Run r = run(base + " --labels " + kFlat + "/labels --csv " + csv.string() + " --gpus cpu:2", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const double iou = printed(r.out, R"(mean_iou: ([0-9.]+))");
+  CHECK(iou > 0);
+  CHECK(iou <= 1);
+  CHECK(printed(r.out, R"(loss: ([0-9.]+))") > 0);
+  CHECK(printed(r.out, R"(dice: ([0-9.]+))") > 0);
+  CHECK(printed(r.out, R"(accuracy: ([0-9.]+))") > 0.5);
+  const double score = printed(r.out, R"(instance score .*: ([0-9.]+))");
+  REQUIRE(score >= 0);
+
+  const auto rows = read_csv(csv);
+  REQUIRE(rows.size() == kIds.size() + 1);
+  CHECK(rows[0] == std::vector<std::string>{"image", "n_true", "n_pred", "score", "precision_50", "precision_75"});
+  double mean = 0;
+  for (size_t i = 0; i < kIds.size(); ++i) {
+    REQUIRE(rows[i + 1].size() == 6);
+    CHECK(rows[i + 1][0] == kIds[i] + ".png");
+    const cv::Mat labels = cv::imread(kFlat + "/labels/" + kIds[i] + "_labels.png", cv::IMREAD_UNCHANGED);
+    CHECK(std::stoi(rows[i + 1][1]) == distinct_labels(labels));
+    CHECK(std::stoi(rows[i + 1][2]) > 0);
+    const double s = std::stod(rows[i + 1][3]), p50 = std::stod(rows[i + 1][4]), p75 = std::stod(rows[i + 1][5]);
+    CHECK(s >= 0);
+    CHECK(p50 <= 1);
+    CHECK(p75 <= p50);  // precision falls as the IoU threshold rises
+    mean += s / double(kIds.size());
+  }
+  CHECK(score == Approx(mean).margin(1e-4));
+
+  // Binary masks: the same foreground, so the same pixel metrics.
+  const Run m = run(base + " --masks " + kFlat + "/train_mask --gpus cpu", dir);
+  INFO(m.out << m.err);
+  REQUIRE(m.code == 0);
+  CHECK(printed(m.out, R"(mean_iou: ([0-9.]+))") == Approx(iou).margin(2e-4));
+}
+
+TEST_CASE("evaluate against the competition's per-nucleus mask folders", "[evaluate]") {
+  const Fixture& f = fixture();
+  const fs::path dir = case_dir("native");
+  fs::create_directories(dir / "dsb");
+  for (const auto& id : kNativeIds) fs::create_directory_symlink(kNative + "/" + id, dir / "dsb" / id);
+  const fs::path csv = dir / "native.csv";
+  const Run r = run("evaluate --checkpoint " + f.checkpoint.string() + " --native " + (dir / "dsb").string() +
+                        " --csv " + csv.string() + " --gpus cpu:2",
+                    dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("Evaluated 2 image(s)") && Catch::Contains("mean_iou:"));
+  CHECK(printed(r.out, R"(instance score .*: ([0-9.]+))") >= 0);
+  const auto rows = read_csv(csv);
+  REQUIRE(rows.size() == 3);
+  for (size_t i = 0; i < kNativeIds.size(); ++i) {
+    CHECK(rows[i + 1][0] == kNativeIds[i]);
+    const auto masks = std::distance(fs::directory_iterator(kNative + "/" + kNativeIds[i] + "/masks"),
+                                     fs::directory_iterator());
+    CHECK(std::stoi(rows[i + 1][1]) == masks);  // one nucleus per mask file
+  }
+}
+
+TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them", "[predict][evaluate]") {
+  const Fixture& f = fixture();
+  const fs::path dir = case_dir("errors");
+  std::ofstream(dir / "notes.h5") << "not a checkpoint\n";
+  fs::create_directories(dir / "empty");
+  fs::create_directories(dir / "broken");
+  std::ofstream(dir / "broken" / "cells.png") << "not a png";
+  const std::string ckpt = " --checkpoint " + f.checkpoint.string();
+  const std::string in = " --input " + f.images.string() + " --output " + (dir / "out").string();
+  const std::string images = " --images " + f.images.string();
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"predict --checkpoint " + (dir / "missing.h5").string() + in, "missing.h5"},
+      {"predict --checkpoint " + (dir / "notes.h5").string() + in, "notes.h5' is not an HDF5 file"},
+      {"predict" + ckpt + " --input " + (dir / "nowhere").string() + " --output x", "nowhere' does not exist"},
+      {"predict" + ckpt + " --input " + (dir / "empty").string() + " --output x", "empty' holds no images"},
+      {"predict" + ckpt + " --input " + (dir / "broken").string() + " --output x", "cells.png"},
+      {"predict" + ckpt + in + " --threshold 1.5", "--threshold 1.5 is outside (0, 1)"},
+      {"predict" + ckpt + in + " --threshold 0", "--threshold 0 is outside (0, 1)"},
+      {"evaluate --checkpoint " + (dir / "notes.h5").string() + images + " --labels " + kFlat + "/labels",
+       "notes.h5"},
+      {"evaluate" + ckpt + images, "needs the ground truth"},
+      {"evaluate" + ckpt + " --labels " + kFlat + "/labels", "needs --images"},
+      {"evaluate" + ckpt + images + " --labels " + (dir / "empty").string(), "empty' holds no images"},
+      {"evaluate" + ckpt + images + " --labels " + kFlat + "/train_mask", "has no truth file"},
+      {"evaluate" + ckpt + images + " --labels " + kFlat + "/labels --threshold 2", "--threshold 2 is outside"},
+      {"evaluate" + ckpt + " --native " + (dir / "empty").string(), "holds no id folders"},
+  };
+  for (const auto& c : cases) {
+    const Run r = run(c.args + " --gpus cpu", dir);
+    INFO(c.args << "\n" << r.out << r.err);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.message));
+  }
+  CHECK_FALSE(fs::exists(dir / "out"));
+}
