@@ -11,6 +11,7 @@
 
 #include "config/config.h"
 #include "dist/device_plan.h"
+#include "train/load_model.h"
 #include "train/trainer.h"
 
 namespace trainer::cli {
@@ -37,12 +38,7 @@ struct Towers {
 /// Resolves spec (UserError for a bad one) and logs warnings and the choice.
 Towers resolve_towers(const std::string& gpus, std::optional<int> threads);
 
-/// A trained model loaded from a checkpoint: its stored config and a Trainer
-/// (towers) holding its weights, ready to predict or evaluate.
-struct LoadedModel {
-  std::unique_ptr<Config> config;
-  std::unique_ptr<Trainer> trainer;
-};
+/// trainer::load_model (train/load_model.h) on the towers of --gpus.
 /// UserError naming path for a missing, corrupt or foreign checkpoint.
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers);
 
