@@ -1,18 +1,16 @@
 #include "data/dsb_layout.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <vector>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 
 namespace trainer {
 
@@ -110,46 +108,9 @@ cv::Mat foreground(const cv::Mat& mask, const fs::path& path) {
   return fg;
 }
 
-// Moves tmp to dest; removes tmp and throws when that fails.
-void commit(const fs::path& tmp, const fs::path& dest) {
-  std::error_code ec;
-  fs::rename(tmp, dest, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw UserError("cannot write '" + dest.string() + "': " + ec.message() +
-                    "; check that the output folder is writable");
-  }
-}
-
-fs::path temp_name(const fs::path& dest) { return dest.string() + ".tmp-" + std::to_string(::getpid()); }
-
-// Encodes img as PNG and writes it to dest atomically (temp name + rename).
-void write_png(const cv::Mat& img, const fs::path& dest) {
-  std::vector<uchar> bytes;
-  bool encoded = false;
-  try {
-    encoded = cv::imencode(".png", img, bytes);
-  } catch (const cv::Exception&) {
-    encoded = false;
-  }
-  if (!encoded) throw InternalError("cannot encode '" + dest.string() + "' as PNG");
-  const fs::path tmp = temp_name(dest);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw UserError("cannot write '" + tmp.string() + "'; check that the output folder is writable and has space");
-    }
-  }
-  commit(tmp, dest);
-}
-
 // Copies src to dest byte for byte, atomically (temp name + rename).
 void copy_bytes(const fs::path& src, const fs::path& dest) {
-  const fs::path tmp = temp_name(dest);
+  const fs::path tmp = temp_path(dest.string());
   std::error_code ec;
   fs::copy_file(src, tmp, fs::copy_options::overwrite_existing, ec);
   if (ec) {
@@ -157,7 +118,7 @@ void copy_bytes(const fs::path& src, const fs::path& dest) {
     throw UserError("cannot copy '" + src.string() + "' to '" + tmp.string() + "': " + ec.message() +
                     "; check that the output folder is writable and has space");
   }
-  commit(tmp, dest);
+  commit_temp(tmp.string(), dest.string());
 }
 
 // Decodes one id's image and masks, builds its union mask and label map and writes the three files.
@@ -176,8 +137,8 @@ void convert_item(const Item& item, const fs::path& output, const std::string& m
     union_mask.setTo(cv::Scalar(255), fg);
   }
   copy_bytes(item.image, output / "train_im" / (item.id + ".png"));
-  write_png(union_mask, output / "train_mask" / (item.id + mask_suffix + ".png"));
-  write_png(labels, output / "labels" / (item.id + "_labels.png"));
+  write_png_atomic((output / "train_mask" / (item.id + mask_suffix + ".png")).string(), union_mask);
+  write_png_atomic((output / "labels" / (item.id + "_labels.png")).string(), labels);
 }
 
 }  // namespace

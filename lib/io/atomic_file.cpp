@@ -1,0 +1,59 @@
+#include "io/atomic_file.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <opencv2/imgcodecs.hpp>
+#include <vector>
+
+#include "core/error.h"
+
+namespace trainer {
+
+namespace fs = std::filesystem;
+
+std::string temp_path(const std::string& dest) { return dest + ".tmp-" + std::to_string(::getpid()); }
+
+void commit_temp(const std::string& tmp, const std::string& dest) {
+  std::error_code ec;
+  fs::rename(tmp, dest, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw UserError("cannot write '" + dest + "': " + ec.message() + "; check that the output folder is writable");
+  }
+}
+
+void check_output_path(const std::string& dest, const std::string& flag) {
+  std::error_code ec;
+  const fs::path parent = fs::path(dest).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    throw UserError(flag + ": folder '" + parent.string() + "' of '" + dest + "' " +
+                    (fs::exists(parent, ec) ? "is not a folder" : "does not exist") + "; create it or fix the path");
+  if (fs::is_directory(dest, ec))
+    throw UserError(flag + ": '" + dest + "' is a folder; name the file to write, e.g. " +
+                    (fs::path(dest) / "out.png").string());
+}
+
+void write_png_atomic(const std::string& dest, const cv::Mat& img) {
+  std::vector<uchar> bytes;
+  bool encoded = false;
+  try {
+    encoded = cv::imencode(".png", img, bytes);
+  } catch (const cv::Exception&) {
+    encoded = false;
+  }
+  if (!encoded) throw InternalError("cannot encode '" + dest + "' as PNG");
+  const std::string tmp = temp_path(dest);
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  out.close();
+  if (!out) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw UserError("cannot write '" + tmp + "'; check that the output folder exists, is writable and has space");
+  }
+  commit_temp(tmp, dest);
+}
+
+}  // namespace trainer

@@ -1,0 +1,28 @@
+#pragma once
+// Atomic output files: written under a temporary name in the destination's
+// folder, then rename()d over the destination, so a reader sees the previous
+// file or the complete new one, never a half-written one.
+#include <opencv2/core.hpp>
+#include <string>
+
+namespace trainer {
+
+/// The temporary name of dest: "<dest>.tmp-<pid>" (same folder, so rename is atomic).
+std::string temp_path(const std::string& dest);
+
+/// Renames tmp over dest. On failure removes tmp and throws UserError naming
+/// dest, the errno text and the fix (a writable folder).
+void commit_temp(const std::string& tmp, const std::string& dest);
+
+/// Checks, before any work, that dest could be written: its folder (the
+/// working directory for a bare file name) exists and dest is not a folder.
+/// Throws UserError "<flag>: ..." naming the folder and the fix.
+void check_output_path(const std::string& dest, const std::string& flag);
+
+/// Encodes img (8- or 16-bit, 1, 3 or 4 channels, BGR order as cv::imwrite
+/// takes it) as PNG and writes it to dest atomically (temp_path + commit_temp).
+/// Throws InternalError when OpenCV cannot encode img, UserError naming the
+/// file when it cannot be written (missing or read-only folder, full disk).
+void write_png_atomic(const std::string& dest, const cv::Mat& img);
+
+}  // namespace trainer
