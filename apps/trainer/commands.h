@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "dist/device_plan.h"
+#include "train/load_model.h"
 #include "train/trainer.h"
 
 namespace trainer::cli {
@@ -49,12 +50,7 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads);
 /// SIGINT exits the process at once with code 130.
 const std::atomic<int>& install_stop_handlers();
 
-/// A trained model loaded from a checkpoint: its stored config and a Trainer
-/// (towers) holding its weights, ready to predict or evaluate.
-struct LoadedModel {
-  std::unique_ptr<Config> config;
-  std::unique_ptr<Trainer> trainer;
-};
+/// trainer::load_model (train/load_model.h) on the towers of --gpus.
 /// UserError naming path for a missing, corrupt or foreign checkpoint.
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers);
 

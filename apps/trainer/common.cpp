@@ -6,7 +6,6 @@
 
 #include "backend/gpu_info.h"
 #include "commands.h"
-#include "io/checkpoint.h"
 
 namespace trainer::cli {
 
@@ -21,12 +20,7 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads) {
 }
 
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers) {
-  Checkpoint ckpt = load_checkpoint(checkpoint_path);
-  LoadedModel m;
-  m.config = std::make_unique<Config>(parse_config(ckpt.config_yaml, checkpoint_path + " (its stored config)"));
-  m.trainer = std::make_unique<Trainer>(*m.config, towers.plan.towers(), towers.threads_per_tower);
-  m.trainer->load_weights(ckpt.weights, checkpoint_path);
-  return m;
+  return trainer::load_model(checkpoint_path, towers.plan.towers(), towers.threads_per_tower);
 }
 
 }  // namespace trainer::cli

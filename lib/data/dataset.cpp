@@ -127,6 +127,13 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
 
 }  // namespace
 
+std::vector<ImagePair> find_image_pairs(const DataOptions& o) {
+  std::vector<std::string> names;
+  std::vector<ImagePair> out;
+  for (const Pair& p : find_pairs(o, names)) out.push_back({p.image, p.mask});
+  return out;
+}
+
 Dataset load_dataset(const DataOptions& o) {
   if (o.height <= 0 || o.width <= 0 || (o.channels != 1 && o.channels != 3))
     throw std::invalid_argument("load_dataset: height and width must be > 0 and channels 1 or 3");

@@ -26,6 +26,17 @@ struct Dataset {
   int size() const { return int(names.size()); }
 };
 
+/// An image file and its mask file: the folder joined with the file name.
+struct ImagePair {
+  std::string image, mask;
+};
+
+/// The image/mask pairs load_dataset loads, in image-name order, matched by
+/// the rules of docs/data.md; nothing is decoded. Throws UserError as
+/// load_dataset does for missing folders, no images and missing masks
+/// (unless skip_bad_files, which warns and drops the image).
+std::vector<ImagePair> find_image_pairs(const DataOptions& options);
+
 /// Finds the pairs, decodes them on options.threads threads (printing a
 /// progress line), resizes (INTER_AREA for images, INTER_NEAREST for masks)
 /// and binarises masks (pixel > half the type's maximum -> 1).

@@ -1,7 +1,5 @@
 #include "data/dsb_layout.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -110,22 +108,9 @@ cv::Mat foreground(const cv::Mat& mask, const fs::path& path) {
   return fg;
 }
 
-// Moves tmp to dest; removes tmp and throws when that fails.
-void commit(const fs::path& tmp, const fs::path& dest) {
-  std::error_code ec;
-  fs::rename(tmp, dest, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw UserError("cannot write '" + dest.string() + "': " + ec.message() +
-                    "; check that the output folder is writable");
-  }
-}
-
-fs::path temp_name(const fs::path& dest) { return dest.string() + ".tmp-" + std::to_string(::getpid()); }
-
 // Copies src to dest byte for byte, atomically (temp name + rename).
 void copy_bytes(const fs::path& src, const fs::path& dest) {
-  const fs::path tmp = temp_name(dest);
+  const fs::path tmp = temp_path(dest.string());
   std::error_code ec;
   fs::copy_file(src, tmp, fs::copy_options::overwrite_existing, ec);
   if (ec) {
@@ -133,7 +118,7 @@ void copy_bytes(const fs::path& src, const fs::path& dest) {
     throw UserError("cannot copy '" + src.string() + "' to '" + tmp.string() + "': " + ec.message() +
                     "; check that the output folder is writable and has space");
   }
-  commit(tmp, dest);
+  commit_temp(tmp.string(), dest.string());
 }
 
 // Decodes one id's masks into its 16-bit label map (see dsb_label_map); image: its image, decoded.
@@ -155,8 +140,8 @@ void convert_item(const Item& item, const fs::path& output, const std::string& m
   const cv::Mat labels = label_map(item, read_png(item.image, "image"));
   const cv::Mat union_mask = (labels != 0);  // 8-bit 0/255
   copy_bytes(item.image, output / "train_im" / (item.id + ".png"));
-  write_png_atomic(union_mask, (output / "train_mask" / (item.id + mask_suffix + ".png")).string());
-  write_png_atomic(labels, (output / "labels" / (item.id + "_labels.png")).string());
+  write_png_atomic((output / "train_mask" / (item.id + mask_suffix + ".png")).string(), union_mask);
+  write_png_atomic((output / "labels" / (item.id + "_labels.png")).string(), labels);
 }
 
 }  // namespace

@@ -13,27 +13,42 @@ namespace trainer {
 
 namespace fs = std::filesystem;
 
-void write_file_atomic(const std::string& dest, const std::string& bytes) {
-  const std::string tmp = dest + ".tmp-" + std::to_string(::getpid());
+std::string temp_path(const std::string& dest) { return dest + ".tmp-" + std::to_string(::getpid()); }
+
+void commit_temp(const std::string& tmp, const std::string& dest) {
   std::error_code ec;
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw UserError("cannot write '" + tmp + "'; check that the output folder is writable and has space");
-    }
-  }
   fs::rename(tmp, dest, ec);
   if (ec) {
-    const std::string why = ec.message();
     fs::remove(tmp, ec);
-    throw UserError("cannot write '" + dest + "': " + why + "; check that the output folder is writable");
+    throw UserError("cannot write '" + dest + "': " + ec.message() + "; check that the output folder is writable");
   }
 }
 
-void write_png_atomic(const cv::Mat& img, const std::string& dest) {
+void check_output_path(const std::string& dest, const std::string& flag) {
+  std::error_code ec;
+  const fs::path parent = fs::path(dest).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    throw UserError(flag + ": folder '" + parent.string() + "' of '" + dest + "' " +
+                    (fs::exists(parent, ec) ? "is not a folder" : "does not exist") + "; create it or fix the path");
+  if (fs::is_directory(dest, ec))
+    throw UserError(flag + ": '" + dest + "' is a folder; name the file to write, e.g. " +
+                    (fs::path(dest) / "out.png").string());
+}
+
+void write_file_atomic(const std::string& dest, const std::string& bytes) {
+  const std::string tmp = temp_path(dest);
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  out.close();
+  if (!out) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw UserError("cannot write '" + tmp + "'; check that the output folder exists, is writable and has space");
+  }
+  commit_temp(tmp, dest);
+}
+
+void write_png_atomic(const std::string& dest, const cv::Mat& img) {
   std::vector<uchar> bytes;
   bool encoded = false;
   try {

@@ -1,19 +1,32 @@
 #pragma once
-// Files written atomically: to "<dest>.tmp-<pid>" in the same folder, then
-// renamed over dest, so a reader (or a crash) sees the old file or the whole
-// new one, never a half-written one.
+// Atomic output files: written under a temporary name in the destination's
+// folder, then rename()d over the destination, so a reader sees the previous
+// file or the complete new one, never a half-written one.
 #include <opencv2/core.hpp>
 #include <string>
 
 namespace trainer {
 
-/// Writes bytes to dest atomically. Throws UserError naming the file when the
-/// temp file cannot be written or the rename fails (the temp file is removed).
+/// The temporary name of dest: "<dest>.tmp-<pid>" (same folder, so rename is atomic).
+std::string temp_path(const std::string& dest);
+
+/// Renames tmp over dest. On failure removes tmp and throws UserError naming
+/// dest, the errno text and the fix (a writable folder).
+void commit_temp(const std::string& tmp, const std::string& dest);
+
+/// Checks, before any work, that dest could be written: its folder (the
+/// working directory for a bare file name) exists and dest is not a folder.
+/// Throws UserError "<flag>: ..." naming the folder and the fix.
+void check_output_path(const std::string& dest, const std::string& flag);
+
+/// Writes bytes to dest atomically (temp_path + commit_temp). Throws UserError
+/// naming the file when it cannot be written (missing or read-only folder, full disk).
 void write_file_atomic(const std::string& dest, const std::string& bytes);
 
-/// Encodes img (8U or 16U; 1, 3 BGR or 4 BGRA channels) as PNG and writes it
-/// to dest atomically. Throws InternalError when OpenCV cannot encode img,
-/// UserError as write_file_atomic.
-void write_png_atomic(const cv::Mat& img, const std::string& dest);
+/// Encodes img (8- or 16-bit, 1, 3 or 4 channels, BGR order as cv::imwrite
+/// takes it) as PNG and writes it to dest atomically (temp_path + commit_temp).
+/// Throws InternalError when OpenCV cannot encode img, UserError naming the
+/// file when it cannot be written (missing or read-only folder, full disk).
+void write_png_atomic(const std::string& dest, const cv::Mat& img);
 
 }  // namespace trainer

@@ -65,16 +65,16 @@ void write_outputs(const std::string& path, const cv::Mat& prob, const PredictOp
   const std::string base = (fs::path(o.output_dir) / fs::path(path).stem()).string();
   const cv::Mat mask = threshold_map(prob, o.threshold);
   written.push_back(base + "_mask.png");
-  write_png_atomic(mask, written.back());
+  write_png_atomic(written.back(), mask);
   if (o.probabilities) {
     cv::Mat p8;
     prob.convertTo(p8, CV_8U, 255.0);  // saturate_cast rounds to nearest
     written.push_back(base + "_prob.png");
-    write_png_atomic(p8, written.back());
+    write_png_atomic(written.back(), p8);
   }
   if (o.overlay) {
     written.push_back(base + "_overlay.png");
-    write_png_atomic(overlay_image(path, mask), written.back());
+    write_png_atomic(written.back(), overlay_image(path, mask));
   }
 }
 
