@@ -76,7 +76,7 @@ TEST_CASE("EarlyStopping in max mode (auto on mean_iou and explicit)", "[callbac
   CHECK(stop_epoch(m, {0.1, 0.3, 0.2, 0.35}) == 2);
 }
 
-TEST_CASE("EarlyStopping patience 0 stops at the first epoch without improvement; NaN never improves",
+TEST_CASE("EarlyStopping patience 0 stops at the first epoch without improvement, and NaN never improves",
           "[callbacks]") {
   EarlyStopping e(es("val_loss", 0));
   CHECK(stop_epoch(e, {3.0, 2.0, 1.0, 1.5}) == 3);

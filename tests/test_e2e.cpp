@@ -114,7 +114,7 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("--log-format json prints only JSON objects on stdout; log.csv has Keras's columns", "[e2e]") {
+TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has Keras's columns", "[e2e]") {
   fs::path dir = temp_dir("json");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
   Run r = run("--config " + (dir / "unet.yaml").string() + " --gpus cpu --epochs 2 --log-format json", dir);

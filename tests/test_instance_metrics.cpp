@@ -133,7 +133,7 @@ TEST_CASE("instance score agrees with a brute-force computation on random label 
   }
 }
 
-TEST_CASE("connected objects use 8-connectivity; bad inputs are rejected", "[instance]") {
+TEST_CASE("connected objects use 8-connectivity, and bad inputs are rejected", "[instance]") {
   cv::Mat binary = cv::Mat::zeros(6, 6, CV_8UC1);
   binary.at<uchar>(0, 0) = 255;
   binary.at<uchar>(1, 1) = 255;  // diagonal neighbour: same object

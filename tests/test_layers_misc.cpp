@@ -411,7 +411,7 @@ TEST_CASE("Dropout masks depend on the global sample index, not the tower split"
   CHECK(std::equal(ya.data(), ya.data() + ya.numel(), yb.data()));
 }
 
-TEST_CASE("Dropout keeps 1 - rate of the elements, scaled; identity in inference", "[layers]") {
+TEST_CASE("Dropout keeps 1 - rate of the elements, scaled, and identity in inference", "[layers]") {
   auto l = layer_from_yaml("{type: Dropout, rate: 0.3}");
   auto w = bind_random(*l, {Shape{0, 64, 64, 64}}, 1);
   Tensor x = random_tensor({1, 64, 64, 64}, 41, 0.5f, 1.5f);

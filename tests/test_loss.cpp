@@ -64,7 +64,7 @@ TEST_CASE("loss values match hand formulas, summed over samples", "[loss]") {
   CHECK(loss_sum(LossKind::BceDice, logits, targets, nullptr) == Approx(bce + dice).epsilon(1e-6));
 }
 
-TEST_CASE("BCE of z=0 is log 2; dice of an empty prediction of an empty mask is 0", "[loss]") {
+TEST_CASE("BCE of z=0 is log 2, and dice of an empty prediction of an empty mask is 0", "[loss]") {
   Tensor z = make(Shape{1, 1, 2, 1}, {0.f, 0.f});
   Tensor y = make(Shape{1, 1, 2, 1}, {1.f, 0.f});
   CHECK(loss_sum(LossKind::BinaryCrossentropy, z, y, nullptr) == Approx(std::log(2.0)));

@@ -134,7 +134,7 @@ TEST_CASE("resuming at an epoch boundary ends with the weights of an uninterrupt
   fs::remove_all(dir);
 }
 
-TEST_CASE("SIGTERM stops after a step with a checkpoint; resuming gives the uninterrupted weights", "[resume]") {
+TEST_CASE("SIGTERM stops after a step with a checkpoint, and resuming gives the uninterrupted weights", "[resume]") {
   fs::path dir = temp_dir("sigterm");
   const int epochs = 12;
   std::ofstream(dir / "c.yaml") << config(dir / "full", epochs);
@@ -157,7 +157,7 @@ TEST_CASE("SIGTERM stops after a step with a checkpoint; resuming gives the unin
   fs::remove_all(dir);
 }
 
-TEST_CASE("a checkpoint of 2 towers resumes on 1 tower; SIGINT exits with 130", "[resume]") {
+TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 130", "[resume]") {
   fs::path dir = temp_dir("towers");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 40);
   Child c = start("--config " + (dir / "c.yaml").string() + " --gpus cpu:2", dir);
