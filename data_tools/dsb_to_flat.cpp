@@ -5,9 +5,10 @@
 // Exit codes: 0 done, 2 user error (flags, missing or bad files), 1 internal error.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 #include <string>
 
-#include "core/error.h"
+#include "core/exit_codes.h"
 #include "data/dsb_layout.h"
 
 int main(int argc, char** argv) {
@@ -19,24 +20,11 @@ int main(int argc, char** argv) {
   app.add_option("--output,-o", output, "Folder to write train_im/, train_mask/ and labels/ into")->required();
   app.add_option("--mask-suffix", mask_suffix, "Suffix of the union-mask file names (data.mask_suffix)")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
-  try {
+  if (const std::optional<int> code = trainer::parse_command_line(app, argc, argv)) return *code;
+  return trainer::run_guarded([&] {
     trainer::convert_dsb_to_flat(input, output, mask_suffix);
     std::printf("Done: wrote %s/train_im, %s/train_mask and %s/labels\n", output.c_str(), output.c_str(),
                 output.c_str());
     return 0;
-  } catch (const trainer::UserError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "internal error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -5,9 +5,10 @@
 // Exit codes: 0 done, 2 user error (flags, missing or bad log), 1 internal error.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 #include <string>
 
-#include "core/error.h"
+#include "core/exit_codes.h"
 #include "io/atomic_file.h"
 #include "viz/curves_plot.h"
 #include "viz/training_log.h"
@@ -20,26 +21,13 @@ int main(int argc, char** argv) {
   app.add_option("--log", log_path, "Training log (log.csv in training.output_dir)")->required();
   app.add_option("--output,-o", output, "PNG file to write")->required();
   app.add_option("--title", title, "Title over the panels (default: the log's path)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
-  try {
+  if (const std::optional<int> code = trainer::parse_command_line(app, argc, argv)) return *code;
+  return trainer::run_guarded([&] {
     trainer::check_output_path(output, "--output");
     const trainer::viz::TrainingLog log = trainer::viz::read_training_log(log_path);
     const cv::Mat img = trainer::viz::plot_training_curves(log, title.empty() ? log_path : title);
     trainer::write_png_atomic(output, img);
     std::printf("Wrote %s (%zu epochs, %zu columns)\n", output.c_str(), log.epochs.size(), log.columns.size());
     return 0;
-  } catch (const trainer::UserError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "internal error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -4,9 +4,10 @@
 // Exit codes: 0 done, 2 user error (flags, missing or bad files), 1 internal error.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 #include <string>
 
-#include "core/error.h"
+#include "core/exit_codes.h"
 #include "io/atomic_file.h"
 #include "viz/preview.h"
 
@@ -29,25 +30,12 @@ int main(int argc, char** argv) {
   app.add_option("--threshold", o.threshold, "Prediction = probability > threshold, in (0, 1)")
       ->capture_default_str()
       ->needs(ckpt);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
-  try {
+  if (const std::optional<int> code = trainer::parse_command_line(app, argc, argv)) return *code;
+  return trainer::run_guarded([&] {
     trainer::check_output_path(output, "--output");
     const cv::Mat grid = trainer::viz::render_preview(o);
     trainer::write_png_atomic(output, grid);
     std::printf("Wrote %s (%d x %d)\n", output.c_str(), grid.cols, grid.rows);
     return 0;
-  } catch (const trainer::UserError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "internal error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

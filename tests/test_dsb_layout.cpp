@@ -1,8 +1,5 @@
 // Tests of convert_dsb_to_flat (lib/data/dsb_layout.h): the 12 native DSB 2018
 // examples against the shared flat layout, the overlap rule, and user errors.
-#include <unistd.h>
-
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -14,25 +11,15 @@
 
 #include "core/error.h"
 #include "data/dsb_layout.h"
+#include "process_testing.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using trainer::convert_dsb_to_flat;
+using trainer::testing::TempDir;
 
 const std::string kDsb = TRAINER_SOURCE_DIR "/../shared/data/dsb2018";
-
-// A fresh folder under the system temp dir, removed at the end.
-struct TempDir {
-  fs::path root;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    root = fs::temp_directory_path() /
-           ("trainer_test_dsb_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(root);
-  }
-  ~TempDir() { fs::remove_all(root); }
-};
 
 std::string bytes_of(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -80,7 +67,7 @@ std::string error_of(const fs::path& input, const fs::path& output) {
 }  // namespace
 
 TEST_CASE("dsb_to_flat: the 12 native examples match the flat layout", "[data_tools]") {
-  TempDir out;
+  TempDir out("test_dsb");
   const fs::path native = kDsb + "/native", flat = kDsb + "/flat";
   convert_dsb_to_flat(native.string(), out.root.string(), "_mask");
   int ids = 0;
@@ -110,7 +97,7 @@ TEST_CASE("dsb_to_flat: the 12 native examples match the flat layout", "[data_to
 }
 
 TEST_CASE("dsb_to_flat: labels follow sorted mask order, later masks win overlaps", "[data_tools]") {
-  TempDir in, out;
+  TempDir in("test_dsb"), out("test_dsb");
   cv::Mat a = cv::Mat::zeros(4, 6, CV_8UC1), b = cv::Mat::zeros(4, 6, CV_8UC1), c = cv::Mat::zeros(4, 6, CV_8UC1);
   a(cv::Rect(0, 0, 3, 2)) = 255;  // columns 0..2, rows 0..1
   b(cv::Rect(2, 0, 2, 2)) = 255;  // columns 2..3, overlaps a at column 2
@@ -129,7 +116,7 @@ TEST_CASE("dsb_to_flat: labels follow sorted mask order, later masks win overlap
 }
 
 TEST_CASE("dsb_to_flat: user errors name the file and the fix", "[data_tools]") {
-  TempDir in, out;
+  TempDir in("test_dsb"), out("test_dsb");
   SECTION("missing input folder") {
     const std::string msg = error_of(in.root / "nope", out.root);
     CHECK_THAT(msg, Catch::Contains((in.root / "nope").string()) && Catch::Contains("does not exist"));

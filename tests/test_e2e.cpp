@@ -1,43 +1,18 @@
 // End to end through the trainer binary: a short run on real DSB 2018 images
 // (the embedded sample) in which the loss falls and checkpoints appear; exit
 // codes and messages for bad flags and configs.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
+#include "process_testing.h"
+
 namespace fs = std::filesystem;
+using namespace trainer::testing;
 
 namespace {
-
-struct Run {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-Run run(const std::string& args, const fs::path& dir) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  std::string cmd = std::string(TRAINER_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
-  int status = std::system(cmd.c_str());
-  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("trainer_e2e_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 const std::string kSample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
 
@@ -83,9 +58,9 @@ std::vector<double> epoch_losses(const std::string& out) {
 }  // namespace
 
 TEST_CASE("training on real images lowers the loss and writes checkpoints", "[e2e]") {
-  fs::path dir = temp_dir("train");
+  fs::path dir = temp_dir("e2e_train");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
-  Run r = run("--config " + (dir / "unet.yaml").string() + " --gpus cpu:2", dir);
+  Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu:2", dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("Total params:"));
@@ -100,11 +75,11 @@ TEST_CASE("training on real images lowers the loss and writes checkpoints", "[e2
 }
 
 TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
-  fs::path dir = temp_dir("towers");
+  fs::path dir = temp_dir("e2e_towers");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
   std::string cfg = "--config " + (dir / "unet.yaml").string() + " --epochs 2";
-  Run one = run(cfg + " --gpus cpu", dir);
-  Run two = run(cfg + " --gpus cpu:2", dir);
+  Run one = run_trainer(cfg + " --gpus cpu", dir);
+  Run two = run_trainer(cfg + " --gpus cpu:2", dir);
   REQUIRE(one.code == 0);
   REQUIRE(two.code == 0);
   std::vector<double> a = epoch_losses(one.out), b = epoch_losses(two.out);
@@ -115,9 +90,9 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
 }
 
 TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has Keras's columns", "[e2e]") {
-  fs::path dir = temp_dir("json");
+  fs::path dir = temp_dir("e2e_json");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
-  Run r = run("--config " + (dir / "unet.yaml").string() + " --gpus cpu --epochs 2 --log-format json", dir);
+  Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu --epochs 2 --log-format json", dir);
   REQUIRE(r.code == 0);
   std::istringstream lines(r.out);
   std::vector<std::string> all;
@@ -137,30 +112,30 @@ TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has K
 }
 
 TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
-  fs::path dir = temp_dir("errors");
+  fs::path dir = temp_dir("e2e_errors");
   std::ofstream(dir / "bad.yaml") << "model:\n  layers:\n    - {type: Input, shape: [8, 8, 1]}\n"
                                      "data: {images: a, masks: b}\ntraining: {epoch: 3}\n";
-  Run r = run("--config " + (dir / "bad.yaml").string() + " --gpus cpu", dir);
+  Run r = run_trainer("--config " + (dir / "bad.yaml").string() + " --gpus cpu", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("bad.yaml:5:") && Catch::Contains("did you mean 'epochs'"));
 
-  r = run("--gpus cpu", dir);
+  r = run_trainer("--gpus cpu", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("--config is required"));
 
-  r = run("--config " + (dir / "missing.yaml").string(), dir);
+  r = run_trainer("--config " + (dir / "missing.yaml").string(), dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("missing.yaml"));
 
-  r = run("--config x.yaml --epochs zero", dir);
+  r = run_trainer("--config x.yaml --epochs zero", dir);
   CHECK(r.code == 2);
 
   std::ofstream(dir / "ok.yaml") << small_unet(dir / "run");
-  r = run("--config " + (dir / "ok.yaml").string() + " --gpus 7", dir);
+  r = run_trainer("--config " + (dir / "ok.yaml").string() + " --gpus 7", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("--gpus 7"));
 
-  r = run("--config " + (dir / "ok.yaml").string() + " --gpus cpu --images " + (dir / "nowhere").string(), dir);
+  r = run_trainer("--config " + (dir / "ok.yaml").string() + " --gpus cpu --images " + (dir / "nowhere").string(), dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("nowhere"));
   CHECK_FALSE(fs::exists(dir / "run" / "final.h5"));
@@ -168,11 +143,11 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
 }
 
 TEST_CASE("summary validates a config and prints the model table", "[e2e]") {
-  fs::path dir = temp_dir("summary");
-  Run r = run("summary --config " + std::string(TRAINER_SOURCE_DIR) + "/configs/unet.yaml", dir);
+  fs::path dir = temp_dir("e2e_summary");
+  Run r = run_trainer("summary --config " + std::string(TRAINER_SOURCE_DIR) + "/configs/unet.yaml", dir);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("Total params: 31,031,745"));
-  r = run("--help", dir);
+  r = run_trainer("--help", dir);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("--gpus"));
   fs::remove_all(dir);

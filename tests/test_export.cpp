@@ -2,9 +2,6 @@
 // ONNX, read back with OpenCV's dnn module and run on real images, matches
 // Trainer::predict (the path of `trainer predict`) within 1e-4; bad paths exit
 // with 2 and a message naming the file.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -15,38 +12,14 @@
 #include "config/config.h"
 #include "data/image_decode.h"
 #include "io/checkpoint.h"
+#include "process_testing.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
 using namespace trainer;
+using namespace trainer::testing;
 
 namespace {
-
-struct Run {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-Run run(const std::string& args, const fs::path& dir) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  std::string cmd = std::string(TRAINER_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
-  int status = std::system(cmd.c_str());
-  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("trainer_export_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 const std::string kSample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
 constexpr int kSide = 42;
@@ -116,13 +89,13 @@ cv::Mat to_nchw(const Tensor& t) {
 }  // namespace
 
 TEST_CASE("exported ONNX run by OpenCV dnn matches Trainer::predict", "[export]") {
-  const fs::path dir = temp_dir("match");
+  const fs::path dir = temp_dir("export_match");
   std::ofstream(dir / "net.yaml") << export_net(dir / "run");
-  Run r = run("--config " + (dir / "net.yaml").string() + " --gpus cpu", dir);
+  Run r = run_trainer("--config " + (dir / "net.yaml").string() + " --gpus cpu", dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const fs::path ckpt_path = dir / "run" / "final.h5", onnx_path = dir / "net.onnx";
-  r = run("export --checkpoint " + ckpt_path.string() + " --output " + onnx_path.string(), dir);
+  r = run_trainer("export --checkpoint " + ckpt_path.string() + " --output " + onnx_path.string(), dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("net.onnx") && Catch::Contains("[N, 3, 42, 42]"));
@@ -167,19 +140,20 @@ TEST_CASE("exported ONNX run by OpenCV dnn matches Trainer::predict", "[export]"
 }
 
 TEST_CASE("export: bad paths exit with 2 and a message naming the file", "[export]") {
-  const fs::path dir = temp_dir("errors");
-  Run r = run("export --checkpoint " + (dir / "missing.h5").string() + " --output " + (dir / "m.onnx").string(), dir);
+  const fs::path dir = temp_dir("export_errors");
+  Run r = run_trainer("export --checkpoint " + (dir / "missing.h5").string() + " --output " + (dir / "m.onnx").string(),
+                      dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("missing.h5"));
   CHECK_FALSE(fs::exists(dir / "m.onnx"));
 
   std::ofstream(dir / "not_a_checkpoint.h5") << "hello";
-  r = run("export --checkpoint " + (dir / "not_a_checkpoint.h5").string() + " --output " + (dir / "m.onnx").string(),
-          dir);
+  r = run_trainer(
+      "export --checkpoint " + (dir / "not_a_checkpoint.h5").string() + " --output " + (dir / "m.onnx").string(), dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("not_a_checkpoint.h5"));
 
-  r = run("export --output " + (dir / "m.onnx").string(), dir);
+  r = run_trainer("export --output " + (dir / "m.onnx").string(), dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("--checkpoint"));
 
@@ -190,21 +164,21 @@ TEST_CASE("export: bad paths exit with 2 and a message naming the file", "[expor
     - {name: out, type: Conv2D, filters: 1, kernel_size: 3, padding: same, activation: sigmoid}
 data: {images: )" + kSample + "/images, masks: " + kSample + R"(/masks}
 training: {epochs: 1, batch_size: 8, loss: binary_crossentropy, output_dir: )" + (dir / "run").string() + "}\n";
-  r = run("--config " + (dir / "tiny.yaml").string() + " --gpus cpu", dir);
+  r = run_trainer("--config " + (dir / "tiny.yaml").string() + " --gpus cpu", dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const std::string ckpt = " --checkpoint " + (dir / "run" / "final.h5").string();
 
-  r = run("export" + ckpt + " --output " + (dir / "no_such_folder" / "m.onnx").string(), dir);
+  r = run_trainer("export" + ckpt + " --output " + (dir / "no_such_folder" / "m.onnx").string(), dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("no_such_folder/m.onnx") && Catch::Contains("writable"));
 
   std::ofstream(dir / "a_file") << "x";
-  r = run("export" + ckpt + " --output " + (dir / "a_file" / "m.onnx").string(), dir);
+  r = run_trainer("export" + ckpt + " --output " + (dir / "a_file" / "m.onnx").string(), dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("a_file/m.onnx"));
 
-  r = run("export" + ckpt + " --output " + (dir / "tiny.onnx").string(), dir);
+  r = run_trainer("export" + ckpt + " --output " + (dir / "tiny.onnx").string(), dir);
   CHECK(r.code == 0);
   CHECK(fs::file_size(dir / "tiny.onnx") > 0);
   fs::remove_all(dir);

@@ -1,10 +1,6 @@
 // Tests of data_tools/plot_curves and lib/viz (training_log, chart,
 // curves_plot): a log written here is drawn into both panels at the
 // documented size; bad logs exit with 2 and a message naming the line.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "process_testing.h"
 #include "viz/chart.h"
 #include "viz/curves_plot.h"
 #include "viz/training_log.h"
@@ -20,36 +17,9 @@
 namespace {
 
 namespace fs = std::filesystem;
+using namespace trainer::testing;
 
-struct TempDir {
-  fs::path root;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    root = fs::temp_directory_path() /
-           ("trainer_test_plot_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(root);
-  }
-  ~TempDir() { fs::remove_all(root); }
-};
-
-struct Run {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-Run plot_curves(const std::string& args, const fs::path& dir) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = std::string(PLOT_CURVES_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
-  const int status = std::system(cmd.c_str());
-  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
+Run plot_curves(const std::string& args, const fs::path& dir) { return run(PLOT_CURVES_BINARY, args, dir); }
 
 // A Keras CSVLogger log of `epochs` epochs: losses falling, metrics rising.
 std::string keras_log(int epochs) {
@@ -91,7 +61,7 @@ double mean_row(const std::vector<cv::Point>& pts, int x0, int x1) {
 }  // namespace
 
 TEST_CASE("plot_curves draws losses left and metrics right at the documented size", "[plot]") {
-  TempDir dir;
+  TempDir dir("test_plot");
   std::ofstream(dir.root / "log.csv") << keras_log(12);
   const Run r = plot_curves("--log " + (dir.root / "log.csv").string() + " --output " + (dir.root / "c.png").string(),
                             dir.root);
@@ -126,7 +96,7 @@ TEST_CASE("plot_curves draws losses left and metrics right at the documented siz
 }
 
 TEST_CASE("plot_curves: a log with one epoch and a log without metrics still draw", "[plot]") {
-  TempDir dir;
+  TempDir dir("test_plot");
   std::ofstream(dir.root / "one.csv") << "epoch,loss,mean_iou,val_loss,val_mean_iou\n0,0.5,0.3,0.6,0.2\n";
   std::ofstream(dir.root / "loss_only.csv") << "epoch,loss\r\n0,0.9\r\n1,0.7\r\n\r\n2,0.6\r\n";
   for (const char* name : {"one", "loss_only"}) {
@@ -141,7 +111,7 @@ TEST_CASE("plot_curves: a log with one epoch and a log without metrics still dra
 }
 
 TEST_CASE("read_training_log: NA and empty fields are gaps, CRLF and blank lines are fine", "[plot]") {
-  TempDir dir;
+  TempDir dir("test_plot");
   const fs::path p = dir.root / "log.csv";
   std::ofstream(p) << "epoch,loss,val_loss\r\n0,0.5,NA\r\n\r\n1, 0.25 ,\r\n";
   const trainer::viz::TrainingLog log = trainer::viz::read_training_log(p.string());
@@ -164,7 +134,7 @@ TEST_CASE("nice_ticks: steps of 1, 2 or 5 times a power of ten inside the range"
 }
 
 TEST_CASE("plot_curves: bad logs exit with 2 and name the file, line and column", "[plot]") {
-  TempDir dir;
+  TempDir dir("test_plot");
   struct Case {
     std::string name, text, message;
   };

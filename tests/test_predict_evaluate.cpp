@@ -2,9 +2,6 @@
 // for a few epochs on the embedded sample predicts real DSB 2018 images of
 // several sizes and is evaluated against label images and the competition's
 // mask folders; bad inputs exit with 2 and a message naming them.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -13,28 +10,12 @@
 #include <set>
 #include <sstream>
 
+#include "process_testing.h"
+
 namespace fs = std::filesystem;
+using namespace trainer::testing;
 
 namespace {
-
-struct Run {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-Run run(const std::string& args, const fs::path& dir) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = std::string(TRAINER_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
-  const int status = std::system(cmd.c_str());
-  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
 
 const std::string kSample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
 const std::string kFlat = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat";
@@ -52,10 +33,9 @@ const std::vector<std::string> kNativeIds = {"61a15ccbfebb9d2fc54c068472a75d7bab
 struct Fixture {
   fs::path dir, checkpoint, images;
   Fixture() {
-    dir = fs::temp_directory_path() / ("trainer_predeval_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir / "images");
+    dir = temp_dir("predeval");
     images = dir / "images";
+    fs::create_directories(images);
     for (const auto& id : kIds) fs::create_symlink(kFlat + "/train_im/" + id + ".png", images / (id + ".png"));
     std::ofstream(dir / "unet.yaml") << R"(model:
   name: predeval_unet
@@ -78,7 +58,7 @@ training:
   metrics: [mean_iou]
   optimizer: {type: Adam, learning_rate: 0.01}
   output_dir: )" + (dir / "run").string() + "\n";
-    const Run r = run("--config " + (dir / "unet.yaml").string() + " --gpus cpu", dir);
+    const Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu", dir);
     if (r.code != 0) throw std::runtime_error("training the test model failed: " + r.out + r.err);
     checkpoint = dir / "run" / "final.h5";
   }
@@ -131,9 +111,9 @@ TEST_CASE("predict writes masks at each image's own size, and probabilities and 
           "[predict]") {
   const Fixture& f = fixture();
   const fs::path out = case_dir("predict") / "masks";  // created by predict
-  const Run r = run("predict --checkpoint " + f.checkpoint.string() + " --input " + f.images.string() + " --output " +
-                        out.string() + " --probabilities --overlay --gpus cpu:2 --batch-size 2",
-                    out.parent_path());
+  const Run r = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " + f.images.string() +
+                                " --output " + out.string() + " --probabilities --overlay --gpus cpu:2 --batch-size 2",
+                            out.parent_path());
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("Predicted 3 image(s): 9 file(s) in " + out.string()));
@@ -165,10 +145,10 @@ TEST_CASE("predict writes masks at each image's own size, and probabilities and 
 
   // One file, one tower, a higher threshold: a subset of the mask at 0.5, and only the mask.
   const fs::path single = out.parent_path() / "single";
-  const Run s = run("predict --checkpoint " + f.checkpoint.string() + " --input " +
-                        (f.images / (kIds[1] + ".png")).string() + " --output " + single.string() +
-                        " --threshold 0.7 --gpus cpu",
-                    out.parent_path());
+  const Run s = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " +
+                                (f.images / (kIds[1] + ".png")).string() + " --output " + single.string() +
+                                " --threshold 0.7 --gpus cpu",
+                            out.parent_path());
   REQUIRE(s.code == 0);
   CHECK(std::distance(fs::directory_iterator(single), fs::directory_iterator()) == 1);
   const cv::Mat high = cv::imread((single / (kIds[1] + "_mask.png")).string(), cv::IMREAD_UNCHANGED);
@@ -184,7 +164,7 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   const fs::path dir = case_dir("evaluate");
   const fs::path csv = dir / "scores.csv";
   const std::string base = "evaluate --checkpoint " + f.checkpoint.string() + " --images " + f.images.string();
-  const Run r = run(base + " --labels " + kFlat + "/labels --csv " + csv.string() + " --gpus cpu:2", dir);
+  const Run r = run_trainer(base + " --labels " + kFlat + "/labels --csv " + csv.string() + " --gpus cpu:2", dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const double iou = printed(r.out, R"(mean_iou: ([0-9.]+))");
@@ -215,7 +195,7 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   CHECK(score == Approx(mean).margin(1e-4));
 
   // Binary masks: the same foreground, so the same pixel metrics.
-  const Run m = run(base + " --masks " + kFlat + "/train_mask --gpus cpu", dir);
+  const Run m = run_trainer(base + " --masks " + kFlat + "/train_mask --gpus cpu", dir);
   INFO(m.out << m.err);
   REQUIRE(m.code == 0);
   CHECK(printed(m.out, R"(mean_iou: ([0-9.]+))") == Approx(iou).margin(2e-4));
@@ -227,9 +207,9 @@ TEST_CASE("evaluate against the competition's per-nucleus mask folders", "[evalu
   fs::create_directories(dir / "dsb");
   for (const auto& id : kNativeIds) fs::create_directory_symlink(kNative + "/" + id, dir / "dsb" / id);
   const fs::path csv = dir / "native.csv";
-  const Run r = run("evaluate --checkpoint " + f.checkpoint.string() + " --native " + (dir / "dsb").string() +
-                        " --csv " + csv.string() + " --gpus cpu:2",
-                    dir);
+  const Run r = run_trainer("evaluate --checkpoint " + f.checkpoint.string() + " --native " + (dir / "dsb").string() +
+                                " --csv " + csv.string() + " --gpus cpu:2",
+                            dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("Evaluated 2 image(s)") && Catch::Contains("mean_iou:"));
@@ -275,7 +255,7 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
       {"evaluate" + ckpt + " --native " + (dir / "empty").string(), "holds no id folders"},
   };
   for (const auto& c : cases) {
-    const Run r = run(c.args + " --gpus cpu", dir);
+    const Run r = run_trainer(c.args + " --gpus cpu", dir);
     INFO(c.args << "\n" << r.out << r.err);
     CHECK(r.code == 2);
     CHECK_THAT(r.err, Catch::Contains(c.message));

@@ -1,11 +1,7 @@
 // Tests of data_tools/preview and lib/viz/preview: on the embedded sample the
 // grid has the documented layout, the mask overlay changes exactly the mask's
 // pixels, a checkpoint adds a prediction panel, and user errors exit with 2.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +11,7 @@
 #include <vector>
 
 #include "data/image_decode.h"
+#include "process_testing.h"
 #include "viz/preview.h"
 
 namespace {
@@ -22,38 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 using trainer::viz::letterbox_rect;
 using trainer::viz::preview_layout;
+using namespace trainer::testing;
 
 const std::string kSample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
-
-struct TempDir {
-  fs::path root;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    root = fs::temp_directory_path() /
-           ("trainer_test_preview_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(root);
-  }
-  ~TempDir() { fs::remove_all(root); }
-};
-
-struct Run {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-Run run(const std::string& binary, const std::string& args, const fs::path& dir) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = binary + " " + args + " > " + out.string() + " 2> " + err.string();
-  const int status = std::system(cmd.c_str());
-  return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
 
 Run preview(const std::string& args, const fs::path& dir) { return run(PREVIEW_BINARY, args, dir); }
 
@@ -147,7 +115,7 @@ TEST_CASE("preview layout and letterbox follow the documented formulas", "[previ
 }
 
 TEST_CASE("preview of the sample: grid size, captions, and the overlay changes the mask's pixels only", "[preview]") {
-  TempDir dir;
+  TempDir dir("test_preview");
   const fs::path out = dir.root / "grid.png";
   const Run r = preview(sample_flags() + " --count 4 --output " + out.string(), dir.root);
   INFO(r.out << r.err);
@@ -184,7 +152,7 @@ TEST_CASE("preview of the sample: grid size, captions, and the overlay changes t
 }
 
 TEST_CASE("preview with a checkpoint shows the prediction beside the mask", "[preview]") {
-  TempDir dir;
+  TempDir dir("test_preview");
   const fs::path ckpt = train_one_epoch(dir.root);
   const fs::path out = dir.root / "pred.png";
   const Run r = preview(sample_flags() + " --count 4 --size 64 --checkpoint " + ckpt.string() +
@@ -221,7 +189,7 @@ TEST_CASE("preview with a checkpoint shows the prediction beside the mask", "[pr
 }
 
 TEST_CASE("preview: user errors exit with 2, name the flag or file, and write nothing", "[preview]") {
-  TempDir dir;
+  TempDir dir("test_preview");
   const fs::path out = dir.root / "grid.png";
   const std::string o = " --output " + out.string();
   fs::create_directories(dir.root / "images");

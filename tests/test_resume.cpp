@@ -3,8 +3,6 @@
 // stop after a step with a checkpoint and exit 143/130; SIGKILL during writes
 // leaves readable checkpoints; bad --resume files are user errors.
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -15,20 +13,18 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "process_testing.h"
 
 namespace fs = std::filesystem;
 using namespace trainer;
+using trainer::testing::Child;
+using trainer::testing::slurp;
+using trainer::testing::temp_dir;
+using trainer::testing::wait_exit;
 
 namespace {
 
 const std::string kSample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("trainer_resume_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 // A small U-Net at 48x48 with Dropout, BatchNormalization and Adam, whose
 // every piece of state (optimizer slots, moving statistics, dropout step,
@@ -63,36 +59,12 @@ training:
 )" + extra_callbacks;
 }
 
-struct Child {
-  pid_t pid;
-};
-
-// Starts the trainer with args (stdout/stderr into dir), returning at once.
+// Starts the trainer with args (stdout/stderr into dir/out.txt, dir/err.txt), returning at once.
 Child start(const std::string& args, const fs::path& dir) {
-  const std::string cmd = "exec " + std::string(TRAINER_BINARY) + " " + args + " > " + (dir / "out.txt").string() +
-                          " 2> " + (dir / "err.txt").string();
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return Child{pid};
-}
-
-int wait_exit(Child c) {
-  int status = 0;
-  waitpid(c.pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return trainer::testing::start(TRAINER_BINARY, args, dir / "out.txt", dir / "err.txt");
 }
 
 int run(const std::string& args, const fs::path& dir) { return wait_exit(start(args, dir)); }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // Waits until file has at least `lines` lines (or the timeout passes).
 void wait_for_lines(const fs::path& file, int lines, double seconds) {
@@ -116,7 +88,7 @@ void require_same_weights(const fs::path& a, const fs::path& b) {
 }  // namespace
 
 TEST_CASE("resuming at an epoch boundary ends with the weights of an uninterrupted run", "[resume]") {
-  fs::path dir = temp_dir("boundary");
+  fs::path dir = temp_dir("resume_boundary");
   std::ofstream(dir / "c.yaml") << config(dir / "full", 4);
   std::ofstream(dir / "r.yaml") << config(dir / "part", 4);
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu:2 --threads 2", dir) == 0);
@@ -135,7 +107,7 @@ TEST_CASE("resuming at an epoch boundary ends with the weights of an uninterrupt
 }
 
 TEST_CASE("SIGTERM stops after a step with a checkpoint, and resuming gives the uninterrupted weights", "[resume]") {
-  fs::path dir = temp_dir("sigterm");
+  fs::path dir = temp_dir("resume_sigterm");
   const int epochs = 12;
   std::ofstream(dir / "c.yaml") << config(dir / "full", epochs);
   std::ofstream(dir / "r.yaml") << config(dir / "part", epochs);
@@ -158,7 +130,7 @@ TEST_CASE("SIGTERM stops after a step with a checkpoint, and resuming gives the 
 }
 
 TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 130", "[resume]") {
-  fs::path dir = temp_dir("towers");
+  fs::path dir = temp_dir("resume_towers");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 40);
   Child c = start("--config " + (dir / "c.yaml").string() + " --gpus cpu:2", dir);
   wait_for_lines(dir / "run" / "log.csv", 2, 60);
@@ -172,7 +144,7 @@ TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 13
 }
 
 TEST_CASE("SIGKILL while checkpoints are written leaves the previous ones readable", "[resume]") {
-  fs::path dir = temp_dir("sigkill");
+  fs::path dir = temp_dir("resume_sigkill");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 1000,
                                            "    - {type: ModelCheckpoint, filepath: every.h5}\n");
   // Each run writes two checkpoints per epoch (every.h5, last.h5) right after its
@@ -195,7 +167,7 @@ TEST_CASE("SIGKILL while checkpoints are written leaves the previous ones readab
 }
 
 TEST_CASE("a diverging loss stops naming epoch and step", "[resume]") {
-  fs::path dir = temp_dir("nan");
+  fs::path dir = temp_dir("resume_nan");
   std::string text = config(dir / "run", 3);
   text.replace(text.find("{type: Adam, learning_rate: 0.003}"), 34, "{type: SGD, learning_rate: 1.0e+30}");
   std::ofstream(dir / "c.yaml") << text;
@@ -205,7 +177,7 @@ TEST_CASE("a diverging loss stops naming epoch and step", "[resume]") {
 }
 
 TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
-  fs::path dir = temp_dir("bad");
+  fs::path dir = temp_dir("resume_bad");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 1);
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu", dir) == 0);
   std::ofstream(dir / "text.h5") << "not a checkpoint\n";

@@ -4,11 +4,12 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "commands.h"
-#include "core/error.h"
+#include "core/exit_codes.h"
 
 using namespace trainer;
 
@@ -28,34 +29,16 @@ int main(int argc, char** argv) {
   };
   app.require_subcommand(0, 1);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s; run 'trainer --help' for usage\n", e.what());
-    return 2;
-  }
-  try {
-    for (const auto& command : commands)
-      if (*command.app) return command.run();
-    return train();
-  } catch (const UserError& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: out of memory: the model, batch or data set does not fit in this machine's "
-                         "memory; lower training.batch_size or the input size\n");
-    return 2;
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "internal error: %s\n", e.what());
-    return 1;
-  }
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + "; run 'trainer --help' for usage\n";
+  });
+  if (const std::optional<int> code = parse_command_line(app, argc, argv)) return *code;
+  return run_guarded(
+      [&] {
+        for (const auto& command : commands)
+          if (*command.app) return command.run();
+        return train();
+      },
+      "out of memory: the model, batch or data set does not fit in this machine's memory; lower "
+      "training.batch_size or the input size");
 }

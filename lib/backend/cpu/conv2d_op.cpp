@@ -6,48 +6,41 @@
 namespace trainer {
 
 namespace {
-using ConvPrims = cpu::ConvPrimitives<dnnl::convolution_forward, dnnl::convolution_backward_data,
-                                      dnnl::convolution_backward_weights>;
+
+using ConvOp = cpu::CachedConvOp<dnnl::convolution_forward, dnnl::convolution_backward_data,
+                                 dnnl::convolution_backward_weights>;
+
+/// Padding of the input (x -> y); the kernel [kh, kw, in, out] is oneDNN's hwio.
+cpu::ConvProblem conv_problem(Shape xs, Shape ys, const Conv2DParams& p, bool with_bias) {
+  dnnl::memory::desc user_w({ys.c, xs.c, p.kh, p.kw}, dnnl::memory::data_type::f32,
+                            dnnl::memory::format_tag::hwio);
+  return cpu::make_conv_problem(xs, ys, p, conv_padding(xs.h, ys.h, p.kh, p.stride_h),
+                                conv_padding(xs.w, ys.w, p.kw, p.stride_w), user_w, with_bias);
+}
+
 }  // namespace
 
-struct Conv2DOp::Impl {
-  Conv2DParams p;
-  cpu::PrimitiveCache<cpu::ConvKey, ConvPrims> cache;
-
-  ConvPrims& get(Shape xs, Shape ys, bool with_bias) {
-    return cache.get(cpu::ConvKey{xs, ys, with_bias}, [&] {
-      dnnl::memory::desc user_w({ys.c, xs.c, p.kh, p.kw}, dnnl::memory::data_type::f32,
-                                dnnl::memory::format_tag::hwio);
-      auto pb = cpu::make_conv_problem(xs, ys, p, conv_padding(xs.h, ys.h, p.kh, p.stride_h),
-                                       conv_padding(xs.w, ys.w, p.kw, p.stride_w), user_w,
-                                       with_bias);
-      return std::make_unique<ConvPrims>(pb, dnnl::algorithm::convolution_direct);
-    });
-  }
-  /// Backward-data ignores the bias: reuse the forward's entry, whichever it is.
-  ConvPrims& get_any_bias(Shape xs, Shape ys) {
-    if (ConvPrims* c = cache.find(cpu::ConvKey{xs, ys, true})) return *c;
-    return get(xs, ys, false);
-  }
+struct Conv2DOp::Impl : ConvOp {
+  explicit Impl(Conv2DParams p) : ConvOp(p, dnnl::algorithm::convolution_direct, conv_problem) {}
 };
 
-Conv2DOp::Conv2DOp(Conv2DParams p) : impl_(std::make_unique<Impl>()) { impl_->p = p; }
+Conv2DOp::Conv2DOp(Conv2DParams p) : impl_(std::make_unique<Impl>(p)) {}
 Conv2DOp::~Conv2DOp() = default;
 Conv2DOp::Conv2DOp(Conv2DOp&&) noexcept = default;
 Conv2DOp& Conv2DOp::operator=(Conv2DOp&&) noexcept = default;
 
 void Conv2DOp::forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y,
                        Shape ys) {
-  impl_->get(xs, ys, bias != nullptr).forward(x, kernel, bias, y);
+  impl_->forward(x, xs, kernel, bias, y, ys);
 }
 
 void Conv2DOp::backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) {
-  impl_->get_any_bias(xs, ys).backward_data(dy, kernel, dx);
+  impl_->backward_data(dy, ys, kernel, dx, xs);
 }
 
 void Conv2DOp::backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
                                 float* dbias) {
-  impl_->get(xs, ys, dbias != nullptr).backward_weights(x, dy, dkernel, dbias);
+  impl_->backward_weights(x, xs, dy, ys, dkernel, dbias);
 }
 
 }  // namespace trainer

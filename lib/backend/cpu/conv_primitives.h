@@ -7,6 +7,7 @@
 // kilobytes, negligible next to the convolution). Internal to backend/cpu.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <memory>
 #include <optional>
 #include <unordered_map>
 
@@ -200,6 +201,52 @@ class ConvPrimitives {
   std::optional<WeightsPair> bw_w_;
   dnnl::memory bw_src_, bw_diff_dst_, bw_bias_, bw_scratch_;
   std::unordered_map<int, dnnl::memory> bw_args_;
+};
+
+/// The case-dependent part of an op's problem: for input shape xs and output
+/// shape ys, the padding of the convolution and the layout of the caller's
+/// kernel (make_conv_problem does the rest).
+using ConvProblemFn = ConvProblem (*)(Shape xs, Shape ys, const Conv2DParams& p, bool with_bias);
+
+/// The body of Conv2DOp and Conv2DTransposeOp (backend/ops.h): ConvPrimitives
+/// cached per (input shape, output shape, bias), built from problem() and
+/// algo on first use; each call forwards to its entry. Arguments as in ops.h.
+template <class Fwd, class BwdData, class BwdWeights>
+class CachedConvOp {
+  using Prims = ConvPrimitives<Fwd, BwdData, BwdWeights>;
+
+ public:
+  CachedConvOp(Conv2DParams p, dnnl::algorithm algo, ConvProblemFn problem)
+      : p_(p), algo_(algo), problem_(problem) {}
+
+  void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y,
+               Shape ys) {
+    get(xs, ys, bias != nullptr).forward(x, kernel, bias, y);
+  }
+  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) {
+    get_any_bias(xs, ys).backward_data(dy, kernel, dx);
+  }
+  void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
+                        float* dbias) {
+    get(xs, ys, dbias != nullptr).backward_weights(x, dy, dkernel, dbias);
+  }
+
+ private:
+  Prims& get(Shape xs, Shape ys, bool with_bias) {
+    return cache_.get(ConvKey{xs, ys, with_bias}, [&] {
+      return std::make_unique<Prims>(problem_(xs, ys, p_, with_bias), algo_);
+    });
+  }
+  /// Backward-data ignores the bias: reuse the forward's entry, whichever it is.
+  Prims& get_any_bias(Shape xs, Shape ys) {
+    if (Prims* c = cache_.find(ConvKey{xs, ys, true})) return *c;
+    return get(xs, ys, false);
+  }
+
+  Conv2DParams p_;
+  dnnl::algorithm algo_;
+  ConvProblemFn problem_;
+  PrimitiveCache<ConvKey, Prims> cache_;
 };
 
 }  // namespace trainer::cpu

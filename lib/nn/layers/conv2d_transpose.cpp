@@ -15,19 +15,14 @@ class Conv2DTranspose final : public ConvLayerBase<Conv2DTransposeOp> {
   /// The crop of the full output: the padding of the convolution this one
   /// transposes (output -> input), as the backend applies it.
   LayerDescription describe() const override {
-    LayerDescription d = describe_conv(LayerKind::Conv2DTranspose);
-    d.pad_h = conv_padding(out_.h, in_.h, c_.geom.kh, c_.geom.stride_h);
-    d.pad_w = conv_padding(out_.w, in_.w, c_.geom.kw, c_.geom.stride_w);
-    return d;
+    return describe_conv(LayerKind::Conv2DTranspose, out_, in_);
   }
 
   /// Ho = conv_transpose_output_length(H, kh, stride_h, same) (Keras's
   /// deconv_output_length): never empty. UserError when the number of inputs is not 1.
   Shape infer(const std::vector<Shape>& inputs) override {
-    if (inputs.size() != 1)
-      throw UserError("Conv2DTranspose takes one input, got " + std::to_string(inputs.size()));
+    set_input(inputs);
     const Conv2DParams& g = c_.geom;
-    in_ = inputs[0];
     out_ = Shape{in_.n, conv_transpose_output_length(in_.h, g.kh, g.stride_h, g.same_padding),
                  conv_transpose_output_length(in_.w, g.kw, g.stride_w, g.same_padding), c_.filters};
     return out_;
@@ -37,15 +32,7 @@ class Conv2DTranspose final : public ConvLayerBase<Conv2DTransposeOp> {
   /// would for Conv2D: receptive = kh*kw, fan_in = filters*receptive,
   /// fan_out = Cin*receptive; bias [filters].
   std::vector<ParamSpec> param_specs() const override {
-    const double receptive = double(c_.geom.kh) * c_.geom.kw;
-    std::vector<ParamSpec> specs{ParamSpec{"kernel",
-                                           {c_.geom.kh, c_.geom.kw, c_.filters, in_.c},
-                                           c_.kernel_initializer,
-                                           c_.filters * receptive,
-                                           in_.c * receptive,
-                                           true}};
-    if (c_.use_bias) specs.push_back(bias_spec());
-    return specs;
+    return kernel_and_bias_specs(c_.filters, in_.c);
   }
 };
 

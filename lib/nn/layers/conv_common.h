@@ -34,7 +34,8 @@ std::string window_text(int h, int w);
 
 /// Base of Conv2D (Op = Conv2DOp) and Conv2DTranspose (Op = Conv2DTransposeOp):
 /// params are {kernel, bias} (bias only with use_bias), y = act(op(x, kernel) + bias).
-/// Derived classes implement type(), infer() (setting in_ and out_) and param_specs().
+/// Derived classes implement type(), infer() (setting in_ and out_), param_specs()
+/// and describe().
 template <class Op>
 class ConvLayerBase : public Layer {
  public:
@@ -82,18 +83,43 @@ class ConvLayerBase : public Layer {
   }
 
  protected:
-  /// kind with the kernel size, strides, bias and activation (no padding).
-  LayerDescription describe_conv(LayerKind kind) const {
+  /// Sets in_ to the one per-sample input shape. UserError when there is not
+  /// exactly one input.
+  void set_input(const std::vector<Shape>& inputs) {
+    if (inputs.size() != 1)
+      throw UserError(type() + " takes one input, got " + std::to_string(inputs.size()));
+    in_ = inputs[0];
+  }
+  /// kind with the kernel size, strides, bias and activation, and the padding
+  /// of the convolution mapping `big` pixels to `small` ones (conv_padding),
+  /// as the backend applies it.
+  LayerDescription describe_conv(LayerKind kind, const Shape& big, const Shape& small) const {
+    const Conv2DParams& g = c_.geom;
     LayerDescription d;
     d.kind = kind;
-    d.kh = c_.geom.kh, d.kw = c_.geom.kw, d.stride_h = c_.geom.stride_h, d.stride_w = c_.geom.stride_w;
+    d.kh = g.kh, d.kw = g.kw, d.stride_h = g.stride_h, d.stride_w = g.stride_w;
     d.use_bias = c_.use_bias;
     d.activation = c_.activation;
+    d.pad_h = conv_padding(big.h, small.h, g.kh, g.stride_h);
+    d.pad_w = conv_padding(big.w, small.w, g.kw, g.stride_w);
     return d;
   }
-  /// Keras's fans of a 1-D bias: fan_in = fan_out = its length.
-  ParamSpec bias_spec() const {
-    return ParamSpec{"bias", {c_.filters}, c_.bias_initializer, double(c_.filters), double(c_.filters), true};
+  /// kernel [kh, kw, a, b] with Keras's fans of a kernel of that shape:
+  /// receptive = kh*kw, fan_in = a*receptive, fan_out = b*receptive; then, with
+  /// use_bias, bias [filters] with fan_in = fan_out = filters (Keras's fans of
+  /// a 1-D weight).
+  std::vector<ParamSpec> kernel_and_bias_specs(int a, int b) const {
+    const double receptive = double(c_.geom.kh) * c_.geom.kw;
+    std::vector<ParamSpec> specs{ParamSpec{"kernel",
+                                           {c_.geom.kh, c_.geom.kw, a, b},
+                                           c_.kernel_initializer,
+                                           a * receptive,
+                                           b * receptive,
+                                           true}};
+    if (c_.use_bias)
+      specs.push_back(ParamSpec{
+          "bias", {c_.filters}, c_.bias_initializer, double(c_.filters), double(c_.filters), true});
+    return specs;
   }
   void check_input(const Shape& s) const {
     if (!s.same_sample(in_))

@@ -1,0 +1,45 @@
+#include "core/exit_codes.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <new>
+
+#include "core/error.h"
+
+namespace trainer {
+
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::Success& e) {  // --help, --help-all, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUserError;
+  }
+}
+
+int run_guarded(const std::function<int()>& body, const char* out_of_memory) {
+  try {
+    return body();
+  } catch (const UserError& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitUserError;
+  } catch (const std::bad_alloc& e) {
+    std::fflush(stdout);
+    if (out_of_memory) {
+      std::fprintf(stderr, "error: %s\n", out_of_memory);
+      return kExitUserError;
+    }
+    std::fprintf(stderr, "internal error: %s\n", e.what());
+    return kExitInternalError;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "internal error: %s\n", e.what());
+    return kExitInternalError;
+  }
+}
+
+}  // namespace trainer

@@ -1,0 +1,36 @@
+#pragma once
+// What the project's binaries (trainer, dsb_to_flat, preview, plot_curves) do
+// with what escapes their work, in one place: the exit codes and the message
+// lines on stderr.
+//
+// Exit codes: 0 done, 2 user error (flags, config, data, paths), 1 internal error.
+#include <functional>
+#include <optional>
+
+namespace CLI {
+class App;
+}
+
+namespace trainer {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInternalError = 1;
+inline constexpr int kExitUserError = 2;
+
+/// Parses the command line into app. Returns std::nullopt when the program
+/// should go on, else the exit code to return at once: 0 after --help or
+/// --version (printed on stdout by app.exit), 2 after a parse error (printed on
+/// stderr by app.exit with the app's failure_message: CLI11's default is
+/// "<what>\nRun with --help for more information.").
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
+
+/// Runs body and returns its exit code. What escapes it is reported on stderr
+/// in one line, after stdout is flushed (so the line comes after what was
+/// printed before it):
+///   UserError          -> "error: <message>", exit 2;
+///   std::bad_alloc     -> with out_of_memory set: "error: <out_of_memory>",
+///                         exit 2; without: as any other exception;
+///   other std::exception -> "internal error: <what>", exit 1.
+int run_guarded(const std::function<int()>& body, const char* out_of_memory = nullptr);
+
+}  // namespace trainer

@@ -1,0 +1,61 @@
+#pragma once
+// Helpers for tests that run the project's binaries (trainer, preview,
+// plot_curves) as child processes: start one with its output sent to files,
+// wait for it, read what it wrote, and give each case a fresh temp folder.
+//
+// Exit codes: a child that exits reports its exit status (0..255); one killed
+// by signal N reports 128 + N, as a shell does (SIGINT: 130, SIGTERM: 143,
+// SIGKILL: 137). A child whose command could not be started exits with 127.
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+
+namespace trainer::testing {
+
+/// What a finished child left: its exit code (see above), stdout and stderr.
+struct Run {
+  int code;
+  std::string out, err;
+};
+
+/// The whole content of a file, as bytes; "" when it cannot be opened.
+std::string slurp(const std::filesystem::path& p);
+
+/// A fresh, empty folder <system temp>/trainer_<name>_<pid> (one left by an
+/// earlier run of that name is removed first). The caller removes it.
+std::filesystem::path temp_dir(const std::string& name);
+
+/// A fresh, empty folder temp_dir(<name>_<n>), n counting up within the
+/// process, removed with everything in it when the TempDir goes.
+struct TempDir {
+  std::filesystem::path root;
+  explicit TempDir(const std::string& name);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+/// A child process started by start().
+struct Child {
+  pid_t pid;
+};
+
+/// Starts `binary args` through /bin/sh (args are split as the shell splits
+/// them) with stdout into out and stderr into err (both truncated first),
+/// and returns at once. The shell execs the binary, so signals sent to
+/// Child::pid reach the binary itself.
+Child start(const std::string& binary, const std::string& args, const std::filesystem::path& out,
+            const std::filesystem::path& err);
+
+/// Waits for the child to end and returns its exit code (see above).
+int wait_exit(Child c);
+
+/// Runs `binary args` to its end with stdout into dir/stdout.txt and stderr
+/// into dir/stderr.txt; returns its exit code and both texts.
+Run run(const std::string& binary, const std::string& args, const std::filesystem::path& dir);
+
+/// run() of the trainer binary of this build.
+Run run_trainer(const std::string& args, const std::filesystem::path& dir);
+
+}  // namespace trainer::testing
