@@ -205,3 +205,49 @@ TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("resuming with other settings warns, another optimizer type is an error", "[resume]") {
+  fs::path dir = temp_dir("resume_settings");
+  std::ofstream(dir / "c.yaml") << config(dir / "run", 2);
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu", dir) == 0);
+  const std::string last = (dir / "run" / "last.h5").string();
+  std::string lr = config(dir / "run", 3);
+  lr.replace(lr.find("learning_rate: 0.003"), 20, "learning_rate: 0.001");
+  std::ofstream(dir / "lr.yaml") << lr;
+  CHECK(run("--config " + (dir / "lr.yaml").string() + " --gpus cpu --resume " + last, dir) == 0);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("training.optimizer.learning_rate is 0.001 (the checkpoint's "
+                                                     "run used 0.003)"));
+  std::string sgd = config(dir / "run", 3);
+  sgd.replace(sgd.find("{type: Adam, learning_rate: 0.003}"), 34, "{type: SGD, learning_rate: 0.003}");
+  std::ofstream(dir / "sgd.yaml") << sgd;
+  CHECK(run("--config " + (dir / "sgd.yaml").string() + " --gpus cpu --resume " + last, dir) == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("was trained with the Adam optimizer, the config says SGD"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("resuming keeps only the log rows of the checkpoint's epochs, in any folder", "[resume]") {
+  fs::path dir = temp_dir("resume_log");
+  std::ofstream(dir / "c.yaml") << config(dir / "run", 4, "    - {type: ModelCheckpoint, filepath: 'ep{epoch}.h5'}\n");
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9", dir) == 0);
+  const std::string full_log = slurp(dir / "run" / "log.csv");
+  // The checkpoints store the overridden seed, so resuming with it warns of nothing.
+  CHECK_THAT(load_checkpoint((dir / "run" / "ep2.h5").string()).config_yaml, Catch::Contains("seed: 9"));
+  // Back to epoch 2 in the same folder: rows 2 and 3 are dropped, then written again.
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9 --resume " +
+                  (dir / "run" / "ep2.h5").string(),
+              dir) == 0);
+  CHECK_THAT(slurp(dir / "err.txt"), !Catch::Contains("other settings"));
+  CHECK(slurp(dir / "run" / "log.csv") == full_log);
+  // Into a new folder: the rows of epochs 1 and 2 come from the log beside the checkpoint.
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9 --output " + (dir / "moved").string() +
+                  " --resume " + (dir / "run" / "ep2.h5").string(),
+              dir) == 0);
+  CHECK(slurp(dir / "moved" / "log.csv") == full_log);
+  // Nothing left to train: a warning, no files.
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9 --output " + (dir / "none").string() +
+                  " --resume " + (dir / "run" / "last.h5").string(),
+              dir) == 0);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("has already trained 4 epoch(s)"));
+  CHECK_FALSE(fs::exists(dir / "none"));
+  fs::remove_all(dir);
+}

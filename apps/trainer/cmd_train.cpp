@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "io/checkpoint.h"
+#include "train/resume_check.h"
 #include "nn/model.h"
 #include "train/fit.h"
 
@@ -22,13 +23,41 @@ struct TrainFlags {
   std::optional<uint64_t> seed;
 };
 
+// Applies the flags to config, and to its text too, so that checkpoints store
+// the settings the run really used (the text is re-emitted without comments).
 void apply_overrides(Config& config, const TrainFlags& f) {
-  if (f.epochs) config.training.epochs = *f.epochs;
-  if (f.batch_size) config.training.batch_size = *f.batch_size;
-  if (f.seed) config.training.seed = *f.seed;
-  if (!f.output.empty()) config.training.output_dir = f.output;
-  if (!f.images.empty()) config.data.images = f.images;
-  if (!f.masks.empty()) config.data.masks = f.masks;
+  YAML::Node root = YAML::Load(config.text);
+  bool changed = false;
+  auto set = [&](const char* section, const char* key, const auto& value) {
+    root[section][key] = value;
+    changed = true;
+  };
+  if (f.epochs) set("training", "epochs", config.training.epochs = *f.epochs);
+  if (f.batch_size) set("training", "batch_size", config.training.batch_size = *f.batch_size);
+  if (f.seed) set("training", "seed", config.training.seed = *f.seed);
+  if (!f.output.empty()) set("training", "output_dir", config.training.output_dir = f.output);
+  if (!f.images.empty()) set("data", "images", config.data.images = f.images);
+  if (!f.masks.empty()) set("data", "masks", config.data.masks = f.masks);
+  if (changed) config.text = "# " + config.path + " with command-line overrides\n" + YAML::Dump(root) + "\n";
+}
+
+// Gives trainer the checkpoint's weights and optimizer state, after reporting
+// how the config differs from the one the checkpoint's run used. Returns false
+// (after a warning) when the checkpoint has already trained config's epochs.
+bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& config, Trainer& trainer) {
+  const Config then = parse_config(ckpt.config_yaml, path + " (its stored config)");
+  for (const auto& d : resume_differences(config, then, path))
+    spdlog::warn("resuming with other settings: {}; the run continues but is no longer the one that was stopped", d);
+  trainer.load_weights(ckpt.weights, path);
+  trainer.load_optimizer(ckpt, path);
+  auto next = ckpt.state_scalars.find("next_epoch");
+  if (next != ckpt.state_scalars.end() && int(next->second) > config.training.epochs) {
+    spdlog::warn("{} has already trained {} epoch(s), as many as training.epochs ({}); nothing to do: raise "
+                 "--epochs to train further",
+                 path, int(next->second) - 1, config.training.epochs);
+    return false;
+  }
+  return true;
 }
 
 int run_train(const TrainFlags& f) {
@@ -40,8 +69,13 @@ int run_train(const TrainFlags& f) {
   const bool json = f.log_format == "json";
   (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
   validate_for_training(config, model);
+  // Towers and a resumed checkpoint are checked before the data is read, so a mismatch fails fast.
+  Trainer trainer(config, towers.plan.towers(), towers.threads_per_tower);
   std::unique_ptr<Checkpoint> resume;
-  if (!f.resume.empty()) resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
+  if (!f.resume.empty()) {
+    resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
+    if (!load_resume(*resume, f.resume, config, trainer)) return 0;
+  }
   const std::atomic<int>& stop = install_stop_handlers();
 
   DataOptions opt;
@@ -57,7 +91,6 @@ int run_train(const TrainFlags& f) {
   opt.config_path = f.images.empty() && f.masks.empty() ? config.path : "--images/--masks";
   const Dataset data = load_dataset(opt);
 
-  Trainer trainer(config, towers.plan.towers(), towers.threads_per_tower);
   FitOptions fit_options;
   fit_options.progress_bar = isatty(fileno(stdout));
   fit_options.json = json;

@@ -1,6 +1,6 @@
 // trainer: trains an image-segmentation network described in a YAML file on
 // every device of the machine. Thin main: flags (CLI11), config, data, run.
-// Exit codes: 0 done, 2 user error (flags, config, data), 1 internal error.
+// Exit codes: 0 done, 2 user error (flags, config, data), 1 internal error, 128 + signal when stopped by SIGINT/SIGTERM.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S] %^%l%$: %v");
 
   CLI::App app{"trainer: trains image-segmentation networks described in YAML on every GPU "
-               "of a machine (or on CPU towers).\nExit codes: 0 done, 2 user error, 1 internal error."};
+               "of a machine (or on CPU towers).\nExit codes: 0 done, 2 user error, 1 internal error, 130/143 stopped by SIGINT/SIGTERM (after writing last.h5)."};
   app.set_version_flag("--version", "trainer 0.1.0");
   const cli::Runner train = cli::add_train(app);
   const std::vector<cli::Command> commands = {

@@ -13,7 +13,11 @@ std::atomic<int> g_stop{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the handler needs a lock-free flag");
 
 extern "C" void on_stop_signal(int sig) {
-  if (sig == SIGINT && g_stop.load() != 0) _exit(130);
+  if (sig == SIGINT && g_stop.load() != 0) {
+    static const char msg[] = "\ninterrupted again: exiting now without a checkpoint (the last one stays)\n";
+    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);  // write(2) is async-signal-safe
+    _exit(130);
+  }
   g_stop.store(sig);
 }
 }  // namespace

@@ -45,11 +45,11 @@ DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpu
   }
   if (spec == "all") {
     if (gpus.empty()) {
-      plan.warnings.push_back("--gpus all: no GPU found; training on the CPU (one tower)");
+      plan.warnings.push_back("--gpus all: no GPU found; running on the CPU (one tower)");
       plan.cpu_towers = 1;
     } else if (!cuda_training) {
       plan.warnings.push_back("--gpus all: " + list_found(gpus) +
-                              ", but this build has no CUDA training backend; training on the CPU");
+                              ", but this build has no CUDA backend yet; running on the CPU");
       plan.cpu_towers = 1;
     } else {
       for (const auto& g : gpus) plan.gpus.push_back(g.index);

@@ -2,24 +2,35 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "core/error.h"
 
 namespace trainer {
 
-CsvLogger::CsvLogger(const std::string& path, bool append) : path_(path) {
-  const bool had_rows = append && std::filesystem::exists(path) && std::filesystem::file_size(path) > 0;
-  out_.open(path, append ? std::ios::app : std::ios::trunc);
-  if (!out_) throw UserError("cannot write the training log '" + path + "'; check that its folder is writable");
-  header_written_ = had_rows;
+CsvLogger::CsvLogger(std::string path, int finished_epochs, const std::string& earlier) : path_(std::move(path)) {
+  if (finished_epochs <= 0 || earlier.empty() || !std::filesystem::exists(earlier)) return;
+  std::ifstream in(earlier);
+  if (!in) throw UserError("cannot read the training log '" + earlier + "' to continue it");
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("epoch,", 0) != 0) return;  // not a log of ours: start anew
+  kept_ = line + '\n';
+  while (std::getline(in, line)) {
+    int epoch = -1;
+    if (std::sscanf(line.c_str(), "%d,", &epoch) == 1 && epoch >= 0 && epoch < finished_epochs) kept_ += line + '\n';
+  }
 }
 
 void CsvLogger::log(int epoch, const std::map<std::string, double>& logs) {
-  if (!header_written_) {
-    out_ << "epoch";
-    for (const auto& kv : logs) out_ << ',' << kv.first;
-    out_ << '\n';
-    header_written_ = true;
+  if (!out_.is_open()) {
+    out_.open(path_, std::ios::trunc);
+    if (!out_) throw UserError("cannot write the training log '" + path_ + "'; check that its folder is writable");
+    if (kept_.empty()) {
+      out_ << "epoch";
+      for (const auto& kv : logs) out_ << ',' << kv.first;
+      out_ << '\n';
+    }
+    out_ << kept_;
   }
   out_ << epoch - 1;
   char buf[40];

@@ -1,5 +1,5 @@
 #pragma once
-// CSVLogger: one row per epoch in Keras's tf.keras.callbacks.CSVLogger format:
+// CsvLogger: one row per epoch in Keras's tf.keras.callbacks.CSVLogger format:
 // a header "epoch,<log names sorted>", epoch numbered from 0 as Keras writes
 // it, values printed with full precision. Rows are appended and flushed as
 // each epoch ends, so a killed run keeps every finished epoch.
@@ -11,9 +11,14 @@ namespace trainer {
 
 class CsvLogger {
  public:
-  /// Opens path; append = true (resuming a run) keeps the rows already there and
-  /// writes no second header. Throws UserError naming path when it cannot be opened.
-  CsvLogger(const std::string& path, bool append);
+  /// A log at path, created when the first row is written. To continue a
+  /// resumed run, give the number of epochs the checkpoint had finished and
+  /// the log they were written to (earlier; may be path itself, or the log
+  /// beside the checkpoint when the run moves to a new folder): its header
+  /// and the rows of those epochs are copied first, later rows dropped, so
+  /// the log never holds an epoch twice. Throws UserError naming the file
+  /// when it cannot be read or written.
+  CsvLogger(std::string path, int finished_epochs = 0, const std::string& earlier = "");
   /// Writes the row of epoch (1-based, as printed; written 0-based as Keras does).
   /// The first row's names fix the columns; later rows use the same columns.
   void log(int epoch, const std::map<std::string, double>& logs);
@@ -21,8 +26,8 @@ class CsvLogger {
 
  private:
   std::string path_;
+  std::string kept_;  ///< Header and rows carried over from the earlier log.
   std::ofstream out_;
-  bool header_written_;
 };
 
 }  // namespace trainer

@@ -90,8 +90,8 @@ std::string save(const std::string& path, const Checkpoint& c) {
   return path;
 }
 
-/// Restores s and the trainer from a checkpoint written by make_checkpoint.
-void restore(const Checkpoint& c, const std::string& source, const Config& config, Trainer& trainer, RunState& s) {
+/// Restores s from a checkpoint written by make_checkpoint.
+void restore(const Checkpoint& c, const std::string& source, const Config& config, RunState& s) {
   auto scalar = [&](const std::string& name) {
     auto it = c.state_scalars.find(name);
     if (it == c.state_scalars.end())
@@ -99,8 +99,6 @@ void restore(const Checkpoint& c, const std::string& source, const Config& confi
                                "ModelCheckpoint file written by this version of trainer");
     return it->second;
   };
-  trainer.load_weights(c.weights, source);
-  trainer.load_optimizer(c, source);
   s.next_epoch = int(scalar("next_epoch"));
   s.next_step = int(scalar("next_step"));
   if (uint64_t(scalar("seed")) != config.training.seed)
@@ -155,12 +153,16 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     if (tc.model_checkpoint.save_best_only) needs_val(tc.model_checkpoint.monitor);
     s.policy = std::make_unique<CheckpointPolicy>(tc.model_checkpoint);
   }
-  if (options.resume) restore(*options.resume, options.resume_path, config, trainer, s);
+  if (options.resume) restore(*options.resume, options.resume_path, config, s);
 
   FitResult result;
   result.epochs_run = s.next_epoch - 1;
-  CsvLogger csv((out_dir / "log.csv").string(), options.resume != nullptr);
-  result.files.push_back(csv.path());
+  const std::string log_path = (out_dir / "log.csv").string();
+  std::string earlier_log;
+  if (options.resume)
+    earlier_log = fs::exists(log_path) ? log_path
+                                       : (fs::path(options.resume_path).parent_path() / "log.csv").string();
+  CsvLogger csv(log_path, result.epochs_run, earlier_log);
   const std::string last_path = (out_dir / "last.h5").string();
   const size_t batch_size = size_t(tc.batch_size);
   const int steps = int((train_idx.size() + batch_size - 1) / batch_size);
@@ -192,7 +194,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         s.next_step = step + 1;
         s.epoch_seconds = epoch_time();
         result.stop_signal = options.stop->load();
-        result.files.push_back(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s)));
+        remember(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s)));
         spdlog::warn("stopped by signal {} at epoch {}, step {}; continue with --resume {}", result.stop_signal,
                      epoch, step + 1, last_path);
         return result;
@@ -204,6 +206,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     if (has_val) add_logs(logs, "val_", trainer.evaluate(data, val_idx, tc.batch_size), tc.metrics);
     progress.end_epoch(logs, epoch_time(), double(train_idx.size()) / seconds_training);
     csv.log(epoch, logs);
+    remember(csv.path());
     result.epochs_run = epoch;
     result.last_logs = logs;
     s.epoch_sums = BatchStats{};

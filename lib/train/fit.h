@@ -19,7 +19,11 @@ struct FitOptions {
   bool progress_bar = false;            ///< Redraw a progress bar on stdout (when it is a terminal).
   bool json = false;                    ///< One JSON object per epoch on stdout instead of text lines.
   const std::atomic<int>* stop = nullptr;  ///< When it becomes non-zero (a signal number), stop after the current step.
-  const Checkpoint* resume = nullptr;   ///< Continue the run this checkpoint was saved from.
+  /// Continue the run this checkpoint was saved from. The caller has already
+  /// given the trainer its weights and optimizer state (Trainer::load_weights,
+  /// Trainer::load_optimizer, before loading data, so a mismatch fails fast);
+  /// fit restores the loop's own state: position, callbacks, epoch sums, log.
+  const Checkpoint* resume = nullptr;
   std::string resume_path;              ///< Its path, for messages.
 };
 
@@ -43,12 +47,13 @@ std::vector<int> epoch_order(std::vector<int> train, uint64_t seed, int epoch, b
 /// Trains for config.training.epochs (or until EarlyStopping or a stop
 /// request), printing one Keras-style line per epoch. In training.output_dir
 /// (created if missing; UserError when it cannot be) it writes:
-///   log.csv     one row per epoch (Keras CSVLogger format; appended on resume)
+///   log.csv     one row per epoch (Keras CSVLogger format); a resumed run first
+///               keeps the rows of the epochs the checkpoint had finished
 ///   last.h5     the full state after every epoch and at a stop (for --resume)
 ///   the ModelCheckpoint filepath, when configured (full state too)
 ///   final.h5    the weights at the end, after restore_best_weights (not on a stop)
-/// With options.resume, restores weights, optimizer, position (epoch, step),
-/// callback state and the unfinished epoch's sums first, so the run ends with
+/// With options.resume, restores the position (epoch, step), callback state
+/// and the unfinished epoch's sums first, so the run ends with
 /// the weights an uninterrupted run would have (bit for bit on CPU with the
 /// same tower and thread counts). Throws UserError for a checkpoint of another
 /// model or optimizer, a diverged loss (naming epoch and step), and bad paths.

@@ -1,0 +1,22 @@
+#pragma once
+// What changed between the run a checkpoint was saved from and the config a
+// user resumes it with. Continuing with other settings is allowed (e.g. a
+// lower learning rate to fine-tune), but the run is then no longer the one
+// that was stopped, so each difference is reported.
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace trainer {
+
+/// Compares now (the config given with --resume) with then (the one stored in
+/// the checkpoint at source). Throws UserError naming source when the
+/// optimizer type differs (its state cannot carry over). Returns one line per
+/// other difference among the optimizer's settings, loss, batch_size, seed,
+/// validation_split, shuffle and the data folders, e.g.
+/// "training.optimizer.learning_rate is 0.1 (the checkpoint's run used 0.001)".
+/// Layers are compared separately, through the weights (Trainer::load_weights).
+std::vector<std::string> resume_differences(const Config& now, const Config& then, const std::string& source);
+
+}  // namespace trainer
