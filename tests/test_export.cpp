@@ -43,7 +43,8 @@ std::string export_net(const fs::path& out_dir) {
     - {name: trim, type: Conv2D, filters: 8, kernel_size: 2, activation: relu}
     - {name: cat, type: Concatenate, inputs: [trim, down]}
     - {name: upt, type: Conv2DTranspose, filters: 4, kernel_size: 3, strides: 2, padding: same}
-    - {name: sum, type: Add, inputs: [upt, bn1]}
+    - {name: upk1, type: Conv2DTranspose, filters: 4, kernel_size: 1, strides: 2, inputs: [cat]}
+    - {name: sum, type: Add, inputs: [upt, bn1, upk1]}
     - {name: act, type: Activation, activation: relu}
     - {name: bn2, type: BatchNormalization, center: false, momentum: 0.5}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "io/atomic_file.h"
 #include "core/error.h"
 #include "train/evaluate.h"
 #include "train/predict.h"
@@ -36,6 +37,7 @@ int run_evaluate(const EvaluateFlags& f) {
   }
   if (o.kind != TruthKind::kNative && f.images.empty())
     throw UserError(std::string("evaluate ") + o.flag + " needs --images DIR (the images the truth belongs to)");
+  if (!f.csv.empty()) check_output_path(f.csv, "--csv");  // before the work, not after it
 
   const Towers towers = resolve_towers(f.gpus, f.threads);
   LoadedModel m = load_model(f.checkpoint, towers);

@@ -25,6 +25,7 @@ extern "C" void on_stop_signal(int sig) {
 const std::atomic<int>& install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESTART;  // reads in loader threads resume instead of failing with EINTR
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);

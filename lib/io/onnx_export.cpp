@@ -185,8 +185,13 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       GraphBuilder::ints(n, "strides", {d.stride_h, d.stride_w});
       if (conv)
         GraphBuilder::ints(n, "pads", {ph.before, pw.before, ph.after, pw.after});
-      else
+      else {
         GraphBuilder::ints(n, "pads", {sh, sw, sh, sw});
+        // Keras gives in*stride pixels even when the kernel is smaller than the
+        // stride, ONNX (in-1)*stride + k: output_padding adds what is missing.
+        const int extra_h = std::max(0, d.stride_h - d.kh), extra_w = std::max(0, d.stride_w - d.kw);
+        if (extra_h || extra_w) GraphBuilder::ints(n, "output_padding", {extra_h, extra_w});
+      }
       if (slice) {
         // ends: -(pixels left to crop at the end), or "to the end" when none are.
         auto end = [](int crop) { return crop > 0 ? int64_t(-crop) : std::numeric_limits<int64_t>::max(); };

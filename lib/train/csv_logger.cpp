@@ -4,7 +4,10 @@
 #include <filesystem>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
+#include "io/atomic_file.h"
 
 namespace trainer {
 
@@ -23,14 +26,20 @@ CsvLogger::CsvLogger(std::string path, int finished_epochs, const std::string& e
 
 void CsvLogger::log(int epoch, const std::map<std::string, double>& logs) {
   if (!out_.is_open()) {
-    out_.open(path_, std::ios::trunc);
-    if (!out_) throw UserError("cannot write the training log '" + path_ + "'; check that its folder is writable");
-    if (kept_.empty()) {
-      out_ << "epoch";
-      for (const auto& kv : logs) out_ << ',' << kv.first;
-      out_ << '\n';
+    std::string header = "epoch";
+    for (const auto& kv : logs) header += "," + kv.first;
+    std::string start = header + "\n";
+    if (!kept_.empty()) {
+      const std::string old_header = kept_.substr(0, kept_.find('\n'));
+      if (old_header == header)
+        start = kept_;
+      else
+        spdlog::warn("the columns of {} change ({} -> {}); it starts anew", path_, old_header, header);
     }
-    out_ << kept_;
+    // The kept rows exist nowhere else: replace the file atomically, then append.
+    write_file_atomic(path_, start);
+    out_.open(path_, std::ios::app);
+    if (!out_) throw UserError("cannot write the training log '" + path_ + "'; check that its folder is writable");
   }
   out_ << epoch - 1;
   char buf[40];

@@ -60,7 +60,12 @@ cv::Mat load_truth(const EvalOptions& o, const EvalSample& s) {
   if (o.kind == TruthKind::kNative) return dsb_label_map(o.truth_dir, s.truth);
   if (o.kind == TruthKind::kMasks) {
     // The mask's own size first (decode_mask writes at a given size), then the binarised mask at that size.
-    const cv::Mat raw = cv::imread(s.truth, cv::IMREAD_UNCHANGED);
+    cv::Mat raw;
+    try {
+      raw = cv::imread(s.truth, cv::IMREAD_UNCHANGED);
+    } catch (const cv::Exception&) {
+      raw.release();  // reported below as undecodable
+    }
     if (raw.empty()) throw UserError("cannot decode mask '" + s.truth + "' (corrupt, truncated or not an image)");
     cv::Mat binary(raw.size(), CV_32FC1);
     decode_mask(s.truth, raw.rows, raw.cols, binary.ptr<float>());

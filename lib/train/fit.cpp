@@ -64,7 +64,6 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
   trainer.save_optimizer(c);
   c.state_scalars["next_epoch"] = s.next_epoch;
   c.state_scalars["next_step"] = s.next_step;
-  c.state_scalars["seed"] = double(config.training.seed);
   c.state_scalars["epoch_loss_sum"] = s.epoch_sums.loss_sum;
   c.state_scalars["epoch_samples"] = s.epoch_sums.samples;
   c.state_scalars["epoch_seconds"] = s.epoch_seconds;
@@ -91,7 +90,7 @@ std::string save(const std::string& path, const Checkpoint& c) {
 }
 
 /// Restores s from a checkpoint written by make_checkpoint.
-void restore(const Checkpoint& c, const std::string& source, const Config& config, RunState& s) {
+void restore(const Checkpoint& c, const std::string& source, RunState& s) {
   auto scalar = [&](const std::string& name) {
     auto it = c.state_scalars.find(name);
     if (it == c.state_scalars.end())
@@ -101,9 +100,6 @@ void restore(const Checkpoint& c, const std::string& source, const Config& confi
   };
   s.next_epoch = int(scalar("next_epoch"));
   s.next_step = int(scalar("next_step"));
-  if (uint64_t(scalar("seed")) != config.training.seed)
-    spdlog::warn("{} was trained with seed {}, the config now says {}: the data order changes from here on",
-                 source, uint64_t(scalar("seed")), config.training.seed);
   s.epoch_sums.loss_sum = scalar("epoch_loss_sum");
   s.epoch_sums.samples = scalar("epoch_samples");
   s.epoch_seconds = scalar("epoch_seconds");
@@ -153,10 +149,11 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     if (tc.model_checkpoint.save_best_only) needs_val(tc.model_checkpoint.monitor);
     s.policy = std::make_unique<CheckpointPolicy>(tc.model_checkpoint);
   }
-  if (options.resume) restore(*options.resume, options.resume_path, config, s);
+  if (options.resume) restore(*options.resume, options.resume_path, s);
 
   FitResult result;
   result.epochs_run = s.next_epoch - 1;
+  if (options.resume) result.last_logs = options.resume->logs;
   const std::string log_path = (out_dir / "log.csv").string();
   std::string earlier_log;
   if (options.resume)

@@ -1,5 +1,8 @@
 #include "train/instance_metrics.h"
 
+#include <cstdint>
+#include <unordered_map>
+
 #include <algorithm>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
@@ -37,22 +40,22 @@ InstanceScore instance_score(const cv::Mat& truth, const cv::Mat& pred) {
   if (truth.size() != pred.size()) throw std::invalid_argument("instance_score: truth and pred sizes differ");
   InstanceScore s;
   const std::vector<int> t = object_index(truth, s.n_true), p = object_index(pred, s.n_pred);
-  // Pixel counts: intersection[i * n_pred + j], and each object's area.
-  std::vector<long> inter(size_t(s.n_true) * size_t(s.n_pred), 0), area_t(size_t(s.n_true), 0),
-      area_p(size_t(s.n_pred), 0);
+  // Pixel counts: each object's area, and the intersections of the (true,
+  // predicted) pairs that overlap at all (sparse: a noisy prediction with many
+  // components must not cost n_true * n_pred memory).
+  std::vector<long> area_t(size_t(s.n_true), 0), area_p(size_t(s.n_pred), 0);
+  std::unordered_map<uint64_t, long> inter;
   for (size_t k = 0; k < t.size(); ++k) {
     if (t[k] >= 0) ++area_t[size_t(t[k])];
     if (p[k] >= 0) ++area_p[size_t(p[k])];
-    if (t[k] >= 0 && p[k] >= 0) ++inter[size_t(t[k]) * size_t(s.n_pred) + size_t(p[k])];
+    if (t[k] >= 0 && p[k] >= 0) ++inter[uint64_t(t[k]) << 32 | uint64_t(p[k])];
   }
   // Best IoU of each true object over the predictions.
   std::vector<double> best(size_t(s.n_true), 0.0);
-  for (int i = 0; i < s.n_true; ++i)
-    for (int j = 0; j < s.n_pred; ++j) {
-      const long in = inter[size_t(i) * size_t(s.n_pred) + size_t(j)];
-      if (in == 0) continue;
-      best[size_t(i)] = std::max(best[size_t(i)], double(in) / double(area_t[size_t(i)] + area_p[size_t(j)] - in));
-    }
+  for (const auto& [pair, in] : inter) {
+    const size_t i = size_t(pair >> 32), j = size_t(pair & 0xFFFFFFFFu);
+    best[i] = std::max(best[i], double(in) / double(area_t[i] + area_p[j] - in));
+  }
   double sum = 0;
   for (int k = 0; k < kInstanceThresholds; ++k) {
     const double th = instance_threshold(k);

@@ -50,7 +50,7 @@ namespace {
 
 // The image as 8-bit BGR (16-bit scaled down) with the contours of mask drawn in green.
 cv::Mat overlay_image(const std::string& path, const cv::Mat& mask) {
-  cv::Mat image = cv::imread(path, cv::IMREAD_COLOR);
+  cv::Mat image = cv::imread(path, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
   if (image.size() != mask.size())
     throw UserError("cannot decode '" + path + "' again for its overlay (the file changed during the run)");
   std::vector<std::vector<cv::Point>> contours;

@@ -94,10 +94,15 @@ cv::Scalar palette(int i) {
 std::vector<double> nice_ticks(double lo, double hi, int target, bool integer) {
   if (!(lo < hi) || !std::isfinite(lo) || !std::isfinite(hi) || target < 2)
     throw std::invalid_argument("nice_ticks: needs finite lo < hi and target >= 2");
+  // A range only a few ulps wide would give a step too small to count with:
+  // widen it to a relative 1e-9 first, and never draw more than 4 * target ticks.
+  const double min_span = std::max(std::abs(lo), std::abs(hi)) * 1e-9;
+  if (hi - lo < min_span) lo -= min_span, hi += min_span;
   double step = nice_number((hi - lo) / (target - 1));
   if (integer) step = std::max(step, 1.0);
   std::vector<double> ticks;
-  for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9; k += 1) ticks.push_back(k * step);
+  for (double k = std::ceil(lo / step - 1e-9); k * step <= hi + step * 1e-9 && int(ticks.size()) < 4 * target; k += 1)
+    ticks.push_back(k * step);
   return ticks;
 }
 
