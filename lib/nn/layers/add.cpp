@@ -1,7 +1,6 @@
 // Add (keras.layers.Add): y = x_0 + x_1 + ... + x_{K-1}, K >= 2 inputs of the
 // same shape [N, H, W, C]. No keys, no weights.
-#include <cstring>
-
+#include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/registry.h"
 
@@ -29,19 +28,12 @@ class Add : public Layer {
     return inputs[0];
   }
 
+  /// y = x_0 + x_1 + ... (added in input order by the backend).
   void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
     y.resize(x[0]->shape());
-    float* out = y.data();
-    const long long m = (long long)y.numel();
-    const float* a = x[0]->data();
-    const float* b = x[1]->data();
-#pragma omp parallel for simd schedule(static)
-    for (long long i = 0; i < m; ++i) out[i] = a[i] + b[i];
-    for (size_t k = 2; k < x.size(); ++k) {
-      const float* c = x[k]->data();
-#pragma omp parallel for simd schedule(static)
-      for (long long i = 0; i < m; ++i) out[i] += c[i];
-    }
+    ptrs_.resize(x.size());
+    for (size_t k = 0; k < x.size(); ++k) ptrs_[k] = x[k]->data();
+    add_forward(ptrs_.data(), ptrs_.size(), y.data(), y.numel());
   }
 
   /// dx[k] = dy for every k.
@@ -50,6 +42,9 @@ class Add : public Layer {
     for (size_t k = 0; k < x.size(); ++k)
       if (dx[k]) *dx[k] = dy;
   }
+
+ private:
+  std::vector<const float*> ptrs_;  ///< Input pointers, reused across steps.
 };
 
 }  // namespace

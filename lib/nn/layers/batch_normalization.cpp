@@ -23,11 +23,7 @@
 // Weights (Keras order and names): gamma [C] (when scale), beta [C] (when
 // center), moving_mean [C], moving_variance [C] (the last two not trainable).
 // Parameter gradients are this tower's sums (the tower all-reduce adds them).
-#include <omp.h>
-
-#include <algorithm>
-#include <cmath>
-
+#include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "nn/initializers.h"
@@ -42,27 +38,6 @@ struct BNOptions {
   bool center = true, scale = true, synchronized = false;
   std::string beta_init = "zeros", gamma_init = "ones", mean_init = "zeros", var_init = "ones";
 };
-
-/// Per-channel sums of f(p, c) and g(p, c) over P pixels of C channels, in
-/// double: out[c] = sum_p f, out[C + c] = sum_p g. Each thread sums a static
-/// range of pixels; the partial sums are added in thread order (deterministic
-/// for a fixed thread count). partial is scratch space.
-template <class F>
-void channel_sums(long long P, int C, std::vector<double>& partial, std::vector<double>& out, F fg) {
-  const int T = omp_get_max_threads();
-  partial.assign(size_t(T) * 2 * C, 0.0);
-  out.assign(size_t(2) * C, 0.0);
-#pragma omp parallel num_threads(T)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    double* s1 = partial.data() + size_t(t) * 2 * C;
-    double* s2 = s1 + C;
-    const long long begin = P * t / nt, end = P * (t + 1) / nt;
-    for (long long p = begin; p < end; ++p) fg(p, s1, s2);
-  }
-  for (int t = 0; t < T; ++t)
-    for (int i = 0; i < 2 * C; ++i) out[i] += partial[size_t(t) * 2 * C + i];
-}
 
 class BatchNormalization : public Layer {
  public:
@@ -106,107 +81,55 @@ class BatchNormalization : public Layer {
   }
 
   /// y [N, H, W, C] from x [N, H, W, C]; training mode updates the moving statistics.
+  /// The backend computes the per-channel sums (sum x, sum x^2), all-reduced
+  /// here over the towers when synchronized, then the coefficients and y.
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Shape s = x[0]->shape();
     const int C = c_;
-    const long long P = (long long)s.n * s.h * s.w;
     const float* in = x[0]->data();
     y.resize(s);
     mean_.resize(C), istd_.resize(C), a_.resize(C), b_.resize(C);
     batch_stats_ = ctx.training;
     if (ctx.training) {
-      channel_sums(P, C, partial_, sums_, [in, C](long long p, double* s1, double* s2) {
-        const float* row = in + p * C;
-        for (int c = 0; c < C; ++c) {
-          const double v = row[c];
-          s1[c] += v;
-          s2[c] += v * v;
-        }
-      });
-      sums_.push_back(double(P));
+      sums_.resize(size_t(2) * C + 1);
+      op_.stat_sums(in, s, sums_.data());
+      sums_[2 * C] = double((long long)s.n * s.h * s.w);
       if (o_.synchronized && ctx.comm) ctx.comm->all_reduce_sum(ctx.rank, sums_.data(), sums_.size());
       count_ = sums_[2 * C];
       if (count_ == 0) return;  // Every tower is empty: nothing to normalise or learn from.
-      const double unbias = count_ / std::max(count_ - 1.0, 1.0), mom = o_.momentum;
-      for (int c = 0; c < C; ++c) {
-        const double mean = sums_[c] / count_;
-        const double var = std::max(sums_[C + c] / count_ - mean * mean, 0.0);
-        mean_[c] = float(mean);
-        istd_[c] = float(1.0 / std::sqrt(var + o_.epsilon));
-        moving_mean_[c] = float(moving_mean_[c] * mom + mean * (1.0 - mom));
-        moving_var_[c] = float(moving_var_[c] * mom + var * unbias * (1.0 - mom));
-      }
+      op_.train_coefficients(sums_.data(), count_, C, o_.epsilon, o_.momentum, gamma_, beta_, moving_mean_,
+                             moving_var_, mean_.data(), istd_.data(), a_.data(), b_.data());
     } else {
-      for (int c = 0; c < C; ++c) {
-        mean_[c] = moving_mean_[c];
-        istd_[c] = float(1.0 / std::sqrt(double(moving_var_[c]) + o_.epsilon));
-      }
+      op_.inference_coefficients(C, o_.epsilon, gamma_, beta_, moving_mean_, moving_var_, mean_.data(),
+                                 istd_.data(), a_.data(), b_.data());
     }
-    for (int c = 0; c < C; ++c) {
-      a_[c] = (gamma_ ? gamma_[c] : 1.f) * istd_[c];
-      b_[c] = (beta_ ? beta_[c] : 0.f) - mean_[c] * a_[c];
-    }
-    const float* a = a_.data();
-    const float* b = b_.data();
-    float* out = y.data();
-#pragma omp parallel for schedule(static)
-    for (long long p = 0; p < P; ++p) {
-      const float* src = in + p * C;
-      float* dst = out + p * C;
-#pragma omp simd
-      for (int c = 0; c < C; ++c) dst[c] = src[c] * a[c] + b[c];
-    }
+    op_.apply(in, s, a_.data(), b_.data(), y.data());
   }
 
   /// Batch statistics (Ioffe & Szegedy 2015, section 3), m = count, xhat = (x - mean) * istd:
   ///   dbeta = sum dy, dgamma = sum dy * xhat,
   ///   dx = gamma * istd * (dy - sum(dy) / m - xhat * sum(dy * xhat) / m),
-  /// the sums in dx taken over all towers when synchronized. After an inference
+  /// the sums in dx taken over all towers when synchronized (all-reduced here
+  /// between the backend's reduction and its dx step). After an inference
   /// forward the statistics are constants: dx = gamma * istd * dy.
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     const Shape s = x[0]->shape();
     const int C = c_;
-    const long long P = (long long)s.n * s.h * s.w;
     const float* in = x[0]->data();
-    const float* g = dy.data();
-    const float* mean = mean_.data();
-    const float* istd = istd_.data();
-    channel_sums(P, C, partial_, sums_, [=](long long p, double* s1, double* s2) {
-      const float* xr = in + p * C;
-      const float* gr = g + p * C;
-      for (int c = 0; c < C; ++c) {
-        s1[c] += gr[c];
-        s2[c] += double(gr[c]) * ((xr[c] - mean[c]) * istd[c]);
-      }
-    });
-    for (int c = 0; c < C; ++c) {
-      if (dbeta_) dbeta_[c] = float(sums_[c]);
-      if (dgamma_) dgamma_[c] = float(sums_[C + c]);
-    }
+    sums_.resize(size_t(2) * C);
+    op_.grad_sums(in, dy.data(), s, mean_.data(), istd_.data(), sums_.data());
+    op_.param_grads(sums_.data(), C, dgamma_, dbeta_);
     if (batch_stats_ && o_.synchronized && ctx.comm)
       ctx.comm->all_reduce_sum(ctx.rank, sums_.data(), sums_.size());
     if (!dx[0]) return;
     dx[0]->resize(s);
-    if (P == 0) return;
+    if (s.numel() == 0) return;
     k1_.resize(C), k2_.resize(C), k3_.resize(C);
-    for (int c = 0; c < C; ++c) {
-      k1_[c] = (gamma_ ? gamma_[c] : 1.f) * istd_[c];
-      k2_[c] = batch_stats_ ? float(sums_[c] / count_) : 0.f;
-      k3_[c] = batch_stats_ ? float(sums_[C + c] / count_) : 0.f;
-    }
-    const float* k1 = k1_.data();
-    const float* k2 = k2_.data();
-    const float* k3 = k3_.data();
-    float* out = dx[0]->data();
-#pragma omp parallel for schedule(static)
-    for (long long p = 0; p < P; ++p) {
-      const float* xr = in + p * C;
-      const float* gr = g + p * C;
-      float* dr = out + p * C;
-#pragma omp simd
-      for (int c = 0; c < C; ++c) dr[c] = k1[c] * (gr[c] - k2[c] - (xr[c] - mean[c]) * istd[c] * k3[c]);
-    }
+    op_.backward_coefficients(sums_.data(), count_, batch_stats_, C, gamma_, istd_.data(), k1_.data(),
+                              k2_.data(), k3_.data());
+    op_.backward_data(in, dy.data(), s, mean_.data(), istd_.data(), k1_.data(), k2_.data(), k3_.data(),
+                      dx[0]->data());
   }
 
  private:
@@ -217,7 +140,8 @@ class BatchNormalization : public Layer {
   bool batch_stats_ = false;  ///< Whether the last forward used batch statistics.
   double count_ = 0;          ///< Pixels per channel behind those statistics (all towers).
   std::vector<float> mean_, istd_, a_, b_, k1_, k2_, k3_;  ///< Per channel [C].
-  std::vector<double> partial_, sums_;                      ///< Reduction scratch.
+  std::vector<double> sums_;  ///< Per-channel sums [2C] (+ the pixel count in forward).
+  BatchNormOp op_;
 };
 
 }  // namespace

@@ -2,8 +2,7 @@
 //   inputs [N, H, W, C_k], k = 0..K-1 (K >= 2)  ->  y [N, H, W, sum_k C_k],
 // channels in input order. YAML: {type: Concatenate, axis: -1} (only -1 or 3,
 // the channel axis of NHWC, are accepted).
-#include <cstring>
-
+#include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/registry.h"
 
@@ -38,45 +37,40 @@ class Concatenate : public Layer {
     return out;
   }
 
-  /// Per pixel, copies each input's channels into its slice of y.
+  /// Per pixel, copies each input's channels into its slice of y (backend).
   void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
     Shape s = x[0]->shape();
     s.c = 0;
     for (const Tensor* t : x) s.c += t->shape().c;
     y.resize(s);
-    const long long pixels = (long long)s.n * s.h * s.w;
-    const int cy = s.c;
-    float* out = y.data();
-#pragma omp parallel for schedule(static)
-    for (long long p = 0; p < pixels; ++p) {
-      float* dst = out + p * cy;
-      for (const Tensor* t : x) {
-        const int c = t->shape().c;
-        std::memcpy(dst, t->data() + p * c, size_t(c) * sizeof(float));
-        dst += c;
-      }
-    }
+    channels_of(x);
+    in_.resize(x.size());
+    for (size_t k = 0; k < x.size(); ++k) in_[k] = x[k]->data();
+    concat_channels_forward(in_.data(), cs_.data(), x.size(), (long long)s.n * s.h * s.w, y.data(), s.c);
   }
 
-  /// dx[k] = the k-th channel slice of dy.
+  /// dx[k] = the k-th channel slice of dy (backend).
   void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     for (size_t k = 0; k < x.size(); ++k)
       if (dx[k]) dx[k]->resize(x[k]->shape());
     const Shape s = dy.shape();
-    const long long pixels = (long long)s.n * s.h * s.w;
-    const int cy = s.c;
-    const float* g = dy.data();
-#pragma omp parallel for schedule(static)
-    for (long long p = 0; p < pixels; ++p) {
-      const float* src = g + p * cy;
-      for (size_t k = 0; k < x.size(); ++k) {
-        const int c = x[k]->shape().c;
-        if (dx[k]) std::memcpy(dx[k]->data() + p * c, src, size_t(c) * sizeof(float));
-        src += c;
-      }
-    }
+    channels_of(x);
+    out_.resize(x.size());
+    for (size_t k = 0; k < x.size(); ++k) out_[k] = dx[k] ? dx[k]->data() : nullptr;
+    concat_channels_backward(dy.data(), s.c, (long long)s.n * s.h * s.w, cs_.data(), x.size(), out_.data());
   }
+
+ private:
+  /// cs_ <- the inputs' channel counts.
+  void channels_of(const std::vector<const Tensor*>& x) {
+    cs_.resize(x.size());
+    for (size_t k = 0; k < x.size(); ++k) cs_[k] = x[k]->shape().c;
+  }
+
+  std::vector<int> cs_;             ///< Channels per input, reused across steps.
+  std::vector<const float*> in_;    ///< Input pointers (forward).
+  std::vector<float*> out_;         ///< Gradient pointers (backward; nullptr: not needed).
 };
 
 }  // namespace

@@ -8,23 +8,16 @@
 // counter-based generator, so a global batch gets the same masks however it is
 // split across towers. The layer seed is 'seed' when given, else a 64-bit
 // FNV-1a hash of the layer's name.
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/registry.h"
 
 namespace trainer {
 
 namespace {
-
-/// splitmix64's output function: a bijective 64-bit mixer.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 /// 64-bit FNV-1a of s.
 uint64_t fnv1a(const std::string& s) {
@@ -66,29 +59,8 @@ class Dropout : public Layer {
     const Shape s = x[0]->shape();
     y.resize(s);
     mask_.resize(s.numel());
-    const size_t per = s.sample_numel();
-    const uint64_t base = mix64(mix64(mix64(ctx.seed) ^ seed_) ^ ctx.step);
-    constexpr size_t kBlock = 4096;
-    const long long blocks = (long long)((per + kBlock - 1) / kBlock);
-    const uint32_t thr = threshold_;
-    const float scale = scale_;
-    const float* in = x[0]->data();
-    float* out = y.data();
-    uint8_t* mask = mask_.data();
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int n = 0; n < s.n; ++n)
-      for (long long b = 0; b < blocks; ++b) {
-        const uint64_t key = mix64(base ^ uint64_t(ctx.sample_offset + n));
-        const size_t off = size_t(n) * per;
-        const size_t end = std::min(per, size_t(b + 1) * kBlock);
-        for (size_t e = size_t(b) * kBlock; e < end; ++e) {
-          // Element e's draw: the (e+1)-th output of a splitmix64 stream seeded with key.
-          const uint32_t u = uint32_t(mix64(key + (e + 1) * 0x9e3779b97f4a7c15ULL) >> 40);
-          const uint8_t keep = u >= thr;
-          mask[off + e] = keep;
-          out[off + e] = keep ? in[off + e] * scale : 0.f;
-        }
-      }
+    dropout_forward(x[0]->data(), s, dropout_step_key(ctx.seed, seed_, ctx.step), ctx.sample_offset,
+                    DropoutParams{threshold_, scale_}, y.data(), mask_.data());
   }
 
   /// dx = dy * mask / (1 - rate) after a training forward, else dx = dy.
@@ -100,13 +72,7 @@ class Dropout : public Layer {
       return;
     }
     dx[0]->resize(x[0]->shape());
-    const float* g = dy.data();
-    const uint8_t* mask = mask_.data();
-    float* out = dx[0]->data();
-    const float scale = scale_;
-    const long long m = (long long)dy.numel();
-#pragma omp parallel for simd schedule(static)
-    for (long long i = 0; i < m; ++i) out[i] = mask[i] ? g[i] * scale : 0.f;
+    dropout_backward(dy.data(), mask_.data(), scale_, dx[0]->data(), dy.numel());
   }
 
  private:

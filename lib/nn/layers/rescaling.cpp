@@ -1,6 +1,7 @@
 // Rescaling (keras.layers.Rescaling): y = x * scale + offset, element-wise.
 // YAML: {type: Rescaling, scale: 0.00392156862745098, offset: 0.0}
 // scale is required, offset defaults to 0 (Keras defaults). No weights.
+#include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/registry.h"
 
@@ -30,24 +31,14 @@ class Rescaling : public Layer {
   /// y [N, H, W, C] = x [N, H, W, C] * scale + offset.
   void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
     y.resize(x[0]->shape());
-    const float* in = x[0]->data();
-    float* out = y.data();
-    const float a = scale_, b = offset_;
-    const long long m = (long long)y.numel();
-#pragma omp parallel for simd schedule(static)
-    for (long long i = 0; i < m; ++i) out[i] = in[i] * a + b;
+    scale_shift_forward(x[0]->data(), scale_, offset_, y.data(), y.numel());
   }
   /// dx = dy * scale.
   void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
     dx[0]->resize(x[0]->shape());
-    const float* g = dy.data();
-    float* out = dx[0]->data();
-    const float a = scale_;
-    const long long m = (long long)dy.numel();
-#pragma omp parallel for simd schedule(static)
-    for (long long i = 0; i < m; ++i) out[i] = g[i] * a;
+    scale_backward(dy.data(), scale_, dx[0]->data(), dy.numel());
   }
 
  private:

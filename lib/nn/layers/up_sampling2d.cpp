@@ -3,8 +3,7 @@
 // YAML: {type: UpSampling2D, size: 2 | [sh, sw] (default 2), interpolation: nearest}
 // 'bilinear' (a Keras option) is rejected with a UserError. Backward sums dy
 // over each sh x sw block.
-#include <cstring>
-
+#include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/registry.h"
 
@@ -35,18 +34,7 @@ class UpSampling2D : public Layer {
   void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Shape s = x[0]->shape();
     y.resize(Shape{s.n, s.h * sh_, s.w * sw_, s.c});
-    const int oh = s.h * sh_, ow = s.w * sw_, c = s.c, sh = sh_, sw = sw_;
-    const float* in = x[0]->data();
-    float* out = y.data();
-    const long long rows = (long long)s.n * oh;
-#pragma omp parallel for schedule(static)
-    for (long long r = 0; r < rows; ++r) {
-      const long long n = r / oh, i = r % oh;
-      const float* src = in + ((n * s.h + i / sh) * s.w) * c;
-      float* dst = out + r * ow * c;
-      for (int j = 0; j < s.w; ++j)
-        for (int k = 0; k < sw; ++k) std::memcpy(dst + (size_t(j) * sw + k) * c, src + size_t(j) * c, c * sizeof(float));
-    }
+    upsample_nearest_forward(x[0]->data(), s, UpSample2DParams{sh_, sw_}, y.data());
   }
 
   void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
@@ -54,26 +42,7 @@ class UpSampling2D : public Layer {
     if (!dx[0]) return;
     const Shape s = x[0]->shape();
     dx[0]->resize(s);
-    const int ow = s.w * sw_, c = s.c, sh = sh_, sw = sw_;
-    const float* g = dy.data();
-    float* out = dx[0]->data();
-    const long long rows = (long long)s.n * s.h;
-#pragma omp parallel for schedule(static)
-    for (long long r = 0; r < rows; ++r) {
-      float* dst = out + r * s.w * c;
-      std::memset(dst, 0, size_t(s.w) * c * sizeof(float));
-      const long long n = r / s.h, i = r % s.h;
-      for (int a = 0; a < sh; ++a) {
-        const float* src = g + ((n * s.h + i) * sh + a) * ow * c;
-        for (int j = 0; j < s.w; ++j)
-          for (int b = 0; b < sw; ++b) {
-            const float* sp = src + (size_t(j) * sw + b) * c;
-            float* dp = dst + size_t(j) * c;
-#pragma omp simd
-            for (int k = 0; k < c; ++k) dp[k] += sp[k];
-          }
-      }
-    }
+    upsample_nearest_backward(dy.data(), s, UpSample2DParams{sh_, sw_}, dx[0]->data());
   }
 
  private:

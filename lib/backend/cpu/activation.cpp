@@ -1,0 +1,39 @@
+// Activation forward / backward on the CPU (OpenMP), per element through
+// backend/elementwise_math.h.
+#include "backend/elementwise_ops.h"
+
+namespace trainer {
+
+void activation_forward(Activation a, float* y, size_t n) {
+  const long long m = (long long)n;
+  switch (a) {
+    case Activation::Linear:
+      return;
+    case Activation::Relu:
+#pragma omp parallel for simd schedule(static)
+      for (long long i = 0; i < m; ++i) y[i] = relu_forward(y[i]);
+      return;
+    case Activation::Sigmoid:
+#pragma omp parallel for schedule(static)
+      for (long long i = 0; i < m; ++i) y[i] = sigmoid_forward(y[i]);
+      return;
+  }
+}
+
+void activation_backward(Activation a, const float* y, float* dy, size_t n) {
+  const long long m = (long long)n;
+  switch (a) {
+    case Activation::Linear:
+      return;
+    case Activation::Relu:
+#pragma omp parallel for simd schedule(static)
+      for (long long i = 0; i < m; ++i) dy[i] = relu_backward(y[i], dy[i]);
+      return;
+    case Activation::Sigmoid:
+#pragma omp parallel for simd schedule(static)
+      for (long long i = 0; i < m; ++i) dy[i] = sigmoid_backward(y[i], dy[i]);
+      return;
+  }
+}
+
+}  // namespace trainer

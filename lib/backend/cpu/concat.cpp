@@ -1,0 +1,34 @@
+// Channel concatenation and its inverse on the CPU (OpenMP over pixels).
+#include <cstring>
+
+#include "backend/elementwise_ops.h"
+
+namespace trainer {
+
+void concat_channels_forward(const float* const* xs, const int* cs, size_t k, long long P, float* y,
+                             int cy) {
+#pragma omp parallel for schedule(static)
+  for (long long p = 0; p < P; ++p) {
+    float* dst = y + p * cy;
+    for (size_t i = 0; i < k; ++i) {
+      const int c = cs[i];
+      std::memcpy(dst, xs[i] + p * c, size_t(c) * sizeof(float));
+      dst += c;
+    }
+  }
+}
+
+void concat_channels_backward(const float* dy, int cy, long long P, const int* cs, size_t k,
+                              float* const* dxs) {
+#pragma omp parallel for schedule(static)
+  for (long long p = 0; p < P; ++p) {
+    const float* src = dy + p * cy;
+    for (size_t i = 0; i < k; ++i) {
+      const int c = cs[i];
+      if (dxs[i]) std::memcpy(dxs[i] + p * c, src, size_t(c) * sizeof(float));
+      src += c;
+    }
+  }
+}
+
+}  // namespace trainer

@@ -1,0 +1,135 @@
+#pragma once
+// Backend interface of the element-wise, channel and resampling ops: the math
+// of Activation (and the activation of Conv2D / Conv2DTranspose), Rescaling,
+// Add, Concatenate, UpSampling2D, Dropout and BatchNormalization. Layers call
+// these functions and never loop over tensor elements themselves; the CPU
+// implementations (OpenMP loops) are in backend/cpu/, one file per op family,
+// and compute every element through the functions of backend/elementwise_math.h,
+// which the CUDA kernels will share. Every tensor is NHWC float32 ([N, H, W, C],
+// row-major) and must not alias another argument unless a function says so.
+// Nothing here allocates per call except BatchNormOp's scratch, which is kept
+// across calls of the same shape.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "backend/elementwise_math.h"
+#include "core/shape.h"
+
+namespace trainer {
+
+// ---- Activation (backend/cpu/activation.cpp) -----------------------------
+
+/// In place: y[i] <- f(y[i]) for n elements (Linear: nothing).
+void activation_forward(Activation a, float* y, size_t n);
+/// In place: dy[i] <- dy[i] * f'(x[i]) for n elements, with f' written in terms
+/// of the output y = f(x): relu' = (y > 0), sigmoid' = y (1 - y).
+void activation_backward(Activation a, const float* y, float* dy, size_t n);
+
+// ---- Rescaling (backend/cpu/scale.cpp) -----------------------------------
+
+/// y[i] <- x[i] * scale + offset for n elements (y may be x).
+void scale_shift_forward(const float* x, float scale, float offset, float* y, size_t n);
+/// dx[i] <- dy[i] * scale for n elements (dx may be dy).
+void scale_backward(const float* dy, float scale, float* dx, size_t n);
+
+// ---- Add (backend/cpu/add.cpp) -------------------------------------------
+
+/// y <- ((xs[0] + xs[1]) + xs[2]) + ... for k >= 2 inputs of n elements each,
+/// added in input order.
+void add_forward(const float* const* xs, size_t k, float* y, size_t n);
+
+// ---- Concatenate (backend/cpu/concat.cpp) --------------------------------
+
+/// Channel concatenation of k inputs xs[i] [P, cs[i]] (P = N*H*W pixels) into
+/// y [P, cy], cy = sum cs[i], channels in input order.
+void concat_channels_forward(const float* const* xs, const int* cs, size_t k, long long P, float* y,
+                             int cy);
+/// The inverse: dxs[i] [P, cs[i]] <- the i-th channel slice of dy [P, cy];
+/// inputs whose dxs[i] is nullptr are skipped.
+void concat_channels_backward(const float* dy, int cy, long long P, const int* cs, size_t k,
+                              float* const* dxs);
+
+// ---- UpSampling2D, nearest (backend/cpu/upsample.cpp) --------------------
+
+/// Integer upsampling factors of UpSampling2D.
+struct UpSample2DParams {
+  int sh = 2, sw = 2;  ///< Factors along height and width.
+};
+
+/// y[n, i, j, c] <- x[n, i / sh, j / sw, c]: x [N, H, W, C] (xs), y [N, H*sh, W*sw, C].
+void upsample_nearest_forward(const float* x, Shape xs, UpSample2DParams p, float* y);
+/// dx [N, H, W, C] (xs) <- the sums of dy [N, H*sh, W*sw, C] over each sh x sw
+/// block (overwrites dx).
+void upsample_nearest_backward(const float* dy, Shape xs, UpSample2DParams p, float* dx);
+
+// ---- Dropout (backend/cpu/dropout.cpp) -----------------------------------
+
+/// Inverted dropout with a counter-based mask (see elementwise_math.h).
+struct DropoutParams {
+  uint32_t threshold = 0;  ///< An element is kept when its 24-bit draw is >= threshold = rate * 2^24.
+  float scale = 1.f;       ///< 1 / (1 - rate).
+};
+
+/// x, y, mask [N, H, W, C] (s): element e of sample n is kept when
+/// dropout_draw(dropout_sample_key(step_key, sample_offset + n), e) passes
+/// dropout_keep; y <- kept ? x * scale : 0 and mask <- kept (0 or 1).
+void dropout_forward(const float* x, Shape s, uint64_t step_key, long long sample_offset,
+                     DropoutParams p, float* y, uint8_t* mask);
+/// dx[i] <- mask[i] ? dy[i] * scale : 0 for n elements.
+void dropout_backward(const float* dy, const uint8_t* mask, float scale, float* dx, size_t n);
+
+// ---- BatchNormalization (backend/cpu/batch_norm.cpp) ---------------------
+
+/// Batch normalisation over the channel axis of x [N, H, W, C], split so that
+/// the caller can all-reduce the per-channel sums between the steps
+/// (synchronized BN): the reductions produce sums[2C] in double, the
+/// coefficient steps turn (reduced) sums into per-channel vectors [C], the
+/// apply steps use them. gamma / beta may be nullptr (1 and 0). Per-channel
+/// sums are taken per thread over static pixel ranges and added in thread
+/// order: deterministic for a fixed thread count. The op keeps its reduction
+/// scratch; one op object must not be used from two threads at once.
+class BatchNormOp {
+ public:
+  BatchNormOp();
+  ~BatchNormOp();
+  BatchNormOp(BatchNormOp&&) noexcept;
+  BatchNormOp& operator=(BatchNormOp&&) noexcept;
+
+  /// sums[c] <- sum over pixels of x[., c]; sums[C + c] <- sum of x[., c]^2.
+  void stat_sums(const float* x, Shape s, double* sums);
+  /// Training statistics from sums (sum x, sum x^2) over count > 0 pixels per
+  /// channel: mean, istd = 1 / sqrt(max(var, 0) + epsilon) with the biased var,
+  /// a = gamma * istd, b = beta - mean * a; moving_* <- moving_* * momentum +
+  /// batch * (1 - momentum), with the unbiased batch variance var * count /
+  /// max(count - 1, 1).
+  void train_coefficients(const double* sums, double count, int C, double epsilon, double momentum,
+                          const float* gamma, const float* beta, float* moving_mean,
+                          float* moving_var, float* mean, float* istd, float* a, float* b);
+  /// Inference: mean = moving_mean, istd = 1 / sqrt(moving_var + epsilon), a, b as above.
+  void inference_coefficients(int C, double epsilon, const float* gamma, const float* beta,
+                              const float* moving_mean, const float* moving_var, float* mean,
+                              float* istd, float* a, float* b);
+  /// y [N, H, W, C] <- x * a[c] + b[c].
+  void apply(const float* x, Shape s, const float* a, const float* b, float* y);
+
+  /// sums[c] <- sum of dy[., c]; sums[C + c] <- sum of dy * xhat, xhat = (x - mean) * istd.
+  void grad_sums(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
+                 double* sums);
+  /// dbeta[c] <- sums[c], dgamma[c] <- sums[C + c] (each skipped when nullptr).
+  void param_grads(const double* sums, int C, float* dgamma, float* dbeta);
+  /// k1 = gamma * istd; with batch_stats, k2 = sums[c] / count and
+  /// k3 = sums[C + c] / count, else 0.
+  void backward_coefficients(const double* sums, double count, bool batch_stats, int C,
+                             const float* gamma, const float* istd, float* k1, float* k2, float* k3);
+  /// dx [N, H, W, C] <- k1 * (dy - k2 - xhat * k3) (bn_backward).
+  void backward_data(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
+                     const float* k1, const float* k2, const float* k3, float* dx);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainer
