@@ -58,4 +58,10 @@ Run run(const std::string& binary, const std::string& args, const std::filesyste
 /// run() of the trainer binary of this build.
 Run run_trainer(const std::string& args, const std::filesystem::path& dir);
 
+/// A config for a two-level U-Net (width 8) at 64x64 on the embedded sample
+/// (data/sample, validation_split 0.2), seed 1, Adam with learning rate 0.01,
+/// writing to output_dir. `training` holds further keys of the training
+/// section, each line indented by two spaces (e.g. "  epochs: 4\n").
+std::string sample_unet_config(const std::filesystem::path& output_dir, const std::string& training);
+
 }  // namespace trainer::testing

@@ -14,37 +14,16 @@ using namespace trainer::testing;
 
 namespace {
 
-const std::string kSample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
 
-// A two-level U-Net (width 8) at 64x64 on the embedded sample.
+// The sample U-Net for 4 epochs, keeping the best checkpoint by val_loss.
 std::string small_unet(const fs::path& out_dir) {
-  return R"(model:
-  name: e2e_unet
-  layers:
-    - {name: input, type: Input, shape: [64, 64, 3]}
-    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
-    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
-    - {name: p1, type: MaxPooling2D}
-    - {name: c2, type: Conv2D, filters: 16, kernel_size: 3, padding: same, activation: relu}
-    - {name: u1, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, padding: same}
-    - {name: cat, type: Concatenate, inputs: [u1, c1]}
-    - {name: c3, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
-    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
-data:
-  images: )" + kSample + R"(/images
-  masks: )" + kSample + R"(/masks
-  validation_split: 0.2
-training:
-  epochs: 4
+  return trainer::testing::sample_unet_config(out_dir, R"(  epochs: 4
   batch_size: 4
-  seed: 1
   loss: binary_crossentropy
   metrics: [mean_iou]
-  optimizer: {type: Adam, learning_rate: 0.01}
-  output_dir: )" + out_dir.string() + R"(
   callbacks:
     - {type: ModelCheckpoint, filepath: "best-{epoch:02d}.h5", monitor: val_loss, save_best_only: true}
-)";
+)");
 }
 
 std::vector<double> epoch_losses(const std::string& out) {

@@ -17,7 +17,6 @@ using namespace trainer::testing;
 
 namespace {
 
-const std::string kSample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
 const std::string kFlat = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat";
 const std::string kNative = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/native";
 // Images of 320x256, 360x360 and 347x260 pixels (the model's input is 64x64).
@@ -37,27 +36,11 @@ struct Fixture {
     images = dir / "images";
     fs::create_directories(images);
     for (const auto& id : kIds) fs::create_symlink(kFlat + "/train_im/" + id + ".png", images / (id + ".png"));
-    std::ofstream(dir / "unet.yaml") << R"(model:
-  name: predeval_unet
-  layers:
-    - {name: input, type: Input, shape: [64, 64, 3]}
-    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
-    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
-    - {name: p1, type: MaxPooling2D}
-    - {name: c2, type: Conv2D, filters: 16, kernel_size: 3, padding: same, activation: relu}
-    - {name: u1, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, padding: same}
-    - {name: cat, type: Concatenate, inputs: [u1, c1]}
-    - {name: c3, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
-    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
-data: {images: )" + kSample + "/images, masks: " + kSample + R"(/masks, validation_split: 0.2}
-training:
-  epochs: 20
+    std::ofstream(dir / "unet.yaml") << trainer::testing::sample_unet_config(dir / "run", R"(  epochs: 20
   batch_size: 4
-  seed: 1
   loss: binary_crossentropy
   metrics: [mean_iou]
-  optimizer: {type: Adam, learning_rate: 0.01}
-  output_dir: )" + (dir / "run").string() + "\n";
+)");
     const Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu", dir);
     if (r.code != 0) throw std::runtime_error("training the test model failed: " + r.out + r.err);
     checkpoint = dir / "run" / "final.h5";

@@ -70,27 +70,7 @@ std::pair<int, int> differing(const cv::Mat& a, const cv::Mat& b, const cv::Mat&
 
 // A two-level U-Net (width 8) at 64x64 on the sample, trained for one epoch by the trainer binary.
 fs::path train_one_epoch(const fs::path& dir) {
-  const std::string yaml = R"(model:
-  name: preview_unet
-  layers:
-    - {name: input, type: Input, shape: [64, 64, 3]}
-    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
-    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
-    - {name: p1, type: MaxPooling2D}
-    - {name: c2, type: Conv2D, filters: 16, kernel_size: 3, padding: same, activation: relu}
-    - {name: u1, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, padding: same}
-    - {name: cat, type: Concatenate, inputs: [u1, c1]}
-    - {name: c3, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
-    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
-data:
-  images: )" + kSample + R"(/images
-  masks: )" + kSample + R"(/masks
-training:
-  epochs: 1
-  batch_size: 8
-  seed: 1
-  optimizer: {type: Adam, learning_rate: 0.01}
-  output_dir: )" + (dir / "run").string() + "\n";
+  const std::string yaml = trainer::testing::sample_unet_config(dir / "run", "  epochs: 1\n  batch_size: 8\n");
   std::ofstream(dir / "unet.yaml") << yaml;
   const Run r = run(TRAINER_BINARY, "--config " + (dir / "unet.yaml").string() + " --gpus cpu", dir);
   INFO(r.out << r.err);
