@@ -1,5 +1,6 @@
-# Decides TRAINER_WITH_CUDA from TRAINER_CUDA (AUTO/ON/OFF) and, when on, builds
-# the trainer_cuda library from lib/backend/cuda (CUDA runtime, cuDNN, NCCL).
+# Decides TRAINER_WITH_CUDA from TRAINER_CUDA (AUTO/ON/OFF) and, when on,
+# enables CUDA and lists the GPU-only sources (every lib/**/cuda/ folder) in
+# TRAINER_CUDA_SOURCES, which trainer_lib compiles with the rest.
 set(TRAINER_WITH_CUDA OFF)
 if(NOT TRAINER_CUDA STREQUAL "OFF")
   include(CheckLanguage)
@@ -25,8 +26,5 @@ if(TRAINER_WITH_CUDA)
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
   file(GLOB_RECURSE TRAINER_CUDA_SOURCES CONFIGURE_DEPENDS
-       ${CMAKE_SOURCE_DIR}/lib/backend/cuda/*.cpp ${CMAKE_SOURCE_DIR}/lib/backend/cuda/*.cu)
-  add_library(trainer_cuda STATIC ${TRAINER_CUDA_SOURCES})
-  target_include_directories(trainer_cuda PUBLIC ${CMAKE_SOURCE_DIR}/lib ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
-  target_link_libraries(trainer_cuda PUBLIC CUDA::cudart ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+       ${CMAKE_SOURCE_DIR}/lib/*/cuda/*.cpp ${CMAKE_SOURCE_DIR}/lib/*/cuda/*.cu)
 endif()

@@ -2,18 +2,22 @@
 // Backend interface of the element-wise, channel and resampling ops: the math
 // of Activation (and the activation of Conv2D / Conv2DTranspose), Rescaling,
 // Add, Concatenate, UpSampling2D, Dropout and BatchNormalization. Layers call
-// these functions and never loop over tensor elements themselves; the CPU
-// implementations (OpenMP loops) are in backend/cpu/, one file per op family,
-// and compute every element through the functions of backend/elementwise_math.h,
-// which the CUDA kernels will share. Every tensor is NHWC float32 ([N, H, W, C],
-// row-major) and must not alias another argument unless a function says so.
-// Nothing here allocates per call except BatchNormOp's scratch, which is kept
-// across calls of the same shape.
+// these functions with their tower's Device and never loop over tensor elements
+// themselves; the dispatch (backend/elementwise_dispatch.cpp) calls the CPU
+// implementation (OpenMP loops in backend/cpu/, one file per op family) or the
+// CUDA one (kernels in backend/cuda/, queued on the tower's compute stream).
+// Both compute every element through the functions of
+// backend/elementwise_math.h. Every pointer is on the device d (host memory for
+// the CPU) unless a comment says host; every tensor is NHWC float32
+// ([N, H, W, C], row-major) and must not alias another argument unless a
+// function says so. Nothing here allocates per call except BatchNormOp's
+// scratch, which is kept across calls of the same shape.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "backend/elementwise_math.h"
+#include "core/device.h"
 #include "core/shape.h"
 
 namespace trainer {
@@ -21,33 +25,38 @@ namespace trainer {
 // ---- Activation (backend/cpu/activation.cpp) -----------------------------
 
 /// In place: y[i] <- f(y[i]) for n elements (Linear: nothing).
-void activation_forward(Activation a, float* y, size_t n);
+void activation_forward(const Device& d, Activation a, float* y, size_t n);
 /// In place: dy[i] <- dy[i] * f'(x[i]) for n elements, with f' written in terms
 /// of the output y = f(x): relu' = (y > 0), sigmoid' = y (1 - y).
-void activation_backward(Activation a, const float* y, float* dy, size_t n);
+void activation_backward(const Device& d, Activation a, const float* y, float* dy, size_t n);
 
 // ---- Rescaling (backend/cpu/scale.cpp) -----------------------------------
 
 /// y[i] <- x[i] * scale + offset for n elements (y may be x).
-void scale_shift_forward(const float* x, float scale, float offset, float* y, size_t n);
+void scale_shift_forward(const Device& d, const float* x, float scale, float offset, float* y, size_t n);
 /// dx[i] <- dy[i] * scale for n elements (dx may be dy).
-void scale_backward(const float* dy, float scale, float* dx, size_t n);
+void scale_backward(const Device& d, const float* dy, float scale, float* dx, size_t n);
 
 // ---- Add (backend/cpu/add.cpp) -------------------------------------------
 
 /// y <- ((xs[0] + xs[1]) + xs[2]) + ... for k >= 2 inputs of n elements each,
-/// added in input order.
-void add_forward(const float* const* xs, size_t k, float* y, size_t n);
+/// added in input order. The pointer array xs is host memory.
+void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n);
+
+/// In place: y[i] <- y[i] + x[i] for n elements (gradients of a tensor with
+/// several consumers).
+void accumulate(const Device& d, float* y, const float* x, size_t n);
 
 // ---- Concatenate (backend/cpu/concat.cpp) --------------------------------
 
 /// Channel concatenation of k inputs xs[i] [P, cs[i]] (P = N*H*W pixels) into
-/// y [P, cy], cy = sum cs[i], channels in input order.
-void concat_channels_forward(const float* const* xs, const int* cs, size_t k, long long P, float* y,
+/// y [P, cy], cy = sum cs[i], channels in input order. The arrays xs and cs
+/// are host memory.
+void concat_channels_forward(const Device& d, const float* const* xs, const int* cs, size_t k, long long P, float* y,
                              int cy);
 /// The inverse: dxs[i] [P, cs[i]] <- the i-th channel slice of dy [P, cy];
-/// inputs whose dxs[i] is nullptr are skipped.
-void concat_channels_backward(const float* dy, int cy, long long P, const int* cs, size_t k,
+/// inputs whose dxs[i] is nullptr are skipped. The arrays cs and dxs are host memory.
+void concat_channels_backward(const Device& d, const float* dy, int cy, long long P, const int* cs, size_t k,
                               float* const* dxs);
 
 // ---- UpSampling2D, nearest (backend/cpu/upsample.cpp) --------------------
@@ -58,10 +67,10 @@ struct UpSample2DParams {
 };
 
 /// y[n, i, j, c] <- x[n, i / sh, j / sw, c]: x [N, H, W, C] (xs), y [N, H*sh, W*sw, C].
-void upsample_nearest_forward(const float* x, Shape xs, UpSample2DParams p, float* y);
+void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y);
 /// dx [N, H, W, C] (xs) <- the sums of dy [N, H*sh, W*sw, C] over each sh x sw
 /// block (overwrites dx).
-void upsample_nearest_backward(const float* dy, Shape xs, UpSample2DParams p, float* dx);
+void upsample_nearest_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p, float* dx);
 
 // ---- Dropout (backend/cpu/dropout.cpp) -----------------------------------
 
@@ -74,10 +83,10 @@ struct DropoutParams {
 /// x, y, mask [N, H, W, C] (s): element e of sample n is kept when
 /// dropout_draw(dropout_sample_key(step_key, sample_offset + n), e) passes
 /// dropout_keep; y <- kept ? x * scale : 0 and mask <- kept (0 or 1).
-void dropout_forward(const float* x, Shape s, uint64_t step_key, long long sample_offset,
+void dropout_forward(const Device& d, const float* x, Shape s, uint64_t step_key, long long sample_offset,
                      DropoutParams p, float* y, uint8_t* mask);
 /// dx[i] <- mask[i] ? dy[i] * scale : 0 for n elements.
-void dropout_backward(const float* dy, const uint8_t* mask, float scale, float* dx, size_t n);
+void dropout_backward(const Device& d, const float* dy, const uint8_t* mask, float scale, float* dx, size_t n);
 
 // ---- BatchNormalization (backend/cpu/batch_norm.cpp) ---------------------
 
@@ -85,10 +94,35 @@ void dropout_backward(const float* dy, const uint8_t* mask, float scale, float* 
 /// the caller can all-reduce the per-channel sums between the steps
 /// (synchronized BN): the reductions produce sums[2C] in double, the
 /// coefficient steps turn (reduced) sums into per-channel vectors [C], the
-/// apply steps use them. gamma / beta may be nullptr (1 and 0). Per-channel
-/// sums are taken per thread over static pixel ranges and added in thread
-/// order: deterministic for a fixed thread count. The op keeps its reduction
-/// scratch; one op object must not be used from two threads at once.
+/// apply steps use them. Every array is on the device (gamma / beta may be
+/// nullptr: 1 and 0); counts are host values. On the CPU, per-channel sums are
+/// taken per thread over static pixel ranges and added in thread order:
+/// deterministic for a fixed thread count; on a GPU, per block in a fixed
+/// order: deterministic too. The op keeps its reduction scratch; one op object
+/// must not be used from two threads at once. BatchNormBackend is one device's
+/// implementation (cpu::make_batch_norm / cuda::make_batch_norm); BatchNormOp
+/// binds to the device of its first call.
+class BatchNormBackend {
+ public:
+  virtual ~BatchNormBackend() = default;
+  virtual void stat_sums(const float* x, Shape s, double* sums) = 0;
+  virtual void train_coefficients(const double* sums, double count, int C, double epsilon, double momentum,
+                                  const float* gamma, const float* beta, float* moving_mean,
+                                  float* moving_var, float* mean, float* istd, float* a, float* b) = 0;
+  virtual void inference_coefficients(int C, double epsilon, const float* gamma, const float* beta,
+                                      const float* moving_mean, const float* moving_var, float* mean,
+                                      float* istd, float* a, float* b) = 0;
+  virtual void apply(const float* x, Shape s, const float* a, const float* b, float* y) = 0;
+  virtual void grad_sums(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
+                         double* sums) = 0;
+  virtual void param_grads(const double* sums, int C, float* dgamma, float* dbeta) = 0;
+  virtual void backward_coefficients(const double* sums, double count, bool batch_stats, int C,
+                                     const float* gamma, const float* istd, float* k1, float* k2,
+                                     float* k3) = 0;
+  virtual void backward_data(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
+                             const float* k1, const float* k2, const float* k3, float* dx) = 0;
+};
+
 class BatchNormOp {
  public:
   BatchNormOp();
@@ -97,39 +131,52 @@ class BatchNormOp {
   BatchNormOp& operator=(BatchNormOp&&) noexcept;
 
   /// sums[c] <- sum over pixels of x[., c]; sums[C + c] <- sum of x[., c]^2.
-  void stat_sums(const float* x, Shape s, double* sums);
+  void stat_sums(const Device& d, const float* x, Shape s, double* sums) { on(d).stat_sums(x, s, sums); }
   /// Training statistics from sums (sum x, sum x^2) over count > 0 pixels per
   /// channel: mean, istd = 1 / sqrt(max(var, 0) + epsilon) with the biased var,
   /// a = gamma * istd, b = beta - mean * a; moving_* <- moving_* * momentum +
   /// batch * (1 - momentum), with the unbiased batch variance var * count /
   /// max(count - 1, 1).
-  void train_coefficients(const double* sums, double count, int C, double epsilon, double momentum,
-                          const float* gamma, const float* beta, float* moving_mean,
-                          float* moving_var, float* mean, float* istd, float* a, float* b);
+  void train_coefficients(const Device& d, const double* sums, double count, int C, double epsilon,
+                          double momentum, const float* gamma, const float* beta, float* moving_mean,
+                          float* moving_var, float* mean, float* istd, float* a, float* b) {
+    on(d).train_coefficients(sums, count, C, epsilon, momentum, gamma, beta, moving_mean, moving_var, mean,
+                             istd, a, b);
+  }
   /// Inference: mean = moving_mean, istd = 1 / sqrt(moving_var + epsilon), a, b as above.
-  void inference_coefficients(int C, double epsilon, const float* gamma, const float* beta,
-                              const float* moving_mean, const float* moving_var, float* mean,
-                              float* istd, float* a, float* b);
+  void inference_coefficients(const Device& d, int C, double epsilon, const float* gamma, const float* beta,
+                              const float* moving_mean, const float* moving_var, float* mean, float* istd,
+                              float* a, float* b) {
+    on(d).inference_coefficients(C, epsilon, gamma, beta, moving_mean, moving_var, mean, istd, a, b);
+  }
   /// y [N, H, W, C] <- x * a[c] + b[c].
-  void apply(const float* x, Shape s, const float* a, const float* b, float* y);
-
+  void apply(const Device& d, const float* x, Shape s, const float* a, const float* b, float* y) {
+    on(d).apply(x, s, a, b, y);
+  }
   /// sums[c] <- sum of dy[., c]; sums[C + c] <- sum of dy * xhat, xhat = (x - mean) * istd.
-  void grad_sums(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
-                 double* sums);
+  void grad_sums(const Device& d, const float* x, const float* dy, Shape s, const float* mean,
+                 const float* istd, double* sums) {
+    on(d).grad_sums(x, dy, s, mean, istd, sums);
+  }
   /// dbeta[c] <- sums[c], dgamma[c] <- sums[C + c] (each skipped when nullptr).
-  void param_grads(const double* sums, int C, float* dgamma, float* dbeta);
+  void param_grads(const Device& d, const double* sums, int C, float* dgamma, float* dbeta) {
+    on(d).param_grads(sums, C, dgamma, dbeta);
+  }
   /// k1 = gamma * istd; with batch_stats, k2 = sums[c] / count and
   /// k3 = sums[C + c] / count, else 0.
-  void backward_coefficients(const double* sums, double count, bool batch_stats, int C,
-                             const float* gamma, const float* istd, float* k1, float* k2, float* k3);
+  void backward_coefficients(const Device& d, const double* sums, double count, bool batch_stats, int C,
+                             const float* gamma, const float* istd, float* k1, float* k2, float* k3) {
+    on(d).backward_coefficients(sums, count, batch_stats, C, gamma, istd, k1, k2, k3);
+  }
   /// dx [N, H, W, C] <- k1 * (dy - k2 - xhat * k3) (bn_backward).
-  void backward_data(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
-                     const float* k1, const float* k2, const float* k3, float* dx);
-
-  struct Impl;
+  void backward_data(const Device& d, const float* x, const float* dy, Shape s, const float* mean,
+                     const float* istd, const float* k1, const float* k2, const float* k3, float* dx) {
+    on(d).backward_data(x, dy, s, mean, istd, k1, k2, k3, dx);
+  }
 
  private:
-  std::unique_ptr<Impl> impl_;
+  BatchNormBackend& on(const Device& d);
+  std::unique_ptr<BatchNormBackend> impl_;
 };
 
 }  // namespace trainer

@@ -1,8 +1,11 @@
 #pragma once
 // GPUs visible to this process (CUDA_VISIBLE_DEVICES honoured by the CUDA runtime).
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/device.h"
 
 namespace trainer {
 
@@ -15,5 +18,11 @@ struct GpuInfo {
 /// The visible GPUs; empty when built without CUDA, when no driver is loaded or
 /// when no device is present (never throws).
 std::vector<GpuInfo> list_gpus();
+
+/// A new execution context (streams, library handles, caching allocator) for
+/// one tower on GPU `device` (a CUDA ordinal from list_gpus()), running
+/// convolutions in `precision`. Throws InternalError when built without CUDA
+/// or when the device cannot be initialised.
+std::unique_ptr<DeviceContext> make_gpu_context(int device, Precision precision);
 
 }  // namespace trainer

@@ -1,13 +1,18 @@
 #pragma once
 // Backend op interface for the convolution and pooling layers. Layers call these
-// op objects and never see the library behind them (oneDNN on CPU, in
-// backend/cpu/). Every tensor is NHWC float32 ([N, H, W, C], row-major); weights
-// are in Keras's layout. An op object caches its library primitives per input
-// shape, so repeated calls with the same shapes allocate nothing. One op object
-// must not be used from two threads at once; different op objects may run
-// concurrently (the towers do).
+// op objects with their tower's Device and never see the library behind them
+// (oneDNN on the CPU, in backend/cpu/; cuDNN on a GPU, in backend/cuda/). Every
+// tensor is NHWC float32 ([N, H, W, C], row-major) on that device; weights are
+// in Keras's layout. An op object binds to the device of its first call (every
+// later call must pass the same device) and caches its library primitives (on
+// a GPU: descriptors and the algorithm chosen for that shape) per input shape,
+// so repeated calls with the same shapes allocate nothing. One op object must
+// not be used from two threads at once; different op objects may run
+// concurrently (the towers do). On a GPU the calls are queued on the tower's
+// compute stream and return before the work finishes.
 #include <memory>
 
+#include "core/device.h"
 #include "core/shape.h"
 
 namespace trainer {
@@ -51,11 +56,33 @@ struct Pool2DParams {
   bool same_padding = false;       ///< Keras padding: 'same' (padded pixels never win) or 'valid'.
 };
 
+/// One device's implementation of a convolution-like op (Conv2D or
+/// Conv2DTranspose), made by cpu::make_conv2d / cuda::make_conv2d and friends
+/// (backend/device_ops.h). Arguments as the op classes below.
+class ConvBackend {
+ public:
+  virtual ~ConvBackend() = default;
+  virtual void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y,
+                       Shape ys) = 0;
+  virtual void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) = 0;
+  virtual void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
+                                float* dbias) = 0;
+};
+
+/// One device's implementation of MaxPool2DOp. Arguments as MaxPool2DOp's.
+class PoolBackend {
+ public:
+  virtual ~PoolBackend() = default;
+  virtual void forward(const float* x, Shape xs, float* y, Shape ys, bool training) = 0;
+  virtual void backward(const float* dy, Shape ys, float* dx, Shape xs) = 0;
+};
+
 /// 2-D convolution (cross-correlation, as Keras's Conv2D).
 ///   x [N, H, W, Cin], kernel [kh, kw, Cin, Cout] (Keras layout), bias [Cout]
 ///   or nullptr, y [N, Ho, Wo, Cout] with Ho = conv_output_length(H, kh, ...).
 /// The caller passes consistent shapes (the layer's shape inference checked
-/// them); library failures raise InternalError.
+/// them); library failures raise InternalError naming the call, the device
+/// and the layer.
 class Conv2DOp {
  public:
   explicit Conv2DOp(Conv2DParams p);
@@ -64,18 +91,19 @@ class Conv2DOp {
   Conv2DOp& operator=(Conv2DOp&&) noexcept;
 
   /// y <- conv(x, kernel) + bias.
-  void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y, Shape ys);
+  void forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, float* y,
+               Shape ys);
   /// dx [N, H, W, Cin] <- dL/dx from dy [N, Ho, Wo, Cout] (overwrites dx).
-  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs);
+  void backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx, Shape xs);
   /// dkernel [kh, kw, Cin, Cout] and dbias [Cout] (skipped when nullptr) <- dL/dw
   /// from x and dy (overwrites them).
-  void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
-                        float* dbias);
-
-  struct Impl;
+  void backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys,
+                        float* dkernel, float* dbias);
 
  private:
-  std::unique_ptr<Impl> impl_;
+  ConvBackend& on(const Device& d);
+  Conv2DParams p_;
+  std::unique_ptr<ConvBackend> impl_;
 };
 
 /// Transposed 2-D convolution (Keras's Conv2DTranspose, the gradient of Conv2D
@@ -83,7 +111,7 @@ class Conv2DOp {
 ///   x [N, H, W, Cin], kernel [kh, kw, Cout, Cin] (Keras layout: output channels
 ///   before input channels), bias [Cout] or nullptr, y [N, Ho, Wo, Cout] with
 ///   Ho = conv_transpose_output_length(H, kh, ...).
-/// Library failures raise InternalError.
+/// Library failures raise InternalError naming the call, the device and the layer.
 class Conv2DTransposeOp {
  public:
   explicit Conv2DTransposeOp(Conv2DParams p);
@@ -92,23 +120,24 @@ class Conv2DTransposeOp {
   Conv2DTransposeOp& operator=(Conv2DTransposeOp&&) noexcept;
 
   /// y <- conv_transpose(x, kernel) + bias.
-  void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y, Shape ys);
+  void forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, float* y,
+               Shape ys);
   /// dx [N, H, W, Cin] <- dL/dx from dy [N, Ho, Wo, Cout] (overwrites dx).
-  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs);
+  void backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx, Shape xs);
   /// dkernel [kh, kw, Cout, Cin] and dbias [Cout] (skipped when nullptr) <- dL/dw
   /// (overwrites them).
-  void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
-                        float* dbias);
-
-  struct Impl;
+  void backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys,
+                        float* dkernel, float* dbias);
 
  private:
-  std::unique_ptr<Impl> impl_;
+  ConvBackend& on(const Device& d);
+  Conv2DParams p_;
+  std::unique_ptr<ConvBackend> impl_;
 };
 
 /// Max pooling, as Keras's MaxPooling2D: x [N, H, W, C] -> y [N, Ho, Wo, C],
 /// Ho = conv_output_length(H, ph, stride_h, same). Padded pixels never win.
-/// Library failures raise InternalError.
+/// Library failures raise InternalError naming the call, the device and the layer.
 class MaxPool2DOp {
  public:
   explicit MaxPool2DOp(Pool2DParams p);
@@ -118,16 +147,16 @@ class MaxPool2DOp {
 
   /// y <- maxpool(x). With training = true the op also records where each
   /// maximum came from, for backward().
-  void forward(const float* x, Shape xs, float* y, Shape ys, bool training);
+  void forward(const Device& d, const float* x, Shape xs, float* y, Shape ys, bool training);
   /// dx [N, H, W, C] <- dL/dx from dy [N, Ho, Wo, C] (overwrites dx): each dy
   /// goes to the position of its maximum in the last training forward() call,
   /// which must have had the same shapes.
-  void backward(const float* dy, Shape ys, float* dx, Shape xs);
-
-  struct Impl;
+  void backward(const Device& d, const float* dy, Shape ys, float* dx, Shape xs);
 
  private:
-  std::unique_ptr<Impl> impl_;
+  PoolBackend& on(const Device& d);
+  Pool2DParams p_;
+  std::unique_ptr<PoolBackend> impl_;
 };
 
 }  // namespace trainer

@@ -19,4 +19,14 @@ class InternalError : public std::runtime_error {
   explicit InternalError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+/// Raised when a GPU cannot provide memory. A UserError (exit 2): the fix is a
+/// smaller batch_size or input, which the trainer adds to the message.
+class DeviceOutOfMemory : public UserError {
+ public:
+  DeviceOutOfMemory(const std::string& msg, size_t requested, size_t in_use)
+      : UserError(msg), requested_bytes(requested), in_use_bytes(in_use) {}
+  size_t requested_bytes;  ///< The allocation that failed.
+  size_t in_use_bytes;     ///< What the tower's allocator held at that moment.
+};
+
 }  // namespace trainer

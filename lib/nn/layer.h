@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/shape.h"
 #include "core/tensor.h"
 #include "nn/layer_description.h"
@@ -28,6 +29,8 @@ struct Context {
   uint64_t seed = 0;            ///< Run seed (dropout masks derive from seed, step, sample index).
   uint64_t step = 0;            ///< Global training step (iteration) counter.
   int sample_offset = 0;        ///< Global index of this tower's first sample in the global batch.
+  int global_batch = 0;         ///< Samples in the global batch (all towers; synchronized BN's count).
+  Device device;                ///< Where this tower's tensors live and its ops run.
 };
 
 /// One weight tensor of a layer, in Keras's layout and with Keras's name.

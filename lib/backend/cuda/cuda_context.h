@@ -1,0 +1,98 @@
+#pragma once
+// CudaContext: one tower's execution context on one GPU (core/device.h's
+// DeviceContext): a compute stream (every op of the tower is queued on it), a
+// copy stream (input batches from pinned host memory), a communication stream
+// (gradient all-reduce), cuDNN and cuBLAS handles bound to the compute stream,
+// a caching allocator (a step makes no cudaMalloc/cudaFree once warm) and a
+// growing workspace shared by the tower's ops (safe: they run in stream order).
+// Several contexts may share one GPU (towers --gpus 0,0). Internal to
+// lib/backend/cuda; the rest of the code sees only DeviceContext.
+//
+// Errors: every CUDA, cuDNN, cuBLAS and NCCL call goes through the CHECK
+// macros below, which throw InternalError "<call> failed on cuda:<i> (layer
+// '<name>'): <status>"; a failed allocation throws DeviceOutOfMemory.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/device.h"
+
+namespace trainer::cuda {
+
+class CudaContext final : public DeviceContext {
+ public:
+  /// Context on GPU `device` (CUDA ordinal) for convolutions in `precision`.
+  /// Throws InternalError when the device or a library handle cannot be made.
+  CudaContext(int device, Precision precision);
+  ~CudaContext() override;
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) noexcept override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void zero(void* p, size_t bytes) override;
+  void synchronize() override;
+  void set_layer(const char* name) override { layer_ = name ? name : ""; }
+  size_t peak_bytes() const override { return peak_; }
+
+  int device() const { return device_; }
+  Precision precision() const { return precision_; }
+  cudaStream_t stream() const { return compute_; }
+  cudaStream_t copy_stream() const { return copy_; }
+  cudaStream_t comm_stream() const { return comm_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  /// Scratch of at least `bytes` on the device, valid until the next call
+  /// (ops on the compute stream use it in turn).
+  void* workspace(size_t bytes);
+  /// Bytes the allocator holds for live buffers now.
+  size_t in_use_bytes() const { return in_use_; }
+  /// The layer now queuing work ("" outside layers).
+  const std::string& layer() const { return layer_; }
+
+  /// Throws InternalError "<call> failed on cuda:<i>[ (layer '<name>')]: <status>".
+  [[noreturn]] void fail(const char* call, const std::string& status) const;
+
+ private:
+  int device_;
+  Precision precision_;
+  cudaStream_t compute_ = nullptr, copy_ = nullptr, comm_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::string layer_;
+  std::multimap<size_t, void*> free_;  ///< Cached blocks by size.
+  size_t in_use_ = 0, cached_ = 0, peak_ = 0;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+};
+
+/// The CudaContext of a CUDA device.
+inline CudaContext& context(const Device& d) { return static_cast<CudaContext&>(*d.ctx); }
+
+/// Status strings of the libraries.
+std::string status_string(cudaError_t e);
+std::string status_string(cudnnStatus_t e);
+std::string status_string(cublasStatus_t e);
+
+}  // namespace trainer::cuda
+
+/// Checks a CUDA runtime / cuDNN / cuBLAS call made for context ctx (a CudaContext&).
+#define TRAINER_CUDA_CHECK(ctx, call)                                                      \
+  do {                                                                                     \
+    auto trainer_status_ = (call);                                                         \
+    if (trainer_status_ != decltype(trainer_status_){})                                    \
+      (ctx).fail(#call, ::trainer::cuda::status_string(trainer_status_));                  \
+  } while (0)
+/// Checks the last kernel launch (kernel_name: a string literal) on ctx.
+#define TRAINER_CUDA_CHECK_LAUNCH(ctx, kernel_name)                              \
+  do {                                                                           \
+    cudaError_t trainer_status_ = cudaGetLastError();                            \
+    if (trainer_status_ != cudaSuccess)                                          \
+      (ctx).fail(kernel_name " launch", ::trainer::cuda::status_string(trainer_status_)); \
+  } while (0)

@@ -1,0 +1,60 @@
+#pragma once
+// The per-device implementations behind the backend interface (ops.h,
+// elementwise_ops.h, train_ops.h): namespace cpu (backend/cpu/, always built)
+// and namespace cuda (backend/cuda/, built when TRAINER_WITH_CUDA). Both
+// declare the same functions with the same contracts as the public ones; the
+// dispatch files call one or the other by d.kind. Internal to lib/backend.
+#include <memory>
+
+#include "backend/elementwise_ops.h"
+#include "backend/ops.h"
+#include "backend/train_ops.h"
+
+#define TRAINER_DEVICE_OPS                                                                                  \
+  std::unique_ptr<ConvBackend> make_conv2d(const Device& d, Conv2DParams p);                                \
+  std::unique_ptr<ConvBackend> make_conv2d_transpose(const Device& d, Conv2DParams p);                      \
+  std::unique_ptr<PoolBackend> make_max_pool2d(const Device& d, Pool2DParams p);                            \
+  std::unique_ptr<BatchNormBackend> make_batch_norm(const Device& d);                                       \
+  void activation_forward(const Device& d, Activation a, float* y, size_t n);                               \
+  void activation_backward(const Device& d, Activation a, const float* y, float* dy, size_t n);             \
+  void scale_shift_forward(const Device& d, const float* x, float scale, float offset, float* y, size_t n); \
+  void scale_backward(const Device& d, const float* dy, float scale, float* dx, size_t n);                  \
+  void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n);                  \
+  void accumulate(const Device& d, float* y, const float* x, size_t n);                                     \
+  void concat_channels_forward(const Device& d, const float* const* xs, const int* cs, size_t k,            \
+                               long long P, float* y, int cy);                                              \
+  void concat_channels_backward(const Device& d, const float* dy, int cy, long long P, const int* cs,       \
+                                size_t k, float* const* dxs);                                               \
+  void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y);   \
+  void upsample_nearest_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p,            \
+                                 float* dx);                                                                \
+  void dropout_forward(const Device& d, const float* x, Shape s, uint64_t step_key, long long sample_offset, \
+                       DropoutParams p, float* y, uint8_t* mask);                                           \
+  void dropout_backward(const Device& d, const float* dy, const uint8_t* mask, float scale, float* dx,      \
+                        size_t n);                                                                          \
+  void segmentation_sums(const Device& d, const float* z, const float* y, int n, size_t m, bool need_bce,   \
+                         bool need_dice, double* sums_host);                                                \
+  void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,             \
+                              const float* coef_host, float* g);                                            \
+  void logit_histogram(const Device& d, const float* z, const float* y, size_t n, const float* thr_host,    \
+                       int64_t* hist_host);                                                                 \
+  void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr);                             \
+  void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* g, size_t n, float lr,    \
+                         float momentum, bool nesterov);                                                    \
+  void adam_step(const Device& d, float* w, float* m, float* v, const float* g, size_t n, float lr_t,       \
+                 float b1, float b2, float epsilon);                                                        \
+  void rmsprop_step(const Device& d, float* w, float* rms, const float* g, size_t n, float lr, float rho,   \
+                    float epsilon);                                                                         \
+  void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mom, const float* g, size_t n,   \
+                             float lr, float rho, float momentum, float epsilon);
+
+namespace trainer {
+namespace cpu {
+TRAINER_DEVICE_OPS
+}  // namespace cpu
+#if defined(TRAINER_WITH_CUDA)
+namespace cuda {
+TRAINER_DEVICE_OPS
+}  // namespace cuda
+#endif
+}  // namespace trainer

@@ -1,0 +1,55 @@
+#pragma once
+// Backend ops of the training loop: the loss's per-sample sums and gradient,
+// the metrics' logit histogram and the optimizers' updates, on a tower's
+// device (dispatch in backend/train_dispatch.cpp; CPU in backend/cpu/, CUDA in
+// backend/cuda/). Per-element math comes from train-side TRAINER_HD functions
+// (backend/train_math.h), shared by both devices. Pointers are on the device d
+// unless a comment says host. Results that the host needs (sums, histograms)
+// are returned in host memory: on a GPU such a call waits for the tower's
+// compute stream.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace trainer {
+
+/// Per-sample sums of a segmentation loss for n samples of m values each
+/// (z: logits [n, m], y: targets [n, m] in [0, 1]). sums_host [n, 4] (host),
+/// per sample: sum of bce_with_logits(z, y) (when need_bce, else 0), and when
+/// need_dice sum p*y, sum p, sum y with p = sigmoid(z) (else 0). Accumulated
+/// in double.
+void segmentation_sums(const Device& d, const float* z, const float* y, int n, size_t m, bool need_bce,
+                       bool need_dice, double* sums_host);
+
+/// Loss gradient for n samples of m values: g[s, i] <- coef[s, 0] * (p - y) +
+/// (coef[s, 1] * y + coef[s, 2]) * p * (1 - p), p = sigmoid(z[s, i]);
+/// coef_host [n, 3] is host memory (see train/loss.cpp for the coefficients).
+void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,
+                            const float* coef_host, float* g);
+
+/// Number of metric thresholds (0.50, 0.55, ..., 0.95).
+inline constexpr int kLogitThresholds = 10;
+
+/// hist_host [2, kLogitThresholds + 1] (host, added to): for each of the n
+/// values, bin [fg][k] where fg = (y > 0.5) and k = the number of thresholds
+/// thr[t] (host, ascending logits) with z > thr[t].
+void logit_histogram(const Device& d, const float* z, const float* y, size_t n, const float* thr_host,
+                     int64_t* hist_host);
+
+/// w[i] -= lr * g[i] (SGD without momentum).
+void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr);
+/// sgd_momentum_update on every element (velocity is the Keras slot "momentum").
+void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* g, size_t n, float lr,
+                       float momentum, bool nesterov);
+/// adam_update on every element, lr_t precomputed (see train/adam.cpp).
+void adam_step(const Device& d, float* w, float* m, float* v, const float* g, size_t n, float lr_t, float b1,
+               float b2, float epsilon);
+/// rmsprop_update on every element.
+void rmsprop_step(const Device& d, float* w, float* rms, const float* g, size_t n, float lr, float rho,
+                  float epsilon);
+/// rmsprop_momentum_update on every element.
+void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mom, const float* g, size_t n,
+                           float lr, float rho, float momentum, float epsilon);
+
+}  // namespace trainer

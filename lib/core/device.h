@@ -1,0 +1,58 @@
+#pragma once
+// Device: where a tower's tensors live and its ops run. A CPU device needs
+// nothing else; a CUDA device carries its tower's DeviceContext (streams,
+// library handles, caching allocator), which backend/cuda implements. Layers
+// never branch on the device: they pass ctx.device to the backend, which
+// dispatches (as dlib's tt:: functions do).
+#include <cstddef>
+#include <string>
+
+namespace trainer {
+
+enum class DeviceKind { CPU, CUDA };
+
+/// Arithmetic of the convolutions on a GPU (config key training.precision):
+/// fp32: IEEE fp32 throughout; tf32: convolutions on tensor cores in TF32
+/// (10-bit mantissa inputs, fp32 accumulation); bf16: convolutions on tensor
+/// cores with bf16 inputs and fp32 accumulation, fp32 master weights, fp32
+/// optimizer state, fp32 loss and metrics. The CPU backend always runs fp32.
+enum class Precision { FP32, TF32, BF16 };
+
+/// "fp32" | "tf32" | "bf16".
+const char* precision_name(Precision p);
+
+/// Execution context of one tower on one GPU, implemented by backend/cuda
+/// (CudaContext). Several towers may share a GPU, each with its own context.
+/// Memory functions are ordered on the context's compute stream.
+class DeviceContext {
+ public:
+  virtual ~DeviceContext() = default;
+  /// Device memory of `bytes` from the context's caching allocator (no
+  /// cudaMalloc once the cache holds a block of that size). Throws
+  /// DeviceOutOfMemory when the device cannot provide it.
+  virtual void* allocate(size_t bytes) = 0;
+  /// Returns p (from allocate(bytes)) to the cache.
+  virtual void deallocate(void* p, size_t bytes) noexcept = 0;
+  /// Copies bytes between any two of {host, this device} (cudaMemcpyDefault),
+  /// ordered on the compute stream; returns once a host destination holds the data.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  /// Sets bytes to zero, ordered on the compute stream.
+  virtual void zero(void* p, size_t bytes) = 0;
+  /// Waits for all work queued on the context's streams. Throws InternalError on a device error.
+  virtual void synchronize() = 0;
+  /// Names the layer now queuing work, for error messages ("" outside layers).
+  virtual void set_layer(const char* name) = 0;
+  /// Peak bytes held by this context's allocator since creation.
+  virtual size_t peak_bytes() const = 0;
+};
+
+struct Device {
+  DeviceKind kind = DeviceKind::CPU;
+  int index = -1;                 ///< CUDA ordinal; -1 for the CPU.
+  DeviceContext* ctx = nullptr;   ///< The tower's context; non-null for CUDA.
+  bool is_cuda() const { return kind == DeviceKind::CUDA; }
+  /// "cpu" or "cuda:<index>".
+  std::string str() const { return is_cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
+};
+
+}  // namespace trainer
