@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+
 namespace trainer {
 
 /// One entry of model.layers. The layer's own keys stay in `node` and are read
@@ -74,6 +76,9 @@ struct TrainingConfig {
   OptimizerConfig optimizer;
   EarlyStoppingConfig early_stopping;
   ModelCheckpointConfig model_checkpoint;
+  /// Convolution arithmetic on GPUs (fp32 | tf32 | bf16, see core/device.h);
+  /// CPU towers always compute in fp32.
+  Precision precision = Precision::FP32;
   std::string output_dir = "runs/model";
 };
 
