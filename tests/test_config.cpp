@@ -246,6 +246,18 @@ TEST_CASE("config: defaults of a minimal config", "[config]") {
   CHECK(t.model_checkpoint.filepath == "ep{epoch:03d}.h5");
   CHECK_FALSE(t.model_checkpoint.save_best_only);
   CHECK(t.output_dir == "runs/model");
+  CHECK(t.precision == Precision::FP32);
+}
+
+TEST_CASE("config: training.precision picks the GPU convolution arithmetic", "[config]") {
+  const std::string base =
+      "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1}]}\n"
+      "data: {images: a, masks: b}\n";
+  CHECK(parse_config(base + "training: {precision: tf32}\n", "p.yaml").training.precision == Precision::TF32);
+  CHECK(parse_config(base + "training: {precision: bf16}\n", "p.yaml").training.precision == Precision::BF16);
+  CHECK(parse_config(base + "training: {precision: fp32}\n", "p.yaml").training.precision == Precision::FP32);
+  CHECK_THROWS_WITH(parse_config(base + "training: {precision: fp16}\n", "p.yaml"),
+                    Catch::Contains("p.yaml:3:24: training: 'precision'") && Catch::Contains("fp32, tf32, bf16"));
 }
 
 TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type", "[config]") {
