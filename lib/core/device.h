@@ -40,6 +40,9 @@ class DeviceContext {
   virtual void zero(void* p, size_t bytes) = 0;
   /// Waits for all work queued on the context's streams. Throws InternalError on a device error.
   virtual void synchronize() = 0;
+  /// Binds the calling host thread to this context's GPU (cudaSetDevice); a
+  /// tower's thread calls it before queuing work.
+  virtual void make_current() = 0;
   /// Names the layer now queuing work, for error messages ("" outside layers).
   virtual void set_layer(const char* name) = 0;
   /// Peak bytes held by this context's allocator since creation.
