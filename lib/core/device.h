@@ -45,6 +45,20 @@ class DeviceContext {
   virtual void make_current() = 0;
   /// Names the layer now queuing work, for error messages ("" outside layers).
   virtual void set_layer(const char* name) = 0;
+  /// Input pipeline. A pinned host buffer of at least `bytes` for the tower's
+  /// next shard; waits until the previous upload from it has finished. Valid
+  /// until the next call.
+  virtual void* pinned_staging(size_t bytes) = 0;
+  /// Copies `bytes` from the pinned staging buffer to dst on the copy stream,
+  /// once the compute stream has read dst's previous contents (input_consumed),
+  /// and makes the compute stream wait for the copy; the time it waits is
+  /// measured (input_wait_seconds).
+  virtual void upload_staged(void* dst, size_t bytes) = 0;
+  /// Marks, on the compute stream, that the last upload's destination has been read.
+  virtual void input_consumed() = 0;
+  /// Seconds the compute stream waited for uploads since the last call
+  /// (waits for the queued work to measure it).
+  virtual double take_input_wait_seconds() = 0;
   /// Peak bytes held by this context's allocator since creation.
   virtual size_t peak_bytes() const = 0;
 };
