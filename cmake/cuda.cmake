@@ -21,10 +21,11 @@ endif()
 message(STATUS "trainer: CUDA backend ${TRAINER_WITH_CUDA}")
 
 if(TRAINER_WITH_CUDA)
-  enable_language(CUDA)
+  # Before enable_language(CUDA), which would otherwise pick nvcc's default (sm_75).
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
+  enable_language(CUDA)
   file(GLOB_RECURSE TRAINER_CUDA_SOURCES CONFIGURE_DEPENDS
        ${CMAKE_SOURCE_DIR}/lib/*/cuda/*.cpp ${CMAKE_SOURCE_DIR}/lib/*/cuda/*.cu)
 endif()
