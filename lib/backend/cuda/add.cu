@@ -1,0 +1,89 @@
+// Add and gradient accumulation on a GPU: grid-stride kernels on the tower's
+// compute stream (float4 accesses when every array is 16-byte aligned).
+//
+// add_forward passes the input pointers by value in the kernel's argument
+// (AddChunk, up to kAddInputs of them), so the host array xs may be reused as
+// soon as the call returns. More inputs are added by further launches that
+// start from y: y = (x0 + ... + x7), then y = ((y + x8) + ... + x14), ...,
+// which is the CPU's left-to-right order ((x0 + x1) + x2) + ... exactly.
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/elementwise_kernel.cuh"
+#include "backend/device_ops.h"
+
+namespace trainer::cuda {
+
+namespace {
+
+/// Inputs of one add launch.
+constexpr int kAddInputs = 8;
+
+/// y[i] <- ((x[0][i] + x[1][i]) + x[2][i]) + ... over the first k pointers of x
+/// (x[0] may be y itself: each element is read before it is written by the same thread).
+struct AddChunk {
+  const float* x[kAddInputs];
+  int k;
+  float* y;
+  template <class I>
+  __device__ void one(I i) const {
+    float s = x[0][i];
+#pragma unroll  // constant indices keep the pointers in the parameter bank
+    for (int t = 1; t < kAddInputs; ++t)
+      if (t < k) s += x[t][i];
+    y[i] = s;
+  }
+  template <class I>
+  __device__ void quad(I j) const {
+    float4 s = load4(x[0], j);
+#pragma unroll
+    for (int t = 1; t < kAddInputs; ++t)
+      if (t < k) {
+        const float4 v = load4(x[t], j);
+        s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+      }
+    store4(y, j, s);
+  }
+};
+
+/// y[i] <- y[i] + x[i].
+struct Accumulate {
+  float* y;
+  const float* x;
+  template <class I>
+  __device__ void one(I i) const {
+    y[i] += x[i];
+  }
+  template <class I>
+  __device__ void quad(I j) const {
+    float4 s = load4(y, j);
+    const float4 v = load4(x, j);
+    s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+    store4(y, j, s);
+  }
+};
+
+}  // namespace
+
+void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n) {
+  if (n == 0 || k == 0) return;
+  CudaContext& ctx = context(d);
+  bool vec = aligned16(y);
+  for (size_t t = 0; t < k; ++t) vec = vec && aligned16(xs[t]);
+  size_t next = 0;  // the next input to add
+  while (next < k) {
+    AddChunk f{};
+    f.y = y;
+    if (next > 0) f.x[f.k++] = y;  // continue from the sum so far
+    while (f.k < kAddInputs && next < k) f.x[f.k++] = xs[next++];
+    launch_elementwise(ctx.stream(), f, n, vec);
+    TRAINER_CUDA_CHECK_LAUNCH(ctx, "add_forward");
+  }
+}
+
+void accumulate(const Device& d, float* y, const float* x, size_t n) {
+  if (n == 0) return;
+  CudaContext& ctx = context(d);
+  launch_elementwise(ctx.stream(), Accumulate{y, x}, n, aligned16(y, x));
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "accumulate");
+}
+
+}  // namespace trainer::cuda
