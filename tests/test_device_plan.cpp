@@ -26,10 +26,47 @@ TEST_CASE("gpus flag: all takes every GPU when the build can train on them", "[d
   CHECK(plan_devices("1,0,1", gpus, true).gpus == std::vector<int>{1, 0, 1});
 }
 
+TEST_CASE("gpus flag: a single number is a GPU index, not a count", "[devices]") {
+  std::vector<GpuInfo> gpus = {{0, "A", 1ull << 34}, {1, "B", 1ull << 34}, {2, "C", 1ull << 34}, {3, "D", 1ull << 34}};
+  DevicePlan p = plan_devices("2", gpus, true);
+  CHECK(p.gpus == std::vector<int>{2});
+  CHECK(p.towers() == 1);
+  CHECK(p.describe() == "GPU 2");
+  CHECK(plan_devices("0,3", gpus, true).gpus == std::vector<int>{0, 3});
+  // Keras's gpus=4 meant four GPUs; here it names a GPU that does not exist, and the message says so.
+  CHECK_THROWS_WITH(plan_devices("4", gpus, true),
+                    Catch::Contains("there is no GPU 4") && Catch::Contains("indices, not a count"));
+}
+
+TEST_CASE("gpus flag: repeated GPUs give towers sharing a GPU, which NCCL cannot reduce", "[devices]") {
+  std::vector<GpuInfo> gpus = {{0, "A", 1ull << 34}, {1, "B", 1ull << 34}};
+  DevicePlan shared = plan_devices("0,0", gpus, true);
+  CHECK(shared.gpus == std::vector<int>{0, 0});
+  CHECK(shared.towers() == 2);
+  CHECK_FALSE(shared.gpus_distinct());
+  CHECK_FALSE(plan_devices("1,0,1", gpus, true).gpus_distinct());
+  CHECK(plan_devices("1,0", gpus, true).gpus_distinct());
+  CHECK(plan_devices("all", gpus, true).gpus_distinct());
+  CHECK(plan_devices("cpu:3", gpus, true).gpus_distinct());
+}
+
+TEST_CASE("gpus flag: a build without CUDA says so rather than that no GPU exists", "[devices]") {
+  // Such a build lists no GPU (list_gpus() is empty), so the build is the cause to report.
+  CHECK_THROWS_WITH(plan_devices("0", {}, false), Catch::Contains("no CUDA training backend"));
+  DevicePlan p = plan_devices("all", {{0, "NVIDIA H200", 150ull << 30}}, false);
+  CHECK(p.cpu_towers == 1);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK_THAT(p.warnings[0], Catch::Contains("0 (NVIDIA H200, 150 GiB)") && Catch::Contains("no CUDA backend"));
+  // Syntax is still checked first.
+  CHECK_THROWS_WITH(plan_devices("0,x", {}, false), Catch::Contains("'x' is not a GPU index"));
+}
+
 TEST_CASE("gpus flag: bad values are user errors that say what exists", "[devices]") {
-  std::vector<GpuInfo> gpus = {{0, "NVIDIA H200", 150ull << 30}};
+  std::vector<GpuInfo> gpus = {{0, "NVIDIA H200", 150ull << 30}, {1, "NVIDIA H100", 80ull << 30}};
   CHECK_THROWS_WITH(plan_devices("3", gpus, true),
-                    Catch::Contains("there is no GPU 3") && Catch::Contains("0 (NVIDIA H200, 150 GiB)"));
+                    Catch::Contains("there is no GPU 3") &&
+                        Catch::Contains("GPUs found: 0 (NVIDIA H200, 150 GiB) 1 (NVIDIA H100, 80 GiB)"));
+  CHECK_THROWS_WITH(plan_devices("1,7", gpus, true), Catch::Contains("there is no GPU 7"));
   CHECK_THROWS_WITH(plan_devices("0", {}, true), Catch::Contains("no GPU was found"));
   CHECK_THROWS_AS(plan_devices("cpu:0", {}, false), UserError);
   CHECK_THROWS_AS(plan_devices("cpu:x", {}, false), UserError);

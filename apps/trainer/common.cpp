@@ -9,9 +9,16 @@
 
 namespace trainer::cli {
 
+/// Whether this build can train on GPUs: it has the CUDA backend.
+#ifdef TRAINER_WITH_CUDA
+constexpr bool kCudaTraining = true;
+#else
+constexpr bool kCudaTraining = false;
+#endif
+
 Towers resolve_towers(const std::string& gpus, std::optional<int> threads) {
   Towers t;
-  t.plan = plan_devices(gpus, list_gpus(), /*cuda_training=*/false);
+  t.plan = plan_devices(gpus, list_gpus(), kCudaTraining);
   for (const auto& w : t.plan.warnings) spdlog::warn("{}", w);
   const int cores = threads ? *threads : int(std::max(1u, std::thread::hardware_concurrency()));
   t.threads_per_tower = std::max(1, cores / t.plan.towers());

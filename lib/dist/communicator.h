@@ -8,6 +8,7 @@
 // result. Results are identical on every rank, so replicas that apply the same
 // update stay identical.
 #include <cstddef>
+#include <string>
 
 namespace trainer {
 
@@ -36,6 +37,20 @@ class Communicator {
   virtual void wait(int rank, int ticket) { (void)rank, (void)ticket; }
   /// Waits for every started reduction of rank and resets its tickets.
   virtual void wait_all(int rank) { next_ticket_[rank % kMaxRanks] = 0; }
+
+  /// Returns once every collective rank has queued has completed on its
+  /// device. Throws InternalError when one failed or did not complete within
+  /// the communicator's timeout (NCCL: after aborting every rank). A GPU tower
+  /// calls it before the host waits on its compute stream (a copy to the host,
+  /// DeviceContext::synchronize) after a collective, so that a stuck collective
+  /// raises instead of blocking forever. The default does nothing: CPU
+  /// collectives have completed when they return.
+  virtual void synchronize(int rank) { (void)rank; }
+  /// Makes every rank's current and later collectives throw InternalError
+  /// naming reason, so that the towers still running do not wait for one that
+  /// failed. Callable from any thread (TowerPool's on_error). The default does
+  /// nothing.
+  virtual void abort(const std::string& reason) { (void)reason; }
 
  protected:
   static constexpr int kMaxRanks = 1024;

@@ -13,6 +13,13 @@ std::string DevicePlan::describe() const {
   return s;
 }
 
+bool DevicePlan::gpus_distinct() const {
+  for (size_t i = 0; i < gpus.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (gpus[i] == gpus[j]) return false;
+  return true;
+}
+
 static std::string list_found(const std::vector<GpuInfo>& gpus) {
   if (gpus.empty()) return "no GPU was found";
   std::string s = "GPUs found:";
@@ -49,7 +56,7 @@ DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpu
       plan.cpu_towers = 1;
     } else if (!cuda_training) {
       plan.warnings.push_back("--gpus all: " + list_found(gpus) +
-                              ", but this build has no CUDA backend yet; running on the CPU");
+                              ", but this build has no CUDA backend (configured without CUDA); running on the CPU");
       plan.cpu_towers = 1;
     } else {
       for (const auto& g : gpus) plan.gpus.push_back(g.index);
@@ -62,17 +69,21 @@ DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpu
     if (end == std::string::npos) end = spec.size();
     std::string item = spec.substr(start, end - start);
     if (!all_digits(item)) throw UserError("--gpus '" + spec + "': '" + item + "' is not a GPU index" + usage);
-    int idx = std::stoi(item);
+    plan.gpus.push_back(std::stoi(item));
+    start = end + 1;
+  }
+  // Before the existence check: a build without CUDA sees no GPU at all.
+  if (!cuda_training)
+    throw UserError("--gpus " + spec +
+                    ": this build has no CUDA training backend (configured without CUDA); use --gpus cpu or cpu:N");
+  for (int idx : plan.gpus) {
     bool found = false;
     for (const auto& g : gpus) found |= g.index == idx;
     if (!found)
-      throw UserError("--gpus " + spec + ": there is no GPU " + item + "; " + list_found(gpus) +
-                      " (CUDA_VISIBLE_DEVICES is honoured); use --gpus cpu to train on the CPU");
-    plan.gpus.push_back(idx);
-    start = end + 1;
+      throw UserError("--gpus " + spec + ": there is no GPU " + std::to_string(idx) + "; " + list_found(gpus) +
+                      " (CUDA_VISIBLE_DEVICES is honoured). --gpus takes GPU indices, not a count: --gpus all "
+                      "uses every GPU, --gpus cpu the CPU");
   }
-  if (!cuda_training)
-    throw UserError("--gpus " + spec + ": this build has no CUDA training backend yet; use --gpus cpu or cpu:N");
   return plan;
 }
 

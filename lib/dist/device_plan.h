@@ -1,10 +1,17 @@
 #pragma once
 // Which devices the towers run on, from the --gpus flag:
-//   all      every visible GPU; without one, one CPU tower (with a warning)
-//   0,2,5    those GPU indices (CUDA ordinals, as Caffe and Darknet read them;
-//            not a count as Keras's multi_gpu_model(gpus=8) was)
+//   all      every visible GPU, one tower each; without one, one CPU tower
+//            (with a warning)
+//   0,2,5    one tower on each of those GPUs; `--gpus 2` is the GPU with index
+//            2, not two GPUs: indices (CUDA ordinals), as Caffe and Darknet
+//            read them, not a count as Keras's multi_gpu_model(gpus=8) was
+//   0,0      repeats are allowed: two towers share GPU 0 (each with its own
+//            streams and memory); such towers reduce through the in-process
+//            communicator, since NCCL needs one rank per GPU
 //   cpu      one CPU tower;  cpu:N  N CPU towers (exercises the multi-tower
 //            engine without GPUs; N in [1, 64])
+// "Visible" is what the CUDA runtime enumerates: CUDA_VISIBLE_DEVICES=2,3
+// makes physical GPUs 2 and 3 the indices 0 and 1.
 #include <string>
 #include <vector>
 
@@ -17,14 +24,19 @@ struct DevicePlan {
   std::vector<int> gpus;         ///< GPU ordinals, one tower each (repeats allowed).
   std::vector<std::string> warnings;
   int towers() const { return cpu_towers + int(gpus.size()); }
+  /// True when no GPU appears twice in gpus, so that the towers can reduce
+  /// through NCCL (one rank per GPU); vacuously true for CPU plans.
+  bool gpus_distinct() const;
   /// "2 CPU towers" or "GPUs 0, 1".
   std::string describe() const;
 };
 
-/// Resolves spec against the visible gpus. cuda_training: whether this build
-/// can train on GPUs; when it cannot, `all` falls back to the CPU with a
-/// warning and explicit GPU indices are a UserError. Throws UserError for bad
-/// syntax and for GPU indices that do not exist (listing the GPUs found).
+/// Resolves spec against the visible gpus (list_gpus()). cuda_training:
+/// whether this build can train on GPUs (true when built with CUDA); when it
+/// cannot, `all` falls back to the CPU with a warning and explicit GPU indices
+/// are a UserError. Throws UserError for bad syntax and for GPU indices that
+/// do not exist (listing the GPUs found: index, name, memory in GiB, or saying
+/// that none was found).
 DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training);
 
 }  // namespace trainer

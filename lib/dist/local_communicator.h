@@ -24,7 +24,7 @@ class LocalCommunicator : public Communicator {
   /// Wakes every rank blocked in (or later entering) a collective with an
   /// InternalError naming reason: a tower that failed calls this so that the
   /// others do not wait forever.
-  void abort(const std::string& reason);
+  void abort(const std::string& reason) override;
 
  private:
   template <typename T>

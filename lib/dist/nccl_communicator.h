@@ -1,0 +1,41 @@
+#pragma once
+// The Communicator of GPU towers through NCCL: one NCCL rank per tower, all in
+// this process, every tower on its own GPU (NCCL forbids two ranks of one
+// communicator on one GPU; towers sharing a GPU, --gpus 0,0, reduce through
+// the in-process LocalCommunicator instead). No CUDA include here: builds
+// without CUDA link lib/dist/nccl_communicator_none.cpp.
+//
+// Threads: the constructing thread creates every rank's NCCL communicator;
+// afterwards each tower's host thread (train/tower_pool.h) issues only its own
+// rank's calls, every rank the same collectives in the same order.
+//
+// Streams: a collective of rank r waits for the work queued so far on r's
+// compute stream, runs on r's communication stream (CudaContext::comm_stream),
+// and the compute stream's later work sees its result (all_reduce_sum,
+// broadcast: at once; start_all_reduce_sum: after wait or wait_all). The data
+// must stay allocated, and untouched by other work, until then.
+//
+// Failures: NCCL errors, CUDA errors on the communication stream and
+// collectives still running timeout_seconds after they were queued are found
+// by wait, wait_all and synchronize (synchronize waits for completion; the
+// others only look). The finder aborts every rank's NCCL communicator and
+// throws InternalError naming rank, device, collective and cause ("timed out
+// after N s" or NCCL's error string); the other ranks' next calls throw
+// InternalError "... aborted: <that message>". Destroy the communicator before
+// the towers' device contexts.
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+#include "dist/communicator.h"
+
+namespace trainer {
+
+/// NCCL communicator over devices (rank i = devices[i]; each CUDA, with its
+/// context, on a distinct GPU ordinal). timeout_seconds > 0: how long a queued
+/// collective may take before it counts as stuck. Throws InternalError when a
+/// device is not a GPU, when two share an ordinal, when the build has no CUDA,
+/// or when NCCL cannot create the communicator (with NCCL's error string).
+std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& devices, double timeout_seconds);
+
+}  // namespace trainer

@@ -1,0 +1,14 @@
+// make_nccl_communicator() for builds without the CUDA backend.
+#ifndef TRAINER_WITH_CUDA
+#include "core/error.h"
+#include "dist/nccl_communicator.h"
+
+namespace trainer {
+
+std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& devices, double timeout_seconds) {
+  (void)devices, (void)timeout_seconds;
+  throw InternalError("NCCL communicator requested, but this build has no CUDA backend (configured without CUDA)");
+}
+
+}  // namespace trainer
+#endif
