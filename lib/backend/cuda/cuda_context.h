@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "core/device.h"
 
@@ -29,6 +30,9 @@ class CudaContext final : public DeviceContext {
   /// Context on GPU `device` (CUDA ordinal) for convolutions in `precision`.
   /// Throws InternalError when the device or a library handle cannot be made.
   CudaContext(int device, Precision precision);
+  /// Waits for the streams and frees every block (also those still held by
+  /// Buffers: destroy the tower's tensors first), the handles and the streams;
+  /// never throws.
   ~CudaContext() override;
   CudaContext(const CudaContext&) = delete;
   CudaContext& operator=(const CudaContext&) = delete;
@@ -51,7 +55,8 @@ class CudaContext final : public DeviceContext {
   /// Scratch of at least `bytes` on the device, valid until the next call
   /// (ops on the compute stream use it in turn).
   void* workspace(size_t bytes);
-  /// Bytes the allocator holds for live buffers now.
+  /// Bytes the allocator holds for live buffers now (rounded block sizes, the
+  /// workspace included; peak_bytes() is its maximum).
   size_t in_use_bytes() const { return in_use_; }
   /// The layer now queuing work ("" outside layers).
   const std::string& layer() const { return layer_; }
@@ -60,13 +65,25 @@ class CudaContext final : public DeviceContext {
   [[noreturn]] void fail(const char* call, const std::string& status) const;
 
  private:
+  /// cudaMalloc of `bytes`; on cudaErrorMemoryAllocation synchronizes, frees
+  /// the cached blocks and retries once, then throws DeviceOutOfMemory.
+  void* device_malloc(size_t bytes);
+  /// cudaFree of every cached (unused) block.
+  void free_cached();
+  /// The DeviceOutOfMemory text for a failed request of `bytes`.
+  std::string out_of_memory_message(size_t bytes) const;
+  /// Waits for the streams and frees every block, handle and stream, ignoring
+  /// errors (destructor and failed constructor).
+  void release() noexcept;
+
   int device_;
   Precision precision_;
   cudaStream_t compute_ = nullptr, copy_ = nullptr, comm_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::string layer_;
-  std::multimap<size_t, void*> free_;  ///< Cached blocks by size.
+  std::multimap<size_t, void*> free_;      ///< Cached blocks by size.
+  std::unordered_map<void*, size_t> live_;  ///< Handed-out blocks and their sizes.
   size_t in_use_ = 0, cached_ = 0, peak_ = 0;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

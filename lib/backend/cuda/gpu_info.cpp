@@ -1,6 +1,7 @@
-// list_gpus() through the CUDA runtime.
+// list_gpus() through the CUDA runtime; make_gpu_context() makes a CudaContext.
 #include <cuda_runtime.h>
 
+#include "backend/cuda/cuda_context.h"
 #include "backend/gpu_info.h"
 
 namespace trainer {
@@ -18,6 +19,10 @@ std::vector<GpuInfo> list_gpus() {
     out.push_back(GpuInfo{i, prop.name, prop.totalGlobalMem});
   }
   return out;
+}
+
+std::unique_ptr<DeviceContext> make_gpu_context(int device, Precision precision) {
+  return std::make_unique<cuda::CudaContext>(device, precision);
 }
 
 }  // namespace trainer

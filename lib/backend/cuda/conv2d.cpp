@@ -1,0 +1,53 @@
+// cuda::make_conv2d: Conv2D on cuDNN through ConvCore with a = x, b = y and the
+// Keras kernel [kh, kw, Cin, Cout] (see cudnn_conv.h for layouts, padding,
+// precision and algorithms).
+#include "backend/cuda/cudnn_conv.h"
+#include "backend/device_ops.h"
+
+namespace trainer::cuda {
+
+namespace {
+
+/// Conv2D's ConvBackend. x's bf16 / padded copy made in forward() is kept for
+/// backward_weights(), which must get the same x pointer with the data
+/// unchanged (as the layers guarantee: backward sees the forward's tensors);
+/// another pointer or shape makes a new copy. Empty batches (N = 0) queue
+/// nothing, and backward_weights then zeroes the gradients.
+class CudnnConv2D final : public ConvBackend {
+ public:
+  CudnnConv2D(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), core_(d, p) {}
+
+  void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y, Shape ys) override {
+    if (xs.numel() == 0 || ys.numel() == 0) return;
+    core_.forward(x, xs, Staging::Keep, kernel, y, ys);
+    if (bias) core_.add_bias(ConvSide::B, xs, ys, bias, y);
+  }
+
+  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) override {
+    if (xs.numel() == 0 || ys.numel() == 0) return;
+    core_.backward_data(dy, ys, Staging::Transient, kernel, dx, xs);
+  }
+
+  void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel, float* dbias) override {
+    if (xs.numel() == 0 || ys.numel() == 0) {
+      ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * xs.c * ys.c * sizeof(float));
+      if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
+      return;
+    }
+    core_.backward_filter(x, xs, Staging::Reuse, dy, ys, Staging::Transient, dkernel);
+    if (dbias) core_.bias_grad(ConvSide::B, xs, ys, dy, dbias);
+  }
+
+ private:
+  CudaContext& ctx_;
+  Conv2DParams p_;
+  ConvCore core_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConvBackend> make_conv2d(const Device& d, Conv2DParams p) {
+  return std::make_unique<CudnnConv2D>(d, p);
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,58 @@
+// cuda::make_conv2d_transpose: Conv2DTranspose on cuDNN. TensorFlow's
+// conv2d_transpose is the input gradient of a Conv2D, so this runs ConvCore's
+// convolution with a = y (the larger side), b = x and the Keras kernel
+// [kh, kw, Cout, Cin] as ConvCore's [kh, kw, Ca, Cb]: forward is cuDNN's
+// backward-data, backward-data is cuDNN's forward, and the kernel gradient is
+// cuDNN's backward-filter with dy in the role of the input and x in the role
+// of the output gradient. See cudnn_conv.h for layouts, padding, precision and
+// algorithms.
+#include "backend/cuda/cudnn_conv.h"
+#include "backend/device_ops.h"
+
+namespace trainer::cuda {
+
+namespace {
+
+/// Conv2DTranspose's ConvBackend. x's bf16 copy made in forward() is kept for
+/// backward_weights(), which must get the same x pointer with the data
+/// unchanged (as the layers guarantee); another pointer or shape makes a new
+/// copy. Empty batches (N = 0) queue nothing, and backward_weights then zeroes
+/// the gradients.
+class CudnnConv2DTranspose final : public ConvBackend {
+ public:
+  CudnnConv2DTranspose(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), core_(d, p) {}
+
+  void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y, Shape ys) override {
+    if (xs.numel() == 0 || ys.numel() == 0) return;
+    core_.backward_data(x, xs, Staging::Keep, kernel, y, ys);
+    if (bias) core_.add_bias(ConvSide::A, ys, xs, bias, y);
+  }
+
+  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) override {
+    if (xs.numel() == 0 || ys.numel() == 0) return;
+    core_.forward(dy, ys, Staging::Transient, kernel, dx, xs);
+  }
+
+  void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel, float* dbias) override {
+    if (xs.numel() == 0 || ys.numel() == 0) {
+      ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * ys.c * xs.c * sizeof(float));
+      if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
+      return;
+    }
+    core_.backward_filter(dy, ys, Staging::Transient, x, xs, Staging::Reuse, dkernel);
+    if (dbias) core_.bias_grad(ConvSide::A, ys, xs, dy, dbias);
+  }
+
+ private:
+  CudaContext& ctx_;
+  Conv2DParams p_;
+  ConvCore core_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConvBackend> make_conv2d_transpose(const Device& d, Conv2DParams p) {
+  return std::make_unique<CudnnConv2DTranspose>(d, p);
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,320 @@
+// cuDNN descriptors, precision mapping and ConvCore (see cudnn_conv.h).
+#include "backend/cuda/cudnn_conv.h"
+
+#include <string>
+
+#include "backend/cuda/tensor_layout.h"
+
+namespace trainer::cuda {
+
+namespace {
+
+const float kOne = 1.0f, kZero = 0.0f;  // alpha/beta of fp32 and bf16 cuDNN calls
+constexpr size_t kRegionAlign = 256;    // bytes; alignment of workspace regions
+
+/// Consecutive aligned regions of the context's workspace for one call.
+class WorkspaceLayout {
+ public:
+  /// Offset of a new region of `bytes` (0 bytes: an empty region).
+  size_t add(size_t bytes) {
+    const size_t offset = total_;
+    total_ += (bytes + kRegionAlign - 1) / kRegionAlign * kRegionAlign;
+    return offset;
+  }
+  /// The workspace holding every region.
+  char* base(CudaContext& ctx) const { return static_cast<char*>(ctx.workspace(total_)); }
+
+ private:
+  size_t total_ = 0;
+};
+
+FilterDesc filter_desc(CudaContext& ctx, cudnnDataType_t type, int k, int c, int kh, int kw) {
+  cudnnFilterDescriptor_t d = nullptr;
+  TRAINER_CUDA_CHECK(ctx, cudnnCreateFilterDescriptor(&d));
+  FilterDesc desc(d);
+  TRAINER_CUDA_CHECK(ctx, cudnnSetFilter4dDescriptor(d, type, CUDNN_TENSOR_NHWC, k, c, kh, kw));
+  return desc;
+}
+
+ConvDesc conv_desc(CudaContext& ctx, int pad_h, int pad_w, int stride_h, int stride_w) {
+  cudnnConvolutionDescriptor_t d = nullptr;
+  TRAINER_CUDA_CHECK(ctx, cudnnCreateConvolutionDescriptor(&d));
+  ConvDesc desc(d);
+  TRAINER_CUDA_CHECK(ctx, cudnnSetConvolution2dDescriptor(d, pad_h, pad_w, stride_h, stride_w, 1, 1,
+                                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  TRAINER_CUDA_CHECK(ctx, cudnnSetConvolutionMathType(d, conv_math_type(ctx.precision())));
+  return desc;
+}
+
+/// "[N, H, W, C]" of a cuDNN (n, c, h, w) quadruple.
+std::string nchw_as_nhwc(int n, int c, int h, int w) { return Shape{n, h, w, c}.nhwc(); }
+
+/// The heuristics' best usable algorithm among perf[0, count) (see ConvCore's
+/// comment); ws(algo, &bytes) queries the workspace. InternalError when none is usable.
+template <class Perf, class WorkspaceQuery>
+auto pick_algorithm(CudaContext& ctx, const char* call, const Perf* perf, int count, WorkspaceQuery ws)
+    -> std::pair<decltype(perf->algo), size_t> {
+  const bool tensor_ops = ctx.precision() != Precision::FP32;
+  int first = -1;
+  size_t first_bytes = 0;
+  for (int i = 0; i < count; ++i) {
+    const Perf& r = perf[i];
+    if (r.status != CUDNN_STATUS_SUCCESS) continue;
+    if (!tensor_ops && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+      continue;
+    size_t bytes = 0;
+    if (ws(r.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > ConvCore::kMaxAlgoWorkspace) continue;
+    if (r.determinism == CUDNN_DETERMINISTIC) return {r.algo, bytes};
+    if (first < 0) {
+      first = i;
+      first_bytes = bytes;
+    }
+  }
+  if (first < 0)
+    ctx.fail(call, "no convolution algorithm supports these shapes in " + std::string(precision_name(ctx.precision())) +
+                       " within " + std::to_string(ConvCore::kMaxAlgoWorkspace >> 20) + " MiB of workspace");
+  return {perf[first].algo, first_bytes};
+}
+
+}  // namespace
+
+TensorDesc nhwc_desc(CudaContext& ctx, cudnnDataType_t type, Shape s) {
+  cudnnTensorDescriptor_t d = nullptr;
+  TRAINER_CUDA_CHECK(ctx, cudnnCreateTensorDescriptor(&d));
+  TensorDesc desc(d);
+  TRAINER_CUDA_CHECK(ctx, cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, type, s.n, s.c, s.h, s.w));
+  return desc;
+}
+
+TensorDesc rows_desc(CudaContext& ctx, Shape s) {
+  cudnnTensorDescriptor_t d = nullptr;
+  TRAINER_CUDA_CHECK(ctx, cudnnCreateTensorDescriptor(&d));
+  TensorDesc desc(d);
+  const long long rows = (long long)s.n * s.h * s.w;
+  if (rows > 0x7fffffffLL) ctx.fail("rows_desc", "tensor " + s.nhwc() + " has more than 2^31 pixels");
+  TRAINER_CUDA_CHECK(ctx, cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(rows), s.c, 1, 1));
+  return desc;
+}
+
+TensorDesc channel_desc(CudaContext& ctx, int c) {
+  cudnnTensorDescriptor_t d = nullptr;
+  TRAINER_CUDA_CHECK(ctx, cudnnCreateTensorDescriptor(&d));
+  TensorDesc desc(d);
+  TRAINER_CUDA_CHECK(ctx, cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, c, 1, 1));
+  return desc;
+}
+
+cudnnDataType_t conv_data_type(Precision p) { return p == Precision::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+
+cudnnMathType_t conv_math_type(Precision p) { return p == Precision::FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH; }
+
+/// Descriptors, padding and algorithms of one (as, bs) pair.
+struct ConvCore::Plan {
+  Shape as, bs;    ///< User shapes of a and b.
+  Shape ap;        ///< a as cuDNN sees it: as, or as padded explicitly.
+  PadPair ph, pw;  ///< TensorFlow's padding of a.
+  bool explicit_pad = false;
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  size_t a_bytes = 0, b_bytes = 0, w_bytes = 0;  ///< Sizes in `type` of ap, bs and the filter.
+  TensorDesc a, b;                               ///< ap and bs in `type`.
+  FilterDesc w;                                  ///< [Cb, kh, kw, Ca] in `type`.
+  ConvDesc conv;
+  TensorDesc a_rows, b_rows, a_channels, b_channels;  ///< fp32 bias views of each side.
+  std::optional<Choice<cudnnConvolutionFwdAlgo_t>> fwd;
+  std::optional<Choice<cudnnConvolutionBwdDataAlgo_t>> bwd_data;
+  std::optional<Choice<cudnnConvolutionBwdFilterAlgo_t>> bwd_filter;
+};
+
+ConvCore::ConvCore(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), kept_(d) {}
+ConvCore::~ConvCore() = default;
+
+ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
+  if (Plan* found = plans_.find(as, bs)) return *found;
+  auto p = std::make_unique<Plan>();
+  p->as = as;
+  p->bs = bs;
+  p->ph = conv_padding(as.h, bs.h, p_.kh, p_.stride_h);
+  p->pw = conv_padding(as.w, bs.w, p_.kw, p_.stride_w);
+  p->explicit_pad = p->ph.before != p->ph.after || p->pw.before != p->pw.after;
+  p->ap =
+      p->explicit_pad ? Shape{as.n, as.h + p->ph.before + p->ph.after, as.w + p->pw.before + p->pw.after, as.c} : as;
+  p->type = conv_data_type(ctx_.precision());
+  const size_t elem = element_size(ctx_, p->type);
+  p->a_bytes = p->ap.numel() * elem;
+  p->b_bytes = bs.numel() * elem;
+  p->w_bytes = size_t(p_.kh) * p_.kw * as.c * bs.c * elem;
+  p->a = nhwc_desc(ctx_, p->type, p->ap);
+  p->b = nhwc_desc(ctx_, p->type, bs);
+  p->w = filter_desc(ctx_, p->type, bs.c, as.c, p_.kh, p_.kw);
+  p->conv = p->explicit_pad ? conv_desc(ctx_, 0, 0, p_.stride_h, p_.stride_w)
+                            : conv_desc(ctx_, p->ph.before, p->pw.before, p_.stride_h, p_.stride_w);
+  int n = 0, c = 0, h = 0, w = 0;
+  TRAINER_CUDA_CHECK(ctx_,
+                     cudnnGetConvolution2dForwardOutputDim(p->conv.get(), p->a.get(), p->w.get(), &n, &c, &h, &w));
+  if (Shape{n, h, w, c} != bs)
+    ctx_.fail("cudnnGetConvolution2dForwardOutputDim",
+              "the convolution of " + p->ap.nhwc() + " gives " + nchw_as_nhwc(n, c, h, w) + ", expected " + bs.nhwc());
+  p->a_rows = rows_desc(ctx_, as);
+  p->b_rows = rows_desc(ctx_, bs);
+  p->a_channels = channel_desc(ctx_, as.c);
+  p->b_channels = channel_desc(ctx_, bs.c);
+  return plans_.insert(as, bs, std::move(p));
+}
+
+const ConvCore::Choice<cudnnConvolutionFwdAlgo_t>& ConvCore::forward_algo(Plan& p) {
+  if (!p.fwd) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int count = 0;
+    TRAINER_CUDA_CHECK(
+        ctx_, cudnnGetConvolutionForwardAlgorithm_v7(ctx_.cudnn(), p.a.get(), p.w.get(), p.conv.get(), p.b.get(),
+                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
+    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnGetConvolutionForwardAlgorithm_v7", perf, count,
+                                        [&](cudnnConvolutionFwdAlgo_t a, size_t* s) {
+                                          return cudnnGetConvolutionForwardWorkspaceSize(
+                                              ctx_.cudnn(), p.a.get(), p.w.get(), p.conv.get(), p.b.get(), a, s);
+                                        });
+    p.fwd = Choice<cudnnConvolutionFwdAlgo_t>{algo, bytes};
+  }
+  return *p.fwd;
+}
+
+const ConvCore::Choice<cudnnConvolutionBwdDataAlgo_t>& ConvCore::backward_data_algo(Plan& p) {
+  if (!p.bwd_data) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int count = 0;
+    TRAINER_CUDA_CHECK(
+        ctx_, cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx_.cudnn(), p.w.get(), p.b.get(), p.conv.get(), p.a.get(),
+                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
+    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnGetConvolutionBackwardDataAlgorithm_v7", perf, count,
+                                        [&](cudnnConvolutionBwdDataAlgo_t a, size_t* s) {
+                                          return cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                              ctx_.cudnn(), p.w.get(), p.b.get(), p.conv.get(), p.a.get(), a, s);
+                                        });
+    p.bwd_data = Choice<cudnnConvolutionBwdDataAlgo_t>{algo, bytes};
+  }
+  return *p.bwd_data;
+}
+
+const ConvCore::Choice<cudnnConvolutionBwdFilterAlgo_t>& ConvCore::backward_filter_algo(Plan& p) {
+  if (!p.bwd_filter) {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int count = 0;
+    TRAINER_CUDA_CHECK(
+        ctx_, cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx_.cudnn(), p.a.get(), p.b.get(), p.conv.get(), p.w.get(),
+                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
+    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", perf, count,
+                                        [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* s) {
+                                          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                              ctx_.cudnn(), p.a.get(), p.b.get(), p.conv.get(), p.w.get(), a, s);
+                                        });
+    p.bwd_filter = Choice<cudnnConvolutionBwdFilterAlgo_t>{algo, bytes};
+  }
+  return *p.bwd_filter;
+}
+
+bool ConvCore::staged(const Plan& p, ConvSide side) const {
+  return p.type != CUDNN_DATA_FLOAT || (side == ConvSide::A && p.explicit_pad);
+}
+
+size_t ConvCore::staged_bytes(const Plan& p, ConvSide side) const {
+  if (!staged(p, side)) return 0;
+  return side == ConvSide::A ? p.a_bytes : p.b_bytes;
+}
+
+const void* ConvCore::stage_input(const Plan& p, ConvSide side, const float* src, Staging staging, void* transient) {
+  if (!staged(p, side)) return src;
+  void* dst = transient;
+  if (staging != Staging::Transient) {
+    const bool same = kept_tag_.valid && kept_tag_.side == side && kept_tag_.src == src && kept_tag_.as == p.as &&
+                      kept_tag_.bs == p.bs;
+    if (staging == Staging::Reuse && same) return kept_.data();
+    kept_tag_.valid = false;
+    kept_.resize(staged_bytes(p, side));
+    dst = kept_.data();
+  }
+  if (side == ConvSide::A && p.explicit_pad)
+    reframe_nhwc(ctx_, src, CUDNN_DATA_FLOAT, p.as, dst, p.type, p.ap, p.ph.before, p.pw.before, 0.0f);
+  else
+    convert(ctx_, src, CUDNN_DATA_FLOAT, dst, p.type, side == ConvSide::A ? p.as.numel() : p.bs.numel());
+  if (staging != Staging::Transient) kept_tag_ = KeptTag{true, side, src, p.as, p.bs};
+  return dst;
+}
+
+void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, float* dst) {
+  if (side == ConvSide::A && p.explicit_pad)
+    reframe_nhwc(ctx_, src, p.type, p.ap, dst, CUDNN_DATA_FLOAT, p.as, -p.ph.before, -p.pw.before, 0.0f);
+  else
+    convert(ctx_, src, p.type, dst, CUDNN_DATA_FLOAT, side == ConvSide::A ? p.as.numel() : p.bs.numel());
+}
+
+void ConvCore::forward(const float* a, Shape as, Staging a_staging, const float* kernel, float* b, Shape bs) {
+  Plan& p = plan(as, bs);
+  const auto& algo = forward_algo(p);
+  WorkspaceLayout layout;
+  const size_t ws_at = layout.add(algo.workspace);
+  const size_t w_at = layout.add(p.w_bytes);
+  const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A) : 0);
+  const size_t b_at = layout.add(staged_bytes(p, ConvSide::B));
+  char* ws = layout.base(ctx_);
+  const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
+  keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
+  void* b_out = staged(p, ConvSide::B) ? static_cast<void*>(ws + b_at) : b;
+  TRAINER_CUDA_CHECK(
+      ctx_, cudnnConvolutionForward(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.w.get(), ws + w_at, p.conv.get(), algo.algo,
+                                    ws + ws_at, algo.workspace, &kZero, p.b.get(), b_out));
+  if (b_out != b) unstage_output(p, ConvSide::B, b_out, b);
+}
+
+void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, float* da, Shape as) {
+  Plan& p = plan(as, bs);
+  const auto& algo = backward_data_algo(p);
+  WorkspaceLayout layout;
+  const size_t ws_at = layout.add(algo.workspace);
+  const size_t w_at = layout.add(p.w_bytes);
+  const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B) : 0);
+  const size_t a_at = layout.add(staged_bytes(p, ConvSide::A));
+  char* ws = layout.base(ctx_);
+  const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
+  keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
+  void* a_out = staged(p, ConvSide::A) ? static_cast<void*>(ws + a_at) : da;
+  TRAINER_CUDA_CHECK(
+      ctx_, cudnnConvolutionBackwardData(ctx_.cudnn(), &kOne, p.w.get(), ws + w_at, p.b.get(), b_in, p.conv.get(),
+                                         algo.algo, ws + ws_at, algo.workspace, &kZero, p.a.get(), a_out));
+  if (a_out != da) unstage_output(p, ConvSide::A, a_out, da);
+}
+
+void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs,
+                               Staging db_staging, float* dkernel) {
+  if (a_staging != Staging::Transient && db_staging != Staging::Transient)
+    ctx_.fail("ConvCore::backward_filter", "only one input can use the kept buffer");
+  Plan& p = plan(as, bs);
+  const auto& algo = backward_filter_algo(p);
+  WorkspaceLayout layout;
+  const size_t ws_at = layout.add(algo.workspace);
+  const size_t w_at = layout.add(p.w_bytes);
+  const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A) : 0);
+  const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B) : 0);
+  char* ws = layout.base(ctx_);
+  const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
+  const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
+  TRAINER_CUDA_CHECK(
+      ctx_, cudnnConvolutionBackwardFilter(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.b.get(), b_in, p.conv.get(),
+                                           algo.algo, ws + ws_at, algo.workspace, &kZero, p.w.get(), ws + w_at));
+  cudnn_filter_to_keras(ctx_, ws + w_at, p.type, p_.kh * p_.kw, as.c, bs.c, dkernel);
+}
+
+void ConvCore::add_bias(ConvSide side, Shape as, Shape bs, const float* bias, float* t) {
+  Plan& p = plan(as, bs);
+  const bool a = side == ConvSide::A;
+  TRAINER_CUDA_CHECK(ctx_, cudnnAddTensor(ctx_.cudnn(), &kOne, a ? p.a_channels.get() : p.b_channels.get(), bias, &kOne,
+                                          a ? p.a_rows.get() : p.b_rows.get(), t));
+}
+
+void ConvCore::bias_grad(ConvSide side, Shape as, Shape bs, const float* dt, float* dbias) {
+  Plan& p = plan(as, bs);
+  const bool a = side == ConvSide::A;
+  TRAINER_CUDA_CHECK(ctx_, cudnnConvolutionBackwardBias(ctx_.cudnn(), &kOne, a ? p.a_rows.get() : p.b_rows.get(), dt,
+                                                        &kZero, a ? p.a_channels.get() : p.b_channels.get(), dbias));
+}
+
+}  // namespace trainer::cuda

@@ -1,0 +1,185 @@
+#pragma once
+// cuDNN helpers of the convolution and pooling ops (backend/cuda): owning
+// descriptors, the data and math types of each Precision, a small per-shape
+// plan cache, and ConvCore, the one convolution that both Conv2D and
+// Conv2DTranspose run through cuDNN's forward / backward-data /
+// backward-filter calls (Conv2DTranspose with the roles swapped).
+#include <cudnn.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "backend/cuda/cuda_context.h"
+#include "backend/ops.h"
+#include "core/buffer.h"
+#include "core/shape.h"
+
+namespace trainer::cuda {
+
+struct TensorDescDeleter {
+  void operator()(cudnnTensorStruct* d) const noexcept { cudnnDestroyTensorDescriptor(d); }
+};
+struct FilterDescDeleter {
+  void operator()(cudnnFilterStruct* d) const noexcept { cudnnDestroyFilterDescriptor(d); }
+};
+struct ConvDescDeleter {
+  void operator()(cudnnConvolutionStruct* d) const noexcept { cudnnDestroyConvolutionDescriptor(d); }
+};
+using TensorDesc = std::unique_ptr<cudnnTensorStruct, TensorDescDeleter>;
+using FilterDesc = std::unique_ptr<cudnnFilterStruct, FilterDescDeleter>;
+using ConvDesc = std::unique_ptr<cudnnConvolutionStruct, ConvDescDeleter>;
+
+/// Descriptor of a packed NHWC tensor s = [N, H, W, C] of `type`.
+TensorDesc nhwc_desc(CudaContext& ctx, cudnnDataType_t type, Shape s);
+/// The fp32 NHWC tensor s as the packed NCHW tensor [N*H*W, C, 1, 1] (the same
+/// memory), for cudnnAddTensor and cudnnConvolutionBackwardBias with
+/// channel_desc(C) as the bias (NCHW is those calls' plain case; NHWC
+/// descriptors are reported to take slow paths there). InternalError when
+/// N*H*W exceeds 2^31 - 1.
+TensorDesc rows_desc(CudaContext& ctx, Shape s);
+/// The fp32 bias [C] as the NCHW tensor [1, C, 1, 1].
+TensorDesc channel_desc(CudaContext& ctx, int c);
+
+/// cuDNN data type of the convolutions' tensors: float for fp32 and tf32,
+/// bfloat16 for bf16.
+cudnnDataType_t conv_data_type(Precision p);
+/// cuDNN math type: fp32 -> CUDNN_FMA_MATH (no TF32 tensor cores), tf32 and
+/// bf16 -> CUDNN_TENSOR_OP_MATH (tensor cores; fp32 accumulation either way).
+cudnnMathType_t conv_math_type(Precision p);
+
+/// Up to kMax values per (a, b) shape pair, the oldest dropped first (as the
+/// CPU backend's primitive cache).
+template <class Plan>
+class PlanCache {
+ public:
+  static constexpr size_t kMax = 8;
+  /// The plan for (a, b), or nullptr.
+  Plan* find(const Shape& a, const Shape& b) {
+    for (auto& e : items_)
+      if (e.a == a && e.b == b) return e.plan.get();
+    return nullptr;
+  }
+  /// Stores plan for (a, b) (absent) and returns it.
+  Plan& insert(const Shape& a, const Shape& b, std::unique_ptr<Plan> plan) {
+    if (items_.size() == kMax) items_.erase(items_.begin());
+    items_.push_back(Entry{a, b, std::move(plan)});
+    return *items_.back().plan;
+  }
+
+ private:
+  struct Entry {
+    Shape a, b;
+    std::unique_ptr<Plan> plan;
+  };
+  std::vector<Entry> items_;
+};
+
+/// The tensors of ConvCore's convolution: A, its input (the larger side), and
+/// B, its output.
+enum class ConvSide { A, B };
+
+/// How an input of a ConvCore call that cuDNN cannot read as it is (it needs a
+/// bf16 and/or explicitly padded copy) gets its copy.
+enum class Staging {
+  Transient,  ///< In the context's workspace, for this call only.
+  Keep,       ///< In the op's kept buffer, remembered by pointer and shapes.
+  Reuse,      ///< The kept buffer when it was made from this pointer and these
+              ///< shapes (the data must not have changed since), else as Keep.
+};
+
+/// The cross-correlation b = conv(a, kernel) of TensorFlow/Keras with its two
+/// gradients, on cuDNN:
+///   a [N, Ha, Wa, Ca], b [N, Hb, Wb, Cb], kernel [kh, kw, Ca, Cb] (Keras
+///   layout, fp32), Hb = conv_output_length(Ha, kh, stride_h, same), padding
+///   conv_padding(Ha, Hb, kh, stride_h) (likewise for W).
+/// Conv2D is this convolution with a = x, b = y; Conv2DTranspose is its
+/// transpose (TensorFlow's conv2d_transpose is conv2d_backprop_input) with
+/// a = y, b = x and the Keras kernel [kh, kw, Cout, Cin] read as [kh, kw, Ca, Cb].
+///
+/// Layouts: activations are NHWC (CUDNN_TENSOR_NHWC); the kernel is transposed
+/// on every call to cuDNN's NHWC filter layout [Cb, kh, kw, Ca] in the
+/// workspace, and the filter gradient back to the Keras layout.
+/// Padding: symmetric padding (before == after) is cuDNN's own zero padding.
+/// cuDNN has no asymmetric padding, so when TensorFlow's 'same' puts an extra
+/// pixel after (even kernels, or strides that do not divide the input), a is
+/// copied into a zero-padded tensor [N, Ha + before + after, Wa + ..., Ca] and
+/// the convolution runs unpadded on it; backward-data computes the gradient
+/// of the padded tensor and crops it.
+/// Precision (the context's): fp32 and tf32 run on the fp32 tensors (math
+/// type per conv_math_type); bf16 converts the inputs (a, the kernel, the
+/// gradient of b) to bf16 copies, runs cuDNN with bf16 tensors and fp32
+/// accumulation (CUDNN_DATA_FLOAT compute type), and converts the results
+/// (b, the gradient of a, the kernel gradient, each rounded to bf16 by cuDNN)
+/// back to fp32.
+/// Algorithms: per shape pair, chosen on first use of each of the three calls
+/// by cuDNN's heuristics (cudnnGet*Algorithm_v7): the best-ranked algorithm
+/// that reports success, honours the math type (no tensor-op algorithm for
+/// fp32), answers a workspace query and needs at most kMaxAlgoWorkspace bytes,
+/// preferring a deterministic one (cuDNN's backward-data ALGO_0 and
+/// backward-filter ALGO_0/ALGO_3 use atomics and are not).
+/// All calls are queued on the context's compute stream; failures throw
+/// InternalError naming the cuDNN call, the device and the layer.
+class ConvCore {
+ public:
+  /// Workspace limit of one algorithm (bytes).
+  static constexpr size_t kMaxAlgoWorkspace = size_t(512) << 20;
+
+  /// A convolution with geometry p on device d (a CUDA device).
+  ConvCore(const Device& d, Conv2DParams p);
+  ~ConvCore();
+  ConvCore(const ConvCore&) = delete;
+  ConvCore& operator=(const ConvCore&) = delete;
+
+  /// b <- conv(a, kernel) (overwrites b).
+  void forward(const float* a, Shape as, Staging a_staging, const float* kernel, float* b, Shape bs);
+  /// da [N, Ha, Wa, Ca] <- dL/da from db = dL/db [N, Hb, Wb, Cb] (overwrites da).
+  void backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, float* da, Shape as);
+  /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from a and db (overwrites it). At
+  /// most one of the two stagings may be other than Transient.
+  void backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs, Staging db_staging,
+                       float* dkernel);
+  /// t += bias broadcast over N, H, W, where t is the fp32 tensor of `side`
+  /// (shape as or bs) and bias [C] of that side's channels.
+  void add_bias(ConvSide side, Shape as, Shape bs, const float* bias, float* t);
+  /// dbias [C] <- the sum of dt over N, H, W, where dt is the fp32 gradient of
+  /// the tensor of `side` (overwrites dbias).
+  void bias_grad(ConvSide side, Shape as, Shape bs, const float* dt, float* dbias);
+
+ private:
+  template <class Algo>
+  struct Choice {
+    Algo algo;
+    size_t workspace;  ///< Bytes the algorithm needs.
+  };
+  struct Plan;
+  Plan& plan(Shape as, Shape bs);
+  const Choice<cudnnConvolutionFwdAlgo_t>& forward_algo(Plan& p);
+  const Choice<cudnnConvolutionBwdDataAlgo_t>& backward_data_algo(Plan& p);
+  const Choice<cudnnConvolutionBwdFilterAlgo_t>& backward_filter_algo(Plan& p);
+  /// True when cuDNN needs a copy of side's tensor (bf16 and/or padded).
+  bool staged(const Plan& p, ConvSide side) const;
+  /// Bytes of that copy.
+  size_t staged_bytes(const Plan& p, ConvSide side) const;
+  /// src (fp32, side's user shape) as cuDNN reads it: src itself, or a copy
+  /// made per `staging`: Transient into `transient` (staged_bytes long, in the
+  /// workspace), Keep/Reuse into kept_ (`transient` unused; growing kept_
+  /// allocates but never moves the context's workspace).
+  const void* stage_input(const Plan& p, ConvSide side, const float* src, Staging staging, void* transient);
+  /// dst (fp32, side's user shape) <- cuDNN's result src for that side
+  /// (cropped and/or converted).
+  void unstage_output(const Plan& p, ConvSide side, const void* src, float* dst);
+
+  CudaContext& ctx_;
+  Conv2DParams p_;
+  PlanCache<Plan> plans_;
+  Buffer<unsigned char> kept_;  ///< The copy made with Staging::Keep.
+  struct KeptTag {
+    bool valid = false;
+    ConvSide side = ConvSide::A;
+    const float* src = nullptr;
+    Shape as, bs;
+  } kept_tag_;
+};
+
+}  // namespace trainer::cuda
