@@ -68,6 +68,7 @@ void CudaContext::release() noexcept {
   live_.clear();
   workspace_ = nullptr;
   workspace_bytes_ = in_use_ = cached_ = 0;
+  release_staging();
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
   for (cudaStream_t s : {compute_, copy_, comm_})

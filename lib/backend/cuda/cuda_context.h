@@ -20,6 +20,9 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
+#include <unordered_map>
 
 #include "core/device.h"
 
@@ -44,6 +47,11 @@ class CudaContext final : public DeviceContext {
   void synchronize() override;
   void set_layer(const char* name) override { layer_ = name ? name : ""; }
   size_t peak_bytes() const override { return peak_; }
+  void make_current() override;
+  void* pinned_staging(size_t bytes) override;
+  void upload_staged(void* dst, size_t bytes) override;
+  void input_consumed() override;
+  double take_input_wait_seconds() override;
 
   int device() const { return device_; }
   Precision precision() const { return precision_; }
@@ -87,6 +95,15 @@ class CudaContext final : public DeviceContext {
   size_t in_use_ = 0, cached_ = 0, peak_ = 0;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  // Input staging (cuda_context_staging.cpp).
+  void* pinned_ = nullptr;                 ///< Pinned host buffer (cudaHostAlloc).
+  size_t pinned_bytes_ = 0;
+  cudaEvent_t uploaded_ = nullptr;         ///< Recorded on the copy stream after each upload.
+  cudaEvent_t consumed_ = nullptr;         ///< Recorded on the compute stream by input_consumed().
+  bool uploading_ = false;                 ///< uploaded_ has been recorded.
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> waits_, spare_waits_;  ///< Timing events around each wait.
+  /// Destroys the staging buffer and events, ignoring errors (release()).
+  void release_staging() noexcept;
 };
 
 /// The CudaContext of a CUDA device.

@@ -1,0 +1,89 @@
+// CudaContext's input pipeline (core/device.h: pinned_staging, upload_staged,
+// input_consumed, take_input_wait_seconds) and make_current.
+//
+// One pinned host buffer per tower: the tower's thread gathers its next shard
+// into it while the GPU still runs the previous step, then upload_staged
+// queues the host-to-device copy on the copy stream. The copy first waits for
+// the `consumed_` event (the compute stream has read the previous input), and
+// the compute stream waits for the copy's `uploaded_` event. Two timing events
+// around that wait measure how long the compute stream stalled for input: the
+// time each tower waited for data.
+#include "backend/cuda/cuda_context.h"
+
+namespace trainer::cuda {
+
+void CudaContext::make_current() { TRAINER_CUDA_CHECK(*this, cudaSetDevice(device_)); }
+
+void* CudaContext::pinned_staging(size_t bytes) {
+  TRAINER_CUDA_CHECK(*this, cudaSetDevice(device_));
+  if (!uploaded_) {
+    TRAINER_CUDA_CHECK(*this, cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+    TRAINER_CUDA_CHECK(*this, cudaEventCreateWithFlags(&consumed_, cudaEventDisableTiming));
+  }
+  // The previous upload must have finished reading the buffer before it is refilled.
+  if (uploading_) TRAINER_CUDA_CHECK(*this, cudaEventSynchronize(uploaded_));
+  if (bytes > pinned_bytes_) {
+    if (pinned_) TRAINER_CUDA_CHECK(*this, cudaFreeHost(pinned_));
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+    TRAINER_CUDA_CHECK(*this, cudaHostAlloc(&pinned_, bytes, cudaHostAllocDefault));
+    pinned_bytes_ = bytes;
+  }
+  return pinned_;
+}
+
+void CudaContext::upload_staged(void* dst, size_t bytes) {
+  if (!bytes) return;
+  TRAINER_CUDA_CHECK(*this, cudaStreamWaitEvent(copy_, consumed_, 0));
+  TRAINER_CUDA_CHECK(*this, cudaMemcpyAsync(dst, pinned_, bytes, cudaMemcpyHostToDevice, copy_));
+  TRAINER_CUDA_CHECK(*this, cudaEventRecord(uploaded_, copy_));
+  uploading_ = true;
+  std::pair<cudaEvent_t, cudaEvent_t> w{};
+  if (!spare_waits_.empty()) {
+    w = spare_waits_.back();
+    spare_waits_.pop_back();
+  } else {
+    TRAINER_CUDA_CHECK(*this, cudaEventCreate(&w.first));
+    TRAINER_CUDA_CHECK(*this, cudaEventCreate(&w.second));
+  }
+  waits_.push_back(w);
+  TRAINER_CUDA_CHECK(*this, cudaEventRecord(w.first, compute_));
+  TRAINER_CUDA_CHECK(*this, cudaStreamWaitEvent(compute_, uploaded_, 0));
+  TRAINER_CUDA_CHECK(*this, cudaEventRecord(w.second, compute_));
+}
+
+void CudaContext::input_consumed() {
+  if (consumed_) TRAINER_CUDA_CHECK(*this, cudaEventRecord(consumed_, compute_));
+}
+
+double CudaContext::take_input_wait_seconds() {
+  double seconds = 0;
+  for (auto& w : waits_) {
+    TRAINER_CUDA_CHECK(*this, cudaEventSynchronize(w.second));
+    float ms = 0.f;
+    TRAINER_CUDA_CHECK(*this, cudaEventElapsedTime(&ms, w.first, w.second));
+    seconds += double(ms) / 1000.0;
+    spare_waits_.push_back(w);
+  }
+  waits_.clear();
+  return seconds;
+}
+
+void CudaContext::release_staging() noexcept {
+  if (pinned_) cudaFreeHost(pinned_);
+  pinned_ = nullptr;
+  pinned_bytes_ = 0;
+  for (cudaEvent_t e : {uploaded_, consumed_})
+    if (e) cudaEventDestroy(e);
+  uploaded_ = consumed_ = nullptr;
+  uploading_ = false;
+  for (auto* list : {&waits_, &spare_waits_}) {
+    for (auto& w : *list) {
+      cudaEventDestroy(w.first);
+      cudaEventDestroy(w.second);
+    }
+    list->clear();
+  }
+}
+
+}  // namespace trainer::cuda
