@@ -22,7 +22,6 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
-#include <unordered_map>
 
 #include "core/device.h"
 
