@@ -1,13 +1,19 @@
 // Training throughput of a config's network on random data, in images/s, as
 // one JSON line (the same measurement as ../shared/bench/torch_unet.py: SGD
-// nesterov, binary cross-entropy, warm-up steps, then timed steps).
+// nesterov, binary cross-entropy, warm-up steps, then timed steps; on GPUs the
+// timing ends once the last step's queued work is done).
 //   unet_throughput --config configs/unet_small.yaml --batch 8 --gpus cpu
+//   unet_throughput --config configs/unet.yaml --batch 32 --gpus 0 --precision bf16
+// --gpus takes what trainer's --gpus takes; --precision sets the GPU
+// convolutions' arithmetic (training.precision; the CPU always runs fp32).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <thread>
 
+#include "backend/gpu_info.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "dist/device_plan.h"
@@ -25,6 +31,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps);
   app.add_option("--warmup", warmup);
   app.add_option("--threads", threads);
+  Precision precision = Precision::FP32;
+  const std::map<std::string, Precision> precisions = {
+      {"fp32", Precision::FP32}, {"tf32", Precision::TF32}, {"bf16", Precision::BF16}};
+  app.add_option("--precision", precision, "GPU convolution arithmetic: fp32, tf32 or bf16")
+      ->transform(CLI::CheckedTransformer(precisions));
   CLI11_PARSE(app, argc, argv);
   try {
     Config config = load_config(config_path);
@@ -33,8 +44,10 @@ int main(int argc, char** argv) {
     config.training.optimizer.learning_rate = 0.03;
     config.training.optimizer.momentum = 0.9;
     config.training.optimizer.nesterov = true;
-    DevicePlan plan = plan_devices(gpus, {}, false);
-    Trainer trainer(config, plan.towers(), std::max(1, threads / plan.towers()));
+    config.training.precision = precision;
+    const DevicePlan plan = plan_devices(gpus, list_gpus(), true);
+    for (const std::string& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    Trainer trainer(config, plan, std::max(1, threads / plan.towers()));
     const Shape in = trainer.model().input_shape();
     Dataset data;
     data.images.resize(in.with_batch(batch));
@@ -49,11 +62,15 @@ int main(int argc, char** argv) {
     for (int i = 0; i < warmup; ++i) trainer.train_step(data, idx);
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) trainer.train_step(data, idx);
+    // On a GPU, train_step may return with the last update still queued:
+    // reading the weights back waits for it (a copy of params*4 bytes, timed too).
+    if (!plan.gpus.empty()) trainer.weights();
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("{\"trainer\": \"%s\", \"devices\": \"%s\", \"size\": %d, \"batch\": %d, \"steps\": %d, "
-                "\"threads\": %d, \"images_per_s\": %.3f, \"params\": %zu}\n",
-                config_path.c_str(), plan.describe().c_str(), in.h, batch, steps, threads,
-                batch * steps / dt, trainer.model().num_params() + trainer.model().num_state());
+    std::printf("{\"trainer\": \"%s\", \"devices\": \"%s\", \"precision\": \"%s\", \"size\": %d, "
+                "\"batch\": %d, \"steps\": %d, \"threads\": %d, \"images_per_s\": %.3f, \"params\": %zu}\n",
+                config_path.c_str(), plan.describe().c_str(), plan.gpus.empty() ? "fp32" : precision_name(precision),
+                in.h, batch, steps, threads, batch * steps / dt,
+                trainer.model().num_params() + trainer.model().num_state());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

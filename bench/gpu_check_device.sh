@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# The GPU check of issue #3, run ON the lent GPU machine from the repository
+# root of the travelling tree, after bench/gpu_check.sh (on the development
+# machine) has built and packed the binaries into .devbundle/:
+#
+#   device run, carry [".devbundle"], command:  bash bench/gpu_check_device.sh
+#
+# Our binaries run through .devbundle/run.sh (bundled libraries); the PyTorch
+# peer runs on the machine's own python3 outside it, so that the bundle's
+# libraries cannot shadow torch's. Steps, each under its own `timeout` and all
+# within a budget of GPU_CHECK_BUDGET_S seconds (default 285, so the whole
+# script ends in under 5 minutes); a failing step does not stop the others:
+#   snapshot       nvidia-smi -q and nvidia-smi topo -m
+#   unpack         run.sh unpacks the bundled libraries and lists what is missing
+#   gpu_tests      unit_tests "[gpu]~[gpu_training]" (every other GPU test: op parity)
+#   gpu_training   unit_tests "[gpu_training]" (collectives, CPU-vs-GPU training)
+#   train_gpu0     trainer on data/sample, configs/unet_small.yaml, 3 epochs, --gpus 0
+#   train_gpu00    the same on two towers sharing GPU 0 (--gpus 0,0)
+#   ours_<p>       unet_throughput of configs/unet.yaml (256x256x3), batch 32,
+#                  GPU 0, precision p in fp32 / tf32 / bf16, 5 warm-up + 20 timed steps
+#   torch_<p>      ../shared/bench/torch_unet.py, batch 32, 256x256, channels-last,
+#                  p in bf16 / fp32 (PyTorch's fp32 runs convolutions in TF32:
+#                  torch.backends.cudnn.allow_tf32 is True by default)
+# nvidia-smi samples utilization, memory, power and SM clock every 500 ms in
+# the background during each throughput run.
+#
+# Results (at most 8 files come back from $OUT):
+#   $OUT/summary.txt        rc and seconds per step, test totals, the side-by-side table
+#   $OUT/gpu_tests.txt      both unit_tests logs
+#   $OUT/train_sample.txt   both training logs and their log.csv
+#   $OUT/throughput.txt     throughput logs (JSON lines and stderr)
+#   $OUT/smi_samples.csv    the nvidia-smi samples, one block per throughput run
+#   $OUT/nvidia_smi.txt     nvidia-smi -q and the topology matrix
+#   $OUT/all_logs.tar.gz    every log and training output except checkpoints
+# summary.txt is printed last, so the run's output tail carries it.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+OUT=${OUT:-$PWD/gpu_check_out}
+mkdir -p "$OUT"
+budget_s=${GPU_CHECK_BUDGET_S:-285}
+reserve_s=15                    # kept for the summary and the archive
+bundle=.devbundle
+bin=$bundle/bin
+run_sh=(bash "$bundle/run.sh")
+work=$(mktemp -d /tmp/gpu_check.XXXXXX)
+steps_file=$work/steps.txt
+declare -A rc_of
+
+# Peak rates of one H200 SXM (NVIDIA's datasheet, dense, no sparsity), TFLOP/s,
+# and the training work of one 256x256x3 image through the seed U-Net
+# (forward + backward, 2 FLOP per multiply-add), GFLOP.
+peak_bf16=989
+peak_tf32=495
+peak_fp32=67
+gflop_per_image=289
+
+printf '%-14s %5s %6s  %s\n' step rc secs note > "$steps_file"
+
+# record LINE: appends a step's line to the table, prints it (progress in the
+# run's output) and keeps a copy in $OUT/summary.txt until the full summary
+# replaces it (what comes back if the whole call is cut short).
+record() {
+  echo "$1" | tee -a "$steps_file"
+  cp "$steps_file" "$OUT/summary.txt"
+}
+
+# step NAME LIMIT_S CMD...: runs CMD with stdout and stderr into $work/NAME.log
+# under timeout min(LIMIT_S, what the budget has left); records rc and seconds.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((budget_s - SECONDS - reserve_s))
+  if ((left < 10)); then
+    record "$(printf '%-14s %5s %6s  %s' "$name" skip - "budget of ${budget_s}s spent")"
+    rc_of[$name]=skip
+    return 0
+  fi
+  ((limit > left)) && limit=$left
+  local t0=$SECONDS rc note=""
+  timeout -k 5 "$limit" "$@" > "$work/$name.log" 2>&1
+  rc=$?
+  ((rc == 124 || rc == 137)) && note="timed out (limit ${limit}s)"
+  record "$(printf '%-14s %5s %6s  %s' "$name" "$rc" "$((SECONDS - t0))" "$note")"
+  rc_of[$name]=$rc
+  return 0
+}
+
+# Tests compiled on the development machine look for data and binaries under
+# its source and build paths: point those at this tree and the bundle.
+if [ -f "$bundle/source_dir" ]; then
+  src=$(cat "$bundle/source_dir")
+  if [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then
+    mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"
+  fi
+fi
+if [ ! -e build-gpu/trainer ]; then
+  mkdir -p build-gpu && ln -s "$PWD/$bin/trainer" build-gpu/trainer
+fi
+
+step snapshot 20 bash -c 'nvidia-smi -q; echo; echo "== nvidia-smi topo -m"; nvidia-smi topo -m'
+step unpack 60 "${run_sh[@]}" true
+export DEVBUNDLE_QUIET=1
+
+step gpu_tests 75 "${run_sh[@]}" "$bin/unit_tests" "[gpu]~[gpu_training]" -r console --durations yes
+step gpu_training 75 "${run_sh[@]}" "$bin/unit_tests" "[gpu_training]" -r console --durations yes
+
+for spec in 0 0,0; do
+  name=train_gpu${spec//,/}
+  step "$name" 45 "${run_sh[@]}" "$bin/trainer" --config configs/unet_small.yaml --epochs 3 --gpus "$spec" \
+    --output "$work/$name"
+done
+
+# The throughput runs need the seed U-Net at 256x256x3.
+if ! grep -Eq 'type: Input, name: image, shape: \[256, 256, 3\]' configs/unet.yaml; then
+  record "configs/unet.yaml: the input is not [256, 256, 3]; the throughput rows are not comparable"
+fi
+
+# sampled NAME CMD...: step NAME with nvidia-smi sampling into $work/smi_NAME.csv.
+sampled() {
+  local name=$1
+  shift
+  timeout 120 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,power.draw,clocks.sm \
+    --format=csv,nounits -lms 500 > "$work/smi_$name.csv" 2>&1 &
+  local sampler=$!
+  step "$name" "$@"
+  kill "$sampler" 2>/dev/null
+  wait "$sampler" 2>/dev/null
+}
+for p in fp32 tf32 bf16; do
+  sampled "ours_$p" 50 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
+    --precision "$p" --steps 20 --warmup 5
+done
+for p in bf16 fp32; do
+  sampled "torch_$p" 45 env PYTHONUNBUFFERED=1 python3 "$bin/torch_unet.py" --batch 32 --size 256 \
+    --precision "$p" --channels-last --steps 20 --warmup 5
+done
+
+# ---- Collect ------------------------------------------------------------------
+{
+  for s in gpu_tests gpu_training; do
+    echo "==== $s (rc ${rc_of[$s]:-none})"
+    cat "$work/$s.log" 2>/dev/null
+  done
+} > "$OUT/gpu_tests.txt"
+{
+  for s in train_gpu0 train_gpu00; do
+    echo "==== $s (rc ${rc_of[$s]:-none})"
+    cat "$work/$s.log" 2>/dev/null
+    echo "---- $s/log.csv"
+    cat "$work/$s/log.csv" 2>/dev/null
+  done
+} > "$OUT/train_sample.txt"
+{
+  for s in ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32; do
+    echo "==== $s (rc ${rc_of[$s]:-none})"
+    cat "$work/$s.log" 2>/dev/null
+  done
+} > "$OUT/throughput.txt"
+{
+  for s in ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32; do
+    echo "# $s"
+    cat "$work/smi_$s.csv" 2>/dev/null
+  done
+} > "$OUT/smi_samples.csv"
+cp "$work/snapshot.log" "$OUT/nvidia_smi.txt" 2>/dev/null
+
+# summary_table: one row per throughput run from its JSON line and its samples.
+summary_table() {
+  python3 - "$work" "$gflop_per_image" "$peak_bf16" "$peak_tf32" "$peak_fp32" <<'PY'
+import csv, json, os, sys
+work, gflop = sys.argv[1], float(sys.argv[2])
+peaks = {"bf16": float(sys.argv[3]), "tf32": float(sys.argv[4]), "fp32": float(sys.argv[5])}
+rows = [("ours_fp32", "trainer fp32", "fp32"), ("ours_tf32", "trainer tf32", "tf32"),
+        ("ours_bf16", "trainer bf16", "bf16"), ("torch_fp32", "pytorch fp32 (tf32 convs)", "tf32"),
+        ("torch_bf16", "pytorch bf16 channels-last", "bf16")]
+def result(name):
+    try:
+        for line in open(os.path.join(work, name + ".log")):
+            if line.startswith("{"):
+                return json.loads(line)
+    except (OSError, ValueError):
+        pass
+    return None
+def number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+def samples(name):
+    """[utilization %, memory MiB, power W, SM MHz] per sample; None where nvidia-smi gave no number."""
+    try:
+        rows = list(csv.reader(open(os.path.join(work, "smi_" + name + ".csv"))))
+    except OSError:
+        return []
+    return [[number(x) for x in r[1:5]] for r in rows if len(r) >= 5 and number(r[1]) is not None]
+def column(s, i, reduce):
+    values = [x[i] for x in s if x[i] is not None]
+    return f"{reduce(values):.0f}" if values else "-"
+def mean(values):
+    return sum(values) / len(values)
+print(f"{'run':28}{'images/s':>10}{'ms/step':>9}{'TFLOP/s':>9}{'MFU':>8}{'(peak)':>8}"
+      f"{'MiB max':>9}{'util %':>8}{'W avg':>7}{'SM MHz':>8}")
+for name, label, peak_key in rows:
+    r, s = result(name), samples(name)
+    ips = r["images_per_s"] if r else None
+    busy = [x for x in s if x[0] > 0] or s  # averages over the samples with the GPU busy
+    mem, util, watt, mhz = column(s, 1, max), column(busy, 0, mean), column(busy, 2, mean), column(busy, 3, mean)
+    if ips:
+        tflops = ips * gflop / 1e3
+        print(f"{label:28}{ips:>10.1f}{1e3 * r['batch'] / ips:>9.1f}{tflops:>9.1f}"
+              f"{100 * tflops / peaks[peak_key]:>7.1f}%{peaks[peak_key]:>8.0f}{mem:>9}{util:>8}{watt:>7}{mhz:>8}")
+    else:
+        print(f"{label:28}{'no result':>10}{'-':>9}{'-':>9}{'-':>8}{'-':>8}{mem:>9}{util:>8}{watt:>7}{mhz:>8}")
+print(f"MFU = images/s * {gflop:.0f} GFLOP / peak; peaks (H200 SXM datasheet, dense TFLOP/s): "
+      f"bf16 {peaks['bf16']:.0f}, tf32 {peaks['tf32']:.0f}, fp32 {peaks['fp32']:.0f}.")
+print("MiB max / util / W / SM MHz: nvidia-smi every 500 ms during the run (whole GPU, includes start-up).")
+PY
+}
+
+# test_totals LOG: Catch2's closing lines and how many cases skipped for want of a GPU.
+test_totals() {
+  local log=$work/$1.log
+  [ -f "$log" ] || { echo "  (no log)"; return; }
+  grep -E '^(All tests passed|test cases:|assertions:|No test cases matched)' "$log" | sed 's/^/  /'
+  local skipped
+  skipped=$(grep -c 'skipped: no CUDA GPU visible' "$log")
+  ((skipped > 0)) && echo "  WARNING: $skipped case(s) skipped: no GPU visible to unit_tests"
+  return 0
+}
+
+{
+  echo "GPU check of issue #3, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)"
+  echo
+  cat "$steps_file"
+  echo
+  for s in gpu_tests gpu_training; do
+    echo "$s:"
+    test_totals "$s"
+  done
+  for s in train_gpu0 train_gpu00; do
+    echo "$s: log.csv"
+    head -n 6 "$work/$s/log.csv" 2>/dev/null | sed 's/^/  /'
+  done
+  echo
+  summary_table
+  echo
+  echo "total ${SECONDS}s"
+} > "$OUT/summary.txt" 2>&1
+
+find "$work" -name '*.h5' -delete
+tar -C "$work" -czf "$OUT/all_logs.tar.gz" . 2>/dev/null
+rm -rf "$work"
+cat "$OUT/summary.txt"

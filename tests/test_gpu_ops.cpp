@@ -1,0 +1,573 @@
+// CPU-vs-CUDA parity of every backend op (backend/ops.h, elementwise_ops.h,
+// train_ops.h), forward and backward: each test runs the same public call on
+// the CPU (the oracle) and on GPU 0 with the same random inputs (fixed seeds)
+// and compares the results at the tolerances stated below. Every step of an
+// op is fed the same inputs on both devices (the CPU's intermediate values are
+// not reused), so a failure names the step that differs. Without a GPU every
+// case skips with a warning.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "backend/elementwise_ops.h"
+#include "backend/ops.h"
+#include "backend/train_ops.h"
+#include "gpu_testing.h"
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+// ---- Tolerances ------------------------------------------------------------
+// Each is a bound on max |gpu - cpu| / max |cpu| over one compared tensor
+// (compare() in gpu_testing.h). Where none applies the results must be
+// identical: copies, max selections, dropout masks, histogram counts, sums in
+// a stated order, and single IEEE operations that both devices round alike.
+
+/// Element-wise arithmetic: nvcc contracts a*b + c into one FMA (one rounding
+/// less than the CPU's mul-then-add), a few ulps of float.
+constexpr double kArith = 1e-6;
+/// Element-wise math through expf / log1pf (sigmoid, BCE, the loss gradient):
+/// CUDA's device functions are within 2 ulps of glibc's, a few ulps each.
+constexpr double kTranscendental = 1e-5;
+/// Float sums taken in another order (upsample and pooling backward, the
+/// per-sample loss sums of float terms accumulated in double).
+constexpr double kReorder = 1e-5;
+/// Sums accumulated in double in another order (BN statistics).
+constexpr double kDoubleSum = 1e-9;
+
+/// Convolutions (forward, backward data, backward weights) by precision.
+/// fp32: another algorithm and summation order (Winograd / FFT transforms
+/// included); 1e-4. tf32: inputs rounded to a 10-bit mantissa (u = 2^-11):
+/// a simulated worst case over 4000 dot products of 8..4096 terms was 3.9e-4
+/// of the largest output, so 2e-3. bf16: 8-bit mantissa (u = 2^-9), simulated
+/// worst 2.8e-3, plus outputs that may be rounded to bf16: 2e-2.
+double conv_tolerance(Precision p) {
+  switch (p) {
+    case Precision::FP32: return 1e-4;
+    case Precision::TF32: return 2e-3;
+    case Precision::BF16: return 2e-2;
+  }
+  return 0;
+}
+
+// ---- Conv2D / Conv2DTranspose ---------------------------------------------
+
+struct ConvCase {
+  const char* name;
+  bool transpose;
+  int n, h, w, cin, cout;
+  Conv2DParams p;
+  bool bias;
+  Shape xs() const { return Shape{n, h, w, cin}; }
+  Shape ys() const {
+    if (transpose)
+      return Shape{n, conv_transpose_output_length(h, p.kh, p.stride_h, p.same_padding),
+                   conv_transpose_output_length(w, p.kw, p.stride_w, p.same_padding), cout};
+    return Shape{n, conv_output_length(h, p.kh, p.stride_h, p.same_padding),
+                 conv_output_length(w, p.kw, p.stride_w, p.same_padding), cout};
+  }
+  size_t kernel_numel() const { return size_t(p.kh) * size_t(p.kw) * size_t(cin) * size_t(cout); }
+};
+
+Conv2DParams conv_params(int k, int s, bool same) { return Conv2DParams{k, k, s, s, same}; }
+
+const ConvCase kConvCases[] = {
+    {"Conv2D 3x3 same stride 1, 3->16, bias", false, 2, 16, 16, 3, 16, conv_params(3, 1, true), true},
+    {"Conv2D 3x3 same stride 1, 64->32, no bias", false, 2, 12, 12, 64, 32, conv_params(3, 1, true), false},
+    {"Conv2D 1x1, 16->1, bias", false, 2, 9, 7, 16, 1, conv_params(1, 1, false), true},
+    {"Conv2D 3x3 same stride 2, 15x16 input (W padded 0 before, 1 after), 8->16, bias", false, 2, 15, 16, 8, 16,
+     conv_params(3, 2, true), true},
+    {"Conv2D 2x2 same stride 1 (padded 0 before, 1 after), 4->8, no bias", false, 3, 7, 9, 4, 8,
+     conv_params(2, 1, true), false},
+    {"Conv2D 3x3 valid stride 1, 5->6, bias", false, 2, 10, 11, 5, 6, conv_params(3, 1, false), true},
+    {"Conv2D 3x2 valid strides 2x1, 6->5, no bias", false, 2, 11, 9, 6, 5, Conv2DParams{3, 2, 2, 1, false},
+     false},
+    {"Conv2DTranspose 2x2 stride 2 valid (the U-Net's), 32->16, bias", true, 2, 8, 8, 32, 16,
+     conv_params(2, 2, false), true},
+    {"Conv2DTranspose 2x2 stride 2 same, 64->32, no bias", true, 2, 6, 5, 64, 32, conv_params(2, 2, true), false},
+    {"Conv2DTranspose 3x3 stride 2 same (padded 0 before, 1 after), 8->4, bias", true, 2, 5, 6, 8, 4,
+     conv_params(3, 2, true), true},
+    {"Conv2DTranspose 3x3 stride 1 same, 3->16, bias", true, 2, 9, 8, 3, 16, conv_params(3, 1, true), true},
+    {"Conv2DTranspose 3x3 stride 2 valid, 4->3, no bias", true, 3, 4, 5, 4, 3, conv_params(3, 2, false), false},
+    {"Conv2DTranspose 1x1, 16->8, bias", true, 2, 7, 6, 16, 8, conv_params(1, 1, false), true},
+};
+
+/// Host inputs of one conv case.
+struct ConvInputs {
+  std::vector<float> x, kernel, bias, dy;
+};
+
+/// Host results of one conv case on one device.
+struct ConvResults {
+  std::vector<float> y, dx, dkernel, dbias;
+  std::vector<float> y_first;  ///< Forward of sample 0 alone (a second shape on the same op).
+};
+
+template <class Op>
+ConvResults run_conv(const Device& d, const ConvCase& c, const ConvInputs& in) {
+  const Shape xs = c.xs(), ys = c.ys();
+  Op op(c.p);
+  Tensor x = make_tensor(xs, in.x, d), dy = make_tensor(ys, in.dy, d);
+  Buffer<float> kernel = upload(in.kernel, d), bias = upload(in.bias, d);
+  Tensor y(ys, d), dx(xs, d);
+  Buffer<float> dkernel(d, c.kernel_numel()), dbias(d, size_t(c.cout));
+  const float* b = c.bias ? bias.data() : nullptr;
+  op.forward(d, x.data(), xs, kernel.data(), b, y.data(), ys);
+  op.backward_data(d, dy.data(), ys, kernel.data(), dx.data(), xs);
+  op.backward_weights(d, x.data(), xs, dy.data(), ys, dkernel.data(), c.bias ? dbias.data() : nullptr);
+  Tensor y1(ys.with_batch(1), d);
+  op.forward(d, x.data(), xs.with_batch(1), kernel.data(), b, y1.data(), ys.with_batch(1));
+  ConvResults r{download(y), download(dx), download(dkernel), {}, download(y1)};
+  if (c.bias) r.dbias = download(dbias);
+  return r;
+}
+
+ConvResults run_conv_case(const Device& d, const ConvCase& c, const ConvInputs& in) {
+  return c.transpose ? run_conv<Conv2DTransposeOp>(d, c, in) : run_conv<Conv2DOp>(d, c, in);
+}
+
+// ---- MaxPooling2D ----------------------------------------------------------
+
+struct PoolCase {
+  const char* name;
+  int n, h, w, c;
+  Pool2DParams p;
+  Shape xs() const { return Shape{n, h, w, c}; }
+  Shape ys() const {
+    return Shape{n, conv_output_length(h, p.ph, p.stride_h, p.same_padding),
+                 conv_output_length(w, p.pw, p.stride_w, p.same_padding), c};
+  }
+};
+
+const PoolCase kPoolCases[] = {
+    {"2x2 stride 2 valid, even 8x10", 2, 8, 10, 5, Pool2DParams{2, 2, 2, 2, false}},
+    {"2x2 stride 2 valid, odd 9x7 (last row and column unused)", 2, 9, 7, 3, Pool2DParams{2, 2, 2, 2, false}},
+    {"2x2 stride 2 same, odd 9x7 (padded after)", 2, 9, 7, 3, Pool2DParams{2, 2, 2, 2, true}},
+    {"3x3 stride 2 same, 9x8 (overlapping windows, asymmetric padding)", 2, 9, 8, 4,
+     Pool2DParams{3, 3, 2, 2, true}},
+    {"3x3 stride 1 same, 5x6", 1, 5, 6, 2, Pool2DParams{3, 3, 1, 1, true}},
+};
+
+struct PoolResults {
+  std::vector<float> y_train, y_infer, dx;
+};
+
+PoolResults run_pool(const Device& d, const PoolCase& c, const std::vector<float>& xh,
+                     const std::vector<float>& dyh) {
+  const Shape xs = c.xs(), ys = c.ys();
+  MaxPool2DOp op(c.p);
+  Tensor x = make_tensor(xs, xh, d), dy = make_tensor(ys, dyh, d);
+  Tensor y(ys, d), dx(xs, d);
+  op.forward(d, x.data(), xs, y.data(), ys, false);
+  PoolResults r;
+  r.y_infer = download(y);
+  op.forward(d, x.data(), xs, y.data(), ys, true);
+  r.y_train = download(y);
+  op.backward(d, dy.data(), ys, dx.data(), xs);
+  r.dx = download(dx);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("GPU Conv2D and Conv2DTranspose match the CPU in fp32, tf32 and bf16", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice fp32(0, Precision::FP32), tf32(0, Precision::TF32), bf16(0, Precision::BF16);
+  const std::pair<Precision, const GpuDevice*> devices[] = {
+      {Precision::FP32, &fp32}, {Precision::TF32, &tf32}, {Precision::BF16, &bf16}};
+  unsigned seed = 100;
+  for (const ConvCase& c : kConvCases) {
+    INFO("case: " << c.name << ", x " << c.xs().nhwc() << ", y " << c.ys().nhwc());
+    ConvInputs in;
+    in.x = random_values(c.xs().numel(), ++seed);
+    in.kernel = random_values(c.kernel_numel(), ++seed);
+    in.bias = random_values(size_t(c.cout), ++seed);
+    in.dy = random_values(c.ys().numel(), ++seed);
+    const ConvResults ref = run_conv_case(Device{}, c, in);
+    for (const auto& [prec, g] : devices) {
+      INFO("precision " << precision_name(prec));
+      const ConvResults got = run_conv_case(g->device, c, in);
+      const double tol = conv_tolerance(prec);
+      CHECK_CLOSE("forward y", got.y, ref.y, tol);
+      CHECK_CLOSE("forward y of sample 0 alone", got.y_first, ref.y_first, tol);
+      CHECK_CLOSE("backward_data dx", got.dx, ref.dx, tol);
+      CHECK_CLOSE("backward_weights dkernel", got.dkernel, ref.dkernel, tol);
+      if (c.bias) CHECK_CLOSE("backward_weights dbias", got.dbias, ref.dbias, tol);
+    }
+  }
+}
+
+TEST_CASE("GPU MaxPool2D matches the CPU (valid and same, odd sizes)", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  unsigned seed = 200;
+  for (const PoolCase& c : kPoolCases) {
+    INFO("case: " << c.name);
+    const std::vector<float> x = random_values(c.xs().numel(), ++seed, -2.f, 2.f);
+    const std::vector<float> dy = random_values(c.ys().numel(), ++seed);
+    const PoolResults ref = run_pool(Device{}, c, x, dy), got = run_pool(g.device, c, x, dy);
+    CHECK_IDENTICAL("forward (inference)", got.y_infer, ref.y_infer);
+    CHECK_IDENTICAL("forward (training)", got.y_train, ref.y_train);
+    CHECK_CLOSE("backward dx", got.dx, ref.dx, kReorder);
+  }
+}
+
+TEST_CASE("GPU activations match the CPU", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const size_t n = 10007;
+  std::vector<float> x = random_values(n, 301, -8.f, 8.f);
+  for (size_t i = 0; i < n; i += 97) x[i] = 0.f;  // relu's kink: y = 0, gradient 0
+  const std::vector<float> dy = random_values(n, 302);
+  for (Activation a : {Activation::Linear, Activation::Relu, Activation::Sigmoid}) {
+    INFO("activation " << int(a) << " (0 linear, 1 relu, 2 sigmoid)");
+    auto run = [&](const Device& d) {
+      Buffer<float> y = upload(x, d), g_ = upload(dy, d);
+      activation_forward(d, a, y.data(), n);
+      std::vector<float> yh = download(y);
+      activation_backward(d, a, y.data(), g_.data(), n);
+      return std::make_pair(yh, download(g_));
+    };
+    const auto ref = run(Device{}), got = run(g.device);
+    if (a == Activation::Sigmoid) {
+      CHECK_CLOSE("forward", got.first, ref.first, kTranscendental);
+      CHECK_CLOSE("backward", got.second, ref.second, kTranscendental);
+    } else {
+      CHECK_IDENTICAL("forward", got.first, ref.first);
+      CHECK_IDENTICAL("backward", got.second, ref.second);
+    }
+  }
+}
+
+TEST_CASE("GPU Rescaling (scale_shift, scale_backward) matches the CPU, in place too", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const size_t n = 4099;
+  const std::vector<float> x = random_values(n, 311, 0.f, 255.f), dy = random_values(n, 312);
+  const float scale = 1.f / 255.f, offset = -0.5f;
+  auto run = [&](const Device& d) {
+    Buffer<float> xb = upload(x, d), y(d, n), inplace = upload(x, d), dyb = upload(dy, d), dx(d, n);
+    scale_shift_forward(d, xb.data(), scale, offset, y.data(), n);
+    scale_shift_forward(d, inplace.data(), scale, offset, inplace.data(), n);
+    scale_backward(d, dyb.data(), scale, dx.data(), n);
+    std::vector<float> dx_h = download(dx);
+    scale_backward(d, dyb.data(), scale, dyb.data(), n);
+    return std::vector<std::vector<float>>{download(y), download(inplace), dx_h, download(dyb)};
+  };
+  const auto ref = run(Device{}), got = run(g.device);
+  CHECK_CLOSE("scale_shift_forward", got[0], ref[0], kArith);
+  CHECK_CLOSE("scale_shift_forward in place", got[1], ref[0], kArith);
+  CHECK_IDENTICAL("scale_backward", got[2], ref[2]);
+  CHECK_IDENTICAL("scale_backward in place", got[3], ref[2]);
+}
+
+TEST_CASE("GPU add (2 and 3 inputs) and accumulate match the CPU exactly", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const size_t n = 3001;
+  const std::vector<float> a = random_values(n, 321), b = random_values(n, 322, -1e3f, 1e3f),
+                           c = random_values(n, 323, -1e-3f, 1e-3f);
+  auto run = [&](const Device& d) {
+    Buffer<float> ab = upload(a, d), bb = upload(b, d), cb = upload(c, d), y2(d, n), y3(d, n);
+    const float* two[] = {ab.data(), bb.data()};
+    const float* three[] = {ab.data(), bb.data(), cb.data()};
+    add_forward(d, two, 2, y2.data(), n);
+    add_forward(d, three, 3, y3.data(), n);
+    accumulate(d, ab.data(), cb.data(), n);
+    return std::vector<std::vector<float>>{download(y2), download(y3), download(ab)};
+  };
+  const auto ref = run(Device{}), got = run(g.device);
+  // Sums in input order: ((a + b) + c) rounds the same on both devices.
+  CHECK_IDENTICAL("add, k = 2", got[0], ref[0]);
+  CHECK_IDENTICAL("add, k = 3", got[1], ref[1]);
+  CHECK_IDENTICAL("accumulate", got[2], ref[2]);
+}
+
+TEST_CASE("GPU channel concatenation matches the CPU (3 inputs, a skipped gradient)", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const long long P = 2 * 5 * 3;
+  const int cs[] = {3, 1, 5};
+  const int cy = 9;
+  std::vector<std::vector<float>> xh;
+  for (int i = 0; i < 3; ++i) xh.push_back(random_values(size_t(P) * size_t(cs[i]), 331u + unsigned(i)));
+  const std::vector<float> dyh = random_values(size_t(P) * cy, 335);
+  auto run = [&](const Device& d) {
+    Buffer<float> x0 = upload(xh[0], d), x1 = upload(xh[1], d), x2 = upload(xh[2], d);
+    Buffer<float> y(d, size_t(P) * cy), dy = upload(dyh, d);
+    Buffer<float> dx0(d, xh[0].size()), dx2(d, xh[2].size());
+    const float* xs[] = {x0.data(), x1.data(), x2.data()};
+    concat_channels_forward(d, xs, cs, 3, P, y.data(), cy);
+    float* dxs[] = {dx0.data(), nullptr, dx2.data()};
+    concat_channels_backward(d, dy.data(), cy, P, cs, 3, dxs);
+    return std::vector<std::vector<float>>{download(y), download(dx0), download(dx2)};
+  };
+  const auto ref = run(Device{}), got = run(g.device);
+  CHECK_IDENTICAL("forward", got[0], ref[0]);
+  CHECK_IDENTICAL("backward, input 0", got[1], ref[1]);
+  CHECK_IDENTICAL("backward, input 2", got[2], ref[2]);
+}
+
+TEST_CASE("GPU nearest upsampling matches the CPU", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const Shape xs{2, 3, 4, 5};
+  const UpSample2DParams p{2, 3};
+  const Shape ys{xs.n, xs.h * p.sh, xs.w * p.sw, xs.c};
+  const std::vector<float> xh = random_values(xs.numel(), 341), dyh = random_values(ys.numel(), 342);
+  auto run = [&](const Device& d) {
+    Buffer<float> x = upload(xh, d), y(d, ys.numel()), dy = upload(dyh, d), dx(d, xs.numel());
+    upsample_nearest_forward(d, x.data(), xs, p, y.data());
+    upsample_nearest_backward(d, dy.data(), xs, p, dx.data());
+    return std::make_pair(download(y), download(dx));
+  };
+  const auto ref = run(Device{}), got = run(g.device);
+  CHECK_IDENTICAL("forward", got.first, ref.first);
+  CHECK_CLOSE("backward (block sums)", got.second, ref.second, kReorder);
+}
+
+TEST_CASE("GPU dropout draws exactly the CPU's mask and values", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const Shape s{3, 5, 7, 4};
+  const size_t n = s.numel();
+  const double rate = 0.3;
+  const DropoutParams p{uint32_t(rate * double(1u << 24)), float(1.0 / (1.0 - rate))};
+  const uint64_t step_key = dropout_step_key(11, 22, 33);
+  const long long sample_offset = 5;
+  const std::vector<float> xh = random_values(n, 351), dyh = random_values(n, 352);
+  auto run = [&](const Device& d) {
+    Buffer<float> x = upload(xh, d), y(d, n), dy = upload(dyh, d), dx(d, n);
+    Buffer<uint8_t> mask(d, n);
+    dropout_forward(d, x.data(), s, step_key, sample_offset, p, y.data(), mask.data());
+    dropout_backward(d, dy.data(), mask.data(), p.scale, dx.data(), n);
+    return std::make_tuple(download(y), download(mask), download(dx));
+  };
+  const auto ref = run(Device{}), got = run(g.device);
+  const std::vector<uint8_t>& mask = std::get<1>(ref);
+  size_t kept = 0;
+  for (uint8_t m : mask) kept += m;
+  REQUIRE(kept > n / 2);  // about 70% kept: the test sees both kinds of element
+  REQUIRE(kept < n);
+  CHECK_IDENTICAL("mask", std::get<1>(got), mask);
+  CHECK_IDENTICAL("forward y", std::get<0>(got), std::get<0>(ref));
+  CHECK_IDENTICAL("backward dx", std::get<2>(got), std::get<2>(ref));
+}
+
+TEST_CASE("GPU BatchNormalization matches the CPU in every step", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const Shape s{2, 6, 5, 7};
+  const int C = s.c;
+  const double count = double(s.n) * s.h * s.w, epsilon = 1e-3, momentum = 0.99;
+  const size_t Cu = size_t(C);
+  // Inputs of every step, made here (not taken from an earlier step) so that
+  // each step is compared on identical inputs.
+  const std::vector<float> x = random_values(s.numel(), 361, -1.f, 3.f), dy = random_values(s.numel(), 362);
+  const std::vector<float> gamma = random_values(Cu, 363, 0.5f, 1.5f), beta = random_values(Cu, 364);
+  const std::vector<float> moving_mean = random_values(Cu, 365), moving_var = random_values(Cu, 366, 0.5f, 1.5f);
+  const std::vector<float> mean = random_values(Cu, 367), istd = random_values(Cu, 368, 0.5f, 2.f);
+  const std::vector<float> a = random_values(Cu, 369), b = random_values(Cu, 370);
+  const std::vector<float> k1 = random_values(Cu, 371), k2 = random_values(Cu, 372), k3 = random_values(Cu, 373);
+  std::vector<double> sums(2 * Cu);
+  {
+    const std::vector<float> m = random_values(Cu, 374), v = random_values(Cu, 375, 0.5f, 1.5f);
+    for (size_t c = 0; c < Cu; ++c) {
+      sums[c] = count * m[c];
+      sums[Cu + c] = count * (double(m[c]) * m[c] + v[c]);
+    }
+    sums[Cu] = count * double(m[0]) * m[0];  // channel 0: variance 0 (epsilon alone)
+  }
+
+  struct Results {
+    std::vector<double> stat_sums, grad_sums;
+    std::vector<std::vector<float>> train, train_no_affine, infer, apply, params, backward, backward_inference,
+        dx;
+  };
+  auto run = [&](const Device& d) {
+    Results r;
+    BatchNormOp op;
+    Buffer<float> xb = upload(x, d), dyb = upload(dy, d), gb = upload(gamma, d), bb = upload(beta, d);
+    Buffer<float> meanb = upload(mean, d), istdb = upload(istd, d), ab = upload(a, d), bbias = upload(b, d);
+    Buffer<float> k1b = upload(k1, d), k2b = upload(k2, d), k3b = upload(k3, d);
+    Buffer<double> sumsb = upload(sums, d), out_sums(d, 2 * Cu);
+    Buffer<float> o1(d, Cu), o2(d, Cu), o3(d, Cu), o4(d, Cu), y(d, s.numel());
+    auto outs = [&](std::vector<Buffer<float>*> bufs) {
+      std::vector<std::vector<float>> v;
+      for (Buffer<float>* p : bufs) v.push_back(download(*p));
+      return v;
+    };
+
+    op.stat_sums(d, xb.data(), s, out_sums.data());
+    r.stat_sums = download(out_sums);
+
+    for (bool affine : {true, false}) {
+      Buffer<float> mm = upload(moving_mean, d), mv = upload(moving_var, d);
+      op.train_coefficients(d, sumsb.data(), count, C, epsilon, momentum, affine ? gb.data() : nullptr,
+                            affine ? bb.data() : nullptr, mm.data(), mv.data(), o1.data(), o2.data(),
+                            o3.data(), o4.data());
+      (affine ? r.train : r.train_no_affine) = outs({&mm, &mv, &o1, &o2, &o3, &o4});
+    }
+    {
+      Buffer<float> mm = upload(moving_mean, d), mv = upload(moving_var, d);
+      op.inference_coefficients(d, C, epsilon, gb.data(), bb.data(), mm.data(), mv.data(), o1.data(), o2.data(),
+                                o3.data(), o4.data());
+      r.infer = outs({&o1, &o2, &o3, &o4});
+    }
+    op.apply(d, xb.data(), s, ab.data(), bbias.data(), y.data());
+    r.apply = outs({&y});
+
+    op.grad_sums(d, xb.data(), dyb.data(), s, meanb.data(), istdb.data(), out_sums.data());
+    r.grad_sums = download(out_sums);
+
+    op.param_grads(d, sumsb.data(), C, o1.data(), o2.data());
+    r.params = outs({&o1, &o2});
+    o3.zero();
+    op.param_grads(d, sumsb.data(), C, nullptr, o3.data());
+    r.params.push_back(download(o3));
+
+    op.backward_coefficients(d, sumsb.data(), count, true, C, gb.data(), istdb.data(), o1.data(), o2.data(),
+                             o3.data());
+    r.backward = outs({&o1, &o2, &o3});
+    op.backward_coefficients(d, sumsb.data(), count, false, C, gb.data(), istdb.data(), o1.data(), o2.data(),
+                             o3.data());
+    r.backward_inference = outs({&o1, &o2, &o3});
+
+    op.backward_data(d, xb.data(), dyb.data(), s, meanb.data(), istdb.data(), k1b.data(), k2b.data(),
+                     k3b.data(), y.data());
+    r.dx = outs({&y});
+    return r;
+  };
+  const Results ref = run(Device{}), got = run(g.device);
+  auto check_all = [](const char* step, const std::vector<std::vector<float>>& gv,
+                      const std::vector<std::vector<float>>& rv) {
+    REQUIRE(gv.size() == rv.size());
+    for (size_t i = 0; i < rv.size(); ++i) CHECK_CLOSE(std::string(step) + " output " + std::to_string(i), gv[i], rv[i], kArith);
+  };
+  CHECK_CLOSE("stat_sums", got.stat_sums, ref.stat_sums, kDoubleSum);
+  check_all("train_coefficients (moving_mean, moving_var, mean, istd, a, b)", got.train, ref.train);
+  check_all("train_coefficients without gamma/beta", got.train_no_affine, ref.train_no_affine);
+  check_all("inference_coefficients (mean, istd, a, b)", got.infer, ref.infer);
+  check_all("apply", got.apply, ref.apply);
+  CHECK_CLOSE("grad_sums", got.grad_sums, ref.grad_sums, kReorder);
+  check_all("param_grads (dgamma, dbeta, dbeta alone)", got.params, ref.params);
+  check_all("backward_coefficients (k1, k2, k3) with batch statistics", got.backward, ref.backward);
+  check_all("backward_coefficients (k1, k2, k3) after an inference forward", got.backward_inference,
+            ref.backward_inference);
+  check_all("backward_data", got.dx, ref.dx);
+}
+
+TEST_CASE("GPU segmentation loss sums and gradient match the CPU", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const int n = 3;
+  const size_t m = 16 * 16, total = size_t(n) * m;
+  const std::vector<float> z = random_values(total, 381, -6.f, 6.f);
+  std::vector<float> y = random_values(total, 382, 0.f, 1.f);
+  for (size_t i = 0; i < total; ++i)
+    if (i % 5) y[i] = y[i] > 0.6f ? 1.f : 0.f;  // mostly binary masks, some soft targets
+  const std::vector<float> coef = random_values(size_t(n) * 3, 383);
+  for (const std::pair<bool, bool>& need : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+    const bool bce = need.first, dice = need.second;
+    INFO("need_bce " << bce << ", need_dice " << dice);
+    auto run = [&](const Device& d) {
+      Buffer<float> zb = upload(z, d), yb = upload(y, d);
+      std::vector<double> sums(size_t(n) * 4, -1.0);
+      segmentation_sums(d, zb.data(), yb.data(), n, m, bce, dice, sums.data());
+      return sums;
+    };
+    CHECK_CLOSE("segmentation_sums", run(g.device), run(Device{}), kReorder);
+  }
+  auto grad = [&](const Device& d) {
+    Buffer<float> zb = upload(z, d), yb = upload(y, d), gb(d, total);
+    segmentation_loss_grad(d, zb.data(), yb.data(), n, m, coef.data(), gb.data());
+    return download(gb);
+  };
+  CHECK_CLOSE("segmentation_loss_grad", grad(g.device), grad(Device{}), kTranscendental);
+}
+
+TEST_CASE("GPU logit histogram counts exactly what the CPU counts", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  float thr[kLogitThresholds];
+  for (int t = 0; t < kLogitThresholds; ++t) {
+    const double p = 0.5 + 0.05 * t;
+    thr[t] = float(std::log(p / (1 - p)));
+  }
+  const size_t n = 50021;
+  std::vector<float> z = random_values(n, 391, -4.f, 4.f), y = random_values(n, 392, 0.f, 1.f);
+  for (size_t i = 0; i < n; i += 7) z[i] = thr[i % kLogitThresholds];  // on a threshold: not above it
+  for (size_t i = 0; i < n; i += 11) y[i] = 0.5f;                        // not foreground (y > 0.5 is)
+  auto run = [&](const Device& d) {
+    Buffer<float> zb = upload(z, d), yb = upload(y, d);
+    std::vector<int64_t> hist(2 * (kLogitThresholds + 1));
+    for (size_t i = 0; i < hist.size(); ++i) hist[i] = int64_t(i) * 1000;  // added to, not overwritten
+    logit_histogram(d, zb.data(), yb.data(), n, thr, hist.data());
+    return hist;
+  };
+  const std::vector<int64_t> ref = run(Device{}), got = run(g.device);
+  int64_t added = 0;
+  for (size_t i = 0; i < ref.size(); ++i) added += ref[i] - int64_t(i) * 1000;
+  REQUIRE(added == int64_t(n));
+  CHECK_IDENTICAL("histogram", got, ref);
+}
+
+TEST_CASE("GPU optimizer steps match the CPU", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const size_t n = 2053;
+  const int steps = 3;
+  const std::vector<float> w0 = random_values(n, 401), s1 = random_values(n, 402, 0.f, 0.1f),
+                           s2 = random_values(n, 403, 0.f, 0.1f);
+  std::vector<std::vector<float>> grads;
+  for (int t = 0; t < steps; ++t) grads.push_back(random_values(n, 410u + unsigned(t)));
+
+  // Runs `steps` updates of w with slots a (s1) and b (s2) on d (both start
+  // non-negative, as RMSprop's rms must); returns w, a, b.
+  using Step = void (*)(const Device&, float*, float*, float*, const float*, size_t, int);
+  auto run = [&](const Device& d, Step step) {
+    Buffer<float> w = upload(w0, d), a = upload(s1, d), b = upload(s2, d);
+    for (int t = 0; t < steps; ++t) {
+      Buffer<float> gb = upload(grads[size_t(t)], d);
+      step(d, w.data(), a.data(), b.data(), gb.data(), n, t + 1);
+    }
+    return std::vector<std::vector<float>>{download(w), download(a), download(b)};
+  };
+  const std::pair<const char*, Step> optimizers[] = {
+      {"sgd", [](const Device& d, float* w, float*, float*, const float* g, size_t n, int) {
+         sgd_step(d, w, g, n, 0.1f);
+       }},
+      {"sgd momentum", [](const Device& d, float* w, float* v, float*, const float* g, size_t n, int) {
+         sgd_momentum_step(d, w, v, g, n, 0.1f, 0.9f, false);
+       }},
+      {"sgd nesterov", [](const Device& d, float* w, float* v, float*, const float* g, size_t n, int) {
+         sgd_momentum_step(d, w, v, g, n, 0.1f, 0.9f, true);
+       }},
+      {"adam", [](const Device& d, float* w, float* m, float* v, const float* g, size_t n, int t) {
+         const float b1 = 0.9f, b2 = 0.999f;
+         const float lr_t = float(1e-3 * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t)));
+         adam_step(d, w, m, v, g, n, lr_t, b1, b2, 1e-7f);
+       }},
+      {"rmsprop", [](const Device& d, float* w, float* rms, float*, const float* g, size_t n, int) {
+         rmsprop_step(d, w, rms, g, n, 1e-3f, 0.9f, 1e-7f);
+       }},
+      {"rmsprop momentum", [](const Device& d, float* w, float* rms, float* mom, const float* g, size_t n, int) {
+         rmsprop_momentum_step(d, w, rms, mom, g, n, 1e-3f, 0.9f, 0.5f, 1e-7f);
+       }},
+  };
+  for (const auto& [name, step] : optimizers) {
+    INFO("optimizer " << name);
+    const auto ref = run(Device{}, step), got = run(g.device, step);
+    REQUIRE(compare(ref[0], w0).max_abs_error > 1e-4);  // the steps moved the weights
+    CHECK_CLOSE("weights", got[0], ref[0], kArith);
+    CHECK_CLOSE("slot 1", got[1], ref[1], kArith);
+    CHECK_CLOSE("slot 2", got[2], ref[2], kArith);
+  }
+}

@@ -1,0 +1,337 @@
+// Proves the GPU training path against the CPU: (a) the collectives sum,
+// broadcast and ticket device buffers correctly (LocalCommunicator for two
+// towers sharing GPU 0, NCCL over every visible GPU, a world of 1 with one
+// GPU); (b) a small network with every layer type the U-Net uses (plus
+// synchronized BatchNormalization and Dropout) follows the CPU's loss
+// trajectory and reaches the CPU's weights on one GPU tower (--gpus 0) and on
+// two towers sharing GPU 0 (--gpus 0,0), and evaluate() agrees. Without a GPU
+// every case skips with a warning.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "backend/gpu_info.h"
+#include "config/config.h"
+#include "dist/device_plan.h"
+#include "dist/local_communicator.h"
+#include "gpu_testing.h"
+#include "train/trainer.h"
+#if defined(TRAINER_WITH_CUDA)
+#include "dist/nccl_communicator.h"
+#endif
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+// ---- Collectives -------------------------------------------------------------
+
+/// Runs fn(rank) on one thread per rank (collectives block until every rank
+/// arrives) and rethrows the first exception. fn must not use Catch macros
+/// (they are not thread-safe): it stores results for the main thread to check.
+void run_ranks(int size, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[size_t(r)] = std::current_exception();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// Values chosen so that every sum is exact in any order: small multiples of
+// 1/4 in float, integers below 2^53 in double.
+float float_value(int rank, size_t i) { return float(i % 1000) * 0.25f + float(rank); }
+double double_value(int rank, size_t i) { return 1e12 + double(i) * 3 + double(rank); }
+
+/// What each rank saw, downloaded after its collectives.
+struct CollectiveResults {
+  std::vector<std::vector<float>> sum, broadcast, bucket0, bucket1, after_wait_all;
+  std::vector<std::vector<double>> dsum;
+  std::vector<std::vector<int>> tickets;
+  explicit CollectiveResults(int size)
+      : sum(size_t(size)), broadcast(size_t(size)), bucket0(size_t(size)), bucket1(size_t(size)),
+        after_wait_all(size_t(size)), dsum(size_t(size)), tickets(size_t(size)) {}
+};
+
+constexpr size_t kSumCount = (size_t(1) << 20) + 3;  // large enough to race an unordered copy; odd split
+constexpr size_t kDoubleCount = 1001, kBucket0 = 4099, kBucket1 = 17;
+
+/// Every rank r (on devices[r]) runs: a float all-reduce, a double all-reduce,
+/// a broadcast from the last rank, two started buckets waited for by ticket,
+/// wait_all, and one more started bucket (its ticket restarts at 0).
+/// Inputs are uploaded just before each collective (queued on the compute
+/// stream), results downloaded after it, as the Communicator contract allows.
+CollectiveResults exercise(Communicator& comm, const std::vector<Device>& devices) {
+  const int size = int(devices.size());
+  CollectiveResults res(size);
+  run_ranks(size, [&](int r) {
+    const Device& d = devices[size_t(r)];
+    auto fill = [r](size_t n, int salt) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = float_value(r + salt, i);
+      return v;
+    };
+    Buffer<float> sum = upload(fill(kSumCount, 0), d);
+    comm.all_reduce_sum(r, sum.data(), sum.size());
+    res.sum[size_t(r)] = download(sum);
+
+    std::vector<double> dh(kDoubleCount);
+    for (size_t i = 0; i < kDoubleCount; ++i) dh[i] = double_value(r, i);
+    Buffer<double> dsum = upload(dh, d);
+    comm.all_reduce_sum(r, dsum.data(), dsum.size());
+    res.dsum[size_t(r)] = download(dsum);
+
+    Buffer<float> bc = upload(fill(kBucket0, 100), d);
+    comm.broadcast(r, bc.data(), bc.size(), size - 1);
+    res.broadcast[size_t(r)] = download(bc);
+
+    Buffer<float> b0 = upload(fill(kBucket0, 10), d), b1 = upload(fill(kBucket1, 20), d);
+    const int t0 = comm.start_all_reduce_sum(r, b0.data(), b0.size());
+    const int t1 = comm.start_all_reduce_sum(r, b1.data(), b1.size());
+    comm.wait(r, t0);
+    comm.wait(r, t1);
+    comm.wait_all(r);
+    res.bucket0[size_t(r)] = download(b0);
+    res.bucket1[size_t(r)] = download(b1);
+    Buffer<float> b2 = upload(fill(kBucket1, 30), d);
+    const int t2 = comm.start_all_reduce_sum(r, b2.data(), b2.size());
+    comm.wait_all(r);
+    res.after_wait_all[size_t(r)] = download(b2);
+    res.tickets[size_t(r)] = {t0, t1, t2};
+  });
+  return res;
+}
+
+/// The element-wise sum over ranks of float_value(rank + salt, i).
+std::vector<float> expected_sum(int size, size_t n, int salt) {
+  std::vector<float> v(n, 0.f);
+  for (int r = 0; r < size; ++r)
+    for (size_t i = 0; i < n; ++i) v[i] += float_value(r + salt, i);
+  return v;
+}
+
+void check_collectives(const CollectiveResults& res, int size) {
+  std::vector<double> dexp(kDoubleCount, 0.0);
+  for (int r = 0; r < size; ++r)
+    for (size_t i = 0; i < kDoubleCount; ++i) dexp[i] += double_value(r, i);
+  std::vector<float> root(kBucket0);
+  for (size_t i = 0; i < kBucket0; ++i) root[i] = float_value(size - 1 + 100, i);
+  const std::vector<float> sum = expected_sum(size, kSumCount, 0), b0 = expected_sum(size, kBucket0, 10),
+                           b1 = expected_sum(size, kBucket1, 20), b2 = expected_sum(size, kBucket1, 30);
+  for (int r = 0; r < size; ++r) {
+    INFO("rank " << r << " of " << size);
+    const size_t ru = size_t(r);
+    CHECK_IDENTICAL("all_reduce_sum (float)", res.sum[ru], sum);
+    CHECK_IDENTICAL("all_reduce_sum (double)", res.dsum[ru], dexp);
+    CHECK_IDENTICAL("broadcast from the last rank", res.broadcast[ru], root);
+    CHECK_IDENTICAL("started bucket 0", res.bucket0[ru], b0);
+    CHECK_IDENTICAL("started bucket 1", res.bucket1[ru], b1);
+    CHECK_IDENTICAL("bucket started after wait_all", res.after_wait_all[ru], b2);
+    CHECK(res.tickets[ru] == std::vector<int>{0, 1, 0});
+  }
+}
+
+// ---- Training ----------------------------------------------------------------
+
+/// Tolerances of the training comparisons (fp32): loss per step relative to
+/// the CPU's, weights |gpu - cpu| / max(1, |cpu|). Five SGD steps carry the
+/// convolutions' ~1e-6 summation-order differences forward; 1e-3 leaves room
+/// for a ReLU or a pooling maximum that flips on a near tie.
+constexpr double kLossTolFp32 = 1e-3, kWeightTolFp32 = 1e-3;
+/// Loss per step in reduced precision (convolutions only; everything else
+/// fp32): tf32 and bf16 inputs carry 2^-11 and 2^-9 relative rounding.
+constexpr double kLossTolTf32 = 1e-2, kLossTolBf16 = 5e-2;
+/// evaluate(): the loss, and each metric pixel count (a logit within float
+/// rounding of a threshold may fall on either side of it).
+constexpr double kEvalLossTol = 1e-4, kEvalCountTol = 3;
+
+// Every layer type of the U-Net, plus synchronized BN and Dropout (as test_towers.cpp).
+const char* kTinyConfig = R"(
+model:
+  name: tiny
+  layers:
+    - {name: in, type: Input, shape: [16, 16, 3]}
+    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
+    - {name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: relu}
+    - {name: bn1, type: BatchNormalization, synchronized: true}
+    - {name: p1, type: MaxPooling2D}
+    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: u1, type: Conv2DTranspose, filters: 4, kernel_size: 2, strides: 2, padding: same}
+    - {name: cat, type: Concatenate, inputs: [u1, bn1]}
+    - {name: drop, type: Dropout, rate: 0.2}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+data: {images: unused, masks: unused}
+training:
+  batch_size: 5
+  seed: 7
+  loss: bce_dice
+  metrics: [mean_iou]
+  optimizer: {type: SGD, learning_rate: 0.1, momentum: 0.9, nesterov: true}
+)";
+
+// 13 samples: random images in [0, 255], masks from a disc per sample.
+Dataset tiny_data() {
+  Dataset d;
+  const int n = 13;
+  d.images.resize(Shape{n, 16, 16, 3});
+  d.masks.resize(Shape{n, 16, 16, 1});
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0.f, 255.f);
+  for (size_t i = 0; i < d.images.numel(); ++i) d.images.data()[i] = u(rng);
+  for (int s = 0; s < n; ++s) {
+    d.names.push_back("s" + std::to_string(s));
+    for (int y = 0; y < 16; ++y)
+      for (int x = 0; x < 16; ++x)
+        d.masks.sample(s)[y * 16 + x] = std::hypot(x - 4 - s % 8, y - 8) < 4 ? 1.f : 0.f;
+  }
+  return d;
+}
+
+// Batches of 5, 5 (uneven over 2 towers), a short one of 3, one of 2 (a
+// sample per tower), and a shuffled one.
+const std::vector<std::vector<int>> kBatches = {
+    {0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}, {3, 9}, {12, 0, 7, 2, 5}};
+
+DevicePlan plan(const std::string& spec) { return plan_devices(spec, list_gpus(), true); }
+
+/// Every weight value of a trainer, in model order.
+std::vector<float> all_weights(const Trainer& t) {
+  std::vector<float> v;
+  for (const WeightRecord& w : t.weights()) v.insert(v.end(), w.values.begin(), w.values.end());
+  return v;
+}
+
+struct TrainRun {
+  std::vector<double> losses;
+  std::vector<float> weights;
+};
+
+/// kBatches on a fresh Trainer of kTinyConfig over the devices of spec (as --gpus),
+/// convolutions in precision p.
+TrainRun train_run(const std::string& spec, Precision p) {
+  Config config = parse_config(kTinyConfig, "tiny.yaml");
+  config.training.precision = p;
+  const Dataset data = tiny_data();
+  const DevicePlan devices = plan(spec);
+  Trainer t(config, devices, 1);
+  TrainRun run;
+  for (const std::vector<int>& b : kBatches) run.losses.push_back(t.train_step(data, b).loss());
+  run.weights = all_weights(t);
+  return run;
+}
+
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
+  return worst;
+}
+
+void check_losses(const std::vector<double>& got, const std::vector<double>& ref, double tol) {
+  REQUIRE(got.size() == ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    INFO("step " << i + 1 << ": loss " << got[i] << ", CPU " << ref[i]);
+    CHECK(std::isfinite(got[i]));
+    CHECK(std::abs(got[i] - ref[i]) <= tol * std::abs(ref[i]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("LocalCommunicator sums, broadcasts and tickets buffers of two towers on GPU 0",
+          "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice a(0, Precision::FP32), b(0, Precision::FP32);
+  LocalCommunicator comm(2);
+  check_collectives(exercise(comm, {a.device, b.device}), 2);
+}
+
+#if defined(TRAINER_WITH_CUDA)
+TEST_CASE("NCCL communicator over every visible GPU (a world of 1 with one GPU)", "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  const std::vector<GpuInfo> gpus = list_gpus();
+  std::vector<std::unique_ptr<GpuDevice>> owners;
+  std::vector<Device> devices;
+  for (const GpuInfo& g : gpus) {
+    owners.push_back(std::make_unique<GpuDevice>(g.index, Precision::FP32));
+    devices.push_back(owners.back()->device);
+  }
+  INFO(gpus.size() << " GPU(s)");
+  auto comm = make_nccl_communicator(devices, 60.0);
+  REQUIRE(comm->size() == int(devices.size()));
+  check_collectives(exercise(*comm, devices), comm->size());
+}
+#endif
+
+TEST_CASE("training on GPU 0 and on two towers of GPU 0 follows the CPU (fp32)", "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  const TrainRun cpu = train_run("cpu", Precision::FP32);
+  {
+    const Config config = parse_config(kTinyConfig, "tiny.yaml");
+    const DevicePlan devices = plan("cpu");
+    Trainer fresh(config, devices, 1);
+    REQUIRE(max_rel_diff(all_weights(fresh), cpu.weights) > 1e-3);  // training moved the weights
+  }
+  for (const char* spec : {"0", "0,0"}) {
+    INFO("--gpus " << spec);
+    const TrainRun gpu = train_run(spec, Precision::FP32);
+    check_losses(gpu.losses, cpu.losses, kLossTolFp32);
+    const double w = max_rel_diff(gpu.weights, cpu.weights);
+    INFO("weights: max |gpu - cpu| / max(1, |cpu|) = " << w);
+    CHECK(w <= kWeightTolFp32);
+  }
+}
+
+TEST_CASE("training on GPU 0 in tf32 and bf16 stays near the CPU's losses", "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  const TrainRun cpu = train_run("cpu", Precision::FP32);
+  const std::pair<Precision, double> cases[] = {{Precision::TF32, kLossTolTf32}, {Precision::BF16, kLossTolBf16}};
+  for (const auto& [p, tol] : cases) {
+    INFO("precision " << precision_name(p));
+    check_losses(train_run("0", p).losses, cpu.losses, tol);
+  }
+}
+
+TEST_CASE("evaluate on GPU towers matches the CPU", "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  const Config config = parse_config(kTinyConfig, "tiny.yaml");
+  const Dataset data = tiny_data();
+  std::vector<int> all(size_t(data.size()));
+  for (int i = 0; i < data.size(); ++i) all[size_t(i)] = i;
+  // Weights after a few CPU steps (logits spread away from the thresholds),
+  // loaded into every trainer.
+  const DevicePlan cpu_plan = plan("cpu");
+  Trainer cpu(config, cpu_plan, 1);
+  for (const std::vector<int>& b : kBatches) cpu.train_step(data, b);
+  const BatchStats ref = cpu.evaluate(data, all, 4);
+  REQUIRE(ref.samples == data.size());
+  for (const char* spec : {"0", "0,0"}) {
+    INFO("--gpus " << spec);
+    const DevicePlan gpu_plan = plan(spec);
+    Trainer gpu(config, gpu_plan, 1);
+    gpu.load_weights(cpu.weights(), "the CPU trainer");
+    const BatchStats got = gpu.evaluate(data, all, 4);
+    CHECK(got.samples == ref.samples);
+    CHECK(std::abs(got.loss() - ref.loss()) <= kEvalLossTol * std::abs(ref.loss()));
+    for (size_t i = 0; i < ref.counts.v.size(); ++i) {
+      INFO("metric count " << i << ": GPU " << got.counts.v[i] << ", CPU " << ref.counts.v[i]);
+      CHECK(std::abs(got.counts.v[i] - ref.counts.v[i]) <= kEvalCountTol);
+    }
+  }
+}
