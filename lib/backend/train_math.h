@@ -1,7 +1,7 @@
 #pragma once
-// Element-wise math of the losses and optimizers, written once as inline
-// functions that the CPU loops call now and CUDA kernels can call later
-// (TRAINER_HD expands to __host__ __device__ under nvcc).
+// Element-wise math of the losses, metrics and optimizers (backend/train_ops.h),
+// written once as inline functions that the CPU loops and the CUDA kernels
+// call (TRAINER_HD expands to __host__ __device__ under nvcc).
 #include <cmath>
 
 #include "core/math.h"
@@ -13,6 +13,22 @@ namespace trainer {
 /// tf.nn.sigmoid_cross_entropy_with_logits). Finite for any finite z.
 TRAINER_HD inline float bce_with_logits(float z, float y) {
   return fmaxf(z, 0.f) - z * y + log1pf(expf(-fabsf(z)));
+}
+
+/// Gradient of a segmentation loss with respect to one logit z (target y),
+/// from the per-sample coefficients that train/loss.cpp derives:
+/// c0 (p - y) + (c1 y + c2) p (1 - p), p = sigmoid(z).
+TRAINER_HD inline float segmentation_grad(float z, float y, float c0, float c1, float c2) {
+  const float p = stable_sigmoid(z);
+  return c0 * (p - y) + (c1 * y + c2) * p * (1.f - p);
+}
+
+/// Number of the T ascending thresholds thr that the logit z exceeds (the
+/// metrics' histogram bin: sigmoid(z) > t  <=>  z > logit(t)).
+TRAINER_HD inline int logit_bin(float z, const float* thr, int T) {
+  int k = 0;
+  for (int t = 0; t < T; ++t) k += z > thr[t];
+  return k;
 }
 
 /// tf.keras.optimizers.SGD (2.x) on one weight: velocity = momentum*velocity - lr*g;
