@@ -320,6 +320,7 @@ std::vector<TowerResult> run_towers(const std::string& yaml, const Tensor& x, co
       ctx.comm = &comm;
       ctx.rank = t;
       ctx.sample_offset = offset;
+      ctx.global_batch = x.shape().n;
       Tensor xs = slice(x, offset, split[size_t(t)]), gs = slice(dy, offset, split[size_t(t)]);
       layers[size_t(t)]->forward(ctx, {&xs}, out[size_t(t)].y);
       layers[size_t(t)]->backward(ctx, {&xs}, out[size_t(t)].y, gs, {&out[size_t(t)].dx});

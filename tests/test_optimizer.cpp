@@ -16,7 +16,7 @@ const std::vector<std::vector<float>> kGrads = {{0.5f, -1.f, 2.f}, {0.25f, 0.5f,
 const std::vector<float> kStart = {1.f, -2.f, 0.5f};
 
 std::vector<float> run(const OptimizerConfig& cfg) {
-  auto opt = make_optimizer(cfg, kStart.size());
+  auto opt = make_optimizer(cfg, kStart.size(), Device{});
   std::vector<float> w = kStart;
   for (const auto& g : kGrads) opt->step(w.data(), g.data());
   CHECK(opt->iterations() == int64_t(kGrads.size()));
@@ -37,7 +37,7 @@ TEST_CASE("SGD without momentum: w -= lr_t g with Keras 2 decay", "[optimizer]")
   c.learning_rate = 0.1;
   c.decay = 0.5;
   // Hand value of one step: 1 - 0.1 * 0.5 = 0.95.
-  auto one = make_optimizer(c, 1);
+  auto one = make_optimizer(c, 1, Device{});
   float w = 1.f, g = 0.5f;
   one->step(&w, &g);
   CHECK(w == Approx(0.95f));
@@ -126,34 +126,34 @@ TEST_CASE("optimizer state carries Keras slot names and restores iterations", "[
     return n;
   };
   OptimizerConfig c;
-  CHECK(names(*make_optimizer(c, 4)).empty());
+  CHECK(names(*make_optimizer(c, 4, Device{})).empty());
   c.momentum = 0.9;
-  CHECK(names(*make_optimizer(c, 4)) == std::vector<std::string>{"momentum"});
+  CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"momentum"});
   c.type = "Adam";
-  CHECK(names(*make_optimizer(c, 4)) == std::vector<std::string>{"m", "v"});
+  CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"m", "v"});
   c.type = "RMSprop";
-  CHECK(names(*make_optimizer(c, 4)) == std::vector<std::string>{"rms", "momentum"});
+  CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"rms", "momentum"});
   c.momentum = 0;
-  CHECK(names(*make_optimizer(c, 4)) == std::vector<std::string>{"rms"});
+  CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"rms"});
 
   c.type = "SGD";
   c.decay = 1.0;
-  auto opt = make_optimizer(c, 1);
+  auto opt = make_optimizer(c, 1, Device{});
   opt->set_iterations(4);
   CHECK(opt->iterations() == 4);
   CHECK(opt->current_learning_rate() == Approx(c.learning_rate / 5));
 
   c.type = "Adagrad";
-  CHECK_THROWS_AS(make_optimizer(c, 1), UserError);
+  CHECK_THROWS_AS(make_optimizer(c, 1, Device{}), UserError);
 }
 
 TEST_CASE("Adam resumed from saved state continues identically", "[optimizer]") {
   OptimizerConfig c;
   c.type = "Adam";
-  auto a = make_optimizer(c, 3);
+  auto a = make_optimizer(c, 3, Device{});
   std::vector<float> w = kStart;
   a->step(w.data(), kGrads[0].data());
-  auto b = make_optimizer(c, 3);
+  auto b = make_optimizer(c, 3, Device{});
   auto sa = a->state(), sb = b->state();
   for (size_t i = 0; i < sa.size(); ++i) *sb[i].second = *sa[i].second;
   b->set_iterations(a->iterations());

@@ -70,6 +70,9 @@ struct Device {
   bool is_cuda() const { return kind == DeviceKind::CUDA; }
   /// "cpu" or "cuda:<index>".
   std::string str() const { return is_cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
+  /// Same kind, ordinal and context (towers sharing a GPU have distinct contexts).
+  bool operator==(const Device& o) const { return kind == o.kind && index == o.index && ctx == o.ctx; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
 };
 
 }  // namespace trainer

@@ -2,12 +2,38 @@
 
 #include <cstring>
 
+#include "core/buffer.h"
 #include "core/error.h"
 
 namespace trainer {
 
-LocalCommunicator::LocalCommunicator(int size)
-    : size_(size), slots_(size_t(size), nullptr), bytes_(size_t(size), 0) {}
+LocalCommunicator::LocalCommunicator(int size, std::vector<Device> devices)
+    : size_(size),
+      slots_(size_t(size), nullptr),
+      bytes_(size_t(size), 0),
+      devices_(devices.empty() ? std::vector<Device>(size_t(size)) : std::move(devices)),
+      staging_(size_t(size)) {
+  if (devices_.size() != size_t(size))
+    throw InternalError("LocalCommunicator of " + std::to_string(size) + " ranks given " +
+                        std::to_string(devices_.size()) + " devices");
+}
+
+template <typename T>
+T* LocalCommunicator::host_view(int rank, T* data, size_t n, bool fill) {
+  const Device& d = devices_[size_t(rank)];
+  if (!d.is_cuda()) return data;
+  std::vector<char>& buf = staging_[size_t(rank)];
+  if (buf.size() < n * sizeof(T)) buf.resize(n * sizeof(T));
+  T* host = reinterpret_cast<T*>(buf.data());
+  if (fill) device_copy(Device{}, host, d, data, n * sizeof(T));
+  return host;
+}
+
+template <typename T>
+void LocalCommunicator::write_back(int rank, T* data, const T* host, size_t n) {
+  const Device& d = devices_[size_t(rank)];
+  if (d.is_cuda()) device_copy(d, data, Device{}, host, n * sizeof(T));
+}
 
 void LocalCommunicator::check_sizes() const {
   for (int r = 1; r < size_; ++r)
@@ -38,8 +64,9 @@ void LocalCommunicator::barrier() {
 }
 
 template <typename T>
-void LocalCommunicator::reduce(int rank, T* data, size_t n) {
+void LocalCommunicator::reduce(int rank, T* device_data, size_t n) {
   if (size_ == 1) return;
+  T* data = host_view(rank, device_data, n, true);
   std::vector<T>& sum = [this]() -> std::vector<T>& {
     if constexpr (std::is_same_v<T, float>) return fsum_;
     else return dsum_;
@@ -58,19 +85,22 @@ void LocalCommunicator::reduce(int rank, T* data, size_t n) {
   barrier();
   std::memcpy(data, sum.data(), n * sizeof(T));
   barrier();
+  write_back(rank, device_data, data, n);
 }
 
 void LocalCommunicator::all_reduce_sum(int rank, float* data, size_t n) { reduce(rank, data, n); }
 void LocalCommunicator::all_reduce_sum(int rank, double* data, size_t n) { reduce(rank, data, n); }
 
-void LocalCommunicator::broadcast(int rank, float* data, size_t n, int root) {
+void LocalCommunicator::broadcast(int rank, float* device_data, size_t n, int root) {
   if (size_ == 1) return;
+  float* data = host_view(rank, device_data, n, rank == root);
   slots_[size_t(rank)] = data;
   bytes_[size_t(rank)] = n * sizeof(float) + 1;  // differs from every reduce of the same count
   barrier();
   check_sizes();
   if (rank != root) std::memcpy(data, slots_[size_t(root)], n * sizeof(float));
   barrier();
+  if (rank != root) write_back(rank, device_data, data, n);
 }
 
 }  // namespace trainer

@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "backend/elementwise_ops.h"
 #include "config/params.h"
 #include "core/error.h"
 #include "nn/initializers.h"
@@ -42,6 +43,7 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
         node.inputs.push_back(it->second);
       }
     }
+    node.dx_scratch.resize(node.inputs.size());
     std::vector<Shape> in_shapes;
     for (int i : node.inputs) {
       nodes_[size_t(i)].consumers++;
@@ -83,6 +85,23 @@ bool Model::use_logits_output() {
   return output_logits_;
 }
 
+void Model::set_device(const Device& d) {
+  for (Node& node : nodes_) {
+    node.out.set_device(d);
+    node.grad.set_device(d);
+    for (Tensor& t : node.dx_scratch) t.set_device(d);
+  }
+}
+
+namespace {
+
+/// Names the layer queuing work on a GPU, for error messages ("" after the pass).
+void name_layer(const Context& ctx, const char* name) {
+  if (ctx.device.is_cuda()) ctx.device.ctx->set_layer(name);
+}
+
+}  // namespace
+
 void Model::bind(float* params, float* grads, float* state) {
   size_t s = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -119,8 +138,10 @@ const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
     }
     in_.clear();
     for (int j : node.inputs) in_.push_back(&nodes_[size_t(j)].out);
+    name_layer(ctx, node.layer->name().c_str());
     node.layer->forward(ctx, in_, node.out);
   }
+  name_layer(ctx, "");
   return nodes_.back().out;
 }
 
@@ -144,7 +165,6 @@ void Model::backward(const Context& ctx, const Tensor& dy) {
     dx.clear();
     via_scratch.assign(node.inputs.size(), 0);
     std::vector<Tensor>& scratch = node.dx_scratch;
-    scratch.resize(node.inputs.size());
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       Node& src = nodes_[size_t(node.inputs[k])];
       in.push_back(&src.out);
@@ -158,6 +178,7 @@ void Model::backward(const Context& ctx, const Tensor& dy) {
         dx.push_back(&scratch[k]);
       }
     }
+    name_layer(ctx, node.layer->name().c_str());
     node.layer->backward(ctx, in, node.out, node.grad, dx);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       if (!via_scratch[k]) continue;
@@ -167,13 +188,10 @@ void Model::backward(const Context& ctx, const Tensor& dy) {
         src.grad_set = true;
         continue;
       }
-      float* g = src.grad.data();
-      const float* s = scratch[k].data();
-      const long long m = (long long)src.grad.numel();
-#pragma omp parallel for simd schedule(static)
-      for (long long e = 0; e < m; ++e) g[e] += s[e];
+      accumulate(ctx.device, src.grad.data(), scratch[k].data(), src.grad.numel());
     }
   }
+  name_layer(ctx, "");
 }
 
 std::string Model::summary() const {

@@ -6,8 +6,9 @@
 //
 // A Model does not own its weights: the tower allocates three flat buffers
 // (trainable parameters, their gradients, non-trainable state such as BN
-// moving statistics) of the sizes reported here and binds them, so gradients
-// sit in one contiguous buffer for the all-reduce.
+// moving statistics) of the sizes reported here, on its device, and binds
+// them, so gradients sit in one contiguous buffer for the all-reduce. The
+// model's activations and gradients live on the device given to set_device().
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,15 +61,25 @@ class Model {
   /// pass it to backward() to avoid a copy.
   Tensor& output_grad_buffer() { return nodes_.back().grad; }
 
-  /// Binds views into buffers of num_params(), num_params() and num_state() floats.
+  /// Puts every activation and gradient tensor (the input buffer and the
+  /// output-gradient buffer included) on device d, emptied. Call it before
+  /// the first forward(); forward()/backward() then take a Context whose
+  /// device is d. Default: the CPU.
+  void set_device(const Device& d);
+
+  /// Binds views into buffers of num_params(), num_params() and num_state()
+  /// floats on the model's device.
   void bind(float* params, float* grads, float* state);
-  /// Fills bound params and state with the layers' Keras initialisers; the same
-  /// seed gives the same weights on every tower.
+  /// Fills host arrays params [num_params()] and state [num_state()] with the
+  /// layers' Keras initialisers; the same seed gives the same weights on every
+  /// tower.
   void initialize(uint64_t seed, float* params, float* state) const;
 
-  /// x: [N, H, W, C] matching input_shape(). Returns the output [N, H', W', C']
-  /// (valid until the next call). N may be 0 (a tower without samples): layers
-  /// are skipped except collective ones in training mode.
+  /// x: [N, H, W, C] matching input_shape(), on ctx.device. Returns the output
+  /// [N, H', W', C'] (valid until the next call). N may be 0 (a tower without
+  /// samples): layers are skipped except collective ones in training mode. On
+  /// a GPU each layer names itself to the device context (for error messages)
+  /// while it queues work.
   const Tensor& forward(const Context& ctx, const Tensor& x);
   /// dy: dL/d(output) of the last forward (training mode). Overwrites the
   /// gradients of every layer that reaches the output; the gradients of layers
@@ -88,7 +99,7 @@ class Model {
     int consumers = 0;
     Shape shape;
     Tensor out, grad;
-    std::vector<Tensor> dx_scratch;  ///< dx for inputs with several consumers, summed after.
+    std::vector<Tensor> dx_scratch;  ///< dx for inputs with several consumers, summed after; one per input.
     bool grad_set = false;
     bool reaches_output = false;     ///< Some path leads from this node to the output.
   };

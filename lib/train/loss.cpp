@@ -1,8 +1,13 @@
+// Segmentation losses on a tower's device: the backend's segmentation_sums
+// gives per-sample sums (sum bce, sum p*y, sum p, sum y, in double), the
+// per-sample losses and gradient coefficients are formed here on the host from
+// those sums, and segmentation_loss_grad applies the coefficients per element.
 #include "train/loss.h"
 
 #include <stdexcept>
+#include <vector>
 
-#include "train/elementwise.h"
+#include "backend/train_ops.h"
 
 namespace trainer {
 
@@ -13,60 +18,38 @@ LossKind loss_kind(const std::string& name) {
   throw std::invalid_argument("unknown loss '" + name + "' (known: binary_crossentropy, dice, bce_dice)");
 }
 
-namespace {
-
-/// Per-sample sums of one image: BCE sum, sum(p*y), sum(p), sum(y).
-struct SampleSums {
-  double bce = 0, py = 0, p = 0, y = 0;
-};
-
-SampleSums sample_sums(const float* z, const float* y, size_t m, bool need_bce, bool need_dice) {
-  double bce = 0, spy = 0, sp = 0, sy = 0;
-#pragma omp parallel for reduction(+ : bce, spy, sp, sy) schedule(static)
-  for (size_t i = 0; i < m; ++i) {
-    if (need_bce) bce += bce_with_logits(z[i], y[i]);
-    if (need_dice) {
-      const float p = stable_sigmoid(z[i]);
-      spy += double(p) * y[i];
-      sp += p;
-      sy += y[i];
-    }
-  }
-  return {bce, spy, sp, sy};
-}
-
-}  // namespace
-
 double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits) {
   if (logits.shape() != targets.shape())
     throw std::invalid_argument("loss: logits " + logits.shape().nhwc() + " and targets " +
                                 targets.shape().nhwc() + " differ in shape");
+  const Device& d = logits.device();
   const bool need_bce = kind != LossKind::Dice;
   const bool need_dice = kind != LossKind::BinaryCrossentropy;
   const int n = logits.shape().n;
   const size_t m = logits.shape().sample_numel();
-  if (dlogits) dlogits->resize(logits.shape());
+  std::vector<double> sums(size_t(n) * 4);
+  segmentation_sums(d, logits.data(), targets.data(), n, m, need_bce, need_dice, sums.data());
+  std::vector<float> coef(size_t(n) * 3);
   double total = 0;
   for (int s = 0; s < n; ++s) {
-    const float* z = logits.sample(s);
-    const float* y = targets.sample(s);
-    const SampleSums sums = sample_sums(z, y, m, need_bce, need_dice);
+    const double* ss = sums.data() + size_t(s) * 4;
+    const double bce = ss[0], py = ss[1], p = ss[2], y = ss[3];
     const double inv_m = m ? 1.0 / double(m) : 0.0;
-    const double num = 2 * sums.py + 1, den = sums.p + sums.y + 1;
-    if (need_bce) total += sums.bce * inv_m;
+    const double num = 2 * py + 1, den = p + y + 1;
+    if (need_bce) total += bce * inv_m;
     if (need_dice) total += 1 - num / den;
-    if (!dlogits) continue;
-    // d bce_mean / dz = (p - y) / m.
-    // d dice / dp_i = -(2 y_i den - num) / den^2, and dp/dz = p (1 - p).
-    const float bce_scale = need_bce ? float(inv_m) : 0.f;
-    const float a = need_dice ? float(-2.0 / den) : 0.f;
-    const float b = need_dice ? float(num / (den * den)) : 0.f;
-    float* g = dlogits->sample(s);
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < m; ++i) {
-      const float p = stable_sigmoid(z[i]);
-      g[i] = bce_scale * (p - y[i]) + (a * y[i] + b) * p * (1.f - p);
-    }
+    // Gradient coefficients of segmentation_grad, g = c0 (p - y) + (c1 y + c2) p (1 - p):
+    // d bce_mean / dz = (p - y) / m, so c0 = 1 / m;
+    // d dice / dp_i = -(2 y_i den - num) / den^2 and dp/dz = p (1 - p), so
+    // c1 = -2 / den and c2 = num / den^2.
+    float* c = coef.data() + size_t(s) * 3;
+    c[0] = need_bce ? float(inv_m) : 0.f;
+    c[1] = need_dice ? float(-2.0 / den) : 0.f;
+    c[2] = need_dice ? float(num / (den * den)) : 0.f;
+  }
+  if (dlogits) {
+    dlogits->resize(logits.shape());
+    segmentation_loss_grad(d, logits.data(), targets.data(), n, m, coef.data(), dlogits->data());
   }
   return total;
 }

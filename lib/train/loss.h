@@ -24,7 +24,9 @@ LossKind loss_kind(const std::string& name);
 ///    mask gives loss 0).
 ///  - bce_dice: binary_crossentropy + dice.
 /// If dlogits is non-null it is resized to logits' shape and receives
-/// d(returned sum)/d(logits). Sums are accumulated in double.
+/// d(returned sum)/d(logits). Sums are accumulated in double. logits, targets
+/// and dlogits live on one device (logits.device()), where the work runs; the
+/// returned sum is a host value.
 /// Throws std::invalid_argument when the shapes differ.
 double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits);
 

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "backend/train_ops.h"
+
 namespace trainer {
 
 void MetricCounts::add(const MetricCounts& o) {
@@ -38,6 +40,7 @@ void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCount
     throw std::invalid_argument("metrics: logits " + logits.shape().nhwc() + " and targets " +
                                 targets.shape().nhwc() + " differ in shape");
   constexpr int T = MetricCounts::kThresholds;
+  static_assert(T == kLogitThresholds, "the backend's histogram has one bin per metric threshold");
   // sigmoid(z) > t  <=>  z > log(t / (1 - t)); ascending thresholds.
   float thr[T];
   for (int t = 0; t < T; ++t) {
@@ -48,15 +51,7 @@ void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCount
   // thresholds (predictions are monotone in t). Every count follows from it.
   constexpr int B = T + 1;
   int64_t hist[2 * B] = {};
-  const float* z = logits.data();
-  const float* y = targets.data();
-  const size_t n = logits.numel();
-#pragma omp parallel for reduction(+ : hist[:2 * B]) schedule(static)
-  for (size_t i = 0; i < n; ++i) {
-    int k = 0;
-    for (int t = 0; t < T; ++t) k += z[i] > thr[t];
-    hist[(y[i] > 0.5f) * B + k] += 1;
-  }
+  logit_histogram(logits.device(), logits.data(), targets.data(), logits.numel(), thr, hist);
   const int64_t* bg = hist;
   const int64_t* fg = hist + B;
   int64_t fg_total = 0, total = 0;

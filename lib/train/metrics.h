@@ -41,8 +41,9 @@ struct MetricCounts {
 };
 
 /// Adds the counts of a batch. logits, targets: [N, H, W, 1] (any C: every value is a
-/// pixel). The prediction at threshold t is sigmoid(z) > t, evaluated as z > logit(t)
-/// (the same in exact arithmetic, one compare per threshold). One OpenMP pass.
+/// pixel), both on logits.device(). The prediction at threshold t is sigmoid(z) > t,
+/// evaluated as z > logit(t) (the same in exact arithmetic, one compare per
+/// threshold), binned in one pass by the backend's logit_histogram.
 /// Throws std::invalid_argument when the shapes differ.
 void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts);
 

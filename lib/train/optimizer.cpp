@@ -4,10 +4,10 @@
 
 namespace trainer {
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, size_t n_params) {
-  if (cfg.type == "SGD") return make_sgd(cfg, n_params);
-  if (cfg.type == "Adam") return make_adam(cfg, n_params);
-  if (cfg.type == "RMSprop") return make_rmsprop(cfg, n_params);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, size_t n_params, const Device& d) {
+  if (cfg.type == "SGD") return make_sgd(cfg, n_params, d);
+  if (cfg.type == "Adam") return make_adam(cfg, n_params, d);
+  if (cfg.type == "RMSprop") return make_rmsprop(cfg, n_params, d);
   throw UserError("training.optimizer.type: unknown optimizer '" + cfg.type +
                   "'; use one of SGD, Adam, RMSprop (Keras class names)");
 }

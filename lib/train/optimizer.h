@@ -1,6 +1,8 @@
 #pragma once
 // Optimizers over one flat parameter buffer (all of a replica's weights are
 // contiguous, as its gradients are, so one all-reduce and one step cover them).
+// An optimizer lives on its tower's device: its state slots are Buffers there
+// and step() runs the backend's update (backend/train_ops.h) there.
 // Formulas are tf.keras 2.x's (tf.keras.optimizers.SGD / Adam / RMSprop docs and
 // the TensorFlow training kernels they call), including the Keras 2 time-based
 // decay lr_t = learning_rate / (1 + decay * iterations).
@@ -12,43 +14,56 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/buffer.h"
 
 namespace trainer {
 
 class Optimizer {
  public:
-  Optimizer(double learning_rate, double decay, size_t n) : lr_(learning_rate), decay_(decay), n_(n) {}
+  Optimizer(double learning_rate, double decay, size_t n, const Device& d)
+      : lr_(learning_rate), decay_(decay), n_(n), device_(d) {}
   virtual ~Optimizer() = default;
   /// params[i] -= update(grads[i]) for i < n (the n_params given to make_optimizer);
-  /// grads already averaged over the global batch. Increments iterations().
+  /// grads already averaged over the global batch; both on device(). Increments
+  /// iterations().
   virtual void step(float* params, const float* grads) = 0;
   /// Steps completed (Keras's optimizer.iterations).
   int64_t iterations() const { return iterations_; }
   /// Learning rate of the next step, with Keras 2 decay: lr / (1 + decay * iterations).
   double current_learning_rate() const { return lr_ / (1.0 + decay_ * double(iterations_)); }
-  /// State for checkpoints: named flat float arrays of n values each, in Keras's slot
-  /// names (SGD: "momentum" when momentum > 0; Adam: "m", "v"; RMSprop: "rms", plus
-  /// "momentum" when momentum > 0), plus iterations(). The pointers stay valid for the
-  /// optimizer's lifetime; writing through them restores a state.
-  virtual std::vector<std::pair<std::string, std::vector<float>*>> state() = 0;
+  /// State for checkpoints: named flat float arrays of n values each on device(), in
+  /// Keras's slot names (SGD: "momentum" when momentum > 0; Adam: "m", "v"; RMSprop:
+  /// "rms", plus "momentum" when momentum > 0), plus iterations(). The pointers stay
+  /// valid for the optimizer's lifetime; writing through them (e.g. copy_from_host)
+  /// restores a state.
+  virtual std::vector<std::pair<std::string, Buffer<float>*>> state() = 0;
   /// Restores the step counter (from a checkpoint).
   void set_iterations(int64_t it) { iterations_ = it; }
   /// Number of parameters this optimizer updates.
   size_t size() const { return n_; }
+  /// Where the parameters, gradients and state live.
+  const Device& device() const { return device_; }
 
  protected:
+  /// A state slot of size() zeros on device().
+  Buffer<float> zero_slot() const {
+    Buffer<float> b(device_, n_);
+    b.zero();
+    return b;
+  }
   double lr_, decay_;
   size_t n_;
+  Device device_;
   int64_t iterations_ = 0;
 };
 
-/// Builds cfg.type ("SGD" | "Adam" | "RMSprop") for n_params parameters, state zeroed.
-/// Throws UserError naming the type and the known ones for any other type.
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, size_t n_params);
+/// Builds cfg.type ("SGD" | "Adam" | "RMSprop") for n_params parameters on device d,
+/// state zeroed. Throws UserError naming the type and the known ones for any other type.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, size_t n_params, const Device& d);
 
 // The concrete optimizers, one per file (sgd.cpp, adam.cpp, rmsprop.cpp).
-std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& cfg, size_t n_params);
-std::unique_ptr<Optimizer> make_adam(const OptimizerConfig& cfg, size_t n_params);
-std::unique_ptr<Optimizer> make_rmsprop(const OptimizerConfig& cfg, size_t n_params);
+std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& cfg, size_t n_params, const Device& d);
+std::unique_ptr<Optimizer> make_adam(const OptimizerConfig& cfg, size_t n_params, const Device& d);
+std::unique_ptr<Optimizer> make_rmsprop(const OptimizerConfig& cfg, size_t n_params, const Device& d);
 
 }  // namespace trainer

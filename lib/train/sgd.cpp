@@ -2,8 +2,8 @@
 //   velocity = momentum * velocity - lr * g
 //   w = w + momentum * velocity - lr * g   (nesterov)
 //   w = w + velocity                       (otherwise)
-// and w = w - lr * g when momentum is 0.
-#include "train/elementwise.h"
+// and w = w - lr * g when momentum is 0 (backend sgd_step / sgd_momentum_step).
+#include "backend/train_ops.h"
 #include "train/optimizer.h"
 
 namespace trainer {
@@ -12,28 +12,19 @@ namespace {
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(const OptimizerConfig& cfg, size_t n)
-      : Optimizer(cfg.learning_rate, cfg.decay, n), momentum_(float(cfg.momentum)), nesterov_(cfg.nesterov) {
-    if (momentum_ != 0.f) velocity_.assign(n, 0.f);
+  Sgd(const OptimizerConfig& cfg, size_t n, const Device& d)
+      : Optimizer(cfg.learning_rate, cfg.decay, n, d), momentum_(float(cfg.momentum)), nesterov_(cfg.nesterov) {
+    if (momentum_ != 0.f) velocity_ = zero_slot();
   }
 
   void step(float* w, const float* g) override {
     const float lr = float(current_learning_rate());
-    const long long n = (long long)n_;
-    if (momentum_ == 0.f) {
-#pragma omp parallel for schedule(static)
-      for (long long i = 0; i < n; ++i) w[i] -= lr * g[i];
-    } else {
-      float* vel = velocity_.data();
-      const float mom = momentum_;
-      const bool nesterov = nesterov_;
-#pragma omp parallel for schedule(static)
-      for (long long i = 0; i < n; ++i) sgd_momentum_update(w[i], vel[i], g[i], lr, mom, nesterov);
-    }
+    if (momentum_ == 0.f) sgd_step(device_, w, g, n_, lr);
+    else sgd_momentum_step(device_, w, velocity_.data(), g, n_, lr, momentum_, nesterov_);
     ++iterations_;
   }
 
-  std::vector<std::pair<std::string, std::vector<float>*>> state() override {
+  std::vector<std::pair<std::string, Buffer<float>*>> state() override {
     if (momentum_ == 0.f) return {};
     return {{"momentum", &velocity_}};
   }
@@ -41,13 +32,13 @@ class Sgd final : public Optimizer {
  private:
   float momentum_;
   bool nesterov_;
-  std::vector<float> velocity_;
+  Buffer<float> velocity_;
 };
 
 }  // namespace
 
-std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& cfg, size_t n_params) {
-  return std::make_unique<Sgd>(cfg, n_params);
+std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& cfg, size_t n_params, const Device& d) {
+  return std::make_unique<Sgd>(cfg, n_params, d);
 }
 
 }  // namespace trainer

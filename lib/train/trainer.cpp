@@ -1,10 +1,8 @@
 #include "train/trainer.h"
 
-#include <cstring>
-
+#include "backend/elementwise_ops.h"
 #include "config/params.h"
 #include "core/error.h"
-#include "core/math.h"
 #include "train/callbacks.h"
 
 namespace trainer {
@@ -44,29 +42,36 @@ void validate_for_training(const Config& config, Model& model) {
   }
 }
 
-Trainer::Tower::Tower(const Config& config) : model(config.model, config.path) {
+Trainer::Tower::Tower(const Config& config, const Device& d)
+    : device(d),
+      model(config.model, config.path),
+      params(d, model.num_params()),
+      grads(d, model.num_params()),
+      state(d, model.num_state()),
+      stats_host(2 + MetricCounts::kSize),
+      reduce_buffer(d, 2 + MetricCounts::kSize) {
   validate_for_training(config, model);
-  params.assign(model.num_params(), 0.f);
-  grads.assign(model.num_params(), 0.f);
-  state.assign(model.num_state(), 0.f);
+  model.set_device(d);
+  y.set_device(d);
+  params.zero();
+  grads.zero();
+  state.zero();
   model.bind(params.data(), grads.data(), state.data());
-  optimizer = make_optimizer(config.training.optimizer, params.size());
+  optimizer = make_optimizer(config.training.optimizer, params.size(), d);
 }
 
-Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
+Trainer::Trainer(const Config& config, int towers, int threads_per_tower, std::vector<Device> devices)
     : config_(config),
       loss_(loss_kind(config.training.loss)),
-      comm_(towers),
+      comm_(towers, devices),
       pool_(towers, threads_per_tower, [this](int rank, const std::string& msg) {
         comm_.abort("tower " + std::to_string(rank) + " failed: " + msg);
       }) {
-  for (int r = 0; r < towers; ++r) towers_.push_back(std::make_unique<Tower>(config));
-  towers_[0]->model.initialize(config.training.seed, towers_[0]->params.data(), towers_[0]->state.data());
-  pool_.run([&](int r) {
-    Tower& t = *towers_[size_t(r)];
-    comm_.broadcast(r, t.params.data(), t.params.size(), 0);
-    comm_.broadcast(r, t.state.data(), t.state.size(), 0);
-  });
+  if (devices.empty()) devices.resize(size_t(towers));
+  for (int r = 0; r < towers; ++r) towers_.push_back(std::make_unique<Tower>(config, devices[size_t(r)]));
+  std::vector<float> params(model().num_params()), state(model().num_state());
+  model().initialize(config.training.seed, params.data(), state.data());
+  set_weights(params, state);
 }
 
 void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices,
@@ -77,21 +82,24 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
   Tensor& x = t.model.input_buffer();
   x.resize(in.with_batch(hi - lo));
   for (int k = lo; k < hi; ++k)
-    std::memcpy(x.sample(k - lo), images.sample(indices[size_t(k)]), in.sample_numel() * sizeof(float));
+    device_copy(t.device, x.sample(k - lo), images.device(), images.sample(indices[size_t(k)]),
+                in.sample_numel() * sizeof(float));
   if (!masks) return;
   t.y.resize(masks->shape().with_batch(hi - lo));
   for (int k = lo; k < hi; ++k)
-    std::memcpy(t.y.sample(k - lo), masks->sample(indices[size_t(k)]),
+    device_copy(t.device, t.y.sample(k - lo), masks->device(), masks->sample(indices[size_t(k)]),
                 masks->shape().sample_numel() * sizeof(float));
 }
 
 void Trainer::reduce_stats(int rank, BatchStats& s) {
-  std::vector<double>& v = towers_[size_t(rank)]->reduce_buffer;
-  v.resize(2 + MetricCounts::kSize);
+  Tower& t = *towers_[size_t(rank)];
+  std::vector<double>& v = t.stats_host;
   v[0] = s.loss_sum;
   v[1] = s.samples;
   std::copy(s.counts.v.begin(), s.counts.v.end(), v.begin() + 2);
-  comm_.all_reduce_sum(rank, v.data(), v.size());
+  t.reduce_buffer.copy_from_host(v);
+  comm_.all_reduce_sum(rank, t.reduce_buffer.data(), t.reduce_buffer.size());
+  t.reduce_buffer.copy_to_host(v.data());
   s.loss_sum = v[0];
   s.samples = v[1];
   std::copy(v.begin() + 2, v.end(), s.counts.v.begin());
@@ -105,7 +113,7 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     Tower& t = *towers_[size_t(r)];
     const auto [lo, hi] = shards[size_t(r)];
     gather(t, data.images, &data.masks, indices, lo, hi);
-    Context ctx{true, &comm_, r, config_.training.seed, step, lo};
+    Context ctx{true, &comm_, r, config_.training.seed, step, lo, batch, t.device};
     const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
     Tensor& dlogits = t.model.output_grad_buffer();
     t.stats = BatchStats{};
@@ -115,15 +123,11 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
       accumulate_metrics(out, t.y, t.stats.counts);
     } else {
       dlogits.resize(out.shape());
-      std::fill(t.grads.begin(), t.grads.end(), 0.f);  // no samples: contributes nothing
+      t.grads.zero();  // no samples: contributes nothing
     }
     t.model.backward(ctx, dlogits);
     comm_.all_reduce_sum(r, t.grads.data(), t.grads.size());
-    const float scale = 1.f / float(batch);
-    float* g = t.grads.data();
-    const long long n = (long long)t.grads.size();
-#pragma omp parallel for simd schedule(static)
-    for (long long i = 0; i < n; ++i) g[i] *= scale;
+    scale_shift_forward(t.device, t.grads.data(), 1.f / float(batch), 0.f, t.grads.data(), t.grads.size());
     t.optimizer->step(t.params.data(), t.grads.data());
     if (!t.state.empty()) comm_.broadcast(r, t.state.data(), t.state.size(), 0);
     reduce_stats(r, t.stats);
@@ -140,7 +144,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       const auto [lo, hi] = split_batch(batch, towers())[size_t(r)];
       if (hi == lo) continue;
       gather(t, data.images, &data.masks, indices, int(b) + lo, int(b) + hi);
-      Context ctx{false, &comm_, r, config_.training.seed, uint64_t(iterations()), int(b) + lo};
+      Context ctx{false, &comm_, r, config_.training.seed, uint64_t(iterations()), int(b) + lo, batch, t.device};
       const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
       t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr);
       t.stats.samples += hi - lo;
@@ -160,13 +164,15 @@ Tensor Trainer::predict(const Tensor& images, int batch_size) {
   pool_.run([&](int r) {
     Tower& t = *towers_[size_t(r)];
     for (int b = 0; b < n; b += batch_size) {
-      const auto [lo, hi] = split_batch(std::min(n - b, batch_size), towers())[size_t(r)];
+      const int batch = std::min(n - b, batch_size);
+      const auto [lo, hi] = split_batch(batch, towers())[size_t(r)];
       if (hi == lo) continue;
       gather(t, images, nullptr, all, b + lo, b + hi);
-      Context ctx{false, &comm_, r, config_.training.seed, uint64_t(iterations()), b + lo};
-      const Tensor& logits = t.model.forward(ctx, t.model.input_buffer());
-      float* dst = probabilities.sample(b + lo);
-      for (size_t i = 0; i < logits.numel(); ++i) dst[i] = stable_sigmoid(logits.data()[i]);
+      Context ctx{false, &comm_, r, config_.training.seed, uint64_t(iterations()), b + lo, batch, t.device};
+      t.y.copy_from(t.model.forward(ctx, t.model.input_buffer()));
+      activation_forward(t.device, Activation::Sigmoid, t.y.data(), t.y.numel());
+      device_copy(probabilities.device(), probabilities.sample(b + lo), t.device, t.y.data(),
+                  t.y.numel() * sizeof(float));
     }
   });
   return probabilities;
@@ -181,7 +187,7 @@ void Trainer::load_weights(const std::vector<WeightRecord>& weights, const std::
   };
   if (weights.size() != slots.size())
     fail("it holds " + std::to_string(weights.size()) + " weights, the model has " + std::to_string(slots.size()));
-  std::vector<float> params(t0.params.size()), state(t0.state.size());
+  std::vector<float> params(t0.model.num_params()), state(t0.model.num_state());
   for (size_t i = 0; i < slots.size(); ++i) {
     const WeightSlot& w = slots[i];
     const WeightRecord& rec = weights[i];
@@ -199,7 +205,7 @@ void Trainer::load_weights(const std::vector<WeightRecord>& weights, const std::
 void Trainer::save_optimizer(Checkpoint& ckpt) {
   Optimizer& opt = *towers_[0]->optimizer;
   ckpt.state_scalars["optimizer_iterations"] = double(opt.iterations());
-  for (const auto& [name, values] : opt.state()) ckpt.state_arrays["optimizer_" + name] = *values;
+  for (const auto& [name, values] : opt.state()) ckpt.state_arrays["optimizer_" + name] = values->to_host();
 }
 
 void Trainer::load_optimizer(const Checkpoint& ckpt, const std::string& source) {
@@ -215,16 +221,17 @@ void Trainer::load_optimizer(const Checkpoint& ckpt, const std::string& source) 
         throw UserError(source + ": optimizer state '" + name + "' is missing or of another size; the "
                         "checkpoint was written with another optimizer (" + config_.training.optimizer.type +
                         " is configured)");
-      *values = slot->second;
+      values->copy_from_host(slot->second);
     }
   }
 }
 
 std::vector<WeightRecord> Trainer::weights() const {
   const Tower& t = *towers_[0];
+  const std::vector<float> params = t.params.to_host(), state = t.state.to_host();
   std::vector<WeightRecord> out;
   for (const WeightSlot& w : t.model.weights()) {
-    const float* src = (w.spec.trainable ? t.params.data() : t.state.data()) + w.offset;
+    const float* src = (w.spec.trainable ? params.data() : state.data()) + w.offset;
     out.push_back(WeightRecord{t.model.layer(w.layer).name(), w.spec.name, w.spec.shape,
                                std::vector<float>(src, src + w.spec.numel())});
   }
@@ -232,9 +239,13 @@ std::vector<WeightRecord> Trainer::weights() const {
 }
 
 void Trainer::set_weights(const std::vector<float>& params, const std::vector<float>& state) {
+  if (params.size() != model().num_params() || state.size() != model().num_state())
+    throw InternalError("set_weights: " + std::to_string(params.size()) + " params and " +
+                        std::to_string(state.size()) + " state values for a model of " +
+                        std::to_string(model().num_params()) + " and " + std::to_string(model().num_state()));
   for (auto& t : towers_) {
-    std::copy(params.begin(), params.end(), t->params.begin());
-    std::copy(state.begin(), state.end(), t->state.begin());
+    t->params.copy_from_host(params);
+    t->state.copy_from_host(state);
   }
 }
 

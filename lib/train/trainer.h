@@ -2,7 +2,8 @@
 // Trainer: data-parallel training over towers (replicas), one per device.
 //
 // Every tower holds the whole model with its own parameters, gradients (one
-// contiguous buffer), optimizer state and activations. A step splits the
+// contiguous buffer), optimizer state and activations, all on the tower's
+// device (the CPU, or a GPU given to the constructor). A step splits the
 // global batch into near-equal contiguous shards (the first batch % towers
 // towers get one sample more; a tower may get none), runs forward and backward
 // on all towers in parallel, sums the gradients with the Communicator, scales
@@ -55,9 +56,11 @@ std::vector<std::pair<int, int>> split_batch(int batch, int towers);
 class Trainer {
  public:
   /// Builds `towers` replicas of config.model (UserError for a bad model),
-  /// initialises tower 0 from training.seed and copies its weights to the
-  /// others. threads_per_tower: OpenMP threads each tower's ops use.
-  Trainer(const Config& config, int towers, int threads_per_tower);
+  /// initialises the weights from training.seed and copies them to every
+  /// tower. threads_per_tower: OpenMP threads each tower's ops use. devices:
+  /// tower r's device (devices[r]), or empty for every tower on the CPU;
+  /// InternalError when it has another number of entries.
+  Trainer(const Config& config, int towers, int threads_per_tower, std::vector<Device> devices = {});
 
   int towers() const { return int(towers_.size()); }
   const Model& model() const { return towers_[0]->model; }
@@ -71,9 +74,9 @@ class Trainer {
   /// per global batch split over the towers.
   BatchStats evaluate(const Dataset& data, const std::vector<int>& indices, int batch_size);
 
-  /// Probabilities sigmoid(output) [N, H, W, 1] for images [N, H, W, C] (float
-  /// 0..255, as a Dataset holds them), batch_size images per global batch split
-  /// over the towers, in inference mode.
+  /// Probabilities sigmoid(output) [N, H, W, 1] (a host tensor) for images
+  /// [N, H, W, C] (float 0..255, as a Dataset holds them), batch_size images
+  /// per global batch split over the towers, in inference mode.
   Tensor predict(const Tensor& images, int batch_size);
   /// Copies weights (as weights() returns them, e.g. from a checkpoint) into
   /// every tower. Throws UserError naming source when a weight is missing,
@@ -87,26 +90,31 @@ class Trainer {
   /// is missing or of another size (a checkpoint of another optimizer or model).
   void load_optimizer(const Checkpoint& ckpt, const std::string& source);
 
-  /// Trainable parameters of a tower (model().num_params() floats).
-  const std::vector<float>& params(int tower) const { return towers_[size_t(tower)]->params; }
-  /// Non-trainable state (BN moving statistics) of a tower.
-  const std::vector<float>& state(int tower) const { return towers_[size_t(tower)]->state; }
+  /// Host copy of a tower's trainable parameters (model().num_params() floats).
+  std::vector<float> params(int tower) const { return towers_[size_t(tower)]->params.to_host(); }
+  /// Host copy of a tower's non-trainable state (BN moving statistics; model().num_state() floats).
+  std::vector<float> state(int tower) const { return towers_[size_t(tower)]->state.to_host(); }
   /// Every weight of tower 0 in Keras layout, in model order (for checkpoints).
   std::vector<WeightRecord> weights() const;
-  /// Copies params and state into every tower (e.g. EarlyStopping's restore_best_weights).
+  /// Copies host params (model().num_params() floats) and state
+  /// (model().num_state()) into every tower (e.g. EarlyStopping's
+  /// restore_best_weights). InternalError for other sizes.
   void set_weights(const std::vector<float>& params, const std::vector<float>& state);
 
  private:
   struct Tower {
-    Tower(const Config& config);
+    Tower(const Config& config, const Device& device);
+    Device device;                     ///< Where everything below lives (except host vectors).
     Model model;
-    std::vector<float> params, grads, state;
+    Buffer<float> params, grads, state;
     std::unique_ptr<Optimizer> optimizer;
-    Tensor y;                          ///< Masks of this tower's shard [n, H, W, 1].
-    std::vector<double> reduce_buffer; ///< Loss and metric sums for the all-reduce.
+    Tensor y;                          ///< Masks of this tower's shard [n, H, W, 1] (predict: probabilities).
+    std::vector<double> stats_host;    ///< Loss and metric sums [2 + MetricCounts::kSize] (host).
+    Buffer<double> reduce_buffer;      ///< The same on the device, for the all-reduce.
     BatchStats stats;
   };
-  /// Copies images[indices[lo..hi)] into the tower's input (and masks into t.y when given).
+  /// Copies images[indices[lo..hi)] (a host tensor) into the tower's input
+  /// (and masks into t.y when given), on the tower's device.
   void gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices, int lo,
               int hi);
   void reduce_stats(int rank, BatchStats& s);

@@ -1,10 +1,10 @@
 // Activation forward / backward on the CPU (OpenMP), per element through
 // backend/elementwise_math.h.
-#include "backend/elementwise_ops.h"
+#include "backend/device_ops.h"
 
-namespace trainer {
+namespace trainer::cpu {
 
-void activation_forward(Activation a, float* y, size_t n) {
+void activation_forward(const Device&, Activation a, float* y, size_t n) {
   const long long m = (long long)n;
   switch (a) {
     case Activation::Linear:
@@ -20,7 +20,7 @@ void activation_forward(Activation a, float* y, size_t n) {
   }
 }
 
-void activation_backward(Activation a, const float* y, float* dy, size_t n) {
+void activation_backward(const Device&, Activation a, const float* y, float* dy, size_t n) {
   const long long m = (long long)n;
   switch (a) {
     case Activation::Linear:
@@ -36,4 +36,4 @@ void activation_backward(Activation a, const float* y, float* dy, size_t n) {
   }
 }
 
-}  // namespace trainer
+}  // namespace trainer::cpu

@@ -1,9 +1,9 @@
-// Add (element-wise sum of k tensors) on the CPU (OpenMP).
-#include "backend/elementwise_ops.h"
+// Add (element-wise sum of k tensors) and gradient accumulation on the CPU (OpenMP).
+#include "backend/device_ops.h"
 
-namespace trainer {
+namespace trainer::cpu {
 
-void add_forward(const float* const* xs, size_t k, float* y, size_t n) {
+void add_forward(const Device&, const float* const* xs, size_t k, float* y, size_t n) {
   const long long m = (long long)n;
   const float* a = xs[0];
   const float* b = xs[1];
@@ -16,4 +16,10 @@ void add_forward(const float* const* xs, size_t k, float* y, size_t n) {
   }
 }
 
-}  // namespace trainer
+void accumulate(const Device&, float* y, const float* x, size_t n) {
+  const long long m = (long long)n;
+#pragma omp parallel for simd schedule(static)
+  for (long long i = 0; i < m; ++i) y[i] += x[i];
+}
+
+}  // namespace trainer::cpu

@@ -1,142 +1,142 @@
-// BatchNormOp on the CPU: per-channel reductions in double over static pixel
-// ranges per OpenMP thread (partial sums added in thread order), and OpenMP
-// loops over pixels for the element-wise steps, per element through
-// backend/elementwise_math.h.
+// BatchNormOp's CPU backend: per-channel reductions in double over static
+// pixel ranges per OpenMP thread (partial sums added in thread order), and
+// OpenMP loops over pixels for the element-wise steps, per element through
+// backend/elementwise_math.h. Every array is host memory.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "backend/elementwise_ops.h"
+#include "backend/device_ops.h"
 
-namespace trainer {
+namespace trainer::cpu {
 
-struct BatchNormOp::Impl {
-  std::vector<double> partial;  ///< Per-thread partial sums [T, 2C], kept across calls.
+namespace {
 
+class BatchNormCpu final : public BatchNormBackend {
+ public:
+  void stat_sums(const float* x, Shape s, double* sums) override {
+    const int C = s.c;
+    channel_sums((long long)s.n * s.h * s.w, C, sums, [x, C](long long p, double* s1, double* s2) {
+      const float* row = x + p * C;
+      for (int c = 0; c < C; ++c) {
+        const double v = row[c];
+        s1[c] += v;
+        s2[c] += v * v;
+      }
+    });
+  }
+
+  void train_coefficients(const double* sums, double count, int C, double epsilon, double momentum,
+                          const float* gamma, const float* beta, float* moving_mean, float* moving_var,
+                          float* mean, float* istd, float* a, float* b) override {
+    const double unbias = count / std::max(count - 1.0, 1.0), mom = momentum;
+    for (int c = 0; c < C; ++c) {
+      const double m = sums[c] / count;
+      const double var = std::max(sums[C + c] / count - m * m, 0.0);
+      mean[c] = float(m);
+      istd[c] = float(1.0 / std::sqrt(var + epsilon));
+      moving_mean[c] = float(moving_mean[c] * mom + m * (1.0 - mom));
+      moving_var[c] = float(moving_var[c] * mom + var * unbias * (1.0 - mom));
+    }
+    for (int c = 0; c < C; ++c) {
+      a[c] = (gamma ? gamma[c] : 1.f) * istd[c];
+      b[c] = (beta ? beta[c] : 0.f) - mean[c] * a[c];
+    }
+  }
+
+  void inference_coefficients(int C, double epsilon, const float* gamma, const float* beta,
+                              const float* moving_mean, const float* moving_var, float* mean, float* istd,
+                              float* a, float* b) override {
+    for (int c = 0; c < C; ++c) {
+      mean[c] = moving_mean[c];
+      istd[c] = float(1.0 / std::sqrt(double(moving_var[c]) + epsilon));
+      a[c] = (gamma ? gamma[c] : 1.f) * istd[c];
+      b[c] = (beta ? beta[c] : 0.f) - mean[c] * a[c];
+    }
+  }
+
+  void apply(const float* x, Shape s, const float* a, const float* b, float* y) override {
+    const int C = s.c;
+    const long long P = (long long)s.n * s.h * s.w;
+#pragma omp parallel for schedule(static)
+    for (long long p = 0; p < P; ++p) {
+      const float* src = x + p * C;
+      float* dst = y + p * C;
+#pragma omp simd
+      for (int c = 0; c < C; ++c) dst[c] = bn_apply(src[c], a[c], b[c]);
+    }
+  }
+
+  void grad_sums(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
+                 double* sums) override {
+    const int C = s.c;
+    channel_sums((long long)s.n * s.h * s.w, C, sums, [=](long long p, double* s1, double* s2) {
+      const float* xr = x + p * C;
+      const float* gr = dy + p * C;
+      for (int c = 0; c < C; ++c) {
+        s1[c] += gr[c];
+        s2[c] += double(gr[c]) * bn_xhat(xr[c], mean[c], istd[c]);
+      }
+    });
+  }
+
+  void param_grads(const double* sums, int C, float* dgamma, float* dbeta) override {
+    for (int c = 0; c < C; ++c) {
+      if (dbeta) dbeta[c] = float(sums[c]);
+      if (dgamma) dgamma[c] = float(sums[C + c]);
+    }
+  }
+
+  void backward_coefficients(const double* sums, double count, bool batch_stats, int C, const float* gamma,
+                             const float* istd, float* k1, float* k2, float* k3) override {
+    for (int c = 0; c < C; ++c) {
+      k1[c] = (gamma ? gamma[c] : 1.f) * istd[c];
+      k2[c] = batch_stats ? float(sums[c] / count) : 0.f;
+      k3[c] = batch_stats ? float(sums[C + c] / count) : 0.f;
+    }
+  }
+
+  void backward_data(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
+                     const float* k1, const float* k2, const float* k3, float* dx) override {
+    const int C = s.c;
+    const long long P = (long long)s.n * s.h * s.w;
+#pragma omp parallel for schedule(static)
+    for (long long p = 0; p < P; ++p) {
+      const float* xr = x + p * C;
+      const float* gr = dy + p * C;
+      float* dr = dx + p * C;
+#pragma omp simd
+      for (int c = 0; c < C; ++c) dr[c] = bn_backward(gr[c], xr[c], mean[c], istd[c], k1[c], k2[c], k3[c]);
+    }
+  }
+
+ private:
   /// out[c] = sum_p f, out[C + c] = sum_p g over P pixels, fg(p, s1, s2) adding
   /// pixel p's terms to s1[C] and s2[C].
   template <class F>
   void channel_sums(long long P, int C, double* out, F fg) {
     const int T = omp_get_max_threads();
-    partial.assign(size_t(T) * 2 * C, 0.0);
+    partial_.assign(size_t(T) * 2 * C, 0.0);
     std::fill(out, out + size_t(2) * C, 0.0);
 #pragma omp parallel num_threads(T)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      double* s1 = partial.data() + size_t(t) * 2 * C;
+      double* s1 = partial_.data() + size_t(t) * 2 * C;
       double* s2 = s1 + C;
       const long long begin = P * t / nt, end = P * (t + 1) / nt;
       for (long long p = begin; p < end; ++p) fg(p, s1, s2);
     }
     for (int t = 0; t < T; ++t)
-      for (int i = 0; i < 2 * C; ++i) out[i] += partial[size_t(t) * 2 * C + i];
+      for (int i = 0; i < 2 * C; ++i) out[i] += partial_[size_t(t) * 2 * C + i];
   }
+
+  std::vector<double> partial_;  ///< Per-thread partial sums [T, 2C], kept across calls.
 };
 
-BatchNormOp::BatchNormOp() : impl_(std::make_unique<Impl>()) {}
-BatchNormOp::~BatchNormOp() = default;
-BatchNormOp::BatchNormOp(BatchNormOp&&) noexcept = default;
-BatchNormOp& BatchNormOp::operator=(BatchNormOp&&) noexcept = default;
+}  // namespace
 
-void BatchNormOp::stat_sums(const float* x, Shape s, double* sums) {
-  const int C = s.c;
-  impl_->channel_sums((long long)s.n * s.h * s.w, C, sums, [x, C](long long p, double* s1, double* s2) {
-    const float* row = x + p * C;
-    for (int c = 0; c < C; ++c) {
-      const double v = row[c];
-      s1[c] += v;
-      s2[c] += v * v;
-    }
-  });
-}
+std::unique_ptr<BatchNormBackend> make_batch_norm(const Device&) { return std::make_unique<BatchNormCpu>(); }
 
-void BatchNormOp::train_coefficients(const double* sums, double count, int C, double epsilon,
-                                     double momentum, const float* gamma, const float* beta,
-                                     float* moving_mean, float* moving_var, float* mean, float* istd,
-                                     float* a, float* b) {
-  const double unbias = count / std::max(count - 1.0, 1.0), mom = momentum;
-  for (int c = 0; c < C; ++c) {
-    const double m = sums[c] / count;
-    const double var = std::max(sums[C + c] / count - m * m, 0.0);
-    mean[c] = float(m);
-    istd[c] = float(1.0 / std::sqrt(var + epsilon));
-    moving_mean[c] = float(moving_mean[c] * mom + m * (1.0 - mom));
-    moving_var[c] = float(moving_var[c] * mom + var * unbias * (1.0 - mom));
-  }
-  for (int c = 0; c < C; ++c) {
-    a[c] = (gamma ? gamma[c] : 1.f) * istd[c];
-    b[c] = (beta ? beta[c] : 0.f) - mean[c] * a[c];
-  }
-}
-
-void BatchNormOp::inference_coefficients(int C, double epsilon, const float* gamma, const float* beta,
-                                         const float* moving_mean, const float* moving_var,
-                                         float* mean, float* istd, float* a, float* b) {
-  for (int c = 0; c < C; ++c) {
-    mean[c] = moving_mean[c];
-    istd[c] = float(1.0 / std::sqrt(double(moving_var[c]) + epsilon));
-    a[c] = (gamma ? gamma[c] : 1.f) * istd[c];
-    b[c] = (beta ? beta[c] : 0.f) - mean[c] * a[c];
-  }
-}
-
-void BatchNormOp::apply(const float* x, Shape s, const float* a, const float* b, float* y) {
-  const int C = s.c;
-  const long long P = (long long)s.n * s.h * s.w;
-#pragma omp parallel for schedule(static)
-  for (long long p = 0; p < P; ++p) {
-    const float* src = x + p * C;
-    float* dst = y + p * C;
-#pragma omp simd
-    for (int c = 0; c < C; ++c) dst[c] = bn_apply(src[c], a[c], b[c]);
-  }
-}
-
-void BatchNormOp::grad_sums(const float* x, const float* dy, Shape s, const float* mean,
-                            const float* istd, double* sums) {
-  const int C = s.c;
-  impl_->channel_sums((long long)s.n * s.h * s.w, C, sums, [=](long long p, double* s1, double* s2) {
-    const float* xr = x + p * C;
-    const float* gr = dy + p * C;
-    for (int c = 0; c < C; ++c) {
-      s1[c] += gr[c];
-      s2[c] += double(gr[c]) * bn_xhat(xr[c], mean[c], istd[c]);
-    }
-  });
-}
-
-void BatchNormOp::param_grads(const double* sums, int C, float* dgamma, float* dbeta) {
-  for (int c = 0; c < C; ++c) {
-    if (dbeta) dbeta[c] = float(sums[c]);
-    if (dgamma) dgamma[c] = float(sums[C + c]);
-  }
-}
-
-void BatchNormOp::backward_coefficients(const double* sums, double count, bool batch_stats, int C,
-                                        const float* gamma, const float* istd, float* k1, float* k2,
-                                        float* k3) {
-  for (int c = 0; c < C; ++c) {
-    k1[c] = (gamma ? gamma[c] : 1.f) * istd[c];
-    k2[c] = batch_stats ? float(sums[c] / count) : 0.f;
-    k3[c] = batch_stats ? float(sums[C + c] / count) : 0.f;
-  }
-}
-
-void BatchNormOp::backward_data(const float* x, const float* dy, Shape s, const float* mean,
-                                const float* istd, const float* k1, const float* k2, const float* k3,
-                                float* dx) {
-  const int C = s.c;
-  const long long P = (long long)s.n * s.h * s.w;
-#pragma omp parallel for schedule(static)
-  for (long long p = 0; p < P; ++p) {
-    const float* xr = x + p * C;
-    const float* gr = dy + p * C;
-    float* dr = dx + p * C;
-#pragma omp simd
-    for (int c = 0; c < C; ++c) dr[c] = bn_backward(gr[c], xr[c], mean[c], istd[c], k1[c], k2[c], k3[c]);
-  }
-}
-
-}  // namespace trainer
+}  // namespace trainer::cpu

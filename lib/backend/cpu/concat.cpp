@@ -1,11 +1,11 @@
 // Channel concatenation and its inverse on the CPU (OpenMP over pixels).
 #include <cstring>
 
-#include "backend/elementwise_ops.h"
+#include "backend/device_ops.h"
 
-namespace trainer {
+namespace trainer::cpu {
 
-void concat_channels_forward(const float* const* xs, const int* cs, size_t k, long long P, float* y,
+void concat_channels_forward(const Device&, const float* const* xs, const int* cs, size_t k, long long P, float* y,
                              int cy) {
 #pragma omp parallel for schedule(static)
   for (long long p = 0; p < P; ++p) {
@@ -18,7 +18,7 @@ void concat_channels_forward(const float* const* xs, const int* cs, size_t k, lo
   }
 }
 
-void concat_channels_backward(const float* dy, int cy, long long P, const int* cs, size_t k,
+void concat_channels_backward(const Device&, const float* dy, int cy, long long P, const int* cs, size_t k,
                               float* const* dxs) {
 #pragma omp parallel for schedule(static)
   for (long long p = 0; p < P; ++p) {
@@ -31,4 +31,4 @@ void concat_channels_backward(const float* dy, int cy, long long P, const int* c
   }
 }
 
-}  // namespace trainer
+}  // namespace trainer::cpu

@@ -208,11 +208,12 @@ class ConvPrimitives {
 /// kernel (make_conv_problem does the rest).
 using ConvProblemFn = ConvProblem (*)(Shape xs, Shape ys, const Conv2DParams& p, bool with_bias);
 
-/// The body of Conv2DOp and Conv2DTransposeOp (backend/ops.h): ConvPrimitives
-/// cached per (input shape, output shape, bias), built from problem() and
-/// algo on first use; each call forwards to its entry. Arguments as in ops.h.
+/// The CPU backend of Conv2DOp and Conv2DTransposeOp (backend/ops.h):
+/// ConvPrimitives cached per (input shape, output shape, bias), built from
+/// problem() and algo on first use; each call forwards to its entry. Arguments
+/// as in ops.h.
 template <class Fwd, class BwdData, class BwdWeights>
-class CachedConvOp {
+class CachedConvOp final : public ConvBackend {
   using Prims = ConvPrimitives<Fwd, BwdData, BwdWeights>;
 
  public:
@@ -220,14 +221,14 @@ class CachedConvOp {
       : p_(p), algo_(algo), problem_(problem) {}
 
   void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y,
-               Shape ys) {
+               Shape ys) override {
     get(xs, ys, bias != nullptr).forward(x, kernel, bias, y);
   }
-  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) {
+  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) override {
     get_any_bias(xs, ys).backward_data(dy, kernel, dx);
   }
   void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
-                        float* dbias) {
+                        float* dbias) override {
     get(xs, ys, dbias != nullptr).backward_weights(x, dy, dkernel, dbias);
   }
 

@@ -2,11 +2,11 @@
 // block) pairs), the mask drawn per element through backend/elementwise_math.h.
 #include <algorithm>
 
-#include "backend/elementwise_ops.h"
+#include "backend/device_ops.h"
 
-namespace trainer {
+namespace trainer::cpu {
 
-void dropout_forward(const float* x, Shape s, uint64_t step_key, long long sample_offset,
+void dropout_forward(const Device&, const float* x, Shape s, uint64_t step_key, long long sample_offset,
                      DropoutParams p, float* y, uint8_t* mask) {
   const size_t per = s.sample_numel();
   constexpr size_t kBlock = 4096;
@@ -27,10 +27,10 @@ void dropout_forward(const float* x, Shape s, uint64_t step_key, long long sampl
     }
 }
 
-void dropout_backward(const float* dy, const uint8_t* mask, float scale, float* dx, size_t n) {
+void dropout_backward(const Device&, const float* dy, const uint8_t* mask, float scale, float* dx, size_t n) {
   const long long m = (long long)n;
 #pragma omp parallel for simd schedule(static)
   for (long long i = 0; i < m; ++i) dx[i] = dropout_apply(mask[i] != 0, dy[i], scale);
 }
 
-}  // namespace trainer
+}  // namespace trainer::cpu

@@ -1,12 +1,12 @@
-// MaxPool2DOp on oneDNN: pooling_forward / pooling_backward (algorithm
-// pooling_max) on NHWC tensors. Training forward keeps oneDNN's workspace (the
-// position of each maximum), which backward consumes.
+// MaxPool2DOp's CPU backend on oneDNN: pooling_forward / pooling_backward
+// (algorithm pooling_max) on NHWC tensors. Training forward keeps oneDNN's
+// workspace (the position of each maximum), which backward consumes.
 #include <optional>
 
 #include "backend/cpu/dnnl_context.h"
-#include "backend/ops.h"
+#include "backend/device_ops.h"
 
-namespace trainer {
+namespace trainer::cpu {
 
 namespace {
 
@@ -32,47 +32,47 @@ class PoolPrimitives {
     kernel_ = {p.ph, p.pw};
     pad_l_ = {ph.before, pw.before};
     pad_r_ = {ph.after, pw.after};
-    auto& eng = cpu::cpu_engine();
+    auto& eng = cpu_engine();
     src_ = dnnl::memory(src_md_, eng, DNNL_MEMORY_NONE);
     dst_ = dnnl::memory(dst_md_, eng, DNNL_MEMORY_NONE);
     try {
       train_pd_ = dnnl::pooling_forward::primitive_desc(desc(dnnl::prop_kind::forward_training),
-                                                        cpu::user_scratchpad_attr(), eng);
+                                                        user_scratchpad_attr(), eng);
       train_ = dnnl::pooling_forward(train_pd_);
       ws_ = dnnl::memory(train_pd_.workspace_desc(), eng);
       train_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}, {DNNL_ARG_WORKSPACE, ws_},
                      {DNNL_ARG_SCRATCHPAD, dnnl::memory(train_pd_.scratchpad_desc(), eng)}};
     } catch (const dnnl::error& e) {
-      cpu::throw_dnnl_setup_error("max-pooling setup", e);
+      throw_dnnl_setup_error("max-pooling setup", e);
     }
   }
 
   void forward(const float* x, float* y, bool training) {
     src_.set_data_handle(const_cast<float*>(x));
     dst_.set_data_handle(y);
-    if (training) return cpu::execute(train_, train_args_, "max-pooling forward");
+    if (training) return execute(train_, train_args_, "max-pooling forward");
     if (!infer_) {
       try {
-        auto& eng = cpu::cpu_engine();
+        auto& eng = cpu_engine();
         dnnl::pooling_forward::primitive_desc pd(desc(dnnl::prop_kind::forward_inference),
-                                                 cpu::user_scratchpad_attr(), eng);
+                                                 user_scratchpad_attr(), eng);
         infer_ = dnnl::pooling_forward(pd);
         infer_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_},
                        {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), eng)}};
       } catch (const dnnl::error& e) {
-        cpu::throw_dnnl_setup_error("max-pooling inference setup", e);
+        throw_dnnl_setup_error("max-pooling inference setup", e);
       }
     }
-    cpu::execute(*infer_, infer_args_, "max-pooling forward");
+    execute(*infer_, infer_args_, "max-pooling forward");
   }
 
   void backward(const float* dy, float* dx) {
     if (!bwd_) {
       try {
-        auto& eng = cpu::cpu_engine();
+        auto& eng = cpu_engine();
         dnnl::pooling_backward::desc d(dnnl::algorithm::pooling_max, src_md_, dst_md_, strides_,
                                        kernel_, pad_l_, pad_r_);
-        dnnl::pooling_backward::primitive_desc pd(d, cpu::user_scratchpad_attr(), eng, train_pd_);
+        dnnl::pooling_backward::primitive_desc pd(d, user_scratchpad_attr(), eng, train_pd_);
         bwd_ = dnnl::pooling_backward(pd);
         diff_src_ = dnnl::memory(src_md_, eng, DNNL_MEMORY_NONE);
         diff_dst_ = dnnl::memory(dst_md_, eng, DNNL_MEMORY_NONE);
@@ -80,12 +80,12 @@ class PoolPrimitives {
                      {DNNL_ARG_WORKSPACE, ws_},
                      {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), eng)}};
       } catch (const dnnl::error& e) {
-        cpu::throw_dnnl_setup_error("max-pooling backward setup", e);
+        throw_dnnl_setup_error("max-pooling backward setup", e);
       }
     }
     diff_dst_.set_data_handle(const_cast<float*>(dy));
     diff_src_.set_data_handle(dx);
-    cpu::execute(*bwd_, bwd_args_, "max-pooling backward");
+    execute(*bwd_, bwd_args_, "max-pooling backward");
   }
 
  private:
@@ -104,27 +104,27 @@ class PoolPrimitives {
   std::unordered_map<int, dnnl::memory> train_args_, infer_args_, bwd_args_;
 };
 
-}  // namespace
-
-struct MaxPool2DOp::Impl {
-  Pool2DParams p;
-  cpu::PrimitiveCache<PoolKey, PoolPrimitives> cache;
-  PoolPrimitives& get(Shape xs, Shape ys) {
-    return cache.get(PoolKey{xs, ys}, [&] { return std::make_unique<PoolPrimitives>(p, xs, ys); });
+/// The backend: PoolPrimitives cached per (input shape, output shape).
+class MaxPool2DCpu final : public PoolBackend {
+ public:
+  explicit MaxPool2DCpu(Pool2DParams p) : p_(p) {}
+  void forward(const float* x, Shape xs, float* y, Shape ys, bool training) override {
+    get(xs, ys).forward(x, y, training);
   }
+  void backward(const float* dy, Shape ys, float* dx, Shape xs) override { get(xs, ys).backward(dy, dx); }
+
+ private:
+  PoolPrimitives& get(Shape xs, Shape ys) {
+    return cache_.get(PoolKey{xs, ys}, [&] { return std::make_unique<PoolPrimitives>(p_, xs, ys); });
+  }
+  Pool2DParams p_;
+  PrimitiveCache<PoolKey, PoolPrimitives> cache_;
 };
 
-MaxPool2DOp::MaxPool2DOp(Pool2DParams p) : impl_(std::make_unique<Impl>()) { impl_->p = p; }
-MaxPool2DOp::~MaxPool2DOp() = default;
-MaxPool2DOp::MaxPool2DOp(MaxPool2DOp&&) noexcept = default;
-MaxPool2DOp& MaxPool2DOp::operator=(MaxPool2DOp&&) noexcept = default;
+}  // namespace
 
-void MaxPool2DOp::forward(const float* x, Shape xs, float* y, Shape ys, bool training) {
-  impl_->get(xs, ys).forward(x, y, training);
+std::unique_ptr<PoolBackend> make_max_pool2d(const Device&, Pool2DParams p) {
+  return std::make_unique<MaxPool2DCpu>(p);
 }
 
-void MaxPool2DOp::backward(const float* dy, Shape ys, float* dx, Shape xs) {
-  impl_->get(xs, ys).backward(dy, dx);
-}
-
-}  // namespace trainer
+}  // namespace trainer::cpu

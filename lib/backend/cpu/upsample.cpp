@@ -1,11 +1,11 @@
 // Nearest-neighbour UpSampling2D forward / backward on the CPU (OpenMP over rows).
 #include <cstring>
 
-#include "backend/elementwise_ops.h"
+#include "backend/device_ops.h"
 
-namespace trainer {
+namespace trainer::cpu {
 
-void upsample_nearest_forward(const float* x, Shape s, UpSample2DParams p, float* y) {
+void upsample_nearest_forward(const Device&, const float* x, Shape s, UpSample2DParams p, float* y) {
   const int sh = p.sh, sw = p.sw, oh = s.h * sh, ow = s.w * sw, c = s.c;
   const long long rows = (long long)s.n * oh;
 #pragma omp parallel for schedule(static)
@@ -19,7 +19,7 @@ void upsample_nearest_forward(const float* x, Shape s, UpSample2DParams p, float
   }
 }
 
-void upsample_nearest_backward(const float* dy, Shape s, UpSample2DParams p, float* dx) {
+void upsample_nearest_backward(const Device&, const float* dy, Shape s, UpSample2DParams p, float* dx) {
   const int sh = p.sh, sw = p.sw, ow = s.w * sw, c = s.c;
   const long long rows = (long long)s.n * s.h;
 #pragma omp parallel for schedule(static)
@@ -40,4 +40,4 @@ void upsample_nearest_backward(const float* dy, Shape s, UpSample2DParams p, flo
   }
 }
 
-}  // namespace trainer
+}  // namespace trainer::cpu

@@ -26,16 +26,16 @@ class ActivationLayer : public Layer {
       throw UserError("Activation takes exactly 1 input, got " + std::to_string(inputs.size()));
     return inputs[0];
   }
-  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+  void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     y = *x[0];
-    activation_forward(act_, y.data(), y.numel());
+    activation_forward(ctx.device, act_, y.data(), y.numel());
   }
   /// dx = dy * f'(x), f' written through y (see activation_backward).
-  void backward(const Context&, const std::vector<const Tensor*>&, const Tensor& y, const Tensor& dy,
+  void backward(const Context& ctx, const std::vector<const Tensor*>&, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
     *dx[0] = dy;
-    activation_backward(act_, y.data(), dx[0]->data(), dx[0]->numel());
+    activation_backward(ctx.device, act_, y.data(), dx[0]->data(), dx[0]->numel());
   }
   /// A sigmoid becomes linear (the output is then logits).
   bool strip_final_sigmoid() override {

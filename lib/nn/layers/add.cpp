@@ -29,11 +29,11 @@ class Add : public Layer {
   }
 
   /// y = x_0 + x_1 + ... (added in input order by the backend).
-  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+  void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     y.resize(x[0]->shape());
     ptrs_.resize(x.size());
     for (size_t k = 0; k < x.size(); ++k) ptrs_[k] = x[k]->data();
-    add_forward(ptrs_.data(), ptrs_.size(), y.data(), y.numel());
+    add_forward(ctx.device, ptrs_.data(), ptrs_.size(), y.data(), y.numel());
   }
 
   /// dx[k] = dy for every k.

@@ -14,19 +14,22 @@
 // beta_initializer: zeros, gamma_initializer: ones, moving_mean_initializer:
 // zeros, moving_variance_initializer: ones, synchronized: false.
 //
-// synchronized: true (Keras 2.12+): the per-channel sums (sum x, sum x^2,
-// count) of the forward pass and (sum dy, sum dy * xhat) of the backward pass
-// are all-reduced over the towers through ctx.comm, so N towers compute exactly
-// the statistics of one tower on the whole batch. Such a layer is collective():
-// a tower with no samples still joins the collectives (with zeros).
+// synchronized: true (Keras 2.12+): the per-channel sums (sum x, sum x^2) of
+// the forward pass and (sum dy, sum dy * xhat) of the backward pass are
+// all-reduced over the towers through ctx.comm, and the pixel count is that of
+// the global batch (ctx.global_batch * H * W), so N towers compute exactly the
+// statistics of one tower on the whole batch. Such a layer is collective(): a
+// tower with no samples still joins the collectives (with zeros).
 //
 // Weights (Keras order and names): gamma [C] (when scale), beta [C] (when
 // center), moving_mean [C], moving_variance [C] (the last two not trainable).
 // Parameter gradients are this tower's sums (the tower all-reduce adds them).
 #include "backend/elementwise_ops.h"
+#include "core/buffer.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "nn/initializers.h"
+#include "nn/layers/on_device.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -83,27 +86,30 @@ class BatchNormalization : public Layer {
   /// y [N, H, W, C] from x [N, H, W, C]; training mode updates the moving statistics.
   /// The backend computes the per-channel sums (sum x, sum x^2), all-reduced
   /// here over the towers when synchronized, then the coefficients and y.
+  /// The pixel count per channel is n*H*W, or ctx.global_batch*H*W when
+  /// synchronized over ctx.comm.
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Shape s = x[0]->shape();
     const int C = c_;
+    const Device& d = ctx.device;
     const float* in = x[0]->data();
     y.resize(s);
-    mean_.resize(C), istd_.resize(C), a_.resize(C), b_.resize(C);
+    for (Buffer<float>* v : {&mean_, &istd_, &a_, &b_}) on_device(*v, d).resize(size_t(C));
     batch_stats_ = ctx.training;
     if (ctx.training) {
-      sums_.resize(size_t(2) * C + 1);
-      op_.stat_sums(in, s, sums_.data());
-      sums_[2 * C] = double((long long)s.n * s.h * s.w);
-      if (o_.synchronized && ctx.comm) ctx.comm->all_reduce_sum(ctx.rank, sums_.data(), sums_.size());
-      count_ = sums_[2 * C];
+      const bool sync = o_.synchronized && ctx.comm;
+      on_device(sums_, d).resize(size_t(2) * C);
+      op_.stat_sums(d, in, s, sums_.data());
+      if (sync) ctx.comm->all_reduce_sum(ctx.rank, sums_.data(), sums_.size());
+      count_ = double(sync ? ctx.global_batch : s.n) * s.h * s.w;
       if (count_ == 0) return;  // Every tower is empty: nothing to normalise or learn from.
-      op_.train_coefficients(sums_.data(), count_, C, o_.epsilon, o_.momentum, gamma_, beta_, moving_mean_,
+      op_.train_coefficients(d, sums_.data(), count_, C, o_.epsilon, o_.momentum, gamma_, beta_, moving_mean_,
                              moving_var_, mean_.data(), istd_.data(), a_.data(), b_.data());
     } else {
-      op_.inference_coefficients(C, o_.epsilon, gamma_, beta_, moving_mean_, moving_var_, mean_.data(),
+      op_.inference_coefficients(d, C, o_.epsilon, gamma_, beta_, moving_mean_, moving_var_, mean_.data(),
                                  istd_.data(), a_.data(), b_.data());
     }
-    op_.apply(in, s, a_.data(), b_.data(), y.data());
+    op_.apply(d, in, s, a_.data(), b_.data(), y.data());
   }
 
   /// Batch statistics (Ioffe & Szegedy 2015, section 3), m = count, xhat = (x - mean) * istd:
@@ -116,19 +122,20 @@ class BatchNormalization : public Layer {
                 const std::vector<Tensor*>& dx) override {
     const Shape s = x[0]->shape();
     const int C = c_;
+    const Device& d = ctx.device;
     const float* in = x[0]->data();
-    sums_.resize(size_t(2) * C);
-    op_.grad_sums(in, dy.data(), s, mean_.data(), istd_.data(), sums_.data());
-    op_.param_grads(sums_.data(), C, dgamma_, dbeta_);
+    on_device(sums_, d).resize(size_t(2) * C);
+    op_.grad_sums(d, in, dy.data(), s, mean_.data(), istd_.data(), sums_.data());
+    op_.param_grads(d, sums_.data(), C, dgamma_, dbeta_);
     if (batch_stats_ && o_.synchronized && ctx.comm)
       ctx.comm->all_reduce_sum(ctx.rank, sums_.data(), sums_.size());
     if (!dx[0]) return;
     dx[0]->resize(s);
     if (s.numel() == 0) return;
-    k1_.resize(C), k2_.resize(C), k3_.resize(C);
-    op_.backward_coefficients(sums_.data(), count_, batch_stats_, C, gamma_, istd_.data(), k1_.data(),
+    for (Buffer<float>* v : {&k1_, &k2_, &k3_}) on_device(*v, d).resize(size_t(C));
+    op_.backward_coefficients(d, sums_.data(), count_, batch_stats_, C, gamma_, istd_.data(), k1_.data(),
                               k2_.data(), k3_.data());
-    op_.backward_data(in, dy.data(), s, mean_.data(), istd_.data(), k1_.data(), k2_.data(), k3_.data(),
+    op_.backward_data(d, in, dy.data(), s, mean_.data(), istd_.data(), k1_.data(), k2_.data(), k3_.data(),
                       dx[0]->data());
   }
 
@@ -139,8 +146,8 @@ class BatchNormalization : public Layer {
   float *moving_mean_ = nullptr, *moving_var_ = nullptr;
   bool batch_stats_ = false;  ///< Whether the last forward used batch statistics.
   double count_ = 0;          ///< Pixels per channel behind those statistics (all towers).
-  std::vector<float> mean_, istd_, a_, b_, k1_, k2_, k3_;  ///< Per channel [C].
-  std::vector<double> sums_;  ///< Per-channel sums [2C] (+ the pixel count in forward).
+  Buffer<float> mean_, istd_, a_, b_, k1_, k2_, k3_;  ///< Per channel [C], on the tower's device.
+  Buffer<double> sums_;       ///< Per-channel sums [2C], on the tower's device.
   BatchNormOp op_;
 };
 

@@ -38,7 +38,7 @@ class Concatenate : public Layer {
   }
 
   /// Per pixel, copies each input's channels into its slice of y (backend).
-  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+  void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     Shape s = x[0]->shape();
     s.c = 0;
     for (const Tensor* t : x) s.c += t->shape().c;
@@ -46,11 +46,11 @@ class Concatenate : public Layer {
     channels_of(x);
     in_.resize(x.size());
     for (size_t k = 0; k < x.size(); ++k) in_[k] = x[k]->data();
-    concat_channels_forward(in_.data(), cs_.data(), x.size(), (long long)s.n * s.h * s.w, y.data(), s.c);
+    concat_channels_forward(ctx.device, in_.data(), cs_.data(), x.size(), (long long)s.n * s.h * s.w, y.data(), s.c);
   }
 
   /// dx[k] = the k-th channel slice of dy (backend).
-  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+  void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     for (size_t k = 0; k < x.size(); ++k)
       if (dx[k]) dx[k]->resize(x[k]->shape());
@@ -58,7 +58,7 @@ class Concatenate : public Layer {
     channels_of(x);
     out_.resize(x.size());
     for (size_t k = 0; k < x.size(); ++k) out_[k] = dx[k] ? dx[k]->data() : nullptr;
-    concat_channels_backward(dy.data(), s.c, (long long)s.n * s.h * s.w, cs_.data(), x.size(), out_.data());
+    concat_channels_backward(ctx.device, dy.data(), s.c, (long long)s.n * s.h * s.w, cs_.data(), x.size(), out_.data());
   }
 
  private:

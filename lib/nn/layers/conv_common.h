@@ -1,14 +1,15 @@
 #pragma once
 // What Conv2D and Conv2DTranspose share: their Keras keys (read once here) and
 // weight binding, forward (op + bias + activation) and backward.
-#include <cstring>
 #include <string>
 
+#include "backend/elementwise_ops.h"
 #include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layer.h"
 #include "config/params.h"
 #include "nn/activation.h"
+#include "nn/layers/on_device.h"
 
 namespace trainer {
 
@@ -48,31 +49,30 @@ class ConvLayerBase : public Layer {
 
   /// x [N, H, W, Cin] -> y [N, Ho, Wo, filters]. InternalError when x's
   /// per-sample shape differs from the inferred one.
-  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+  void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Tensor& xt = *x[0];
     check_input(xt.shape());
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
-    op_.forward(xt.data(), xt.shape(), kernel_, bias_, y.data(), ys);
-    activation_forward(c_.activation, y.data(), y.numel());
+    op_.forward(ctx.device, xt.data(), xt.shape(), kernel_, bias_, y.data(), ys);
+    activation_forward(ctx.device, c_.activation, y.data(), y.numel());
   }
 
   /// dz = dy * act'(y); dkernel, dbias from (x, dz); dx[0] (when not nullptr) from dz.
-  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor& y,
+  void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                 const Tensor& dy, const std::vector<Tensor*>& dx) override {
     const Tensor& xt = *x[0];
     check_input(xt.shape());
     const float* dz = dy.data();
     if (c_.activation != Activation::Linear) {
-      dz_.resize(dy.shape());
-      std::memcpy(dz_.data(), dy.data(), dy.numel() * sizeof(float));
-      activation_backward(c_.activation, y.data(), dz_.data(), dz_.numel());
+      on_device(dz_, ctx.device).copy_from(dy);
+      activation_backward(ctx.device, c_.activation, y.data(), dz_.data(), dz_.numel());
       dz = dz_.data();
     }
-    op_.backward_weights(xt.data(), xt.shape(), dz, dy.shape(), dkernel_, dbias_);
+    op_.backward_weights(ctx.device, xt.data(), xt.shape(), dz, dy.shape(), dkernel_, dbias_);
     if (dx[0]) {
       dx[0]->resize(xt.shape());
-      op_.backward_data(dz, dy.shape(), kernel_, dx[0]->data(), xt.shape());
+      op_.backward_data(ctx.device, dz, dy.shape(), kernel_, dx[0]->data(), xt.shape());
     }
   }
 
@@ -132,7 +132,7 @@ class ConvLayerBase : public Layer {
  private:
   Op op_;
   float *kernel_ = nullptr, *dkernel_ = nullptr, *bias_ = nullptr, *dbias_ = nullptr;
-  Tensor dz_;  ///< dy * act'(y), reused across steps.
+  Tensor dz_;  ///< dy * act'(y) on the tower's device, reused across steps.
 };
 
 }  // namespace trainer

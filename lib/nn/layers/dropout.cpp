@@ -12,7 +12,9 @@
 #include <cstdint>
 
 #include "backend/elementwise_ops.h"
+#include "core/buffer.h"
 #include "core/error.h"
+#include "nn/layers/on_device.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -58,13 +60,13 @@ class Dropout : public Layer {
     }
     const Shape s = x[0]->shape();
     y.resize(s);
-    mask_.resize(s.numel());
-    dropout_forward(x[0]->data(), s, dropout_step_key(ctx.seed, seed_, ctx.step), ctx.sample_offset,
+    on_device(mask_, ctx.device).resize(s.numel());
+    dropout_forward(ctx.device, x[0]->data(), s, dropout_step_key(ctx.seed, seed_, ctx.step), ctx.sample_offset,
                     DropoutParams{threshold_, scale_}, y.data(), mask_.data());
   }
 
   /// dx = dy * mask / (1 - rate) after a training forward, else dx = dy.
-  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+  void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
     if (!masked_) {
@@ -72,7 +74,7 @@ class Dropout : public Layer {
       return;
     }
     dx[0]->resize(x[0]->shape());
-    dropout_backward(dy.data(), mask_.data(), scale_, dx[0]->data(), dy.numel());
+    dropout_backward(ctx.device, dy.data(), mask_.data(), scale_, dx[0]->data(), dy.numel());
   }
 
  private:
@@ -80,7 +82,7 @@ class Dropout : public Layer {
   uint32_t threshold_;  ///< An element is kept when its 24-bit draw is >= threshold_ = rate * 2^24.
   float scale_;
   bool masked_ = false;  ///< Whether the last forward applied a mask.
-  std::vector<uint8_t> mask_;
+  Buffer<uint8_t> mask_;  ///< Kept elements (0 or 1) on the tower's device.
 };
 
 }  // namespace

@@ -46,17 +46,17 @@ class MaxPooling2D final : public Layer {
     check_input(xt.shape());
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
-    op_.forward(xt.data(), xt.shape(), y.data(), ys, ctx.training);
+    op_.forward(ctx.device, xt.data(), xt.shape(), y.data(), ys, ctx.training);
   }
 
   /// Routes dy to the maxima of the last training forward (see MaxPool2DOp).
-  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&,
+  void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&,
                 const Tensor& dy, const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
     const Tensor& xt = *x[0];
     check_input(xt.shape());
     dx[0]->resize(xt.shape());
-    op_.backward(dy.data(), dy.shape(), dx[0]->data(), xt.shape());
+    op_.backward(ctx.device, dy.data(), dy.shape(), dx[0]->data(), xt.shape());
   }
 
  private:

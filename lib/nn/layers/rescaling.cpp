@@ -29,16 +29,16 @@ class Rescaling : public Layer {
     return inputs[0];
   }
   /// y [N, H, W, C] = x [N, H, W, C] * scale + offset.
-  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+  void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     y.resize(x[0]->shape());
-    scale_shift_forward(x[0]->data(), scale_, offset_, y.data(), y.numel());
+    scale_shift_forward(ctx.device, x[0]->data(), scale_, offset_, y.data(), y.numel());
   }
   /// dx = dy * scale.
-  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+  void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
     dx[0]->resize(x[0]->shape());
-    scale_backward(dy.data(), scale_, dx[0]->data(), dy.numel());
+    scale_backward(ctx.device, dy.data(), scale_, dx[0]->data(), dy.numel());
   }
 
  private:

@@ -31,18 +31,18 @@ class UpSampling2D : public Layer {
     return Shape{s.n, checked_side((long long)s.h * sh_), checked_side((long long)s.w * sw_), s.c};
   }
 
-  void forward(const Context&, const std::vector<const Tensor*>& x, Tensor& y) override {
+  void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Shape s = x[0]->shape();
     y.resize(Shape{s.n, s.h * sh_, s.w * sw_, s.c});
-    upsample_nearest_forward(x[0]->data(), s, UpSample2DParams{sh_, sw_}, y.data());
+    upsample_nearest_forward(ctx.device, x[0]->data(), s, UpSample2DParams{sh_, sw_}, y.data());
   }
 
-  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+  void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
     const Shape s = x[0]->shape();
     dx[0]->resize(s);
-    upsample_nearest_backward(dy.data(), s, UpSample2DParams{sh_, sw_}, dx[0]->data());
+    upsample_nearest_backward(ctx.device, dy.data(), s, UpSample2DParams{sh_, sw_}, dx[0]->data());
   }
 
  private:

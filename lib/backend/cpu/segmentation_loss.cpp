@@ -1,0 +1,39 @@
+// Segmentation loss sums and gradient on the CPU (OpenMP over each sample's
+// values), per element through backend/train_math.h.
+#include "backend/device_ops.h"
+#include "backend/train_math.h"
+
+namespace trainer::cpu {
+
+void segmentation_sums(const Device&, const float* z, const float* y, int n, size_t m, bool need_bce,
+                       bool need_dice, double* sums_host) {
+  for (int s = 0; s < n; ++s) {
+    const float* zs = z + size_t(s) * m;
+    const float* ys = y + size_t(s) * m;
+    double bce = 0, spy = 0, sp = 0, sy = 0;
+#pragma omp parallel for reduction(+ : bce, spy, sp, sy) schedule(static)
+    for (size_t i = 0; i < m; ++i) {
+      if (need_bce) bce += bce_with_logits(zs[i], ys[i]);
+      if (need_dice) {
+        const float p = stable_sigmoid(zs[i]);
+        spy += double(p) * ys[i];
+        sp += p;
+        sy += ys[i];
+      }
+    }
+    double* out = sums_host + size_t(s) * 4;
+    out[0] = bce, out[1] = spy, out[2] = sp, out[3] = sy;
+  }
+}
+
+void segmentation_loss_grad(const Device&, const float* z, const float* y, int n, size_t m,
+                            const float* coef_host, float* g) {
+  for (int s = 0; s < n; ++s) {
+    const size_t off = size_t(s) * m;
+    const float c0 = coef_host[3 * s], c1 = coef_host[3 * s + 1], c2 = coef_host[3 * s + 2];
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < m; ++i) g[off + i] = segmentation_grad(z[off + i], y[off + i], c0, c1, c2);
+  }
+}
+
+}  // namespace trainer::cpu

@@ -1,0 +1,45 @@
+// The public element-wise ops (backend/elementwise_ops.h): each calls the CPU
+// or the CUDA implementation by the device's kind.
+#include "backend/dispatch.h"
+
+namespace trainer {
+
+void activation_forward(const Device& d, Activation a, float* y, size_t n) {
+  TRAINER_DISPATCH(d, activation_forward(d, a, y, n));
+}
+void activation_backward(const Device& d, Activation a, const float* y, float* dy, size_t n) {
+  TRAINER_DISPATCH(d, activation_backward(d, a, y, dy, n));
+}
+void scale_shift_forward(const Device& d, const float* x, float scale, float offset, float* y, size_t n) {
+  TRAINER_DISPATCH(d, scale_shift_forward(d, x, scale, offset, y, n));
+}
+void scale_backward(const Device& d, const float* dy, float scale, float* dx, size_t n) {
+  TRAINER_DISPATCH(d, scale_backward(d, dy, scale, dx, n));
+}
+void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n) {
+  TRAINER_DISPATCH(d, add_forward(d, xs, k, y, n));
+}
+void accumulate(const Device& d, float* y, const float* x, size_t n) { TRAINER_DISPATCH(d, accumulate(d, y, x, n)); }
+void concat_channels_forward(const Device& d, const float* const* xs, const int* cs, size_t k, long long P, float* y,
+                             int cy) {
+  TRAINER_DISPATCH(d, concat_channels_forward(d, xs, cs, k, P, y, cy));
+}
+void concat_channels_backward(const Device& d, const float* dy, int cy, long long P, const int* cs, size_t k,
+                              float* const* dxs) {
+  TRAINER_DISPATCH(d, concat_channels_backward(d, dy, cy, P, cs, k, dxs));
+}
+void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y) {
+  TRAINER_DISPATCH(d, upsample_nearest_forward(d, x, xs, p, y));
+}
+void upsample_nearest_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p, float* dx) {
+  TRAINER_DISPATCH(d, upsample_nearest_backward(d, dy, xs, p, dx));
+}
+void dropout_forward(const Device& d, const float* x, Shape s, uint64_t step_key, long long sample_offset,
+                     DropoutParams p, float* y, uint8_t* mask) {
+  TRAINER_DISPATCH(d, dropout_forward(d, x, s, step_key, sample_offset, p, y, mask));
+}
+void dropout_backward(const Device& d, const float* dy, const uint8_t* mask, float scale, float* dx, size_t n) {
+  TRAINER_DISPATCH(d, dropout_backward(d, dy, mask, scale, dx, n));
+}
+
+}  // namespace trainer

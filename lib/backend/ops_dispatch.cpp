@@ -1,0 +1,87 @@
+// Conv2DOp, Conv2DTransposeOp, MaxPool2DOp and BatchNormOp (backend/ops.h,
+// backend/elementwise_ops.h): each makes its implementation on its first call,
+// for that call's device (cpu::make_* or cuda::make_*), and forwards every
+// call to it.
+#include "backend/dispatch.h"
+
+namespace trainer {
+
+namespace {
+
+std::unique_ptr<ConvBackend> make_conv2d(const Device& d, Conv2DParams p) { TRAINER_DISPATCH(d, make_conv2d(d, p)); }
+std::unique_ptr<ConvBackend> make_conv2d_transpose(const Device& d, Conv2DParams p) {
+  TRAINER_DISPATCH(d, make_conv2d_transpose(d, p));
+}
+std::unique_ptr<PoolBackend> make_max_pool2d(const Device& d, Pool2DParams p) {
+  TRAINER_DISPATCH(d, make_max_pool2d(d, p));
+}
+std::unique_ptr<BatchNormBackend> make_batch_norm(const Device& d) { TRAINER_DISPATCH(d, make_batch_norm(d)); }
+
+}  // namespace
+
+Conv2DOp::Conv2DOp(Conv2DParams p) : p_(p) {}
+Conv2DOp::~Conv2DOp() = default;
+Conv2DOp::Conv2DOp(Conv2DOp&&) noexcept = default;
+Conv2DOp& Conv2DOp::operator=(Conv2DOp&&) noexcept = default;
+ConvBackend& Conv2DOp::on(const Device& d) {
+  if (!impl_) impl_ = make_conv2d(d, p_);
+  return *impl_;
+}
+void Conv2DOp::forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, float* y,
+                       Shape ys) {
+  on(d).forward(x, xs, kernel, bias, y, ys);
+}
+void Conv2DOp::backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) {
+  on(d).backward_data(dy, ys, kernel, dx, xs);
+}
+void Conv2DOp::backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
+                                float* dbias) {
+  on(d).backward_weights(x, xs, dy, ys, dkernel, dbias);
+}
+
+Conv2DTransposeOp::Conv2DTransposeOp(Conv2DParams p) : p_(p) {}
+Conv2DTransposeOp::~Conv2DTransposeOp() = default;
+Conv2DTransposeOp::Conv2DTransposeOp(Conv2DTransposeOp&&) noexcept = default;
+Conv2DTransposeOp& Conv2DTransposeOp::operator=(Conv2DTransposeOp&&) noexcept = default;
+ConvBackend& Conv2DTransposeOp::on(const Device& d) {
+  if (!impl_) impl_ = make_conv2d_transpose(d, p_);
+  return *impl_;
+}
+void Conv2DTransposeOp::forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias,
+                                float* y, Shape ys) {
+  on(d).forward(x, xs, kernel, bias, y, ys);
+}
+void Conv2DTransposeOp::backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx,
+                                      Shape xs) {
+  on(d).backward_data(dy, ys, kernel, dx, xs);
+}
+void Conv2DTransposeOp::backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys,
+                                         float* dkernel, float* dbias) {
+  on(d).backward_weights(x, xs, dy, ys, dkernel, dbias);
+}
+
+MaxPool2DOp::MaxPool2DOp(Pool2DParams p) : p_(p) {}
+MaxPool2DOp::~MaxPool2DOp() = default;
+MaxPool2DOp::MaxPool2DOp(MaxPool2DOp&&) noexcept = default;
+MaxPool2DOp& MaxPool2DOp::operator=(MaxPool2DOp&&) noexcept = default;
+PoolBackend& MaxPool2DOp::on(const Device& d) {
+  if (!impl_) impl_ = make_max_pool2d(d, p_);
+  return *impl_;
+}
+void MaxPool2DOp::forward(const Device& d, const float* x, Shape xs, float* y, Shape ys, bool training) {
+  on(d).forward(x, xs, y, ys, training);
+}
+void MaxPool2DOp::backward(const Device& d, const float* dy, Shape ys, float* dx, Shape xs) {
+  on(d).backward(dy, ys, dx, xs);
+}
+
+BatchNormOp::BatchNormOp() = default;
+BatchNormOp::~BatchNormOp() = default;
+BatchNormOp::BatchNormOp(BatchNormOp&&) noexcept = default;
+BatchNormOp& BatchNormOp::operator=(BatchNormOp&&) noexcept = default;
+BatchNormBackend& BatchNormOp::on(const Device& d) {
+  if (!impl_) impl_ = make_batch_norm(d);
+  return *impl_;
+}
+
+}  // namespace trainer

@@ -1,0 +1,39 @@
+// The public training-loop ops (backend/train_ops.h): each calls the CPU or
+// the CUDA implementation by the device's kind.
+#include "backend/dispatch.h"
+
+namespace trainer {
+
+void segmentation_sums(const Device& d, const float* z, const float* y, int n, size_t m, bool need_bce,
+                       bool need_dice, double* sums_host) {
+  TRAINER_DISPATCH(d, segmentation_sums(d, z, y, n, m, need_bce, need_dice, sums_host));
+}
+void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,
+                            const float* coef_host, float* g) {
+  TRAINER_DISPATCH(d, segmentation_loss_grad(d, z, y, n, m, coef_host, g));
+}
+void logit_histogram(const Device& d, const float* z, const float* y, size_t n, const float* thr_host,
+                     int64_t* hist_host) {
+  TRAINER_DISPATCH(d, logit_histogram(d, z, y, n, thr_host, hist_host));
+}
+void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr) {
+  TRAINER_DISPATCH(d, sgd_step(d, w, g, n, lr));
+}
+void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* g, size_t n, float lr,
+                       float momentum, bool nesterov) {
+  TRAINER_DISPATCH(d, sgd_momentum_step(d, w, velocity, g, n, lr, momentum, nesterov));
+}
+void adam_step(const Device& d, float* w, float* m, float* v, const float* g, size_t n, float lr_t, float b1,
+               float b2, float epsilon) {
+  TRAINER_DISPATCH(d, adam_step(d, w, m, v, g, n, lr_t, b1, b2, epsilon));
+}
+void rmsprop_step(const Device& d, float* w, float* rms, const float* g, size_t n, float lr, float rho,
+                  float epsilon) {
+  TRAINER_DISPATCH(d, rmsprop_step(d, w, rms, g, n, lr, rho, epsilon));
+}
+void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mom, const float* g, size_t n,
+                           float lr, float rho, float momentum, float epsilon) {
+  TRAINER_DISPATCH(d, rmsprop_momentum_step(d, w, rms, mom, g, n, lr, rho, momentum, epsilon));
+}
+
+}  // namespace trainer
