@@ -257,7 +257,7 @@ TEST_CASE("config: training.precision picks the GPU convolution arithmetic", "[c
   CHECK(parse_config(base + "training: {precision: bf16}\n", "p.yaml").training.precision == Precision::BF16);
   CHECK(parse_config(base + "training: {precision: fp32}\n", "p.yaml").training.precision == Precision::FP32);
   CHECK_THROWS_WITH(parse_config(base + "training: {precision: fp16}\n", "p.yaml"),
-                    Catch::Contains("p.yaml:3:24: training: 'precision'") && Catch::Contains("fp32, tf32, bf16"));
+                    Catch::Contains("p.yaml:3:23: training: 'precision' is 'fp16'") && Catch::Contains("use one of: fp32, tf32, bf16"));
 }
 
 TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type", "[config]") {

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "stub_device_context.h"
 #include "backend/gpu_info.h"
 #include "core/error.h"
 #include "dist/nccl_communicator.h"
@@ -21,16 +22,7 @@ using Catch::Contains;
 namespace {
 
 /// A context the refusal checks never reach: make_nccl_communicator validates before any device call.
-class UnusedContext final : public DeviceContext {
- public:
-  void* allocate(size_t) override { throw InternalError("UnusedContext::allocate"); }
-  void deallocate(void*, size_t) noexcept override {}
-  void copy(void*, const void*, size_t) override { throw InternalError("UnusedContext::copy"); }
-  void zero(void*, size_t) override { throw InternalError("UnusedContext::zero"); }
-  void synchronize() override {}
-  void set_layer(const char*) override {}
-  size_t peak_bytes() const override { return 0; }
-};
+using UnusedContext = StubDeviceContext;
 
 /// One context per visible GPU (distinct GPUs, as NCCL needs); empty without a GPU.
 struct GpuTowers {

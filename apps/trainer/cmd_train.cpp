@@ -70,7 +70,10 @@ int run_train(const TrainFlags& f) {
   (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
   validate_for_training(config, model);
   // Towers and a resumed checkpoint are checked before the data is read, so a mismatch fails fast.
-  Trainer trainer(config, towers.plan.towers(), towers.threads_per_tower);
+  Trainer trainer(config, towers.plan, towers.threads_per_tower);
+  if (trainer.devices().any_gpu())
+    spdlog::info("GPU towers: convolutions in {}, gradients summed {}", precision_name(config.training.precision),
+                 trainer.devices().reduction());
   std::unique_ptr<Checkpoint> resume;
   if (!f.resume.empty()) {
     resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));

@@ -27,7 +27,7 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads) {
 }
 
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers) {
-  return trainer::load_model(checkpoint_path, towers.plan.towers(), towers.threads_per_tower);
+  return trainer::load_model(checkpoint_path, towers.plan, towers.threads_per_tower);
 }
 
 }  // namespace trainer::cli

@@ -78,6 +78,11 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
   for (size_t i = nodes_.size(); i-- > 0;)
     if (nodes_[i].reaches_output)
       for (int j : nodes_[i].inputs) nodes_[size_t(j)].reaches_output = true;
+  // grads_from_[i]: the first trainable offset of layers i, i+1, ... (slots are in layer order).
+  grads_from_.assign(nodes_.size() + 1, num_params_);
+  for (size_t s = slots_.size(); s-- > 0;)
+    if (slots_[s].spec.trainable) grads_from_[size_t(slots_[s].layer)] = slots_[s].offset;
+  for (size_t i = nodes_.size(); i-- > 0;) grads_from_[i] = std::min(grads_from_[i], grads_from_[i + 1]);
 }
 
 bool Model::use_logits_output() {
@@ -145,7 +150,7 @@ const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
   return nodes_.back().out;
 }
 
-void Model::backward(const Context& ctx, const Tensor& dy) {
+void Model::backward(const Context& ctx, const Tensor& dy, const std::function<void(size_t)>& grads_ready) {
   const int n = dy.shape().n;
   for (auto& node : nodes_) {
     // An empty tower: every gradient that reaches the output is the empty tensor.
@@ -154,13 +159,21 @@ void Model::backward(const Context& ctx, const Tensor& dy) {
   }
   if (&dy != &nodes_.back().grad) nodes_.back().grad = dy;
   nodes_.back().grad_set = true;
+  for (size_t i = nodes_.size() - 1; i >= 1; --i) {
+    backward_node(ctx, i, n);
+    if (grads_ready) grads_ready(grads_from_[i]);
+  }
+  name_layer(ctx, "");
+}
+
+void Model::backward_node(const Context& ctx, size_t i, int n) {
   std::vector<const Tensor*>& in = in_;
   std::vector<Tensor*>& dx = dx_;
   std::vector<char>& via_scratch = via_scratch_;
-  for (size_t i = nodes_.size() - 1; i >= 1; --i) {
-    Node& node = nodes_[i];
-    if (!node.grad_set) continue;  // does not reach the output
-    if (n == 0 && !node.layer->collective()) continue;
+  Node& node = nodes_[i];
+  if (!node.grad_set) return;  // does not reach the output
+  if (n == 0 && !node.layer->collective()) return;
+  {
     in.clear();
     dx.clear();
     via_scratch.assign(node.inputs.size(), 0);
@@ -191,7 +204,6 @@ void Model::backward(const Context& ctx, const Tensor& dy) {
       accumulate(ctx.device, src.grad.data(), scratch[k].data(), src.grad.numel());
     }
   }
-  name_layer(ctx, "");
 }
 
 std::string Model::summary() const {

@@ -9,6 +9,7 @@
 // moving statistics) of the sizes reported here, on its device, and binds
 // them, so gradients sit in one contiguous buffer for the all-reduce. The
 // model's activations and gradients live on the device given to set_device().
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,8 +87,11 @@ class Model {
   /// whose output no path carries to the model's output are left untouched
   /// (they stay as the tower initialised them: zero). A tower with N = 0 runs
   /// the collective layers that reach the output, exactly as towers with
-  /// samples do, so collectives match across towers.
-  void backward(const Context& ctx, const Tensor& dy);
+  /// samples do, so collectives match across towers. grads_ready(begin), when
+  /// given, is called after each layer's turn (in reverse layer order, also
+  /// for skipped layers): the gradients [begin, num_params()) are then final,
+  /// so their all-reduce can start while backward goes on (gradient buckets).
+  void backward(const Context& ctx, const Tensor& dy, const std::function<void(size_t)>& grads_ready = {});
 
   /// Keras model.summary(): layer (type), output shape, params, connected to; totals.
   std::string summary() const;
@@ -112,6 +116,9 @@ class Model {
   std::vector<const Tensor*> in_;
   std::vector<Tensor*> dx_;
   std::vector<char> via_scratch_;
+  std::vector<size_t> grads_from_;  ///< [layers + 1]: first trainable offset of layers i and later.
+  /// Backward of layer i (n: the batch).
+  void backward_node(const Context& ctx, size_t i, int n);
 };
 
 /// "1,234,567".

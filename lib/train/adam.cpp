@@ -18,12 +18,12 @@ class Adam final : public Optimizer {
       : Optimizer(cfg.learning_rate, cfg.decay, n, d),
         b1_(cfg.beta_1), b2_(cfg.beta_2), eps_(cfg.epsilon), m_(zero_slot()), v_(zero_slot()) {}
 
-  void step(float* w, const float* g) override {
+  void update(float* w, const float* g, size_t begin, size_t end) override {
     const double t = double(iterations_ + 1);
     const float lr_t =
         float(current_learning_rate() * std::sqrt(1.0 - std::pow(b2_, t)) / (1.0 - std::pow(b1_, t)));
-    adam_step(device_, w, m_.data(), v_.data(), g, n_, lr_t, float(b1_), float(b2_), float(eps_));
-    ++iterations_;
+    adam_step(device_, w + begin, m_.data() + begin, v_.data() + begin, g + begin, end - begin, lr_t, float(b1_),
+              float(b2_), float(eps_));
   }
 
   std::vector<std::pair<std::string, Buffer<float>*>> state() override { return {{"m", &m_}, {"v", &v_}}; }

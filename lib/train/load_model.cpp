@@ -4,11 +4,11 @@
 
 namespace trainer {
 
-LoadedModel load_model(const std::string& checkpoint_path, int towers, int threads_per_tower) {
+LoadedModel load_model(const std::string& checkpoint_path, const DevicePlan& plan, int threads_per_tower) {
   Checkpoint ckpt = load_checkpoint(checkpoint_path);
   LoadedModel m;
   m.config = std::make_unique<Config>(parse_config(ckpt.config_yaml, checkpoint_path + " (its stored config)"));
-  m.trainer = std::make_unique<Trainer>(*m.config, towers, threads_per_tower);
+  m.trainer = std::make_unique<Trainer>(*m.config, plan, threads_per_tower);
   m.trainer->load_weights(ckpt.weights, checkpoint_path);
   return m;
 }

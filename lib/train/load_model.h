@@ -17,10 +17,11 @@ struct LoadedModel {
 };
 
 /// Loads checkpoint_path (io/checkpoint.h), parses its stored config, builds
-/// a Trainer of `towers` towers with threads_per_tower OpenMP threads each
+/// a Trainer with the towers of plan (threads_per_tower OpenMP threads each
+/// for CPU towers; GPU towers in the stored config's precision)
 /// and copies the weights into every tower. Throws UserError naming
 /// checkpoint_path for a missing, truncated, corrupt or foreign checkpoint, a
 /// stored config that does not parse, or weights of another model.
-LoadedModel load_model(const std::string& checkpoint_path, int towers, int threads_per_tower);
+LoadedModel load_model(const std::string& checkpoint_path, const DevicePlan& plan, int threads_per_tower);
 
 }  // namespace trainer

@@ -26,7 +26,16 @@ class Optimizer {
   /// params[i] -= update(grads[i]) for i < n (the n_params given to make_optimizer);
   /// grads already averaged over the global batch; both on device(). Increments
   /// iterations().
-  virtual void step(float* params, const float* grads) = 0;
+  void step(float* params, const float* grads) {
+    update(params, grads, 0, n_);
+    finish_step();
+  }
+  /// The update of the current step for elements [begin, end) only (params and
+  /// grads point at element 0), so that gradient buckets can be applied as their
+  /// all-reduce completes; every element must be updated once before finish_step().
+  virtual void update(float* params, const float* grads, size_t begin, size_t end) = 0;
+  /// Ends the current step: increments iterations().
+  void finish_step() { ++iterations_; }
   /// Steps completed (Keras's optimizer.iterations).
   int64_t iterations() const { return iterations_; }
   /// Learning rate of the next step, with Keras 2 decay: lr / (1 + decay * iterations).

@@ -19,11 +19,12 @@ class RmsProp final : public Optimizer {
     if (momentum_ != 0.f) mom_ = zero_slot();
   }
 
-  void step(float* w, const float* g) override {
+  void update(float* w, const float* g, size_t begin, size_t end) override {
     const float lr = float(current_learning_rate());
-    if (momentum_ == 0.f) rmsprop_step(device_, w, rms_.data(), g, n_, lr, rho_, eps_);
-    else rmsprop_momentum_step(device_, w, rms_.data(), mom_.data(), g, n_, lr, rho_, momentum_, eps_);
-    ++iterations_;
+    const size_t n = end - begin;
+    if (momentum_ == 0.f) rmsprop_step(device_, w + begin, rms_.data() + begin, g + begin, n, lr, rho_, eps_);
+    else rmsprop_momentum_step(device_, w + begin, rms_.data() + begin, mom_.data() + begin, g + begin, n, lr, rho_,
+                               momentum_, eps_);
   }
 
   std::vector<std::pair<std::string, Buffer<float>*>> state() override {

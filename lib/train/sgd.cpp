@@ -17,11 +17,10 @@ class Sgd final : public Optimizer {
     if (momentum_ != 0.f) velocity_ = zero_slot();
   }
 
-  void step(float* w, const float* g) override {
+  void update(float* w, const float* g, size_t begin, size_t end) override {
     const float lr = float(current_learning_rate());
-    if (momentum_ == 0.f) sgd_step(device_, w, g, n_, lr);
-    else sgd_momentum_step(device_, w, velocity_.data(), g, n_, lr, momentum_, nesterov_);
-    ++iterations_;
+    if (momentum_ == 0.f) sgd_step(device_, w + begin, g + begin, end - begin, lr);
+    else sgd_momentum_step(device_, w + begin, velocity_.data() + begin, g + begin, end - begin, lr, momentum_, nesterov_);
   }
 
   std::vector<std::pair<std::string, Buffer<float>*>> state() override {

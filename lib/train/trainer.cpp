@@ -1,5 +1,8 @@
 #include "train/trainer.h"
 
+#include <chrono>
+#include <cstring>
+
 #include "backend/elementwise_ops.h"
 #include "config/params.h"
 #include "core/error.h"
@@ -48,11 +51,11 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
       params(d, model.num_params()),
       grads(d, model.num_params()),
       state(d, model.num_state()),
-      stats_host(2 + MetricCounts::kSize),
-      reduce_buffer(d, 2 + MetricCounts::kSize) {
+      stats_host(2 + MetricCounts::kSize) {
   validate_for_training(config, model);
   model.set_device(d);
   y.set_device(d);
+  staged.set_device(d);
   params.zero();
   grads.zero();
   state.zero();
@@ -60,60 +63,158 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
   optimizer = make_optimizer(config.training.optimizer, params.size(), d);
 }
 
-Trainer::Trainer(const Config& config, int towers, int threads_per_tower, std::vector<Device> devices)
+namespace {
+
+DevicePlan cpu_plan(int towers) {
+  DevicePlan plan;
+  plan.cpu_towers = towers;
+  return plan;
+}
+
+/// Collectives of a GPU tower may hang; the communicator's timeout bounds them.
+constexpr double kCollectiveTimeoutSeconds = 600;
+
+}  // namespace
+
+Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
+    : Trainer(config, cpu_plan(towers), threads_per_tower) {}
+
+Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower)
     : config_(config),
       loss_(loss_kind(config.training.loss)),
-      comm_(towers, devices),
-      pool_(towers, threads_per_tower, [this](int rank, const std::string& msg) {
-        comm_.abort("tower " + std::to_string(rank) + " failed: " + msg);
+      devices_(std::make_unique<TowerDevices>(plan, config.training.precision, kCollectiveTimeoutSeconds)),
+      pool_(plan.towers(), threads_per_tower, [this](int rank, const std::string& msg) {
+        const std::string reason = "tower " + std::to_string(rank) + " failed: " + msg;
+        devices_->abort(reason);
+        devices_->comm().abort(reason);
       }) {
-  if (devices.empty()) devices.resize(size_t(towers));
-  for (int r = 0; r < towers; ++r) towers_.push_back(std::make_unique<Tower>(config, devices[size_t(r)]));
+  for (int r = 0; r < devices_->size(); ++r) {
+    devices_->bind_thread(r);
+    towers_.push_back(std::make_unique<Tower>(config, devices_->device(r)));
+  }
   std::vector<float> params(model().num_params()), state(model().num_state());
   model().initialize(config.training.seed, params.data(), state.data());
-  set_weights(params, state);
+  devices_->bind_thread(0);
+  towers_[0]->params.copy_from_host(params);
+  towers_[0]->state.copy_from_host(state);
+  run_towers([&](int r) {
+    Tower& t = *towers_[size_t(r)];
+    Communicator& comm = devices_->comm();
+    comm.broadcast(r, t.params.data(), t.params.size(), 0);
+    if (!t.state.empty()) comm.broadcast(r, t.state.data(), t.state.size(), 0);
+    comm.synchronize(r);
+  });
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::run_towers(const std::function<void(int)>& fn) {
+  pool_.run([&](int r) {
+    devices_->bind_thread(r);
+    try {
+      fn(r);
+    } catch (const DeviceOutOfMemory& e) {
+      Tower& t = *towers_[size_t(r)];
+      const Shape in = t.model.input_buffer().shape();
+      throw DeviceOutOfMemory(
+          std::string(e.what()) + ": tower " + std::to_string(r) + " needs more memory for its shard of " +
+              std::to_string(in.n) + " image(s) of " + in.hwc() + " (training.batch_size " +
+              std::to_string(config_.training.batch_size) + " over " + std::to_string(towers()) +
+              " tower(s)); lower training.batch_size (or --batch-size), use a smaller input shape, or train on "
+              "more GPUs",
+          e.requested_bytes, e.in_use_bytes);
+    }
+  });
 }
 
 void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices,
                      int lo, int hi) {
+  const auto start = std::chrono::steady_clock::now();
   const Shape in = t.model.input_shape();
   if (!images.shape().same_sample(in))
     throw InternalError("images " + images.shape().hwc() + " do not match the model input " + in.hwc());
+  const int n = hi - lo;
+  const size_t img = in.sample_numel(), msk = masks ? masks->shape().sample_numel() : 0;
   Tensor& x = t.model.input_buffer();
-  x.resize(in.with_batch(hi - lo));
-  for (int k = lo; k < hi; ++k)
-    device_copy(t.device, x.sample(k - lo), images.device(), images.sample(indices[size_t(k)]),
-                in.sample_numel() * sizeof(float));
-  if (!masks) return;
-  t.y.resize(masks->shape().with_batch(hi - lo));
-  for (int k = lo; k < hi; ++k)
-    device_copy(t.device, t.y.sample(k - lo), masks->device(), masks->sample(indices[size_t(k)]),
-                masks->shape().sample_numel() * sizeof(float));
+  x.resize(in.with_batch(n));
+  if (masks) t.y.resize(masks->shape().with_batch(n));
+  if (t.device.is_cuda()) {
+    // Gather into pinned memory, upload on the copy stream, then unpack on the compute stream.
+    DeviceContext& ctx = *t.device.ctx;
+    const size_t floats = size_t(n) * (img + msk);
+    float* pinned = static_cast<float*>(ctx.pinned_staging(floats * sizeof(float)));
+    for (int k = 0; k < n; ++k) {
+      std::memcpy(pinned + size_t(k) * img, images.sample(indices[size_t(lo + k)]), img * sizeof(float));
+      if (masks)
+        std::memcpy(pinned + size_t(n) * img + size_t(k) * msk, masks->sample(indices[size_t(lo + k)]),
+                    msk * sizeof(float));
+    }
+    t.staged.resize(floats);
+    ctx.upload_staged(t.staged.data(), floats * sizeof(float));
+    device_copy(t.device, x.data(), t.device, t.staged.data(), size_t(n) * img * sizeof(float));
+    if (masks) device_copy(t.device, t.y.data(), t.device, t.staged.data() + size_t(n) * img, size_t(n) * msk * sizeof(float));
+    ctx.input_consumed();
+    return;
+  }
+  for (int k = 0; k < n; ++k)
+    device_copy(t.device, x.sample(k), images.device(), images.sample(indices[size_t(lo + k)]), img * sizeof(float));
+  if (masks)
+    for (int k = 0; k < n; ++k)
+      device_copy(t.device, t.y.sample(k), masks->device(), masks->sample(indices[size_t(lo + k)]),
+                  msk * sizeof(float));
+  t.input_wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void Trainer::reduce_stats(int rank, BatchStats& s) {
-  Tower& t = *towers_[size_t(rank)];
-  std::vector<double>& v = t.stats_host;
+  std::vector<double>& v = towers_[size_t(rank)]->stats_host;
   v[0] = s.loss_sum;
   v[1] = s.samples;
   std::copy(s.counts.v.begin(), s.counts.v.end(), v.begin() + 2);
-  t.reduce_buffer.copy_from_host(v);
-  comm_.all_reduce_sum(rank, t.reduce_buffer.data(), t.reduce_buffer.size());
-  t.reduce_buffer.copy_to_host(v.data());
+  devices_->host_comm().all_reduce_sum(rank, v.data(), v.size());
   s.loss_sum = v[0];
   s.samples = v[1];
   std::copy(v.begin() + 2, v.end(), s.counts.v.begin());
+}
+
+void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch) {
+  Tower& t = *towers_[size_t(rank)];
+  Communicator& comm = devices_->comm();
+  const size_t total = t.grads.size(), bucket = kBucketBytes / sizeof(float);
+  struct Bucket {
+    size_t begin, end;
+    int ticket;
+  };
+  std::vector<Bucket> buckets;
+  size_t pending_end = total;  // [ready, pending_end) is final but not yet reducing
+  t.model.backward(ctx, dlogits, [&](size_t ready) {
+    if (pending_end - ready < bucket) return;
+    buckets.push_back({ready, pending_end, comm.start_all_reduce_sum(rank, t.grads.data() + ready, pending_end - ready)});
+    pending_end = ready;
+  });
+  if (pending_end > 0) buckets.push_back({0, pending_end, comm.start_all_reduce_sum(rank, t.grads.data(), pending_end)});
+  const float scale = 1.f / float(batch);
+  for (const Bucket& b : buckets) {
+    comm.wait(rank, b.ticket);
+    float* g = t.grads.data() + b.begin;
+    scale_shift_forward(t.device, g, scale, 0.f, g, b.end - b.begin);
+    t.optimizer->update(t.params.data(), t.grads.data(), b.begin, b.end);
+  }
+  t.optimizer->finish_step();
+  comm.wait_all(rank);
+  if (!t.state.empty()) comm.broadcast(rank, t.state.data(), t.state.size(), 0);
 }
 
 BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indices) {
   const int batch = int(indices.size());
   const auto shards = split_batch(batch, towers());
   const uint64_t step = uint64_t(iterations());
-  pool_.run([&](int r) {
+  run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     const auto [lo, hi] = shards[size_t(r)];
     gather(t, data.images, &data.masks, indices, lo, hi);
-    Context ctx{true, &comm_, r, config_.training.seed, step, lo, batch, t.device};
+    Communicator& comm = devices_->comm();
+    comm.synchronize(r);  // the last step's collectives, with the timeout, before the host waits on the device
+    Context ctx{true, &comm, r, config_.training.seed, step, lo, batch, t.device};
     const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
     Tensor& dlogits = t.model.output_grad_buffer();
     t.stats = BatchStats{};
@@ -125,26 +226,24 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
       dlogits.resize(out.shape());
       t.grads.zero();  // no samples: contributes nothing
     }
-    t.model.backward(ctx, dlogits);
-    comm_.all_reduce_sum(r, t.grads.data(), t.grads.size());
-    scale_shift_forward(t.device, t.grads.data(), 1.f / float(batch), 0.f, t.grads.data(), t.grads.size());
-    t.optimizer->step(t.params.data(), t.grads.data());
-    if (!t.state.empty()) comm_.broadcast(r, t.state.data(), t.state.size(), 0);
+    backward_and_update(r, ctx, dlogits, batch);
     reduce_stats(r, t.stats);
   });
   return towers_[0]->stats;
 }
 
 BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indices, int batch_size) {
-  pool_.run([&](int r) {
+  run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
+    devices_->comm().synchronize(r);
     t.stats = BatchStats{};
     for (size_t b = 0; b < indices.size(); b += size_t(batch_size)) {
       const int batch = int(std::min(indices.size() - b, size_t(batch_size)));
       const auto [lo, hi] = split_batch(batch, towers())[size_t(r)];
       if (hi == lo) continue;
       gather(t, data.images, &data.masks, indices, int(b) + lo, int(b) + hi);
-      Context ctx{false, &comm_, r, config_.training.seed, uint64_t(iterations()), int(b) + lo, batch, t.device};
+      Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), int(b) + lo, batch,
+                  t.device};
       const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
       t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr);
       t.stats.samples += hi - lo;
@@ -161,14 +260,16 @@ Tensor Trainer::predict(const Tensor& images, int batch_size) {
   for (int i = 0; i < n; ++i) all[size_t(i)] = i;
   const Shape out_shape = model().output_shape();
   Tensor probabilities(out_shape.with_batch(n));
-  pool_.run([&](int r) {
+  run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
+    devices_->comm().synchronize(r);
     for (int b = 0; b < n; b += batch_size) {
       const int batch = std::min(n - b, batch_size);
       const auto [lo, hi] = split_batch(batch, towers())[size_t(r)];
       if (hi == lo) continue;
       gather(t, images, nullptr, all, b + lo, b + hi);
-      Context ctx{false, &comm_, r, config_.training.seed, uint64_t(iterations()), b + lo, batch, t.device};
+      Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), b + lo, batch,
+                  t.device};
       t.y.copy_from(t.model.forward(ctx, t.model.input_buffer()));
       activation_forward(t.device, Activation::Sigmoid, t.y.data(), t.y.numel());
       device_copy(probabilities.device(), probabilities.sample(b + lo), t.device, t.y.data(),
@@ -176,6 +277,22 @@ Tensor Trainer::predict(const Tensor& images, int batch_size) {
     }
   });
   return probabilities;
+}
+
+std::vector<double> Trainer::take_input_wait_seconds() {
+  std::vector<double> out(towers_.size());
+  run_towers([&](int r) {
+    Tower& t = *towers_[size_t(r)];
+    out[size_t(r)] = t.device.is_cuda() ? t.device.ctx->take_input_wait_seconds() : t.input_wait;
+    t.input_wait = 0;
+  });
+  return out;
+}
+
+std::vector<size_t> Trainer::peak_memory_bytes() const {
+  std::vector<size_t> out;
+  for (const auto& t : towers_) out.push_back(t->device.is_cuda() ? t->device.ctx->peak_bytes() : 0);
+  return out;
 }
 
 void Trainer::load_weights(const std::vector<WeightRecord>& weights, const std::string& source) {

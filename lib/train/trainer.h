@@ -3,15 +3,30 @@
 //
 // Every tower holds the whole model with its own parameters, gradients (one
 // contiguous buffer), optimizer state and activations, all on the tower's
-// device (the CPU, or a GPU given to the constructor). A step splits the
-// global batch into near-equal contiguous shards (the first batch % towers
-// towers get one sample more; a tower may get none), runs forward and backward
-// on all towers in parallel, sums the gradients with the Communicator, scales
-// them by 1 / (global sample count) and applies the same optimizer step on
-// every tower. The update therefore equals single-device training on the whole
-// batch (up to float summation order), for uneven splits and short batches
-// too. BN moving statistics are broadcast from tower 0 after each step (as
-// PyTorch DDP does with buffers).
+// device (a CPU tower, or a GPU from --gpus; see train/tower_devices.h for
+// the communicators). Weights are initialised from training.seed and
+// broadcast from tower 0. A step splits the global batch into near-equal
+// contiguous shards (the first batch % towers towers get one sample more; a
+// tower may get none), runs forward and backward on all towers in parallel,
+// sums the gradients with the Communicator, scales them by 1 / (global sample
+// count) and applies the same optimizer step on every tower. The update
+// therefore equals single-device training on the whole batch (up to float
+// summation order), for uneven splits and short batches too. BN moving
+// statistics are broadcast from tower 0 after each step (as PyTorch DDP does
+// with buffers).
+//
+// Gradient buckets (as PyTorch DDP and llm.c): backward reports, layer by
+// layer from the output, which tail of the gradient buffer is final; each
+// time at least kBucketBytes are final, their all-reduce starts (on a GPU
+// tower: on the communication stream, overlapping the rest of backward), and
+// the optimizer updates each bucket once its reduction is done. The buckets
+// depend only on the model, so every tower forms the same ones.
+//
+// Feeding GPU towers: each tower's thread gathers its shard into a pinned
+// host buffer and queues the upload on the copy stream; the step's compute
+// waits only for that copy (see DeviceContext), and the time it waited is
+// reported per tower (take_input_wait_seconds).
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,12 +34,13 @@
 
 #include "config/config.h"
 #include "data/dataset.h"
-#include "dist/local_communicator.h"
+#include "dist/device_plan.h"
 #include "io/checkpoint.h"
 #include "nn/model.h"
 #include "train/loss.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
+#include "train/tower_devices.h"
 #include "train/tower_pool.h"
 
 namespace trainer {
@@ -55,12 +71,18 @@ std::vector<std::pair<int, int>> split_batch(int batch, int towers);
 
 class Trainer {
  public:
-  /// Builds `towers` replicas of config.model (UserError for a bad model),
-  /// initialises the weights from training.seed and copies them to every
-  /// tower. threads_per_tower: OpenMP threads each tower's ops use. devices:
-  /// tower r's device (devices[r]), or empty for every tower on the CPU;
-  /// InternalError when it has another number of entries.
-  Trainer(const Config& config, int towers, int threads_per_tower, std::vector<Device> devices = {});
+  /// Bytes of gradients per all-reduce bucket (PyTorch DDP's default bucket_cap_mb = 25).
+  static constexpr size_t kBucketBytes = size_t(25) << 20;
+
+  /// Builds one replica of config.model per tower of plan (UserError for a
+  /// bad model; InternalError when a GPU cannot be initialised), GPU towers
+  /// computing convolutions in config.training.precision, initialises tower
+  /// 0's weights from training.seed and broadcasts them to the others.
+  /// threads_per_tower: OpenMP threads each CPU tower's ops use.
+  Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower);
+  /// `towers` CPU towers.
+  Trainer(const Config& config, int towers, int threads_per_tower);
+  ~Trainer();
 
   int towers() const { return int(towers_.size()); }
   const Model& model() const { return towers_[0]->model; }
@@ -68,7 +90,9 @@ class Trainer {
   double learning_rate() const { return towers_[0]->optimizer->current_learning_rate(); }
 
   /// One synchronous training step on the global batch data[indices]
-  /// (images [B, H, W, C], masks [B, H, W, 1]); B >= 1.
+  /// (images [B, H, W, C], masks [B, H, W, 1]); B >= 1. A GPU tower whose
+  /// shard does not fit in its memory raises DeviceOutOfMemory (a UserError)
+  /// saying what was needed and what to lower.
   BatchStats train_step(const Dataset& data, const std::vector<int>& indices);
   /// Inference-mode loss and metrics over data[indices], batch_size samples
   /// per global batch split over the towers.
@@ -101,6 +125,15 @@ class Trainer {
   /// restore_best_weights). InternalError for other sizes.
   void set_weights(const std::vector<float>& params, const std::vector<float>& state);
 
+  /// The towers' devices and communicators.
+  const TowerDevices& devices() const { return *devices_; }
+  /// Per tower, the seconds it waited for input data since the last call: on
+  /// a GPU the time its compute stream stalled for the upload, on the CPU the
+  /// time spent copying the shard into the tower's input.
+  std::vector<double> take_input_wait_seconds();
+  /// Per tower, the peak device memory held (bytes); 0 for CPU towers.
+  std::vector<size_t> peak_memory_bytes() const;
+
  private:
   struct Tower {
     Tower(const Config& config, const Device& device);
@@ -109,20 +142,29 @@ class Trainer {
     Buffer<float> params, grads, state;
     std::unique_ptr<Optimizer> optimizer;
     Tensor y;                          ///< Masks of this tower's shard [n, H, W, 1] (predict: probabilities).
+    Buffer<float> staged;              ///< GPU: the uploaded shard, images then masks.
     std::vector<double> stats_host;    ///< Loss and metric sums [2 + MetricCounts::kSize] (host).
-    Buffer<double> reduce_buffer;      ///< The same on the device, for the all-reduce.
     BatchStats stats;
+    double input_wait = 0;             ///< CPU: seconds spent gathering input since the last report.
   };
   /// Copies images[indices[lo..hi)] (a host tensor) into the tower's input
-  /// (and masks into t.y when given), on the tower's device.
+  /// (and masks into t.y when given), on the tower's device: a GPU tower
+  /// gathers into its pinned buffer and uploads on the copy stream.
   void gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices, int lo,
               int hi);
+  /// All-reduces s over the towers (host values, through the host communicator).
   void reduce_stats(int rank, BatchStats& s);
+  /// Runs fn(rank) on every tower's thread, bound to its device; a GPU running
+  /// out of memory becomes a DeviceOutOfMemory naming what to lower.
+  void run_towers(const std::function<void(int)>& fn);
+  /// Sums the gradients in buckets as backward makes them final, then scales
+  /// and applies each bucket (one training step's second half).
+  void backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch);
 
   const Config& config_;
   LossKind loss_;
+  std::unique_ptr<TowerDevices> devices_;  ///< Destroyed after the towers (it owns their memory).
   std::vector<std::unique_ptr<Tower>> towers_;
-  LocalCommunicator comm_;
   TowerPool pool_;
 };
 

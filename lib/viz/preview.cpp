@@ -98,7 +98,9 @@ struct Predictions {
 
 Predictions predict(const PreviewOptions& o, const std::vector<ImagePair>& pairs) {
   const int threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  LoadedModel m = load_model(o.checkpoint, 1, threads);
+  DevicePlan cpu;
+  cpu.cpu_towers = 1;
+  LoadedModel m = load_model(o.checkpoint, cpu, threads);
   const Shape in = m.trainer->model().input_shape();
   const int n = int(pairs.size());
   Tensor images(Shape{n, in.h, in.w, in.c});
