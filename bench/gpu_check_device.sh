@@ -102,8 +102,24 @@ step snapshot 20 bash -c 'nvidia-smi -q; echo; echo "== nvidia-smi topo -m"; nvi
 step unpack 60 "${run_sh[@]}" true
 export DEVBUNDLE_QUIET=1
 
+# isolate NAME FILTER: after a crash or a hang of step NAME, runs each test case
+# of FILTER in its own process (20 s each), so one crash cannot hide the rest;
+# appends one line per case to NAME's log.
+isolate() {
+  local name=$1 filter=$2 rc=${rc_of[$1]}
+  [[ $rc =~ ^[0-9]+$ ]] && ((rc == 124 || rc == 137 || rc >= 128)) || return 0
+  echo "==== $name crashed or hung (rc $rc): each case alone" >> "$work/$name.log"
+  "${run_sh[@]}" "$bin/unit_tests" "$filter" --list-test-names-only 2>/dev/null | grep -v '^$' |
+    while IFS= read -r case_name; do
+      ((budget_s - SECONDS - reserve_s < 60)) && { echo "(budget spent)"; break; }
+      timeout -k 2 20 "${run_sh[@]}" "$bin/unit_tests" "$case_name" -r compact > "$work/case.log" 2>&1
+      echo "rc $? : $case_name : $(grep -E 'Passed|Failed|failed' "$work/case.log" | tail -n 3 | tr '\n' ' ')"
+    done >> "$work/$name.log"
+}
 step gpu_tests 75 "${run_sh[@]}" "$bin/unit_tests" "[gpu]~[gpu_training]" -r console --durations yes
+isolate gpu_tests "[gpu]~[gpu_training]"
 step gpu_training 75 "${run_sh[@]}" "$bin/unit_tests" "[gpu_training]" -r console --durations yes
+isolate gpu_training "[gpu_training]"
 
 for spec in 0 0,0; do
   name=train_gpu${spec//,/}
