@@ -119,11 +119,13 @@ ConvResults run_conv(const Device& d, const ConvCase& c, const ConvInputs& in) {
   Tensor y(ys, d), dx(xs, d);
   Buffer<float> dkernel(d, c.kernel_numel()), dbias(d, size_t(c.cout));
   const float* b = c.bias ? bias.data() : nullptr;
-  op.forward(d, x.data(), xs, kernel.data(), b, y.data(), ys);
+  // The cases with a bias also apply ReLU in the forward's epilogue; the others none.
+  const Activation act = c.bias ? Activation::Relu : Activation::Linear;
+  op.forward(d, x.data(), xs, kernel.data(), b, act, y.data(), ys);
   op.backward_data(d, dy.data(), ys, kernel.data(), dx.data(), xs);
   op.backward_weights(d, x.data(), xs, dy.data(), ys, dkernel.data(), c.bias ? dbias.data() : nullptr);
   Tensor y1(ys.with_batch(1), d);
-  op.forward(d, x.data(), xs.with_batch(1), kernel.data(), b, y1.data(), ys.with_batch(1));
+  op.forward(d, x.data(), xs.with_batch(1), kernel.data(), b, act, y1.data(), ys.with_batch(1));
   ConvResults r{download(y), download(dx), download(dkernel), {}, download(y1)};
   if (c.bias) r.dbias = download(dbias);
   return r;
@@ -229,10 +231,12 @@ TEST_CASE("GPU activations match the CPU", "[gpu][gpu_ops]") {
   for (Activation a : {Activation::Linear, Activation::Relu, Activation::Sigmoid}) {
     INFO("activation " << int(a) << " (0 linear, 1 relu, 2 sigmoid)");
     auto run = [&](const Device& d) {
-      Buffer<float> y = upload(x, d), g_ = upload(dy, d);
+      Buffer<float> y = upload(x, d), g_ = upload(dy, d), dx(d, n);
       activation_forward(d, a, y.data(), n);
       std::vector<float> yh = download(y);
-      activation_backward(d, a, y.data(), g_.data(), n);
+      activation_backward(d, a, y.data(), g_.data(), dx.data(), n);  // out of place
+      activation_backward(d, a, y.data(), g_.data(), g_.data(), n);  // in place
+      CHECK(download(dx) == download(g_));
       return std::make_pair(yh, download(g_));
     };
     const auto ref = run(Device{}), got = run(g.device);

@@ -7,8 +7,8 @@ namespace trainer {
 void activation_forward(const Device& d, Activation a, float* y, size_t n) {
   TRAINER_DISPATCH(d, activation_forward(d, a, y, n));
 }
-void activation_backward(const Device& d, Activation a, const float* y, float* dy, size_t n) {
-  TRAINER_DISPATCH(d, activation_backward(d, a, y, dy, n));
+void activation_backward(const Device& d, Activation a, const float* y, const float* dy, float* dx, size_t n) {
+  TRAINER_DISPATCH(d, activation_backward(d, a, y, dy, dx, n));
 }
 void scale_shift_forward(const Device& d, const float* x, float scale, float offset, float* y, size_t n) {
   TRAINER_DISPATCH(d, scale_shift_forward(d, x, scale, offset, y, n));

@@ -26,9 +26,10 @@ namespace trainer {
 
 /// In place: y[i] <- f(y[i]) for n elements (Linear: nothing).
 void activation_forward(const Device& d, Activation a, float* y, size_t n);
-/// In place: dy[i] <- dy[i] * f'(x[i]) for n elements, with f' written in terms
-/// of the output y = f(x): relu' = (y > 0), sigmoid' = y (1 - y).
-void activation_backward(const Device& d, Activation a, const float* y, float* dy, size_t n);
+/// dx[i] <- dy[i] * f'(x[i]) for n elements (dx may be dy), with f' written in
+/// terms of the output y = f(x): relu' = (y > 0), sigmoid' = y (1 - y); linear
+/// copies dy.
+void activation_backward(const Device& d, Activation a, const float* y, const float* dy, float* dx, size_t n);
 
 // ---- Rescaling (backend/cpu/scale.cpp) -----------------------------------
 

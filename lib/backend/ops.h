@@ -12,6 +12,7 @@
 // compute stream and return before the work finishes.
 #include <memory>
 
+#include "backend/elementwise_math.h"
 #include "core/device.h"
 #include "core/shape.h"
 
@@ -62,7 +63,7 @@ struct Pool2DParams {
 class ConvBackend {
  public:
   virtual ~ConvBackend() = default;
-  virtual void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y,
+  virtual void forward(const float* x, Shape xs, const float* kernel, const float* bias, Activation act, float* y,
                        Shape ys) = 0;
   virtual void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) = 0;
   virtual void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
@@ -90,9 +91,9 @@ class Conv2DOp {
   Conv2DOp(Conv2DOp&&) noexcept;
   Conv2DOp& operator=(Conv2DOp&&) noexcept;
 
-  /// y <- conv(x, kernel) + bias.
-  void forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, float* y,
-               Shape ys);
+  /// y <- act(conv(x, kernel) + bias) (on a GPU in one pass after the convolution).
+  void forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, Activation act,
+               float* y, Shape ys);
   /// dx [N, H, W, Cin] <- dL/dx from dy [N, Ho, Wo, Cout] (overwrites dx).
   void backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx, Shape xs);
   /// dkernel [kh, kw, Cin, Cout] and dbias [Cout] (skipped when nullptr) <- dL/dw
@@ -119,9 +120,9 @@ class Conv2DTransposeOp {
   Conv2DTransposeOp(Conv2DTransposeOp&&) noexcept;
   Conv2DTransposeOp& operator=(Conv2DTransposeOp&&) noexcept;
 
-  /// y <- conv_transpose(x, kernel) + bias.
-  void forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, float* y,
-               Shape ys);
+  /// y <- act(conv_transpose(x, kernel) + bias) (on a GPU in one pass after the convolution).
+  void forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, Activation act,
+               float* y, Shape ys);
   /// dx [N, H, W, Cin] <- dL/dx from dy [N, Ho, Wo, Cout] (overwrites dx).
   void backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx, Shape xs);
   /// dkernel [kh, kw, Cout, Cin] and dbias [Cout] (skipped when nullptr) <- dL/dw

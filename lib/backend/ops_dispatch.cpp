@@ -27,9 +27,9 @@ ConvBackend& Conv2DOp::on(const Device& d) {
   if (!impl_) impl_ = make_conv2d(d, p_);
   return *impl_;
 }
-void Conv2DOp::forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, float* y,
-                       Shape ys) {
-  on(d).forward(x, xs, kernel, bias, y, ys);
+void Conv2DOp::forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias,
+                       Activation act, float* y, Shape ys) {
+  on(d).forward(x, xs, kernel, bias, act, y, ys);
 }
 void Conv2DOp::backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) {
   on(d).backward_data(dy, ys, kernel, dx, xs);
@@ -48,8 +48,8 @@ ConvBackend& Conv2DTransposeOp::on(const Device& d) {
   return *impl_;
 }
 void Conv2DTransposeOp::forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias,
-                                float* y, Shape ys) {
-  on(d).forward(x, xs, kernel, bias, y, ys);
+                                Activation act, float* y, Shape ys) {
+  on(d).forward(x, xs, kernel, bias, act, y, ys);
 }
 void Conv2DTransposeOp::backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx,
                                       Shape xs) {

@@ -1,5 +1,7 @@
 // Activation forward / backward on the CPU (OpenMP), per element through
 // backend/elementwise_math.h.
+#include <cstring>
+
 #include "backend/device_ops.h"
 
 namespace trainer::cpu {
@@ -20,18 +22,19 @@ void activation_forward(const Device&, Activation a, float* y, size_t n) {
   }
 }
 
-void activation_backward(const Device&, Activation a, const float* y, float* dy, size_t n) {
+void activation_backward(const Device&, Activation a, const float* y, const float* dy, float* dx, size_t n) {
   const long long m = (long long)n;
   switch (a) {
     case Activation::Linear:
+      if (dx != dy) std::memcpy(dx, dy, n * sizeof(float));
       return;
     case Activation::Relu:
 #pragma omp parallel for simd schedule(static)
-      for (long long i = 0; i < m; ++i) dy[i] = relu_backward(y[i], dy[i]);
+      for (long long i = 0; i < m; ++i) dx[i] = relu_backward(y[i], dy[i]);
       return;
     case Activation::Sigmoid:
 #pragma omp parallel for simd schedule(static)
-      for (long long i = 0; i < m; ++i) dy[i] = sigmoid_backward(y[i], dy[i]);
+      for (long long i = 0; i < m; ++i) dx[i] = sigmoid_backward(y[i], dy[i]);
       return;
   }
 }

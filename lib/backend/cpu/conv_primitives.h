@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/device_ops.h"
 #include "backend/ops.h"
 #include "core/shape.h"
 
@@ -220,9 +221,12 @@ class CachedConvOp final : public ConvBackend {
   CachedConvOp(Conv2DParams p, dnnl::algorithm algo, ConvProblemFn problem)
       : p_(p), algo_(algo), problem_(problem) {}
 
-  void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y,
+  /// The convolution on oneDNN, then the activation (the CPU backend's own
+  /// loop, as for every other layer).
+  void forward(const float* x, Shape xs, const float* kernel, const float* bias, Activation act, float* y,
                Shape ys) override {
     get(xs, ys, bias != nullptr).forward(x, kernel, bias, y);
+    cpu::activation_forward(Device{}, act, y, ys.numel());
   }
   void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) override {
     get_any_bias(xs, ys).backward_data(dy, kernel, dx);

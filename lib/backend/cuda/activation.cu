@@ -30,20 +30,21 @@ struct ActivationForward {
 template <Activation A>
 struct ActivationBackward {
   const float* y;
-  float* dy;
+  const float* dy;
+  float* dx;
   __device__ static float f(float out, float g) {
     return A == Activation::Relu ? relu_backward(out, g) : sigmoid_backward(out, g);
   }
   template <class I>
   __device__ void one(I i) const {
-    dy[i] = f(y[i], dy[i]);
+    dx[i] = f(y[i], dy[i]);
   }
   template <class I>
   __device__ void quad(I j) const {
     const float4 o = load4(y, j);
     float4 g = load4(dy, j);
     g.x = f(o.x, g.x), g.y = f(o.y, g.y), g.z = f(o.z, g.z), g.w = f(o.w, g.w);
-    store4(dy, j, g);
+    store4(dx, j, g);
   }
 };
 
@@ -62,15 +63,19 @@ void activation_forward(const Device& d, Activation a, float* y, size_t n) {
   }
 }
 
-void activation_backward(const Device& d, Activation a, const float* y, float* dy, size_t n) {
-  if (a == Activation::Linear || n == 0) return;
+void activation_backward(const Device& d, Activation a, const float* y, const float* dy, float* dx, size_t n) {
+  if (n == 0) return;
   CudaContext& ctx = context(d);
-  const bool vec = aligned16(y, dy);
+  if (a == Activation::Linear) {
+    if (dx != dy) TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(dx, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
+    return;
+  }
+  const bool vec = aligned16(y, dy, dx);
   if (a == Activation::Relu) {
-    launch_elementwise(ctx.stream(), ActivationBackward<Activation::Relu>{y, dy}, n, vec);
+    launch_elementwise(ctx.stream(), ActivationBackward<Activation::Relu>{y, dy, dx}, n, vec);
     TRAINER_CUDA_CHECK_LAUNCH(ctx, "relu_backward");
   } else {
-    launch_elementwise(ctx.stream(), ActivationBackward<Activation::Sigmoid>{y, dy}, n, vec);
+    launch_elementwise(ctx.stream(), ActivationBackward<Activation::Sigmoid>{y, dy, dx}, n, vec);
     TRAINER_CUDA_CHECK_LAUNCH(ctx, "sigmoid_backward");
   }
 }

@@ -1,6 +1,7 @@
 // cuda::make_conv2d: Conv2D on cuDNN through ConvCore with a = x, b = y and the
 // Keras kernel [kh, kw, Cin, Cout] (see cudnn_conv.h for layouts, padding,
 // precision and algorithms).
+#include "backend/cuda/conv_epilogue.h"
 #include "backend/cuda/cudnn_conv.h"
 #include "backend/device_ops.h"
 
@@ -17,15 +18,15 @@ class CudnnConv2D final : public ConvBackend {
  public:
   CudnnConv2D(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), core_(d, p) {}
 
-  void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y, Shape ys) override {
+  void forward(const float* x, Shape xs, const float* kernel, const float* bias, Activation act, float* y,
+               Shape ys) override {
     if (xs.numel() == 0 || ys.numel() == 0) return;
-    core_.forward(x, xs, Staging::Keep, kernel, y, ys);
-    if (bias) core_.add_bias(ConvSide::B, xs, ys, bias, y);
+    core_.forward(x, xs, Staging::Keep, kernel, bias, act, y, ys);
   }
 
   void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) override {
     if (xs.numel() == 0 || ys.numel() == 0) return;
-    core_.backward_data(dy, ys, Staging::Transient, kernel, dx, xs);
+    core_.backward_data(dy, ys, Staging::Transient, kernel, nullptr, Activation::Linear, dx, xs);
   }
 
   void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel, float* dbias) override {
@@ -35,7 +36,7 @@ class CudnnConv2D final : public ConvBackend {
       return;
     }
     core_.backward_filter(x, xs, Staging::Reuse, dy, ys, Staging::Transient, dkernel);
-    if (dbias) core_.bias_grad(ConvSide::B, xs, ys, dy, dbias);
+    if (dbias) bias_gradient(ctx_, dy, (long long)ys.n * ys.h * ys.w, ys.c, dbias);
   }
 
  private:

@@ -6,6 +6,7 @@
 // cuDNN's backward-filter with dy in the role of the input and x in the role
 // of the output gradient. See cudnn_conv.h for layouts, padding, precision and
 // algorithms.
+#include "backend/cuda/conv_epilogue.h"
 #include "backend/cuda/cudnn_conv.h"
 #include "backend/device_ops.h"
 
@@ -22,15 +23,15 @@ class CudnnConv2DTranspose final : public ConvBackend {
  public:
   CudnnConv2DTranspose(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), core_(d, p) {}
 
-  void forward(const float* x, Shape xs, const float* kernel, const float* bias, float* y, Shape ys) override {
+  void forward(const float* x, Shape xs, const float* kernel, const float* bias, Activation act, float* y,
+               Shape ys) override {
     if (xs.numel() == 0 || ys.numel() == 0) return;
-    core_.backward_data(x, xs, Staging::Keep, kernel, y, ys);
-    if (bias) core_.add_bias(ConvSide::A, ys, xs, bias, y);
+    core_.backward_data(x, xs, Staging::Keep, kernel, bias, act, y, ys);
   }
 
   void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) override {
     if (xs.numel() == 0 || ys.numel() == 0) return;
-    core_.forward(dy, ys, Staging::Transient, kernel, dx, xs);
+    core_.forward(dy, ys, Staging::Transient, kernel, nullptr, Activation::Linear, dx, xs);
   }
 
   void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel, float* dbias) override {
@@ -40,7 +41,7 @@ class CudnnConv2DTranspose final : public ConvBackend {
       return;
     }
     core_.backward_filter(dy, ys, Staging::Transient, x, xs, Staging::Reuse, dkernel);
-    if (dbias) core_.bias_grad(ConvSide::A, ys, xs, dy, dbias);
+    if (dbias) bias_gradient(ctx_, dy, (long long)ys.n * ys.h * ys.w, ys.c, dbias);
   }
 
  private:

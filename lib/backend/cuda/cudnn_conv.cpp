@@ -1,8 +1,10 @@
 // cuDNN descriptors, precision mapping and ConvCore (see cudnn_conv.h).
 #include "backend/cuda/cudnn_conv.h"
 
+#include <algorithm>
 #include <string>
 
+#include "backend/cuda/conv_epilogue.h"
 #include "backend/cuda/tensor_layout.h"
 
 namespace trainer::cuda {
@@ -49,32 +51,46 @@ ConvDesc conv_desc(CudaContext& ctx, int pad_h, int pad_w, int stride_h, int str
 /// "[N, H, W, C]" of a cuDNN (n, c, h, w) quadruple.
 std::string nchw_as_nhwc(int n, int c, int h, int w) { return Shape{n, h, w, c}.nhwc(); }
 
-/// The heuristics' best usable algorithm among perf[0, count) (see ConvCore's
-/// comment); ws(algo, &bytes) queries the workspace. InternalError when none is usable.
-template <class Perf, class WorkspaceQuery>
-auto pick_algorithm(CudaContext& ctx, const char* call, const Perf* perf, int count, WorkspaceQuery ws)
+/// The algorithm to use among cuDNN's measured results perf[0, count)
+/// (sorted by time): the fastest that succeeded, honours the math type (no
+/// tensor-op algorithm for fp32) and needs at most kMaxAlgoWorkspace bytes; a
+/// deterministic one instead when it is within kDeterministicSlack of that
+/// time. InternalError when none is usable.
+template <class Perf>
+auto pick_algorithm(CudaContext& ctx, const char* call, const Perf* perf, int count)
     -> std::pair<decltype(perf->algo), size_t> {
+  constexpr float kDeterministicSlack = 1.1f;
   const bool tensor_ops = ctx.precision() != Precision::FP32;
-  int first = -1;
-  size_t first_bytes = 0;
+  const Perf* fastest = nullptr;
   for (int i = 0; i < count; ++i) {
     const Perf& r = perf[i];
-    if (r.status != CUDNN_STATUS_SUCCESS) continue;
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ConvCore::kMaxAlgoWorkspace) continue;
     if (!tensor_ops && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
-    size_t bytes = 0;
-    if (ws(r.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > ConvCore::kMaxAlgoWorkspace) continue;
-    if (r.determinism == CUDNN_DETERMINISTIC) return {r.algo, bytes};
-    if (first < 0) {
-      first = i;
-      first_bytes = bytes;
-    }
+    if (!fastest) fastest = &r;
+    if (r.determinism == CUDNN_DETERMINISTIC && r.time <= fastest->time * kDeterministicSlack) return {r.algo, r.memory};
   }
-  if (first < 0)
+  if (!fastest)
     ctx.fail(call, "no convolution algorithm supports these shapes in " + std::string(precision_name(ctx.precision())) +
                        " within " + std::to_string(ConvCore::kMaxAlgoWorkspace >> 20) + " MiB of workspace");
-  return {perf[first].algo, first_bytes};
+  return {fastest->algo, fastest->memory};
 }
+
+/// Scratch tensors for cuDNN's algorithm search (its Find calls run every
+/// algorithm on real buffers): A, B, the filter and a workspace of
+/// kMaxAlgoWorkspace bytes (less when the device has less free), from the
+/// context's allocator and returned to its cache afterwards.
+struct SearchBuffers {
+  CudaContext& ctx;
+  Buffer<unsigned char> a, b, w, ws;
+  SearchBuffers(CudaContext& c, const Device& d, size_t a_bytes, size_t b_bytes, size_t w_bytes)
+      : ctx(c), a(d, a_bytes), b(d, b_bytes), w(d, w_bytes), ws(d) {
+    size_t free_bytes = 0, total = 0;
+    TRAINER_CUDA_CHECK(ctx, cudaMemGetInfo(&free_bytes, &total));
+    ws.resize(std::min(ConvCore::kMaxAlgoWorkspace, free_bytes / 2));
+    a.zero(), b.zero(), w.zero();
+  }
+};
 
 }  // namespace
 
@@ -83,24 +99,6 @@ TensorDesc nhwc_desc(CudaContext& ctx, cudnnDataType_t type, Shape s) {
   TRAINER_CUDA_CHECK(ctx, cudnnCreateTensorDescriptor(&d));
   TensorDesc desc(d);
   TRAINER_CUDA_CHECK(ctx, cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, type, s.n, s.c, s.h, s.w));
-  return desc;
-}
-
-TensorDesc rows_desc(CudaContext& ctx, Shape s) {
-  cudnnTensorDescriptor_t d = nullptr;
-  TRAINER_CUDA_CHECK(ctx, cudnnCreateTensorDescriptor(&d));
-  TensorDesc desc(d);
-  const long long rows = (long long)s.n * s.h * s.w;
-  if (rows > 0x7fffffffLL) ctx.fail("rows_desc", "tensor " + s.nhwc() + " has more than 2^31 pixels");
-  TRAINER_CUDA_CHECK(ctx, cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(rows), s.c, 1, 1));
-  return desc;
-}
-
-TensorDesc channel_desc(CudaContext& ctx, int c) {
-  cudnnTensorDescriptor_t d = nullptr;
-  TRAINER_CUDA_CHECK(ctx, cudnnCreateTensorDescriptor(&d));
-  TensorDesc desc(d);
-  TRAINER_CUDA_CHECK(ctx, cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, c, 1, 1));
   return desc;
 }
 
@@ -119,13 +117,12 @@ struct ConvCore::Plan {
   TensorDesc a, b;                               ///< ap and bs in `type`.
   FilterDesc w;                                  ///< [Cb, kh, kw, Ca] in `type`.
   ConvDesc conv;
-  TensorDesc a_rows, b_rows, a_channels, b_channels;  ///< fp32 bias views of each side.
   std::optional<Choice<cudnnConvolutionFwdAlgo_t>> fwd;
   std::optional<Choice<cudnnConvolutionBwdDataAlgo_t>> bwd_data;
   std::optional<Choice<cudnnConvolutionBwdFilterAlgo_t>> bwd_filter;
 };
 
-ConvCore::ConvCore(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), kept_(d) {}
+ConvCore::ConvCore(const Device& d, Conv2DParams p) : ctx_(context(d)), device_(d), p_(p), kept_(d) {}
 ConvCore::~ConvCore() = default;
 
 ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
@@ -154,25 +151,19 @@ ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
   if (Shape{n, h, w, c} != bs)
     ctx_.fail("cudnnGetConvolution2dForwardOutputDim",
               "the convolution of " + p->ap.nhwc() + " gives " + nchw_as_nhwc(n, c, h, w) + ", expected " + bs.nhwc());
-  p->a_rows = rows_desc(ctx_, as);
-  p->b_rows = rows_desc(ctx_, bs);
-  p->a_channels = channel_desc(ctx_, as.c);
-  p->b_channels = channel_desc(ctx_, bs.c);
   return plans_.insert(as, bs, std::move(p));
 }
 
 const ConvCore::Choice<cudnnConvolutionFwdAlgo_t>& ConvCore::forward_algo(Plan& p) {
   if (!p.fwd) {
+    SearchBuffers buf(ctx_, device_, p.a_bytes, p.b_bytes, p.w_bytes);
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
-    TRAINER_CUDA_CHECK(
-        ctx_, cudnnGetConvolutionForwardAlgorithm_v7(ctx_.cudnn(), p.a.get(), p.w.get(), p.conv.get(), p.b.get(),
-                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
-    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnGetConvolutionForwardAlgorithm_v7", perf, count,
-                                        [&](cudnnConvolutionFwdAlgo_t a, size_t* s) {
-                                          return cudnnGetConvolutionForwardWorkspaceSize(
-                                              ctx_.cudnn(), p.a.get(), p.w.get(), p.conv.get(), p.b.get(), a, s);
-                                        });
+    TRAINER_CUDA_CHECK(ctx_, cudnnFindConvolutionForwardAlgorithmEx(
+                                 ctx_.cudnn(), p.a.get(), buf.a.data(), p.w.get(), buf.w.data(), p.conv.get(),
+                                 p.b.get(), buf.b.data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf,
+                                 buf.ws.data(), buf.ws.size()));
+    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnFindConvolutionForwardAlgorithmEx", perf, count);
     p.fwd = Choice<cudnnConvolutionFwdAlgo_t>{algo, bytes};
   }
   return *p.fwd;
@@ -180,16 +171,14 @@ const ConvCore::Choice<cudnnConvolutionFwdAlgo_t>& ConvCore::forward_algo(Plan& 
 
 const ConvCore::Choice<cudnnConvolutionBwdDataAlgo_t>& ConvCore::backward_data_algo(Plan& p) {
   if (!p.bwd_data) {
+    SearchBuffers buf(ctx_, device_, p.a_bytes, p.b_bytes, p.w_bytes);
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int count = 0;
-    TRAINER_CUDA_CHECK(
-        ctx_, cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx_.cudnn(), p.w.get(), p.b.get(), p.conv.get(), p.a.get(),
-                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
-    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnGetConvolutionBackwardDataAlgorithm_v7", perf, count,
-                                        [&](cudnnConvolutionBwdDataAlgo_t a, size_t* s) {
-                                          return cudnnGetConvolutionBackwardDataWorkspaceSize(
-                                              ctx_.cudnn(), p.w.get(), p.b.get(), p.conv.get(), p.a.get(), a, s);
-                                        });
+    TRAINER_CUDA_CHECK(ctx_, cudnnFindConvolutionBackwardDataAlgorithmEx(
+                                 ctx_.cudnn(), p.w.get(), buf.w.data(), p.b.get(), buf.b.data(), p.conv.get(),
+                                 p.a.get(), buf.a.data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf,
+                                 buf.ws.data(), buf.ws.size()));
+    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnFindConvolutionBackwardDataAlgorithmEx", perf, count);
     p.bwd_data = Choice<cudnnConvolutionBwdDataAlgo_t>{algo, bytes};
   }
   return *p.bwd_data;
@@ -197,16 +186,14 @@ const ConvCore::Choice<cudnnConvolutionBwdDataAlgo_t>& ConvCore::backward_data_a
 
 const ConvCore::Choice<cudnnConvolutionBwdFilterAlgo_t>& ConvCore::backward_filter_algo(Plan& p) {
   if (!p.bwd_filter) {
+    SearchBuffers buf(ctx_, device_, p.a_bytes, p.b_bytes, p.w_bytes);
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int count = 0;
-    TRAINER_CUDA_CHECK(
-        ctx_, cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx_.cudnn(), p.a.get(), p.b.get(), p.conv.get(), p.w.get(),
-                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
-    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", perf, count,
-                                        [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* s) {
-                                          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                                              ctx_.cudnn(), p.a.get(), p.b.get(), p.conv.get(), p.w.get(), a, s);
-                                        });
+    TRAINER_CUDA_CHECK(ctx_, cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                                 ctx_.cudnn(), p.a.get(), buf.a.data(), p.b.get(), buf.b.data(), p.conv.get(),
+                                 p.w.get(), buf.w.data(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf,
+                                 buf.ws.data(), buf.ws.size()));
+    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnFindConvolutionBackwardFilterAlgorithmEx", perf, count);
     p.bwd_filter = Choice<cudnnConvolutionBwdFilterAlgo_t>{algo, bytes};
   }
   return *p.bwd_filter;
@@ -240,14 +227,22 @@ const void* ConvCore::stage_input(const Plan& p, ConvSide side, const float* src
   return dst;
 }
 
-void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, float* dst) {
-  if (side == ConvSide::A && p.explicit_pad)
+void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, float* dst, const float* bias,
+                              Activation act) {
+  const Shape s = side == ConvSide::A ? p.as : p.bs;
+  const long long rows = (long long)s.n * s.h * s.w;
+  if (side == ConvSide::A && p.explicit_pad) {
     reframe_nhwc(ctx_, src, p.type, p.ap, dst, CUDNN_DATA_FLOAT, p.as, -p.ph.before, -p.pw.before, 0.0f);
-  else
-    convert(ctx_, src, p.type, dst, CUDNN_DATA_FLOAT, side == ConvSide::A ? p.as.numel() : p.bs.numel());
+    if (!bias && act == Activation::Linear) return;
+    conv_epilogue(ctx_, dst, CUDNN_DATA_FLOAT, bias, act, dst, rows, s.c);
+    return;
+  }
+  if (src == dst && (!bias && act == Activation::Linear)) return;
+  conv_epilogue(ctx_, src, src == dst ? CUDNN_DATA_FLOAT : p.type, bias, act, dst, rows, s.c);
 }
 
-void ConvCore::forward(const float* a, Shape as, Staging a_staging, const float* kernel, float* b, Shape bs) {
+void ConvCore::forward(const float* a, Shape as, Staging a_staging, const float* kernel, const float* bias,
+                       Activation act, float* b, Shape bs) {
   Plan& p = plan(as, bs);
   const auto& algo = forward_algo(p);
   WorkspaceLayout layout;
@@ -262,10 +257,11 @@ void ConvCore::forward(const float* a, Shape as, Staging a_staging, const float*
   TRAINER_CUDA_CHECK(
       ctx_, cudnnConvolutionForward(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.w.get(), ws + w_at, p.conv.get(), algo.algo,
                                     ws + ws_at, algo.workspace, &kZero, p.b.get(), b_out));
-  if (b_out != b) unstage_output(p, ConvSide::B, b_out, b);
+  unstage_output(p, ConvSide::B, b_out, b, bias, act);
 }
 
-void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, float* da, Shape as) {
+void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, const float* bias,
+                             Activation act, float* da, Shape as) {
   Plan& p = plan(as, bs);
   const auto& algo = backward_data_algo(p);
   WorkspaceLayout layout;
@@ -280,7 +276,7 @@ void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, cons
   TRAINER_CUDA_CHECK(
       ctx_, cudnnConvolutionBackwardData(ctx_.cudnn(), &kOne, p.w.get(), ws + w_at, p.b.get(), b_in, p.conv.get(),
                                          algo.algo, ws + ws_at, algo.workspace, &kZero, p.a.get(), a_out));
-  if (a_out != da) unstage_output(p, ConvSide::A, a_out, da);
+  unstage_output(p, ConvSide::A, a_out, da, bias, act);
 }
 
 void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs,
@@ -301,20 +297,6 @@ void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, cons
       ctx_, cudnnConvolutionBackwardFilter(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.b.get(), b_in, p.conv.get(),
                                            algo.algo, ws + ws_at, algo.workspace, &kZero, p.w.get(), ws + w_at));
   cudnn_filter_to_keras(ctx_, ws + w_at, p.type, p_.kh * p_.kw, as.c, bs.c, dkernel);
-}
-
-void ConvCore::add_bias(ConvSide side, Shape as, Shape bs, const float* bias, float* t) {
-  Plan& p = plan(as, bs);
-  const bool a = side == ConvSide::A;
-  TRAINER_CUDA_CHECK(ctx_, cudnnAddTensor(ctx_.cudnn(), &kOne, a ? p.a_channels.get() : p.b_channels.get(), bias, &kOne,
-                                          a ? p.a_rows.get() : p.b_rows.get(), t));
-}
-
-void ConvCore::bias_grad(ConvSide side, Shape as, Shape bs, const float* dt, float* dbias) {
-  Plan& p = plan(as, bs);
-  const bool a = side == ConvSide::A;
-  TRAINER_CUDA_CHECK(ctx_, cudnnConvolutionBackwardBias(ctx_.cudnn(), &kOne, a ? p.a_rows.get() : p.b_rows.get(), dt,
-                                                        &kZero, a ? p.a_channels.get() : p.b_channels.get(), dbias));
 }
 
 }  // namespace trainer::cuda

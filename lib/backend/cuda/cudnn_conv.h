@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_context.h"
+#include "backend/elementwise_math.h"
 #include "backend/ops.h"
 #include "core/buffer.h"
 #include "core/shape.h"
@@ -32,14 +33,6 @@ using ConvDesc = std::unique_ptr<cudnnConvolutionStruct, ConvDescDeleter>;
 
 /// Descriptor of a packed NHWC tensor s = [N, H, W, C] of `type`.
 TensorDesc nhwc_desc(CudaContext& ctx, cudnnDataType_t type, Shape s);
-/// The fp32 NHWC tensor s as the packed NCHW tensor [N*H*W, C, 1, 1] (the same
-/// memory), for cudnnAddTensor and cudnnConvolutionBackwardBias with
-/// channel_desc(C) as the bias (NCHW is those calls' plain case; NHWC
-/// descriptors are reported to take slow paths there). InternalError when
-/// N*H*W exceeds 2^31 - 1.
-TensorDesc rows_desc(CudaContext& ctx, Shape s);
-/// The fp32 bias [C] as the NCHW tensor [1, C, 1, 1].
-TensorDesc channel_desc(CudaContext& ctx, int c);
 
 /// cuDNN data type of the convolutions' tensors: float for fp32 and tf32,
 /// bfloat16 for bf16.
@@ -113,11 +106,12 @@ enum class Staging {
 /// (b, the gradient of a, the kernel gradient, each rounded to bf16 by cuDNN)
 /// back to fp32.
 /// Algorithms: per shape pair, chosen on first use of each of the three calls
-/// by cuDNN's heuristics (cudnnGet*Algorithm_v7): the best-ranked algorithm
-/// that reports success, honours the math type (no tensor-op algorithm for
-/// fp32), answers a workspace query and needs at most kMaxAlgoWorkspace bytes,
-/// preferring a deterministic one (cuDNN's backward-data ALGO_0 and
-/// backward-filter ALGO_0/ALGO_3 use atomics and are not).
+/// by cuDNN's measured search (cudnnFind*AlgorithmEx, on scratch buffers, as
+/// PyTorch's cudnn.benchmark does): the fastest algorithm that succeeds,
+/// honours the math type (no tensor-op algorithm for fp32) and needs at most
+/// kMaxAlgoWorkspace bytes, or a deterministic one within 10% of its time
+/// (cuDNN's backward-data ALGO_0 and backward-filter ALGO_0/ALGO_3 use atomics
+/// and are not deterministic).
 /// All calls are queued on the context's compute stream; failures throw
 /// InternalError naming the cuDNN call, the device and the layer.
 class ConvCore {
@@ -131,20 +125,18 @@ class ConvCore {
   ConvCore(const ConvCore&) = delete;
   ConvCore& operator=(const ConvCore&) = delete;
 
-  /// b <- conv(a, kernel) (overwrites b).
-  void forward(const float* a, Shape as, Staging a_staging, const float* kernel, float* b, Shape bs);
-  /// da [N, Ha, Wa, Ca] <- dL/da from db = dL/db [N, Hb, Wb, Cb] (overwrites da).
-  void backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, float* da, Shape as);
+  /// b <- act(conv(a, kernel) + bias) (overwrites b; bias [Cb] or nullptr),
+  /// the bias and activation applied in the pass that writes b (conv_epilogue.h).
+  void forward(const float* a, Shape as, Staging a_staging, const float* kernel, const float* bias, Activation act,
+               float* b, Shape bs);
+  /// da [N, Ha, Wa, Ca] <- act(dL/da + bias) from db = dL/db [N, Hb, Wb, Cb]
+  /// (overwrites da; bias [Ca] or nullptr: Conv2DTranspose's forward).
+  void backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, const float* bias,
+                     Activation act, float* da, Shape as);
   /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from a and db (overwrites it). At
   /// most one of the two stagings may be other than Transient.
   void backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs, Staging db_staging,
                        float* dkernel);
-  /// t += bias broadcast over N, H, W, where t is the fp32 tensor of `side`
-  /// (shape as or bs) and bias [C] of that side's channels.
-  void add_bias(ConvSide side, Shape as, Shape bs, const float* bias, float* t);
-  /// dbias [C] <- the sum of dt over N, H, W, where dt is the fp32 gradient of
-  /// the tensor of `side` (overwrites dbias).
-  void bias_grad(ConvSide side, Shape as, Shape bs, const float* dt, float* dbias);
 
  private:
   template <class Algo>
@@ -168,9 +160,10 @@ class ConvCore {
   const void* stage_input(const Plan& p, ConvSide side, const float* src, Staging staging, void* transient);
   /// dst (fp32, side's user shape) <- cuDNN's result src for that side
   /// (cropped and/or converted).
-  void unstage_output(const Plan& p, ConvSide side, const void* src, float* dst);
+  void unstage_output(const Plan& p, ConvSide side, const void* src, float* dst, const float* bias, Activation act);
 
   CudaContext& ctx_;
+  Device device_;
   Conv2DParams p_;
   PlanCache<Plan> plans_;
   Buffer<unsigned char> kept_;  ///< The copy made with Staging::Keep.

@@ -34,8 +34,8 @@ class ActivationLayer : public Layer {
   void backward(const Context& ctx, const std::vector<const Tensor*>&, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
-    *dx[0] = dy;
-    activation_backward(ctx.device, act_, y.data(), dx[0]->data(), dx[0]->numel());
+    dx[0]->resize(dy.shape());
+    activation_backward(ctx.device, act_, y.data(), dy.data(), dx[0]->data(), dy.numel());
   }
   /// A sigmoid becomes linear (the output is then logits).
   bool strip_final_sigmoid() override {

@@ -54,8 +54,7 @@ class ConvLayerBase : public Layer {
     check_input(xt.shape());
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
-    op_.forward(ctx.device, xt.data(), xt.shape(), kernel_, bias_, y.data(), ys);
-    activation_forward(ctx.device, c_.activation, y.data(), y.numel());
+    op_.forward(ctx.device, xt.data(), xt.shape(), kernel_, bias_, c_.activation, y.data(), ys);
   }
 
   /// dz = dy * act'(y); dkernel, dbias from (x, dz); dx[0] (when not nullptr) from dz.
@@ -65,8 +64,8 @@ class ConvLayerBase : public Layer {
     check_input(xt.shape());
     const float* dz = dy.data();
     if (c_.activation != Activation::Linear) {
-      on_device(dz_, ctx.device).copy_from(dy);
-      activation_backward(ctx.device, c_.activation, y.data(), dz_.data(), dz_.numel());
+      on_device(dz_, ctx.device).resize(dy.shape());
+      activation_backward(ctx.device, c_.activation, y.data(), dy.data(), dz_.data(), dz_.numel());
       dz = dz_.data();
     }
     op_.backward_weights(ctx.device, xt.data(), xt.shape(), dz, dy.shape(), dkernel_, dbias_);
