@@ -112,7 +112,8 @@ isolate() {
   "${run_sh[@]}" "$bin/unit_tests" "$filter" --list-test-names-only 2>/dev/null | grep -v '^$' |
     while IFS= read -r case_name; do
       ((budget_s - SECONDS - reserve_s < 60)) && { echo "(budget spent)"; break; }
-      timeout -k 2 20 "${run_sh[@]}" "$bin/unit_tests" "$case_name" -r compact > "$work/case.log" 2>&1
+      # Catch2 reads ',' in a test spec as "or": escape it.
+      timeout -k 2 20 "${run_sh[@]}" "$bin/unit_tests" "${case_name//,/\\,}" -r compact > "$work/case.log" 2>&1
       echo "rc $? : $case_name : $(grep -E 'Passed|Failed|failed' "$work/case.log" | tail -n 3 | tr '\n' ' ')"
     done >> "$work/$name.log"
 }

@@ -258,7 +258,7 @@ TEST_CASE("LocalCommunicator sums, broadcasts and tickets buffers of two towers 
           "[gpu][gpu_training]") {
   TRAINER_REQUIRE_GPU();
   GpuDevice a(0, Precision::FP32), b(0, Precision::FP32);
-  LocalCommunicator comm(2);
+  LocalCommunicator comm(2, {a.device, b.device});
   check_collectives(exercise(comm, {a.device, b.device}), 2);
 }
 
