@@ -335,3 +335,37 @@ TEST_CASE("evaluate on GPU towers matches the CPU", "[gpu][gpu_training]") {
     }
   }
 }
+
+TEST_CASE("a batch that does not fit in GPU memory is a user error saying what to lower", "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  // 40 images whose first layer's output is 512 x 512 x 4096 floats (4 GiB) each: 160 GiB in all.
+  const Config config = parse_config(R"(
+model:
+  layers:
+    - {type: Input, shape: [512, 512, 1]}
+    - {type: Conv2D, filters: 4096, kernel_size: 1, activation: relu}
+    - {type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+data: {images: unused, masks: unused}
+training: {batch_size: 40}
+)",
+                                     "huge.yaml");
+  Dataset data;
+  data.images.resize(Shape{40, 512, 512, 1});
+  data.masks.resize(Shape{40, 512, 512, 1});
+  data.images.zero();
+  data.masks.zero();
+  std::vector<int> batch(40);
+  for (int i = 0; i < 40; ++i) batch[size_t(i)] = i;
+  Trainer t(config, plan("0"), 1);
+  try {
+    t.train_step(data, batch);
+    FAIL("the step should not fit");
+  } catch (const DeviceOutOfMemory& e) {
+    const std::string msg = e.what();
+    INFO(msg);
+    CHECK(msg.find("cuda:0 out of memory allocating") != std::string::npos);
+    CHECK(msg.find("40 image(s) of [512, 512, 1]") != std::string::npos);
+    CHECK(msg.find("lower training.batch_size") != std::string::npos);
+    CHECK(e.requested_bytes >= size_t(40) * 512 * 512 * 4096 * 4);
+  }
+}
