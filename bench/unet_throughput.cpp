@@ -6,6 +6,11 @@
 //   unet_throughput --config configs/unet.yaml --batch 32 --gpus 0 --precision bf16
 // --gpus takes what trainer's --gpus takes; --precision sets the GPU
 // convolutions' arithmetic (training.precision; the CPU always runs fp32).
+// --profile N: after the timed steps (the JSON line is printed first), N more
+// steps with Trainer::set_profiling on, and tower 0's per-phase and per-layer
+// times to stderr (profiling synchronizes the device after every layer, so
+// those steps are slower; they do not change the JSON line).
+//   unet_throughput --config configs/unet.yaml --batch 32 --gpus 0 --profile 5
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -24,13 +29,14 @@ using namespace trainer;
 int main(int argc, char** argv) {
   CLI::App app{"Training images/s of a config's model on random data"};
   std::string config_path, gpus = "cpu";
-  int batch = 8, steps = 10, warmup = 2, threads = int(std::thread::hardware_concurrency());
+  int batch = 8, steps = 10, warmup = 2, profile = 0, threads = int(std::thread::hardware_concurrency());
   app.add_option("--config", config_path)->required();
   app.add_option("--gpus", gpus);
   app.add_option("--batch", batch);
   app.add_option("--steps", steps);
   app.add_option("--warmup", warmup);
   app.add_option("--threads", threads);
+  app.add_option("--profile", profile, "Profiled steps after the timed ones (per-layer times to stderr)");
   Precision precision = Precision::FP32;
   const std::map<std::string, Precision> precisions = {
       {"fp32", Precision::FP32}, {"tf32", Precision::TF32}, {"bf16", Precision::BF16}};
@@ -71,6 +77,12 @@ int main(int argc, char** argv) {
                 config_path.c_str(), plan.describe().c_str(), plan.gpus.empty() ? "fp32" : precision_name(precision),
                 in.h, batch, steps, threads, batch * steps / dt,
                 trainer.model().num_params() + trainer.model().num_state());
+    if (profile > 0) {
+      std::fflush(stdout);
+      trainer.set_profiling(true);
+      for (int i = 0; i < profile; ++i) trainer.train_step(data, idx);
+      std::fprintf(stderr, "%s", trainer.profile_report().c_str());
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -1,6 +1,7 @@
 #include "nn/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -83,6 +84,7 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
   for (size_t s = slots_.size(); s-- > 0;)
     if (slots_[s].spec.trainable) grads_from_[size_t(slots_[s].layer)] = slots_[s].offset;
   for (size_t i = nodes_.size(); i-- > 0;) grads_from_[i] = std::min(grads_from_[i], grads_from_[i + 1]);
+  for (const Node& node : nodes_) times_.push_back(LayerTime{node.layer->name(), node.layer->type()});
 }
 
 bool Model::use_logits_output() {
@@ -103,6 +105,19 @@ namespace {
 /// Names the layer queuing work on a GPU, for error messages ("" after the pass).
 void name_layer(const Context& ctx, const char* name) {
   if (ctx.device.is_cuda()) ctx.device.ctx->set_layer(name);
+}
+
+/// Profiling clock: waits for the device's queued work (a GPU; CPU ops are
+/// synchronous), then reads the host time, so the time between two reads
+/// holds the device work queued between them.
+std::chrono::steady_clock::time_point synced_now(const Context& ctx) {
+  if (ctx.device.is_cuda()) ctx.device.ctx->synchronize();
+  return std::chrono::steady_clock::now();
+}
+
+/// Seconds from start to now, after synced_now()'s wait.
+double synced_since(const Context& ctx, std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(synced_now(ctx) - start).count();
 }
 
 }  // namespace
@@ -144,7 +159,14 @@ const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
     in_.clear();
     for (int j : node.inputs) in_.push_back(&nodes_[size_t(j)].out);
     name_layer(ctx, node.layer->name().c_str());
-    node.layer->forward(ctx, in_, node.out);
+    if (profiling_) {
+      const auto start = synced_now(ctx);
+      node.layer->forward(ctx, in_, node.out);
+      times_[i].forward_s += synced_since(ctx, start);
+      times_[i].calls++;
+    } else {
+      node.layer->forward(ctx, in_, node.out);
+    }
   }
   name_layer(ctx, "");
   return nodes_.back().out;
@@ -173,6 +195,7 @@ void Model::backward_node(const Context& ctx, size_t i, int n) {
   Node& node = nodes_[i];
   if (!node.grad_set) return;  // does not reach the output
   if (n == 0 && !node.layer->collective()) return;
+  const auto start = profiling_ ? synced_now(ctx) : std::chrono::steady_clock::time_point{};
   {
     in.clear();
     dx.clear();
@@ -204,6 +227,13 @@ void Model::backward_node(const Context& ctx, size_t i, int n) {
       accumulate(ctx.device, src.grad.data(), scratch[k].data(), src.grad.numel());
     }
   }
+  if (profiling_) times_[i].backward_s += synced_since(ctx, start);
+}
+
+std::vector<LayerTime> Model::layer_times() const { return {times_.begin() + 1, times_.end()}; }
+
+void Model::reset_layer_times() {
+  for (LayerTime& t : times_) t.forward_s = t.backward_s = 0, t.calls = 0;
 }
 
 std::string Model::summary() const {

@@ -27,6 +27,14 @@ struct WeightSlot {
   size_t offset = 0;      ///< Into the parameter buffer (trainable) or the state buffer.
 };
 
+/// Wall time one layer took while profiling (Model::set_profiling).
+struct LayerTime {
+  std::string name, type;  ///< The layer's name and Keras type.
+  double forward_s = 0;    ///< Seconds in forward(), summed over calls.
+  double backward_s = 0;   ///< Seconds in backward() (incl. summing gradients of shared inputs), summed.
+  long calls = 0;          ///< forward() calls timed (layers skipped for an empty batch are not counted).
+};
+
 class Model {
  public:
   /// Builds every layer through its factory and infers all shapes. Throws
@@ -96,6 +104,19 @@ class Model {
   /// Keras model.summary(): layer (type), output shape, params, connected to; totals.
   std::string summary() const;
 
+  /// Profiling (off by default): while on, forward() and backward() add each
+  /// layer's host wall time (std::chrono::steady_clock) to layer_times(). On a
+  /// GPU the device is synchronized before and after every layer so that its
+  /// queued work is counted in that layer; this slows training: use it to find
+  /// the slow layers, not to measure throughput. Turning it on or off keeps
+  /// the times gathered so far (see reset_layer_times()).
+  void set_profiling(bool on) { profiling_ = on; }
+  bool profiling() const { return profiling_; }
+  /// Times of every layer but the Input (which computes nothing), in layer order.
+  std::vector<LayerTime> layer_times() const;
+  /// Sets every layer's times and calls to zero.
+  void reset_layer_times();
+
  private:
   struct Node {
     std::unique_ptr<Layer> layer;
@@ -117,6 +138,8 @@ class Model {
   std::vector<Tensor*> dx_;
   std::vector<char> via_scratch_;
   std::vector<size_t> grads_from_;  ///< [layers + 1]: first trainable offset of layers i and later.
+  bool profiling_ = false;
+  std::vector<LayerTime> times_;    ///< [layers]: profiled times of layer i.
   /// Backward of layer i (n: the batch).
   void backward_node(const Context& ctx, size_t i, int n);
 };

@@ -1,6 +1,8 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "backend/elementwise_ops.h"
@@ -176,7 +178,29 @@ void Trainer::reduce_stats(int rank, BatchStats& s) {
   std::copy(v.begin() + 2, v.end(), s.counts.v.begin());
 }
 
-void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch) {
+namespace {
+
+/// Waits for the device's queued work (a GPU; CPU ops are synchronous), then reads the host clock.
+std::chrono::steady_clock::time_point synced_now(const Device& d) {
+  if (d.is_cuda()) d.ctx->synchronize();
+  return std::chrono::steady_clock::now();
+}
+
+}  // namespace
+
+Trainer::PhaseClock::PhaseClock(std::array<double, kPhases>* seconds, const Device& device)
+    : seconds_(seconds), device_(device) {
+  if (seconds_) last_ = synced_now(device_);  // earlier queued work is not this step's
+}
+
+void Trainer::PhaseClock::lap(Phase p) {
+  if (!seconds_) return;
+  const auto now = synced_now(device_);
+  (*seconds_)[p] += std::chrono::duration<double>(now - last_).count();
+  last_ = now;
+}
+
+void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, PhaseClock& clock) {
   Tower& t = *towers_[size_t(rank)];
   Communicator& comm = devices_->comm();
   const size_t total = t.grads.size(), bucket = kBucketBytes / sizeof(float);
@@ -192,6 +216,7 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
     pending_end = ready;
   });
   if (pending_end > 0) buckets.push_back({0, pending_end, comm.start_all_reduce_sum(rank, t.grads.data(), pending_end)});
+  clock.lap(kBackward);
   const float scale = 1.f / float(batch);
   for (const Bucket& b : buckets) {
     comm.wait(rank, b.ticket);
@@ -202,6 +227,7 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
   t.optimizer->finish_step();
   comm.wait_all(rank);
   if (!t.state.empty()) comm.broadcast(rank, t.state.data(), t.state.size(), 0);
+  clock.lap(kUpdate);
 }
 
 BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indices) {
@@ -211,11 +237,14 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     const auto [lo, hi] = shards[size_t(r)];
+    PhaseClock clock(profiling_ && r == 0 ? &phase_seconds_ : nullptr, t.device);
     gather(t, data.images, &data.masks, indices, lo, hi);
     Communicator& comm = devices_->comm();
     comm.synchronize(r);  // the last step's collectives, with the timeout, before the host waits on the device
+    clock.lap(kGather);
     Context ctx{true, &comm, r, config_.training.seed, step, lo, batch, t.device};
     const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
+    clock.lap(kForward);
     Tensor& dlogits = t.model.output_grad_buffer();
     t.stats = BatchStats{};
     t.stats.samples = hi - lo;
@@ -226,9 +255,12 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
       dlogits.resize(out.shape());
       t.grads.zero();  // no samples: contributes nothing
     }
-    backward_and_update(r, ctx, dlogits, batch);
+    clock.lap(kLoss);
+    backward_and_update(r, ctx, dlogits, batch, clock);
     reduce_stats(r, t.stats);
+    clock.lap(kStats);
   });
+  if (profiling_) profiled_steps_++;
   return towers_[0]->stats;
 }
 
@@ -292,6 +324,59 @@ std::vector<double> Trainer::take_input_wait_seconds() {
 std::vector<size_t> Trainer::peak_memory_bytes() const {
   std::vector<size_t> out;
   for (const auto& t : towers_) out.push_back(t->device.is_cuda() ? t->device.ctx->peak_bytes() : 0);
+  return out;
+}
+
+void Trainer::set_profiling(bool on) {
+  profiling_ = on;
+  if (on) {
+    phase_seconds_.fill(0);
+    profiled_steps_ = 0;
+  }
+  for (auto& t : towers_) {
+    t->model.set_profiling(on);
+    if (on) t->model.reset_layer_times();
+  }
+}
+
+std::string Trainer::profile_report() const {
+  static const char* const kPhaseNames[kPhases] = {
+      "gather/upload", "forward", "loss+metrics", "backward (+bucket starts)", "bucket waits+optimizer",
+      "stats reduction"};
+  const Tower& t0 = *towers_[0];
+  const double steps = double(std::max(1L, profiled_steps_));
+  double step_s = 0;
+  for (double s : phase_seconds_) step_s += s;
+  const double step_ms = 1e3 * step_s / steps;
+  auto pct = [&](double ms) { return step_ms > 0 ? 100 * ms / step_ms : 0.0; };
+  std::vector<LayerTime> layers = t0.model.layer_times();
+  std::stable_sort(layers.begin(), layers.end(), [](const LayerTime& a, const LayerTime& b) {
+    return a.forward_s + a.backward_s > b.forward_s + b.backward_s;
+  });
+  size_t wn = 5, wt = 4;
+  for (const LayerTime& l : layers) wn = std::max(wn, l.name.size()), wt = std::max(wt, l.type.size());
+  std::string out = "step profile of tower 0 (" + t0.device.str() + "), " + std::to_string(profiled_steps_) +
+                    " step(s); the device is synchronized after every layer and phase, so a profiled step is "
+                    "slower than an unprofiled one\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-28s %12s %8s\n", "phase", "ms/step", "% step");
+  out += line;
+  for (int p = 0; p < kPhases; ++p) {
+    const double ms = 1e3 * phase_seconds_[size_t(p)] / steps;
+    std::snprintf(line, sizeof line, "%-28s %12.3f %7.1f%%\n", kPhaseNames[p], ms, pct(ms));
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "%-28s %12.3f %7.1f%%\n", "step", step_ms, pct(step_ms));
+  out += line;
+  std::snprintf(line, sizeof line, "\n%-*s %-*s %12s %12s %8s\n", int(wn), "layer", int(wt), "type", "fwd ms/step",
+                "bwd ms/step", "% step");
+  out += line;
+  for (const LayerTime& l : layers) {
+    const double fwd = 1e3 * l.forward_s / steps, bwd = 1e3 * l.backward_s / steps;
+    std::snprintf(line, sizeof line, "%-*s %-*s %12.3f %12.3f %7.1f%%\n", int(wn), l.name.c_str(), int(wt),
+                  l.type.c_str(), fwd, bwd, pct(fwd + bwd));
+    out += line;
+  }
   return out;
 }
 

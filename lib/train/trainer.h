@@ -26,6 +26,8 @@
 // host buffer and queues the upload on the copy stream; the step's compute
 // waits only for that copy (see DeviceContext), and the time it waited is
 // reported per tower (take_input_wait_seconds).
+#include <array>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -134,7 +136,40 @@ class Trainer {
   /// Per tower, the peak device memory held (bytes); 0 for CPU towers.
   std::vector<size_t> peak_memory_bytes() const;
 
+  /// Step profile (off by default). Turning it on starts a new profile: every
+  /// tower's model times its layers (Model::set_profiling) and train_step
+  /// times the phases of tower 0's step. The device is synchronized after
+  /// every layer and every phase, which slows training: use it to find the
+  /// slow part of a step, not to measure throughput. evaluate() and predict()
+  /// while on add their forward times to the layers too.
+  void set_profiling(bool on);
+  /// Text table of tower 0's profile since set_profiling(true): each phase of
+  /// a training step (ms per step and % of the step), then every layer sorted
+  /// by forward + backward time (name, type, forward and backward ms per step,
+  /// % of the step). Per step: divided by the training steps profiled.
+  std::string profile_report() const;
+
  private:
+  /// Phases of a training step, in order (profile_report's rows): gathering
+  /// and uploading the shard (and waiting for the last step's collectives);
+  /// forward; loss and metric counts; backward, with the bucket reductions it
+  /// starts; waiting for the buckets, scaling them and the optimizer updates
+  /// (and the BN statistics broadcast); the all-reduce of the loss and metric sums.
+  enum Phase { kGather, kForward, kLoss, kBackward, kUpdate, kStats, kPhases };
+  /// Times the phases of one step of tower 0 while profiling: lap(p) waits for
+  /// the tower's queued device work, then adds the time since the previous lap
+  /// (or construction) to phase p. Does nothing when seconds is null.
+  class PhaseClock {
+   public:
+    PhaseClock(std::array<double, kPhases>* seconds, const Device& device);
+    void lap(Phase p);
+
+   private:
+    std::array<double, kPhases>* seconds_;
+    Device device_;
+    std::chrono::steady_clock::time_point last_;
+  };
+
   struct Tower {
     Tower(const Config& config, const Device& device);
     Device device;                     ///< Where everything below lives (except host vectors).
@@ -159,13 +194,17 @@ class Trainer {
   void run_towers(const std::function<void(int)>& fn);
   /// Sums the gradients in buckets as backward makes them final, then scales
   /// and applies each bucket (one training step's second half).
-  void backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch);
+  /// clock: laps kBackward after backward and kUpdate after the updates.
+  void backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, PhaseClock& clock);
 
   const Config& config_;
   LossKind loss_;
   std::unique_ptr<TowerDevices> devices_;  ///< Destroyed after the towers (it owns their memory).
   std::vector<std::unique_ptr<Tower>> towers_;
   TowerPool pool_;
+  bool profiling_ = false;
+  std::array<double, kPhases> phase_seconds_{};  ///< Tower 0's profiled seconds per phase, summed over steps.
+  long profiled_steps_ = 0;
 };
 
 }  // namespace trainer
