@@ -16,6 +16,7 @@
 #   gpu_training   unit_tests "[gpu_training]" (collectives, CPU-vs-GPU training)
 #   train_gpu0     trainer on data/sample, configs/unet_small.yaml, 3 epochs, --gpus 0
 #   train_gpu00    the same on two towers sharing GPU 0 (--gpus 0,0)
+#   profile_bf16   unet_throughput --profile: a bf16 step's time per layer and phase
 #   ours_<p>       unet_throughput of configs/unet.yaml (256x256x3), batch 32,
 #                  GPU 0, precision p in fp32 / tf32 / bf16, 5 warm-up + 20 timed steps
 #   torch_<p>      ../shared/bench/torch_unet.py, batch 32, 256x256, channels-last,
@@ -144,6 +145,10 @@ sampled() {
   kill "$sampler" 2>/dev/null
   wait "$sampler" 2>/dev/null
 }
+# Where a step's time goes, per layer and phase (profiling synchronizes after
+# every layer, so this run is for the breakdown, not for the throughput).
+step profile_bf16 40 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
+  --precision bf16 --steps 2 --warmup 1 --profile 2
 for p in fp32 tf32 bf16; do
   sampled "ours_$p" 50 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
     --precision "$p" --steps 20 --warmup 5
@@ -169,7 +174,7 @@ done
   done
 } > "$OUT/train_sample.txt"
 {
-  for s in ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32; do
+  for s in profile_bf16 ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32; do
     echo "==== $s (rc ${rc_of[$s]:-none})"
     cat "$work/$s.log" 2>/dev/null
   done
