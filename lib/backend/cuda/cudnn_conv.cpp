@@ -51,29 +51,48 @@ ConvDesc conv_desc(CudaContext& ctx, int pad_h, int pad_w, int stride_h, int str
 /// "[N, H, W, C]" of a cuDNN (n, c, h, w) quadruple.
 std::string nchw_as_nhwc(int n, int c, int h, int w) { return Shape{n, h, w, c}.nhwc(); }
 
-/// The algorithm to use among cuDNN's measured results perf[0, count)
-/// (sorted by time): the fastest that succeeded, honours the math type (no
-/// tensor-op algorithm for fp32) and needs at most kMaxAlgoWorkspace bytes; a
-/// deterministic one instead when it is within kDeterministicSlack of that
-/// time. InternalError when none is usable.
-template <class Perf>
-auto pick_algorithm(CudaContext& ctx, const char* call, const Perf* perf, int count)
-    -> std::pair<decltype(perf->algo), size_t> {
+/// The usable algorithms among cuDNN's measured results perf[0, count)
+/// (sorted by time), best first: those that succeeded, honour the math type
+/// (no tensor-op algorithm for fp32) and need at most kMaxAlgoWorkspace bytes,
+/// in time order, except that a deterministic one within kDeterministicSlack
+/// of the fastest goes first. InternalError when none is usable.
+template <class Algo, class Perf>
+std::vector<ConvCore::Choice<Algo>> rank_algorithms(CudaContext& ctx, const char* call, const Perf* perf, int count) {
   constexpr float kDeterministicSlack = 1.1f;
   const bool tensor_ops = ctx.precision() != Precision::FP32;
-  const Perf* fastest = nullptr;
+  std::vector<ConvCore::Choice<Algo>> out;
+  float fastest = 0.f;
+  bool deterministic_first = false;
   for (int i = 0; i < count; ++i) {
     const Perf& r = perf[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ConvCore::kMaxAlgoWorkspace) continue;
     if (!tensor_ops && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
-    if (!fastest) fastest = &r;
-    if (r.determinism == CUDNN_DETERMINISTIC && r.time <= fastest->time * kDeterministicSlack) return {r.algo, r.memory};
+    if (out.empty()) fastest = r.time;
+    out.push_back({r.algo, r.memory});
+    if (!deterministic_first && r.determinism == CUDNN_DETERMINISTIC && r.time <= fastest * kDeterministicSlack) {
+      std::rotate(out.begin(), out.end() - 1, out.end());
+      deterministic_first = true;
+    }
   }
-  if (!fastest)
+  if (out.empty())
     ctx.fail(call, "no convolution algorithm supports these shapes in " + std::string(precision_name(ctx.precision())) +
                        " within " + std::to_string(ConvCore::kMaxAlgoWorkspace >> 20) + " MiB of workspace");
-  return {fastest->algo, fastest->memory};
+  return out;
+}
+
+/// After a convolution call returned status with the first of candidates:
+/// when the algorithm rejected the call (BAD_PARAM, NOT_SUPPORTED: seen in
+/// bf16 on an H200 for an algorithm the search had run) and another remains,
+/// drops it and returns (the caller retries with the next); else throws
+/// InternalError naming the call.
+template <class Algo>
+void next_algorithm_or_fail(CudaContext& ctx, const char* call, cudnnStatus_t status,
+                            std::vector<ConvCore::Choice<Algo>>& candidates) {
+  const bool rejected = status == CUDNN_STATUS_BAD_PARAM || status == CUDNN_STATUS_NOT_SUPPORTED;
+  if (!rejected || candidates.size() < 2)
+    ctx.fail(call, status_string(status) + " (algorithm " + std::to_string(int(candidates.front().algo)) + ")");
+  candidates.erase(candidates.begin());
 }
 
 /// Scratch tensors for cuDNN's algorithm search (its Find calls run every
@@ -117,9 +136,9 @@ struct ConvCore::Plan {
   TensorDesc a, b;                               ///< ap and bs in `type`.
   FilterDesc w;                                  ///< [Cb, kh, kw, Ca] in `type`.
   ConvDesc conv;
-  std::optional<Choice<cudnnConvolutionFwdAlgo_t>> fwd;
-  std::optional<Choice<cudnnConvolutionBwdDataAlgo_t>> bwd_data;
-  std::optional<Choice<cudnnConvolutionBwdFilterAlgo_t>> bwd_filter;
+  std::vector<Choice<cudnnConvolutionFwdAlgo_t>> fwd;  ///< Usable algorithms, best first (empty: not searched yet).
+  std::vector<Choice<cudnnConvolutionBwdDataAlgo_t>> bwd_data;
+  std::vector<Choice<cudnnConvolutionBwdFilterAlgo_t>> bwd_filter;
 };
 
 ConvCore::ConvCore(const Device& d, Conv2DParams p) : ctx_(context(d)), device_(d), p_(p), kept_(d) {}
@@ -154,8 +173,8 @@ ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
   return plans_.insert(as, bs, std::move(p));
 }
 
-const ConvCore::Choice<cudnnConvolutionFwdAlgo_t>& ConvCore::forward_algo(Plan& p) {
-  if (!p.fwd) {
+std::vector<ConvCore::Choice<cudnnConvolutionFwdAlgo_t>>& ConvCore::forward_algo(Plan& p) {
+  if (p.fwd.empty()) {
     SearchBuffers buf(ctx_, device_, p.a_bytes, p.b_bytes, p.w_bytes);
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
@@ -163,14 +182,13 @@ const ConvCore::Choice<cudnnConvolutionFwdAlgo_t>& ConvCore::forward_algo(Plan& 
                                  ctx_.cudnn(), p.a.get(), buf.a.data(), p.w.get(), buf.w.data(), p.conv.get(),
                                  p.b.get(), buf.b.data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf,
                                  buf.ws.data(), buf.ws.size()));
-    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnFindConvolutionForwardAlgorithmEx", perf, count);
-    p.fwd = Choice<cudnnConvolutionFwdAlgo_t>{algo, bytes};
+    p.fwd = rank_algorithms<cudnnConvolutionFwdAlgo_t>(ctx_, "cudnnFindConvolutionForwardAlgorithmEx", perf, count);
   }
-  return *p.fwd;
+  return p.fwd;
 }
 
-const ConvCore::Choice<cudnnConvolutionBwdDataAlgo_t>& ConvCore::backward_data_algo(Plan& p) {
-  if (!p.bwd_data) {
+std::vector<ConvCore::Choice<cudnnConvolutionBwdDataAlgo_t>>& ConvCore::backward_data_algo(Plan& p) {
+  if (p.bwd_data.empty()) {
     SearchBuffers buf(ctx_, device_, p.a_bytes, p.b_bytes, p.w_bytes);
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int count = 0;
@@ -178,14 +196,13 @@ const ConvCore::Choice<cudnnConvolutionBwdDataAlgo_t>& ConvCore::backward_data_a
                                  ctx_.cudnn(), p.w.get(), buf.w.data(), p.b.get(), buf.b.data(), p.conv.get(),
                                  p.a.get(), buf.a.data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf,
                                  buf.ws.data(), buf.ws.size()));
-    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnFindConvolutionBackwardDataAlgorithmEx", perf, count);
-    p.bwd_data = Choice<cudnnConvolutionBwdDataAlgo_t>{algo, bytes};
+    p.bwd_data = rank_algorithms<cudnnConvolutionBwdDataAlgo_t>(ctx_, "cudnnFindConvolutionBackwardDataAlgorithmEx", perf, count);
   }
-  return *p.bwd_data;
+  return p.bwd_data;
 }
 
-const ConvCore::Choice<cudnnConvolutionBwdFilterAlgo_t>& ConvCore::backward_filter_algo(Plan& p) {
-  if (!p.bwd_filter) {
+std::vector<ConvCore::Choice<cudnnConvolutionBwdFilterAlgo_t>>& ConvCore::backward_filter_algo(Plan& p) {
+  if (p.bwd_filter.empty()) {
     SearchBuffers buf(ctx_, device_, p.a_bytes, p.b_bytes, p.w_bytes);
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int count = 0;
@@ -193,10 +210,9 @@ const ConvCore::Choice<cudnnConvolutionBwdFilterAlgo_t>& ConvCore::backward_filt
                                  ctx_.cudnn(), p.a.get(), buf.a.data(), p.b.get(), buf.b.data(), p.conv.get(),
                                  p.w.get(), buf.w.data(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf,
                                  buf.ws.data(), buf.ws.size()));
-    auto [algo, bytes] = pick_algorithm(ctx_, "cudnnFindConvolutionBackwardFilterAlgorithmEx", perf, count);
-    p.bwd_filter = Choice<cudnnConvolutionBwdFilterAlgo_t>{algo, bytes};
+    p.bwd_filter = rank_algorithms<cudnnConvolutionBwdFilterAlgo_t>(ctx_, "cudnnFindConvolutionBackwardFilterAlgorithmEx", perf, count);
   }
-  return *p.bwd_filter;
+  return p.bwd_filter;
 }
 
 bool ConvCore::staged(const Plan& p, ConvSide side) const {
@@ -244,39 +260,53 @@ void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, flo
 void ConvCore::forward(const float* a, Shape as, Staging a_staging, const float* kernel, const float* bias,
                        Activation act, float* b, Shape bs) {
   Plan& p = plan(as, bs);
-  const auto& algo = forward_algo(p);
-  WorkspaceLayout layout;
-  const size_t ws_at = layout.add(algo.workspace);
-  const size_t w_at = layout.add(p.w_bytes);
-  const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A) : 0);
-  const size_t b_at = layout.add(staged_bytes(p, ConvSide::B));
-  char* ws = layout.base(ctx_);
-  const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
-  keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
-  void* b_out = staged(p, ConvSide::B) ? static_cast<void*>(ws + b_at) : b;
-  TRAINER_CUDA_CHECK(
-      ctx_, cudnnConvolutionForward(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.w.get(), ws + w_at, p.conv.get(), algo.algo,
-                                    ws + ws_at, algo.workspace, &kZero, p.b.get(), b_out));
-  unstage_output(p, ConvSide::B, b_out, b, bias, act);
+  auto& candidates = forward_algo(p);
+  for (;;) {
+    const auto algo = candidates.front();
+    WorkspaceLayout layout;
+    const size_t ws_at = layout.add(algo.workspace);
+    const size_t w_at = layout.add(p.w_bytes);
+    const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A) : 0);
+    const size_t b_at = layout.add(staged_bytes(p, ConvSide::B));
+    char* ws = layout.base(ctx_);
+    const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
+    keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
+    void* b_out = staged(p, ConvSide::B) ? static_cast<void*>(ws + b_at) : b;
+    const cudnnStatus_t st =
+        cudnnConvolutionForward(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.w.get(), ws + w_at, p.conv.get(), algo.algo,
+                                ws + ws_at, algo.workspace, &kZero, p.b.get(), b_out);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      unstage_output(p, ConvSide::B, b_out, b, bias, act);
+      return;
+    }
+    next_algorithm_or_fail(ctx_, "cudnnConvolutionForward", st, candidates);
+  }
 }
 
 void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, const float* bias,
                              Activation act, float* da, Shape as) {
   Plan& p = plan(as, bs);
-  const auto& algo = backward_data_algo(p);
-  WorkspaceLayout layout;
-  const size_t ws_at = layout.add(algo.workspace);
-  const size_t w_at = layout.add(p.w_bytes);
-  const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B) : 0);
-  const size_t a_at = layout.add(staged_bytes(p, ConvSide::A));
-  char* ws = layout.base(ctx_);
-  const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
-  keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
-  void* a_out = staged(p, ConvSide::A) ? static_cast<void*>(ws + a_at) : da;
-  TRAINER_CUDA_CHECK(
-      ctx_, cudnnConvolutionBackwardData(ctx_.cudnn(), &kOne, p.w.get(), ws + w_at, p.b.get(), b_in, p.conv.get(),
-                                         algo.algo, ws + ws_at, algo.workspace, &kZero, p.a.get(), a_out));
-  unstage_output(p, ConvSide::A, a_out, da, bias, act);
+  auto& candidates = backward_data_algo(p);
+  for (;;) {
+    const auto algo = candidates.front();
+    WorkspaceLayout layout;
+    const size_t ws_at = layout.add(algo.workspace);
+    const size_t w_at = layout.add(p.w_bytes);
+    const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B) : 0);
+    const size_t a_at = layout.add(staged_bytes(p, ConvSide::A));
+    char* ws = layout.base(ctx_);
+    const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
+    keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
+    void* a_out = staged(p, ConvSide::A) ? static_cast<void*>(ws + a_at) : da;
+    const cudnnStatus_t st =
+        cudnnConvolutionBackwardData(ctx_.cudnn(), &kOne, p.w.get(), ws + w_at, p.b.get(), b_in, p.conv.get(),
+                                     algo.algo, ws + ws_at, algo.workspace, &kZero, p.a.get(), a_out);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      unstage_output(p, ConvSide::A, a_out, da, bias, act);
+      return;
+    }
+    next_algorithm_or_fail(ctx_, "cudnnConvolutionBackwardData", st, candidates);
+  }
 }
 
 void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs,
@@ -284,19 +314,26 @@ void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, cons
   if (a_staging != Staging::Transient && db_staging != Staging::Transient)
     ctx_.fail("ConvCore::backward_filter", "only one input can use the kept buffer");
   Plan& p = plan(as, bs);
-  const auto& algo = backward_filter_algo(p);
-  WorkspaceLayout layout;
-  const size_t ws_at = layout.add(algo.workspace);
-  const size_t w_at = layout.add(p.w_bytes);
-  const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A) : 0);
-  const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B) : 0);
-  char* ws = layout.base(ctx_);
-  const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
-  const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
-  TRAINER_CUDA_CHECK(
-      ctx_, cudnnConvolutionBackwardFilter(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.b.get(), b_in, p.conv.get(),
-                                           algo.algo, ws + ws_at, algo.workspace, &kZero, p.w.get(), ws + w_at));
-  cudnn_filter_to_keras(ctx_, ws + w_at, p.type, p_.kh * p_.kw, as.c, bs.c, dkernel);
+  auto& candidates = backward_filter_algo(p);
+  for (;;) {
+    const auto algo = candidates.front();
+    WorkspaceLayout layout;
+    const size_t ws_at = layout.add(algo.workspace);
+    const size_t w_at = layout.add(p.w_bytes);
+    const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A) : 0);
+    const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B) : 0);
+    char* ws = layout.base(ctx_);
+    const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
+    const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
+    const cudnnStatus_t st =
+        cudnnConvolutionBackwardFilter(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.b.get(), b_in, p.conv.get(),
+                                       algo.algo, ws + ws_at, algo.workspace, &kZero, p.w.get(), ws + w_at);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      cudnn_filter_to_keras(ctx_, ws + w_at, p.type, p_.kh * p_.kw, as.c, bs.c, dkernel);
+      return;
+    }
+    next_algorithm_or_fail(ctx_, "cudnnConvolutionBackwardFilter", st, candidates);
+  }
 }
 
 }  // namespace trainer::cuda

@@ -7,7 +7,6 @@
 #include <cudnn.h>
 
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "backend/cuda/cuda_context.h"
@@ -111,7 +110,8 @@ enum class Staging {
 /// honours the math type (no tensor-op algorithm for fp32) and needs at most
 /// kMaxAlgoWorkspace bytes, or a deterministic one within 10% of its time
 /// (cuDNN's backward-data ALGO_0 and backward-filter ALGO_0/ALGO_3 use atomics
-/// and are not deterministic).
+/// and are not deterministic); when the chosen algorithm rejects the real call
+/// (BAD_PARAM or NOT_SUPPORTED), the next usable one is tried.
 /// All calls are queued on the context's compute stream; failures throw
 /// InternalError naming the cuDNN call, the device and the layer.
 class ConvCore {
@@ -138,17 +138,20 @@ class ConvCore {
   void backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs, Staging db_staging,
                        float* dkernel);
 
- private:
+  /// One usable algorithm of a call and the workspace it needs (bytes).
   template <class Algo>
   struct Choice {
     Algo algo;
-    size_t workspace;  ///< Bytes the algorithm needs.
+    size_t workspace;
   };
+
+ private:
   struct Plan;
   Plan& plan(Shape as, Shape bs);
-  const Choice<cudnnConvolutionFwdAlgo_t>& forward_algo(Plan& p);
-  const Choice<cudnnConvolutionBwdDataAlgo_t>& backward_data_algo(Plan& p);
-  const Choice<cudnnConvolutionBwdFilterAlgo_t>& backward_filter_algo(Plan& p);
+  /// The usable algorithms of each call for p's shapes, best first (searched on first use).
+  std::vector<Choice<cudnnConvolutionFwdAlgo_t>>& forward_algo(Plan& p);
+  std::vector<Choice<cudnnConvolutionBwdDataAlgo_t>>& backward_data_algo(Plan& p);
+  std::vector<Choice<cudnnConvolutionBwdFilterAlgo_t>>& backward_filter_algo(Plan& p);
   /// True when cuDNN needs a copy of side's tensor (bf16 and/or padded).
   bool staged(const Plan& p, ConvSide side) const;
   /// Bytes of that copy.

@@ -11,14 +11,16 @@
 // (every window holds a real pixel, since the padding before is less than the
 // window); backward crops the padded gradient.
 //
-// Backward: cuDNN finds each window's maximum again from the forward's input
-// and output, so backward() reads x (or the op's padded copy of it) and y of
-// the last training forward() by pointer: they must still hold that call's
-// data, as the layers guarantee (backward gets the forward's x and y). Ties go
-// to one position per window (cuDNN's deterministic mode).
+// Backward: our kernel (max_pool_backward.h; cuDNN's NHWC pooling backward
+// was several times slower) finds each window's maximum again from the
+// forward's input and output, so backward() reads x (or the op's padded copy
+// of it) and y of the last training forward() by pointer: they must still
+// hold that call's data, as the layers guarantee (backward gets the forward's
+// x and y). Ties go to the window's first maximum (row-major), as on the CPU.
 #include <cmath>
 
 #include "backend/cuda/cudnn_conv.h"
+#include "backend/cuda/max_pool_backward.h"
 #include "backend/cuda/tensor_layout.h"
 #include "backend/device_ops.h"
 
@@ -78,13 +80,12 @@ class CudnnMaxPool2D final : public PoolBackend {
 
   void backward(const float* dy, Shape ys, float* dx, Shape xs) override {
     if (!last_.valid || last_.xs != xs || last_.ys != ys)
-      ctx_.fail("cudnnPoolingBackward", "no training forward() with input " + xs.nhwc() + " and output " + ys.nhwc() +
+      ctx_.fail("MaxPool2D backward", "no training forward() with input " + xs.nhwc() + " and output " + ys.nhwc() +
                                             " precedes this backward()");
     if (xs.numel() == 0 || ys.numel() == 0) return;
     PoolPlan& p = plan(xs, ys);
     float* out = p.padded ? static_cast<float*>(ctx_.workspace(p.xp.numel() * sizeof(float))) : dx;
-    TRAINER_CUDA_CHECK(ctx_, cudnnPoolingBackward(ctx_.cudnn(), pool_.get(), &kOne, p.y.get(), last_.y, p.y.get(), dy,
-                                                  p.x.get(), last_.x, &kZero, p.x.get(), out));
+    max_pool_backward(ctx_, last_.x, p.xp, last_.y, dy, ys, p_.ph, p_.pw, p_.stride_h, p_.stride_w, out);
     if (p.padded)
       reframe_nhwc(ctx_, out, CUDNN_DATA_FLOAT, p.xp, dx, CUDNN_DATA_FLOAT, xs, -p.ph.before, -p.pw.before, 0.0f);
   }
