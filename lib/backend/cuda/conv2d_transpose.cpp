@@ -17,7 +17,8 @@ namespace {
 /// Conv2DTranspose's ConvBackend. x's bf16 copy made in forward() is kept for
 /// backward_weights(), which must get the same x pointer with the data
 /// unchanged (as the layers guarantee); another pointer or shape makes a new
-/// copy. Empty batches (N = 0) queue nothing, and backward_weights then zeroes
+/// copy. Likewise dy's bf16 copy is made once after each forward(), by the
+/// first backward call, and reused by the other. Empty batches (N = 0) queue nothing, and backward_weights then zeroes
 /// the gradients.
 class CudnnConv2DTranspose final : public ConvBackend {
  public:
@@ -27,11 +28,12 @@ class CudnnConv2DTranspose final : public ConvBackend {
                Shape ys) override {
     if (xs.numel() == 0 || ys.numel() == 0) return;
     core_.backward_data(x, xs, Staging::Keep, kernel, bias, act, y, ys);
+    core_.forget(ConvSide::A);  // dy of this step is staged once by whichever backward call comes first
   }
 
   void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) override {
     if (xs.numel() == 0 || ys.numel() == 0) return;
-    core_.forward(dy, ys, Staging::Transient, kernel, nullptr, Activation::Linear, dx, xs);
+    core_.forward(dy, ys, Staging::Reuse, kernel, nullptr, Activation::Linear, dx, xs);
   }
 
   void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel, float* dbias) override {
@@ -40,7 +42,7 @@ class CudnnConv2DTranspose final : public ConvBackend {
       if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
       return;
     }
-    core_.backward_filter(dy, ys, Staging::Transient, x, xs, Staging::Reuse, dkernel);
+    core_.backward_filter(dy, ys, Staging::Reuse, x, xs, Staging::Reuse, dkernel);
     if (dbias) bias_gradient(ctx_, dy, (long long)ys.n * ys.h * ys.w, ys.c, dbias);
   }
 

@@ -141,7 +141,8 @@ struct ConvCore::Plan {
   std::vector<Choice<cudnnConvolutionBwdFilterAlgo_t>> bwd_filter;
 };
 
-ConvCore::ConvCore(const Device& d, Conv2DParams p) : ctx_(context(d)), device_(d), p_(p), kept_(d) {}
+ConvCore::ConvCore(const Device& d, Conv2DParams p)
+    : ctx_(context(d)), device_(d), p_(p), kept_{Buffer<unsigned char>(d), Buffer<unsigned char>(d)} {}
 ConvCore::~ConvCore() = default;
 
 ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
@@ -228,18 +229,19 @@ const void* ConvCore::stage_input(const Plan& p, ConvSide side, const float* src
   if (!staged(p, side)) return src;
   void* dst = transient;
   if (staging != Staging::Transient) {
-    const bool same = kept_tag_.valid && kept_tag_.side == side && kept_tag_.src == src && kept_tag_.as == p.as &&
-                      kept_tag_.bs == p.bs;
-    if (staging == Staging::Reuse && same) return kept_.data();
-    kept_tag_.valid = false;
-    kept_.resize(staged_bytes(p, side));
-    dst = kept_.data();
+    KeptTag& tag = kept_tag_[int(side)];
+    Buffer<unsigned char>& kept = kept_[int(side)];
+    const bool same = tag.valid && tag.src == src && tag.as == p.as && tag.bs == p.bs;
+    if (staging == Staging::Reuse && same) return kept.data();
+    tag.valid = false;
+    kept.resize(staged_bytes(p, side));
+    dst = kept.data();
   }
   if (side == ConvSide::A && p.explicit_pad)
     reframe_nhwc(ctx_, src, CUDNN_DATA_FLOAT, p.as, dst, p.type, p.ap, p.ph.before, p.pw.before, 0.0f);
   else
     convert(ctx_, src, CUDNN_DATA_FLOAT, dst, p.type, side == ConvSide::A ? p.as.numel() : p.bs.numel());
-  if (staging != Staging::Transient) kept_tag_ = KeptTag{true, side, src, p.as, p.bs};
+  if (staging != Staging::Transient) kept_tag_[int(side)] = KeptTag{true, src, p.as, p.bs};
   return dst;
 }
 
@@ -311,8 +313,6 @@ void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, cons
 
 void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs,
                                Staging db_staging, float* dkernel) {
-  if (a_staging != Staging::Transient && db_staging != Staging::Transient)
-    ctx_.fail("ConvCore::backward_filter", "only one input can use the kept buffer");
   Plan& p = plan(as, bs);
   auto& candidates = backward_filter_algo(p);
   for (;;) {

@@ -75,7 +75,7 @@ enum class ConvSide { A, B };
 /// bf16 and/or explicitly padded copy) gets its copy.
 enum class Staging {
   Transient,  ///< In the context's workspace, for this call only.
-  Keep,       ///< In the op's kept buffer, remembered by pointer and shapes.
+  Keep,       ///< In the op's kept buffer of that side, remembered by pointer and shapes.
   Reuse,      ///< The kept buffer when it was made from this pointer and these
               ///< shapes (the data must not have changed since), else as Keep.
 };
@@ -133,10 +133,12 @@ class ConvCore {
   /// (overwrites da; bias [Ca] or nullptr: Conv2DTranspose's forward).
   void backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, const float* bias,
                      Activation act, float* da, Shape as);
-  /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from a and db (overwrites it). At
-  /// most one of the two stagings may be other than Transient.
+  /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from a and db (overwrites it).
   void backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs, Staging db_staging,
                        float* dkernel);
+  /// Forgets the kept copy of side's tensor, so that the next Reuse stages it
+  /// afresh (a new step's gradient may arrive in the same buffer).
+  void forget(ConvSide side) { kept_tag_[int(side)].valid = false; }
 
   /// One usable algorithm of a call and the workspace it needs (bytes).
   template <class Algo>
@@ -158,7 +160,7 @@ class ConvCore {
   size_t staged_bytes(const Plan& p, ConvSide side) const;
   /// src (fp32, side's user shape) as cuDNN reads it: src itself, or a copy
   /// made per `staging`: Transient into `transient` (staged_bytes long, in the
-  /// workspace), Keep/Reuse into kept_ (`transient` unused; growing kept_
+  /// workspace), Keep/Reuse into kept_[side] (`transient` unused; growing it
   /// allocates but never moves the context's workspace).
   const void* stage_input(const Plan& p, ConvSide side, const float* src, Staging staging, void* transient);
   /// dst (fp32, side's user shape) <- cuDNN's result src for that side
@@ -169,13 +171,13 @@ class ConvCore {
   Device device_;
   Conv2DParams p_;
   PlanCache<Plan> plans_;
-  Buffer<unsigned char> kept_;  ///< The copy made with Staging::Keep.
+  /// The copies made with Staging::Keep / Reuse, one per side (A, B).
+  Buffer<unsigned char> kept_[2];
   struct KeptTag {
     bool valid = false;
-    ConvSide side = ConvSide::A;
     const float* src = nullptr;
     Shape as, bs;
-  } kept_tag_;
+  } kept_tag_[2];
 };
 
 }  // namespace trainer::cuda
