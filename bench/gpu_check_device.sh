@@ -19,6 +19,7 @@
 #   profile_bf16   unet_throughput --profile: a bf16 step's time per layer and phase
 #   ours_<p>       unet_throughput of configs/unet.yaml (256x256x3), batch 32,
 #                  GPU 0, precision p in fp32 / tf32 / bf16, 5 warm-up + 20 timed steps
+#                  (fp32: 1 + 3)
 #   torch_<p>      ../shared/bench/torch_unet.py, batch 32, 256x256, channels-last,
 #                  p in bf16 / fp32 (PyTorch's fp32 runs convolutions in TF32:
 #                  torch.backends.cudnn.allow_tf32 is True by default)
@@ -149,7 +150,11 @@ sampled() {
 # every layer, so this run is for the breakdown, not for the throughput).
 step profile_bf16 40 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
   --precision bf16 --steps 2 --warmup 1 --profile 2
-for p in fp32 tf32 bf16; do
+# IEEE fp32 (no tensor cores) is an order of magnitude slower and its
+# algorithm search runs every fp32 algorithm: fewer steps.
+sampled ours_fp32 60 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
+  --precision fp32 --steps 3 --warmup 1
+for p in tf32 bf16; do
   sampled "ours_$p" 50 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
     --precision "$p" --steps 20 --warmup 5
 done
