@@ -22,6 +22,7 @@
 #include "dist/device_plan.h"
 #include "dist/local_communicator.h"
 #include "gpu_testing.h"
+#include "tiny_model.h"
 #include "train/trainer.h"
 #if defined(TRAINER_WITH_CUDA)
 #include "dist/nccl_communicator.h"
@@ -160,47 +161,8 @@ constexpr double kLossTolTf32 = 1e-2, kLossTolBf16 = 5e-2;
 /// rounding of a threshold may fall on either side of it).
 constexpr double kEvalLossTol = 1e-4, kEvalCountTol = 3;
 
-// Every layer type of the U-Net, plus synchronized BN and Dropout (as test_towers.cpp).
-const char* kTinyConfig = R"(
-model:
-  name: tiny
-  layers:
-    - {name: in, type: Input, shape: [16, 16, 3]}
-    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
-    - {name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: relu}
-    - {name: bn1, type: BatchNormalization, synchronized: true}
-    - {name: p1, type: MaxPooling2D}
-    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
-    - {name: u1, type: Conv2DTranspose, filters: 4, kernel_size: 2, strides: 2, padding: same}
-    - {name: cat, type: Concatenate, inputs: [u1, bn1]}
-    - {name: drop, type: Dropout, rate: 0.2}
-    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
-data: {images: unused, masks: unused}
-training:
-  batch_size: 5
-  seed: 7
-  loss: bce_dice
-  metrics: [mean_iou]
-  optimizer: {type: SGD, learning_rate: 0.1, momentum: 0.9, nesterov: true}
-)";
-
-// 13 samples: random images in [0, 255], masks from a disc per sample.
-Dataset tiny_data() {
-  Dataset d;
-  const int n = 13;
-  d.images.resize(Shape{n, 16, 16, 3});
-  d.masks.resize(Shape{n, 16, 16, 1});
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> u(0.f, 255.f);
-  for (size_t i = 0; i < d.images.numel(); ++i) d.images.data()[i] = u(rng);
-  for (int s = 0; s < n; ++s) {
-    d.names.push_back("s" + std::to_string(s));
-    for (int y = 0; y < 16; ++y)
-      for (int x = 0; x < 16; ++x)
-        d.masks.sample(s)[y * 16 + x] = std::hypot(x - 4 - s % 8, y - 8) < 4 ? 1.f : 0.f;
-  }
-  return d;
-}
+// Every layer type of the U-Net, plus synchronized BN and Dropout (tiny_model.h).
+const std::string kTinyConfig = trainer::testing::tiny_config(true);
 
 // Batches of 5, 5 (uneven over 2 towers), a short one of 3, one of 2 (a
 // sample per tower), and a shuffled one.

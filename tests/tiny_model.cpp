@@ -1,0 +1,51 @@
+#include "tiny_model.h"
+
+#include <cmath>
+#include <random>
+
+namespace trainer::testing {
+
+std::string tiny_config(bool synchronized) {
+  return std::string(R"(
+model:
+  name: tiny
+  layers:
+    - {name: in, type: Input, shape: [16, 16, 3]}
+    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
+    - {name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: relu}
+    - {name: bn1, type: BatchNormalization, synchronized: )") +
+         (synchronized ? "true" : "false") + R"(}
+    - {name: p1, type: MaxPooling2D}
+    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: u1, type: Conv2DTranspose, filters: 4, kernel_size: 2, strides: 2, padding: same}
+    - {name: cat, type: Concatenate, inputs: [u1, bn1]}
+    - {name: drop, type: Dropout, rate: 0.2}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+data: {images: unused, masks: unused}
+training:
+  batch_size: 5
+  seed: 7
+  loss: bce_dice
+  metrics: [mean_iou]
+  optimizer: {type: SGD, learning_rate: 0.1, momentum: 0.9, nesterov: true}
+)";
+}
+
+Dataset tiny_data() {
+  Dataset d;
+  const int n = 13;
+  d.images.resize(Shape{n, 16, 16, 3});
+  d.masks.resize(Shape{n, 16, 16, 1});
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0.f, 255.f);
+  for (size_t i = 0; i < d.images.numel(); ++i) d.images.data()[i] = u(rng);
+  for (int s = 0; s < n; ++s) {
+    d.names.push_back("s" + std::to_string(s));
+    for (int y = 0; y < 16; ++y)
+      for (int x = 0; x < 16; ++x)
+        d.masks.sample(s)[y * 16 + x] = std::hypot(x - 4 - s % 8, y - 8) < 4 ? 1.f : 0.f;
+  }
+  return d;
+}
+
+}  // namespace trainer::testing
