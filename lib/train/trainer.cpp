@@ -151,7 +151,12 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
         std::memcpy(pinned + size_t(n) * img + size_t(k) * msk, masks->sample(indices[size_t(lo + k)]),
                     msk * sizeof(float));
     }
+    const float* before = t.staged.data();
     t.staged.resize(floats);
+    // A new block may come from the allocator's cache, freed by compute work
+    // still queued: the copy stream must wait for all of it, not only for the
+    // last input's use.
+    if (t.staged.data() != before) ctx.input_consumed();
     ctx.upload_staged(t.staged.data(), floats * sizeof(float));
     device_copy(t.device, x.data(), t.device, t.staged.data(), size_t(n) * img * sizeof(float));
     if (masks) device_copy(t.device, t.y.data(), t.device, t.staged.data() + size_t(n) * img, size_t(n) * msk * sizeof(float));

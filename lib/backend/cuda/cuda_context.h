@@ -101,6 +101,8 @@ class CudaContext final : public DeviceContext {
   cudaEvent_t consumed_ = nullptr;         ///< Recorded on the compute stream by input_consumed().
   bool uploading_ = false;                 ///< uploaded_ has been recorded.
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> waits_, spare_waits_;  ///< Timing events around each wait.
+  double waited_seconds_ = 0;              ///< Waits already collected from waits_.
+  static constexpr size_t kMaxPendingWaits = 64;
   /// Destroys the staging buffer and events, ignoring errors (release()).
   void release_staging() noexcept;
 };

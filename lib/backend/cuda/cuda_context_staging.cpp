@@ -46,6 +46,8 @@ void CudaContext::upload_staged(void* dst, size_t bytes) {
     TRAINER_CUDA_CHECK(*this, cudaEventCreate(&w.first));
     TRAINER_CUDA_CHECK(*this, cudaEventCreate(&w.second));
   }
+  // Runs that never ask for the waits (predict, evaluate) must not pile up events.
+  if (waits_.size() >= kMaxPendingWaits) waited_seconds_ += take_input_wait_seconds();
   waits_.push_back(w);
   TRAINER_CUDA_CHECK(*this, cudaEventRecord(w.first, compute_));
   TRAINER_CUDA_CHECK(*this, cudaStreamWaitEvent(compute_, uploaded_, 0));
@@ -57,7 +59,8 @@ void CudaContext::input_consumed() {
 }
 
 double CudaContext::take_input_wait_seconds() {
-  double seconds = 0;
+  double seconds = waited_seconds_;
+  waited_seconds_ = 0;
   for (auto& w : waits_) {
     TRAINER_CUDA_CHECK(*this, cudaEventSynchronize(w.second));
     float ms = 0.f;

@@ -52,8 +52,8 @@ ConvDesc conv_desc(CudaContext& ctx, int pad_h, int pad_w, int stride_h, int str
 std::string nchw_as_nhwc(int n, int c, int h, int w) { return Shape{n, h, w, c}.nhwc(); }
 
 /// The usable algorithms among cuDNN's measured results perf[0, count)
-/// (sorted by time), best first: those that succeeded, honour the math type
-/// (no tensor-op algorithm for fp32) and need at most kMaxAlgoWorkspace bytes,
+/// (sorted by time), best first: those that succeeded, honour the precision
+/// (no tensor-op math for fp32) and need at most kMaxAlgoWorkspace bytes,
 /// in time order, except that a deterministic one within kDeterministicSlack
 /// of the fastest goes first. InternalError when none is usable.
 template <class Algo, class Perf>
@@ -68,8 +68,11 @@ std::vector<ConvCore::Choice<Algo>> rank_algorithms(CudaContext& ctx, const char
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ConvCore::kMaxAlgoWorkspace) continue;
     if (!tensor_ops && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
-    if (out.empty()) fastest = r.time;
-    out.push_back({r.algo, r.memory});
+    // fp32 always runs with the descriptor's CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH
+    // would allow TF32 on Ampere and later); tf32 and bf16 with the math type
+    // cuDNN timed the algorithm with.
+    out.push_back({r.algo, tensor_ops ? r.mathType : CUDNN_FMA_MATH, r.memory});
+    if (out.size() == 1) fastest = r.time;
     if (!deterministic_first && r.determinism == CUDNN_DETERMINISTIC && r.time <= fastest * kDeterministicSlack) {
       std::rotate(out.begin(), out.end() - 1, out.end());
       deterministic_first = true;
@@ -274,6 +277,8 @@ void ConvCore::forward(const float* a, Shape as, Staging a_staging, const float*
     const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
     keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
     void* b_out = staged(p, ConvSide::B) ? static_cast<void*>(ws + b_at) : b;
+    // The math type cuDNN timed the algorithm with (as PyTorch sets it per call).
+    TRAINER_CUDA_CHECK(ctx_, cudnnSetConvolutionMathType(p.conv.get(), algo.math));
     const cudnnStatus_t st =
         cudnnConvolutionForward(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.w.get(), ws + w_at, p.conv.get(), algo.algo,
                                 ws + ws_at, algo.workspace, &kZero, p.b.get(), b_out);
@@ -300,6 +305,8 @@ void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, cons
     const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
     keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
     void* a_out = staged(p, ConvSide::A) ? static_cast<void*>(ws + a_at) : da;
+    // The math type cuDNN timed the algorithm with (as PyTorch sets it per call).
+    TRAINER_CUDA_CHECK(ctx_, cudnnSetConvolutionMathType(p.conv.get(), algo.math));
     const cudnnStatus_t st =
         cudnnConvolutionBackwardData(ctx_.cudnn(), &kOne, p.w.get(), ws + w_at, p.b.get(), b_in, p.conv.get(),
                                      algo.algo, ws + ws_at, algo.workspace, &kZero, p.a.get(), a_out);
@@ -325,6 +332,8 @@ void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, cons
     char* ws = layout.base(ctx_);
     const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
     const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
+    // The math type cuDNN timed the algorithm with (as PyTorch sets it per call).
+    TRAINER_CUDA_CHECK(ctx_, cudnnSetConvolutionMathType(p.conv.get(), algo.math));
     const cudnnStatus_t st =
         cudnnConvolutionBackwardFilter(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.b.get(), b_in, p.conv.get(),
                                        algo.algo, ws + ws_at, algo.workspace, &kZero, p.w.get(), ws + w_at);

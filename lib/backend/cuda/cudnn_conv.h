@@ -140,10 +140,12 @@ class ConvCore {
   /// afresh (a new step's gradient may arrive in the same buffer).
   void forget(ConvSide side) { kept_tag_[int(side)].valid = false; }
 
-  /// One usable algorithm of a call and the workspace it needs (bytes).
+  /// One usable algorithm of a call, the math type cuDNN timed it with and
+  /// the workspace it needs (bytes).
   template <class Algo>
   struct Choice {
     Algo algo;
+    cudnnMathType_t math;
     size_t workspace;
   };
 
