@@ -3,6 +3,7 @@
 // nesterov, binary cross-entropy, warm-up steps, then timed steps; on GPUs the
 // timing ends once the last step's queued work is done).
 //   unet_throughput --config configs/unet_small.yaml --batch 8 --gpus cpu
+// --gpus defaults to all (every GPU, else one CPU tower), as trainer's.
 //   unet_throughput --config configs/unet.yaml --batch 32 --gpus 0 --precision bf16
 // --gpus takes what trainer's --gpus takes; --precision sets the GPU
 // convolutions' arithmetic (training.precision; the CPU always runs fp32).
@@ -12,9 +13,9 @@
 // those steps are slower; they do not change the JSON line).
 //   unet_throughput --config configs/unet.yaml --batch 32 --gpus 0 --profile 5
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <random>
 #include <thread>
 
@@ -28,21 +29,27 @@ using namespace trainer;
 
 int main(int argc, char** argv) {
   CLI::App app{"Training images/s of a config's model on random data"};
-  std::string config_path, gpus = "cpu";
-  int batch = 8, steps = 10, warmup = 2, profile = 0, threads = int(std::thread::hardware_concurrency());
-  app.add_option("--config", config_path)->required();
-  app.add_option("--gpus", gpus);
-  app.add_option("--batch", batch);
-  app.add_option("--steps", steps);
-  app.add_option("--warmup", warmup);
-  app.add_option("--threads", threads);
-  app.add_option("--profile", profile, "Profiled steps after the timed ones (per-layer times to stderr)");
-  Precision precision = Precision::FP32;
-  const std::map<std::string, Precision> precisions = {
-      {"fp32", Precision::FP32}, {"tf32", Precision::TF32}, {"bf16", Precision::BF16}};
-  app.add_option("--precision", precision, "GPU convolution arithmetic: fp32, tf32 or bf16")
-      ->transform(CLI::CheckedTransformer(precisions));
-  CLI11_PARSE(app, argc, argv);
+  std::string config_path, gpus = "all", precision_text = "fp32";
+  int batch = 8, steps = 10, warmup = 2, profile = 0, threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  app.add_option("--config", config_path, "Run configuration (its model and input size are measured)")->required();
+  app.add_option("--gpus", gpus, "Devices, as trainer's --gpus (all, 0,1, cpu, cpu:N)")->capture_default_str();
+  app.add_option("--batch", batch, "Global batch per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--steps", steps, "Timed steps")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads in all")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--profile", profile, "Profiled steps after the timed ones (per-layer times to stderr)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--precision", precision_text, "GPU convolution arithmetic: fp32, tf32 or bf16")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a bad flag: 2, as trainer
+  }
+  const Precision precision = precision_text == "bf16"   ? Precision::BF16
+                              : precision_text == "tf32" ? Precision::TF32
+                                                         : Precision::FP32;
   try {
     Config config = load_config(config_path);
     config.training.loss = "binary_crossentropy";
@@ -72,7 +79,7 @@ int main(int argc, char** argv) {
     // reading the weights back waits for it (a copy of params*4 bytes, timed too).
     if (!plan.gpus.empty()) trainer.weights();
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("{\"trainer\": \"%s\", \"devices\": \"%s\", \"precision\": \"%s\", \"size\": %d, "
+    std::printf("{\"config\": \"%s\", \"devices\": \"%s\", \"precision\": \"%s\", \"size\": %d, "
                 "\"batch\": %d, \"steps\": %d, \"threads\": %d, \"images_per_s\": %.3f, \"params\": %zu}\n",
                 config_path.c_str(), plan.describe().c_str(), plan.gpus.empty() ? "fp32" : precision_name(precision),
                 in.h, batch, steps, threads, batch * steps / dt,

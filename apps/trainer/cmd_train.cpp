@@ -18,7 +18,7 @@ namespace trainer::cli {
 namespace {
 
 struct TrainFlags {
-  std::string config, gpus = "all", output, images, masks, resume, log_format = "text";
+  std::string config, gpus = "all", output, images, masks, resume, log_format = "text", precision;
   std::optional<int> epochs, batch_size, threads;
   std::optional<uint64_t> seed;
 };
@@ -38,6 +38,12 @@ void apply_overrides(Config& config, const TrainFlags& f) {
   if (!f.output.empty()) set("training", "output_dir", config.training.output_dir = f.output);
   if (!f.images.empty()) set("data", "images", config.data.images = f.images);
   if (!f.masks.empty()) set("data", "masks", config.data.masks = f.masks);
+  if (!f.precision.empty()) {
+    set("training", "precision", f.precision);
+    config.training.precision = f.precision == "bf16"   ? Precision::BF16
+                                : f.precision == "tf32" ? Precision::TF32
+                                                        : Precision::FP32;
+  }
   if (changed) config.text = "# " + config.path + " with command-line overrides\n" + YAML::Dump(root) + "\n";
 }
 
@@ -74,6 +80,9 @@ int run_train(const TrainFlags& f) {
   if (trainer.devices().any_gpu())
     spdlog::info("GPU towers: convolutions in {}, gradients summed {}", precision_name(config.training.precision),
                  trainer.devices().reduction());
+  else if (config.training.precision != Precision::FP32)
+    spdlog::warn("training.precision {} applies to GPU towers; the CPU towers compute in fp32",
+                 precision_name(config.training.precision));
   std::unique_ptr<Checkpoint> resume;
   if (!f.resume.empty()) {
     resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
@@ -121,8 +130,8 @@ Runner add_train(CLI::App& app) {
   auto f = std::make_shared<TrainFlags>();
   app.add_option("--config,-c", f->config, "Run configuration (YAML: model, data, training)");
   app.add_option("--gpus", f->gpus,
-                 "Devices, one tower each: all (every GPU; CPU if none), GPU indices such as 0,2,5, "
-                 "cpu, or cpu:N (N CPU towers)")
+                 "Devices, one tower each: all (every GPU; CPU if none), GPU indices such as 0,2,5 or 2 "
+                 "(indices, not a count; 0,0 puts two towers on GPU 0), cpu, or cpu:N (N CPU towers, N <= 64)")
       ->capture_default_str();
   app.add_option("--epochs", f->epochs, "Override training.epochs")->check(CLI::Range(1, 1000000));
   app.add_option("--batch-size", f->batch_size, "Override training.batch_size (global batch)")
@@ -131,6 +140,8 @@ Runner add_train(CLI::App& app) {
   app.add_option("--output,-o", f->output, "Override training.output_dir");
   app.add_option("--images", f->images, "Override data.images (folder of images)");
   app.add_option("--masks", f->masks, "Override data.masks (folder of masks)");
+  app.add_option("--precision", f->precision, "Override training.precision (GPU convolutions): fp32, tf32, bf16")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   app.add_option("--threads", f->threads, "CPU threads in all (default: every core)")->check(CLI::Range(1, 4096));
   app.add_option("--resume", f->resume,
                  "Continue the run saved in this checkpoint (last.h5, or a ModelCheckpoint file) with --config");
