@@ -227,21 +227,23 @@ def column(s, i, reduce):
 def mean(values):
     return sum(values) / len(values)
 print(f"{'run':28}{'images/s':>10}{'ms/step':>9}{'TFLOP/s':>9}{'MFU':>8}{'(peak)':>8}"
-      f"{'MiB max':>9}{'util %':>8}{'W avg':>7}{'SM MHz':>8}")
+      f"{'MiB max':>9}{'util %':>8}{'W avg':>7}{'SM MHz':>8}{'wait ms':>9}")
 for name, label, peak_key in rows:
     r, s = result(name), samples(name)
     ips = r["images_per_s"] if r else None
     busy = [x for x in s if x[0] > 0] or s  # averages over the samples with the GPU busy
     mem, util, watt, mhz = column(s, 1, max), column(busy, 0, mean), column(busy, 2, mean), column(busy, 3, mean)
+    wait = f"{r['input_wait_ms_per_step']:.2f}" if r and "input_wait_ms_per_step" in r else "-"
     if ips:
         tflops = ips * gflop / 1e3
         print(f"{label:28}{ips:>10.1f}{1e3 * r['batch'] / ips:>9.1f}{tflops:>9.1f}"
-              f"{100 * tflops / peaks[peak_key]:>7.1f}%{peaks[peak_key]:>8.0f}{mem:>9}{util:>8}{watt:>7}{mhz:>8}")
+              f"{100 * tflops / peaks[peak_key]:>7.1f}%{peaks[peak_key]:>8.0f}{mem:>9}{util:>8}{watt:>7}{mhz:>8}{wait:>9}")
     else:
-        print(f"{label:28}{'no result':>10}{'-':>9}{'-':>9}{'-':>8}{'-':>8}{mem:>9}{util:>8}{watt:>7}{mhz:>8}")
+        print(f"{label:28}{'no result':>10}{'-':>9}{'-':>9}{'-':>8}{'-':>8}{mem:>9}{util:>8}{watt:>7}{mhz:>8}{wait:>9}")
 print(f"MFU = images/s * {gflop:.0f} GFLOP / peak; peaks (H200 SXM datasheet, dense TFLOP/s): "
       f"bf16 {peaks['bf16']:.0f}, tf32 {peaks['tf32']:.0f}, fp32 {peaks['fp32']:.0f}.")
 print("MiB max / util / W / SM MHz: nvidia-smi every 500 ms during the run (whole GPU, includes start-up).")
+print("wait ms: per timed step, how long tower 0's compute stream waited for its input upload.")
 PY
 }
 

@@ -73,17 +73,22 @@ int main(int argc, char** argv) {
     for (int i = 0; i < batch; ++i) idx[size_t(i)] = i;
     data.names.resize(size_t(batch));
     for (int i = 0; i < warmup; ++i) trainer.train_step(data, idx);
+    trainer.take_input_wait_seconds();  // count the timed steps only
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) trainer.train_step(data, idx);
     // On a GPU, train_step may return with the last update still queued:
     // reading the weights back waits for it (a copy of params*4 bytes, timed too).
     if (!plan.gpus.empty()) trainer.weights();
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Tower 0's input wait over the timed steps (ms per step) and its peak device memory (MiB; 0 on the CPU).
+    const double wait_ms = 1e3 * trainer.take_input_wait_seconds()[0] / steps;
+    const double peak_mib = double(trainer.peak_memory_bytes()[0]) / double(1 << 20);
     std::printf("{\"config\": \"%s\", \"devices\": \"%s\", \"precision\": \"%s\", \"size\": %d, "
-                "\"batch\": %d, \"steps\": %d, \"threads\": %d, \"images_per_s\": %.3f, \"params\": %zu}\n",
+                "\"batch\": %d, \"steps\": %d, \"threads\": %d, \"images_per_s\": %.3f, \"params\": %zu, "
+                "\"input_wait_ms_per_step\": %.3f, \"peak_memory_mib\": %.0f}\n",
                 config_path.c_str(), plan.describe().c_str(), plan.gpus.empty() ? "fp32" : precision_name(precision),
                 in.h, batch, steps, threads, batch * steps / dt,
-                trainer.model().num_params() + trainer.model().num_state());
+                trainer.model().num_params() + trainer.model().num_state(), wait_ms, peak_mib);
     if (profile > 0) {
       std::fflush(stdout);
       trainer.set_profiling(true);
