@@ -47,8 +47,6 @@ CudaContext::CudaContext(int device, Precision precision) : device_(device), pre
     TRAINER_CUDA_CHECK(*this, cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
     TRAINER_CUDA_CHECK(*this, cudnnCreate(&cudnn_));
     TRAINER_CUDA_CHECK(*this, cudnnSetStream(cudnn_, compute_));
-    TRAINER_CUDA_CHECK(*this, cublasCreate(&cublas_));
-    TRAINER_CUDA_CHECK(*this, cublasSetStream(cublas_, compute_));
   } catch (...) {
     release();
     throw;
@@ -69,11 +67,9 @@ void CudaContext::release() noexcept {
   workspace_ = nullptr;
   workspace_bytes_ = in_use_ = cached_ = 0;
   release_staging();
-  if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
   for (cudaStream_t s : {compute_, copy_, comm_})
     if (s) cudaStreamDestroy(s);
-  cublas_ = nullptr;
   cudnn_ = nullptr;
   compute_ = copy_ = comm_ = nullptr;
   cudaGetLastError();  // leave no error behind for the thread's next CUDA call
@@ -206,8 +202,5 @@ std::string status_string(cudaError_t e) {
 
 std::string status_string(cudnnStatus_t e) { return cudnnGetErrorString(e); }
 
-std::string status_string(cublasStatus_t e) {
-  return std::string(cublasGetStatusName(e)) + " (" + cublasGetStatusString(e) + ")";
-}
 
 }  // namespace trainer::cuda

@@ -2,16 +2,15 @@
 // CudaContext: one tower's execution context on one GPU (core/device.h's
 // DeviceContext): a compute stream (every op of the tower is queued on it), a
 // copy stream (input batches from pinned host memory), a communication stream
-// (gradient all-reduce), cuDNN and cuBLAS handles bound to the compute stream,
+// (gradient all-reduce), a cuDNN handle bound to the compute stream,
 // a caching allocator (a step makes no cudaMalloc/cudaFree once warm) and a
 // growing workspace shared by the tower's ops (safe: they run in stream order).
 // Several contexts may share one GPU (towers --gpus 0,0). Internal to
 // lib/backend/cuda; the rest of the code sees only DeviceContext.
 //
-// Errors: every CUDA, cuDNN, cuBLAS and NCCL call goes through the CHECK
+// Errors: every CUDA, cuDNN and NCCL call goes through the CHECK
 // macros below, which throw InternalError "<call> failed on cuda:<i> (layer
 // '<name>'): <status>"; a failed allocation throws DeviceOutOfMemory.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -58,7 +57,6 @@ class CudaContext final : public DeviceContext {
   cudaStream_t copy_stream() const { return copy_; }
   cudaStream_t comm_stream() const { return comm_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
-  cublasHandle_t cublas() const { return cublas_; }
   /// Scratch of at least `bytes` on the device, valid until the next call
   /// (ops on the compute stream use it in turn).
   void* workspace(size_t bytes);
@@ -87,7 +85,6 @@ class CudaContext final : public DeviceContext {
   Precision precision_;
   cudaStream_t compute_ = nullptr, copy_ = nullptr, comm_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
   std::string layer_;
   std::multimap<size_t, void*> free_;      ///< Cached blocks by size.
   std::unordered_map<void*, size_t> live_;  ///< Handed-out blocks and their sizes.
@@ -113,11 +110,10 @@ inline CudaContext& context(const Device& d) { return static_cast<CudaContext&>(
 /// Status strings of the libraries.
 std::string status_string(cudaError_t e);
 std::string status_string(cudnnStatus_t e);
-std::string status_string(cublasStatus_t e);
 
 }  // namespace trainer::cuda
 
-/// Checks a CUDA runtime / cuDNN / cuBLAS call made for context ctx (a CudaContext&).
+/// Checks a CUDA runtime / cuDNN call made for context ctx (a CudaContext&).
 #define TRAINER_CUDA_CHECK(ctx, call)                                                      \
   do {                                                                                     \
     auto trainer_status_ = (call);                                                         \
