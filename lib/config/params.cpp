@@ -61,8 +61,12 @@ ParamReader::ParamReader(const YAML::Node& node, std::string file, std::string w
 bool ParamReader::has(const std::string& key) const { return bool(node_[key]); }
 
 std::string ParamReader::where(const std::string& key) const {
-  YAML::Node v = node_[key];
-  return yaml_location(file_, v ? v.Mark() : node_.Mark());
+  // The value's place; for an empty value ('key:'), whose mark yaml-cpp puts at
+  // the next token, the key's.
+  for (const auto& kv : node_)
+    if (kv.first.IsScalar() && kv.first.Scalar() == key)
+      return yaml_location(file_, kv.second.IsNull() ? kv.first.Mark() : kv.second.Mark());
+  return yaml_location(file_, node_.Mark());
 }
 
 void ParamReader::fail(const std::string& key, const std::string& msg) const {
@@ -133,9 +137,14 @@ bool ParamReader::get_bool(const std::string& key, std::optional<bool> def) {
 
 std::string ParamReader::get_string(const std::string& key, std::optional<std::string> def,
                                     const std::vector<std::string>& allowed) {
+  const std::string choices = allowed.empty() ? "" : "; use one of: " + join_names(allowed);
+  if (YAML::Node raw = node_[key]; raw && raw.IsNull()) {
+    used_.insert(key);
+    fail(key, "has no value" + choices);
+  }
   YAML::Node v = value(key, !def);
   if (!v) return *def;
-  if (!v.IsScalar()) fail(key, "must be a string");
+  if (!v.IsScalar()) fail(key, "must be a string" + choices);
   std::string s = v.as<std::string>();
   if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), s) == allowed.end())
     fail(key, "is '" + s + "'" + did_you_mean(s, allowed) + "; use one of: " + join_names(allowed));
