@@ -1,8 +1,8 @@
 #pragma once
 // Per-element math of the element-wise backend ops (backend/elementwise_ops.h),
-// written once: the CPU loops in backend/cpu/ call these functions now and the
-// CUDA kernels will call the same ones (TRAINER_HD is __host__ __device__ under
-// nvcc), so both devices compute the same expression for every element.
+// written once: the CPU loops in backend/cpu/ and the CUDA kernels in
+// backend/cuda/ call the same functions (TRAINER_HD is __host__ __device__
+// under nvcc), so both devices compute the same expression for every element.
 #include <cstdint>
 
 #include "core/math.h"

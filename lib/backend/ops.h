@@ -10,6 +10,13 @@
 // not be used from two threads at once; different op objects may run
 // concurrently (the towers do). On a GPU the calls are queued on the tower's
 // compute stream and return before the work finishes.
+//
+// Backward reads the forward's tensors: the backward calls of an op get the x
+// (and, for pooling, the y) of its last training forward, and the caller must
+// not change their data in between (the layers guarantee it: backward sees the
+// forward's tensors). On a GPU the op relies on it: MaxPool2DOp reads x and y
+// again by pointer, and the convolutions reuse the bf16 (or padded) copy of x
+// made in forward when the pointer and shapes match.
 #include <memory>
 
 #include "backend/elementwise_math.h"
@@ -146,8 +153,8 @@ class MaxPool2DOp {
   MaxPool2DOp(MaxPool2DOp&&) noexcept;
   MaxPool2DOp& operator=(MaxPool2DOp&&) noexcept;
 
-  /// y <- maxpool(x). With training = true the op also records where each
-  /// maximum came from, for backward().
+  /// y <- maxpool(x). With training = true the op remembers this call for
+  /// backward() (on the CPU where each maximum came from; on a GPU x and y).
   void forward(const Device& d, const float* x, Shape xs, float* y, Shape ys, bool training);
   /// dx [N, H, W, C] <- dL/dx from dy [N, Ho, Wo, C] (overwrites dx): each dy
   /// goes to the position of its maximum in the last training forward() call,

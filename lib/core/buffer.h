@@ -13,7 +13,9 @@
 
 namespace trainer {
 
-/// Raw memory on a device: CPU through aligned operator new, CUDA through d.ctx.
+/// Raw memory on a device: CPU through aligned operator new (std::bad_alloc
+/// when the host has none), CUDA through d.ctx (DeviceOutOfMemory, a UserError
+/// naming the sizes and the layer).
 inline void* device_allocate(const Device& d, size_t bytes) {
   if (d.is_cuda()) return d.ctx->allocate(bytes);
   return ::operator new[](bytes, std::align_val_t(64));
@@ -64,7 +66,8 @@ class Buffer {
     release();
     dev_ = d;
   }
-  /// Sets the size; contents are unspecified when the buffer grows.
+  /// Sets the size; contents are unspecified when the buffer grows (which
+  /// allocates: DeviceOutOfMemory on a GPU that has no room).
   void resize(size_t n) {
     if (n > cap_) {
       release();

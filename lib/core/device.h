@@ -52,7 +52,7 @@ class DeviceContext {
   /// Copies `bytes` from the pinned staging buffer to dst on the copy stream,
   /// once the compute stream has read dst's previous contents (input_consumed),
   /// and makes the compute stream wait for the copy; the time it waits is
-  /// measured (input_wait_seconds).
+  /// measured (take_input_wait_seconds).
   virtual void upload_staged(void* dst, size_t bytes) = 0;
   /// Marks, on the compute stream, that the last upload's destination has been read.
   virtual void input_consumed() = 0;

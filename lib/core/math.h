@@ -1,5 +1,5 @@
 #pragma once
-// Scalar math shared by CPU loops and (later) CUDA kernels: TRAINER_HD expands
+// Scalar math shared by CPU loops and CUDA kernels: TRAINER_HD expands
 // to __host__ __device__ under nvcc.
 #include <cmath>
 

@@ -1,6 +1,6 @@
 #pragma once
 // LocalCommunicator: collectives among towers that are threads of this process
-// (CPU towers now; several towers sharing one GPU later). Each collective is a
+// (CPU towers, and towers sharing one GPU). Each collective is a
 // reduce-scatter + all-gather over shared memory: rank r sums elements
 // [r*n/size, (r+1)*n/size) over all ranks in rank order into a shared buffer,
 // then every rank copies the result, so the sum is formed once and every rank

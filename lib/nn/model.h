@@ -111,7 +111,6 @@ class Model {
   /// the slow layers, not to measure throughput. Turning it on or off keeps
   /// the times gathered so far (see reset_layer_times()).
   void set_profiling(bool on) { profiling_ = on; }
-  bool profiling() const { return profiling_; }
   /// Times of every layer but the Input (which computes nothing), in layer order.
   std::vector<LayerTime> layer_times() const;
   /// Sets every layer's times and calls to zero.

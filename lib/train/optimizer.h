@@ -50,11 +50,9 @@ class Optimizer {
   void set_iterations(int64_t it) { iterations_ = it; }
   /// Number of parameters this optimizer updates.
   size_t size() const { return n_; }
-  /// Where the parameters, gradients and state live.
-  const Device& device() const { return device_; }
 
  protected:
-  /// A state slot of size() zeros on device().
+  /// A state slot of size() zeros on the optimizer's device.
   Buffer<float> zero_slot() const {
     Buffer<float> b(device_, n_);
     b.zero();

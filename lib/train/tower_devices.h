@@ -1,7 +1,7 @@
 #pragma once
 // TowerDevices: the devices of a run's towers, made from a DevicePlan (--gpus):
 // one Device per tower, the CUDA context of each GPU tower (owned here: its
-// streams, cuDNN/cuBLAS handles and caching allocator), and the communicators:
+// streams, cuDNN handle and caching allocator), and the communicators:
 //   comm()       sums gradients and BN statistics and broadcasts weights, on
 //                the towers' own memory: NCCL when there are two or more GPU
 //                towers on distinct GPUs (NCCL forbids two ranks on one GPU),
@@ -32,7 +32,6 @@ class TowerDevices {
 
   int size() const { return int(devices_.size()); }
   const Device& device(int rank) const { return devices_[size_t(rank)]; }
-  const std::vector<Device>& devices() const { return devices_; }
   bool any_gpu() const { return !contexts_.empty(); }
   Communicator& comm() { return *comm_; }
   LocalCommunicator& host_comm() { return host_comm_; }

@@ -211,11 +211,8 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
   Tower& t = *towers_[size_t(rank)];
   Communicator& comm = devices_->comm();
   const size_t total = t.grads.size(), bucket = kBucketBytes / sizeof(float);
-  struct Bucket {
-    size_t begin, end;
-    int ticket;
-  };
-  std::vector<Bucket> buckets;
+  std::vector<Tower::Bucket>& buckets = t.buckets;  // kept across steps: no allocation once warm
+  buckets.clear();
   size_t pending_end = total;  // [ready, pending_end) is final but not yet reducing
   t.model.backward(ctx, dlogits, [&](size_t ready) {
     if (pending_end - ready < bucket) return;
@@ -225,7 +222,7 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
   if (pending_end > 0) buckets.push_back({0, pending_end, comm.start_all_reduce_sum(rank, t.grads.data(), pending_end)});
   clock.lap(kBackward);
   const float scale = 1.f / float(batch);
-  for (const Bucket& b : buckets) {
+  for (const Tower::Bucket& b : buckets) {
     comm.wait(rank, b.ticket);
     float* g = t.grads.data() + b.begin;
     scale_shift_forward(t.device, g, scale, 0.f, g, b.end - b.begin);
@@ -247,10 +244,12 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     PhaseClock clock(profiling_ && r == 0 ? &phase_seconds_ : nullptr, t.device);
     gather(t, data.images, &data.masks, indices, lo, hi);
     Communicator& comm = devices_->comm();
-    comm.synchronize(r);  // the last step's collectives, with the timeout, before the host waits on the device
     clock.lap(kGather);
     Context ctx{true, &comm, r, config_.training.seed, step, lo, batch, t.device};
     const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
+    // The queued collectives (the last step's, this forward's), polled with the
+    // timeout, before the host waits on the device for the loss.
+    comm.synchronize(r);
     clock.lap(kForward);
     Tensor& dlogits = t.model.output_grad_buffer();
     t.stats = BatchStats{};

@@ -94,7 +94,11 @@ class Trainer {
   /// One synchronous training step on the global batch data[indices]
   /// (images [B, H, W, C], masks [B, H, W, 1]); B >= 1. A GPU tower whose
   /// shard does not fit in its memory raises DeviceOutOfMemory (a UserError)
-  /// saying what was needed and what to lower.
+  /// saying what was needed and what to lower; a failed or timed-out NCCL
+  /// collective, or a failed CUDA call, raises InternalError naming the tower
+  /// and the GPU. On GPU towers the host waits once per step for the forward
+  /// pass (to read the loss and metric sums); the rest of the step stays queued
+  /// when it returns.
   BatchStats train_step(const Dataset& data, const std::vector<int>& indices);
   /// Inference-mode loss and metrics over data[indices], batch_size samples
   /// per global batch split over the towers.
@@ -181,6 +185,12 @@ class Trainer {
     std::vector<double> stats_host;    ///< Loss and metric sums [2 + MetricCounts::kSize] (host).
     BatchStats stats;
     double input_wait = 0;             ///< CPU: seconds spent gathering input since the last report.
+    /// A range of the gradient buffer whose all-reduce was started (this step).
+    struct Bucket {
+      size_t begin, end;
+      int ticket;
+    };
+    std::vector<Bucket> buckets;
   };
   /// Copies images[indices[lo..hi)] (a host tensor) into the tower's input
   /// (and masks into t.y when given), on the tower's device: a GPU tower

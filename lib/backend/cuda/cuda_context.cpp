@@ -11,7 +11,7 @@
 // alive by its owner until that stream's work is ordered before the compute
 // stream again (an event), as the input staging and the all-reduce do.
 // Bookkeeping: in_use_ counts handed-out blocks at their rounded sizes (the
-// workspace included), peak_ is its maximum, cached_ the blocks in the cache.
+// workspace included), peak_ is its maximum.
 // Not thread-safe: one thread uses a context at a time. allocate (when it
 // calls cudaMalloc), copy and zero make the context's device current for the
 // calling thread; threads queuing ops on the context must have made it
@@ -65,7 +65,7 @@ void CudaContext::release() noexcept {
   free_.clear();
   live_.clear();
   workspace_ = nullptr;
-  workspace_bytes_ = in_use_ = cached_ = 0;
+  workspace_bytes_ = in_use_ = 0;
   release_staging();
   if (cudnn_) cudnnDestroy(cudnn_);
   for (cudaStream_t s : {compute_, copy_, comm_})
@@ -86,7 +86,6 @@ void* CudaContext::allocate(size_t bytes) {
     block = it->first;
     p = it->second;
     free_.erase(it);
-    cached_ -= block;
   } else {
     p = device_malloc(size);
   }
@@ -110,7 +109,6 @@ void CudaContext::deallocate(void* p, size_t bytes) noexcept {
   live_.erase(it);
   in_use_ -= block;
   free_.emplace(block, p);
-  cached_ += block;
 }
 
 void* CudaContext::device_malloc(size_t bytes) {
@@ -135,7 +133,6 @@ void CudaContext::free_cached() {
   while (!free_.empty()) {
     auto it = free_.begin();
     void* p = it->second;
-    cached_ -= it->first;
     free_.erase(it);
     TRAINER_CUDA_CHECK(*this, cudaFree(p));
   }

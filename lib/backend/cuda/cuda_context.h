@@ -51,20 +51,13 @@ class CudaContext final : public DeviceContext {
   void input_consumed() override;
   double take_input_wait_seconds() override;
 
-  int device() const { return device_; }
   Precision precision() const { return precision_; }
   cudaStream_t stream() const { return compute_; }
-  cudaStream_t copy_stream() const { return copy_; }
   cudaStream_t comm_stream() const { return comm_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   /// Scratch of at least `bytes` on the device, valid until the next call
   /// (ops on the compute stream use it in turn).
   void* workspace(size_t bytes);
-  /// Bytes the allocator holds for live buffers now (rounded block sizes, the
-  /// workspace included; peak_bytes() is its maximum).
-  size_t in_use_bytes() const { return in_use_; }
-  /// The layer now queuing work ("" outside layers).
-  const std::string& layer() const { return layer_; }
 
   /// Throws InternalError "<call> failed on cuda:<i>[ (layer '<name>')]: <status>".
   [[noreturn]] void fail(const char* call, const std::string& status) const;
@@ -88,7 +81,7 @@ class CudaContext final : public DeviceContext {
   std::string layer_;
   std::multimap<size_t, void*> free_;      ///< Cached blocks by size.
   std::unordered_map<void*, size_t> live_;  ///< Handed-out blocks and their sizes.
-  size_t in_use_ = 0, cached_ = 0, peak_ = 0;
+  size_t in_use_ = 0, peak_ = 0;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   // Input staging (cuda_context_staging.cpp).

@@ -1,6 +1,6 @@
-// cuda::make_max_pool2d: MaxPooling2D on cuDNN (cudnnPoolingForward /
-// cudnnPoolingBackward, CUDNN_POOLING_MAX_DETERMINISTIC, fp32 NHWC in every
-// precision: pooling only selects values).
+// cuda::make_max_pool2d: MaxPooling2D, forward on cuDNN (cudnnPoolingForward,
+// CUDNN_POOLING_MAX), the gradient by our kernel (max_pool_backward.h); fp32
+// NHWC in every precision: pooling only selects values.
 //
 // Padding: 'valid', and 'same' where the windows fit exactly (e.g. 2x2 stride
 // 2 on even sizes), need none. Otherwise TensorFlow pads (with the extra pixel
@@ -49,7 +49,7 @@ class CudnnMaxPool2D final : public PoolBackend {
     cudnnPoolingDescriptor_t desc = nullptr;
     TRAINER_CUDA_CHECK(ctx_, cudnnCreatePoolingDescriptor(&desc));
     pool_.reset(desc);
-    TRAINER_CUDA_CHECK(ctx_, cudnnSetPooling2dDescriptor(desc, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN,
+    TRAINER_CUDA_CHECK(ctx_, cudnnSetPooling2dDescriptor(desc, CUDNN_POOLING_MAX, CUDNN_PROPAGATE_NAN,
                                                          p.ph, p.pw, 0, 0, p.stride_h, p.stride_w));
   }
 
