@@ -12,16 +12,18 @@ struct PoolGeometry {
   int H, W, C, Ho, Wo, kh, kw, sh, sw;
 };
 
-__global__ void max_pool_backward_kernel(const float* x, const float* y, const float* dy, PoolGeometry g, size_t n,
+/// I: uint32_t when n <= 2^31 (64-bit division is many times slower on a GPU), else size_t.
+template <class I>
+__global__ void max_pool_backward_kernel(const float* x, const float* y, const float* dy, PoolGeometry g, I n,
                                          float* dx) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int c = int(i % size_t(g.C));
-    size_t rest = i / size_t(g.C);
-    const int w = int(rest % size_t(g.W));
-    rest /= size_t(g.W);
-    const int h = int(rest % size_t(g.H));
-    const size_t b = rest / size_t(g.H);
+  const I stride = I(gridDim.x) * I(blockDim.x);
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < n; i += stride) {
+    const int c = int(i % I(g.C));
+    I rest = i / I(g.C);
+    const int w = int(rest % I(g.W));
+    rest /= I(g.W);
+    const int h = int(rest % I(g.H));
+    const size_t b = size_t(rest / I(g.H));
     // Windows (oh, ow) with oh * sh <= h < oh * sh + kh (likewise for w).
     const int oh0 = h >= g.kh ? (h - g.kh) / g.sh + 1 : 0, oh1 = min(h / g.sh, g.Ho - 1);
     const int ow0 = w >= g.kw ? (w - g.kw) / g.sw + 1 : 0, ow1 = min(w / g.sw, g.Wo - 1);
@@ -52,7 +54,10 @@ void max_pool_backward(CudaContext& ctx, const float* x, Shape xs, const float* 
   const size_t n = xs.numel();
   if (n == 0 || ys.numel() == 0) return;
   const PoolGeometry g{xs.h, xs.w, xs.c, ys.h, ys.w, kh, kw, sh, sw};
-  max_pool_backward_kernel<<<grid_blocks(n), kThreads, 0, ctx.stream()>>>(x, y, dy, g, n, dx);
+  if (n <= kMaxIndex32 && ys.numel() <= kMaxIndex32)
+    max_pool_backward_kernel<uint32_t><<<grid_blocks(n), kThreads, 0, ctx.stream()>>>(x, y, dy, g, uint32_t(n), dx);
+  else
+    max_pool_backward_kernel<size_t><<<grid_blocks(n), kThreads, 0, ctx.stream()>>>(x, y, dy, g, n, dx);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "max_pool_backward_kernel");
 }
 
