@@ -210,7 +210,7 @@ void Trainer::PhaseClock::lap(Phase p) {
 void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, PhaseClock& clock) {
   Tower& t = *towers_[size_t(rank)];
   Communicator& comm = devices_->comm();
-  const size_t total = t.grads.size(), bucket = kBucketBytes / sizeof(float);
+  const size_t total = t.grads.size(), bucket = bucket_bytes_ / sizeof(float);
   std::vector<Tower::Bucket>& buckets = t.buckets;  // kept across steps: no allocation once warm
   buckets.clear();
   size_t pending_end = total;  // [ready, pending_end) is final but not yet reducing

@@ -28,6 +28,7 @@
 // reported per tower (take_input_wait_seconds).
 #include <array>
 #include <chrono>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -137,6 +138,10 @@ class Trainer {
   /// a GPU the time its compute stream stalled for the upload, on the CPU the
   /// time spent copying the shard into the tower's input.
   std::vector<double> take_input_wait_seconds();
+  /// Sets the gradient bucket size (bytes, at least one float; kBucketBytes by
+  /// default). The result of a step does not depend on it, only how early
+  /// reductions start (tests use tiny buckets to exercise many).
+  void set_bucket_bytes(size_t bytes) { bucket_bytes_ = std::max(bytes, sizeof(float)); }
   /// Per tower, the peak device memory held (bytes); 0 for CPU towers.
   std::vector<size_t> peak_memory_bytes() const;
 
@@ -209,6 +214,7 @@ class Trainer {
 
   const Config& config_;
   LossKind loss_;
+  size_t bucket_bytes_ = kBucketBytes;
   std::unique_ptr<TowerDevices> devices_;  ///< Destroyed after the towers (it owns their memory).
   std::vector<std::unique_ptr<Tower>> towers_;
   TowerPool pool_;
