@@ -177,46 +177,30 @@ ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
   return plans_.insert(as, bs, std::move(p));
 }
 
-std::vector<ConvCore::Choice<cudnnConvolutionFwdAlgo_t>>& ConvCore::forward_algo(Plan& p) {
-  if (p.fwd.empty()) {
+template <class Algo, class Perf, int kCount, class Find>
+std::vector<ConvCore::Choice<Algo>>& ConvCore::searched(Plan& p, std::vector<Choice<Algo>>& cache, const char* call,
+                                                        Find find) {
+  if (cache.empty()) {
     SearchBuffers buf(ctx_, device_, p.a_bytes, p.b_bytes, p.w_bytes);
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    Perf perf[kCount];
     int count = 0;
-    TRAINER_CUDA_CHECK(ctx_, cudnnFindConvolutionForwardAlgorithmEx(
-                                 ctx_.cudnn(), p.a.get(), buf.a.data(), p.w.get(), buf.w.data(), p.conv.get(),
-                                 p.b.get(), buf.b.data(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf,
-                                 buf.ws.data(), buf.ws.size()));
-    p.fwd = rank_algorithms<cudnnConvolutionFwdAlgo_t>(ctx_, "cudnnFindConvolutionForwardAlgorithmEx", perf, count);
+    const cudnnStatus_t st = find(buf, perf, &count);
+    if (st != CUDNN_STATUS_SUCCESS) ctx_.fail(call, status_string(st));
+    cache = rank_algorithms<Algo>(ctx_, call, perf, count);
   }
-  return p.fwd;
+  return cache;
 }
 
-std::vector<ConvCore::Choice<cudnnConvolutionBwdDataAlgo_t>>& ConvCore::backward_data_algo(Plan& p) {
-  if (p.bwd_data.empty()) {
-    SearchBuffers buf(ctx_, device_, p.a_bytes, p.b_bytes, p.w_bytes);
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int count = 0;
-    TRAINER_CUDA_CHECK(ctx_, cudnnFindConvolutionBackwardDataAlgorithmEx(
-                                 ctx_.cudnn(), p.w.get(), buf.w.data(), p.b.get(), buf.b.data(), p.conv.get(),
-                                 p.a.get(), buf.a.data(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf,
-                                 buf.ws.data(), buf.ws.size()));
-    p.bwd_data = rank_algorithms<cudnnConvolutionBwdDataAlgo_t>(ctx_, "cudnnFindConvolutionBackwardDataAlgorithmEx", perf, count);
+template <class Algo, class Attempt>
+void ConvCore::run_best(Plan& p, std::vector<Choice<Algo>>& candidates, const char* call, Attempt attempt) {
+  for (;;) {
+    const Choice<Algo> algo = candidates.front();
+    // The math type cuDNN timed the algorithm with (as PyTorch sets it per call).
+    TRAINER_CUDA_CHECK(ctx_, cudnnSetConvolutionMathType(p.conv.get(), algo.math));
+    const cudnnStatus_t st = attempt(algo);
+    if (st == CUDNN_STATUS_SUCCESS) return;
+    next_algorithm_or_fail(ctx_, call, st, candidates);
   }
-  return p.bwd_data;
-}
-
-std::vector<ConvCore::Choice<cudnnConvolutionBwdFilterAlgo_t>>& ConvCore::backward_filter_algo(Plan& p) {
-  if (p.bwd_filter.empty()) {
-    SearchBuffers buf(ctx_, device_, p.a_bytes, p.b_bytes, p.w_bytes);
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int count = 0;
-    TRAINER_CUDA_CHECK(ctx_, cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                                 ctx_.cudnn(), p.a.get(), buf.a.data(), p.b.get(), buf.b.data(), p.conv.get(),
-                                 p.w.get(), buf.w.data(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf,
-                                 buf.ws.data(), buf.ws.size()));
-    p.bwd_filter = rank_algorithms<cudnnConvolutionBwdFilterAlgo_t>(ctx_, "cudnnFindConvolutionBackwardFilterAlgorithmEx", perf, count);
-  }
-  return p.bwd_filter;
 }
 
 bool ConvCore::staged(const Plan& p, ConvSide side) const {
@@ -265,9 +249,14 @@ void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, flo
 void ConvCore::forward(const float* a, Shape as, Staging a_staging, const float* kernel, const float* bias,
                        Activation act, float* b, Shape bs) {
   Plan& p = plan(as, bs);
-  auto& candidates = forward_algo(p);
-  for (;;) {
-    const auto algo = candidates.front();
+  auto& candidates = searched<cudnnConvolutionFwdAlgo_t, cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+      p, p.fwd, "cudnnFindConvolutionForwardAlgorithmEx", [&](SearchBuffers& buf, auto* perf, int* count) {
+        return cudnnFindConvolutionForwardAlgorithmEx(ctx_.cudnn(), p.a.get(), buf.a.data(), p.w.get(), buf.w.data(),
+                                                      p.conv.get(), p.b.get(), buf.b.data(),
+                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, count, perf, buf.ws.data(),
+                                                      buf.ws.size());
+      });
+  run_best(p, candidates, "cudnnConvolutionForward", [&](const auto& algo) {
     WorkspaceLayout layout;
     const size_t ws_at = layout.add(algo.workspace);
     const size_t w_at = layout.add(p.w_bytes);
@@ -277,25 +266,25 @@ void ConvCore::forward(const float* a, Shape as, Staging a_staging, const float*
     const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
     keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
     void* b_out = staged(p, ConvSide::B) ? static_cast<void*>(ws + b_at) : b;
-    // The math type cuDNN timed the algorithm with (as PyTorch sets it per call).
-    TRAINER_CUDA_CHECK(ctx_, cudnnSetConvolutionMathType(p.conv.get(), algo.math));
     const cudnnStatus_t st =
         cudnnConvolutionForward(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.w.get(), ws + w_at, p.conv.get(), algo.algo,
                                 ws + ws_at, algo.workspace, &kZero, p.b.get(), b_out);
-    if (st == CUDNN_STATUS_SUCCESS) {
-      unstage_output(p, ConvSide::B, b_out, b, bias, act);
-      return;
-    }
-    next_algorithm_or_fail(ctx_, "cudnnConvolutionForward", st, candidates);
-  }
+    if (st == CUDNN_STATUS_SUCCESS) unstage_output(p, ConvSide::B, b_out, b, bias, act);
+    return st;
+  });
 }
 
 void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, const float* bias,
                              Activation act, float* da, Shape as) {
   Plan& p = plan(as, bs);
-  auto& candidates = backward_data_algo(p);
-  for (;;) {
-    const auto algo = candidates.front();
+  auto& candidates =
+      searched<cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+          p, p.bwd_data, "cudnnFindConvolutionBackwardDataAlgorithmEx", [&](SearchBuffers& buf, auto* perf, int* count) {
+            return cudnnFindConvolutionBackwardDataAlgorithmEx(
+                ctx_.cudnn(), p.w.get(), buf.w.data(), p.b.get(), buf.b.data(), p.conv.get(), p.a.get(), buf.a.data(),
+                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, count, perf, buf.ws.data(), buf.ws.size());
+          });
+  run_best(p, candidates, "cudnnConvolutionBackwardData", [&](const auto& algo) {
     WorkspaceLayout layout;
     const size_t ws_at = layout.add(algo.workspace);
     const size_t w_at = layout.add(p.w_bytes);
@@ -305,25 +294,25 @@ void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, cons
     const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
     keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
     void* a_out = staged(p, ConvSide::A) ? static_cast<void*>(ws + a_at) : da;
-    // The math type cuDNN timed the algorithm with (as PyTorch sets it per call).
-    TRAINER_CUDA_CHECK(ctx_, cudnnSetConvolutionMathType(p.conv.get(), algo.math));
     const cudnnStatus_t st =
         cudnnConvolutionBackwardData(ctx_.cudnn(), &kOne, p.w.get(), ws + w_at, p.b.get(), b_in, p.conv.get(),
                                      algo.algo, ws + ws_at, algo.workspace, &kZero, p.a.get(), a_out);
-    if (st == CUDNN_STATUS_SUCCESS) {
-      unstage_output(p, ConvSide::A, a_out, da, bias, act);
-      return;
-    }
-    next_algorithm_or_fail(ctx_, "cudnnConvolutionBackwardData", st, candidates);
-  }
+    if (st == CUDNN_STATUS_SUCCESS) unstage_output(p, ConvSide::A, a_out, da, bias, act);
+    return st;
+  });
 }
 
 void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs,
                                Staging db_staging, float* dkernel) {
   Plan& p = plan(as, bs);
-  auto& candidates = backward_filter_algo(p);
-  for (;;) {
-    const auto algo = candidates.front();
+  auto& candidates = searched<cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionBwdFilterAlgoPerf_t,
+                              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+      p, p.bwd_filter, "cudnnFindConvolutionBackwardFilterAlgorithmEx", [&](SearchBuffers& buf, auto* perf, int* count) {
+        return cudnnFindConvolutionBackwardFilterAlgorithmEx(
+            ctx_.cudnn(), p.a.get(), buf.a.data(), p.b.get(), buf.b.data(), p.conv.get(), p.w.get(), buf.w.data(),
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, count, perf, buf.ws.data(), buf.ws.size());
+      });
+  run_best(p, candidates, "cudnnConvolutionBackwardFilter", [&](const auto& algo) {
     WorkspaceLayout layout;
     const size_t ws_at = layout.add(algo.workspace);
     const size_t w_at = layout.add(p.w_bytes);
@@ -332,17 +321,12 @@ void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, cons
     char* ws = layout.base(ctx_);
     const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
     const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
-    // The math type cuDNN timed the algorithm with (as PyTorch sets it per call).
-    TRAINER_CUDA_CHECK(ctx_, cudnnSetConvolutionMathType(p.conv.get(), algo.math));
     const cudnnStatus_t st =
         cudnnConvolutionBackwardFilter(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.b.get(), b_in, p.conv.get(),
                                        algo.algo, ws + ws_at, algo.workspace, &kZero, p.w.get(), ws + w_at);
-    if (st == CUDNN_STATUS_SUCCESS) {
-      cudnn_filter_to_keras(ctx_, ws + w_at, p.type, p_.kh * p_.kw, as.c, bs.c, dkernel);
-      return;
-    }
-    next_algorithm_or_fail(ctx_, "cudnnConvolutionBackwardFilter", st, candidates);
-  }
+    if (st == CUDNN_STATUS_SUCCESS) cudnn_filter_to_keras(ctx_, ws + w_at, p.type, p_.kh * p_.kw, as.c, bs.c, dkernel);
+    return st;
+  });
 }
 
 }  // namespace trainer::cuda

@@ -152,10 +152,17 @@ class ConvCore {
  private:
   struct Plan;
   Plan& plan(Shape as, Shape bs);
-  /// The usable algorithms of each call for p's shapes, best first (searched on first use).
-  std::vector<Choice<cudnnConvolutionFwdAlgo_t>>& forward_algo(Plan& p);
-  std::vector<Choice<cudnnConvolutionBwdDataAlgo_t>>& backward_data_algo(Plan& p);
-  std::vector<Choice<cudnnConvolutionBwdFilterAlgo_t>>& backward_filter_algo(Plan& p);
+  /// cache, the usable algorithms of one call for p's shapes, best first:
+  /// filled on first use by find(buffers, perf, &count) (a cudnnFind*Ex call
+  /// on scratch buffers of p's sizes, returning its status; `call` names it).
+  template <class Algo, class Perf, int kCount, class Find>
+  std::vector<Choice<Algo>>& searched(Plan& p, std::vector<Choice<Algo>>& cache, const char* call, Find find);
+  /// Runs attempt(choice) (stage, call cuDNN, finish on success; returns the
+  /// call's status) with the best remaining candidate, the descriptor set to
+  /// the math type cuDNN timed it with; a candidate that rejects the call
+  /// gives way to the next (InternalError naming `call` when none is left).
+  template <class Algo, class Attempt>
+  void run_best(Plan& p, std::vector<Choice<Algo>>& candidates, const char* call, Attempt attempt);
   /// True when cuDNN needs a copy of side's tensor (bf16 and/or padded).
   bool staged(const Plan& p, ConvSide side) const;
   /// Bytes of that copy.
