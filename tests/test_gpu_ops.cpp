@@ -18,6 +18,9 @@
 #include "backend/ops.h"
 #include "backend/train_ops.h"
 #include "gpu_testing.h"
+#if defined(TRAINER_WITH_CUDA)
+#include "backend/cuda/cudnn_conv.h"
+#endif
 
 using namespace trainer;
 using namespace trainer::testing;
@@ -99,15 +102,21 @@ const ConvCase kConvCases[] = {
     {"Conv2DTranspose 1x1, 16->8, bias", true, 2, 7, 6, 16, 8, conv_params(1, 1, false), true},
 };
 
-/// Host inputs of one conv case.
+/// Host inputs of one conv case. y_act: the forward output that the fused
+/// backward's activation gradient reads (empty: the device's own forward
+/// output). The GPU runs get the CPU's, since ReLU's derivative flips where a
+/// bf16 forward moves an output near 0 across it (about 1 in 1000 outputs, an
+/// error of a whole dy element: a property of the kink, not of the backward).
 struct ConvInputs {
-  std::vector<float> x, kernel, bias, dy;
+  std::vector<float> x, kernel, bias, dy, y_act;
 };
 
 /// Host results of one conv case on one device.
 struct ConvResults {
   std::vector<float> y, dx, dkernel, dbias;
   std::vector<float> y_first;  ///< Forward of sample 0 alone (a second shape on the same op).
+  /// The layer's backward (op.backward: the activation's gradient first) after a new forward.
+  std::vector<float> fused_dx, fused_dkernel, fused_dbias;
 };
 
 template <class Op>
@@ -126,8 +135,15 @@ ConvResults run_conv(const Device& d, const ConvCase& c, const ConvInputs& in) {
   op.backward_weights(d, x.data(), xs, dy.data(), ys, dkernel.data(), c.bias ? dbias.data() : nullptr);
   Tensor y1(ys.with_batch(1), d);
   op.forward(d, x.data(), xs.with_batch(1), kernel.data(), b, act, y1.data(), ys.with_batch(1));
-  ConvResults r{download(y), download(dx), download(dkernel), {}, download(y1)};
+  ConvResults r{download(y), download(dx), download(dkernel), {}, download(y1), {}, {}, {}};
   if (c.bias) r.dbias = download(dbias);
+  op.forward(d, x.data(), xs, kernel.data(), b, act, y.data(), ys);
+  if (!in.y_act.empty()) y = make_tensor(ys, in.y_act, d);
+  op.backward(d, act, y.data(), dy.data(), ys, x.data(), xs, kernel.data(), dkernel.data(),
+              c.bias ? dbias.data() : nullptr, dx.data());
+  r.fused_dx = download(dx);
+  r.fused_dkernel = download(dkernel);
+  if (c.bias) r.fused_dbias = download(dbias);
   return r;
 }
 
@@ -179,6 +195,16 @@ PoolResults run_pool(const Device& d, const PoolCase& c, const std::vector<float
 
 }  // namespace
 
+#if defined(TRAINER_WITH_CUDA)
+TEST_CASE("bf16 convolutions with fewer than 8 filters run in tf32", "[gpu_ops]") {
+  CHECK(cuda::conv_precision(Precision::BF16, 1) == Precision::TF32);
+  CHECK(cuda::conv_precision(Precision::BF16, 7) == Precision::TF32);
+  CHECK(cuda::conv_precision(Precision::BF16, 8) == Precision::BF16);
+  CHECK(cuda::conv_precision(Precision::FP32, 1) == Precision::FP32);
+  CHECK(cuda::conv_precision(Precision::TF32, 1) == Precision::TF32);
+}
+#endif
+
 TEST_CASE("GPU Conv2D and Conv2DTranspose match the CPU in fp32, tf32 and bf16", "[gpu][gpu_ops]") {
   TRAINER_REQUIRE_GPU();
   GpuDevice fp32(0, Precision::FP32), tf32(0, Precision::TF32), bf16(0, Precision::BF16);
@@ -193,6 +219,7 @@ TEST_CASE("GPU Conv2D and Conv2DTranspose match the CPU in fp32, tf32 and bf16",
     in.bias = random_values(size_t(c.cout), ++seed);
     in.dy = random_values(c.ys().numel(), ++seed);
     const ConvResults ref = run_conv_case(Device{}, c, in);
+    in.y_act = ref.y;
     for (const auto& [prec, g] : devices) {
       INFO("precision " << precision_name(prec));
       const ConvResults got = run_conv_case(g->device, c, in);
@@ -202,6 +229,9 @@ TEST_CASE("GPU Conv2D and Conv2DTranspose match the CPU in fp32, tf32 and bf16",
       CHECK_CLOSE("backward_data dx", got.dx, ref.dx, tol);
       CHECK_CLOSE("backward_weights dkernel", got.dkernel, ref.dkernel, tol);
       if (c.bias) CHECK_CLOSE("backward_weights dbias", got.dbias, ref.dbias, tol);
+      CHECK_CLOSE("backward dx", got.fused_dx, ref.fused_dx, tol);
+      CHECK_CLOSE("backward dkernel", got.fused_dkernel, ref.fused_dkernel, tol);
+      if (c.bias) CHECK_CLOSE("backward dbias", got.fused_dbias, ref.fused_dbias, tol);
     }
   }
 }
@@ -212,12 +242,19 @@ TEST_CASE("GPU MaxPool2D matches the CPU (valid and same, odd sizes)", "[gpu][gp
   unsigned seed = 200;
   for (const PoolCase& c : kPoolCases) {
     INFO("case: " << c.name);
-    const std::vector<float> x = random_values(c.xs().numel(), ++seed, -2.f, 2.f);
+    std::vector<float> x = random_values(c.xs().numel(), ++seed, -2.f, 2.f);
     const std::vector<float> dy = random_values(c.ys().numel(), ++seed);
-    const PoolResults ref = run_pool(Device{}, c, x, dy), got = run_pool(g.device, c, x, dy);
-    CHECK_IDENTICAL("forward (inference)", got.y_infer, ref.y_infer);
-    CHECK_IDENTICAL("forward (training)", got.y_train, ref.y_train);
-    CHECK_CLOSE("backward dx", got.dx, ref.dx, kReorder);
+    // Distinct values, then values in {-2, ..., 2}: windows with tied maxima,
+    // whose gradient goes to the first (row-major) on both devices.
+    for (bool ties : {false, true}) {
+      INFO((ties ? "tied maxima" : "distinct values"));
+      if (ties)
+        for (float& v : x) v = std::round(v);
+      const PoolResults ref = run_pool(Device{}, c, x, dy), got = run_pool(g.device, c, x, dy);
+      CHECK_IDENTICAL("forward (inference)", got.y_infer, ref.y_infer);
+      CHECK_IDENTICAL("forward (training)", got.y_train, ref.y_train);
+      CHECK_CLOSE("backward dx", got.dx, ref.dx, kReorder);
+    }
   }
 }
 

@@ -75,6 +75,8 @@ class ConvBackend {
   virtual void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) = 0;
   virtual void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
                                 float* dbias) = 0;
+  virtual void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
+                        const float* kernel, float* dkernel, float* dbias, float* dx) = 0;
 };
 
 /// One device's implementation of MaxPool2DOp. Arguments as MaxPool2DOp's.
@@ -107,6 +109,14 @@ class Conv2DOp {
   /// from x and dy (overwrites them).
   void backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys,
                         float* dkernel, float* dbias);
+  /// The layer's whole backward: dz = dy * act'(y) (y [N, Ho, Wo, Cout], the
+  /// forward's output after the activation; dy = dL/dy), then dkernel, dbias
+  /// (skipped when nullptr) from (x, dz) as backward_weights and dx (skipped
+  /// when nullptr) from dz as backward_data. One call so that a GPU fuses the
+  /// activation gradient with its bf16 conversion and the bias gradient
+  /// (cuda/conv_epilogue.h); the CPU runs the three steps.
+  void backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
+                Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx);
 
  private:
   ConvBackend& on(const Device& d);
@@ -136,6 +146,9 @@ class Conv2DTransposeOp {
   /// (overwrites them).
   void backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys,
                         float* dkernel, float* dbias);
+  /// The layer's whole backward, as Conv2DOp::backward (y [N, Ho, Wo, Cout]).
+  void backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
+                Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx);
 
  private:
   ConvBackend& on(const Device& d);

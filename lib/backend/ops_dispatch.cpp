@@ -38,6 +38,10 @@ void Conv2DOp::backward_weights(const Device& d, const float* x, Shape xs, const
                                 float* dbias) {
   on(d).backward_weights(x, xs, dy, ys, dkernel, dbias);
 }
+void Conv2DOp::backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
+                         Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx) {
+  on(d).backward(act, y, dy, ys, x, xs, kernel, dkernel, dbias, dx);
+}
 
 Conv2DTransposeOp::Conv2DTransposeOp(Conv2DParams p) : p_(p) {}
 Conv2DTransposeOp::~Conv2DTransposeOp() = default;
@@ -58,6 +62,10 @@ void Conv2DTransposeOp::backward_data(const Device& d, const float* dy, Shape ys
 void Conv2DTransposeOp::backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys,
                                          float* dkernel, float* dbias) {
   on(d).backward_weights(x, xs, dy, ys, dkernel, dbias);
+}
+void Conv2DTransposeOp::backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
+                                  Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx) {
+  on(d).backward(act, y, dy, ys, x, xs, kernel, dkernel, dbias, dx);
 }
 
 MaxPool2DOp::MaxPool2DOp(Pool2DParams p) : p_(p) {}

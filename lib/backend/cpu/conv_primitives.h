@@ -14,6 +14,7 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/device_ops.h"
 #include "backend/ops.h"
+#include "core/buffer.h"
 #include "core/shape.h"
 
 namespace trainer::cpu {
@@ -235,6 +236,19 @@ class CachedConvOp final : public ConvBackend {
                         float* dbias) override {
     get(xs, ys, dbias != nullptr).backward_weights(x, dy, dkernel, dbias);
   }
+  /// dz = dy * act'(y) into dz_ (the CPU backend's activation loop), then
+  /// backward_weights and backward_data on it.
+  void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
+                const float* kernel, float* dkernel, float* dbias, float* dx) override {
+    const float* dz = dy;
+    if (act != Activation::Linear) {
+      dz_.resize(ys.numel());
+      cpu::activation_backward(Device{}, act, y, dy, dz_.data(), ys.numel());
+      dz = dz_.data();
+    }
+    backward_weights(x, xs, dz, ys, dkernel, dbias);
+    if (dx) backward_data(dz, ys, kernel, dx, xs);
+  }
 
  private:
   Prims& get(Shape xs, Shape ys, bool with_bias) {
@@ -252,6 +266,7 @@ class CachedConvOp final : public ConvBackend {
   dnnl::algorithm algo_;
   ConvProblemFn problem_;
   PrimitiveCache<ConvKey, Prims> cache_;
+  Buffer<float> dz_;  ///< backward's dy * act'(y), reused across steps.
 };
 
 }  // namespace trainer::cpu

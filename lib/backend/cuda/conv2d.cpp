@@ -10,11 +10,12 @@ namespace trainer::cuda {
 namespace {
 
 /// Conv2D's ConvBackend. x's bf16 / padded copy made in forward() is kept for
-/// backward_weights(), which must get the same x pointer with the data
+/// the backward calls, which must get the same x pointer with the data
 /// unchanged (as the layers guarantee: backward sees the forward's tensors);
 /// another pointer or shape makes a new copy. Likewise dy's bf16 copy is made
-/// once after each forward(), by the first backward call, and reused by the other. Empty batches (N = 0) queue
-/// nothing, and backward_weights then zeroes the gradients.
+/// once after each forward(), by the first of backward_data and
+/// backward_weights, and reused by the other. Empty batches (N = 0) queue
+/// nothing, and the backward calls then zero the parameter gradients.
 class CudnnConv2D final : public ConvBackend {
  public:
   CudnnConv2D(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), core_(d, p) {}
@@ -39,6 +40,19 @@ class CudnnConv2D final : public ConvBackend {
     }
     core_.backward_filter(x, xs, Staging::Reuse, dy, ys, Staging::Reuse, dkernel);
     if (dbias) bias_gradient(ctx_, dy, (long long)ys.n * ys.h * ys.w, ys.c, dbias);
+  }
+
+  /// dz = dy * act'(y) made once in cuDNN's type with dbias on the way
+  /// (ConvCore::prepare_gradient), then the filter and data gradients from it.
+  void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
+                const float* kernel, float* dkernel, float* dbias, float* dx) override {
+    if (xs.numel() == 0 || ys.numel() == 0) {
+      backward_weights(x, xs, dy, ys, dkernel, dbias);
+      return;
+    }
+    core_.prepare_gradient(ConvSide::B, xs, ys, act, y, dy, dbias);
+    core_.backward_filter(x, xs, Staging::Reuse, nullptr, ys, Staging::Prepared, dkernel);
+    if (dx) core_.backward_data(nullptr, ys, Staging::Prepared, kernel, nullptr, Activation::Linear, dx, xs);
   }
 
  private:

@@ -15,11 +15,12 @@ namespace trainer::cuda {
 namespace {
 
 /// Conv2DTranspose's ConvBackend. x's bf16 copy made in forward() is kept for
-/// backward_weights(), which must get the same x pointer with the data
+/// the backward calls, which must get the same x pointer with the data
 /// unchanged (as the layers guarantee); another pointer or shape makes a new
 /// copy. Likewise dy's bf16 copy is made once after each forward(), by the
-/// first backward call, and reused by the other. Empty batches (N = 0) queue nothing, and backward_weights then zeroes
-/// the gradients.
+/// first of backward_data and backward_weights, and reused by the other.
+/// Empty batches (N = 0) queue nothing, and the backward calls then zero the
+/// parameter gradients.
 class CudnnConv2DTranspose final : public ConvBackend {
  public:
   CudnnConv2DTranspose(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), core_(d, p) {}
@@ -44,6 +45,20 @@ class CudnnConv2DTranspose final : public ConvBackend {
     }
     core_.backward_filter(dy, ys, Staging::Reuse, x, xs, Staging::Reuse, dkernel);
     if (dbias) bias_gradient(ctx_, dy, (long long)ys.n * ys.h * ys.w, ys.c, dbias);
+  }
+
+  /// dz = dy * act'(y) made once in cuDNN's type with dbias on the way
+  /// (ConvCore::prepare_gradient on side A, y's), then the filter and data
+  /// gradients from it.
+  void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
+                const float* kernel, float* dkernel, float* dbias, float* dx) override {
+    if (xs.numel() == 0 || ys.numel() == 0) {
+      backward_weights(x, xs, dy, ys, dkernel, dbias);
+      return;
+    }
+    core_.prepare_gradient(ConvSide::A, ys, xs, act, y, dy, dbias);
+    core_.backward_filter(nullptr, ys, Staging::Prepared, x, xs, Staging::Reuse, dkernel);
+    if (dx) core_.forward(nullptr, ys, Staging::Prepared, kernel, nullptr, Activation::Linear, dx, xs);
   }
 
  private:

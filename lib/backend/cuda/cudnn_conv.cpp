@@ -38,13 +38,13 @@ FilterDesc filter_desc(CudaContext& ctx, cudnnDataType_t type, int k, int c, int
   return desc;
 }
 
-ConvDesc conv_desc(CudaContext& ctx, int pad_h, int pad_w, int stride_h, int stride_w) {
+ConvDesc conv_desc(CudaContext& ctx, Precision precision, int pad_h, int pad_w, int stride_h, int stride_w) {
   cudnnConvolutionDescriptor_t d = nullptr;
   TRAINER_CUDA_CHECK(ctx, cudnnCreateConvolutionDescriptor(&d));
   ConvDesc desc(d);
   TRAINER_CUDA_CHECK(ctx, cudnnSetConvolution2dDescriptor(d, pad_h, pad_w, stride_h, stride_w, 1, 1,
                                                           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  TRAINER_CUDA_CHECK(ctx, cudnnSetConvolutionMathType(d, conv_math_type(ctx.precision())));
+  TRAINER_CUDA_CHECK(ctx, cudnnSetConvolutionMathType(d, conv_math_type(precision)));
   return desc;
 }
 
@@ -57,9 +57,10 @@ std::string nchw_as_nhwc(int n, int c, int h, int w) { return Shape{n, h, w, c}.
 /// in time order, except that a deterministic one within kDeterministicSlack
 /// of the fastest goes first. InternalError when none is usable.
 template <class Algo, class Perf>
-std::vector<ConvCore::Choice<Algo>> rank_algorithms(CudaContext& ctx, const char* call, const Perf* perf, int count) {
+std::vector<ConvCore::Choice<Algo>> rank_algorithms(CudaContext& ctx, Precision precision, const char* call,
+                                                     const Perf* perf, int count) {
   constexpr float kDeterministicSlack = 1.1f;
-  const bool tensor_ops = ctx.precision() != Precision::FP32;
+  const bool tensor_ops = precision != Precision::FP32;
   std::vector<ConvCore::Choice<Algo>> out;
   float fastest = 0.f;
   bool deterministic_first = false;
@@ -79,7 +80,7 @@ std::vector<ConvCore::Choice<Algo>> rank_algorithms(CudaContext& ctx, const char
     }
   }
   if (out.empty())
-    ctx.fail(call, "no convolution algorithm supports these shapes in " + std::string(precision_name(ctx.precision())) +
+    ctx.fail(call, "no convolution algorithm supports these shapes in " + std::string(precision_name(precision)) +
                        " within " + std::to_string(ConvCore::kMaxAlgoWorkspace >> 20) + " MiB of workspace");
   return out;
 }
@@ -128,12 +129,17 @@ cudnnDataType_t conv_data_type(Precision p) { return p == Precision::BF16 ? CUDN
 
 cudnnMathType_t conv_math_type(Precision p) { return p == Precision::FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH; }
 
+Precision conv_precision(Precision p, int cb) {
+  return p == Precision::BF16 && cb < kMinBf16Filters ? Precision::TF32 : p;
+}
+
 /// Descriptors, padding and algorithms of one (as, bs) pair.
 struct ConvCore::Plan {
   Shape as, bs;    ///< User shapes of a and b.
   Shape ap;        ///< a as cuDNN sees it: as, or as padded explicitly.
   PadPair ph, pw;  ///< TensorFlow's padding of a.
   bool explicit_pad = false;
+  Precision precision = Precision::FP32;  ///< conv_precision of the context's.
   cudnnDataType_t type = CUDNN_DATA_FLOAT;
   size_t a_bytes = 0, b_bytes = 0, w_bytes = 0;  ///< Sizes in `type` of ap, bs and the filter.
   TensorDesc a, b;                               ///< ap and bs in `type`.
@@ -145,7 +151,7 @@ struct ConvCore::Plan {
 };
 
 ConvCore::ConvCore(const Device& d, Conv2DParams p)
-    : ctx_(context(d)), device_(d), p_(p), kept_{Buffer<unsigned char>(d), Buffer<unsigned char>(d)} {}
+    : ctx_(context(d)), device_(d), p_(p), kept_{Buffer<unsigned char>(d), Buffer<unsigned char>(d)}, gradient_(d) {}
 ConvCore::~ConvCore() = default;
 
 ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
@@ -158,7 +164,8 @@ ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
   p->explicit_pad = p->ph.before != p->ph.after || p->pw.before != p->pw.after;
   p->ap =
       p->explicit_pad ? Shape{as.n, as.h + p->ph.before + p->ph.after, as.w + p->pw.before + p->pw.after, as.c} : as;
-  p->type = conv_data_type(ctx_.precision());
+  p->precision = conv_precision(ctx_.precision(), bs.c);
+  p->type = conv_data_type(p->precision);
   const size_t elem = element_size(ctx_, p->type);
   p->a_bytes = p->ap.numel() * elem;
   p->b_bytes = bs.numel() * elem;
@@ -166,8 +173,8 @@ ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
   p->a = nhwc_desc(ctx_, p->type, p->ap);
   p->b = nhwc_desc(ctx_, p->type, bs);
   p->w = filter_desc(ctx_, p->type, bs.c, as.c, p_.kh, p_.kw);
-  p->conv = p->explicit_pad ? conv_desc(ctx_, 0, 0, p_.stride_h, p_.stride_w)
-                            : conv_desc(ctx_, p->ph.before, p->pw.before, p_.stride_h, p_.stride_w);
+  p->conv = p->explicit_pad ? conv_desc(ctx_, p->precision, 0, 0, p_.stride_h, p_.stride_w)
+                            : conv_desc(ctx_, p->precision, p->ph.before, p->pw.before, p_.stride_h, p_.stride_w);
   int n = 0, c = 0, h = 0, w = 0;
   TRAINER_CUDA_CHECK(ctx_,
                      cudnnGetConvolution2dForwardOutputDim(p->conv.get(), p->a.get(), p->w.get(), &n, &c, &h, &w));
@@ -186,7 +193,7 @@ std::vector<ConvCore::Choice<Algo>>& ConvCore::searched(Plan& p, std::vector<Cho
     int count = 0;
     const cudnnStatus_t st = find(buf, perf, &count);
     if (st != CUDNN_STATUS_SUCCESS) ctx_.fail(call, status_string(st));
-    cache = rank_algorithms<Algo>(ctx_, call, perf, count);
+    cache = rank_algorithms<Algo>(ctx_, p.precision, call, perf, count);
   }
   return cache;
 }
@@ -213,6 +220,12 @@ size_t ConvCore::staged_bytes(const Plan& p, ConvSide side) const {
 }
 
 const void* ConvCore::stage_input(const Plan& p, ConvSide side, const float* src, Staging staging, void* transient) {
+  if (staging == Staging::Prepared) {
+    const KeptTag& tag = kept_tag_[int(side)];
+    if (!tag.valid || !tag.prepared || tag.as != p.as || tag.bs != p.bs)
+      ctx_.fail("ConvCore", "no gradient prepared for shapes " + p.as.nhwc() + " and " + p.bs.nhwc());
+    return tag.src ? static_cast<const void*>(tag.src) : kept_[int(side)].data();
+  }
   if (!staged(p, side)) return src;
   void* dst = transient;
   if (staging != Staging::Transient) {
@@ -228,8 +241,30 @@ const void* ConvCore::stage_input(const Plan& p, ConvSide side, const float* src
     reframe_nhwc(ctx_, src, CUDNN_DATA_FLOAT, p.as, dst, p.type, p.ap, p.ph.before, p.pw.before, 0.0f);
   else
     convert(ctx_, src, CUDNN_DATA_FLOAT, dst, p.type, side == ConvSide::A ? p.as.numel() : p.bs.numel());
-  if (staging != Staging::Transient) kept_tag_[int(side)] = KeptTag{true, src, p.as, p.bs};
+  if (staging != Staging::Transient) kept_tag_[int(side)] = KeptTag{true, false, src, p.as, p.bs};
   return dst;
+}
+
+void ConvCore::prepare_gradient(ConvSide side, Shape as, Shape bs, Activation act, const float* y, const float* dy,
+                                float* dbias) {
+  const Plan& p = plan(as, bs);
+  const Shape s = side == ConvSide::A ? as : bs;
+  const long long rows = (long long)s.n * s.h * s.w;
+  if (!staged(p, side) && act == Activation::Linear) {  // cuDNN reads dy as it is
+    if (dbias) bias_gradient(ctx_, dy, rows, s.c, dbias);
+    kept_tag_[int(side)] = KeptTag{true, true, dy, as, bs};
+    return;
+  }
+  if (side == ConvSide::A && p.explicit_pad) {
+    gradient_.resize(s.numel());
+    activation_gradient(ctx_, act, y, dy, rows, s.c, gradient_.data(), CUDNN_DATA_FLOAT, dbias);
+    stage_input(p, side, gradient_.data(), Staging::Keep, nullptr);
+  } else {
+    Buffer<unsigned char>& kept = kept_[int(side)];
+    kept.resize(staged(p, side) ? staged_bytes(p, side) : s.numel() * sizeof(float));
+    activation_gradient(ctx_, act, y, dy, rows, s.c, kept.data(), p.type, dbias);
+  }
+  kept_tag_[int(side)] = KeptTag{true, true, nullptr, as, bs};
 }
 
 void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, float* dst, const float* bias,

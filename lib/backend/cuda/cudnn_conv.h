@@ -36,6 +36,18 @@ TensorDesc nhwc_desc(CudaContext& ctx, cudnnDataType_t type, Shape s);
 /// cuDNN data type of the convolutions' tensors: float for fp32 and tf32,
 /// bfloat16 for bf16.
 cudnnDataType_t conv_data_type(Precision p);
+/// Filters (cuDNN's K: b's channels) below which a bf16 convolution runs in
+/// tf32 instead (see conv_precision).
+constexpr int kMinBf16Filters = 8;
+/// The precision a convolution with Cb filters runs in, for the context's
+/// precision p: p, except that bf16 with fewer than kMinBf16Filters filters
+/// (a one-channel mask output) runs in tf32 on the fp32 tensors, where
+/// cuDNN's bf16 kernels pad K to a tensor-core tile and the conversions cost
+/// more than the convolution. Measured on an H200 (cuDNN 9.19, the U-Net at
+/// batch 32): the 64 -> 1 mask layer took 1.9 ms of the step in bf16 and
+/// 1.0 ms in tf32; the 3 -> 64 first layer (thin on the other side) was the
+/// other way round, 2.4 ms in bf16 and 2.6 ms in tf32.
+Precision conv_precision(Precision p, int cb);
 /// cuDNN math type: fp32 -> CUDNN_FMA_MATH (no TF32 tensor cores), tf32 and
 /// bf16 -> CUDNN_TENSOR_OP_MATH (tensor cores; fp32 accumulation either way).
 cudnnMathType_t conv_math_type(Precision p);
@@ -78,6 +90,8 @@ enum class Staging {
   Keep,       ///< In the op's kept buffer of that side, remembered by pointer and shapes.
   Reuse,      ///< The kept buffer when it was made from this pointer and these
               ///< shapes (the data must not have changed since), else as Keep.
+  Prepared,   ///< The gradient made by prepare_gradient() for that side (the
+              ///< pointer passed is ignored); InternalError when there is none.
 };
 
 /// The cross-correlation b = conv(a, kernel) of TensorFlow/Keras with its two
@@ -136,6 +150,17 @@ class ConvCore {
   /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from a and db (overwrites it).
   void backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs, Staging db_staging,
                        float* dkernel);
+  /// Makes side's gradient for this step's backward calls, which then take
+  /// it with Staging::Prepared: g = dy * act'(y) (y, the forward's output on
+  /// that side, and dy, fp32 in that side's shape; Linear: y unused), written
+  /// once in the form cuDNN reads (bf16 and/or padded, else fp32) into the
+  /// side's kept buffer, with dbias [C of that side] <- the sum of g over N, H
+  /// and W (nullptr: skipped). One pass over y and dy where no explicit
+  /// padding is needed (activation_gradient), else g in fp32, then padded;
+  /// no copy where cuDNN reads dy as it is (fp32, Linear, unpadded), which
+  /// must then stay unchanged until the backward calls are queued.
+  void prepare_gradient(ConvSide side, Shape as, Shape bs, Activation act, const float* y, const float* dy,
+                        float* dbias);
   /// Forgets the kept copy of side's tensor, so that the next Reuse stages it
   /// afresh (a new step's gradient may arrive in the same buffer).
   void forget(ConvSide side) { kept_tag_[int(side)].valid = false; }
@@ -180,13 +205,17 @@ class ConvCore {
   Device device_;
   Conv2DParams p_;
   PlanCache<Plan> plans_;
-  /// The copies made with Staging::Keep / Reuse, one per side (A, B).
+  /// The copies made with Staging::Keep / Reuse and the gradients of
+  /// prepare_gradient, one per side (A, B).
   Buffer<unsigned char> kept_[2];
   struct KeptTag {
     bool valid = false;
+    bool prepared = false;  ///< Made by prepare_gradient (src: dy when cuDNN reads it as it is, else nullptr).
     const float* src = nullptr;
     Shape as, bs;
   } kept_tag_[2];
+  /// prepare_gradient's fp32 gradient on a side that is padded explicitly.
+  Buffer<float> gradient_;
 };
 
 }  // namespace trainer::cuda

@@ -3,13 +3,11 @@
 // weight binding, forward (op + bias + activation) and backward.
 #include <string>
 
-#include "backend/elementwise_ops.h"
 #include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layer.h"
 #include "config/params.h"
 #include "nn/activation.h"
-#include "nn/layers/on_device.h"
 
 namespace trainer {
 
@@ -57,22 +55,15 @@ class ConvLayerBase : public Layer {
     op_.forward(ctx.device, xt.data(), xt.shape(), kernel_, bias_, c_.activation, y.data(), ys);
   }
 
-  /// dz = dy * act'(y); dkernel, dbias from (x, dz); dx[0] (when not nullptr) from dz.
+  /// dz = dy * act'(y); dkernel, dbias from (x, dz); dx[0] (when not nullptr)
+  /// from dz (one backend call: Conv2DOp::backward).
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                 const Tensor& dy, const std::vector<Tensor*>& dx) override {
     const Tensor& xt = *x[0];
     check_input(xt.shape());
-    const float* dz = dy.data();
-    if (c_.activation != Activation::Linear) {
-      on_device(dz_, ctx.device).resize(dy.shape());
-      activation_backward(ctx.device, c_.activation, y.data(), dy.data(), dz_.data(), dz_.numel());
-      dz = dz_.data();
-    }
-    op_.backward_weights(ctx.device, xt.data(), xt.shape(), dz, dy.shape(), dkernel_, dbias_);
-    if (dx[0]) {
-      dx[0]->resize(xt.shape());
-      op_.backward_data(ctx.device, dz, dy.shape(), kernel_, dx[0]->data(), xt.shape());
-    }
+    if (dx[0]) dx[0]->resize(xt.shape());
+    op_.backward(ctx.device, c_.activation, y.data(), dy.data(), dy.shape(), xt.data(), xt.shape(), kernel_,
+                 dkernel_, dbias_, dx[0] ? dx[0]->data() : nullptr);
   }
 
   bool strip_final_sigmoid() override {
@@ -131,7 +122,6 @@ class ConvLayerBase : public Layer {
  private:
   Op op_;
   float *kernel_ = nullptr, *dkernel_ = nullptr, *bias_ = nullptr, *dbias_ = nullptr;
-  Tensor dz_;  ///< dy * act'(y) on the tower's device, reused across steps.
 };
 
 }  // namespace trainer
