@@ -23,6 +23,8 @@
 #   torch_<p>      ../shared/bench/torch_unet.py, batch 32, 256x256, channels-last,
 #                  p in bf16 / fp32 (PyTorch's fp32 runs convolutions in TF32:
 #                  torch.backends.cudnn.allow_tf32 is True by default)
+#   torch_profile_bf16  bench/torch_profile.py: the PyTorch bf16 step's GPU
+#                  kernel time (convolutions and the rest) and its top kernels
 # nvidia-smi samples utilization, memory, power and SM clock every 500 ms in
 # the background during each throughput run.
 #
@@ -162,6 +164,8 @@ for p in bf16 fp32; do
   sampled "torch_$p" 45 env PYTHONUNBUFFERED=1 python3 "$bin/torch_unet.py" --batch 32 --size 256 \
     --precision "$p" --channels-last --steps 20 --warmup 5
 done
+step torch_profile_bf16 40 env PYTHONUNBUFFERED=1 python3 bench/torch_profile.py --peer "$bin/torch_unet.py" \
+  --precision bf16 --channels-last
 
 # ---- Collect ------------------------------------------------------------------
 {
@@ -179,7 +183,7 @@ done
   done
 } > "$OUT/train_sample.txt"
 {
-  for s in profile_bf16 ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32; do
+  for s in profile_bf16 ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32 torch_profile_bf16; do
     echo "==== $s (rc ${rc_of[$s]:-none})"
     cat "$work/$s.log" 2>/dev/null
   done
