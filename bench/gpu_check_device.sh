@@ -59,7 +59,7 @@ peak_tf32=495
 peak_fp32=67
 gflop_per_image=289
 
-printf '%-14s %5s %6s  %s\n' step rc secs note > "$steps_file"
+printf '%-18s %5s %6s  %s\n' step rc secs note > "$steps_file"
 
 # record LINE: appends a step's line to the table, prints it (progress in the
 # run's output) and keeps a copy in $OUT/summary.txt until the full summary
@@ -76,7 +76,7 @@ step() {
   shift 2
   local left=$((budget_s - SECONDS - reserve_s))
   if ((left < 10)); then
-    record "$(printf '%-14s %5s %6s  %s' "$name" skip - "budget of ${budget_s}s spent")"
+    record "$(printf '%-18s %5s %6s  %s' "$name" skip - "budget of ${budget_s}s spent")"
     rc_of[$name]=skip
     return 0
   fi
@@ -85,7 +85,7 @@ step() {
   timeout -k 5 "$limit" "$@" > "$work/$name.log" 2>&1
   rc=$?
   ((rc == 124 || rc == 137)) && note="timed out (limit ${limit}s)"
-  record "$(printf '%-14s %5s %6s  %s' "$name" "$rc" "$((SECONDS - t0))" "$note")"
+  record "$(printf '%-18s %5s %6s  %s' "$name" "$rc" "$((SECONDS - t0))" "$note")"
   rc_of[$name]=$rc
   return 0
 }

@@ -5,7 +5,7 @@ Runs the model of ../shared/bench/torch_unet.py (loaded from --peer) as that
 script's timed loop does (SGD with Nesterov momentum, BCE, optional bf16
 autocast and channels-last), then records --steps steps with torch.profiler
 and prints, per step, the GPU kernel time in total, in convolution kernels
-(cuDNN / CUTLASS: names with conv, xmma, gemm, fprop, dgrad or wgrad) and in
+(cuDNN / CUTLASS: names with xmma, gemm, fprop, dgrad, wgrad or convolution) and in
 everything else, and the kernels that took the most time. bench/gpu_check_device.sh
 runs it beside our own per-layer profile (unet_throughput --profile).
 
@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 from torch.profiler import ProfilerActivity, profile
 
-CONV_KERNEL = re.compile(r"conv|xmma|gemm|fprop|dgrad|wgrad", re.IGNORECASE)
+CONV_KERNEL = re.compile(r"xmma|gemm|fprop|dgrad|wgrad|convolution|conv2d", re.IGNORECASE)
 
 
 def load_peer(path):
@@ -48,6 +48,8 @@ def main():
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--top", type=int, default=15, help="kernels listed")
     a = p.parse_args()
+    if a.steps < 1:
+        raise SystemExit("torch_profile: --steps must be at least 1")
     if not torch.cuda.is_available():
         raise SystemExit("torch_profile: no CUDA device")
     torch.backends.cudnn.benchmark = True

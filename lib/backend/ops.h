@@ -72,9 +72,6 @@ class ConvBackend {
   virtual ~ConvBackend() = default;
   virtual void forward(const float* x, Shape xs, const float* kernel, const float* bias, Activation act, float* y,
                        Shape ys) = 0;
-  virtual void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) = 0;
-  virtual void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
-                                float* dbias) = 0;
   virtual void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
                         const float* kernel, float* dkernel, float* dbias, float* dx) = 0;
 };
@@ -103,17 +100,14 @@ class Conv2DOp {
   /// y <- act(conv(x, kernel) + bias) (on a GPU in one pass after the convolution).
   void forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, Activation act,
                float* y, Shape ys);
-  /// dx [N, H, W, Cin] <- dL/dx from dy [N, Ho, Wo, Cout] (overwrites dx).
-  void backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx, Shape xs);
-  /// dkernel [kh, kw, Cin, Cout] and dbias [Cout] (skipped when nullptr) <- dL/dw
-  /// from x and dy (overwrites them).
-  void backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys,
-                        float* dkernel, float* dbias);
-  /// The layer's whole backward: dz = dy * act'(y) (y [N, Ho, Wo, Cout], the
-  /// forward's output after the activation; dy = dL/dy), then dkernel, dbias
-  /// (skipped when nullptr) from (x, dz) as backward_weights and dx (skipped
-  /// when nullptr) from dz as backward_data. One call so that a GPU fuses the
-  /// activation gradient with its bf16 conversion and the bias gradient
+  /// The layer's backward: dz = dy * act'(y) (y [N, Ho, Wo, Cout], the
+  /// forward's output after the activation, unused and may be nullptr for
+  /// Linear; dy = dL/dy of that shape), then dkernel [kh, kw, Cin, Cout] and
+  /// dbias [Cout] (skipped when nullptr) <- dL/dw from x and dz, and dx
+  /// [N, H, W, Cin] (skipped when nullptr) <- dL/dx from dz, each overwritten.
+  /// x must be the last training forward's input, unchanged (see above); dx
+  /// must not alias dy or y. One call so that a GPU fuses the activation
+  /// gradient with its bf16 conversion and the bias gradient
   /// (cuda/conv_epilogue.h); the CPU runs the three steps.
   void backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
                 Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx);
@@ -140,13 +134,8 @@ class Conv2DTransposeOp {
   /// y <- act(conv_transpose(x, kernel) + bias) (on a GPU in one pass after the convolution).
   void forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, Activation act,
                float* y, Shape ys);
-  /// dx [N, H, W, Cin] <- dL/dx from dy [N, Ho, Wo, Cout] (overwrites dx).
-  void backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx, Shape xs);
-  /// dkernel [kh, kw, Cout, Cin] and dbias [Cout] (skipped when nullptr) <- dL/dw
-  /// (overwrites them).
-  void backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys,
-                        float* dkernel, float* dbias);
-  /// The layer's whole backward, as Conv2DOp::backward (y [N, Ho, Wo, Cout]).
+  /// The layer's backward, as Conv2DOp::backward: y, dy [N, Ho, Wo, Cout],
+  /// dkernel [kh, kw, Cout, Cin], dbias [Cout], dx [N, H, W, Cin].
   void backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
                 Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx);
 

@@ -31,13 +31,6 @@ void Conv2DOp::forward(const Device& d, const float* x, Shape xs, const float* k
                        Activation act, float* y, Shape ys) {
   on(d).forward(x, xs, kernel, bias, act, y, ys);
 }
-void Conv2DOp::backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) {
-  on(d).backward_data(dy, ys, kernel, dx, xs);
-}
-void Conv2DOp::backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
-                                float* dbias) {
-  on(d).backward_weights(x, xs, dy, ys, dkernel, dbias);
-}
 void Conv2DOp::backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
                          Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx) {
   on(d).backward(act, y, dy, ys, x, xs, kernel, dkernel, dbias, dx);
@@ -54,14 +47,6 @@ ConvBackend& Conv2DTransposeOp::on(const Device& d) {
 void Conv2DTransposeOp::forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias,
                                 Activation act, float* y, Shape ys) {
   on(d).forward(x, xs, kernel, bias, act, y, ys);
-}
-void Conv2DTransposeOp::backward_data(const Device& d, const float* dy, Shape ys, const float* kernel, float* dx,
-                                      Shape xs) {
-  on(d).backward_data(dy, ys, kernel, dx, xs);
-}
-void Conv2DTransposeOp::backward_weights(const Device& d, const float* x, Shape xs, const float* dy, Shape ys,
-                                         float* dkernel, float* dbias) {
-  on(d).backward_weights(x, xs, dy, ys, dkernel, dbias);
 }
 void Conv2DTransposeOp::backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
                                   Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx) {

@@ -229,15 +229,8 @@ class CachedConvOp final : public ConvBackend {
     get(xs, ys, bias != nullptr).forward(x, kernel, bias, y);
     cpu::activation_forward(Device{}, act, y, ys.numel());
   }
-  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) override {
-    get_any_bias(xs, ys).backward_data(dy, kernel, dx);
-  }
-  void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel,
-                        float* dbias) override {
-    get(xs, ys, dbias != nullptr).backward_weights(x, dy, dkernel, dbias);
-  }
   /// dz = dy * act'(y) into dz_ (the CPU backend's activation loop), then
-  /// backward_weights and backward_data on it.
+  /// oneDNN's backward-weights and backward-data on it.
   void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
                 const float* kernel, float* dkernel, float* dbias, float* dx) override {
     const float* dz = dy;
@@ -246,8 +239,8 @@ class CachedConvOp final : public ConvBackend {
       cpu::activation_backward(Device{}, act, y, dy, dz_.data(), ys.numel());
       dz = dz_.data();
     }
-    backward_weights(x, xs, dz, ys, dkernel, dbias);
-    if (dx) backward_data(dz, ys, kernel, dx, xs);
+    get(xs, ys, dbias != nullptr).backward_weights(x, dz, dkernel, dbias);
+    if (dx) get_any_bias(xs, ys).backward_data(dz, kernel, dx);
   }
 
  private:

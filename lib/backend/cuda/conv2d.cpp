@@ -1,7 +1,6 @@
 // cuda::make_conv2d: Conv2D on cuDNN through ConvCore with a = x, b = y and the
 // Keras kernel [kh, kw, Cin, Cout] (see cudnn_conv.h for layouts, padding,
 // precision and algorithms).
-#include "backend/cuda/conv_epilogue.h"
 #include "backend/cuda/cudnn_conv.h"
 #include "backend/device_ops.h"
 
@@ -9,13 +8,13 @@ namespace trainer::cuda {
 
 namespace {
 
-/// Conv2D's ConvBackend. x's bf16 / padded copy made in forward() is kept for
-/// the backward calls, which must get the same x pointer with the data
-/// unchanged (as the layers guarantee: backward sees the forward's tensors);
-/// another pointer or shape makes a new copy. Likewise dy's bf16 copy is made
-/// once after each forward(), by the first of backward_data and
-/// backward_weights, and reused by the other. Empty batches (N = 0) queue
-/// nothing, and the backward calls then zero the parameter gradients.
+/// Conv2D's ConvBackend. forward() keeps x's bf16 / padded copy for
+/// backward(), which must get the same x pointer with the data unchanged (as
+/// the layers guarantee: backward sees the forward's tensors; another pointer
+/// or shape makes a new copy). backward() makes dz once
+/// (ConvCore::prepare_gradient) for both gradient convolutions. Empty
+/// batches (N = 0) queue no convolution; backward() then zeroes the
+/// parameter gradients.
 class CudnnConv2D final : public ConvBackend {
  public:
   CudnnConv2D(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), core_(d, p) {}
@@ -24,22 +23,7 @@ class CudnnConv2D final : public ConvBackend {
                Shape ys) override {
     if (xs.numel() == 0 || ys.numel() == 0) return;
     core_.forward(x, xs, Staging::Keep, kernel, bias, act, y, ys);
-    core_.forget(ConvSide::B);  // dy of this step is staged once by whichever backward call comes first
-  }
-
-  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) override {
-    if (xs.numel() == 0 || ys.numel() == 0) return;
-    core_.backward_data(dy, ys, Staging::Reuse, kernel, nullptr, Activation::Linear, dx, xs);
-  }
-
-  void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel, float* dbias) override {
-    if (xs.numel() == 0 || ys.numel() == 0) {
-      ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * xs.c * ys.c * sizeof(float));
-      if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
-      return;
-    }
-    core_.backward_filter(x, xs, Staging::Reuse, dy, ys, Staging::Reuse, dkernel);
-    if (dbias) bias_gradient(ctx_, dy, (long long)ys.n * ys.h * ys.w, ys.c, dbias);
+    core_.forget(ConvSide::B);  // the last step's gradient is not this one's
   }
 
   /// dz = dy * act'(y) made once in cuDNN's type with dbias on the way
@@ -47,7 +31,8 @@ class CudnnConv2D final : public ConvBackend {
   void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
                 const float* kernel, float* dkernel, float* dbias, float* dx) override {
     if (xs.numel() == 0 || ys.numel() == 0) {
-      backward_weights(x, xs, dy, ys, dkernel, dbias);
+      ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * xs.c * ys.c * sizeof(float));
+      if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
       return;
     }
     core_.prepare_gradient(ConvSide::B, xs, ys, act, y, dy, dbias);

@@ -6,7 +6,6 @@
 // cuDNN's backward-filter with dy in the role of the input and x in the role
 // of the output gradient. See cudnn_conv.h for layouts, padding, precision and
 // algorithms.
-#include "backend/cuda/conv_epilogue.h"
 #include "backend/cuda/cudnn_conv.h"
 #include "backend/device_ops.h"
 
@@ -14,13 +13,12 @@ namespace trainer::cuda {
 
 namespace {
 
-/// Conv2DTranspose's ConvBackend. x's bf16 copy made in forward() is kept for
-/// the backward calls, which must get the same x pointer with the data
-/// unchanged (as the layers guarantee); another pointer or shape makes a new
-/// copy. Likewise dy's bf16 copy is made once after each forward(), by the
-/// first of backward_data and backward_weights, and reused by the other.
-/// Empty batches (N = 0) queue nothing, and the backward calls then zero the
-/// parameter gradients.
+/// Conv2DTranspose's ConvBackend. forward() keeps x's bf16 copy for
+/// backward(), which must get the same x pointer with the data unchanged (as
+/// the layers guarantee; another pointer or shape makes a new copy).
+/// backward() makes dz (on y's side, ConvCore's A) once for both gradient
+/// convolutions. Empty batches (N = 0) queue no convolution; backward() then
+/// zeroes the parameter gradients.
 class CudnnConv2DTranspose final : public ConvBackend {
  public:
   CudnnConv2DTranspose(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), core_(d, p) {}
@@ -29,22 +27,7 @@ class CudnnConv2DTranspose final : public ConvBackend {
                Shape ys) override {
     if (xs.numel() == 0 || ys.numel() == 0) return;
     core_.backward_data(x, xs, Staging::Keep, kernel, bias, act, y, ys);
-    core_.forget(ConvSide::A);  // dy of this step is staged once by whichever backward call comes first
-  }
-
-  void backward_data(const float* dy, Shape ys, const float* kernel, float* dx, Shape xs) override {
-    if (xs.numel() == 0 || ys.numel() == 0) return;
-    core_.forward(dy, ys, Staging::Reuse, kernel, nullptr, Activation::Linear, dx, xs);
-  }
-
-  void backward_weights(const float* x, Shape xs, const float* dy, Shape ys, float* dkernel, float* dbias) override {
-    if (xs.numel() == 0 || ys.numel() == 0) {
-      ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * ys.c * xs.c * sizeof(float));
-      if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
-      return;
-    }
-    core_.backward_filter(dy, ys, Staging::Reuse, x, xs, Staging::Reuse, dkernel);
-    if (dbias) bias_gradient(ctx_, dy, (long long)ys.n * ys.h * ys.w, ys.c, dbias);
+    core_.forget(ConvSide::A);  // the last step's gradient is not this one's
   }
 
   /// dz = dy * act'(y) made once in cuDNN's type with dbias on the way
@@ -53,7 +36,8 @@ class CudnnConv2DTranspose final : public ConvBackend {
   void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
                 const float* kernel, float* dkernel, float* dbias, float* dx) override {
     if (xs.numel() == 0 || ys.numel() == 0) {
-      backward_weights(x, xs, dy, ys, dkernel, dbias);
+      ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * ys.c * xs.c * sizeof(float));
+      if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
       return;
     }
     core_.prepare_gradient(ConvSide::A, ys, xs, act, y, dy, dbias);

@@ -1,4 +1,4 @@
-// Convolution epilogue and bias gradient kernels (see conv_epilogue.h).
+// Convolution epilogue, activation gradient and bias gradient kernels (see conv_epilogue.h).
 #include <cuda_bf16.h>
 
 #include <algorithm>

@@ -231,7 +231,7 @@ const void* ConvCore::stage_input(const Plan& p, ConvSide side, const float* src
   if (staging != Staging::Transient) {
     KeptTag& tag = kept_tag_[int(side)];
     Buffer<unsigned char>& kept = kept_[int(side)];
-    const bool same = tag.valid && tag.src == src && tag.as == p.as && tag.bs == p.bs;
+    const bool same = tag.valid && !tag.prepared && tag.src == src && tag.as == p.as && tag.bs == p.bs;
     if (staging == Staging::Reuse && same) return kept.data();
     tag.valid = false;
     kept.resize(staged_bytes(p, side));
@@ -250,6 +250,7 @@ void ConvCore::prepare_gradient(ConvSide side, Shape as, Shape bs, Activation ac
   const Plan& p = plan(as, bs);
   const Shape s = side == ConvSide::A ? as : bs;
   const long long rows = (long long)s.n * s.h * s.w;
+  kept_tag_[int(side)].valid = false;  // until the new gradient is queued
   if (!staged(p, side) && act == Activation::Linear) {  // cuDNN reads dy as it is
     if (dbias) bias_gradient(ctx_, dy, rows, s.c, dbias);
     kept_tag_[int(side)] = KeptTag{true, true, dy, as, bs};

@@ -41,7 +41,8 @@ cudnnDataType_t conv_data_type(Precision p);
 constexpr int kMinBf16Filters = 8;
 /// The precision a convolution with Cb filters runs in, for the context's
 /// precision p: p, except that bf16 with fewer than kMinBf16Filters filters
-/// (a one-channel mask output) runs in tf32 on the fp32 tensors, where
+/// (Conv2D's output channels, Conv2DTranspose's input channels: e.g. a
+/// one-channel mask output) runs in tf32 on the fp32 tensors, where
 /// cuDNN's bf16 kernels pad K to a tensor-core tile and the conversions cost
 /// more than the convolution. Measured on an H200 (cuDNN 9.19, the U-Net at
 /// batch 32): the 64 -> 1 mask layer took 1.9 ms of the step in bf16 and
@@ -91,6 +92,7 @@ enum class Staging {
   Reuse,      ///< The kept buffer when it was made from this pointer and these
               ///< shapes (the data must not have changed since), else as Keep.
   Prepared,   ///< The gradient made by prepare_gradient() for that side (the
+              ///< kept copy, or dy itself where cuDNN reads it as it is; the
               ///< pointer passed is ignored); InternalError when there is none.
 };
 
@@ -112,8 +114,8 @@ enum class Staging {
 /// copied into a zero-padded tensor [N, Ha + before + after, Wa + ..., Ca] and
 /// the convolution runs unpadded on it; backward-data computes the gradient
 /// of the padded tensor and crops it.
-/// Precision (the context's): fp32 and tf32 run on the fp32 tensors (math
-/// type per conv_math_type); bf16 converts the inputs (a, the kernel, the
+/// Precision (conv_precision of the context's, per shape): fp32 and tf32 run
+/// on the fp32 tensors (math type per conv_math_type); bf16 converts the inputs (a, the kernel, the
 /// gradient of b) to bf16 copies, runs cuDNN with bf16 tensors and fp32
 /// accumulation (CUDNN_DATA_FLOAT compute type), and converts the results
 /// (b, the gradient of a, the kernel gradient, each rounded to bf16 by cuDNN)
@@ -193,7 +195,7 @@ class ConvCore {
   /// Bytes of that copy.
   size_t staged_bytes(const Plan& p, ConvSide side) const;
   /// src (fp32, side's user shape) as cuDNN reads it: src itself, or a copy
-  /// made per `staging`: Transient into `transient` (staged_bytes long, in the
+  /// made per `staging` (Prepared: prepare_gradient's result): Transient into `transient` (staged_bytes long, in the
   /// workspace), Keep/Reuse into kept_[side] (`transient` unused; growing it
   /// allocates but never moves the context's workspace).
   const void* stage_input(const Plan& p, ConvSide side, const float* src, Staging staging, void* transient);
