@@ -15,6 +15,20 @@ TRAINER_HD inline float bce_with_logits(float z, float y) {
   return fmaxf(z, 0.f) - z * y + log1pf(expf(-fabsf(z)));
 }
 
+/// Adds one pixel (logit z, target y) to a sample's loss sums: bce +=
+/// bce_with_logits(z, y) when need_bce; with need_dice, p = sigmoid(z) and
+/// spy += p*y, sp += p, sy += y (the soft Dice terms, Milletari et al. 2016).
+TRAINER_HD inline void add_loss_terms(float z, float y, bool need_bce, bool need_dice, double& bce, double& spy,
+                                      double& sp, double& sy) {
+  if (need_bce) bce += bce_with_logits(z, y);
+  if (need_dice) {
+    const float p = stable_sigmoid(z);
+    spy += double(p) * y;
+    sp += p;
+    sy += y;
+  }
+}
+
 /// Gradient of a segmentation loss with respect to one logit z (target y),
 /// from the per-sample coefficients that train/loss.cpp derives:
 /// c0 (p - y) + (c1 y + c2) p (1 - p), p = sigmoid(z).

@@ -13,13 +13,7 @@ void segmentation_sums(const Device&, const float* z, const float* y, int n, siz
     double bce = 0, spy = 0, sp = 0, sy = 0;
 #pragma omp parallel for reduction(+ : bce, spy, sp, sy) schedule(static)
     for (size_t i = 0; i < m; ++i) {
-      if (need_bce) bce += bce_with_logits(zs[i], ys[i]);
-      if (need_dice) {
-        const float p = stable_sigmoid(zs[i]);
-        spy += double(p) * ys[i];
-        sp += p;
-        sy += ys[i];
-      }
+      add_loss_terms(zs[i], ys[i], need_bce, need_dice, bce, spy, sp, sy);
     }
     double* out = sums_host + size_t(s) * 4;
     out[0] = bce, out[1] = spy, out[2] = sp, out[3] = sy;

@@ -46,13 +46,7 @@ __global__ void segmentation_partials_kernel(const float* z, const float* y, int
     double bce = 0, spy = 0, sp = 0, sy = 0;
     const size_t end = m * size_t(b + 1) / size_t(parts);
     for (size_t i = m * size_t(b) / size_t(parts) + t; i < end; i += kThreads) {
-      if (need_bce) bce += bce_with_logits(zs[i], ys[i]);
-      if (need_dice) {
-        const float p = stable_sigmoid(zs[i]);
-        spy += double(p) * ys[i];
-        sp += p;
-        sy += ys[i];
-      }
+      add_loss_terms(zs[i], ys[i], need_bce, need_dice, bce, spy, sp, sy);
     }
     sh[0][t] = bce, sh[1][t] = spy, sh[2][t] = sp, sh[3][t] = sy;
     __syncthreads();
