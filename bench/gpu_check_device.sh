@@ -17,6 +17,8 @@
 #   train_gpu0     trainer on data/sample, configs/unet_small.yaml, 3 epochs, --gpus 0
 #   train_gpu00    the same on two towers sharing GPU 0 (--gpus 0,0)
 #   profile_bf16   unet_throughput --profile: a bf16 step's time per layer and phase
+#   trace_bf16     unet_throughput --trace: unsynchronized bf16 steps recorded
+#                  with CUPTI (GPU busy / idle per step, kernel time, top kernels)
 #   ours_<p>       unet_throughput of configs/unet.yaml (256x256x3), batch 32,
 #                  GPU 0, precision p in fp32 / tf32 / bf16, 5 warm-up + 20 timed steps
 #                  (fp32: 1 + 3)
@@ -152,6 +154,9 @@ sampled() {
 # every layer, so this run is for the breakdown, not for the throughput).
 step profile_bf16 40 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
   --precision bf16 --steps 2 --warmup 1 --profile 2
+# The same steps unsynchronized, every kernel recorded (where the GPU idles).
+step trace_bf16 40 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
+  --precision bf16 --steps 2 --warmup 3 --trace 5
 # IEEE fp32 (no tensor cores) is an order of magnitude slower and its
 # algorithm search runs every fp32 algorithm: fewer steps.
 sampled ours_fp32 60 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
@@ -183,7 +188,7 @@ step torch_profile_bf16 40 env PYTHONUNBUFFERED=1 python3 bench/torch_profile.py
   done
 } > "$OUT/train_sample.txt"
 {
-  for s in profile_bf16 ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32 torch_profile_bf16; do
+  for s in profile_bf16 trace_bf16 ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32 torch_profile_bf16; do
     echo "==== $s (rc ${rc_of[$s]:-none})"
     cat "$work/$s.log" 2>/dev/null
   done

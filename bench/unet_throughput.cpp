@@ -12,6 +12,10 @@
 // times to stderr (profiling synchronizes the device after every layer, so
 // those steps are slower; they do not change the JSON line).
 //   unet_throughput --config configs/unet.yaml --batch 32 --gpus 0 --profile 5
+// --trace N (CUDA builds): then N more steps recorded with CUPTI
+// (kernel_trace.h), unsynchronized like the timed ones: per step the GPU's
+// busy and idle time, convolution and other kernel time and the top kernels,
+// to stderr.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -24,13 +28,16 @@
 #include "core/error.h"
 #include "dist/device_plan.h"
 #include "train/trainer.h"
+#if defined(TRAINER_WITH_CUDA)
+#include "kernel_trace.h"
+#endif
 
 using namespace trainer;
 
 int main(int argc, char** argv) {
   CLI::App app{"Training images/s of a config's model on random data"};
   std::string config_path, gpus = "all", precision_text = "fp32";
-  int batch = 8, steps = 10, warmup = 2, profile = 0, threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  int batch = 8, steps = 10, warmup = 2, profile = 0, trace = 0, threads = int(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("--config", config_path, "Run configuration (its model and input size are measured)")->required();
   app.add_option("--gpus", gpus, "Devices, as trainer's --gpus (all, 0,1, cpu, cpu:N)")->capture_default_str();
   app.add_option("--batch", batch, "Global batch per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
@@ -38,6 +45,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::Range(0, 1 << 20))->capture_default_str();
   app.add_option("--threads", threads, "CPU threads in all")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--profile", profile, "Profiled steps after the timed ones (per-layer times to stderr)")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--trace", trace, "Steps traced with CUPTI after the others (GPU kernel times to stderr)")
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--precision", precision_text, "GPU convolution arithmetic: fp32, tf32 or bf16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
@@ -94,6 +103,19 @@ int main(int argc, char** argv) {
       trainer.set_profiling(true);
       for (int i = 0; i < profile; ++i) trainer.train_step(data, idx);
       std::fprintf(stderr, "%s", trainer.profile_report().c_str());
+      trainer.set_profiling(false);
+    }
+    if (trace > 0) {
+#if defined(TRAINER_WITH_CUDA)
+      if (plan.gpus.empty()) throw UserError("--trace records GPU kernels; --gpus names no GPU");
+      std::fflush(stdout);
+      trainer.weights();  // nothing of the earlier steps left running
+      bench::KernelTrace recording;
+      for (int i = 0; i < trace; ++i) trainer.train_step(data, idx);
+      std::fprintf(stderr, "%s", recording.report(trace, 25).c_str());
+#else
+      throw UserError("--trace needs a build with the CUDA backend (TRAINER_CUDA=ON)");
+#endif
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
