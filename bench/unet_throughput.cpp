@@ -12,7 +12,7 @@
 // times to stderr (profiling synchronizes the device after every layer, so
 // those steps are slower; they do not change the JSON line).
 //   unet_throughput --config configs/unet.yaml --batch 32 --gpus 0 --profile 5
-// --trace N (CUDA builds): then N more steps recorded with CUPTI
+// --trace N (CUDA builds with CUPTI): then N more steps recorded with CUPTI
 // (kernel_trace.h), unsynchronized like the timed ones: per step the GPU's
 // busy and idle time, convolution and other kernel time and the top kernels,
 // to stderr.
@@ -28,7 +28,7 @@
 #include "core/error.h"
 #include "dist/device_plan.h"
 #include "train/trainer.h"
-#if defined(TRAINER_WITH_CUDA)
+#if defined(TRAINER_WITH_CUPTI)
 #include "kernel_trace.h"
 #endif
 
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
       trainer.set_profiling(false);
     }
     if (trace > 0) {
-#if defined(TRAINER_WITH_CUDA)
+#if defined(TRAINER_WITH_CUPTI)
       if (plan.gpus.empty()) throw UserError("--trace records GPU kernels; --gpus names no GPU");
       std::fflush(stdout);
       trainer.weights();  // nothing of the earlier steps left running
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < trace; ++i) trainer.train_step(data, idx);
       std::fprintf(stderr, "%s", recording.report(trace, 25).c_str());
 #else
-      throw UserError("--trace needs a build with the CUDA backend (TRAINER_CUDA=ON)");
+      throw UserError("--trace needs a CUDA build with CUPTI (the CUDA toolkit's extras/CUPTI)");
 #endif
     }
   } catch (const std::exception& e) {
