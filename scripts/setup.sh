@@ -5,8 +5,11 @@
 #   bash scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ocl-icd-opencl-dev: Debian's oneDNN CMake config (dnnl-config.cmake) calls
+# find_package(OpenCL REQUIRED) for its OpenCL GPU runtime, while libdnnl-dev
+# only recommends the OpenCL headers and loader; without them CMake fails.
 packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev libopencv-dev
-          libspdlog-dev catch2 libdnnl-dev libhdf5-dev libonnx-dev libprotobuf-dev)
+          libspdlog-dev catch2 libdnnl-dev ocl-icd-opencl-dev libhdf5-dev libonnx-dev libprotobuf-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
