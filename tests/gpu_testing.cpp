@@ -1,6 +1,7 @@
 #include "gpu_testing.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <sstream>
 
@@ -45,6 +46,54 @@ Tensor make_tensor(Shape s, const std::vector<float>& host, const Device& d) {
   Tensor t(s, d);
   t.buffer().copy_from_host(host);
   return t;
+}
+
+uint16_t float_to_bf16(float v) {
+  uint32_t u = 0;
+  std::memcpy(&u, &v, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);  // NaN: quiet, never rounded to inf
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float v = 0;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
+std::vector<float> round_bf16(std::vector<float> v) {
+  for (float& x : v) x = round_bf16(x);
+  return v;
+}
+
+Tensor make_bf16_tensor(Shape s, const std::vector<float>& host, const Device& d) {
+  REQUIRE(host.size() == s.numel());
+  Tensor t(s, d);
+  t.set_dtype(DType::BF16);
+  std::vector<uint16_t> halves((host.size() + 1) / 2 * 2, 0);  // bf16 0 pads the last word
+  for (size_t i = 0; i < host.size(); ++i) halves[i] = float_to_bf16(host[i]);
+  std::vector<float> words(halves.size() / 2);
+  std::memcpy(words.data(), halves.data(), halves.size() * sizeof(uint16_t));
+  REQUIRE(words.size() == t.buffer().size());
+  t.buffer().copy_from_host(words);
+  return t;
+}
+
+Tensor make_tensor(Shape s, const std::vector<float>& host, const Device& d, DType t) {
+  return t == DType::BF16 ? make_bf16_tensor(s, host, d) : make_tensor(s, host, d);
+}
+
+std::vector<float> download_bf16(const Tensor& t) {
+  REQUIRE(t.dtype() == DType::BF16);
+  const std::vector<float> words = t.buffer().to_host();
+  REQUIRE(words.size() * 2 >= t.numel());
+  std::vector<uint16_t> halves(words.size() * 2);
+  std::memcpy(halves.data(), words.data(), words.size() * sizeof(float));
+  std::vector<float> v(t.numel());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = bf16_to_float(halves[i]);
+  return v;
 }
 
 namespace {

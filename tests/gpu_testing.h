@@ -3,7 +3,10 @@
 // skip at the start of each GPU test case, a CUDA Device that owns its
 // context, host <-> device copies through Buffer / Tensor, and the comparison
 // of a device result with the CPU reference (dlib's and llm.c's pattern: the
-// CPU implementation is the oracle, compared at a stated tolerance).
+// CPU implementation is the oracle, compared at a stated tolerance), and the
+// host side of bf16 tensors (core/dtype.h): rounding to bf16 and back, upload
+// and download, in plain bit manipulation (no CUDA header, so that a build
+// without CUDA compiles them too).
 //
 // Without a GPU, or in a build without the CUDA backend (TRAINER_WITH_CUDA
 // undefined), every GPU test compiles and skips with a Catch2 warning.
@@ -17,6 +20,7 @@
 
 #include "core/buffer.h"
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/tensor.h"
 
 namespace trainer::testing {
@@ -45,6 +49,32 @@ std::vector<float> random_values(size_t n, unsigned seed, float lo = -1.f, float
 /// A tensor of shape s on device d holding host (s.numel() values).
 Tensor make_tensor(Shape s, const std::vector<float>& host, const Device& d);
 
+// ---- bf16 on the host --------------------------------------------------------
+
+/// The bf16 bits of v rounded to nearest even, as __float2bfloat16_rn: the top
+/// 16 bits of v's binary32 after adding 0x7fff plus the lowest kept bit (so a
+/// finite value beyond bf16's largest rounds to infinity). NaN stays NaN (its
+/// sign and top mantissa bits kept, made quiet; the GPU may return another
+/// NaN, 0x7fff).
+uint16_t float_to_bf16(float v);
+/// The float of bf16 bits h (exact: h becomes the top 16 bits of a binary32).
+float bf16_to_float(uint16_t h);
+/// v rounded to the nearest bf16 value (ties to even), as a float.
+inline float round_bf16(float v) { return bf16_to_float(float_to_bf16(v)); }
+/// Every value of v rounded to bf16, as floats (the host inputs of a CPU
+/// reference that should see what a bf16 tensor holds).
+std::vector<float> round_bf16(std::vector<float> v);
+
+/// A bf16 tensor (set_dtype(DType::BF16)) of shape s on device d holding host
+/// (s.numel() values, each rounded to bf16 as float_to_bf16): the packed
+/// elements, two per 4-byte word in address order, a last odd element's word
+/// padded with bf16 zero, uploaded by buffer().copy_from_host.
+Tensor make_bf16_tensor(Shape s, const std::vector<float>& host, const Device& d);
+/// make_tensor (fp32) or make_bf16_tensor, by t.
+Tensor make_tensor(Shape s, const std::vector<float>& host, const Device& d, DType t);
+/// The numel() elements of a bf16 tensor t (on any device) as floats (exact).
+std::vector<float> download_bf16(const Tensor& t);
+
 /// A buffer of host.size() values on device d holding host.
 template <class T>
 Buffer<T> upload(const std::vector<T>& host, const Device& d) {
@@ -53,8 +83,11 @@ Buffer<T> upload(const std::vector<T>& host, const Device& d) {
   return b;
 }
 
-/// The contents of a tensor (on any device) as host values.
-inline std::vector<float> download(const Tensor& t) { return t.buffer().to_host(); }
+/// The contents of a tensor (on any device) as host values (a bf16 tensor's
+/// elements widened to float, as download_bf16).
+inline std::vector<float> download(const Tensor& t) {
+  return t.dtype() == DType::BF16 ? download_bf16(t) : t.buffer().to_host();
+}
 template <class T>
 std::vector<T> download(const Buffer<T>& b) {
   return b.to_host();

@@ -106,7 +106,9 @@ TEST_CASE("a build without the CUDA backend rejects a CUDA device", "[towers]") 
   CHECK_THROWS_AS(sgd_step(gpu, v, v, 4, 0.1f), InternalError);
   Conv2DOp conv(Conv2DParams{});
   const Shape s{1, 2, 2, 1};
-  CHECK_THROWS_AS(conv.forward(gpu, v, s, v, nullptr, Activation::Linear, v, s), InternalError);
+  CHECK_THROWS_AS(conv.forward(gpu, DType::F32, v, s, v, nullptr, Activation::Linear, DType::F32, v, s),
+                  InternalError);
+  CHECK_THROWS_AS(accumulate(gpu, DType::F32, v, v, 4), InternalError);
   BatchNormOp bn;
   double sums[2];
   CHECK_THROWS_AS(bn.stat_sums(gpu, v, s, sums), InternalError);

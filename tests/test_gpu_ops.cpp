@@ -3,12 +3,19 @@
 // the CPU (the oracle) and on GPU 0 with the same random inputs (fixed seeds)
 // and compares the results at the tolerances stated below. Every step of an
 // op is fed the same inputs on both devices (the CPU's intermediate values are
-// not reused), so a failure names the step that differs. Without a GPU every
-// case skips with a warning.
+// not reused), so a failure names the step that differs. The ops that take
+// bf16 activations on a GPU (convolutions, max pooling, accumulate,
+// concatenation) are also run on bf16 tensors (on a bf16 tower for the
+// convolutions, with fp32 x or y where a U-Net's first and last layers have
+// them) against the CPU's fp32 result on the same inputs rounded to bf16 on
+// the host, so that the difference is the GPU's arithmetic and the rounding
+// of its bf16 results alone. Without a GPU every case skips with a warning.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -44,13 +51,18 @@ constexpr double kTranscendental = 1e-5;
 constexpr double kReorder = 1e-5;
 /// Sums accumulated in double in another order (BN statistics).
 constexpr double kDoubleSum = 1e-9;
+/// A float result stored as bf16: rounding to nearest even moves a value by
+/// at most half an ulp, 2^-8 of it (8-bit significand), so at most 2^-8 of
+/// max |ref|; plus kReorder for the float sum before the rounding.
+constexpr double kBf16Rounding = 1.0 / 256 + kReorder;
 
 /// Convolutions (forward, backward data, backward weights) by precision.
 /// fp32: another algorithm and summation order (Winograd / FFT transforms
 /// included); 1e-4. tf32: inputs rounded to a 10-bit mantissa (u = 2^-11):
 /// a simulated worst case over 4000 dot products of 8..4096 terms was 3.9e-4
-/// of the largest output, so 2e-3. bf16: 8-bit mantissa (u = 2^-9), simulated
-/// worst 2.8e-3, plus outputs that may be rounded to bf16: 2e-2.
+/// of the largest output, so 2e-3. bf16: an 8-bit significand (u = 2^-8; a
+/// simulated worst case recorded earlier was 2.8e-3), plus outputs that may
+/// be rounded to bf16: 2e-2.
 double conv_tolerance(Precision p) {
   switch (p) {
     case Precision::FP32: return 1e-4;
@@ -58,6 +70,20 @@ double conv_tolerance(Precision p) {
     case Precision::BF16: return 2e-2;
   }
   return 0;
+}
+
+/// A convolution result stored as t, out of a convolution run in p
+/// (run_precision) on inputs that are bf16 values (the bf16 cases round x,
+/// the kernel and dy on the host). fp32 / tf32: conv_tolerance(p), plus
+/// kBf16Rounding for a bf16 result (bf16 values are exact in tf32, so the
+/// rounding of the stored result is the one error added). bf16: 2e-2 as for
+/// fp32 inputs, which allows for rounded outputs already; here the error is
+/// the fp32 sums and at most two roundings to bf16 (cuDNN's bf16 output,
+/// then the result after the bias), 2 * 2^-8 = 7.8e-3 of max |ref| where the
+/// convolution before the bias is no larger than max |y|: 2e-2 leaves a
+/// factor of about 2.5 for the bias's cancellation.
+double conv_tolerance(Precision p, DType t) {
+  return conv_tolerance(p) + (t == DType::BF16 && p != Precision::BF16 ? kBf16Rounding : 0);
 }
 
 // ---- Conv2D / Conv2DTranspose ---------------------------------------------
@@ -126,43 +152,64 @@ struct ConvResults {
   std::vector<float> act_dx, act_dkernel, act_dbias, act_dkernel_no_dx;
 };
 
-/// NaN in every element of b, so that a result the op does not write shows.
+/// NaN in every element of b, so that a result the op does not write shows:
+/// the word 0x7fc07fc0 is a float NaN and two bf16 NaNs (0x7fc0), so this
+/// poisons a bf16 tensor's buffer() too.
 void poison(Buffer<float>& b) {
-  const std::vector<float> nan(b.size(), std::nanf(""));
-  device_copy(b.device(), b.data(), Device{}, nan.data(), nan.size() * sizeof(float));
+  const uint32_t nan_bits = 0x7fc07fc0u;
+  float nan = 0;
+  std::memcpy(&nan, &nan_bits, sizeof nan);
+  const std::vector<float> nans(b.size(), nan);
+  device_copy(b.device(), b.data(), Device{}, nans.data(), nans.size() * sizeof(float));
 }
 
+/// A tensor of shape s and type t on d, poisoned.
+Tensor poisoned_tensor(Shape s, DType t, const Device& d) {
+  Tensor x(s, d);
+  x.set_dtype(t);
+  poison(x.buffer());
+  return x;
+}
+
+/// Storage types of a convolution's x (and dx) and y (and dy).
+struct ConvTypes {
+  DType x = DType::F32, y = DType::F32;
+};
+
+/// Runs case c on d with x, dx of type t.x and y, dy of type t.y (the
+/// inputs uploaded as that type: make_tensor rounds them for bf16), every
+/// output poisoned before the call that writes it.
 template <class Op>
-ConvResults run_conv(const Device& d, const ConvCase& c, const ConvInputs& in) {
+ConvResults run_conv(const Device& d, const ConvCase& c, const ConvInputs& in, ConvTypes t) {
   const Shape xs = c.xs(), ys = c.ys();
   Op op(c.p);
-  Tensor x = make_tensor(xs, in.x, d), dy = make_tensor(ys, in.dy, d);
+  Tensor x = make_tensor(xs, in.x, d, t.x), dy = make_tensor(ys, in.dy, d, t.y);
   Buffer<float> kernel = upload(in.kernel, d), bias = upload(in.bias, d);
-  Tensor y(ys, d), dx(xs, d);
+  Tensor y = poisoned_tensor(ys, t.y, d), dx = poisoned_tensor(xs, t.x, d);
   Buffer<float> dkernel(d, c.kernel_numel()), dbias(d, size_t(c.cout));
   const float* b = c.bias ? bias.data() : nullptr;
   float* db = c.bias ? dbias.data() : nullptr;
   // The cases with a bias also apply ReLU in the forward's epilogue; the others none.
   const Activation act = c.bias ? Activation::Relu : Activation::Linear;
   ConvResults r;
-  op.forward(d, x.data(), xs, kernel.data(), b, act, y.data(), ys);
+  op.forward(d, t.x, x.raw(), xs, kernel.data(), b, act, t.y, y.raw(), ys);
   r.y = download(y);
-  for (Buffer<float>* t : {&dx.buffer(), &dkernel, &dbias}) poison(*t);
-  op.backward(d, Activation::Linear, nullptr, dy.data(), ys, x.data(), xs, kernel.data(), dkernel.data(), db,
-              dx.data());
+  for (Buffer<float>* p : {&dx.buffer(), &dkernel, &dbias}) poison(*p);
+  op.backward(d, Activation::Linear, t.y, nullptr, dy.raw(), ys, t.x, x.raw(), xs, kernel.data(), dkernel.data(), db,
+              dx.raw());
   r.dx = download(dx), r.dkernel = download(dkernel);
   if (c.bias) r.dbias = download(dbias);
-  Tensor y1(ys.with_batch(1), d);
-  op.forward(d, x.data(), xs.with_batch(1), kernel.data(), b, act, y1.data(), ys.with_batch(1));
+  Tensor y1 = poisoned_tensor(ys.with_batch(1), t.y, d);
+  op.forward(d, t.x, x.raw(), xs.with_batch(1), kernel.data(), b, act, t.y, y1.raw(), ys.with_batch(1));
   r.y_first = download(y1);
-  op.forward(d, x.data(), xs, kernel.data(), b, act, y.data(), ys);
-  if (!in.y_act.empty()) y = make_tensor(ys, in.y_act, d);
-  for (Buffer<float>* t : {&dx.buffer(), &dkernel, &dbias}) poison(*t);
-  op.backward(d, act, y.data(), dy.data(), ys, x.data(), xs, kernel.data(), dkernel.data(), db, dx.data());
+  op.forward(d, t.x, x.raw(), xs, kernel.data(), b, act, t.y, y.raw(), ys);
+  if (!in.y_act.empty()) y = make_tensor(ys, in.y_act, d, t.y);
+  for (Buffer<float>* p : {&dx.buffer(), &dkernel, &dbias}) poison(*p);
+  op.backward(d, act, t.y, y.raw(), dy.raw(), ys, t.x, x.raw(), xs, kernel.data(), dkernel.data(), db, dx.raw());
   r.act_dx = download(dx), r.act_dkernel = download(dkernel);
   if (c.bias) r.act_dbias = download(dbias);
   poison(dkernel);
-  op.backward(d, act, y.data(), dy.data(), ys, x.data(), xs, kernel.data(), dkernel.data(), db, nullptr);
+  op.backward(d, act, t.y, y.raw(), dy.raw(), ys, t.x, x.raw(), xs, kernel.data(), dkernel.data(), db, nullptr);
   r.act_dkernel_no_dx = download(dkernel);
   return r;
 }
@@ -180,8 +227,27 @@ Precision run_precision(Precision p, const ConvCase& c) {
 #endif
 }
 
-ConvResults run_conv_case(const Device& d, const ConvCase& c, const ConvInputs& in) {
-  return c.transpose ? run_conv<Conv2DTransposeOp>(d, c, in) : run_conv<Conv2DOp>(d, c, in);
+ConvResults run_conv_case(const Device& d, const ConvCase& c, const ConvInputs& in, ConvTypes t = {}) {
+  return c.transpose ? run_conv<Conv2DTransposeOp>(d, c, in, t) : run_conv<Conv2DOp>(d, c, in, t);
+}
+
+/// Tolerances of one conv comparison: of y (and y_first), of dx, and of the
+/// fp32 weight gradients dkernel and dbias.
+struct ConvTolerances {
+  double y, dx, weights;
+};
+
+/// CHECK_CLOSE of every result of case c against the reference.
+void check_conv(const ConvCase& c, const ConvResults& got, const ConvResults& ref, ConvTolerances tol) {
+  CHECK_CLOSE("forward y", got.y, ref.y, tol.y);
+  CHECK_CLOSE("forward y of sample 0 alone", got.y_first, ref.y_first, tol.y);
+  CHECK_CLOSE("backward (linear) dx", got.dx, ref.dx, tol.dx);
+  CHECK_CLOSE("backward (linear) dkernel", got.dkernel, ref.dkernel, tol.weights);
+  if (c.bias) CHECK_CLOSE("backward (linear) dbias", got.dbias, ref.dbias, tol.weights);
+  CHECK_CLOSE("backward dx", got.act_dx, ref.act_dx, tol.dx);
+  CHECK_CLOSE("backward dkernel", got.act_dkernel, ref.act_dkernel, tol.weights);
+  CHECK_CLOSE("backward dkernel without dx", got.act_dkernel_no_dx, ref.act_dkernel_no_dx, tol.weights);
+  if (c.bias) CHECK_CLOSE("backward dbias", got.act_dbias, ref.act_dbias, tol.weights);
 }
 
 // ---- MaxPooling2D ----------------------------------------------------------
@@ -195,6 +261,8 @@ struct PoolCase {
     return Shape{n, conv_output_length(h, p.ph, p.stride_h, p.same_padding),
                  conv_output_length(w, p.pw, p.stride_w, p.same_padding), c};
   }
+  /// Whether an input element can lie in two windows (then its gradient is a sum).
+  bool overlapping() const { return p.ph > p.stride_h || p.pw > p.stride_w; }
 };
 
 const PoolCase kPoolCases[] = {
@@ -210,18 +278,22 @@ struct PoolResults {
   std::vector<float> y_train, y_infer, dx;
 };
 
-PoolResults run_pool(const Device& d, const PoolCase& c, const std::vector<float>& xh,
-                     const std::vector<float>& dyh) {
+/// Runs case c on d with every tensor of type t (the inputs uploaded as t:
+/// make_tensor rounds them for bf16), each output poisoned before the call
+/// that writes it.
+PoolResults run_pool(const Device& d, const PoolCase& c, const std::vector<float>& xh, const std::vector<float>& dyh,
+                     DType t = DType::F32) {
   const Shape xs = c.xs(), ys = c.ys();
   MaxPool2DOp op(c.p);
-  Tensor x = make_tensor(xs, xh, d), dy = make_tensor(ys, dyh, d);
-  Tensor y(ys, d), dx(xs, d);
-  op.forward(d, x.data(), xs, y.data(), ys, false);
+  Tensor x = make_tensor(xs, xh, d, t), dy = make_tensor(ys, dyh, d, t);
+  Tensor y = poisoned_tensor(ys, t, d), dx = poisoned_tensor(xs, t, d);
+  op.forward(d, t, x.raw(), xs, y.raw(), ys, false);
   PoolResults r;
   r.y_infer = download(y);
-  op.forward(d, x.data(), xs, y.data(), ys, true);
+  poison(y.buffer());
+  op.forward(d, t, x.raw(), xs, y.raw(), ys, true);
   r.y_train = download(y);
-  op.backward(d, dy.data(), ys, dx.data(), xs);
+  op.backward(d, t, dy.raw(), ys, dx.raw(), xs);
   r.dx = download(dx);
   return r;
 }
@@ -257,15 +329,39 @@ TEST_CASE("GPU Conv2D and Conv2DTranspose match the CPU in fp32, tf32 and bf16",
       INFO("precision " << precision_name(prec));
       const ConvResults got = run_conv_case(g->device, c, in);
       const double tol = conv_tolerance(run_precision(prec, c));
-      CHECK_CLOSE("forward y", got.y, ref.y, tol);
-      CHECK_CLOSE("forward y of sample 0 alone", got.y_first, ref.y_first, tol);
-      CHECK_CLOSE("backward (linear) dx", got.dx, ref.dx, tol);
-      CHECK_CLOSE("backward (linear) dkernel", got.dkernel, ref.dkernel, tol);
-      if (c.bias) CHECK_CLOSE("backward (linear) dbias", got.dbias, ref.dbias, tol);
-      CHECK_CLOSE("backward dx", got.act_dx, ref.act_dx, tol);
-      CHECK_CLOSE("backward dkernel", got.act_dkernel, ref.act_dkernel, tol);
-      CHECK_CLOSE("backward dkernel without dx", got.act_dkernel_no_dx, ref.act_dkernel_no_dx, tol);
-      if (c.bias) CHECK_CLOSE("backward dbias", got.act_dbias, ref.act_dbias, tol);
+      check_conv(c, got, ref, ConvTolerances{tol, tol, tol});
+    }
+  }
+}
+
+// The layers of a bf16 U-Net: bf16 in and out in the middle, fp32 x in the
+// first convolution (the Rescaling's output), fp32 y out of the last (the
+// logits). Every case of kConvCases: explicitly padded ones (2x2 same, 3x3
+// same stride 2) and ones with fewer than 8 filters (tf32 on bf16 input).
+TEST_CASE("GPU Conv2D and Conv2DTranspose on bf16 activations match the CPU on bf16-rounded inputs",
+          "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice bf16(0, Precision::BF16);
+  const ConvTypes types[] = {{DType::BF16, DType::BF16}, {DType::F32, DType::BF16}, {DType::BF16, DType::F32}};
+  unsigned seed = 500;
+  for (const ConvCase& c : kConvCases) {
+    const Precision prec = run_precision(Precision::BF16, c);
+    INFO("case: " << c.name << ", x " << c.xs().nhwc() << ", y " << c.ys().nhwc() << ", runs in "
+                  << precision_name(prec));
+    // x, the kernel and dy as the GPU's bf16 tensors (or bf16 convolution)
+    // hold them, so the CPU computes on the GPU's inputs; bias stays fp32.
+    ConvInputs in;
+    in.x = round_bf16(random_values(c.xs().numel(), ++seed));
+    in.kernel = round_bf16(random_values(c.kernel_numel(), ++seed));
+    in.bias = random_values(size_t(c.cout), ++seed);
+    in.dy = round_bf16(random_values(c.ys().numel(), ++seed));
+    const ConvResults ref = run_conv_case(Device{}, c, in);
+    in.y_act = ref.y;  // uploaded rounded to bf16 where y is bf16 (rounding keeps the sign: ReLU' unchanged)
+    for (const ConvTypes& t : types) {
+      INFO("x " << dtype_name(t.x) << ", y " << dtype_name(t.y));
+      const ConvResults got = run_conv_case(bf16.device, c, in, t);
+      check_conv(c, got, ref,
+                 ConvTolerances{conv_tolerance(prec, t.y), conv_tolerance(prec, t.x), conv_tolerance(prec)});
     }
   }
 }
@@ -288,6 +384,34 @@ TEST_CASE("GPU MaxPool2D matches the CPU (valid and same, odd sizes)", "[gpu][gp
       CHECK_IDENTICAL("forward (inference)", got.y_infer, ref.y_infer);
       CHECK_IDENTICAL("forward (training)", got.y_train, ref.y_train);
       CHECK_CLOSE("backward dx", got.dx, ref.dx, kReorder);
+    }
+  }
+}
+
+TEST_CASE("GPU MaxPool2D on bf16 tensors matches the CPU on bf16-rounded inputs", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::BF16);
+  unsigned seed = 600;
+  for (const PoolCase& c : kPoolCases) {
+    INFO("case: " << c.name);
+    std::vector<float> x = round_bf16(random_values(c.xs().numel(), ++seed, -2.f, 2.f));
+    const std::vector<float> dy = round_bf16(random_values(c.ys().numel(), ++seed));
+    // Random values (a few windows tied after the rounding), then values in
+    // {-2, ..., 2}: many tied maxima, whose gradient goes to the first
+    // (row-major) on both devices.
+    for (bool ties : {false, true}) {
+      INFO((ties ? "tied maxima" : "random values"));
+      if (ties)
+        for (float& v : x) v = std::round(v);
+      const PoolResults ref = run_pool(Device{}, c, x, dy), got = run_pool(g.device, c, x, dy, DType::BF16);
+      // Pooling selects: the bf16 maxima are the CPU's exactly, and so is each
+      // gradient that is one dy (or 0) where the windows do not overlap.
+      CHECK_IDENTICAL("forward (inference)", got.y_infer, ref.y_infer);
+      CHECK_IDENTICAL("forward (training)", got.y_train, ref.y_train);
+      if (c.overlapping())
+        CHECK_CLOSE("backward dx (float sums of bf16 dy, rounded to bf16)", got.dx, ref.dx, kBf16Rounding);
+      else
+        CHECK_IDENTICAL("backward dx", got.dx, ref.dx);
     }
   }
 }
@@ -355,7 +479,7 @@ TEST_CASE("GPU add (2 and 3 inputs) and accumulate match the CPU exactly", "[gpu
     const float* three[] = {ab.data(), bb.data(), cb.data()};
     add_forward(d, two, 2, y2.data(), n);
     add_forward(d, three, 3, y3.data(), n);
-    accumulate(d, ab.data(), cb.data(), n);
+    accumulate(d, DType::F32, ab.data(), cb.data(), n);
     return std::vector<std::vector<float>>{download(y2), download(y3), download(ab)};
   };
   const auto ref = run(Device{}), got = run(g.device);
@@ -363,6 +487,43 @@ TEST_CASE("GPU add (2 and 3 inputs) and accumulate match the CPU exactly", "[gpu
   CHECK_IDENTICAL("add, k = 2", got[0], ref[0]);
   CHECK_IDENTICAL("add, k = 3", got[1], ref[1]);
   CHECK_IDENTICAL("accumulate", got[2], ref[2]);
+}
+
+TEST_CASE("GPU accumulate on bf16 rounds the float sum to nearest even (vector and scalar paths)",
+          "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::BF16);
+  const size_t n = 3001;  // not a multiple of 4: the vector path's scalar tail runs too
+  std::vector<float> a = round_bf16(random_values(n, 621)), b = round_bf16(random_values(n, 622, -1e-2f, 1e-2f));
+  // Sums halfway between two bf16 values, which go to the even one:
+  // 1 + 2^-8 -> 1 (rounding half away would give 1 + 2^-7) and
+  // (1 + 2^-7) + 2^-8 -> 1 + 2^-6 (truncation would give 1 + 2^-7), either
+  // sign (added as pairs where the offsets are equal).
+  for (size_t i = 0; i < n; i += 10) {
+    const float sign = i % 20 ? -1.f : 1.f;
+    a[i] = sign * (i % 30 ? 1.f : 1.f + 1.f / 128);
+    b[i] = sign / 256;
+  }
+  const Shape s{1, 1, int(n), 1};
+  // y + oy += x + ox over n - max(oy, ox) elements: offsets of one element
+  // (2 bytes) leave the 16-byte alignment of the vector path.
+  const std::pair<size_t, size_t> offsets[] = {{0, 0}, {1, 1}, {0, 1}};
+  for (const auto& [oy, ox] : offsets) {
+    const size_t m = n - std::max(oy, ox);
+    INFO("y offset " << oy << ", x offset " << ox << " elements");
+    std::vector<float> want = a;  // elements outside the range keep a
+    size_t rounded = 0;
+    for (size_t i = 0; i < m; ++i) {
+      const float sum = a[oy + i] + b[ox + i];  // exact or rounded in float, as the GPU's
+      want[oy + i] = round_bf16(sum);
+      rounded += want[oy + i] != sum;
+    }
+    REQUIRE(rounded > m / 2);  // the bf16 rounding matters for most sums
+    Tensor y = make_bf16_tensor(s, a, g.device), x = make_bf16_tensor(s, b, g.device);
+    accumulate(g.device, DType::BF16, static_cast<char*>(y.raw()) + 2 * oy,
+               static_cast<const char*>(x.raw()) + 2 * ox, m);
+    CHECK_IDENTICAL("accumulate", download(y), want);
+  }
 }
 
 TEST_CASE("GPU channel concatenation matches the CPU (3 inputs, a skipped gradient)", "[gpu][gpu_ops]") {
@@ -378,16 +539,69 @@ TEST_CASE("GPU channel concatenation matches the CPU (3 inputs, a skipped gradie
     Buffer<float> x0 = upload(xh[0], d), x1 = upload(xh[1], d), x2 = upload(xh[2], d);
     Buffer<float> y(d, size_t(P) * cy), dy = upload(dyh, d);
     Buffer<float> dx0(d, xh[0].size()), dx2(d, xh[2].size());
-    const float* xs[] = {x0.data(), x1.data(), x2.data()};
-    concat_channels_forward(d, xs, cs, 3, P, y.data(), cy);
-    float* dxs[] = {dx0.data(), nullptr, dx2.data()};
-    concat_channels_backward(d, dy.data(), cy, P, cs, 3, dxs);
+    const void* xs[] = {x0.data(), x1.data(), x2.data()};
+    concat_channels_forward(d, DType::F32, xs, cs, 3, P, y.data(), cy);
+    void* dxs[] = {dx0.data(), nullptr, dx2.data()};
+    concat_channels_backward(d, DType::F32, dy.data(), cy, P, cs, 3, dxs);
     return std::vector<std::vector<float>>{download(y), download(dx0), download(dx2)};
   };
   const auto ref = run(Device{}), got = run(g.device);
   CHECK_IDENTICAL("forward", got[0], ref[0]);
   CHECK_IDENTICAL("backward, input 0", got[1], ref[1]);
   CHECK_IDENTICAL("backward, input 2", got[2], ref[2]);
+}
+
+/// A concatenation of bf16 tensors: the channel counts and the input whose
+/// gradient is skipped (nullptr).
+struct ConcatCase {
+  const char* name;
+  std::vector<int> cs;
+  size_t skipped;
+};
+
+TEST_CASE("GPU channel concatenation of bf16 tensors matches the CPU exactly", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::BF16);
+  const ConcatCase cases[] = {
+      {"even counts and offsets (4-byte pairs; float4 for the 8 at offset 0 of 16)", {8, 2, 6}, 1},
+      {"odd counts (2-byte copies)", {3, 1, 5}, 1},
+      {"even counts at odd offsets (2-byte copies), an even total", {1, 2, 4, 3}, 3},
+  };
+  const long long P = 3 * 5 * 3;  // odd: an odd count's tensor ends in half a word
+  unsigned seed = 640;
+  for (const ConcatCase& c : cases) {
+    INFO("case: " << c.name);
+    const size_t k = c.cs.size();
+    int cy = 0;
+    std::vector<std::vector<float>> xh;
+    for (int ci : c.cs) {
+      cy += ci;
+      xh.push_back(round_bf16(random_values(size_t(P) * size_t(ci), ++seed)));
+    }
+    const std::vector<float> dyh = round_bf16(random_values(size_t(P) * size_t(cy), ++seed));
+    auto run = [&](const Device& d, DType t) {
+      std::vector<Tensor> x, dx;
+      std::vector<const void*> xs;
+      std::vector<void*> dxs;
+      for (size_t i = 0; i < k; ++i) {
+        const Shape s{int(P), 1, 1, c.cs[i]};
+        x.push_back(make_tensor(s, xh[i], d, t));
+        dx.push_back(poisoned_tensor(s, t, d));
+        xs.push_back(x.back().raw());  // device memory: stays put when the vector moves the Tensor
+        dxs.push_back(i == c.skipped ? nullptr : dx.back().raw());
+      }
+      Tensor y = poisoned_tensor(Shape{int(P), 1, 1, cy}, t, d), dy = make_tensor(y.shape(), dyh, d, t);
+      concat_channels_forward(d, t, xs.data(), c.cs.data(), k, P, y.raw(), cy);
+      concat_channels_backward(d, t, dy.raw(), cy, P, c.cs.data(), k, dxs.data());
+      std::vector<std::vector<float>> r{download(y)};  // then dx of every input, empty where skipped
+      for (size_t i = 0; i < k; ++i) r.push_back(i == c.skipped ? std::vector<float>{} : download(dx[i]));
+      return r;
+    };
+    const auto ref = run(Device{}, DType::F32), got = run(g.device, DType::BF16);
+    CHECK_IDENTICAL("forward", got[0], ref[0]);
+    for (size_t i = 0; i < k; ++i)
+      if (i != c.skipped) CHECK_IDENTICAL("backward, input " + std::to_string(i), got[1 + i], ref[1 + i]);
+  }
 }
 
 TEST_CASE("GPU nearest upsampling matches the CPU", "[gpu][gpu_ops]") {

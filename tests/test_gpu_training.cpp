@@ -154,8 +154,10 @@ void check_collectives(const CollectiveResults& res, int size) {
 /// convolutions' ~1e-6 summation-order differences forward; 1e-3 leaves room
 /// for a ReLU or a pooling maximum that flips on a near tie.
 constexpr double kLossTolFp32 = 1e-3, kWeightTolFp32 = 1e-3;
-/// Loss per step in reduced precision (convolutions only; everything else
-/// fp32): tf32 and bf16 inputs carry 2^-11 and 2^-9 relative rounding.
+/// Loss per step in reduced precision: tf32 and bf16 round the convolutions'
+/// inputs by up to 2^-11 and 2^-8 relative, and a bf16 tower also stores the
+/// activations between its bf16-capable layers in bf16 (2^-8 each); the
+/// loss, metrics, weights and optimizer stay fp32.
 constexpr double kLossTolTf32 = 1e-2, kLossTolBf16 = 5e-2;
 /// evaluate(): the loss, and each metric pixel count (a logit within float
 /// rounding of a threshold may fall on either side of it).
@@ -163,6 +165,8 @@ constexpr double kEvalLossTol = 1e-4, kEvalCountTol = 3;
 
 // Every layer type of the U-Net, plus synchronized BN and Dropout (tiny_model.h).
 const std::string kTinyConfig = trainer::testing::tiny_config(true);
+
+const std::string kTinyUnetConfig = trainer::testing::tiny_unet_config();
 
 // Batches of 5, 5 (uneven over 2 towers), a short one of 3, one of 2 (a
 // sample per tower), and a shuffled one.
@@ -183,10 +187,10 @@ struct TrainRun {
   std::vector<float> weights;
 };
 
-/// kBatches on a fresh Trainer of kTinyConfig over the devices of spec (as --gpus),
-/// convolutions in precision p.
-TrainRun train_run(const std::string& spec, Precision p) {
-  Config config = parse_config(kTinyConfig, "tiny.yaml");
+/// kBatches on a fresh Trainer of `yaml` (default kTinyConfig) over the
+/// devices of spec (as --gpus), convolutions in precision p.
+TrainRun train_run(const std::string& spec, Precision p, const std::string& yaml = kTinyConfig) {
+  Config config = parse_config(yaml, "tiny.yaml");
   config.training.precision = p;
   const Dataset data = tiny_data();
   const DevicePlan devices = plan(spec);
@@ -329,5 +333,27 @@ training: {batch_size: 40}
     CHECK(msg.find("40 image(s) of [512, 512, 1]") != std::string::npos);
     CHECK(msg.find("lower training.batch_size") != std::string::npos);
     CHECK(e.requested_bytes >= size_t(40) * 512 * 512 * 4096 * 4);
+  }
+}
+
+TEST_CASE("bf16 activations through pooling, concatenation and a skip gradient stay near the CPU's losses",
+          "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  {  // the GPU tower really stores bf16 where the test means it to
+    Config config = parse_config(kTinyUnetConfig, "tiny.yaml");
+    config.training.precision = Precision::BF16;
+    Trainer t(config, plan("0"), 1);
+    const Model& m = t.model();
+    for (int i = 0; i < m.num_layers(); ++i) {
+      const std::string& name = m.layer(i).name();
+      INFO("layer " << name);
+      const bool ends = name == "in" || name == "scale" || name == "out";
+      CHECK(m.activation_type(i) == (ends ? DType::F32 : DType::BF16));
+    }
+  }
+  const TrainRun cpu = train_run("cpu", Precision::FP32, kTinyUnetConfig);
+  for (const char* spec : {"0", "0,0"}) {
+    INFO("--gpus " << spec);
+    check_losses(train_run(spec, Precision::BF16, kTinyUnetConfig).losses, cpu.losses, kLossTolBf16);
   }
 }

@@ -1,6 +1,6 @@
 // Step profile (Model::set_profiling, Trainer::set_profiling/profile_report)
 // on CPU towers: every layer is timed once per step while on, the report names
-// every layer and phase, and nothing is recorded while off.
+// every layer, its output type and every phase, and nothing is recorded while off.
 #include <catch2/catch.hpp>
 
 #include "config/config.h"
@@ -36,6 +36,7 @@ TEST_CASE("profiling times every layer once per step and reports layers and phas
     INFO(l.name);
     CHECK(l.name == t.model().layer(int(i) + 1).name());
     CHECK(l.type == t.model().layer(int(i) + 1).type());
+    CHECK(l.output == DType::F32);  // CPU towers store fp32
     CHECK(l.calls == 2);
     CHECK(l.forward_s > 0);
     CHECK(l.backward_s > 0);
@@ -45,6 +46,7 @@ TEST_CASE("profiling times every layer once per step and reports layers and phas
                             "stats reduction"})
     CHECK_THAT(report, Catch::Contains(phase));
   CHECK_THAT(report, Catch::Contains("2 step(s)"));
+  CHECK_THAT(report, Catch::Contains(" output ") && Catch::Contains(" fp32 ") && !Catch::Contains("bf16"));
 
   // Turning it on again starts a new profile.
   t.set_profiling(true);

@@ -5,6 +5,20 @@
 
 namespace trainer::testing {
 
+namespace {
+
+/// The data and training sections of both tiny configs.
+const char* const kTinyTraining = R"(data: {images: unused, masks: unused}
+training:
+  batch_size: 5
+  seed: 7
+  loss: bce_dice
+  metrics: [mean_iou]
+  optimizer: {type: SGD, learning_rate: 0.1, momentum: 0.9, nesterov: true}
+)";
+
+}  // namespace
+
 std::string tiny_config(bool synchronized) {
   return std::string(R"(
 model:
@@ -21,14 +35,25 @@ model:
     - {name: cat, type: Concatenate, inputs: [u1, bn1]}
     - {name: drop, type: Dropout, rate: 0.2}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
-data: {images: unused, masks: unused}
-training:
-  batch_size: 5
-  seed: 7
-  loss: bce_dice
-  metrics: [mean_iou]
-  optimizer: {type: SGD, learning_rate: 0.1, momentum: 0.9, nesterov: true}
-)";
+)" + kTinyTraining;
+}
+
+std::string tiny_unet_config() {
+  return R"(
+model:
+  name: tiny_unet
+  layers:
+    - {name: in, type: Input, shape: [16, 16, 3]}
+    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
+    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: c1b, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: p1, type: MaxPooling2D}
+    - {name: c2, type: Conv2D, filters: 16, kernel_size: 3, padding: same, activation: relu}
+    - {name: u1, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, padding: same}
+    - {name: cat, type: Concatenate, inputs: [u1, c1b]}
+    - {name: c3, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+)" + std::string(kTinyTraining);
 }
 
 Dataset tiny_data() {

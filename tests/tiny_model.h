@@ -2,7 +2,8 @@
 // The tiny model and data shared by the tower tests (CPU and GPU): a 16x16x3
 // U-Net-like network with every layer kind that keeps towers in step
 // (synchronized or plain BatchNormalization, seeded Dropout, a skip
-// concatenation, a transposed convolution), and 13 image/mask pairs.
+// concatenation, a transposed convolution), a two-level U-Net for the bf16
+// activation path, and 13 image/mask pairs.
 #include <string>
 
 #include "data/dataset.h"
@@ -12,6 +13,11 @@ namespace trainer::testing {
 /// The tiny model's config (batch 5, seed 7, bce_dice, SGD nesterov); its BN
 /// layer is synchronized when `synchronized`.
 std::string tiny_config(bool synchronized);
+/// A two-level U-Net on the same input, without BN or Dropout (training as
+/// tiny_config's), so that a bf16 tower stores bf16 from c1 to c3: through a
+/// pooling, a transposed convolution, a concatenation and the skip gradient
+/// summed at c1b (two consumers).
+std::string tiny_unet_config();
 /// 13 samples: random images in [0, 255], masks from a disc per sample.
 Dataset tiny_data();
 

@@ -2,8 +2,10 @@
 // The per-device implementations behind the backend interface (ops.h,
 // elementwise_ops.h, train_ops.h): namespace cpu (backend/cpu/, always built)
 // and namespace cuda (backend/cuda/, built when TRAINER_WITH_CUDA). Both
-// declare the same functions with the same contracts as the public ones; the
-// dispatch files call one or the other by d.kind. Internal to lib/backend.
+// declare the same functions with the same contracts as the public ones
+// (TRAINER_DEVICE_OPS), except the ops that take bf16 activations on a GPU,
+// which the CPU declares for fp32 only; the dispatch files call one or the
+// other by d.kind. Internal to lib/backend.
 #include <memory>
 
 #include "backend/elementwise_ops.h"
@@ -21,11 +23,6 @@
   void scale_shift_forward(const Device& d, const float* x, float scale, float offset, float* y, size_t n); \
   void scale_backward(const Device& d, const float* dy, float scale, float* dx, size_t n);                  \
   void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n);                  \
-  void accumulate(const Device& d, float* y, const float* x, size_t n);                                     \
-  void concat_channels_forward(const Device& d, const float* const* xs, const int* cs, size_t k,            \
-                               long long P, float* y, int cy);                                              \
-  void concat_channels_backward(const Device& d, const float* dy, int cy, long long P, const int* cs,       \
-                                size_t k, float* const* dxs);                                               \
   void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y);   \
   void upsample_nearest_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p,            \
                                  float* dx);                                                                \
@@ -52,10 +49,22 @@
 namespace trainer {
 namespace cpu {
 TRAINER_DEVICE_OPS
+// fp32 only: the dispatch checks the public functions' DType.
+void accumulate(const Device& d, float* y, const float* x, size_t n);
+void concat_channels_forward(const Device& d, const float* const* xs, const int* cs, size_t k, long long P, float* y,
+                             int cy);
+void concat_channels_backward(const Device& d, const float* dy, int cy, long long P, const int* cs, size_t k,
+                              float* const* dxs);
 }  // namespace cpu
 #if defined(TRAINER_WITH_CUDA)
 namespace cuda {
 TRAINER_DEVICE_OPS
+// Both types, as the public functions.
+void accumulate(const Device& d, DType t, void* y, const void* x, size_t n);
+void concat_channels_forward(const Device& d, DType t, const void* const* xs, const int* cs, size_t k, long long P,
+                             void* y, int cy);
+void concat_channels_backward(const Device& d, DType t, const void* dy, int cy, long long P, const int* cs, size_t k,
+                              void* const* dxs);
 }  // namespace cuda
 #endif
 }  // namespace trainer

@@ -19,14 +19,31 @@ void scale_backward(const Device& d, const float* dy, float scale, float* dx, si
 void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n) {
   TRAINER_DISPATCH(d, add_forward(d, xs, k, y, n));
 }
-void accumulate(const Device& d, float* y, const float* x, size_t n) { TRAINER_DISPATCH(d, accumulate(d, y, x, n)); }
-void concat_channels_forward(const Device& d, const float* const* xs, const int* cs, size_t k, long long P, float* y,
-                             int cy) {
-  TRAINER_DISPATCH(d, concat_channels_forward(d, xs, cs, k, P, y, cy));
+// The typed ops: the CUDA backend takes both types, the CPU's fp32 only.
+void accumulate(const Device& d, DType t, void* y, const void* x, size_t n) {
+#if defined(TRAINER_WITH_CUDA)
+  if (d.is_cuda()) return cuda::accumulate(d, t, y, x, n);
+#endif
+  require_f32(t, "accumulate on the CPU");
+  cpu::accumulate(detail::require_cpu(d), static_cast<float*>(y), static_cast<const float*>(x), n);
 }
-void concat_channels_backward(const Device& d, const float* dy, int cy, long long P, const int* cs, size_t k,
-                              float* const* dxs) {
-  TRAINER_DISPATCH(d, concat_channels_backward(d, dy, cy, P, cs, k, dxs));
+void concat_channels_forward(const Device& d, DType t, const void* const* xs, const int* cs, size_t k, long long P,
+                             void* y, int cy) {
+#if defined(TRAINER_WITH_CUDA)
+  if (d.is_cuda()) return cuda::concat_channels_forward(d, t, xs, cs, k, P, y, cy);
+#endif
+  require_f32(t, "Concatenate on the CPU");
+  cpu::concat_channels_forward(detail::require_cpu(d), reinterpret_cast<const float* const*>(xs), cs, k, P,
+                               static_cast<float*>(y), cy);
+}
+void concat_channels_backward(const Device& d, DType t, const void* dy, int cy, long long P, const int* cs, size_t k,
+                              void* const* dxs) {
+#if defined(TRAINER_WITH_CUDA)
+  if (d.is_cuda()) return cuda::concat_channels_backward(d, t, dy, cy, P, cs, k, dxs);
+#endif
+  require_f32(t, "Concatenate on the CPU");
+  cpu::concat_channels_backward(detail::require_cpu(d), static_cast<const float*>(dy), cy, P, cs, k,
+                                reinterpret_cast<float* const*>(dxs));
 }
 void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y) {
   TRAINER_DISPATCH(d, upsample_nearest_forward(d, x, xs, p, y));

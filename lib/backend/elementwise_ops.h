@@ -8,9 +8,9 @@
 // CUDA one (kernels in backend/cuda/, queued on the tower's compute stream).
 // Both compute every element through the functions of
 // backend/elementwise_math.h. Every pointer is on the device d (host memory for
-// the CPU) unless a comment says host; every tensor is NHWC float32
-// ([N, H, W, C], row-major) and must not alias another argument unless a
-// function says so. Nothing here allocates per call except BatchNormOp's
+// the CPU) unless a comment says host; every tensor is NHWC ([N, H, W, C],
+// row-major), float32 unless it comes with a DType, and must not alias another
+// argument unless a function says so. Nothing here allocates per call except BatchNormOp's
 // scratch, which is kept across calls of the same shape.
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +18,7 @@
 
 #include "backend/elementwise_math.h"
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/shape.h"
 
 namespace trainer {
@@ -44,21 +45,24 @@ void scale_backward(const Device& d, const float* dy, float scale, float* dx, si
 /// added in input order. The pointer array xs is host memory.
 void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n);
 
-/// In place: y[i] <- y[i] + x[i] for n elements (gradients of a tensor with
-/// several consumers).
-void accumulate(const Device& d, float* y, const float* x, size_t n);
+/// In place: y[i] <- y[i] + x[i] for n elements of type t (gradients of a
+/// tensor with several consumers; bf16: the sum of the fp32 values, rounded to
+/// nearest even; the CPU takes fp32 only, InternalError otherwise).
+void accumulate(const Device& d, DType t, void* y, const void* x, size_t n);
 
 // ---- Concatenate (backend/cpu/concat.cpp) --------------------------------
 
 /// Channel concatenation of k inputs xs[i] [P, cs[i]] (P = N*H*W pixels) into
-/// y [P, cy], cy = sum cs[i], channels in input order. The arrays xs and cs
+/// y [P, cy], cy = sum cs[i], channels in input order, every tensor of type t
+/// (the CPU takes fp32 only, InternalError otherwise). The arrays xs and cs
 /// are host memory.
-void concat_channels_forward(const Device& d, const float* const* xs, const int* cs, size_t k, long long P, float* y,
-                             int cy);
-/// The inverse: dxs[i] [P, cs[i]] <- the i-th channel slice of dy [P, cy];
-/// inputs whose dxs[i] is nullptr are skipped. The arrays cs and dxs are host memory.
-void concat_channels_backward(const Device& d, const float* dy, int cy, long long P, const int* cs, size_t k,
-                              float* const* dxs);
+void concat_channels_forward(const Device& d, DType t, const void* const* xs, const int* cs, size_t k, long long P,
+                             void* y, int cy);
+/// The inverse: dxs[i] [P, cs[i]] <- the i-th channel slice of dy [P, cy], of
+/// type t; inputs whose dxs[i] is nullptr are skipped. The arrays cs and dxs
+/// are host memory.
+void concat_channels_backward(const Device& d, DType t, const void* dy, int cy, long long P, const int* cs, size_t k,
+                              void* const* dxs);
 
 // ---- UpSampling2D, nearest (backend/cpu/upsample.cpp) --------------------
 

@@ -2,8 +2,10 @@
 // Backend op interface for the convolution and pooling layers. Layers call these
 // op objects with their tower's Device and never see the library behind them
 // (oneDNN on the CPU, in backend/cpu/; cuDNN on a GPU, in backend/cuda/). Every
-// tensor is NHWC float32 ([N, H, W, C], row-major) on that device; weights are
-// in Keras's layout. An op object binds to the device of its first call (every
+// tensor is NHWC ([N, H, W, C], row-major) on that device; weights, bias and
+// their gradients are fp32 in Keras's layout. Activations (x, y and their
+// gradients) have the DType passed with them: fp32 or, on a GPU, bf16 (the CPU
+// backend raises InternalError for bf16). An op object binds to the device of its first call (every
 // later call must pass the same device) and caches its library primitives (on
 // a GPU: descriptors and the algorithm chosen for that shape) per input shape,
 // so repeated calls with the same shapes allocate nothing. One op object must
@@ -21,6 +23,7 @@
 
 #include "backend/elementwise_math.h"
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/shape.h"
 
 namespace trainer {
@@ -70,23 +73,26 @@ struct Pool2DParams {
 class ConvBackend {
  public:
   virtual ~ConvBackend() = default;
-  virtual void forward(const float* x, Shape xs, const float* kernel, const float* bias, Activation act, float* y,
-                       Shape ys) = 0;
-  virtual void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
-                        const float* kernel, float* dkernel, float* dbias, float* dx) = 0;
+  virtual void forward(DType xt, const void* x, Shape xs, const float* kernel, const float* bias, Activation act,
+                       DType yt, void* y, Shape ys) = 0;
+  virtual void backward(Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt, const void* x,
+                        Shape xs, const float* kernel, float* dkernel, float* dbias, void* dx) = 0;
 };
 
 /// One device's implementation of MaxPool2DOp. Arguments as MaxPool2DOp's.
 class PoolBackend {
  public:
   virtual ~PoolBackend() = default;
-  virtual void forward(const float* x, Shape xs, float* y, Shape ys, bool training) = 0;
-  virtual void backward(const float* dy, Shape ys, float* dx, Shape xs) = 0;
+  virtual void forward(DType t, const void* x, Shape xs, void* y, Shape ys, bool training) = 0;
+  virtual void backward(DType t, const void* dy, Shape ys, void* dx, Shape xs) = 0;
 };
 
 /// 2-D convolution (cross-correlation, as Keras's Conv2D).
-///   x [N, H, W, Cin], kernel [kh, kw, Cin, Cout] (Keras layout), bias [Cout]
-///   or nullptr, y [N, Ho, Wo, Cout] with Ho = conv_output_length(H, kh, ...).
+///   x [N, H, W, Cin] of type xt, kernel [kh, kw, Cin, Cout] (Keras layout),
+///   bias [Cout] or nullptr, y [N, Ho, Wo, Cout] of type yt with Ho =
+///   conv_output_length(H, kh, ...). xt and yt may differ (a bf16 GPU tower's
+///   first convolution reads fp32 and writes bf16); the arithmetic follows the
+///   context's precision, not the storage types.
 /// The caller passes consistent shapes (the layer's shape inference checked
 /// them); library failures raise InternalError naming the call, the device
 /// and the layer.
@@ -98,19 +104,20 @@ class Conv2DOp {
   Conv2DOp& operator=(Conv2DOp&&) noexcept;
 
   /// y <- act(conv(x, kernel) + bias) (on a GPU in one pass after the convolution).
-  void forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, Activation act,
-               float* y, Shape ys);
+  void forward(const Device& d, DType xt, const void* x, Shape xs, const float* kernel, const float* bias,
+               Activation act, DType yt, void* y, Shape ys);
   /// The layer's backward: dz = dy * act'(y) (y [N, Ho, Wo, Cout], the
   /// forward's output after the activation, unused and may be nullptr for
-  /// Linear; dy = dL/dy of that shape), then dkernel [kh, kw, Cin, Cout] and
-  /// dbias [Cout] (skipped when nullptr) <- dL/dw from x and dz, and dx
-  /// [N, H, W, Cin] (skipped when nullptr) <- dL/dx from dz, each overwritten.
+  /// Linear; dy = dL/dy of that shape; both of type yt), then dkernel [kh, kw,
+  /// Cin, Cout] and dbias [Cout] (skipped when nullptr) <- dL/dw from x and
+  /// dz, and dx [N, H, W, Cin] of type xt (skipped when nullptr) <- dL/dx from
+  /// dz, each overwritten.
   /// x must be the last training forward's input, unchanged (see above); dx
   /// must not alias dy or y. One call so that a GPU fuses the activation
   /// gradient with its bf16 conversion and the bias gradient
   /// (cuda/conv_epilogue.h); the CPU runs the three steps.
-  void backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
-                Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx);
+  void backward(const Device& d, Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt,
+                const void* x, Shape xs, const float* kernel, float* dkernel, float* dbias, void* dx);
 
  private:
   ConvBackend& on(const Device& d);
@@ -132,12 +139,12 @@ class Conv2DTransposeOp {
   Conv2DTransposeOp& operator=(Conv2DTransposeOp&&) noexcept;
 
   /// y <- act(conv_transpose(x, kernel) + bias) (on a GPU in one pass after the convolution).
-  void forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias, Activation act,
-               float* y, Shape ys);
+  void forward(const Device& d, DType xt, const void* x, Shape xs, const float* kernel, const float* bias,
+               Activation act, DType yt, void* y, Shape ys);
   /// The layer's backward, as Conv2DOp::backward: y, dy [N, Ho, Wo, Cout],
   /// dkernel [kh, kw, Cout, Cin], dbias [Cout], dx [N, H, W, Cin].
-  void backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
-                Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx);
+  void backward(const Device& d, Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt,
+                const void* x, Shape xs, const float* kernel, float* dkernel, float* dbias, void* dx);
 
  private:
   ConvBackend& on(const Device& d);
@@ -146,7 +153,8 @@ class Conv2DTransposeOp {
 };
 
 /// Max pooling, as Keras's MaxPooling2D: x [N, H, W, C] -> y [N, Ho, Wo, C],
-/// Ho = conv_output_length(H, ph, stride_h, same). Padded pixels never win.
+/// Ho = conv_output_length(H, ph, stride_h, same), x, y and their gradients
+/// all of type t. Padded pixels never win.
 /// Library failures raise InternalError naming the call, the device and the layer.
 class MaxPool2DOp {
  public:
@@ -157,11 +165,11 @@ class MaxPool2DOp {
 
   /// y <- maxpool(x). With training = true the op remembers this call for
   /// backward() (on the CPU where each maximum came from; on a GPU x and y).
-  void forward(const Device& d, const float* x, Shape xs, float* y, Shape ys, bool training);
+  void forward(const Device& d, DType t, const void* x, Shape xs, void* y, Shape ys, bool training);
   /// dx [N, H, W, C] <- dL/dx from dy [N, Ho, Wo, C] (overwrites dx): each dy
   /// goes to the position of its maximum in the last training forward() call,
   /// which must have had the same shapes.
-  void backward(const Device& d, const float* dy, Shape ys, float* dx, Shape xs);
+  void backward(const Device& d, DType t, const void* dy, Shape ys, void* dx, Shape xs);
 
  private:
   PoolBackend& on(const Device& d);

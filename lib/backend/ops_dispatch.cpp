@@ -27,13 +27,14 @@ ConvBackend& Conv2DOp::on(const Device& d) {
   if (!impl_) impl_ = make_conv2d(d, p_);
   return *impl_;
 }
-void Conv2DOp::forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias,
-                       Activation act, float* y, Shape ys) {
-  on(d).forward(x, xs, kernel, bias, act, y, ys);
+void Conv2DOp::forward(const Device& d, DType xt, const void* x, Shape xs, const float* kernel, const float* bias,
+                       Activation act, DType yt, void* y, Shape ys) {
+  on(d).forward(xt, x, xs, kernel, bias, act, yt, y, ys);
 }
-void Conv2DOp::backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
-                         Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx) {
-  on(d).backward(act, y, dy, ys, x, xs, kernel, dkernel, dbias, dx);
+void Conv2DOp::backward(const Device& d, Activation act, DType yt, const void* y, const void* dy, Shape ys,
+                        DType xt, const void* x, Shape xs, const float* kernel, float* dkernel, float* dbias,
+                        void* dx) {
+  on(d).backward(act, yt, y, dy, ys, xt, x, xs, kernel, dkernel, dbias, dx);
 }
 
 Conv2DTransposeOp::Conv2DTransposeOp(Conv2DParams p) : p_(p) {}
@@ -44,13 +45,14 @@ ConvBackend& Conv2DTransposeOp::on(const Device& d) {
   if (!impl_) impl_ = make_conv2d_transpose(d, p_);
   return *impl_;
 }
-void Conv2DTransposeOp::forward(const Device& d, const float* x, Shape xs, const float* kernel, const float* bias,
-                                Activation act, float* y, Shape ys) {
-  on(d).forward(x, xs, kernel, bias, act, y, ys);
+void Conv2DTransposeOp::forward(const Device& d, DType xt, const void* x, Shape xs, const float* kernel, const float* bias,
+                       Activation act, DType yt, void* y, Shape ys) {
+  on(d).forward(xt, x, xs, kernel, bias, act, yt, y, ys);
 }
-void Conv2DTransposeOp::backward(const Device& d, Activation act, const float* y, const float* dy, Shape ys, const float* x,
-                                  Shape xs, const float* kernel, float* dkernel, float* dbias, float* dx) {
-  on(d).backward(act, y, dy, ys, x, xs, kernel, dkernel, dbias, dx);
+void Conv2DTransposeOp::backward(const Device& d, Activation act, DType yt, const void* y, const void* dy, Shape ys,
+                        DType xt, const void* x, Shape xs, const float* kernel, float* dkernel, float* dbias,
+                        void* dx) {
+  on(d).backward(act, yt, y, dy, ys, xt, x, xs, kernel, dkernel, dbias, dx);
 }
 
 MaxPool2DOp::MaxPool2DOp(Pool2DParams p) : p_(p) {}
@@ -61,11 +63,11 @@ PoolBackend& MaxPool2DOp::on(const Device& d) {
   if (!impl_) impl_ = make_max_pool2d(d, p_);
   return *impl_;
 }
-void MaxPool2DOp::forward(const Device& d, const float* x, Shape xs, float* y, Shape ys, bool training) {
-  on(d).forward(x, xs, y, ys, training);
+void MaxPool2DOp::forward(const Device& d, DType t, const void* x, Shape xs, void* y, Shape ys, bool training) {
+  on(d).forward(t, x, xs, y, ys, training);
 }
-void MaxPool2DOp::backward(const Device& d, const float* dy, Shape ys, float* dx, Shape xs) {
-  on(d).backward(dy, ys, dx, xs);
+void MaxPool2DOp::backward(const Device& d, DType t, const void* dy, Shape ys, void* dx, Shape xs) {
+  on(d).backward(t, dy, ys, dx, xs);
 }
 
 BatchNormOp::BatchNormOp() = default;

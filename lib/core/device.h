@@ -14,8 +14,9 @@ enum class DeviceKind { CPU, CUDA };
 /// Arithmetic of the convolutions on a GPU (config key training.precision):
 /// fp32: IEEE fp32 throughout; tf32: convolutions on tensor cores in TF32
 /// (10-bit mantissa inputs, fp32 accumulation); bf16: convolutions on tensor
-/// cores with bf16 inputs and fp32 accumulation, fp32 master weights, fp32
-/// optimizer state, fp32 loss and metrics. The CPU backend always runs fp32.
+/// cores with bf16 inputs and fp32 accumulation, activations between the
+/// layers that take them stored in bf16 (core/dtype.h), fp32 master weights,
+/// fp32 optimizer state, fp32 loss and metrics. The CPU backend always runs fp32.
 enum class Precision { FP32, TF32, BF16 };
 
 /// "fp32" | "tf32" | "bf16".

@@ -1,10 +1,14 @@
 #pragma once
-// Tensor: an owning float32 buffer with an NHWC Shape, on one device (see
-// core/buffer.h). resize() keeps the allocation when the new size fits, so a
-// training step that reuses its tensors allocates nothing after the first step.
-// Copy construction gives a tensor on the source's device; assignment keeps
-// the destination's device (so `host_tensor = gpu_tensor` downloads).
+// Tensor: an owning buffer with an NHWC Shape and an element type (DType,
+// fp32 unless set otherwise), on one device (see core/buffer.h). resize()
+// keeps the allocation when the new size fits, so a training step that reuses
+// its tensors allocates nothing after the first step. Copy construction gives
+// a tensor on the source's device; assignment keeps the destination's device
+// (so `host_tensor = gpu_tensor` downloads) and takes the source's type.
+// data() is the fp32 view and throws InternalError for a bf16 tensor; code
+// that handles both types uses raw() with dtype().
 #include "core/buffer.h"
+#include "core/dtype.h"
 #include "core/shape.h"
 
 namespace trainer {
@@ -15,7 +19,7 @@ class Tensor {
   explicit Tensor(Shape s, Device d = {}) : buf_(d) { resize(s); }
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
-  Tensor(const Tensor& o) : shape_(o.shape_), buf_(o.buf_) {}
+  Tensor(const Tensor& o) : shape_(o.shape_), dtype_(o.dtype_), buf_(o.buf_) {}
   Tensor& operator=(const Tensor& o) {
     if (this != &o) copy_from(o);
     return *this;
@@ -27,31 +31,54 @@ class Tensor {
     buf_.set_device(d);
     shape_ = Shape{};
   }
-  /// Sets the shape; contents are unspecified when the buffer grows.
+  /// Sets the shape (the type stays); contents are unspecified when the buffer grows.
   void resize(Shape s) {
-    buf_.resize(s.numel());
+    buf_.resize(words(s.numel(), dtype_));
     shape_ = s;
   }
-  /// Resizes to o's shape and copies o's contents (o may be on another device).
+  /// Sets the element type, keeping the shape; contents become unspecified.
+  void set_dtype(DType t) {
+    dtype_ = t;
+    resize(shape_);
+  }
+  /// Resizes to o's shape and type and copies o's contents (o may be on another device).
   void copy_from(const Tensor& o) {
     shape_ = o.shape_;
+    dtype_ = o.dtype_;
     buf_.copy_from(o.buf_);
   }
   void zero() { buf_.zero(); }
   const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
   size_t numel() const { return shape_.numel(); }
-  /// Device pointer (host pointer for the CPU).
-  float* data() { return buf_.data(); }
-  const float* data() const { return buf_.data(); }
+  /// Bytes of the elements, numel() * dtype_size(dtype()).
+  size_t bytes() const { return numel() * dtype_size(dtype_); }
+  /// Device pointer (host pointer for the CPU) to fp32 elements; InternalError for a bf16 tensor.
+  float* data() {
+    require_f32(dtype_, "Tensor::data()");
+    return buf_.data();
+  }
+  const float* data() const {
+    require_f32(dtype_, "Tensor::data()");
+    return buf_.data();
+  }
+  /// Device pointer to the elements, of either type.
+  void* raw() { return buf_.data(); }
+  const void* raw() const { return buf_.data(); }
   /// Pointer to sample i (row-major NHWC).
   float* sample(int i) { return data() + size_t(i) * shape_.sample_numel(); }
   const float* sample(int i) const { return data() + size_t(i) * shape_.sample_numel(); }
-  /// The underlying buffer (host copies: buffer().to_host()).
+  /// The underlying buffer of 4-byte words (host copies of an fp32 tensor:
+  /// buffer().to_host(); a bf16 tensor packs two elements per word, the
+  /// lower-addressed one first).
   const Buffer<float>& buffer() const { return buf_; }
   Buffer<float>& buffer() { return buf_; }
 
  private:
+  /// 4-byte words holding n elements of type t.
+  static size_t words(size_t n, DType t) { return (n * dtype_size(t) + 3) / 4; }
   Shape shape_;
+  DType dtype_ = DType::F32;
   Buffer<float> buf_;
 };
 

@@ -1,8 +1,10 @@
 #pragma once
 // Layer: one node of a model. Each layer is written once, in one file under
 // nn/layers/, and does shape inference, forward and backward for [N, H, W, C]
-// float32 tensors (as Caffe's setup/reshape/forward/backward). Layers are built
-// from their YAML entry by a factory registered in nn/registry.cpp.
+// tensors (as Caffe's setup/reshape/forward/backward): fp32, or bf16 where the
+// layer says it takes them (dtype_support) and the model stores its
+// activations in bf16 (a GPU tower with training.precision bf16). Layers are
+// built from their YAML entry by a factory registered in nn/registry.cpp.
 //
 // Ownership: a layer does not own its weights. The tower (replica) allocates one
 // contiguous parameter buffer and one contiguous gradient buffer for the whole
@@ -47,6 +49,13 @@ struct ParamSpec {
   }
 };
 
+/// Which activation types (core/dtype.h) a layer's forward and backward take.
+enum class DTypeSupport {
+  F32Only,  ///< Inputs, output and their gradients are fp32.
+  Uniform,  ///< Any type, the same for every input and the output (pooling, concatenation).
+  Any,      ///< Each input and the output of any type, independently (convolutions convert as they read).
+};
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
@@ -70,10 +79,16 @@ class Layer {
     (void)params, (void)grads;
   }
 
-  /// y <- f(x). y is resized by the layer. x.size() equals the number of inputs.
+  /// The activation types forward() and backward() take on a GPU (the CPU
+  /// backend is fp32 only); the model never passes a layer other ones.
+  virtual DTypeSupport dtype_support() const { return DTypeSupport::F32Only; }
+
+  /// y <- f(x). y is resized by the layer (its type, set by the model, is
+  /// kept). x.size() equals the number of inputs.
   virtual void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) = 0;
-  /// Given dy = dL/dy, writes dx[i] = dL/dx[i] (overwriting; dx[i] may be nullptr
-  /// when not needed; the layer resizes non-null dx[i] to x[i]'s shape) and
+  /// Given dy = dL/dy (of y's type), writes dx[i] = dL/dx[i] (overwriting;
+  /// dx[i] may be nullptr when not needed; the layer resizes non-null dx[i]
+  /// to x[i]'s shape, keeping the type the model gave it, x[i]'s) and
   /// overwrites its parameter gradients. x and y are the tensors of the last
   /// forward call in training mode.
   virtual void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y,

@@ -47,7 +47,7 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     node.dx_scratch.resize(node.inputs.size());
     std::vector<Shape> in_shapes;
     for (int i : node.inputs) {
-      nodes_[size_t(i)].consumers++;
+      nodes_[size_t(i)].consumers.push_back(int(nodes_.size()));
       in_shapes.push_back(nodes_[size_t(i)].shape);
     }
     try {
@@ -97,6 +97,37 @@ void Model::set_device(const Device& d) {
     node.out.set_device(d);
     node.grad.set_device(d);
     for (Tensor& t : node.dx_scratch) t.set_device(d);
+  }
+}
+
+void Model::set_activation_type(DType t) {
+  const size_t last = nodes_.size() - 1;
+  std::vector<DType> type(nodes_.size(), DType::F32);
+  if (t != DType::F32)
+    for (size_t i = 1; i < last; ++i)
+      if (nodes_[i].layer->dtype_support() != DTypeSupport::F32Only) type[i] = t;
+  // Demote until nothing changes (each pass only turns types to fp32, so
+  // this ends): a Uniform layer with an fp32 input, and any layer whose
+  // output feeds an fp32-only layer or an fp32 Uniform one.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 1; i < last; ++i) {
+      if (type[i] == DType::F32) continue;
+      bool f32 = false;
+      if (nodes_[i].layer->dtype_support() == DTypeSupport::Uniform)
+        for (int j : nodes_[i].inputs) f32 = f32 || type[size_t(j)] == DType::F32;
+      for (int j : nodes_[i].consumers) {
+        const DTypeSupport s = nodes_[size_t(j)].layer->dtype_support();
+        f32 = f32 || s == DTypeSupport::F32Only || (s == DTypeSupport::Uniform && type[size_t(j)] == DType::F32);
+      }
+      if (f32) type[i] = DType::F32, changed = true;
+    }
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    node.out.set_dtype(type[i]);
+    node.grad.set_dtype(type[i]);
+    for (size_t k = 0; k < node.inputs.size(); ++k) node.dx_scratch[k].set_dtype(type[size_t(node.inputs[k])]);
   }
 }
 
@@ -206,7 +237,7 @@ void Model::backward_node(const Context& ctx, size_t i, int n) {
       in.push_back(&src.out);
       if (src.inputs.empty()) {
         dx.push_back(nullptr);  // an Input layer: no gradient needed
-      } else if (src.consumers == 1) {
+      } else if (src.consumers.size() == 1) {
         dx.push_back(&src.grad);
         src.grad_set = true;
       } else {
@@ -224,13 +255,17 @@ void Model::backward_node(const Context& ctx, size_t i, int n) {
         src.grad_set = true;
         continue;
       }
-      accumulate(ctx.device, src.grad.data(), scratch[k].data(), src.grad.numel());
+      accumulate(ctx.device, src.grad.dtype(), src.grad.raw(), scratch[k].raw(), src.grad.numel());
     }
   }
   if (profiling_) times_[i].backward_s += synced_since(ctx, start);
 }
 
-std::vector<LayerTime> Model::layer_times() const { return {times_.begin() + 1, times_.end()}; }
+std::vector<LayerTime> Model::layer_times() const {
+  std::vector<LayerTime> out(times_.begin() + 1, times_.end());
+  for (size_t i = 0; i < out.size(); ++i) out[i].output = nodes_[i + 1].out.dtype();
+  return out;
+}
 
 void Model::reset_layer_times() {
   for (LayerTime& t : times_) t.forward_s = t.backward_s = 0, t.calls = 0;

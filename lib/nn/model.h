@@ -33,6 +33,7 @@ struct LayerTime {
   double forward_s = 0;    ///< Seconds in forward(), summed over calls.
   double backward_s = 0;   ///< Seconds in backward() (incl. summing gradients of shared inputs), summed.
   long calls = 0;          ///< forward() calls timed (layers skipped for an empty batch are not counted).
+  DType output = DType::F32;  ///< How the layer's output is stored (set_activation_type).
 };
 
 class Model {
@@ -75,6 +76,19 @@ class Model {
   /// the first forward(); forward()/backward() then take a Context whose
   /// device is d. Default: the CPU.
   void set_device(const Device& d);
+  /// Stores activations as `t` where the layers allow it (a GPU tower in
+  /// bf16 passes DType::BF16; default fp32 everywhere): a layer's output, its
+  /// gradient and the scratch for it are of type t when t is BF16, the layer
+  /// is neither the first (the Input the batch is copied into) nor the last
+  /// (the loss reads fp32 logits), it takes bf16 (Layer::dtype_support), and
+  /// so do its consumers; a Uniform layer (pooling, concatenation) is bf16
+  /// only when all its inputs are, and then its inputs stay bf16 only if it
+  /// does. So a bf16 U-Net keeps bf16 between its convolutions, poolings
+  /// and concatenations, and fp32 at the input, the Rescaling and the
+  /// logits. Contents are discarded; call it before forward().
+  void set_activation_type(DType t);
+  /// The type of layer i's output (and its gradient).
+  DType activation_type(int i) const { return nodes_[size_t(i)].out.dtype(); }
 
   /// Binds views into buffers of num_params(), num_params() and num_state()
   /// floats on the model's device.
@@ -120,7 +134,7 @@ class Model {
   struct Node {
     std::unique_ptr<Layer> layer;
     std::vector<int> inputs;
-    int consumers = 0;
+    std::vector<int> consumers;      ///< Layers taking this output, in layer order (once per input slot).
     Shape shape;
     Tensor out, grad;
     std::vector<Tensor> dx_scratch;  ///< dx for inputs with several consumers, summed after; one per input.

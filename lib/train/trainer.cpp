@@ -56,6 +56,9 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
       stats_host(2 + MetricCounts::kSize) {
   validate_for_training(config, model);
   model.set_device(d);
+  // bf16 towers keep bf16 activations between the layers that take them (as
+  // PyTorch's autocast); the CPU backend computes in fp32 only.
+  model.set_activation_type(d.is_cuda() && config.training.precision == Precision::BF16 ? DType::BF16 : DType::F32);
   y.set_device(d);
   staged.set_device(d);
   params.zero();
@@ -374,13 +377,13 @@ std::string Trainer::profile_report() const {
   }
   std::snprintf(line, sizeof line, "%-28s %12.3f %7.1f%%\n", "step", step_ms, pct(step_ms));
   out += line;
-  std::snprintf(line, sizeof line, "\n%-*s %-*s %12s %12s %8s\n", int(wn), "layer", int(wt), "type", "fwd ms/step",
-                "bwd ms/step", "% step");
+  std::snprintf(line, sizeof line, "\n%-*s %-*s %6s %12s %12s %8s\n", int(wn), "layer", int(wt), "type", "output",
+                "fwd ms/step", "bwd ms/step", "% step");
   out += line;
   for (const LayerTime& l : layers) {
     const double fwd = 1e3 * l.forward_s / steps, bwd = 1e3 * l.backward_s / steps;
-    std::snprintf(line, sizeof line, "%-*s %-*s %12.3f %12.3f %7.1f%%\n", int(wn), l.name.c_str(), int(wt),
-                  l.type.c_str(), fwd, bwd, pct(fwd + bwd));
+    std::snprintf(line, sizeof line, "%-*s %-*s %6s %12.3f %12.3f %7.1f%%\n", int(wn), l.name.c_str(), int(wt),
+                  l.type.c_str(), dtype_name(l.output), fwd, bwd, pct(fwd + bwd));
     out += line;
   }
   return out;

@@ -223,16 +223,24 @@ class CachedConvOp final : public ConvBackend {
       : p_(p), algo_(algo), problem_(problem) {}
 
   /// The convolution on oneDNN, then the activation (the CPU backend's own
-  /// loop, as for every other layer).
-  void forward(const float* x, Shape xs, const float* kernel, const float* bias, Activation act, float* y,
-               Shape ys) override {
-    get(xs, ys, bias != nullptr).forward(x, kernel, bias, y);
+  /// loop, as for every other layer). fp32 only (InternalError for bf16).
+  void forward(DType xt, const void* xv, Shape xs, const float* kernel, const float* bias, Activation act, DType yt,
+               void* yv, Shape ys) override {
+    require_f32(xt, "a convolution on the CPU");
+    require_f32(yt, "a convolution on the CPU");
+    float* y = static_cast<float*>(yv);
+    get(xs, ys, bias != nullptr).forward(static_cast<const float*>(xv), kernel, bias, y);
     cpu::activation_forward(Device{}, act, y, ys.numel());
   }
   /// dz = dy * act'(y) into dz_ (the CPU backend's activation loop), then
-  /// oneDNN's backward-weights and backward-data on it.
-  void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
-                const float* kernel, float* dkernel, float* dbias, float* dx) override {
+  /// oneDNN's backward-weights and backward-data on it. fp32 only.
+  void backward(Activation act, DType yt, const void* yv, const void* dyv, Shape ys, DType xt, const void* xv,
+                Shape xs, const float* kernel, float* dkernel, float* dbias, void* dxv) override {
+    require_f32(xt, "a convolution on the CPU");
+    require_f32(yt, "a convolution on the CPU");
+    const float *y = static_cast<const float*>(yv), *dy = static_cast<const float*>(dyv),
+                *x = static_cast<const float*>(xv);
+    float* dx = static_cast<float*>(dxv);
     const float* dz = dy;
     if (act != Activation::Linear) {
       dz_.resize(ys.numel());

@@ -104,14 +104,19 @@ class PoolPrimitives {
   std::unordered_map<int, dnnl::memory> train_args_, infer_args_, bwd_args_;
 };
 
-/// The backend: PoolPrimitives cached per (input shape, output shape).
+/// The backend: PoolPrimitives cached per (input shape, output shape); fp32
+/// only (InternalError for bf16).
 class MaxPool2DCpu final : public PoolBackend {
  public:
   explicit MaxPool2DCpu(Pool2DParams p) : p_(p) {}
-  void forward(const float* x, Shape xs, float* y, Shape ys, bool training) override {
-    get(xs, ys).forward(x, y, training);
+  void forward(DType t, const void* x, Shape xs, void* y, Shape ys, bool training) override {
+    require_f32(t, "MaxPooling2D on the CPU");
+    get(xs, ys).forward(static_cast<const float*>(x), static_cast<float*>(y), training);
   }
-  void backward(const float* dy, Shape ys, float* dx, Shape xs) override { get(xs, ys).backward(dy, dx); }
+  void backward(DType t, const void* dy, Shape ys, void* dx, Shape xs) override {
+    require_f32(t, "MaxPooling2D on the CPU");
+    get(xs, ys).backward(static_cast<const float*>(dy), static_cast<float*>(dx));
+  }
 
  private:
   PoolPrimitives& get(Shape xs, Shape ys) {

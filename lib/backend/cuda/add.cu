@@ -1,11 +1,15 @@
 // Add and gradient accumulation on a GPU: grid-stride kernels on the tower's
-// compute stream (float4 accesses when every array is 16-byte aligned).
+// compute stream (float4 accesses, or pairs of bf16, when every array is
+// 16-byte aligned). Accumulation takes fp32 or bf16 tensors (a bf16 tower's
+// activation gradients): bf16 sums are taken in fp32 and rounded to nearest even.
 //
 // add_forward passes the input pointers by value in the kernel's argument
 // (AddChunk, up to kAddInputs of them), so the host array xs may be reused as
 // soon as the call returns. More inputs are added by further launches that
 // start from y: y = (x0 + ... + x7), then y = ((y + x8) + ... + x14), ...,
 // which is the CPU's left-to-right order ((x0 + x1) + x2) + ... exactly.
+#include <cuda_bf16.h>
+
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/elementwise_kernel.cuh"
 #include "backend/device_ops.h"
@@ -61,6 +65,26 @@ struct Accumulate {
   }
 };
 
+/// y[i] <- bf16(y[i] + x[i]), the sum taken in fp32.
+struct AccumulateBf16 {
+  __nv_bfloat16* y;
+  const __nv_bfloat16* x;
+  template <class I>
+  __device__ void one(I i) const {
+    y[i] = __float2bfloat16_rn(__bfloat162float(y[i]) + __bfloat162float(x[i]));
+  }
+  /// Elements 4j .. 4j+3 as two bf16 pairs.
+  template <class I>
+  __device__ void quad(I j) const {
+    __nv_bfloat162* y2 = reinterpret_cast<__nv_bfloat162*>(y) + size_t(2) * j;
+    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(x) + size_t(2) * j;
+    for (int k = 0; k < 2; ++k) {
+      const float2 a = __bfloat1622float2(y2[k]), b = __bfloat1622float2(x2[k]);
+      y2[k] = __float22bfloat162_rn(make_float2(a.x + b.x, a.y + b.y));
+    }
+  }
+};
+
 }  // namespace
 
 void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n) {
@@ -79,10 +103,15 @@ void add_forward(const Device& d, const float* const* xs, size_t k, float* y, si
   }
 }
 
-void accumulate(const Device& d, float* y, const float* x, size_t n) {
+void accumulate(const Device& d, DType t, void* y, const void* x, size_t n) {
   if (n == 0) return;
   CudaContext& ctx = context(d);
-  launch_elementwise(ctx.stream(), Accumulate{y, x}, n, aligned16(y, x));
+  const bool vec = aligned16(y, x);
+  if (t == DType::BF16)
+    launch_elementwise(ctx.stream(),
+                       AccumulateBf16{static_cast<__nv_bfloat16*>(y), static_cast<const __nv_bfloat16*>(x)}, n, vec);
+  else
+    launch_elementwise(ctx.stream(), Accumulate{static_cast<float*>(y), static_cast<const float*>(x)}, n, vec);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "accumulate");
 }
 

@@ -13,7 +13,8 @@ namespace trainer::cuda {
 
 namespace {
 
-/// Conv2DTranspose's ConvBackend. forward() keeps x's bf16 copy for
+/// Conv2DTranspose's ConvBackend, on x and y of either type (ConvCore
+/// converts where cuDNN's type differs). forward() keeps x's converted copy for
 /// backward(), which must get the same x pointer with the data unchanged (as
 /// the layers guarantee; another pointer or shape makes a new copy).
 /// backward() makes dz (on y's side, ConvCore's A) once for both gradient
@@ -23,26 +24,27 @@ class CudnnConv2DTranspose final : public ConvBackend {
  public:
   CudnnConv2DTranspose(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), core_(d, p) {}
 
-  void forward(const float* x, Shape xs, const float* kernel, const float* bias, Activation act, float* y,
-               Shape ys) override {
+  void forward(DType xt, const void* x, Shape xs, const float* kernel, const float* bias, Activation act, DType yt,
+               void* y, Shape ys) override {
     if (xs.numel() == 0 || ys.numel() == 0) return;
-    core_.backward_data(x, xs, Staging::Keep, kernel, bias, act, y, ys);
+    core_.backward_data(x, cudnn_type(xt), xs, Staging::Keep, kernel, bias, act, y, cudnn_type(yt), ys);
     core_.forget(ConvSide::A);  // the last step's gradient is not this one's
   }
 
   /// dz = dy * act'(y) made once in cuDNN's type with dbias on the way
   /// (ConvCore::prepare_gradient on side A, y's), then the filter and data
   /// gradients from it.
-  void backward(Activation act, const float* y, const float* dy, Shape ys, const float* x, Shape xs,
-                const float* kernel, float* dkernel, float* dbias, float* dx) override {
+  void backward(Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt, const void* x, Shape xs,
+                const float* kernel, float* dkernel, float* dbias, void* dx) override {
     if (xs.numel() == 0 || ys.numel() == 0) {
       ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * ys.c * xs.c * sizeof(float));
       if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
       return;
     }
-    core_.prepare_gradient(ConvSide::A, ys, xs, act, y, dy, dbias);
-    core_.backward_filter(nullptr, ys, Staging::Prepared, x, xs, Staging::Reuse, dkernel);
-    if (dx) core_.forward(nullptr, ys, Staging::Prepared, kernel, nullptr, Activation::Linear, dx, xs);
+    const cudnnDataType_t xtype = cudnn_type(xt), ytype = cudnn_type(yt);
+    core_.prepare_gradient(ConvSide::A, ys, xs, act, y, dy, ytype, dbias);
+    core_.backward_filter(nullptr, ytype, ys, Staging::Prepared, x, xtype, xs, Staging::Reuse, dkernel);
+    if (dx) core_.forward(nullptr, ytype, ys, Staging::Prepared, kernel, nullptr, Activation::Linear, dx, xtype, xs);
   }
 
  private:

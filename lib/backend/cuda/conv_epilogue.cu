@@ -11,8 +11,6 @@ namespace trainer::cuda {
 
 namespace {
 
-__device__ inline float to_float(float v) { return v; }
-__device__ inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 __device__ inline float activate(Activation a, float v) {
   switch (a) {
@@ -26,17 +24,18 @@ __device__ inline float activate(Activation a, float v) {
   return v;
 }
 
-/// One element per call of the grid-stride launcher: y[i] = act(src[i] + bias[i % C]).
-template <class T>
+/// One element per call of the grid-stride launcher: y[i] = act(src[i] + bias[i % C])
+/// (S, Y: float or __nv_bfloat16).
+template <class S, class Y>
 struct Epilogue {
-  const T* src;
+  const S* src;
   const float* bias;
   Activation act;
-  float* y;
+  Y* y;
   int C;
   template <class I>
   __device__ void one(I i) const {
-    y[i] = activate(act, to_float(src[i]) + (bias ? bias[i % I(C)] : 0.f));
+    y[i] = from_float<Y>(activate(act, to_float(src[i]) + (bias ? bias[i % I(C)] : 0.f)));
   }
   template <class I>
   __device__ void quad(I j) const {
@@ -48,18 +47,15 @@ struct Epilogue {
 constexpr int kTile = 32;
 constexpr long long kTargetBlocks = 1024;
 
-__device__ inline void store(float* g, size_t i, float v) { g[i] = v; }
-__device__ inline void store(__nv_bfloat16* g, size_t i, float v) { g[i] = __float2bfloat16_rn(v); }
-
 /// Block (b, tile) over rows [rows b / parts, rows (b + 1) / parts) and the
-/// tile's channels c: v = dy[r, c] * act'(y[r, c]) (dy itself for Linear),
-/// stored to g[r, c] (G: float or bf16) when g is not null, and, when partials
-/// is not null, partials[c * parts + b] <- the sum of v (fp32 values) over the
-/// block's rows, the lanes of the block taking every (kThreads / kTile)-th row
-/// and their sums added in lane order.
-template <class G>
-__global__ void gradient_partials_kernel(Activation act, const float* y, const float* dy, long long rows, int C,
-                                         int parts, G* g, double* partials) {
+/// tile's channels c: v = dy[r, c] * act'(y[r, c]) (dy itself for Linear; Y,
+/// y's and dy's type, and G, g's: float or bf16), stored to g[r, c] when g
+/// is not null, and, when partials is not null, partials[c * parts + b] <-
+/// the sum of v (fp32 values) over the block's rows, the lanes of the block
+/// taking every (kThreads / kTile)-th row and their sums added in lane order.
+template <class Y, class G>
+__global__ void gradient_partials_kernel(Activation act, const Y* y, const Y* dy, long long rows, int C, int parts,
+                                         G* g, double* partials) {
   __shared__ double sums[kThreads];
   const int tx = int(threadIdx.x) % kTile, ty = int(threadIdx.x) / kTile, lanes = int(blockDim.x) / kTile;
   const int c = int(blockIdx.y) * kTile + tx, b = int(blockIdx.x);
@@ -68,10 +64,10 @@ __global__ void gradient_partials_kernel(Activation act, const float* y, const f
     const long long end = rows * (b + 1) / parts;
     for (long long r = rows * b / parts + ty; r < end; r += lanes) {
       const size_t i = size_t(r) * C + c;
-      float v = dy[i];
-      if (act == Activation::Relu) v = relu_backward(y[i], v);
-      else if (act == Activation::Sigmoid) v = sigmoid_backward(y[i], v);
-      if (g) store(g, i, v);
+      float v = to_float(dy[i]);
+      if (act == Activation::Relu) v = relu_backward(to_float(y[i]), v);
+      else if (act == Activation::Sigmoid) v = sigmoid_backward(to_float(y[i]), v);
+      if (g) g[i] = from_float<G>(v);
       s += v;
     }
   }
@@ -90,44 +86,61 @@ __global__ void to_float_kernel(const double* src, int n, float* dst) {
   if (i < n) dst[i] = float(src[i]);
 }
 
+/// Queues gradient_partials_kernel with y and dy of type Y and g of g_type.
+template <class Y>
+void launch_gradient_partials(CudaContext& ctx, dim3 grid, Activation act, const void* y, const void* dy,
+                              long long rows, int C, int parts, void* g, cudnnDataType_t g_type, double* partials) {
+  const Y *yy = static_cast<const Y*>(y), *dyy = static_cast<const Y*>(dy);
+  if (g && g_type == CUDNN_DATA_BFLOAT16)
+    gradient_partials_kernel<<<grid, kThreads, 0, ctx.stream()>>>(act, yy, dyy, rows, C, parts,
+                                                                  static_cast<__nv_bfloat16*>(g), partials);
+  else
+    gradient_partials_kernel<<<grid, kThreads, 0, ctx.stream()>>>(act, yy, dyy, rows, C, parts,
+                                                                  static_cast<float*>(g), partials);
+}
+
+/// Queues Epilogue<S, Y> over n elements.
+template <class S, class Y>
+void launch_epilogue(CudaContext& ctx, const void* src, const float* bias, Activation act, void* y, int C, size_t n) {
+  launch_elementwise(ctx.stream(), Epilogue<S, Y>{static_cast<const S*>(src), bias, act, static_cast<Y*>(y), C}, n,
+                     false);
+}
+
+bool supported(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_BFLOAT16; }
+
 }  // namespace
 
 void conv_epilogue(CudaContext& ctx, const void* src, cudnnDataType_t src_type, const float* bias, Activation act,
-                   float* y, long long rows, int C) {
+                   void* y, cudnnDataType_t y_type, long long rows, int C) {
   const size_t n = size_t(rows) * size_t(C);
   if (n == 0) return;
-  if (src_type == CUDNN_DATA_BFLOAT16) {
-    launch_elementwise(ctx.stream(), Epilogue<__nv_bfloat16>{static_cast<const __nv_bfloat16*>(src), bias, act, y, C},
-                       n, false);
-  } else if (src_type == CUDNN_DATA_FLOAT) {
-    launch_elementwise(ctx.stream(), Epilogue<float>{static_cast<const float*>(src), bias, act, y, C}, n, false);
-  } else {
-    ctx.fail("conv_epilogue", "unsupported source type");
-  }
+  if (!supported(src_type) || !supported(y_type)) ctx.fail("conv_epilogue", "unsupported tensor type");
+  const bool bf16_in = src_type == CUDNN_DATA_BFLOAT16, bf16_out = y_type == CUDNN_DATA_BFLOAT16;
+  if (bf16_in && bf16_out) launch_epilogue<__nv_bfloat16, __nv_bfloat16>(ctx, src, bias, act, y, C, n);
+  else if (bf16_in) launch_epilogue<__nv_bfloat16, float>(ctx, src, bias, act, y, C, n);
+  else if (bf16_out) launch_epilogue<float, __nv_bfloat16>(ctx, src, bias, act, y, C, n);
+  else launch_epilogue<float, float>(ctx, src, bias, act, y, C, n);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "conv_epilogue");
 }
 
-void activation_gradient(CudaContext& ctx, Activation act, const float* y, const float* dy, long long rows, int C,
-                         void* g, cudnnDataType_t g_type, float* dbias) {
+void activation_gradient(CudaContext& ctx, Activation act, const void* y, const void* dy, cudnnDataType_t y_type,
+                         long long rows, int C, void* g, cudnnDataType_t g_type, float* dbias) {
   if (C == 0) return;
   if (rows == 0) {
     if (dbias) ctx.zero(dbias, size_t(C) * sizeof(float));
     return;
   }
-  if (g && g_type != CUDNN_DATA_FLOAT && g_type != CUDNN_DATA_BFLOAT16)
-    ctx.fail("activation_gradient", "unsupported gradient type");
+  if ((g && !supported(g_type)) || !supported(y_type)) ctx.fail("activation_gradient", "unsupported tensor type");
   const int tiles = (C + kTile - 1) / kTile;
   const int parts = int(std::max<long long>(1, std::min<long long>(rows / 64 + 1, kTargetBlocks / tiles + 1)));
   // Partials and the double sums share one workspace request (used within this call only).
   double* partials =
       dbias ? static_cast<double*>(ctx.workspace((size_t(C) * parts + size_t(C)) * sizeof(double))) : nullptr;
   const dim3 grid{unsigned(parts), unsigned(tiles)};
-  if (g && g_type == CUDNN_DATA_BFLOAT16)
-    gradient_partials_kernel<<<grid, kThreads, 0, ctx.stream()>>>(act, y, dy, rows, C, parts,
-                                                                  static_cast<__nv_bfloat16*>(g), partials);
+  if (y_type == CUDNN_DATA_BFLOAT16)
+    launch_gradient_partials<__nv_bfloat16>(ctx, grid, act, y, dy, rows, C, parts, g, g_type, partials);
   else
-    gradient_partials_kernel<<<grid, kThreads, 0, ctx.stream()>>>(act, y, dy, rows, C, parts, static_cast<float*>(g),
-                                                                  partials);
+    launch_gradient_partials<float>(ctx, grid, act, y, dy, rows, C, parts, g, g_type, partials);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "gradient_partials_kernel");
   if (!dbias) return;
   double* sums = partials + size_t(C) * parts;
@@ -136,8 +149,8 @@ void activation_gradient(CudaContext& ctx, Activation act, const float* y, const
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "to_float_kernel");
 }
 
-void bias_gradient(CudaContext& ctx, const float* dy, long long rows, int C, float* dbias) {
-  activation_gradient(ctx, Activation::Linear, nullptr, dy, rows, C, nullptr, CUDNN_DATA_FLOAT, dbias);
+void bias_gradient(CudaContext& ctx, const void* dy, cudnnDataType_t dy_type, long long rows, int C, float* dbias) {
+  activation_gradient(ctx, Activation::Linear, nullptr, dy, dy_type, rows, C, nullptr, CUDNN_DATA_FLOAT, dbias);
 }
 
 }  // namespace trainer::cuda

@@ -210,80 +210,83 @@ void ConvCore::run_best(Plan& p, std::vector<Choice<Algo>>& candidates, const ch
   }
 }
 
-bool ConvCore::staged(const Plan& p, ConvSide side) const {
-  return p.type != CUDNN_DATA_FLOAT || (side == ConvSide::A && p.explicit_pad);
+bool ConvCore::staged(const Plan& p, ConvSide side, cudnnDataType_t type) const {
+  return p.type != type || (side == ConvSide::A && p.explicit_pad);
 }
 
-size_t ConvCore::staged_bytes(const Plan& p, ConvSide side) const {
-  if (!staged(p, side)) return 0;
+size_t ConvCore::staged_bytes(const Plan& p, ConvSide side, cudnnDataType_t type) const {
+  if (!staged(p, side, type)) return 0;
   return side == ConvSide::A ? p.a_bytes : p.b_bytes;
 }
 
-const void* ConvCore::stage_input(const Plan& p, ConvSide side, const float* src, Staging staging, void* transient) {
+const void* ConvCore::stage_input(const Plan& p, ConvSide side, const void* src, cudnnDataType_t src_type,
+                                  Staging staging, void* transient) {
   if (staging == Staging::Prepared) {
     const KeptTag& tag = kept_tag_[int(side)];
     if (!tag.valid || !tag.prepared || tag.as != p.as || tag.bs != p.bs)
       ctx_.fail("ConvCore", "no gradient prepared for shapes " + p.as.nhwc() + " and " + p.bs.nhwc());
     return tag.src ? static_cast<const void*>(tag.src) : kept_[int(side)].data();
   }
-  if (!staged(p, side)) return src;
+  if (!staged(p, side, src_type)) return src;
   void* dst = transient;
   if (staging != Staging::Transient) {
     KeptTag& tag = kept_tag_[int(side)];
     Buffer<unsigned char>& kept = kept_[int(side)];
-    const bool same = tag.valid && !tag.prepared && tag.src == src && tag.as == p.as && tag.bs == p.bs;
+    const bool same = tag.valid && !tag.prepared && tag.src == src && tag.src_type == src_type && tag.as == p.as &&
+                      tag.bs == p.bs;
     if (staging == Staging::Reuse && same) return kept.data();
     tag.valid = false;
-    kept.resize(staged_bytes(p, side));
+    kept.resize(staged_bytes(p, side, src_type));
     dst = kept.data();
   }
   if (side == ConvSide::A && p.explicit_pad)
-    reframe_nhwc(ctx_, src, CUDNN_DATA_FLOAT, p.as, dst, p.type, p.ap, p.ph.before, p.pw.before, 0.0f);
+    reframe_nhwc(ctx_, src, src_type, p.as, dst, p.type, p.ap, p.ph.before, p.pw.before, 0.0f);
   else
-    convert(ctx_, src, CUDNN_DATA_FLOAT, dst, p.type, side == ConvSide::A ? p.as.numel() : p.bs.numel());
-  if (staging != Staging::Transient) kept_tag_[int(side)] = KeptTag{true, false, src, p.as, p.bs};
+    convert(ctx_, src, src_type, dst, p.type, side == ConvSide::A ? p.as.numel() : p.bs.numel());
+  if (staging != Staging::Transient) kept_tag_[int(side)] = KeptTag{true, false, src, src_type, p.as, p.bs};
   return dst;
 }
 
-void ConvCore::prepare_gradient(ConvSide side, Shape as, Shape bs, Activation act, const float* y, const float* dy,
-                                float* dbias) {
+void ConvCore::prepare_gradient(ConvSide side, Shape as, Shape bs, Activation act, const void* y, const void* dy,
+                                cudnnDataType_t y_type, float* dbias) {
   const Plan& p = plan(as, bs);
   const Shape s = side == ConvSide::A ? as : bs;
   const long long rows = (long long)s.n * s.h * s.w;
   kept_tag_[int(side)].valid = false;  // until the new gradient is queued
-  if (!staged(p, side) && act == Activation::Linear) {  // cuDNN reads dy as it is
-    if (dbias) bias_gradient(ctx_, dy, rows, s.c, dbias);
-    kept_tag_[int(side)] = KeptTag{true, true, dy, as, bs};
+  if (!staged(p, side, y_type) && act == Activation::Linear) {  // cuDNN reads dy as it is
+    if (dbias) bias_gradient(ctx_, dy, y_type, rows, s.c, dbias);
+    kept_tag_[int(side)] = KeptTag{true, true, dy, y_type, as, bs};
     return;
   }
   if (side == ConvSide::A && p.explicit_pad) {
     gradient_.resize(s.numel());
-    activation_gradient(ctx_, act, y, dy, rows, s.c, gradient_.data(), CUDNN_DATA_FLOAT, dbias);
-    stage_input(p, side, gradient_.data(), Staging::Keep, nullptr);
+    activation_gradient(ctx_, act, y, dy, y_type, rows, s.c, gradient_.data(), CUDNN_DATA_FLOAT, dbias);
+    stage_input(p, side, gradient_.data(), CUDNN_DATA_FLOAT, Staging::Keep, nullptr);
   } else {
     Buffer<unsigned char>& kept = kept_[int(side)];
-    kept.resize(staged(p, side) ? staged_bytes(p, side) : s.numel() * sizeof(float));
-    activation_gradient(ctx_, act, y, dy, rows, s.c, kept.data(), p.type, dbias);
+    kept.resize(s.numel() * element_size(ctx_, p.type));
+    activation_gradient(ctx_, act, y, dy, y_type, rows, s.c, kept.data(), p.type, dbias);
   }
-  kept_tag_[int(side)] = KeptTag{true, true, nullptr, as, bs};
+  kept_tag_[int(side)] = KeptTag{true, true, nullptr, p.type, as, bs};
 }
 
-void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, float* dst, const float* bias,
-                              Activation act) {
+void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, void* dst, cudnnDataType_t dst_type,
+                              const float* bias, Activation act) {
   const Shape s = side == ConvSide::A ? p.as : p.bs;
   const long long rows = (long long)s.n * s.h * s.w;
   if (side == ConvSide::A && p.explicit_pad) {
-    reframe_nhwc(ctx_, src, p.type, p.ap, dst, CUDNN_DATA_FLOAT, p.as, -p.ph.before, -p.pw.before, 0.0f);
+    reframe_nhwc(ctx_, src, p.type, p.ap, dst, dst_type, p.as, -p.ph.before, -p.pw.before, 0.0f);
     if (!bias && act == Activation::Linear) return;
-    conv_epilogue(ctx_, dst, CUDNN_DATA_FLOAT, bias, act, dst, rows, s.c);
+    conv_epilogue(ctx_, dst, dst_type, bias, act, dst, dst_type, rows, s.c);
     return;
   }
+  // src is dst where cuDNN wrote the caller's tensor in place (same type).
   if (src == dst && (!bias && act == Activation::Linear)) return;
-  conv_epilogue(ctx_, src, src == dst ? CUDNN_DATA_FLOAT : p.type, bias, act, dst, rows, s.c);
+  conv_epilogue(ctx_, src, p.type, bias, act, dst, dst_type, rows, s.c);
 }
 
-void ConvCore::forward(const float* a, Shape as, Staging a_staging, const float* kernel, const float* bias,
-                       Activation act, float* b, Shape bs) {
+void ConvCore::forward(const void* a, cudnnDataType_t a_type, Shape as, Staging a_staging, const float* kernel,
+                       const float* bias, Activation act, void* b, cudnnDataType_t b_type, Shape bs) {
   Plan& p = plan(as, bs);
   auto& candidates = searched<cudnnConvolutionFwdAlgo_t, cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
       p, p.fwd, "cudnnFindConvolutionForwardAlgorithmEx", [&](SearchBuffers& buf, auto* perf, int* count) {
@@ -296,22 +299,23 @@ void ConvCore::forward(const float* a, Shape as, Staging a_staging, const float*
     WorkspaceLayout layout;
     const size_t ws_at = layout.add(algo.workspace);
     const size_t w_at = layout.add(p.w_bytes);
-    const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A) : 0);
-    const size_t b_at = layout.add(staged_bytes(p, ConvSide::B));
+    const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A, a_type) : 0);
+    const size_t b_at = layout.add(staged_bytes(p, ConvSide::B, b_type));
     char* ws = layout.base(ctx_);
-    const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
+    const void* a_in = stage_input(p, ConvSide::A, a, a_type, a_staging, ws + a_at);
     keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
-    void* b_out = staged(p, ConvSide::B) ? static_cast<void*>(ws + b_at) : b;
+    void* b_out = staged(p, ConvSide::B, b_type) ? static_cast<void*>(ws + b_at) : b;
     const cudnnStatus_t st =
         cudnnConvolutionForward(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.w.get(), ws + w_at, p.conv.get(), algo.algo,
                                 ws + ws_at, algo.workspace, &kZero, p.b.get(), b_out);
-    if (st == CUDNN_STATUS_SUCCESS) unstage_output(p, ConvSide::B, b_out, b, bias, act);
+    if (st == CUDNN_STATUS_SUCCESS) unstage_output(p, ConvSide::B, b_out, b, b_type, bias, act);
     return st;
   });
 }
 
-void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, const float* bias,
-                             Activation act, float* da, Shape as) {
+void ConvCore::backward_data(const void* db, cudnnDataType_t db_type, Shape bs, Staging db_staging,
+                             const float* kernel, const float* bias, Activation act, void* da,
+                             cudnnDataType_t da_type, Shape as) {
   Plan& p = plan(as, bs);
   auto& candidates =
       searched<cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
@@ -324,22 +328,22 @@ void ConvCore::backward_data(const float* db, Shape bs, Staging db_staging, cons
     WorkspaceLayout layout;
     const size_t ws_at = layout.add(algo.workspace);
     const size_t w_at = layout.add(p.w_bytes);
-    const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B) : 0);
-    const size_t a_at = layout.add(staged_bytes(p, ConvSide::A));
+    const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B, db_type) : 0);
+    const size_t a_at = layout.add(staged_bytes(p, ConvSide::A, da_type));
     char* ws = layout.base(ctx_);
-    const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
+    const void* b_in = stage_input(p, ConvSide::B, db, db_type, db_staging, ws + b_at);
     keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
-    void* a_out = staged(p, ConvSide::A) ? static_cast<void*>(ws + a_at) : da;
+    void* a_out = staged(p, ConvSide::A, da_type) ? static_cast<void*>(ws + a_at) : da;
     const cudnnStatus_t st =
         cudnnConvolutionBackwardData(ctx_.cudnn(), &kOne, p.w.get(), ws + w_at, p.b.get(), b_in, p.conv.get(),
                                      algo.algo, ws + ws_at, algo.workspace, &kZero, p.a.get(), a_out);
-    if (st == CUDNN_STATUS_SUCCESS) unstage_output(p, ConvSide::A, a_out, da, bias, act);
+    if (st == CUDNN_STATUS_SUCCESS) unstage_output(p, ConvSide::A, a_out, da, da_type, bias, act);
     return st;
   });
 }
 
-void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs,
-                               Staging db_staging, float* dkernel) {
+void ConvCore::backward_filter(const void* a, cudnnDataType_t a_type, Shape as, Staging a_staging, const void* db,
+                               cudnnDataType_t db_type, Shape bs, Staging db_staging, float* dkernel) {
   Plan& p = plan(as, bs);
   auto& candidates = searched<cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionBwdFilterAlgoPerf_t,
                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
@@ -352,11 +356,11 @@ void ConvCore::backward_filter(const float* a, Shape as, Staging a_staging, cons
     WorkspaceLayout layout;
     const size_t ws_at = layout.add(algo.workspace);
     const size_t w_at = layout.add(p.w_bytes);
-    const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A) : 0);
-    const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B) : 0);
+    const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A, a_type) : 0);
+    const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B, db_type) : 0);
     char* ws = layout.base(ctx_);
-    const void* a_in = stage_input(p, ConvSide::A, a, a_staging, ws + a_at);
-    const void* b_in = stage_input(p, ConvSide::B, db, db_staging, ws + b_at);
+    const void* a_in = stage_input(p, ConvSide::A, a, a_type, a_staging, ws + a_at);
+    const void* b_in = stage_input(p, ConvSide::B, db, db_type, db_staging, ws + b_at);
     const cudnnStatus_t st =
         cudnnConvolutionBackwardFilter(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.b.get(), b_in, p.conv.get(),
                                        algo.algo, ws + ws_at, algo.workspace, &kZero, p.w.get(), ws + w_at);

@@ -13,6 +13,7 @@
 #include "backend/elementwise_math.h"
 #include "backend/ops.h"
 #include "core/buffer.h"
+#include "core/dtype.h"
 #include "core/shape.h"
 
 namespace trainer::cuda {
@@ -36,6 +37,8 @@ TensorDesc nhwc_desc(CudaContext& ctx, cudnnDataType_t type, Shape s);
 /// cuDNN data type of the convolutions' tensors: float for fp32 and tf32,
 /// bfloat16 for bf16.
 cudnnDataType_t conv_data_type(Precision p);
+/// cuDNN data type of a tensor stored as t: CUDNN_DATA_FLOAT or CUDNN_DATA_BFLOAT16.
+inline cudnnDataType_t cudnn_type(DType t) { return t == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
 /// Filters (cuDNN's K: b's channels) below which a bf16 convolution runs in
 /// tf32 instead (see conv_precision).
 constexpr int kMinBf16Filters = 8;
@@ -115,11 +118,14 @@ enum class Staging {
 /// the convolution runs unpadded on it; backward-data computes the gradient
 /// of the padded tensor and crops it.
 /// Precision (conv_precision of the context's, per shape): fp32 and tf32 run
-/// on the fp32 tensors (math type per conv_math_type); bf16 converts the inputs (a, the kernel, the
-/// gradient of b) to bf16 copies, runs cuDNN with bf16 tensors and fp32
-/// accumulation (CUDNN_DATA_FLOAT compute type), and converts the results
-/// (b, the gradient of a, the kernel gradient, each rounded to bf16 by cuDNN)
-/// back to fp32.
+/// cuDNN on fp32 tensors (math type per conv_math_type), bf16 on bf16 tensors
+/// with fp32 accumulation (CUDNN_DATA_FLOAT compute type). The caller's
+/// activations (a, b and their gradients) come with their storage type
+/// (CUDNN_DATA_FLOAT or CUDNN_DATA_BFLOAT16, core/dtype.h's DType): one in
+/// cuDNN's type is read or written in place; another is converted to a copy
+/// on the way in, and cuDNN's result converted on the way out (in the
+/// epilogue pass that adds the bias). The kernel is fp32 and converted on
+/// every call; the kernel gradient is converted back to fp32.
 /// Algorithms: per shape pair, chosen on first use of each of the three calls
 /// by cuDNN's measured search (cudnnFind*AlgorithmEx, on scratch buffers, as
 /// PyTorch's cudnn.benchmark does): the fastest algorithm that succeeds,
@@ -141,28 +147,32 @@ class ConvCore {
   ConvCore(const ConvCore&) = delete;
   ConvCore& operator=(const ConvCore&) = delete;
 
-  /// b <- act(conv(a, kernel) + bias) (overwrites b; bias [Cb] or nullptr),
-  /// the bias and activation applied in the pass that writes b (conv_epilogue.h).
-  void forward(const float* a, Shape as, Staging a_staging, const float* kernel, const float* bias, Activation act,
-               float* b, Shape bs);
-  /// da [N, Ha, Wa, Ca] <- act(dL/da + bias) from db = dL/db [N, Hb, Wb, Cb]
-  /// (overwrites da; bias [Ca] or nullptr: Conv2DTranspose's forward).
-  void backward_data(const float* db, Shape bs, Staging db_staging, const float* kernel, const float* bias,
-                     Activation act, float* da, Shape as);
-  /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from a and db (overwrites it).
-  void backward_filter(const float* a, Shape as, Staging a_staging, const float* db, Shape bs, Staging db_staging,
-                       float* dkernel);
+  /// b (of b_type) <- act(conv(a, kernel) + bias) (a of a_type; overwrites b;
+  /// bias [Cb] or nullptr), the bias and activation applied in the pass that
+  /// writes b (conv_epilogue.h). With Staging::Prepared, a is ignored.
+  void forward(const void* a, cudnnDataType_t a_type, Shape as, Staging a_staging, const float* kernel,
+               const float* bias, Activation act, void* b, cudnnDataType_t b_type, Shape bs);
+  /// da [N, Ha, Wa, Ca] (of da_type) <- act(dL/da + bias) from db = dL/db
+  /// [N, Hb, Wb, Cb] (of db_type) (overwrites da; bias [Ca] or nullptr:
+  /// Conv2DTranspose's forward). With Staging::Prepared, db is ignored.
+  void backward_data(const void* db, cudnnDataType_t db_type, Shape bs, Staging db_staging, const float* kernel,
+                     const float* bias, Activation act, void* da, cudnnDataType_t da_type, Shape as);
+  /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from a and db (of their types;
+  /// overwrites it). An input passed with Staging::Prepared is ignored.
+  void backward_filter(const void* a, cudnnDataType_t a_type, Shape as, Staging a_staging, const void* db,
+                       cudnnDataType_t db_type, Shape bs, Staging db_staging, float* dkernel);
   /// Makes side's gradient for this step's backward calls, which then take
   /// it with Staging::Prepared: g = dy * act'(y) (y, the forward's output on
-  /// that side, and dy, fp32 in that side's shape; Linear: y unused), written
-  /// once in the form cuDNN reads (bf16 and/or padded, else fp32) into the
-  /// side's kept buffer, with dbias [C of that side] <- the sum of g over N, H
-  /// and W (nullptr: skipped). One pass over y and dy where no explicit
-  /// padding is needed (activation_gradient), else g in fp32, then padded;
-  /// no copy where cuDNN reads dy as it is (fp32, Linear, unpadded), which
-  /// must then stay unchanged until the backward calls are queued.
-  void prepare_gradient(ConvSide side, Shape as, Shape bs, Activation act, const float* y, const float* dy,
-                        float* dbias);
+  /// that side, and dy, both of y_type in that side's shape; Linear: y
+  /// unused), written once in the form cuDNN reads (its type, padded where
+  /// needed) into the side's kept buffer, with dbias [C of that side] <- the
+  /// sum of g over N, H and W (nullptr: skipped). One pass over y and dy
+  /// where no explicit padding is needed (activation_gradient), else g in
+  /// fp32, then padded; no copy where cuDNN reads dy as it is (Linear, in
+  /// cuDNN's type, unpadded), which must then stay unchanged until the
+  /// backward calls are queued.
+  void prepare_gradient(ConvSide side, Shape as, Shape bs, Activation act, const void* y, const void* dy,
+                        cudnnDataType_t y_type, float* dbias);
   /// Forgets the kept copy of side's tensor, so that the next Reuse stages it
   /// afresh (a new step's gradient may arrive in the same buffer).
   void forget(ConvSide side) { kept_tag_[int(side)].valid = false; }
@@ -190,18 +200,22 @@ class ConvCore {
   /// gives way to the next (InternalError naming `call` when none is left).
   template <class Algo, class Attempt>
   void run_best(Plan& p, std::vector<Choice<Algo>>& candidates, const char* call, Attempt attempt);
-  /// True when cuDNN needs a copy of side's tensor (bf16 and/or padded).
-  bool staged(const Plan& p, ConvSide side) const;
-  /// Bytes of that copy.
-  size_t staged_bytes(const Plan& p, ConvSide side) const;
-  /// src (fp32, side's user shape) as cuDNN reads it: src itself, or a copy
-  /// made per `staging` (Prepared: prepare_gradient's result): Transient into `transient` (staged_bytes long, in the
+  /// True when cuDNN cannot use a tensor of side stored as `type` in place
+  /// (another type than cuDNN's, and/or padded explicitly).
+  bool staged(const Plan& p, ConvSide side, cudnnDataType_t type) const;
+  /// Bytes of cuDNN's copy of such a tensor (0 when not staged).
+  size_t staged_bytes(const Plan& p, ConvSide side, cudnnDataType_t type) const;
+  /// src (of src_type, side's user shape) as cuDNN reads it: src itself, or
+  /// a copy made per `staging` (Prepared: prepare_gradient's result; src
+  /// ignored): Transient into `transient` (staged_bytes long, in the
   /// workspace), Keep/Reuse into kept_[side] (`transient` unused; growing it
   /// allocates but never moves the context's workspace).
-  const void* stage_input(const Plan& p, ConvSide side, const float* src, Staging staging, void* transient);
-  /// dst (fp32, side's user shape) <- cuDNN's result src for that side
-  /// (cropped and/or converted).
-  void unstage_output(const Plan& p, ConvSide side, const void* src, float* dst, const float* bias, Activation act);
+  const void* stage_input(const Plan& p, ConvSide side, const void* src, cudnnDataType_t src_type, Staging staging,
+                          void* transient);
+  /// dst (of dst_type, side's user shape) <- act(cuDNN's result src for that
+  /// side + bias), cropped and/or converted.
+  void unstage_output(const Plan& p, ConvSide side, const void* src, void* dst, cudnnDataType_t dst_type,
+                      const float* bias, Activation act);
 
   CudaContext& ctx_;
   Device device_;
@@ -213,7 +227,8 @@ class ConvCore {
   struct KeptTag {
     bool valid = false;
     bool prepared = false;  ///< Made by prepare_gradient (src: dy when cuDNN reads it as it is, else nullptr).
-    const float* src = nullptr;
+    const void* src = nullptr;
+    cudnnDataType_t src_type = CUDNN_DATA_FLOAT;
     Shape as, bs;
   } kept_tag_[2];
   /// prepare_gradient's fp32 gradient on a side that is padded explicitly.

@@ -13,6 +13,7 @@
 // kernel, the device and the layer) and launches nothing for n == 0. Every op
 // assumes the calling thread is bound to its context's GPU
 // (DeviceContext::make_current, called by the tower threads).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -49,6 +50,22 @@ __device__ inline float4 load4(const float* p, I j) {
 template <class I>
 __device__ inline void store4(float* p, I j, float4 v) {
   reinterpret_cast<float4*>(p)[j] = v;
+}
+
+/// An element of a tensor of either storage type (float, or __nv_bfloat16 on
+/// a bf16 tower) as the fp32 value the kernels compute with, and back
+/// (bf16 rounded to nearest even).
+__device__ inline float to_float(float v) { return v; }
+__device__ inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ inline T from_float(float v);
+template <>
+__device__ inline float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
 }
 
 /// Runs f over n elements in a grid-stride loop (see the file comment).

@@ -37,6 +37,9 @@ class Concatenate : public Layer {
     return out;
   }
 
+  /// Copies values: any type, the same for the inputs and y.
+  DTypeSupport dtype_support() const override { return DTypeSupport::Uniform; }
+
   /// Per pixel, copies each input's channels into its slice of y (backend).
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     Shape s = x[0]->shape();
@@ -45,8 +48,12 @@ class Concatenate : public Layer {
     y.resize(s);
     channels_of(x);
     in_.resize(x.size());
-    for (size_t k = 0; k < x.size(); ++k) in_[k] = x[k]->data();
-    concat_channels_forward(ctx.device, in_.data(), cs_.data(), x.size(), (long long)s.n * s.h * s.w, y.data(), s.c);
+    for (size_t k = 0; k < x.size(); ++k) {
+      check_type(*x[k], y.dtype());
+      in_[k] = x[k]->raw();
+    }
+    concat_channels_forward(ctx.device, y.dtype(), in_.data(), cs_.data(), x.size(), (long long)s.n * s.h * s.w,
+                            y.raw(), s.c);
   }
 
   /// dx[k] = the k-th channel slice of dy (backend).
@@ -57,11 +64,21 @@ class Concatenate : public Layer {
     const Shape s = dy.shape();
     channels_of(x);
     out_.resize(x.size());
-    for (size_t k = 0; k < x.size(); ++k) out_[k] = dx[k] ? dx[k]->data() : nullptr;
-    concat_channels_backward(ctx.device, dy.data(), s.c, (long long)s.n * s.h * s.w, cs_.data(), x.size(), out_.data());
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (dx[k]) check_type(*dx[k], dy.dtype());
+      out_[k] = dx[k] ? dx[k]->raw() : nullptr;
+    }
+    concat_channels_backward(ctx.device, dy.dtype(), dy.raw(), s.c, (long long)s.n * s.h * s.w, cs_.data(), x.size(),
+                             out_.data());
   }
 
  private:
+  /// InternalError unless t is of type `want` (the model gives every input and y one type).
+  void check_type(const Tensor& t, DType want) const {
+    if (t.dtype() != want)
+      throw InternalError("layer '" + name() + "': a " + dtype_name(t.dtype()) + " tensor among " +
+                          dtype_name(want) + " ones");
+  }
   /// cs_ <- the inputs' channel counts.
   void channels_of(const std::vector<const Tensor*>& x) {
     cs_.resize(x.size());
@@ -69,8 +86,8 @@ class Concatenate : public Layer {
   }
 
   std::vector<int> cs_;             ///< Channels per input, reused across steps.
-  std::vector<const float*> in_;    ///< Input pointers (forward).
-  std::vector<float*> out_;         ///< Gradient pointers (backward; nullptr: not needed).
+  std::vector<const void*> in_;     ///< Input pointers (forward).
+  std::vector<void*> out_;          ///< Gradient pointers (backward; nullptr: not needed).
 };
 
 }  // namespace

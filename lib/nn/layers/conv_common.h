@@ -45,6 +45,9 @@ class ConvLayerBase : public Layer {
     if (c_.use_bias) bias_ = params[1], dbias_ = grads[1];
   }
 
+  /// Reads and writes either type, independently (the backend converts).
+  DTypeSupport dtype_support() const override { return DTypeSupport::Any; }
+
   /// x [N, H, W, Cin] -> y [N, Ho, Wo, filters]. InternalError when x's
   /// per-sample shape differs from the inferred one.
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
@@ -52,7 +55,7 @@ class ConvLayerBase : public Layer {
     check_input(xt.shape());
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
-    op_.forward(ctx.device, xt.data(), xt.shape(), kernel_, bias_, c_.activation, y.data(), ys);
+    op_.forward(ctx.device, xt.dtype(), xt.raw(), xt.shape(), kernel_, bias_, c_.activation, y.dtype(), y.raw(), ys);
   }
 
   /// dz = dy * act'(y); dkernel, dbias from (x, dz); dx[0] (when not nullptr)
@@ -62,8 +65,8 @@ class ConvLayerBase : public Layer {
     const Tensor& xt = *x[0];
     check_input(xt.shape());
     if (dx[0]) dx[0]->resize(xt.shape());
-    op_.backward(ctx.device, c_.activation, y.data(), dy.data(), dy.shape(), xt.data(), xt.shape(), kernel_,
-                 dkernel_, dbias_, dx[0] ? dx[0]->data() : nullptr);
+    op_.backward(ctx.device, c_.activation, y.dtype(), y.raw(), dy.raw(), dy.shape(), xt.dtype(), xt.raw(),
+                 xt.shape(), kernel_, dkernel_, dbias_, dx[0] ? dx[0]->raw() : nullptr);
   }
 
   bool strip_final_sigmoid() override {

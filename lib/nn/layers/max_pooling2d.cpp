@@ -41,12 +41,16 @@ class MaxPooling2D final : public Layer {
     return out_;
   }
 
+  /// Pooling only selects values: any type, y of x's.
+  DTypeSupport dtype_support() const override { return DTypeSupport::Uniform; }
+
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Tensor& xt = *x[0];
     check_input(xt.shape());
+    check_type(xt, y);
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
-    op_.forward(ctx.device, xt.data(), xt.shape(), y.data(), ys, ctx.training);
+    op_.forward(ctx.device, xt.dtype(), xt.raw(), xt.shape(), y.raw(), ys, ctx.training);
   }
 
   /// Routes dy to the maxima of the last training forward (see MaxPool2DOp).
@@ -56,10 +60,16 @@ class MaxPooling2D final : public Layer {
     const Tensor& xt = *x[0];
     check_input(xt.shape());
     dx[0]->resize(xt.shape());
-    op_.backward(ctx.device, dy.data(), dy.shape(), dx[0]->data(), xt.shape());
+    check_type(dy, *dx[0]);
+    op_.backward(ctx.device, dy.dtype(), dy.raw(), dy.shape(), dx[0]->raw(), xt.shape());
   }
 
  private:
+  void check_type(const Tensor& a, const Tensor& b) const {
+    if (a.dtype() != b.dtype())
+      throw InternalError("layer '" + name() + "': " + dtype_name(a.dtype()) + " input but " +
+                          dtype_name(b.dtype()) + " output");
+  }
   void check_input(const Shape& s) const {
     if (!s.same_sample(in_))
       throw InternalError("layer '" + name() + "': input " + s.hwc() + " but inferred " + in_.hwc());

@@ -1,0 +1,31 @@
+#pragma once
+// DType: how a tensor's elements are stored. Parameters, gradients of the
+// weights, optimizer state, loss and metrics are always fp32; activations
+// (layer outputs and their gradients) are fp32 everywhere except on a GPU
+// tower with training.precision bf16, where the model stores the tensors that
+// flow between bf16-capable layers (Conv2D, Conv2DTranspose, MaxPooling2D,
+// Concatenate) as bfloat16, as PyTorch's autocast does (Model::set_device).
+// The CPU backend computes in fp32 only.
+#include <cstddef>
+
+#include "core/error.h"
+
+namespace trainer {
+
+enum class DType {
+  F32,   ///< IEEE binary32.
+  BF16,  ///< bfloat16: the top 16 bits of a binary32 (8-bit exponent, 7-bit mantissa), rounded to nearest even.
+};
+
+/// Bytes of one element: 4 (F32) or 2 (BF16).
+constexpr size_t dtype_size(DType t) { return t == DType::BF16 ? 2 : 4; }
+/// "fp32" | "bf16".
+constexpr const char* dtype_name(DType t) { return t == DType::BF16 ? "bf16" : "fp32"; }
+
+/// Throws InternalError "<what> takes fp32 tensors, got bf16" unless t is F32
+/// (for code paths that compute in fp32 only, such as every CPU op).
+inline void require_f32(DType t, const char* what) {
+  if (t != DType::F32) throw InternalError(std::string(what) + " takes fp32 tensors, got " + dtype_name(t));
+}
+
+}  // namespace trainer

@@ -1,0 +1,149 @@
+// Activation storage types (core/dtype.h): a Tensor's type and its byte
+// size, the CPU backend's refusal of bf16, which layers of a model
+// Model::set_activation_type stores as bf16 (the seed U-Net, and the
+// demotions around fp32-only layers, Uniform layers and the model's ends),
+// and that CPU towers stay fp32 whatever training.precision says. The bf16
+// arithmetic itself runs on a GPU only (test_gpu_ops.cpp, test_gpu_training.cpp).
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "backend/elementwise_ops.h"
+#include "backend/ops.h"
+#include "config/config.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "nn/model.h"
+#include "tiny_model.h"
+#include "train/trainer.h"
+
+using namespace trainer;
+
+namespace {
+
+Config cfg(const std::string& layers) {
+  return parse_config("model:\n  layers:\n" + layers + "data: {images: a, masks: b}\ntraining: {epochs: 1}\n", "m.yaml");
+}
+
+/// Layer name -> "fp32" | "bf16" after set_activation_type(t).
+std::map<std::string, std::string> types_of(Model& m, DType t) {
+  m.set_activation_type(t);
+  std::map<std::string, std::string> out;
+  for (int i = 0; i < m.num_layers(); ++i) out[m.layer(i).name()] = dtype_name(m.activation_type(i));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a bf16 tensor holds 2 bytes an element and has no fp32 view", "[dtype]") {
+  Tensor t(Shape{1, 3, 3, 1});
+  CHECK(t.dtype() == DType::F32);
+  CHECK(t.bytes() == 36);
+  t.set_dtype(DType::BF16);
+  CHECK(t.shape() == (Shape{1, 3, 3, 1}));
+  CHECK(t.bytes() == 18);
+  CHECK(t.buffer().size() == 5);  // 9 elements in 4-byte words
+  CHECK(t.raw() != nullptr);
+  CHECK_THROWS_AS(t.data(), InternalError);
+  Tensor copy(t);
+  CHECK(copy.dtype() == DType::BF16);
+  Tensor assigned;
+  assigned = t;
+  CHECK(assigned.dtype() == DType::BF16);
+  CHECK(assigned.bytes() == 18);
+  t.resize(Shape{2, 3, 3, 1});  // resize keeps the type
+  CHECK(t.dtype() == DType::BF16);
+  CHECK(t.buffer().size() == 9);
+}
+
+TEST_CASE("the CPU backend refuses bf16 activations", "[dtype]") {
+  Tensor a(Shape{1, 2, 2, 2}), b(Shape{1, 2, 2, 2});
+  a.set_dtype(DType::BF16);
+  b.set_dtype(DType::BF16);
+  CHECK_THROWS_AS(accumulate(Device{}, DType::BF16, a.raw(), b.raw(), a.numel()), InternalError);
+  const void* xs[2] = {a.raw(), b.raw()};
+  const int cs[2] = {2, 2};
+  Tensor y(Shape{1, 2, 2, 4});
+  y.set_dtype(DType::BF16);
+  CHECK_THROWS_AS(concat_channels_forward(Device{}, DType::BF16, xs, cs, 2, 4, y.raw(), 4), InternalError);
+  float kernel[2 * 2] = {}, out[8] = {};
+  Conv2DOp conv(Conv2DParams{});
+  CHECK_THROWS_AS(conv.forward(Device{}, DType::BF16, a.raw(), a.shape(), kernel, nullptr, Activation::Linear,
+                               DType::F32, out, Shape{1, 2, 2, 2}),
+                  InternalError);
+  MaxPool2DOp pool(Pool2DParams{});
+  CHECK_THROWS_AS(pool.forward(Device{}, DType::BF16, a.raw(), a.shape(), out, Shape{1, 1, 1, 2}, true),
+                  InternalError);
+  // fp32 still works through the same entry points.
+  std::vector<float> u(8, 1.f), v(8, 2.f);
+  accumulate(Device{}, DType::F32, u.data(), v.data(), u.size());
+  CHECK(u[7] == 3.f);
+}
+
+TEST_CASE("a bf16 U-Net keeps bf16 between its convolutions and fp32 at both ends", "[dtype]") {
+  const Config c = load_config(TRAINER_SOURCE_DIR "/configs/unet.yaml");
+  Model m(c.model, c.path);
+  m.use_logits_output();
+  auto types = types_of(m, DType::BF16);
+  CHECK(types["image"] == "fp32");    // the batch is uploaded as fp32
+  CHECK(types["rescale"] == "fp32");  // Rescaling computes in fp32 only
+  for (const char* name : {"conv1a", "conv1b", "pool1", "conv5b", "up6", "cat6", "conv6a", "up9", "cat9", "conv9b"})
+    CHECK(types[name] == "bf16");
+  CHECK(types["mask"] == "fp32");     // the loss reads fp32 logits
+  for (auto& [name, type] : types_of(m, DType::F32)) CHECK(type == "fp32");
+}
+
+TEST_CASE("the tiny U-Net of the GPU bf16 training test is bf16 but for its ends", "[dtype]") {
+  const Config c = parse_config(testing::tiny_unet_config(), "tiny.yaml");
+  Model m(c.model, c.path);
+  for (auto& [name, type] : types_of(m, DType::BF16)) {
+    INFO(name);
+    CHECK(type == (name == "in" || name == "scale" || name == "out" ? "fp32" : "bf16"));
+  }
+}
+
+TEST_CASE("bf16 stops at fp32-only layers and at Uniform layers with an fp32 input", "[dtype]") {
+  // c1 -> p1 -> act (fp32 only): p1 must be fp32, so c1 (feeding an fp32 pooling) too.
+  // c2 feeds a Concatenate with the fp32 Input: the concatenation and c2 are fp32.
+  // c3 reads that fp32 concatenation but may write bf16 for c4.
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [8, 8, 2]}
+    - {name: c1, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
+    - {name: p1, type: MaxPooling2D}
+    - {name: act, type: Activation, activation: relu}
+    - {name: up, type: UpSampling2D}
+    - {name: c2, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
+    - {name: cat, type: Concatenate, inputs: [c2, in]}
+    - {name: c3, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
+    - {name: c4, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+)");
+  Model m(c.model, c.path);
+  auto types = types_of(m, DType::BF16);
+  for (const char* name : {"in", "c1", "p1", "act", "up", "c2", "cat", "out"}) CHECK(types[name] == "fp32");
+  CHECK(types["c3"] == "bf16");
+  CHECK(types["c4"] == "bf16");
+}
+
+TEST_CASE("a Uniform layer at the output keeps its inputs fp32", "[dtype]") {
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [8, 8, 1]}
+    - {name: c1, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
+    - {name: c2, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
+    - {name: p1, type: MaxPooling2D}
+)");
+  Model m(c.model, c.path);
+  auto types = types_of(m, DType::BF16);
+  CHECK(types["c1"] == "bf16");
+  CHECK(types["c2"] == "fp32");
+  CHECK(types["p1"] == "fp32");
+}
+
+TEST_CASE("CPU towers keep fp32 activations under training.precision bf16", "[dtype]") {
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [8, 8, 1]}
+    - {name: c1, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
+    - {name: c2, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+)");
+  c.training.precision = Precision::BF16;
+  Trainer t(c, 2, 1);
+  for (int i = 0; i < t.model().num_layers(); ++i) CHECK(t.model().activation_type(i) == DType::F32);
+}
