@@ -55,13 +55,14 @@ struct ConvKey {
   }
 };
 
-/// A weight tensor as the caller holds it and as a primitive wants it; `lib`
-/// is `user` itself when the formats agree, else a library-owned buffer with a
-/// cached reorder between the two.
-struct WeightsPair {
+/// A tensor (weights, or an activation where the library wants its own
+/// layout) as the caller holds it and as a primitive wants it; `lib` is `user`
+/// itself when the formats agree, else a library-owned buffer with a cached
+/// reorder between the two.
+struct MemoryPair {
   dnnl::memory user, lib;
   std::optional<dnnl::reorder> to_lib, to_user;
-  WeightsPair(const dnnl::memory::desc& user_md, const dnnl::memory::desc& lib_md, bool into_lib) {
+  MemoryPair(const dnnl::memory::desc& user_md, const dnnl::memory::desc& lib_md, bool into_lib) {
     user = dnnl::memory(user_md, cpu_engine(), DNNL_MEMORY_NONE);
     if (user_md == lib_md) {
       lib = user;
@@ -71,7 +72,24 @@ struct WeightsPair {
       else to_user = dnnl::reorder(lib, user);
     }
   }
+  /// Copies the user's data into the library's layout (nothing when they agree).
+  void reorder_in() {
+    if (to_lib) execute(*to_lib, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, lib}}, "reorder");
+  }
 };
+
+/// Whether oneDNN's backward-weights must not see this problem's activations
+/// in NHWC: a 1x1 kernel with a stride above 1, where oneDNN 2.x's 1x1
+/// kernels (jit_1x1, which reduce the stride by copying the input into a
+/// workspace) write past that workspace when the input has fewer channels
+/// than their block (8 on AVX2, 16 on AVX-512), which hangs the threads in
+/// a barrier, crashes or gives wrong gradients (uxlfoundation/oneDNN issue
+/// 6035; a Conv2DTranspose with kernel_size 1 and strides 2 hung our CPU
+/// training in 2 of 3 runs). Such problems let oneDNN choose a blocked
+/// layout and are reordered into it, which avoids the faulty path.
+inline bool strided_1x1(const ConvProblem& pb) {
+  return pb.weights[2] == 1 && pb.weights[3] == 1 && (pb.strides[0] > 1 || pb.strides[1] > 1);
+}
 
 /// Forward, backward-data and backward-weights primitives of one problem, with
 /// their memory objects and argument maps built once; each call only sets
@@ -113,7 +131,7 @@ class ConvPrimitives {
   /// y <- op(x, w) (+ b). Pointers as described by the problem.
   void forward(const float* x, const float* w, const float* b, float* y) {
     fwd_w_->user.set_data_handle(const_cast<float*>(w));
-    if (fwd_w_->to_lib) execute(*fwd_w_->to_lib, {{DNNL_ARG_FROM, fwd_w_->user}, {DNNL_ARG_TO, fwd_w_->lib}}, "weight reorder");
+    fwd_w_->reorder_in();
     src_.set_data_handle(const_cast<float*>(x));
     dst_.set_data_handle(y);
     if (pb_.with_bias) bias_.set_data_handle(const_cast<float*>(b));
@@ -124,7 +142,7 @@ class ConvPrimitives {
   void backward_data(const float* dy, const float* w, float* dx) {
     if (!bwd_data_) build_backward_data();
     bd_w_->user.set_data_handle(const_cast<float*>(w));
-    if (bd_w_->to_lib) execute(*bd_w_->to_lib, {{DNNL_ARG_FROM, bd_w_->user}, {DNNL_ARG_TO, bd_w_->lib}}, "weight reorder");
+    bd_w_->reorder_in();
     bd_diff_dst_.set_data_handle(const_cast<float*>(dy));
     bd_diff_src_.set_data_handle(dx);
     execute(*bwd_data_, bd_args_, "backward-data");
@@ -133,8 +151,10 @@ class ConvPrimitives {
   /// dw (and db when the problem has a bias) <- dL/dw from x and dy.
   void backward_weights(const float* x, const float* dy, float* dw, float* db) {
     if (!bwd_w_) build_backward_weights();
-    bw_src_.set_data_handle(const_cast<float*>(x));
-    bw_diff_dst_.set_data_handle(const_cast<float*>(dy));
+    bw_src_->user.set_data_handle(const_cast<float*>(x));
+    bw_diff_dst_->user.set_data_handle(const_cast<float*>(dy));
+    bw_src_->reorder_in();
+    bw_diff_dst_->reorder_in();
     bw_w_->user.set_data_handle(dw);
     if (pb_.with_bias) bw_bias_.set_data_handle(db);
     execute(*bwd_w_, bw_args_, "backward-weights");
@@ -166,19 +186,23 @@ class ConvPrimitives {
       auto& eng = cpu_engine();
       md src_md(pb_.src, f32, tag::nhwc), dst_md(pb_.dst, f32, tag::nhwc);
       md w_any(pb_.weights, f32, tag::any), b_md(pb_.bias, f32, tag::a);
+      // See strided_1x1: those problems take the library's activation layout.
+      const bool own_layout = strided_1x1(pb_);
+      const md src_lib = own_layout ? md(pb_.src, f32, tag::any) : src_md;
+      const md dst_lib = own_layout ? md(pb_.dst, f32, tag::any) : dst_md;
       auto d = pb_.with_bias
-                   ? typename BwdWeights::desc(algo_, src_md, w_any, b_md, dst_md, pb_.strides,
+                   ? typename BwdWeights::desc(algo_, src_lib, w_any, b_md, dst_lib, pb_.strides,
                                                pb_.pad_l, pb_.pad_r)
-                   : typename BwdWeights::desc(algo_, src_md, w_any, dst_md, pb_.strides, pb_.pad_l,
+                   : typename BwdWeights::desc(algo_, src_lib, w_any, dst_lib, pb_.strides, pb_.pad_l,
                                                pb_.pad_r);
       typename BwdWeights::primitive_desc pd(d, user_scratchpad_attr(), eng, fwd_pd_);
       bwd_w_ = BwdWeights(pd);
       bw_w_.emplace(pb_.user_weights, pd.diff_weights_desc(), false);
-      bw_src_ = dnnl::memory(src_md, eng, DNNL_MEMORY_NONE);
-      bw_diff_dst_ = dnnl::memory(dst_md, eng, DNNL_MEMORY_NONE);
+      bw_src_.emplace(src_md, pd.src_desc(), true);
+      bw_diff_dst_.emplace(dst_md, pd.diff_dst_desc(), true);
       bw_bias_ = dnnl::memory(b_md, eng, DNNL_MEMORY_NONE);
       bw_scratch_ = dnnl::memory(pd.scratchpad_desc(), eng);
-      bw_args_ = {{DNNL_ARG_SRC, bw_src_}, {DNNL_ARG_DIFF_DST, bw_diff_dst_},
+      bw_args_ = {{DNNL_ARG_SRC, bw_src_->lib}, {DNNL_ARG_DIFF_DST, bw_diff_dst_->lib},
                   {DNNL_ARG_DIFF_WEIGHTS, bw_w_->lib}, {DNNL_ARG_SCRATCHPAD, bw_scratch_}};
       if (pb_.with_bias) bw_args_[DNNL_ARG_DIFF_BIAS] = bw_bias_;
     } catch (const dnnl::error& e) {
@@ -191,17 +215,18 @@ class ConvPrimitives {
   typename Fwd::primitive_desc fwd_pd_;
   Fwd fwd_;
   dnnl::memory src_, dst_, bias_, fwd_scratch_;
-  std::optional<WeightsPair> fwd_w_;
+  std::optional<MemoryPair> fwd_w_;
   std::unordered_map<int, dnnl::memory> fwd_args_;
 
   std::optional<BwdData> bwd_data_;
-  std::optional<WeightsPair> bd_w_;
+  std::optional<MemoryPair> bd_w_;
   dnnl::memory bd_diff_src_, bd_diff_dst_, bd_scratch_;
   std::unordered_map<int, dnnl::memory> bd_args_;
 
   std::optional<BwdWeights> bwd_w_;
-  std::optional<WeightsPair> bw_w_;
-  dnnl::memory bw_src_, bw_diff_dst_, bw_bias_, bw_scratch_;
+  std::optional<MemoryPair> bw_w_;
+  std::optional<MemoryPair> bw_src_, bw_diff_dst_;
+  dnnl::memory bw_bias_, bw_scratch_;
   std::unordered_map<int, dnnl::memory> bw_args_;
 };
 
