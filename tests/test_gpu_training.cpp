@@ -159,6 +159,10 @@ constexpr double kLossTolFp32 = 1e-3, kWeightTolFp32 = 1e-3;
 /// activations between its bf16-capable layers in bf16 (2^-8 each); the
 /// loss, metrics, weights and optimizer stay fp32.
 constexpr double kLossTolTf32 = 1e-2, kLossTolBf16 = 5e-2;
+/// A weight tensor's change over the five bf16 steps against the CPU's,
+/// relative to its largest change (check_weight_changes): the roundings above
+/// give a few percent; a lost or misrouted gradient gives tens of percent.
+constexpr double kWeightChangeTolBf16 = 0.1;
 /// evaluate(): the loss, and each metric pixel count (a logit within float
 /// rounding of a threshold may fall on either side of it).
 constexpr double kEvalLossTol = 1e-4, kEvalCountTol = 3;
@@ -185,6 +189,7 @@ std::vector<float> all_weights(const Trainer& t) {
 struct TrainRun {
   std::vector<double> losses;
   std::vector<float> weights;
+  std::vector<WeightRecord> records;  ///< The same weights per tensor.
 };
 
 /// kBatches on a fresh Trainer of `yaml` (default kTinyConfig) over the
@@ -198,6 +203,7 @@ TrainRun train_run(const std::string& spec, Precision p, const std::string& yaml
   TrainRun run;
   for (const std::vector<int>& b : kBatches) run.losses.push_back(t.train_step(data, b).loss());
   run.weights = all_weights(t);
+  run.records = t.weights();
   return run;
 }
 
@@ -207,6 +213,29 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   for (size_t i = 0; i < a.size(); ++i)
     worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
   return worst;
+}
+
+/// Per trainable weight tensor: the GPU's change over training against the
+/// CPU's, max |dgpu - dcpu| / max |dcpu| (d = trained - initial), at most
+/// tol. Unlike the losses, this sees a gradient that goes to the wrong
+/// tensor or is lost (a skip connection's sum), which moves that tensor's
+/// change by a large fraction of itself.
+void check_weight_changes(const std::vector<WeightRecord>& got, const std::vector<WeightRecord>& ref,
+                          const std::vector<WeightRecord>& initial, double tol) {
+  REQUIRE(got.size() == ref.size());
+  REQUIRE(initial.size() == ref.size());
+  for (size_t r = 0; r < ref.size(); ++r) {
+    const std::vector<float>&g = got[r].values, &c = ref[r].values, &w0 = initial[r].values;
+    REQUIRE(g.size() == c.size());
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      diff = std::max(diff, std::abs((double(g[i]) - w0[i]) - (double(c[i]) - w0[i])));
+      scale = std::max(scale, std::abs(double(c[i]) - w0[i]));
+    }
+    if (scale == 0) continue;  // untouched (non-trainable state that does not move)
+    INFO(ref[r].layer << "/" << ref[r].name << ": max |dgpu - dcpu| / max |dcpu| = " << diff / scale);
+    CHECK(diff <= tol * scale);
+  }
 }
 
 void check_losses(const std::vector<double>& got, const std::vector<double>& ref, double tol) {
@@ -347,13 +376,18 @@ TEST_CASE("bf16 activations through pooling, concatenation and a skip gradient s
     for (int i = 0; i < m.num_layers(); ++i) {
       const std::string& name = m.layer(i).name();
       INFO("layer " << name);
-      const bool ends = name == "in" || name == "scale" || name == "out";
-      CHECK(m.activation_type(i) == (ends ? DType::F32 : DType::BF16));
+      // c3 feeds the one-filter output layer, which runs in tf32 on fp32.
+      const bool f32 = name == "in" || name == "scale" || name == "c3" || name == "out";
+      CHECK(m.activation_type(i) == (f32 ? DType::F32 : DType::BF16));
     }
   }
   const TrainRun cpu = train_run("cpu", Precision::FP32, kTinyUnetConfig);
+  Config config = parse_config(kTinyUnetConfig, "tiny.yaml");
+  const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
   for (const char* spec : {"0", "0,0"}) {
     INFO("--gpus " << spec);
-    check_losses(train_run(spec, Precision::BF16, kTinyUnetConfig).losses, cpu.losses, kLossTolBf16);
+    const TrainRun gpu = train_run(spec, Precision::BF16, kTinyUnetConfig);
+    check_losses(gpu.losses, cpu.losses, kLossTolBf16);
+    check_weight_changes(gpu.records, cpu.records, initial, kWeightChangeTolBf16);
   }
 }

@@ -14,9 +14,9 @@ namespace trainer::testing {
 /// layer is synchronized when `synchronized`.
 std::string tiny_config(bool synchronized);
 /// A two-level U-Net on the same input, without BN or Dropout (training as
-/// tiny_config's), so that a bf16 tower stores bf16 from c1 to c3: through a
+/// tiny_config's), so that a bf16 tower stores bf16 from c1 to cat: through a
 /// pooling, a transposed convolution, a concatenation and the skip gradient
-/// summed at c1b (two consumers).
+/// summed at c1b (two consumers); c3 writes fp32 for the one-filter output.
 std::string tiny_unet_config();
 /// 13 samples: random images in [0, 255], masks from a disc per sample.
 Dataset tiny_data();

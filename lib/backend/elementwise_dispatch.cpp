@@ -24,16 +24,18 @@ void accumulate(const Device& d, DType t, void* y, const void* x, size_t n) {
 #if defined(TRAINER_WITH_CUDA)
   if (d.is_cuda()) return cuda::accumulate(d, t, y, x, n);
 #endif
+  const Device& cpu_device = detail::require_cpu(d);  // a build without CUDA says so first
   require_f32(t, "accumulate on the CPU");
-  cpu::accumulate(detail::require_cpu(d), static_cast<float*>(y), static_cast<const float*>(x), n);
+  cpu::accumulate(cpu_device, static_cast<float*>(y), static_cast<const float*>(x), n);
 }
 void concat_channels_forward(const Device& d, DType t, const void* const* xs, const int* cs, size_t k, long long P,
                              void* y, int cy) {
 #if defined(TRAINER_WITH_CUDA)
   if (d.is_cuda()) return cuda::concat_channels_forward(d, t, xs, cs, k, P, y, cy);
 #endif
+  const Device& cpu_device = detail::require_cpu(d);
   require_f32(t, "Concatenate on the CPU");
-  cpu::concat_channels_forward(detail::require_cpu(d), reinterpret_cast<const float* const*>(xs), cs, k, P,
+  cpu::concat_channels_forward(cpu_device, reinterpret_cast<const float* const*>(xs), cs, k, P,
                                static_cast<float*>(y), cy);
 }
 void concat_channels_backward(const Device& d, DType t, const void* dy, int cy, long long P, const int* cs, size_t k,
@@ -41,8 +43,9 @@ void concat_channels_backward(const Device& d, DType t, const void* dy, int cy, 
 #if defined(TRAINER_WITH_CUDA)
   if (d.is_cuda()) return cuda::concat_channels_backward(d, t, dy, cy, P, cs, k, dxs);
 #endif
+  const Device& cpu_device = detail::require_cpu(d);
   require_f32(t, "Concatenate on the CPU");
-  cpu::concat_channels_backward(detail::require_cpu(d), static_cast<const float*>(dy), cy, P, cs, k,
+  cpu::concat_channels_backward(cpu_device, static_cast<const float*>(dy), cy, P, cs, k,
                                 reinterpret_cast<float* const*>(dxs));
 }
 void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y) {

@@ -53,6 +53,15 @@ int conv_transpose_output_length(int in, int k, int stride, bool same);
 /// 'valid' sizes always give total = 0.
 PadPair conv_padding(int big, int small, int k, int s);
 
+/// Filters (cuDNN's K: Conv2D's output channels, Conv2DTranspose's input
+/// channels) below which a GPU convolution in bf16 runs in tf32 on fp32
+/// tensors instead: cuDNN's bf16 kernels pad K to a tensor-core tile, and
+/// the U-Net's 64 -> 1 mask layer took 1.9 ms of an H200 step in bf16 against
+/// 1.0 ms in tf32 (cuda/cudnn_conv.h, conv_precision). Such a layer keeps
+/// fp32 activations (ConvLayerBase::dtype_support), so it reads and writes
+/// in place rather than converting.
+constexpr int kMinBf16Filters = 8;
+
 /// Geometry of Conv2D / Conv2DTranspose: kernel size, strides, padding.
 struct Conv2DParams {
   int kh = 1, kw = 1;              ///< Kernel height, width (pixels).

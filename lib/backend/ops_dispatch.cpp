@@ -45,13 +45,13 @@ ConvBackend& Conv2DTransposeOp::on(const Device& d) {
   if (!impl_) impl_ = make_conv2d_transpose(d, p_);
   return *impl_;
 }
-void Conv2DTransposeOp::forward(const Device& d, DType xt, const void* x, Shape xs, const float* kernel, const float* bias,
-                       Activation act, DType yt, void* y, Shape ys) {
+void Conv2DTransposeOp::forward(const Device& d, DType xt, const void* x, Shape xs, const float* kernel,
+                                const float* bias, Activation act, DType yt, void* y, Shape ys) {
   on(d).forward(xt, x, xs, kernel, bias, act, yt, y, ys);
 }
-void Conv2DTransposeOp::backward(const Device& d, Activation act, DType yt, const void* y, const void* dy, Shape ys,
-                        DType xt, const void* x, Shape xs, const float* kernel, float* dkernel, float* dbias,
-                        void* dx) {
+void Conv2DTransposeOp::backward(const Device& d, Activation act, DType yt, const void* y, const void* dy,
+                                 Shape ys, DType xt, const void* x, Shape xs, const float* kernel, float* dkernel,
+                                 float* dbias, void* dx) {
   on(d).backward(act, yt, y, dy, ys, xt, x, xs, kernel, dkernel, dbias, dx);
 }
 

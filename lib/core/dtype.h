@@ -4,7 +4,8 @@
 // (layer outputs and their gradients) are fp32 everywhere except on a GPU
 // tower with training.precision bf16, where the model stores the tensors that
 // flow between bf16-capable layers (Conv2D, Conv2DTranspose, MaxPooling2D,
-// Concatenate) as bfloat16, as PyTorch's autocast does (Model::set_device).
+// Concatenate) as bfloat16, as PyTorch's autocast does
+// (Model::set_activation_type, called by the trainer's towers).
 // The CPU backend computes in fp32 only.
 #include <cstddef>
 

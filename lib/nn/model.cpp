@@ -255,6 +255,8 @@ void Model::backward_node(const Context& ctx, size_t i, int n) {
         src.grad_set = true;
         continue;
       }
+      if (scratch[k].dtype() != src.grad.dtype())
+        throw InternalError("layer '" + src.layer->name() + "': gradients of two types to sum");
       accumulate(ctx.device, src.grad.dtype(), src.grad.raw(), scratch[k].raw(), src.grad.numel());
     }
   }

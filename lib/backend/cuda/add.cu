@@ -73,15 +73,13 @@ struct AccumulateBf16 {
   __device__ void one(I i) const {
     y[i] = __float2bfloat16_rn(__bfloat162float(y[i]) + __bfloat162float(x[i]));
   }
-  /// Elements 4j .. 4j+3 as two bf16 pairs.
+  /// Elements 4j .. 4j+3 as two bf16 pairs (8-byte accesses).
   template <class I>
   __device__ void quad(I j) const {
-    __nv_bfloat162* y2 = reinterpret_cast<__nv_bfloat162*>(y) + size_t(2) * j;
-    const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(x) + size_t(2) * j;
-    for (int k = 0; k < 2; ++k) {
-      const float2 a = __bfloat1622float2(y2[k]), b = __bfloat1622float2(x2[k]);
-      y2[k] = __float22bfloat162_rn(make_float2(a.x + b.x, a.y + b.y));
-    }
+    float4 s = load4(y, j);
+    const float4 v = load4(x, j);
+    s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+    store4(y, j, s);
   }
 };
 

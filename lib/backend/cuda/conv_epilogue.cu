@@ -11,7 +11,6 @@ namespace trainer::cuda {
 
 namespace {
 
-
 __device__ inline float activate(Activation a, float v) {
   switch (a) {
     case Activation::Relu:
@@ -24,8 +23,8 @@ __device__ inline float activate(Activation a, float v) {
   return v;
 }
 
-/// One element per call of the grid-stride launcher: y[i] = act(src[i] + bias[i % C])
-/// (S, Y: float or __nv_bfloat16).
+/// y[i] = act(src[i] + bias[i % C]) for the grid-stride launcher (S, Y:
+/// float or __nv_bfloat16), four elements per quad() call where C % 4 == 0.
 template <class S, class Y>
 struct Epilogue {
   const S* src;
@@ -37,9 +36,13 @@ struct Epilogue {
   __device__ void one(I i) const {
     y[i] = from_float<Y>(activate(act, to_float(src[i]) + (bias ? bias[i % I(C)] : 0.f)));
   }
+  /// Elements 4j .. 4j+3: one channel quad (C % 4 == 0), 16- or 8-byte accesses.
   template <class I>
   __device__ void quad(I j) const {
-    for (int k = 0; k < 4; ++k) one(I(4) * j + I(k));
+    const int c = int((I(4) * j) % I(C));
+    float4 v = load4(src, j);
+    if (bias) v.x += bias[c], v.y += bias[c + 1], v.z += bias[c + 2], v.w += bias[c + 3];
+    store4(y, j, make_float4(activate(act, v.x), activate(act, v.y), activate(act, v.z), activate(act, v.w)));
   }
 };
 
@@ -102,8 +105,10 @@ void launch_gradient_partials(CudaContext& ctx, dim3 grid, Activation act, const
 /// Queues Epilogue<S, Y> over n elements.
 template <class S, class Y>
 void launch_epilogue(CudaContext& ctx, const void* src, const float* bias, Activation act, void* y, int C, size_t n) {
+  // quad() needs whole channel quads and aligned vector accesses.
+  const bool vec = C % 4 == 0 && aligned16(src, y);
   launch_elementwise(ctx.stream(), Epilogue<S, Y>{static_cast<const S*>(src), bias, act, static_cast<Y*>(y), C}, n,
-                     false);
+                     vec);
 }
 
 bool supported(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_BFLOAT16; }

@@ -39,13 +39,11 @@ TensorDesc nhwc_desc(CudaContext& ctx, cudnnDataType_t type, Shape s);
 cudnnDataType_t conv_data_type(Precision p);
 /// cuDNN data type of a tensor stored as t: CUDNN_DATA_FLOAT or CUDNN_DATA_BFLOAT16.
 inline cudnnDataType_t cudnn_type(DType t) { return t == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
-/// Filters (cuDNN's K: b's channels) below which a bf16 convolution runs in
-/// tf32 instead (see conv_precision).
-constexpr int kMinBf16Filters = 8;
 /// The precision a convolution with Cb filters runs in, for the context's
 /// precision p: p, except that bf16 with fewer than kMinBf16Filters filters
-/// (Conv2D's output channels, Conv2DTranspose's input channels: e.g. a
-/// one-channel mask output) runs in tf32 on the fp32 tensors, where
+/// (backend/ops.h; Conv2D's output channels, Conv2DTranspose's input
+/// channels: e.g. a one-channel mask output) runs in tf32 on fp32 tensors
+/// (the model keeps such a layer's tensors fp32), where
 /// cuDNN's bf16 kernels pad K to a tensor-core tile and the conversions cost
 /// more than the convolution. Measured on an H200 (cuDNN 9.19, the U-Net at
 /// batch 32): the 64 -> 1 mask layer took 1.9 ms of the step in bf16 and

@@ -68,6 +68,21 @@ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+/// The four bf16 at elements 4j .. 4j+3 of p (p 8-byte aligned) as floats.
+template <class I>
+__device__ inline float4 load4(const __nv_bfloat16* p, I j) {
+  const __nv_bfloat162* q = reinterpret_cast<const __nv_bfloat162*>(p) + size_t(2) * j;
+  const float2 a = __bfloat1622float2(q[0]), b = __bfloat1622float2(q[1]);
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+/// Stores v at elements 4j .. 4j+3 of p (p 8-byte aligned), rounded to nearest even.
+template <class I>
+__device__ inline void store4(__nv_bfloat16* p, I j, float4 v) {
+  __nv_bfloat162* q = reinterpret_cast<__nv_bfloat162*>(p) + size_t(2) * j;
+  q[0] = __float22bfloat162_rn(make_float2(v.x, v.y));
+  q[1] = __float22bfloat162_rn(make_float2(v.z, v.w));
+}
+
 /// Runs f over n elements in a grid-stride loop (see the file comment).
 template <class I, class F>
 __global__ void elementwise_kernel(F f, I n, bool vec) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/cuda/elementwise_kernel.cuh"
 #include "backend/cuda/tensor_layout.h"
 
 namespace trainer::cuda {
@@ -13,23 +14,8 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kThreads = 256;
-
-/// Blocks for n elements (the loops stride over the rest).
+/// Blocks of kThreads for n elements (the loops stride over the rest).
 unsigned blocks_for(long long n) { return unsigned(std::min<long long>((n + kThreads - 1) / kThreads, 1 << 16)); }
-
-template <class T>
-__device__ T from_float(float v);
-template <>
-__device__ float from_float<float>(float v) {
-  return v;
-}
-template <>
-__device__ bf16 from_float<bf16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-__device__ float to_float(float v) { return v; }
-__device__ float to_float(bf16 v) { return __bfloat162float(v); }
 
 /// dst[k, p, c] (KRSC, p < khw) <- src[p, c, k] (Keras [kh, kw, Ca, Cb]).
 template <class D>

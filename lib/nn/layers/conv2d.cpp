@@ -34,6 +34,9 @@ class Conv2D final : public ConvLayerBase<Conv2DOp> {
   std::vector<ParamSpec> param_specs() const override {
     return kernel_and_bias_specs(in_.c, c_.filters);
   }
+
+ protected:
+  int conv_filters() const override { return c_.filters; }
 };
 
 }  // namespace

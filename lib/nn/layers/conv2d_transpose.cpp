@@ -34,6 +34,10 @@ class Conv2DTranspose final : public ConvLayerBase<Conv2DTransposeOp> {
   std::vector<ParamSpec> param_specs() const override {
     return kernel_and_bias_specs(c_.filters, in_.c);
   }
+
+ protected:
+  /// cuDNN runs the transposed convolution as a Conv2D from y to x: K = Cin.
+  int conv_filters() const override { return in_.c; }
 };
 
 }  // namespace

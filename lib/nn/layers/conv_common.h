@@ -45,8 +45,12 @@ class ConvLayerBase : public Layer {
     if (c_.use_bias) bias_ = params[1], dbias_ = grads[1];
   }
 
-  /// Reads and writes either type, independently (the backend converts).
-  DTypeSupport dtype_support() const override { return DTypeSupport::Any; }
+  /// Reads and writes either type, independently (the backend converts);
+  /// fp32 only when the convolution has fewer than kMinBf16Filters filters
+  /// (cuDNN's K), which a GPU runs in tf32 on fp32 tensors.
+  DTypeSupport dtype_support() const override {
+    return conv_filters() < kMinBf16Filters ? DTypeSupport::F32Only : DTypeSupport::Any;
+  }
 
   /// x [N, H, W, Cin] -> y [N, Ho, Wo, filters]. InternalError when x's
   /// per-sample shape differs from the inferred one.
@@ -64,7 +68,11 @@ class ConvLayerBase : public Layer {
                 const Tensor& dy, const std::vector<Tensor*>& dx) override {
     const Tensor& xt = *x[0];
     check_input(xt.shape());
-    if (dx[0]) dx[0]->resize(xt.shape());
+    check_type(dy, y.dtype());
+    if (dx[0]) {
+      check_type(*dx[0], xt.dtype());
+      dx[0]->resize(xt.shape());
+    }
     op_.backward(ctx.device, c_.activation, y.dtype(), y.raw(), dy.raw(), dy.shape(), xt.dtype(), xt.raw(),
                  xt.shape(), kernel_, dkernel_, dbias_, dx[0] ? dx[0]->raw() : nullptr);
   }
@@ -118,6 +126,15 @@ class ConvLayerBase : public Layer {
     if (!s.same_sample(in_))
       throw InternalError("layer '" + name() + "': input " + s.hwc() + " but inferred " + in_.hwc());
   }
+  /// InternalError unless gradient g has the type of its forward tensor (`want`).
+  void check_type(const Tensor& g, DType want) const {
+    if (g.dtype() != want)
+      throw InternalError("layer '" + name() + "': a " + dtype_name(g.dtype()) + " gradient of a " +
+                          dtype_name(want) + " tensor");
+  }
+  /// The filters of the convolution cuDNN runs (its K): Conv2D's output
+  /// channels, Conv2DTranspose's input channels. Valid after infer().
+  virtual int conv_filters() const = 0;
 
   ConvConfig c_;
   Shape in_, out_;  ///< Per-sample input and output shapes from infer().

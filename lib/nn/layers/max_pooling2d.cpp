@@ -65,10 +65,11 @@ class MaxPooling2D final : public Layer {
   }
 
  private:
+  /// InternalError unless a and b (x and y, or dy and dx) have one type.
   void check_type(const Tensor& a, const Tensor& b) const {
     if (a.dtype() != b.dtype())
-      throw InternalError("layer '" + name() + "': " + dtype_name(a.dtype()) + " input but " +
-                          dtype_name(b.dtype()) + " output");
+      throw InternalError("layer '" + name() + "': " + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) +
+                          " tensors where one type is expected");
   }
   void check_input(const Shape& s) const {
     if (!s.same_sample(in_))
