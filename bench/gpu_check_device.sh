@@ -16,6 +16,7 @@
 #   gpu_training   unit_tests "[gpu_training]" (collectives, CPU-vs-GPU training)
 #   train_gpu0     trainer on data/sample, configs/unet_small.yaml, 3 epochs, --gpus 0
 #   train_gpu00    the same on two towers sharing GPU 0 (--gpus 0,0)
+#   train_gpu0_bf16  the same on GPU 0 with --precision bf16 (bf16 activations)
 #   profile_bf16   unet_throughput --profile: a bf16 step's time per layer and phase
 #   trace_bf16     unet_throughput --trace: unsynchronized bf16 steps recorded
 #                  with CUPTI (GPU busy / idle per step, kernel time, top kernels)
@@ -133,6 +134,8 @@ for spec in 0 0,0; do
   step "$name" 45 "${run_sh[@]}" "$bin/trainer" --config configs/unet_small.yaml --epochs 3 --gpus "$spec" \
     --output "$work/$name"
 done
+step train_gpu0_bf16 45 "${run_sh[@]}" "$bin/trainer" --config configs/unet_small.yaml --epochs 3 --gpus 0 \
+  --precision bf16 --output "$work/train_gpu0_bf16"
 
 # The throughput runs need the seed U-Net at 256x256x3.
 if ! grep -Eq 'type: Input, name: image, shape: \[256, 256, 3\]' configs/unet.yaml; then
@@ -180,7 +183,7 @@ step torch_profile_bf16 40 env PYTHONUNBUFFERED=1 python3 bench/torch_profile.py
   done
 } > "$OUT/gpu_tests.txt"
 {
-  for s in train_gpu0 train_gpu00; do
+  for s in train_gpu0 train_gpu00 train_gpu0_bf16; do
     echo "==== $s (rc ${rc_of[$s]:-none})"
     cat "$work/$s.log" 2>/dev/null
     echo "---- $s/log.csv"
@@ -276,7 +279,7 @@ test_totals() {
     echo "$s:"
     test_totals "$s"
   done
-  for s in train_gpu0 train_gpu00; do
+  for s in train_gpu0 train_gpu00 train_gpu0_bf16; do
     echo "$s: log.csv"
     head -n 6 "$work/$s/log.csv" 2>/dev/null | sed 's/^/  /'
   done
