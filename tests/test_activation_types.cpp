@@ -123,6 +123,10 @@ TEST_CASE("a bf16 U-Net keeps bf16 between its convolutions and fp32 at both end
   // so it reads conv9b's output as fp32; and the loss reads fp32 logits.
   CHECK(types["conv9b"] == "fp32");
   CHECK(types["mask"] == "fp32");
+  int bf16 = 0;  // docs/gpu.md quotes this count from the training log
+  for (auto& [name, type] : types) bf16 += type == "bf16";
+  CHECK(bf16 == 29);
+  CHECK(m.num_layers() == 33);
   for (auto& [name, type] : types_of(m, DType::F32)) CHECK(type == "fp32");
 }
 

@@ -77,10 +77,13 @@ int run_train(const TrainFlags& f) {
   validate_for_training(config, model);
   // Towers and a resumed checkpoint are checked before the data is read, so a mismatch fails fast.
   Trainer trainer(config, towers.plan, towers.threads_per_tower);
-  if (trainer.devices().any_gpu())
-    spdlog::info("GPU towers: convolutions in {}, gradients summed {}", precision_name(config.training.precision),
+  if (trainer.devices().any_gpu()) {
+    int bf16 = 0;  // layers whose activations tower 0 stores in bf16 (docs/gpu.md)
+    for (int i = 0; i < trainer.model().num_layers(); ++i) bf16 += trainer.model().activation_type(i) == DType::BF16;
+    spdlog::info("GPU towers: convolutions in {}, {} of {} layers' activations in bf16, gradients summed {}",
+                 precision_name(config.training.precision), bf16, trainer.model().num_layers(),
                  trainer.devices().reduction());
-  else if (config.training.precision != Precision::FP32)
+  } else if (config.training.precision != Precision::FP32)
     spdlog::warn("training.precision {} applies to GPU towers; the CPU towers compute in fp32",
                  precision_name(config.training.precision));
   std::unique_ptr<Checkpoint> resume;
