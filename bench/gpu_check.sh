@@ -32,6 +32,9 @@ binaries=(build-gpu/trainer build-gpu/tests/unit_tests build-gpu/bench/unet_thro
 for b in "${binaries[@]}"; do
   [ -x "$b" ] || { echo "gpu_check: $b was not built" >&2; exit 1; }
 done
+# The bundle tool appends /.devbundle/ to .git/info/exclude, which a freshly
+# laid checkout may lack.
+mkdir -p .git/info && touch .git/info/exclude
 "$bundle_tool" "${binaries[@]}" "$peer"
 # unit_tests looks for data under the source path compiled into it: the
 # device script links that path to the tree it runs in.
