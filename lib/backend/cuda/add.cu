@@ -48,32 +48,16 @@ struct AddChunk {
   }
 };
 
-/// y[i] <- y[i] + x[i].
+/// y[i] <- y[i] + x[i] (T: float, or __nv_bfloat16 with the sum taken in
+/// fp32 and rounded to nearest even); quad() with float4 or 8-byte bf16 accesses.
+template <class T>
 struct Accumulate {
-  float* y;
-  const float* x;
+  T* y;
+  const T* x;
   template <class I>
   __device__ void one(I i) const {
-    y[i] += x[i];
+    y[i] = from_float<T>(to_float(y[i]) + to_float(x[i]));
   }
-  template <class I>
-  __device__ void quad(I j) const {
-    float4 s = load4(y, j);
-    const float4 v = load4(x, j);
-    s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-    store4(y, j, s);
-  }
-};
-
-/// y[i] <- bf16(y[i] + x[i]), the sum taken in fp32.
-struct AccumulateBf16 {
-  __nv_bfloat16* y;
-  const __nv_bfloat16* x;
-  template <class I>
-  __device__ void one(I i) const {
-    y[i] = __float2bfloat16_rn(__bfloat162float(y[i]) + __bfloat162float(x[i]));
-  }
-  /// Elements 4j .. 4j+3 as two bf16 pairs (8-byte accesses).
   template <class I>
   __device__ void quad(I j) const {
     float4 s = load4(y, j);
@@ -105,11 +89,11 @@ void accumulate(const Device& d, DType t, void* y, const void* x, size_t n) {
   if (n == 0) return;
   CudaContext& ctx = context(d);
   const bool vec = aligned16(y, x);
+  using B = __nv_bfloat16;
   if (t == DType::BF16)
-    launch_elementwise(ctx.stream(),
-                       AccumulateBf16{static_cast<__nv_bfloat16*>(y), static_cast<const __nv_bfloat16*>(x)}, n, vec);
+    launch_elementwise(ctx.stream(), Accumulate<B>{static_cast<B*>(y), static_cast<const B*>(x)}, n, vec);
   else
-    launch_elementwise(ctx.stream(), Accumulate{static_cast<float*>(y), static_cast<const float*>(x)}, n, vec);
+    launch_elementwise(ctx.stream(), Accumulate<float>{static_cast<float*>(y), static_cast<const float*>(x)}, n, vec);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "accumulate");
 }
 
