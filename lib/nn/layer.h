@@ -105,6 +105,15 @@ class Layer {
   /// is logits, for a loss fused with the sigmoid) and return true.
   virtual bool strip_final_sigmoid() { return false; }
 
+ protected:
+  /// InternalError "layer '<name>': a <t's type> tensor where <want> is
+  /// expected" unless t is of type `want` (a broken activation-type plan).
+  void require_type(const Tensor& t, DType want) const {
+    if (t.dtype() != want)
+      throw InternalError("layer '" + name_ + "': a " + dtype_name(t.dtype()) + " tensor where " +
+                          dtype_name(want) + " is expected");
+  }
+
  private:
   std::string name_;
 };

@@ -49,7 +49,7 @@ class Concatenate : public Layer {
     channels_of(x);
     in_.resize(x.size());
     for (size_t k = 0; k < x.size(); ++k) {
-      check_type(*x[k], y.dtype());
+      require_type(*x[k], y.dtype());
       in_[k] = x[k]->raw();
     }
     concat_channels_forward(ctx.device, y.dtype(), in_.data(), cs_.data(), x.size(), (long long)s.n * s.h * s.w,
@@ -65,7 +65,7 @@ class Concatenate : public Layer {
     channels_of(x);
     out_.resize(x.size());
     for (size_t k = 0; k < x.size(); ++k) {
-      if (dx[k]) check_type(*dx[k], dy.dtype());
+      if (dx[k]) require_type(*dx[k], dy.dtype());
       out_[k] = dx[k] ? dx[k]->raw() : nullptr;
     }
     concat_channels_backward(ctx.device, dy.dtype(), dy.raw(), s.c, (long long)s.n * s.h * s.w, cs_.data(), x.size(),
@@ -73,12 +73,6 @@ class Concatenate : public Layer {
   }
 
  private:
-  /// InternalError unless t is of type `want` (the model gives every input and y one type).
-  void check_type(const Tensor& t, DType want) const {
-    if (t.dtype() != want)
-      throw InternalError("layer '" + name() + "': a " + dtype_name(t.dtype()) + " tensor among " +
-                          dtype_name(want) + " ones");
-  }
   /// cs_ <- the inputs' channel counts.
   void channels_of(const std::vector<const Tensor*>& x) {
     cs_.resize(x.size());

@@ -68,9 +68,9 @@ class ConvLayerBase : public Layer {
                 const Tensor& dy, const std::vector<Tensor*>& dx) override {
     const Tensor& xt = *x[0];
     check_input(xt.shape());
-    check_type(dy, y.dtype());
+    require_type(dy, y.dtype());
     if (dx[0]) {
-      check_type(*dx[0], xt.dtype());
+      require_type(*dx[0], xt.dtype());
       dx[0]->resize(xt.shape());
     }
     op_.backward(ctx.device, c_.activation, y.dtype(), y.raw(), dy.raw(), dy.shape(), xt.dtype(), xt.raw(),
@@ -125,12 +125,6 @@ class ConvLayerBase : public Layer {
   void check_input(const Shape& s) const {
     if (!s.same_sample(in_))
       throw InternalError("layer '" + name() + "': input " + s.hwc() + " but inferred " + in_.hwc());
-  }
-  /// InternalError unless gradient g has the type of its forward tensor (`want`).
-  void check_type(const Tensor& g, DType want) const {
-    if (g.dtype() != want)
-      throw InternalError("layer '" + name() + "': a " + dtype_name(g.dtype()) + " gradient of a " +
-                          dtype_name(want) + " tensor");
   }
   /// The filters of the convolution cuDNN runs (its K): Conv2D's output
   /// channels, Conv2DTranspose's input channels. Valid after infer().

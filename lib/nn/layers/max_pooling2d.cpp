@@ -47,7 +47,7 @@ class MaxPooling2D final : public Layer {
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Tensor& xt = *x[0];
     check_input(xt.shape());
-    check_type(xt, y);
+    require_type(y, xt.dtype());
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
     op_.forward(ctx.device, xt.dtype(), xt.raw(), xt.shape(), y.raw(), ys, ctx.training);
@@ -60,17 +60,11 @@ class MaxPooling2D final : public Layer {
     const Tensor& xt = *x[0];
     check_input(xt.shape());
     dx[0]->resize(xt.shape());
-    check_type(dy, *dx[0]);
+    require_type(*dx[0], dy.dtype());
     op_.backward(ctx.device, dy.dtype(), dy.raw(), dy.shape(), dx[0]->raw(), xt.shape());
   }
 
  private:
-  /// InternalError unless a and b (x and y, or dy and dx) have one type.
-  void check_type(const Tensor& a, const Tensor& b) const {
-    if (a.dtype() != b.dtype())
-      throw InternalError("layer '" + name() + "': " + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) +
-                          " tensors where one type is expected");
-  }
   void check_input(const Shape& s) const {
     if (!s.same_sample(in_))
       throw InternalError("layer '" + name() + "': input " + s.hwc() + " but inferred " + in_.hwc());
