@@ -14,8 +14,10 @@
 #   unpack         run.sh unpacks the bundled libraries and lists what is missing
 #   gpu_tests      unit_tests "[gpu]~[gpu_training]" (every other GPU test: op parity)
 #   gpu_training   unit_tests "[gpu_training]" (collectives, CPU-vs-GPU training)
-#   train_gpu0     trainer on data/sample, configs/unet_small.yaml, 3 epochs, --gpus 0
+#   train_gpu0     trainer on data/sample, configs/unet_small.yaml, 3 epochs, --gpus 0,
+#                  --precision fp32 (IEEE, so that the two runs below compare closely)
 #   train_gpu00    the same on two towers sharing GPU 0 (--gpus 0,0)
+#   train_gpu0_tf32  the same on GPU 0 in the default precision, tf32
 #   train_gpu0_bf16  the same on GPU 0 with --precision bf16 (bf16 activations)
 #   profile_bf16   unet_throughput --profile: a bf16 step's time per layer and phase
 #   trace_bf16     unet_throughput --trace: unsynchronized bf16 steps recorded
@@ -132,10 +134,12 @@ isolate gpu_training "[gpu_training]"
 for spec in 0 0,0; do
   name=train_gpu${spec//,/}
   step "$name" 45 "${run_sh[@]}" "$bin/trainer" --config configs/unet_small.yaml --epochs 3 --gpus "$spec" \
-    --output "$work/$name"
+    --precision fp32 --output "$work/$name"
 done
-step train_gpu0_bf16 45 "${run_sh[@]}" "$bin/trainer" --config configs/unet_small.yaml --epochs 3 --gpus 0 \
-  --precision bf16 --output "$work/train_gpu0_bf16"
+for p in tf32 bf16; do
+  step "train_gpu0_$p" 45 "${run_sh[@]}" "$bin/trainer" --config configs/unet_small.yaml --epochs 3 --gpus 0 \
+    --precision "$p" --output "$work/train_gpu0_$p"
+done
 
 # The throughput runs need the seed U-Net at 256x256x3.
 if ! grep -Eq 'type: Input, name: image, shape: \[256, 256, 3\]' configs/unet.yaml; then
@@ -183,7 +187,7 @@ step torch_profile_bf16 40 env PYTHONUNBUFFERED=1 python3 bench/torch_profile.py
   done
 } > "$OUT/gpu_tests.txt"
 {
-  for s in train_gpu0 train_gpu00 train_gpu0_bf16; do
+  for s in train_gpu0 train_gpu00 train_gpu0_tf32 train_gpu0_bf16; do
     echo "==== $s (rc ${rc_of[$s]:-none})"
     cat "$work/$s.log" 2>/dev/null
     echo "---- $s/log.csv"
@@ -279,7 +283,7 @@ test_totals() {
     echo "$s:"
     test_totals "$s"
   done
-  for s in train_gpu0 train_gpu00 train_gpu0_bf16; do
+  for s in train_gpu0 train_gpu00 train_gpu0_tf32 train_gpu0_bf16; do
     echo "$s: log.csv"
     head -n 6 "$work/$s/log.csv" 2>/dev/null | sed 's/^/  /'
   done

@@ -36,7 +36,7 @@ using namespace trainer;
 
 int main(int argc, char** argv) {
   CLI::App app{"Training images/s of a config's model on random data"};
-  std::string config_path, gpus = "all", precision_text = "fp32";
+  std::string config_path, gpus = "all", precision_text = "tf32";
   int batch = 8, steps = 10, warmup = 2, profile = 0, trace = 0, threads = int(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("--config", config_path, "Run configuration (its model and input size are measured)")->required();
   app.add_option("--gpus", gpus, "Devices, as trainer's --gpus (all, 0,1, cpu, cpu:N)")->capture_default_str();

@@ -250,7 +250,7 @@ TEST_CASE("config: defaults of a minimal config", "[config]") {
   CHECK(t.model_checkpoint.filepath == "ep{epoch:03d}.h5");
   CHECK_FALSE(t.model_checkpoint.save_best_only);
   CHECK(t.output_dir == "runs/model");
-  CHECK(t.precision == Precision::FP32);
+  CHECK(t.precision == Precision::TF32);  // as TensorFlow and PyTorch on GPUs
 }
 
 TEST_CASE("config: training.precision picks the GPU convolution arithmetic", "[config]") {

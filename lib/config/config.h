@@ -77,8 +77,9 @@ struct TrainingConfig {
   EarlyStoppingConfig early_stopping;
   ModelCheckpointConfig model_checkpoint;
   /// Convolution arithmetic on GPUs (fp32 | tf32 | bf16, see core/device.h);
-  /// CPU towers always compute in fp32.
-  Precision precision = Precision::FP32;
+  /// tf32 by default, as TensorFlow (since 2.4) and PyTorch's cuDNN
+  /// convolutions; CPU towers always compute in fp32.
+  Precision precision = Precision::TF32;
   std::string output_dir = "runs/model";
 };
 

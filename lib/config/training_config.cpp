@@ -185,7 +185,7 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   if (YAML::Node metrics = p.get_node("metrics")) t.metrics = read_metrics(metrics, file);
   if (YAML::Node opt = p.get_node("optimizer")) t.optimizer = read_optimizer(opt, file);
   if (YAML::Node cbs = p.get_node("callbacks")) read_callbacks(cbs, file, t, has_validation);
-  const std::string precision = p.get_string("precision", "fp32", {"fp32", "tf32", "bf16"});
+  const std::string precision = p.get_string("precision", "tf32", {"fp32", "tf32", "bf16"});
   t.precision = precision == "bf16" ? Precision::BF16 : precision == "tf32" ? Precision::TF32 : Precision::FP32;
   t.output_dir = p.get_string("output_dir", t.output_dir);
   if (t.output_dir.empty()) p.fail("output_dir", "must not be empty; e.g. 'runs/unet'");
