@@ -188,6 +188,9 @@ template <class Algo, class Perf, int kCount, class Find>
 std::vector<ConvCore::Choice<Algo>>& ConvCore::searched(Plan& p, std::vector<Choice<Algo>>& cache, const char* call,
                                                         Find find) {
   if (cache.empty()) {
+    // The precision's math type: run_best() leaves the descriptor at the type
+    // of the last call's algorithm, which must not narrow this call's search.
+    TRAINER_CUDA_CHECK(ctx_, cudnnSetConvolutionMathType(p.conv.get(), conv_math_type(p.precision)));
     SearchBuffers buf(ctx_, device_, p.a_bytes, p.b_bytes, p.w_bytes);
     Perf perf[kCount];
     int count = 0;
