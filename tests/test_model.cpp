@@ -192,3 +192,57 @@ TEST_CASE("forward of a small network equals a naive implementation", "[model]")
       CHECK(y.data()[i * 4 + j] == Approx(1.0 / (1.0 + std::exp(-z))).epsilon(1e-5));
     }
 }
+
+TEST_CASE("backward skips the gradients no trainable weight needs", "[model]") {
+  // Nothing before c1 has trainable weights (the BN has neither gamma nor
+  // beta; its moving statistics are not trained): the gradients of in, scale
+  // and bn would go unused, so backward neither computes c1's input gradient
+  // nor runs the backward of scale or bn.
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [6, 6, 2]}
+    - {name: scale, type: Rescaling, scale: 0.5}
+    - {name: bn, type: BatchNormalization, center: false, scale: false}
+    - {name: c1, type: Conv2D, filters: 3, kernel_size: 3, padding: same, activation: relu}
+    - {name: p1, type: MaxPooling2D}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: linear}
+)");
+  Model m(c.model, c.path);
+  const bool expected[] = {false, false, false, true, true, true};
+  for (int i = 0; i < m.num_layers(); ++i) {
+    INFO("layer " << m.layer(i).name());
+    CHECK(m.needs_gradient(i) == expected[i]);
+  }
+  Bound b = bind_init(m, 3);
+  Tensor x = random_input(Shape{2, 6, 6, 2}, 7);
+  Tensor r = random_input(Shape{2, 3, 3, 1}, 8);
+  Context ctx;
+  ctx.training = true;
+  auto objective = [&] {
+    const Tensor& y = m.forward(ctx, x);
+    double s = 0;
+    for (size_t i = 0; i < y.numel(); ++i) s += double(y.data()[i]) * r.data()[i];
+    return s;
+  };
+  objective();
+  m.set_profiling(true);
+  m.backward(ctx, r);
+  m.set_profiling(false);
+  const std::vector<LayerTime> times = m.layer_times();  // layers 1.. (no Input)
+  CHECK(times[0].backward_s == 0);  // scale
+  CHECK(times[1].backward_s == 0);  // bn
+  CHECK(times[2].backward_s > 0);   // c1
+  // The weight gradients are still the derivatives (central differences).
+  const std::vector<float> analytic = b.grads;
+  const float h = 1e-3f;
+  double worst = 0;
+  for (size_t i = 0; i < b.params.size(); ++i) {
+    const float keep = b.params[i];
+    b.params[i] = keep + h;
+    const double lp = objective();
+    b.params[i] = keep - h;
+    const double lm = objective();
+    b.params[i] = keep;
+    const double num = (lp - lm) / (2 * h);
+    worst = std::max(worst, std::abs(num - analytic[i]) / std::max(1.0, std::abs(num)));
+  }
+  CHECK(worst < 5e-3);
+}

@@ -66,7 +66,9 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     if (node.shape.sample_numel() > (size_t(1) << 31))
       throw UserError(yaml_location(file, spec.mark) + ": " + what + ": output shape " + node.shape.hwc() +
                       " holds more than 2^31 values per image; use a smaller input or fewer filters");
+    for (int i : node.inputs) node.needs_grad = node.needs_grad || nodes_[size_t(i)].needs_grad;
     for (ParamSpec& ps : node.layer->param_specs()) {
+      node.needs_grad = node.needs_grad || ps.trainable;
       size_t& counter = ps.trainable ? num_params_ : num_state_;
       slots_.push_back(WeightSlot{int(nodes_.size()), ps, counter});
       counter += ps.numel();
@@ -206,8 +208,8 @@ const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
 void Model::backward(const Context& ctx, const Tensor& dy, const std::function<void(size_t)>& grads_ready) {
   const int n = dy.shape().n;
   for (auto& node : nodes_) {
-    // An empty tower: every gradient that reaches the output is the empty tensor.
-    node.grad_set = n == 0 && node.reaches_output;
+    // An empty tower: every gradient a tower with samples computes is the empty tensor.
+    node.grad_set = n == 0 && node.reaches_output && node.needs_grad;
     if (n == 0) node.grad.resize(node.shape.with_batch(0));
   }
   if (&dy != &nodes_.back().grad) nodes_.back().grad = dy;
@@ -224,7 +226,7 @@ void Model::backward_node(const Context& ctx, size_t i, int n) {
   std::vector<Tensor*>& dx = dx_;
   std::vector<char>& via_scratch = via_scratch_;
   Node& node = nodes_[i];
-  if (!node.grad_set) return;  // does not reach the output
+  if (!node.grad_set) return;  // does not reach the output, or needs no gradient
   if (n == 0 && !node.layer->collective()) return;
   const auto start = profiling_ ? synced_now(ctx) : std::chrono::steady_clock::time_point{};
   {
@@ -235,8 +237,8 @@ void Model::backward_node(const Context& ctx, size_t i, int n) {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       Node& src = nodes_[size_t(node.inputs[k])];
       in.push_back(&src.out);
-      if (src.inputs.empty()) {
-        dx.push_back(nullptr);  // an Input layer: no gradient needed
+      if (!src.needs_grad) {
+        dx.push_back(nullptr);  // no trainable weight at or before src: its gradient would go unused
       } else if (src.consumers.size() == 1) {
         dx.push_back(&src.grad);
         src.grad_set = true;

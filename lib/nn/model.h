@@ -89,6 +89,11 @@ class Model {
   void set_activation_type(DType t);
   /// The type of layer i's output (and its gradient).
   DType activation_type(int i) const { return nodes_[size_t(i)].out.dtype(); }
+  /// Whether backward() computes the gradient of layer i's output: only where
+  /// layer i or a layer feeding it (directly or not) has trainable weights, so
+  /// the Input, a Rescaling right after it and the first convolution's input
+  /// gradient are skipped (as frameworks skip inputs that need no gradient).
+  bool needs_gradient(int i) const { return nodes_[size_t(i)].needs_grad; }
 
   /// Binds views into buffers of num_params(), num_params() and num_state()
   /// floats on the model's device.
@@ -105,7 +110,8 @@ class Model {
   /// while it queues work.
   const Tensor& forward(const Context& ctx, const Tensor& x);
   /// dy: dL/d(output) of the last forward (training mode). Overwrites the
-  /// gradients of every layer that reaches the output; the gradients of layers
+  /// gradients of every layer that reaches the output (output gradients only
+  /// where needs_gradient()); the gradients of layers
   /// whose output no path carries to the model's output are left untouched
   /// (they stay as the tower initialised them: zero). A tower with N = 0 runs
   /// the collective layers that reach the output, exactly as towers with
@@ -140,6 +146,7 @@ class Model {
     std::vector<Tensor> dx_scratch;  ///< dx for inputs with several consumers, summed after; one per input.
     bool grad_set = false;
     bool reaches_output = false;     ///< Some path leads from this node to the output.
+    bool needs_grad = false;         ///< This layer or one before it has trainable weights (see needs_gradient).
   };
   std::string name_;
   std::vector<Node> nodes_;
