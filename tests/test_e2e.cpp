@@ -53,15 +53,25 @@ TEST_CASE("training on real images lowers the loss and writes checkpoints", "[e2
   fs::remove_all(dir);
 }
 
-// The second run also asks for bf16, which CPU towers do not do: a warning
-// says so and the losses stay fp32's. The default precision (tf32) warns not.
+// The second run goes into the first one's folder: refused (nothing touched)
+// until --overwrite. It also asks for bf16, which CPU towers do not do: a
+// warning says so and the losses stay fp32's. The default (tf32) warns not.
 TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   fs::path dir = temp_dir("e2e_towers");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
   std::string cfg = "--config " + (dir / "unet.yaml").string() + " --epochs 2";
   Run one = run_trainer(cfg + " --gpus cpu", dir);
-  Run two = run_trainer(cfg + " --gpus cpu:2 --precision bf16", dir);
   REQUIRE(one.code == 0);
+  const std::string last = slurp(dir / "run" / "last.h5"), best = slurp(dir / "run" / "best-01.h5");
+  REQUIRE(!last.empty());
+  Run refused = run_trainer(cfg + " --gpus cpu:2", dir);
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("holds an earlier run (last.h5, log.csv, final.h5)") &&
+                              Catch::Contains("--resume " + (dir / "run" / "last.h5").string()) &&
+                              Catch::Contains("--overwrite"));
+  CHECK(slurp(dir / "run" / "last.h5") == last);
+  CHECK(slurp(dir / "run" / "best-01.h5") == best);
+  Run two = run_trainer(cfg + " --gpus cpu:2 --precision bf16 --overwrite", dir);
   REQUIRE(two.code == 0);
   const std::string warning = "training.precision bf16 applies to GPU towers; the CPU towers compute in fp32";
   CHECK_THAT(one.err, !Catch::Contains("applies to GPU towers"));
@@ -123,6 +133,18 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("nowhere"));
   CHECK_FALSE(fs::exists(dir / "run" / "final.h5"));
+
+  // An empty path (an unset shell variable) is an error, not a flag left out.
+  for (const char* flag : {"--resume", "--output", "--images", "--masks"}) {
+    INFO(flag);
+    r = run_trainer("--config " + (dir / "ok.yaml").string() + " --gpus cpu " + flag + " ''", dir);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains(std::string(flag) + ": the value is empty"));
+  }
+  r = run_trainer("predict --checkpoint '' --input x --output y", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--checkpoint: the value is empty"));
+  CHECK_FALSE(fs::exists(dir / "run"));
   fs::remove_all(dir);
 }
 

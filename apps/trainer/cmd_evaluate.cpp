@@ -65,19 +65,25 @@ Command add_evaluate(CLI::App& app) {
   auto f = std::make_shared<EvaluateFlags>();
   CLI::App* cmd = app.add_subcommand(
       "evaluate", "Pixel metrics and the DSB 2018 instance score of a checkpoint on images with ground truth");
-  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required();
-  cmd->add_option("--images", f->images, "Folder of images (with --masks or --labels)");
-  CLI::Option* masks = cmd->add_option("--masks", f->masks, "Folder of binary masks <stem><mask-suffix>.png");
+  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")
+      ->required()
+      ->check(non_empty_path());
+  cmd->add_option("--images", f->images, "Folder of images (with --masks or --labels)")->check(non_empty_path());
+  CLI::Option* masks = cmd->add_option("--masks", f->masks, "Folder of binary masks <stem><mask-suffix>.png")
+                             ->check(non_empty_path());
   CLI::Option* labels =
-      cmd->add_option("--labels", f->labels, "Folder of 16-bit label images <stem><labels-suffix>.png (0, 1..N)");
+      cmd->add_option("--labels", f->labels, "Folder of 8- or 16-bit label images <stem><labels-suffix>.png (0, 1..N)")
+                            ->check(non_empty_path());
   CLI::Option* native =
-      cmd->add_option("--native", f->native, "DSB 2018 folder: <id>/images/<id>.png and <id>/masks/*.png");
+      cmd->add_option("--native", f->native, "DSB 2018 folder: <id>/images/<id>.png and <id>/masks/*.png")
+                            ->check(non_empty_path());
   masks->excludes(labels)->excludes(native);
   labels->excludes(native);
   cmd->add_option("--mask-suffix", f->mask_suffix, "Mask name suffix (default: the checkpoint config's data.mask_suffix)");
   cmd->add_option("--labels-suffix", f->labels_suffix, "Label image name suffix")->capture_default_str();
   cmd->add_option("--csv", f->csv, "Write per-image scores here (image, n_true, n_pred, score, precision_50, "
-                                   "precision_75)");
+                                   "precision_75)")
+      ->check(non_empty_path());
   cmd->add_option("--threshold", f->threshold, "Predicted mask = probability > threshold, in (0, 1)")
       ->capture_default_str();
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")

@@ -34,10 +34,13 @@ Command add_predict(CLI::App& app) {
   auto f = std::make_shared<PredictFlags>();
   CLI::App* cmd = app.add_subcommand(
       "predict", "Write <stem>_mask.png (0/255, the image's own size) for an image or a folder of images");
-  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required();
+  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required()->check(non_empty_path());
   cmd->add_option("--input,-i", f->input, "Image file or folder of images (.png, .jpg, .jpeg, .tif, .tiff)")
-      ->required();
-  cmd->add_option("--output,-o", f->options.output_dir, "Output folder (created if missing)")->required();
+      ->required()
+      ->check(non_empty_path());
+  cmd->add_option("--output,-o", f->options.output_dir, "Output folder (created if missing)")
+      ->required()
+      ->check(non_empty_path());
   cmd->add_option("--threshold", f->options.threshold, "Mask = probability > threshold, in (0, 1)")
       ->capture_default_str();
   cmd->add_flag("--probabilities", f->options.probabilities, "Also write <stem>_prob.png (8-bit, 255 * p)");

@@ -9,7 +9,7 @@ namespace trainer::cli {
 Command add_summary(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("summary", "Validate a config and print its model summary");
-  cmd->add_option("--config,-c", *path, "Run configuration (YAML)")->required();
+  cmd->add_option("--config,-c", *path, "Run configuration (YAML)")->required()->check(non_empty_path());
   return {cmd, [path] {
             Config config = load_config(*path);
             Model model(config.model, config.path);

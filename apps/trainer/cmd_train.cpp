@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
@@ -19,6 +20,7 @@ namespace {
 
 struct TrainFlags {
   std::string config, gpus = "all", output, images, masks, resume, log_format = "text", precision;
+  bool overwrite = false;
   std::optional<int> epochs, batch_size, threads;
   std::optional<uint64_t> seed;
 };
@@ -45,6 +47,14 @@ void apply_overrides(Config& config, const TrainFlags& f) {
                                                         : Precision::FP32;
   }
   if (changed) config.text = "# " + config.path + " with command-line overrides\n" + YAML::Dump(root) + "\n";
+}
+
+// Whether a run resumed from checkpoint ("": none) writes into the checkpoint's own folder.
+bool resumes_in_place(const std::string& checkpoint, const std::string& output_dir) {
+  if (checkpoint.empty()) return false;
+  const std::filesystem::path dir = std::filesystem::path(checkpoint).parent_path();
+  std::error_code ec;
+  return std::filesystem::equivalent(dir.empty() ? std::filesystem::path(".") : dir, output_dir, ec);
 }
 
 // Gives trainer the checkpoint's weights and optimizer state, after reporting
@@ -91,6 +101,9 @@ int run_train(const TrainFlags& f) {
     resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
     if (!load_resume(*resume, f.resume, config, trainer)) return 0;
   }
+  // A new run (or a resumed one writing elsewhere) must not overwrite another run's files.
+  if (!f.overwrite && !resumes_in_place(f.resume, config.training.output_dir))
+    check_output_holds_no_run(config.training.output_dir);
   const std::atomic<int>& stop = install_stop_handlers();
 
   DataOptions opt;
@@ -131,7 +144,7 @@ int run_train(const TrainFlags& f) {
 
 Runner add_train(CLI::App& app) {
   auto f = std::make_shared<TrainFlags>();
-  app.add_option("--config,-c", f->config, "Run configuration (YAML: model, data, training)");
+  app.add_option("--config,-c", f->config, "Run configuration (YAML: model, data, training)")->check(non_empty_path());
   app.add_option("--gpus", f->gpus,
                  "Devices, one tower each: all (every GPU; CPU if none), GPU indices such as 0,2,5 or 2 "
                  "(indices, not a count; 0,0 puts two towers on GPU 0), cpu, or cpu:N (N CPU towers, N <= 64)")
@@ -140,14 +153,18 @@ Runner add_train(CLI::App& app) {
   app.add_option("--batch-size", f->batch_size, "Override training.batch_size (global batch)")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--seed", f->seed, "Override training.seed");
-  app.add_option("--output,-o", f->output, "Override training.output_dir");
-  app.add_option("--images", f->images, "Override data.images (folder of images)");
-  app.add_option("--masks", f->masks, "Override data.masks (folder of masks)");
+  app.add_option("--output,-o", f->output, "Override training.output_dir")->check(non_empty_path());
+  app.add_option("--images", f->images, "Override data.images (folder of images)")->check(non_empty_path());
+  app.add_option("--masks", f->masks, "Override data.masks (folder of masks)")->check(non_empty_path());
   app.add_option("--precision", f->precision, "Override training.precision (GPU convolutions): fp32, tf32, bf16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   app.add_option("--threads", f->threads, "CPU threads in all (default: every core)")->check(CLI::Range(1, 4096));
   app.add_option("--resume", f->resume,
-                 "Continue the run saved in this checkpoint (last.h5, or a ModelCheckpoint file) with --config");
+                 "Continue the run saved in this checkpoint (last.h5, or a ModelCheckpoint file) with --config")
+      ->check(non_empty_path());
+  app.add_flag("--overwrite", f->overwrite,
+               "Start a new run in an output folder that holds an earlier one (its last.h5, log.csv, "
+               "final.h5 and checkpoints are replaced as the new run writes them)");
   app.add_option("--log-format", f->log_format,
                  "text: Keras-style lines; json: one JSON object per epoch on stdout (the model summary goes "
                  "to stderr)")

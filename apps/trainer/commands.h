@@ -36,6 +36,11 @@ Command add_predict(CLI::App& app);
 /// trainer evaluate --checkpoint CKPT --images DIR (--masks DIR | --labels DIR | --native DIR)
 Command add_evaluate(CLI::App& app);
 
+/// CLI11 check of a file or folder flag: an empty value (`--resume "$CK"` with
+/// CK unset) is a usage error naming the flag (exit 2), not "flag not given",
+/// which for --resume or --output would start over a run's files.
+const CLI::Validator& non_empty_path();
+
 /// The towers of a --gpus spec, and the CPU threads each gets (from --threads,
 /// default every core, divided among the towers).
 struct Towers {

@@ -26,6 +26,16 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads) {
   return t;
 }
 
+const CLI::Validator& non_empty_path() {
+  static const CLI::Validator check(
+      [](std::string& value) {
+        return value.empty() ? std::string("the value is empty; give a path (is a shell variable unset?)")
+                             : std::string();
+      },
+      "", "non_empty_path");
+  return check;
+}
+
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers) {
   return trainer::load_model(checkpoint_path, towers.plan, towers.threads_per_tower);
 }

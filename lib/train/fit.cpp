@@ -130,6 +130,18 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s) {
 
 }  // namespace
 
+void check_output_holds_no_run(const std::string& output_dir) {
+  std::string found;
+  std::error_code ec;
+  for (const char* name : kRunFiles)
+    if (fs::exists(fs::path(output_dir) / name, ec)) found += std::string(found.empty() ? "" : ", ") + name;
+  if (found.empty()) return;
+  const std::string last = (fs::path(output_dir) / "last.h5").string();
+  throw UserError("output folder '" + output_dir + "' holds an earlier run (" + found +
+                  "), which a new run would overwrite: continue it with --resume " + last +
+                  ", choose another --output, or pass --overwrite to start over in it");
+}
+
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options) {
   const TrainingConfig& tc = config.training;
   const auto [train_idx, val_idx] = split_validation(data.size(), config.data.validation_split);

@@ -44,6 +44,16 @@ std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double val
 /// order can be recomputed when a run resumes.
 std::vector<int> epoch_order(std::vector<int> train, uint64_t seed, int epoch, bool shuffle);
 
+/// Files every run writes into its output folder (fit() below): a folder
+/// holding one of them holds a run.
+inline constexpr const char* kRunFiles[] = {"last.h5", "log.csv", "final.h5"};
+
+/// UserError when output_dir holds an earlier run (one of kRunFiles), whose
+/// checkpoints and log a new run there would overwrite; the message names the
+/// files and the fixes: continue it with --resume, choose another --output,
+/// or pass --overwrite. A missing or empty folder is fine.
+void check_output_holds_no_run(const std::string& output_dir);
+
 /// Trains for config.training.epochs (or until EarlyStopping or a stop
 /// request), printing one Keras-style line per epoch. In training.output_dir
 /// (created if missing; UserError when it cannot be) it writes:
