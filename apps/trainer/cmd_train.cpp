@@ -62,9 +62,9 @@ bool resumes_in_place(const std::string& checkpoint, const std::string& output_d
 // (after a warning) when the checkpoint has already trained config's epochs.
 bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& config, Trainer& trainer) {
   const Config then = parse_config(ckpt.config_yaml, path + " (its stored config)");
+  trainer.load_weights(ckpt.weights, path);  // another model fails here, before any talk of settings
   for (const auto& d : resume_differences(config, then, path))
     spdlog::warn("resuming with other settings: {}; the run continues but is no longer the one that was stopped", d);
-  trainer.load_weights(ckpt.weights, path);
   trainer.load_optimizer(ckpt, path);
   auto next = ckpt.state_scalars.find("next_epoch");
   if (next != ckpt.state_scalars.end() && int(next->second) > config.training.epochs) {

@@ -22,8 +22,7 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   const OptimizerConfig &a = now.training.optimizer, &b = then.training.optimizer;
   if (a.type != b.type)
     throw UserError(source + " was trained with the " + b.type + " optimizer, the config says " + a.type +
-                    "; its state cannot carry over: resume with " + b.type +
-                    " or start a new run from its weights");
+                    "; its state cannot carry over: set training.optimizer.type to " + b.type + " to resume");
   std::vector<std::string> out;
   compare(out, "training.optimizer.learning_rate", a.learning_rate, b.learning_rate);
   compare(out, "training.optimizer.momentum", a.momentum, b.momentum);
@@ -36,6 +35,8 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "training.loss", now.training.loss, then.training.loss);
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
   compare(out, "training.seed", now.training.seed, then.training.seed);
+  compare(out, "training.precision", std::string(precision_name(now.training.precision)),
+          std::string(precision_name(then.training.precision)));
   compare(out, "data.validation_split", now.data.validation_split, then.data.validation_split);
   compare(out, "data.shuffle", now.data.shuffle, then.data.shuffle);
   compare(out, "data.images", now.data.images, then.data.images);
