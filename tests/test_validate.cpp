@@ -54,5 +54,7 @@ TEST_CASE("untrainable models are rejected with the place and the fix", "[valida
   CHECK_THAT(error_of("[8, 8, 3]", "{name: out, type: Conv2D, filters: 1, kernel_size: 1}"),
              Catch::Contains("v.yaml:5:7: layer 'out'") && Catch::Contains("add activation: sigmoid"));
   CHECK_THAT(error_of("[8, 8, 3]", kOut, "  callbacks:\n    - {type: ModelCheckpoint, filepath: 'm-{val_iou}.h5'}\n"),
-             Catch::Contains("val_iou"));
+             Catch::Contains("v.yaml:11:") &&
+                 Catch::Contains("training.callbacks[0] (ModelCheckpoint): filepath 'm-{val_iou}.h5'") &&
+                 Catch::Contains("val_iou"));
 }

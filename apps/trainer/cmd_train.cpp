@@ -125,7 +125,10 @@ int run_train(const TrainFlags& f) {
   fit_options.stop = &stop;
   fit_options.resume = resume.get();
   fit_options.resume_path = f.resume;
-  if (stop.load()) return 128 + stop.load();  // stopped while the data loaded: nothing to save yet
+  if (stop.load()) {  // stopped while the data loaded: nothing to save yet
+    spdlog::warn("stopped by signal {} before training started; nothing was written", stop.load());
+    return 128 + stop.load();
+  }
   const FitResult result = fit(config, trainer, data, fit_options);
   const char* how = result.stop_signal ? " (stopped by a signal)" : result.stopped_early ? " (early stopping)" : "";
   if (json) {

@@ -65,6 +65,7 @@ struct ModelCheckpointConfig {
   std::string monitor = "val_loss";
   std::string mode = "auto";
   bool save_best_only = false;
+  std::string where;                ///< "<file>:<line>:<col>: training.callbacks[i] (ModelCheckpoint)", for messages.
 };
 
 struct TrainingConfig {

@@ -133,6 +133,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       auto& c = t.model_checkpoint;
       if (c.enabled) p.fail("type", "is ModelCheckpoint again; give at most one ModelCheckpoint");
       c.enabled = true;
+      if (node[i]["filepath"]) c.where = yaml_location(file, node[i]["filepath"].Mark()) + ": " + what + " (ModelCheckpoint)";
       c.filepath = p.get_string("filepath", std::nullopt);
       if (c.filepath.empty()) p.fail("filepath", "must not be empty; e.g. 'best.h5'");
       c.save_best_only = p.get_bool("save_best_only", c.save_best_only);

@@ -75,7 +75,7 @@ std::string python_repr(double x) {
 }
 
 [[noreturn]] void bad_placeholder(const std::string& pattern, const std::string& field, const std::string& why) {
-  throw UserError("model_checkpoint.filepath '" + pattern + "': placeholder {" + field + "}: " + why);
+  throw UserError("filepath '" + pattern + "': placeholder {" + field + "}: " + why);
 }
 
 /// Formats one field "name" or "name:spec".
@@ -135,7 +135,7 @@ std::string format_filepath(const std::string& pattern, int epoch, const std::ma
         ++i;
         continue;
       }
-      throw UserError("model_checkpoint.filepath '" + pattern + "': single '}' at position " + std::to_string(i) +
+      throw UserError("filepath '" + pattern + "': single '}' at position " + std::to_string(i) +
                       "; write '}}' for a literal brace");
     }
     if (c != '{') {
@@ -149,7 +149,7 @@ std::string format_filepath(const std::string& pattern, int epoch, const std::ma
     }
     const size_t close = pattern.find('}', i + 1);
     if (close == std::string::npos)
-      throw UserError("model_checkpoint.filepath '" + pattern + "': '{' at position " + std::to_string(i) +
+      throw UserError("filepath '" + pattern + "': '{' at position " + std::to_string(i) +
                       " is never closed; write '{{' for a literal brace");
     out += format_field(pattern, pattern.substr(i + 1, close - i - 1), epoch, logs);
     i = close;

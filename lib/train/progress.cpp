@@ -46,8 +46,8 @@ void Progress::end_epoch(const std::map<std::string, double>& logs, double secon
     return;
   }
   if (bar_) std::printf("\r\033[K");
-  std::printf("Epoch %d/%d - %d steps - %.1fs - %.1f images/s - %s\n", epoch_, epochs_, steps_, seconds,
-              images_per_second, format_logs(logs).c_str());
+  std::printf("Epoch %d/%d - %d step%s - %.1fs - %.1f images/s - %s\n", epoch_, epochs_, steps_,
+              steps_ == 1 ? "" : "s", seconds, images_per_second, format_logs(logs).c_str());
   std::fflush(stdout);
 }
 

@@ -43,7 +43,11 @@ void validate_for_training(const Config& config, Model& model) {
   if (mc.enabled) {
     std::map<std::string, double> logs{{"loss", 0.0}, {"val_loss", 0.0}};
     for (const auto& m : config.training.metrics) logs[m] = logs["val_" + m] = 0.0;
-    format_filepath(mc.filepath, 1, logs);  // throws UserError for an unknown placeholder
+    try {
+      format_filepath(mc.filepath, 1, logs);
+    } catch (const UserError& e) {  // an unknown placeholder or a bad spec: say where
+      throw UserError(mc.where + ": " + e.what());
+    }
   }
 }
 
