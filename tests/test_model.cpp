@@ -38,6 +38,34 @@ Tensor random_input(Shape s, unsigned seed) {
   return t;
 }
 
+/// sum(forward(x) * r): the objective whose gradient with respect to the output is r.
+double objective(Model& m, const Context& ctx, const Tensor& x, const Tensor& r) {
+  const Tensor& y = m.forward(ctx, x);
+  double s = 0;
+  for (size_t i = 0; i < y.numel(); ++i) s += double(y.data()[i]) * r.data()[i];
+  return s;
+}
+
+/// The largest |numeric - analytic| / max(1, |numeric|) over b's parameters:
+/// numeric by central differences (step 1e-3) of objective(), analytic the
+/// gradients b.grads holds (from backward of r after a forward of x).
+double worst_gradient_error(Model& m, Bound& b, const Context& ctx, const Tensor& x, const Tensor& r) {
+  const std::vector<float> analytic = b.grads;
+  const float h = 1e-3f;
+  double worst = 0;
+  for (size_t i = 0; i < b.params.size(); ++i) {
+    const float keep = b.params[i];
+    b.params[i] = keep + h;
+    const double lp = objective(m, ctx, x, r);
+    b.params[i] = keep - h;
+    const double lm = objective(m, ctx, x, r);
+    b.params[i] = keep;
+    const double num = (lp - lm) / (2 * h);
+    worst = std::max(worst, std::abs(num - analytic[i]) / std::max(1.0, std::abs(num)));
+  }
+  return worst;
+}
+
 }  // namespace
 
 TEST_CASE("shapes that do not fit are errors naming the layer and place", "[model]") {
@@ -122,28 +150,9 @@ TEST_CASE("backward through skip connections matches finite differences", "[mode
   Tensor r = random_input(Shape{2, 6, 6, 1}, 6);
   Context ctx;
   ctx.training = true;
-  auto objective = [&] {
-    const Tensor& y = m.forward(ctx, x);
-    double s = 0;
-    for (size_t i = 0; i < y.numel(); ++i) s += double(y.data()[i]) * r.data()[i];
-    return s;
-  };
-  objective();
+  objective(m, ctx, x, r);
   m.backward(ctx, r);
-  const std::vector<float> analytic = b.grads;
-  const float h = 1e-3f;
-  double worst = 0;
-  for (size_t i = 0; i < b.params.size(); ++i) {
-    float keep = b.params[i];
-    b.params[i] = keep + h;
-    double lp = objective();
-    b.params[i] = keep - h;
-    double lm = objective();
-    b.params[i] = keep;
-    double num = (lp - lm) / (2 * h);
-    worst = std::max(worst, std::abs(num - analytic[i]) / std::max(1.0, std::abs(num)));
-  }
-  CHECK(worst < 5e-3);  // h small enough that no max-pooling argmax switches
+  CHECK(worst_gradient_error(m, b, ctx, x, r) < 5e-3);  // h small enough that no max-pooling argmax switches
 }
 
 TEST_CASE("forward of a small network equals a naive implementation", "[model]") {
@@ -216,13 +225,7 @@ TEST_CASE("backward skips the gradients no trainable weight needs", "[model]") {
   Tensor r = random_input(Shape{2, 3, 3, 1}, 8);
   Context ctx;
   ctx.training = true;
-  auto objective = [&] {
-    const Tensor& y = m.forward(ctx, x);
-    double s = 0;
-    for (size_t i = 0; i < y.numel(); ++i) s += double(y.data()[i]) * r.data()[i];
-    return s;
-  };
-  objective();
+  objective(m, ctx, x, r);
   m.set_profiling(true);
   m.backward(ctx, r);
   m.set_profiling(false);
@@ -230,19 +233,6 @@ TEST_CASE("backward skips the gradients no trainable weight needs", "[model]") {
   CHECK(times[0].backward_s == 0);  // scale
   CHECK(times[1].backward_s == 0);  // bn
   CHECK(times[2].backward_s > 0);   // c1
-  // The weight gradients are still the derivatives (central differences).
-  const std::vector<float> analytic = b.grads;
-  const float h = 1e-3f;
-  double worst = 0;
-  for (size_t i = 0; i < b.params.size(); ++i) {
-    const float keep = b.params[i];
-    b.params[i] = keep + h;
-    const double lp = objective();
-    b.params[i] = keep - h;
-    const double lm = objective();
-    b.params[i] = keep;
-    const double num = (lp - lm) / (2 * h);
-    worst = std::max(worst, std::abs(num - analytic[i]) / std::max(1.0, std::abs(num)));
-  }
-  CHECK(worst < 5e-3);
+  // The weight gradients are still the derivatives.
+  CHECK(worst_gradient_error(m, b, ctx, x, r) < 5e-3);
 }
