@@ -168,6 +168,8 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"empty file", "", "cfg.yaml: the config is empty"},
       {"Keras 2's lr", edit("learning_rate: 0.05", "lr: 0.05"),
        "cfg.yaml:32:26: training.optimizer (SGD): unknown key 'lr' (did you mean 'learning_rate'?)"},
+      {"Keras's acc", edit("[mean_iou]", "[acc]"),
+       "cfg.yaml:31:13: training.metrics: 'acc' is not a metric (did you mean 'accuracy'?)"},
       {"non-scalar key", edit("  seed: 7\n", "  seed: 7\n  [a]: 1\n"),
        "cfg.yaml:30:3: a key must be a plain name, not a list or mapping"},
   };

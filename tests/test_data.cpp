@@ -245,13 +245,18 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
 
   SECTION("missing folder") {
     o.images_dir = (d.root / "nope").string();
-    CHECK_THAT(error_of(o), Catch::Matchers::Contains("cfg.yaml: data.images: folder '" + o.images_dir +
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("cfg.yaml: data.images: '" + o.images_dir +
                                                       "' does not exist; fix the path"));
+  }
+  SECTION("a file given as the folder") {
+    write(d.root / "file.png", flat_mask(4, 4));
+    o.images_dir = (d.root / "file.png").string();
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("data.images: '" + o.images_dir + "' is a file, not a folder"));
   }
   SECTION("missing masks folder") {
     write(d.images / "a.png", flat_mask(4, 4));
     o.masks_dir = (d.root / "nomasks").string();
-    CHECK_THAT(error_of(o), Catch::Matchers::Contains("data.masks: folder '" + o.masks_dir + "' does not exist"));
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("data.masks: '" + o.masks_dir + "' does not exist"));
   }
   SECTION("empty folder") {
     std::ofstream(d.images / "notes.txt") << "not an image";

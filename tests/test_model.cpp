@@ -94,6 +94,13 @@ TEST_CASE("a layer's unknown key is reported by the model with its place", "[mod
   REQUIRE_THROWS_WITH(Model(c.model, c.path),
                       Catch::Contains("m.yaml:4:") && Catch::Contains("'filter'") &&
                           Catch::Contains("did you mean 'filters'"));
+  // kernel_size takes an integer or two (Keras); a list of one says both forms.
+  Config k = cfg(R"(    - {name: in, type: Input, shape: [8, 8, 1]}
+    - {name: c1, type: Conv2D, filters: 2, kernel_size: [3]}
+)");
+  REQUIRE_THROWS_WITH(Model(k.model, k.path),
+                      Catch::Contains("m.yaml:4:") && Catch::Contains("kernel_size") &&
+                          Catch::Contains("must be an integer or a list of 2 integers"));
 }
 
 TEST_CASE("huge sizes are user errors, not overflows or crashes", "[model]") {

@@ -32,7 +32,8 @@ static std::string lower(std::string s) {
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& options) {
   // Older Keras spellings that edit distance cannot connect to today's names.
-  static const std::vector<std::pair<std::string, std::string>> aliases = {{"lr", "learning_rate"}};
+  static const std::vector<std::pair<std::string, std::string>> aliases = {{"lr", "learning_rate"},
+                                                                            {"acc", "accuracy"}};
   for (const auto& [old_name, name] : aliases)
     if (word == old_name && std::find(options.begin(), options.end(), name) != options.end())
       return " (did you mean '" + name + "'?)";
@@ -187,6 +188,9 @@ std::vector<int> ParamReader::get_int_pair(const std::string& key,
     int x = get_int(key, std::nullopt, min, max);
     return {x, x};
   }
+  if (!v.IsSequence() || v.size() != 2)  // Keras: an integer or a tuple of 2
+    fail(key, "must be an integer or a list of 2 integers in [" + std::to_string(min) + ", " + std::to_string(max) +
+                  "], got " + YAML::Dump(v));
   return get_int_list(key, 2, min, max);
 }
 

@@ -40,8 +40,8 @@ std::vector<std::string> list_images(const DataOptions& o, const std::string& di
                                      const char* key) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw UserError(prefix(o) + "data." + key + ": folder '" + dir + "' " +
-                    (fs::exists(dir, ec) ? "is not a folder" : "does not exist") +
+    throw UserError(prefix(o) + "data." + key + ": '" + dir + "' " +
+                    (fs::exists(dir, ec) ? "is a file, not a folder" : "does not exist") +
                     "; fix the path (relative paths start at the working directory '" +
                     fs::current_path(ec).string() + "')");
   std::vector<std::string> names;

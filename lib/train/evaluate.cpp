@@ -40,8 +40,8 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& o) {
   }
   std::error_code ec;
   if (!fs::is_directory(o.truth_dir, ec))
-    throw UserError(o.flag + " folder '" + o.truth_dir + "' " +
-                    (fs::exists(o.truth_dir, ec) ? "is not a folder" : "does not exist") + "; fix the path");
+    throw UserError(o.flag + " '" + o.truth_dir + "' " +
+                    (fs::exists(o.truth_dir, ec) ? "is a file, not a folder" : "does not exist") + "; fix the path");
   std::map<std::string, std::string> truth_by_stem;  // first in name order wins
   for (const auto& t : list_image_files(o.truth_dir, o.flag)) truth_by_stem.emplace(fs::path(t).stem().string(), t);
   for (const auto& image : list_image_files(o.images_dir, "--images")) {
