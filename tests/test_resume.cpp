@@ -238,6 +238,18 @@ TEST_CASE("resuming with other settings warns, another optimizer type is an erro
   fs::remove_all(dir);
 }
 
+TEST_CASE("a checkpoint in a subfolder of the output folder resumes in place", "[resume]") {
+  fs::path dir = temp_dir("resume_sub");
+  std::ofstream(dir / "c.yaml") << config(dir / "run", 2, "    - {type: ModelCheckpoint, filepath: 'ck/ep{epoch}.h5'}\n");
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu", dir) == 0);
+  const std::string full_log = slurp(dir / "run" / "log.csv");
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --resume " + (dir / "run" / "ck" / "ep1.h5").string(),
+              dir) == 0);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("resuming from") && !Catch::Contains("holds an earlier run"));
+  CHECK(slurp(dir / "run" / "log.csv") == full_log);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("resuming keeps only the log rows of the checkpoint's epochs, in any folder", "[resume]") {
   fs::path dir = temp_dir("resume_log");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 4, "    - {type: ModelCheckpoint, filepath: 'ep{epoch}.h5'}\n");
@@ -255,6 +267,18 @@ TEST_CASE("resuming keeps only the log rows of the checkpoint's epochs, in any f
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9 --output " + (dir / "moved").string() +
                   " --resume " + (dir / "run" / "ep2.h5").string(),
               dir) == 0);
+  CHECK(slurp(dir / "moved" / "log.csv") == full_log);
+  // Into that folder again, now another run's: refused, nothing touched...
+  std::ofstream(dir / "moved" / "log.csv") << "epoch,loss\n0,9.99\n";  // marks moved's own log
+  const std::string moved = "--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9 --output " +
+                            (dir / "moved").string() + " --resume " + (dir / "run" / "ep2.h5").string();
+  CHECK(run(moved, dir) == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("resuming " + (dir / "run" / "ep2.h5").string() +
+                                                     " there would overwrite") &&
+                                         Catch::Contains("--overwrite") && !Catch::Contains("continue it"));
+  CHECK(slurp(dir / "moved" / "log.csv") == "epoch,loss\n0,9.99\n");
+  // ...until --overwrite, which takes the rows of the checkpoint's run, not moved's.
+  REQUIRE(run(moved + " --overwrite", dir) == 0);
   CHECK(slurp(dir / "moved" / "log.csv") == full_log);
   // Nothing left to train: a warning, no files.
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9 --output " + (dir / "none").string() +

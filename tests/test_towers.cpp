@@ -103,6 +103,19 @@ TEST_CASE("a synchronized BN whose output is unused keeps empty towers in step",
   CHECK(max_rel_diff(train(config, 3, batches), train(config, 1, batches)) < 2e-5);
 }
 
+TEST_CASE("a synchronized BN before every trainable weight keeps empty towers in step", "[towers]") {
+  // bn0 has no gamma or beta and nothing before it trains: towers with samples
+  // need no gradient there and skip its backward (Model::needs_gradient), so
+  // a tower without samples must skip it too.
+  std::string text = tiny_config(true);
+  const std::string anchor = "    - {name: c1,";
+  text.insert(text.find(anchor),
+              "    - {name: bn0, type: BatchNormalization, synchronized: true, center: false, scale: false}\n");
+  const Config config = parse_config(text, "tiny.yaml");
+  const std::vector<std::vector<int>> batches = {{3, 9}, {0, 1, 2, 3, 4}, {12}};
+  CHECK(max_rel_diff(train(config, 3, batches), train(config, 1, batches)) < 2e-5);
+}
+
 TEST_CASE("per-tower BatchNormalization statistics differ from one tower", "[towers]") {
   // Without synchronized BN each tower normalises with its own shard's
   // statistics (as Keras and DDP do), so 2 towers are not 1 tower.

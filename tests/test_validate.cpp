@@ -44,6 +44,17 @@ TEST_CASE("a trainable model passes and its output becomes logits", "[validate]"
             .empty());
 }
 
+TEST_CASE("a val_* placeholder without validation data is rejected before training", "[validate]") {
+  const Config c = parse_config("model:\n  layers:\n    - {type: Input, shape: [4, 4, 1]}\n    - " + kOut +
+                                    "\ndata: {images: a, masks: b}\ntraining:\n  callbacks:\n"
+                                    "    - {type: ModelCheckpoint, filepath: 'm-{val_loss:.2f}.h5'}\n",
+                                "v.yaml");
+  Model m(c.model, c.path);
+  CHECK_THROWS_WITH(validate_for_training(c, m), Catch::Contains("v.yaml:8:") &&
+                                                     Catch::Contains("unknown name 'val_loss'") &&
+                                                     Catch::Contains("known: epoch, loss"));
+}
+
 TEST_CASE("untrainable models are rejected with the place and the fix", "[validate]") {
   CHECK_THAT(error_of("[8, 8, 4]", kOut), Catch::Contains("v.yaml:3:7: layer 'in'") &&
                                               Catch::Contains("4 channels") && Catch::Contains("[H, W, 3]"));

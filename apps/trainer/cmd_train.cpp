@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
@@ -49,21 +48,18 @@ void apply_overrides(Config& config, const TrainFlags& f) {
   if (changed) config.text = "# " + config.path + " with command-line overrides\n" + YAML::Dump(root) + "\n";
 }
 
-// Whether a run resumed from checkpoint ("": none) writes into the checkpoint's own folder.
-bool resumes_in_place(const std::string& checkpoint, const std::string& output_dir) {
-  if (checkpoint.empty()) return false;
-  const std::filesystem::path dir = std::filesystem::path(checkpoint).parent_path();
-  std::error_code ec;
-  return std::filesystem::equivalent(dir.empty() ? std::filesystem::path(".") : dir, output_dir, ec);
-}
-
 // Gives trainer the checkpoint's weights and optimizer state, after reporting
 // how the config differs from the one the checkpoint's run used. Returns false
 // (after a warning) when the checkpoint has already trained config's epochs.
 bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& config, Trainer& trainer) {
   const Config then = parse_config(ckpt.config_yaml, path + " (its stored config)");
   trainer.load_weights(ckpt.weights, path);  // another model fails here, before any talk of settings
-  for (const auto& d : resume_differences(config, then, path))
+  std::vector<std::string> differences = resume_differences(config, then, path);
+  // Precision changes only GPU arithmetic (CPU towers compute in fp32 whatever it says).
+  if (trainer.devices().any_gpu() && config.training.precision != then.training.precision)
+    differences.push_back(std::string("training.precision is ") + precision_name(config.training.precision) +
+                          " (the checkpoint's run used " + precision_name(then.training.precision) + ")");
+  for (const auto& d : differences)
     spdlog::warn("resuming with other settings: {}; the run continues but is no longer the one that was stopped", d);
   trainer.load_optimizer(ckpt, path);
   auto next = ckpt.state_scalars.find("next_epoch");
@@ -103,7 +99,7 @@ int run_train(const TrainFlags& f) {
   }
   // A new run (or a resumed one writing elsewhere) must not overwrite another run's files.
   if (!f.overwrite && !resumes_in_place(f.resume, config.training.output_dir))
-    check_output_holds_no_run(config.training.output_dir);
+    check_output_holds_no_run(config.training.output_dir, f.resume);
   const std::atomic<int>& stop = install_stop_handlers();
 
   DataOptions opt;
@@ -166,8 +162,8 @@ Runner add_train(CLI::App& app) {
                  "Continue the run saved in this checkpoint (last.h5, or a ModelCheckpoint file) with --config")
       ->check(non_empty_path());
   app.add_flag("--overwrite", f->overwrite,
-               "Start a new run in an output folder that holds an earlier one (its last.h5, log.csv, "
-               "final.h5 and checkpoints are replaced as the new run writes them)");
+               "Train into an output folder that holds another run (a new run there, or one resumed from "
+               "elsewhere): its last.h5, log.csv, final.h5 and checkpoints are replaced as this run writes its own");
   app.add_option("--log-format", f->log_format,
                  "text: Keras-style lines; json: one JSON object per epoch on stdout (the model summary goes "
                  "to stderr)")

@@ -114,8 +114,9 @@ class Model {
   /// where needs_gradient()); the gradients of layers
   /// whose output no path carries to the model's output are left untouched
   /// (they stay as the tower initialised them: zero). A tower with N = 0 runs
-  /// the collective layers that reach the output, exactly as towers with
-  /// samples do, so collectives match across towers. grads_ready(begin), when
+  /// the backward of the collective layers that towers with samples run (those
+  /// that reach the output and needs_gradient(), and the last layer), so
+  /// collectives match across towers. grads_ready(begin), when
   /// given, is called after each layer's turn (in reverse layer order, also
   /// for skipped layers): the gradients [begin, num_params()) are then final,
   /// so their all-reduce can start while backward goes on (gradient buckets).

@@ -130,16 +130,32 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s) {
 
 }  // namespace
 
-void check_output_holds_no_run(const std::string& output_dir) {
+bool resumes_in_place(const std::string& checkpoint, const std::string& output_dir) {
+  if (checkpoint.empty()) return false;
+  std::error_code ec;
+  const fs::path file = fs::weakly_canonical(checkpoint, ec);
+  if (ec) return false;
+  const fs::path dir = fs::weakly_canonical(output_dir, ec);
+  if (ec) return false;
+  // file lies in dir when dir's components are a prefix of file's folder's.
+  const fs::path folder = file.parent_path();
+  auto f = folder.begin();
+  for (auto d = dir.begin(); d != dir.end(); ++d, ++f)
+    if (f == folder.end() || *f != *d) return false;
+  return true;
+}
+
+void check_output_holds_no_run(const std::string& output_dir, const std::string& resume) {
   std::string found;
   std::error_code ec;
   for (const char* name : kRunFiles)
     if (fs::exists(fs::path(output_dir) / name, ec)) found += std::string(found.empty() ? "" : ", ") + name;
   if (found.empty()) return;
   const std::string last = (fs::path(output_dir) / "last.h5").string();
-  throw UserError("output folder '" + output_dir + "' holds an earlier run (" + found +
-                  "), which a new run would overwrite: continue it with --resume " + last +
-                  ", choose another --output, or pass --overwrite to start over in it");
+  std::string ways = "choose another --output, or pass --overwrite to start over in it";
+  if (resume.empty() && fs::exists(last, ec)) ways = "continue it with --resume " + last + ", " + ways;
+  throw UserError("output folder '" + output_dir + "' holds an earlier run (" + found + "), which " +
+                  (resume.empty() ? "a new run" : "resuming " + resume + " there") + " would overwrite: " + ways);
 }
 
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options) {
@@ -179,10 +195,14 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   result.epochs_run = s.next_epoch - 1;
   if (options.resume) result.last_logs = options.resume->logs;
   const std::string log_path = (out_dir / "log.csv").string();
+  // A run resumed in its own folder continues that folder's log; one resumed
+  // elsewhere takes the rows of the checkpoint's folder (never those of a run
+  // it overwrites with --overwrite).
   std::string earlier_log;
   if (options.resume)
-    earlier_log = fs::exists(log_path) ? log_path
-                                       : (fs::path(options.resume_path).parent_path() / "log.csv").string();
+    earlier_log = resumes_in_place(options.resume_path, tc.output_dir)
+                      ? log_path
+                      : (fs::path(options.resume_path).parent_path() / "log.csv").string();
   CsvLogger csv(log_path, result.epochs_run, earlier_log);
   const std::string last_path = (out_dir / "last.h5").string();
   const size_t batch_size = size_t(tc.batch_size);
@@ -247,12 +267,18 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     const bool save_now =
         s.policy && (!tc.model_checkpoint.save_best_only || s.policy->should_save(logs.at(tc.model_checkpoint.monitor)));
     const Checkpoint ckpt = make_checkpoint(config, trainer, epoch, logs, s);
+    remember(save(last_path, ckpt));  // first: whatever happens next, the run can be resumed
     if (save_now) {
-      const std::string path = (out_dir / format_filepath(tc.model_checkpoint.filepath, epoch, logs)).string();
+      std::string name;
+      try {
+        name = format_filepath(tc.model_checkpoint.filepath, epoch, logs);
+      } catch (const UserError& e) {
+        throw UserError(tc.model_checkpoint.where + ": " + e.what() + " (" + last_path + " holds this epoch)");
+      }
+      const std::string path = (out_dir / name).string();
       remember(save(path, ckpt));
       spdlog::info("epoch {}: saved {}", epoch, path);
     }
-    remember(save(last_path, ckpt));
     if (stop) {
       spdlog::info("early stopping at epoch {}: {} did not improve for {} epochs (best {:.4f} at epoch {})", epoch,
                    tc.early_stopping.monitor, tc.early_stopping.patience, s.early->best(), s.early->best_epoch());

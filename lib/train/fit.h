@@ -48,11 +48,17 @@ std::vector<int> epoch_order(std::vector<int> train, uint64_t seed, int epoch, b
 /// holding one of them holds a run.
 inline constexpr const char* kRunFiles[] = {"last.h5", "log.csv", "final.h5"};
 
+/// Whether a run resumed from checkpoint ("": none) writes into the run the
+/// checkpoint belongs to: the file lies in output_dir or a subfolder of it
+/// (a ModelCheckpoint filepath may name one), symbolic links resolved.
+bool resumes_in_place(const std::string& checkpoint, const std::string& output_dir);
+
 /// UserError when output_dir holds an earlier run (one of kRunFiles), whose
-/// checkpoints and log a new run there would overwrite; the message names the
-/// files and the fixes: continue it with --resume, choose another --output,
-/// or pass --overwrite. A missing or empty folder is fine.
-void check_output_holds_no_run(const std::string& output_dir);
+/// checkpoints and log a new run there (resume "": none), or a run resumed
+/// from another folder's checkpoint, would overwrite; the message names the
+/// files and the fixes: --resume its last.h5 (a new run, when there is one),
+/// another --output, or --overwrite. A missing or empty folder is fine.
+void check_output_holds_no_run(const std::string& output_dir, const std::string& resume);
 
 /// Trains for config.training.epochs (or until EarlyStopping or a stop
 /// request), printing one Keras-style line per epoch. In training.output_dir

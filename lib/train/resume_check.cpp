@@ -35,8 +35,6 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "training.loss", now.training.loss, then.training.loss);
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
   compare(out, "training.seed", now.training.seed, then.training.seed);
-  compare(out, "training.precision", std::string(precision_name(now.training.precision)),
-          std::string(precision_name(then.training.precision)));
   compare(out, "data.validation_split", now.data.validation_split, then.data.validation_split);
   compare(out, "data.shuffle", now.data.shuffle, then.data.shuffle);
   compare(out, "data.images", now.data.images, then.data.images);

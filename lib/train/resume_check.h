@@ -13,7 +13,7 @@ namespace trainer {
 /// Compares now (the config given with --resume) with then (the one stored in
 /// the checkpoint at source). Throws UserError naming source when the
 /// optimizer type differs (its state cannot carry over). Returns one line per
-/// other difference among the optimizer's settings, loss, batch_size, seed, precision,
+/// other difference among the optimizer's settings, loss, batch_size, seed,
 /// validation_split, shuffle and the data folders, e.g.
 /// "training.optimizer.learning_rate is 0.1 (the checkpoint's run used 0.001)".
 /// Layers are compared separately, through the weights (Trainer::load_weights).

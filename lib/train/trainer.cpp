@@ -41,8 +41,14 @@ void validate_for_training(const Config& config, Model& model) {
                     "numerical stability); add activation: sigmoid");
   const ModelCheckpointConfig& mc = config.training.model_checkpoint;
   if (mc.enabled) {
-    std::map<std::string, double> logs{{"loss", 0.0}, {"val_loss", 0.0}};
-    for (const auto& m : config.training.metrics) logs[m] = logs["val_" + m] = 0.0;
+    // The names an epoch's logs will hold: val_* only with validation data.
+    const bool validates = config.data.validation_split > 0;
+    std::map<std::string, double> logs{{"loss", 0.0}};
+    if (validates) logs["val_loss"] = 0.0;
+    for (const auto& m : config.training.metrics) {
+      logs[m] = 0.0;
+      if (validates) logs["val_" + m] = 0.0;
+    }
     try {
       format_filepath(mc.filepath, 1, logs);
     } catch (const UserError& e) {  // an unknown placeholder or a bad spec: say where
