@@ -150,7 +150,7 @@ void activation_gradient(CudaContext& ctx, Activation act, const void* y, const 
   if (!dbias) return;
   double* sums = partials + size_t(C) * parts;
   sum_partials(ctx, partials, C, parts, sums);
-  to_float_kernel<<<unsigned((C + 255) / 256), 256, 0, ctx.stream()>>>(sums, C, dbias);
+  to_float_kernel<<<unsigned((C + kThreads - 1) / kThreads), kThreads, 0, ctx.stream()>>>(sums, C, dbias);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "to_float_kernel");
 }
 

@@ -2,7 +2,6 @@
 // destination element (grid-stride loops), reads gathered from the source.
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <string>
 
 #include "backend/cuda/elementwise_kernel.cuh"
@@ -13,9 +12,6 @@ namespace trainer::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
-
-/// Blocks of kThreads for n elements (the loops stride over the rest).
-unsigned blocks_for(long long n) { return unsigned(std::min<long long>((n + kThreads - 1) / kThreads, 1 << 16)); }
 
 /// dst[k, p, c] (KRSC, p < khw) <- src[p, c, k] (Keras [kh, kw, Ca, Cb]).
 template <class D>
@@ -70,14 +66,14 @@ bool is_bf16(cudnnDataType_t t) { return t == CUDNN_DATA_BFLOAT16; }
 
 template <class S, class D>
 void launch_reframe(CudaContext& ctx, const void* src, Shape ss, void* dst, Shape ds, int top, int left, float fill) {
-  reframe_kernel<S, D><<<blocks_for((long long)ds.numel()), kThreads, 0, ctx.stream()>>>(
+  reframe_kernel<S, D><<<grid_blocks(size_t(ds.numel())), kThreads, 0, ctx.stream()>>>(
       static_cast<const S*>(src), ss.h, ss.w, static_cast<D*>(dst), ds.n, ds.h, ds.w, ds.c, top, left, fill);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "reframe_kernel");
 }
 
 template <class S, class D>
 void launch_convert(CudaContext& ctx, const void* src, void* dst, size_t n) {
-  convert_kernel<S, D><<<blocks_for((long long)n), kThreads, 0, ctx.stream()>>>(static_cast<const S*>(src),
+  convert_kernel<S, D><<<grid_blocks(size_t(n)), kThreads, 0, ctx.stream()>>>(static_cast<const S*>(src),
                                                                                 static_cast<D*>(dst), (long long)n);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "convert_kernel");
 }
@@ -96,10 +92,10 @@ void keras_to_cudnn_filter(CudaContext& ctx, const float* src, int khw, int ca, 
   if (n == 0) return;
   if (is_float(dst_type))
     keras_to_cudnn_kernel<float>
-        <<<blocks_for(n), kThreads, 0, ctx.stream()>>>(src, khw, ca, cb, static_cast<float*>(dst));
+        <<<grid_blocks(size_t(n)), kThreads, 0, ctx.stream()>>>(src, khw, ca, cb, static_cast<float*>(dst));
   else if (is_bf16(dst_type))
     keras_to_cudnn_kernel<bf16>
-        <<<blocks_for(n), kThreads, 0, ctx.stream()>>>(src, khw, ca, cb, static_cast<bf16*>(dst));
+        <<<grid_blocks(size_t(n)), kThreads, 0, ctx.stream()>>>(src, khw, ca, cb, static_cast<bf16*>(dst));
   else
     bad_type(ctx, "keras_to_cudnn_filter", dst_type);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "keras_to_cudnn_kernel");
@@ -111,10 +107,10 @@ void cudnn_filter_to_keras(CudaContext& ctx, const void* src, cudnnDataType_t sr
   if (n == 0) return;
   if (is_float(src_type))
     cudnn_to_keras_kernel<float>
-        <<<blocks_for(n), kThreads, 0, ctx.stream()>>>(static_cast<const float*>(src), khw, ca, cb, dst);
+        <<<grid_blocks(size_t(n)), kThreads, 0, ctx.stream()>>>(static_cast<const float*>(src), khw, ca, cb, dst);
   else if (is_bf16(src_type))
     cudnn_to_keras_kernel<bf16>
-        <<<blocks_for(n), kThreads, 0, ctx.stream()>>>(static_cast<const bf16*>(src), khw, ca, cb, dst);
+        <<<grid_blocks(size_t(n)), kThreads, 0, ctx.stream()>>>(static_cast<const bf16*>(src), khw, ca, cb, dst);
   else
     bad_type(ctx, "cudnn_filter_to_keras", src_type);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "cudnn_to_keras_kernel");
