@@ -30,6 +30,7 @@ void check(CUptiResult r, const char* call) {
 }
 
 std::string demangle(const char* name) {
+  if (!name) return "?";
   int status = 0;
   char* plain = abi::__cxa_demangle(name, nullptr, nullptr, &status);
   std::string out = status == 0 && plain ? plain : name;
@@ -43,7 +44,7 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *max_records = 0;
 }
 
-void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t, size_t valid) {
   CUpti_Activity* a = nullptr;
   KernelTrace* const trace = g_trace.load();
   while (trace && cuptiActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS) {
@@ -58,6 +59,9 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       trace->add({"[memset]", m->start, m->end});
     }
   }
+  size_t dropped = 0;
+  if (trace && cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS && dropped > 0)
+    trace->add_dropped(dropped);
   std::free(buffer);
 }
 
@@ -85,6 +89,8 @@ void KernelTrace::stop() {
   running_ = false;
   g_trace = nullptr;
 }
+
+void KernelTrace::add_dropped(size_t n) { dropped_ += n; }
 
 void KernelTrace::add(TraceRecord r) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -144,6 +150,11 @@ std::string KernelTrace::report(int steps, int top) {
                 steps, span, double(busy) / per, span - double(busy) / per, kernel_ns / per, conv_ns / per,
                 (kernel_ns - conv_ns) / per, copy_ns / per, memset_ns / per);
   out += line;
+  if (dropped_ > 0) {
+    std::snprintf(line, sizeof line, "  WARNING: CUPTI dropped %zu record(s); the figures above miss them\n",
+                  dropped_.load());
+    out += line;
+  }
   std::vector<std::pair<std::string, Total>> sorted(by_name.begin(), by_name.end());
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
   std::snprintf(line, sizeof line, "top %d: ms/step, calls/step, name\n", top);

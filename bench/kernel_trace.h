@@ -4,6 +4,8 @@
 // CUDA toolkit's tracing library, under Nsight Systems and torch.profiler), so
 // that a training step's GPU time can be split by kernel and its idle gaps
 // measured where Nsight Systems is not installed (the lent GPU machine).
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -42,11 +44,14 @@ class KernelTrace {
 
   /// Appends a record (CUPTI's buffer callback, from its own thread).
   void add(TraceRecord r);
+  /// Counts records CUPTI dropped (full buffers); the report warns of them.
+  void add_dropped(size_t n);
 
  private:
   void stop();
   std::mutex mu_;
   std::vector<TraceRecord> records_;
+  std::atomic<size_t> dropped_{0};
   bool running_ = false;
 };
 

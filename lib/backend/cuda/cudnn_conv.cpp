@@ -67,7 +67,9 @@ std::vector<ConvCore::Choice<Algo>> rank_algorithms(CudaContext& ctx, Precision 
   for (int i = 0; i < count; ++i) {
     const Perf& r = perf[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ConvCore::kMaxAlgoWorkspace) continue;
-    if (!tensor_ops && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+    // ALLOW_CONVERSION lets cuDNN round the inputs to fp16, whose range is
+    // not that of fp32 or bf16: never taken.
+    if (r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION || (!tensor_ops && r.mathType == CUDNN_TENSOR_OP_MATH))
       continue;
     // fp32 always runs with the descriptor's CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH
     // would allow TF32 on Ampere and later); tf32 and bf16 with the math type
