@@ -243,3 +243,40 @@ TEST_CASE("backward skips the gradients no trainable weight needs", "[model]") {
   // The weight gradients are still the derivatives.
   CHECK(worst_gradient_error(m, b, ctx, x, r) < 5e-3);
 }
+
+TEST_CASE("backward holds only the gradients still to be used and reuses their storage", "[model]") {
+  // A chain c1..c6 with a skip from c1 to the concatenation: gradients of
+  // [2, 8, 8, 8] (512 floats a sample), cat's [2, 8, 8, 16], out's [2, 8, 8, 1].
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [8, 8, 2]}
+    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: linear}
+    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: linear}
+    - {name: c3, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: linear}
+    - {name: c4, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: linear}
+    - {name: c5, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: linear}
+    - {name: c6, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: linear}
+    - {name: cat, type: Concatenate, inputs: [c6, c1]}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: linear}
+)");
+  Model m(c.model, c.path);
+  Bound b = bind_init(m, 5);
+  Tensor x = random_input(Shape{2, 8, 8, 2}, 3);
+  Tensor r = random_input(Shape{2, 8, 8, 1}, 4);
+  Context ctx;
+  ctx.training = true;
+  objective(m, ctx, x, r);
+  m.backward(ctx, r);
+  const std::vector<float> first = b.grads;
+  const size_t held = m.gradient_bytes();
+  // Held at once at the most: out's (the loss's buffer), cat's, and the two
+  // it feeds (c6's and c1's, from the skip). Every gradient kept to the end
+  // of the step (6 x 512 + 1024 + 64 + c1's scratch 512 a sample) is twice that.
+  const size_t sample = 2 * sizeof(float);
+  CHECK(held <= (64 + 1024 + 2 * 512) * sample);
+  CHECK(held > 0);
+  // The next step reuses that storage (nothing grows) and computes the same.
+  objective(m, ctx, x, r);
+  m.backward(ctx, r);
+  CHECK(m.gradient_bytes() == held);
+  CHECK(b.grads == first);
+  CHECK(worst_gradient_error(m, b, ctx, x, r) < 5e-3);
+}

@@ -78,6 +78,8 @@ class Buffer {
   }
   void zero() { device_zero(dev_, p_, n_ * sizeof(T)); }
   size_t size() const { return n_; }
+  /// Elements the allocation holds: a resize up to it allocates nothing.
+  size_t capacity() const { return cap_; }
   bool empty() const { return n_ == 0; }
   /// Device pointer (host pointer for the CPU).
   T* data() { return p_; }

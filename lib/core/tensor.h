@@ -9,6 +9,7 @@
 // that handles both types uses raw() with dtype().
 #include "core/buffer.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/shape.h"
 
 namespace trainer {
@@ -48,6 +49,25 @@ class Tensor {
     buf_.copy_from(o.buf_);
   }
   void zero() { buf_.zero(); }
+  /// Moves the storage out: the tensor is left empty (shape [], no
+  /// allocation), keeping its type and device.
+  Buffer<float> take_storage() {
+    Buffer<float> out(std::move(buf_));
+    buf_ = Buffer<float>(out.device());
+    shape_ = Shape{};
+    return out;
+  }
+  /// Takes b (on this tensor's device) as storage, replacing (freeing) the
+  /// current one; the tensor is left empty (shape []) with b's capacity, so
+  /// a resize that fits allocates nothing. InternalError for another device.
+  void adopt_storage(Buffer<float>&& b) {
+    if (!(b.device() == device())) throw InternalError("Tensor::adopt_storage: storage of another device");
+    buf_ = std::move(b);
+    buf_.resize(0);
+    shape_ = Shape{};
+  }
+  /// Elements of type t the storage holds without allocating.
+  size_t capacity(DType t) const { return buf_.capacity() * 4 / dtype_size(t); }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   size_t numel() const { return shape_.numel(); }

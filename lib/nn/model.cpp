@@ -95,6 +95,7 @@ bool Model::use_logits_output() {
 }
 
 void Model::set_device(const Device& d) {
+  spare_.clear();
   for (Node& node : nodes_) {
     node.out.set_device(d);
     node.grad.set_device(d);
@@ -216,9 +217,39 @@ void Model::backward(const Context& ctx, const Tensor& dy, const std::function<v
   nodes_.back().grad_set = true;
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
     backward_node(ctx, i, n);
+    // Read by nothing from here on (the last layer's is the loss's buffer).
+    if (i + 1 < nodes_.size()) give_back(nodes_[i].grad);
     if (grads_ready) grads_ready(grads_from_[i]);
   }
   name_layer(ctx, "");
+}
+
+void Model::lend(Tensor& t, const Shape& s) {
+  const size_t need = s.numel();
+  if (t.capacity(t.dtype()) >= need) return;
+  auto best = spare_.end();
+  for (auto it = spare_.begin(); it != spare_.end(); ++it)
+    if (it->capacity() * 4 / dtype_size(t.dtype()) >= need && (best == spare_.end() || it->capacity() < best->capacity()))
+      best = it;
+  if (best == spare_.end()) return;
+  Buffer<float> b = std::move(*best);
+  spare_.erase(best);
+  give_back(t);
+  t.adopt_storage(std::move(b));
+}
+
+void Model::give_back(Tensor& t) {
+  if (t.capacity(DType::F32) > 0) spare_.push_back(t.take_storage());
+}
+
+size_t Model::gradient_bytes() const {
+  size_t words = 0;
+  for (const Node& node : nodes_) {
+    words += node.grad.capacity(DType::F32);
+    for (const Tensor& t : node.dx_scratch) words += t.capacity(DType::F32);
+  }
+  for (const Buffer<float>& b : spare_) words += b.capacity();
+  return words * sizeof(float);
 }
 
 void Model::backward_node(const Context& ctx, size_t i, int n) {
@@ -239,13 +270,16 @@ void Model::backward_node(const Context& ctx, size_t i, int n) {
       in.push_back(&src.out);
       if (!src.needs_grad) {
         dx.push_back(nullptr);  // no trainable weight at or before src: its gradient would go unused
-      } else if (src.consumers.size() == 1) {
+        continue;
+      }
+      if (src.consumers.size() == 1) {
         dx.push_back(&src.grad);
         src.grad_set = true;
       } else {
         via_scratch[k] = 1;
         dx.push_back(&scratch[k]);
       }
+      lend(*dx.back(), src.shape.with_batch(n));
     }
     name_layer(ctx, node.layer->name().c_str());
     node.layer->backward(ctx, in, node.out, node.grad, dx);
@@ -255,11 +289,12 @@ void Model::backward_node(const Context& ctx, size_t i, int n) {
       if (!src.grad_set) {
         std::swap(src.grad, scratch[k]);
         src.grad_set = true;
-        continue;
+      } else {
+        if (scratch[k].dtype() != src.grad.dtype())
+          throw InternalError("layer '" + src.layer->name() + "': gradients of two types to sum");
+        accumulate(ctx.device, src.grad.dtype(), src.grad.raw(), scratch[k].raw(), src.grad.numel());
       }
-      if (scratch[k].dtype() != src.grad.dtype())
-        throw InternalError("layer '" + src.layer->name() + "': gradients of two types to sum");
-      accumulate(ctx.device, src.grad.dtype(), src.grad.raw(), scratch[k].raw(), src.grad.numel());
+      give_back(scratch[k]);
     }
   }
   if (profiling_) times_[i].backward_s += synced_since(ctx, start);

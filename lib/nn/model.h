@@ -94,6 +94,13 @@ class Model {
   /// the Input, a Rescaling right after it and the first convolution's input
   /// gradient are skipped (as frameworks skip inputs that need no gradient).
   bool needs_gradient(int i) const { return nodes_[size_t(i)].needs_grad; }
+  /// Bytes of device memory the model holds for activation gradients (the
+  /// layers' output gradients, the scratch for summing shared ones and the
+  /// spare storage between them). backward() gives a layer's output gradient
+  /// storage back once that layer's backward has run and lends it to the next
+  /// gradient that fits, so this is about the most gradients a step holds at
+  /// once (as frameworks free a gradient once it is used), not their sum.
+  size_t gradient_bytes() const;
 
   /// Binds views into buffers of num_params(), num_params() and num_state()
   /// floats on the model's device.
@@ -159,6 +166,14 @@ class Model {
   std::vector<Tensor*> dx_;
   std::vector<char> via_scratch_;
   std::vector<size_t> grads_from_;  ///< [layers + 1]: first trainable offset of layers i and later.
+  /// Gradient storage given back during backward (see gradient_bytes), kept
+  /// across steps so that a step allocates nothing once warm.
+  std::vector<Buffer<float>> spare_;
+  /// Gives t room for s elements of its type from the smallest spare storage
+  /// that holds them, when its own does not (else the layer's resize allocates).
+  void lend(Tensor& t, const Shape& s);
+  /// Moves t's storage to the spares (t is left empty).
+  void give_back(Tensor& t);
   bool profiling_ = false;
   std::vector<LayerTime> times_;    ///< [layers]: profiled times of layer i.
   /// Backward of layer i (n: the batch).

@@ -257,7 +257,7 @@ class CachedConvOp final : public ConvBackend {
     get(xs, ys, bias != nullptr).forward(static_cast<const float*>(xv), kernel, bias, y);
     cpu::activation_forward(Device{}, act, y, ys.numel());
   }
-  /// dz = dy * act'(y) into dz_ (the CPU backend's activation loop), then
+  /// dz = dy * act'(y) into the thread's scratch (the CPU backend's activation loop), then
   /// oneDNN's backward-weights and backward-data on it. fp32 only.
   void backward(Activation act, DType yt, const void* yv, const void* dyv, Shape ys, DType xt, const void* xv,
                 Shape xs, const float* kernel, float* dkernel, float* dbias, void* dxv) override {
@@ -268,9 +268,9 @@ class CachedConvOp final : public ConvBackend {
     float* dx = static_cast<float*>(dxv);
     const float* dz = dy;
     if (act != Activation::Linear) {
-      dz_.resize(ys.numel());
-      cpu::activation_backward(Device{}, act, y, dy, dz_.data(), ys.numel());
-      dz = dz_.data();
+      float* scratch = thread_scratch(ys.numel());
+      cpu::activation_backward(Device{}, act, y, dy, scratch, ys.numel());
+      dz = scratch;
     }
     get(xs, ys, dbias != nullptr).backward_weights(x, dz, dkernel, dbias);
     if (dx) get_any_bias(xs, ys).backward_data(dz, kernel, dx);
@@ -292,7 +292,6 @@ class CachedConvOp final : public ConvBackend {
   dnnl::algorithm algo_;
   ConvProblemFn problem_;
   PrimitiveCache<ConvKey, Prims> cache_;
-  Buffer<float> dz_;  ///< backward's dy * act'(y), reused across steps.
 };
 
 }  // namespace trainer::cpu

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/buffer.h"
 #include "core/error.h"
 
 namespace trainer::cpu {
@@ -28,6 +29,12 @@ void execute(dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>&
 
 void throw_dnnl_setup_error(const char* what, const dnnl::error& e) {
   throw InternalError(std::string("oneDNN ") + what + " failed: " + e.what());
+}
+
+float* thread_scratch(size_t n) {
+  thread_local Buffer<float> scratch;
+  if (n > scratch.size()) scratch.resize(n);
+  return scratch.data();
 }
 
 dnnl::primitive_attr user_scratchpad_attr() {

@@ -23,6 +23,12 @@ void execute(dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>&
 /// Throws InternalError "oneDNN <what> failed: <e>" (for primitive setup).
 [[noreturn]] void throw_dnnl_setup_error(const char* what, const dnnl::error& e);
 
+/// This thread's scratch of at least n floats, valid until the next call on
+/// this thread: for what an op needs during one call only (a convolution's
+/// dz in backward), so that the ops of a tower (all run by its one thread, in
+/// turn) share one buffer of the largest size instead of holding one each.
+float* thread_scratch(size_t n);
+
 /// Primitive attributes with a user-managed scratchpad (the op owns its buffer).
 dnnl::primitive_attr user_scratchpad_attr();
 

@@ -41,6 +41,7 @@ class CudnnConv2D final : public ConvBackend {
     core_.backward_filter(x, xtype, xs, Staging::Reuse, nullptr, ytype, ys, Staging::Prepared, dkernel);
     if (dx)
       core_.backward_data(nullptr, ytype, ys, Staging::Prepared, kernel, nullptr, Activation::Linear, dx, xtype, xs);
+    core_.release_prepared(ConvSide::B);
   }
 
  private:

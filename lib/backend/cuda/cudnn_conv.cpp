@@ -275,6 +275,13 @@ void ConvCore::prepare_gradient(ConvSide side, Shape as, Shape bs, Activation ac
   kept_tag_[int(side)] = KeptTag{true, true, nullptr, p.type, as, bs};
 }
 
+void ConvCore::release_prepared(ConvSide side) {
+  if (!kept_tag_[int(side)].prepared) return;
+  kept_tag_[int(side)].valid = false;
+  kept_[int(side)] = Buffer<unsigned char>(device_);
+  gradient_ = Buffer<float>(device_);
+}
+
 void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, void* dst, cudnnDataType_t dst_type,
                               const float* bias, Activation act) {
   const Shape s = side == ConvSide::A ? p.as : p.bs;

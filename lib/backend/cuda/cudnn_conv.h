@@ -174,6 +174,11 @@ class ConvCore {
   /// Forgets the kept copy of side's tensor, so that the next Reuse stages it
   /// afresh (a new step's gradient may arrive in the same buffer).
   void forget(ConvSide side) { kept_tag_[int(side)].valid = false; }
+  /// Returns side's prepared gradient storage to the tower's caching
+  /// allocator once the backward calls reading it are queued (stream order
+  /// keeps it intact until they ran), so that the layers' gradients share a
+  /// few cached blocks instead of each holding one for the whole run.
+  void release_prepared(ConvSide side);
 
   /// One usable algorithm of a call, the math type cuDNN timed it with and
   /// the workspace it needs (bytes).
