@@ -14,22 +14,24 @@
 #   unpack         run.sh unpacks the bundled libraries and lists what is missing
 #   gpu_tests      unit_tests "[gpu]~[gpu_training]" (every other GPU test: op parity)
 #   gpu_training   unit_tests "[gpu_training]" (collectives, CPU-vs-GPU training)
+#   ours_<p>, torch_<q>  the headline pairs first, bf16 then tf32:
+#                  unet_throughput of configs/unet.yaml (256x256x3), batch 32,
+#                  GPU 0, precision p, 5 warm-up + 20 timed steps, beside
+#                  ../shared/bench/torch_unet.py, batch 32, 256x256, channels-last,
+#                  q = bf16 / fp32 (PyTorch's fp32 runs convolutions in TF32:
+#                  torch.backends.cudnn.allow_tf32 is True by default)
+#   trace_bf16     unet_throughput --trace: unsynchronized bf16 steps recorded
+#                  with CUPTI (GPU busy / idle per step, kernel time, top kernels)
+#   torch_profile_bf16  bench/torch_profile.py: the PyTorch bf16 step's GPU
+#                  kernel time (convolutions and the rest) and its top kernels
 #   train_gpu0     trainer on data/sample, configs/unet_small.yaml, 3 epochs, --gpus 0,
 #                  --precision fp32 (IEEE, so that the two runs below compare closely)
 #   train_gpu00    the same on two towers sharing GPU 0 (--gpus 0,0)
 #   train_gpu0_tf32  the same on GPU 0 in the default precision, tf32
 #   train_gpu0_bf16  the same on GPU 0 with --precision bf16 (bf16 activations)
 #   profile_bf16   unet_throughput --profile: a bf16 step's time per layer and phase
-#   trace_bf16     unet_throughput --trace: unsynchronized bf16 steps recorded
-#                  with CUPTI (GPU busy / idle per step, kernel time, top kernels)
-#   ours_<p>       unet_throughput of configs/unet.yaml (256x256x3), batch 32,
-#                  GPU 0, precision p in fp32 / tf32 / bf16, 5 warm-up + 20 timed steps
-#                  (fp32: 1 + 3)
-#   torch_<p>      ../shared/bench/torch_unet.py, batch 32, 256x256, channels-last,
-#                  p in bf16 / fp32 (PyTorch's fp32 runs convolutions in TF32:
-#                  torch.backends.cudnn.allow_tf32 is True by default)
-#   torch_profile_bf16  bench/torch_profile.py: the PyTorch bf16 step's GPU
-#                  kernel time (convolutions and the rest) and its top kernels
+#   ours_fp32      IEEE fp32 throughput (1 + 3 steps: an order of magnitude slower)
+# After a crash or hang of a test step its cases run one by one, 45 s in all.
 # nvidia-smi samples utilization, memory, power and SM clock every 500 ms in
 # the background during each throughput run.
 #
@@ -112,15 +114,18 @@ step unpack 60 "${run_sh[@]}" true
 export DEVBUNDLE_QUIET=1
 
 # isolate NAME FILTER: after a crash or a hang of step NAME, runs each test case
-# of FILTER in its own process (20 s each), so one crash cannot hide the rest;
+# of FILTER in its own process (20 s each, isolate_s in all, so that the
+# throughput steps keep their time), so one crash cannot hide the rest;
 # appends one line per case to NAME's log.
+isolate_s=45
 isolate() {
   local name=$1 filter=$2 rc=${rc_of[$1]}
   [[ $rc =~ ^[0-9]+$ ]] && ((rc == 124 || rc == 137 || rc >= 128)) || return 0
   echo "==== $name crashed or hung (rc $rc): each case alone" >> "$work/$name.log"
+  local until=$((SECONDS + isolate_s))
   "${run_sh[@]}" "$bin/unit_tests" "$filter" --list-test-names-only 2>/dev/null | grep -v '^$' |
     while IFS= read -r case_name; do
-      ((budget_s - SECONDS - reserve_s < 60)) && { echo "(budget spent)"; break; }
+      ((SECONDS >= until || budget_s - SECONDS - reserve_s < 60)) && { echo "(${isolate_s}s for single cases spent)"; break; }
       # Catch2 reads ',' in a test spec as "or": escape it.
       timeout -k 2 20 "${run_sh[@]}" "$bin/unit_tests" "${case_name//,/\\,}" -r compact > "$work/case.log" 2>&1
       echo "rc $? : $case_name : $(grep -E 'Passed|Failed|failed' "$work/case.log" | tail -n 3 | tr '\n' ' ')"
@@ -130,16 +135,6 @@ step gpu_tests 75 "${run_sh[@]}" "$bin/unit_tests" "[gpu]~[gpu_training]" -r con
 isolate gpu_tests "[gpu]~[gpu_training]"
 step gpu_training 75 "${run_sh[@]}" "$bin/unit_tests" "[gpu_training]" -r console --durations yes
 isolate gpu_training "[gpu_training]"
-
-for spec in 0 0,0; do
-  name=train_gpu${spec//,/}
-  step "$name" 45 "${run_sh[@]}" "$bin/trainer" --config configs/unet_small.yaml --epochs 3 --gpus "$spec" \
-    --precision fp32 --output "$work/$name"
-done
-for p in tf32 bf16; do
-  step "train_gpu0_$p" 45 "${run_sh[@]}" "$bin/trainer" --config configs/unet_small.yaml --epochs 3 --gpus 0 \
-    --precision "$p" --output "$work/train_gpu0_$p"
-done
 
 # The throughput runs need the seed U-Net at 256x256x3.
 if ! grep -Eq 'type: Input, name: image, shape: \[256, 256, 3\]' configs/unet.yaml; then
@@ -157,27 +152,39 @@ sampled() {
   kill "$sampler" 2>/dev/null
   wait "$sampler" 2>/dev/null
 }
+# The headline pairs first (bf16, then tf32 against PyTorch's TF32 "fp32"),
+# so that a short budget loses the diagnostics, not the comparison.
+for pair in "bf16 bf16" "tf32 fp32"; do
+  read -r ours theirs <<< "$pair"
+  sampled "ours_$ours" 50 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
+    --precision "$ours" --steps 20 --warmup 5
+  sampled "torch_$theirs" 45 env PYTHONUNBUFFERED=1 python3 "$bin/torch_unet.py" --batch 32 --size 256 \
+    --precision "$theirs" --channels-last --steps 20 --warmup 5
+done
+# A bf16 step's kernels, unsynchronized (where the GPU idles), and PyTorch's.
+step trace_bf16 40 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
+  --precision bf16 --steps 2 --warmup 3 --trace 5
+step torch_profile_bf16 40 env PYTHONUNBUFFERED=1 python3 bench/torch_profile.py --peer "$bin/torch_unet.py" \
+  --precision bf16 --channels-last
+
+for spec in 0 0,0; do
+  name=train_gpu${spec//,/}
+  step "$name" 45 "${run_sh[@]}" "$bin/trainer" --config configs/unet_small.yaml --epochs 3 --gpus "$spec" \
+    --precision fp32 --output "$work/$name"
+done
+for p in tf32 bf16; do
+  step "train_gpu0_$p" 45 "${run_sh[@]}" "$bin/trainer" --config configs/unet_small.yaml --epochs 3 --gpus 0 \
+    --precision "$p" --output "$work/train_gpu0_$p"
+done
+
 # Where a step's time goes, per layer and phase (profiling synchronizes after
 # every layer, so this run is for the breakdown, not for the throughput).
 step profile_bf16 40 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
   --precision bf16 --steps 2 --warmup 1 --profile 2
-# The same steps unsynchronized, every kernel recorded (where the GPU idles).
-step trace_bf16 40 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
-  --precision bf16 --steps 2 --warmup 3 --trace 5
 # IEEE fp32 (no tensor cores) is an order of magnitude slower and its
 # algorithm search runs every fp32 algorithm: fewer steps.
 sampled ours_fp32 60 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
   --precision fp32 --steps 3 --warmup 1
-for p in tf32 bf16; do
-  sampled "ours_$p" 50 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
-    --precision "$p" --steps 20 --warmup 5
-done
-for p in bf16 fp32; do
-  sampled "torch_$p" 45 env PYTHONUNBUFFERED=1 python3 "$bin/torch_unet.py" --batch 32 --size 256 \
-    --precision "$p" --channels-last --steps 20 --warmup 5
-done
-step torch_profile_bf16 40 env PYTHONUNBUFFERED=1 python3 bench/torch_profile.py --peer "$bin/torch_unet.py" \
-  --precision bf16 --channels-last
 
 # ---- Collect ------------------------------------------------------------------
 {
@@ -276,6 +283,7 @@ test_totals() {
 
 {
   echo "GPU check of issue #3, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)"
+  echo "binaries built from commit $(cat "$bundle/built_from" 2>/dev/null || echo '(unknown: rerun bench/gpu_check.sh)')"
   echo
   cat "$steps_file"
   echo
