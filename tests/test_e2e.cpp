@@ -158,3 +158,29 @@ TEST_CASE("summary validates a config and prints the model table", "[e2e]") {
   CHECK_THAT(r.out, Catch::Contains("--gpus"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("a checkpoint the disk cannot hold ends the run with exit 2 and one message, not a crash", "[e2e]") {
+  // A file size limit (writes past it fail with EFBIG, as on a full disk)
+  // far below the checkpoint's size. HDF5 used to crash at exit on the file
+  // whose write had failed (exit 139).
+  TempDir dir("e2e_disk_full");
+  std::ofstream(dir.root / "one.yaml") << sample_unet_config(dir.root / "run", "  epochs: 1\n  batch_size: 4\n");
+  const std::string limited = "-c \"trap '' XFSZ; ulimit -f 64; exec " + std::string(TRAINER_BINARY) +
+                              " --config " + (dir.root / "one.yaml").string() + " --gpus cpu\"";
+  const Run r = run("/bin/sh", limited, dir.root);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("error: cannot write checkpoint '" + (dir.root / "run" / "last.h5").string() +
+                                    "': HDF5: ") &&
+                        Catch::Contains("File too large") && Catch::Contains("the previous file at that path is untouched"));
+  // HDF5's whole description (time, buffer, offsets) used to spill onto a second line.
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    CHECK(line.find("filename = ") == std::string::npos);
+  }
+  for (const auto& f : fs::directory_iterator(dir.root / "run")) {
+    INFO(f.path());
+    CHECK(f.path().filename().string().find(".tmp-") == std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(dir.root / "run" / "last.h5"));
+}

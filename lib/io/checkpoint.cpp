@@ -139,8 +139,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
       throw UserError("cannot write checkpoint '" + path + "': rename from '" + tmp + "' failed: " + errno_text());
   } catch (const h5::H5Failure& e) {
     std::remove(tmp.c_str());
-    throw UserError("cannot write checkpoint '" + path + "': HDF5: " + e.what() +
-                    " (is the disk full?); the previous file at that path is untouched");
+    throw UserError("cannot write checkpoint '" + path + "': HDF5: " + e.what() + " (is the disk full? free space in '" +
+                    folder_of(path) + "' or write elsewhere); the previous file at that path is untouched");
   } catch (...) {
     std::remove(tmp.c_str());
     throw;

@@ -4,6 +4,28 @@ namespace trainer::h5 {
 
 namespace {
 
+/// HDF5 closes every object still open when the process exits; a file whose
+/// write failed (a full disk) stays open after its failed close, and closing
+/// it again at exit crashed (SIGSEGV in H5F__close_cb, exit code 139 instead
+/// of 2). The process ends anyway: no cleanup at exit. Runs before main(),
+/// before any HDF5 call, as H5dont_atexit requires.
+const bool kNoCleanupAtExit = H5dont_atexit() >= 0;
+
+/// The gist of an HDF5 error description: its "error message = '...'" part
+/// where there is one (a failed write's text also lists the time, the
+/// buffer and the offsets, over two lines), else the text on one line.
+std::string gist(std::string desc) {
+  const std::string key = "error message = '";
+  const size_t at = desc.find(key);
+  if (at != std::string::npos) {
+    const size_t end = desc.find('\'', at + key.size());
+    if (end != std::string::npos) return desc.substr(at + key.size(), end - at - key.size());
+  }
+  for (char& c : desc)
+    if (c == '\n' || c == '\r') c = ' ';
+  return desc;
+}
+
 herr_t first_description(unsigned n, const H5E_error2_t* err, void* out) {
   auto* s = static_cast<std::string*>(out);
   if (n == 0 && err->desc) *s = err->desc;
@@ -86,7 +108,7 @@ herr_t collect_name(hid_t, const char* name, const H5A_info_t*, void* out) {
 void fail(const std::string& context) {
   std::string desc;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_description, &desc);
-  throw H5Failure(desc.empty() ? context : context + ": " + desc);
+  throw H5Failure(desc.empty() ? context : context + ": " + gist(desc));
 }
 
 QuietErrors::QuietErrors() {
