@@ -2,6 +2,7 @@
 // vocabulary and with Keras's defaults.
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 
 #include "config/params.h"
 #include "config/sections.h"
@@ -136,6 +137,15 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       if (node[i]["filepath"]) c.where = yaml_location(file, node[i]["filepath"].Mark()) + ": " + what + " (ModelCheckpoint)";
       c.filepath = p.get_string("filepath", std::nullopt);
       if (c.filepath.empty()) p.fail("filepath", "must not be empty; e.g. 'best.h5'");
+      const std::filesystem::path fp(c.filepath);
+      bool escapes = false;
+      for (const auto& part : fp) escapes = escapes || part == "..";
+      if (fp.is_absolute() || escapes)
+        p.fail("filepath", "'" + c.filepath + "' leaves the output folder; it is a name inside training.output_dir "
+                           "(set output_dir or --output to choose the folder), e.g. 'best.h5' or 'ck/best.h5'");
+      if (c.filepath.back() == '/')
+        p.fail("filepath", "'" + c.filepath + "' names a folder; end it with a file name, e.g. '" + c.filepath +
+                               "best-{epoch:02d}.h5'");
       c.save_best_only = p.get_bool("save_best_only", c.save_best_only);
       // Without save_best_only the monitor is unused: its default needs no validation data.
       if (c.save_best_only || p.has("monitor")) c.monitor = read_monitor(p, t.metrics, has_validation);

@@ -4,11 +4,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "backend/elementwise_ops.h"
 #include "config/params.h"
 #include "core/error.h"
 #include "train/callbacks.h"
+#include "train/fit.h"
 
 namespace trainer {
 
@@ -49,11 +51,17 @@ void validate_for_training(const Config& config, Model& model) {
       logs[m] = 0.0;
       if (validates) logs["val_" + m] = 0.0;
     }
+    std::string name;
     try {
-      format_filepath(mc.filepath, 1, logs);
+      name = format_filepath(mc.filepath, 1, logs);
     } catch (const UserError& e) {  // an unknown placeholder or a bad spec: say where
       throw UserError(mc.where + ": " + e.what());
     }
+    for (const char* own : kRunFiles)
+      if (std::filesystem::path(name).lexically_normal() == own)
+        throw UserError(mc.where + ": filepath '" + mc.filepath + "' is the run's own " + own +
+                        ", which the checkpoint would overwrite (or be overwritten by); choose another name, e.g. "
+                        "'best.h5'");
   }
 }
 
