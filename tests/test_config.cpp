@@ -329,6 +329,10 @@ TEST_CASE("config: load_config reads a file and names a missing one", "[config]"
   CHECK(c.model.layers.size() == 6);
   CHECK_THROWS_WITH(load_config(p.string()),
                     Catch::Matchers::Contains(p.string() + ": cannot open the config file"));
+  // A folder read as a file gave "the config is empty".
+  const fs::path dir = fs::temp_directory_path();
+  CHECK_THROWS_WITH(load_config(dir.string()),
+                    Catch::Matchers::Contains(dir.string() + ": is a folder, not a config file"));
 }
 
 TEST_CASE("config: the product configs parse", "[config]") {

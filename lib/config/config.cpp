@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -68,6 +69,9 @@ Config parse_config(const std::string& text, const std::string& path) {
 }
 
 Config load_config(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UserError(path + ": is a folder, not a config file; give --config the YAML file (e.g. configs/unet.yaml)");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw UserError(path + ": cannot open the config file; check the path given to --config");
