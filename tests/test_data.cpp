@@ -180,6 +180,27 @@ TEST_CASE("data: 16-bit, gray, RGBA, JPEG and TIFF files decode to RGB [0, 255]"
   CHECK(at(gray.images, A, 0, 1, 0) == Approx(255.f));
 }
 
+TEST_CASE("data: 0/1 masks and label images take every object as foreground", "[data]") {
+  // With the half-maximum threshold alone these came out all background and
+  // trained silently on empty masks (from a new user's trial).
+  TempData d;
+  for (const char* name : {"a.png", "b.png", "c.png"}) write(d.images / name, cv::Mat(2, 2, CV_8UC3, cv::Scalar(9)));
+  write(d.masks / "a_mask.png", (cv::Mat_<uint8_t>(2, 2) << 0, 1, 1, 0));  // 0/1, as numpy masks are often saved
+  cv::Mat labels(2, 2, CV_16UC1);  // 16-bit labels 0..3, as DSB's instance masks
+  labels.at<uint16_t>(0, 0) = 0, labels.at<uint16_t>(0, 1) = 1;
+  labels.at<uint16_t>(1, 0) = 2, labels.at<uint16_t>(1, 1) = 3;
+  write(d.masks / "b_mask.png", labels);
+  // 0/255 with values at or below the threshold beside it: the threshold still rules.
+  write(d.masks / "c_mask.png", (cv::Mat_<uint8_t>(2, 2) << 0, 100, 127, 255));
+  Dataset ds = load_dataset(d.options(2, 2));
+  const float expect[3][4] = {{0, 1, 1, 0}, {0, 1, 1, 1}, {0, 0, 0, 1}};
+  for (int n = 0; n < 3; ++n)
+    for (int k = 0; k < 4; ++k) {
+      INFO(ds.names[size_t(n)] << " pixel " << k);
+      CHECK(at(ds.masks, n, k / 2, k % 2, 0) == expect[n][k]);
+    }
+}
+
 TEST_CASE("data: images resize with INTER_AREA, masks with INTER_NEAREST", "[data]") {
   TempData d;
   // 8x8 image and mask of 2x2 blocks; at 4x4 each output pixel is one block.

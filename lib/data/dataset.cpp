@@ -148,14 +148,16 @@ Dataset load_dataset(const DataOptions& o) {
   spdlog::info("loading {} image/mask pairs from '{}' on {} thread{}", n, o.images_dir, threads,
                threads > 1 ? "s" : "");
   std::vector<std::string> errors(n);  // empty: sample decoded
-  std::atomic<int> next{0}, done{0};
+  std::atomic<int> next{0}, done{0}, low_masks{0};
   std::mutex failure_mutex;
   std::exception_ptr failure;
   auto work = [&] {
     for (int i = next++; i < n; i = next++) {
       try {
         cv::Size image = decode_image(pairs[i].image, o.height, o.width, o.channels, ds.images.sample(i));
-        cv::Size mask = decode_mask(pairs[i].mask, o.height, o.width, ds.masks.sample(i));
+        bool low = false;
+        cv::Size mask = decode_mask(pairs[i].mask, o.height, o.width, ds.masks.sample(i), &low);
+        if (low) ++low_masks;
         if (mask != image)
           throw UserError("mask '" + pairs[i].mask + "' is " + std::to_string(mask.width) + "x" +
                           std::to_string(mask.height) + " but image '" + pairs[i].image + "' is " +
@@ -176,6 +178,10 @@ Dataset load_dataset(const DataOptions& o) {
   work();
   for (auto& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
+  if (low_masks > 0)
+    spdlog::info("{} of {} masks hold no value above half their type's maximum (0/1 masks or label images): "
+                 "every pixel > 0 is foreground in them (docs/data.md)",
+                 low_masks.load(), n);
 
   std::vector<std::string> bad;
   for (const auto& e : errors)
