@@ -182,6 +182,15 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   INFO(m.out << m.err);
   REQUIRE(m.code == 0);
   CHECK(printed(m.out, R"(mean_iou: ([0-9.]+))") == Approx(iou).margin(2e-4));
+
+  // The same binary masks passed as labels: warned, as their nuclei would all be one object.
+  CHECK_THAT(r.err, !Catch::Contains("binary masks?"));
+  const Run wrong = run_trainer(base + " --labels " + kFlat + "/train_mask --labels-suffix _mask --gpus cpu", dir);
+  INFO(wrong.out << wrong.err);
+  REQUIRE(wrong.code == 0);
+  CHECK_THAT(wrong.err, Catch::Contains(std::to_string(kIds.size()) + " of " + std::to_string(kIds.size()) +
+                                        " label image(s) hold one value besides 0") &&
+                            Catch::Contains("pass binary masks with --masks"));
 }
 
 TEST_CASE("evaluate against the competition's per-nucleus mask folders", "[evaluate]") {

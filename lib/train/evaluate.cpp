@@ -88,6 +88,20 @@ cv::Mat load_truth(const EvalOptions& o, const EvalSample& s) {
   return labels;
 }
 
+namespace {
+
+/// Whether a label image (16-bit) holds one value only besides 0, and that
+/// value is the 8- or 16-bit maximum: a binary mask given as labels, which
+/// would count all its nuclei as one object.
+bool looks_like_mask(const cv::Mat& labels) {
+  double highest = 0;
+  cv::minMaxLoc(labels, nullptr, &highest);
+  if (highest != 255 && highest != 65535) return false;
+  return cv::countNonZero((labels > 0) & (labels < highest)) == 0;
+}
+
+}  // namespace
+
 EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
   check_threshold(o.threshold, "--threshold");
   if (o.batch_size < 1) throw UserError("--batch-size must be at least 1");
@@ -95,6 +109,7 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
   result.samples = find_eval_samples(o);
   const Shape input = trainer.model().input_shape();
   const size_t n = result.samples.size();
+  size_t mask_like = 0;  // label images that look like binary masks
   // Chunks of one global batch: the truth is decoded once and not all of it held at once.
   for (size_t lo = 0; lo < n; lo += size_t(o.batch_size)) {
     const size_t hi = std::min(n, lo + size_t(o.batch_size));
@@ -110,6 +125,7 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
       indices.push_back(i);
       const cv::Size size = decode_image(s.image, input.h, input.w, input.c, chunk.images.sample(i));
       truths.push_back(load_truth(o, s));
+      if (o.kind == TruthKind::kLabels && looks_like_mask(truths.back())) ++mask_like;
       check_size(s, truths.back().size(), size);
       cv::Mat fg = truths.back() != 0, small;  // 8U 0/255
       cv::resize(fg, small, cv::Size(input.w, input.h), 0, 0, cv::INTER_NEAREST);
@@ -125,6 +141,11 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
     }
     spdlog::info("evaluated {}/{} image(s)", hi, n);
   }
+  if (mask_like > 0)
+    spdlog::warn("{} of {} label image(s) hold one value besides 0, 255 or 65535: binary masks? As labels all "
+                 "nuclei of such an image are one object; pass binary masks with --masks, which splits them by "
+                 "connectivity",
+                 mask_like, n);
   return result;
 }
 
