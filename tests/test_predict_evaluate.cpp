@@ -139,6 +139,22 @@ TEST_CASE("predict writes masks at each image's own size, and probabilities and 
   REQUIRE(high.size() == low.size());
   CHECK(cv::countNonZero(high & ~low) == 0);
   CHECK(cv::countNonZero(high) < cv::countNonZero(low));
+
+  // A folder predicted into itself twice: the second run leaves out the
+  // first's outputs (it read them as images and wrote <stem>_mask_mask.png).
+  const fs::path same = out.parent_path() / "same";
+  fs::create_directories(same);
+  for (const auto& id : kIds) fs::copy_file(f.images / (id + ".png"), same / (id + ".png"));
+  const std::string again = "predict --checkpoint " + f.checkpoint.string() + " --input " + same.string() +
+                            " --output " + (same / ".").string() + " --probabilities --gpus cpu";
+  for (int run = 0; run < 2; ++run) {
+    const Run p = run_trainer(again, out.parent_path());
+    INFO(p.out << p.err);
+    REQUIRE(p.code == 0);
+    CHECK_THAT(p.out, Catch::Contains("Predicted 3 image(s): 6 file(s)"));
+    if (run == 1) CHECK_THAT(p.err, Catch::Contains("leaving out 6 file(s) that this prediction writes itself"));
+  }
+  CHECK(std::distance(fs::directory_iterator(same), fs::directory_iterator()) == 9);
 }
 
 TEST_CASE("evaluate against label images prints pixel metrics and the instance score and writes a CSV",

@@ -17,7 +17,8 @@ struct PredictFlags {
 
 int run_predict(const PredictFlags& f) {
   check_threshold(f.options.threshold, "--threshold");
-  const std::vector<std::string> images = list_image_files(f.input, "--input");
+  const std::vector<std::string> images = without_prediction_outputs(list_image_files(f.input, "--input"),
+                                                                     f.options.output_dir);
   const Towers towers = resolve_towers(f.gpus, f.threads);
   LoadedModel m = load_model(f.checkpoint, towers);
   PredictOptions options = f.options;

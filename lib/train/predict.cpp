@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -90,6 +91,28 @@ void check_stems(const std::vector<std::string>& paths) {
 }
 
 }  // namespace
+
+std::vector<std::string> without_prediction_outputs(const std::vector<std::string>& paths,
+                                                    const std::string& output_dir) {
+  auto resolved = [](const fs::path& p) {
+    std::error_code ec;
+    const fs::path r = fs::weakly_canonical(p, ec);
+    return ec ? fs::absolute(p).lexically_normal() : r;
+  };
+  const fs::path out = resolved(output_dir);
+  std::set<fs::path> outputs;
+  for (const auto& p : paths)
+    for (const char* suffix : {"_mask.png", "_prob.png", "_overlay.png"})
+      outputs.insert(out / (fs::path(p).stem().string() + suffix));
+  std::vector<std::string> kept;
+  for (const auto& p : paths)
+    if (!outputs.count(resolved(p))) kept.push_back(p);
+  if (kept.size() < paths.size())
+    spdlog::info("leaving out {} file(s) that this prediction writes itself in '{}' (<stem>_mask.png and the like "
+                 "of another input)",
+                 paths.size() - kept.size(), output_dir);
+  return kept;
+}
 
 std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::string>& paths,
                                        const PredictOptions& options) {

@@ -41,6 +41,14 @@ struct PredictOptions {
   int batch_size = 1;          ///< Images per global batch, split over the towers.
 };
 
+/// paths without the files a prediction of paths into output_dir writes
+/// itself (<output_dir>/<stem>_mask.png, _prob.png, _overlay.png of another
+/// path), so that predicting a folder into itself again does not take the
+/// last run's masks for images (paths compared after resolving . and ..,
+/// symbolic links and relative parts); the log says how many were left out.
+std::vector<std::string> without_prediction_outputs(const std::vector<std::string>& paths,
+                                                    const std::string& output_dir);
+
 /// Predicts every image of paths, batch_size at a time, and writes per image
 /// <output_dir>/<stem>_mask.png: 8-bit [H, W] at the image's own size, 255
 /// where the probability (resized back with INTER_LINEAR) > threshold, else
