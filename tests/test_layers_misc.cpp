@@ -173,7 +173,7 @@ TEST_CASE("Concatenate joins channels in input order", "[layers]") {
   CHECK(r.max_rel_error_inputs < 1e-3);
 }
 
-TEST_CASE("Concatenate names both shapes when heights or widths differ", "[layers]") {
+TEST_CASE("Concatenate and Add name both shapes when heights or widths differ", "[layers]") {
   auto l = layer_from_yaml("{type: Concatenate}");
   try {
     l->infer({Shape{0, 32, 32, 64}, Shape{0, 31, 31, 64}});
@@ -181,9 +181,16 @@ TEST_CASE("Concatenate names both shapes when heights or widths differ", "[layer
   } catch (const UserError& e) {
     CHECK(std::string(e.what()) ==
           "Concatenate needs inputs of the same height and width; got [32, 32, 64] and [31, 31, 64]; "
-          "check the pooling/upsampling sizes (an odd size before MaxPooling2D loses a row)");
+          "check the pooling/upsampling sizes (an odd size before MaxPooling2D loses a row: use an input size "
+          "divisible by 2 to the number of poolings)");
   }
   CHECK_THROWS_AS(l->infer({Shape{0, 4, 4, 1}}), UserError);
+  // Add gives the same hint for heights or widths, not for channels.
+  auto add = layer_from_yaml("{type: Add}");
+  CHECK_THROWS_WITH(add->infer({Shape{0, 32, 32, 16}, Shape{0, 33, 33, 16}}),
+                    Catch::Contains("got [32, 32, 16] and [33, 33, 16]; check the pooling/upsampling sizes"));
+  CHECK_THROWS_WITH(add->infer({Shape{0, 8, 8, 16}, Shape{0, 8, 8, 8}}),
+                    !Catch::Contains("pooling/upsampling"));
   CHECK_THROWS_AS(layer_from_yaml("{type: Concatenate, axis: 1}"), UserError);
 }
 

@@ -21,6 +21,12 @@
 
 namespace trainer {
 
+/// The usual cause of a merge layer's (Add, Concatenate) inputs differing in
+/// height or width, appended to their shape errors.
+inline constexpr const char* kMergeSizeHint =
+    "; check the pooling/upsampling sizes (an odd size before MaxPooling2D loses a row: use an input size "
+    "divisible by 2 to the number of poolings)";
+
 class Communicator;
 
 /// What a forward or backward call needs to know about the step.

@@ -24,7 +24,8 @@ class Add : public Layer {
       throw UserError("Add needs at least 2 inputs, got " + std::to_string(inputs.size()));
     for (const Shape& s : inputs)
       if (!s.same_sample(inputs[0]))
-        throw UserError("Add needs inputs of the same shape; got " + inputs[0].hwc() + " and " + s.hwc());
+        throw UserError("Add needs inputs of the same shape; got " + inputs[0].hwc() + " and " + s.hwc() +
+                        (s.h != inputs[0].h || s.w != inputs[0].w ? kMergeSizeHint : ""));
     return inputs[0];
   }
 

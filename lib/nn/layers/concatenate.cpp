@@ -30,8 +30,7 @@ class Concatenate : public Layer {
     for (const Shape& s : inputs) {
       if (s.h != inputs[0].h || s.w != inputs[0].w)
         throw UserError("Concatenate needs inputs of the same height and width; got " + inputs[0].hwc() +
-                        " and " + s.hwc() +
-                        "; check the pooling/upsampling sizes (an odd size before MaxPooling2D loses a row)");
+                        " and " + s.hwc() + kMergeSizeHint);
       out.c += s.c;
     }
     return out;
