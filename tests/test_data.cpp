@@ -283,6 +283,14 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
     std::ofstream(d.images / "notes.txt") << "not an image";
     CHECK_THAT(error_of(o), Catch::Matchers::Contains("cfg.yaml: data.images: no images in '" + o.images_dir +
                                                       "' (looked for .png, .jpg, .jpeg, .tif, .tiff"));
+    CHECK_THAT(error_of(o), !Catch::Matchers::Contains("Data Science Bowl"));
+  }
+  SECTION("the competition's layout given as the image folder") {
+    fs::create_directories(d.images / "id1" / "images");
+    fs::create_directories(d.images / "id1" / "masks");
+    write(d.images / "id1" / "images" / "id1.png", flat_mask(4, 4));
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("but its folders hold the 2018 Data Science Bowl layout") &&
+                                Catch::Matchers::Contains("dsb_to_flat -i '" + o.images_dir + "'"));
   }
   SECTION("images without masks") {
     for (int i = 0; i < 14; ++i) write(d.images / ("x" + std::to_string(10 + i) + ".png"), flat_mask(4, 4));

@@ -64,14 +64,27 @@ std::string list_up_to_10(const std::vector<std::string>& items) {
   return s;
 }
 
+// ": '<dir>' holds the competition's layout ...; convert it ..." when a
+// folder of dir has an images/ folder (the 2018 Data Science Bowl's
+// <id>/images/<id>.png, <id>/masks/*.png), else "".
+std::string dsb_layout_hint(const std::string& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec) && fs::is_directory(it->path() / "images", ec))
+      return ", but its folders hold the 2018 Data Science Bowl layout (<id>/images/, <id>/masks/): convert it "
+             "to image and mask folders with build/data_tools/dsb_to_flat -i '" + dir +
+             "' -o <folder> (data_tools/README.md)";
+  return "";
+}
+
 // Matches images with masks by name; names (out) gets the images that have one.
 std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& names) {
   std::vector<std::string> images = list_images(o, o.images_dir, "images");
   std::vector<std::string> masks = list_images(o, o.masks_dir, "masks");
   const std::string exts = ".png, .jpg, .jpeg, .tif, .tiff (any case)";
   if (images.empty())
-    throw UserError(prefix(o) + "data.images: no images in '" + o.images_dir +
-                    "' (looked for " + exts + "); fix the path or add images");
+    throw UserError(prefix(o) + "data.images: no images in '" + o.images_dir + "' (looked for " + exts + ")" +
+                    dsb_layout_hint(o.images_dir) + "; fix the path or add images");
 
   std::map<std::string, std::string> mask_by_stem;  // first in name order wins
   for (const auto& m : masks) mask_by_stem.emplace(fs::path(m).stem().string(), m);
