@@ -242,15 +242,16 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
   const std::string ckpt = " --checkpoint " + f.checkpoint.string();
   const std::string in = " --input " + f.images.string() + " --output " + (dir / "out").string();
   const std::string images = " --images " + f.images.string();
+  const std::string to_x = " --output " + (dir / "x").string();
   struct Case {
     std::string args, message;
   };
   const std::vector<Case> cases = {
       {"predict --checkpoint " + (dir / "missing.h5").string() + in, "missing.h5"},
       {"predict --checkpoint " + (dir / "notes.h5").string() + in, "notes.h5' is not an HDF5 file"},
-      {"predict" + ckpt + " --input " + (dir / "nowhere").string() + " --output x", "nowhere' does not exist"},
-      {"predict" + ckpt + " --input " + (dir / "empty").string() + " --output x", "empty' holds no images"},
-      {"predict" + ckpt + " --input " + (dir / "broken").string() + " --output x", "cells.png"},
+      {"predict" + ckpt + " --input " + (dir / "nowhere").string() + to_x, "nowhere' does not exist"},
+      {"predict" + ckpt + " --input " + (dir / "empty").string() + to_x, "empty' holds no images"},
+      {"predict" + ckpt + " --input " + (dir / "broken").string() + to_x, "cells.png"},
       {"predict" + ckpt + in + " --threshold 1.5", "--threshold 1.5 is outside (0, 1)"},
       {"predict" + ckpt + in + " --threshold 0", "--threshold 0 is outside (0, 1)"},
       {"evaluate --checkpoint " + (dir / "notes.h5").string() + images + " --labels " + kFlat + "/labels",
@@ -269,4 +270,5 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
     CHECK_THAT(r.err, Catch::Contains(c.message));
   }
   CHECK_FALSE(fs::exists(dir / "out"));
+  CHECK_FALSE(fs::exists(dir / "x"));  // not even created empty for an image that does not decode
 }

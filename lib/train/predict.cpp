@@ -120,7 +120,7 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
   if (options.batch_size < 1) throw UserError("--batch-size must be at least 1");
   check_stems(paths);
   std::error_code ec;
-  fs::create_directories(options.output_dir, ec);
+  const bool created = fs::create_directories(options.output_dir, ec);
   if (ec || !fs::is_directory(options.output_dir, ec))
     throw UserError("cannot create output folder '" + options.output_dir + "'" +
                     (ec ? ": " + ec.message() : std::string()) + "; pass a writable --output folder");
@@ -128,14 +128,20 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
   const Shape input = trainer.model().input_shape();
   std::vector<std::string> written;
   const size_t n = paths.size();
-  for (size_t lo = 0; lo < n; lo += size_t(options.batch_size)) {
-    const std::vector<std::string> chunk(paths.begin() + long(lo),
-                                         paths.begin() + long(std::min(n, lo + size_t(options.batch_size))));
-    const ModelImages m = decode_for_model(chunk, input);
-    const Tensor probs = trainer.predict(m.images, options.batch_size);
-    for (size_t i = 0; i < chunk.size(); ++i)
-      write_outputs(chunk[i], probability_map(probs, int(i), m.sizes[i]), options, written);
-    spdlog::info("predicted {}/{} image(s)", lo + chunk.size(), n);
+  try {
+    for (size_t lo = 0; lo < n; lo += size_t(options.batch_size)) {
+      const std::vector<std::string> chunk(paths.begin() + long(lo),
+                                           paths.begin() + long(std::min(n, lo + size_t(options.batch_size))));
+      const ModelImages m = decode_for_model(chunk, input);
+      const Tensor probs = trainer.predict(m.images, options.batch_size);
+      for (size_t i = 0; i < chunk.size(); ++i)
+        write_outputs(chunk[i], probability_map(probs, int(i), m.sizes[i]), options, written);
+      spdlog::info("predicted {}/{} image(s)", lo + chunk.size(), n);
+    }
+  } catch (...) {
+    // An image that cannot be decoded before anything was written: no empty folder left behind.
+    if (created && fs::is_empty(options.output_dir, ec)) fs::remove(options.output_dir, ec);
+    throw;
   }
   return written;
 }
