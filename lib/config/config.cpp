@@ -42,7 +42,17 @@ Config parse_config(const std::string& text, const std::string& path) {
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw UserError(yaml_location(path, e.mark) + ": YAML syntax error: " + e.msg);
+    // YAML forbids tabs in indentation; yaml-cpp's message does not say so.
+    std::string hint;
+    std::istringstream lines(text);
+    int number = 0;
+    for (std::string line; std::getline(lines, line) && hint.empty();) {
+      ++number;
+      const size_t first = line.find_first_not_of(" \t");
+      if (first != std::string::npos && line.find('\t') < first)
+        hint = " (line " + std::to_string(number) + " is indented with a tab; YAML allows only spaces there)";
+    }
+    throw UserError(yaml_location(path, e.mark) + ": YAML syntax error: " + e.msg + hint);
   }
   if (!root.IsDefined() || root.IsNull())
     throw UserError(path + ": the config is empty; it needs the sections model, data and training");

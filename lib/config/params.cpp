@@ -25,22 +25,30 @@ static size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-static std::string lower(std::string s) {
-  for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
+/// Lower case without '_': BinaryCrossentropy, binary_crossentropy and
+/// early_stopping, EarlyStopping compare equal.
+static std::string folded(const std::string& s) {
+  std::string out;
+  for (char ch : s)
+    if (ch != '_') out += char(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
 }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& options) {
-  // Older Keras spellings that edit distance cannot connect to today's names.
-  static const std::vector<std::pair<std::string, std::string>> aliases = {{"lr", "learning_rate"},
-                                                                            {"acc", "accuracy"}};
+  // Keras spellings (older names, aliases, Keras's own keys and values) that
+  // edit distance cannot connect to ours.
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"lr", "learning_rate"},         {"acc", "accuracy"},       {"val_acc", "val_accuracy"},
+      {"MaxPool2D", "MaxPooling2D"},   {"Convolution2D", "Conv2D"}, {"Convolution2DTranspose", "Conv2DTranspose"},
+      {"mixed_bfloat16", "bf16"},      {"bfloat16", "bf16"},      {"float32", "fp32"},
+      {"class_name", "type"},          {"input_shape", "shape"}};
   for (const auto& [old_name, name] : aliases)
     if (word == old_name && std::find(options.begin(), options.end(), name) != options.end())
       return " (did you mean '" + name + "'?)";
   std::string best;
   size_t best_d = 3;
   for (const auto& o : options) {
-    size_t d = lower(o) == lower(word) ? 0 : edit_distance(word, o);
+    size_t d = folded(o) == folded(word) ? 0 : edit_distance(word, o);
     if (d < best_d) best_d = d, best = o;
   }
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
@@ -106,7 +114,11 @@ int ParamReader::get_int(const std::string& key, std::optional<int> def, int min
   YAML::Node v = value(key, !def);
   if (!v) return *def;
   int x;
-  if (!convert_scalar(v, x)) fail(key, "must be an integer, got '" + YAML::Dump(v) + "'");
+  if (!convert_scalar(v, x)) {
+    const std::string text = YAML::Dump(v);
+    fail(key, "must be an integer, got '" + text + "'" +
+                  (text.rfind('(', 0) == 0 ? " (a Python tuple is a YAML list: [2, 2], not (2, 2))" : ""));
+  }
   if (x < min || x > max)
     fail(key, "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
                   std::to_string(x));
