@@ -124,6 +124,14 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   r = run_trainer("--config x.yaml --epochs zero", dir);
   CHECK(r.code == 2);
 
+  // A mistyped flag: named in the order given, with the flag meant.
+  r = run_trainer("--config x.yaml --epoch 1", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("unexpected argument(s) for 'trainer': --epoch 1 (did you mean '--epochs'?)"));
+  r = run_trainer("predict --checkpoint a.h5 --input b --output c --treshold 0.4", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("for 'trainer predict': --treshold 0.4 (did you mean '--threshold'?)"));
+
   std::ofstream(dir / "ok.yaml") << small_unet(dir / "run");
   r = run_trainer("--config " + (dir / "ok.yaml").string() + " --gpus 7", dir);
   CHECK(r.code == 2);

@@ -41,6 +41,13 @@ Command add_evaluate(CLI::App& app);
 /// which for --resume or --output would start over a run's files.
 const CLI::Validator& non_empty_path();
 
+/// The message for arguments CLI11 did not expect (its ExtrasError), in the
+/// order given: "unexpected argument(s) for 'trainer': --epoch 1 (did you
+/// mean '--epochs'?)", with a suggestion for each unknown --flag among the
+/// flags of the command they were given to (the subcommand chosen in
+/// `failed`, else `failed` itself); CLI11 lists them reversed, without one.
+std::string unexpected_arguments(const CLI::App& failed);
+
 /// The towers of a --gpus spec, and the CPU threads each gets (from --threads,
 /// default every core, divided among the towers).
 struct Towers {

@@ -6,6 +6,7 @@
 
 #include "backend/gpu_info.h"
 #include "commands.h"
+#include "config/params.h"
 
 namespace trainer::cli {
 
@@ -34,6 +35,25 @@ const CLI::Validator& non_empty_path() {
       },
       "", "non_empty_path");
   return check;
+}
+
+std::string unexpected_arguments(const CLI::App& failed) {
+  // The command the arguments were given to: the subcommand chosen, else `failed` (training).
+  const std::vector<CLI::App*> chosen = failed.get_subcommands();
+  const CLI::App& command = chosen.empty() ? failed : *chosen.front();
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : command.get_options())
+    for (const std::string& name : o->get_lnames()) flags.push_back("--" + name);
+  std::vector<std::string> extra = failed.remaining();
+  if (&command != &failed)
+    for (const std::string& arg : command.remaining()) extra.push_back(arg);
+  std::string args, hints;
+  for (const std::string& arg : extra) {
+    args += " " + arg;
+    if (arg.rfind("--", 0) == 0) hints += did_you_mean(arg.substr(0, arg.find('=')), flags);
+  }
+  const std::string name = &command == &failed ? "trainer" : "trainer " + command.get_name();
+  return "unexpected argument(s) for '" + name + "':" + args + hints;
 }
 
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers) {

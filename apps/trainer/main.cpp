@@ -29,8 +29,10 @@ int main(int argc, char** argv) {
   };
   app.require_subcommand(0, 1);
 
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "error: " + std::string(e.what()) + "; run 'trainer --help' for usage\n";
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    const std::string what =
+        dynamic_cast<const CLI::ExtrasError*>(&e) && failed ? cli::unexpected_arguments(*failed) : e.what();
+    return "error: " + what + "; run 'trainer --help' for usage\n";
   });
   if (const std::optional<int> code = parse_command_line(app, argc, argv)) return *code;
   return run_guarded(
