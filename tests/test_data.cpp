@@ -9,6 +9,9 @@
 #include <fstream>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <sstream>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "data/dataset.h"
@@ -192,7 +195,15 @@ TEST_CASE("data: 0/1 masks and label images take every object as foreground", "[
   write(d.masks / "b_mask.png", labels);
   // 0/255 with values at or below the threshold beside it: the threshold still rules.
   write(d.masks / "c_mask.png", (cv::Mat_<uint8_t>(2, 2) << 0, 100, 127, 255));
+  // The log, where a folder mixing both kinds is warned about.
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
   Dataset ds = load_dataset(d.options(2, 2));
+  spdlog::set_default_logger(before);
+  CHECK_THAT(log.str(), Catch::Contains("2 of 3 masks hold no value above half") &&
+                            Catch::Contains("and 1 are thresholded"));
   const float expect[3][4] = {{0, 1, 1, 0}, {0, 1, 1, 1}, {0, 0, 0, 1}};
   for (int n = 0; n < 3; ++n)
     for (int k = 0; k < 4; ++k) {

@@ -71,11 +71,11 @@ TEST_CASE("untrainable models are rejected with the place and the fix", "[valida
 }
 
 TEST_CASE("a checkpoint filepath naming one of the run's own files is rejected", "[validate]") {
-  for (const char* own : {"log.csv", "last.h5", "./final.h5"}) {
+  for (const char* own : {"log.csv", "last.h5", "./final.h5", "last.h5/b.h5"}) {
     INFO(own);
     CHECK_THAT(error_of("[8, 8, 1]", kOut,
                         std::string("  callbacks:\n    - {type: ModelCheckpoint, filepath: '") + own + "'}\n"),
-               Catch::Contains("v.yaml:11:") && Catch::Contains("is the run's own") &&
+               Catch::Contains("v.yaml:11:") && Catch::Contains("the run's own") &&
                    Catch::Contains("choose another name"));
   }
   CHECK(error_of("[8, 8, 1]", kOut, "  callbacks:\n    - {type: ModelCheckpoint, filepath: 'ck/last.h5'}\n").empty());

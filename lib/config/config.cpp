@@ -42,14 +42,15 @@ Config parse_config(const std::string& text, const std::string& path) {
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    // YAML forbids tabs in indentation; yaml-cpp's message does not say so.
+    // YAML forbids tabs in indentation; yaml-cpp's message does not always
+    // say so. Looked for on the error's line and the one before it.
     std::string hint;
     std::istringstream lines(text);
     int number = 0;
     for (std::string line; std::getline(lines, line) && hint.empty();) {
-      ++number;
+      if (++number > e.mark.line + 1) break;
       const size_t first = line.find_first_not_of(" \t");
-      if (first != std::string::npos && line.find('\t') < first)
+      if (number >= e.mark.line && first != std::string::npos && line.find('\t') < first)
         hint = " (line " + std::to_string(number) + " is indented with a tab; YAML allows only spaces there)";
     }
     throw UserError(yaml_location(path, e.mark) + ": YAML syntax error: " + e.msg + hint);

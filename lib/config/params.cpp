@@ -40,7 +40,7 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   static const std::vector<std::pair<std::string, std::string>> aliases = {
       {"lr", "learning_rate"},         {"acc", "accuracy"},       {"val_acc", "val_accuracy"},
       {"MaxPool2D", "MaxPooling2D"},   {"Convolution2D", "Conv2D"}, {"Convolution2DTranspose", "Conv2DTranspose"},
-      {"mixed_bfloat16", "bf16"},      {"bfloat16", "bf16"},      {"float32", "fp32"},
+      {"mixed_bfloat16", "bf16"},      {"bfloat16", "bf16"},      {"float32", "tf32"},
       {"class_name", "type"},          {"input_shape", "shape"}};
   for (const auto& [old_name, name] : aliases)
     if (word == old_name && std::find(options.begin(), options.end(), name) != options.end())

@@ -143,9 +143,10 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       if (fp.is_absolute() || escapes)
         p.fail("filepath", "'" + c.filepath + "' leaves the output folder; it is a name inside training.output_dir "
                            "(set output_dir or --output to choose the folder), e.g. 'best.h5' or 'ck/best.h5'");
-      if (c.filepath.back() == '/')
-        p.fail("filepath", "'" + c.filepath + "' names a folder; end it with a file name, e.g. '" + c.filepath +
-                               "best-{epoch:02d}.h5'");
+      const std::filesystem::path leaf = fp.lexically_normal().filename();
+      if (leaf.empty() || leaf == ".")
+        p.fail("filepath", "'" + c.filepath + "' names a folder; end it with a file name, e.g. '" +
+                               (fp.lexically_normal().parent_path() / "best-{epoch:02d}.h5").string() + "'");
       c.save_best_only = p.get_bool("save_best_only", c.save_best_only);
       // Without save_best_only the monitor is unused: its default needs no validation data.
       if (c.save_best_only || p.has("monitor")) c.monitor = read_monitor(p, t.metrics, has_validation);

@@ -161,7 +161,7 @@ Dataset load_dataset(const DataOptions& o) {
   spdlog::info("loading {} image/mask pairs from '{}' on {} thread{}", n, o.images_dir, threads,
                threads > 1 ? "s" : "");
   std::vector<std::string> errors(n);  // empty: sample decoded
-  std::atomic<int> next{0}, done{0}, low_masks{0};
+  std::atomic<int> next{0}, done{0}, low_masks{0}, thresholded{0};
   std::mutex failure_mutex;
   std::exception_ptr failure;
   auto work = [&] {
@@ -170,7 +170,12 @@ Dataset load_dataset(const DataOptions& o) {
         cv::Size image = decode_image(pairs[i].image, o.height, o.width, o.channels, ds.images.sample(i));
         bool low = false;
         cv::Size mask = decode_mask(pairs[i].mask, o.height, o.width, ds.masks.sample(i), &low);
-        if (low) ++low_masks;
+        if (low) {
+          ++low_masks;
+        } else {
+          const float* m = ds.masks.sample(i);
+          if (std::any_of(m, m + ds.masks.shape().sample_numel(), [](float v) { return v != 0.f; })) ++thresholded;
+        }
         if (mask != image)
           throw UserError("mask '" + pairs[i].mask + "' is " + std::to_string(mask.width) + "x" +
                           std::to_string(mask.height) + " but image '" + pairs[i].image + "' is " +
@@ -191,7 +196,12 @@ Dataset load_dataset(const DataOptions& o) {
   work();
   for (auto& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
-  if (low_masks > 0)
+  if (low_masks > 0 && thresholded > 0)
+    spdlog::warn("{} of {} masks hold no value above half their type's maximum and are read as 0/1 masks or label "
+                 "images (every pixel > 0 is foreground), and {} are thresholded at half their maximum: "
+                 "check that the mask folder holds one kind of mask (docs/data.md)",
+                 low_masks.load(), n, thresholded.load());
+  else if (low_masks > 0)
     spdlog::info("{} of {} masks hold no value above half their type's maximum (0/1 masks or label images): "
                  "every pixel > 0 is foreground in them (docs/data.md)",
                  low_masks.load(), n);

@@ -57,9 +57,10 @@ void validate_for_training(const Config& config, Model& model) {
     } catch (const UserError& e) {  // an unknown placeholder or a bad spec: say where
       throw UserError(mc.where + ": " + e.what());
     }
+    const std::filesystem::path first = *std::filesystem::path(name).lexically_normal().begin();
     for (const char* own : kRunFiles)
-      if (std::filesystem::path(name).lexically_normal() == own)
-        throw UserError(mc.where + ": filepath '" + mc.filepath + "' is the run's own " + own +
+      if (first == own)
+        throw UserError(mc.where + ": filepath '" + mc.filepath + "' is (or lies in) the run's own " + own +
                         ", which the checkpoint would overwrite (or be overwritten by); choose another name, e.g. "
                         "'best.h5'");
   }
