@@ -227,10 +227,10 @@ void Model::backward(const Context& ctx, const Tensor& dy, const std::function<v
 void Model::lend(Tensor& t, const Shape& s) {
   const size_t need = s.numel();
   if (t.capacity(t.dtype()) >= need) return;
+  const size_t words = (need * dtype_size(t.dtype()) + 3) / 4;
   auto best = spare_.end();
   for (auto it = spare_.begin(); it != spare_.end(); ++it)
-    if (it->capacity() * 4 / dtype_size(t.dtype()) >= need && (best == spare_.end() || it->capacity() < best->capacity()))
-      best = it;
+    if (it->capacity() >= words && (best == spare_.end() || it->capacity() < best->capacity())) best = it;
   if (best == spare_.end()) return;
   Buffer<float> b = std::move(*best);
   spare_.erase(best);
