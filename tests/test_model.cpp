@@ -66,6 +66,16 @@ double worst_gradient_error(Model& m, Bound& b, const Context& ctx, const Tensor
   return worst;
 }
 
+/// A training-mode context after one forward of x and one backward of r
+/// (the gradient of objective()), which b's gradients then hold.
+Context forward_backward(Model& m, const Tensor& x, const Tensor& r) {
+  Context ctx;
+  ctx.training = true;
+  objective(m, ctx, x, r);
+  m.backward(ctx, r);
+  return ctx;
+}
+
 }  // namespace
 
 TEST_CASE("shapes that do not fit are errors naming the layer and place", "[model]") {
@@ -163,10 +173,7 @@ TEST_CASE("backward through skip connections matches finite differences", "[mode
   Bound b = bind_init(m, 11);
   Tensor x = random_input(Shape{2, 6, 6, 2}, 5);
   Tensor r = random_input(Shape{2, 6, 6, 1}, 6);
-  Context ctx;
-  ctx.training = true;
-  objective(m, ctx, x, r);
-  m.backward(ctx, r);
+  const Context ctx = forward_backward(m, x, r);
   CHECK(worst_gradient_error(m, b, ctx, x, r) < 5e-3);  // h small enough that no max-pooling argmax switches
 }
 
@@ -269,10 +276,7 @@ TEST_CASE("backward holds only the gradients still to be used and reuses their s
   Bound b = bind_init(m, 5);
   Tensor x = random_input(Shape{2, 8, 8, 2}, 3);
   Tensor r = random_input(Shape{2, 8, 8, 1}, 4);
-  Context ctx;
-  ctx.training = true;
-  objective(m, ctx, x, r);
-  m.backward(ctx, r);
+  const Context ctx = forward_backward(m, x, r);
   const std::vector<float> first = b.grads;
   const size_t held = m.gradient_bytes();
   // Held at once at the most: out's (the loss's buffer), cat's, and the two
@@ -282,8 +286,7 @@ TEST_CASE("backward holds only the gradients still to be used and reuses their s
   CHECK(held <= (64 + 1024 + 2 * 512) * sample);
   CHECK(held > 0);
   // The next step reuses that storage (nothing grows) and computes the same.
-  objective(m, ctx, x, r);
-  m.backward(ctx, r);
+  forward_backward(m, x, r);
   CHECK(m.gradient_bytes() == held);
   CHECK(b.grads == first);
   CHECK(worst_gradient_error(m, b, ctx, x, r) < 5e-3);

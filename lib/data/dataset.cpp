@@ -168,14 +168,10 @@ Dataset load_dataset(const DataOptions& o) {
     for (int i = next++; i < n; i = next++) {
       try {
         cv::Size image = decode_image(pairs[i].image, o.height, o.width, o.channels, ds.images.sample(i));
-        bool low = false;
-        cv::Size mask = decode_mask(pairs[i].mask, o.height, o.width, ds.masks.sample(i), &low);
-        if (low) {
-          ++low_masks;
-        } else {
-          const float* m = ds.masks.sample(i);
-          if (std::any_of(m, m + ds.masks.shape().sample_numel(), [](float v) { return v != 0.f; })) ++thresholded;
-        }
+        MaskValues values = MaskValues::kEmpty;
+        cv::Size mask = decode_mask(pairs[i].mask, o.height, o.width, ds.masks.sample(i), &values);
+        if (values == MaskValues::kAnyNonzero) ++low_masks;
+        if (values == MaskValues::kThresholded) ++thresholded;
         if (mask != image)
           throw UserError("mask '" + pairs[i].mask + "' is " + std::to_string(mask.width) + "x" +
                           std::to_string(mask.height) + " but image '" + pairs[i].image + "' is " +

@@ -57,7 +57,7 @@ cv::Size decode_image(const std::string& path, int height, int width, int channe
   return native;
 }
 
-cv::Size decode_mask(const std::string& path, int height, int width, float* out, bool* low_values) {
+cv::Size decode_mask(const std::string& path, int height, int width, float* out, MaskValues* values) {
   cv::Mat m = read(path);
   const cv::Size native = m.size();
   try {
@@ -65,9 +65,11 @@ cv::Size decode_mask(const std::string& path, int height, int width, float* out,
     if (code >= 0) cv::cvtColor(m, m, code);
     double half = m.depth() == CV_16U ? 32767 : 127, highest = 0;
     cv::minMaxLoc(m, nullptr, &highest);
-    const bool low = highest > 0 && highest <= half;  // 0/1 or labels 0..K: every object counts
-    if (low) half = 0;
-    if (low_values) *low_values = low;
+    const MaskValues kind = highest == 0      ? MaskValues::kEmpty
+                            : highest <= half ? MaskValues::kAnyNonzero  // 0/1 or labels 1..K: every object counts
+                                              : MaskValues::kThresholded;
+    if (kind == MaskValues::kAnyNonzero) half = 0;
+    if (values) *values = kind;
     cv::Mat binary = (m > half) / 255;  // 8U: exactly 1 or 0
     cv::Mat dst(height, width, CV_32FC1, out);
     if (native != dst.size()) cv::resize(binary, binary, dst.size(), 0, 0, cv::INTER_NEAREST);

@@ -15,12 +15,20 @@ namespace trainer {
 /// pixel type (e.g. 32-bit float).
 cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out);
 
+/// How decode_mask read a mask's values.
+enum class MaskValues {
+  kEmpty,        ///< All 0: no foreground.
+  kThresholded,  ///< Some pixel above half the type's maximum: > half is foreground.
+  kAnyNonzero,   ///< None above half (0/1 values, or labels 1..K): > 0 is foreground.
+};
+
 /// Decodes a mask file: gray as above, then pixel > half the type's maximum
 /// (127 for 8-bit, 32767 for 16-bit) -> 1, else 0; a mask with no pixel
 /// above half (0/1 values, or a label image 0 = background, 1..K = one
-/// object each) takes every pixel > 0 as 1 instead, and sets *low_values
-/// (when given). Resized with INTER_NEAREST and written as [height, width, 1]
-/// float32 to out. Returns the file's own size. Throws UserError as decode_image.
-cv::Size decode_mask(const std::string& path, int height, int width, float* out, bool* low_values = nullptr);
+/// object each) takes every pixel > 0 as 1 instead. Resized with
+/// INTER_NEAREST and written as [height, width, 1] float32 to out; *values
+/// (when given) says which rule applied. Returns the file's own size.
+/// Throws UserError as decode_image.
+cv::Size decode_mask(const std::string& path, int height, int width, float* out, MaskValues* values = nullptr);
 
 }  // namespace trainer

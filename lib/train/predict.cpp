@@ -60,21 +60,26 @@ cv::Mat overlay_image(const std::string& path, const cv::Mat& mask) {
   return image;
 }
 
+// The files written per image, <stem><suffix> (see predict_files).
+constexpr const char* kMaskSuffix = "_mask.png";
+constexpr const char* kProbSuffix = "_prob.png";
+constexpr const char* kOverlaySuffix = "_overlay.png";
+
 // Writes the outputs of one image; appends the files to written.
 void write_outputs(const std::string& path, const cv::Mat& prob, const PredictOptions& o,
                    std::vector<std::string>& written) {
   const std::string base = (fs::path(o.output_dir) / fs::path(path).stem()).string();
   const cv::Mat mask = threshold_map(prob, o.threshold);
-  written.push_back(base + "_mask.png");
+  written.push_back(base + kMaskSuffix);
   write_png_atomic(written.back(), mask);
   if (o.probabilities) {
     cv::Mat p8;
     prob.convertTo(p8, CV_8U, 255.0);  // saturate_cast rounds to nearest
-    written.push_back(base + "_prob.png");
+    written.push_back(base + kProbSuffix);
     write_png_atomic(written.back(), p8);
   }
   if (o.overlay) {
-    written.push_back(base + "_overlay.png");
+    written.push_back(base + kOverlaySuffix);
     write_png_atomic(written.back(), overlay_image(path, mask));
   }
 }
@@ -102,7 +107,7 @@ std::vector<std::string> without_prediction_outputs(const std::vector<std::strin
   const fs::path out = resolved(output_dir);
   std::set<fs::path> outputs;
   for (const auto& p : paths)
-    for (const char* suffix : {"_mask.png", "_prob.png", "_overlay.png"})
+    for (const char* suffix : {kMaskSuffix, kProbSuffix, kOverlaySuffix})
       outputs.insert(out / (fs::path(p).stem().string() + suffix));
   std::vector<std::string> kept;
   for (const auto& p : paths)
