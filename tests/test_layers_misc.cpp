@@ -173,6 +173,15 @@ TEST_CASE("Concatenate joins channels in input order", "[layers]") {
   CHECK(r.max_rel_error_inputs < 1e-3);
 }
 
+TEST_CASE("an Input shape with Keras's batch dimension names the fix", "[layers]") {
+  for (const char* batch : {"null", "None", "~"})
+    CHECK_THROWS_WITH(layer_from_yaml(std::string("{type: Input, shape: [") + batch + ", 96, 96, 1]}"),
+                      Catch::Contains("'shape' must be a list of 3 integers") &&
+                          Catch::Contains("(leave out Keras's batch dimension: [96, 96, 1])"));
+  // Four sizes without a batch placeholder get no such hint.
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Input, shape: [2, 96, 96, 1]}"), !Catch::Contains("batch dimension"));
+}
+
 TEST_CASE("Concatenate and Add name both shapes when heights or widths differ", "[layers]") {
   auto l = layer_from_yaml("{type: Concatenate}");
   try {
@@ -181,14 +190,15 @@ TEST_CASE("Concatenate and Add name both shapes when heights or widths differ", 
   } catch (const UserError& e) {
     CHECK(std::string(e.what()) ==
           "Concatenate needs inputs of the same height and width; got [32, 32, 64] and [31, 31, 64]; "
-          "check the pooling/upsampling sizes (an odd size before MaxPooling2D loses a row: use an input size "
-          "divisible by 2 to the number of poolings)");
+          "check the padding and the pooling/upsampling sizes: 'valid' padding shrinks a convolution's output by "
+          "kernel_size - 1 (use padding: same, as the seed U-Net), and an odd size before MaxPooling2D loses a row "
+          "(use an input size divisible by 2 to the number of poolings)");
   }
   CHECK_THROWS_AS(l->infer({Shape{0, 4, 4, 1}}), UserError);
   // Add gives the same hint for heights or widths, not for channels.
   auto add = layer_from_yaml("{type: Add}");
   CHECK_THROWS_WITH(add->infer({Shape{0, 32, 32, 16}, Shape{0, 33, 33, 16}}),
-                    Catch::Contains("got [32, 32, 16] and [33, 33, 16]; check the pooling/upsampling sizes"));
+                    Catch::Contains("got [32, 32, 16] and [33, 33, 16]; check the padding and the pooling"));
   CHECK_THROWS_WITH(add->infer({Shape{0, 8, 8, 16}, Shape{0, 8, 8, 8}}),
                     !Catch::Contains("pooling/upsampling"));
   CHECK_THROWS_AS(layer_from_yaml("{type: Concatenate, axis: 1}"), UserError);

@@ -41,7 +41,7 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
       {"lr", "learning_rate"},         {"acc", "accuracy"},       {"val_acc", "val_accuracy"},
       {"MaxPool2D", "MaxPooling2D"},   {"Convolution2D", "Conv2D"}, {"Convolution2DTranspose", "Conv2DTranspose"},
       {"mixed_bfloat16", "bf16"},      {"bfloat16", "bf16"},      {"float32", "tf32"},
-      {"class_name", "type"},          {"input_shape", "shape"}};
+      {"class_name", "type"},          {"input_shape", "shape"},  {"binary_accuracy", "accuracy"}};
   for (const auto& [old_name, name] : aliases)
     if (word == old_name && std::find(options.begin(), options.end(), name) != options.end())
       return " (did you mean '" + name + "'?)";
@@ -182,6 +182,12 @@ std::vector<int> ParamReader::get_int_list(const std::string& key, size_t len, i
   YAML::Node v = value(key, true);
   std::string want = "must be a list of " + std::to_string(len) + " integers in [" +
                      std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (v.IsSequence() && v.size() == len + 1 && (v[0].IsNull() || v[0].Scalar() == "None")) {
+    YAML::Node rest(YAML::NodeType::Sequence);
+    rest.SetStyle(YAML::EmitterStyle::Flow);
+    for (size_t i = 1; i < v.size(); ++i) rest.push_back(v[i]);
+    fail(key, want + ", got " + YAML::Dump(v) + " (leave out Keras's batch dimension: " + YAML::Dump(rest) + ")");
+  }
   if (!v.IsSequence() || v.size() != len) fail(key, want + ", got " + YAML::Dump(v));
   std::vector<int> out;
   for (const auto& e : v) {

@@ -29,6 +29,13 @@ std::string canonical_optimizer(const std::string& name) {
   return "";
 }
 
+// Fails, before 'type' is read, for a mapping that names its class in 'name'
+// instead, as Keras's get_config() does ({name: adam, learning_rate: ...}).
+void require_type(ParamReader& head, const std::string& example) {
+  if (!head.has("type") && head.has("name"))
+    head.fail("'type' is required; the class goes in 'type' (e.g. 'type: " + example + "'), not in 'name'");
+}
+
 // A real > 0 that is still a normal float32 (the optimizers compute in float;
 // a smaller epsilon would become 0 and divide 0 by 0).
 double positive(ParamReader& p, const std::string& key, double def) {
@@ -51,6 +58,7 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
                       "; use one of: " + join_names(kOptimizers));
   } else {
     ParamReader head(node, file, what);
+    require_type(head, "Adam");
     std::string given = head.get_string("type", std::nullopt);
     type = canonical_optimizer(given);
     if (type.empty())
@@ -118,6 +126,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
   for (size_t i = 0; i < node.size(); ++i) {
     const std::string what = "training.callbacks[" + std::to_string(i) + "]";
     ParamReader head(node[i], file, what);
+    require_type(head, "EarlyStopping");
     std::string type = head.get_string("type", std::nullopt, types);
     ParamReader p(node[i], file, what + " (" + type + ")");
     p.skip("type");
@@ -143,6 +152,9 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       if (fp.is_absolute() || escapes)
         p.fail("filepath", "'" + c.filepath + "' leaves the output folder; it is a name inside training.output_dir "
                            "(set output_dir or --output to choose the folder), e.g. 'best.h5' or 'ck/best.h5'");
+      if (fp.extension() == ".keras")
+        p.fail("filepath", "'" + c.filepath + "': checkpoints are HDF5 files (docs/checkpoint.md), not Keras 3's "
+                           ".keras archives; name it '" + std::filesystem::path(fp).replace_extension(".h5").string() + "'");
       const std::filesystem::path leaf = fp.lexically_normal().filename();
       if (leaf.empty() || leaf == ".")
         p.fail("filepath", "'" + c.filepath + "' names a folder; end it with a file name, e.g. '" +
@@ -172,6 +184,9 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
     std::string m = e.Scalar();
     if (std::find(kMetrics.begin(), kMetrics.end(), m) == kMetrics.end())
       throw UserError(at + "'" + m + "' is not a metric" + did_you_mean(m, kMetrics) +
+                      (lower(m) == "meaniou" ? " (not Keras's MeanIoU: mean_iou averages the foreground IoU over "
+                                               "thresholds 0.5 to 0.95, docs/config.md)"
+                                             : "") +
                       "; use any of: " + join_names(kMetrics));
     if (std::find(out.begin(), out.end(), m) != out.end())
       throw UserError(at + "'" + m + "' is listed twice");
