@@ -134,3 +134,67 @@ TEST_CASE("format_filepath errors name the placeholder", "[callbacks]") {
   CHECK_THROWS_WITH(format_filepath("m-}", 1, logs), Catch::Contains("single '}'"));
   CHECK_THROWS_AS(format_filepath("{}", 1, logs), UserError);
 }
+
+namespace {
+
+ReduceLROnPlateauConfig plateau(double factor, int patience, int cooldown, double min_lr, double min_delta = 0) {
+  ReduceLROnPlateauConfig c;
+  c.enabled = true;
+  c.factor = factor;
+  c.patience = patience;
+  c.cooldown = cooldown;
+  c.min_lr = min_lr;
+  c.min_delta = min_delta;
+  return c;
+}
+
+/// The learning rate after each epoch's on_epoch_end, starting from lr.
+std::vector<double> rates(ReduceLROnPlateau& r, double lr, const std::vector<double>& values) {
+  std::vector<double> out;
+  for (double v : values) out.push_back(lr = r.on_epoch_end(v, lr));
+  return out;
+}
+
+}  // namespace
+
+// Expected sequences worked through Keras 3.x's ReduceLROnPlateau.on_epoch_end
+// (reduce_lr_on_plateau.py) by hand.
+TEST_CASE("ReduceLROnPlateau follows Keras: patience, cooldown, min_lr", "[callbacks]") {
+  // Improves twice, then flat: reduces every 2 epochs (the last cooldown epoch
+  // counts again), halving down to min_lr 0.1, then stays there.
+  ReduceLROnPlateau r(plateau(0.5, 2, 1, 0.1));
+  const std::vector<double> got = rates(r, 1.0, {1.0, 0.9, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95});
+  const std::vector<double> want = {1.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.125, 0.125, 0.1, 0.1, 0.1};
+  CHECK(got == want);
+  CHECK(r.best() == 0.9);
+  CHECK(r.wait() == 2);  // at min_lr nothing is reduced, so the count goes on
+  // patience 0 reduces at the first epoch without improvement.
+  ReduceLROnPlateau p0(plateau(0.1, 0, 0, 0));
+  const std::vector<double> zero = rates(p0, 0.01, {3, 2, 2, 1.5});
+  CHECK(zero[0] == 0.01);
+  CHECK(zero[1] == 0.01);
+  CHECK(zero[2] == Approx(0.001));
+  CHECK(zero[3] == Approx(0.001));
+  // cooldown 2: two quiet epochs after each reduction.
+  ReduceLROnPlateau cd(plateau(0.5, 1, 2, 0));
+  CHECK(rates(cd, 1.0, {1, 1, 1, 1, 1, 1, 1}) == std::vector<double>{1.0, 0.5, 0.5, 0.25, 0.25, 0.125, 0.125});
+}
+
+TEST_CASE("ReduceLROnPlateau: min_delta, max mode, NaN, restore", "[callbacks]") {
+  // Keras's default min_delta 1e-4: a gain of 5e-5 is no improvement.
+  ReduceLROnPlateau r(plateau(0.5, 1, 0, 0, 1e-4));
+  CHECK(rates(r, 1.0, {1.0, 0.99995, 0.5}) == std::vector<double>{1.0, 0.5, 0.5});
+  ReduceLROnPlateauConfig c = plateau(0.5, 1, 0, 0);
+  c.monitor = "val_mean_iou";  // auto: maximised
+  ReduceLROnPlateau up(c);
+  CHECK(rates(up, 1.0, {0.2, 0.3, 0.25}) == std::vector<double>{1.0, 1.0, 0.5});
+  ReduceLROnPlateau nan(plateau(0.5, 1, 0, 0));
+  CHECK(rates(nan, 1.0, {1.0, std::nan("")}) == std::vector<double>{1.0, 0.5});
+  // A restored state continues where it was saved.
+  ReduceLROnPlateau a(plateau(0.5, 3, 0, 0)), b(plateau(0.5, 3, 0, 0));
+  rates(a, 1.0, {1.0, 2.0, 2.0});
+  b.restore(a.best(), a.wait(), a.cooldown_left());
+  CHECK(b.on_epoch_end(2.0, 1.0) == 0.5);
+  c.mode = "sideways";
+  CHECK_THROWS_AS(ReduceLROnPlateau(c), UserError);
+}

@@ -292,6 +292,43 @@ TEST_CASE("config: defaults of a minimal config", "[config]") {
   CHECK(t.precision == Precision::TF32);  // as TensorFlow and PyTorch on GPUs
 }
 
+TEST_CASE("config: ReduceLROnPlateau takes Keras's arguments and defaults", "[config]") {
+  const std::string base =
+      "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1}]}\n"
+      "data: {images: a, masks: b, validation_split: 0.2}\n"
+      "training: {metrics: [dice], callbacks: [";
+  const auto parse = [&](const std::string& cb) { return parse_config(base + cb + "]}\n", "r.yaml").training; };
+  const ReduceLROnPlateauConfig d = parse("{type: ReduceLROnPlateau}").reduce_lr;
+  CHECK(d.enabled);
+  CHECK(d.monitor == "val_loss");
+  CHECK(d.factor == 0.1);
+  CHECK(d.patience == 10);
+  CHECK(d.mode == "auto");
+  CHECK(d.min_delta == 1e-4);
+  CHECK(d.cooldown == 0);
+  CHECK(d.min_lr == 0.0);
+  CHECK_FALSE(parse("{type: EarlyStopping}").reduce_lr.enabled);
+  // verbose (Keras's printing switch) is accepted on every callback.
+  const ReduceLROnPlateauConfig g = parse("{type: ReduceLROnPlateau, monitor: val_dice, factor: 0.5, patience: 3, "
+                                          "mode: max, min_delta: 0.01, cooldown: 2, min_lr: 1.0e-6, verbose: 1}, "
+                                          "{type: EarlyStopping, verbose: 1}")
+                                        .reduce_lr;
+  CHECK(g.monitor == "val_dice");
+  CHECK(g.factor == 0.5);
+  CHECK(g.patience == 3);
+  CHECK(g.mode == "max");
+  CHECK(g.min_delta == 0.01);
+  CHECK(g.cooldown == 2);
+  CHECK(g.min_lr == 1e-6);
+  CHECK_THROWS_WITH(parse("{type: ReduceLROnPlateau, factor: 1}"),
+                    Catch::Contains("r.yaml:3:75: training.callbacks[0] (ReduceLROnPlateau): 'factor' must be "
+                                    "between 0 and 1 (new learning rate = learning rate * factor), got 1"));
+  CHECK_THROWS_WITH(parse("{type: ReduceLROnPlateau, monitor: val_dce}"), Catch::Contains("did you mean 'val_dice'"));
+  CHECK_THROWS_WITH(parse("{type: ReduceLROnPlateau}, {type: ReduceLROnPlateau}"),
+                    Catch::Contains("give at most one ReduceLROnPlateau"));
+  CHECK_THROWS_WITH(parse("{type: ReduceLROnPlateau, cooldown: -1}"), Catch::Contains("'cooldown' must be in [0, "));
+}
+
 TEST_CASE("config: training.precision picks the GPU convolution arithmetic", "[config]") {
   const std::string base =
       "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1}]}\n"

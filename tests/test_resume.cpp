@@ -106,6 +106,62 @@ TEST_CASE("resuming at an epoch boundary ends with the weights of an uninterrupt
   fs::remove_all(dir);
 }
 
+namespace {
+
+// The values of column `name` of a CSV log, row by row.
+std::vector<double> csv_column(const std::string& csv, const std::string& name) {
+  std::istringstream in(csv);
+  std::string line, cell;
+  std::getline(in, line);
+  std::istringstream header(line);
+  int col = -1;
+  for (int i = 0; std::getline(header, cell, ','); ++i)
+    if (cell == name) col = i;
+  REQUIRE(col >= 0);
+  std::vector<double> out;
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    for (int i = 0; i <= col; ++i) std::getline(row, cell, ',');
+    out.push_back(std::stod(cell));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ReduceLROnPlateau lowers the rate in the log, and a resumed run keeps its rate and counters", "[resume]") {
+  fs::path dir = temp_dir("resume_plateau");
+  // min_delta 100: only the first epoch improves, so with patience 2 the rate
+  // halves after epochs 3 and 5. The resumed run starts after epoch 4, with
+  // the rate reduced once and one epoch counted towards the next reduction.
+  const std::string cb = "    - {type: ReduceLROnPlateau, monitor: loss, factor: 0.5, patience: 2, min_delta: 100}\n";
+  std::ofstream(dir / "c.yaml") << config(dir / "full", 6, cb);
+  std::ofstream(dir / "r.yaml") << config(dir / "part", 6, cb);
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --threads 2", dir) == 0);
+  const std::string err = slurp(dir / "err.txt");
+  CHECK_THAT(err, Catch::Contains("epoch 3: ReduceLROnPlateau: loss did not improve (patience 2); learning rate "
+                                  "0.003 -> 0.0015"));
+  CHECK_THAT(err, Catch::Contains("epoch 5: ReduceLROnPlateau: loss did not improve (patience 2); learning rate "
+                                  "0.0015 -> 0.00075"));
+  CHECK_THAT(slurp(dir / "out.txt"), Catch::Contains("val_mean_iou: ") && Catch::Contains(" - learning_rate: 0.0015"));
+  const std::string csv = slurp(dir / "full" / "log.csv");
+  const std::vector<double> lr = csv_column(csv, "learning_rate");  // each epoch's rate, as Keras 3 logs it
+  REQUIRE(lr.size() == 6);
+  const std::vector<double> want = {0.003, 0.003, 0.003, 0.0015, 0.0015, 0.00075};
+  for (size_t i = 0; i < lr.size(); ++i) CHECK(lr[i] == Approx(want[i]).epsilon(1e-12));
+
+  REQUIRE(run("--config " + (dir / "r.yaml").string() + " --gpus cpu --threads 2 --epochs 4", dir) == 0);
+  const Checkpoint last = load_checkpoint((dir / "part" / "last.h5").string());
+  CHECK(last.state_scalars.at("reduce_lr_learning_rate") == Approx(0.0015));
+  CHECK(last.state_scalars.at("reduce_lr_wait") == 1);
+  REQUIRE(run("--config " + (dir / "r.yaml").string() + " --gpus cpu --threads 2 --resume " +
+                  (dir / "part" / "last.h5").string(),
+              dir) == 0);
+  CHECK(slurp(dir / "part" / "log.csv") == csv);
+  require_same_weights(dir / "full" / "final.h5", dir / "part" / "final.h5");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("SIGTERM stops after a step with a checkpoint, and resuming gives the uninterrupted weights", "[resume]") {
   fs::path dir = temp_dir("resume_sigterm");
   // Batches of 1: 32 steps an epoch, so a stop lands inside an epoch, which is

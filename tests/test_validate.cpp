@@ -42,6 +42,15 @@ TEST_CASE("a trainable model passes and its output becomes logits", "[validate]"
   CHECK(error_of("[8, 8, 1]", kOut,
                  "  callbacks:\n    - {type: ModelCheckpoint, filepath: 'm-{epoch:02d}-{val_dice:.3f}.h5'}\n")
             .empty());
+  // learning_rate is a log name only with ReduceLROnPlateau, which logs it.
+  const std::string lr_name = "    - {type: ModelCheckpoint, filepath: 'm-{learning_rate:.0e}.h5'}\n";
+  CHECK_THAT(error_of("[8, 8, 1]", kOut, "  callbacks:\n" + lr_name), Catch::Contains("unknown name 'learning_rate'"));
+  CHECK_THAT(error_of("[8, 8, 1]", kOut, "  callbacks:\n" + lr_name + "    - {type: ReduceLROnPlateau}\n"),
+             Catch::Contains("unsupported"));
+  CHECK(error_of("[8, 8, 1]", kOut,
+                 "  callbacks:\n    - {type: ModelCheckpoint, filepath: 'm-{learning_rate:.6f}.h5'}\n"
+                 "    - {type: ReduceLROnPlateau}\n")
+            .empty());
 }
 
 TEST_CASE("a val_* placeholder without validation data is rejected before training", "[validate]") {

@@ -68,6 +68,18 @@ struct ModelCheckpointConfig {
   std::string where;                ///< "<file>:<line>:<col>: training.callbacks[i] (ModelCheckpoint)", for messages.
 };
 
+/// tf.keras.callbacks.ReduceLROnPlateau's arguments and defaults.
+struct ReduceLROnPlateauConfig {
+  bool enabled = false;
+  std::string monitor = "val_loss";
+  double factor = 0.1;              ///< new_lr = lr * factor, in (0, 1).
+  int patience = 10;                ///< Epochs without improvement before a reduction.
+  std::string mode = "auto";        ///< auto | min | max, as EarlyStopping's.
+  double min_delta = 1e-4;          ///< Smallest change that counts as an improvement.
+  int cooldown = 0;                 ///< Epochs after a reduction before counting again.
+  double min_lr = 0.0;              ///< The learning rate never goes below it.
+};
+
 struct TrainingConfig {
   int epochs = 1;
   int batch_size = 32;              ///< Global batch, split across towers.
@@ -77,6 +89,7 @@ struct TrainingConfig {
   OptimizerConfig optimizer;
   EarlyStoppingConfig early_stopping;
   ModelCheckpointConfig model_checkpoint;
+  ReduceLROnPlateauConfig reduce_lr;
   /// Convolution arithmetic on GPUs (fp32 | tf32 | bf16, see core/device.h);
   /// tf32 by default, as TensorFlow (since 2.4) and PyTorch's cuDNN
   /// convolutions; CPU towers always compute in fp32.

@@ -122,7 +122,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
   if (!node.IsSequence())
     throw UserError(yaml_location(file, node.Mark()) +
                     ": training.callbacks: must be a list, e.g. '- {type: EarlyStopping, patience: 10}'");
-  const std::vector<std::string> types = {"EarlyStopping", "ModelCheckpoint"};
+  const std::vector<std::string> types = {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau"};
   for (size_t i = 0; i < node.size(); ++i) {
     const std::string what = "training.callbacks[" + std::to_string(i) + "]";
     ParamReader head(node[i], file, what);
@@ -130,6 +130,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
     std::string type = head.get_string("type", std::nullopt, types);
     ParamReader p(node[i], file, what + " (" + type + ")");
     p.skip("type");
+    p.skip("verbose");  // Keras's printing switch: trainer always logs what a callback does
     if (type == "EarlyStopping") {
       auto& c = t.early_stopping;
       if (c.enabled) p.fail("type", "is EarlyStopping again; give at most one EarlyStopping");
@@ -139,6 +140,20 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       c.patience = p.get_int("patience", c.patience, 0);
       c.mode = p.get_string("mode", c.mode, kModes);
       c.restore_best_weights = p.get_bool("restore_best_weights", c.restore_best_weights);
+    } else if (type == "ReduceLROnPlateau") {
+      auto& c = t.reduce_lr;
+      if (c.enabled) p.fail("type", "is ReduceLROnPlateau again; give at most one ReduceLROnPlateau");
+      c.enabled = true;
+      c.monitor = read_monitor(p, t.metrics, has_validation);
+      c.factor = p.get_double("factor", c.factor, 0.0, 1.0);
+      if (c.factor <= 0.0 || c.factor >= 1.0)
+        p.fail("factor", "must be between 0 and 1 (new learning rate = learning rate * factor), got " +
+                             YAML::Dump(YAML::Node(c.factor)));
+      c.patience = p.get_int("patience", c.patience, 0);
+      c.mode = p.get_string("mode", c.mode, kModes);
+      c.min_delta = p.get_double("min_delta", c.min_delta, 0.0);
+      c.cooldown = p.get_int("cooldown", c.cooldown, 0);
+      c.min_lr = p.get_double("min_lr", c.min_lr, 0.0);
     } else {
       auto& c = t.model_checkpoint;
       if (c.enabled) p.fail("type", "is ModelCheckpoint again; give at most one ModelCheckpoint");

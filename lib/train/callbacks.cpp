@@ -1,5 +1,6 @@
 #include "train/callbacks.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -46,6 +47,29 @@ bool EarlyStopping::on_epoch_end(int epoch, double value) {
   }
   ++wait_;
   return wait_ >= patience_;
+}
+
+ReduceLROnPlateau::ReduceLROnPlateau(const ReduceLROnPlateauConfig& cfg)
+    : cfg_(cfg), max_(monitor_is_max(cfg.monitor, cfg.mode)), best_(worst(max_)) {}
+
+double ReduceLROnPlateau::on_epoch_end(double value, double lr) {
+  const double delta = std::fabs(cfg_.min_delta);
+  if (cooldown_left_ > 0) {
+    --cooldown_left_;
+    wait_ = 0;
+  }
+  if (max_ ? value > best_ + delta : value < best_ - delta) {
+    best_ = value;
+    wait_ = 0;
+    return lr;
+  }
+  // As Keras, the cooldown is checked after this epoch's decrement: its last
+  // epoch already counts towards patience.
+  if (cooldown_left_ > 0 || ++wait_ < cfg_.patience) return lr;
+  if (!(float(lr) > float(cfg_.min_lr))) return lr;
+  wait_ = 0;
+  cooldown_left_ = cfg_.cooldown;
+  return std::max(lr * cfg_.factor, cfg_.min_lr);
 }
 
 CheckpointPolicy::CheckpointPolicy(const ModelCheckpointConfig& cfg)

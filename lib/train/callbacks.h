@@ -75,6 +75,41 @@ class CheckpointPolicy {
   double best_;
 };
 
+/// tf.keras.callbacks.ReduceLROnPlateau's decision (Keras 2.x/3.x
+/// on_epoch_end): an epoch improves when its value beats the best by more
+/// than min_delta (as EarlyStopping); during the cooldown epochs after a
+/// reduction the wait counter stays 0 (the last one, whose decrement ends
+/// the cooldown, counts again, as in Keras); otherwise each epoch without
+/// improvement increments it, and at wait >= patience the learning rate
+/// becomes max(lr * factor, min_lr), provided lr > min_lr (compared in
+/// float32, as Keras), and the cooldown starts. A NaN value never improves.
+class ReduceLROnPlateau {
+ public:
+  /// Throws UserError for an unknown cfg.mode.
+  explicit ReduceLROnPlateau(const ReduceLROnPlateauConfig& cfg);
+  /// Records the monitor's value of an epoch trained at learning rate lr;
+  /// returns the learning rate of the next epoch (lr, or the reduced one).
+  double on_epoch_end(double value, double lr);
+  /// Best value so far (+inf for min, -inf for max before any epoch).
+  double best() const { return best_; }
+  /// Epochs without improvement counted so far.
+  int wait() const { return wait_; }
+  /// Cooldown epochs left.
+  int cooldown_left() const { return cooldown_left_; }
+  /// Sets the state saved from best(), wait() and cooldown_left() (resuming a run).
+  void restore(double best, int wait, int cooldown_left) {
+    best_ = best;
+    wait_ = wait;
+    cooldown_left_ = cooldown_left;
+  }
+
+ private:
+  ReduceLROnPlateauConfig cfg_;
+  bool max_;
+  double best_;
+  int wait_ = 0, cooldown_left_ = 0;
+};
+
 /// Keras/Python str.format-style filepath formatting, as ModelCheckpoint's
 /// filepath.format(epoch=epoch + 1, **logs): "{epoch}", "{epoch:03d}",
 /// "{val_loss:.4f}", "{val_mean_iou:.3f}"; "{{" and "}}" are literal braces.

@@ -62,6 +62,7 @@ struct RunState {
   double epoch_seconds = 0;            ///< Training time of those steps.
   std::unique_ptr<EarlyStopping> early;
   std::unique_ptr<CheckpointPolicy> policy;
+  std::unique_ptr<ReduceLROnPlateau> reduce_lr;
   std::vector<float> best_params, best_state;  ///< For restore_best_weights.
 };
 
@@ -87,6 +88,12 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
     c.state_scalars["early_stopping_wait"] = s.early->wait();
   }
   if (s.policy) c.state_scalars["checkpoint_best"] = s.policy->best();
+  if (s.reduce_lr) {
+    c.state_scalars["reduce_lr_learning_rate"] = trainer.learning_rate();
+    c.state_scalars["reduce_lr_best"] = s.reduce_lr->best();
+    c.state_scalars["reduce_lr_wait"] = s.reduce_lr->wait();
+    c.state_scalars["reduce_lr_cooldown"] = s.reduce_lr->cooldown_left();
+  }
   if (!s.best_params.empty()) {
     c.state_arrays["best_params"] = s.best_params;
     c.state_arrays["best_state"] = s.best_state;
@@ -101,8 +108,8 @@ std::string save(const std::string& path, const Checkpoint& c) {
   return path;
 }
 
-/// Restores s from a checkpoint written by make_checkpoint.
-void restore(const Checkpoint& c, const std::string& source, RunState& s) {
+/// Restores s (and a reduced learning rate) from a checkpoint written by make_checkpoint.
+void restore(const Checkpoint& c, const std::string& source, RunState& s, Trainer& trainer) {
   auto scalar = [&](const std::string& name) {
     auto it = c.state_scalars.find(name);
     if (it == c.state_scalars.end())
@@ -121,6 +128,10 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s) {
     s.early->restore(scalar("early_stopping_best"), int(scalar("early_stopping_best_epoch")),
                      int(scalar("early_stopping_wait")));
   if (s.policy && c.state_scalars.count("checkpoint_best")) s.policy->restore(scalar("checkpoint_best"));
+  if (s.reduce_lr && c.state_scalars.count("reduce_lr_learning_rate")) {
+    trainer.set_learning_rate(scalar("reduce_lr_learning_rate"));
+    s.reduce_lr->restore(scalar("reduce_lr_best"), int(scalar("reduce_lr_wait")), int(scalar("reduce_lr_cooldown")));
+  }
   if (c.state_arrays.count("best_params")) {
     s.best_params = c.state_arrays.at("best_params");
     s.best_state = c.state_arrays.at("best_state");
@@ -189,7 +200,11 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     if (tc.model_checkpoint.save_best_only) needs_val(tc.model_checkpoint.monitor);
     s.policy = std::make_unique<CheckpointPolicy>(tc.model_checkpoint);
   }
-  if (options.resume) restore(*options.resume, options.resume_path, s);
+  if (tc.reduce_lr.enabled) {
+    needs_val(tc.reduce_lr.monitor);
+    s.reduce_lr = std::make_unique<ReduceLROnPlateau>(tc.reduce_lr);
+  }
+  if (options.resume) restore(*options.resume, options.resume_path, s, trainer);
 
   FitResult result;
   result.epochs_run = s.next_epoch - 1;
@@ -245,6 +260,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     std::map<std::string, double> logs;
     add_logs(logs, "", s.epoch_sums, tc.metrics);
     if (has_val) add_logs(logs, "val_", trainer.evaluate(data, val_idx, tc.batch_size), tc.metrics);
+    if (s.reduce_lr) logs["learning_rate"] = trainer.learning_rate();  // this epoch's, as Keras 3 logs it
     progress.end_epoch(logs, epoch_time(), double(train_idx.size()) / seconds_training);
     log_towers(epoch, trainer);
     csv.log(epoch, logs);
@@ -262,6 +278,14 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       if (s.early->improved() && tc.early_stopping.restore_best_weights) {
         s.best_params = trainer.params(0);
         s.best_state = trainer.state(0);
+      }
+    }
+    if (s.reduce_lr) {
+      const double lr = trainer.learning_rate(), next = s.reduce_lr->on_epoch_end(logs.at(tc.reduce_lr.monitor), lr);
+      if (next != lr) {
+        trainer.set_learning_rate(next);
+        spdlog::info("epoch {}: ReduceLROnPlateau: {} did not improve (patience {}); learning rate {:g} -> {:g}",
+                     epoch, tc.reduce_lr.monitor, tc.reduce_lr.patience, lr, next);
       }
     }
     const bool save_now =

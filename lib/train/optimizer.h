@@ -40,6 +40,10 @@ class Optimizer {
   int64_t iterations() const { return iterations_; }
   /// Learning rate of the next step, with Keras 2 decay: lr / (1 + decay * iterations).
   double current_learning_rate() const { return lr_ / (1.0 + decay_ * double(iterations_)); }
+  /// The learning rate before decay (Keras's optimizer.learning_rate).
+  double learning_rate() const { return lr_; }
+  /// Replaces it (ReduceLROnPlateau, or a resumed run's reduced rate); decay applies on top.
+  void set_learning_rate(double lr) { lr_ = lr; }
   /// State for checkpoints: named flat float arrays of n values each on device(), in
   /// Keras's slot names (SGD: "momentum" when momentum > 0; Adam: "m", "v"; RMSprop:
   /// "rms", plus "momentum" when momentum > 0), plus iterations(). The pointers stay

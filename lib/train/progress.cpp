@@ -13,10 +13,15 @@ std::string format_logs(const std::map<std::string, double>& logs) {
       for (const auto& [k, v] : logs) {
         bool is_val = k.rfind("val_", 0) == 0;
         bool is_loss = k == (is_val ? "val_loss" : "loss");
-        if (is_val != bool(val) || is_loss != (pass == 0)) continue;
+        if (k == "learning_rate" || is_val != bool(val) || is_loss != (pass == 0)) continue;
         std::snprintf(buf, sizeof buf, "%s%s: %.4f", out.empty() ? "" : " - ", k.c_str(), v);
         out += buf;
       }
+  }
+  // Last, as Keras 3 prints it; %g, since 1e-05 would read 0.0000.
+  if (auto lr = logs.find("learning_rate"); lr != logs.end()) {
+    std::snprintf(buf, sizeof buf, "%slearning_rate: %.4g", out.empty() ? "" : " - ", lr->second);
+    out += buf;
   }
   return out;
 }

@@ -90,7 +90,12 @@ class Trainer {
   int towers() const { return int(towers_.size()); }
   const Model& model() const { return towers_[0]->model; }
   int64_t iterations() const { return towers_[0]->optimizer->iterations(); }
-  double learning_rate() const { return towers_[0]->optimizer->current_learning_rate(); }
+  /// The optimizers' learning rate before decay (the same on every tower).
+  double learning_rate() const { return towers_[0]->optimizer->learning_rate(); }
+  /// Sets it on every tower's optimizer, between steps (ReduceLROnPlateau).
+  void set_learning_rate(double lr) {
+    for (auto& t : towers_) t->optimizer->set_learning_rate(lr);
+  }
 
   /// One synchronous training step on the global batch data[indices]
   /// (images [B, H, W, C], masks [B, H, W, 1]); B >= 1. A GPU tower whose
