@@ -104,6 +104,14 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   d.shuffle = p.get_bool("shuffle", d.shuffle);
   d.skip_bad_files = p.get_bool("skip_bad_files", d.skip_bad_files);
   d.loader_threads = p.get_int("loader_threads", d.loader_threads, 0, 1024);
+  if (YAML::Node a = p.get_node("augmentation")) {
+    ParamReader ap(a, file, "data.augmentation");
+    d.augmentation.where = yaml_location(file, a.Mark()) + ": data.augmentation";
+    d.augmentation.horizontal_flip = ap.get_bool("horizontal_flip", false);
+    d.augmentation.vertical_flip = ap.get_bool("vertical_flip", false);
+    d.augmentation.rotate_90 = ap.get_bool("rotate_90", false);
+    ap.finish();
+  }
   p.finish();
   return d;
 }

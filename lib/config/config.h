@@ -29,6 +29,16 @@ struct ModelConfig {
   std::vector<LayerSpec> layers;    ///< In file order; the first is Input, the last is the output.
 };
 
+/// Random transforms of the training samples (data/augmentation.h), each
+/// with probability 1/2 as Keras's ImageDataGenerator flips.
+struct AugmentationConfig {
+  bool horizontal_flip = false;     ///< Mirror left-right.
+  bool vertical_flip = false;       ///< Mirror up-down.
+  bool rotate_90 = false;           ///< Turn by 0, 90, 180 or 270 degrees (square inputs only).
+  std::string where;                ///< "<file>:<line>:<col>: data.augmentation", for messages.
+  bool any() const { return horizontal_flip || vertical_flip || rotate_90; }
+};
+
 struct DataConfig {
   std::string images;               ///< Folder of images (PNG/JPEG/TIFF).
   std::string masks;                ///< Folder of masks, matched by name.
@@ -37,6 +47,7 @@ struct DataConfig {
   bool shuffle = true;              ///< Reshuffle the training pairs every epoch (seeded).
   bool skip_bad_files = false;      ///< Warn and skip unreadable files / missing masks instead of failing.
   int loader_threads = 0;           ///< 0: one per core.
+  AugmentationConfig augmentation;  ///< Training batches only.
 };
 
 struct OptimizerConfig {

@@ -184,6 +184,10 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   const fs::path out_dir(tc.output_dir);
   spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s)", train_idx.size(),
                val_idx.size(), tc.batch_size, trainer.towers());
+  if (const AugmentationConfig& a = config.data.augmentation; a.any())
+    spdlog::info("augmenting training batches (each image with its mask):{}{}{}",
+                 a.horizontal_flip ? " random left-right flips;" : "", a.vertical_flip ? " random up-down flips;" : "",
+                 a.rotate_90 ? " random quarter turns;" : "");
 
   const bool has_val = !val_idx.empty();
   auto needs_val = [&](const std::string& monitor) {

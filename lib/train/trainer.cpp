@@ -9,6 +9,7 @@
 #include "backend/elementwise_ops.h"
 #include "config/params.h"
 #include "core/error.h"
+#include "data/augmentation.h"
 #include "train/callbacks.h"
 #include "train/fit.h"
 
@@ -41,6 +42,10 @@ void validate_for_training(const Config& config, Model& model) {
     throw UserError(last + "loss '" + config.training.loss +
                     "' needs the last layer to end in a sigmoid (the loss is fused with it for "
                     "numerical stability); add activation: sigmoid");
+  const AugmentationConfig& aug = config.data.augmentation;
+  if (aug.rotate_90 && in.h != in.w)
+    throw UserError(aug.where + ": rotate_90 turns samples by 90 degrees, which needs a square input; the Input "
+                    "shape is " + in.hwc() + ": make its height and width equal or set rotate_90: false");
   const ModelCheckpointConfig& mc = config.training.model_checkpoint;
   if (mc.enabled) {
     // The names an epoch's logs will hold: val_* only with validation data.
@@ -153,13 +158,27 @@ void Trainer::run_towers(const std::function<void(int)>& fn) {
 }
 
 void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices,
-                     int lo, int hi) {
+                     int lo, int hi, std::optional<uint64_t> augment_step) {
   const auto start = std::chrono::steady_clock::now();
   const Shape in = t.model.input_shape();
   if (!images.shape().same_sample(in))
     throw InternalError("images " + images.shape().hwc() + " do not match the model input " + in.hwc());
   const int n = hi - lo;
   const size_t img = in.sample_numel(), msk = masks ? masks->shape().sample_numel() : 0;
+  // Host copy of sample k's image and mask into host memory, transformed when augmenting.
+  const auto copy_sample = [&](int k, float* image_to, float* mask_to) {
+    const int i = indices[size_t(lo + k)];
+    const Symmetry sym =
+        augment_step ? draw_symmetry(config_.data.augmentation, config_.training.seed, *augment_step, uint64_t(lo + k))
+                     : 0;
+    if (sym == 0) {
+      std::memcpy(image_to, images.sample(i), img * sizeof(float));
+      if (mask_to) std::memcpy(mask_to, masks->sample(i), msk * sizeof(float));
+      return;
+    }
+    apply_symmetry(sym, images.sample(i), image_to, in.h, in.w, in.c);
+    if (mask_to) apply_symmetry(sym, masks->sample(i), mask_to, in.h, in.w, masks->shape().c);
+  };
   Tensor& x = t.model.input_buffer();
   x.resize(in.with_batch(n));
   if (masks) t.y.resize(masks->shape().with_batch(n));
@@ -170,12 +189,8 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
     float* pinned = static_cast<float*>(ctx.pinned_staging(floats * sizeof(float)));
     // The tower's OpenMP threads copy samples in parallel (a 256x256x3 batch of 32 is 25 MB).
 #pragma omp parallel for schedule(static)
-    for (int k = 0; k < n; ++k) {
-      std::memcpy(pinned + size_t(k) * img, images.sample(indices[size_t(lo + k)]), img * sizeof(float));
-      if (masks)
-        std::memcpy(pinned + size_t(n) * img + size_t(k) * msk, masks->sample(indices[size_t(lo + k)]),
-                    msk * sizeof(float));
-    }
+    for (int k = 0; k < n; ++k)
+      copy_sample(k, pinned + size_t(k) * img, masks ? pinned + size_t(n) * img + size_t(k) * msk : nullptr);
     const float* before = t.staged.data();
     t.staged.resize(floats);
     // A new block may come from the allocator's cache, freed by compute work
@@ -188,12 +203,8 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
     ctx.input_consumed();
     return;
   }
-  for (int k = 0; k < n; ++k)
-    device_copy(t.device, x.sample(k), images.device(), images.sample(indices[size_t(lo + k)]), img * sizeof(float));
-  if (masks)
-    for (int k = 0; k < n; ++k)
-      device_copy(t.device, t.y.sample(k), masks->device(), masks->sample(indices[size_t(lo + k)]),
-                  msk * sizeof(float));
+  // A CPU tower's input and labels are host memory.
+  for (int k = 0; k < n; ++k) copy_sample(k, x.sample(k), masks ? t.y.sample(k) : nullptr);
   t.input_wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -265,7 +276,8 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     Tower& t = *towers_[size_t(r)];
     const auto [lo, hi] = shards[size_t(r)];
     PhaseClock clock(profiling_ && r == 0 ? &phase_seconds_ : nullptr, t.device);
-    gather(t, data.images, &data.masks, indices, lo, hi);
+    gather(t, data.images, &data.masks, indices, lo, hi,
+           config_.data.augmentation.any() ? std::optional<uint64_t>(step) : std::nullopt);
     Communicator& comm = devices_->comm();
     clock.lap(kGather);
     Context ctx{true, &comm, r, config_.training.seed, step, lo, batch, t.device};

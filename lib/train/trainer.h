@@ -32,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,8 +66,9 @@ struct BatchStats {
 /// switches its output to logits (the loss is fused with the final sigmoid).
 /// Throws UserError naming the config place and the fix when the input is not
 /// 1 or 3 channels, the output is not [H, W, 1] at the input's size, the last
-/// layer does not end in a sigmoid, or the ModelCheckpoint filepath names an
-/// unknown placeholder.
+/// layer does not end in a sigmoid, data.augmentation asks for quarter turns
+/// of a non-square input, or the ModelCheckpoint filepath names an unknown
+/// placeholder.
 void validate_for_training(const Config& config, Model& model);
 
 /// [start, end) of each tower's shard of a batch of `batch` samples over `towers` towers.
@@ -81,7 +83,8 @@ class Trainer {
   /// bad model; InternalError when a GPU cannot be initialised), GPU towers
   /// computing convolutions in config.training.precision, initialises tower
   /// 0's weights from training.seed and broadcasts them to the others.
-  /// threads_per_tower: OpenMP threads each CPU tower's ops use.
+  /// threads_per_tower: OpenMP threads each CPU tower's ops use. The Trainer
+  /// keeps a reference to config, which must outlive it.
   Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower);
   /// `towers` CPU towers.
   Trainer(const Config& config, int towers, int threads_per_tower);
@@ -204,9 +207,12 @@ class Trainer {
   };
   /// Copies images[indices[lo..hi)] (a host tensor) into the tower's input
   /// (and masks into t.y when given), on the tower's device: a GPU tower
-  /// gathers into its pinned buffer and uploads on the copy stream.
-  void gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices, int lo,
-              int hi);
+  /// gathers into its pinned buffer and uploads on the copy stream. With
+  /// augment_step (training with data.augmentation), each image and its mask
+  /// are copied through the symmetry draw_symmetry gives that step and the
+  /// sample's position lo + k in the global batch.
+  void gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices, int lo, int hi,
+              std::optional<uint64_t> augment_step = std::nullopt);
   /// All-reduces s over the towers (host values, through the host communicator).
   void reduce_stats(int rank, BatchStats& s);
   /// Runs fn(rank) on every tower's thread, bound to its device; a GPU running

@@ -1,0 +1,37 @@
+#pragma once
+// Random flips and quarter turns of training samples, the same for an image
+// and its mask: Keras's ImageDataGenerator(horizontal_flip=True,
+// vertical_flip=True), plus rotations by multiples of 90 degrees (the
+// symmetries of the square, which nuclei images have: no orientation is
+// special). Each sample's transform is drawn from (seed, training step, the
+// sample's position in the global batch), so it does not depend on how the
+// batch is split over towers, and a resumed run draws the same ones.
+#include <cstdint>
+
+#include "config/config.h"
+
+namespace trainer {
+
+/// One symmetry of an H x W grid, as three bits applied to a destination
+/// pixel (y, x) to find its source: bit 0 flips x (left-right), bit 1 flips y
+/// (up-down), then bit 2 swaps y and x (a transpose; needs H == W). The 8
+/// values are the 8 symmetries of the square; 0 is the identity.
+using Symmetry = unsigned;
+
+/// The symmetries cfg allows (always including the identity), each drawn with
+/// equal probability: {identity, left-right} for horizontal_flip, {identity,
+/// up-down} for vertical_flip, the four quarter turns for rotate_90, and the
+/// group they generate when combined (both flips: 4; a flip with rotate_90: 8).
+/// Returns their count and writes them to out[0..count).
+int allowed_symmetries(const AugmentationConfig& cfg, Symmetry out[8]);
+
+/// The symmetry of the sample at `position` (0-based, in the global batch)
+/// of training step `step`: uniform over allowed_symmetries(cfg).
+Symmetry draw_symmetry(const AugmentationConfig& cfg, uint64_t seed, uint64_t step, uint64_t position);
+
+/// dst [h, w, c] <- src [h, w, c] transformed by s: dst(y, x) = src(source of
+/// (y, x) per Symmetry). s with bit 2 needs h == w (InternalError otherwise);
+/// src and dst must not overlap.
+void apply_symmetry(Symmetry s, const float* src, float* dst, int h, int w, int c);
+
+}  // namespace trainer
