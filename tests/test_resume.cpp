@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -255,11 +256,34 @@ TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
   other.replace(other.find("filters: 16"), 11, "filters: 12");
   other.replace(other.find("{type: Adam, learning_rate: 0.003}"), 34, "{type: SGD, learning_rate: 0.001}");
   std::ofstream(dir / "other.yaml") << other;
+  // Edited training state (from a new user's fuzzing: -1 crashed, NaN and 1e300 ran 2^32 epochs).
+  const Checkpoint good = load_checkpoint((dir / "run" / "last.h5").string());
+  REQUIRE(good.state_arrays.count("best_params"));
+  auto edited = [&](const std::string& file, auto edit) {
+    Checkpoint c = good;
+    edit(c);
+    save_checkpoint((dir / file).string(), c);
+    return (dir / file).string();
+  };
   struct Row {
     std::string args, expected;
   };
   const std::string cfg = "--config " + (dir / "c.yaml").string() + " --gpus cpu --resume ";
+  const std::string more = "--config " + (dir / "c.yaml").string() + " --gpus cpu --epochs 3 --output " +
+                           (dir / "fresh").string() + " --resume ";
   const std::vector<Row> rows = {
+      {more + edited("neg.h5", [](Checkpoint& c) { c.state_scalars["next_step"] = -1; }),
+       "neg.h5: training state 'next_step' is -1, which no run writes; the file is damaged or was edited"},
+      {more + edited("nan.h5", [](Checkpoint& c) { c.state_scalars["next_epoch"] = std::nan(""); }),
+       "training state 'next_epoch' is nan"},
+      {more + edited("huge.h5", [](Checkpoint& c) { c.state_scalars["next_epoch"] = 1e300; }),
+       "training state 'next_epoch' is 1e+300"},
+      {more + edited("half_epoch.h5", [](Checkpoint& c) { c.state_scalars["next_epoch"] = 2.5; }),
+       "'next_epoch' is 2.5, not a whole number"},
+      {more + edited("iters.h5", [](Checkpoint& c) { c.state_scalars["optimizer_iterations"] = -5; }),
+       "training state 'optimizer_iterations' is -5"},
+      {more + edited("best.h5", [](Checkpoint& c) { c.state_arrays["best_params"].resize(3); }),
+       "the kept best weights (training_state/best_params, best_state) hold 3 + "},
       {cfg + (dir / "missing.h5").string(), "cannot read checkpoint"},
       {cfg + (dir / "text.h5").string(), "is not an HDF5 file"},
       {cfg + (dir / "half.h5").string(), "damaged or truncated"},

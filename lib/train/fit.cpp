@@ -108,33 +108,54 @@ std::string save(const std::string& path, const Checkpoint& c) {
   return path;
 }
 
-/// Restores s (and a reduced learning rate) from a checkpoint written by make_checkpoint.
+/// Restores s (and a reduced learning rate) from a checkpoint written by
+/// make_checkpoint. UserError naming the file and the value for state that is
+/// missing or could not have been written by a run (a damaged or edited file).
 void restore(const Checkpoint& c, const std::string& source, RunState& s, Trainer& trainer) {
-  auto scalar = [&](const std::string& name) {
+  auto scalar = [&](const std::string& name, double lo = -HUGE_VAL, double hi = HUGE_VAL) {
     auto it = c.state_scalars.find(name);
     if (it == c.state_scalars.end())
       throw UserError(source + " holds no '" + name + "' training state; resume from last.h5 or a "
                                "ModelCheckpoint file written by this version of trainer");
-    return it->second;
+    const double v = it->second;
+    // Best values start at +-inf (the default bounds); everything else a run writes is finite.
+    if (std::isnan(v) || v < lo || v > hi)
+      throw UserError(source + ": training state '" + name + "' is " + fmt::format("{}", v) +
+                      ", which no run writes; the file is damaged or was edited: resume from another checkpoint");
+    return v;
   };
-  s.next_epoch = int(scalar("next_epoch"));
-  s.next_step = int(scalar("next_step"));
-  s.epoch_sums.loss_sum = scalar("epoch_loss_sum");
-  s.epoch_sums.samples = scalar("epoch_samples");
-  s.epoch_seconds = scalar("epoch_seconds");
+  auto count = [&](const std::string& name, int lo) {
+    const double v = scalar(name, lo, 1 << 30);
+    if (v != std::floor(v))
+      throw UserError(source + ": training state '" + name + "' is " + fmt::format("{}", v) +
+                      ", not a whole number; the file is damaged or was edited: resume from another checkpoint");
+    return int(v);
+  };
+  s.next_epoch = count("next_epoch", 1);
+  s.next_step = count("next_step", 0);
+  s.epoch_sums.loss_sum = scalar("epoch_loss_sum", 0, 1e300);
+  s.epoch_sums.samples = scalar("epoch_samples", 0, 1e18);
+  s.epoch_seconds = scalar("epoch_seconds", 0, 1e18);
   for (size_t i = 0; i < s.epoch_sums.counts.v.size(); ++i)
-    s.epoch_sums.counts.v[i] = scalar("epoch_count_" + std::to_string(i));
+    s.epoch_sums.counts.v[i] = scalar("epoch_count_" + std::to_string(i), 0, 1e18);
   if (s.early && c.state_scalars.count("early_stopping_best"))
-    s.early->restore(scalar("early_stopping_best"), int(scalar("early_stopping_best_epoch")),
-                     int(scalar("early_stopping_wait")));
+    s.early->restore(scalar("early_stopping_best"), count("early_stopping_best_epoch", -1),
+                     count("early_stopping_wait", 0));
   if (s.policy && c.state_scalars.count("checkpoint_best")) s.policy->restore(scalar("checkpoint_best"));
   if (s.reduce_lr && c.state_scalars.count("reduce_lr_learning_rate")) {
-    trainer.set_learning_rate(scalar("reduce_lr_learning_rate"));
-    s.reduce_lr->restore(scalar("reduce_lr_best"), int(scalar("reduce_lr_wait")), int(scalar("reduce_lr_cooldown")));
+    trainer.set_learning_rate(scalar("reduce_lr_learning_rate", 1e-30, 1e30));
+    s.reduce_lr->restore(scalar("reduce_lr_best"), count("reduce_lr_wait", 0), count("reduce_lr_cooldown", 0));
   }
   if (c.state_arrays.count("best_params")) {
     s.best_params = c.state_arrays.at("best_params");
-    s.best_state = c.state_arrays.at("best_state");
+    auto st = c.state_arrays.find("best_state");
+    s.best_state = st == c.state_arrays.end() ? std::vector<float>{} : st->second;
+    if (s.best_params.size() != trainer.model().num_params() || s.best_state.size() != trainer.model().num_state())
+      throw UserError(source + ": the kept best weights (training_state/best_params, best_state) hold " +
+                      std::to_string(s.best_params.size()) + " + " + std::to_string(s.best_state.size()) +
+                      " values, the model " + std::to_string(trainer.model().num_params()) + " + " +
+                      std::to_string(trainer.model().num_state()) +
+                      "; the file is damaged or was edited: resume from another checkpoint");
   }
   spdlog::info("resuming from {}: epoch {}, step {}", source, s.next_epoch, s.next_step);
 }
