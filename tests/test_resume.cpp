@@ -310,6 +310,13 @@ TEST_CASE("resuming with other settings warns, another optimizer type is an erro
   CHECK(run("--config " + (dir / "lr.yaml").string() + " --gpus cpu --resume " + last, dir) == 0);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("training.optimizer.learning_rate is 0.001 (the checkpoint's "
                                                      "run used 0.003)"));
+  // Another input size loads (the weights fit), with a warning (from fuzzing: it was silent).
+  std::string big = config(dir / "run", 3);
+  big.replace(big.find("shape: [48, 48, 3]"), 18, "shape: [64, 64, 3]");
+  std::ofstream(dir / "big.yaml") << big;
+  CHECK(run("--config " + (dir / "big.yaml").string() + " --gpus cpu --overwrite --resume " + last, dir) == 0);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("the Input shape is [64, 64, 3] (the checkpoint's run used "
+                                                     "[48, 48, 3])"));
   std::string sgd = config(dir / "run", 3);
   sgd.replace(sgd.find("{type: Adam, learning_rate: 0.003}"), 34, "{type: SGD, learning_rate: 0.003}");
   std::ofstream(dir / "sgd.yaml") << sgd;

@@ -39,6 +39,20 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "data.shuffle", now.data.shuffle, then.data.shuffle);
   compare(out, "data.images", now.data.images, then.data.images);
   compare(out, "data.masks", now.data.masks, then.data.masks);
+  const AugmentationConfig &x = now.data.augmentation, &y = then.data.augmentation;
+  compare(out, "data.augmentation.horizontal_flip", x.horizontal_flip, y.horizontal_flip);
+  compare(out, "data.augmentation.vertical_flip", x.vertical_flip, y.vertical_flip);
+  compare(out, "data.augmentation.rotate_90", x.rotate_90, y.rotate_90);
+  // A fully convolutional model's weights fit any input size, so another
+  // Input shape loads; the run is another one all the same.
+  if (!now.model.layers.empty() && !then.model.layers.empty()) {
+    auto shape = [](const Config& c) {
+      YAML::Emitter e;
+      e << YAML::Flow << c.model.layers.front().node["shape"];
+      return std::string(e.c_str());
+    };
+    compare(out, "the Input shape", shape(now), shape(then));
+  }
   return out;
 }
 
