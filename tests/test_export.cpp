@@ -179,8 +179,20 @@ training: {epochs: 1, batch_size: 8, loss: binary_crossentropy, output_dir: )" +
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("a_file/m.onnx"));
 
+  // --output naming a checkpoint (from fuzzing: the checkpoint itself was replaced by the ONNX file).
+  const std::string before = slurp(dir / "run" / "final.h5");
+  for (const char* victim : {"final.h5", "last.h5"}) {
+    r = run_trainer("export" + ckpt + " --output " + (dir / "run" / victim).string(), dir);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains(std::string(victim) + "' is an HDF5 file (a checkpoint?) that would be "
+                                      "replaced; export writes an ONNX file"));
+  }
+  CHECK(slurp(dir / "run" / "final.h5") == before);
+
   r = run_trainer("export" + ckpt + " --output " + (dir / "tiny.onnx").string(), dir);
   CHECK(r.code == 0);
+  r = run_trainer("export" + ckpt + " --output " + (dir / "tiny.onnx").string(), dir);
+  CHECK(r.code == 0);  // an earlier ONNX file is replaced
   CHECK(fs::file_size(dir / "tiny.onnx") > 0);
   fs::remove_all(dir);
 }

@@ -148,7 +148,17 @@ TEST_CASE("predict writes masks at each image's own size, and probabilities and 
   const std::string again = "predict --checkpoint " + f.checkpoint.string() + " --input " + same.string() +
                             " --output " + (same / ".").string() + " --probabilities --gpus cpu";
   for (int run = 0; run < 2; ++run) {
-    const Run p = run_trainer(again, out.parent_path());
+    if (run == 1) {
+      // Existing outputs are replaced only with --overwrite (from fuzzing: predicting into a
+      // training mask folder replaced its <stem>_mask.png masks); nothing is written before.
+      const std::string before = slurp(same / (kIds[0] + "_mask.png"));
+      const Run refused = run_trainer(again, out.parent_path());
+      CHECK(refused.code == 2);
+      CHECK_THAT(refused.err, Catch::Contains("_mask.png' and 5 more output file(s) exist; predict replaces no file "
+                                              "without --overwrite"));
+      CHECK(slurp(same / (kIds[0] + "_mask.png")) == before);
+    }
+    const Run p = run_trainer(again + (run == 1 ? " --overwrite" : ""), out.parent_path());
     INFO(p.out << p.err);
     REQUIRE(p.code == 0);
     CHECK_THAT(p.out, Catch::Contains("Predicted 3 image(s): 6 file(s)"));

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "io/checkpoint.h"
 #include "io/onnx_export.h"
 #include "nn/model.h"
 
@@ -18,6 +19,8 @@ Command add_export(CLI::App& app) {
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required()->check(non_empty_path());
   cmd->add_option("--output,-o", f->output, "ONNX file to write")->required()->check(non_empty_path());
   return {cmd, [f] {
+            refuse_to_replace_checkpoint(f->output, "export writes an ONNX file; choose another --output, e.g. "
+                                                    "unet.onnx");
             Towers one;
             one.plan.cpu_towers = 1;
             // Checks the checkpoint against its stored config (UserError for a foreign one).

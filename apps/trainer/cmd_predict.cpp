@@ -46,6 +46,7 @@ Command add_predict(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--probabilities", f->options.probabilities, "Also write <stem>_prob.png (8-bit, 255 * p)");
   cmd->add_flag("--overlay", f->options.overlay, "Also write <stem>_overlay.png (mask contours on the image)");
+  cmd->add_flag("--overwrite", f->options.overwrite, "Replace output files that exist (else an error before any is written)");
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")
       ->capture_default_str();
   cmd->add_option("--threads", f->threads, "CPU threads in all (default: every core)")->check(CLI::Range(1, 4096));

@@ -215,6 +215,14 @@ void read_state(hid_t file, Checkpoint& ckpt) {
 
 }  // namespace
 
+void refuse_to_replace_checkpoint(const std::string& path, const std::string& fix) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  h5::QuietErrors quiet;
+  if (H5Fis_hdf5(path.c_str()) > 0)
+    throw UserError("'" + path + "' is an HDF5 file (a checkpoint?) that would be replaced; " + fix);
+}
+
 Checkpoint load_checkpoint(const std::string& path) {
   const std::string where = "checkpoint '" + path + "'";
   struct stat st {};

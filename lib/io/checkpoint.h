@@ -41,6 +41,12 @@ struct Checkpoint {
 /// adjacent, repeated weight names); UserError for HDF5 write failures (e.g. a full disk).
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 
+/// For commands that write another kind of file (ONNX export): UserError
+/// "'<path>' is an HDF5 file (a checkpoint?) that would be replaced; <fix>"
+/// when path exists and holds HDF5 data, so that a mistyped --output cannot
+/// destroy a checkpoint.
+void refuse_to_replace_checkpoint(const std::string& path, const std::string& fix);
+
 /// Reads a checkpoint written by save_checkpoint. Throws UserError naming the path for
 /// a missing/unreadable file, a file that is not HDF5, an HDF5 file that is not a
 /// trainer checkpoint (missing attributes or groups, wrong types, unsupported

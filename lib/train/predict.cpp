@@ -65,21 +65,47 @@ constexpr const char* kMaskSuffix = "_mask.png";
 constexpr const char* kProbSuffix = "_prob.png";
 constexpr const char* kOverlaySuffix = "_overlay.png";
 
+// The files write_outputs writes for the image at path.
+std::vector<std::string> output_files(const std::string& path, const PredictOptions& o) {
+  const std::string base = (fs::path(o.output_dir) / fs::path(path).stem()).string();
+  std::vector<std::string> files = {base + kMaskSuffix};
+  if (o.probabilities) files.push_back(base + kProbSuffix);
+  if (o.overlay) files.push_back(base + kOverlaySuffix);
+  return files;
+}
+
+// Without --overwrite, no existing file is replaced: a training mask folder
+// holds the same <stem>_mask.png names, and its masks would be lost.
+void check_no_overwrite(const std::vector<std::string>& paths, const PredictOptions& o) {
+  if (o.overwrite) return;
+  std::error_code ec;
+  std::string first;
+  size_t n = 0;
+  for (const auto& p : paths)
+    for (const auto& f : output_files(p, o))
+      if (fs::exists(f, ec) && n++ == 0) first = f;
+  if (n)
+    throw UserError("'" + first + "'" + (n > 1 ? " and " + std::to_string(n - 1) + " more output file(s)" : "") +
+                    " exist; predict replaces no file without --overwrite (a training mask folder holds the same "
+                    "<stem>_mask.png names): choose another --output, or pass --overwrite to replace them");
+}
+
 // Writes the outputs of one image; appends the files to written.
 void write_outputs(const std::string& path, const cv::Mat& prob, const PredictOptions& o,
                    std::vector<std::string>& written) {
-  const std::string base = (fs::path(o.output_dir) / fs::path(path).stem()).string();
+  const std::vector<std::string> files = output_files(path, o);  // mask, then probabilities, then overlay
   const cv::Mat mask = threshold_map(prob, o.threshold);
-  written.push_back(base + kMaskSuffix);
+  size_t next = 0;
+  written.push_back(files[next++]);
   write_png_atomic(written.back(), mask);
   if (o.probabilities) {
     cv::Mat p8;
     prob.convertTo(p8, CV_8U, 255.0);  // saturate_cast rounds to nearest
-    written.push_back(base + kProbSuffix);
+    written.push_back(files[next++]);
     write_png_atomic(written.back(), p8);
   }
   if (o.overlay) {
-    written.push_back(base + kOverlaySuffix);
+    written.push_back(files[next++]);
     write_png_atomic(written.back(), overlay_image(path, mask));
   }
 }
@@ -124,6 +150,7 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
   check_threshold(options.threshold, "--threshold");
   if (options.batch_size < 1) throw UserError("--batch-size must be at least 1");
   check_stems(paths);
+  check_no_overwrite(paths, options);
   std::error_code ec;
   const bool created = fs::create_directories(options.output_dir, ec);
   if (ec || !fs::is_directory(options.output_dir, ec))

@@ -39,6 +39,7 @@ struct PredictOptions {
   bool probabilities = false;  ///< Also write <stem>_prob.png (8-bit, round(255 p)).
   bool overlay = false;        ///< Also write <stem>_overlay.png (image with mask contours).
   int batch_size = 1;          ///< Images per global batch, split over the towers.
+  bool overwrite = false;      ///< Replace output files that exist (else UserError before any is written).
 };
 
 /// paths without the files a prediction of paths into output_dir writes
