@@ -401,6 +401,26 @@ TEST_CASE("config: load_config reads a file and names a missing one", "[config]"
   const fs::path dir = fs::temp_directory_path();
   CHECK_THROWS_WITH(load_config(dir.string()),
                     Catch::Matchers::Contains(dir.string() + ": is a folder, not a config file"));
+  // From fuzzing: an endless file was read until memory ran out.
+  CHECK_THROWS_WITH(load_config("/dev/zero"),
+                    Catch::Matchers::Contains("/dev/zero: the config file is larger than 16 MiB"));
+}
+
+TEST_CASE("config: YAML aliases that expand without end are rejected", "[config]") {
+  // From fuzzing: 1.3 KB of ten levels of nine-fold aliases (9^10 values) hung the duplicate-key check.
+  std::string bomb = "x0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9]\n";
+  for (int i = 1; i < 10; ++i) {
+    bomb += "x" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 9; ++k) bomb += (k ? ", *a" : "*a") + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  CHECK_THROWS_WITH(parse_config(bomb + kGood, "bomb.yaml"),
+                    Catch::Matchers::Contains("bomb.yaml: the config holds more than 1000000 YAML values once its "
+                                              "aliases (*name) are expanded"));
+  // An alias used a few times is fine.
+  std::string reuse = kGood;
+  reuse.replace(reuse.find("shape: [8, 8, 3]"), 16, "shape: &s [8, 8, 3]");
+  CHECK(parse_config(reuse, "reuse.yaml").model.layers.size() == 6);
 }
 
 TEST_CASE("config: the product configs parse", "[config]") {

@@ -13,11 +13,22 @@ namespace trainer {
 
 namespace {
 
+/// Nodes a config may hold once YAML aliases are expanded (a real one holds a
+/// few hundred; ten levels of nine-fold aliases in 1 KB would hold 9^10).
+constexpr size_t kMaxConfigNodes = 1000000;
+/// Bytes a config file may hold (a real one holds a few KB).
+constexpr size_t kMaxConfigBytes = size_t(16) << 20;
+
 // yaml-cpp keeps the first of two equal keys and drops the second silently;
 // a config where `epochs` appears twice is almost certainly a mistake.
-void reject_duplicate_keys(const YAML::Node& node, const std::string& file) {
+// `visited` counts the nodes walked, aliases expanded, against kMaxConfigNodes.
+void reject_duplicate_keys(const YAML::Node& node, const std::string& file, size_t& visited) {
+  if (++visited > kMaxConfigNodes)
+    throw UserError(file + ": the config holds more than " + std::to_string(kMaxConfigNodes) +
+                    " YAML values once its aliases (*name) are expanded; a config holds a few hundred: remove "
+                    "the aliases that repeat others");
   if (node.IsSequence()) {
-    for (const auto& e : node) reject_duplicate_keys(e, file);
+    for (const auto& e : node) reject_duplicate_keys(e, file, visited);
   } else if (node.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
     for (const auto& kv : node) {
@@ -30,7 +41,7 @@ void reject_duplicate_keys(const YAML::Node& node, const std::string& file) {
         throw UserError(yaml_location(file, kv.first.Mark()) + ": duplicate key '" + key +
                         "' (first given at line " + std::to_string(it->second.line + 1) +
                         "); keep only one");
-      reject_duplicate_keys(kv.second, file);
+      reject_duplicate_keys(kv.second, file, visited);
     }
   }
 }
@@ -57,7 +68,8 @@ Config parse_config(const std::string& text, const std::string& path) {
   }
   if (!root.IsDefined() || root.IsNull())
     throw UserError(path + ": the config is empty; it needs the sections model, data and training");
-  reject_duplicate_keys(root, path);
+  size_t visited = 0;
+  reject_duplicate_keys(root, path, visited);
 
   ParamReader top(root, path, "config");
   auto section = [&](const char* key, const char* needs) {
@@ -86,10 +98,15 @@ Config load_config(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw UserError(path + ": cannot open the config file; check the path given to --config");
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Read at most kMaxConfigBytes + 1 bytes: --config /dev/zero must not fill the memory.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
   if (in.bad()) throw UserError(path + ": cannot read the config file");
-  return parse_config(text.str(), path);
+  text.resize(size_t(in.gcount()));
+  if (text.size() > kMaxConfigBytes)
+    throw UserError(path + ": the config file is larger than " + std::to_string(kMaxConfigBytes >> 20) +
+                    " MiB; a config is a few KB of YAML: check the path given to --config");
+  return parse_config(text, path);
 }
 
 DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
