@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 
 using namespace trainer;
@@ -221,4 +223,27 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
   for (const std::string& p : {missing, empty, text, half, foreign, noweights})
     CHECK_THROWS_AS(load_checkpoint(p), UserError);
   CHECK_THROWS_WITH(load_checkpoint(dir.path), Catch::Contains("not a regular file"));
+}
+
+TEST_CASE("the temporary file being written is what a second SIGINT's exit removes", "[checkpoint]") {
+  // From fuzzing: two quick SIGINTs during a checkpoint write left a 110 MB
+  // best.h5.tmp-<pid>. The handler calls remove_pending_temp() before _exit.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("trainer_pending_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string tmp = temp_path((dir / "best.h5").string());
+  {
+    const PendingTemp pending(tmp);
+    std::ofstream(tmp) << "half a checkpoint";
+    {
+      const PendingTemp second((dir / "other.tmp").string());  // one at a time: registers nothing
+    }
+    remove_pending_temp();
+    CHECK_FALSE(std::filesystem::exists(tmp));
+  }
+  // Once written (the PendingTemp gone), nothing is removed.
+  std::ofstream(tmp) << "renamed long ago";
+  remove_pending_temp();
+  CHECK(std::filesystem::exists(tmp));
+  std::filesystem::remove_all(dir);
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "io/atomic_file.h"
 
 namespace trainer::cli {
 
@@ -16,6 +17,7 @@ extern "C" void on_stop_signal(int sig) {
   if (sig == SIGINT && g_stop.load() != 0) {
     static const char msg[] = "\ninterrupted again: exiting now without a checkpoint (the last one stays)\n";
     (void)!write(STDERR_FILENO, msg, sizeof msg - 1);  // write(2) is async-signal-safe
+    remove_pending_temp();  // a checkpoint being written: its temporary file (unlink(2))
     _exit(130);
   }
   g_stop.store(sig);

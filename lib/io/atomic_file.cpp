@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <opencv2/imgcodecs.hpp>
@@ -12,6 +14,35 @@
 namespace trainer {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The pending temporary file: its path, whether a PendingTemp owns the slot,
+// and whether the path is complete (what the signal handler reads).
+char g_pending[4096];
+std::atomic<bool> g_claimed{false}, g_ready{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "read by a signal handler");
+
+}  // namespace
+
+PendingTemp::PendingTemp(const std::string& tmp) {
+  if (tmp.size() >= sizeof g_pending) return;
+  bool expected = false;
+  if (!g_claimed.compare_exchange_strong(expected, true)) return;  // another write is pending
+  std::memcpy(g_pending, tmp.c_str(), tmp.size() + 1);
+  g_ready.store(true);
+  registered_ = true;
+}
+
+PendingTemp::~PendingTemp() {
+  if (!registered_) return;
+  g_ready.store(false);
+  g_claimed.store(false);
+}
+
+void remove_pending_temp() noexcept {
+  if (g_ready.load()) ::unlink(g_pending);
+}
 
 std::string temp_path(const std::string& dest) { return dest + ".tmp-" + std::to_string(::getpid()); }
 
@@ -37,6 +68,7 @@ void check_output_path(const std::string& dest, const std::string& flag) {
 
 void write_file_atomic(const std::string& dest, const std::string& bytes) {
   const std::string tmp = temp_path(dest);
+  const PendingTemp pending(tmp);
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), std::streamsize(bytes.size()));
   out.close();

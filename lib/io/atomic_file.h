@@ -10,6 +10,25 @@ namespace trainer {
 /// The temporary name of dest: "<dest>.tmp-<pid>" (same folder, so rename is atomic).
 std::string temp_path(const std::string& dest);
 
+/// While alive, names tmp as the temporary file this process is writing, so
+/// that remove_pending_temp() (called by the second-SIGINT handler, which
+/// exits at once) can delete it instead of leaving a half-written file. One
+/// file at a time: a second PendingTemp while one is alive registers nothing.
+class PendingTemp {
+ public:
+  explicit PendingTemp(const std::string& tmp);
+  ~PendingTemp();
+  PendingTemp(const PendingTemp&) = delete;
+  PendingTemp& operator=(const PendingTemp&) = delete;
+
+ private:
+  bool registered_ = false;
+};
+
+/// Deletes the file a live PendingTemp names, if any. Async-signal-safe
+/// (unlink(2) on a preallocated path).
+void remove_pending_temp() noexcept;
+
 /// Renames tmp over dest. On failure removes tmp and throws UserError naming
 /// dest, the errno text and the fix (a writable folder).
 void commit_temp(const std::string& tmp, const std::string& dest);

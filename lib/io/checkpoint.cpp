@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/hdf5_util.h"
 
 namespace trainer {
@@ -123,7 +124,8 @@ void fsync_path(const std::string& path, int flags) {
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  const std::string tmp = temp_path(path);
+  const PendingTemp pending(tmp);  // removed by a second SIGINT's immediate exit
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
     throw UserError("cannot write checkpoint '" + path + "': " + errno_text() + " (in folder '" + folder_of(path) +

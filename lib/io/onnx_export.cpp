@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 
 namespace trainer {
 
@@ -261,7 +262,8 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
 
 /// Writes bytes to path atomically (temp file in the same folder, fsync, rename).
 void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  const std::string tmp = temp_path(path);
+  const PendingTemp pending(tmp);  // removed by a second SIGINT's immediate exit
   auto fail = [&](const std::string& what, int err) {
     std::remove(tmp.c_str());
     throw UserError("cannot write '" + path + "': " + what + ": " + std::strerror(err) +
