@@ -123,6 +123,12 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
 
   r = run_trainer("--config x.yaml --epochs zero", dir);
   CHECK(r.code == 2);
+  // Seeds CLI11 would wrap or saturate into 2^64 - 1 (the config rejects them too).
+  for (const char* seed : {"-1", "18446744073709551616", "99999999999999999999999"}) {
+    r = run_trainer(std::string("--config x.yaml --seed ") + seed, dir);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains(std::string("--seed: '") + seed + "' is not an integer in [0, "));
+  }
 
   // A mistyped flag: named in the order given, with the flag meant.
   r = run_trainer("--config x.yaml --epoch 1", dir);

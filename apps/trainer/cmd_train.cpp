@@ -2,7 +2,9 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "commands.h"
@@ -151,7 +153,18 @@ Runner add_train(CLI::App& app) {
   app.add_option("--epochs", f->epochs, "Override training.epochs")->check(CLI::Range(1, 1000000));
   app.add_option("--batch-size", f->batch_size, "Override training.batch_size (global batch)")
       ->check(CLI::Range(1, 1000000));
-  app.add_option("--seed", f->seed, "Override training.seed");
+  // CLI11 saturates 2^64 to 2^64 - 1 and takes -1 as 2^64 - 1; the config rejects both, so must the flag.
+  app.add_option("--seed", f->seed, "Override training.seed (an integer in [0, 2^64 - 1])")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            errno = 0;
+            char* end = nullptr;
+            const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+            (void)std::strtoull(v.c_str(), &end, 10);
+            return digits && errno != ERANGE ? std::string()
+                                             : "'" + v + "' is not an integer in [0, 18446744073709551615]";
+          },
+          "", "seed"));
   app.add_option("--output,-o", f->output, "Override training.output_dir")->check(non_empty_path());
   app.add_option("--images", f->images, "Override data.images (folder of images)")->check(non_empty_path());
   app.add_option("--masks", f->masks, "Override data.masks (folder of masks)")->check(non_empty_path());
