@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -84,6 +85,20 @@ TEST_CASE("checkpoint round trip keeps config, epoch, logs, weights and order", 
     CHECK(b.weights[i].name == a.weights[i].name);
     CHECK(b.weights[i].shape == a.weights[i].shape);
     CHECK(b.weights[i].values == a.weights[i].values);
+  }
+}
+
+TEST_CASE("a checkpoint with a NaN or infinite weight is refused, naming it", "[checkpoint]") {
+  // From fuzzing: a NaN kernel passed resume, predict and export (a ReLU kept the loss finite).
+  TempDir dir;
+  for (float bad : {std::nanf(""), INFINITY}) {
+    Checkpoint a = sample_checkpoint();
+    a.weights[0].values[1] = bad;
+    save_checkpoint(dir / "bad.h5", a);
+    CHECK_THROWS_WITH(load_checkpoint(dir / "bad.h5"),
+                      Catch::Contains("bad.h5': weight '" + a.weights[0].layer + "/" + a.weights[0].name +
+                                      "' holds ") &&
+                          Catch::Contains(" at index 1; the training that wrote it diverged or the file is damaged"));
   }
 }
 

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <stdexcept>
@@ -267,6 +269,14 @@ Checkpoint load_checkpoint(const std::string& path) {
   } catch (const h5::H5Failure& e) {
     throw UserError(where + " is not a valid trainer checkpoint: " + e.what() +
                     "; the file is damaged or was not written by trainer");
+  }
+  // A NaN can pass through a ReLU unnoticed (the loss stays finite) and make every prediction garbage.
+  for (const WeightRecord& w : ckpt.weights) {
+    const auto bad = std::find_if(w.values.begin(), w.values.end(), [](float v) { return !std::isfinite(v); });
+    if (bad != w.values.end())
+      throw UserError(where + ": weight '" + w.layer + "/" + w.name + "' holds " + std::to_string(*bad) + " at index " +
+                      std::to_string(bad - w.values.begin()) +
+                      "; the training that wrote it diverged or the file is damaged: use an earlier checkpoint");
   }
   return ckpt;
 }

@@ -50,7 +50,8 @@ void refuse_to_replace_checkpoint(const std::string& path, const std::string& fi
 /// Reads a checkpoint written by save_checkpoint. Throws UserError naming the path for
 /// a missing/unreadable file, a file that is not HDF5, an HDF5 file that is not a
 /// trainer checkpoint (missing attributes or groups, wrong types, unsupported
-/// format_version) and truncated or corrupt contents (with HDF5's own description).
+/// format_version), truncated or corrupt contents (with HDF5's own description) and
+/// a weight that is NaN or infinite (naming it).
 /// HDF5's error printing is silenced during the call.
 Checkpoint load_checkpoint(const std::string& path);
 
