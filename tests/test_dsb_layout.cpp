@@ -136,6 +136,17 @@ TEST_CASE("dsb_to_flat: user errors name the file and the fix", "[data_tools]") 
                         Catch::Contains("is 4x4") && Catch::Contains("must have its image's size"));
     CHECK_FALSE(fs::exists(out.root / "labels" / "x_labels.png"));
   }
+  SECTION("output inside the layout") {
+    // From fuzzing: -o equal to -i wrote train_im/ and the rest into the layout, spoiling it.
+    make_id(in.root, "x", 4, 4, {cv::Mat(4, 4, CV_8UC1, cv::Scalar(255))});
+    for (const fs::path& o : {in.root, in.root / "flat", in.root / "x" / ".." / "flat"}) {
+      CHECK_THAT(error_of(in.root, o), Catch::Contains("lies in the DSB layout") &&
+                                           Catch::Contains("pass an --output outside it"));
+      CHECK_FALSE(fs::exists(in.root / "train_im"));
+      CHECK_FALSE(fs::exists(in.root / "flat"));
+    }
+    CHECK(error_of(in.root, out.root) == "(no error)");  // beside it is fine
+  }
   SECTION("unreadable mask PNG") {
     make_id(in.root, "x", 4, 4, {});
     std::ofstream(in.root / "x" / "masks" / "broken.png") << "not a png";

@@ -151,6 +151,17 @@ void convert_dsb_to_flat(const std::string& input, const std::string& output, co
     throw UserError("mask suffix '" + mask_suffix + "' contains a path separator; use a plain suffix such as _mask");
   const fs::path in(input), out(output);
   const std::vector<std::string> ids = list_ids(in);
+  {
+    // Written into the layout itself, train_im/ and the rest would read as ids next time.
+    std::error_code ec;
+    const fs::path a = fs::weakly_canonical(in, ec), b = fs::weakly_canonical(out, ec);
+    auto bi = b.begin();
+    bool inside = !ec;
+    for (auto ai = a.begin(); inside && ai != a.end(); ++ai, ++bi) inside = bi != b.end() && *ai == *bi;
+    if (inside)
+      throw UserError("output folder '" + output + "' lies in the DSB layout '" + input +
+                      "', which the converted folders would spoil; pass an --output outside it");
+  }
   std::vector<Item> items;
   items.reserve(ids.size());
   for (const auto& id : ids) items.push_back(check_item(in, id));

@@ -36,7 +36,8 @@ namespace trainer {
 /// folder or holds no id folders; an id lacks images/<id>.png or masks/; an
 /// image or mask cannot be decoded; a mask's size differs from its image's;
 /// an id has more than 65535 masks (the 16-bit label map's limit); an output
-/// folder or file cannot be written; `mask_suffix` contains '/' or '\'.
+/// folder or file cannot be written or lies in `input`; `mask_suffix`
+/// contains '/' or '\'.
 void convert_dsb_to_flat(const std::string& input, const std::string& output,
                          const std::string& mask_suffix);
 
