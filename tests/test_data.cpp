@@ -327,6 +327,31 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
     CHECK_THAT(error_of(o), Catch::Matchers::Contains("1 of 2 image/mask pairs cannot be used: cannot decode '" +
                                                       (d.images / "x.png").string() + "' (corrupt"));
   }
+  SECTION("a header claiming 100000 x 100000 pixels") {
+    // From fuzzing: OpenCV's own multi-line assertion text was passed on.
+    write(d.images / "big.png", flat_mask(8, 8));
+    write(d.masks / "big_mask.png", flat_mask(8, 8));
+    std::string png;
+    {
+      std::ifstream in(d.images / "big.png", std::ios::binary);
+      png.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    REQUIRE(png.substr(12, 4) == "IHDR");
+    for (int k = 0; k < 2; ++k)  // width, height = 100000, big-endian
+      for (int b = 0; b < 4; ++b) png[size_t(16 + 4 * k + b)] = char((100000u >> (24 - 8 * b)) & 0xff);
+    uint32_t crc = 0xffffffffu;  // PNG's CRC-32 of the chunk type and data
+    for (size_t i = 12; i < 29; ++i) {
+      crc ^= uint8_t(png[i]);
+      for (int b = 0; b < 8; ++b) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+    }
+    crc = ~crc;
+    for (int b = 0; b < 4; ++b) png[size_t(29 + b)] = char((crc >> (24 - 8 * b)) & 0xff);
+    std::ofstream(d.images / "big.png", std::ios::binary) << png;
+    const std::string e = error_of(o);
+    CHECK_THAT(e, Catch::Matchers::Contains("cannot decode '" + (d.images / "big.png").string() +
+                                            "': its header gives a size OpenCV refuses to read"));
+    CHECK(e.find('\n') == std::string::npos);
+  }
   SECTION("mask of another size") {
     write(d.images / "a.png", flat_mask(8, 8));
     write(d.masks / "a_mask.png", flat_mask(8, 4));

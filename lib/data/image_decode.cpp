@@ -15,7 +15,12 @@ cv::Mat read(const std::string& path) {
   try {
     m = cv::imread(path, cv::IMREAD_UNCHANGED);
   } catch (const cv::Exception& e) {
-    throw UserError("cannot decode '" + path + "': " + e.msg);
+    // e.msg is OpenCV's multi-part text with its source path; e.err is the failed check alone.
+    if (e.func == "validateInputImageSize")
+      throw UserError("cannot decode '" + path + "': its header gives a size OpenCV refuses to read (" +
+                      e.err.substr(0, e.err.find('\n')) + "); a damaged file, or an image larger than "
+                      "OPENCV_IO_MAX_IMAGE_PIXELS (2^30 pixels by default; the environment variable raises it)");
+    throw UserError("cannot decode '" + path + "': OpenCV: " + e.err.substr(0, e.err.find('\n')));
   }
   if (m.empty())
     throw UserError("cannot decode '" + path + "' (corrupt, truncated or not an image)");
