@@ -272,6 +272,7 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
       {"evaluate" + ckpt + images + " --labels " + kFlat + "/train_mask", "has no truth file"},
       {"evaluate" + ckpt + images + " --labels " + kFlat + "/labels --threshold 2", "--threshold 2 is outside"},
       {"evaluate" + ckpt + " --native " + (dir / "empty").string(), "holds no id folders"},
+      {"evaluate" + ckpt + images + " --native " + (dir / "empty").string(), "--images excludes --native"},
   };
   for (const auto& c : cases) {
     const Run r = run_trainer(c.args + " --gpus cpu", dir);

@@ -68,7 +68,8 @@ Command add_evaluate(CLI::App& app) {
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")
       ->required()
       ->check(non_empty_path());
-  cmd->add_option("--images", f->images, "Folder of images (with --masks or --labels)")->check(non_empty_path());
+  CLI::Option* images =
+      cmd->add_option("--images", f->images, "Folder of images (with --masks or --labels)")->check(non_empty_path());
   CLI::Option* masks = cmd->add_option("--masks", f->masks, "Folder of binary masks <stem><mask-suffix>.png")
                              ->check(non_empty_path());
   CLI::Option* labels =
@@ -79,6 +80,7 @@ Command add_evaluate(CLI::App& app) {
                             ->check(non_empty_path());
   masks->excludes(labels)->excludes(native);
   labels->excludes(native);
+  images->excludes(native);  // --native holds its images: an --images beside it was ignored
   cmd->add_option("--mask-suffix", f->mask_suffix, "Mask name suffix (default: the checkpoint config's data.mask_suffix)");
   cmd->add_option("--labels-suffix", f->labels_suffix, "Label image name suffix")->capture_default_str();
   cmd->add_option("--csv", f->csv, "Write per-image scores here (image, n_true, n_pred, score, precision_50, "

@@ -79,6 +79,9 @@ ModelConfig read_model_section(const YAML::Node& node, const std::string& file) 
                           std::to_string(it->second.line + 1) + "; layer names must be unique");
 
     spec.inputs = lp.get_string_list("inputs", std::vector<std::string>{});
+    if (i > 0 && lp.has("inputs") && spec.inputs.empty())
+      lp.fail("inputs", "is an empty list; name the layers this one reads, e.g. [conv1], or leave 'inputs' out to "
+                        "read the previous layer");
     if (i == 0 && !spec.inputs.empty())
       lp.fail("inputs", "must not be given for the Input layer (it is fed by the data)");
     for (const auto& in : spec.inputs)

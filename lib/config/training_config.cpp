@@ -161,6 +161,9 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       if (node[i]["filepath"]) c.where = yaml_location(file, node[i]["filepath"].Mark()) + ": " + what + " (ModelCheckpoint)";
       c.filepath = p.get_string("filepath", std::nullopt);
       if (c.filepath.empty()) p.fail("filepath", "must not be empty; e.g. 'best.h5'");
+      if (std::any_of(c.filepath.begin(), c.filepath.end(), [](char ch) { return (unsigned char)ch < 0x20; }))
+        p.fail("filepath", "holds a control character (such as \\0 or a newline), which a file name cannot "
+                           "hold safely; e.g. 'best.h5'");
       const std::filesystem::path fp(c.filepath);
       bool escapes = false;
       for (const auto& part : fp) escapes = escapes || part == "..";
