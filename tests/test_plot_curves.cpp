@@ -99,7 +99,9 @@ TEST_CASE("plot_curves: a log with one epoch and a log without metrics still dra
   TempDir dir("test_plot");
   std::ofstream(dir.root / "one.csv") << "epoch,loss,mean_iou,val_loss,val_mean_iou\n0,0.5,0.3,0.6,0.2\n";
   std::ofstream(dir.root / "loss_only.csv") << "epoch,loss\r\n0,0.9\r\n1,0.7\r\n\r\n2,0.6\r\n";
-  for (const char* name : {"one", "loss_only"}) {
+  // From fuzzing: +-1e308 overflowed the axis range into an internal error.
+  std::ofstream(dir.root / "huge.csv") << "epoch,loss\n0,1e308\n1,-1e308\n2,0.5\n3,inf\n";
+  for (const char* name : {"one", "loss_only", "huge"}) {
     const Run r = plot_curves("--log " + (dir.root / (std::string(name) + ".csv")).string() + " -o " +
                                   (dir.root / (std::string(name) + ".png")).string(),
                               dir.root);

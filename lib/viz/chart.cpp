@@ -106,6 +106,13 @@ std::vector<double> nice_ticks(double lo, double hi, int target, bool integer) {
   return ticks;
 }
 
+namespace {
+
+// A value whose range with others stays finite (hi - lo of +-1e308 overflows).
+bool drawable(double v) { return std::abs(v) < 1e300; }
+
+}  // namespace
+
 void draw_chart(cv::Mat& panel, const Chart& chart) {
   if (panel.type() != CV_8UC3 || panel.cols < 320 || panel.rows < 200)
     throw std::invalid_argument("draw_chart: the panel must be 8-bit BGR and at least 320 x 200");
@@ -121,7 +128,7 @@ void draw_chart(cv::Mat& panel, const Chart& chart) {
   for (const Series& s : chart.series) {
     if (s.xs.size() != s.ys.size()) throw std::invalid_argument("draw_chart: series '" + s.name + "' xs/ys sizes differ");
     for (size_t i = 0; i < s.xs.size(); ++i)
-      if (std::isfinite(s.xs[i]) && std::isfinite(s.ys[i])) {
+      if (drawable(s.xs[i]) && drawable(s.ys[i])) {
         xr.add(s.xs[i]);
         yr.add(s.ys[i]);
       }
@@ -173,7 +180,7 @@ void draw_chart(cv::Mat& panel, const Chart& chart) {
       run.clear();
     };
     for (size_t i = 0; i < s.xs.size(); ++i) {
-      if (!std::isfinite(s.xs[i]) || !std::isfinite(s.ys[i])) {
+      if (!drawable(s.xs[i]) || !drawable(s.ys[i])) {
         flush();
         continue;
       }

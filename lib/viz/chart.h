@@ -27,8 +27,9 @@ struct Chart {
 constexpr int kChartLeft = 72, kChartRight = 170, kChartTop = 34, kChartBottom = 52;
 
 /// Draws chart into panel (8-bit BGR, at least 320 x 200 pixels; the panel's
-/// pixels are overwritten with a white background). The axes span the finite
-/// points with 5% padding (x padded by half a unit when integer_x); a range
+/// pixels are overwritten with a white background). The axes span the points
+/// of magnitude below 1e300 (others, NaN and infinities included, are left
+/// out, breaking the line) with 5% padding (x padded by half a unit when integer_x); a range
 /// of one value is widened to +-5% of it (or +-0.05 around 0).
 /// Throws std::invalid_argument for a smaller panel or xs/ys of unequal size.
 void draw_chart(cv::Mat& panel, const Chart& chart);
