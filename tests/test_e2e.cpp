@@ -6,6 +6,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "process_testing.h"
 
@@ -123,6 +124,14 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
 
   r = run_trainer("--config x.yaml --epochs zero", dir);
   CHECK(r.code == 2);
+  // Far more threads than cores: a warning (the run then stops at the missing data).
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  r = run_trainer("--config " + std::string(TRAINER_SOURCE_DIR) + "/configs/unet_small.yaml --gpus cpu --threads " +
+                      std::to_string(4 * cores) + " --images " + (dir / "nowhere").string() + " --output " +
+                      (dir / "o").string(),
+                  dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--threads " + std::to_string(4 * cores) + " is more than twice this machine's"));
   // Seeds CLI11 would wrap or saturate into 2^64 - 1 (the config rejects them too).
   for (const char* seed : {"-1", "18446744073709551616", "99999999999999999999999"}) {
     r = run_trainer(std::string("--config x.yaml --seed ") + seed, dir);

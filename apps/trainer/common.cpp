@@ -21,7 +21,12 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads) {
   Towers t;
   t.plan = plan_devices(gpus, list_gpus(), kCudaTraining);
   for (const auto& w : t.plan.warnings) spdlog::warn("{}", w);
-  const int cores = threads ? *threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int hardware = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = threads ? *threads : hardware;
+  if (cores > 2 * hardware)  // from fuzzing: --threads 4096 on 2 cores ran for minutes
+    spdlog::warn("--threads {} is more than twice this machine's {} core(s); threads beyond the cores only wait for "
+                 "each other: leave --threads out to use every core",
+                 cores, hardware);
   t.threads_per_tower = std::max(1, cores / t.plan.towers());
   spdlog::info("devices: {} ({} CPU thread(s) each)", t.plan.describe(), t.threads_per_tower);
   return t;
