@@ -64,7 +64,26 @@ Config parse_config(const std::string& text, const std::string& path) {
       if (number >= e.mark.line && first != std::string::npos && line.find('\t') < first)
         hint = " (line " + std::to_string(number) + " is indented with a tab; YAML allows only spaces there)";
     }
-    throw UserError(yaml_location(path, e.mark) + ": YAML syntax error: " + e.msg + hint);
+    // yaml-cpp quotes the offending byte as it is; a control byte would garble the terminal.
+    std::string msg;
+    for (unsigned char ch : e.msg) {
+      if (ch >= 0x20 && ch != 0x7f) {
+        msg += char(ch);
+      } else {
+        static const char* hex = "0123456789abcdef";
+        msg += std::string("\\x") + hex[ch >> 4] + hex[ch & 15];
+      }
+    }
+    throw UserError(yaml_location(path, e.mark) + ": YAML syntax error: " + msg + hint);
+  }
+  // yaml-cpp's Load reads the first document and drops the rest silently.
+  try {
+    if (YAML::LoadAll(text).size() > 1)
+      throw UserError(path + ": the file holds more than one YAML document (a line '---' starts another); a config "
+                             "is one document: remove the '---' line and merge the sections");
+  } catch (const YAML::ParserException&) {  // a later document's syntax: reported as the one config it is not
+    throw UserError(path + ": the file holds more than one YAML document (a line '---' starts another); a config "
+                           "is one document: remove the '---' line and merge the sections");
   }
   if (!root.IsDefined() || root.IsNull())
     throw UserError(path + ": the config is empty; it needs the sections model, data and training");
