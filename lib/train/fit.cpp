@@ -121,14 +121,14 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
     // Best values start at +-inf (the default bounds); everything else a run writes is finite.
     if (std::isnan(v) || v < lo || v > hi)
       throw UserError(source + ": training state '" + name + "' is " + fmt::format("{}", v) +
-                      ", which no run writes; the file is damaged or was edited: resume from another checkpoint");
+                      ", which no run writes" + kDamagedState);
     return v;
   };
   auto count = [&](const std::string& name, int lo) {
     const double v = scalar(name, lo, 1 << 30);
     if (v != std::floor(v))
       throw UserError(source + ": training state '" + name + "' is " + fmt::format("{}", v) +
-                      ", not a whole number; the file is damaged or was edited: resume from another checkpoint");
+                      ", not a whole number" + kDamagedState);
     return int(v);
   };
   s.next_epoch = count("next_epoch", 1);
@@ -155,7 +155,7 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
                       std::to_string(s.best_params.size()) + " + " + std::to_string(s.best_state.size()) +
                       " values, the model " + std::to_string(trainer.model().num_params()) + " + " +
                       std::to_string(trainer.model().num_state()) +
-                      "; the file is damaged or was edited: resume from another checkpoint");
+                      kDamagedState);
   }
   spdlog::info("resuming from {}: epoch {}, step {}", source, s.next_epoch, s.next_step);
 }

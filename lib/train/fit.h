@@ -47,6 +47,8 @@ std::vector<int> epoch_order(std::vector<int> train, uint64_t seed, int epoch, b
 /// Files every run writes into its output folder (fit() below): a folder
 /// holding one of them holds a run.
 inline constexpr const char* kRunFiles[] = {"last.h5", "log.csv", "final.h5"};
+/// The end of the message for training state in a checkpoint that no run writes.
+inline constexpr const char* kDamagedState = "; the file is damaged or was edited: resume from another checkpoint";
 
 /// Whether a run resumed from checkpoint ("": none) writes into the run the
 /// checkpoint belongs to: the file lies in output_dir or a subfolder of it

@@ -464,7 +464,7 @@ void Trainer::load_optimizer(const Checkpoint& ckpt, const std::string& source) 
                              "written by trainer during training, such as last.h5");
   if (!(it->second >= 0 && it->second <= 1e15) || it->second != std::floor(it->second))
     throw UserError(source + ": training state 'optimizer_iterations' is " + std::to_string(it->second) +
-                    ", which no run writes; the file is damaged or was edited: resume from another checkpoint");
+                    ", which no run writes" + kDamagedState);
   for (auto& t : towers_) {
     t->optimizer->set_iterations(int64_t(it->second));
     for (const auto& [name, values] : t->optimizer->state()) {
