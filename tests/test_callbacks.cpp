@@ -175,7 +175,7 @@ TEST_CASE("ReduceLROnPlateau follows Keras: patience, cooldown, min_lr", "[callb
   CHECK(zero[1] == 0.01);
   CHECK(zero[2] == Approx(0.001));
   CHECK(zero[3] == Approx(0.001));
-  // cooldown 2: two quiet epochs after each reduction.
+  // cooldown 2: one quiet epoch after each reduction (the second ends the cooldown and counts).
   ReduceLROnPlateau cd(plateau(0.5, 1, 2, 0));
   CHECK(rates(cd, 1.0, {1, 1, 1, 1, 1, 1, 1}) == std::vector<double>{1.0, 0.5, 0.5, 0.25, 0.25, 0.125, 0.125});
 }

@@ -425,6 +425,8 @@ TEST_CASE("config: YAML aliases that expand without end are rejected", "[config]
   CHECK_THROWS_WITH(parse_config(bomb + kGood, "bomb.yaml"),
                     Catch::Matchers::Contains("bomb.yaml: the config holds more than 1000000 YAML values once its "
                                               "aliases (*name) are expanded"));
+  // A trailing '---' with nothing (or a comment) after it is not a second document.
+  CHECK(parse_config(kGood + "---\n# end\n", "dash.yaml").model.layers.size() == 6);
   // An alias used a few times is fine.
   std::string reuse = kGood;
   reuse.replace(reuse.find("shape: [8, 8, 3]"), 16, "shape: &s [8, 8, 3]");

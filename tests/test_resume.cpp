@@ -160,6 +160,31 @@ TEST_CASE("ReduceLROnPlateau lowers the rate in the log, and a resumed run keeps
               dir) == 0);
   CHECK(slurp(dir / "part" / "log.csv") == csv);
   require_same_weights(dir / "full" / "final.h5", dir / "part" / "final.h5");
+
+  // A learning_rate changed before resuming scales the carried rate (0.0015 * 0.006 / 0.003);
+  // a dropped callback is warned about; a rate a long plateau drove near 0 still resumes.
+  std::string faster = config(dir / "fast", 6, cb);
+  faster.replace(faster.find("learning_rate: 0.003"), 20, "learning_rate: 0.006");
+  std::ofstream(dir / "fast.yaml") << faster;
+  const std::string part4 = (dir / "part4.h5").string();
+  Checkpoint four = last;
+  save_checkpoint(part4, four);
+  REQUIRE(run("--config " + (dir / "fast.yaml").string() + " --gpus cpu --threads 2 --resume " + part4, dir) == 0);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("training.optimizer.learning_rate is 0.006 (the checkpoint's "
+                                                     "run used 0.003)"));
+  const std::vector<double> fast = csv_column(slurp(dir / "fast" / "log.csv"), "learning_rate");
+  REQUIRE(fast.size() == 2);  // epochs 5 and 6 (no log beside part4.h5 to carry over)
+  CHECK(fast[0] == Approx(0.003).epsilon(1e-12));
+  CHECK(fast[1] == Approx(0.0015).epsilon(1e-12));
+  std::ofstream(dir / "none.yaml") << config(dir / "none", 6);
+  CHECK(run("--config " + (dir / "none.yaml").string() + " --gpus cpu --threads 2 --resume " + part4, dir) == 0);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("ReduceLROnPlateau (given) is false (the checkpoint's run used "
+                                                     "true)"));
+  four.state_scalars["reduce_lr_learning_rate"] = 3e-33;
+  save_checkpoint(part4, four);
+  CHECK(run("--config " + (dir / "r.yaml").string() + " --gpus cpu --threads 2 --overwrite --output " +
+                (dir / "tiny_rate").string() + " --resume " + part4,
+            dir) == 0);
   fs::remove_all(dir);
 }
 

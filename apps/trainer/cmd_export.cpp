@@ -19,6 +19,7 @@ Command add_export(CLI::App& app) {
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required()->check(non_empty_path());
   cmd->add_option("--output,-o", f->output, "ONNX file to write")->required()->check(non_empty_path());
   return {cmd, [f] {
+            install_exit_handlers();  // Ctrl-C leaves no temporary file
             refuse_to_replace_checkpoint(f->output, "export writes an ONNX file; choose another --output, e.g. "
                                                     "unet.onnx");
             Towers one;

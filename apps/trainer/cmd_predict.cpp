@@ -52,7 +52,10 @@ Command add_predict(CLI::App& app) {
   cmd->add_option("--threads", f->threads, "CPU threads in all (default: every core)")->check(CLI::Range(1, 4096));
   cmd->add_option("--batch-size", f->batch_size, "Images per batch over all towers (default: the config's)")
       ->check(CLI::Range(1, 1000000));
-  return {cmd, [f] { return run_predict(*f); }};
+  return {cmd, [f] {
+            install_exit_handlers();  // Ctrl-C leaves no temporary file
+            return run_predict(*f);
+          }};
 }
 
 }  // namespace trainer::cli

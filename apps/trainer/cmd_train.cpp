@@ -65,7 +65,9 @@ bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& 
     spdlog::warn("resuming with other settings: {}; the run continues but is no longer the one that was stopped", d);
   trainer.load_optimizer(ckpt, path);
   auto next = ckpt.state_scalars.find("next_epoch");
-  if (next != ckpt.state_scalars.end() && int(next->second) > config.training.epochs) {
+  // An out-of-range or NaN value is left to fit's checks, which name it (int() of it would be undefined).
+  if (next != ckpt.state_scalars.end() && next->second >= 1 && next->second <= double(1 << 30) &&
+      int(next->second) > config.training.epochs) {
     spdlog::warn("{} has already trained {} epoch(s), as many as training.epochs ({}); nothing to do: raise "
                  "--epochs to train further",
                  path, int(next->second) - 1, config.training.epochs);

@@ -61,6 +61,10 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads);
 /// number at the first one (training stops after the current step); a second
 /// SIGINT exits the process at once with code 130.
 const std::atomic<int>& install_stop_handlers();
+/// For commands that write files and have nothing to finish (export, predict):
+/// SIGINT/SIGTERM delete the temporary file being written, if any, and exit
+/// with 128 + signal at once.
+void install_exit_handlers();
 
 /// trainer::load_model (train/load_model.h) on the towers of --gpus.
 /// UserError naming path for a missing, corrupt or foreign checkpoint.

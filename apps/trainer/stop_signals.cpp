@@ -1,6 +1,7 @@
-// SIGINT/SIGTERM handling for training: the first signal asks the run to stop
+// SIGINT/SIGTERM handling. Training: the first signal asks the run to stop
 // after the current step (it then writes last.h5 and exits with 128 + signal);
-// a second SIGINT exits at once with 130.
+// a second SIGINT exits at once with 130. Export and predict: exit at once.
+// Either way a temporary file being written is deleted first.
 #include <signal.h>
 #include <unistd.h>
 
@@ -23,6 +24,19 @@ extern "C" void on_stop_signal(int sig) {
   g_stop.store(sig);
 }
 }  // namespace
+
+extern "C" void on_exit_signal(int sig) {
+  remove_pending_temp();
+  _exit(128 + sig);
+}
+
+void install_exit_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_exit_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 const std::atomic<int>& install_stop_handlers() {
   struct sigaction sa {};

@@ -78,7 +78,9 @@ Config parse_config(const std::string& text, const std::string& path) {
   }
   // yaml-cpp's Load reads the first document and drops the rest silently.
   try {
-    if (YAML::LoadAll(text).size() > 1)
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    while (docs.size() > 1 && docs.back().IsNull()) docs.pop_back();  // a trailing '---' with nothing after it
+    if (docs.size() > 1)
       throw UserError(path + ": the file holds more than one YAML document (a line '---' starts another); a config "
                              "is one document: remove the '---' line and merge the sections");
   } catch (const YAML::ParserException&) {  // a later document's syntax: reported as the one config it is not

@@ -18,10 +18,13 @@ namespace fs = std::filesystem;
 namespace {
 
 // The pending temporary file: its path, whether a PendingTemp owns the slot,
-// and whether the path is complete (what the signal handler reads).
+// whether the path is set, and a sequence number, odd while the path is being
+// written, so that the signal handler (any thread) never unlinks a torn path.
 char g_pending[4096];
 std::atomic<bool> g_claimed{false}, g_ready{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "read by a signal handler");
+std::atomic<unsigned> g_sequence{0};
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<unsigned>::is_always_lock_free,
+              "read by a signal handler");
 
 }  // namespace
 
@@ -29,7 +32,9 @@ PendingTemp::PendingTemp(const std::string& tmp) {
   if (tmp.size() >= sizeof g_pending) return;
   bool expected = false;
   if (!g_claimed.compare_exchange_strong(expected, true)) return;  // another write is pending
+  g_sequence.fetch_add(1);  // odd: being written
   std::memcpy(g_pending, tmp.c_str(), tmp.size() + 1);
+  g_sequence.fetch_add(1);
   g_ready.store(true);
   registered_ = true;
 }
@@ -41,7 +46,14 @@ PendingTemp::~PendingTemp() {
 }
 
 void remove_pending_temp() noexcept {
-  if (g_ready.load()) ::unlink(g_pending);
+  if (!g_ready.load()) return;
+  const unsigned before = g_sequence.load();
+  if (before & 1u) return;
+  char path[sizeof g_pending];
+  std::memcpy(path, g_pending, sizeof path);  // memcpy is async-signal-safe (POSIX.1-2016)
+  path[sizeof path - 1] = '\0';
+  if (g_sequence.load() != before || !g_ready.load()) return;  // replaced meanwhile: not ours to remove
+  ::unlink(path);  // after the rename the name is gone: ENOENT, nothing finished is removed
 }
 
 std::string temp_path(const std::string& dest) { return dest + ".tmp-" + std::to_string(::getpid()); }

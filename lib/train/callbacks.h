@@ -82,7 +82,8 @@ class CheckpointPolicy {
 /// the cooldown, counts again, as in Keras); otherwise each epoch without
 /// improvement increments it, and at wait >= patience the learning rate
 /// becomes max(lr * factor, min_lr), provided lr > min_lr (compared in
-/// float32, as Keras), and the cooldown starts. A NaN value never improves.
+/// float32, as Keras), and the cooldown starts. A NaN value never improves
+/// (unlike Keras, which takes any first value, NaN too, as the best).
 class ReduceLROnPlateau {
  public:
   /// Throws UserError for an unknown cfg.mode.

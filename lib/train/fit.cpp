@@ -90,6 +90,7 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
   if (s.policy) c.state_scalars["checkpoint_best"] = s.policy->best();
   if (s.reduce_lr) {
     c.state_scalars["reduce_lr_learning_rate"] = trainer.learning_rate();
+    c.state_scalars["reduce_lr_initial_rate"] = config.training.optimizer.learning_rate;
     c.state_scalars["reduce_lr_best"] = s.reduce_lr->best();
     c.state_scalars["reduce_lr_wait"] = s.reduce_lr->wait();
     c.state_scalars["reduce_lr_cooldown"] = s.reduce_lr->cooldown_left();
@@ -143,7 +144,11 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
                      count("early_stopping_wait", 0));
   if (s.policy && c.state_scalars.count("checkpoint_best")) s.policy->restore(scalar("checkpoint_best"));
   if (s.reduce_lr && c.state_scalars.count("reduce_lr_learning_rate")) {
-    trainer.set_learning_rate(scalar("reduce_lr_learning_rate", 1e-30, 1e30));
+    // The reductions so far carry over; a learning_rate changed in the config
+    // since (warned about) scales with them: rate * (configured now / configured then).
+    const double rate = scalar("reduce_lr_learning_rate", 0, 1e300);
+    const double then = scalar("reduce_lr_initial_rate", 1e-300, 1e300), now = trainer.learning_rate();
+    trainer.set_learning_rate(now == then ? rate : rate * (now / then));
     s.reduce_lr->restore(scalar("reduce_lr_best"), count("reduce_lr_wait", 0), count("reduce_lr_cooldown", 0));
   }
   if (c.state_arrays.count("best_params")) {

@@ -12,7 +12,7 @@ template <typename T>
 void compare(std::vector<std::string>& out, const std::string& key, const T& now, const T& then) {
   if (now == then) return;
   std::ostringstream s;
-  s << key << " is " << now << " (the checkpoint's run used " << then << ")";
+  s << std::boolalpha << key << " is " << now << " (the checkpoint's run used " << then << ")";
   out.push_back(s.str());
 }
 
@@ -39,6 +39,24 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "data.shuffle", now.data.shuffle, then.data.shuffle);
   compare(out, "data.images", now.data.images, then.data.images);
   compare(out, "data.masks", now.data.masks, then.data.masks);
+  // Callbacks whose state carries over: another setting changes what that state means.
+  const EarlyStoppingConfig &e = now.training.early_stopping, &f = then.training.early_stopping;
+  compare(out, "EarlyStopping (given)", e.enabled, f.enabled);
+  if (e.enabled && f.enabled) {
+    compare(out, "EarlyStopping monitor", e.monitor, f.monitor);
+    compare(out, "EarlyStopping patience", e.patience, f.patience);
+    compare(out, "EarlyStopping min_delta", e.min_delta, f.min_delta);
+  }
+  const ReduceLROnPlateauConfig &r = now.training.reduce_lr, &q = then.training.reduce_lr;
+  compare(out, "ReduceLROnPlateau (given)", r.enabled, q.enabled);
+  if (r.enabled && q.enabled) {
+    compare(out, "ReduceLROnPlateau monitor", r.monitor, q.monitor);
+    compare(out, "ReduceLROnPlateau factor", r.factor, q.factor);
+    compare(out, "ReduceLROnPlateau patience", r.patience, q.patience);
+    compare(out, "ReduceLROnPlateau min_delta", r.min_delta, q.min_delta);
+    compare(out, "ReduceLROnPlateau cooldown", r.cooldown, q.cooldown);
+    compare(out, "ReduceLROnPlateau min_lr", r.min_lr, q.min_lr);
+  }
   const AugmentationConfig &x = now.data.augmentation, &y = then.data.augmentation;
   compare(out, "data.augmentation.horizontal_flip", x.horizontal_flip, y.horizontal_flip);
   compare(out, "data.augmentation.vertical_flip", x.vertical_flip, y.vertical_flip);

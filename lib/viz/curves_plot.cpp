@@ -53,8 +53,10 @@ Chart make_chart(const TrainingLog& log, const std::vector<size_t>& columns, con
 
 cv::Mat plot_training_curves(const TrainingLog& log, const std::string& title) {
   std::vector<size_t> losses, metrics;
-  for (size_t k = 0; k < log.columns.size(); ++k)
+  for (size_t k = 0; k < log.columns.size(); ++k) {
+    if (log.columns[k] == "learning_rate") continue;  // ReduceLROnPlateau's: not on the 0..1 metric scale
     (log.columns[k] == "loss" || log.columns[k] == "val_loss" ? losses : metrics).push_back(k);
+  }
 
   cv::Mat img(kCurvesHeight, kCurvesWidth, CV_8UC3, cv::Scalar(255, 255, 255));
   const Font title_font{0.6, 1};
