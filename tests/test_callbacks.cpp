@@ -1,11 +1,18 @@
-// EarlyStopping / ModelCheckpoint decisions and filepath formatting.
+// EarlyStopping / ModelCheckpoint / ReduceLROnPlateau decisions, filepath
+// formatting, and CsvLogger continuing a log.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 
 #include "core/error.h"
 #include "train/callbacks.h"
+#include "train/csv_logger.h"
 
 using namespace trainer;
 
@@ -197,4 +204,31 @@ TEST_CASE("ReduceLROnPlateau: min_delta, max mode, NaN, restore", "[callbacks]")
   CHECK(b.on_epoch_end(2.0, 1.0) == 0.5);
   c.mode = "sideways";
   CHECK_THROWS_AS(ReduceLROnPlateau(c), UserError);
+}
+
+TEST_CASE("CsvLogger continuing a log with other columns keeps every earlier value", "[callbacks]") {
+  // From a new user's trial: adding ReduceLROnPlateau on resume started log.csv anew,
+  // dropping the finished epochs' rows.
+  const std::string dir = "/tmp/trainer_csv_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/log.csv";
+  {
+    CsvLogger first(path);
+    first.log(1, {{"loss", 0.5}, {"val_loss", 0.6}});
+    first.log(2, {{"loss", 0.4}, {"val_loss", 0.55}});
+  }
+  {
+    CsvLogger resumed(path, 2, path);
+    resumed.log(3, {{"learning_rate", 0.001}, {"loss", 0.3}});  // val_loss gone, learning_rate new
+  }
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  CHECK(text == "epoch,learning_rate,loss,val_loss\n0,NA,0.5,0.6\n1,NA,0.4,0.55\n2,0.001,0.3,NA\n");
+  {
+    CsvLogger same(path, 3, path);  // the same columns again: rows carried as they are
+    same.log(4, {{"learning_rate", 0.0005}, {"loss", 0.2}});
+  }
+  std::ifstream again(path);
+  CHECK(std::string((std::istreambuf_iterator<char>(again)), {}) == text + "3,0.0005,0.2,NA\n");
+  std::filesystem::remove_all(dir);
 }

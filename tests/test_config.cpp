@@ -335,6 +335,8 @@ TEST_CASE("config: ReduceLROnPlateau takes Keras's arguments and defaults", "[co
   CHECK_THROWS_WITH(parse("{type: ReduceLROnPlateau}, {type: ReduceLROnPlateau}"),
                     Catch::Contains("give at most one ReduceLROnPlateau"));
   CHECK_THROWS_WITH(parse("{type: ReduceLROnPlateau, cooldown: -1}"), Catch::Contains("'cooldown' must be in [0, "));
+  CHECK_THROWS_WITH(parse("{type: ReduceLROnPlateau, epsilon: 0.01}"),  // Keras 2's name
+                    Catch::Contains("unknown key 'epsilon' (did you mean 'min_delta'?)"));
 }
 
 TEST_CASE("config: training.precision picks the GPU convolution arithmetic", "[config]") {

@@ -172,14 +172,16 @@ TEST_CASE("ReduceLROnPlateau lowers the rate in the log, and a resumed run keeps
   REQUIRE(run("--config " + (dir / "fast.yaml").string() + " --gpus cpu --threads 2 --resume " + part4, dir) == 0);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("training.optimizer.learning_rate is 0.006 (the checkpoint's "
                                                      "run used 0.003)"));
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("ReduceLROnPlateau: the carried learning rate 0.0015 becomes "
+                                                     "0.003 (learning_rate is 0.006, was 0.003)"));
   const std::vector<double> fast = csv_column(slurp(dir / "fast" / "log.csv"), "learning_rate");
   REQUIRE(fast.size() == 2);  // epochs 5 and 6 (no log beside part4.h5 to carry over)
   CHECK(fast[0] == Approx(0.003).epsilon(1e-12));
   CHECK(fast[1] == Approx(0.0015).epsilon(1e-12));
   std::ofstream(dir / "none.yaml") << config(dir / "none", 6);
   CHECK(run("--config " + (dir / "none.yaml").string() + " --gpus cpu --threads 2 --resume " + part4, dir) == 0);
-  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("ReduceLROnPlateau (given) is false (the checkpoint's run used "
-                                                     "true)"));
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("ReduceLROnPlateau is off (the checkpoint's run used "
+                                                     "on)"));
   four.state_scalars["reduce_lr_learning_rate"] = 3e-33;
   save_checkpoint(part4, four);
   CHECK(run("--config " + (dir / "r.yaml").string() + " --gpus cpu --threads 2 --overwrite --output " +

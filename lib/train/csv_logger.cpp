@@ -2,7 +2,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -24,17 +26,54 @@ CsvLogger::CsvLogger(std::string path, int finished_epochs, const std::string& e
   }
 }
 
+namespace {
+
+std::vector<std::string> split_commas(const std::string& line) {
+  std::vector<std::string> cells;
+  std::istringstream in(line);
+  for (std::string cell; std::getline(in, cell, ',');) cells.push_back(cell);
+  if (!line.empty() && line.back() == ',') cells.emplace_back();
+  return cells;
+}
+
+}  // namespace
+
 void CsvLogger::log(int epoch, const std::map<std::string, double>& logs) {
   if (!out_.is_open()) {
+    for (const auto& kv : logs) columns_.push_back(kv.first);
     std::string header = "epoch";
-    for (const auto& kv : logs) header += "," + kv.first;
+    for (const auto& c : columns_) header += "," + c;
     std::string start = header + "\n";
     if (!kept_.empty()) {
-      const std::string old_header = kept_.substr(0, kept_.find('\n'));
-      if (old_header == header)
+      std::istringstream rows(kept_);
+      std::string line;
+      std::getline(rows, line);
+      if (line == header) {
         start = kept_;
-      else
-        spdlog::warn("the columns of {} change ({} -> {}); it starts anew", path_, old_header, header);
+      } else {
+        // Another set of logs (e.g. ReduceLROnPlateau's learning_rate added on
+        // resume): every column of both, the missing cells "NA" as Keras's
+        // CSVLogger writes them, so no earlier value is lost.
+        const std::string old_header = line;
+        const std::vector<std::string> old = split_commas(line);
+        std::set<std::string> all(columns_.begin(), columns_.end());
+        all.insert(old.begin() + 1, old.end());
+        columns_.assign(all.begin(), all.end());
+        start = "epoch";
+        for (const auto& c : columns_) start += "," + c;
+        start += "\n";
+        while (std::getline(rows, line)) {
+          const std::vector<std::string> cells = split_commas(line);
+          std::map<std::string, std::string> by_name;
+          for (size_t k = 1; k < old.size() && k < cells.size(); ++k) by_name[old[k]] = cells[k];
+          start += cells.empty() ? std::string() : cells[0];
+          for (const auto& c : columns_) start += "," + (by_name.count(c) ? by_name[c] : std::string("NA"));
+          start += "\n";
+        }
+        spdlog::warn("the columns of {} change ({} -> {}); its rows now hold every column of both, NA where an "
+                     "epoch has no value",
+                     path_, old_header, start.substr(0, start.find('\n')));
+      }
     }
     // The kept rows exist nowhere else: replace the file atomically, then append.
     write_file_atomic(path_, start);
@@ -43,8 +82,13 @@ void CsvLogger::log(int epoch, const std::map<std::string, double>& logs) {
   }
   out_ << epoch - 1;
   char buf[40];
-  for (const auto& kv : logs) {
-    std::snprintf(buf, sizeof buf, ",%.9g", kv.second);
+  for (const auto& c : columns_) {
+    const auto it = logs.find(c);
+    if (it == logs.end()) {
+      out_ << ",NA";
+      continue;
+    }
+    std::snprintf(buf, sizeof buf, ",%.9g", it->second);
     out_ << buf;
   }
   out_ << '\n';

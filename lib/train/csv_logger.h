@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace trainer {
 
@@ -20,7 +21,9 @@ class CsvLogger {
   /// when it cannot be read or written.
   CsvLogger(std::string path, int finished_epochs = 0, const std::string& earlier = "");
   /// Writes the row of epoch (1-based, as printed; written 0-based as Keras does).
-  /// The first row's names fix the columns; later rows use the same columns.
+  /// The first row's names fix the columns (with the carried-over log's, if
+  /// they differ: every column of both, the earlier rows' missing cells "NA");
+  /// later rows use the same columns, "NA" where a name is missing, as Keras.
   void log(int epoch, const std::map<std::string, double>& logs);
   const std::string& path() const { return path_; }
 
@@ -28,6 +31,7 @@ class CsvLogger {
   std::string path_;
   std::string kept_;  ///< Header and rows carried over from the earlier log.
   std::ofstream out_;
+  std::vector<std::string> columns_;  ///< Log names after "epoch", in file order.
 };
 
 }  // namespace trainer

@@ -149,6 +149,9 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
     const double rate = scalar("reduce_lr_learning_rate", 0, 1e300);
     const double then = scalar("reduce_lr_initial_rate", 1e-300, 1e300), now = trainer.learning_rate();
     trainer.set_learning_rate(now == then ? rate : rate * (now / then));
+    if (now != then)
+      spdlog::warn("ReduceLROnPlateau: the carried learning rate {:g} becomes {:g} (learning_rate is {:g}, was {:g})",
+                   rate, trainer.learning_rate(), now, then);
     s.reduce_lr->restore(scalar("reduce_lr_best"), count("reduce_lr_wait", 0), count("reduce_lr_cooldown", 0));
   }
   if (c.state_arrays.count("best_params")) {
@@ -210,10 +213,13 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   const fs::path out_dir(tc.output_dir);
   spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s)", train_idx.size(),
                val_idx.size(), tc.batch_size, trainer.towers());
-  if (const AugmentationConfig& a = config.data.augmentation; a.any())
-    spdlog::info("augmenting training batches (each image with its mask):{}{}{}",
-                 a.horizontal_flip ? " random left-right flips;" : "", a.vertical_flip ? " random up-down flips;" : "",
-                 a.rotate_90 ? " random quarter turns;" : "");
+  if (const AugmentationConfig& a = config.data.augmentation; a.any()) {
+    std::vector<std::string> kinds;
+    if (a.horizontal_flip) kinds.push_back("random left-right flips");
+    if (a.vertical_flip) kinds.push_back("random up-down flips");
+    if (a.rotate_90) kinds.push_back("random quarter turns");
+    spdlog::info("augmenting training batches (each image with its mask): {}", fmt::join(kinds, ", "));
+  }
 
   const bool has_val = !val_idx.empty();
   auto needs_val = [&](const std::string& monitor) {

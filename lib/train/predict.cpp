@@ -85,9 +85,11 @@ void check_no_overwrite(const std::vector<std::string>& paths, const PredictOpti
     for (const auto& f : output_files(p, o))
       if (fs::exists(f, ec) && n++ == 0) first = f;
   if (n)
-    throw UserError("'" + first + "'" + (n > 1 ? " and " + std::to_string(n - 1) + " more output file(s)" : "") +
-                    " exist; predict replaces no file without --overwrite (a training mask folder holds the same "
-                    "<stem>_mask.png names): choose another --output, or pass --overwrite to replace them");
+    throw UserError("'" + first + "'" +
+                    (n > 1 ? " and " + std::to_string(n - 1) + " more output file(s) exist" : " exists") +
+                    "; predict replaces no file without --overwrite (in a training mask folder it would replace the "
+                    "masks, which have the same <stem>_mask.png names): choose another --output, or pass --overwrite "
+                    "to replace them");
 }
 
 // Writes the outputs of one image; appends the files to written.

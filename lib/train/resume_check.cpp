@@ -41,14 +41,15 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "data.masks", now.data.masks, then.data.masks);
   // Callbacks whose state carries over: another setting changes what that state means.
   const EarlyStoppingConfig &e = now.training.early_stopping, &f = then.training.early_stopping;
-  compare(out, "EarlyStopping (given)", e.enabled, f.enabled);
+  auto given = [](bool on) { return std::string(on ? "on" : "off"); };
+  compare(out, "EarlyStopping", given(e.enabled), given(f.enabled));
   if (e.enabled && f.enabled) {
     compare(out, "EarlyStopping monitor", e.monitor, f.monitor);
     compare(out, "EarlyStopping patience", e.patience, f.patience);
     compare(out, "EarlyStopping min_delta", e.min_delta, f.min_delta);
   }
   const ReduceLROnPlateauConfig &r = now.training.reduce_lr, &q = then.training.reduce_lr;
-  compare(out, "ReduceLROnPlateau (given)", r.enabled, q.enabled);
+  compare(out, "ReduceLROnPlateau", given(r.enabled), given(q.enabled));
   if (r.enabled && q.enabled) {
     compare(out, "ReduceLROnPlateau monitor", r.monitor, q.monitor);
     compare(out, "ReduceLROnPlateau factor", r.factor, q.factor);
