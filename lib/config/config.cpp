@@ -77,16 +77,18 @@ Config parse_config(const std::string& text, const std::string& path) {
     throw UserError(yaml_location(path, e.mark) + ": YAML syntax error: " + msg + hint);
   }
   // yaml-cpp's Load reads the first document and drops the rest silently.
+  // A later document's syntax error also means there is more than one.
+  bool several = false;
   try {
     std::vector<YAML::Node> docs = YAML::LoadAll(text);
     while (docs.size() > 1 && docs.back().IsNull()) docs.pop_back();  // a trailing '---' with nothing after it
-    if (docs.size() > 1)
-      throw UserError(path + ": the file holds more than one YAML document (a line '---' starts another); a config "
-                             "is one document: remove the '---' line and merge the sections");
-  } catch (const YAML::ParserException&) {  // a later document's syntax: reported as the one config it is not
+    several = docs.size() > 1;
+  } catch (const YAML::ParserException&) {
+    several = true;
+  }
+  if (several)
     throw UserError(path + ": the file holds more than one YAML document (a line '---' starts another); a config "
                            "is one document: remove the '---' line and merge the sections");
-  }
   if (!root.IsDefined() || root.IsNull())
     throw UserError(path + ": the config is empty; it needs the sections model, data and training");
   size_t visited = 0;

@@ -42,6 +42,10 @@ void apply_symmetry(Symmetry s, const float* src, float* dst, int h, int w, int 
   if ((s & kTranspose) && h != w)
     throw InternalError("a transposing symmetry of a " + std::to_string(h) + "x" + std::to_string(w) + " sample");
   const size_t row = size_t(w) * size_t(c);
+  if (s == 0) {
+    std::copy(src, src + size_t(h) * row, dst);
+    return;
+  }
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
       int sy = (s & kFlipY) ? h - 1 - y : y, sx = (s & kFlipX) ? w - 1 - x : x;

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 
 #include "backend/elementwise_ops.h"
@@ -172,11 +171,6 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
     const Symmetry sym =
         augment_step ? draw_symmetry(config_.data.augmentation, config_.training.seed, *augment_step, uint64_t(lo + k))
                      : 0;
-    if (sym == 0) {
-      std::memcpy(image_to, images.sample(i), img * sizeof(float));
-      if (mask_to) std::memcpy(mask_to, masks->sample(i), msk * sizeof(float));
-      return;
-    }
     apply_symmetry(sym, images.sample(i), image_to, in.h, in.w, in.c);
     if (mask_to) apply_symmetry(sym, masks->sample(i), mask_to, in.h, in.w, masks->shape().c);
   };
