@@ -90,14 +90,14 @@ TEST_CASE("the CPU backend refuses bf16 activations", "[dtype]") {
   CHECK_THROWS_AS(concat_channels_forward(Device{}, DType::BF16, xs, cs, 2, 4, y.raw(), 4), InternalError);
   float kernel[2 * 2] = {}, out[8] = {};
   Conv2DOp conv(Conv2DParams{});
-  CHECK_THROWS_AS(conv.forward(Device{}, DType::BF16, a.raw(), a.shape(), kernel, nullptr, Activation::Linear,
+  CHECK_THROWS_AS(conv.forward(Device{}, DType::BF16, a.raw(), a.shape(), kernel, nullptr, Activation{},
                                DType::F32, out, Shape{1, 2, 2, 2}),
                   InternalError);
   MaxPool2DOp pool(Pool2DParams{});
   CHECK_THROWS_AS(pool.forward(Device{}, DType::BF16, a.raw(), a.shape(), out, Shape{1, 1, 1, 2}, true),
                   InternalError);
   std::vector<float> dy(8, 1.f), grads(8);
-  CHECK_THROWS_AS(conv.backward(Device{}, Activation::Linear, DType::BF16, a.raw(), a.raw(), a.shape(), DType::F32,
+  CHECK_THROWS_AS(conv.backward(Device{}, Activation{}, DType::BF16, a.raw(), a.raw(), a.shape(), DType::F32,
                                 out, Shape{1, 2, 2, 2}, kernel, grads.data(), nullptr, nullptr),
                   InternalError);
   CHECK_THROWS_AS(pool.backward(Device{}, DType::BF16, a.raw(), Shape{1, 1, 1, 2}, b.raw(), a.shape()),

@@ -324,6 +324,8 @@ TEST_CASE("Conv2D gradients match finite differences", "[conv]") {
                   1e-3f, 2e-2);
   check_gradients("{type: Conv2D, filters: 2, kernel_size: 3, activation: sigmoid, padding: same}",
                   Shape{1, 4, 5, 2});
+  check_gradients("{type: Conv2D, filters: 2, kernel_size: 3, activation: elu, padding: same}", Shape{1, 4, 5, 2});
+  check_gradients("{type: Conv2D, filters: 2, kernel_size: 3, activation: tanh, padding: same}", Shape{1, 4, 5, 2});
 }
 
 TEST_CASE("Conv2DTranspose gradients match finite differences", "[conv]") {

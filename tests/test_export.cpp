@@ -27,25 +27,29 @@ constexpr int kSide = 42;
 // Every layer type at 42x42: a 'same' stride-2 conv (42 -> 21, pads 0/1), a
 // 'same' pool on an odd size (21 -> 11, pads 0/1), a stride-2 transposed conv
 // that crops one pixel at the end (21 -> 42), BN with and without beta, a
-// Rescaling with an offset, Dropout, UpSampling2D, Concatenate, Add, Activation.
+// Rescaling with an offset, Dropout, UpSampling2D, Concatenate, Add, and every
+// activation (the activation strings and the layers with their parameters).
 std::string export_net(const fs::path& out_dir) {
   return R"(model:
   name: export_net
   layers:
     - {name: input, type: Input, shape: [42, 42, 3]}
     - {name: scale, type: Rescaling, scale: 0.00784313725490196, offset: -1}
-    - {name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: relu}
+    - {name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: elu}
     - {name: bn1, type: BatchNormalization, momentum: 0.5}
-    - {name: down, type: Conv2D, filters: 8, kernel_size: 3, strides: 2, padding: same, activation: relu}
+    - {name: down, type: Conv2D, filters: 8, kernel_size: 3, strides: 2, padding: same, activation: leaky_relu}
     - {name: pool, type: MaxPooling2D, pool_size: 2, padding: same}
     - {name: drop, type: Dropout, rate: 0.2}
+    - {name: leaky, type: LeakyReLU, negative_slope: 0.1}
     - {name: up, type: UpSampling2D, size: 2}
-    - {name: trim, type: Conv2D, filters: 8, kernel_size: 2, activation: relu}
+    - {name: trim, type: Conv2D, filters: 8, kernel_size: 2, activation: tanh}
     - {name: cat, type: Concatenate, inputs: [trim, down]}
-    - {name: upt, type: Conv2DTranspose, filters: 4, kernel_size: 3, strides: 2, padding: same}
+    - {name: upt, type: Conv2DTranspose, filters: 4, kernel_size: 3, strides: 2, padding: same, activation: selu}
     - {name: upk1, type: Conv2DTranspose, filters: 4, kernel_size: 1, strides: 2, inputs: [cat]}
     - {name: sum, type: Add, inputs: [upt, bn1, upk1]}
-    - {name: act, type: Activation, activation: relu}
+    - {name: elu, type: ELU, alpha: 0.5}
+    - {name: relu, type: ReLU, negative_slope: 0.3}
+    - {name: act, type: Activation, activation: softplus}
     - {name: bn2, type: BatchNormalization, center: false, momentum: 0.5}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
 data:

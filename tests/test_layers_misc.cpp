@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "layer_testing.h"
+#include "nn/activation.h"
 
 using namespace trainer;
 using namespace trainer::testing;
@@ -223,9 +224,9 @@ TEST_CASE("Add sums inputs of one shape", "[layers]") {
   }
 }
 
-TEST_CASE("Activation relu and sigmoid, and strip_final_sigmoid", "[layers]") {
-  for (const char* act : {"relu", "sigmoid"}) {
-    auto l = layer_from_yaml(std::string("{type: Activation, activation: ") + act + "}");
+TEST_CASE("Activation: every activation's gradient, and strip_final_sigmoid", "[layers]") {
+  for (const std::string& act : activation_names()) {
+    auto l = layer_from_yaml("{type: Activation, activation: " + act + "}");
     auto w = bind_random(*l, {Shape{0, 3, 3, 2}}, 1);
     auto r = gradcheck(*l, w, {away_from_zero(random_tensor({2, 3, 3, 2}, 10), 0.05f)}, {}, 1e-2f);
     INFO(act);
@@ -244,7 +245,81 @@ TEST_CASE("Activation relu and sigmoid, and strip_final_sigmoid", "[layers]") {
   CHECK(y.data()[1] == 2.f);
   CHECK_FALSE(sig->strip_final_sigmoid());
   CHECK_THROWS_AS(layer_from_yaml("{type: Activation}"), UserError);
-  CHECK_THROWS_AS(layer_from_yaml("{type: Activation, activation: tanh}"), UserError);
+  CHECK_THROWS_AS(layer_from_yaml("{type: Activation, activation: relu7}"), UserError);
+}
+
+/// y = layer(x) for a [1, 1, 1, n] input of the values xs.
+static std::vector<float> activate(const std::string& yaml, const std::vector<float>& xs) {
+  auto l = layer_from_yaml(yaml);
+  bind_random(*l, {Shape{0, 1, 1, int(xs.size())}}, 1);
+  Tensor x = make_tensor({1, 1, 1, int(xs.size())}, xs);
+  Tensor y = run_forward(*l, {}, {&x});
+  return std::vector<float>(y.data(), y.data() + y.numel());
+}
+
+TEST_CASE("Activations tanh, elu, selu, softplus, leaky_relu give Keras's values", "[layers]") {
+  using Catch::Matchers::Approx;  // relative 1e-5 of each value
+  const std::vector<float> x = {-2.f, -0.5f, 0.f, 1.5f};
+  auto approx = [](std::vector<float> v) { return Approx(v).epsilon(1e-5).margin(1e-7); };
+  // The values by the formulas of keras.activations, in double.
+  std::vector<float> tanh_v, elu_v, selu_v, softplus_v;
+  for (double v : x) {
+    tanh_v.push_back(float(std::tanh(v)));
+    elu_v.push_back(float(v > 0 ? v : std::exp(v) - 1));
+    selu_v.push_back(float(1.0507009873554805 * (v > 0 ? v : 1.6732632423543772 * (std::exp(v) - 1))));
+    softplus_v.push_back(float(std::log1p(std::exp(v))));
+  }
+  CHECK_THAT(activate("{type: Activation, activation: tanh}", x), approx(tanh_v));
+  CHECK_THAT(activate("{type: Activation, activation: elu}", x), approx(elu_v));
+  CHECK_THAT(activate("{type: Activation, activation: selu}", x), approx(selu_v));
+  CHECK_THAT(activate("{type: Activation, activation: softplus}", x), approx(softplus_v));
+  CHECK_THAT(activate("{type: Activation, activation: leaky_relu}", x), approx({-0.4f, -0.1f, 0.f, 1.5f}));
+  // softplus neither overflows nor loses its tiny values
+  CHECK_THAT(activate("{type: Activation, activation: softplus}", {200.f, -80.f}),
+             approx({200.f, float(std::exp(-80.0))}));
+  // The layers with Keras's defaults and with their parameter.
+  CHECK_THAT(activate("{type: LeakyReLU}", x), approx({-0.6f, -0.15f, 0.f, 1.5f}));
+  CHECK_THAT(activate("{type: LeakyReLU, negative_slope: 0.1}", x), approx({-0.2f, -0.05f, 0.f, 1.5f}));
+  CHECK_THAT(activate("{type: LeakyReLU, alpha: 0.1}", x), approx({-0.2f, -0.05f, 0.f, 1.5f}));  // Keras 2
+  CHECK_THAT(activate("{type: ELU}", x), approx(elu_v));
+  const float e2 = float(std::exp(-2.0) - 1), e05 = float(std::exp(-0.5) - 1);
+  CHECK_THAT(activate("{type: ELU, alpha: 0.5}", x), approx({0.5f * e2, 0.5f * e05, 0.f, 1.5f}));
+  CHECK_THAT(activate("{type: ReLU}", x), approx({0.f, 0.f, 0.f, 1.5f}));
+  CHECK_THAT(activate("{type: ReLU, negative_slope: 0.5}", x), approx({-1.f, -0.25f, 0.f, 1.5f}));
+  CHECK(layer_from_yaml("{type: LeakyReLU}")->type() == "LeakyReLU");
+  CHECK(layer_from_yaml("{type: ReLU}")->type() == "ReLU");
+}
+
+TEST_CASE("Activation layers' gradients match finite differences, their parameters too", "[layers]") {
+  for (const char* yaml : {"{type: LeakyReLU}", "{type: LeakyReLU, negative_slope: 0}", "{type: ELU, alpha: 0.5}",
+                           "{type: ELU, alpha: 2}", "{type: ReLU, negative_slope: 0.05}", "{type: ReLU}"}) {
+    INFO(yaml);
+    auto l = layer_from_yaml(yaml);
+    auto w = bind_random(*l, {Shape{0, 3, 3, 2}}, 1);
+    auto r = gradcheck(*l, w, {away_from_zero(random_tensor({2, 3, 3, 2}, 11), 0.05f)}, {}, 1e-2f);
+    CHECK(r.max_rel_error_inputs < 2e-3);
+  }
+}
+
+TEST_CASE("Activations trainer lacks and bad activation parameters are config errors with a fix", "[layers]") {
+  auto message = [](const std::string& yaml) -> std::string {
+    try {
+      layer_from_yaml(yaml);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  CHECK_THAT(message("{type: Activation, activation: softmax}"),
+             Catch::Contains("normalizes over the channels") && Catch::Contains("'sigmoid'"));
+  CHECK_THAT(message("{type: Conv2D, filters: 1, kernel_size: 1, activation: gelu}"),
+             Catch::Contains("'gelu' is not supported") && Catch::Contains("elu"));
+  CHECK_THAT(message("{type: ReLU, max_value: 6}"), Catch::Contains("max_value") && Catch::Contains("remove"));
+  CHECK_THAT(message("{type: ReLU, threshold: 0.5}"), Catch::Contains("threshold"));
+  CHECK_THAT(message("{type: ELU, alpha: 0}"), Catch::Contains("alpha") && Catch::Contains("> 0"));
+  CHECK_THAT(message("{type: LeakyReLU, negative_slope: -0.1}"), Catch::Contains("negative_slope"));
+  CHECK_THAT(message("{type: LeakyReLU, alpha: 0.1, negative_slope: 0.1}"),
+             Catch::Contains("Keras 2's name of 'negative_slope'"));
 }
 
 TEST_CASE("BatchNormalization training forward matches a hand computation", "[layers]") {

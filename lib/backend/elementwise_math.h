@@ -4,16 +4,42 @@
 // backend/cuda/ call the same functions (TRAINER_HD is __host__ __device__
 // under nvcc), so both devices compute the same expression for every element.
 #include <cstdint>
+#include <type_traits>
 
 #include "core/math.h"
 
 namespace trainer {
 
-/// The activations of Keras's `activation` argument that trainer supports:
-/// "linear" (identity), "relu" (max(0, x)), "sigmoid" (1/(1+e^-x)).
-enum class Activation { Linear, Relu, Sigmoid };
+/// The activations of Keras's `activation` argument that trainer supports
+/// (formulas as keras.activations defines them).
+enum class ActivationKind {
+  Linear,     ///< x.
+  Relu,       ///< max(0, x).
+  Sigmoid,    ///< 1 / (1 + e^-x).
+  Tanh,       ///< tanh(x).
+  Elu,        ///< x for x > 0, else alpha (e^x - 1) (Clevert et al. 2015); alpha > 0.
+  Selu,       ///< scale * elu(x) with Klambauer et al. 2017's alpha and scale.
+  Softplus,   ///< log(1 + e^x).
+  LeakyRelu,  ///< x for x > 0, else alpha x (Maas et al. 2013); alpha >= 0.
+};
+
+/// One activation function with its parameter. alpha: Elu's alpha, LeakyRelu's
+/// negative slope; unused by the others.
+struct Activation {
+  ActivationKind kind = ActivationKind::Linear;
+  float alpha = 0.f;
+  TRAINER_HD bool linear() const { return kind == ActivationKind::Linear; }
+  TRAINER_HD bool is(ActivationKind k) const { return kind == k; }
+};
+
+/// SELU's constants (Klambauer et al. 2017, as keras.activations.selu).
+constexpr float kSeluAlpha = 1.67326324235437728481f;
+constexpr float kSeluScale = 1.05070098735548049342f;
 
 // ---- Activations ---------------------------------------------------------
+// Every gradient is written in terms of the output y = f(x), so backward needs
+// only the layer's output: each f here is strictly increasing where it is
+// not constant, which makes x recoverable from y.
 
 /// relu(x) = max(0, x) (NaN maps to 0).
 TRAINER_HD inline float relu_forward(float x) { return x > 0.f ? x : 0.f; }
@@ -23,6 +49,74 @@ TRAINER_HD inline float relu_backward(float y, float dy) { return y > 0.f ? dy :
 TRAINER_HD inline float sigmoid_forward(float x) { return stable_sigmoid(x); }
 /// dL/dx of sigmoid from its output y and dL/dy: dy * y (1 - y).
 TRAINER_HD inline float sigmoid_backward(float y, float dy) { return dy * (y * (1.f - y)); }
+
+/// f(x) for activation a.
+TRAINER_HD inline float activation_value(Activation a, float x) {
+  switch (a.kind) {
+    case ActivationKind::Linear:
+      return x;
+    case ActivationKind::Relu:
+      return relu_forward(x);
+    case ActivationKind::Sigmoid:
+      return sigmoid_forward(x);
+    case ActivationKind::Tanh:
+      return tanhf(x);
+    case ActivationKind::Elu:
+      return x > 0.f ? x : a.alpha * expm1f(x);
+    case ActivationKind::Selu:
+      return kSeluScale * (x > 0.f ? x : kSeluAlpha * expm1f(x));
+    case ActivationKind::Softplus:  // max(x, 0) + log(1 + e^-|x|): no overflow
+      return fmaxf(x, 0.f) + log1pf(expf(-fabsf(x)));
+    case ActivationKind::LeakyRelu:
+      return x > 0.f ? x : a.alpha * x;
+  }
+  return x;
+}
+
+/// dL/dx = dy * f'(x) for activation a, from its output y = f(x) and dL/dy:
+/// tanh' = 1 - y^2; elu' = 1 (y > 0) or y + alpha; selu' = scale (y > 0) or
+/// y + scale * alpha; softplus' = sigmoid(x) = 1 - e^-y; leaky relu' = 1
+/// (y > 0) or alpha.
+TRAINER_HD inline float activation_dx(Activation a, float y, float dy) {
+  switch (a.kind) {
+    case ActivationKind::Linear:
+      return dy;
+    case ActivationKind::Relu:
+      return relu_backward(y, dy);
+    case ActivationKind::Sigmoid:
+      return sigmoid_backward(y, dy);
+    case ActivationKind::Tanh:
+      return dy * (1.f - y * y);
+    case ActivationKind::Elu:
+      return y > 0.f ? dy : dy * (y + a.alpha);
+    case ActivationKind::Selu:
+      return dy * (y > 0.f ? kSeluScale : y + kSeluScale * kSeluAlpha);
+    case ActivationKind::Softplus:
+      return dy * -expm1f(-y);
+    case ActivationKind::LeakyRelu:
+      return y > 0.f ? dy : dy * a.alpha;
+  }
+  return dy;
+}
+
+/// Calls f(std::integral_constant<ActivationKind, k>{}) (host code), so that a
+/// loop or kernel over many elements is compiled once per kind, with
+/// activation_value / activation_dx resolved at compile time.
+template <class F>
+decltype(auto) with_kind(ActivationKind k, F&& f) {
+  using K = ActivationKind;
+  switch (k) {
+    case K::Relu: return f(std::integral_constant<K, K::Relu>{});
+    case K::Sigmoid: return f(std::integral_constant<K, K::Sigmoid>{});
+    case K::Tanh: return f(std::integral_constant<K, K::Tanh>{});
+    case K::Elu: return f(std::integral_constant<K, K::Elu>{});
+    case K::Selu: return f(std::integral_constant<K, K::Selu>{});
+    case K::Softplus: return f(std::integral_constant<K, K::Softplus>{});
+    case K::LeakyRelu: return f(std::integral_constant<K, K::LeakyRelu>{});
+    case K::Linear: break;
+  }
+  return f(std::integral_constant<K, K::Linear>{});
+}
 
 // ---- Rescaling -----------------------------------------------------------
 

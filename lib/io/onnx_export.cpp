@@ -134,10 +134,39 @@ std::vector<LayerWeights> weights_by_layer(const Model& model, const std::vector
   return out;
 }
 
-/// Adds the activation node a(in) -> out; a must not be Linear.
+/// Adds the activation node a(in) -> out (ONNX opset 13 operators, whose
+/// formulas match elementwise_math.h); a must not be Linear.
 void add_activation(GraphBuilder& b, Activation a, const std::string& in, const std::string& out,
                     const std::string& name) {
-  b.node(a == Activation::Relu ? "Relu" : "Sigmoid", {in}, out, name);
+  switch (a.kind) {
+    case ActivationKind::Relu:
+      b.node("Relu", {in}, out, name);
+      return;
+    case ActivationKind::Sigmoid:
+      b.node("Sigmoid", {in}, out, name);
+      return;
+    case ActivationKind::Tanh:
+      b.node("Tanh", {in}, out, name);
+      return;
+    case ActivationKind::Elu:
+      GraphBuilder::real(b.node("Elu", {in}, out, name), "alpha", a.alpha);
+      return;
+    case ActivationKind::Selu: {
+      onnx::NodeProto& n = b.node("Selu", {in}, out, name);
+      GraphBuilder::real(n, "alpha", kSeluAlpha);
+      GraphBuilder::real(n, "gamma", kSeluScale);
+      return;
+    }
+    case ActivationKind::Softplus:
+      b.node("Softplus", {in}, out, name);
+      return;
+    case ActivationKind::LeakyRelu:
+      GraphBuilder::real(b.node("LeakyRelu", {in}, out, name), "alpha", a.alpha);
+      return;
+    case ActivationKind::Linear:
+      break;
+  }
+  throw std::invalid_argument("export_onnx: layer '" + name + "' has no activation to export");
 }
 
 /// Adds the nodes of one layer computing out from ins.
@@ -172,7 +201,7 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
         const WeightRecord& bias = *w.at("bias");
         inputs.push_back(b.constant(name + "/bias", {int64_t(bias.values.size())}, bias.values));
       }
-      const bool act = d.activation != Activation::Linear;
+      const bool act = !d.activation.linear();
       const std::string pre = act ? name + "/preactivation" : out;
       // OpenCV's dnn (4.6) rejects asymmetric ConvTranspose pads: the transposed
       // convolution crops the symmetric part and a Slice the rest (TensorFlow's
@@ -236,7 +265,7 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       return;
     }
     case LayerKind::Activation:
-      if (d.activation == Activation::Linear)
+      if (d.activation.linear())
         b.node("Identity", ins, out, name);
       else
         add_activation(b, d.activation, ins[0], out, name);
@@ -325,7 +354,7 @@ void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, c
     std::vector<std::string> ins;
     for (int j : model.layer_inputs(i)) ins.push_back(tensor[size_t(j)]);
     const bool alias = d.kind == LayerKind::Identity ||
-                       (d.kind == LayerKind::Activation && d.activation == Activation::Linear);
+                       (d.kind == LayerKind::Activation && d.activation.linear());
     if (alias && i != last) {
       tensor[size_t(i)] = ins[0];
       continue;

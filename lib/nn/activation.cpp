@@ -5,17 +5,50 @@
 namespace trainer {
 
 const std::vector<std::string>& activation_names() {
-  static const std::vector<std::string> names = {"linear", "relu", "sigmoid"};
+  static const std::vector<std::string> names = {"linear", "relu",     "sigmoid",   "tanh",
+                                                 "elu",    "selu",     "softplus",  "leaky_relu"};
   return names;
 }
 
-std::string activation_name(Activation a) { return activation_names()[int(a)]; }
+std::string activation_name(Activation a) { return activation_names()[size_t(a.kind)]; }
+
+Activation activation_from_name(const std::string& name) {
+  for (size_t i = 0; i < activation_names().size(); ++i)
+    if (activation_names()[i] == name) {
+      const auto kind = ActivationKind(i);
+      const float alpha = kind == ActivationKind::Elu ? 1.f : kind == ActivationKind::LeakyRelu ? 0.2f : 0.f;
+      return Activation{kind, alpha};
+    }
+  return Activation{};
+}
+
+namespace {
+
+/// Why a Keras activation trainer lacks is missing, and what to use; "" for
+/// other names.
+std::string missing_activation_hint(const std::string& s) {
+  if (s == "softmax" || s == "log_softmax")
+    return "'" + s + "' normalizes over the channels, which the binary segmentation losses here do not use: "
+           "for one mask channel use 'sigmoid' on a 1-filter output";
+  if (s == "gelu" || s == "silu" || s == "swish" || s == "mish" || s == "hard_silu" || s == "hard_swish")
+    return "'" + s + "' is not supported (its gradient needs the layer's input); 'elu' or 'relu' are the "
+           "usual choices in a U-Net";
+  if (s == "relu6" || s == "hard_sigmoid" || s == "exponential" || s == "softsign")
+    return "'" + s + "' is not supported";
+  return "";
+}
+
+}  // namespace
 
 Activation read_activation(ParamReader& p, const std::string& key) {
-  std::string s = p.get_string(key, std::string("linear"), activation_names());
-  for (size_t i = 0; i < activation_names().size(); ++i)
-    if (activation_names()[i] == s) return Activation(i);
-  return Activation::Linear;
+  if (p.has(key)) {
+    YAML::Node v = p.get_node(key);
+    if (v.IsScalar()) {
+      const std::string hint = missing_activation_hint(v.Scalar());
+      if (!hint.empty()) p.fail(key, hint + ". Supported: " + join_names(activation_names()));
+    }
+  }
+  return activation_from_name(p.get_string(key, std::string("linear"), activation_names()));
 }
 
 }  // namespace trainer

@@ -1,7 +1,9 @@
 #pragma once
-// Element-wise activations shared by Activation, Conv2D and Conv2DTranspose.
-// Keras names: "linear" (identity), "relu" (max(0, x)), "sigmoid" (1/(1+e^-x)).
-// The enum and the math live in the backend (backend/elementwise_ops.h:
+// Element-wise activations shared by Activation, LeakyReLU, ELU, ReLU, Conv2D
+// and Conv2DTranspose. Keras names (keras.activations): "linear" (identity),
+// "relu", "sigmoid", "tanh", "elu" (alpha 1), "selu", "softplus" and
+// "leaky_relu" (negative slope 0.2, as Keras 3's function). The kinds and
+// the math live in the backend (backend/elementwise_ops.h:
 // activation_forward / activation_backward, per element in
 // backend/elementwise_math.h); this header adds the Keras names.
 #include "backend/elementwise_ops.h"
@@ -13,10 +15,15 @@ namespace trainer {
 
 class ParamReader;
 
-/// The Keras names accepted in a config, in the order of the enum.
+/// The Keras names accepted in a config, in the order of ActivationKind.
 const std::vector<std::string>& activation_names();
+/// The Keras name of a's kind.
 std::string activation_name(Activation a);
-/// Reads key (default "linear") from p; UserError naming the place otherwise.
+/// The activation of a Keras name with Keras's default parameter (elu: alpha
+/// 1; leaky_relu: negative slope 0.2).
+Activation activation_from_name(const std::string& name);
+/// Reads key (default "linear") from p; UserError naming the place otherwise,
+/// with a hint for Keras activations trainer lacks (softmax, gelu, ...).
 Activation read_activation(ParamReader& p, const std::string& key = "activation");
 
 }  // namespace trainer

@@ -39,7 +39,7 @@ struct LayerDescription {
   /// Conv2D, Conv2DTranspose: whether a bias weight exists.
   bool use_bias = false;
   /// Conv2D, Conv2DTranspose (after the bias), Activation.
-  Activation activation = Activation::Linear;
+  Activation activation;  ///< Default linear.
   /// Rescaling.
   float scale = 1.f, offset = 0.f;
   /// BatchNormalization: added to the variance. Missing gamma means 1, missing beta 0.

@@ -18,6 +18,9 @@ const std::vector<Entry>& registry() {
       {"Concatenate", make_concatenate},
       {"Add", make_add},
       {"Activation", make_activation},
+      {"LeakyReLU", make_leaky_relu},
+      {"ELU", make_elu},
+      {"ReLU", make_relu},
       {"BatchNormalization", make_batch_normalization},
       {"Dropout", make_dropout},
   };

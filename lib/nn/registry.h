@@ -31,6 +31,9 @@ std::unique_ptr<Layer> make_up_sampling2d(ParamReader& p, const std::string& nam
 std::unique_ptr<Layer> make_concatenate(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_add(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_activation(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_leaky_relu(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_elu(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_relu(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_batch_normalization(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_dropout(ParamReader& p, const std::string& name);
 

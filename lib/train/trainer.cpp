@@ -339,7 +339,7 @@ Tensor Trainer::predict(const Tensor& images, int batch_size) {
       Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), b + lo, batch,
                   t.device};
       t.y.copy_from(t.model.forward(ctx, t.model.input_buffer()));
-      activation_forward(t.device, Activation::Sigmoid, t.y.data(), t.y.numel());
+      activation_forward(t.device, Activation{ActivationKind::Sigmoid}, t.y.data(), t.y.numel());
       device_copy(probabilities.device(), probabilities.sample(b + lo), t.device, t.y.data(),
                   t.y.numel() * sizeof(float));
     }

@@ -1,5 +1,5 @@
 // Activation forward / backward on the CPU (OpenMP), per element through
-// backend/elementwise_math.h.
+// backend/elementwise_math.h, one loop per activation kind (with_kind).
 #include <cstring>
 
 #include "backend/device_ops.h"
@@ -7,36 +7,26 @@
 namespace trainer::cpu {
 
 void activation_forward(const Device&, Activation a, float* y, size_t n) {
+  if (a.linear()) return;
   const long long m = (long long)n;
-  switch (a) {
-    case Activation::Linear:
-      return;
-    case Activation::Relu:
+  with_kind(a.kind, [&](auto k) {
+    const Activation f{k, a.alpha};
 #pragma omp parallel for simd schedule(static)
-      for (long long i = 0; i < m; ++i) y[i] = relu_forward(y[i]);
-      return;
-    case Activation::Sigmoid:
-#pragma omp parallel for schedule(static)
-      for (long long i = 0; i < m; ++i) y[i] = sigmoid_forward(y[i]);
-      return;
-  }
+    for (long long i = 0; i < m; ++i) y[i] = activation_value(f, y[i]);
+  });
 }
 
 void activation_backward(const Device&, Activation a, const float* y, const float* dy, float* dx, size_t n) {
-  const long long m = (long long)n;
-  switch (a) {
-    case Activation::Linear:
-      if (dx != dy) std::memcpy(dx, dy, n * sizeof(float));
-      return;
-    case Activation::Relu:
-#pragma omp parallel for simd schedule(static)
-      for (long long i = 0; i < m; ++i) dx[i] = relu_backward(y[i], dy[i]);
-      return;
-    case Activation::Sigmoid:
-#pragma omp parallel for simd schedule(static)
-      for (long long i = 0; i < m; ++i) dx[i] = sigmoid_backward(y[i], dy[i]);
-      return;
+  if (a.linear()) {
+    if (dx != dy) std::memcpy(dx, dy, n * sizeof(float));
+    return;
   }
+  const long long m = (long long)n;
+  with_kind(a.kind, [&](auto k) {
+    const Activation f{k, a.alpha};
+#pragma omp parallel for simd schedule(static)
+    for (long long i = 0; i < m; ++i) dx[i] = activation_dx(f, y[i], dy[i]);
+  });
 }
 
 }  // namespace trainer::cpu

@@ -267,7 +267,7 @@ class CachedConvOp final : public ConvBackend {
                 *x = static_cast<const float*>(xv);
     float* dx = static_cast<float*>(dxv);
     const float* dz = dy;
-    if (act != Activation::Linear) {
+    if (!act.linear()) {
       float* scratch = thread_scratch(ys.numel());
       cpu::activation_backward(Device{}, act, y, dy, scratch, ys.numel());
       dz = scratch;

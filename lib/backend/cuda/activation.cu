@@ -1,6 +1,7 @@
 // Activation forward / backward on a GPU: in-place grid-stride kernels on the
 // tower's compute stream (float4 accesses when the arrays are 16-byte
-// aligned), per element through backend/elementwise_math.h.
+// aligned), per element through backend/elementwise_math.h, one kernel per
+// activation kind (with_kind).
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/elementwise_kernel.cuh"
 #include "backend/device_ops.h"
@@ -9,11 +10,12 @@ namespace trainer::cuda {
 
 namespace {
 
-/// y[i] <- f(y[i]) with f = relu_forward or sigmoid_forward.
-template <Activation A>
+/// y[i] <- f(y[i]) with f = activation_value of kind K.
+template <ActivationKind K>
 struct ActivationForward {
   float* y;
-  __device__ static float f(float v) { return A == Activation::Relu ? relu_forward(v) : sigmoid_forward(v); }
+  float alpha;
+  __device__ float f(float v) const { return activation_value(Activation{K, alpha}, v); }
   template <class I>
   __device__ void one(I i) const {
     y[i] = f(y[i]);
@@ -26,15 +28,14 @@ struct ActivationForward {
   }
 };
 
-/// dy[i] <- f'(y[i]) * dy[i] with f' = relu_backward or sigmoid_backward.
-template <Activation A>
+/// dx[i] <- activation_dx of kind K from y[i] and dy[i].
+template <ActivationKind K>
 struct ActivationBackward {
   const float* y;
   const float* dy;
   float* dx;
-  __device__ static float f(float out, float g) {
-    return A == Activation::Relu ? relu_backward(out, g) : sigmoid_backward(out, g);
-  }
+  float alpha;
+  __device__ float f(float out, float g) const { return activation_dx(Activation{K, alpha}, out, g); }
   template <class I>
   __device__ void one(I i) const {
     dx[i] = f(y[i], dy[i]);
@@ -51,33 +52,27 @@ struct ActivationBackward {
 }  // namespace
 
 void activation_forward(const Device& d, Activation a, float* y, size_t n) {
-  if (a == Activation::Linear || n == 0) return;
+  if (a.linear() || n == 0) return;
   CudaContext& ctx = context(d);
   const bool vec = aligned16(y);
-  if (a == Activation::Relu) {
-    launch_elementwise(ctx.stream(), ActivationForward<Activation::Relu>{y}, n, vec);
-    TRAINER_CUDA_CHECK_LAUNCH(ctx, "relu_forward");
-  } else {
-    launch_elementwise(ctx.stream(), ActivationForward<Activation::Sigmoid>{y}, n, vec);
-    TRAINER_CUDA_CHECK_LAUNCH(ctx, "sigmoid_forward");
-  }
+  with_kind(a.kind, [&](auto k) {
+    launch_elementwise(ctx.stream(), ActivationForward<k()>{y, a.alpha}, n, vec);
+  });
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "activation_forward");
 }
 
 void activation_backward(const Device& d, Activation a, const float* y, const float* dy, float* dx, size_t n) {
   if (n == 0) return;
   CudaContext& ctx = context(d);
-  if (a == Activation::Linear) {
+  if (a.linear()) {
     if (dx != dy) TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(dx, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
     return;
   }
   const bool vec = aligned16(y, dy, dx);
-  if (a == Activation::Relu) {
-    launch_elementwise(ctx.stream(), ActivationBackward<Activation::Relu>{y, dy, dx}, n, vec);
-    TRAINER_CUDA_CHECK_LAUNCH(ctx, "relu_backward");
-  } else {
-    launch_elementwise(ctx.stream(), ActivationBackward<Activation::Sigmoid>{y, dy, dx}, n, vec);
-    TRAINER_CUDA_CHECK_LAUNCH(ctx, "sigmoid_backward");
-  }
+  with_kind(a.kind, [&](auto k) {
+    launch_elementwise(ctx.stream(), ActivationBackward<k()>{y, dy, dx, a.alpha}, n, vec);
+  });
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "activation_backward");
 }
 
 }  // namespace trainer::cuda

@@ -40,7 +40,7 @@ class CudnnConv2D final : public ConvBackend {
     core_.prepare_gradient(ConvSide::B, xs, ys, act, y, dy, ytype, dbias);
     core_.backward_filter(x, xtype, xs, Staging::Reuse, nullptr, ytype, ys, Staging::Prepared, dkernel);
     if (dx)
-      core_.backward_data(nullptr, ytype, ys, Staging::Prepared, kernel, nullptr, Activation::Linear, dx, xtype, xs);
+      core_.backward_data(nullptr, ytype, ys, Staging::Prepared, kernel, nullptr, Activation{}, dx, xtype, xs);
     core_.release_prepared(ConvSide::B);
   }
 

@@ -44,7 +44,7 @@ class CudnnConv2DTranspose final : public ConvBackend {
     const cudnnDataType_t xtype = cudnn_type(xt), ytype = cudnn_type(yt);
     core_.prepare_gradient(ConvSide::A, ys, xs, act, y, dy, ytype, dbias);
     core_.backward_filter(nullptr, ytype, ys, Staging::Prepared, x, xtype, xs, Staging::Reuse, dkernel);
-    if (dx) core_.forward(nullptr, ytype, ys, Staging::Prepared, kernel, nullptr, Activation::Linear, dx, xtype, xs);
+    if (dx) core_.forward(nullptr, ytype, ys, Staging::Prepared, kernel, nullptr, Activation{}, dx, xtype, xs);
     core_.release_prepared(ConvSide::A);
   }
 

@@ -11,18 +11,6 @@ namespace trainer::cuda {
 
 namespace {
 
-__device__ inline float activate(Activation a, float v) {
-  switch (a) {
-    case Activation::Relu:
-      return relu_forward(v);
-    case Activation::Sigmoid:
-      return sigmoid_forward(v);
-    case Activation::Linear:
-      break;
-  }
-  return v;
-}
-
 /// y[i] = act(src[i] + bias[i % C]) for the grid-stride launcher (S, Y:
 /// float or __nv_bfloat16), four elements per quad() call where C % 4 == 0.
 template <class S, class Y>
@@ -34,7 +22,7 @@ struct Epilogue {
   int C;
   template <class I>
   __device__ void one(I i) const {
-    y[i] = from_float<Y>(activate(act, to_float(src[i]) + (bias ? bias[i % I(C)] : 0.f)));
+    y[i] = from_float<Y>(activation_value(act, to_float(src[i]) + (bias ? bias[i % I(C)] : 0.f)));
   }
   /// Elements 4j .. 4j+3: one channel quad (C % 4 == 0), 16- or 8-byte accesses.
   template <class I>
@@ -42,7 +30,7 @@ struct Epilogue {
     const int c = int((I(4) * j) % I(C));
     float4 v = load4(src, j);
     if (bias) v.x += bias[c], v.y += bias[c + 1], v.z += bias[c + 2], v.w += bias[c + 3];
-    store4(y, j, make_float4(activate(act, v.x), activate(act, v.y), activate(act, v.z), activate(act, v.w)));
+    store4(y, j, make_float4(activation_value(act, v.x), activation_value(act, v.y), activation_value(act, v.z), activation_value(act, v.w)));
   }
 };
 
@@ -68,8 +56,7 @@ __global__ void gradient_partials_kernel(Activation act, const Y* y, const Y* dy
     for (long long r = rows * b / parts + ty; r < end; r += lanes) {
       const size_t i = size_t(r) * C + c;
       float v = to_float(dy[i]);
-      if (act == Activation::Relu) v = relu_backward(to_float(y[i]), v);
-      else if (act == Activation::Sigmoid) v = sigmoid_backward(to_float(y[i]), v);
+      if (!act.linear()) v = activation_dx(act, to_float(y[i]), v);
       if (g) g[i] = from_float<G>(v);
       s += v;
     }
@@ -155,7 +142,7 @@ void activation_gradient(CudaContext& ctx, Activation act, const void* y, const 
 }
 
 void bias_gradient(CudaContext& ctx, const void* dy, cudnnDataType_t dy_type, long long rows, int C, float* dbias) {
-  activation_gradient(ctx, Activation::Linear, nullptr, dy, dy_type, rows, C, nullptr, CUDNN_DATA_FLOAT, dbias);
+  activation_gradient(ctx, Activation{}, nullptr, dy, dy_type, rows, C, nullptr, CUDNN_DATA_FLOAT, dbias);
 }
 
 }  // namespace trainer::cuda

@@ -258,7 +258,7 @@ void ConvCore::prepare_gradient(ConvSide side, Shape as, Shape bs, Activation ac
   const Shape s = side == ConvSide::A ? as : bs;
   const long long rows = (long long)s.n * s.h * s.w;
   kept_tag_[int(side)].valid = false;  // until the new gradient is queued
-  if (!staged(p, side, y_type) && act == Activation::Linear) {  // cuDNN reads dy as it is
+  if (!staged(p, side, y_type) && act.linear()) {  // cuDNN reads dy as it is
     if (dbias) bias_gradient(ctx_, dy, y_type, rows, s.c, dbias);
     kept_tag_[int(side)] = KeptTag{true, true, dy, y_type, as, bs};
     return;
@@ -288,12 +288,12 @@ void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, voi
   const long long rows = (long long)s.n * s.h * s.w;
   if (side == ConvSide::A && p.explicit_pad) {
     reframe_nhwc(ctx_, src, p.type, p.ap, dst, dst_type, p.as, -p.ph.before, -p.pw.before, 0.0f);
-    if (!bias && act == Activation::Linear) return;
+    if (!bias && act.linear()) return;
     conv_epilogue(ctx_, dst, dst_type, bias, act, dst, dst_type, rows, s.c);
     return;
   }
   // src is dst where cuDNN wrote the caller's tensor in place (same type).
-  if (src == dst && (!bias && act == Activation::Linear)) return;
+  if (src == dst && (!bias && act.linear())) return;
   conv_epilogue(ctx_, src, p.type, bias, act, dst, dst_type, rows, s.c);
 }
 

@@ -1,6 +1,9 @@
-// Activation (keras.layers.Activation): y = f(x) element-wise, f one of
-// linear, relu, sigmoid (nn/activation.h). YAML: {type: Activation, activation: relu}
-// (required). No weights.
+// Activation (keras.layers.Activation): y = f(x) element-wise, f one of the
+// activations of nn/activation.h. YAML: {type: Activation, activation: relu}
+// (required). No weights. Keras's activation layers are the same layer with
+// their parameter: LeakyReLU (negative_slope, default 0.3; Keras 2's 'alpha'),
+// ELU (alpha, default 1.0) and ReLU (negative_slope, default 0; max_value
+// and threshold only at their defaults).
 #include "core/error.h"
 #include "nn/activation.h"
 #include "nn/registry.h"
@@ -11,8 +14,10 @@ namespace {
 
 class ActivationLayer : public Layer {
  public:
-  ActivationLayer(std::string name, Activation a) : Layer(std::move(name)), act_(a) {}
-  std::string type() const override { return "Activation"; }
+  /// type: the Keras layer type it was built from (for summaries and errors).
+  ActivationLayer(std::string name, std::string type, Activation a)
+      : Layer(std::move(name)), type_(std::move(type)), act_(a) {}
+  std::string type() const override { return type_; }
   LayerDescription describe() const override {
     LayerDescription d;
     d.kind = LayerKind::Activation;
@@ -23,7 +28,7 @@ class ActivationLayer : public Layer {
   /// One input; same shape out. UserError otherwise.
   Shape infer(const std::vector<Shape>& inputs) override {
     if (inputs.size() != 1)
-      throw UserError("Activation takes exactly 1 input, got " + std::to_string(inputs.size()));
+      throw UserError(type_ + " takes exactly 1 input, got " + std::to_string(inputs.size()));
     return inputs[0];
   }
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
@@ -39,12 +44,13 @@ class ActivationLayer : public Layer {
   }
   /// A sigmoid becomes linear (the output is then logits).
   bool strip_final_sigmoid() override {
-    if (act_ != Activation::Sigmoid) return false;
-    act_ = Activation::Linear;
+    if (!act_.is(ActivationKind::Sigmoid)) return false;
+    act_ = Activation{};
     return true;
   }
 
  private:
+  std::string type_;
   Activation act_;
 };
 
@@ -54,7 +60,40 @@ std::unique_ptr<Layer> make_activation(ParamReader& p, const std::string& name) 
   if (!p.has("activation"))
     p.fail("'activation' is required; add 'activation: <name>' with one of: " +
            join_names(activation_names()));
-  return std::make_unique<ActivationLayer>(name, read_activation(p, "activation"));
+  return std::make_unique<ActivationLayer>(name, "Activation", read_activation(p, "activation"));
+}
+
+namespace {
+
+/// Keras 3's negative_slope, or Keras 2's alpha (not both), >= 0; def when absent.
+float read_negative_slope(ParamReader& p, double def) {
+  if (p.has("alpha") && p.has("negative_slope"))
+    p.fail("alpha", "'alpha' is Keras 2's name of 'negative_slope'; give only 'negative_slope'");
+  const std::string key = p.has("alpha") ? "alpha" : "negative_slope";
+  return float(p.get_double(key, def, 0.0, 1e6));
+}
+
+}  // namespace
+
+std::unique_ptr<Layer> make_leaky_relu(ParamReader& p, const std::string& name) {
+  return std::make_unique<ActivationLayer>(name, "LeakyReLU",
+                                           Activation{ActivationKind::LeakyRelu, read_negative_slope(p, 0.3)});
+}
+
+std::unique_ptr<Layer> make_elu(ParamReader& p, const std::string& name) {
+  const double alpha = p.get_double("alpha", 1.0, 0.0, 1e6);
+  if (alpha <= 0.0) p.fail("alpha", "must be > 0 (the gradient is taken from the output, which needs alpha > 0)");
+  return std::make_unique<ActivationLayer>(name, "ELU", Activation{ActivationKind::Elu, float(alpha)});
+}
+
+std::unique_ptr<Layer> make_relu(ParamReader& p, const std::string& name) {
+  if (p.has("max_value"))
+    p.fail("max_value", "a capped ReLU (e.g. ReLU6) is not supported; remove 'max_value' (no cap is the default)");
+  if (p.get_double("threshold", 0.0) != 0.0)
+    p.fail("threshold", "only threshold 0 is supported; remove 'threshold'");
+  const float slope = float(p.get_double("negative_slope", 0.0, 0.0, 1e6));
+  const Activation a = slope > 0.f ? Activation{ActivationKind::LeakyRelu, slope} : Activation{ActivationKind::Relu};
+  return std::make_unique<ActivationLayer>(name, "ReLU", a);
 }
 
 }  // namespace trainer

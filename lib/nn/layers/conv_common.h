@@ -15,7 +15,7 @@ namespace trainer {
 struct ConvConfig {
   int filters = 1;                                ///< Output channels.
   Conv2DParams geom;                              ///< kernel_size, strides, padding.
-  Activation activation = Activation::Linear;     ///< Applied after the bias.
+  Activation activation;                          ///< Applied after the bias (default linear).
   bool use_bias = true;
   std::string kernel_initializer = "glorot_uniform";
   std::string bias_initializer = "zeros";
@@ -78,8 +78,8 @@ class ConvLayerBase : public Layer {
   }
 
   bool strip_final_sigmoid() override {
-    if (c_.activation != Activation::Sigmoid) return false;
-    c_.activation = Activation::Linear;
+    if (!c_.activation.is(ActivationKind::Sigmoid)) return false;
+    c_.activation = Activation{};
     return true;
   }
 
