@@ -169,6 +169,26 @@ TEST_CASE("bf16 stops at fp32-only layers and at Uniform layers with an fp32 inp
   CHECK(types["c4"] == "bf16");
 }
 
+TEST_CASE("a Cropping2D skip of a 'valid' U-Net level keeps bf16 through the crop and the concatenation",
+          "[dtype]") {
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [8, 8, 1]}
+    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same}
+    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3}
+    - {name: crop, type: Cropping2D, cropping: 1, inputs: [c1]}
+    - {name: cat, type: Concatenate, inputs: [crop, c2]}
+    - {name: c3, type: Conv2D, filters: 8, kernel_size: 3, padding: same}
+    - {name: up, type: Conv2DTranspose, filters: 8, kernel_size: 3}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1}
+)");
+  Model m(c.model, c.path);
+  auto types = types_of(m, DType::BF16);
+  for (const char* name : {"c1", "c2", "crop", "cat", "c3"}) {
+    INFO(name);
+    CHECK(types[name] == "bf16");
+  }
+  CHECK(types["out"] == "fp32");
+}
+
 TEST_CASE("a transposed convolution counts its input channels as cuDNN's filters", "[dtype]") {
   // u1 runs as a convolution from its output to its 4-channel input: K = 4 <
   // kMinBf16Filters, so it is fp32 only although it has 16 filters (and c1,

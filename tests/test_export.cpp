@@ -27,7 +27,8 @@ constexpr int kSide = 42;
 // Every layer type at 42x42: a 'same' stride-2 conv (42 -> 21, pads 0/1), a
 // 'same' pool on an odd size (21 -> 11, pads 0/1), a stride-2 transposed conv
 // that crops one pixel at the end (21 -> 42), BN with and without beta, a
-// Rescaling with an offset, Dropout, UpSampling2D, Concatenate, Add, and every
+// Rescaling with an offset, Dropout, UpSampling2D, Concatenate, Add, an
+// asymmetric Cropping2D of a 'valid' transposed conv (42 -> 44 -> 42), and every
 // activation (the activation strings and the layers with their parameters).
 std::string export_net(const fs::path& out_dir) {
   return R"(model:
@@ -51,6 +52,8 @@ std::string export_net(const fs::path& out_dir) {
     - {name: relu, type: ReLU, negative_slope: 0.3}
     - {name: act, type: Activation, activation: softplus}
     - {name: bn2, type: BatchNormalization, center: false, momentum: 0.5}
+    - {name: grow, type: Conv2DTranspose, filters: 4, kernel_size: 3}
+    - {name: crop, type: Cropping2D, cropping: [[1, 1], [0, 2]]}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
 data:
   images: )" + kSample + R"(/images

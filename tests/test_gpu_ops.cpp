@@ -610,6 +610,29 @@ TEST_CASE("GPU channel concatenation of bf16 tensors matches the CPU exactly", "
   }
 }
 
+TEST_CASE("GPU Cropping2D (fp32 and bf16, asymmetric) matches the CPU exactly", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  const Shape xs{3, 7, 6, 5};  // odd channel count: bf16 rows of odd byte length / 4
+  const Crop2DParams p{1, 2, 0, 3};
+  const Shape ys{xs.n, xs.h - p.top - p.bottom, xs.w - p.left - p.right, xs.c};
+  const std::vector<float> xh = round_bf16(random_values(xs.numel(), 345));
+  const std::vector<float> dyh = round_bf16(random_values(ys.numel(), 346));
+  for (const DType t : {DType::F32, DType::BF16}) {
+    INFO("type " << dtype_name(t));
+    GpuDevice g(0, t == DType::BF16 ? Precision::BF16 : Precision::FP32);
+    auto run = [&](const Device& d, DType tt) {
+      Tensor x = make_tensor(xs, xh, d, tt), dy = make_tensor(ys, dyh, d, tt);
+      Tensor y = poisoned_tensor(ys, tt, d), dx = poisoned_tensor(xs, tt, d);
+      crop_forward(d, tt, x.raw(), xs, p, y.raw());
+      crop_backward(d, tt, dy.raw(), xs, p, dx.raw());
+      return std::make_pair(download(y), download(dx));
+    };
+    const auto ref = run(Device{}, DType::F32), got = run(g.device, t);
+    CHECK_IDENTICAL("forward", got.first, ref.first);
+    CHECK_IDENTICAL("backward", got.second, ref.second);
+  }
+}
+
 TEST_CASE("GPU nearest upsampling matches the CPU", "[gpu][gpu_ops]") {
   TRAINER_REQUIRE_GPU();
   GpuDevice g(0, Precision::FP32);

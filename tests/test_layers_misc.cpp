@@ -1,4 +1,4 @@
-// Tests of Input, Rescaling, UpSampling2D, Concatenate, Add, Activation,
+// Tests of Input, Rescaling, Cropping2D, UpSampling2D, Concatenate, Add, Activation,
 // BatchNormalization (plain and synchronized) and Dropout: hand-computed
 // forward values, finite-difference gradient checks, shape errors, Keras
 // moving-statistics semantics, dropout mask determinism across tower splits,
@@ -131,6 +131,57 @@ TEST_CASE("Rescaling computes x * scale + offset and its gradient", "[layers]") 
   CHECK_THROWS_AS(layer_from_yaml("{type: Rescaling}"), UserError);
 }
 
+TEST_CASE("Cropping2D takes Keras's three forms, crops the window and puts gradients back in it", "[layers]") {
+  // x[n, i, j, c] = 1000 n + 100 i + 10 j + c on [2, 5, 6, 2]
+  std::vector<float> v;
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 6; ++j)
+        for (int c = 0; c < 2; ++c) v.push_back(float(1000 * n + 100 * i + 10 * j + c));
+  const Tensor x = make_tensor({2, 5, 6, 2}, v);
+  struct Form {
+    const char* yaml;
+    int top, bottom, left, right;
+  };
+  for (const Form& f : {Form{"{type: Cropping2D, cropping: [[1, 2], [0, 3]]}", 1, 2, 0, 3},
+                        Form{"{type: Cropping2D, cropping: [2, 1]}", 2, 2, 1, 1},
+                        Form{"{type: Cropping2D, cropping: 1}", 1, 1, 1, 1},
+                        Form{"{type: Cropping2D}", 0, 0, 0, 0}}) {
+    INFO(f.yaml);
+    auto l = layer_from_yaml(f.yaml);
+    const int ho = 5 - f.top - f.bottom, wo = 6 - f.left - f.right;
+    CHECK(l->infer({Shape{0, 5, 6, 2}}).hwc() == Shape{0, ho, wo, 2}.hwc());
+    Tensor y = run_forward(*l, {}, {&x});
+    REQUIRE(y.shape().nhwc() == Shape{2, ho, wo, 2}.nhwc());
+    bool all = true;
+    for (int n = 0; n < 2; ++n)
+      for (int i = 0; i < ho; ++i)
+        for (int j = 0; j < wo; ++j)
+          for (int c = 0; c < 2; ++c)
+            all = all && y.data()[((size_t(n) * ho + i) * wo + j) * 2 + c] ==
+                             float(1000 * n + 100 * (i + f.top) + 10 * (j + f.left) + c);
+    CHECK(all);
+    auto w = bind_random(*l, {Shape{0, 5, 6, 2}}, 1);
+    auto r = gradcheck(*l, w, {random_tensor({2, 5, 6, 2}, 12)}, {}, 1e-2f);
+    CHECK(r.max_rel_error_inputs < 1e-3);  // includes the zero gradient of the border
+  }
+  auto message = [](const std::string& yaml) -> std::string {
+    try {
+      auto l = layer_from_yaml(yaml);
+      l->infer({Shape{0, 5, 6, 2}});
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  CHECK_THAT(message("{type: Cropping2D, cropping: [[3, 2], [0, 0]]}"),
+             Catch::Contains("removes 5 rows") && Catch::Contains("[5, 6, 2]") && Catch::Contains("lower"));
+  CHECK_THAT(message("{type: Cropping2D, cropping: -1}"), Catch::Contains("integer >= 0"));
+  CHECK_THAT(message("{type: Cropping2D, cropping: [1, 2, 3]}"), Catch::Contains("[[top, bottom], [left, right]]"));
+  CHECK_THAT(message("{type: Cropping2D, cropping: [[1, 2], 3]}"), Catch::Contains("[height, width]"));
+  CHECK_THAT(message("{type: Cropping2D, data_format: channels_first}"), Catch::Contains("channels_last"));
+}
+
 TEST_CASE("UpSampling2D repeats pixels and sums gradients over blocks", "[layers]") {
   auto l = layer_from_yaml("{type: UpSampling2D, size: [2, 3]}");
   auto w = bind_random(*l, {Shape{0, 2, 2, 1}}, 1);
@@ -192,8 +243,9 @@ TEST_CASE("Concatenate and Add name both shapes when heights or widths differ", 
     CHECK(std::string(e.what()) ==
           "Concatenate needs inputs of the same height and width; got [32, 32, 64] and [31, 31, 64]; "
           "check the padding and the pooling/upsampling sizes: 'valid' padding shrinks a convolution's output by "
-          "kernel_size - 1 (use padding: same, as the seed U-Net), and an odd size before MaxPooling2D loses a row "
-          "(use an input size divisible by 2 to the number of poolings)");
+          "kernel_size - 1 (use padding: same, as the seed U-Net, or crop the larger input with a Cropping2D "
+          "layer), and an odd size before MaxPooling2D loses a row (use an input size divisible by 2 to the number "
+          "of poolings)");
   }
   CHECK_THROWS_AS(l->infer({Shape{0, 4, 4, 1}}), UserError);
   // Add gives the same hint for heights or widths, not for channels.

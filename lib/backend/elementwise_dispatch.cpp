@@ -48,6 +48,12 @@ void concat_channels_backward(const Device& d, DType t, const void* dy, int cy, 
   cpu::concat_channels_backward(cpu_device, static_cast<const float*>(dy), cy, P, cs, k,
                                 reinterpret_cast<float* const*>(dxs));
 }
+void crop_forward(const Device& d, DType t, const void* x, Shape xs, Crop2DParams p, void* y) {
+  TRAINER_DISPATCH(d, crop_forward(d, t, x, xs, p, y));
+}
+void crop_backward(const Device& d, DType t, const void* dy, Shape xs, Crop2DParams p, void* dx) {
+  TRAINER_DISPATCH(d, crop_backward(d, t, dy, xs, p, dx));
+}
 void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y) {
   TRAINER_DISPATCH(d, upsample_nearest_forward(d, x, xs, p, y));
 }

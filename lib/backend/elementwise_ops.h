@@ -77,6 +77,21 @@ void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSampl
 /// block (overwrites dx).
 void upsample_nearest_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p, float* dx);
 
+// ---- Cropping2D (backend/cpu/crop.cpp) -----------------------------------
+
+/// Rows and columns Cropping2D removes from each side of the image.
+struct Crop2DParams {
+  int top = 0, bottom = 0, left = 0, right = 0;
+};
+
+/// y [N, H - top - bottom, W - left - right, C] <- x [N, H, W, C] (xs) from row
+/// top and column left on, elements of type t (a plain copy: any type, on
+/// either device).
+void crop_forward(const Device& d, DType t, const void* x, Shape xs, Crop2DParams p, void* y);
+/// dx [N, H, W, C] (xs) <- dy [N, H - top - bottom, W - left - right, C] in
+/// the window, 0 in the cropped rows and columns (overwrites dx).
+void crop_backward(const Device& d, DType t, const void* dy, Shape xs, Crop2DParams p, void* dx);
+
 // ---- Dropout (backend/cpu/dropout.cpp) -----------------------------------
 
 /// Inverted dropout with a counter-based mask (see elementwise_math.h).

@@ -169,6 +169,19 @@ void add_activation(GraphBuilder& b, Activation a, const std::string& in, const 
   throw std::invalid_argument("export_onnx: layer '" + name + "' has no activation to export");
 }
 
+/// Adds a Slice node in -> out removing rows h and columns w (before: top /
+/// left, after: bottom / right) of an NCHW tensor; its constants are named
+/// after name.
+void add_crop(GraphBuilder& b, const std::string& in, PadPair h, PadPair w, const std::string& out,
+              const std::string& name) {
+  // ends: -(pixels to crop at the end), or "to the end" when there are none.
+  auto end = [](int crop) { return crop > 0 ? int64_t(-crop) : std::numeric_limits<int64_t>::max(); };
+  b.node("Slice",
+         {in, b.int_constant(name + "_starts", {h.before, w.before}),
+          b.int_constant(name + "_ends", {end(h.after), end(w.after)}), b.int_constant(name + "_axes", {2, 3})},
+         out, name);
+}
+
 /// Adds the nodes of one layer computing out from ins.
 void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, const LayerWeights& w,
                const std::vector<std::string>& ins, const std::string& out) {
@@ -223,13 +236,8 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
         if (extra_h || extra_w) GraphBuilder::ints(n, "output_padding", {extra_h, extra_w});
       }
       if (slice) {
-        // ends: -(pixels left to crop at the end), or "to the end" when none are.
-        auto end = [](int crop) { return crop > 0 ? int64_t(-crop) : std::numeric_limits<int64_t>::max(); };
-        b.node("Slice",
-               {conv_out, b.int_constant(name + "/crop_starts", {ph.before - sh, pw.before - sw}),
-                b.int_constant(name + "/crop_ends", {end(ph.after - sh), end(pw.after - sw)}),
-                b.int_constant(name + "/crop_axes", {2, 3})},
-               pre, name + "/crop");
+        add_crop(b, conv_out, PadPair{ph.before - sh, ph.after - sh}, PadPair{pw.before - sw, pw.after - sw}, pre,
+                 name + "/crop");
       }
       if (act) add_activation(b, d.activation, pre, out, name + "/activation");
       return;
@@ -250,6 +258,9 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       GraphBuilder::text(n, "nearest_mode", "floor");
       return;
     }
+    case LayerKind::Cropping2D:
+      add_crop(b, ins[0], d.pad_h, d.pad_w, out, name);
+      return;
     case LayerKind::Concatenate: {
       onnx::NodeProto& n = b.node("Concat", ins, out, name);
       GraphBuilder::integer(n, "axis", 1);

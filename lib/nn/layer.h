@@ -25,8 +25,9 @@ namespace trainer {
 /// height or width, appended to their shape errors.
 inline constexpr const char* kMergeSizeHint =
     "; check the padding and the pooling/upsampling sizes: 'valid' padding shrinks a convolution's output by "
-    "kernel_size - 1 (use padding: same, as the seed U-Net), and an odd size before MaxPooling2D loses a row "
-    "(use an input size divisible by 2 to the number of poolings)";
+    "kernel_size - 1 (use padding: same, as the seed U-Net, or crop the larger input with a Cropping2D layer), "
+    "and an odd size before MaxPooling2D loses a row (use an input size divisible by 2 to the number of "
+    "poolings)";
 
 class Communicator;
 

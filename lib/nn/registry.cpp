@@ -15,6 +15,7 @@ const std::vector<Entry>& registry() {
       {"Conv2DTranspose", make_conv2d_transpose},
       {"MaxPooling2D", make_max_pooling2d},
       {"UpSampling2D", make_up_sampling2d},
+      {"Cropping2D", make_cropping2d},
       {"Concatenate", make_concatenate},
       {"Add", make_add},
       {"Activation", make_activation},
