@@ -158,10 +158,10 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"optimizer key of another type", edit("{type: SGD,", "{type: Adam,"),
        "cfg.yaml:32:48: training.optimizer (Adam): unknown key 'momentum'; known keys: beta_1, "
        "beta_2, decay, epsilon, learning_rate, type"},
-      {"unknown optimizer name", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "adamw"),
-       "cfg.yaml:32:14: training.optimizer: 'adamw' is not an optimizer (did you mean 'Adam'?)"},
+      {"unknown optimizer name", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "nadam"),
+       "cfg.yaml:32:14: training.optimizer: 'nadam' is not an optimizer (did you mean 'Adam'?)"},
       {"unknown optimizer type", edit("{type: SGD,", "{type: Adagrad,"),
-       "cfg.yaml:32:21: training.optimizer: 'type' is 'Adagrad'; use one of: SGD, Adam, RMSprop"},
+       "cfg.yaml:32:21: training.optimizer: 'type' is 'Adagrad'; use one of: SGD, Adam, AdamW, RMSprop"},
       {"zero learning rate", edit("learning_rate: 0.05", "learning_rate: 0"),
        "cfg.yaml:32:41: training.optimizer (SGD): 'learning_rate' must be greater than 0"},
       {"monitor typo", edit("monitor: val_mean_iou", "monitor: val_mean_iuo"),
@@ -376,6 +376,19 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
   CHECK(adam.beta_1 == Approx(0.8));
   CHECK(adam.beta_2 == Approx(0.999));
   CHECK(adam.epsilon == Approx(1e-8));
+  CHECK(adam.weight_decay == 0.0);
+  CHECK(opt("{type: Adam, weight_decay: null}").optimizer.weight_decay == 0.0);  // Keras's None
+  CHECK(opt("{type: SGD, weight_decay: 0.01}").optimizer.weight_decay == Approx(0.01));
+  CHECK(opt("adamw").optimizer.type == "AdamW");
+  CHECK(opt("adamw").optimizer.weight_decay == Approx(0.004));  // Keras's AdamW defaults
+  CHECK(opt("adamw").optimizer.learning_rate == Approx(0.001));
+  OptimizerConfig adamw = opt("{type: AdamW, weight_decay: 0.05, beta_2: 0.99}").optimizer;
+  CHECK(adamw.weight_decay == Approx(0.05));
+  CHECK(adamw.beta_2 == Approx(0.99));
+  CHECK(opt("{type: AdamW}").optimizer.weight_decay == Approx(0.004));
+  CHECK_THROWS_WITH(opt("{type: SGD, learning_rate: 0.5, weight_decay: 2}"),
+                    Catch::Matchers::Contains("weight_decay") && Catch::Matchers::Contains("below 1"));
+  CHECK_THROWS_WITH(opt("{type: AdamW, weight_decay: null}"), Catch::Matchers::Contains("weight_decay"));
   OptimizerConfig rms = opt("{type: RMSprop, rho: 0.95, momentum: 0.5}").optimizer;
   CHECK(rms.learning_rate == Approx(0.001));
   CHECK(rms.rho == Approx(0.95));

@@ -90,6 +90,42 @@ TEST_CASE("Adam follows tf.keras.optimizers.Adam with bias-corrected lr_t", "[op
   }
 }
 
+TEST_CASE("AdamW and weight_decay: w -= lr_t * weight_decay * w before the update, as Keras 3", "[optimizer]") {
+  for (double decay : {0.0, 0.2}) {
+    OptimizerConfig c;
+    c.type = "AdamW";
+    c.learning_rate = 0.01;
+    c.decay = decay;
+    c.weight_decay = 0.5;  // large, so that a decay by the wrong rate shows
+    std::vector<double> want(kStart.begin(), kStart.end()), m(3, 0.0), v(3, 0.0);
+    for (int t = 0; t < 3; ++t) {
+      const double lr = decayed(c, t);
+      const double lr_t = lr * std::sqrt(1 - std::pow(c.beta_2, t + 1)) / (1 - std::pow(c.beta_1, t + 1));
+      for (size_t i = 0; i < 3; ++i) {
+        want[i] -= lr * c.weight_decay * want[i];  // Keras: variable * wd * learning_rate, not lr_t
+        const double g = kGrads[t][i];
+        m[i] = c.beta_1 * m[i] + (1 - c.beta_1) * g;
+        v[i] = c.beta_2 * v[i] + (1 - c.beta_2) * g * g;
+        want[i] -= lr_t * m[i] / (std::sqrt(v[i]) + c.epsilon);
+      }
+    }
+    INFO("decay " << decay);
+    check_close(run(c), want);
+  }
+  // SGD with weight_decay, applied by buckets as the towers do.
+  OptimizerConfig c;
+  c.learning_rate = 0.1;
+  c.weight_decay = 0.2;
+  auto opt = make_optimizer(c, kStart.size(), Device{});
+  std::vector<float> w = kStart;
+  opt->update(w.data(), kGrads[0].data(), 1, 3);
+  opt->update(w.data(), kGrads[0].data(), 0, 1);
+  opt->finish_step();
+  std::vector<double> want;
+  for (size_t i = 0; i < 3; ++i) want.push_back(kStart[i] * (1 - 0.1 * 0.2) - 0.1 * kGrads[0][i]);
+  check_close(w, want);
+}
+
 TEST_CASE("RMSprop follows tf.keras.optimizers.RMSprop, with and without momentum", "[optimizer]") {
   for (double momentum : {0.0, 0.8}) {
     OptimizerConfig c;

@@ -51,13 +51,14 @@ struct DataConfig {
 };
 
 struct OptimizerConfig {
-  std::string type = "SGD";         ///< SGD | Adam | RMSprop (Keras class names).
+  std::string type = "SGD";         ///< SGD | Adam | AdamW | RMSprop (Keras class names).
   double learning_rate = 0.01;      ///< Keras default per type: SGD 0.01, Adam 0.001, RMSprop 0.001.
   double momentum = 0.0;            ///< SGD, RMSprop.
   bool nesterov = false;            ///< SGD.
   double decay = 0.0;               ///< lr_t = learning_rate / (1 + decay * iterations) (Keras 2).
-  double beta_1 = 0.9, beta_2 = 0.999;  ///< Adam.
-  double epsilon = 1e-7;            ///< Adam, RMSprop.
+  double weight_decay = 0.0;        ///< Decoupled: w -= lr_t * weight_decay * w each step (Keras 3; AdamW 0.004).
+  double beta_1 = 0.9, beta_2 = 0.999;  ///< Adam, AdamW.
+  double epsilon = 1e-7;            ///< Adam, AdamW, RMSprop.
   double rho = 0.9;                 ///< RMSprop.
 };
 

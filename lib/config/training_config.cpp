@@ -14,7 +14,7 @@ namespace {
 
 const std::vector<std::string> kLosses = {"binary_crossentropy", "dice", "bce_dice"};
 const std::vector<std::string> kMetrics = {"mean_iou", "dice", "accuracy"};
-const std::vector<std::string> kOptimizers = {"SGD", "Adam", "RMSprop"};
+const std::vector<std::string> kOptimizers = {"SGD", "Adam", "AdamW", "RMSprop"};
 const std::vector<std::string> kModes = {"auto", "min", "max"};
 
 std::string lower(std::string s) {
@@ -67,16 +67,25 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   }
   o.type = type;
   o.learning_rate = type == "SGD" ? 0.01 : 0.001;  // Keras defaults
+  o.weight_decay = type == "AdamW" ? 0.004 : 0.0;
   if (node.IsScalar()) return o;
 
   ParamReader p(node, file, what + " (" + type + ")");
   p.skip("type");
   o.learning_rate = positive(p, "learning_rate", o.learning_rate);
   o.decay = p.get_double("decay", o.decay, 0.0);
+  // Keras: weight_decay=None on every optimizer, 0.004 on AdamW. A rate times
+  // the decay of 1 or more would flip or zero every weight each step.
+  const YAML::Node wd = node["weight_decay"];
+  if (wd && wd.IsNull() && type != "AdamW") p.skip("weight_decay");  // None, as Keras writes it
+  else o.weight_decay = p.get_double("weight_decay", o.weight_decay, 0.0);
+  if (o.learning_rate * o.weight_decay >= 1.0)
+    p.fail("weight_decay", "times learning_rate must be below 1 (each step multiplies the weights by 1 - "
+                           "learning_rate * weight_decay); Keras's AdamW default is 0.004");
   if (type == "SGD") {
     o.momentum = p.get_double("momentum", o.momentum, 0.0, 1.0);
     o.nesterov = p.get_bool("nesterov", o.nesterov);
-  } else if (type == "Adam") {
+  } else if (type == "Adam" || type == "AdamW") {
     o.beta_1 = p.get_double("beta_1", o.beta_1, 0.0, 1.0);
     o.beta_2 = p.get_double("beta_2", o.beta_2, 0.0, 1.0);
     if (o.beta_1 >= 1.0) p.fail("beta_1", "must be below 1 (Adam divides by 1 - beta_1^t)");

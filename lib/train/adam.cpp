@@ -15,10 +15,10 @@ namespace {
 class Adam final : public Optimizer {
  public:
   Adam(const OptimizerConfig& cfg, size_t n, const Device& d)
-      : Optimizer(cfg.learning_rate, cfg.decay, n, d),
+      : Optimizer(cfg, n, d),
         b1_(cfg.beta_1), b2_(cfg.beta_2), eps_(cfg.epsilon), m_(zero_slot()), v_(zero_slot()) {}
 
-  void update(float* w, const float* g, size_t begin, size_t end) override {
+  void apply(float* w, const float* g, size_t begin, size_t end) override {
     const double t = double(iterations_ + 1);
     const float lr_t =
         float(current_learning_rate() * std::sqrt(1.0 - std::pow(b2_, t)) / (1.0 - std::pow(b1_, t)));

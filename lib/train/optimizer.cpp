@@ -1,15 +1,24 @@
 #include "train/optimizer.h"
 
+#include "backend/elementwise_ops.h"
 #include "core/error.h"
 
 namespace trainer {
 
+void Optimizer::update(float* params, const float* grads, size_t begin, size_t end) {
+  if (weight_decay_ > 0.0 && end > begin) {
+    const float keep = float(1.0 - current_learning_rate() * weight_decay_);
+    scale_shift_forward(device_, params + begin, keep, 0.f, params + begin, end - begin);
+  }
+  apply(params, grads, begin, end);
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, size_t n_params, const Device& d) {
   if (cfg.type == "SGD") return make_sgd(cfg, n_params, d);
-  if (cfg.type == "Adam") return make_adam(cfg, n_params, d);
+  if (cfg.type == "Adam" || cfg.type == "AdamW") return make_adam(cfg, n_params, d);
   if (cfg.type == "RMSprop") return make_rmsprop(cfg, n_params, d);
   throw UserError("training.optimizer.type: unknown optimizer '" + cfg.type +
-                  "'; use one of SGD, Adam, RMSprop (Keras class names)");
+                  "'; use one of SGD, Adam, AdamW, RMSprop (Keras class names)");
 }
 
 }  // namespace trainer

@@ -5,7 +5,12 @@
 // and step() runs the backend's update (backend/train_ops.h) there.
 // Formulas are tf.keras 2.x's (tf.keras.optimizers.SGD / Adam / RMSprop docs and
 // the TensorFlow training kernels they call), including the Keras 2 time-based
-// decay lr_t = learning_rate / (1 + decay * iterations).
+// decay lr_t = learning_rate / (1 + decay * iterations). weight_decay is the
+// decoupled decay of Keras 3 (and tf.keras 2.11+) optimizers, AdamW's
+// (Loshchilov & Hutter 2019): before each update, w <- w - lr_t * weight_decay * w
+// with the optimizer's learning rate lr_t (not Adam's bias-corrected step size),
+// for every trainable weight, biases and BatchNormalization's gamma and beta
+// included, as Keras does by default.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -20,8 +25,9 @@ namespace trainer {
 
 class Optimizer {
  public:
-  Optimizer(double learning_rate, double decay, size_t n, const Device& d)
-      : lr_(learning_rate), decay_(decay), n_(n), device_(d) {}
+  /// Takes cfg's learning_rate, decay and weight_decay.
+  Optimizer(const OptimizerConfig& cfg, size_t n, const Device& d)
+      : lr_(cfg.learning_rate), decay_(cfg.decay), weight_decay_(cfg.weight_decay), n_(n), device_(d) {}
   virtual ~Optimizer() = default;
   /// params[i] -= update(grads[i]) for i < n (the n_params given to make_optimizer);
   /// grads already averaged over the global batch; both on device(). Increments
@@ -33,7 +39,8 @@ class Optimizer {
   /// The update of the current step for elements [begin, end) only (params and
   /// grads point at element 0), so that gradient buckets can be applied as their
   /// all-reduce completes; every element must be updated once before finish_step().
-  virtual void update(float* params, const float* grads, size_t begin, size_t end) = 0;
+  /// Applies the weight decay, then the optimizer's rule (apply()).
+  void update(float* params, const float* grads, size_t begin, size_t end);
   /// Ends the current step: increments iterations().
   void finish_step() { ++iterations_; }
   /// Steps completed (Keras's optimizer.iterations).
@@ -56,19 +63,22 @@ class Optimizer {
   size_t size() const { return n_; }
 
  protected:
+  /// The optimizer's rule for elements [begin, end) of params, from grads.
+  virtual void apply(float* params, const float* grads, size_t begin, size_t end) = 0;
   /// A state slot of size() zeros on the optimizer's device.
   Buffer<float> zero_slot() const {
     Buffer<float> b(device_, n_);
     b.zero();
     return b;
   }
-  double lr_, decay_;
+  double lr_, decay_, weight_decay_;
   size_t n_;
   Device device_;
   int64_t iterations_ = 0;
 };
 
-/// Builds cfg.type ("SGD" | "Adam" | "RMSprop") for n_params parameters on device d,
+/// Builds cfg.type ("SGD" | "Adam" | "AdamW" | "RMSprop"; AdamW is Adam with
+/// its weight decay) for n_params parameters on device d,
 /// state zeroed. Throws UserError naming the type and the known ones for any other type.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, size_t n_params, const Device& d);
 

@@ -28,6 +28,7 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "training.optimizer.momentum", a.momentum, b.momentum);
   compare(out, "training.optimizer.nesterov", a.nesterov, b.nesterov);
   compare(out, "training.optimizer.decay", a.decay, b.decay);
+  compare(out, "training.optimizer.weight_decay", a.weight_decay, b.weight_decay);
   compare(out, "training.optimizer.beta_1", a.beta_1, b.beta_1);
   compare(out, "training.optimizer.beta_2", a.beta_2, b.beta_2);
   compare(out, "training.optimizer.epsilon", a.epsilon, b.epsilon);

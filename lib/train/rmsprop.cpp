@@ -14,12 +14,12 @@ namespace {
 class RmsProp final : public Optimizer {
  public:
   RmsProp(const OptimizerConfig& cfg, size_t n, const Device& d)
-      : Optimizer(cfg.learning_rate, cfg.decay, n, d),
+      : Optimizer(cfg, n, d),
         rho_(float(cfg.rho)), momentum_(float(cfg.momentum)), eps_(float(cfg.epsilon)), rms_(zero_slot()) {
     if (momentum_ != 0.f) mom_ = zero_slot();
   }
 
-  void update(float* w, const float* g, size_t begin, size_t end) override {
+  void apply(float* w, const float* g, size_t begin, size_t end) override {
     const float lr = float(current_learning_rate());
     const size_t n = end - begin;
     if (momentum_ == 0.f) rmsprop_step(device_, w + begin, rms_.data() + begin, g + begin, n, lr, rho_, eps_);

@@ -13,11 +13,11 @@ namespace {
 class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerConfig& cfg, size_t n, const Device& d)
-      : Optimizer(cfg.learning_rate, cfg.decay, n, d), momentum_(float(cfg.momentum)), nesterov_(cfg.nesterov) {
+      : Optimizer(cfg, n, d), momentum_(float(cfg.momentum)), nesterov_(cfg.nesterov) {
     if (momentum_ != 0.f) velocity_ = zero_slot();
   }
 
-  void update(float* w, const float* g, size_t begin, size_t end) override {
+  void apply(float* w, const float* g, size_t begin, size_t end) override {
     const float lr = float(current_learning_rate());
     if (momentum_ == 0.f) sgd_step(device_, w + begin, g + begin, end - begin, lr);
     else sgd_momentum_step(device_, w + begin, velocity_.data() + begin, g + begin, end - begin, lr, momentum_, nesterov_);
