@@ -28,7 +28,8 @@ constexpr int kSide = 42;
 // 'same' pool on an odd size (21 -> 11, pads 0/1), a stride-2 transposed conv
 // that crops one pixel at the end (21 -> 42), BN with and without beta, a
 // Rescaling with an offset, Dropout, UpSampling2D, Concatenate, Add, an
-// asymmetric Cropping2D of a 'valid' transposed conv (42 -> 44 -> 42), and every
+// asymmetric Cropping2D of a 'valid' transposed conv (42 -> 44 -> 42), an
+// asymmetric ZeroPadding2D before a 'valid' conv (42 -> 45 -> 42), and every
 // activation (the activation strings and the layers with their parameters).
 std::string export_net(const fs::path& out_dir) {
   return R"(model:
@@ -54,6 +55,8 @@ std::string export_net(const fs::path& out_dir) {
     - {name: bn2, type: BatchNormalization, center: false, momentum: 0.5}
     - {name: grow, type: Conv2DTranspose, filters: 4, kernel_size: 3}
     - {name: crop, type: Cropping2D, cropping: [[1, 1], [0, 2]]}
+    - {name: pad, type: ZeroPadding2D, padding: [[1, 2], [0, 3]]}
+    - {name: shrink, type: Conv2D, filters: 4, kernel_size: 4}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
 data:
   images: )" + kSample + R"(/images

@@ -1,4 +1,4 @@
-// Tests of Input, Rescaling, Cropping2D, UpSampling2D, Concatenate, Add, Activation,
+// Tests of Input, Rescaling, Cropping2D, ZeroPadding2D, UpSampling2D, Concatenate, Add, Activation,
 // BatchNormalization (plain and synchronized) and Dropout: hand-computed
 // forward values, finite-difference gradient checks, shape errors, Keras
 // moving-statistics semantics, dropout mask determinism across tower splits,
@@ -180,6 +180,44 @@ TEST_CASE("Cropping2D takes Keras's three forms, crops the window and puts gradi
   CHECK_THAT(message("{type: Cropping2D, cropping: [1, 2, 3]}"), Catch::Contains("[[top, bottom], [left, right]]"));
   CHECK_THAT(message("{type: Cropping2D, cropping: [[1, 2], 3]}"), Catch::Contains("[height, width]"));
   CHECK_THAT(message("{type: Cropping2D, data_format: channels_first}"), Catch::Contains("channels_last"));
+}
+
+TEST_CASE("ZeroPadding2D pads with zeros (Keras's default 1 on each side), the inverse of Cropping2D", "[layers]") {
+  const Tensor x = random_tensor({2, 3, 4, 2}, 13);
+  auto pad = layer_from_yaml("{type: ZeroPadding2D, padding: [[1, 2], [0, 3]]}");
+  CHECK(pad->infer({Shape{0, 3, 4, 2}}).hwc() == Shape{0, 6, 7, 2}.hwc());
+  Tensor y = run_forward(*pad, {}, {&x});
+  REQUIRE(y.shape().nhwc() == Shape{2, 6, 7, 2}.nhwc());
+  double border = 0;
+  int inside = 0;
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 7; ++j)
+        for (int c = 0; c < 2; ++c) {
+          const float v = y.data()[((size_t(n) * 6 + i) * 7 + j) * 2 + c];
+          if (i >= 1 && i < 4 && j < 4)
+            inside += v == x.data()[((size_t(n) * 3 + i - 1) * 4 + j) * 2 + c];
+          else
+            border += std::abs(v);
+        }
+  CHECK(inside == 2 * 3 * 4 * 2);
+  CHECK(border == 0.0);
+  // Cropping the same border gives x back.
+  auto crop = layer_from_yaml("{type: Cropping2D, cropping: [[1, 2], [0, 3]]}");
+  Tensor back = run_forward(*crop, {}, {&y});
+  CHECK(std::vector<float>(back.data(), back.data() + back.numel()) ==
+        std::vector<float>(x.data(), x.data() + x.numel()));
+  for (const char* yaml : {"{type: ZeroPadding2D, padding: [[1, 2], [0, 3]]}", "{type: ZeroPadding2D}",
+                           "{type: ZeroPadding2D, padding: [2, 0]}"}) {
+    INFO(yaml);
+    auto l = layer_from_yaml(yaml);
+    auto w = bind_random(*l, {Shape{0, 3, 4, 2}}, 1);
+    auto r = gradcheck(*l, w, {random_tensor({2, 3, 4, 2}, 14)}, {}, 1e-2f);
+    CHECK(r.max_rel_error_inputs < 1e-3);
+  }
+  CHECK(layer_from_yaml("{type: ZeroPadding2D}")->infer({Shape{0, 3, 4, 2}}).hwc() == Shape{0, 5, 6, 2}.hwc());
+  CHECK_THROWS_WITH(layer_from_yaml("{type: ZeroPadding2D, padding: [1, 2, 3]}"),
+                    Catch::Contains("padding") && Catch::Contains("[[top, bottom], [left, right]]"));
 }
 
 TEST_CASE("UpSampling2D repeats pixels and sums gradients over blocks", "[layers]") {

@@ -261,6 +261,12 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
     case LayerKind::Cropping2D:
       add_crop(b, ins[0], d.pad_h, d.pad_w, out, name);
       return;
+    case LayerKind::ZeroPadding2D: {  // pads: the starts of N, C, H, W, then their ends
+      const PadPair h = d.pad_h, w = d.pad_w;
+      const std::string pads = b.int_constant(name + "/pads", {0, 0, h.before, w.before, 0, 0, h.after, w.after});
+      GraphBuilder::text(b.node("Pad", {ins[0], pads}, out, name), "mode", "constant");
+      return;
+    }
     case LayerKind::Concatenate: {
       onnx::NodeProto& n = b.node("Concat", ins, out, name);
       GraphBuilder::integer(n, "axis", 1);

@@ -20,6 +20,7 @@ enum class LayerKind {
   MaxPooling2D,        ///< y = max over each window; padded pixels never win.
   UpSampling2D,        ///< Nearest neighbour: y[i, j] = x[i / size_h, j / size_w].
   Cropping2D,          ///< y[i, j] = x[pad_h.before + i, pad_w.before + j]; pad_* as the pixels removed.
+  ZeroPadding2D,       ///< y[pad_h.before + i, pad_w.before + j] = x[i, j], 0 in the pad_* border.
   Concatenate,         ///< Inputs joined along the channel axis, in input order.
   Add,                 ///< y = sum of the inputs (same shapes).
   Activation,          ///< y = act(x).
@@ -36,7 +37,8 @@ struct LayerDescription {
   /// (bottom/right) the input, TensorFlow's 'same' rule (the extra pixel of an
   /// odd total goes after). Conv2DTranspose: pixels cropped from the start and
   /// end of the full transposed-convolution output (ONNX ConvTranspose 'pads').
-  /// Cropping2D: rows (pad_h) and columns (pad_w) removed at each side.
+  /// Cropping2D: rows (pad_h) and columns (pad_w) removed at each side;
+  /// ZeroPadding2D: added at each side.
   PadPair pad_h, pad_w;
   /// Conv2D, Conv2DTranspose: whether a bias weight exists.
   bool use_bias = false;

@@ -16,6 +16,7 @@ const std::vector<Entry>& registry() {
       {"MaxPooling2D", make_max_pooling2d},
       {"UpSampling2D", make_up_sampling2d},
       {"Cropping2D", make_cropping2d},
+      {"ZeroPadding2D", make_zero_padding2d},
       {"Concatenate", make_concatenate},
       {"Add", make_add},
       {"Activation", make_activation},

@@ -9,6 +9,7 @@
 // the decoder's size this way.
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
+#include "nn/layers/border_common.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -63,39 +64,11 @@ class Cropping2D : public Layer {
   Crop2DParams p_;
 };
 
-/// p.fail at 'cropping', naming Keras's forms of the value v.
-[[noreturn]] void bad_cropping(ParamReader& p, const YAML::Node& v) {
-  p.fail("cropping", "must be an integer >= 0, [height, width] or [[top, bottom], [left, right]] (Keras's "
-                     "forms), got " + YAML::Dump(v));
-}
-
-/// The integer >= 0 of the cropping entry v, else bad_cropping(p, whole).
-int crop_amount(ParamReader& p, const YAML::Node& v, const YAML::Node& whole) {
-  int x = -1;
-  if (!v.IsScalar() || !YAML::convert<int>::decode(v, x) || x < 0 || x > 1000000) bad_cropping(p, whole);
-  return x;
-}
-
 }  // namespace
 
 std::unique_ptr<Layer> make_cropping2d(ParamReader& p, const std::string& name) {
-  Crop2DParams c;
   p.get_string("data_format", std::string("channels_last"), {"channels_last"});  // NHWC only
-  const YAML::Node v = p.get_node("cropping");
-  if (!v) return std::make_unique<Cropping2D>(name, c);
-  auto pair = [](const YAML::Node& n) { return n.IsSequence() && n.size() == 2; };
-  if (v.IsScalar()) {
-    c.top = c.bottom = c.left = c.right = crop_amount(p, v, v);
-  } else if (pair(v) && v[0].IsScalar() && v[1].IsScalar()) {
-    c.top = c.bottom = crop_amount(p, v[0], v);
-    c.left = c.right = crop_amount(p, v[1], v);
-  } else if (pair(v) && pair(v[0]) && pair(v[1])) {
-    c.top = crop_amount(p, v[0][0], v), c.bottom = crop_amount(p, v[0][1], v);
-    c.left = crop_amount(p, v[1][0], v), c.right = crop_amount(p, v[1][1], v);
-  } else {
-    bad_cropping(p, v);
-  }
-  return std::make_unique<Cropping2D>(name, c);
+  return std::make_unique<Cropping2D>(name, read_border(p, "cropping", 0));
 }
 
 }  // namespace trainer
