@@ -54,9 +54,9 @@ std::string export_net(const fs::path& out_dir) {
     - {name: act, type: Activation, activation: softplus}
     - {name: bn2, type: BatchNormalization, center: false, momentum: 0.5}
     - {name: grow, type: Conv2DTranspose, filters: 4, kernel_size: 3}
-    - {name: crop, type: Cropping2D, cropping: [[1, 1], [0, 2]]}
+    - {name: crop, type: Cropping2D, cropping: [[1, 1], [2, 0]]}
     - {name: pad, type: ZeroPadding2D, padding: [[1, 2], [0, 3]]}
-    - {name: shrink, type: Conv2D, filters: 4, kernel_size: 4}
+    - {name: shrink, type: Conv2D, filters: 4, kernel_size: 4, activation: relu}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
 data:
   images: )" + kSample + R"(/images

@@ -76,7 +76,10 @@ TRAINER_HD inline float activation_value(Activation a, float x) {
 /// dL/dx = dy * f'(x) for activation a, from its output y = f(x) and dL/dy:
 /// tanh' = 1 - y^2; elu' = 1 (y > 0) or y + alpha; selu' = scale (y > 0) or
 /// y + scale * alpha; softplus' = sigmoid(x) = 1 - e^-y; leaky relu' = 1
-/// (y > 0) or alpha.
+/// (y > 0) or alpha. The derivatives that are differences are clamped at 0,
+/// their true bound, so that a y rounded to bf16 (a GPU tower's stored
+/// output, 8 significant bits) never flips the gradient's sign; their error is
+/// then about 2^-9 |dy| in absolute terms, as sigmoid's y (1 - y).
 TRAINER_HD inline float activation_dx(Activation a, float y, float dy) {
   switch (a.kind) {
     case ActivationKind::Linear:
@@ -86,11 +89,11 @@ TRAINER_HD inline float activation_dx(Activation a, float y, float dy) {
     case ActivationKind::Sigmoid:
       return sigmoid_backward(y, dy);
     case ActivationKind::Tanh:
-      return dy * (1.f - y * y);
+      return dy * fmaxf(1.f - y * y, 0.f);
     case ActivationKind::Elu:
-      return y > 0.f ? dy : dy * (y + a.alpha);
+      return y > 0.f ? dy : dy * fmaxf(y + a.alpha, 0.f);
     case ActivationKind::Selu:
-      return dy * (y > 0.f ? kSeluScale : y + kSeluScale * kSeluAlpha);
+      return dy * (y > 0.f ? kSeluScale : fmaxf(y + kSeluScale * kSeluAlpha, 0.f));
     case ActivationKind::Softplus:
       return dy * -expm1f(-y);
     case ActivationKind::LeakyRelu:

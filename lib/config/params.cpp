@@ -105,6 +105,12 @@ YAML::Node ParamReader::value(const std::string& key, bool required) {
 
 YAML::Node ParamReader::get_node(const std::string& key) { return value(key, false); }
 
+bool ParamReader::given(const std::string& key) {
+  const YAML::Node v = node_[key];
+  if (v && v.IsNull()) used_.insert(key);
+  return v && !v.IsNull();
+}
+
 template <typename T>
 static bool convert_scalar(const YAML::Node& v, T& out) {
   if (!v.IsScalar()) return false;

@@ -33,6 +33,9 @@ class ParamReader {
   ParamReader(const YAML::Node& node, std::string file, std::string what);
 
   bool has(const std::string& key) const;
+  /// Whether key is present with a value other than null (Keras's None, which
+  /// means "the default"); a null key counts as read.
+  bool given(const std::string& key);
   /// Integer in [min, max]; required when def is empty.
   int get_int(const std::string& key, std::optional<int> def, int min = INT_MIN, int max = INT_MAX);
   /// Real number in [min, max]; required when def is empty.

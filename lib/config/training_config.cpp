@@ -76,9 +76,9 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   o.decay = p.get_double("decay", o.decay, 0.0);
   // Keras: weight_decay=None on every optimizer, 0.004 on AdamW. A rate times
   // the decay of 1 or more would flip or zero every weight each step.
-  const YAML::Node wd = node["weight_decay"];
-  if (wd && wd.IsNull() && type != "AdamW") p.skip("weight_decay");  // None, as Keras writes it
-  else o.weight_decay = p.get_double("weight_decay", o.weight_decay, 0.0);
+  if (type == "AdamW" && p.has("weight_decay") && !p.given("weight_decay"))
+    p.fail("weight_decay", "is null, but AdamW needs a number (Keras's default is 0.004); use Adam for no decay");
+  if (p.given("weight_decay")) o.weight_decay = p.get_double("weight_decay", o.weight_decay, 0.0);
   if (o.learning_rate * o.weight_decay >= 1.0)
     p.fail("weight_decay", "times learning_rate must be below 1 (each step multiplies the weights by 1 - "
                            "learning_rate * weight_decay); Keras's AdamW default is 0.004");

@@ -28,13 +28,14 @@ namespace {
 /// other names.
 std::string missing_activation_hint(const std::string& s) {
   if (s == "softmax" || s == "log_softmax")
-    return "'" + s + "' normalizes over the channels, which the binary segmentation losses here do not use: "
-           "for one mask channel use 'sigmoid' on a 1-filter output";
+    return "is '" + s + "', which normalizes over the channels, which the binary segmentation losses here do "
+           "not use: for one mask channel use 'sigmoid' on a 1-filter output";
   if (s == "gelu" || s == "silu" || s == "swish" || s == "mish" || s == "hard_silu" || s == "hard_swish")
-    return "'" + s + "' is not supported (its gradient needs the layer's input); 'elu' or 'relu' are the "
-           "usual choices in a U-Net";
-  if (s == "relu6" || s == "hard_sigmoid" || s == "exponential" || s == "softsign")
-    return "'" + s + "' is not supported";
+    return "is '" + s + "', which is not supported (its gradient needs the layer's input); 'elu' or 'relu' "
+           "are the usual choices in a U-Net";
+  if (s == "relu6") return "is 'relu6', which is not supported; use 'relu'";
+  if (s == "hard_sigmoid" || s == "exponential" || s == "softsign")
+    return "is '" + s + "', which is not supported";
   return "";
 }
 

@@ -56,7 +56,7 @@ void activation_forward(const Device& d, Activation a, float* y, size_t n) {
   CudaContext& ctx = context(d);
   const bool vec = aligned16(y);
   with_kind(a.kind, [&](auto k) {
-    launch_elementwise(ctx.stream(), ActivationForward<k()>{y, a.alpha}, n, vec);
+    launch_elementwise(ctx.stream(), ActivationForward<decltype(k)::value>{y, a.alpha}, n, vec);
   });
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "activation_forward");
 }
@@ -70,7 +70,7 @@ void activation_backward(const Device& d, Activation a, const float* y, const fl
   }
   const bool vec = aligned16(y, dy, dx);
   with_kind(a.kind, [&](auto k) {
-    launch_elementwise(ctx.stream(), ActivationBackward<k()>{y, dy, dx, a.alpha}, n, vec);
+    launch_elementwise(ctx.stream(), ActivationBackward<decltype(k)::value>{y, dy, dx, a.alpha}, n, vec);
   });
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "activation_backward");
 }

@@ -68,7 +68,7 @@ namespace {
 /// Keras 3's negative_slope, or Keras 2's alpha (not both), >= 0; def when absent.
 float read_negative_slope(ParamReader& p, double def) {
   if (p.has("alpha") && p.has("negative_slope"))
-    p.fail("alpha", "'alpha' is Keras 2's name of 'negative_slope'; give only 'negative_slope'");
+    p.fail("alpha", "is Keras 2's name of 'negative_slope'; give only 'negative_slope'");
   const std::string key = p.has("alpha") ? "alpha" : "negative_slope";
   return float(p.get_double(key, def, 0.0, 1e6));
 }
@@ -87,10 +87,9 @@ std::unique_ptr<Layer> make_elu(ParamReader& p, const std::string& name) {
 }
 
 std::unique_ptr<Layer> make_relu(ParamReader& p, const std::string& name) {
-  if (p.has("max_value"))
-    p.fail("max_value", "a capped ReLU (e.g. ReLU6) is not supported; remove 'max_value' (no cap is the default)");
-  if (p.get_double("threshold", 0.0) != 0.0)
-    p.fail("threshold", "only threshold 0 is supported; remove 'threshold'");
+  if (p.given("max_value"))  // null: Keras's default, no cap
+    p.fail("max_value", "caps the ReLU (e.g. ReLU6), which is not supported; remove it or set it to null");
+  if (p.get_double("threshold", 0.0) != 0.0) p.fail("threshold", "must be 0 (the only threshold supported)");
   const float slope = float(p.get_double("negative_slope", 0.0, 0.0, 1e6));
   const Activation a = slope > 0.f ? Activation{ActivationKind::LeakyRelu, slope} : Activation{ActivationKind::Relu};
   return std::make_unique<ActivationLayer>(name, "ReLU", a);

@@ -6,8 +6,8 @@ namespace {
 
 /// p.fail at key, naming Keras's forms of the value v.
 [[noreturn]] void bad_border(ParamReader& p, const std::string& key, const YAML::Node& v) {
-  p.fail(key, "must be an integer >= 0, [height, width] or [[top, bottom], [left, right]] (Keras's forms), got " +
-                  YAML::Dump(v));
+  p.fail(key, "must be an integer >= 0, [height, width] or [[top, bottom], [left, right]] (Keras's forms; a "
+                  "Python tuple is a YAML list), got " + YAML::Dump(v));
 }
 
 /// The integer >= 0 of entry v of the value whole, else bad_border.

@@ -1,7 +1,7 @@
 // Cropping2D (keras.layers.Cropping2D): removes rows and columns at the edges,
 //   x [N, H, W, C] -> y [N, H - top - bottom, W - left - right, C],
 //   y[n, i, j, c] = x[n, top + i, left + j, c].
-// YAML: {type: Cropping2D, cropping: ((top, bottom), (left, right))}, as Keras:
+// YAML: {type: Cropping2D, cropping: [[top, bottom], [left, right]]}, as Keras:
 // an integer (all four sides), [height, width] (symmetric) or
 // [[top, bottom], [left, right]]; default no cropping. Backward puts dy back
 // in the window and 0 in the cropped border. The skip connections of a U-Net

@@ -2,7 +2,7 @@
 // at the edges,
 //   x [N, H, W, C] -> y [N, top + H + bottom, left + W + right, C],
 //   y[n, top + i, left + j, c] = x[n, i, j, c], 0 elsewhere.
-// YAML: {type: ZeroPadding2D, padding: ((top, bottom), (left, right))}, as
+// YAML: {type: ZeroPadding2D, padding: [[top, bottom], [left, right]]}, as
 // Keras: an integer, [height, width] or [[top, bottom], [left, right]];
 // default 1 on every side. The inverse of Cropping2D, so it runs on the same
 // backend op the other way round: forward is crop_backward, backward
