@@ -2,6 +2,7 @@
 // (the embedded sample) in which the loss falls and checkpoints appear; exit
 // codes and messages for bad flags and configs.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -207,4 +208,65 @@ TEST_CASE("a checkpoint the disk cannot hold ends the run with exit 2 and one me
     CHECK(f.path().filename().string().find(".tmp-") == std::string::npos);
   }
   CHECK_FALSE(fs::exists(dir.root / "run" / "last.h5"));
+}
+
+// Keras's validation_data: the last 8 of the sample's 40 pairs in folders of
+// their own validate exactly as validation_split 0.2 does on all 40 (the
+// same training pairs, order, weights and validation pairs), so the logs
+// are identical; the folders must come in pairs and exclude validation_split.
+TEST_CASE("data.validation_images/validation_masks validate as validation_split does", "[e2e]") {
+  fs::path dir = temp_dir("e2e_validation_folders");
+  const fs::path sample = fs::path(TRAINER_SOURCE_DIR) / "data" / "sample";
+  std::vector<fs::path> images;
+  for (const auto& e : fs::directory_iterator(sample / "images")) images.push_back(e.path());
+  std::sort(images.begin(), images.end());
+  REQUIRE(images.size() == 40);
+  for (const char* part : {"train", "val"}) {
+    fs::create_directories(dir / part / "images");
+    fs::create_directories(dir / part / "masks");
+  }
+  for (size_t i = 0; i < images.size(); ++i) {
+    const fs::path part = dir / (i < 32 ? "train" : "val");
+    const std::string mask = images[i].stem().string() + "_mask.png";
+    fs::create_symlink(images[i], part / "images" / images[i].filename());
+    fs::create_symlink(sample / "masks" / mask, part / "masks" / mask);
+  }
+  const std::string training = "  epochs: 2\n  batch_size: 4\n  metrics: [dice]\n";
+  std::ofstream(dir / "split.yaml") << sample_unet_config(dir / "split", training);
+  std::string folders = sample_unet_config(dir / "folders", training);
+  const std::string split_lines = "  images: " + (sample / "images").string() + "\n  masks: " +
+                                  (sample / "masks").string() + "\n  validation_split: 0.2\n";
+  REQUIRE(folders.find(split_lines) != std::string::npos);
+  folders.replace(folders.find(split_lines), split_lines.size(),
+                  "  images: " + (dir / "train" / "images").string() + "\n  masks: " +
+                      (dir / "train" / "masks").string() + "\n  validation_images: " +
+                      (dir / "val" / "images").string() + "\n  validation_masks: " +
+                      (dir / "val" / "masks").string() + "\n");
+  std::ofstream(dir / "folders.yaml") << folders;
+  Run a = run_trainer("--config " + (dir / "split.yaml").string() + " --gpus cpu", dir);
+  INFO(a.out << a.err);
+  REQUIRE(a.code == 0);
+  Run b = run_trainer("--config " + (dir / "folders.yaml").string() + " --gpus cpu", dir);
+  INFO(b.out << b.err);
+  REQUIRE(b.code == 0);
+  CHECK_THAT(b.err, Catch::Contains("training on 32 samples, validating on 8"));
+  const std::string log = slurp(dir / "folders" / "log.csv");
+  CHECK_THAT(log, Catch::Contains("val_dice"));
+  CHECK(log == slurp(dir / "split" / "log.csv"));
+
+  // Both folders or none, and not with validation_split.
+  std::string half = folders;
+  half.erase(half.find("  validation_masks:"), half.find('\n', half.find("  validation_masks:")) + 1 -
+                                                    half.find("  validation_masks:"));
+  std::ofstream(dir / "half.yaml") << half;
+  Run r = run_trainer("--config " + (dir / "half.yaml").string() + " --gpus cpu", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("'validation_masks' is required"));
+  std::string both = folders;
+  both.replace(both.find("  validation_images:"), 0, "  validation_split: 0.1\n");
+  std::ofstream(dir / "both.yaml") << both;
+  r = run_trainer("--config " + (dir / "both.yaml").string() + " --gpus cpu", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("validation_split") && Catch::Contains("one or the other"));
+  fs::remove_all(dir);
 }

@@ -118,6 +118,14 @@ int run_train(const TrainFlags& f) {
   // Messages name where the folders came from: the config, or the flags.
   opt.config_path = f.images.empty() && f.masks.empty() ? config.path : "--images/--masks";
   const Dataset data = load_dataset(opt);
+  Dataset validation;  // data.validation_images / validation_masks, when given
+  if (!config.data.validation_images.empty()) {
+    DataOptions vopt = opt;
+    vopt.images_dir = config.data.validation_images;
+    vopt.masks_dir = config.data.validation_masks;
+    vopt.config_path = config.path;
+    validation = load_dataset(vopt);
+  }
 
   FitOptions fit_options;
   fit_options.progress_bar = isatty(fileno(stdout));
@@ -125,6 +133,7 @@ int run_train(const TrainFlags& f) {
   fit_options.stop = &stop;
   fit_options.resume = resume.get();
   fit_options.resume_path = f.resume;
+  if (!config.data.validation_images.empty()) fit_options.validation = &validation;
   if (stop.load()) {  // stopped while the data loaded: nothing to save yet
     spdlog::warn("stopped by signal {} before training started; nothing was written", stop.load());
     return 128 + stop.load();

@@ -110,7 +110,7 @@ Config parse_config(const std::string& text, const std::string& path) {
   cfg.text = text;
   cfg.model = read_model_section(model, path);
   cfg.data = read_data_section(data, path);
-  cfg.training = read_training_section(training, path, cfg.data.validation_split > 0);
+  cfg.training = read_training_section(training, path, cfg.data.has_validation());
   return cfg;
 }
 
@@ -141,6 +141,17 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   d.validation_split = p.get_double("validation_split", d.validation_split, 0.0, 1.0);
   if (d.validation_split >= 1.0)
     p.fail("validation_split", "must be below 1 (it is the fraction of pairs held out, e.g. 0.1)");
+  if (p.has("validation_images") || p.has("validation_masks")) {
+    d.validation_images = p.get_string("validation_images", std::nullopt);
+    d.validation_masks = p.get_string("validation_masks", std::nullopt);
+    if (d.validation_images.empty() || d.validation_masks.empty())
+      p.fail(d.validation_images.empty() ? "validation_images" : "validation_masks",
+             "is empty; name the folder of validation images and the folder of their masks");
+    if (d.validation_split > 0)
+      p.fail("validation_split",
+             "is given with validation_images: the validation pairs come from one or the other; remove "
+             "validation_split (Keras's validation_data overrides it) or the validation folders");
+  }
   d.shuffle = p.get_bool("shuffle", d.shuffle);
   d.skip_bad_files = p.get_bool("skip_bad_files", d.skip_bad_files);
   d.loader_threads = p.get_int("loader_threads", d.loader_threads, 0, 1024);

@@ -44,10 +44,15 @@ struct DataConfig {
   std::string masks;                ///< Folder of masks, matched by name.
   std::string mask_suffix = "_mask";///< Mask of <stem>.<ext> is <stem><suffix>.<any ext>.
   double validation_split = 0.0;    ///< Keras: the last fraction of the (name-sorted) pairs, in [0, 1).
+  /// Keras's validation_data: folders of validation pairs, matched as the
+  /// training ones (both or neither; not with validation_split > 0).
+  std::string validation_images, validation_masks;
   bool shuffle = true;              ///< Reshuffle the training pairs every epoch (seeded).
   bool skip_bad_files = false;      ///< Warn and skip unreadable files / missing masks instead of failing.
   int loader_threads = 0;           ///< 0: one per core.
   AugmentationConfig augmentation;  ///< Training batches only.
+  /// Whether a run validates: validation_split > 0 or validation folders.
+  bool has_validation() const { return validation_split > 0 || !validation_images.empty(); }
 };
 
 struct OptimizerConfig {

@@ -120,7 +120,7 @@ std::string read_monitor(ParamReader& p, const std::vector<std::string>& metrics
   if (std::find(with_val.begin(), with_val.end(), m) != with_val.end())
     p.fail("monitor", "is '" + m +
                           "', which needs validation data; set data.validation_split (e.g. 0.1) or "
-                          "monitor one of: " + join_names(valid));
+                          "data.validation_images and data.validation_masks, or monitor one of: " + join_names(valid));
   p.fail("monitor", "is '" + m + "'" + did_you_mean(m, with_val) +
                         "; it must be the loss or a metric listed in training.metrics: " +
                         join_names(valid));

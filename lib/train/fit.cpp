@@ -19,6 +19,17 @@ namespace trainer {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+/// 0, 1, ..., n - 1.
+std::vector<int> every_index(int n) {
+  std::vector<int> v(size_t(std::max(n, 0)));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+}  // namespace
+
 std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double validation_split) {
   const int train_n = int(double(n) * (1.0 - validation_split));  // Keras: split_at
   std::vector<int> train(static_cast<size_t>(train_n)), val(static_cast<size_t>(n - train_n));
@@ -200,7 +211,11 @@ void check_output_holds_no_run(const std::string& output_dir, const std::string&
 
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options) {
   const TrainingConfig& tc = config.training;
-  const auto [train_idx, val_idx] = split_validation(data.size(), config.data.validation_split);
+  // Validation folders (Keras's validation_data): every pair trains; else validation_split decides.
+  const auto [train_idx, val_idx] =
+      options.validation ? std::make_pair(every_index(data.size()), every_index(options.validation->size()))
+                         : split_validation(data.size(), config.data.validation_split);
+  const Dataset& val_data = options.validation ? *options.validation : data;
   if (train_idx.empty())
     throw UserError(config.path + ": no training samples left after validation_split " +
                     std::to_string(config.data.validation_split) + " of " + std::to_string(data.size()) +
@@ -225,7 +240,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   auto needs_val = [&](const std::string& monitor) {
     if (monitor.rfind("val_", 0) == 0 && !has_val)
       throw UserError(config.path + ": monitor '" + monitor +
-                      "' needs validation data; set data.validation_split > 0 or monitor '" + monitor.substr(4) + "'");
+                      "' needs validation data; set data.validation_split > 0 (or data.validation_images and "
+                      "data.validation_masks) or monitor '" + monitor.substr(4) + "'");
   };
   RunState s;
   if (tc.early_stopping.enabled) {
@@ -295,7 +311,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     const double seconds_training = epoch_time();
     std::map<std::string, double> logs;
     add_logs(logs, "", s.epoch_sums, tc.metrics);
-    if (has_val) add_logs(logs, "val_", trainer.evaluate(data, val_idx, tc.batch_size), tc.metrics);
+    if (has_val) add_logs(logs, "val_", trainer.evaluate(val_data, val_idx, tc.batch_size), tc.metrics);
     if (s.reduce_lr) logs["learning_rate"] = trainer.learning_rate();  // this epoch's, as Keras 3 logs it
     progress.end_epoch(logs, epoch_time(), double(train_idx.size()) / seconds_training);
     log_towers(epoch, trainer);

@@ -25,6 +25,10 @@ struct FitOptions {
   /// fit restores the loop's own state: position, callbacks, epoch sums, log.
   const Checkpoint* resume = nullptr;
   std::string resume_path;              ///< Its path, for messages.
+  /// The pairs of data.validation_images / validation_masks (Keras's
+  /// validation_data): every pair of the training Dataset then trains and
+  /// these validate. nullptr: validation_split decides.
+  const Dataset* validation = nullptr;
 };
 
 struct FitResult {

@@ -49,7 +49,7 @@ void validate_for_training(const Config& config, Model& model) {
   const ModelCheckpointConfig& mc = config.training.model_checkpoint;
   if (mc.enabled) {
     // The names an epoch's logs will hold: val_* only with validation data.
-    const bool validates = config.data.validation_split > 0;
+    const bool validates = config.data.has_validation();
     std::map<std::string, double> logs{{"loss", 0.0}};
     if (validates) logs["val_loss"] = 0.0;
     for (const auto& m : config.training.metrics) {
