@@ -417,6 +417,50 @@ TEST_CASE("GPU MaxPool2D on bf16 tensors matches the CPU on bf16-rounded inputs"
   }
 }
 
+TEST_CASE("GPU convolution epilogue applies every activation as the CPU, with fp32 and bf16 outputs",
+          "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  // A 3x3 'same' Conv2D 8 -> 8 with a bias; inputs rounded to bf16 so that
+  // both devices convolve the same values.
+  const Conv2DParams p = conv_params(3, 1, true);
+  const Shape xs{2, 5, 4, 8}, ys{2, 5, 4, 8};
+  const std::vector<float> xh = round_bf16(random_values(xs.numel(), 351, -2.f, 2.f));
+  const std::vector<float> kh = round_bf16(random_values(size_t(3 * 3 * 8 * 8), 352, -0.3f, 0.3f));
+  const std::vector<float> bh = random_values(8, 353), dyh = round_bf16(random_values(ys.numel(), 354));
+  for (const std::string& name : activation_names()) {
+    const Activation a = activation_from_name(name);
+    for (const Precision prec : {Precision::FP32, Precision::BF16}) {
+      const DType yt = prec == Precision::BF16 ? DType::BF16 : DType::F32;
+      INFO("activation " << name << ", outputs " << dtype_name(yt));
+      GpuDevice g(0, prec);
+      // y_act: the output backward reads (empty: this device's forward). The
+      // GPU reads the CPU's, so that a kink (relu, leaky_relu) cannot flip
+      // where a bf16 forward moves an output near 0 across it (see ConvInputs).
+      auto run = [&](const Device& d, DType t, const std::vector<float>& y_act) {
+        Conv2DOp op(p);
+        Tensor x = make_tensor(xs, xh, d, DType::F32), dy = make_tensor(ys, dyh, d, t);
+        Tensor y = poisoned_tensor(ys, t, d), dx = poisoned_tensor(xs, DType::F32, d);
+        Buffer<float> kernel = upload(kh, d), bias = upload(bh, d), dk(d, kh.size()), db(d, 8);
+        op.forward(d, DType::F32, x.raw(), xs, kernel.data(), bias.data(), a, t, y.raw(), ys);
+        std::vector<std::vector<float>> r{download(y)};
+        if (!y_act.empty()) y = make_tensor(ys, y_act, d, t);
+        op.backward(d, a, t, y.raw(), dy.raw(), ys, DType::F32, x.raw(), xs, kernel.data(), dk.data(), db.data(),
+                    dx.raw());
+        for (const auto* b : {&dx.buffer(), &dk, &db}) r.push_back(download(*b));
+        return r;
+      };
+      const auto ref = run(Device{}, DType::F32, {}), got = run(g.device, yt, ref[0]);
+      // bf16 outputs: the output itself is rounded, and the gradient is taken
+      // from the rounded output (about 2^-9 |dy|, elementwise_math.h).
+      const double tol = yt == DType::BF16 ? conv_tolerance(Precision::BF16) : conv_tolerance(Precision::FP32);
+      CHECK_CLOSE("forward", got[0], ref[0], tol);
+      CHECK_CLOSE("backward dx", got[1], ref[1], tol);
+      CHECK_CLOSE("backward dkernel", got[2], ref[2], tol);
+      CHECK_CLOSE("backward dbias", got[3], ref[3], tol);
+    }
+  }
+}
+
 TEST_CASE("GPU activations match the CPU", "[gpu][gpu_ops]") {
   TRAINER_REQUIRE_GPU();
   GpuDevice g(0, Precision::FP32);
