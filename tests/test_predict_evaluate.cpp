@@ -126,6 +126,35 @@ TEST_CASE("predict writes masks at each image's own size, and probabilities and 
   for (const auto& e : fs::directory_iterator(out))
     CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
 
+  // Float probabilities (TIFF): the same map before its 8-bit rounding.
+  const fs::path tiff = out.parent_path() / "tiff";
+  const Run t = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " + f.images.string() +
+                                " --output " + tiff.string() + " --probabilities --probability-format tiff --gpus cpu",
+                            out.parent_path());
+  INFO(t.out << t.err);
+  REQUIRE(t.code == 0);
+  for (const auto& id : kIds) {
+    const cv::Mat p32 = cv::imread((tiff / (id + "_prob.tif")).string(), cv::IMREAD_UNCHANGED);
+    const cv::Mat p8 = cv::imread((out / (id + "_prob.png")).string(), cv::IMREAD_UNCHANGED);
+    REQUIRE(p32.type() == CV_32FC1);
+    REQUIRE(p32.size() == p8.size());
+    double lo = 0, hi = 0, off = 0;
+    cv::minMaxLoc(p32, &lo, &hi);
+    CHECK(lo >= 0.0);
+    CHECK(hi <= 1.0);
+    cv::Mat p8f;
+    p8.convertTo(p8f, CV_32F);
+    cv::minMaxLoc(cv::abs(p32 * 255.0 - p8f), nullptr, &off);
+    CHECK(off <= 0.5 + 1e-3);  // round(255 p), from 1 tower here and 2 there
+    CHECK(hi - lo > 0.1);      // a map, not a constant
+  }
+  const Run needs = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " + f.images.string() +
+                                    " --output " + (out.parent_path() / "no").string() + " --probability-format tiff",
+                                out.parent_path());
+  CHECK(needs.code == 2);
+  CHECK_THAT(needs.err, Catch::Contains("--probabilities"));
+  CHECK_FALSE(fs::exists(out.parent_path() / "no"));
+
   // One file, one tower, a higher threshold: a subset of the mask at 0.5, and only the mask.
   const fs::path single = out.parent_path() / "single";
   const Run s = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " +

@@ -44,7 +44,13 @@ Command add_predict(CLI::App& app) {
       ->check(non_empty_path());
   cmd->add_option("--threshold", f->options.threshold, "Mask = probability > threshold, in (0, 1)")
       ->capture_default_str();
-  cmd->add_flag("--probabilities", f->options.probabilities, "Also write <stem>_prob.png (8-bit, 255 * p)");
+  CLI::Option* probabilities = cmd->add_flag("--probabilities", f->options.probabilities,
+                                             "Also write the probability map: <stem>_prob.png (8-bit, 255 * p)");
+  cmd->add_option("--probability-format", f->options.probability_format,
+                  "png (8-bit, 255 * p) or tiff (<stem>_prob.tif, float32 p in [0, 1])")
+      ->check(CLI::IsMember({"png", "tiff"}))
+      ->needs(probabilities)
+      ->capture_default_str();
   cmd->add_flag("--overlay", f->options.overlay, "Also write <stem>_overlay.png (mask contours on the image)");
   cmd->add_flag("--overwrite", f->options.overwrite, "Replace output files that exist (else an error before any is written)");
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")

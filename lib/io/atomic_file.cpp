@@ -92,16 +92,28 @@ void write_file_atomic(const std::string& dest, const std::string& bytes) {
   commit_temp(tmp, dest);
 }
 
-void write_png_atomic(const std::string& dest, const cv::Mat& img) {
+namespace {
+
+/// Encodes img with OpenCV's encoder for ext (".png", ".tif") and writes it
+/// to dest atomically; InternalError naming format when it cannot encode img.
+void write_encoded_atomic(const std::string& dest, const cv::Mat& img, const char* ext, const char* format) {
   std::vector<uchar> bytes;
   bool encoded = false;
   try {
-    encoded = cv::imencode(".png", img, bytes);
+    encoded = cv::imencode(ext, img, bytes);
   } catch (const cv::Exception&) {
     encoded = false;
   }
-  if (!encoded) throw InternalError("cannot encode '" + dest + "' as PNG");
+  if (!encoded) throw InternalError("cannot encode '" + dest + "' as " + format);
   write_file_atomic(dest, std::string(bytes.begin(), bytes.end()));
+}
+
+}  // namespace
+
+void write_png_atomic(const std::string& dest, const cv::Mat& img) { write_encoded_atomic(dest, img, ".png", "PNG"); }
+
+void write_tiff_atomic(const std::string& dest, const cv::Mat& img) {
+  write_encoded_atomic(dest, img, ".tif", "TIFF");
 }
 
 }  // namespace trainer

@@ -48,4 +48,8 @@ void write_file_atomic(const std::string& dest, const std::string& bytes);
 /// file when it cannot be written (missing or read-only folder, full disk).
 void write_png_atomic(const std::string& dest, const cv::Mat& img);
 
+/// As write_png_atomic, as TIFF: img may also be float32 (CV_32F; OpenCV
+/// writes it uncompressed as 32-bit IEEE samples).
+void write_tiff_atomic(const std::string& dest, const cv::Mat& img);
+
 }  // namespace trainer

@@ -63,13 +63,14 @@ cv::Mat overlay_image(const std::string& path, const cv::Mat& mask) {
 // The files written per image, <stem><suffix> (see predict_files).
 constexpr const char* kMaskSuffix = "_mask.png";
 constexpr const char* kProbSuffix = "_prob.png";
+constexpr const char* kProbTiffSuffix = "_prob.tif";
 constexpr const char* kOverlaySuffix = "_overlay.png";
 
 // The files write_outputs writes for the image at path.
 std::vector<std::string> output_files(const std::string& path, const PredictOptions& o) {
   const std::string base = (fs::path(o.output_dir) / fs::path(path).stem()).string();
   std::vector<std::string> files = {base + kMaskSuffix};
-  if (o.probabilities) files.push_back(base + kProbSuffix);
+  if (o.probabilities) files.push_back(base + (o.probability_format == "tiff" ? kProbTiffSuffix : kProbSuffix));
   if (o.overlay) files.push_back(base + kOverlaySuffix);
   return files;
 }
@@ -101,10 +102,14 @@ void write_outputs(const std::string& path, const cv::Mat& prob, const PredictOp
   written.push_back(files[next++]);
   write_png_atomic(written.back(), mask);
   if (o.probabilities) {
-    cv::Mat p8;
-    prob.convertTo(p8, CV_8U, 255.0);  // saturate_cast rounds to nearest
     written.push_back(files[next++]);
-    write_png_atomic(written.back(), p8);
+    if (o.probability_format == "tiff") {
+      write_tiff_atomic(written.back(), prob);  // float32, as computed
+    } else {
+      cv::Mat p8;
+      prob.convertTo(p8, CV_8U, 255.0);  // saturate_cast rounds to nearest
+      write_png_atomic(written.back(), p8);
+    }
   }
   if (o.overlay) {
     written.push_back(files[next++]);
@@ -135,7 +140,7 @@ std::vector<std::string> without_prediction_outputs(const std::vector<std::strin
   const fs::path out = resolved(output_dir);
   std::set<fs::path> outputs;
   for (const auto& p : paths)
-    for (const char* suffix : {kMaskSuffix, kProbSuffix, kOverlaySuffix})
+    for (const char* suffix : {kMaskSuffix, kProbSuffix, kProbTiffSuffix, kOverlaySuffix})
       outputs.insert(out / (fs::path(p).stem().string() + suffix));
   std::vector<std::string> kept;
   for (const auto& p : paths)

@@ -36,7 +36,10 @@ void check_threshold(double threshold, const std::string& flag);
 struct PredictOptions {
   std::string output_dir;      ///< Created if missing.
   double threshold = 0.5;      ///< Mask = probability > threshold; in (0, 1).
-  bool probabilities = false;  ///< Also write <stem>_prob.png (8-bit, round(255 p)).
+  bool probabilities = false;  ///< Also write the probability map (probability_format).
+  /// "png": <stem>_prob.png, 8-bit round(255 p); "tiff": <stem>_prob.tif,
+  /// float32 p in [0, 1] (for post-processing such as a watershed).
+  std::string probability_format = "png";
   bool overlay = false;        ///< Also write <stem>_overlay.png (image with mask contours).
   int batch_size = 1;          ///< Images per global batch, split over the towers.
   bool overwrite = false;      ///< Replace output files that exist (else UserError before any is written).
@@ -44,7 +47,7 @@ struct PredictOptions {
 
 /// paths without the files a prediction of paths into output_dir writes
 /// itself (<output_dir>/<stem>_mask.png, _prob.png, _overlay.png of another
-/// path), so that predicting a folder into itself again does not take the
+/// path, _prob.tif too), so that predicting a folder into itself again does not take the
 /// last run's masks for images (paths compared after resolving . and ..,
 /// symbolic links and relative parts); the log says how many were left out.
 std::vector<std::string> without_prediction_outputs(const std::vector<std::string>& paths,
