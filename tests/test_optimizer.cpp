@@ -69,24 +69,32 @@ TEST_CASE("SGD momentum and nesterov follow tf.keras.optimizers.SGD", "[optimize
   }
 }
 
+/// Adam's weights after kGrads, in double (tf.keras 2.x; with Keras 3's
+/// decoupled weight decay by the learning rate, not lr_t, before each update).
+static std::vector<double> adam_reference(const OptimizerConfig& c) {
+  std::vector<double> want(kStart.begin(), kStart.end()), m(3, 0.0), v(3, 0.0);
+  for (int t = 0; t < 3; ++t) {
+    const double lr = decayed(c, t);
+    const double lr_t = lr * std::sqrt(1 - std::pow(c.beta_2, t + 1)) / (1 - std::pow(c.beta_1, t + 1));
+    for (size_t i = 0; i < 3; ++i) {
+      want[i] -= lr * c.weight_decay * want[i];  // Keras: variable * wd * learning_rate
+      const double g = kGrads[t][i];
+      m[i] = c.beta_1 * m[i] + (1 - c.beta_1) * g;
+      v[i] = c.beta_2 * v[i] + (1 - c.beta_2) * g * g;
+      want[i] -= lr_t * m[i] / (std::sqrt(v[i]) + c.epsilon);
+    }
+  }
+  return want;
+}
+
 TEST_CASE("Adam follows tf.keras.optimizers.Adam with bias-corrected lr_t", "[optimizer]") {
   for (double decay : {0.0, 0.2}) {
     OptimizerConfig c;
     c.type = "Adam";
     c.learning_rate = 0.01;
     c.decay = decay;
-    std::vector<double> want(kStart.begin(), kStart.end()), m(3, 0.0), v(3, 0.0);
-    for (int t = 0; t < 3; ++t) {
-      const double lr_t = decayed(c, t) * std::sqrt(1 - std::pow(c.beta_2, t + 1)) / (1 - std::pow(c.beta_1, t + 1));
-      for (size_t i = 0; i < 3; ++i) {
-        const double g = kGrads[t][i];
-        m[i] = c.beta_1 * m[i] + (1 - c.beta_1) * g;
-        v[i] = c.beta_2 * v[i] + (1 - c.beta_2) * g * g;
-        want[i] -= lr_t * m[i] / (std::sqrt(v[i]) + c.epsilon);
-      }
-    }
     INFO("decay " << decay);
-    check_close(run(c), want);
+    check_close(run(c), adam_reference(c));
   }
 }
 
@@ -97,20 +105,8 @@ TEST_CASE("AdamW and weight_decay: w -= lr_t * weight_decay * w before the updat
     c.learning_rate = 0.01;
     c.decay = decay;
     c.weight_decay = 0.5;  // large, so that a decay by the wrong rate shows
-    std::vector<double> want(kStart.begin(), kStart.end()), m(3, 0.0), v(3, 0.0);
-    for (int t = 0; t < 3; ++t) {
-      const double lr = decayed(c, t);
-      const double lr_t = lr * std::sqrt(1 - std::pow(c.beta_2, t + 1)) / (1 - std::pow(c.beta_1, t + 1));
-      for (size_t i = 0; i < 3; ++i) {
-        want[i] -= lr * c.weight_decay * want[i];  // Keras: variable * wd * learning_rate, not lr_t
-        const double g = kGrads[t][i];
-        m[i] = c.beta_1 * m[i] + (1 - c.beta_1) * g;
-        v[i] = c.beta_2 * v[i] + (1 - c.beta_2) * g * g;
-        want[i] -= lr_t * m[i] / (std::sqrt(v[i]) + c.epsilon);
-      }
-    }
     INFO("decay " << decay);
-    check_close(run(c), want);
+    check_close(run(c), adam_reference(c));
   }
   // SGD with weight_decay, applied by buckets as the towers do.
   OptimizerConfig c;
