@@ -12,17 +12,19 @@ namespace trainer::cuda {
 namespace {
 
 /// y[i] = act(src[i] + bias[i % C]) for the grid-stride launcher (S, Y:
-/// float or __nv_bfloat16), four elements per quad() call where C % 4 == 0.
-template <class S, class Y>
+/// float or __nv_bfloat16; act of kind K with alpha), four elements per
+/// quad() call where C % 4 == 0.
+template <class S, class Y, ActivationKind K>
 struct Epilogue {
   const S* src;
   const float* bias;
-  Activation act;
+  float alpha;
   Y* y;
   int C;
+  __device__ float activation_value(float v) const { return trainer::activation_value(Activation{K, alpha}, v); }
   template <class I>
   __device__ void one(I i) const {
-    y[i] = from_float<Y>(activation_value(act, to_float(src[i]) + (bias ? bias[i % I(C)] : 0.f)));
+    y[i] = from_float<Y>(activation_value(to_float(src[i]) + (bias ? bias[i % I(C)] : 0.f)));
   }
   /// Elements 4j .. 4j+3: one channel quad (C % 4 == 0), 16- or 8-byte accesses.
   template <class I>
@@ -30,7 +32,7 @@ struct Epilogue {
     const int c = int((I(4) * j) % I(C));
     float4 v = load4(src, j);
     if (bias) v.x += bias[c], v.y += bias[c + 1], v.z += bias[c + 2], v.w += bias[c + 3];
-    store4(y, j, make_float4(activation_value(act, v.x), activation_value(act, v.y), activation_value(act, v.z), activation_value(act, v.w)));
+    store4(y, j, make_float4(activation_value(v.x), activation_value(v.y), activation_value(v.z), activation_value(v.w)));
   }
 };
 
@@ -39,14 +41,16 @@ constexpr int kTile = 32;
 constexpr long long kTargetBlocks = 1024;
 
 /// Block (b, tile) over rows [rows b / parts, rows (b + 1) / parts) and the
-/// tile's channels c: v = dy[r, c] * act'(y[r, c]) (dy itself for Linear; Y,
+/// tile's channels c: v = dy[r, c] * act'(y[r, c]) (act of kind K with alpha;
+/// dy itself for Linear; Y,
 /// y's and dy's type, and G, g's: float or bf16), stored to g[r, c] when g
 /// is not null, and, when partials is not null, partials[c * parts + b] <-
 /// the sum of v (fp32 values) over the block's rows, the lanes of the block
 /// taking every (kThreads / kTile)-th row and their sums added in lane order.
-template <class Y, class G>
-__global__ void gradient_partials_kernel(Activation act, const Y* y, const Y* dy, long long rows, int C, int parts,
+template <ActivationKind K, class Y, class G>
+__global__ void gradient_partials_kernel(float alpha, const Y* y, const Y* dy, long long rows, int C, int parts,
                                          G* g, double* partials) {
+  const Activation act{K, alpha};
   __shared__ double sums[kThreads];
   const int tx = int(threadIdx.x) % kTile, ty = int(threadIdx.x) / kTile, lanes = int(blockDim.x) / kTile;
   const int c = int(blockIdx.y) * kTile + tx, b = int(blockIdx.x);
@@ -81,21 +85,26 @@ template <class Y>
 void launch_gradient_partials(CudaContext& ctx, dim3 grid, Activation act, const void* y, const void* dy,
                               long long rows, int C, int parts, void* g, cudnnDataType_t g_type, double* partials) {
   const Y *yy = static_cast<const Y*>(y), *dyy = static_cast<const Y*>(dy);
-  if (g && g_type == CUDNN_DATA_BFLOAT16)
-    gradient_partials_kernel<<<grid, kThreads, 0, ctx.stream()>>>(act, yy, dyy, rows, C, parts,
-                                                                  static_cast<__nv_bfloat16*>(g), partials);
-  else
-    gradient_partials_kernel<<<grid, kThreads, 0, ctx.stream()>>>(act, yy, dyy, rows, C, parts,
-                                                                  static_cast<float*>(g), partials);
+  with_kind(act.kind, [&](auto k) {
+    constexpr ActivationKind K = decltype(k)::value;
+    if (g && g_type == CUDNN_DATA_BFLOAT16)
+      gradient_partials_kernel<K><<<grid, kThreads, 0, ctx.stream()>>>(act.alpha, yy, dyy, rows, C, parts,
+                                                                       static_cast<__nv_bfloat16*>(g), partials);
+    else
+      gradient_partials_kernel<K><<<grid, kThreads, 0, ctx.stream()>>>(act.alpha, yy, dyy, rows, C, parts,
+                                                                       static_cast<float*>(g), partials);
+  });
 }
 
-/// Queues Epilogue<S, Y> over n elements.
+/// Queues Epilogue<S, Y, act's kind> over n elements.
 template <class S, class Y>
 void launch_epilogue(CudaContext& ctx, const void* src, const float* bias, Activation act, void* y, int C, size_t n) {
   // quad() needs whole channel quads and aligned vector accesses.
   const bool vec = C % 4 == 0 && aligned16(src, y);
-  launch_elementwise(ctx.stream(), Epilogue<S, Y>{static_cast<const S*>(src), bias, act, static_cast<Y*>(y), C}, n,
-                     vec);
+  with_kind(act.kind, [&](auto k) {
+    using E = Epilogue<S, Y, decltype(k)::value>;
+    launch_elementwise(ctx.stream(), E{static_cast<const S*>(src), bias, act.alpha, static_cast<Y*>(y), C}, n, vec);
+  });
 }
 
 bool supported(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_BFLOAT16; }
