@@ -390,6 +390,45 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
                     Catch::Matchers::Contains("weight_decay") && Catch::Matchers::Contains("below 1"));
   CHECK_THROWS_WITH(opt("{type: AdamW, weight_decay: null}"),
                     Catch::Matchers::Contains("AdamW needs a number") && Catch::Matchers::Contains("use Adam"));
+  OptimizerConfig cos = opt("{type: Adam, learning_rate: {type: CosineDecay, initial_learning_rate: 0.002, "
+                            "decay_steps: 500, warmup_target: null}}").optimizer;
+  CHECK(cos.schedule.type == "CosineDecay");
+  CHECK(cos.schedule.decay_steps == 500);
+  CHECK_FALSE(cos.schedule.warmup);  // Keras's None: no warmup
+  CHECK(cos.learning_rate == Approx(0.002));  // the rate at step 0
+  OptimizerConfig pw = opt("{type: SGD, learning_rate: {type: PiecewiseConstantDecay, boundaries: [100, 200], "
+                           "values: [0.1, 0.01, 0.001]}}").optimizer;
+  CHECK(pw.schedule.values.size() == 3);
+  CHECK(pw.learning_rate == Approx(0.1));
+  auto schedule_error = [&](const std::string& lr, const std::string& extra = "") -> std::string {
+    try {
+      parse_config("model: {layers: [{type: Input, shape: [4, 4, 1]}]}\n"
+                   "data: {images: a, masks: b, validation_split: 0.1}\n"
+                   "training: {optimizer: {type: SGD, learning_rate: " + lr + extra + "}" +
+                       (extra.empty() ? "" : ", callbacks: [{type: ReduceLROnPlateau}]") + "}\n",
+                   "o.yaml");
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  CHECK_THAT(schedule_error("{class_name: CosineDecay, config: {initial_learning_rate: 0.1, decay_steps: 10}}"),
+             Catch::Matchers::Contains("serialized form") && Catch::Matchers::Contains("{type: CosineDecay"));
+  CHECK_THAT(schedule_error("{type: CosineDecay, initial_learning_rate: 0.1, decay_steps: 0}"),
+             Catch::Matchers::Contains("o.yaml:3:") && Catch::Matchers::Contains("'decay_steps' must be greater than 0"));
+  CHECK_THAT(schedule_error("{type: CosineDecayRestarts, initial_learning_rate: 0.1, first_decay_steps: 10}"),
+             Catch::Matchers::Contains("use one of: ExponentialDecay"));
+  CHECK_THAT(schedule_error("{type: PiecewiseConstantDecay, boundaries: [10], values: [0.1]}"),
+             Catch::Matchers::Contains("one more entry than 'boundaries'"));
+  CHECK_THAT(schedule_error("{type: PiecewiseConstantDecay, boundaries: [10, 5], values: [0.1, 0.2, 0.3]}"),
+             Catch::Matchers::Contains("strictly increasing"));
+  CHECK_THAT(schedule_error("{type: ExponentialDecay, initial_learning_rate: 0.1, decay_steps: 10, decay_rate: 0.9}",
+                            ", decay: 0.001"),
+             Catch::Matchers::Contains("remove 'decay'"));
+  CHECK_THAT(schedule_error("{type: ExponentialDecay, initial_learning_rate: 0.1, decay_steps: 10, decay_rate: 0.9}",
+                            " "),
+             Catch::Matchers::Contains("ReduceLROnPlateau, which sets the learning rate") &&
+                 Catch::Matchers::Contains("use one or the other"));
   OptimizerConfig rms = opt("{type: RMSprop, rho: 0.95, momentum: 0.5}").optimizer;
   CHECK(rms.learning_rate == Approx(0.001));
   CHECK(rms.rho == Approx(0.95));

@@ -3,6 +3,7 @@
 // codes and messages for bad flags and configs.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -268,5 +269,51 @@ TEST_CASE("data.validation_images/validation_masks validate as validation_split 
   r = run_trainer("--config " + (dir / "both.yaml").string() + " --gpus cpu", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("validation_split") && Catch::Contains("one or the other"));
+  fs::remove_all(dir);
+}
+
+// A learning_rate schedule: log.csv's learning_rate is the rate of each
+// epoch's last step (32 training pairs, batch 8: steps 3 and 7), and a run
+// resumed after epoch 1 continues the schedule from the checkpoint's
+// iterations, so its log is the uninterrupted run's.
+TEST_CASE("a learning_rate schedule is logged per epoch and continues on resume", "[e2e]") {
+  fs::path dir = temp_dir("e2e_schedule");
+  auto config = [&](const fs::path& out) {
+    std::string c = sample_unet_config(out, "  epochs: 2\n  batch_size: 8\n");
+    const std::string adam = "optimizer: {type: Adam, learning_rate: 0.01}";
+    c.replace(c.find(adam), adam.size(),
+              "optimizer: {type: Adam, learning_rate: {type: ExponentialDecay, initial_learning_rate: 0.01, "
+              "decay_steps: 4, decay_rate: 0.5}}");
+    return c;
+  };
+  std::ofstream(dir / "full.yaml") << config(dir / "full");
+  std::ofstream(dir / "part.yaml") << config(dir / "part");
+  Run full = run_trainer("--config " + (dir / "full.yaml").string() + " --gpus cpu", dir);
+  INFO(full.out << full.err);
+  REQUIRE(full.code == 0);
+  CHECK_THAT(full.err, Catch::Contains("learning rate schedule ExponentialDecay(initial_learning_rate=0.01, "
+                                       "decay_steps=4, decay_rate=0.5, staircase=false)"));
+  const std::string log = slurp(dir / "full" / "log.csv");
+  std::istringstream lines(log);
+  std::string header, row;
+  std::getline(lines, header);
+  std::vector<std::string> names;
+  for (std::stringstream h(header); std::getline(h, row, ',');) names.push_back(row);
+  const size_t col = size_t(std::find(names.begin(), names.end(), "learning_rate") - names.begin());
+  REQUIRE(col < names.size());
+  const double want[] = {0.01 * std::pow(0.5, 3.0 / 4), 0.01 * std::pow(0.5, 7.0 / 4)};
+  for (double w : want) {
+    REQUIRE(std::getline(lines, row));
+    std::vector<std::string> cells;
+    for (std::stringstream r(row); std::getline(r, header, ',');) cells.push_back(header);
+    REQUIRE(cells.size() == names.size());
+    CHECK(std::stod(cells[col]) == Approx(w).epsilon(1e-6));
+  }
+  REQUIRE(run_trainer("--config " + (dir / "part.yaml").string() + " --gpus cpu --epochs 1", dir).code == 0);
+  Run resumed = run_trainer(
+      "--config " + (dir / "part.yaml").string() + " --gpus cpu --resume " + (dir / "part" / "last.h5").string(), dir);
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.code == 0);
+  CHECK(slurp(dir / "part" / "log.csv") == log);
   fs::remove_all(dir);
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "train/lr_schedule.h"
 #include "train/optimizer.h"
 
 using namespace trainer;
@@ -193,4 +194,83 @@ TEST_CASE("Adam resumed from saved state continues identically", "[optimizer]") 
   a->step(wa.data(), kGrads[1].data());
   b->step(wb.data(), kGrads[1].data());
   CHECK(wa == wb);
+}
+
+namespace {
+
+LearningRateSchedule schedule(const std::string& type) {
+  LearningRateSchedule s;
+  s.type = type;
+  s.initial_learning_rate = 0.1;
+  s.decay_steps = 10;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("learning-rate schedules give keras.optimizers.schedules' values", "[optimizer]") {
+  // Values worked out by hand from the formulas of Keras 3's learning_rate_schedule.py.
+  LearningRateSchedule e = schedule("ExponentialDecay");
+  e.decay_rate = 0.5;
+  CHECK(scheduled_learning_rate(e, 0) == Approx(0.1));
+  CHECK(scheduled_learning_rate(e, 5) == Approx(0.1 * std::sqrt(0.5)));
+  e.staircase = true;
+  CHECK(scheduled_learning_rate(e, 15) == Approx(0.05));
+  CHECK(scheduled_learning_rate(e, 20) == Approx(0.025));
+
+  LearningRateSchedule i = schedule("InverseTimeDecay");
+  i.decay_rate = 1;
+  CHECK(scheduled_learning_rate(i, 10) == Approx(0.05));
+  CHECK(scheduled_learning_rate(i, 5) == Approx(0.1 / 1.5));
+  i.staircase = true;
+  CHECK(scheduled_learning_rate(i, 19) == Approx(0.05));
+
+  LearningRateSchedule p = schedule("PolynomialDecay");
+  p.end_learning_rate = 0.01;
+  p.power = 2;
+  CHECK(scheduled_learning_rate(p, 5) == Approx(0.09 * 0.25 + 0.01));
+  CHECK(scheduled_learning_rate(p, 20) == Approx(0.01));  // held after decay_steps
+  p.cycle = true;
+  CHECK(scheduled_learning_rate(p, 0) == Approx(0.1));
+  CHECK(scheduled_learning_rate(p, 15) == Approx(0.09 * 0.0625 + 0.01));  // over 20 steps
+
+  LearningRateSchedule w;
+  w.type = "PiecewiseConstantDecay";
+  w.boundaries = {10, 20};
+  w.values = {1, 0.5, 0.1};
+  CHECK(scheduled_learning_rate(w, 10) == 1);
+  CHECK(scheduled_learning_rate(w, 11) == 0.5);
+  CHECK(scheduled_learning_rate(w, 20) == 0.5);
+  CHECK(scheduled_learning_rate(w, 21) == 0.1);
+
+  LearningRateSchedule c = schedule("CosineDecay");
+  c.decay_steps = 100;
+  c.alpha = 0.1;
+  CHECK(scheduled_learning_rate(c, 0) == Approx(0.1));
+  CHECK(scheduled_learning_rate(c, 50) == Approx(0.1 * (0.9 * 0.5 + 0.1)));
+  CHECK(scheduled_learning_rate(c, 200) == Approx(0.01));
+  c.initial_learning_rate = 0;
+  c.alpha = 0;
+  c.warmup = true;
+  c.warmup_target = 0.1;
+  c.warmup_steps = 10;
+  CHECK(scheduled_learning_rate(c, 5) == Approx(0.05));
+  CHECK(scheduled_learning_rate(c, 10) == Approx(0.1));
+  CHECK(scheduled_learning_rate(c, 60) == Approx(0.05));
+  CHECK(scheduled_learning_rate(c, 1000) == Approx(0.0).margin(1e-15));
+  CHECK(schedule_text(c) ==
+        "CosineDecay(initial_learning_rate=0, decay_steps=100, alpha=0, warmup_target=0.1, warmup_steps=10)");
+}
+
+TEST_CASE("an optimizer with a schedule takes each step's rate from it (iterations = steps done)", "[optimizer]") {
+  OptimizerConfig c;
+  c.schedule.type = "PiecewiseConstantDecay";
+  c.schedule.boundaries = {0, 1};
+  c.schedule.values = {0.1, 0.01, 0.001};  // steps 0, 1, 2
+  c.learning_rate = 0.1;
+  std::vector<double> want(kStart.begin(), kStart.end());
+  const double rates[] = {0.1, 0.01, 0.001};
+  for (size_t t = 0; t < kGrads.size(); ++t)
+    for (size_t k = 0; k < 3; ++k) want[k] -= rates[t] * kGrads[t][k];
+  check_close(run(c), want);
 }

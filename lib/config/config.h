@@ -55,9 +55,31 @@ struct DataConfig {
   bool has_validation() const { return validation_split > 0 || !validation_images.empty(); }
 };
 
+/// A learning-rate schedule of keras.optimizers.schedules, as a function of
+/// the step t (the optimizer's iterations: 0 for the first update); the
+/// formulas are in lib/train/lr_schedule.h. type "" means none.
+struct LearningRateSchedule {
+  std::string type;                  ///< ExponentialDecay | InverseTimeDecay | PolynomialDecay | PiecewiseConstantDecay | CosineDecay.
+  double initial_learning_rate = 0;  ///< All but PiecewiseConstantDecay.
+  double decay_steps = 1;            ///< > 0; all but PiecewiseConstantDecay.
+  double decay_rate = 0;             ///< ExponentialDecay, InverseTimeDecay.
+  bool staircase = false;            ///< ExponentialDecay, InverseTimeDecay: floor(t / decay_steps).
+  double end_learning_rate = 1e-4;   ///< PolynomialDecay.
+  double power = 1;                  ///< PolynomialDecay.
+  bool cycle = false;                ///< PolynomialDecay.
+  std::vector<double> boundaries;    ///< PiecewiseConstantDecay: strictly increasing steps.
+  std::vector<double> values;        ///< PiecewiseConstantDecay: one more than boundaries.
+  double alpha = 0;                  ///< CosineDecay: the final rate as a fraction of the peak.
+  bool warmup = false;               ///< CosineDecay: warmup_target given (Keras: not None).
+  double warmup_target = 0;          ///< CosineDecay: the rate reached after warmup_steps.
+  double warmup_steps = 0;           ///< CosineDecay.
+};
+
 struct OptimizerConfig {
   std::string type = "SGD";         ///< SGD | Adam | AdamW | RMSprop (Keras class names).
   double learning_rate = 0.01;      ///< Keras default per type: SGD 0.01, Adam 0.001, RMSprop 0.001.
+  /// learning_rate given as a schedule (learning_rate then holds its first rate).
+  LearningRateSchedule schedule;
   double momentum = 0.0;            ///< SGD, RMSprop.
   bool nesterov = false;            ///< SGD.
   double decay = 0.0;               ///< lr_t = learning_rate / (1 + decay * iterations) (Keras 2).

@@ -2,6 +2,8 @@
 // vocabulary and with Keras's defaults.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <optional>
 #include <filesystem>
 
 #include "config/params.h"
@@ -45,6 +47,73 @@ double positive(ParamReader& p, const std::string& key, double def) {
   return x;
 }
 
+const std::vector<std::string> kSchedules = {"ExponentialDecay", "InverseTimeDecay", "PolynomialDecay",
+                                             "PiecewiseConstantDecay", "CosineDecay"};
+
+// A real >= 0 (a rate, a step count).
+double non_negative(ParamReader& p, const std::string& key, std::optional<double> def) {
+  return p.get_double(key, def, 0.0);
+}
+
+// learning_rate: {type: <keras.optimizers.schedules class>, <its arguments>}.
+LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& file) {
+  const std::string what = "training.optimizer.learning_rate";
+  ParamReader head(node, file, what);
+  if (head.has("class_name"))
+    head.fail("class_name", "is Keras's serialized form; write the schedule as {type: " +
+                                (node["class_name"].IsScalar() ? node["class_name"].Scalar() : std::string("CosineDecay")) +
+                                ", <the keys of its 'config'>}, e.g. {type: CosineDecay, initial_learning_rate: "
+                                "0.001, decay_steps: 1000}");
+  require_type(head, "CosineDecay");
+  LearningRateSchedule s;
+  s.type = head.get_string("type", std::nullopt);
+  if (std::find(kSchedules.begin(), kSchedules.end(), s.type) == kSchedules.end())
+    head.fail("type", "is '" + s.type + "'" + did_you_mean(s.type, kSchedules) +
+                          "; use one of: " + join_names(kSchedules) + " (keras.optimizers.schedules)");
+  ParamReader p(node, file, what + " (" + s.type + ")");
+  p.skip("type");
+  p.skip("name");  // Keras's op name: no meaning here
+  if (s.type == "PiecewiseConstantDecay") {
+    const YAML::Node b = p.get_node("boundaries"), v = p.get_node("values");
+    if (!b || !b.IsSequence() || !v || !v.IsSequence() || v.size() != b.size() + 1 || v.size() < 1)
+      p.fail("values", "must be a list with one more entry than 'boundaries' (the rate up to each boundary step, "
+                       "then after the last), e.g. boundaries: [1000, 2000], values: [0.001, 0.0005, 0.0001]");
+    for (size_t i = 0; i < b.size(); ++i) {
+      double x = 0;
+      if (!b[i].IsScalar() || !YAML::convert<double>::decode(b[i], x) || !(x >= 0) ||
+          (i > 0 && !(x > s.boundaries.back())))
+        p.fail("boundaries", "must be steps >= 0 in strictly increasing order");
+      s.boundaries.push_back(x);
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+      double x = 0;
+      if (!v[i].IsScalar() || !YAML::convert<double>::decode(v[i], x) || !(x >= 0) || !std::isfinite(x))
+        p.fail("values", "must be learning rates >= 0");
+      s.values.push_back(x);
+    }
+    p.finish();
+    return s;
+  }
+  s.initial_learning_rate = non_negative(p, "initial_learning_rate", std::nullopt);
+  s.decay_steps = p.get_double("decay_steps", std::nullopt, 0.0);
+  if (s.decay_steps <= 0) p.fail("decay_steps", "must be greater than 0 (Keras's rule)");
+  if (s.type == "ExponentialDecay" || s.type == "InverseTimeDecay") {
+    s.decay_rate = non_negative(p, "decay_rate", std::nullopt);
+    s.staircase = p.get_bool("staircase", false);
+  } else if (s.type == "PolynomialDecay") {
+    s.end_learning_rate = non_negative(p, "end_learning_rate", 1e-4);
+    s.power = non_negative(p, "power", 1.0);
+    s.cycle = p.get_bool("cycle", false);
+  } else {  // CosineDecay
+    s.alpha = p.get_double("alpha", 0.0, 0.0, 1.0);
+    s.warmup = p.given("warmup_target");
+    if (s.warmup) s.warmup_target = non_negative(p, "warmup_target", std::nullopt);
+    s.warmup_steps = non_negative(p, "warmup_steps", 0.0);
+  }
+  p.finish();
+  return s;
+}
+
 // optimizer: a name, or a mapping {type, <that type's Keras arguments>}.
 OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) {
   OptimizerConfig o;
@@ -72,14 +141,28 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
 
   ParamReader p(node, file, what + " (" + type + ")");
   p.skip("type");
-  o.learning_rate = positive(p, "learning_rate", o.learning_rate);
+  const YAML::Node lr = node["learning_rate"];
+  if (lr && lr.IsMap()) {  // a schedule; learning_rate holds its rate at step 0
+    p.skip("learning_rate");
+    o.schedule = read_schedule(lr, file);
+    o.learning_rate = o.schedule.type == "PiecewiseConstantDecay" ? o.schedule.values[0]
+                                                                  : o.schedule.initial_learning_rate;
+  } else {
+    o.learning_rate = positive(p, "learning_rate", o.learning_rate);
+  }
   o.decay = p.get_double("decay", o.decay, 0.0);
+  if (o.decay > 0 && !o.schedule.type.empty())
+    p.fail("decay", "is Keras 2's time-based decay, which a learning_rate schedule replaces; remove 'decay'");
   // Keras: weight_decay=None on every optimizer, 0.004 on AdamW. A rate times
   // the decay of 1 or more would flip or zero every weight each step.
   if (type == "AdamW" && p.has("weight_decay") && !p.given("weight_decay"))
     p.fail("weight_decay", "is null, but AdamW needs a number (Keras's default is 0.004); use Adam for no decay");
   if (p.given("weight_decay")) o.weight_decay = p.get_double("weight_decay", o.weight_decay, 0.0);
-  if (o.learning_rate * o.weight_decay >= 1.0)
+  double peak = o.learning_rate;  // the largest rate a schedule reaches
+  for (double v : o.schedule.values) peak = std::max(peak, v);
+  if (o.schedule.warmup) peak = std::max(peak, o.schedule.warmup_target);
+  if (o.schedule.type == "PolynomialDecay") peak = std::max(peak, o.schedule.end_learning_rate);
+  if (peak * o.weight_decay >= 1.0)
     p.fail("weight_decay", "times learning_rate must be below 1 (each step multiplies the weights by 1 - "
                            "learning_rate * weight_decay); Keras's AdamW default is 0.004");
   if (type == "SGD") {
@@ -152,6 +235,9 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
     } else if (type == "ReduceLROnPlateau") {
       auto& c = t.reduce_lr;
       if (c.enabled) p.fail("type", "is ReduceLROnPlateau again; give at most one ReduceLROnPlateau");
+      if (!t.optimizer.schedule.type.empty())
+        p.fail("type", "is ReduceLROnPlateau, which sets the learning rate, but training.optimizer.learning_rate is "
+                       "a " + t.optimizer.schedule.type + " schedule (Keras refuses this too): use one or the other");
       c.enabled = true;
       c.monitor = read_monitor(p, t.metrics, has_validation);
       c.factor = p.get_double("factor", c.factor, 0.0, 1.0);

@@ -2,8 +2,14 @@
 
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
+#include "train/lr_schedule.h"
 
 namespace trainer {
+
+double Optimizer::learning_rate_at(int64_t t) const {
+  if (!schedule_.type.empty()) return scheduled_learning_rate(schedule_, t);
+  return lr_ / (1.0 + decay_ * double(t));
+}
 
 void Optimizer::update(float* params, const float* grads, size_t begin, size_t end) {
   if (weight_decay_ > 0.0 && end > begin) {

@@ -27,7 +27,8 @@ class Optimizer {
  public:
   /// Takes cfg's learning_rate, decay and weight_decay.
   Optimizer(const OptimizerConfig& cfg, size_t n, const Device& d)
-      : lr_(cfg.learning_rate), decay_(cfg.decay), weight_decay_(cfg.weight_decay), n_(n), device_(d) {}
+      : lr_(cfg.learning_rate), decay_(cfg.decay), weight_decay_(cfg.weight_decay), schedule_(cfg.schedule), n_(n),
+        device_(d) {}
   virtual ~Optimizer() = default;
   /// params[i] -= update(grads[i]) for i < n (the n_params given to make_optimizer);
   /// grads already averaged over the global batch; both on device(). Increments
@@ -45,11 +46,17 @@ class Optimizer {
   void finish_step() { ++iterations_; }
   /// Steps completed (Keras's optimizer.iterations).
   int64_t iterations() const { return iterations_; }
-  /// Learning rate of the next step, with Keras 2 decay: lr / (1 + decay * iterations).
-  double current_learning_rate() const { return lr_ / (1.0 + decay_ * double(iterations_)); }
-  /// The learning rate before decay (Keras's optimizer.learning_rate).
+  /// Learning rate of the update at step t (t updates done before it): the
+  /// schedule's (train/lr_schedule.h) when the config gives one, else with
+  /// Keras 2 decay lr / (1 + decay * t).
+  double learning_rate_at(int64_t t) const;
+  /// Learning rate of the next step: learning_rate_at(iterations()).
+  double current_learning_rate() const { return learning_rate_at(iterations_); }
+  /// The learning rate before decay (Keras's optimizer.learning_rate; with a
+  /// schedule, its first rate).
   double learning_rate() const { return lr_; }
-  /// Replaces it (ReduceLROnPlateau, or a resumed run's reduced rate); decay applies on top.
+  /// Replaces it (ReduceLROnPlateau, which a schedule excludes, or a resumed
+  /// run's reduced rate); decay applies on top.
   void set_learning_rate(double lr) { lr_ = lr; }
   /// State for checkpoints: named flat float arrays of n values each on device(), in
   /// Keras's slot names (SGD: "momentum" when momentum > 0; Adam: "m", "v"; RMSprop:
@@ -72,6 +79,7 @@ class Optimizer {
     return b;
   }
   double lr_, decay_, weight_decay_;
+  LearningRateSchedule schedule_;
   size_t n_;
   Device device_;
   int64_t iterations_ = 0;

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "train/lr_schedule.h"
 
 namespace trainer {
 
@@ -24,7 +25,12 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
     throw UserError(source + " was trained with the " + b.type + " optimizer, the config says " + a.type +
                     "; its state cannot carry over: set training.optimizer.type to " + b.type + " to resume");
   std::vector<std::string> out;
-  compare(out, "training.optimizer.learning_rate", a.learning_rate, b.learning_rate);
+  auto schedule = [](const OptimizerConfig& o) {
+    return o.schedule.type.empty() ? std::string("none") : schedule_text(o.schedule);
+  };
+  compare(out, "training.optimizer.learning_rate schedule", schedule(a), schedule(b));
+  if (a.schedule.type.empty() && b.schedule.type.empty())
+    compare(out, "training.optimizer.learning_rate", a.learning_rate, b.learning_rate);
   compare(out, "training.optimizer.momentum", a.momentum, b.momentum);
   compare(out, "training.optimizer.nesterov", a.nesterov, b.nesterov);
   compare(out, "training.optimizer.decay", a.decay, b.decay);

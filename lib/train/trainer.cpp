@@ -56,7 +56,8 @@ void validate_for_training(const Config& config, Model& model) {
       logs[m] = 0.0;
       if (validates) logs["val_" + m] = 0.0;
     }
-    if (config.training.reduce_lr.enabled) logs["learning_rate"] = 0.0;
+    if (config.training.reduce_lr.enabled || !config.training.optimizer.schedule.type.empty())
+      logs["learning_rate"] = 0.0;
     std::string name;
     try {
       name = format_filepath(mc.filepath, 1, logs);

@@ -95,6 +95,8 @@ class Trainer {
   int64_t iterations() const { return towers_[0]->optimizer->iterations(); }
   /// The optimizers' learning rate before decay (the same on every tower).
   double learning_rate() const { return towers_[0]->optimizer->learning_rate(); }
+  /// The rate of the update at step t (a learning_rate schedule's, or with decay).
+  double learning_rate_at(int64_t t) const { return towers_[0]->optimizer->learning_rate_at(t); }
   /// Sets it on every tower's optimizer, between steps (ReduceLROnPlateau).
   void set_learning_rate(double lr) {
     for (auto& t : towers_) t->optimizer->set_learning_rate(lr);
