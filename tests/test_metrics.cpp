@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "layer_testing.h"
+#include "train/callbacks.h"
 #include "train/metrics.h"
 
 using namespace trainer;
@@ -76,7 +77,25 @@ TEST_CASE("hand example: IoU per threshold, dice, accuracy", "[metrics]") {
   CHECK(c.value("mean_iou") == c.mean_iou());
   CHECK(c.value("dice") == c.dice());
   CHECK(c.value("accuracy") == c.accuracy());
-  CHECK_THROWS_AS(c.value("precision"), std::invalid_argument);
+  CHECK_THROWS_AS(c.value("f1"), std::invalid_argument);
+}
+
+TEST_CASE("precision and recall at 0.5, as keras.metrics.Precision and Recall", "[metrics]") {
+  // sigmoid > 0.5 for z > 0: predictions 1 1 0 1 0 0, mask 1 0 1 1 0 1: TP 2, 3 predicted, 4 foreground.
+  Tensor z(Shape{1, 1, 6, 1}), y(Shape{1, 1, 6, 1});
+  const float zv[] = {2.f, 1.f, -1.f, 0.5f, -2.f, -3.f}, yv[] = {1.f, 0.f, 1.f, 1.f, 0.f, 1.f};
+  for (int i = 0; i < 6; ++i) z.data()[i] = zv[i], y.data()[i] = yv[i];
+  MetricCounts c;
+  accumulate_metrics(z, y, c);
+  CHECK(c.precision() == Approx(2.0 / 3));  // TP 2 of 3 predicted
+  CHECK(c.recall() == Approx(2.0 / 4));     // TP 2 of 4 foreground
+  CHECK(c.value("precision") == c.precision());
+  CHECK(c.value("recall") == c.recall());
+  MetricCounts none;  // nothing predicted, no foreground: Keras's divide_no_nan gives 0
+  CHECK(none.precision() == 0.0);
+  CHECK(none.recall() == 0.0);
+  CHECK(monitor_is_max("val_precision", "auto"));
+  CHECK(monitor_is_max("recall", "auto"));
 }
 
 TEST_CASE("a threshold with an empty union counts as IoU 1", "[metrics]") {

@@ -211,6 +211,11 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   CHECK(printed(r.out, R"(loss: ([0-9.]+))") > 0);
   CHECK(printed(r.out, R"(dice: ([0-9.]+))") > 0);
   CHECK(printed(r.out, R"(accuracy: ([0-9.]+))") > 0.5);
+  // dice is the harmonic mean of precision and recall (all at 0.5, over the same pixels)
+  const double precision = printed(r.out, R"(- precision: ([0-9.]+))"), recall = printed(r.out, R"(recall: ([0-9.]+))");
+  CHECK(precision > 0);
+  CHECK(recall > 0);
+  CHECK(printed(r.out, R"(dice: ([0-9.]+))") == Approx(2 * precision * recall / (precision + recall)).margin(2e-4));
   const double score = printed(r.out, R"(instance score .*: ([0-9.]+))");
   REQUIRE(score >= 0);
 

@@ -47,9 +47,10 @@ int run_evaluate(const EvaluateFlags& f) {
 
   const Shape in = m.trainer->model().input_shape();
   std::printf("Evaluated %zu image(s) against %s in %s\n", r.samples.size(), kind_name(o.kind), o.truth_dir.c_str());
-  std::printf("pixel metrics at the model's input (%dx%d): loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f\n",
-              in.w, in.h, r.pixel.loss(), r.pixel.counts.mean_iou(), r.pixel.counts.dice(),
-              r.pixel.counts.accuracy());
+  const MetricCounts& c = r.pixel.counts;
+  std::printf("pixel metrics at the model's input (%dx%d): loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f"
+              " - precision: %.4f - recall: %.4f\n",
+              in.w, in.h, r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall());
   std::printf("instance score (DSB 2018: mean over images of the mean precision at IoU 0.50..0.95; "
               "mask = probability > %g): %.4f\n", o.threshold, r.score);
   if (!f.csv.empty()) {

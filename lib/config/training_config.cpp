@@ -15,7 +15,7 @@ namespace trainer {
 namespace {
 
 const std::vector<std::string> kLosses = {"binary_crossentropy", "dice", "bce_dice"};
-const std::vector<std::string> kMetrics = {"mean_iou", "dice", "accuracy"};
+const std::vector<std::string> kMetrics = {"mean_iou", "dice", "accuracy", "precision", "recall"};
 const std::vector<std::string> kOptimizers = {"SGD", "Adam", "AdamW", "RMSprop"};
 const std::vector<std::string> kModes = {"auto", "min", "max"};
 

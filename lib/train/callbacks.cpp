@@ -28,7 +28,8 @@ bool monitor_is_max(const std::string& monitor, const std::string& mode) {
     throw UserError("mode '" + mode + "' for monitor '" + monitor + "' is not one of auto, min, max");
   const std::string name = monitor.rfind("val_", 0) == 0 ? monitor.substr(4) : monitor;
   if (contains(name, "loss")) return false;
-  return contains(name, "acc") || contains(name, "iou") || contains(name, "dice");
+  return contains(name, "acc") || contains(name, "iou") || contains(name, "dice") || contains(name, "precision") ||
+         contains(name, "recall");
 }
 
 EarlyStopping::EarlyStopping(const EarlyStoppingConfig& cfg)

@@ -28,11 +28,17 @@ double MetricCounts::dice() const {
 
 double MetricCounts::accuracy() const { return v[kTotal] == 0 ? 0.0 : v[kCorrect] / v[kTotal]; }
 
+double MetricCounts::precision() const { return v[kPredPos] == 0 ? 0.0 : v[kTp] / v[kPredPos]; }
+
+double MetricCounts::recall() const { return v[kTruePos] == 0 ? 0.0 : v[kTp] / v[kTruePos]; }
+
 double MetricCounts::value(const std::string& metric) const {
   if (metric == "mean_iou") return mean_iou();
   if (metric == "dice") return dice();
   if (metric == "accuracy") return accuracy();
-  throw std::invalid_argument("unknown metric '" + metric + "' (known: mean_iou, dice, accuracy)");
+  if (metric == "precision") return precision();
+  if (metric == "recall") return recall();
+  throw std::invalid_argument("unknown metric '" + metric + "' (known: mean_iou, dice, accuracy, precision, recall)");
 }
 
 void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts) {

@@ -35,7 +35,13 @@ struct MetricCounts {
   double dice() const;
   /// correct / total at threshold 0.5; 0 when nothing was counted.
   double accuracy() const;
-  /// "mean_iou" | "dice" | "accuracy"; std::invalid_argument otherwise (config
+  /// TP / pred_pos at threshold 0.5 (keras.metrics.Precision); 0 when nothing
+  /// is predicted positive, as Keras's divide_no_nan.
+  double precision() const;
+  /// TP / true_pos at threshold 0.5 (keras.metrics.Recall); 0 without foreground.
+  double recall() const;
+  /// "mean_iou" | "dice" | "accuracy" | "precision" | "recall";
+  /// std::invalid_argument otherwise (config
   /// validation reports unknown metric names to the user).
   double value(const std::string& metric) const;
 };
