@@ -169,7 +169,12 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "you mean 'val_mean_iou'?); it must be the loss or a metric listed in training.metrics: "
        "loss, mean_iou, val_loss, val_mean_iou"},
       {"monitor of a metric not configured", edit("monitor: val_mean_iou", "monitor: val_dice"),
-       "'monitor' is 'val_dice'; it must be the loss or a metric listed in training.metrics"},
+       "'monitor' is 'val_dice', but 'dice' is not in training.metrics; add it there (metrics: [dice]) or "
+       "monitor one of: loss, mean_iou, val_loss, val_mean_iou"},
+      {"Keras's Lambda for 1/255", edit("type: MaxPooling2D", "type: Lambda"),
+       "'type' is 'Lambda', not a known layer type (for Lambda(lambda x: x / 255) use {type: Rescaling"},
+      {"Python's None for a number", edit("learning_rate: 0.05", "learning_rate: None"),
+       "'learning_rate' must be a number, got 'None' (Python's None is YAML's null)"},
       {"val_ monitor without validation data", edit("  validation_split: 0.1\n", ""),
        "cfg.yaml:33:38: training.callbacks[0] (EarlyStopping): 'monitor' is 'val_mean_iou', "
        "which needs validation data; set data.validation_split"},
@@ -418,6 +423,11 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
              Catch::Matchers::Contains("o.yaml:3:") && Catch::Matchers::Contains("'decay_steps' must be greater than 0"));
   CHECK_THAT(schedule_error("{type: CosineDecayRestarts, initial_learning_rate: 0.1, first_decay_steps: 10}"),
              Catch::Matchers::Contains("use one of: ExponentialDecay"));
+  CHECK_THAT(schedule_error("{type: CosineDecay, initial_learning_rate: 0.1, decay_steps: 10, warmup_steps: 5}"),
+             Catch::Matchers::Contains("'warmup_steps' needs warmup_target"));
+  CHECK_THAT(schedule_error("{type: ExponentialDecay, initial_learning_rate: 0.1, decay_steps: 10, decay_rate: 1.1}",
+                            ", weight_decay: 0.01"),
+             Catch::Matchers::Contains("grows without bound"));
   CHECK_THAT(schedule_error("{type: PiecewiseConstantDecay, boundaries: [10], values: [0.1]}"),
              Catch::Matchers::Contains("one more entry than 'boundaries'"));
   CHECK_THAT(schedule_error("{type: PiecewiseConstantDecay, boundaries: [10, 5], values: [0.1, 0.2, 0.3]}"),

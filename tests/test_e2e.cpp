@@ -263,6 +263,20 @@ TEST_CASE("data.validation_images/validation_masks validate as validation_split 
   Run r = run_trainer("--config " + (dir / "half.yaml").string() + " --gpus cpu", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("'validation_masks' is required"));
+  // A wrong validation folder is named as such (not as data.images / data.masks).
+  std::string typo = folders;
+  typo.replace(typo.find("/val/images"), 11, "/vall/images");
+  std::ofstream(dir / "typo.yaml") << typo;
+  r = run_trainer("--config " + (dir / "typo.yaml").string() + " --gpus cpu --output " + (dir / "typo").string(), dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("data.validation_images: '" + (dir / "vall" / "images").string() + "'"));
+  std::string wrong_masks = folders;  // the training masks hold none of the validation images' masks
+  wrong_masks.replace(wrong_masks.find("/val/masks"), 10, "/train/masks");
+  std::ofstream(dir / "wrong_masks.yaml") << wrong_masks;
+  r = run_trainer("--config " + (dir / "wrong_masks.yaml").string() + " --gpus cpu --output " + (dir / "wm").string(),
+                  dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("fix data.validation_masks / data.mask_suffix"));
   std::string both = folders;
   both.replace(both.find("  validation_images:"), 0, "  validation_split: 0.1\n");
   std::ofstream(dir / "both.yaml") << both;
@@ -272,8 +286,9 @@ TEST_CASE("data.validation_images/validation_masks validate as validation_split 
   fs::remove_all(dir);
 }
 
-// A learning_rate schedule: log.csv's learning_rate is the rate of each
-// epoch's last step (32 training pairs, batch 8: steps 3 and 7), and a run
+// A learning_rate schedule: log.csv's learning_rate is the rate of the
+// update after each epoch, as Keras reads optimizer.learning_rate (32
+// training pairs, batch 8: steps 4 and 8), and a run
 // resumed after epoch 1 continues the schedule from the checkpoint's
 // iterations, so its log is the uninterrupted run's.
 TEST_CASE("a learning_rate schedule is logged per epoch and continues on resume", "[e2e]") {
@@ -301,7 +316,7 @@ TEST_CASE("a learning_rate schedule is logged per epoch and continues on resume"
   for (std::stringstream h(header); std::getline(h, row, ',');) names.push_back(row);
   const size_t col = size_t(std::find(names.begin(), names.end(), "learning_rate") - names.begin());
   REQUIRE(col < names.size());
-  const double want[] = {0.01 * std::pow(0.5, 3.0 / 4), 0.01 * std::pow(0.5, 7.0 / 4)};
+  const double want[] = {0.01 * std::pow(0.5, 4.0 / 4), 0.01 * std::pow(0.5, 8.0 / 4)};
   for (double w : want) {
     REQUIRE(std::getline(lines, row));
     std::vector<std::string> cells;

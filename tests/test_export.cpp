@@ -201,6 +201,10 @@ training: {epochs: 1, batch_size: 8, loss: binary_crossentropy, output_dir: )" +
 
   r = run_trainer("export" + ckpt + " --output " + (dir / "tiny.onnx").string(), dir);
   CHECK(r.code == 0);
+  CHECK_THAT(r.err, !Catch::Contains("does not end in .onnx"));
+  r = run_trainer("export" + ckpt + " --output " + (dir / "new.h5").string(), dir);  // a new file: written, with a word
+  CHECK(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("does not end in .onnx; the file is ONNX whatever its name"));
   r = run_trainer("export" + ckpt + " --output " + (dir / "tiny.onnx").string(), dir);
   CHECK(r.code == 0);  // an earlier ONNX file is replaced
   CHECK(fs::file_size(dir / "tiny.onnx") > 0);

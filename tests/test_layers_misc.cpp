@@ -279,6 +279,8 @@ TEST_CASE("an Input shape with Keras's batch dimension names the fix", "[layers]
                           Catch::Contains("(leave out Keras's batch dimension: [96, 96, 1])"));
   // Four sizes without a batch placeholder get no such hint.
   CHECK_THROWS_WITH(layer_from_yaml("{type: Input, shape: [2, 96, 96, 1]}"), !Catch::Contains("batch dimension"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Input, shape: [None, None, 3]}"),
+                    Catch::Contains("no None: every size is fixed; images are resized to the Input's height"));
 }
 
 TEST_CASE("Concatenate and Add name both shapes when heights or widths differ", "[layers]") {
@@ -628,4 +630,13 @@ TEST_CASE("Dropout keeps 1 - rate of the elements, scaled, and identity in infer
   CHECK(r.max_rel_error_inputs < 1e-3);
   CHECK_THROWS_AS(layer_from_yaml("{type: Dropout, rate: 1.0}"), UserError);
   CHECK_THROWS_AS(layer_from_yaml("{type: Dropout}"), UserError);
+}
+
+TEST_CASE("output-based gradients stay >= 0 for outputs rounded past their range (bf16 storage)", "[layers]") {
+  // tanh's y may round to just above 1, elu's and selu's to just below their
+  // lower bounds; the true derivatives there are 0, never negative.
+  CHECK(activation_dx(Activation{ActivationKind::Tanh}, 1.001f, 1.f) == 0.f);
+  CHECK(activation_dx(Activation{ActivationKind::Elu, 0.3f}, -0.3004f, 1.f) == 0.f);
+  CHECK(activation_dx(Activation{ActivationKind::Selu}, -kSeluScale * kSeluAlpha - 0.001f, 1.f) == 0.f);
+  CHECK(activation_dx(Activation{ActivationKind::Elu, 1.f}, -0.5f, 2.f) == Approx(1.f));  // in range: dy (y + alpha)
 }

@@ -1,6 +1,9 @@
 // trainer export --checkpoint CKPT --output FILE.onnx: the trained network as
 // ONNX, final sigmoid included (format: docs/export.md).
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.h"
 #include "io/checkpoint.h"
@@ -22,6 +25,8 @@ Command add_export(CLI::App& app) {
             install_exit_handlers();  // Ctrl-C leaves no temporary file
             refuse_to_replace_checkpoint(f->output, "export writes an ONNX file; choose another --output, e.g. "
                                                     "unet.onnx");
+            if (std::filesystem::path(f->output).extension() != ".onnx")
+              spdlog::warn("--output '{}' does not end in .onnx; the file is ONNX whatever its name", f->output);
             Towers one;
             one.plan.cpu_towers = 1;
             // Checks the checkpoint against its stored config (UserError for a foreign one).

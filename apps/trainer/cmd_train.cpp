@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
@@ -117,15 +118,22 @@ int run_train(const TrainFlags& f) {
   opt.threads = config.data.loader_threads;
   // Messages name where the folders came from: the config, or the flags.
   opt.config_path = f.images.empty() && f.masks.empty() ? config.path : "--images/--masks";
-  const Dataset data = load_dataset(opt);
-  Dataset validation;  // data.validation_images / validation_masks, when given
-  if (!config.data.validation_images.empty()) {
-    DataOptions vopt = opt;
-    vopt.images_dir = config.data.validation_images;
-    vopt.masks_dir = config.data.validation_masks;
-    vopt.config_path = config.path;
-    validation = load_dataset(vopt);
+  DataOptions vopt = opt;  // data.validation_images / validation_masks, when given
+  vopt.images_dir = config.data.validation_images;
+  vopt.masks_dir = config.data.validation_masks;
+  vopt.config_path = config.path;
+  vopt.key_prefix = "validation_";
+  const bool validation_folders = !config.data.validation_images.empty();
+  if (validation_folders) {
+    std::error_code ec;
+    if (std::filesystem::equivalent(vopt.images_dir, opt.images_dir, ec))
+      spdlog::warn("data.validation_images is the training images' folder '{}': the run validates on pairs it "
+                   "trains on", opt.images_dir);
+    if (!opt.skip_bad_files) find_image_pairs(vopt);  // folder errors before the training set decodes
   }
+  const Dataset data = load_dataset(opt);
+  Dataset validation;
+  if (validation_folders) validation = load_dataset(vopt);
 
   FitOptions fit_options;
   fit_options.progress_bar = isatty(fileno(stdout));
@@ -133,7 +141,7 @@ int run_train(const TrainFlags& f) {
   fit_options.stop = &stop;
   fit_options.resume = resume.get();
   fit_options.resume_path = f.resume;
-  if (!config.data.validation_images.empty()) fit_options.validation = &validation;
+  if (validation_folders) fit_options.validation = &validation;
   if (stop.load()) {  // stopped while the data loaded: nothing to save yet
     spdlog::warn("stopped by signal {} before training started; nothing was written", stop.load());
     return 128 + stop.load();

@@ -56,8 +56,11 @@ ModelConfig read_model_section(const YAML::Node& node, const std::string& file) 
     spec.mark = entry.Mark();
     spec.type = lp.get_string("type", std::nullopt);
     if (!find_layer_factory(spec.type))
-      lp.fail("type", "is '" + spec.type + "', not a known layer type" +
-                          did_you_mean(spec.type, types) + "; known types: " + join_names(types));
+      lp.fail("type", "is '" + spec.type + "', not a known layer type" + did_you_mean(spec.type, types) +
+                          (spec.type == "Lambda" ? " (for Lambda(lambda x: x / 255) use {type: Rescaling, scale: "
+                                                   "0.00392156862745098})"
+                                                 : "") +
+                          "; known types: " + join_names(types));
     if (i == 0 && spec.type != "Input")
       lp.fail("type", "is '" + spec.type +
                           "' but the first layer must be Input; add '- {type: Input, shape: [H, W, C]}' first");

@@ -124,7 +124,8 @@ int ParamReader::get_int(const std::string& key, std::optional<int> def, int min
   if (!convert_scalar(v, x)) {
     const std::string text = YAML::Dump(v);
     fail(key, "must be an integer, got '" + text + "'" +
-                  (text.rfind('(', 0) == 0 ? " (a Python tuple is a YAML list: [2, 2], not (2, 2))" : ""));
+                  (text.rfind('(', 0) == 0 ? " (a Python tuple is a YAML list: [2, 2], not (2, 2))" : "") +
+                  (text == "None" ? " (Python's None is YAML's null)" : ""));
   }
   if (x < min || x > max)
     fail(key, "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
@@ -138,7 +139,8 @@ double ParamReader::get_double(const std::string& key, std::optional<double> def
   if (!v) return *def;
   double x;
   if (!convert_scalar(v, x) || !std::isfinite(x))
-    fail(key, "must be a number, got '" + YAML::Dump(v) + "'");
+    fail(key, "must be a number, got '" + YAML::Dump(v) + "'" +
+                  (YAML::Dump(v) == "None" ? " (Python's None is YAML's null)" : ""));
   if (x < min || x > max) {
     std::string lo = min <= -1e300 ? "-inf" : YAML::Dump(YAML::Node(min));
     std::string hi = max >= 1e300 ? "inf" : YAML::Dump(YAML::Node(max));
@@ -199,6 +201,9 @@ std::vector<int> ParamReader::get_int_list(const std::string& key, size_t len, i
   std::vector<int> out;
   for (const auto& e : v) {
     int x;
+    if (e.IsNull() || (e.IsScalar() && e.Scalar() == "None"))
+      fail(key, want + ", got " + YAML::Dump(v) + " (no None: every size is fixed" +
+                    (key == "shape" ? "; images are resized to the Input's height and width" : "") + ")");
     if (!convert_scalar(e, x) || x < min || x > max) fail(key, want + ", got " + YAML::Dump(v));
     out.push_back(x);
   }

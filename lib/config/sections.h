@@ -15,10 +15,11 @@ namespace trainer {
 /// registry), name (unique; default as keras_default_name) and inputs (earlier
 /// layers only); the layers' own keys are left to their factories.
 ModelConfig read_model_section(const YAML::Node& node, const std::string& file);
-/// data: {images, masks, mask_suffix, validation_split, shuffle, skip_bad_files, loader_threads}.
+/// data: {images, masks, mask_suffix, validation_split, validation_images,
+/// validation_masks, shuffle, skip_bad_files, loader_threads, augmentation}.
 DataConfig read_data_section(const YAML::Node& node, const std::string& file);
 /// training: {epochs, batch_size, seed, loss, metrics, optimizer, callbacks,
-/// output_dir}. has_validation: data.validation_split > 0 (val_* monitors need it).
+/// output_dir}. has_validation: DataConfig::has_validation() (val_* monitors need it).
 TrainingConfig read_training_section(const YAML::Node& node, const std::string& file,
                                      bool has_validation);
 

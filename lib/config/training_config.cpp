@@ -95,8 +95,8 @@ LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& fi
     return s;
   }
   s.initial_learning_rate = non_negative(p, "initial_learning_rate", std::nullopt);
-  s.decay_steps = p.get_double("decay_steps", std::nullopt, 0.0);
-  if (s.decay_steps <= 0) p.fail("decay_steps", "must be greater than 0 (Keras's rule)");
+  s.decay_steps = p.get_double("decay_steps", std::nullopt);
+  if (!(s.decay_steps > 0)) p.fail("decay_steps", "must be greater than 0 (Keras's rule)");
   if (s.type == "ExponentialDecay" || s.type == "InverseTimeDecay") {
     s.decay_rate = non_negative(p, "decay_rate", std::nullopt);
     s.staircase = p.get_bool("staircase", false);
@@ -109,6 +109,9 @@ LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& fi
     s.warmup = p.given("warmup_target");
     if (s.warmup) s.warmup_target = non_negative(p, "warmup_target", std::nullopt);
     s.warmup_steps = non_negative(p, "warmup_steps", 0.0);
+    if (s.warmup_steps > 0 && !s.warmup)  // Keras ignores them silently
+      p.fail("warmup_steps", "needs warmup_target, the rate the warmup reaches (Keras ignores warmup_steps without "
+                             "it); add e.g. 'warmup_target: 0.001'");
   }
   p.finish();
   return s;
@@ -162,6 +165,9 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   for (double v : o.schedule.values) peak = std::max(peak, v);
   if (o.schedule.warmup) peak = std::max(peak, o.schedule.warmup_target);
   if (o.schedule.type == "PolynomialDecay") peak = std::max(peak, o.schedule.end_learning_rate);
+  if (o.schedule.type == "ExponentialDecay" && o.schedule.decay_rate > 1 && o.weight_decay > 0)
+    p.fail("weight_decay", "is given with an ExponentialDecay whose decay_rate > 1: the rate grows without bound, "
+                           "and once learning_rate * weight_decay reaches 1 every step zeroes the weights");
   if (peak * o.weight_decay >= 1.0)
     p.fail("weight_decay", "times learning_rate must be below 1 (each step multiplies the weights by 1 - "
                            "learning_rate * weight_decay); Keras's AdamW default is 0.004");
@@ -204,6 +210,10 @@ std::string read_monitor(ParamReader& p, const std::vector<std::string>& metrics
     p.fail("monitor", "is '" + m +
                           "', which needs validation data; set data.validation_split (e.g. 0.1) or "
                           "data.validation_images and data.validation_masks, or monitor one of: " + join_names(valid));
+  const std::string bare = m.rfind("val_", 0) == 0 ? m.substr(4) : m;
+  if (std::find(kMetrics.begin(), kMetrics.end(), bare) != kMetrics.end())
+    p.fail("monitor", "is '" + m + "', but '" + bare + "' is not in training.metrics; add it there (metrics: [" +
+                          bare + "]) or monitor one of: " + join_names(valid));
   p.fail("monitor", "is '" + m + "'" + did_you_mean(m, with_val) +
                         "; it must be the loss or a metric listed in training.metrics: " +
                         join_names(valid));

@@ -35,19 +35,24 @@ bool supported(const fs::path& p) {
 
 std::string prefix(const DataOptions& o) { return o.config_path.empty() ? "" : o.config_path + ": "; }
 
+// "data" or, for the validation folders, "data (validation pairs)"; what the
+// pairs are for ("train" / "validate").
+std::string section(const DataOptions& o) { return o.key_prefix.empty() ? "data" : "data (validation pairs)"; }
+std::string use(const DataOptions& o) { return o.key_prefix.empty() ? "train" : "validate"; }
+
 // Supported image files of dir (names only), sorted; throws when dir is missing.
 std::vector<std::string> list_images(const DataOptions& o, const std::string& dir,
                                      const char* key) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw UserError(prefix(o) + "data." + key + ": '" + dir + "' " +
+    throw UserError(prefix(o) + "data." + o.key_prefix + key + ": '" + dir + "' " +
                     (fs::exists(dir, ec) ? "is a file, not a folder" : "does not exist") +
                     "; fix the path (relative paths start at the working directory '" +
                     fs::current_path(ec).string() + "')");
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.is_regular_file(ec) && supported(e.path())) names.push_back(e.path().filename().string());
-  if (ec) throw UserError(prefix(o) + "data." + key + ": cannot list folder '" + dir + "': " + ec.message());
+  if (ec) throw UserError(prefix(o) + "data." + o.key_prefix + key + ": cannot list folder '" + dir + "': " + ec.message());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -83,7 +88,7 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
   std::vector<std::string> masks = list_images(o, o.masks_dir, "masks");
   const std::string exts = ".png, .jpg, .jpeg, .tif, .tiff (any case)";
   if (images.empty())
-    throw UserError(prefix(o) + "data.images: no images in '" + o.images_dir + "' (looked for " + exts + ")" +
+    throw UserError(prefix(o) + "data." + o.key_prefix + "images: no images in '" + o.images_dir + "' (looked for " + exts + ")" +
                     dsb_layout_hint(o.images_dir) + "; fix the path or add images");
 
   std::map<std::string, std::string> mask_by_stem;  // first in name order wins
@@ -127,14 +132,15 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
                        o.mask_suffix + " with any of the extensions " + exts + "):" +
                        list_up_to_10(missing);
     if (!o.skip_bad_files)
-      throw UserError(prefix(o) + "data: " + what +
-                      ". Add the masks, fix data.masks / data.mask_suffix, or set "
-                      "data.skip_bad_files: true to train without these images");
-    spdlog::warn("{}data: {}. Skipping these images (data.skip_bad_files is true)", prefix(o), what);
+      throw UserError(prefix(o) + section(o) + ": " + what + ". Add the masks, fix data." + o.key_prefix +
+                      "masks / data.mask_suffix, or set data.skip_bad_files: true to " + use(o) +
+                      " without these images");
+    spdlog::warn("{}{}: {}. Skipping these images (data.skip_bad_files is true)", prefix(o), section(o), what);
   }
   if (pairs.empty())
-    throw UserError(prefix(o) + "data: no image in '" + o.images_dir + "' has a mask in '" +
-                    o.masks_dir + "'; check data.masks and data.mask_suffix ('" + o.mask_suffix + "')");
+    throw UserError(prefix(o) + section(o) + ": no image in '" + o.images_dir + "' has a mask in '" +
+                    o.masks_dir + "'; check data." + o.key_prefix + "masks and data.mask_suffix ('" + o.mask_suffix +
+                    "')");
   return pairs;
 }
 
@@ -209,11 +215,10 @@ Dataset load_dataset(const DataOptions& o) {
   std::string what = std::to_string(bad.size()) + " of " + std::to_string(n) +
                      " image/mask pairs cannot be used:" + list_up_to_10(bad);
   if (!o.skip_bad_files)
-    throw UserError(prefix(o) + "data: " + what +
-                    ". Replace or remove these files, or set data.skip_bad_files: true to train "
-                    "without them");
-  spdlog::warn("{}data: {}. Skipping these pairs (data.skip_bad_files is true)", prefix(o), what);
-  if (int(bad.size()) == n) throw UserError(prefix(o) + "data: no usable image/mask pair is left");
+    throw UserError(prefix(o) + section(o) + ": " + what +
+                    ". Replace or remove these files, or set data.skip_bad_files: true to " + use(o) + " without them");
+  spdlog::warn("{}{}: {}. Skipping these pairs (data.skip_bad_files is true)", prefix(o), section(o), what);
+  if (int(bad.size()) == n) throw UserError(prefix(o) + section(o) + ": no usable image/mask pair is left");
 
   // Drop the bad pairs, keeping order; the tensors shrink in place.
   int kept = 0;

@@ -17,6 +17,9 @@ struct DataOptions {
   bool skip_bad_files = false;       ///< Warn and skip instead of failing on bad/missing files.
   int threads = 0;                   ///< Decoder threads; 0: hardware concurrency.
   std::string config_path;           ///< For messages: the config that named these folders.
+  /// For messages: "" names the folders data.images / data.masks,
+  /// "validation_" data.validation_images / data.validation_masks.
+  std::string key_prefix;
 };
 
 struct Dataset {

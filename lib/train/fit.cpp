@@ -230,8 +230,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s)", train_idx.size(),
                val_idx.size(), tc.batch_size, trainer.towers());
   if (const LearningRateSchedule& ls = tc.optimizer.schedule; !ls.type.empty())
-    spdlog::info("learning rate schedule {} over the optimizer's steps; log.csv's learning_rate is each epoch's "
-                 "last rate", schedule_text(ls));
+    spdlog::info("learning rate schedule {} over the optimizer's steps; log.csv's learning_rate is the rate of the "
+                 "update after each epoch", schedule_text(ls));
   if (const AugmentationConfig& a = config.data.augmentation; a.any()) {
     std::vector<std::string> kinds;
     if (a.horizontal_flip) kinds.push_back("random left-right flips");
@@ -317,8 +317,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     add_logs(logs, "", s.epoch_sums, tc.metrics);
     if (has_val) add_logs(logs, "val_", trainer.evaluate(val_data, val_idx, tc.batch_size), tc.metrics);
     if (s.reduce_lr) logs["learning_rate"] = trainer.learning_rate();  // this epoch's, as Keras 3 logs it
-    if (!tc.optimizer.schedule.type.empty())  // a schedule's: the rate of the epoch's last step
-      logs["learning_rate"] = trainer.learning_rate_at(std::max<int64_t>(trainer.iterations() - 1, 0));
+    if (!tc.optimizer.schedule.type.empty())  // as Keras reads optimizer.learning_rate: the next update's
+      logs["learning_rate"] = trainer.learning_rate_at(trainer.iterations());
     progress.end_epoch(logs, epoch_time(), double(train_idx.size()) / seconds_training);
     log_towers(epoch, trainer);
     csv.log(epoch, logs);

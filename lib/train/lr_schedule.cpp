@@ -1,8 +1,9 @@
 #include "train/lr_schedule.h"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 namespace trainer {
 
@@ -43,32 +44,22 @@ double scheduled_learning_rate(const LearningRateSchedule& s, int64_t step) {
 }
 
 std::string schedule_text(const LearningRateSchedule& s) {
-  std::ostringstream o;
-  o << s.type << "(";
-  auto list = [&](const std::vector<double>& v) {
-    o << "[";
-    for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
-    o << "]";
-  };
-  if (s.type == "PiecewiseConstantDecay") {
-    o << "boundaries=";
-    list(s.boundaries);
-    o << ", values=";
-    list(s.values);
-  } else {
-    o << "initial_learning_rate=" << s.initial_learning_rate << ", decay_steps=" << s.decay_steps;
-    if (s.type == "ExponentialDecay" || s.type == "InverseTimeDecay")
-      o << ", decay_rate=" << s.decay_rate << ", staircase=" << (s.staircase ? "true" : "false");
-    if (s.type == "PolynomialDecay")
-      o << ", end_learning_rate=" << s.end_learning_rate << ", power=" << s.power
-        << ", cycle=" << (s.cycle ? "true" : "false");
-    if (s.type == "CosineDecay") {
-      o << ", alpha=" << s.alpha;
-      if (s.warmup) o << ", warmup_target=" << s.warmup_target << ", warmup_steps=" << s.warmup_steps;
-    }
+  // Numbers in their shortest exact form, so that any change shows (resume compares these texts).
+  auto list = [](const std::vector<double>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
+  auto flag = [](bool b) { return b ? "true" : "false"; };
+  if (s.type == "PiecewiseConstantDecay")
+    return fmt::format("{}(boundaries={}, values={})", s.type, list(s.boundaries), list(s.values));
+  std::string text = fmt::format("{}(initial_learning_rate={}, decay_steps={}", s.type, s.initial_learning_rate,
+                                 s.decay_steps);
+  if (s.type == "ExponentialDecay" || s.type == "InverseTimeDecay")
+    text += fmt::format(", decay_rate={}, staircase={}", s.decay_rate, flag(s.staircase));
+  if (s.type == "PolynomialDecay")
+    text += fmt::format(", end_learning_rate={}, power={}, cycle={}", s.end_learning_rate, s.power, flag(s.cycle));
+  if (s.type == "CosineDecay") {
+    text += fmt::format(", alpha={}", s.alpha);
+    if (s.warmup) text += fmt::format(", warmup_target={}, warmup_steps={}", s.warmup_target, s.warmup_steps);
   }
-  o << ")";
-  return o.str();
+  return text + ")";
 }
 
 }  // namespace trainer

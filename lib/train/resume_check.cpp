@@ -43,8 +43,9 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
   compare(out, "training.seed", now.training.seed, then.training.seed);
   compare(out, "data.validation_split", now.data.validation_split, then.data.validation_split);
-  compare(out, "data.validation_images", now.data.validation_images, then.data.validation_images);
-  compare(out, "data.validation_masks", now.data.validation_masks, then.data.validation_masks);
+  auto folder = [](const std::string& f) { return f.empty() ? std::string("none") : f; };
+  compare(out, "data.validation_images", folder(now.data.validation_images), folder(then.data.validation_images));
+  compare(out, "data.validation_masks", folder(now.data.validation_masks), folder(then.data.validation_masks));
   compare(out, "data.shuffle", now.data.shuffle, then.data.shuffle);
   compare(out, "data.images", now.data.images, then.data.images);
   compare(out, "data.masks", now.data.masks, then.data.masks);
