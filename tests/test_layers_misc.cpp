@@ -188,6 +188,8 @@ TEST_CASE("Cropping2D takes Keras's three forms, crops the window and puts gradi
   CHECK_THAT(message("{type: Cropping2D, cropping: -1}"), Catch::Contains("integer >= 0"));
   CHECK_THAT(message("{type: Cropping2D, cropping: [1, 2, 3]}"), Catch::Contains("[[top, bottom], [left, right]]"));
   CHECK_THAT(message("{type: Cropping2D, cropping: [[1, 2], 3]}"), Catch::Contains("[height, width]"));
+  CHECK_THAT(message("{type: Cropping2D, cropping: ((1, 1), (2, 2))}"),
+             Catch::Contains("write it as a list, e.g. [[1, 1], [2, 2]]") && Catch::Contains("inside { }"));
   CHECK_THAT(message("{type: Cropping2D, data_format: channels_first}"), Catch::Contains("channels_last"));
 }
 

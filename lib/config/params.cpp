@@ -123,8 +123,15 @@ int ParamReader::get_int(const std::string& key, std::optional<int> def, int min
   int x;
   if (!convert_scalar(v, x)) {
     const std::string text = YAML::Dump(v);
+    std::string as_list = text;  // the user's own tuple, as a YAML list
+    for (char& ch : as_list) ch = ch == '(' ? '[' : ch == ')' ? ']' : ch;
     fail(key, "must be an integer, got '" + text + "'" +
-                  (text.rfind('(', 0) == 0 ? " (a Python tuple is a YAML list: [2, 2], not (2, 2))" : "") +
+                  (text.rfind('(', 0) == 0 && text.back() == ')'
+                       ? " (a Python tuple is a YAML list: " + as_list + ", not " + text + ")"
+                       : text.rfind('(', 0) == 0 ? " (a Python tuple is a YAML list: [a, b], not (a, b); inside { } "
+                                                   "a tuple's commas also split the entry, which cuts the value "
+                                                   "short)"
+                                                 : "") +
                   (text == "None" ? " (Python's None is YAML's null)" : ""));
   }
   if (x < min || x > max)

@@ -6,8 +6,12 @@ namespace {
 
 /// p.fail at key, naming Keras's forms of the value v.
 [[noreturn]] void bad_border(ParamReader& p, const std::string& key, const YAML::Node& v) {
+  const bool tuple = v.IsScalar() && v.Scalar().rfind('(', 0) == 0;
   p.fail(key, "must be an integer >= 0, [height, width] or [[top, bottom], [left, right]] (Keras's forms; a "
-                  "Python tuple is a YAML list), got " + YAML::Dump(v));
+                  "Python tuple is a YAML list), got " + YAML::Dump(v) +
+                  (tuple ? " (a Python tuple: write it as a list, e.g. [[1, 1], [2, 2]] for ((1, 1), (2, 2)); "
+                           "inside { } a tuple's commas also split the entry, which cuts the value short)"
+                         : ""));
 }
 
 /// The integer >= 0 of entry v of the value whole, else bad_border.
