@@ -148,6 +148,26 @@ TEST_CASE("predict writes masks at each image's own size, and probabilities and 
     CHECK(off <= 0.5 + 1e-3);  // round(255 p), from 1 tower here and 2 there
     CHECK(hi - lo > 0.1);      // a map, not a constant
   }
+  // Test-time augmentation: the same files, from the mean over the 8 symmetries.
+  const fs::path tta = out.parent_path() / "tta";
+  const Run a = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " + f.images.string() +
+                                " --output " + tta.string() + " --probabilities --probability-format tiff --tta --gpus cpu",
+                            out.parent_path());
+  INFO(a.out << a.err);
+  REQUIRE(a.code == 0);
+  CHECK_THAT(a.err, Catch::Contains("test-time augmentation: each prediction is the mean over the 8 flips and "
+                                    "quarter turns"));
+  double moved = 0;
+  for (const auto& id : kIds) {
+    const cv::Mat p = cv::imread((tiff / (id + "_prob.tif")).string(), cv::IMREAD_UNCHANGED);
+    const cv::Mat q = cv::imread((tta / (id + "_prob.tif")).string(), cv::IMREAD_UNCHANGED);
+    REQUIRE(q.size() == p.size());
+    double m = 0;
+    cv::minMaxLoc(cv::abs(p - q), nullptr, &m);
+    moved = std::max(moved, m);
+  }
+  CHECK(moved > 1e-4);  // averaging changed the maps
+  CHECK(moved < 0.9);   // but they are still maps of the same image
   const Run needs = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " + f.images.string() +
                                     " --output " + (out.parent_path() / "no").string() + " --probability-format tiff",
                                 out.parent_path());
@@ -218,6 +238,16 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   CHECK(printed(r.out, R"(dice: ([0-9.]+))") == Approx(2 * precision * recall / (precision + recall)).margin(2e-4));
   const double score = printed(r.out, R"(instance score .*: ([0-9.]+))");
   REQUIRE(score >= 0);
+  // --tta: the same report from the averaged predictions (different numbers, same ranges).
+  const Run t = run_trainer(base + " --labels " + kFlat + "/labels --tta --gpus cpu", dir);
+  INFO(t.out << t.err);
+  REQUIRE(t.code == 0);
+  CHECK_THAT(t.err, Catch::Contains("test-time augmentation"));
+  const double tta_iou = printed(t.out, R"(mean_iou: ([0-9.]+))");
+  CHECK(tta_iou > 0);
+  CHECK(tta_iou <= 1);
+  auto metrics_line = [](const std::string& out) { return out.substr(out.find("pixel metrics")).substr(0, 160); };
+  CHECK(metrics_line(t.out) != metrics_line(r.out));  // other predictions, other figures
 
   const auto rows = read_csv(csv);
   REQUIRE(rows.size() == kIds.size() + 1);

@@ -16,6 +16,7 @@ struct EvaluateFlags {
   std::string checkpoint, images, masks, labels, native, csv, gpus = "all";
   std::string mask_suffix, labels_suffix = "_labels";
   double threshold = 0.5;
+  bool tta = false;
   std::optional<int> threads, batch_size;
 };
 
@@ -43,6 +44,7 @@ int run_evaluate(const EvaluateFlags& f) {
   LoadedModel m = load_model(f.checkpoint, towers);
   if (o.kind == TruthKind::kMasks && f.mask_suffix.empty()) o.suffix = m.config->data.mask_suffix;
   o.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
+  o.tta = f.tta;
   const EvalResult r = evaluate_images(*m.trainer, o);
 
   const Shape in = m.trainer->model().input_shape();
@@ -89,6 +91,7 @@ Command add_evaluate(CLI::App& app) {
       ->check(non_empty_path());
   cmd->add_option("--threshold", f->threshold, "Predicted mask = probability > threshold, in (0, 1)")
       ->capture_default_str();
+  cmd->add_flag("--tta", f->tta, "Test-time augmentation, as predict --tta");
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")
       ->capture_default_str();
   cmd->add_option("--threads", f->threads, "CPU threads in all (default: every core)")->check(CLI::Range(1, 4096));

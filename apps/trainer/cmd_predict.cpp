@@ -51,6 +51,9 @@ Command add_predict(CLI::App& app) {
       ->check(CLI::IsMember({"png", "tiff"}))
       ->needs(probabilities)
       ->capture_default_str();
+  cmd->add_flag("--tta", f->options.tta,
+                "Test-time augmentation: average the predictions of the input's 8 symmetries (flips and quarter "
+                "turns; the 4 flips for a non-square input), 8 (4) times the work");
   cmd->add_flag("--overlay", f->options.overlay, "Also write <stem>_overlay.png (mask contours on the image)");
   cmd->add_flag("--overwrite", f->options.overwrite, "Replace output files that exist (else an error before any is written)");
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")

@@ -38,6 +38,11 @@ Symmetry draw_symmetry(const AugmentationConfig& cfg, uint64_t seed, uint64_t st
   return allowed[(key >> 32) % uint64_t(n)];
 }
 
+Symmetry inverse_symmetry(Symmetry s) {
+  if (!(s & kTranspose)) return s;
+  return kTranspose | ((s & kFlipX) ? kFlipY : 0u) | ((s & kFlipY) ? kFlipX : 0u);
+}
+
 void apply_symmetry(Symmetry s, const float* src, float* dst, int h, int w, int c) {
   if ((s & kTranspose) && h != w)
     throw InternalError("a transposing symmetry of a " + std::to_string(h) + "x" + std::to_string(w) + " sample");

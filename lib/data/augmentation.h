@@ -29,6 +29,10 @@ int allowed_symmetries(const AugmentationConfig& cfg, Symmetry out[8]);
 /// of training step `step`: uniform over allowed_symmetries(cfg).
 Symmetry draw_symmetry(const AugmentationConfig& cfg, uint64_t seed, uint64_t step, uint64_t position);
 
+/// The symmetry that undoes s: s itself without a transpose; with one, s with
+/// its two flips exchanged (flip-then-swap is undone by swap-then-flip).
+Symmetry inverse_symmetry(Symmetry s);
+
 /// dst [h, w, c] <- src [h, w, c] transformed by s: dst(y, x) = src(source of
 /// (y, x) per Symmetry). s with bit 2 needs h == w (InternalError otherwise);
 /// src and dst must not overlap.

@@ -14,6 +14,7 @@
 #include "data/image_files.h"
 #include "io/atomic_file.h"
 #include "train/predict.h"
+#include "train/tta.h"
 
 namespace trainer {
 
@@ -108,6 +109,7 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
   EvalResult result;
   result.samples = find_eval_samples(o);
   const Shape input = trainer.model().input_shape();
+  if (o.tta) log_tta(input);
   const size_t n = result.samples.size();
   size_t mask_like = 0;  // label images that look like binary masks
   // Chunks of one global batch: the truth is decoded once and not all of it held at once.
@@ -131,8 +133,14 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
       cv::resize(fg, small, cv::Size(input.w, input.h), 0, 0, cv::INTER_NEAREST);
       small.convertTo(cv::Mat(input.h, input.w, CV_32FC1, chunk.masks.sample(i)), CV_32F, 1.0 / 255.0);
     }
-    result.pixel.add(trainer.evaluate(chunk, indices, o.batch_size));
-    const Tensor probs = trainer.predict(chunk.images, o.batch_size);
+    Tensor probs;
+    if (o.tta) {  // pixel metrics of the averaged probabilities too
+      probs = predict_tta(trainer, chunk.images, o.batch_size);
+      result.pixel.add(probability_stats(trainer, probs, chunk.masks));
+    } else {
+      result.pixel.add(trainer.evaluate(chunk, indices, o.batch_size));
+      probs = trainer.predict(chunk.images, o.batch_size);
+    }
     for (int i = 0; i < k; ++i) {
       const cv::Mat pred = connected_objects(threshold_map(probability_map(probs, i, truths[size_t(i)].size()),
                                                            o.threshold));

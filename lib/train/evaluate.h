@@ -26,6 +26,7 @@ struct EvalOptions {
   std::string flag;        ///< The flag that named truth_dir, for messages ("--labels").
   double threshold = 0.5;  ///< Predicted foreground = probability > threshold; in (0, 1).
   int batch_size = 1;      ///< Images per global batch, split over the towers.
+  bool tta = false;        ///< Average over the input's symmetries (train/tta.h).
 };
 
 /// One image and where its truth is.

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "data/image_decode.h"
 #include "io/atomic_file.h"
+#include "train/tta.h"
 
 namespace trainer {
 
@@ -165,6 +166,7 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
                     (ec ? ": " + ec.message() : std::string()) + "; pass a writable --output folder");
 
   const Shape input = trainer.model().input_shape();
+  if (options.tta) log_tta(input);
   std::vector<std::string> written;
   const size_t n = paths.size();
   try {
@@ -172,7 +174,8 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
       const std::vector<std::string> chunk(paths.begin() + long(lo),
                                            paths.begin() + long(std::min(n, lo + size_t(options.batch_size))));
       const ModelImages m = decode_for_model(chunk, input);
-      const Tensor probs = trainer.predict(m.images, options.batch_size);
+      const Tensor probs = options.tta ? predict_tta(trainer, m.images, options.batch_size)
+                                       : trainer.predict(m.images, options.batch_size);
       for (size_t i = 0; i < chunk.size(); ++i)
         write_outputs(chunk[i], probability_map(probs, int(i), m.sizes[i]), options, written);
       spdlog::info("predicted {}/{} image(s)", lo + chunk.size(), n);

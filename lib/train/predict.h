@@ -43,6 +43,7 @@ struct PredictOptions {
   bool overlay = false;        ///< Also write <stem>_overlay.png (image with mask contours).
   int batch_size = 1;          ///< Images per global batch, split over the towers.
   bool overwrite = false;      ///< Replace output files that exist (else UserError before any is written).
+  bool tta = false;            ///< Average over the input's symmetries (train/tta.h).
 };
 
 /// paths without the files a prediction of paths into output_dir writes

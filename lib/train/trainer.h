@@ -91,6 +91,8 @@ class Trainer {
   ~Trainer();
 
   int towers() const { return int(towers_.size()); }
+  /// The config the trainer was built from.
+  const Config& config() const { return config_; }
   const Model& model() const { return towers_[0]->model; }
   int64_t iterations() const { return towers_[0]->optimizer->iterations(); }
   /// The optimizers' learning rate before decay (the same on every tower).

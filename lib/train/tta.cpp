@@ -1,0 +1,57 @@
+#include "train/tta.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "data/augmentation.h"
+#include "train/loss.h"
+#include "train/metrics.h"
+
+namespace trainer {
+
+Tensor predict_tta(Trainer& trainer, const Tensor& images, int batch_size) {
+  const Shape s = images.shape();
+  const int count = s.h == s.w ? 8 : 4;  // symmetries 0..3 are the flips; 4..7 transpose too
+  Tensor sum, turned(s), back;
+  for (int k = 0; k < count; ++k) {
+    const Symmetry sym = Symmetry(k);
+    for (int i = 0; i < s.n; ++i) apply_symmetry(sym, images.sample(i), turned.sample(i), s.h, s.w, s.c);
+    const Tensor p = trainer.predict(turned, batch_size);
+    const Shape ps = p.shape();
+    if (k == 0) {
+      sum = Tensor(ps);
+      sum.zero();
+      back = Tensor(ps);
+    }
+    for (int i = 0; i < ps.n; ++i) apply_symmetry(inverse_symmetry(sym), p.sample(i), back.sample(i), ps.h, ps.w, ps.c);
+    float* acc = sum.data();
+    const float* b = back.data();
+    for (size_t j = 0; j < sum.numel(); ++j) acc[j] += b[j];
+  }
+  float* acc = sum.data();
+  for (size_t j = 0; j < sum.numel(); ++j) acc[j] /= float(count);
+  return sum;
+}
+
+BatchStats probability_stats(const Trainer& trainer, const Tensor& probabilities, const Tensor& masks) {
+  constexpr float kEpsilon = 1e-7f;
+  Tensor logits(probabilities.shape());
+  for (size_t i = 0; i < logits.numel(); ++i) {
+    const float p = std::clamp(probabilities.data()[i], kEpsilon, 1.f - kEpsilon);
+    logits.data()[i] = std::log(p / (1.f - p));
+  }
+  BatchStats st;
+  st.loss_sum = loss_sum(loss_kind(trainer.config().training.loss), logits, masks, nullptr);
+  st.samples = probabilities.shape().n;
+  accumulate_metrics(logits, masks, st.counts);
+  return st;
+}
+
+void log_tta(const Shape& input) {
+  spdlog::info("test-time augmentation: each prediction is the mean over {} (the input is {})",
+               input.h == input.w ? "the 8 flips and quarter turns" : "the 4 flips", input.hwc());
+}
+
+}  // namespace trainer
