@@ -50,11 +50,6 @@ double positive(ParamReader& p, const std::string& key, double def) {
 const std::vector<std::string> kSchedules = {"ExponentialDecay", "InverseTimeDecay", "PolynomialDecay",
                                              "PiecewiseConstantDecay", "CosineDecay"};
 
-// A real >= 0 (a rate, a step count).
-double non_negative(ParamReader& p, const std::string& key, std::optional<double> def) {
-  return p.get_double(key, def, 0.0);
-}
-
 // learning_rate: {type: <keras.optimizers.schedules class>, <its arguments>}.
 LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& file) {
   const std::string what = "training.optimizer.learning_rate";
@@ -94,21 +89,21 @@ LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& fi
     p.finish();
     return s;
   }
-  s.initial_learning_rate = non_negative(p, "initial_learning_rate", std::nullopt);
+  s.initial_learning_rate = p.get_double("initial_learning_rate", std::nullopt, 0.0);
   s.decay_steps = p.get_double("decay_steps", std::nullopt);
   if (!(s.decay_steps > 0)) p.fail("decay_steps", "must be greater than 0 (Keras's rule)");
   if (s.type == "ExponentialDecay" || s.type == "InverseTimeDecay") {
-    s.decay_rate = non_negative(p, "decay_rate", std::nullopt);
+    s.decay_rate = p.get_double("decay_rate", std::nullopt, 0.0);
     s.staircase = p.get_bool("staircase", false);
   } else if (s.type == "PolynomialDecay") {
-    s.end_learning_rate = non_negative(p, "end_learning_rate", 1e-4);
-    s.power = non_negative(p, "power", 1.0);
+    s.end_learning_rate = p.get_double("end_learning_rate", 1e-4, 0.0);
+    s.power = p.get_double("power", 1.0, 0.0);
     s.cycle = p.get_bool("cycle", false);
   } else {  // CosineDecay
     s.alpha = p.get_double("alpha", 0.0, 0.0, 1.0);
     s.warmup = p.given("warmup_target");
-    if (s.warmup) s.warmup_target = non_negative(p, "warmup_target", std::nullopt);
-    s.warmup_steps = non_negative(p, "warmup_steps", 0.0);
+    if (s.warmup) s.warmup_target = p.get_double("warmup_target", std::nullopt, 0.0);
+    s.warmup_steps = p.get_double("warmup_steps", 0.0, 0.0);
     if (s.warmup_steps > 0 && !s.warmup)  // Keras ignores them silently
       p.fail("warmup_steps", "needs warmup_target, the rate the warmup reaches (Keras ignores warmup_steps without "
                              "it); add e.g. 'warmup_target: 0.001'");

@@ -12,19 +12,14 @@
 namespace trainer {
 
 Tensor predict_tta(Trainer& trainer, const Tensor& images, int batch_size) {
-  const Shape s = images.shape();
+  const Shape s = images.shape(), ps = trainer.model().output_shape().with_batch(s.n);
   const int count = s.h == s.w ? 8 : 4;  // symmetries 0..3 are the flips; 4..7 transpose too
-  Tensor sum, turned(s), back;
+  Tensor sum(ps), turned(s), back(ps);
+  sum.zero();
   for (int k = 0; k < count; ++k) {
     const Symmetry sym = Symmetry(k);
     for (int i = 0; i < s.n; ++i) apply_symmetry(sym, images.sample(i), turned.sample(i), s.h, s.w, s.c);
     const Tensor p = trainer.predict(turned, batch_size);
-    const Shape ps = p.shape();
-    if (k == 0) {
-      sum = Tensor(ps);
-      sum.zero();
-      back = Tensor(ps);
-    }
     for (int i = 0; i < ps.n; ++i) apply_symmetry(inverse_symmetry(sym), p.sample(i), back.sample(i), ps.h, ps.w, ps.c);
     float* acc = sum.data();
     const float* b = back.data();
