@@ -139,8 +139,34 @@ TEST_CASE("Conv2D shape inference, params and config errors", "[conv]") {
   CHECK_THROWS_AS(
       layer_from_yaml("{type: Conv2D, filters: 1, kernel_size: 3, kernel_initializer: magic}"),
       UserError);
-  CHECK_THROWS_AS(layer_from_yaml("{type: Conv2D, filters: 1, kernel_size: 3, dilation_rate: 2}"),
-                  UserError);
+}
+
+TEST_CASE("Conv2D dilation_rate: Keras's output sizes, fans and errors", "[conv]") {
+  // Keras: the dilated kernel spans (k - 1) * d + 1 pixels; fans count taps.
+  auto v = layer_from_yaml("{type: Conv2D, filters: 4, kernel_size: 3, dilation_rate: 2}");
+  CHECK(v->infer({Shape{1, 9, 8, 2}}) == Shape{1, 5, 4, 4});
+  auto specs = v->param_specs();
+  CHECK(specs[0].shape == std::vector<int>{3, 3, 2, 4});
+  CHECK(specs[0].fan_in == 18);
+  auto s = layer_from_yaml("{type: Conv2D, filters: 1, kernel_size: [3, 2], dilation_rate: [2, 3], padding: same}");
+  CHECK(s->infer({Shape{1, 7, 6, 3}}) == Shape{1, 7, 6, 1});
+  const LayerDescription d = s->describe();
+  CHECK(d.dilation_h == 2);
+  CHECK(d.dilation_w == 3);
+  CHECK((d.pad_h.before == 2 && d.pad_h.after == 2));  // span 5: total 4
+  CHECK((d.pad_w.before == 1 && d.pad_w.after == 2));  // span 4: total 3, the extra pixel after
+
+  auto big = layer_from_yaml("{type: Conv2D, filters: 1, kernel_size: 3, dilation_rate: 3}");
+  CHECK_THROWS_WITH(big->infer({Shape{1, 6, 6, 1}}),
+                    Catch::Contains("kernel_size is 3x3 (spanning 7x7 with dilation_rate 3x3)") &&
+                        Catch::Contains("padding: same"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Conv2D, filters: 1, kernel_size: 3, dilation_rate: 2, strides: 2}"),
+                    Catch::Contains("dilation_rate 2x2 with strides 2x2 is not supported"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Conv2D, filters: 1, kernel_size: 3, dilation_rate: 0}"),
+                    Catch::Contains("dilation_rate"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Conv2DTranspose, filters: 1, kernel_size: 3, dilation_rate: 2}"),
+                    Catch::Contains("dilated Conv2DTranspose is not supported"));
+  CHECK_NOTHROW(layer_from_yaml("{type: Conv2DTranspose, filters: 1, kernel_size: 3, dilation_rate: 1}"));
 }
 
 TEST_CASE("Conv2DTranspose shape inference and Keras fans", "[conv]") {
@@ -181,15 +207,18 @@ TEST_CASE("Conv2D forward matches OpenCV dnn Convolution", "[conv]") {
     int kh, kw, sh, sw;
     bool same;
     Shape xs;
+    int dh = 1, dw = 1;
   };
-  const Case cases[] = {{3, 3, 1, 1, true, {2, 5, 6, 3}},   {3, 2, 2, 2, true, {2, 6, 7, 3}},
-                        {4, 4, 1, 1, true, {1, 5, 5, 2}},   {2, 3, 2, 1, false, {2, 7, 6, 3}},
-                        {3, 3, 2, 2, false, {1, 8, 8, 4}}};
+  const Case cases[] = {{3, 3, 1, 1, true, {2, 5, 6, 3}},        {3, 2, 2, 2, true, {2, 6, 7, 3}},
+                        {4, 4, 1, 1, true, {1, 5, 5, 2}},        {2, 3, 2, 1, false, {2, 7, 6, 3}},
+                        {3, 3, 2, 2, false, {1, 8, 8, 4}},       {3, 3, 1, 1, true, {2, 9, 8, 3}, 2, 2},
+                        {3, 2, 1, 1, false, {1, 9, 10, 2}, 2, 3}, {2, 2, 1, 1, true, {1, 7, 8, 3}, 3, 2}};
   for (const Case& c : cases) {
     const int filters = 5;
     std::string yaml = "{type: Conv2D, filters: 5, kernel_size: [" + std::to_string(c.kh) + ", " +
                        std::to_string(c.kw) + "], strides: [" + std::to_string(c.sh) + ", " +
-                       std::to_string(c.sw) + "], padding: " + (c.same ? "same" : "valid") + "}";
+                       std::to_string(c.sw) + "], dilation_rate: [" + std::to_string(c.dh) + ", " +
+                       std::to_string(c.dw) + "], padding: " + (c.same ? "same" : "valid") + "}";
     INFO(yaml << " on " << c.xs.nhwc());
     auto layer = layer_from_yaml(yaml);
     auto w = bind_random(*layer, {c.xs}, 11);
@@ -211,11 +240,28 @@ TEST_CASE("Conv2D forward matches OpenCV dnn Convolution", "[conv]") {
     lp.set("kernel_w", c.kw);
     lp.set("stride_h", c.sh);
     lp.set("stride_w", c.sw);
-    lp.set("pad_mode", c.same ? "SAME" : "VALID");
+    lp.set("dilation_h", c.dh);
+    lp.set("dilation_w", c.dw);
+    Tensor input = x;
+    if (c.same && (c.dh > 1 || c.dw > 1)) {
+      // OpenCV's 'SAME' ignores the dilation and it refuses asymmetric pads:
+      // TensorFlow's padding of the span (k - 1) * d + 1 (stride 1, the
+      // extra pixel after) is added to the input, which is then convolved 'valid'.
+      const int th = (c.kh - 1) * c.dh, tw = (c.kw - 1) * c.dw;
+      input = Tensor(Shape{c.xs.n, c.xs.h + th, c.xs.w + tw, c.xs.c});
+      std::fill(input.data(), input.data() + input.numel(), 0.f);
+      for (int n = 0; n < c.xs.n; ++n)
+        for (int i = 0; i < c.xs.h; ++i)
+          for (int j = 0; j < c.xs.w; ++j)
+            for (int ch = 0; ch < c.xs.c; ++ch)
+              input.data()[((size_t(n) * input.shape().h + i + th / 2) * input.shape().w + j + tw / 2) * c.xs.c + ch] =
+                  x.data()[((size_t(n) * c.xs.h + i) * c.xs.w + j) * c.xs.c + ch];
+    }
+    lp.set("pad_mode", c.same && input.shape() == x.shape() ? "SAME" : "VALID");
     lp.set("num_output", filters);
     lp.set("bias_term", true);
     lp.blobs = {kernel, bias.clone()};
-    cv::Mat ref = run_opencv("Convolution", lp, to_nchw(x));
+    cv::Mat ref = run_opencv("Convolution", lp, to_nchw(input));
     CHECK(max_abs_diff(y, ref) < 1e-4);
   }
 }
@@ -326,6 +372,9 @@ TEST_CASE("Conv2D gradients match finite differences", "[conv]") {
                   Shape{1, 4, 5, 2});
   check_gradients("{type: Conv2D, filters: 2, kernel_size: 3, activation: elu, padding: same}", Shape{1, 4, 5, 2});
   check_gradients("{type: Conv2D, filters: 2, kernel_size: 3, activation: tanh, padding: same}", Shape{1, 4, 5, 2});
+  check_gradients("{type: Conv2D, filters: 2, kernel_size: 3, dilation_rate: 2, padding: same}", Shape{2, 6, 7, 2});
+  check_gradients("{type: Conv2D, filters: 3, kernel_size: [2, 3], dilation_rate: [3, 2], use_bias: false}",
+                  Shape{1, 7, 8, 2});
 }
 
 TEST_CASE("Conv2DTranspose gradients match finite differences", "[conv]") {

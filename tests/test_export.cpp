@@ -29,7 +29,8 @@ constexpr int kSide = 42;
 // that crops one pixel at the end (21 -> 42), BN with and without beta, a
 // Rescaling with an offset, Dropout, UpSampling2D, Concatenate, Add, an
 // asymmetric Cropping2D of a 'valid' transposed conv (42 -> 44 -> 42), an
-// asymmetric ZeroPadding2D before a 'valid' conv (42 -> 45 -> 42), and every
+// asymmetric ZeroPadding2D before a 'valid' conv (42 -> 45 -> 42), a dilated
+// conv padded asymmetrically (span 5x4), and every
 // activation (the activation strings and the layers with their parameters).
 std::string export_net(const fs::path& out_dir) {
   return R"(model:
@@ -57,6 +58,7 @@ std::string export_net(const fs::path& out_dir) {
     - {name: crop, type: Cropping2D, cropping: [[1, 1], [2, 0]]}
     - {name: pad, type: ZeroPadding2D, padding: [[1, 2], [0, 3]]}
     - {name: shrink, type: Conv2D, filters: 4, kernel_size: 4, activation: relu}
+    - {name: atrous, type: Conv2D, filters: 4, kernel_size: [3, 2], dilation_rate: [2, 3], padding: same}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
 data:
   images: )" + kSample + R"(/images

@@ -100,8 +100,8 @@ struct ConvCase {
     if (transpose)
       return Shape{n, conv_transpose_output_length(h, p.kh, p.stride_h, p.same_padding),
                    conv_transpose_output_length(w, p.kw, p.stride_w, p.same_padding), cout};
-    return Shape{n, conv_output_length(h, p.kh, p.stride_h, p.same_padding),
-                 conv_output_length(w, p.kw, p.stride_w, p.same_padding), cout};
+    return Shape{n, conv_output_length(h, p.span_h(), p.stride_h, p.same_padding),
+                 conv_output_length(w, p.span_w(), p.stride_w, p.same_padding), cout};
   }
   size_t kernel_numel() const { return size_t(p.kh) * size_t(p.kw) * size_t(cin) * size_t(cout); }
 };
@@ -121,6 +121,11 @@ const ConvCase kConvCases[] = {
      false},
     {"Conv2D 3x2 valid strides 2x1, 6->8 (bf16 runs in bf16), bias", false, 2, 11, 9, 6, 8,
      Conv2DParams{3, 2, 2, 1, false}, true},
+    {"Conv2D 3x3 same dilation 2, 8->16, bias", false, 2, 13, 12, 8, 16, Conv2DParams{3, 3, 1, 1, true, 2, 2},
+     true},
+    {"Conv2D 2x3 same dilations 3x2 (span 4x5: H padded 1 before, 2 after), 4->8, no bias", false, 2, 9, 11, 4, 8,
+     Conv2DParams{2, 3, 1, 1, true, 3, 2}, false},
+    {"Conv2D 3x3 valid dilation 2, 6->5, bias", false, 2, 10, 9, 6, 5, Conv2DParams{3, 3, 1, 1, false, 2, 2}, true},
     {"Conv2DTranspose 2x2 stride 2 valid (the U-Net's), 32->16, bias", true, 2, 8, 8, 32, 16,
      conv_params(2, 2, false), true},
     {"Conv2DTranspose 2x2 stride 2 same, 64->32, no bias", true, 2, 6, 5, 64, 32, conv_params(2, 2, true), false},

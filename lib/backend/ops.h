@@ -35,7 +35,8 @@ struct PadPair {
 };
 
 /// Output length of a convolution or pooling window along one dimension, as
-/// Keras's conv_output_length (keras/utils/conv_utils.py, dilation 1):
+/// Keras's conv_output_length (keras/utils/conv_utils.py), with k the pixels
+/// the window spans (a dilated kernel's Conv2DParams::span_h / span_w):
 /// valid: floor((in - k) / stride) + 1 (<= 0 when in < k: an empty output);
 /// same: ceil(in / stride).
 int conv_output_length(int in, int k, int stride, bool same);
@@ -46,7 +47,7 @@ int conv_output_length(int in, int k, int stride, bool same);
 int conv_transpose_output_length(int in, int k, int stride, bool same);
 
 /// Padding of the convolution that maps `big` pixels to `small` pixels with
-/// window k and stride s (for Conv2D / pooling: big = input, small = output;
+/// window span k (pixels) and stride s (for Conv2D / pooling: big = input, small = output;
 /// for Conv2DTranspose, the transposed one: big = output, small = input).
 /// TensorFlow's rule: total = max((small - 1)*s + k - big, 0); before =
 /// total / 2, the extra pixel of an odd total goes after (bottom/right).
@@ -62,11 +63,17 @@ PadPair conv_padding(int big, int small, int k, int s);
 /// in place rather than converting.
 constexpr int kMinBf16Filters = 8;
 
-/// Geometry of Conv2D / Conv2DTranspose: kernel size, strides, padding.
+/// Geometry of Conv2D / Conv2DTranspose: kernel size, strides, padding,
+/// dilation (Keras's dilation_rate; Conv2D only, and only with strides 1).
 struct Conv2DParams {
-  int kh = 1, kw = 1;              ///< Kernel height, width (pixels).
-  int stride_h = 1, stride_w = 1;  ///< Strides (pixels).
-  bool same_padding = false;       ///< Keras padding: 'same' if true, else 'valid'.
+  int kh = 1, kw = 1;                  ///< Kernel height, width (taps).
+  int stride_h = 1, stride_w = 1;      ///< Strides (pixels).
+  bool same_padding = false;           ///< Keras padding: 'same' if true, else 'valid'.
+  int dilation_h = 1, dilation_w = 1;  ///< Pixels between neighbouring kernel taps.
+  /// Pixels the kernel covers along H / W: (k - 1) * dilation + 1 (Keras's
+  /// dilated filter size, keras/utils/conv_utils.py conv_output_length).
+  int span_h() const { return (kh - 1) * dilation_h + 1; }
+  int span_w() const { return (kw - 1) * dilation_w + 1; }
 };
 
 /// Geometry of MaxPooling2D.

@@ -226,9 +226,10 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       onnx::NodeProto& n = b.node(conv ? "Conv" : "ConvTranspose", inputs, conv_out, name);
       GraphBuilder::ints(n, "kernel_shape", {d.kh, d.kw});
       GraphBuilder::ints(n, "strides", {d.stride_h, d.stride_w});
-      if (conv)
+      if (conv) {
         GraphBuilder::ints(n, "pads", {ph.before, pw.before, ph.after, pw.after});
-      else {
+        if (d.dilation_h > 1 || d.dilation_w > 1) GraphBuilder::ints(n, "dilations", {d.dilation_h, d.dilation_w});
+      } else {
         GraphBuilder::ints(n, "pads", {sh, sw, sh, sw});
         // Keras gives in*stride pixels even when the kernel is smaller than the
         // stride, ONNX (in-1)*stride + k: output_padding adds what is missing.

@@ -15,8 +15,8 @@ using ConvOp = CachedConvOp<dnnl::convolution_forward, dnnl::convolution_backwar
 ConvProblem conv_problem(Shape xs, Shape ys, const Conv2DParams& p, bool with_bias) {
   dnnl::memory::desc user_w({ys.c, xs.c, p.kh, p.kw}, dnnl::memory::data_type::f32,
                             dnnl::memory::format_tag::hwio);
-  return make_conv_problem(xs, ys, p, conv_padding(xs.h, ys.h, p.kh, p.stride_h),
-                           conv_padding(xs.w, ys.w, p.kw, p.stride_w), user_w, with_bias);
+  return make_conv_problem(xs, ys, p, conv_padding(xs.h, ys.h, p.span_h(), p.stride_h),
+                           conv_padding(xs.w, ys.w, p.span_w(), p.stride_w), user_w, with_bias);
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ ConvProblem deconv_problem(Shape xs, Shape ys, const Conv2DParams& p, bool with_
   const dnnl::memory::dim out = ys.c, in = xs.c;
   dnnl::memory::desc user_w({out, in, p.kh, p.kw}, dnnl::memory::data_type::f32,
                             dnnl::memory::dims{in, 1, p.kw * out * in, out * in});
-  return make_conv_problem(xs, ys, p, conv_padding(ys.h, xs.h, p.kh, p.stride_h),
-                           conv_padding(ys.w, xs.w, p.kw, p.stride_w), user_w, with_bias);
+  return make_conv_problem(xs, ys, p, conv_padding(ys.h, xs.h, p.span_h(), p.stride_h),
+                           conv_padding(ys.w, xs.w, p.span_w(), p.stride_w), user_w, with_bias);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ namespace trainer::cpu {
 /// {O, I, KH, KW}, bias {O}) plus the memory layout of the caller's weights.
 struct ConvProblem {
   dnnl::memory::dims src, weights, bias, dst, strides, pad_l, pad_r;
+  dnnl::memory::dims dilates;  ///< oneDNN's dilation: pixels skipped between taps (Keras's dilation_rate - 1).
   dnnl::memory::desc user_weights;  ///< Keras layout of the kernel.
   bool with_bias = true;
 };
@@ -39,6 +40,7 @@ inline ConvProblem make_conv_problem(Shape xs, Shape ys, const Conv2DParams& p, 
   pb.weights = {ys.c, xs.c, p.kh, p.kw};
   pb.bias = {ys.c};
   pb.strides = {p.stride_h, p.stride_w};
+  pb.dilates = {p.dilation_h - 1, p.dilation_w - 1};
   pb.pad_l = {ph.before, pw.before};
   pb.pad_r = {ph.after, pw.after};
   pb.user_weights = user_weights;
@@ -110,9 +112,9 @@ class ConvPrimitives {
       md src_md(pb.src, f32, tag::nhwc), dst_md(pb.dst, f32, tag::nhwc);
       md w_any(pb.weights, f32, tag::any), b_md(pb.bias, f32, tag::a);
       auto d = pb.with_bias ? typename Fwd::desc(dnnl::prop_kind::forward_training, algo, src_md,
-                                                 w_any, b_md, dst_md, pb.strides, pb.pad_l, pb.pad_r)
+                                                 w_any, b_md, dst_md, pb.strides, pb.dilates, pb.pad_l, pb.pad_r)
                             : typename Fwd::desc(dnnl::prop_kind::forward_training, algo, src_md,
-                                                 w_any, dst_md, pb.strides, pb.pad_l, pb.pad_r);
+                                                 w_any, dst_md, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
       fwd_pd_ = typename Fwd::primitive_desc(d, user_scratchpad_attr(), eng);
       fwd_ = Fwd(fwd_pd_);
       src_ = dnnl::memory(src_md, eng, DNNL_MEMORY_NONE);
@@ -167,7 +169,7 @@ class ConvPrimitives {
       auto& eng = cpu_engine();
       md src_md(pb_.src, f32, tag::nhwc), dst_md(pb_.dst, f32, tag::nhwc);
       md w_any(pb_.weights, f32, tag::any);
-      typename BwdData::desc d(algo_, src_md, w_any, dst_md, pb_.strides, pb_.pad_l, pb_.pad_r);
+      typename BwdData::desc d(algo_, src_md, w_any, dst_md, pb_.strides, pb_.dilates, pb_.pad_l, pb_.pad_r);
       typename BwdData::primitive_desc pd(d, user_scratchpad_attr(), eng, fwd_pd_);
       bwd_data_ = BwdData(pd);
       bd_w_.emplace(pb_.user_weights, pd.weights_desc(), true);
@@ -192,9 +194,9 @@ class ConvPrimitives {
       const md dst_lib = own_layout ? md(pb_.dst, f32, tag::any) : dst_md;
       auto d = pb_.with_bias
                    ? typename BwdWeights::desc(algo_, src_lib, w_any, b_md, dst_lib, pb_.strides,
-                                               pb_.pad_l, pb_.pad_r)
-                   : typename BwdWeights::desc(algo_, src_lib, w_any, dst_lib, pb_.strides, pb_.pad_l,
-                                               pb_.pad_r);
+                                               pb_.dilates, pb_.pad_l, pb_.pad_r)
+                   : typename BwdWeights::desc(algo_, src_lib, w_any, dst_lib, pb_.strides, pb_.dilates,
+                                               pb_.pad_l, pb_.pad_r);
       typename BwdWeights::primitive_desc pd(d, user_scratchpad_attr(), eng, fwd_pd_);
       bwd_w_ = BwdWeights(pd);
       bw_w_.emplace(pb_.user_weights, pd.diff_weights_desc(), false);

@@ -38,12 +38,12 @@ FilterDesc filter_desc(CudaContext& ctx, cudnnDataType_t type, int k, int c, int
   return desc;
 }
 
-ConvDesc conv_desc(CudaContext& ctx, Precision precision, int pad_h, int pad_w, int stride_h, int stride_w) {
+ConvDesc conv_desc(CudaContext& ctx, Precision precision, int pad_h, int pad_w, const Conv2DParams& g) {
   cudnnConvolutionDescriptor_t d = nullptr;
   TRAINER_CUDA_CHECK(ctx, cudnnCreateConvolutionDescriptor(&d));
   ConvDesc desc(d);
-  TRAINER_CUDA_CHECK(ctx, cudnnSetConvolution2dDescriptor(d, pad_h, pad_w, stride_h, stride_w, 1, 1,
-                                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  TRAINER_CUDA_CHECK(ctx, cudnnSetConvolution2dDescriptor(d, pad_h, pad_w, g.stride_h, g.stride_w, g.dilation_h,
+                                                          g.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   TRAINER_CUDA_CHECK(ctx, cudnnSetConvolutionMathType(d, conv_math_type(precision)));
   return desc;
 }
@@ -161,8 +161,8 @@ ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
   auto p = std::make_unique<Plan>();
   p->as = as;
   p->bs = bs;
-  p->ph = conv_padding(as.h, bs.h, p_.kh, p_.stride_h);
-  p->pw = conv_padding(as.w, bs.w, p_.kw, p_.stride_w);
+  p->ph = conv_padding(as.h, bs.h, p_.span_h(), p_.stride_h);
+  p->pw = conv_padding(as.w, bs.w, p_.span_w(), p_.stride_w);
   p->explicit_pad = p->ph.before != p->ph.after || p->pw.before != p->pw.after;
   p->ap =
       p->explicit_pad ? Shape{as.n, as.h + p->ph.before + p->ph.after, as.w + p->pw.before + p->pw.after, as.c} : as;
@@ -175,8 +175,8 @@ ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
   p->a = nhwc_desc(ctx_, p->type, p->ap);
   p->b = nhwc_desc(ctx_, p->type, bs);
   p->w = filter_desc(ctx_, p->type, bs.c, as.c, p_.kh, p_.kw);
-  p->conv = p->explicit_pad ? conv_desc(ctx_, p->precision, 0, 0, p_.stride_h, p_.stride_w)
-                            : conv_desc(ctx_, p->precision, p->ph.before, p->pw.before, p_.stride_h, p_.stride_w);
+  p->conv = p->explicit_pad ? conv_desc(ctx_, p->precision, 0, 0, p_)
+                            : conv_desc(ctx_, p->precision, p->ph.before, p->pw.before, p_);
   int n = 0, c = 0, h = 0, w = 0;
   TRAINER_CUDA_CHECK(ctx_,
                      cudnnGetConvolution2dForwardOutputDim(p->conv.get(), p->a.get(), p->w.get(), &n, &c, &h, &w));

@@ -100,8 +100,9 @@ enum class Staging {
 /// The cross-correlation b = conv(a, kernel) of TensorFlow/Keras with its two
 /// gradients, on cuDNN:
 ///   a [N, Ha, Wa, Ca], b [N, Hb, Wb, Cb], kernel [kh, kw, Ca, Cb] (Keras
-///   layout, fp32), Hb = conv_output_length(Ha, kh, stride_h, same), padding
-///   conv_padding(Ha, Hb, kh, stride_h) (likewise for W).
+///   layout, fp32), Hb = conv_output_length(Ha, span_h, stride_h, same), padding
+///   conv_padding(Ha, Hb, span_h, stride_h) (likewise for W), the kernel's taps
+///   dilation_h pixels apart (Conv2DParams::span_h).
 /// Conv2D is this convolution with a = x, b = y; Conv2DTranspose is its
 /// transpose (TensorFlow's conv2d_transpose is conv2d_backprop_input) with
 /// a = y, b = x and the Keras kernel [kh, kw, Cout, Cin] read as [kh, kw, Ca, Cb].

@@ -14,17 +14,22 @@ class Conv2D final : public ConvLayerBase<Conv2DOp> {
   /// Padding of the input for the inferred shapes, as the backend applies it.
   LayerDescription describe() const override { return describe_conv(LayerKind::Conv2D, in_, out_); }
 
-  /// Ho = conv_output_length(H, kh, stride_h, same) (Keras). UserError when the
+  /// Ho = conv_output_length(H, span_h, stride_h, same) (Keras). UserError when the
   /// number of inputs is not 1 or the output would be empty.
   Shape infer(const std::vector<Shape>& inputs) override {
     set_input(inputs);
     const Conv2DParams& g = c_.geom;
-    int ho = conv_output_length(in_.h, g.kh, g.stride_h, g.same_padding);
-    int wo = conv_output_length(in_.w, g.kw, g.stride_w, g.same_padding);
-    if (ho <= 0 || wo <= 0)
-      throw UserError("input is " + window_text(in_.h, in_.w) + " but kernel_size is " +
-                      window_text(g.kh, g.kw) +
-                      " with padding 'valid'; use padding: same or a smaller kernel_size");
+    int ho = conv_output_length(in_.h, g.span_h(), g.stride_h, g.same_padding);
+    int wo = conv_output_length(in_.w, g.span_w(), g.stride_w, g.same_padding);
+    if (ho <= 0 || wo <= 0) {
+      const bool dilated = g.dilation_h > 1 || g.dilation_w > 1;
+      throw UserError("input is " + window_text(in_.h, in_.w) + " but kernel_size is " + window_text(g.kh, g.kw) +
+                      (dilated ? " (spanning " + window_text(g.span_h(), g.span_w()) + " with dilation_rate " +
+                                     window_text(g.dilation_h, g.dilation_w) + ")"
+                               : std::string()) +
+                      " with padding 'valid'; use padding: same or a smaller kernel_size" +
+                      (dilated ? " or dilation_rate" : ""));
+    }
     out_ = Shape{in_.n, ho, wo, c_.filters};
     return out_;
   }

@@ -1,6 +1,7 @@
 // Conv2DTranspose (Keras): y = activation(conv_transpose(x, kernel) + bias),
 // x [N, H, W, Cin] -> y [N, Ho, Wo, filters], kernel [kh, kw, filters, Cin]
-// (Keras layout), bias [filters]. No output_padding (Keras's default None).
+// (Keras layout), bias [filters]. No output_padding (Keras's default None)
+// and no dilation_rate (refused).
 #include "nn/layers/conv_common.h"
 #include "nn/registry.h"
 
@@ -43,7 +44,11 @@ class Conv2DTranspose final : public ConvLayerBase<Conv2DTransposeOp> {
 }  // namespace
 
 std::unique_ptr<Layer> make_conv2d_transpose(ParamReader& p, const std::string& name) {
-  return std::make_unique<Conv2DTranspose>(name, read_conv_config(p));
+  ConvConfig c = read_conv_config(p);
+  if (c.geom.dilation_h > 1 || c.geom.dilation_w > 1)
+    p.fail("dilation_rate", "a dilated Conv2DTranspose is not supported; use dilation_rate on Conv2D, or "
+                            "dilation_rate: 1 here");
+  return std::make_unique<Conv2DTranspose>(name, c);
 }
 
 }  // namespace trainer

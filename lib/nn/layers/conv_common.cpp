@@ -12,6 +12,12 @@ ConvConfig read_conv_config(ParamReader& p) {
   c.geom.kh = k[0], c.geom.kw = k[1];
   c.geom.stride_h = s[0], c.geom.stride_w = s[1];
   c.geom.same_padding = p.get_string("padding", std::string("valid"), {"valid", "same"}) == "same";
+  std::vector<int> d = p.get_int_pair("dilation_rate", std::vector<int>{1, 1}, 1, 1024);
+  c.geom.dilation_h = d[0], c.geom.dilation_w = d[1];
+  if ((d[0] > 1 || d[1] > 1) && (s[0] > 1 || s[1] > 1))
+    p.fail("dilation_rate", "dilation_rate " + window_text(d[0], d[1]) + " with strides " + window_text(s[0], s[1]) +
+                                " is not supported (as in Keras); use strides: 1 with a dilation_rate, or "
+                                "dilation_rate: 1 with strides");
   c.activation = read_activation(p);
   c.use_bias = p.get_bool("use_bias", true);
   c.kernel_initializer =

@@ -14,7 +14,7 @@ namespace trainer {
 /// A Conv2D / Conv2DTranspose layer's configuration (Keras names and defaults).
 struct ConvConfig {
   int filters = 1;                                ///< Output channels.
-  Conv2DParams geom;                              ///< kernel_size, strides, padding.
+  Conv2DParams geom;                              ///< kernel_size, strides, padding, dilation_rate.
   Activation activation;                          ///< Applied after the bias (default linear).
   bool use_bias = true;
   std::string kernel_initializer = "glorot_uniform";
@@ -22,7 +22,8 @@ struct ConvConfig {
 };
 
 /// Reads filters (required, >= 1), kernel_size (required, int or pair),
-/// strides (default 1), padding (valid|same, default valid), activation
+/// strides (default 1), padding (valid|same, default valid), dilation_rate
+/// (int or pair, default 1; only with strides 1, as Keras), activation
 /// (default linear), use_bias (default true), kernel_initializer (default
 /// glorot_uniform) and bias_initializer (default zeros). UserError (with
 /// file:line:col) for a missing or bad value.
@@ -101,8 +102,9 @@ class ConvLayerBase : public Layer {
     d.kh = g.kh, d.kw = g.kw, d.stride_h = g.stride_h, d.stride_w = g.stride_w;
     d.use_bias = c_.use_bias;
     d.activation = c_.activation;
-    d.pad_h = conv_padding(big.h, small.h, g.kh, g.stride_h);
-    d.pad_w = conv_padding(big.w, small.w, g.kw, g.stride_w);
+    d.dilation_h = g.dilation_h, d.dilation_w = g.dilation_w;
+    d.pad_h = conv_padding(big.h, small.h, g.span_h(), g.stride_h);
+    d.pad_w = conv_padding(big.w, small.w, g.span_w(), g.stride_w);
     return d;
   }
   /// kernel [kh, kw, a, b] with Keras's fans of a kernel of that shape:
