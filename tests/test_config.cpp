@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "config/sections.h"
 #include "core/error.h"
+#include "train/lr_schedule.h"
 
 using namespace trainer;
 
@@ -421,8 +422,28 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
              Catch::Matchers::Contains("serialized form") && Catch::Matchers::Contains("{type: CosineDecay"));
   CHECK_THAT(schedule_error("{type: CosineDecay, initial_learning_rate: 0.1, decay_steps: 0}"),
              Catch::Matchers::Contains("o.yaml:3:") && Catch::Matchers::Contains("'decay_steps' must be greater than 0"));
-  CHECK_THAT(schedule_error("{type: CosineDecayRestarts, initial_learning_rate: 0.1, first_decay_steps: 10}"),
-             Catch::Matchers::Contains("use one of: ExponentialDecay"));
+  CHECK_THAT(schedule_error("{type: CosineDecayRestart, initial_learning_rate: 0.1, first_decay_steps: 10}"),
+             Catch::Matchers::Contains("did you mean 'CosineDecayRestarts'") &&
+                 Catch::Matchers::Contains("use one of: ExponentialDecay"));
+  OptimizerConfig sgdr = opt("{type: SGD, learning_rate: {type: CosineDecayRestarts, initial_learning_rate: 0.1, "
+                             "first_decay_steps: 100, m_mul: 0.9}}").optimizer;
+  CHECK(sgdr.schedule.type == "CosineDecayRestarts");
+  CHECK(sgdr.schedule.decay_steps == 100);
+  CHECK(sgdr.schedule.t_mul == 2);  // Keras's defaults
+  CHECK(sgdr.schedule.m_mul == Approx(0.9));
+  CHECK(sgdr.schedule.alpha == 0);
+  CHECK(schedule_text(sgdr.schedule) ==
+        "CosineDecayRestarts(initial_learning_rate=0.1, first_decay_steps=100, t_mul=2, m_mul=0.9, alpha=0)");
+  CHECK_THAT(schedule_error("{type: CosineDecayRestarts, initial_learning_rate: 0.1, decay_steps: 10}"),
+             Catch::Matchers::Contains("'first_decay_steps'"));
+  CHECK_THAT(schedule_error("{type: CosineDecayRestarts, initial_learning_rate: 0.1, first_decay_steps: 10, "
+                            "t_mul: 0.5}"),
+             Catch::Matchers::Contains("'t_mul' must be at least 1"));
+  CHECK_THAT(schedule_error("{type: CosineDecayRestarts, initial_learning_rate: 0.1, first_decay_steps: 10, "
+                            "m_mul: 1.5}",
+                            ", weight_decay: 0.01"),
+             Catch::Matchers::Contains("CosineDecayRestarts whose m_mul > 1") &&
+                 Catch::Matchers::Contains("grows without bound"));
   CHECK_THAT(schedule_error("{type: CosineDecay, initial_learning_rate: 0.1, decay_steps: 10, warmup_steps: 5}"),
              Catch::Matchers::Contains("'warmup_steps' needs warmup_target"));
   CHECK_THAT(schedule_error("{type: ExponentialDecay, initial_learning_rate: 0.1, decay_steps: 10, decay_rate: 1.1}",

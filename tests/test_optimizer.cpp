@@ -258,6 +258,30 @@ TEST_CASE("learning-rate schedules give keras.optimizers.schedules' values", "[o
   CHECK(scheduled_learning_rate(c, 10) == Approx(0.1));
   CHECK(scheduled_learning_rate(c, 60) == Approx(0.05));
   CHECK(scheduled_learning_rate(c, 1000) == Approx(0.0).margin(1e-15));
+
+  // SGDR with Keras's defaults t_mul 2, m_mul 1: periods of 10, 20, 40 steps.
+  LearningRateSchedule r = schedule("CosineDecayRestarts");
+  CHECK(scheduled_learning_rate(r, 0) == Approx(0.1));
+  CHECK(scheduled_learning_rate(r, 5) == Approx(0.05));
+  CHECK(scheduled_learning_rate(r, 9) == Approx(0.05 * (1 + std::cos(M_PI * 0.9))));
+  CHECK(scheduled_learning_rate(r, 10) == Approx(0.1));  // the first restart
+  CHECK(scheduled_learning_rate(r, 20) == Approx(0.05));
+  CHECK(scheduled_learning_rate(r, 30) == Approx(0.1));  // the second, after 10 + 20
+  CHECK(scheduled_learning_rate(r, 70) == Approx(0.1));  // the third, after 10 + 20 + 40
+  CHECK(scheduled_learning_rate(r, 69) == Approx(0.05 * (1 + std::cos(M_PI * 39 / 40))));
+  r.t_mul = 1;
+  r.m_mul = 0.5;
+  r.alpha = 0.2;
+  CHECK(scheduled_learning_rate(r, 25) == Approx(0.1 * (0.8 * 0.25 * 0.5 + 0.2)));  // restart 2, halfway
+  CHECK(scheduled_learning_rate(r, 40) == Approx(0.1 * (0.8 * 0.0625 + 0.2)));  // restart 4
+  r.t_mul = 3;  // periods of 10, 30, 90: restarts at 10, 40, 130, 400, 1210
+  r.m_mul = 1;
+  r.alpha = 0;
+  for (int64_t start : {10, 40, 130, 400, 1210, 3640}) {
+    INFO("restart at step " << start);
+    CHECK(scheduled_learning_rate(r, start) == Approx(0.1));
+    CHECK(scheduled_learning_rate(r, start - 1) < 0.0025);  // the end of the period before
+  }
   CHECK(schedule_text(c) ==
         "CosineDecay(initial_learning_rate=0, decay_steps=100, alpha=0, warmup_target=0.1, warmup_steps=10)");
 }

@@ -59,9 +59,9 @@ struct DataConfig {
 /// the step t (the optimizer's iterations: 0 for the first update); the
 /// formulas are in lib/train/lr_schedule.h. type "" means none.
 struct LearningRateSchedule {
-  std::string type;                  ///< ExponentialDecay | InverseTimeDecay | PolynomialDecay | PiecewiseConstantDecay | CosineDecay.
+  std::string type;                  ///< ExponentialDecay | InverseTimeDecay | PolynomialDecay | PiecewiseConstantDecay | CosineDecay | CosineDecayRestarts.
   double initial_learning_rate = 0;  ///< All but PiecewiseConstantDecay.
-  double decay_steps = 1;            ///< > 0; all but PiecewiseConstantDecay.
+  double decay_steps = 1;            ///< > 0; all but PiecewiseConstantDecay (CosineDecayRestarts: first_decay_steps).
   double decay_rate = 0;             ///< ExponentialDecay, InverseTimeDecay.
   bool staircase = false;            ///< ExponentialDecay, InverseTimeDecay: floor(t / decay_steps).
   double end_learning_rate = 1e-4;   ///< PolynomialDecay.
@@ -69,7 +69,9 @@ struct LearningRateSchedule {
   bool cycle = false;                ///< PolynomialDecay.
   std::vector<double> boundaries;    ///< PiecewiseConstantDecay: strictly increasing steps.
   std::vector<double> values;        ///< PiecewiseConstantDecay: one more than boundaries.
-  double alpha = 0;                  ///< CosineDecay: the final rate as a fraction of the peak.
+  double alpha = 0;                  ///< CosineDecay(Restarts): the final rate as a fraction of the peak.
+  double t_mul = 2;                  ///< CosineDecayRestarts: each period this many times the last (>= 1).
+  double m_mul = 1;                  ///< CosineDecayRestarts: each restart's peak this many times the last.
   bool warmup = false;               ///< CosineDecay: warmup_target given (Keras: not None).
   double warmup_target = 0;          ///< CosineDecay: the rate reached after warmup_steps.
   double warmup_steps = 0;           ///< CosineDecay.

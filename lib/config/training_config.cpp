@@ -48,7 +48,7 @@ double positive(ParamReader& p, const std::string& key, double def) {
 }
 
 const std::vector<std::string> kSchedules = {"ExponentialDecay", "InverseTimeDecay", "PolynomialDecay",
-                                             "PiecewiseConstantDecay", "CosineDecay"};
+                                             "PiecewiseConstantDecay", "CosineDecay", "CosineDecayRestarts"};
 
 // learning_rate: {type: <keras.optimizers.schedules class>, <its arguments>}.
 LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& file) {
@@ -90,9 +90,16 @@ LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& fi
     return s;
   }
   s.initial_learning_rate = p.get_double("initial_learning_rate", std::nullopt, 0.0);
-  s.decay_steps = p.get_double("decay_steps", std::nullopt);
-  if (!(s.decay_steps > 0)) p.fail("decay_steps", "must be greater than 0 (Keras's rule)");
-  if (s.type == "ExponentialDecay" || s.type == "InverseTimeDecay") {
+  const std::string steps_key = s.type == "CosineDecayRestarts" ? "first_decay_steps" : "decay_steps";
+  s.decay_steps = p.get_double(steps_key, std::nullopt);
+  if (!(s.decay_steps > 0)) p.fail(steps_key, "must be greater than 0 (Keras's rule)");
+  if (s.type == "CosineDecayRestarts") {
+    s.t_mul = p.get_double("t_mul", 2.0);
+    if (!(s.t_mul >= 1.0))  // Keras's formula takes the log of a negative number once shrinking periods run out
+      p.fail("t_mul", "must be at least 1 (each period is t_mul times as long as the one before)");
+    s.m_mul = p.get_double("m_mul", 1.0, 0.0);
+    s.alpha = p.get_double("alpha", 0.0, 0.0, 1.0);
+  } else if (s.type == "ExponentialDecay" || s.type == "InverseTimeDecay") {
     s.decay_rate = p.get_double("decay_rate", std::nullopt, 0.0);
     s.staircase = p.get_bool("staircase", false);
   } else if (s.type == "PolynomialDecay") {
@@ -160,9 +167,14 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   for (double v : o.schedule.values) peak = std::max(peak, v);
   if (o.schedule.warmup) peak = std::max(peak, o.schedule.warmup_target);
   if (o.schedule.type == "PolynomialDecay") peak = std::max(peak, o.schedule.end_learning_rate);
-  if (o.schedule.type == "ExponentialDecay" && o.schedule.decay_rate > 1 && o.weight_decay > 0)
-    p.fail("weight_decay", "is given with an ExponentialDecay whose decay_rate > 1: the rate grows without bound, "
-                           "and once learning_rate * weight_decay reaches 1 every step zeroes the weights");
+  const bool growing = (o.schedule.type == "ExponentialDecay" && o.schedule.decay_rate > 1) ||
+                       (o.schedule.type == "CosineDecayRestarts" && o.schedule.m_mul > 1);
+  if (growing && o.weight_decay > 0)
+    p.fail("weight_decay", "is given with " + std::string(o.schedule.type == "ExponentialDecay"
+                                                              ? "an ExponentialDecay whose decay_rate > 1"
+                                                              : "a CosineDecayRestarts whose m_mul > 1") +
+                               ": the rate grows without bound, and once learning_rate * weight_decay reaches 1 "
+                               "every step zeroes the weights");
   if (peak * o.weight_decay >= 1.0)
     p.fail("weight_decay", "times learning_rate must be below 1 (each step multiplies the weights by 1 - "
                            "learning_rate * weight_decay); Keras's AdamW default is 0.004");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace trainer {
 
@@ -12,6 +13,21 @@ namespace {
 double cosine(double r0, double alpha, double t, double d) {
   const double decayed = 0.5 * (1.0 + std::cos(M_PI * std::min(t, d) / d));
   return r0 * ((1.0 - alpha) * decayed + alpha);
+}
+
+/// The restart i (0 first) that step t of CosineDecayRestarts falls in and the
+/// fraction of that period done. Keras's closed form: with c = t / first,
+/// i = floor(log(1 - c (1 - t_mul)) / log(t_mul)) (floor(c) when t_mul = 1),
+/// the steps before it first * (1 - t_mul^i) / (1 - t_mul); i is then moved
+/// by one where the logarithm rounded across a period's start.
+std::pair<double, double> restart_period(double t, double first, double t_mul) {
+  const double c = t / first;
+  if (t_mul == 1.0) return {std::floor(c), c - std::floor(c)};
+  auto before = [&](double i) { return (1.0 - std::pow(t_mul, i)) / (1.0 - t_mul); };  // periods' total, in firsts
+  double i = std::floor(std::log(1.0 - c * (1.0 - t_mul)) / std::log(t_mul));
+  if (before(i + 1) <= c) i += 1;
+  if (i > 0 && before(i) > c) i -= 1;
+  return {i, (c - before(i)) / std::pow(t_mul, i)};
 }
 
 }  // namespace
@@ -36,6 +52,11 @@ double scheduled_learning_rate(const LearningRateSchedule& s, int64_t step) {
     while (i < s.boundaries.size() && t > s.boundaries[i]) ++i;
     return s.values[i];
   }
+  if (s.type == "CosineDecayRestarts") {
+    const auto [i, f] = restart_period(t, d, s.t_mul);
+    const double decayed = 0.5 * std::pow(s.m_mul, i) * (1.0 + std::cos(M_PI * f));
+    return r0 * ((1.0 - s.alpha) * decayed + s.alpha);
+  }
   // CosineDecay
   if (!s.warmup) return cosine(r0, s.alpha, t, d);
   const double capped = std::min(t, d + s.warmup_steps);
@@ -49,8 +70,8 @@ std::string schedule_text(const LearningRateSchedule& s) {
   auto flag = [](bool b) { return b ? "true" : "false"; };
   if (s.type == "PiecewiseConstantDecay")
     return fmt::format("{}(boundaries={}, values={})", s.type, list(s.boundaries), list(s.values));
-  std::string text = fmt::format("{}(initial_learning_rate={}, decay_steps={}", s.type, s.initial_learning_rate,
-                                 s.decay_steps);
+  std::string text = fmt::format("{}(initial_learning_rate={}, {}={}", s.type, s.initial_learning_rate,
+                                 s.type == "CosineDecayRestarts" ? "first_decay_steps" : "decay_steps", s.decay_steps);
   if (s.type == "ExponentialDecay" || s.type == "InverseTimeDecay")
     text += fmt::format(", decay_rate={}, staircase={}", s.decay_rate, flag(s.staircase));
   if (s.type == "PolynomialDecay")
@@ -59,6 +80,8 @@ std::string schedule_text(const LearningRateSchedule& s) {
     text += fmt::format(", alpha={}", s.alpha);
     if (s.warmup) text += fmt::format(", warmup_target={}, warmup_steps={}", s.warmup_target, s.warmup_steps);
   }
+  if (s.type == "CosineDecayRestarts")
+    text += fmt::format(", t_mul={}, m_mul={}, alpha={}", s.t_mul, s.m_mul, s.alpha);
   return text + ")";
 }
 

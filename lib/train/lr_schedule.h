@@ -18,6 +18,11 @@
 //                           r0 + (w - r0) * t / warmup_steps, then the cosine
 //                           from w over t - warmup_steps (t capped at
 //                           decay_steps + warmup_steps).
+//   CosineDecayRestarts     SGDR (Loshchilov & Hutter 2017): period i lasts
+//                           first_decay_steps * t_mul^i steps and decays as
+//                           CosineDecay from r0 * m_mul^i; at fraction f of
+//                           its period: r0 * ((1 - alpha) * m_mul^i *
+//                           (1 + cos(pi * f)) / 2 + alpha).
 #include <cstdint>
 #include <string>
 
