@@ -938,3 +938,29 @@ TEST_CASE("GPU optimizer steps match the CPU", "[gpu][gpu_ops]") {
     CHECK_CLOSE("slot 2", got[2], ref[2], kArith);
   }
 }
+
+TEST_CASE("GPU regularizer sums and gradient term match the CPU", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  for (size_t n : {size_t(1), size_t(7), size_t(2053), size_t(300001)}) {  // one range up to many, a float4 tail
+    INFO("n = " << n);
+    std::vector<float> w = random_values(n, 501);
+    w[0] = 0.f;  // sign(0) = 0
+    const std::vector<float> g0 = random_values(n, 502);
+    double ref[2], got[2];
+    abs_and_square_sums(Device{}, w.data(), n, ref);
+    Buffer<float> wd = upload(w, g.device);
+    abs_and_square_sums(g.device, wd.data(), n, got);
+    CHECK(got[0] == Approx(ref[0]).epsilon(1e-12));
+    CHECK(got[1] == Approx(ref[1]).epsilon(1e-12));
+    double again[2];
+    abs_and_square_sums(g.device, wd.data(), n, again);
+    CHECK((again[0] == got[0] && again[1] == got[1]));  // a fixed partition: the same bits every call
+
+    std::vector<float> gr = g0;
+    regularizer_grad(Device{}, w.data(), gr.data(), n, 0.01f, 0.3f);
+    Buffer<float> gd = upload(g0, g.device);
+    regularizer_grad(g.device, wd.data(), gd.data(), n, 0.01f, 0.3f);
+    CHECK_CLOSE("gradient", download(gd), gr, kArith);
+  }
+}

@@ -79,4 +79,12 @@ TRAINER_HD inline void rmsprop_momentum_update(float& w, float& rms, float& mom,
   w -= mom;
 }
 
+/// g plus the gradient at w of Keras's L1L2 regularizer penalty
+/// l1 * sum |w| + l2 * sum w^2 (keras/regularizers): l1 * sign(w) + 2 * l2 * w,
+/// with sign(0) = 0 (TensorFlow's gradient of abs).
+TRAINER_HD inline float regularized_grad(float g, float w, float l1, float l2) {
+  const float sign = w > 0.f ? 1.f : (w < 0.f ? -1.f : 0.f);
+  return g + l1 * sign + 2.f * l2 * w;
+}
+
 }  // namespace trainer

@@ -18,6 +18,7 @@
 #include "core/shape.h"
 #include "core/tensor.h"
 #include "nn/layer_description.h"
+#include "nn/regularizer.h"
 
 namespace trainer {
 
@@ -50,6 +51,7 @@ struct ParamSpec {
   std::string initializer;       ///< "glorot_uniform", "zeros", "ones", "he_normal", ...
   double fan_in = 1, fan_out = 1;  ///< As Keras computes them for this shape.
   bool trainable = true;         ///< false: state such as BN moving statistics (no gradient).
+  Regularizer regularizer;       ///< Keras's kernel_regularizer / bias_regularizer (trainable weights).
   size_t numel() const {
     size_t n = 1;
     for (int d : shape) n *= size_t(d);

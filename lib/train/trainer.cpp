@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "backend/elementwise_ops.h"
+#include "backend/train_ops.h"
 #include "config/params.h"
 #include "core/error.h"
 #include "data/augmentation.h"
@@ -123,6 +124,9 @@ Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_t
     devices_->bind_thread(r);
     towers_.push_back(std::make_unique<Tower>(config, devices_->device(r)));
   }
+  for (const WeightSlot& w : model().weights())
+    if (w.spec.trainable && w.spec.regularizer.any())
+      regularized_.push_back({w.offset, w.spec.numel(), w.spec.regularizer});
   std::vector<float> params(model().num_params()), state(model().num_state());
   model().initialize(config.training.seed, params.data(), state.data());
   devices_->bind_thread(0);
@@ -237,6 +241,22 @@ void Trainer::PhaseClock::lap(Phase p) {
   last_ = now;
 }
 
+double Trainer::regularization_penalty() const {
+  devices_->bind_thread(0);
+  return penalty_on(0);
+}
+
+double Trainer::penalty_on(int rank) const {
+  const Tower& t = *towers_[size_t(rank)];
+  double penalty = 0;
+  for (const RegularizedWeight& w : regularized_) {
+    double sums[2];
+    abs_and_square_sums(t.device, t.params.data() + w.offset, w.size, sums);
+    penalty += w.r.l1 * sums[0] + w.r.l2 * sums[1];
+  }
+  return penalty;
+}
+
 void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, PhaseClock& clock) {
   Tower& t = *towers_[size_t(rank)];
   Communicator& comm = devices_->comm();
@@ -256,6 +276,11 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
     comm.wait(rank, b.ticket);
     float* g = t.grads.data() + b.begin;
     scale_shift_forward(t.device, g, scale, 0.f, g, b.end - b.begin);
+    for (const RegularizedWeight& w : regularized_) {  // the penalty's gradient, on the bucket's part of w
+      const size_t lo = std::max(w.offset, b.begin), hi = std::min(w.offset + w.size, b.end);
+      if (lo < hi)
+        regularizer_grad(t.device, t.params.data() + lo, t.grads.data() + lo, hi - lo, float(w.r.l1), float(w.r.l2));
+    }
     t.optimizer->update(t.params.data(), t.grads.data(), b.begin, b.end);
   }
   t.optimizer->finish_step();
@@ -292,9 +317,11 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
       dlogits.resize(out.shape());
       t.grads.zero();  // no samples: contributes nothing
     }
+    const double penalty = penalty_on(r);  // at the weights of this forward
     clock.lap(kLoss);
     backward_and_update(r, ctx, dlogits, batch, clock);
     reduce_stats(r, t.stats);
+    t.stats.loss_sum += penalty * t.stats.samples;
     clock.lap(kStats);
   });
   if (profiling_) profiled_steps_++;
@@ -319,6 +346,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       accumulate_metrics(out, t.y, t.stats.counts);
     }
     reduce_stats(r, t.stats);
+    t.stats.loss_sum += penalty_on(r) * t.stats.samples;
   });
   return towers_[0]->stats;
 }

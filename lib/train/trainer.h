@@ -117,6 +117,13 @@ class Trainer {
   /// per global batch split over the towers.
   BatchStats evaluate(const Dataset& data, const std::vector<int>& indices, int batch_size);
 
+  /// The weight regularizers' penalty at the current weights: the sum over
+  /// regularized weights of l1 * sum |w| + l2 * sum w^2 (nn/regularizer.h),
+  /// 0 without regularizers. train_step and evaluate add it to every sample's
+  /// loss, as Keras adds model.losses to the loss and val_loss. Binds the
+  /// calling thread to tower 0's device.
+  double regularization_penalty() const;
+
   /// Probabilities sigmoid(output) [N, H, W, 1] (a host tensor) for images
   /// [N, H, W, C] (float 0..255, as a Dataset holds them), batch_size images
   /// per global batch split over the towers, in inference mode.
@@ -217,6 +224,8 @@ class Trainer {
   /// sample's position lo + k in the global batch.
   void gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices, int lo, int hi,
               std::optional<uint64_t> augment_step = std::nullopt);
+  /// regularization_penalty() on tower rank's weights, from its thread.
+  double penalty_on(int rank) const;
   /// All-reduces s over the towers (host values, through the host communicator).
   void reduce_stats(int rank, BatchStats& s);
   /// Runs fn(rank) on every tower's thread, bound to its device; a GPU running
@@ -227,8 +236,15 @@ class Trainer {
   /// clock: laps kBackward after backward and kUpdate after the updates.
   void backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, PhaseClock& clock);
 
+  /// A regularized trainable weight: its place in the parameter buffer and its factors.
+  struct RegularizedWeight {
+    size_t offset, size;
+    Regularizer r;
+  };
+
   const Config& config_;
   LossKind loss_;
+  std::vector<RegularizedWeight> regularized_;  ///< In parameter order (the same on every tower).
   size_t bucket_bytes_ = kBucketBytes;
   std::unique_ptr<TowerDevices> devices_;  ///< Destroyed after the towers (it owns their memory).
   std::vector<std::unique_ptr<Tower>> towers_;

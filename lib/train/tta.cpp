@@ -38,8 +38,9 @@ BatchStats probability_stats(const Trainer& trainer, const Tensor& probabilities
     logits.data()[i] = std::log(p / (1.f - p));
   }
   BatchStats st;
-  st.loss_sum = loss_sum(loss_kind(trainer.config().training.loss), logits, masks, nullptr);
   st.samples = probabilities.shape().n;
+  st.loss_sum = loss_sum(loss_kind(trainer.config().training.loss), logits, masks, nullptr) +
+                trainer.regularization_penalty() * st.samples;
   accumulate_metrics(logits, masks, st.counts);
   return st;
 }

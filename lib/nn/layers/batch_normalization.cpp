@@ -66,7 +66,7 @@ class BatchNormalization : public Layer {
   std::vector<ParamSpec> param_specs() const override {
     std::vector<ParamSpec> v;
     auto spec = [&](const char* name, const std::string& init, bool trainable) {
-      v.push_back(ParamSpec{name, {c_}, init, double(c_), double(c_), trainable});
+      v.push_back(ParamSpec{name, {c_}, init, double(c_), double(c_), trainable, Regularizer{}});
     };
     if (o_.scale) spec("gamma", o_.gamma_init, true);
     if (o_.center) spec("beta", o_.beta_init, true);

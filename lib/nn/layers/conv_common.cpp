@@ -23,6 +23,8 @@ ConvConfig read_conv_config(ParamReader& p) {
   c.kernel_initializer =
       p.get_string("kernel_initializer", std::string("glorot_uniform"), initializer_names());
   c.bias_initializer = p.get_string("bias_initializer", std::string("zeros"), initializer_names());
+  c.kernel_regularizer = read_regularizer(p, "kernel_regularizer");
+  c.bias_regularizer = read_regularizer(p, "bias_regularizer");
   return c;
 }
 

@@ -19,13 +19,15 @@ struct ConvConfig {
   bool use_bias = true;
   std::string kernel_initializer = "glorot_uniform";
   std::string bias_initializer = "zeros";
+  Regularizer kernel_regularizer, bias_regularizer;  ///< Keras's None: none.
 };
 
 /// Reads filters (required, >= 1), kernel_size (required, int or pair),
 /// strides (default 1), padding (valid|same, default valid), dilation_rate
 /// (int or pair, default 1; only with strides 1, as Keras), activation
 /// (default linear), use_bias (default true), kernel_initializer (default
-/// glorot_uniform) and bias_initializer (default zeros). UserError (with
+/// glorot_uniform), bias_initializer (default zeros), kernel_regularizer and
+/// bias_regularizer (default none; nn/regularizer.h). UserError (with
 /// file:line:col) for a missing or bad value.
 ConvConfig read_conv_config(ParamReader& p);
 
@@ -110,7 +112,7 @@ class ConvLayerBase : public Layer {
   /// kernel [kh, kw, a, b] with Keras's fans of a kernel of that shape:
   /// receptive = kh*kw, fan_in = a*receptive, fan_out = b*receptive; then, with
   /// use_bias, bias [filters] with fan_in = fan_out = filters (Keras's fans of
-  /// a 1-D weight).
+  /// a 1-D weight); each with its regularizer.
   std::vector<ParamSpec> kernel_and_bias_specs(int a, int b) const {
     const double receptive = double(c_.geom.kh) * c_.geom.kw;
     std::vector<ParamSpec> specs{ParamSpec{"kernel",
@@ -118,10 +120,11 @@ class ConvLayerBase : public Layer {
                                            c_.kernel_initializer,
                                            a * receptive,
                                            b * receptive,
-                                           true}};
+                                           true,
+                                           c_.kernel_regularizer}};
     if (c_.use_bias)
-      specs.push_back(ParamSpec{
-          "bias", {c_.filters}, c_.bias_initializer, double(c_.filters), double(c_.filters), true});
+      specs.push_back(ParamSpec{"bias", {c_.filters}, c_.bias_initializer, double(c_.filters), double(c_.filters),
+                                true, c_.bias_regularizer});
     return specs;
   }
   void check_input(const Shape& s) const {

@@ -1,0 +1,93 @@
+// Weight regularizers on a GPU, on the tower's compute stream, per element
+// through backend/train_math.h.
+//
+// abs_and_square_sums is deterministic: the n weights are cut into `parts`
+// fixed ranges (a function of n only), a block per range adds |w| and w^2 in
+// double and a fixed shared-memory tree, and sum_partials adds the ranges in
+// a fixed order; the partials live in the context's workspace for the call,
+// which returns after the two sums reach the host (it synchronises the
+// compute stream).
+#include <algorithm>
+
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/elementwise_kernel.cuh"
+#include "backend/cuda/partial_sums.h"
+#include "backend/device_ops.h"
+#include "backend/train_math.h"
+
+namespace trainer::cuda {
+
+namespace {
+
+/// Weights per range below which abs_and_square_sums uses fewer ranges (8 per thread).
+constexpr size_t kWeightsPerPart = 8 * kThreads;
+/// Most ranges of abs_and_square_sums.
+constexpr size_t kMaxParts = 1024;
+
+/// Block b: partials[b] <- sum |w|, partials[parts + b] <- sum w^2 over the
+/// weights [n b / parts, n (b + 1) / parts) (blockDim.x == kThreads).
+__global__ void abs_square_partials_kernel(const float* w, size_t n, int parts, double* partials) {
+  __shared__ double sh[2][kThreads];
+  const unsigned t = threadIdx.x;
+  const int b = int(blockIdx.x);
+  double a = 0, q = 0;
+  const size_t end = n * size_t(b + 1) / size_t(parts);
+  for (size_t i = n * size_t(b) / size_t(parts) + t; i < end; i += kThreads) {
+    const double x = w[i];
+    a += fabs(x);
+    q += x * x;
+  }
+  sh[0][t] = a, sh[1][t] = q;
+  __syncthreads();
+  for (unsigned k = kThreads / 2; k > 0; k /= 2) {
+    if (t < k) sh[0][t] += sh[0][t + k], sh[1][t] += sh[1][t + k];
+    __syncthreads();
+  }
+  if (t < 2) partials[size_t(t) * size_t(parts) + b] = sh[t][0];
+}
+
+/// regularized_grad on every element.
+struct RegularizerGrad {
+  const float* w;
+  float* g;
+  float l1, l2;
+  template <class I>
+  __device__ void one(I i) const {
+    g[i] = regularized_grad(g[i], w[i], l1, l2);
+  }
+  template <class I>
+  __device__ void quad(I j) const {
+    const float4 x = load4(w, j);
+    float4 d = load4(g, j);
+    d.x = regularized_grad(d.x, x.x, l1, l2), d.y = regularized_grad(d.y, x.y, l1, l2);
+    d.z = regularized_grad(d.z, x.z, l1, l2), d.w = regularized_grad(d.w, x.w, l1, l2);
+    store4(g, j, d);
+  }
+};
+
+}  // namespace
+
+void abs_and_square_sums(const Device& d, const float* w, size_t n, double* sums_host) {
+  if (n == 0) {
+    sums_host[0] = sums_host[1] = 0.0;
+    return;
+  }
+  CudaContext& ctx = context(d);
+  const int parts = int(std::clamp<size_t>((n + kWeightsPerPart - 1) / kWeightsPerPart, 1, kMaxParts));
+  double* partials = static_cast<double*>(ctx.workspace((2 * size_t(parts) + 2) * sizeof(double)));
+  double* sums = partials + 2 * size_t(parts);
+  abs_square_partials_kernel<<<unsigned(parts), kThreads, 0, ctx.stream()>>>(w, n, parts, partials);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "abs_and_square_sums");
+  sum_partials(ctx, partials, 2, parts, sums);
+  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(sums_host, sums, 2 * sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
+  TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
+}
+
+void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float l1, float l2) {
+  if (n == 0) return;
+  CudaContext& ctx = context(d);
+  launch_elementwise(ctx.stream(), RegularizerGrad{w, g, l1, l2}, n, aligned16(w, g));
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "regularizer_grad");
+}
+
+}  // namespace trainer::cuda
