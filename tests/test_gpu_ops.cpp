@@ -700,13 +700,15 @@ TEST_CASE("GPU nearest upsampling matches the CPU", "[gpu][gpu_ops]") {
   CHECK_CLOSE("backward (block sums)", got.second, ref.second, kReorder);
 }
 
-TEST_CASE("GPU dropout draws exactly the CPU's mask and values", "[gpu][gpu_ops]") {
+TEST_CASE("GPU dropout draws exactly the CPU's mask and values (per element and per channel)", "[gpu][gpu_ops]") {
   TRAINER_REQUIRE_GPU();
   GpuDevice g(0, Precision::FP32);
-  const Shape s{3, 5, 7, 4};
+  const bool per_channel = GENERATE(false, true);  // Dropout, SpatialDropout2D
+  INFO("per_channel " << per_channel);
+  const Shape s = per_channel ? Shape{4, 5, 7, 24} : Shape{3, 5, 7, 4};
   const size_t n = s.numel();
   const double rate = 0.3;
-  const DropoutParams p{uint32_t(rate * double(1u << 24)), float(1.0 / (1.0 - rate))};
+  const DropoutParams p{uint32_t(rate * double(1u << 24)), float(1.0 / (1.0 - rate)), per_channel};
   const uint64_t step_key = dropout_step_key(11, 22, 33);
   const long long sample_offset = 5;
   const std::vector<float> xh = random_values(n, 351), dyh = random_values(n, 352);

@@ -634,6 +634,49 @@ TEST_CASE("Dropout keeps 1 - rate of the elements, scaled, and identity in infer
   CHECK_THROWS_AS(layer_from_yaml("{type: Dropout}"), UserError);
 }
 
+TEST_CASE("SpatialDropout2D drops whole channels per sample, as Keras's noise shape (N, 1, 1, C)", "[layers]") {
+  auto l = layer_from_yaml("{type: SpatialDropout2D, rate: 0.4}", "sdrop");
+  auto w = bind_random(*l, {Shape{0, 5, 6, 200}}, 1);
+  Tensor x = random_tensor({3, 5, 6, 200}, 43, 0.5f, 1.5f);  // no zeros: a zero output was dropped
+  Context ctx = training();
+  ctx.seed = 11;
+  Tensor y = run_forward(*l, ctx, {&x});
+  const Shape s = x.shape();
+  size_t kept = 0;
+  bool samples_differ = false;
+  for (int n = 0; n < s.n; ++n)
+    for (int c = 0; c < s.c; ++c) {
+      const bool keep = y.data()[size_t(n) * s.sample_numel() + size_t(c)] != 0.f;  // pixel (0, 0)
+      kept += keep;
+      if (n > 0) samples_differ |= keep != (y.data()[size_t(c)] != 0.f);
+      for (int p = 0; p < s.h * s.w; ++p) {  // every pixel of the map as its first
+        const size_t i = (size_t(n) * s.h * s.w + size_t(p)) * s.c + size_t(c);
+        REQUIRE((y.data()[i] != 0.f) == keep);
+        if (keep) REQUIRE(y.data()[i] == Approx(x.data()[i] / 0.6f));
+      }
+    }
+  CHECK(samples_differ);  // a draw per sample, not one per channel for the batch
+  // 600 maps: the binomial standard deviation of the kept fraction is 0.02.
+  CHECK(double(kept) / double(s.n * s.c) == Approx(0.6).margin(0.08));
+
+  // Another split of the batch over towers: the same maps.
+  auto part = layer_from_yaml("{type: SpatialDropout2D, rate: 0.4}", "sdrop");
+  Tensor tail = slice(x, 1, 2);
+  Context c = ctx;
+  c.sample_offset = 1;
+  Tensor yt = run_forward(*part, c, {&tail});
+  CHECK(std::equal(yt.data(), yt.data() + yt.numel(), y.data() + s.sample_numel()));
+
+  Tensor yi = run_forward(*l, {}, {&x});
+  CHECK(std::equal(yi.data(), yi.data() + yi.numel(), x.data()));
+  CHECK(l->describe().kind == LayerKind::Identity);
+  auto r = gradcheck(*l, w, {random_tensor({2, 3, 3, 4}, 44)}, ctx);
+  CHECK(r.max_rel_error_inputs < 1e-3);
+  CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: 0.2, data_format: channels_first}"),
+                    Catch::Contains("channels_last"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: 1}"), Catch::Contains("must be below 1"));
+}
+
 TEST_CASE("output-based gradients stay >= 0 for outputs rounded past their range (bf16 storage)", "[layers]") {
   // tanh's y may round to just above 1, elu's and selu's to just below their
   // lower bounds; the true derivatives there are 0, never negative.

@@ -98,11 +98,13 @@ void crop_backward(const Device& d, DType t, const void* dy, Shape xs, Crop2DPar
 struct DropoutParams {
   uint32_t threshold = 0;  ///< An element is kept when its 24-bit draw is >= threshold = rate * 2^24.
   float scale = 1.f;       ///< 1 / (1 - rate).
+  bool per_channel = false;  ///< SpatialDropout2D: one draw per (sample, channel), for all its pixels.
 };
 
-/// x, y, mask [N, H, W, C] (s): element e of sample n is kept when
-/// dropout_draw(dropout_sample_key(step_key, sample_offset + n), e) passes
-/// dropout_keep; y <- kept ? x * scale : 0 and mask <- kept (0 or 1).
+/// x, y, mask [N, H, W, C] (s): element e of sample n (channel c = e % C) is
+/// kept when dropout_draw(dropout_sample_key(step_key, sample_offset + n), k)
+/// passes dropout_keep, with k = e (k = c when p.per_channel); y <- kept ?
+/// x * scale : 0 and mask <- kept (0 or 1).
 void dropout_forward(const Device& d, const float* x, Shape s, uint64_t step_key, long long sample_offset,
                      DropoutParams p, float* y, uint8_t* mask);
 /// dx[i] <- mask[i] ? dy[i] * scale : 0 for n elements.

@@ -25,6 +25,7 @@ const std::vector<Entry>& registry() {
       {"ReLU", make_relu},
       {"BatchNormalization", make_batch_normalization},
       {"Dropout", make_dropout},
+      {"SpatialDropout2D", make_spatial_dropout2d},
   };
   return entries;
 }

@@ -1,5 +1,6 @@
 // Dropout forward / backward on the CPU (OpenMP over (sample, 4096-element
-// block) pairs), the mask drawn per element through backend/elementwise_math.h.
+// block) pairs), the mask drawn per element (per channel for SpatialDropout2D)
+// through backend/elementwise_math.h.
 #include <algorithm>
 
 #include "backend/device_ops.h"
@@ -13,6 +14,7 @@ void dropout_forward(const Device&, const float* x, Shape s, uint64_t step_key, 
   const long long blocks = (long long)((per + kBlock - 1) / kBlock);
   const uint32_t thr = p.threshold;
   const float scale = p.scale;
+  const size_t channels = p.per_channel ? size_t(s.c) : 0;  // the draw index: e % channels, or e
 #pragma omp parallel for collapse(2) schedule(static)
   for (int n = 0; n < s.n; ++n)
     for (long long b = 0; b < blocks; ++b) {
@@ -20,7 +22,7 @@ void dropout_forward(const Device&, const float* x, Shape s, uint64_t step_key, 
       const size_t off = size_t(n) * per;
       const size_t end = std::min(per, size_t(b + 1) * kBlock);
       for (size_t e = size_t(b) * kBlock; e < end; ++e) {
-        const bool keep = dropout_keep(dropout_draw(key, e), thr);
+        const bool keep = dropout_keep(dropout_draw(key, channels ? e % channels : e), thr);
         mask[off + e] = uint8_t(keep);
         y[off + e] = dropout_apply(keep, x[off + e], scale);
       }

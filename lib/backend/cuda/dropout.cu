@@ -1,7 +1,8 @@
 // Dropout forward / backward on a GPU, on the tower's compute stream. The mask
 // is the CPU's (backend/cpu/dropout.cpp) bit for bit: element e of sample n
 // (e counted within the sample) is kept when
-// dropout_keep(dropout_draw(dropout_sample_key(step_key, sample_offset + n), e), threshold),
+// dropout_keep(dropout_draw(dropout_sample_key(step_key, sample_offset + n), k), threshold),
+// k = e (k = e % C, its channel, for SpatialDropout2D),
 // all through backend/elementwise_math.h. The forward grid is 2-D (samples
 // along y) so that each thread derives its sample's key once.
 #include <algorithm>
@@ -14,8 +15,9 @@ namespace trainer::cuda {
 
 namespace {
 
-/// x, y, mask: N samples of `per` elements; see dropout_forward.
-__global__ void dropout_forward_kernel(const float* x, float* y, uint8_t* mask, int N, size_t per,
+/// x, y, mask: N samples of `per` elements; element e draws with index
+/// e % channels (e when channels is 0); see dropout_forward.
+__global__ void dropout_forward_kernel(const float* x, float* y, uint8_t* mask, int N, size_t per, size_t channels,
                                        uint64_t step_key, long long sample_offset, uint32_t threshold,
                                        float scale) {
   const size_t start = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -24,7 +26,7 @@ __global__ void dropout_forward_kernel(const float* x, float* y, uint8_t* mask, 
     const uint64_t key = dropout_sample_key(step_key, uint64_t(sample_offset + n));
     const size_t off = size_t(n) * per;
     for (size_t e = start; e < per; e += stride) {
-      const bool keep = dropout_keep(dropout_draw(key, e), threshold);
+      const bool keep = dropout_keep(dropout_draw(key, channels ? e % channels : e), threshold);
       mask[off + e] = uint8_t(keep);
       y[off + e] = dropout_apply(keep, x[off + e], scale);
     }
@@ -62,7 +64,8 @@ void dropout_forward(const Device& d, const float* x, Shape s, uint64_t step_key
   CudaContext& ctx = context(d);
   const unsigned gy = unsigned(std::min(s.n, 65535));  // gridDim.y limit; more samples loop
   const unsigned gx = std::max(1u, std::min(grid_blocks(per), unsigned(kMaxBlocks / gy)));
-  dropout_forward_kernel<<<dim3(gx, gy), kThreads, 0, ctx.stream()>>>(x, y, mask, s.n, per, step_key,
+  const size_t channels = p.per_channel ? size_t(s.c) : 0;  // the draw index: e % channels, or e
+  dropout_forward_kernel<<<dim3(gx, gy), kThreads, 0, ctx.stream()>>>(x, y, mask, s.n, per, channels, step_key,
                                                                       sample_offset, p.threshold, p.scale);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "dropout_forward");
 }

@@ -1,6 +1,9 @@
 // Dropout (keras.layers.Dropout), inverted dropout: in training each element is
 // kept with probability 1 - rate and scaled by 1 / (1 - rate), else zeroed; in
 // inference y = x. YAML: {type: Dropout, rate: 0.1 (required, [0, 1)), seed: 7}.
+// SpatialDropout2D (keras.layers.SpatialDropout2D, Tompson et al. 2015) keeps
+// or drops whole feature maps: one draw per (sample, channel), Keras's
+// noise_shape (N, 1, 1, C); same keys.
 //
 // The mask is a pure function of (run seed ctx.seed, layer seed, ctx.step,
 // global sample index ctx.sample_offset + n, element index within the sample),
@@ -30,12 +33,13 @@ uint64_t fnv1a(const std::string& s) {
 
 class Dropout : public Layer {
  public:
-  Dropout(std::string name, double rate, uint64_t seed)
+  Dropout(std::string name, double rate, uint64_t seed, bool spatial)
       : Layer(std::move(name)),
         seed_(seed),
         threshold_(uint32_t(std::llround(rate * double(1u << 24)))),
-        scale_(float(1.0 / (1.0 - rate))) {}
-  std::string type() const override { return "Dropout"; }
+        scale_(float(1.0 / (1.0 - rate))),
+        spatial_(spatial) {}
+  std::string type() const override { return spatial_ ? "SpatialDropout2D" : "Dropout"; }
   /// Inference drops nothing: the identity.
   LayerDescription describe() const override {
     LayerDescription d;
@@ -46,7 +50,7 @@ class Dropout : public Layer {
   /// One input; same shape out. UserError otherwise.
   Shape infer(const std::vector<Shape>& inputs) override {
     if (inputs.size() != 1)
-      throw UserError("Dropout takes exactly 1 input, got " + std::to_string(inputs.size()));
+      throw UserError(type() + " takes exactly 1 input, got " + std::to_string(inputs.size()));
     return inputs[0];
   }
 
@@ -62,7 +66,7 @@ class Dropout : public Layer {
     y.resize(s);
     on_device(mask_, ctx.device).resize(s.numel());
     dropout_forward(ctx.device, x[0]->data(), s, dropout_step_key(ctx.seed, seed_, ctx.step), ctx.sample_offset,
-                    DropoutParams{threshold_, scale_}, y.data(), mask_.data());
+                    DropoutParams{threshold_, scale_, spatial_}, y.data(), mask_.data());
   }
 
   /// dx = dy * mask / (1 - rate) after a training forward, else dx = dy.
@@ -81,17 +85,30 @@ class Dropout : public Layer {
   uint64_t seed_;
   uint32_t threshold_;  ///< An element is kept when its 24-bit draw is >= threshold_ = rate * 2^24.
   float scale_;
+  bool spatial_;          ///< SpatialDropout2D: whole channels.
   bool masked_ = false;  ///< Whether the last forward applied a mask.
   Buffer<uint8_t> mask_;  ///< Kept elements (0 or 1) on the tower's device.
 };
 
 }  // namespace
 
-std::unique_ptr<Layer> make_dropout(ParamReader& p, const std::string& name) {
+namespace {
+
+std::unique_ptr<Layer> make(ParamReader& p, const std::string& name, bool spatial) {
   double rate = p.get_double("rate", std::nullopt, 0.0, 1.0);
   if (rate >= 1.0) p.fail("rate", "must be below 1 (a rate of 1 drops everything). Use a value in [0, 1)");
   uint64_t seed = p.has("seed") ? uint64_t(int64_t(p.get_int("seed", std::nullopt))) : fnv1a(name);
-  return std::make_unique<Dropout>(name, rate, seed);
+  return std::make_unique<Dropout>(name, rate, seed, spatial);
+}
+
+}  // namespace
+
+std::unique_ptr<Layer> make_dropout(ParamReader& p, const std::string& name) { return make(p, name, false); }
+
+std::unique_ptr<Layer> make_spatial_dropout2d(ParamReader& p, const std::string& name) {
+  if (p.has("data_format") && p.get_string("data_format", std::nullopt) != "channels_last")
+    p.fail("data_format", "must be channels_last (tensors here are [N, H, W, C])");
+  return make(p, name, true);
 }
 
 }  // namespace trainer
