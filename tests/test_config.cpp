@@ -435,7 +435,18 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
   CHECK(schedule_text(sgdr.schedule) ==
         "CosineDecayRestarts(initial_learning_rate=0.1, first_decay_steps=100, t_mul=2, m_mul=0.9, alpha=0)");
   CHECK_THAT(schedule_error("{type: CosineDecayRestarts, initial_learning_rate: 0.1, decay_steps: 10}"),
-             Catch::Matchers::Contains("'first_decay_steps'"));
+             Catch::Matchers::Contains("'decay_steps' is CosineDecay's") &&
+                 Catch::Matchers::Contains("first_decay_steps"));
+  CHECK_THAT(schedule_error("'CosineDecayRestarts(1e-3, first_decay_steps=20)'"),
+             Catch::Matchers::Contains("is not a number") &&
+                 Catch::Matchers::Contains("{type: CosineDecayRestarts, initial_learning_rate: 0.001, "
+                                           "first_decay_steps: 1000}"));
+  CHECK_THAT(schedule_error("ExponentialDecay"), Catch::Matchers::Contains("{type: ExponentialDecay, "));
+  OptimizerConfig sgdr3 = opt("{type: SGD, learning_rate: {type: CosineDecayRestarts, initial_learning_rate: 0.1, "
+                              "first_decay_steps: 20.5, t_mul: 3, alpha: 0.1}}").optimizer;
+  CHECK(sgdr3.schedule.t_mul == 3);
+  CHECK(sgdr3.schedule.decay_steps == 20.5);
+  CHECK(sgdr3.schedule.alpha == Approx(0.1));
   CHECK_THAT(schedule_error("{type: CosineDecayRestarts, initial_learning_rate: 0.1, first_decay_steps: 10, "
                             "t_mul: 0.5}"),
              Catch::Matchers::Contains("'t_mul' must be at least 1"));
@@ -443,7 +454,7 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
                             "m_mul: 1.5}",
                             ", weight_decay: 0.01"),
              Catch::Matchers::Contains("CosineDecayRestarts whose m_mul > 1") &&
-                 Catch::Matchers::Contains("grows without bound"));
+                 Catch::Matchers::Contains("grows without bound") && Catch::Matchers::Contains("remove weight_decay"));
   CHECK_THAT(schedule_error("{type: CosineDecay, initial_learning_rate: 0.1, decay_steps: 10, warmup_steps: 5}"),
              Catch::Matchers::Contains("'warmup_steps' needs warmup_target"));
   CHECK_THAT(schedule_error("{type: ExponentialDecay, initial_learning_rate: 0.1, decay_steps: 10, decay_rate: 1.1}",

@@ -944,25 +944,40 @@ TEST_CASE("GPU optimizer steps match the CPU", "[gpu][gpu_ops]") {
 TEST_CASE("GPU regularizer sums and gradient term match the CPU", "[gpu][gpu_ops]") {
   TRAINER_REQUIRE_GPU();
   GpuDevice g(0, Precision::FP32);
-  for (size_t n : {size_t(1), size_t(7), size_t(2053), size_t(300001)}) {  // one range up to many, a float4 tail
-    INFO("n = " << n);
-    std::vector<float> w = random_values(n, 501);
-    w[0] = 0.f;  // sign(0) = 0
-    const std::vector<float> g0 = random_values(n, 502);
-    double ref[2], got[2];
-    abs_and_square_sums(Device{}, w.data(), n, ref);
-    Buffer<float> wd = upload(w, g.device);
-    abs_and_square_sums(g.device, wd.data(), n, got);
-    CHECK(got[0] == Approx(ref[0]).epsilon(1e-12));
-    CHECK(got[1] == Approx(ref[1]).epsilon(1e-12));
-    double again[2];
-    abs_and_square_sums(g.device, wd.data(), n, again);
-    CHECK((again[0] == got[0] && again[1] == got[1]));  // a fixed partition: the same bits every call
+  // One range up to the most ranges (over 2^21 weights), float4 tails, an
+  // empty weight, and (offset by one float) unaligned pointers.
+  const std::vector<size_t> sizes = {1, 7, 0, 2053, 300001, 3000007};
+  size_t total = 1;
+  for (size_t n : sizes) total += n;
+  std::vector<float> w = random_values(total, 501);
+  w[1] = 0.f;  // sign(0) = 0
+  const std::vector<float> g0 = random_values(total, 502);
+  Buffer<float> wd = upload(w, g.device);
+  for (size_t shift : {size_t(0), size_t(1)}) {
+    INFO("pointers offset by " << shift << " float(s)");
+    std::vector<const float*> host_ws, dev_ws;
+    size_t at = shift;
+    for (size_t n : sizes) {
+      host_ws.push_back(w.data() + at), dev_ws.push_back(wd.data() + at);
+      at += n;
+    }
+    std::vector<double> ref(2 * sizes.size()), got(ref.size()), again(ref.size());
+    abs_and_square_sums(Device{}, host_ws.data(), sizes.data(), sizes.size(), ref.data());
+    abs_and_square_sums(g.device, dev_ws.data(), sizes.data(), sizes.size(), got.data());
+    abs_and_square_sums(g.device, dev_ws.data(), sizes.data(), sizes.size(), again.data());
+    for (size_t j = 0; j < ref.size(); ++j) {
+      INFO("weight " << j / 2 << (j % 2 ? " sum w^2" : " sum |w|"));
+      CHECK(got[j] == Approx(ref[j]).epsilon(1e-12).margin(1e-300));
+    }
+    CHECK(again == got);  // a fixed partition: the same bits every call
+    REQUIRE(ref[8] > 1e3);
 
-    std::vector<float> gr = g0;
-    regularizer_grad(Device{}, w.data(), gr.data(), n, 0.01f, 0.3f);
+    const size_t n = total - 1;
+    std::vector<float> gr(g0.begin() + long(shift), g0.begin() + long(shift + n));
+    regularizer_grad(Device{}, w.data() + shift, gr.data(), n, 0.01f, 0.3f);
     Buffer<float> gd = upload(g0, g.device);
-    regularizer_grad(g.device, wd.data(), gd.data(), n, 0.01f, 0.3f);
-    CHECK_CLOSE("gradient", download(gd), gr, kArith);
+    regularizer_grad(g.device, wd.data() + shift, gd.data() + shift, n, 0.01f, 0.3f);
+    const std::vector<float> all = download(gd);
+    CHECK_CLOSE("gradient", std::vector<float>(all.begin() + long(shift), all.begin() + long(shift + n)), gr, kArith);
   }
 }

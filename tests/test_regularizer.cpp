@@ -77,25 +77,45 @@ TEST_CASE("kernel_regularizer and bias_regularizer take Keras's forms", "[regula
   CHECK_FALSE(specs[0].regularizer.any());
   CHECK(specs[1].regularizer.l1 == Approx(0.01));
 
+  Regularizer tf2 = kernel_regularizer_of("l1_l2");  // tf.keras 2's l1_l2(): 0.01 and 0.01
+  CHECK(tf2.l1 == Approx(0.01));
+  CHECK(tf2.l2 == Approx(0.01));
+
   CHECK_THAT(regularizer_error("l2(1e-4)"),
              Catch::Contains("kernel_regularizer") && Catch::Contains("is Python") &&
-                 Catch::Contains("{type: L2, l2: 0.0001}"));
-  CHECK_THAT(regularizer_error("l1_l2"), Catch::Contains("gives no factors") && Catch::Contains("{type: L1L2"));
+                 Catch::Contains("write the mapping {type: L2, l2: 1e-4}"));
+  CHECK_THAT(regularizer_error("keras.regularizers.l1(l1=0.05)"),
+             Catch::Contains("write the mapping {type: L1, l1: 0.05}"));
+  CHECK_THAT(regularizer_error("'L1L2(l1=1e-5, l2=1e-4)'"),
+             Catch::Contains("is Python") && Catch::Contains("{type: L1L2, l1: <factor>, l2: <factor>}"));
+  CHECK_THAT(regularizer_error("l1l2"), Catch::Contains("gives no factors") && Catch::Contains("{type: L1L2"));
+  CHECK_THAT(regularizer_error("L1L2"), Catch::Contains("gives no factors"));
+  CHECK_THAT(regularizer_error("{type: L1L2}"), Catch::Contains("without l1 or l2 does nothing"));
+  CHECK(kernel_regularizer_of("{type: L1L2, l1: 0, l2: 0}").any() == false);  // zeros, as written
   CHECK_THAT(regularizer_error("l3"), Catch::Contains("'l3' is not a regularizer") &&
                                           Catch::Contains("did you mean"));
-  CHECK_THAT(regularizer_error("{type: L2, l2: -1}"), Catch::Contains("l2"));
+  CHECK_THAT(regularizer_error("{type: L2, l2: -1}"), Catch::Contains("'l2' must be in [0"));
   CHECK_THAT(regularizer_error("{type: L2, l1: 0.1}"), Catch::Contains("unknown key 'l1'"));
   CHECK_THAT(regularizer_error("{type: Orthogonal}"), Catch::Contains("use one of: L1, L2, L1L2"));
   CHECK_THAT(regularizer_error("[0.01]"), Catch::Contains("must be l1, l2 or a mapping"));
+  // Known keys, so that a typo gets a suggestion.
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Conv2D, filters: 2, kernel_size: 3, kernel_regulariser: l2}"),
+                    Catch::Contains("did you mean 'kernel_regularizer'"));
 }
 
 TEST_CASE("the regularizer ops: |w| and w^2 sums, and the gradient term", "[regularizer]") {
   const Device cpu;
   const float w[5] = {-2.f, 0.f, 0.5f, 3.f, -0.25f};
-  double sums[2];
-  abs_and_square_sums(cpu, w, 5, sums);
+  const float* ws[3] = {w, w + 3, w};
+  const size_t ns[3] = {5, 2, 0};
+  double sums[6];
+  abs_and_square_sums(cpu, ws, ns, 3, sums);
   CHECK(sums[0] == 5.75);
   CHECK(sums[1] == 13.3125);
+  CHECK(sums[2] == 3.25);
+  CHECK(sums[3] == 9.0625);
+  CHECK(sums[4] == 0);
+  CHECK(sums[5] == 0);
   float g[5] = {1.f, 1.f, 1.f, 1.f, 1.f};
   regularizer_grad(cpu, w, g, 5, 0.1f, 0.5f);  // g + 0.1 sign(w) + w
   CHECK(g[0] == Approx(1 - 0.1 - 2));
@@ -143,12 +163,17 @@ TEST_CASE("a regularized step is the plain step plus the penalty's gradient, and
   CHECK(worst < 1e-6);
   REQUIRE(std::abs(double(wa[bias_at]) - wb[bias_at]) > 1e-4);  // the bias term moved it
 
-  // Two towers add the penalty's gradient once, after the all-reduce.
-  Trainer two(with, 2, 1);
-  two.train_step(data, batch);
-  const std::vector<float> w2 = two.params(0);
-  for (size_t i = 0; i < w0.size(); ++i) REQUIRE(w2[i] == Approx(wa[i]).margin(1e-6));
-  CHECK(two.params(1) == w2);
+  // Two towers add the penalty and its gradient once, after the all-reduce,
+  // with one gradient bucket or one per weight.
+  for (size_t bucket_bytes : {Trainer::kBucketBytes, sizeof(float)}) {
+    INFO("bucket bytes " << bucket_bytes);
+    Trainer two(with, 2, 1);
+    two.set_bucket_bytes(bucket_bytes);
+    CHECK(two.train_step(data, batch).loss() == Approx(a.loss()).epsilon(1e-6));
+    const std::vector<float> w2 = two.params(0);
+    for (size_t i = 0; i < w0.size(); ++i) REQUIRE(w2[i] == Approx(wa[i]).margin(1e-6));
+    CHECK(two.params(1) == w2);
+  }
 
   // evaluate: the data loss at the current weights plus the penalty there.
   Trainer same(without, 1, 1);

@@ -344,6 +344,16 @@ TEST_CASE("resuming with other settings warns, another optimizer type is an erro
   CHECK(run("--config " + (dir / "big.yaml").string() + " --gpus cpu --overwrite --resume " + last, dir) == 0);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("the Input shape is [64, 64, 3] (the checkpoint's run used "
                                                      "[48, 48, 3])"));
+  // A layer setting without weights of its own (here dilation_rate) loads too, with a warning.
+  std::string dilated = config(dir / "run", 3);
+  const std::string c1 = "padding: same, activation: relu}";
+  dilated.replace(dilated.find(c1), c1.size(), "padding: same, activation: relu, dilation_rate: 2}");
+  std::ofstream(dir / "dilated.yaml") << dilated;
+  CHECK(run("--config " + (dir / "dilated.yaml").string() + " --gpus cpu --overwrite --resume " + last, dir) == 0);
+  CHECK_THAT(slurp(dir / "err.txt"),
+             Catch::Contains("layer 'c1' is {activation: relu, dilation_rate: 2, filters: 8, kernel_size: 3, name: c1, "
+                             "padding: same, type: Conv2D} (the checkpoint's run used {activation: relu, filters: 8, "
+                             "kernel_size: 3, name: c1, padding: same, type: Conv2D})"));
   std::string sgd = config(dir / "run", 3);
   sgd.replace(sgd.find("{type: Adam, learning_rate: 0.003}"), 34, "{type: SGD, learning_rate: 0.003}");
   std::ofstream(dir / "sgd.yaml") << sgd;

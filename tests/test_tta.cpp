@@ -89,8 +89,15 @@ TEST_CASE("predict_tta on a non-square input averages the 4 flips", "[tta]") {
 }
 
 TEST_CASE("probability_stats of plain predictions match Trainer::evaluate", "[tta]") {
-  const Config config = parse_config(testing::tiny_config(false), "tiny.yaml");
+  // Plain, and with a regularized kernel whose penalty both must add.
+  const bool regularized = GENERATE(false, true);
+  INFO("regularized " << regularized);
+  std::string yaml = testing::tiny_config(false);
+  const std::string c1 = "activation: relu}";
+  if (regularized) yaml.replace(yaml.find(c1), c1.size(), "activation: relu, kernel_regularizer: {type: L2, l2: 0.5}}");
+  const Config config = parse_config(yaml, "tiny.yaml");
   Trainer trainer(config, 1, 1);
+  REQUIRE((trainer.regularization_penalty() > 0.1) == regularized);
   const Dataset data = testing::tiny_data();
   std::vector<int> idx(size_t(data.size()));
   for (int i = 0; i < data.size(); ++i) idx[size_t(i)] = i;

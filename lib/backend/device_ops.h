@@ -38,7 +38,8 @@
                               const float* coef_host, float* g);                                            \
   void logit_histogram(const Device& d, const float* z, const float* y, size_t n, const float* thr_host,    \
                        int64_t* hist_host);                                                                 \
-  void abs_and_square_sums(const Device& d, const float* w, size_t n, double* sums_host);                  \
+  void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* ns, size_t k,             \
+                           double* sums_host);                                                              \
   void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float l1, float l2);          \
   void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr);                             \
   void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* g, size_t n, float lr,    \

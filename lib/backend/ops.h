@@ -69,7 +69,7 @@ struct Conv2DParams {
   int kh = 1, kw = 1;                  ///< Kernel height, width (taps).
   int stride_h = 1, stride_w = 1;      ///< Strides (pixels).
   bool same_padding = false;           ///< Keras padding: 'same' if true, else 'valid'.
-  int dilation_h = 1, dilation_w = 1;  ///< Pixels between neighbouring kernel taps.
+  int dilation_h = 1, dilation_w = 1;  ///< Distance in pixels between neighbouring kernel taps (1: adjacent).
   /// Pixels the kernel covers along H / W: (k - 1) * dilation + 1 (Keras's
   /// dilated filter size, keras/utils/conv_utils.py conv_output_length).
   int span_h() const { return (kh - 1) * dilation_h + 1; }

@@ -16,8 +16,8 @@ void logit_histogram(const Device& d, const float* z, const float* y, size_t n, 
                      int64_t* hist_host) {
   TRAINER_DISPATCH(d, logit_histogram(d, z, y, n, thr_host, hist_host));
 }
-void abs_and_square_sums(const Device& d, const float* w, size_t n, double* sums_host) {
-  TRAINER_DISPATCH(d, abs_and_square_sums(d, w, n, sums_host));
+void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* ns, size_t k, double* sums_host) {
+  TRAINER_DISPATCH(d, abs_and_square_sums(d, ws, ns, k, sums_host));
 }
 void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float l1, float l2) {
   TRAINER_DISPATCH(d, regularizer_grad(d, w, g, n, l1, l2));

@@ -37,11 +37,12 @@ inline constexpr int kLogitThresholds = 10;
 void logit_histogram(const Device& d, const float* z, const float* y, size_t n, const float* thr_host,
                      int64_t* hist_host);
 
-/// sums_host[0] <- sum |w[i]|, sums_host[1] <- sum w[i]^2 over n weights, in
-/// double (Keras's L1 and L2 regularizer penalties before their factors);
-/// sums_host is host memory, filled when the call returns (a GPU's sums
-/// come from a fixed partition, the same on every run).
-void abs_and_square_sums(const Device& d, const float* w, size_t n, double* sums_host);
+/// For each of k weights ws[j] of ns[j] floats: sums_host[2j] <- sum |w|,
+/// sums_host[2j + 1] <- sum w^2, in double (Keras's L1 and L2 regularizer
+/// penalties before their factors). ws, ns and sums_host [k, 2] are host
+/// arrays; the sums are there when the call returns (a GPU waits once for
+/// all k; its sums come from a fixed partition, the same on every run).
+void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* ns, size_t k, double* sums_host);
 /// g[i] <- regularized_grad(g[i], w[i], l1, l2) for n elements (the gradient
 /// of a regularized weight; g must not alias w).
 void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float l1, float l2);

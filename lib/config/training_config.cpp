@@ -50,6 +50,14 @@ double positive(ParamReader& p, const std::string& key, double def) {
 const std::vector<std::string> kSchedules = {"ExponentialDecay", "InverseTimeDecay", "PolynomialDecay",
                                              "PiecewiseConstantDecay", "CosineDecay", "CosineDecayRestarts"};
 
+/// The required arguments of schedule `type`, as YAML keys with example values.
+std::string schedule_example(const std::string& type) {
+  if (type == "PiecewiseConstantDecay") return "boundaries: [1000], values: [0.001, 0.0001]";
+  if (type == "CosineDecayRestarts") return "initial_learning_rate: 0.001, first_decay_steps: 1000";
+  if (type == "CosineDecay" || type == "PolynomialDecay") return "initial_learning_rate: 0.001, decay_steps: 1000";
+  return "initial_learning_rate: 0.001, decay_steps: 1000, decay_rate: 0.9";
+}
+
 // learning_rate: {type: <keras.optimizers.schedules class>, <its arguments>}.
 LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& file) {
   const std::string what = "training.optimizer.learning_rate";
@@ -91,6 +99,9 @@ LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& fi
   }
   s.initial_learning_rate = p.get_double("initial_learning_rate", std::nullopt, 0.0);
   const std::string steps_key = s.type == "CosineDecayRestarts" ? "first_decay_steps" : "decay_steps";
+  if (s.type == "CosineDecayRestarts" && p.has("decay_steps"))
+    p.fail("decay_steps", "is CosineDecay's; CosineDecayRestarts calls the first period's steps first_decay_steps "
+                          "(Keras's argument): rename the key");
   s.decay_steps = p.get_double(steps_key, std::nullopt);
   if (!(s.decay_steps > 0)) p.fail(steps_key, "must be greater than 0 (Keras's rule)");
   if (s.type == "CosineDecayRestarts") {
@@ -153,6 +164,14 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
     o.learning_rate = o.schedule.type == "PiecewiseConstantDecay" ? o.schedule.values[0]
                                                                   : o.schedule.initial_learning_rate;
   } else {
+    std::string named;  // the longest schedule name in a Python call or a bare class name
+    if (lr && lr.IsScalar())
+      for (const std::string& name : kSchedules)
+        if (lr.Scalar().find(name) != std::string::npos && name.size() > named.size()) named = name;
+    if (!named.empty())
+      p.fail("learning_rate", "'" + lr.Scalar() + "' is not a number; write the schedule as a mapping {type: " +
+                                  named + ", <its Keras arguments as keys>}, e.g. learning_rate: {type: " + named +
+                                  ", " + schedule_example(named) + "}");
     o.learning_rate = positive(p, "learning_rate", o.learning_rate);
   }
   o.decay = p.get_double("decay", o.decay, 0.0);
@@ -174,7 +193,8 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
                                                               ? "an ExponentialDecay whose decay_rate > 1"
                                                               : "a CosineDecayRestarts whose m_mul > 1") +
                                ": the rate grows without bound, and once learning_rate * weight_decay reaches 1 "
-                               "every step zeroes the weights");
+                               "every step zeroes the weights; remove weight_decay or use a schedule that does not "
+                               "grow");
   if (peak * o.weight_decay >= 1.0)
     p.fail("weight_decay", "times learning_rate must be below 1 (each step multiplies the weights by 1 - "
                            "learning_rate * weight_decay); Keras's AdamW default is 0.004");

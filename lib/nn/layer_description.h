@@ -33,7 +33,8 @@ struct LayerDescription {
   LayerKind kind = LayerKind::Identity;
   /// Conv2D, Conv2DTranspose, MaxPooling2D: window (kernel or pool) size and strides, pixels.
   int kh = 1, kw = 1, stride_h = 1, stride_w = 1;
-  /// Conv2D: pixels between neighbouring kernel taps (Keras's dilation_rate, ONNX 'dilations').
+  /// Conv2D: distance in pixels between neighbouring kernel taps, 1 when adjacent
+  /// (Keras's dilation_rate, ONNX 'dilations').
   int dilation_h = 1, dilation_w = 1;
   /// Conv2D, MaxPooling2D: pixels padded before (top/left) and after
   /// (bottom/right) the input, TensorFlow's 'same' rule (the extra pixel of an

@@ -232,6 +232,12 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (const LearningRateSchedule& ls = tc.optimizer.schedule; !ls.type.empty())
     spdlog::info("learning rate schedule {} over the optimizer's steps; log.csv's learning_rate is the rate of the "
                  "update after each epoch", schedule_text(ls));
+  const auto& slots = trainer.model().weights();
+  if (const auto regularized = std::count_if(slots.begin(), slots.end(),
+                                             [](const WeightSlot& w) { return w.spec.regularizer.any(); }))
+    spdlog::info("weight regularizers on {} weight(s): their penalty ({:.6g} at these weights) is part of loss and "
+                 "val_loss, as in Keras",
+                 regularized, trainer.regularization_penalty());
   if (const AugmentationConfig& a = config.data.augmentation; a.any()) {
     std::vector<std::string> kinds;
     if (a.horizontal_flip) kinds.push_back("random left-right flips");

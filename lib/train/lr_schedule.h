@@ -19,9 +19,8 @@
 //                           from w over t - warmup_steps (t capped at
 //                           decay_steps + warmup_steps).
 //   CosineDecayRestarts     SGDR (Loshchilov & Hutter 2017): period i lasts
-//                           first_decay_steps * t_mul^i steps and decays as
-//                           CosineDecay from r0 * m_mul^i; at fraction f of
-//                           its period: r0 * ((1 - alpha) * m_mul^i *
+//                           first_decay_steps * t_mul^i steps; at fraction f
+//                           of it: r0 * ((1 - alpha) * m_mul^i *
 //                           (1 + cos(pi * f)) / 2 + alpha).
 #include <cstdint>
 #include <string>

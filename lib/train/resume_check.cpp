@@ -1,5 +1,6 @@
 #include "train/resume_check.h"
 
+#include <map>
 #include <sstream>
 
 #include "core/error.h"
@@ -15,6 +16,20 @@ void compare(std::vector<std::string>& out, const std::string& key, const T& now
   std::ostringstream s;
   s << std::boolalpha << key << " is " << now << " (the checkpoint's run used " << then << ")";
   out.push_back(s.str());
+}
+
+/// A layer's keys as "{key: value, ...}" in key order (values in YAML flow
+/// style), so that another order of the same keys reads the same.
+std::string layer_text(const YAML::Node& node) {
+  std::map<std::string, std::string> keys;
+  for (const auto& kv : node) {
+    YAML::Emitter e;
+    e << YAML::Flow << kv.second;
+    keys[kv.first.as<std::string>()] = e.c_str();
+  }
+  std::string text;
+  for (const auto& [k, v] : keys) text += (text.empty() ? "" : ", ") + k + ": " + v;
+  return "{" + text + "}";
 }
 
 }  // namespace
@@ -81,6 +96,13 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
       return std::string(e.c_str());
     };
     compare(out, "the Input shape", shape(now), shape(then));
+  }
+  // Settings without weights of their own (dilation_rate, an activation, a
+  // regularizer, a dropout rate) load all the same; they change the run.
+  const size_t layers = std::min(now.model.layers.size(), then.model.layers.size());
+  for (size_t i = 1; i < layers; ++i) {
+    const LayerSpec &l = now.model.layers[i], &m = then.model.layers[i];
+    if (l.name == m.name) compare(out, "layer '" + l.name + "'", layer_text(l.node), layer_text(m.node));
   }
   return out;
 }

@@ -14,9 +14,10 @@ namespace trainer {
 /// the checkpoint at source). Throws UserError naming source when the
 /// optimizer type differs (its state cannot carry over). Returns one line per
 /// other difference among the optimizer's settings, loss, batch_size, seed,
-/// validation_split, shuffle and the data folders, e.g.
+/// validation_split, shuffle, the data folders and each layer's keys (layers
+/// of the same name at the same place, after the Input), e.g.
 /// "training.optimizer.learning_rate is 0.1 (the checkpoint's run used 0.001)".
-/// Layers are compared separately, through the weights (Trainer::load_weights).
+/// Whether the weights fit is checked separately (Trainer::load_weights).
 std::vector<std::string> resume_differences(const Config& now, const Config& then, const std::string& source);
 
 }  // namespace trainer

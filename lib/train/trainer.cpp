@@ -127,6 +127,11 @@ Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_t
   for (const WeightSlot& w : model().weights())
     if (w.spec.trainable && w.spec.regularizer.any())
       regularized_.push_back({w.offset, w.spec.numel(), w.spec.regularizer});
+  for (const RegularizedWeight& w : regularized_) {
+    penalty_args_.weights.push_back(towers_[0]->params.data() + w.offset);
+    penalty_args_.sizes.push_back(w.size);
+  }
+  penalty_args_.sums.resize(2 * regularized_.size());
   std::vector<float> params(model().num_params()), state(model().num_state());
   model().initialize(config.training.seed, params.data(), state.data());
   devices_->bind_thread(0);
@@ -243,18 +248,17 @@ void Trainer::PhaseClock::lap(Phase p) {
 
 double Trainer::regularization_penalty() const {
   devices_->bind_thread(0);
-  return penalty_on(0);
+  return penalty();
 }
 
-double Trainer::penalty_on(int rank) const {
-  const Tower& t = *towers_[size_t(rank)];
-  double penalty = 0;
-  for (const RegularizedWeight& w : regularized_) {
-    double sums[2];
-    abs_and_square_sums(t.device, t.params.data() + w.offset, w.size, sums);
-    penalty += w.r.l1 * sums[0] + w.r.l2 * sums[1];
-  }
-  return penalty;
+double Trainer::penalty() const {
+  if (regularized_.empty()) return 0.0;
+  const PenaltyArgs& a = penalty_args_;
+  abs_and_square_sums(towers_[0]->device, a.weights.data(), a.sizes.data(), regularized_.size(), a.sums.data());
+  double total = 0;
+  for (size_t j = 0; j < regularized_.size(); ++j)
+    total += regularized_[j].r.l1 * a.sums[2 * j] + regularized_[j].r.l2 * a.sums[2 * j + 1];
+  return total;
 }
 
 void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, PhaseClock& clock) {
@@ -276,7 +280,7 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
     comm.wait(rank, b.ticket);
     float* g = t.grads.data() + b.begin;
     scale_shift_forward(t.device, g, scale, 0.f, g, b.end - b.begin);
-    for (const RegularizedWeight& w : regularized_) {  // the penalty's gradient, on the bucket's part of w
+    for (const RegularizedWeight& w : regularized_) {  // the penalty's gradient, where w is in the bucket
       const size_t lo = std::max(w.offset, b.begin), hi = std::min(w.offset + w.size, b.end);
       if (lo < hi)
         regularizer_grad(t.device, t.params.data() + lo, t.grads.data() + lo, hi - lo, float(w.r.l1), float(w.r.l2));
@@ -317,11 +321,10 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
       dlogits.resize(out.shape());
       t.grads.zero();  // no samples: contributes nothing
     }
-    const double penalty = penalty_on(r);  // at the weights of this forward
+    if (r == 0) t.stats.loss_sum += penalty() * batch;  // at the weights of this forward, for every sample
     clock.lap(kLoss);
     backward_and_update(r, ctx, dlogits, batch, clock);
     reduce_stats(r, t.stats);
-    t.stats.loss_sum += penalty * t.stats.samples;
     clock.lap(kStats);
   });
   if (profiling_) profiled_steps_++;
@@ -345,8 +348,8 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       t.stats.samples += hi - lo;
       accumulate_metrics(out, t.y, t.stats.counts);
     }
+    if (r == 0) t.stats.loss_sum += penalty() * double(indices.size());
     reduce_stats(r, t.stats);
-    t.stats.loss_sum += penalty_on(r) * t.stats.samples;
   });
   return towers_[0]->stats;
 }

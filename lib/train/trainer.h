@@ -120,8 +120,9 @@ class Trainer {
   /// The weight regularizers' penalty at the current weights: the sum over
   /// regularized weights of l1 * sum |w| + l2 * sum w^2 (nn/regularizer.h),
   /// 0 without regularizers. train_step and evaluate add it to every sample's
-  /// loss, as Keras adds model.losses to the loss and val_loss. Binds the
-  /// calling thread to tower 0's device.
+  /// loss, as Keras adds model.losses to the loss and val_loss (once, on
+  /// tower 0, before the towers' sums are reduced). Binds the calling thread
+  /// to tower 0's device.
   double regularization_penalty() const;
 
   /// Probabilities sigmoid(output) [N, H, W, 1] (a host tensor) for images
@@ -224,8 +225,9 @@ class Trainer {
   /// sample's position lo + k in the global batch.
   void gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices, int lo, int hi,
               std::optional<uint64_t> augment_step = std::nullopt);
-  /// regularization_penalty() on tower rank's weights, from its thread.
-  double penalty_on(int rank) const;
+  /// regularization_penalty() from tower 0's thread (tower 0 alone computes
+  /// it: the towers hold the same weights).
+  double penalty() const;
   /// All-reduces s over the towers (host values, through the host communicator).
   void reduce_stats(int rank, BatchStats& s);
   /// Runs fn(rank) on every tower's thread, bound to its device; a GPU running
@@ -241,10 +243,18 @@ class Trainer {
     size_t offset, size;
     Regularizer r;
   };
+  /// Tower 0's regularized weights and their sizes, as abs_and_square_sums
+  /// takes them, and room for its sums [k, 2].
+  struct PenaltyArgs {
+    std::vector<const float*> weights;
+    std::vector<size_t> sizes;
+    mutable std::vector<double> sums;
+  };
 
   const Config& config_;
   LossKind loss_;
   std::vector<RegularizedWeight> regularized_;  ///< In parameter order (the same on every tower).
+  PenaltyArgs penalty_args_;
   size_t bucket_bytes_ = kBucketBytes;
   std::unique_ptr<TowerDevices> devices_;  ///< Destroyed after the towers (it owns their memory).
   std::vector<std::unique_ptr<Tower>> towers_;

@@ -7,16 +7,19 @@
 
 namespace trainer::cpu {
 
-void abs_and_square_sums(const Device&, const float* w, size_t n, double* sums_host) {
-  double abs_sum = 0, square_sum = 0;
-  const long long m = (long long)n;
+void abs_and_square_sums(const Device&, const float* const* ws, const size_t* ns, size_t k, double* sums_host) {
+  for (size_t j = 0; j < k; ++j) {
+    const float* w = ws[j];
+    double abs_sum = 0, square_sum = 0;
+    const long long m = (long long)ns[j];
 #pragma omp parallel for reduction(+ : abs_sum, square_sum) schedule(static)
-  for (long long i = 0; i < m; ++i) {
-    const double x = w[i];
-    abs_sum += std::abs(x);
-    square_sum += x * x;
+    for (long long i = 0; i < m; ++i) {
+      const double x = w[i];
+      abs_sum += std::abs(x);
+      square_sum += x * x;
+    }
+    sums_host[2 * j] = abs_sum, sums_host[2 * j + 1] = square_sum;
   }
-  sums_host[0] = abs_sum, sums_host[1] = square_sum;
 }
 
 void regularizer_grad(const Device&, const float* w, float* g, size_t n, float l1, float l2) {

@@ -1,12 +1,13 @@
 // Weight regularizers on a GPU, on the tower's compute stream, per element
 // through backend/train_math.h.
 //
-// abs_and_square_sums is deterministic: the n weights are cut into `parts`
-// fixed ranges (a function of n only), a block per range adds |w| and w^2 in
-// double and a fixed shared-memory tree, and sum_partials adds the ranges in
-// a fixed order; the partials live in the context's workspace for the call,
-// which returns after the two sums reach the host (it synchronises the
-// compute stream).
+// abs_and_square_sums is deterministic: each weight's n values are cut into
+// `parts` fixed ranges (a function of n only), a block per range adds |w| and
+// w^2 in double and a fixed shared-memory tree, and sum_partials adds each
+// weight's ranges in a fixed order (rows of the widest weight's parts, the
+// unused entries zero); the partials live in the context's workspace for the
+// call, which returns after the sums reach the host (one synchronisation of
+// the compute stream for all the weights).
 #include <algorithm>
 
 #include "backend/cuda/cuda_context.h"
@@ -24,9 +25,9 @@ constexpr size_t kWeightsPerPart = 8 * kThreads;
 /// Most ranges of abs_and_square_sums.
 constexpr size_t kMaxParts = 1024;
 
-/// Block b: partials[b] <- sum |w|, partials[parts + b] <- sum w^2 over the
+/// Block b: partials[b] <- sum |w|, partials[stride + b] <- sum w^2 over the
 /// weights [n b / parts, n (b + 1) / parts) (blockDim.x == kThreads).
-__global__ void abs_square_partials_kernel(const float* w, size_t n, int parts, double* partials) {
+__global__ void abs_square_partials_kernel(const float* w, size_t n, int parts, int stride, double* partials) {
   __shared__ double sh[2][kThreads];
   const unsigned t = threadIdx.x;
   const int b = int(blockIdx.x);
@@ -43,7 +44,7 @@ __global__ void abs_square_partials_kernel(const float* w, size_t n, int parts, 
     if (t < k) sh[0][t] += sh[0][t + k], sh[1][t] += sh[1][t + k];
     __syncthreads();
   }
-  if (t < 2) partials[size_t(t) * size_t(parts) + b] = sh[t][0];
+  if (t < 2) partials[size_t(t) * size_t(stride) + b] = sh[t][0];
 }
 
 /// regularized_grad on every element.
@@ -65,21 +66,30 @@ struct RegularizerGrad {
   }
 };
 
+/// The ranges abs_and_square_sums cuts n weights into.
+int parts_of(size_t n) { return int(std::clamp<size_t>((n + kWeightsPerPart - 1) / kWeightsPerPart, 1, kMaxParts)); }
+
 }  // namespace
 
-void abs_and_square_sums(const Device& d, const float* w, size_t n, double* sums_host) {
-  if (n == 0) {
-    sums_host[0] = sums_host[1] = 0.0;
-    return;
-  }
+void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* ns, size_t k, double* sums_host) {
+  if (k == 0) return;
   CudaContext& ctx = context(d);
-  const int parts = int(std::clamp<size_t>((n + kWeightsPerPart - 1) / kWeightsPerPart, 1, kMaxParts));
-  double* partials = static_cast<double*>(ctx.workspace((2 * size_t(parts) + 2) * sizeof(double)));
-  double* sums = partials + 2 * size_t(parts);
-  abs_square_partials_kernel<<<unsigned(parts), kThreads, 0, ctx.stream()>>>(w, n, parts, partials);
-  TRAINER_CUDA_CHECK_LAUNCH(ctx, "abs_and_square_sums");
-  sum_partials(ctx, partials, 2, parts, sums);
-  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(sums_host, sums, 2 * sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
+  int stride = 1;
+  for (size_t j = 0; j < k; ++j) stride = std::max(stride, parts_of(ns[j]));
+  const size_t rows = 2 * k, partial_count = rows * size_t(stride);
+  double* partials = static_cast<double*>(ctx.workspace((partial_count + rows) * sizeof(double)));
+  double* sums = partials + partial_count;
+  TRAINER_CUDA_CHECK(ctx, cudaMemsetAsync(partials, 0, partial_count * sizeof(double), ctx.stream()));
+  for (size_t j = 0; j < k; ++j) {
+    if (ns[j] == 0) continue;
+    const int parts = parts_of(ns[j]);
+    abs_square_partials_kernel<<<unsigned(parts), kThreads, 0, ctx.stream()>>>(ws[j], ns[j], parts, stride,
+                                                                              partials + 2 * j * size_t(stride));
+    TRAINER_CUDA_CHECK_LAUNCH(ctx, "abs_and_square_sums");
+  }
+  sum_partials(ctx, partials, int(rows), stride, sums);
+  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(sums_host, sums, rows * sizeof(double), cudaMemcpyDeviceToHost,
+                                          ctx.stream()));
   TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
 }
 

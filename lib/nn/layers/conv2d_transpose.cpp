@@ -46,8 +46,7 @@ class Conv2DTranspose final : public ConvLayerBase<Conv2DTransposeOp> {
 std::unique_ptr<Layer> make_conv2d_transpose(ParamReader& p, const std::string& name) {
   ConvConfig c = read_conv_config(p);
   if (c.geom.dilation_h > 1 || c.geom.dilation_w > 1)
-    p.fail("dilation_rate", "a dilated Conv2DTranspose is not supported; use dilation_rate on Conv2D, or "
-                            "dilation_rate: 1 here");
+    p.fail("dilation_rate", "must be 1: a dilated Conv2DTranspose is not supported; use dilation_rate on Conv2D");
   return std::make_unique<Conv2DTranspose>(name, c);
 }
 

@@ -15,8 +15,8 @@ ConvConfig read_conv_config(ParamReader& p) {
   std::vector<int> d = p.get_int_pair("dilation_rate", std::vector<int>{1, 1}, 1, 1024);
   c.geom.dilation_h = d[0], c.geom.dilation_w = d[1];
   if ((d[0] > 1 || d[1] > 1) && (s[0] > 1 || s[1] > 1))
-    p.fail("dilation_rate", "dilation_rate " + window_text(d[0], d[1]) + " with strides " + window_text(s[0], s[1]) +
-                                " is not supported (as in Keras); use strides: 1 with a dilation_rate, or "
+    p.fail("dilation_rate", "is " + window_text(d[0], d[1]) + " with strides " + window_text(s[0], s[1]) +
+                                ", which Keras does not allow either; use strides: 1 with a dilation_rate, or "
                                 "dilation_rate: 1 with strides");
   c.activation = read_activation(p);
   c.use_bias = p.get_bool("use_bias", true);
