@@ -1,9 +1,9 @@
 #include "nn/regularizer.h"
 
-#include "config/params.h"
-
 #include <regex>
 #include <vector>
+
+#include "config/params.h"
 
 namespace trainer {
 
@@ -11,7 +11,7 @@ namespace {
 
 const std::vector<std::string> kRegularizers = {"L1", "L2", "L1L2"};
 
-/// Keras's class name for a type as written ("l1_l2" -> "L1L2"), "" if unknown.
+/// Keras's class name for a type as written ("l1l2" -> "L1L2"), "" if unknown.
 std::string canonical(const std::string& t) {
   if (t == "L1" || t == "l1") return "L1";
   if (t == "L2" || t == "l2") return "L2";
