@@ -30,7 +30,8 @@ constexpr int kSide = 42;
 // Rescaling with an offset, Dropout, UpSampling2D, Concatenate, Add, an
 // asymmetric Cropping2D of a 'valid' transposed conv (42 -> 44 -> 42), an
 // asymmetric ZeroPadding2D before a 'valid' conv (42 -> 45 -> 42), a dilated
-// conv padded asymmetrically (span 5x4), and every
+// conv padded asymmetrically (span 5x4), an attention gate (a one-channel
+// sigmoid map Multiply broadcasts over the features), and every
 // activation (the activation strings and the layers with their parameters).
 std::string export_net(const fs::path& out_dir) {
   return R"(model:
@@ -50,6 +51,8 @@ std::string export_net(const fs::path& out_dir) {
     - {name: upt, type: Conv2DTranspose, filters: 4, kernel_size: 3, strides: 2, padding: same, activation: selu}
     - {name: upk1, type: Conv2DTranspose, filters: 4, kernel_size: 1, strides: 2, inputs: [cat]}
     - {name: sum, type: Add, inputs: [upt, bn1, upk1]}
+    - {name: gate, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+    - {name: attend, type: Multiply, inputs: [gate, sum]}
     - {name: elu, type: ELU, alpha: 0.5}
     - {name: relu, type: ReLU, negative_slope: 0.3}
     - {name: act, type: Activation, activation: softplus}

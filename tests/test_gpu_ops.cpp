@@ -981,3 +981,27 @@ TEST_CASE("GPU regularizer sums and gradient term match the CPU", "[gpu][gpu_ops
     CHECK_CLOSE("gradient", std::vector<float>(all.begin() + long(shift), all.begin() + long(shift + n)), gr, kArith);
   }
 }
+
+TEST_CASE("GPU Multiply and its gradients match the CPU (same shapes and a broadcast map)", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const long long P = 2 * 9 * 7;
+  for (const int C : {1, 4, 5}) {
+    for (const int cb : {C, 1}) {
+      INFO("C " << C << ", cb " << cb);
+      const std::vector<float> a = random_values(size_t(P) * size_t(C), 601), b = random_values(size_t(P) * size_t(cb), 602),
+                               dy = random_values(size_t(P) * size_t(C), 603);
+      auto run = [&](const Device& d) {
+        Buffer<float> ad = upload(a, d), bd = upload(b, d), dyd = upload(dy, d), y(d, a.size()), da(d, a.size()),
+                      db(d, b.size());
+        multiply_forward(d, ad.data(), bd.data(), cb, P, C, y.data());
+        multiply_backward(d, ad.data(), bd.data(), cb, P, C, dyd.data(), da.data(), db.data());
+        return std::make_tuple(download(y), download(da), download(db));
+      };
+      const auto ref = run(Device{}), got = run(g.device);
+      CHECK_IDENTICAL("y", std::get<0>(got), std::get<0>(ref));
+      CHECK_IDENTICAL("da", std::get<1>(got), std::get<1>(ref));
+      CHECK_CLOSE("db", std::get<2>(got), std::get<2>(ref), kArith);  // the channel sum may use FMA on the GPU
+    }
+  }
+}

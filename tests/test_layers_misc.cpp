@@ -327,6 +327,41 @@ TEST_CASE("Add sums inputs of one shape", "[layers]") {
   }
 }
 
+TEST_CASE("Multiply: same shapes, or a one-channel map broadcast over the channels", "[layers]") {
+  auto l = layer_from_yaml("{type: Multiply}");
+  CHECK(l->infer({Shape{0, 2, 3, 4}, Shape{0, 2, 3, 4}}) == Shape{0, 2, 3, 4});
+  Tensor a = make_tensor({1, 1, 2, 2}, {1, 2, 3, 4}), b = make_tensor({1, 1, 2, 2}, {10, 20, 30, 40});
+  Tensor y = run_forward(*l, {}, {&a, &b});
+  CHECK(std::vector<float>(y.data(), y.data() + 4) == std::vector<float>{10, 40, 90, 160});
+  auto w = bind_random(*l, {Shape{0, 2, 3, 4}, Shape{0, 2, 3, 4}}, 1);
+  auto r = gradcheck(*l, w, {random_tensor({2, 2, 3, 4}, 7), random_tensor({2, 2, 3, 4}, 8)}, {});
+  CHECK(r.max_rel_error_inputs < 1e-3);
+
+  // A [H, W, 1] map, first or second: every channel of a pixel times its value.
+  for (const bool map_first : {false, true}) {
+    INFO("map first " << map_first);
+    auto m = layer_from_yaml("{type: Multiply}");
+    const Shape wide{0, 2, 3, 4}, narrow{0, 2, 3, 1};
+    CHECK(m->infer(map_first ? std::vector<Shape>{narrow, wide} : std::vector<Shape>{wide, narrow}) == wide);
+    Tensor f = make_tensor({1, 1, 2, 3}, {1, 2, 3, 4, 5, 6}), g = make_tensor({1, 1, 2, 1}, {10, -1});
+    m->infer({map_first ? Shape{0, 1, 2, 1} : Shape{0, 1, 2, 3}, map_first ? Shape{0, 1, 2, 3} : Shape{0, 1, 2, 1}});
+    Tensor yb = map_first ? run_forward(*m, {}, {&g, &f}) : run_forward(*m, {}, {&f, &g});
+    CHECK(std::vector<float>(yb.data(), yb.data() + 6) == std::vector<float>{10, 20, 30, -4, -5, -6});
+    auto wb = bind_random(*m, map_first ? std::vector<Shape>{narrow, wide} : std::vector<Shape>{wide, narrow}, 1);
+    Tensor xw = random_tensor({2, 2, 3, 4}, 9), xn = random_tensor({2, 2, 3, 1}, 10);
+    auto rb = gradcheck(*m, wb, map_first ? std::vector<Tensor>{xn, xw} : std::vector<Tensor>{xw, xn}, {});
+    CHECK(rb.max_rel_error_inputs < 1e-3);
+    CHECK(m->describe().broadcast_input == (map_first ? 0 : 1));
+    CHECK(m->describe().channels == 4);
+  }
+  CHECK(l->describe().broadcast_input == -1);
+  CHECK_THROWS_WITH(l->infer({Shape{0, 2, 3, 4}, Shape{0, 2, 3, 2}}),
+                    Catch::Contains("same shape, or one with 1 channel") && Catch::Contains("[2, 3, 2]"));
+  CHECK_THROWS_WITH(l->infer({Shape{0, 2, 3, 4}, Shape{0, 2, 4, 4}}), Catch::Contains("padding"));
+  CHECK_THROWS_WITH(l->infer({Shape{0, 2, 3, 4}, Shape{0, 2, 3, 4}, Shape{0, 2, 3, 4}}),
+                    Catch::Contains("chain Multiply layers"));
+}
+
 TEST_CASE("Activation: every activation's gradient, and strip_final_sigmoid", "[layers]") {
   for (const std::string& act : activation_names()) {
     auto l = layer_from_yaml("{type: Activation, activation: " + act + "}");

@@ -23,6 +23,10 @@
   void scale_shift_forward(const Device& d, const float* x, float scale, float offset, float* y, size_t n); \
   void scale_backward(const Device& d, const float* dy, float scale, float* dx, size_t n);                  \
   void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n);                  \
+  void multiply_forward(const Device& d, const float* a, const float* b, int cb, long long P, int C,       \
+                        float* y);                                                                          \
+  void multiply_backward(const Device& d, const float* a, const float* b, int cb, long long P, int C,      \
+                         const float* dy, float* da, float* db);                                            \
   void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y);   \
   void upsample_nearest_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p,            \
                                  float* dx);                                                                \

@@ -16,6 +16,13 @@ void scale_shift_forward(const Device& d, const float* x, float scale, float off
 void scale_backward(const Device& d, const float* dy, float scale, float* dx, size_t n) {
   TRAINER_DISPATCH(d, scale_backward(d, dy, scale, dx, n));
 }
+void multiply_forward(const Device& d, const float* a, const float* b, int cb, long long P, int C, float* y) {
+  TRAINER_DISPATCH(d, multiply_forward(d, a, b, cb, P, C, y));
+}
+void multiply_backward(const Device& d, const float* a, const float* b, int cb, long long P, int C, const float* dy,
+                       float* da, float* db) {
+  TRAINER_DISPATCH(d, multiply_backward(d, a, b, cb, P, C, dy, da, db));
+}
 void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n) {
   TRAINER_DISPATCH(d, add_forward(d, xs, k, y, n));
 }

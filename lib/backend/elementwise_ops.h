@@ -50,6 +50,19 @@ void add_forward(const Device& d, const float* const* xs, size_t k, float* y, si
 /// nearest even; the CPU takes fp32 only, InternalError otherwise).
 void accumulate(const Device& d, DType t, void* y, const void* x, size_t n);
 
+// ---- Multiply (backend/cpu/multiply.cpp) ---------------------------------
+
+/// y [P, C] <- a [P, C] * b, for P = N*H*W pixels: b is [P, C] (cb == C) or
+/// [P, 1] (cb == 1, one value per pixel for all C channels, as Keras
+/// broadcasts an attention map). y may be a.
+void multiply_forward(const Device& d, const float* a, const float* b, int cb, long long P, int C, float* y);
+/// The gradients of y = a * b from dy [P, C] (shapes as multiply_forward):
+/// da <- dy * b (broadcast as in the forward), when da is not nullptr;
+/// db <- dy * a (cb == C) or db[p] <- sum over c of dy[p, c] * a[p, c] in
+/// channel order (cb == 1), when db is not nullptr. Neither aliases an input.
+void multiply_backward(const Device& d, const float* a, const float* b, int cb, long long P, int C, const float* dy,
+                       float* da, float* db);
+
 // ---- Concatenate (backend/cpu/concat.cpp) --------------------------------
 
 /// Channel concatenation of k inputs xs[i] [P, cs[i]] (P = N*H*W pixels) into

@@ -273,6 +273,19 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       GraphBuilder::integer(n, "axis", 1);
       return;
     }
+    case LayerKind::Multiply: {
+      // A one-channel input is expanded to every channel first: OpenCV's dnn
+      // (4.6) does not broadcast Mul's inputs, though ONNX would.
+      std::vector<std::string> factors{ins[0], ins[1]};
+      if (d.broadcast_input >= 0) {
+        std::string& narrow = factors[size_t(d.broadcast_input)];
+        const std::string shape = b.int_constant(name + "/channels", {1, d.channels, 1, 1});
+        b.node("Expand", {narrow, shape}, name + "/expanded", name + "/expand");
+        narrow = name + "/expanded";
+      }
+      b.node("Mul", factors, out, name);
+      return;
+    }
     case LayerKind::Add: {
       std::string sum = ins[0];
       for (size_t k = 1; k < ins.size(); ++k) {

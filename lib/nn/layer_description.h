@@ -23,6 +23,7 @@ enum class LayerKind {
   ZeroPadding2D,       ///< y[pad_h.before + i, pad_w.before + j] = x[i, j], 0 in the pad_* border.
   Concatenate,         ///< Inputs joined along the channel axis, in input order.
   Add,                 ///< y = sum of the inputs (same shapes).
+  Multiply,            ///< y = x_0 * x_1 (same shapes, or x_1 or x_0 one channel broadcast).
   Activation,          ///< y = act(x).
   BatchNormalization,  ///< y = gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta.
 };
@@ -53,6 +54,8 @@ struct LayerDescription {
   double epsilon = 1e-3;
   /// UpSampling2D: integer factors along H and W.
   int size_h = 1, size_w = 1;
+  /// Multiply: the input with one channel broadcast over `channels` (-1: none).
+  int broadcast_input = -1, channels = 0;
 };
 
 }  // namespace trainer

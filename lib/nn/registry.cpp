@@ -19,6 +19,7 @@ const std::vector<Entry>& registry() {
       {"ZeroPadding2D", make_zero_padding2d},
       {"Concatenate", make_concatenate},
       {"Add", make_add},
+      {"Multiply", make_multiply},
       {"Activation", make_activation},
       {"LeakyReLU", make_leaky_relu},
       {"ELU", make_elu},

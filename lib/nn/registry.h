@@ -32,6 +32,7 @@ std::unique_ptr<Layer> make_zero_padding2d(ParamReader& p, const std::string& na
 std::unique_ptr<Layer> make_up_sampling2d(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_concatenate(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_add(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_multiply(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_activation(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_leaky_relu(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_elu(ParamReader& p, const std::string& name);
