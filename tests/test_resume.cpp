@@ -107,6 +107,39 @@ TEST_CASE("resuming at an epoch boundary ends with the weights of an uninterrupt
   fs::remove_all(dir);
 }
 
+// steps_per_epoch: epochs of 2 steps draw the batches of the same passes over
+// the training set as epochs of one pass (11 batches of 3 from 32 samples),
+// so 11 short epochs end with the weights of 2 passes, also when resumed
+// between them, and the log has a row per short epoch.
+TEST_CASE("steps_per_epoch: short epochs take the next batches of the same shuffled passes", "[resume]") {
+  fs::path dir = temp_dir("steps_per_epoch");
+  auto plain = [&](const fs::path& out, int epochs, const std::string& steps) {
+    std::string c = config(out, epochs);
+    const std::string early = "    - {type: EarlyStopping, monitor: val_loss, patience: 50, restore_best_weights: true}\n";
+    c.replace(c.find(early), early.size(), "");  // best weights would differ by epoch length
+    c.replace(c.find("  callbacks:\n"), 13, "");
+    if (!steps.empty()) c.replace(c.find("  batch_size: 3\n"), 16, "  batch_size: 3\n  steps_per_epoch: " + steps + "\n");
+    return c;
+  };
+  std::ofstream(dir / "full.yaml") << plain(dir / "full", 2, "");
+  std::ofstream(dir / "short.yaml") << plain(dir / "short", 11, "2");
+  std::ofstream(dir / "part.yaml") << plain(dir / "part", 11, "2");
+  REQUIRE(run("--config " + (dir / "full.yaml").string() + " --gpus cpu", dir) == 0);
+  REQUIRE(run("--config " + (dir / "short.yaml").string() + " --gpus cpu", dir) == 0);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("an epoch is 2 steps (training.steps_per_epoch; a pass over "
+                                                     "the training set is 11)"));
+  require_same_weights(dir / "full" / "final.h5", dir / "short" / "final.h5");
+  const std::string csv = slurp(dir / "short" / "log.csv");
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 12);  // header + 11 epochs
+  REQUIRE(run("--config " + (dir / "part.yaml").string() + " --gpus cpu --epochs 6", dir) == 0);  // mid-pass
+  REQUIRE(run("--config " + (dir / "part.yaml").string() + " --gpus cpu --resume " +
+                  (dir / "part" / "last.h5").string(),
+              dir) == 0);
+  require_same_weights(dir / "full" / "final.h5", dir / "part" / "final.h5");
+  CHECK(slurp(dir / "part" / "log.csv") == csv);
+  fs::remove_all(dir);
+}
+
 namespace {
 
 // The values of column `name` of a CSV log, row by row.

@@ -125,6 +125,10 @@ struct ReduceLROnPlateauConfig {
 struct TrainingConfig {
   int epochs = 1;
   int batch_size = 32;              ///< Global batch, split across towers.
+  /// Batches per epoch (Keras's steps_per_epoch); 0: one pass over the
+  /// training set. Epochs then take the next steps_per_epoch batches of an
+  /// endless sequence of passes, each shuffled as an epoch is.
+  int steps_per_epoch = 0;
   uint64_t seed = 0;
   std::string loss = "binary_crossentropy";  ///< binary_crossentropy | dice | bce_dice
   std::vector<std::string> metrics;          ///< mean_iou | dice | accuracy

@@ -283,22 +283,32 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   CsvLogger csv(log_path, result.epochs_run, earlier_log);
   const std::string last_path = (out_dir / "last.h5").string();
   const size_t batch_size = size_t(tc.batch_size);
-  const int steps = int((train_idx.size() + batch_size - 1) / batch_size);
+  const int pass_steps = int((train_idx.size() + batch_size - 1) / batch_size);  // batches in one pass
+  const int steps = tc.steps_per_epoch > 0 ? tc.steps_per_epoch : pass_steps;
+  if (tc.steps_per_epoch > 0)
+    spdlog::info("an epoch is {} steps (training.steps_per_epoch; a pass over the training set is {})", steps,
+                 pass_steps);
   Progress progress(options.progress_bar, options.json, tc.epochs, steps);
   std::vector<int> batch;
   auto remember = [&](const std::string& path) {
     if (std::find(result.files.begin(), result.files.end(), path) == result.files.end()) result.files.push_back(path);
   };
 
+  int order_pass = 0;  // the pass `order` holds
+  std::vector<int> order;
   for (int epoch = s.next_epoch; epoch <= tc.epochs; ++epoch) {
-    const std::vector<int> order = epoch_order(train_idx, tc.seed, epoch, config.data.shuffle);
     progress.start_epoch(epoch);
     const auto t0 = std::chrono::steady_clock::now();
     auto epoch_time = [&] {
       return s.epoch_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     for (int step = s.next_step; step < steps; ++step) {
-      const size_t b = size_t(step) * batch_size;
+      // Global step g of the run: pass g / pass_steps + 1 (the epoch, without
+      // steps_per_epoch), its batch g % pass_steps.
+      const long long g = (long long)(epoch - 1) * steps + step;
+      const int pass = int(g / pass_steps) + 1;
+      if (pass != order_pass) order = epoch_order(train_idx, tc.seed, pass, config.data.shuffle), order_pass = pass;
+      const size_t b = size_t(g % pass_steps) * batch_size;
       batch.assign(order.begin() + long(b), order.begin() + long(std::min(order.size(), b + batch_size)));
       const BatchStats st = trainer.train_step(data, batch);
       if (!std::isfinite(st.loss()))
@@ -325,7 +335,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     if (s.reduce_lr) logs["learning_rate"] = trainer.learning_rate();  // this epoch's, as Keras 3 logs it
     if (!tc.optimizer.schedule.type.empty())  // as Keras reads optimizer.learning_rate: the next update's
       logs["learning_rate"] = trainer.learning_rate_at(trainer.iterations());
-    progress.end_epoch(logs, epoch_time(), double(train_idx.size()) / seconds_training);
+    progress.end_epoch(logs, epoch_time(), s.epoch_sums.samples / seconds_training);
     log_towers(epoch, trainer);
     csv.log(epoch, logs);
     remember(csv.path());

@@ -43,9 +43,11 @@ struct FitResult {
 /// train, the rest validate. Returns {train, validation} indices.
 std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double validation_split);
 
-/// The order of the training samples in epoch (1-based): train shuffled by a
-/// generator seeded from (seed, epoch) when shuffle is set, so any epoch's
-/// order can be recomputed when a run resumes.
+/// The order of the training samples in epoch (1-based; with
+/// training.steps_per_epoch, in pass: each pass over the training set has the
+/// order an epoch of that number would): train shuffled by a generator seeded
+/// from (seed, epoch) when shuffle is set, so any epoch's order can be
+/// recomputed when a run resumes.
 std::vector<int> epoch_order(std::vector<int> train, uint64_t seed, int epoch, bool shuffle);
 
 /// Files every run writes into its output folder (fit() below): a folder

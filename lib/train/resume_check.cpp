@@ -56,6 +56,7 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "training.optimizer.rho", a.rho, b.rho);
   compare(out, "training.loss", now.training.loss, then.training.loss);
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
+  compare(out, "training.steps_per_epoch", now.training.steps_per_epoch, then.training.steps_per_epoch);
   compare(out, "training.seed", now.training.seed, then.training.seed);
   compare(out, "data.validation_split", now.data.validation_split, then.data.validation_split);
   auto folder = [](const std::string& f) { return f.empty() ? std::string("none") : f; };
