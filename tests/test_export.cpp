@@ -53,6 +53,7 @@ std::string export_net(const fs::path& out_dir) {
     - {name: sum, type: Add, inputs: [upt, bn1, upk1]}
     - {name: gate, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
     - {name: attend, type: Multiply, inputs: [gate, sum]}
+    - {name: attend2, type: Multiply, inputs: [attend, gate]}
     - {name: elu, type: ELU, alpha: 0.5}
     - {name: relu, type: ReLU, negative_slope: 0.3}
     - {name: act, type: Activation, activation: softplus}

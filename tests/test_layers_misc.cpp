@@ -358,6 +358,8 @@ TEST_CASE("Multiply: same shapes, or a one-channel map broadcast over the channe
   CHECK_THROWS_WITH(l->infer({Shape{0, 2, 3, 4}, Shape{0, 2, 3, 2}}),
                     Catch::Contains("same shape, or one with 1 channel") && Catch::Contains("[2, 3, 2]"));
   CHECK_THROWS_WITH(l->infer({Shape{0, 2, 3, 4}, Shape{0, 2, 4, 4}}), Catch::Contains("padding"));
+  CHECK_THROWS_WITH(l->infer({Shape{0, 2, 3, 4}, Shape{0, 1, 1, 4}}),
+                    Catch::Contains("a [1, 1, C] input over height and width is not supported"));
   CHECK_THROWS_WITH(l->infer({Shape{0, 2, 3, 4}, Shape{0, 2, 3, 4}, Shape{0, 2, 3, 4}}),
                     Catch::Contains("chain Multiply layers"));
 }
@@ -691,6 +693,10 @@ TEST_CASE("SpatialDropout2D drops whole channels per sample, as Keras's noise sh
       }
     }
   CHECK(samples_differ);  // a draw per sample, not one per channel for the batch
+  size_t kept_in_first = 0;  // and one per channel, not one per sample
+  for (int c = 0; c < s.c; ++c) kept_in_first += y.data()[size_t(c)] != 0.f;
+  CHECK(kept_in_first > 0);
+  CHECK(kept_in_first < size_t(s.c));
   // 600 maps: the binomial standard deviation of the kept fraction is 0.02.
   CHECK(double(kept) / double(s.n * s.c) == Approx(0.6).margin(0.08));
 

@@ -86,6 +86,7 @@ TEST_CASE("kernel_regularizer and bias_regularizer take Keras's forms", "[regula
                  Catch::Contains("write the mapping {type: L2, l2: 1e-4}"));
   CHECK_THAT(regularizer_error("keras.regularizers.l1(l1=0.05)"),
              Catch::Contains("write the mapping {type: L1, l1: 0.05}"));
+  CHECK_THAT(regularizer_error("l2(l1=0.1)"), Catch::Contains("{type: L2, l2: <factor>}"));  // not l2: 0.1
   CHECK_THAT(regularizer_error("'L1L2(l1=1e-5, l2=1e-4)'"),
              Catch::Contains("is Python") && Catch::Contains("{type: L1L2, l1: <factor>, l2: <factor>}"));
   CHECK_THAT(regularizer_error("l1l2"), Catch::Contains("gives no factors") && Catch::Contains("{type: L1L2"));
@@ -175,10 +176,18 @@ TEST_CASE("a regularized step is the plain step plus the penalty's gradient, and
     CHECK(two.params(1) == w2);
   }
 
-  // evaluate: the data loss at the current weights plus the penalty there.
+  // evaluate: the data loss at the current weights plus the penalty there,
+  // on 1 tower and on 3 (batches of 2: a tower without samples).
   Trainer same(without, 1, 1);
   same.set_weights(reg.params(0), reg.state(0));
   const double data_loss = same.evaluate(data, held_out, 4).loss();
-  CHECK(reg.evaluate(data, held_out, 4).loss() == Approx(data_loss + reg.regularization_penalty()).epsilon(1e-9));
+  const double want = data_loss + reg.regularization_penalty();
+  CHECK(reg.evaluate(data, held_out, 4).loss() == Approx(want).epsilon(1e-9));
+  Trainer three(with, 3, 1);
+  three.set_weights(reg.params(0), reg.state(0));
+  CHECK(three.evaluate(data, held_out, 2).loss() == Approx(want).epsilon(1e-6));
+  // A batch of 1 on 2 towers (one without samples) counts the penalty once.
+  Trainer one(with, 1, 1), pair(with, 2, 1);
+  CHECK(pair.train_step(data, {3}).loss() == Approx(one.train_step(data, {3}).loss()).epsilon(1e-6));
   CHECK(reg.regularization_penalty() < expected);  // the step shrank the weights
 }

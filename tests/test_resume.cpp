@@ -110,7 +110,8 @@ TEST_CASE("resuming at an epoch boundary ends with the weights of an uninterrupt
 // steps_per_epoch: epochs of 2 steps draw the batches of the same passes over
 // the training set as epochs of one pass (11 batches of 3 from 32 samples),
 // so 11 short epochs end with the weights of 2 passes, also when resumed
-// between them, and the log has a row per short epoch.
+// between them, and the log has a row per short epoch; longer epochs and a
+// resume with another steps_per_epoch continue the same sequence of batches.
 TEST_CASE("steps_per_epoch: short epochs take the next batches of the same shuffled passes", "[resume]") {
   fs::path dir = temp_dir("steps_per_epoch");
   auto plain = [&](const fs::path& out, int epochs, const std::string& steps) {
@@ -137,6 +138,20 @@ TEST_CASE("steps_per_epoch: short epochs take the next batches of the same shuff
               dir) == 0);
   require_same_weights(dir / "full" / "final.h5", dir / "part" / "final.h5");
   CHECK(slurp(dir / "part" / "log.csv") == csv);
+
+  // Epochs longer than a pass (17 > 11 steps), and a resume with another
+  // steps_per_epoch: 3 epochs of 4 steps, then one of 5, continue the same
+  // sequence as one epoch of 17 (the step count, not the epoch, places a batch).
+  std::ofstream(dir / "long.yaml") << plain(dir / "long", 1, "17");
+  std::ofstream(dir / "four.yaml") << plain(dir / "mixed", 3, "4");
+  std::ofstream(dir / "five.yaml") << plain(dir / "mixed", 4, "5");
+  REQUIRE(run("--config " + (dir / "long.yaml").string() + " --gpus cpu", dir) == 0);
+  REQUIRE(run("--config " + (dir / "four.yaml").string() + " --gpus cpu", dir) == 0);
+  REQUIRE(run("--config " + (dir / "five.yaml").string() + " --gpus cpu --resume " +
+                  (dir / "mixed" / "last.h5").string(),
+              dir) == 0);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("training.steps_per_epoch is 5 (the checkpoint's run used 4)"));
+  require_same_weights(dir / "long" / "final.h5", dir / "mixed" / "final.h5");
   fs::remove_all(dir);
 }
 

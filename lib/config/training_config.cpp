@@ -354,6 +354,7 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   t.epochs = p.get_int("epochs", t.epochs, 1);
   t.batch_size = p.get_int("batch_size", t.batch_size, 1);
   if (p.given("steps_per_epoch")) t.steps_per_epoch = p.get_int("steps_per_epoch", std::nullopt, 1);
+  p.skip("steps_per_epoch");  // known when absent too (unknown-key suggestions)
   if (YAML::Node seed = p.get_node("seed")) {
     if (!seed.IsScalar() || seed.Scalar().empty() || seed.Scalar()[0] == '-' ||
         !YAML::convert<uint64_t>::decode(seed, t.seed))

@@ -29,11 +29,12 @@ Regularizer read_regularizer(ParamReader& p, const std::string& key) {
   if (node.IsScalar()) {
     const std::string text = node.Scalar();
     if (text.find('(') != std::string::npos) {  // regularizers.l2(1e-4)
-      static const std::regex one(R"(^(?:.*\.)?(l1|l2|L1|L2)\(\s*(?:l[12]\s*=\s*)?([0-9.eE+-]+)\s*\)$)");
+      static const std::regex one(R"(^(?:.*\.)?(l1|l2|L1|L2)\(\s*(?:(l[12])\s*=\s*)?([0-9.eE+-]+)\s*\)$)");
       std::smatch m;
+      const bool matched = std::regex_match(text, m, one) && (!m[2].matched || canonical(m[2]) == canonical(m[1]));
       const std::string mapping =
-          std::regex_match(text, m, one)
-              ? "{type: " + canonical(m[1]) + ", " + (canonical(m[1]) == "L1" ? "l1" : "l2") + ": " + m[2].str() + "}"
+          matched
+              ? "{type: " + canonical(m[1]) + ", " + (canonical(m[1]) == "L1" ? "l1" : "l2") + ": " + m[3].str() + "}"
               : "{type: L2, l2: <factor>} (or {type: L1, l1: <factor>}, {type: L1L2, l1: <factor>, l2: <factor>})";
       p.fail(key, "'" + text + "' is Python; write the mapping " + mapping);
     }

@@ -232,9 +232,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (const LearningRateSchedule& ls = tc.optimizer.schedule; !ls.type.empty())
     spdlog::info("learning rate schedule {} over the optimizer's steps; log.csv's learning_rate is the rate of the "
                  "update after each epoch", schedule_text(ls));
-  const auto& slots = trainer.model().weights();
-  if (const auto regularized = std::count_if(slots.begin(), slots.end(),
-                                             [](const WeightSlot& w) { return w.spec.regularizer.any(); }))
+  if (const size_t regularized = trainer.regularized_weights())
     spdlog::info("weight regularizers on {} weight(s): their penalty ({:.6g} at these weights) is part of loss and "
                  "val_loss, as in Keras",
                  regularized, trainer.regularization_penalty());
@@ -294,7 +292,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     if (std::find(result.files.begin(), result.files.end(), path) == result.files.end()) result.files.push_back(path);
   };
 
-  int order_pass = 0;  // the pass `order` holds
+  long long order_pass = 0;  // the pass `order` holds
   std::vector<int> order;
   for (int epoch = s.next_epoch; epoch <= tc.epochs; ++epoch) {
     progress.start_epoch(epoch);
@@ -303,11 +301,13 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       return s.epoch_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     for (int step = s.next_step; step < steps; ++step) {
-      // Global step g of the run: pass g / pass_steps + 1 (the epoch, without
-      // steps_per_epoch), its batch g % pass_steps.
-      const long long g = (long long)(epoch - 1) * steps + step;
-      const int pass = int(g / pass_steps) + 1;
-      if (pass != order_pass) order = epoch_order(train_idx, tc.seed, pass, config.data.shuffle), order_pass = pass;
+      // Without steps_per_epoch the pass is the epoch and the batch the step.
+      // With it, step g of the whole run (the optimizer's iterations, so also
+      // after a resume with another steps_per_epoch) takes batch g % P of
+      // pass g / P + 1, P the batches of a pass.
+      const long long g = tc.steps_per_epoch > 0 ? (long long)trainer.iterations() : (long long)(epoch - 1) * steps + step;
+      const long long pass = g / pass_steps + 1;
+      if (pass != order_pass) order = epoch_order(train_idx, tc.seed, int(pass), config.data.shuffle), order_pass = pass;
       const size_t b = size_t(g % pass_steps) * batch_size;
       batch.assign(order.begin() + long(b), order.begin() + long(std::min(order.size(), b + batch_size)));
       const BatchStats st = trainer.train_step(data, batch);

@@ -1,5 +1,6 @@
 #include "train/resume_check.h"
 
+#include <iomanip>
 #include <map>
 #include <sstream>
 
@@ -18,14 +19,29 @@ void compare(std::vector<std::string>& out, const std::string& key, const T& now
   out.push_back(s.str());
 }
 
-/// A layer's keys as "{key: value, ...}" in key order (values in YAML flow
-/// style), so that another order of the same keys reads the same.
+/// A value as text: a number in its shortest exact form (0.10 reads 0.1),
+/// anything else in YAML flow style.
+std::string value_text(const YAML::Node& v) {
+  double x = 0;
+  if (v.IsScalar() && YAML::convert<double>::decode(v, x)) {
+    std::ostringstream s;
+    s << std::setprecision(17) << x;
+    return s.str();
+  }
+  YAML::Emitter e;
+  e << YAML::Flow << v;
+  return e.c_str();
+}
+
+/// A layer's settings as "{key: value, ...}" in key order, so that another
+/// order of the same keys reads the same; initializers are left out (they
+/// do not matter to a run that loads its weights).
 std::string layer_text(const YAML::Node& node) {
   std::map<std::string, std::string> keys;
   for (const auto& kv : node) {
-    YAML::Emitter e;
-    e << YAML::Flow << kv.second;
-    keys[kv.first.as<std::string>()] = e.c_str();
+    const std::string key = kv.first.as<std::string>();
+    if (key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0) continue;
+    keys[key] = value_text(kv.second);
   }
   std::string text;
   for (const auto& [k, v] : keys) text += (text.empty() ? "" : ", ") + k + ": " + v;
@@ -56,7 +72,8 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "training.optimizer.rho", a.rho, b.rho);
   compare(out, "training.loss", now.training.loss, then.training.loss);
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
-  compare(out, "training.steps_per_epoch", now.training.steps_per_epoch, then.training.steps_per_epoch);
+  auto steps = [](int s) { return s > 0 ? std::to_string(s) : std::string("null (one pass per epoch)"); };
+  compare(out, "training.steps_per_epoch", steps(now.training.steps_per_epoch), steps(then.training.steps_per_epoch));
   compare(out, "training.seed", now.training.seed, then.training.seed);
   compare(out, "data.validation_split", now.data.validation_split, then.data.validation_split);
   auto folder = [](const std::string& f) { return f.empty() ? std::string("none") : f; };
@@ -100,10 +117,13 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   }
   // Settings without weights of their own (dilation_rate, an activation, a
   // regularizer, a dropout rate) load all the same; they change the run.
-  const size_t layers = std::min(now.model.layers.size(), then.model.layers.size());
-  for (size_t i = 1; i < layers; ++i) {
-    const LayerSpec &l = now.model.layers[i], &m = then.model.layers[i];
-    if (l.name == m.name) compare(out, "layer '" + l.name + "'", layer_text(l.node), layer_text(m.node));
+  // Layers are matched by name (the Input's shape is compared above).
+  std::map<std::string, const LayerSpec*> before;
+  for (const LayerSpec& m : then.model.layers) before[m.name] = &m;
+  for (size_t i = 1; i < now.model.layers.size(); ++i) {
+    const LayerSpec& l = now.model.layers[i];
+    const auto m = before.find(l.name);
+    if (m != before.end()) compare(out, "layer '" + l.name + "'", layer_text(l.node), layer_text(m->second->node));
   }
   return out;
 }

@@ -124,6 +124,8 @@ class Trainer {
   /// tower 0, before the towers' sums are reduced). Binds the calling thread
   /// to tower 0's device.
   double regularization_penalty() const;
+  /// The number of trainable weights with a regularizer.
+  size_t regularized_weights() const { return regularized_.size(); }
 
   /// Probabilities sigmoid(output) [N, H, W, 1] (a host tensor) for images
   /// [N, H, W, C] (float 0..255, as a Dataset holds them), batch_size images
@@ -225,8 +227,9 @@ class Trainer {
   /// sample's position lo + k in the global batch.
   void gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices, int lo, int hi,
               std::optional<uint64_t> augment_step = std::nullopt);
-  /// regularization_penalty() from tower 0's thread (tower 0 alone computes
-  /// it: the towers hold the same weights).
+  /// regularization_penalty() on tower 0's weights (tower 0 alone computes
+  /// it: the towers hold the same weights), the calling thread bound to its
+  /// device.
   double penalty() const;
   /// All-reduces s over the towers (host values, through the host communicator).
   void reduce_stats(int rank, BatchStats& s);

@@ -25,7 +25,7 @@ void multiply_backward(const Device&, const float* a, const float* b, int cb, lo
       const long long i = p * C + c;
       if (da) da[i] = dy[i] * b[broadcast ? p : i];
       if (db && !broadcast) db[i] = dy[i] * a[i];
-      sum += dy[i] * a[i];
+      if (db && broadcast) sum += dy[i] * a[i];
     }
     if (db && broadcast) db[p] = sum;
   }

@@ -6,7 +6,8 @@
 // noise_shape (N, 1, 1, C); same keys.
 //
 // The mask is a pure function of (run seed ctx.seed, layer seed, ctx.step,
-// global sample index ctx.sample_offset + n, element index within the sample),
+// global sample index ctx.sample_offset + n, element index within the sample,
+// or its channel for SpatialDropout2D),
 // computed with the splitmix64 mixing function (Steele, Lea & Flood 2014) as a
 // counter-based generator, so a global batch gets the same masks however it is
 // split across towers. The layer seed is 'seed' when given, else a 64-bit
@@ -90,10 +91,6 @@ class Dropout : public Layer {
   Buffer<uint8_t> mask_;  ///< Kept elements (0 or 1) on the tower's device.
 };
 
-}  // namespace
-
-namespace {
-
 std::unique_ptr<Layer> make(ParamReader& p, const std::string& name, bool spatial) {
   double rate = p.get_double("rate", std::nullopt, 0.0, 1.0);
   if (rate >= 1.0) p.fail("rate", "must be below 1 (a rate of 1 drops everything). Use a value in [0, 1)");
@@ -106,7 +103,7 @@ std::unique_ptr<Layer> make(ParamReader& p, const std::string& name, bool spatia
 std::unique_ptr<Layer> make_dropout(ParamReader& p, const std::string& name) { return make(p, name, false); }
 
 std::unique_ptr<Layer> make_spatial_dropout2d(ParamReader& p, const std::string& name) {
-  if (p.has("data_format") && p.get_string("data_format", std::nullopt) != "channels_last")
+  if (p.given("data_format") && p.get_string("data_format", std::nullopt) != "channels_last")
     p.fail("data_format", "must be channels_last (tensors here are [N, H, W, C])");
   return make(p, name, true);
 }

@@ -29,9 +29,12 @@ class Multiply : public Layer {
       throw UserError("Multiply takes 2 inputs here, got " + std::to_string(inputs.size()) +
                       (inputs.size() > 2 ? "; chain Multiply layers for more" : ""));
     const Shape &a = inputs[0], &b = inputs[1];
+    const bool per_channel = (a.h == 1 && a.w == 1) != (b.h == 1 && b.w == 1);  // [1, 1, C]: a squeeze-excitation scale
     if (a.h != b.h || a.w != b.w || (a.c != b.c && a.c != 1 && b.c != 1))
       throw UserError("Multiply needs inputs of the same shape, or one with 1 channel (broadcast over the "
-                      "other's); got " + a.hwc() + " and " + b.hwc() + (a.h != b.h || a.w != b.w ? kMergeSizeHint : ""));
+                      "other's); got " + a.hwc() + " and " + b.hwc() +
+                      (per_channel ? "; broadcasting a [1, 1, C] input over height and width is not supported"
+                                   : a.h != b.h || a.w != b.w ? kMergeSizeHint : ""));
     wide_ = a.c >= b.c ? 0 : 1;
     wide_c_ = inputs[size_t(wide_)].c, narrow_c_ = inputs[size_t(1 - wide_)].c;
     return inputs[size_t(wide_)];
