@@ -715,7 +715,12 @@ TEST_CASE("SpatialDropout2D drops whole channels per sample, as Keras's noise sh
   CHECK(r.max_rel_error_inputs < 1e-3);
   CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: 0.2, data_format: channels_first}"),
                     Catch::Contains("channels_last"));
-  CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: 1}"), Catch::Contains("must be below 1"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: 1}"), Catch::Contains("'rate' must be in [0, 1)"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: -0.1}"), Catch::Contains("must be in [0, 1)"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: 0.1, seedd: 7}"),
+                    Catch::Contains("did you mean 'seed'"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, name: sd}"),
+                    Catch::Contains("'rate' is required") && !Catch::Contains("did you mean"));
 }
 
 TEST_CASE("output-based gradients stay >= 0 for outputs rounded past their range (bf16 storage)", "[layers]") {

@@ -94,7 +94,9 @@ YAML::Node ParamReader::value(const std::string& key, bool required) {
     std::string hint;
     for (const auto& kv : node_) {
       std::string present = kv.first.as<std::string>();
-      if (!did_you_mean(present, {key}).empty())
+      // A key read already ('name', 'type', ...) is no misspelling of this one.
+      if (!used_.count(present) && present != "name" && present != "type" && present != "inputs" &&
+          !did_you_mean(present, {key}).empty())
         hint = " ('" + present + "' is there: did you mean '" + key + "'?)";
     }
     fail("'" + key + "' is required; add '" + key + ": <value>'" + hint);

@@ -92,9 +92,11 @@ class Dropout : public Layer {
 };
 
 std::unique_ptr<Layer> make(ParamReader& p, const std::string& name, bool spatial) {
-  double rate = p.get_double("rate", std::nullopt, 0.0, 1.0);
-  if (rate >= 1.0) p.fail("rate", "must be below 1 (a rate of 1 drops everything). Use a value in [0, 1)");
+  double rate = p.get_double("rate", std::nullopt);
+  if (!(rate >= 0.0 && rate < 1.0))
+    p.fail("rate", "must be in [0, 1) (the fraction dropped; 1 would drop everything), got " + std::to_string(rate));
   uint64_t seed = p.has("seed") ? uint64_t(int64_t(p.get_int("seed", std::nullopt))) : fnv1a(name);
+  p.skip("seed");  // known when absent too (unknown-key suggestions)
   return std::make_unique<Dropout>(name, rate, seed, spatial);
 }
 
@@ -105,6 +107,7 @@ std::unique_ptr<Layer> make_dropout(ParamReader& p, const std::string& name) { r
 std::unique_ptr<Layer> make_spatial_dropout2d(ParamReader& p, const std::string& name) {
   if (p.given("data_format") && p.get_string("data_format", std::nullopt) != "channels_last")
     p.fail("data_format", "must be channels_last (tensors here are [N, H, W, C])");
+  p.skip("data_format");
   return make(p, name, true);
 }
 
