@@ -266,6 +266,50 @@ TEST_CASE("Conv2D forward matches OpenCV dnn Convolution", "[conv]") {
   }
 }
 
+TEST_CASE("AveragePooling2D matches OpenCV dnn's average Pooling (padding not counted), and its gradients",
+          "[conv]") {
+  struct Case {
+    int ph, pw, sh, sw;
+    bool same;
+    Shape xs;
+  };
+  const Case cases[] = {{2, 2, 2, 2, false, {2, 5, 7, 3}},  // Keras's defaults
+                        {2, 2, 2, 2, true, {2, 5, 7, 3}},   // odd sizes: the extra pixel after
+                        {3, 3, 2, 2, true, {1, 6, 5, 2}},
+                        {3, 2, 1, 1, true, {1, 6, 5, 2}},
+                        {3, 2, 1, 2, false, {1, 6, 5, 2}}};
+  for (const Case& c : cases) {
+    std::string yaml = "{type: AveragePooling2D, pool_size: [" + std::to_string(c.ph) + ", " +
+                       std::to_string(c.pw) + "], strides: [" + std::to_string(c.sh) + ", " +
+                       std::to_string(c.sw) + "], padding: " + (c.same ? "same" : "valid") + "}";
+    INFO(yaml << " on " << c.xs.nhwc());
+    auto layer = layer_from_yaml(yaml);
+    layer->infer({c.xs});
+    Tensor x = random_tensor(c.xs, 9);
+    Tensor y = run_forward(*layer, x);
+    cv::dnn::LayerParams lp;
+    lp.set("pool", "ave");
+    lp.set("ave_pool_padded_area", false);
+    lp.set("kernel_h", c.ph);
+    lp.set("kernel_w", c.pw);
+    lp.set("stride_h", c.sh);
+    lp.set("stride_w", c.sw);
+    lp.set("pad_mode", c.same ? "SAME" : "VALID");
+    cv::Mat ref = run_opencv("Pooling", lp, to_nchw(x));
+    CHECK(max_abs_diff(y, ref) < 1e-6);
+    check_gradients(yaml, c.xs, 1e-2f, 1e-3);
+  }
+  // A corner window of 3x3 'same' on 2x2 holds 4 pixels: their mean, not sum / 9.
+  auto l = layer_from_yaml("{type: AveragePooling2D, pool_size: 3, strides: 1, padding: same}");
+  l->infer({Shape{1, 2, 2, 1}});
+  Tensor x(Shape{1, 2, 2, 1});
+  for (int i = 0; i < 4; ++i) x.data()[i] = float(i + 1);
+  CHECK(run_forward(*l, x).data()[0] == 2.5f);
+  CHECK(layer_from_yaml("{type: AveragePooling2D}")->infer({Shape{1, 5, 4, 3}}) == Shape{1, 2, 2, 3});
+  CHECK_THROWS_WITH(layer_from_yaml("{type: AveragePooling2D, pool_size: 4}")->infer({Shape{1, 3, 8, 1}}),
+                    Catch::Contains("input is 3x8 but pool_size is 4x4"));
+}
+
 TEST_CASE("MaxPooling2D forward matches OpenCV dnn Pooling", "[conv]") {
   struct Case {
     int ph, pw, sh, sw;

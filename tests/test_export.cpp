@@ -43,6 +43,7 @@ std::string export_net(const fs::path& out_dir) {
     - {name: bn1, type: BatchNormalization, momentum: 0.5}
     - {name: down, type: Conv2D, filters: 8, kernel_size: 3, strides: 2, padding: same, activation: leaky_relu}
     - {name: pool, type: MaxPooling2D, pool_size: 2, padding: same}
+    - {name: avg, type: AveragePooling2D, pool_size: 3, strides: 1, padding: same}
     - {name: drop, type: Dropout, rate: 0.2}
     - {name: leaky, type: LeakyReLU, negative_slope: 0.1}
     - {name: up, type: UpSampling2D, size: 2}

@@ -1005,3 +1005,32 @@ TEST_CASE("GPU Multiply and its gradients match the CPU (same shapes and a broad
     }
   }
 }
+
+TEST_CASE("GPU AveragePooling2D matches the CPU bit for bit (valid and same, odd sizes)", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  struct Case {
+    Pool2DParams p;
+    Shape xs;
+  };
+  const Case cases[] = {{Pool2DParams{2, 2, 2, 2, false}, {2, 9, 7, 5}},
+                        {Pool2DParams{2, 2, 2, 2, true}, {2, 9, 7, 5}},
+                        {Pool2DParams{3, 3, 1, 1, true}, {2, 8, 6, 16}},
+                        {Pool2DParams{3, 2, 2, 1, true}, {1, 7, 9, 3}}};
+  for (const Case& c : cases) {
+    const Shape ys{c.xs.n, conv_output_length(c.xs.h, c.p.ph, c.p.stride_h, c.p.same_padding),
+                   conv_output_length(c.xs.w, c.p.pw, c.p.stride_w, c.p.same_padding), c.xs.c};
+    INFO("x " << c.xs.nhwc() << ", y " << ys.nhwc());
+    const PadPair ph = conv_padding(c.xs.h, ys.h, c.p.ph, c.p.stride_h), pw = conv_padding(c.xs.w, ys.w, c.p.pw, c.p.stride_w);
+    const std::vector<float> xh = random_values(c.xs.numel(), 701), dyh = random_values(ys.numel(), 702);
+    auto run = [&](const Device& d) {
+      Buffer<float> x = upload(xh, d), y(d, ys.numel()), dy = upload(dyh, d), dx(d, c.xs.numel());
+      avg_pool_forward(d, x.data(), c.xs, c.p, ph, pw, y.data(), ys);
+      avg_pool_backward(d, dy.data(), ys, c.p, ph, pw, dx.data(), c.xs);
+      return std::make_pair(download(y), download(dx));
+    };
+    const auto ref = run(Device{}), got = run(g.device);
+    CHECK_IDENTICAL("forward", got.first, ref.first);
+    CHECK_IDENTICAL("backward", got.second, ref.second);
+  }
+}

@@ -23,6 +23,10 @@
   void scale_shift_forward(const Device& d, const float* x, float scale, float offset, float* y, size_t n); \
   void scale_backward(const Device& d, const float* dy, float scale, float* dx, size_t n);                  \
   void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n);                  \
+  void avg_pool_forward(const Device& d, const float* x, Shape xs, Pool2DParams p, PadPair pad_h,         \
+                        PadPair pad_w, float* y, Shape ys);                                                 \
+  void avg_pool_backward(const Device& d, const float* dy, Shape ys, Pool2DParams p, PadPair pad_h,       \
+                         PadPair pad_w, float* dx, Shape xs);                                               \
   void multiply_forward(const Device& d, const float* a, const float* b, int cb, long long P, int C,       \
                         float* y);                                                                          \
   void multiply_backward(const Device& d, const float* a, const float* b, int cb, long long P, int C,      \

@@ -16,6 +16,14 @@ void scale_shift_forward(const Device& d, const float* x, float scale, float off
 void scale_backward(const Device& d, const float* dy, float scale, float* dx, size_t n) {
   TRAINER_DISPATCH(d, scale_backward(d, dy, scale, dx, n));
 }
+void avg_pool_forward(const Device& d, const float* x, Shape xs, Pool2DParams p, PadPair pad_h, PadPair pad_w,
+                      float* y, Shape ys) {
+  TRAINER_DISPATCH(d, avg_pool_forward(d, x, xs, p, pad_h, pad_w, y, ys));
+}
+void avg_pool_backward(const Device& d, const float* dy, Shape ys, Pool2DParams p, PadPair pad_h, PadPair pad_w,
+                       float* dx, Shape xs) {
+  TRAINER_DISPATCH(d, avg_pool_backward(d, dy, ys, p, pad_h, pad_w, dx, xs));
+}
 void multiply_forward(const Device& d, const float* a, const float* b, int cb, long long P, int C, float* y) {
   TRAINER_DISPATCH(d, multiply_forward(d, a, b, cb, P, C, y));
 }

@@ -139,6 +139,26 @@ TRAINER_HD inline float bn_backward(float dy, float x, float mean, float istd, f
   return k1 * (dy - k2 - bn_xhat(x, mean, istd) * k3);
 }
 
+// ---- Average pooling (one dimension of a window) -------------------------
+
+/// The input pixels [lo, hi) of output o's window (size k, stride s, pad
+/// pixels before the input) inside an input of n pixels: TensorFlow's
+/// avg_pool averages over these only (padding is not counted).
+TRAINER_HD inline void pool_window(int o, int k, int s, int pad, int n, int& lo, int& hi) {
+  const int start = o * s - pad;
+  lo = start > 0 ? start : 0;
+  hi = start + k < n ? start + k : n;
+}
+
+/// The outputs [lo, hi) (of m) whose windows (size k, stride s, pad before)
+/// hold input pixel i.
+TRAINER_HD inline void pool_outputs(int i, int k, int s, int pad, int m, int& lo, int& hi) {
+  const int first = i + pad - k + 1;  // the lowest window start that reaches i
+  lo = first > 0 ? (first + s - 1) / s : 0;
+  const int last = (i + pad) / s + 1;
+  hi = last < m ? last : m;
+}
+
 // ---- Dropout (counter-based mask) ----------------------------------------
 
 /// splitmix64's output function (Steele, Lea & Flood 2014): a bijective 64-bit mixer.

@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "backend/elementwise_math.h"
+#include "backend/ops.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/shape.h"
@@ -49,6 +50,21 @@ void add_forward(const Device& d, const float* const* xs, size_t k, float* y, si
 /// tensor with several consumers; bf16: the sum of the fp32 values, rounded to
 /// nearest even; the CPU takes fp32 only, InternalError otherwise).
 void accumulate(const Device& d, DType t, void* y, const void* x, size_t n);
+
+// ---- AveragePooling2D (backend/cpu/avg_pool.cpp) -------------------------
+
+/// y [N, Ho, Wo, C] (ys) <- the mean of each window (p.ph x p.pw, strides
+/// p.stride_*) of x [N, H, W, C] (xs) over its pixels inside x, windows
+/// placed with TensorFlow's padding (pad_h, pad_w before the input, from
+/// conv_padding): avg_pool's 'same', which does not count the padding.
+/// Each sum is taken in row-major window order (the same on both devices).
+void avg_pool_forward(const Device& d, const float* x, Shape xs, Pool2DParams p, PadPair pad_h, PadPair pad_w,
+                      float* y, Shape ys);
+/// dx [N, H, W, C] <- for each input pixel, the sum over the windows holding
+/// it of dy / (the window's pixel count), in row-major window order
+/// (overwrites dx).
+void avg_pool_backward(const Device& d, const float* dy, Shape ys, Pool2DParams p, PadPair pad_h, PadPair pad_w,
+                       float* dx, Shape xs);
 
 // ---- Multiply (backend/cpu/multiply.cpp) ---------------------------------
 

@@ -243,8 +243,9 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       if (act) add_activation(b, d.activation, pre, out, name + "/activation");
       return;
     }
-    case LayerKind::MaxPooling2D: {
-      onnx::NodeProto& n = b.node("MaxPool", ins, out, name);
+    case LayerKind::MaxPooling2D:
+    case LayerKind::AveragePooling2D: {  // AveragePool's count_include_pad 0 (the default): TensorFlow's mean
+      onnx::NodeProto& n = b.node(d.kind == LayerKind::MaxPooling2D ? "MaxPool" : "AveragePool", ins, out, name);
       GraphBuilder::ints(n, "kernel_shape", {d.kh, d.kw});
       GraphBuilder::ints(n, "strides", {d.stride_h, d.stride_w});
       GraphBuilder::ints(n, "pads", {d.pad_h.before, d.pad_w.before, d.pad_h.after, d.pad_w.after});

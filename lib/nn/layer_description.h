@@ -18,6 +18,7 @@ enum class LayerKind {
   Conv2D,              ///< y = act(conv(x, kernel) + bias); kernel [kh, kw, Cin, Cout].
   Conv2DTranspose,     ///< y = act(conv_transpose(x, kernel) + bias); kernel [kh, kw, Cout, Cin].
   MaxPooling2D,        ///< y = max over each window; padded pixels never win.
+  AveragePooling2D,    ///< y = mean over each window's pixels inside the input (padding not counted).
   UpSampling2D,        ///< Nearest neighbour: y[i, j] = x[i / size_h, j / size_w].
   Cropping2D,          ///< y[i, j] = x[pad_h.before + i, pad_w.before + j]; pad_* as the pixels removed.
   ZeroPadding2D,       ///< y[pad_h.before + i, pad_w.before + j] = x[i, j], 0 in the pad_* border.

@@ -14,6 +14,7 @@ const std::vector<Entry>& registry() {
       {"Conv2D", make_conv2d},
       {"Conv2DTranspose", make_conv2d_transpose},
       {"MaxPooling2D", make_max_pooling2d},
+      {"AveragePooling2D", make_average_pooling2d},
       {"UpSampling2D", make_up_sampling2d},
       {"Cropping2D", make_cropping2d},
       {"ZeroPadding2D", make_zero_padding2d},

@@ -27,6 +27,7 @@ std::unique_ptr<Layer> make_rescaling(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_conv2d(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_conv2d_transpose(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_max_pooling2d(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_average_pooling2d(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_cropping2d(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_zero_padding2d(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_up_sampling2d(ParamReader& p, const std::string& name);

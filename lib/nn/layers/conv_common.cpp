@@ -30,4 +30,24 @@ ConvConfig read_conv_config(ParamReader& p) {
 
 std::string window_text(int h, int w) { return std::to_string(h) + "x" + std::to_string(w); }
 
+Pool2DParams read_pool_params(ParamReader& p) {
+  Pool2DParams g;
+  std::vector<int> pool = p.get_int_pair("pool_size", std::vector<int>{2, 2}, 1, 1024);
+  // Keras: strides None means strides = pool_size.
+  std::vector<int> s = p.get_int_pair("strides", pool, 1, 1024);
+  g.ph = pool[0], g.pw = pool[1];
+  g.stride_h = s[0], g.stride_w = s[1];
+  g.same_padding = p.get_string("padding", std::string("valid"), {"valid", "same"}) == "same";
+  return g;
+}
+
+Shape pool_output_shape(const Shape& in, const Pool2DParams& p) {
+  const int ho = conv_output_length(in.h, p.ph, p.stride_h, p.same_padding);
+  const int wo = conv_output_length(in.w, p.pw, p.stride_w, p.same_padding);
+  if (ho <= 0 || wo <= 0)
+    throw UserError("input is " + window_text(in.h, in.w) + " but pool_size is " + window_text(p.ph, p.pw) +
+                    " with padding 'valid'; use padding: same or a smaller pool_size");
+  return Shape{in.n, ho, wo, in.c};
+}
+
 }  // namespace trainer

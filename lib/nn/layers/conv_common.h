@@ -34,6 +34,15 @@ ConvConfig read_conv_config(ParamReader& p);
 /// "3x3" style text of a window size.
 std::string window_text(int h, int w);
 
+/// MaxPooling2D's and AveragePooling2D's keys: pool_size (int or pair,
+/// default 2), strides (default pool_size, Keras's None), padding (valid |
+/// same, default valid). UserError (with file:line:col) for a bad value.
+Pool2DParams read_pool_params(ParamReader& p);
+
+/// [N, Ho, Wo, C] of a pooling of `in` (conv_output_length, Keras).
+/// UserError when the output would be empty, with the fix.
+Shape pool_output_shape(const Shape& in, const Pool2DParams& p);
+
 /// Base of Conv2D (Op = Conv2DOp) and Conv2DTranspose (Op = Conv2DTransposeOp):
 /// params are {kernel, bias} (bias only with use_bias), y = act(op(x, kernel) + bias).
 /// Derived classes implement type(), infer() (setting in_ and out_), param_specs()

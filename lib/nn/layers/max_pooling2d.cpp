@@ -31,13 +31,7 @@ class MaxPooling2D final : public Layer {
     if (inputs.size() != 1)
       throw UserError("MaxPooling2D takes one input, got " + std::to_string(inputs.size()));
     in_ = inputs[0];
-    int ho = conv_output_length(in_.h, p_.ph, p_.stride_h, p_.same_padding);
-    int wo = conv_output_length(in_.w, p_.pw, p_.stride_w, p_.same_padding);
-    if (ho <= 0 || wo <= 0)
-      throw UserError("input is " + window_text(in_.h, in_.w) + " but pool_size is " +
-                      window_text(p_.ph, p_.pw) +
-                      " with padding 'valid'; use padding: same or a smaller pool_size");
-    out_ = Shape{in_.n, ho, wo, in_.c};
+    out_ = pool_output_shape(in_, p_);
     return out_;
   }
 
@@ -77,14 +71,7 @@ class MaxPooling2D final : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_max_pooling2d(ParamReader& p, const std::string& name) {
-  Pool2DParams g;
-  std::vector<int> pool = p.get_int_pair("pool_size", std::vector<int>{2, 2}, 1, 1024);
-  // Keras: strides None means strides = pool_size.
-  std::vector<int> s = p.get_int_pair("strides", pool, 1, 1024);
-  g.ph = pool[0], g.pw = pool[1];
-  g.stride_h = s[0], g.stride_w = s[1];
-  g.same_padding = p.get_string("padding", std::string("valid"), {"valid", "same"}) == "same";
-  return std::make_unique<MaxPooling2D>(name, g);
+  return std::make_unique<MaxPooling2D>(name, read_pool_params(p));
 }
 
 }  // namespace trainer
