@@ -277,7 +277,9 @@ TEST_CASE("AveragePooling2D matches OpenCV dnn's average Pooling (padding not co
                         {2, 2, 2, 2, true, {2, 5, 7, 3}},   // odd sizes: the extra pixel after
                         {3, 3, 2, 2, true, {1, 6, 5, 2}},
                         {3, 2, 1, 1, true, {1, 6, 5, 2}},
-                        {3, 2, 1, 2, false, {1, 6, 5, 2}}};
+                        {3, 2, 1, 2, false, {1, 6, 5, 2}},
+                        {2, 2, 3, 3, false, {1, 8, 7, 2}},   // strides above the pool: pixels in no window
+                        {2, 2, 3, 3, true, {1, 7, 7, 2}}};
   for (const Case& c : cases) {
     std::string yaml = "{type: AveragePooling2D, pool_size: [" + std::to_string(c.ph) + ", " +
                        std::to_string(c.pw) + "], strides: [" + std::to_string(c.sh) + ", " +

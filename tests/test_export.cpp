@@ -31,7 +31,8 @@ constexpr int kSide = 42;
 // asymmetric Cropping2D of a 'valid' transposed conv (42 -> 44 -> 42), an
 // asymmetric ZeroPadding2D before a 'valid' conv (42 -> 45 -> 42), a dilated
 // conv padded asymmetrically (span 5x4), an attention gate (a one-channel
-// sigmoid map Multiply broadcasts over the features), and every
+// sigmoid map Multiply broadcasts over the features), an AveragePooling2D
+// padded asymmetrically, a per-channel PReLU, and every
 // activation (the activation strings and the layers with their parameters).
 std::string export_net(const fs::path& out_dir) {
   return R"(model:
@@ -43,9 +44,10 @@ std::string export_net(const fs::path& out_dir) {
     - {name: bn1, type: BatchNormalization, momentum: 0.5}
     - {name: down, type: Conv2D, filters: 8, kernel_size: 3, strides: 2, padding: same, activation: leaky_relu}
     - {name: pool, type: MaxPooling2D, pool_size: 2, padding: same}
-    - {name: avg, type: AveragePooling2D, pool_size: 3, strides: 1, padding: same}
+    - {name: avg, type: AveragePooling2D, pool_size: 2, strides: 1, padding: same}
     - {name: drop, type: Dropout, rate: 0.2}
     - {name: leaky, type: LeakyReLU, negative_slope: 0.1}
+    - {name: prelu, type: PReLU, shared_axes: [1, 2], alpha_initializer: glorot_uniform}
     - {name: up, type: UpSampling2D, size: 2}
     - {name: trim, type: Conv2D, filters: 8, kernel_size: 2, activation: tanh}
     - {name: cat, type: Concatenate, inputs: [trim, down]}

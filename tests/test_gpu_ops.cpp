@@ -1016,7 +1016,8 @@ TEST_CASE("GPU AveragePooling2D matches the CPU bit for bit (valid and same, odd
   const Case cases[] = {{Pool2DParams{2, 2, 2, 2, false}, {2, 9, 7, 5}},
                         {Pool2DParams{2, 2, 2, 2, true}, {2, 9, 7, 5}},
                         {Pool2DParams{3, 3, 1, 1, true}, {2, 8, 6, 16}},
-                        {Pool2DParams{3, 2, 2, 1, true}, {1, 7, 9, 3}}};
+                        {Pool2DParams{3, 2, 2, 1, true}, {1, 7, 9, 3}},
+                        {Pool2DParams{2, 2, 3, 3, true}, {1, 7, 8, 3}}};  // strides above the pool
   for (const Case& c : cases) {
     const Shape ys{c.xs.n, conv_output_length(c.xs.h, c.p.ph, c.p.stride_h, c.p.same_padding),
                    conv_output_length(c.xs.w, c.p.pw, c.p.stride_w, c.p.same_padding), c.xs.c};
@@ -1032,5 +1033,29 @@ TEST_CASE("GPU AveragePooling2D matches the CPU bit for bit (valid and same, odd
     const auto ref = run(Device{}), got = run(g.device);
     CHECK_IDENTICAL("forward", got.first, ref.first);
     CHECK_IDENTICAL("backward", got.second, ref.second);
+  }
+}
+
+TEST_CASE("GPU PReLU matches the CPU (every sharing of the slopes)", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const Shape xs{3, 9, 7, 6};
+  const PReLUShape shapes[] = {{9, 7, 6}, {1, 1, 6}, {9, 7, 1}, {1, 7, 1}, {1, 1, 1}};
+  for (const PReLUShape& a : shapes) {
+    INFO("alpha [" << a.ah << ", " << a.aw << ", " << a.ac << "]");
+    const size_t slopes = size_t(a.ah) * a.aw * a.ac;
+    const std::vector<float> xh = random_values(xs.numel(), 801), ah = random_values(slopes, 802),
+                             dyh = random_values(xs.numel(), 803);
+    auto run = [&](const Device& d) {
+      Buffer<float> x = upload(xh, d), alpha = upload(ah, d), dy = upload(dyh, d), y(d, xs.numel()), dx(d, xs.numel()),
+                    dalpha(d, slopes);
+      prelu_forward(d, x.data(), xs, alpha.data(), a, y.data());
+      prelu_backward(d, x.data(), xs, alpha.data(), a, dy.data(), dx.data(), dalpha.data());
+      return std::make_tuple(download(y), download(dx), download(dalpha));
+    };
+    const auto ref = run(Device{}), got = run(g.device);
+    CHECK_IDENTICAL("y", std::get<0>(got), std::get<0>(ref));
+    CHECK_IDENTICAL("dx", std::get<1>(got), std::get<1>(ref));
+    CHECK_CLOSE("dalpha", std::get<2>(got), std::get<2>(ref), kReorder);  // double sums in another order
   }
 }

@@ -295,7 +295,7 @@ TEST_CASE("Concatenate and Add name both shapes when heights or widths differ", 
           "Concatenate needs inputs of the same height and width; got [32, 32, 64] and [31, 31, 64]; "
           "check the padding and the pooling/upsampling sizes: 'valid' padding shrinks a convolution's output by "
           "kernel_size - 1 (use padding: same, as the seed U-Net, or crop the larger input with a Cropping2D "
-          "layer), and an odd size before MaxPooling2D loses a row (use an input size divisible by 2 to the number "
+          "layer), and an odd size before a pooling loses a row (use an input size divisible by 2 to the number "
           "of poolings)");
   }
   CHECK_THROWS_AS(l->infer({Shape{0, 4, 4, 1}}), UserError);
@@ -362,6 +362,41 @@ TEST_CASE("Multiply: same shapes, or a one-channel map broadcast over the channe
                     Catch::Contains("a [1, 1, C] input over height and width is not supported"));
   CHECK_THROWS_WITH(l->infer({Shape{0, 2, 3, 4}, Shape{0, 2, 3, 4}, Shape{0, 2, 3, 4}}),
                     Catch::Contains("chain Multiply layers"));
+}
+
+TEST_CASE("PReLU: a learned slope per element, or shared over Keras's shared_axes", "[layers]") {
+  struct Case {
+    const char* axes;
+    std::vector<int> alpha;
+  };
+  const Case cases[] = {{"null", {3, 4, 2}}, {"[1, 2]", {1, 1, 2}}, {"3", {3, 4, 1}}, {"[2]", {3, 1, 2}}};
+  for (const Case& c : cases) {
+    INFO("shared_axes " << c.axes);
+    auto l = layer_from_yaml(std::string("{type: PReLU, shared_axes: ") + c.axes + "}");
+    CHECK(l->infer({Shape{0, 3, 4, 2}}) == Shape{0, 3, 4, 2});
+    const auto specs = l->param_specs();
+    REQUIRE(specs.size() == 1);
+    CHECK(specs[0].name == "alpha");
+    CHECK(specs[0].shape == c.alpha);
+    CHECK(specs[0].initializer == "zeros");  // Keras's default: a relu at first
+    auto w = bind_random(*l, {Shape{0, 3, 4, 2}}, 3);
+    // Away from 0, where the kink would spoil the finite differences.
+    auto r = gradcheck(*l, w, {away_from_zero(random_tensor({2, 3, 4, 2}, 11), 0.05f)}, {}, 1e-2f);
+    CHECK(r.max_rel_error_inputs < 1e-3);
+    CHECK(r.max_rel_error_params < 1e-3);
+  }
+  // y = x for x > 0, else alpha x, with one slope per channel.
+  auto l = layer_from_yaml("{type: PReLU, shared_axes: [1, 2]}");
+  l->infer({Shape{0, 1, 2, 2}});
+  std::vector<float> alpha = {0.5f, -2.f}, dalpha(2);
+  l->bind({alpha.data()}, {dalpha.data()});
+  Tensor x = make_tensor({1, 1, 2, 2}, {-1, -1, 3, -4});
+  Tensor y = run_forward(*l, {}, {&x});
+  CHECK(std::vector<float>(y.data(), y.data() + 4) == std::vector<float>{-0.5f, 2.f, 3.f, 8.f});
+  CHECK_THROWS_WITH(layer_from_yaml("{type: PReLU, shared_axes: 0}"), Catch::Contains("'shared_axes' must be in [1, 3]"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: PReLU, shared_axes: [1, 1]}"), Catch::Contains("names axis 1 twice"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: PReLU, alpha_initializer: constant}"), Catch::Contains("use one of"));
+  CHECK(layer_from_yaml("{type: PReLU, alpha_regularizer: l2}")->describe().kind == LayerKind::PReLU);
 }
 
 TEST_CASE("Activation: every activation's gradient, and strip_final_sigmoid", "[layers]") {

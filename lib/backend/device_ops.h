@@ -27,6 +27,10 @@
                         PadPair pad_w, float* y, Shape ys);                                                 \
   void avg_pool_backward(const Device& d, const float* dy, Shape ys, Pool2DParams p, PadPair pad_h,       \
                          PadPair pad_w, float* dx, Shape xs);                                               \
+  void prelu_forward(const Device& d, const float* x, Shape xs, const float* alpha, PReLUShape a,          \
+                     float* y);                                                                             \
+  void prelu_backward(const Device& d, const float* x, Shape xs, const float* alpha, PReLUShape a,         \
+                      const float* dy, float* dx, float* dalpha);                                           \
   void multiply_forward(const Device& d, const float* a, const float* b, int cb, long long P, int C,       \
                         float* y);                                                                          \
   void multiply_backward(const Device& d, const float* a, const float* b, int cb, long long P, int C,      \

@@ -24,6 +24,13 @@ void avg_pool_backward(const Device& d, const float* dy, Shape ys, Pool2DParams 
                        float* dx, Shape xs) {
   TRAINER_DISPATCH(d, avg_pool_backward(d, dy, ys, p, pad_h, pad_w, dx, xs));
 }
+void prelu_forward(const Device& d, const float* x, Shape xs, const float* alpha, PReLUShape a, float* y) {
+  TRAINER_DISPATCH(d, prelu_forward(d, x, xs, alpha, a, y));
+}
+void prelu_backward(const Device& d, const float* x, Shape xs, const float* alpha, PReLUShape a, const float* dy,
+                    float* dx, float* dalpha) {
+  TRAINER_DISPATCH(d, prelu_backward(d, x, xs, alpha, a, dy, dx, dalpha));
+}
 void multiply_forward(const Device& d, const float* a, const float* b, int cb, long long P, int C, float* y) {
   TRAINER_DISPATCH(d, multiply_forward(d, a, b, cb, P, C, y));
 }

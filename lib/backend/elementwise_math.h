@@ -139,6 +139,28 @@ TRAINER_HD inline float bn_backward(float dy, float x, float mean, float istd, f
   return k1 * (dy - k2 - bn_xhat(x, mean, istd) * k3);
 }
 
+// ---- PReLU slope indexing ----------------------------------------------------
+
+/// The index into a slope tensor [ah, aw, ac] of element (h, w, c): each
+/// dimension of size 1 is shared (index 0).
+TRAINER_HD inline size_t prelu_alpha_index(int h, int w, int c, int ah, int aw, int ac) {
+  return (size_t(ah == 1 ? 0 : h) * size_t(aw) + size_t(aw == 1 ? 0 : w)) * size_t(ac) + size_t(ac == 1 ? 0 : c);
+}
+
+/// Element m (0 <= m < prelu_alpha_uses) of the elements that use slope
+/// (i, j, k) of [ah, aw, ac] in an input [N, H, W, C]: their offset, enumerated
+/// sample-major, then the shared rows, columns and channels.
+TRAINER_HD inline size_t prelu_use_offset(size_t m, int i, int j, int k, int ah, int aw, int ac, int H, int W, int C) {
+  const int sc = ac == 1 ? C : 1, sw = aw == 1 ? W : 1, sh = ah == 1 ? H : 1;
+  const int c = ac == 1 ? int(m % size_t(sc)) : k;
+  m /= size_t(sc);
+  const int w = aw == 1 ? int(m % size_t(sw)) : j;
+  m /= size_t(sw);
+  const int h = ah == 1 ? int(m % size_t(sh)) : i;
+  const size_t n = m / size_t(sh);
+  return ((n * size_t(H) + size_t(h)) * size_t(W) + size_t(w)) * size_t(C) + size_t(c);
+}
+
 // ---- Average pooling (one dimension of a window) -------------------------
 
 /// The input pixels [lo, hi) of output o's window (size k, stride s, pad
@@ -158,6 +180,15 @@ TRAINER_HD inline void pool_outputs(int i, int k, int s, int pad, int m, int& lo
   const int last = (i + pad) / s + 1;
   hi = last < m ? last : m;
 }
+
+// ---- PReLU ---------------------------------------------------------------
+
+/// PReLU's y for x with slope alpha (Keras: relu(x) - alpha * relu(-x)).
+TRAINER_HD inline float prelu_value(float x, float alpha) { return x > 0.f ? x : alpha * x; }
+/// dL/dx from dy.
+TRAINER_HD inline float prelu_dx(float x, float alpha, float dy) { return x > 0.f ? dy : alpha * dy; }
+/// The element's term of dL/dalpha: dy * min(x, 0).
+TRAINER_HD inline float prelu_dalpha_term(float x, float dy) { return x > 0.f ? 0.f : dy * x; }
 
 // ---- Dropout (counter-based mask) ----------------------------------------
 

@@ -66,6 +66,24 @@ void avg_pool_forward(const Device& d, const float* x, Shape xs, Pool2DParams p,
 void avg_pool_backward(const Device& d, const float* dy, Shape ys, Pool2DParams p, PadPair pad_h, PadPair pad_w,
                        float* dx, Shape xs);
 
+// ---- PReLU (backend/cpu/prelu.cpp) ---------------------------------------
+
+/// PReLU's slope tensor alpha [ah, aw, ac] (Keras's layout): each dimension
+/// the input's size, or 1 where Keras's shared_axes shares it.
+struct PReLUShape {
+  int ah = 1, aw = 1, ac = 1;
+};
+
+/// y [N, H, W, C] (xs) <- prelu_value(x, alpha[h', w', c']) with h' = h when
+/// a.ah == H else 0 (likewise w', c'). y may be x.
+void prelu_forward(const Device& d, const float* x, Shape xs, const float* alpha, PReLUShape a, float* y);
+/// dx <- prelu_dx(x, alpha, dy) (when dx is not nullptr) and dalpha [ah, aw,
+/// ac] <- for each slope, the sum of prelu_dalpha_term over the elements
+/// that use it (all samples, and the shared positions), in double, summed in
+/// a fixed order (overwrites dalpha).
+void prelu_backward(const Device& d, const float* x, Shape xs, const float* alpha, PReLUShape a, const float* dy,
+                    float* dx, float* dalpha);
+
 // ---- Multiply (backend/cpu/multiply.cpp) ---------------------------------
 
 /// y [P, C] <- a [P, C] * b, for P = N*H*W pixels: b is [P, C] (cb == C) or

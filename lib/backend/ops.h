@@ -76,11 +76,13 @@ struct Conv2DParams {
   int span_w() const { return (kw - 1) * dilation_w + 1; }
 };
 
-/// Geometry of MaxPooling2D.
+/// Geometry of MaxPooling2D and AveragePooling2D.
 struct Pool2DParams {
   int ph = 2, pw = 2;              ///< Pool (window) height, width (pixels).
   int stride_h = 2, stride_w = 2;  ///< Strides (pixels).
-  bool same_padding = false;       ///< Keras padding: 'same' (padded pixels never win) or 'valid'.
+  /// Keras padding: 'same' or 'valid'. Padded pixels never win a max and are
+  /// not counted in an average.
+  bool same_padding = false;
 };
 
 /// One device's implementation of a convolution-like op (Conv2D or

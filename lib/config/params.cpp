@@ -39,7 +39,7 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   // edit distance cannot connect to ours.
   static const std::vector<std::pair<std::string, std::string>> aliases = {
       {"lr", "learning_rate"},         {"acc", "accuracy"},       {"val_acc", "val_accuracy"},
-      {"MaxPool2D", "MaxPooling2D"},   {"Convolution2D", "Conv2D"}, {"Convolution2DTranspose", "Conv2DTranspose"},
+      {"MaxPool2D", "MaxPooling2D"},   {"AvgPool2D", "AveragePooling2D"}, {"Convolution2D", "Conv2D"}, {"Convolution2DTranspose", "Conv2DTranspose"},
       {"mixed_bfloat16", "bf16"},      {"bfloat16", "bf16"},      {"float32", "tf32"},
       {"class_name", "type"},          {"input_shape", "shape"},  {"binary_accuracy", "accuracy"},
       {"epsilon", "min_delta"}};  // Keras 2's ReduceLROnPlateau(epsilon=...)

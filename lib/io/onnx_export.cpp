@@ -274,6 +274,16 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       GraphBuilder::integer(n, "axis", 1);
       return;
     }
+    case LayerKind::PReLU: {  // Keras's alpha [ah, aw, ac] as ONNX's slope [ac, ah, aw], broadcast over N, C, H, W
+      const WeightRecord& alpha = *w.at("alpha");
+      const int ah = alpha.shape[0], aw = alpha.shape[1], ac = alpha.shape[2];
+      std::vector<float> slope(alpha.values.size());
+      for (int c = 0; c < ac; ++c)
+        for (int h = 0; h < ah; ++h)
+          for (int x = 0; x < aw; ++x) slope[(size_t(c) * ah + h) * aw + x] = alpha.values[(size_t(h) * aw + x) * ac + c];
+      b.node("PRelu", {ins[0], b.constant(name + "/slope", {ac, ah, aw}, slope)}, out, name);
+      return;
+    }
     case LayerKind::Multiply: {
       // A one-channel input is expanded to every channel first: OpenCV's dnn
       // (4.6) does not broadcast Mul's inputs, though ONNX would.

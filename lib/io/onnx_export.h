@@ -25,7 +25,9 @@ namespace trainer {
 ///   Conv2DTranspose -> ConvTranspose with kernel [kh, kw, out, in] transposed
 ///   to [in, out, kh, kw] and pads cropping the output (the asymmetric part
 ///   of the crop, which OpenCV 4.6 rejects in ConvTranspose, as a Slice); MaxPooling2D ->
-///   MaxPool with explicit pads; UpSampling2D -> Resize (nearest, asymmetric,
+///   MaxPool with explicit pads; AveragePooling2D -> AveragePool with explicit
+///   pads (padding not counted); PReLU -> PRelu; Multiply -> Mul (a one-channel
+///   input Expanded first); UpSampling2D -> Resize (nearest, asymmetric,
 ///   floor: y[i] = x[floor(i / size)], exactly Keras's); Concatenate -> Concat
 ///   on axis 1; Add -> Add (chained for more inputs); BatchNormalization ->
 ///   BatchNormalization with the moving statistics; activations -> Relu / Sigmoid.

@@ -27,7 +27,7 @@ namespace trainer {
 inline constexpr const char* kMergeSizeHint =
     "; check the padding and the pooling/upsampling sizes: 'valid' padding shrinks a convolution's output by "
     "kernel_size - 1 (use padding: same, as the seed U-Net, or crop the larger input with a Cropping2D layer), "
-    "and an odd size before MaxPooling2D loses a row (use an input size divisible by 2 to the number of "
+    "and an odd size before a pooling loses a row (use an input size divisible by 2 to the number of "
     "poolings)";
 
 class Communicator;

@@ -26,6 +26,7 @@ enum class LayerKind {
   Add,                 ///< y = sum of the inputs (same shapes).
   Multiply,            ///< y = x_0 * x_1 (same shapes, or x_1 or x_0 one channel broadcast).
   Activation,          ///< y = act(x).
+  PReLU,               ///< y = x > 0 ? x : alpha * x; alpha is the layer's weight [ah, aw, ac].
   BatchNormalization,  ///< y = gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta.
 };
 
@@ -33,12 +34,12 @@ enum class LayerKind {
 /// named for the layer's kind are meaningful; the others keep their defaults.
 struct LayerDescription {
   LayerKind kind = LayerKind::Identity;
-  /// Conv2D, Conv2DTranspose, MaxPooling2D: window (kernel or pool) size and strides, pixels.
+  /// Conv2D, Conv2DTranspose, MaxPooling2D, AveragePooling2D: window (kernel or pool) size and strides, pixels.
   int kh = 1, kw = 1, stride_h = 1, stride_w = 1;
   /// Conv2D: distance in pixels between neighbouring kernel taps, 1 when adjacent
   /// (Keras's dilation_rate, ONNX 'dilations').
   int dilation_h = 1, dilation_w = 1;
-  /// Conv2D, MaxPooling2D: pixels padded before (top/left) and after
+  /// Conv2D, MaxPooling2D, AveragePooling2D: pixels padded before (top/left) and after
   /// (bottom/right) the input, TensorFlow's 'same' rule (the extra pixel of an
   /// odd total goes after). Conv2DTranspose: pixels cropped from the start and
   /// end of the full transposed-convolution output (ONNX ConvTranspose 'pads').

@@ -25,6 +25,7 @@ const std::vector<Entry>& registry() {
       {"LeakyReLU", make_leaky_relu},
       {"ELU", make_elu},
       {"ReLU", make_relu},
+      {"PReLU", make_prelu},
       {"BatchNormalization", make_batch_normalization},
       {"Dropout", make_dropout},
       {"SpatialDropout2D", make_spatial_dropout2d},

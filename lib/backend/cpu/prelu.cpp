@@ -1,0 +1,45 @@
+// PReLU forward / backward on the CPU (OpenMP over elements, and over slopes
+// for the slope gradient, each summed over its uses in the order the CUDA
+// kernels take), through backend/elementwise_math.h.
+#include "backend/device_ops.h"
+
+namespace trainer::cpu {
+
+void prelu_forward(const Device&, const float* x, Shape xs, const float* alpha, PReLUShape a, float* y) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int n = 0; n < xs.n; ++n)
+    for (int h = 0; h < xs.h; ++h)
+      for (int w = 0; w < xs.w; ++w)
+        for (int c = 0; c < xs.c; ++c) {
+          const size_t e = ((size_t(n) * xs.h + h) * xs.w + w) * xs.c + c;
+          y[e] = prelu_value(x[e], alpha[prelu_alpha_index(h, w, c, a.ah, a.aw, a.ac)]);
+        }
+}
+
+void prelu_backward(const Device&, const float* x, Shape xs, const float* alpha, PReLUShape a, const float* dy,
+                    float* dx, float* dalpha) {
+  if (dx) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < xs.n; ++n)
+      for (int h = 0; h < xs.h; ++h)
+        for (int w = 0; w < xs.w; ++w)
+          for (int c = 0; c < xs.c; ++c) {
+            const size_t e = ((size_t(n) * xs.h + h) * xs.w + w) * xs.c + c;
+            dx[e] = prelu_dx(x[e], alpha[prelu_alpha_index(h, w, c, a.ah, a.aw, a.ac)], dy[e]);
+          }
+  }
+  const long long slopes = (long long)a.ah * a.aw * a.ac;
+  const size_t uses = xs.numel() / size_t(slopes);
+#pragma omp parallel for schedule(static)
+  for (long long s = 0; s < slopes; ++s) {
+    const int k = int(s % a.ac), j = int(s / a.ac % a.aw), i = int(s / a.ac / a.aw);
+    double sum = 0;
+    for (size_t m = 0; m < uses; ++m) {
+      const size_t e = prelu_use_offset(m, i, j, k, a.ah, a.aw, a.ac, xs.h, xs.w, xs.c);
+      sum += prelu_dalpha_term(x[e], dy[e]);
+    }
+    dalpha[s] = float(sum);
+  }
+}
+
+}  // namespace trainer::cpu
