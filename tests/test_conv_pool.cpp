@@ -67,6 +67,18 @@ cv::Mat run_opencv(const std::string& type, cv::dnn::LayerParams lp, const cv::M
   return net.forward().clone();
 }
 
+/// OpenCV dnn's Pooling parameters ("max" or "ave") for a window and strides.
+cv::dnn::LayerParams pooling_params(const char* pool, int ph, int pw, int sh, int sw, bool same) {
+  cv::dnn::LayerParams lp;
+  lp.set("pool", pool);
+  lp.set("kernel_h", ph);
+  lp.set("kernel_w", pw);
+  lp.set("stride_h", sh);
+  lp.set("stride_w", sw);
+  lp.set("pad_mode", same ? "SAME" : "VALID");
+  return lp;
+}
+
 double dot(const Tensor& a, const Tensor& b) {
   double s = 0;
   for (size_t i = 0; i < a.numel(); ++i) s += double(a.data()[i]) * b.data()[i];
@@ -289,14 +301,8 @@ TEST_CASE("AveragePooling2D matches OpenCV dnn's average Pooling (padding not co
     layer->infer({c.xs});
     Tensor x = random_tensor(c.xs, 9);
     Tensor y = run_forward(*layer, x);
-    cv::dnn::LayerParams lp;
-    lp.set("pool", "ave");
+    cv::dnn::LayerParams lp = pooling_params("ave", c.ph, c.pw, c.sh, c.sw, c.same);
     lp.set("ave_pool_padded_area", false);
-    lp.set("kernel_h", c.ph);
-    lp.set("kernel_w", c.pw);
-    lp.set("stride_h", c.sh);
-    lp.set("stride_w", c.sw);
-    lp.set("pad_mode", c.same ? "SAME" : "VALID");
     cv::Mat ref = run_opencv("Pooling", lp, to_nchw(x));
     CHECK(max_abs_diff(y, ref) < 1e-6);
     check_gradients(yaml, c.xs, 1e-2f, 1e-3);
@@ -332,14 +338,7 @@ TEST_CASE("MaxPooling2D forward matches OpenCV dnn Pooling", "[conv]") {
     Tensor x = random_tensor(c.xs, 9);
     Tensor y = run_forward(*layer, x, false);
     Tensor yt = run_forward(*layer, x, true);
-    cv::dnn::LayerParams lp;
-    lp.set("pool", "max");
-    lp.set("kernel_h", c.ph);
-    lp.set("kernel_w", c.pw);
-    lp.set("stride_h", c.sh);
-    lp.set("stride_w", c.sw);
-    lp.set("pad_mode", c.same ? "SAME" : "VALID");
-    cv::Mat ref = run_opencv("Pooling", lp, to_nchw(x));
+    cv::Mat ref = run_opencv("Pooling", pooling_params("max", c.ph, c.pw, c.sh, c.sw, c.same), to_nchw(x));
     CHECK(max_abs_diff(y, ref) == 0);
     CHECK(max_abs_diff(yt, ref) == 0);
   }
