@@ -1039,16 +1039,24 @@ TEST_CASE("GPU AveragePooling2D matches the CPU bit for bit (valid and same, odd
 TEST_CASE("GPU PReLU matches the CPU (every sharing of the slopes)", "[gpu][gpu_ops]") {
   TRAINER_REQUIRE_GPU();
   GpuDevice g(0, Precision::FP32);
-  const Shape xs{3, 9, 7, 6};
-  const PReLUShape shapes[] = {{9, 7, 6}, {1, 1, 6}, {9, 7, 1}, {1, 7, 1}, {1, 1, 1}};
-  for (const PReLUShape& a : shapes) {
+  struct Case {
+    Shape xs;
+    PReLUShape a;
+  };
+  const Case cases[] = {{{3, 9, 7, 6}, {9, 7, 6}}, {{3, 9, 7, 6}, {1, 1, 6}}, {{3, 9, 7, 6}, {9, 7, 1}},
+                        {{3, 9, 7, 6}, {1, 7, 1}}, {{3, 9, 7, 6}, {1, 1, 1}},
+                        {{2, 40, 40, 8}, {40, 40, 8}},  // more slopes than blocks: the grid-stride loop
+                        {{0, 9, 7, 6}, {1, 1, 6}}};     // no samples: zero gradients
+  for (const Case& cs : cases) {
+    const Shape xs = cs.xs;
+    const PReLUShape a = cs.a;
     INFO("alpha [" << a.ah << ", " << a.aw << ", " << a.ac << "]");
     const size_t slopes = size_t(a.ah) * a.aw * a.ac;
     const std::vector<float> xh = random_values(xs.numel(), 801), ah = random_values(slopes, 802),
                              dyh = random_values(xs.numel(), 803);
     auto run = [&](const Device& d) {
       Buffer<float> x = upload(xh, d), alpha = upload(ah, d), dy = upload(dyh, d), y(d, xs.numel()), dx(d, xs.numel()),
-                    dalpha(d, slopes);
+                    dalpha = upload(std::vector<float>(slopes, 7.f), d);  // overwritten
       prelu_forward(d, x.data(), xs, alpha.data(), a, y.data());
       prelu_backward(d, x.data(), xs, alpha.data(), a, dy.data(), dx.data(), dalpha.data());
       return std::make_tuple(download(y), download(dx), download(dalpha));

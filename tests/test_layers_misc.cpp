@@ -396,7 +396,14 @@ TEST_CASE("PReLU: a learned slope per element, or shared over Keras's shared_axe
   CHECK_THROWS_WITH(layer_from_yaml("{type: PReLU, shared_axes: 0}"), Catch::Contains("'shared_axes' must be in [1, 3]"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: PReLU, shared_axes: [1, 1]}"), Catch::Contains("names axis 1 twice"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: PReLU, alpha_initializer: constant}"), Catch::Contains("use one of"));
-  CHECK(layer_from_yaml("{type: PReLU, alpha_regularizer: l2}")->describe().kind == LayerKind::PReLU);
+  auto reg = layer_from_yaml("{type: PReLU, alpha_regularizer: l2}");
+  reg->infer({Shape{0, 3, 4, 2}});
+  CHECK(reg->param_specs()[0].regularizer.l2 == Approx(0.01));
+  auto fans = layer_from_yaml("{type: PReLU}");
+  fans->infer({Shape{0, 3, 4, 2}});
+  CHECK(fans->param_specs()[0].fan_in == 12);  // Keras's fans of [3, 4, 2]: receptive 3
+  CHECK(fans->param_specs()[0].fan_out == 6);
+  CHECK_THROWS_WITH(layer_from_yaml("{type: PReLU, shared_axes: {a: 1}}"), Catch::Contains("or a list of them"));
 }
 
 TEST_CASE("Activation: every activation's gradient, and strip_final_sigmoid", "[layers]") {

@@ -147,7 +147,7 @@ TRAINER_HD inline size_t prelu_alpha_index(int h, int w, int c, int ah, int aw, 
   return (size_t(ah == 1 ? 0 : h) * size_t(aw) + size_t(aw == 1 ? 0 : w)) * size_t(ac) + size_t(ac == 1 ? 0 : c);
 }
 
-/// Element m (0 <= m < prelu_alpha_uses) of the elements that use slope
+/// Element m (0 <= m < N*H*W*C / (ah*aw*ac)) of the elements that use slope
 /// (i, j, k) of [ah, aw, ac] in an input [N, H, W, C]: their offset, enumerated
 /// sample-major, then the shared rows, columns and channels.
 TRAINER_HD inline size_t prelu_use_offset(size_t m, int i, int j, int k, int ah, int aw, int ac, int H, int W, int C) {
@@ -185,8 +185,10 @@ TRAINER_HD inline void pool_outputs(int i, int k, int s, int pad, int m, int& lo
 
 /// PReLU's y for x with slope alpha (Keras: relu(x) - alpha * relu(-x)).
 TRAINER_HD inline float prelu_value(float x, float alpha) { return x > 0.f ? x : alpha * x; }
-/// dL/dx from dy.
-TRAINER_HD inline float prelu_dx(float x, float alpha, float dy) { return x > 0.f ? dy : alpha * dy; }
+/// dL/dx from dy: 0 at x = 0, as Keras's relu(x) - alpha * relu(-x) differentiates.
+TRAINER_HD inline float prelu_dx(float x, float alpha, float dy) {
+  return x > 0.f ? dy : (x < 0.f ? alpha * dy : 0.f);
+}
 /// The element's term of dL/dalpha: dy * min(x, 0).
 TRAINER_HD inline float prelu_dalpha_term(float x, float dy) { return x > 0.f ? 0.f : dy * x; }
 

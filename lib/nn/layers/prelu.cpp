@@ -76,6 +76,8 @@ std::unique_ptr<Layer> make_prelu(ParamReader& p, const std::string& name) {
   std::set<int> shared;
   if (p.given("shared_axes")) {
     const YAML::Node axes = p.get_node("shared_axes");
+    if (!axes.IsScalar() && !axes.IsSequence())
+      p.fail("shared_axes", "must be an axis in [1, 3] (1: H, 2: W, 3: C) or a list of them");
     const std::vector<int> list =
         axes.IsScalar() ? std::vector<int>{p.get_int("shared_axes", std::nullopt, 1, 3)}
                         : p.get_int_list("shared_axes", axes.IsSequence() ? axes.size() : 0, 1, 3);
