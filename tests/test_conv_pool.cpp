@@ -67,6 +67,12 @@ cv::Mat run_opencv(const std::string& type, cv::dnn::LayerParams lp, const cv::M
   return net.forward().clone();
 }
 
+/// A pooling layer's YAML with this window, strides and padding.
+std::string pool_yaml(const std::string& type, int ph, int pw, int sh, int sw, bool same) {
+  return "{type: " + type + ", pool_size: [" + std::to_string(ph) + ", " + std::to_string(pw) + "], strides: [" +
+         std::to_string(sh) + ", " + std::to_string(sw) + "], padding: " + (same ? "same" : "valid") + "}";
+}
+
 /// OpenCV dnn's Pooling parameters ("max" or "ave") for a window and strides.
 cv::dnn::LayerParams pooling_params(const char* pool, int ph, int pw, int sh, int sw, bool same) {
   cv::dnn::LayerParams lp;
@@ -293,9 +299,7 @@ TEST_CASE("AveragePooling2D matches OpenCV dnn's average Pooling (padding not co
                         {2, 2, 3, 3, false, {1, 8, 7, 2}},   // strides above the pool: pixels in no window
                         {2, 2, 3, 3, true, {1, 7, 7, 2}}};
   for (const Case& c : cases) {
-    std::string yaml = "{type: AveragePooling2D, pool_size: [" + std::to_string(c.ph) + ", " +
-                       std::to_string(c.pw) + "], strides: [" + std::to_string(c.sh) + ", " +
-                       std::to_string(c.sw) + "], padding: " + (c.same ? "same" : "valid") + "}";
+    const std::string yaml = pool_yaml("AveragePooling2D", c.ph, c.pw, c.sh, c.sw, c.same);
     INFO(yaml << " on " << c.xs.nhwc());
     auto layer = layer_from_yaml(yaml);
     layer->infer({c.xs});
@@ -329,9 +333,7 @@ TEST_CASE("MaxPooling2D forward matches OpenCV dnn Pooling", "[conv]") {
                         {3, 3, 2, 2, true, {1, 6, 5, 2}},
                         {3, 2, 1, 2, false, {1, 6, 5, 2}}};
   for (const Case& c : cases) {
-    std::string yaml = "{type: MaxPooling2D, pool_size: [" + std::to_string(c.ph) + ", " +
-                       std::to_string(c.pw) + "], strides: [" + std::to_string(c.sh) + ", " +
-                       std::to_string(c.sw) + "], padding: " + (c.same ? "same" : "valid") + "}";
+    const std::string yaml = pool_yaml("MaxPooling2D", c.ph, c.pw, c.sh, c.sw, c.same);
     INFO(yaml << " on " << c.xs.nhwc());
     auto layer = layer_from_yaml(yaml);
     layer->infer({c.xs});

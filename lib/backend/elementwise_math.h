@@ -139,6 +139,23 @@ TRAINER_HD inline float bn_backward(float dy, float x, float mean, float istd, f
   return k1 * (dy - k2 - bn_xhat(x, mean, istd) * k3);
 }
 
+// ---- NHWC element coordinates -------------------------------------------
+
+/// The (n, h, w, c) of flat element e of an [N, H, W, C] tensor.
+struct NhwcIndex {
+  int n, h, w, c;
+};
+TRAINER_HD inline NhwcIndex nhwc_index(size_t e, int H, int W, int C) {
+  NhwcIndex i;
+  i.c = int(e % size_t(C));
+  e /= size_t(C);
+  i.w = int(e % size_t(W));
+  e /= size_t(W);
+  i.h = int(e % size_t(H));
+  i.n = int(e / size_t(H));
+  return i;
+}
+
 // ---- PReLU slope indexing ----------------------------------------------------
 
 /// The index into a slope tensor [ah, aw, ac] of element (h, w, c): each

@@ -15,12 +15,8 @@ namespace {
 __global__ void avg_pool_forward_kernel(const float* x, Shape xs, Pool2DParams p, int pad_top, int pad_left,
                                         float* y, Shape ys, size_t total) {
   for (size_t e = size_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += size_t(gridDim.x) * blockDim.x) {
-    const int c = int(e % size_t(ys.c));
-    size_t r = e / size_t(ys.c);
-    const int ow = int(r % size_t(ys.w));
-    r /= size_t(ys.w);
-    const int oh = int(r % size_t(ys.h));
-    const int n = int(r / size_t(ys.h));
+    const NhwcIndex o = nhwc_index(e, ys.h, ys.w, ys.c);
+    const int n = o.n, oh = o.h, ow = o.w, c = o.c;
     int h0, h1, w0, w1;
     pool_window(oh, p.ph, p.stride_h, pad_top, xs.h, h0, h1);
     pool_window(ow, p.pw, p.stride_w, pad_left, xs.w, w0, w1);
@@ -35,12 +31,8 @@ __global__ void avg_pool_forward_kernel(const float* x, Shape xs, Pool2DParams p
 __global__ void avg_pool_backward_kernel(const float* dy, Shape ys, Pool2DParams p, int pad_top, int pad_left,
                                          float* dx, Shape xs, size_t total) {
   for (size_t e = size_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += size_t(gridDim.x) * blockDim.x) {
-    const int c = int(e % size_t(xs.c));
-    size_t r = e / size_t(xs.c);
-    const int j = int(r % size_t(xs.w));
-    r /= size_t(xs.w);
-    const int i = int(r % size_t(xs.h));
-    const int n = int(r / size_t(xs.h));
+    const NhwcIndex in = nhwc_index(e, xs.h, xs.w, xs.c);
+    const int n = in.n, i = in.h, j = in.w, c = in.c;
     int o0, o1, q0, q1;
     pool_outputs(i, p.ph, p.stride_h, pad_top, ys.h, o0, o1);
     pool_outputs(j, p.pw, p.stride_w, pad_left, ys.w, q0, q1);

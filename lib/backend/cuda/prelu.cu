@@ -15,10 +15,8 @@ namespace {
 __global__ void prelu_kernel(const float* x, Shape xs, const float* alpha, PReLUShape a, const float* dy, float* out,
                              size_t total) {
   for (size_t e = size_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += size_t(gridDim.x) * blockDim.x) {
-    const int c = int(e % size_t(xs.c));
-    const size_t r = e / size_t(xs.c);
-    const int w = int(r % size_t(xs.w)), h = int(r / size_t(xs.w) % size_t(xs.h));
-    const float s = alpha[prelu_alpha_index(h, w, c, a.ah, a.aw, a.ac)];
+    const NhwcIndex i = nhwc_index(e, xs.h, xs.w, xs.c);
+    const float s = alpha[prelu_alpha_index(i.h, i.w, i.c, a.ah, a.aw, a.ac)];
     out[e] = dy ? prelu_dx(x[e], s, dy[e]) : prelu_value(x[e], s);
   }
 }
