@@ -27,6 +27,11 @@
                         PadPair pad_w, float* y, Shape ys);                                                 \
   void avg_pool_backward(const Device& d, const float* dy, Shape ys, Pool2DParams p, PadPair pad_h,       \
                          PadPair pad_w, float* dx, Shape xs);                                               \
+  void global_avg_pool_forward(const Device& d, const float* x, Shape xs, float* y);                        \
+  void global_avg_pool_backward(const Device& d, const float* dy, Shape xs, float* dx);                     \
+  void global_max_pool_forward(const Device& d, const float* x, Shape xs, float* y);                        \
+  void global_max_pool_backward(const Device& d, const float* x, Shape xs, const float* y, const float* dy, \
+                                float* dx);                                                                 \
   void prelu_forward(const Device& d, const float* x, Shape xs, const float* alpha, PReLUShape a,          \
                      float* y);                                                                             \
   void prelu_backward(const Device& d, const float* x, Shape xs, const float* alpha, PReLUShape a,         \
@@ -35,6 +40,9 @@
                         float* y);                                                                          \
   void multiply_backward(const Device& d, const float* a, const float* b, int cb, long long P, int C,      \
                          const float* dy, float* da, float* db);                                            \
+  void scale_channels_forward(const Device& d, const float* x, const float* s, Shape xs, float* y);         \
+  void scale_channels_backward(const Device& d, const float* x, const float* s, Shape xs, const float* dy,  \
+                               float* dx, float* ds);                                                       \
   void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y);   \
   void upsample_nearest_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p,            \
                                  float* dx);                                                                \

@@ -38,6 +38,25 @@ void multiply_backward(const Device& d, const float* a, const float* b, int cb, 
                        float* da, float* db) {
   TRAINER_DISPATCH(d, multiply_backward(d, a, b, cb, P, C, dy, da, db));
 }
+void global_avg_pool_forward(const Device& d, const float* x, Shape xs, float* y) {
+  TRAINER_DISPATCH(d, global_avg_pool_forward(d, x, xs, y));
+}
+void global_avg_pool_backward(const Device& d, const float* dy, Shape xs, float* dx) {
+  TRAINER_DISPATCH(d, global_avg_pool_backward(d, dy, xs, dx));
+}
+void global_max_pool_forward(const Device& d, const float* x, Shape xs, float* y) {
+  TRAINER_DISPATCH(d, global_max_pool_forward(d, x, xs, y));
+}
+void global_max_pool_backward(const Device& d, const float* x, Shape xs, const float* y, const float* dy, float* dx) {
+  TRAINER_DISPATCH(d, global_max_pool_backward(d, x, xs, y, dy, dx));
+}
+void scale_channels_forward(const Device& d, const float* x, const float* s, Shape xs, float* y) {
+  TRAINER_DISPATCH(d, scale_channels_forward(d, x, s, xs, y));
+}
+void scale_channels_backward(const Device& d, const float* x, const float* s, Shape xs, const float* dy, float* dx,
+                             float* ds) {
+  TRAINER_DISPATCH(d, scale_channels_backward(d, x, s, xs, dy, dx, ds));
+}
 void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n) {
   TRAINER_DISPATCH(d, add_forward(d, xs, k, y, n));
 }

@@ -156,6 +156,16 @@ TRAINER_HD inline NhwcIndex nhwc_index(size_t e, int H, int W, int C) {
   return i;
 }
 
+// ---- Per (sample, channel) reductions ----------------------------------------
+
+/// The row (n * C + c) of element e of an NHWC tensor with HWC = H*W*C
+/// elements per sample: the index of its (sample, channel) in an [N, C] array.
+TRAINER_HD inline size_t sample_channel_row(size_t e, size_t HWC, size_t C) { return e / HWC * C + e % C; }
+
+/// The larger of m and v, NaN when v is NaN (folded over values from -inf, a
+/// NaN anywhere gives NaN, as tf.reduce_max).
+TRAINER_HD inline float max_keeping_nan(float m, float v) { return (v > m || v != v) ? v : m; }
+
 // ---- PReLU slope indexing ----------------------------------------------------
 
 /// The index into a slope tensor [ah, aw, ac] of element (h, w, c): each

@@ -1,8 +1,8 @@
 #pragma once
 // Backend interface of the element-wise, channel and resampling ops: the math
 // of Activation (and the activation of Conv2D / Conv2DTranspose), Rescaling,
-// Add, Concatenate, UpSampling2D, Dropout and BatchNormalization. Layers call
-// these functions with their tower's Device and never loop over tensor elements
+// Add, Multiply, PReLU, the poolings other than MaxPooling2D, Concatenate,
+// UpSampling2D, Cropping2D, Dropout and BatchNormalization. Layers call these functions with their tower's Device and never loop over tensor elements
 // themselves; the dispatch (backend/elementwise_dispatch.cpp) calls the CPU
 // implementation (OpenMP loops in backend/cpu/, one file per op family) or the
 // CUDA one (kernels in backend/cuda/, queued on the tower's compute stream).
@@ -66,6 +66,24 @@ void avg_pool_forward(const Device& d, const float* x, Shape xs, Pool2DParams p,
 void avg_pool_backward(const Device& d, const float* dy, Shape ys, Pool2DParams p, PadPair pad_h, PadPair pad_w,
                        float* dx, Shape xs);
 
+// ---- GlobalAveragePooling2D, GlobalMaxPooling2D (backend/cpu/global_pool.cpp)
+
+/// y [N, C] <- the mean of each (sample, channel) of x [N, H, W, C] (xs) over
+/// its H*W pixels: the sum in double, divided by H*W, rounded to float. The
+/// order of the sum is fixed on each device (deterministic; the two devices
+/// may differ in the last bit).
+void global_avg_pool_forward(const Device& d, const float* x, Shape xs, float* y);
+/// dx [N, H, W, C] (xs) <- dy[n, c] / (H*W) (fp32 division) at every pixel
+/// (overwrites dx).
+void global_avg_pool_backward(const Device& d, const float* dy, Shape xs, float* dx);
+/// y [N, C] <- the largest of the H*W values of each (sample, channel) of x
+/// [N, H, W, C] (xs); NaN when one of them is NaN (tf.reduce_max).
+void global_max_pool_forward(const Device& d, const float* x, Shape xs, float* y);
+/// dx [N, H, W, C] <- dy[n, c] / k at the k pixels where x equals y[n, c]
+/// (the forward's result), 0 elsewhere: ties share the gradient, as
+/// tf.reduce_max's gradient and torch.amax's do (overwrites dx).
+void global_max_pool_backward(const Device& d, const float* x, Shape xs, const float* y, const float* dy, float* dx);
+
 // ---- PReLU (backend/cpu/prelu.cpp) ---------------------------------------
 
 /// PReLU's slope tensor alpha [ah, aw, ac] (Keras's layout): each dimension
@@ -96,6 +114,17 @@ void multiply_forward(const Device& d, const float* a, const float* b, int cb, l
 /// channel order (cb == 1), when db is not nullptr. Neither aliases an input.
 void multiply_backward(const Device& d, const float* a, const float* b, int cb, long long P, int C, const float* dy,
                        float* da, float* db);
+
+/// y [N, H, W, C] (xs) <- x * s[n, c]: s [N, C] is one scale per (sample,
+/// channel), a [1, 1, C] Multiply input broadcast over height and width as
+/// Keras broadcasts it (squeeze-and-excitation, Hu et al. 2018). y may be x.
+void scale_channels_forward(const Device& d, const float* x, const float* s, Shape xs, float* y);
+/// The gradients of y = x * s[n, c] from dy [N, H, W, C]: dx <- dy * s[n, c]
+/// (when dx is not nullptr); ds [N, C] <- the sum over the pixels of dy * x,
+/// in double in a fixed order, rounded to float (when ds is not nullptr).
+/// Neither aliases an input.
+void scale_channels_backward(const Device& d, const float* x, const float* s, Shape xs, const float* dy, float* dx,
+                             float* ds);
 
 // ---- Concatenate (backend/cpu/concat.cpp) --------------------------------
 

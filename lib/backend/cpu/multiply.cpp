@@ -1,6 +1,8 @@
 // Multiply (element-wise product of two tensors, the second one optionally
-// one channel broadcast over all) and its gradients on the CPU (OpenMP over
-// pixels).
+// one channel broadcast over all, or one scale per (sample, channel)
+// broadcast over the pixels) and its gradients on the CPU (OpenMP over
+// pixels, or over (sample, block of channels) for the scales' gradient).
+#include "backend/cpu/sample_channel_fold.h"
 #include "backend/device_ops.h"
 
 namespace trainer::cpu {
@@ -29,6 +31,18 @@ void multiply_backward(const Device&, const float* a, const float* b, int cb, lo
     }
     if (db && broadcast) db[p] = sum;
   }
+}
+
+void scale_channels_forward(const Device&, const float* x, const float* s, Shape xs, float* y) {
+  for_sample_channel_elements(xs, [=](size_t i, size_t row) { y[i] = x[i] * s[row]; });
+}
+
+void scale_channels_backward(const Device&, const float* x, const float* s, Shape xs, const float* dy, float* dx,
+                             float* ds) {
+  if (dx) for_sample_channel_elements(xs, [=](size_t i, size_t row) { dx[i] = dy[i] * s[row]; });
+  if (ds)
+    fold_sample_channels(xs, 0.0, [=](double acc, size_t i) { return acc + double(dy[i]) * double(x[i]); },
+                         [ds](size_t row, double sum) { ds[row] = float(sum); });
 }
 
 }  // namespace trainer::cpu

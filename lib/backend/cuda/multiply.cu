@@ -2,9 +2,12 @@
 // products are grid-stride kernels over the elements (float4 accesses when
 // both tensors have every channel and every array is 16-byte aligned); the
 // gradient of a broadcast one-channel input is one thread per pixel adding
-// its C products in channel order, as the CPU does.
+// its C products in channel order, as the CPU does. A [1, 1, C] input's
+// per (sample, channel) scales: a grid-stride product, and for their gradient
+// the deterministic reduction of sample_channel_reduce.cuh.
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/elementwise_kernel.cuh"
+#include "backend/cuda/sample_channel_reduce.cuh"
 #include "backend/device_ops.h"
 
 namespace trainer::cuda {
@@ -38,6 +41,33 @@ __global__ void channel_dot_kernel(const float* dy, const float* a, long long P,
   }
 }
 
+/// y[e] <- a[e] * s[row of e] (a per (sample, channel) scale).
+struct ChannelScale {
+  const float* a;
+  const float* s;
+  float* y;
+  unsigned long long HWC, C;
+  template <class I>
+  __device__ void one(I e) const {
+    y[e] = a[e] * s[sample_channel_row(size_t(e), size_t(HWC), size_t(C))];
+  }
+  template <class I>
+  __device__ void quad(I) const {}
+};
+
+/// dy[e] * x[e] in double, a term of a scale's gradient.
+struct ScaleGradTerm {
+  const float* dy;
+  const float* x;
+  __device__ double operator()(size_t e, size_t) const { return double(dy[e]) * double(x[e]); }
+};
+
+void channel_scale(CudaContext& ctx, const float* a, const float* s, Shape xs, float* y) {
+  launch_elementwise(ctx.stream(), ChannelScale{a, s, y, xs.sample_numel(), (unsigned long long)xs.c}, xs.numel(),
+                     false);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "scale_channels");
+}
+
 void product(CudaContext& ctx, const float* a, const float* b, bool broadcast, long long P, int C, float* y) {
   const size_t n = size_t(P) * size_t(C);
   launch_elementwise(ctx.stream(), Product{a, b, y, (unsigned long long)C, broadcast}, n,
@@ -46,6 +76,19 @@ void product(CudaContext& ctx, const float* a, const float* b, bool broadcast, l
 }
 
 }  // namespace
+
+void scale_channels_forward(const Device& d, const float* x, const float* s, Shape xs, float* y) {
+  if (xs.numel() == 0) return;
+  channel_scale(context(d), x, s, xs, y);
+}
+
+void scale_channels_backward(const Device& d, const float* x, const float* s, Shape xs, const float* dy, float* dx,
+                             float* ds) {
+  if (xs.numel() == 0) return;
+  CudaContext& ctx = context(d);
+  if (dx) channel_scale(ctx, dy, s, xs, dx);
+  if (ds) reduce_sample_channels(ctx, SumOp<ScaleGradTerm>{ScaleGradTerm{dy, x}, 1.0}, xs, ds);
+}
 
 void multiply_forward(const Device& d, const float* a, const float* b, int cb, long long P, int C, float* y) {
   if (P <= 0 || C <= 0) return;

@@ -1,0 +1,103 @@
+#pragma once
+// Deterministic reductions over the pixels of each (sample, channel) of an
+// NHWC tensor [N, H, W, C] on a GPU: GlobalAveragePooling2D's sums,
+// GlobalMaxPooling2D's maxima and tie counts, the gradient of Multiply's
+// per-channel scales. The H*W pixels of a sample are cut into `parts` fixed
+// ranges (a function of the shape only, not of the GPU); block (range,
+// channel tile, sample) has 32 channels x 8 pixel lanes, lane l folding
+// pixels l, l + 8, ... of its range, then the lanes in order; its partial per
+// channel goes to the context's workspace, and a second kernel folds each
+// (sample, channel)'s partials in range order and writes op.finish(value).
+// Same result on every run and every GPU (no atomics).
+//
+// An Op has: using Value = ...; __device__ Value identity() const;
+// __device__ Value combine(Value, Value) const; __device__ Value term(size_t
+// e, size_t row) const (element e of the tensor, row = n * C + c);
+// __device__ float finish(Value) const.
+#include <algorithm>
+
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/elementwise_kernel.cuh"
+#include "core/shape.h"
+
+namespace trainer::cuda {
+
+/// Channels per block (a warp reads 32 consecutive channels of a pixel) and pixel lanes per block.
+constexpr int kReduceTile = 32, kReduceLanes = int(kThreads) / kReduceTile;
+/// Pixels per range below which fewer ranges are used, and the blocks aimed at.
+constexpr long long kReducePixelsPerPart = 1024, kReduceBlocks = 2048;
+/// Largest gridDim.z; larger batches loop.
+constexpr int kMaxGridZ = 65535;
+
+template <class Op>
+__global__ void sample_channel_partials_kernel(Op op, int N, long long HW, int C, int parts,
+                                               typename Op::Value* partials) {
+  using V = typename Op::Value;
+  __shared__ V lanes[kThreads];
+  const int tx = int(threadIdx.x) % kReduceTile, ty = int(threadIdx.x) / kReduceTile;
+  const int c = int(blockIdx.y) * kReduceTile + tx, b = int(blockIdx.x);
+  for (int n = int(blockIdx.z); n < N; n += int(gridDim.z)) {
+    V acc = op.identity();
+    if (c < C) {
+      const size_t row = size_t(n) * size_t(C) + size_t(c);
+      const long long end = HW * (b + 1) / parts;
+      for (long long p = HW * b / parts + ty; p < end; p += kReduceLanes)
+        acc = op.combine(acc, op.term((size_t(n) * size_t(HW) + size_t(p)) * size_t(C) + size_t(c), row));
+    }
+    lanes[threadIdx.x] = acc;
+    __syncthreads();
+    if (ty == 0 && c < C) {
+      V r = lanes[tx];
+      for (int l = 1; l < kReduceLanes; ++l) r = op.combine(r, lanes[l * kReduceTile + tx]);
+      partials[(size_t(n) * size_t(C) + size_t(c)) * size_t(parts) + size_t(b)] = r;
+    }
+    __syncthreads();
+  }
+}
+
+template <class Op>
+__global__ void sample_channel_finish_kernel(Op op, const typename Op::Value* partials, size_t rows, int parts,
+                                             float* out) {
+  for (size_t row = size_t(blockIdx.x) * blockDim.x + threadIdx.x; row < rows; row += size_t(gridDim.x) * blockDim.x) {
+    const typename Op::Value* p = partials + row * size_t(parts);
+    typename Op::Value r = p[0];
+    for (int b = 1; b < parts; ++b) r = op.combine(r, p[b]);
+    out[row] = op.finish(r);
+  }
+}
+
+/// out [N, C] (device) <- op.finish of the fold of op.term over the pixels of
+/// each (sample, channel) of a tensor of shape s, queued on ctx's compute
+/// stream (nothing for an empty s). Uses ctx's workspace.
+template <class Op>
+void reduce_sample_channels(CudaContext& ctx, const Op& op, Shape s, float* out) {
+  using V = typename Op::Value;
+  if (s.numel() == 0) return;
+  const long long HW = (long long)s.h * s.w;
+  const int tiles = (s.c + kReduceTile - 1) / kReduceTile;
+  const long long by_size = (HW + kReducePixelsPerPart - 1) / kReducePixelsPerPart;
+  const long long by_blocks = std::max(1LL, kReduceBlocks / ((long long)s.n * tiles));
+  const int parts = int(std::max(1LL, std::min(by_size, by_blocks)));
+  const size_t rows = size_t(s.n) * size_t(s.c);
+  V* partials = static_cast<V*>(ctx.workspace(sizeof(V) * rows * size_t(parts)));
+  const dim3 grid(unsigned(parts), unsigned(tiles), unsigned(std::min(s.n, kMaxGridZ)));
+  sample_channel_partials_kernel<<<grid, kThreads, 0, ctx.stream()>>>(op, s.n, HW, s.c, parts, partials);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "sample_channel_partials");
+  sample_channel_finish_kernel<<<grid_blocks(rows), kThreads, 0, ctx.stream()>>>(op, partials, rows, parts, out);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "sample_channel_finish");
+}
+
+/// Op of a sum in double of per-element terms T (a functor (e, row) -> double),
+/// finished as float(sum / divisor) (the CPU's formulas).
+template <class T>
+struct SumOp {
+  using Value = double;
+  T term_of;
+  double divisor;
+  __device__ double identity() const { return 0.0; }
+  __device__ double combine(double a, double b) const { return a + b; }
+  __device__ double term(size_t e, size_t row) const { return term_of(e, row); }
+  __device__ float finish(double v) const { return float(v / divisor); }
+};
+
+}  // namespace trainer::cuda

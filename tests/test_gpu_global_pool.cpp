@@ -1,0 +1,85 @@
+// GPU parity of the per (sample, channel) ops of squeeze-and-excitation
+// blocks: GlobalAveragePooling2D, GlobalMaxPooling2D (ties included) and
+// Multiply's [1, 1, C] scales, forward and backward, against the CPU (the
+// oracle). The sums are taken in double on both devices in different orders,
+// so they agree to rounding; everything else is the same bits. Skips without
+// a GPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+#include "backend/elementwise_ops.h"
+#include "gpu_testing.h"
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+/// Relative tolerance of a double sum rounded to float, in another order.
+constexpr double kSum = 1e-6;
+
+/// The shapes: one channel, a partial channel tile, more than one tile; a
+/// sample split into many pixel ranges; a batch of one.
+const Shape kShapes[] = {{3, 9, 7, 1}, {2, 5, 3, 5}, {2, 6, 11, 40}, {2, 64, 80, 33}, {1, 128, 128, 8}};
+
+/// n values in [-1, 1) rounded to multiples of 1/4, so that many pixels tie for a maximum.
+std::vector<float> coarse_values(size_t n, unsigned seed) {
+  std::vector<float> v = random_values(n, seed);
+  for (float& x : v) x = std::round(x * 4.f) / 4.f;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("GPU GlobalAveragePooling2D and GlobalMaxPooling2D match the CPU (ties share the gradient)",
+          "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  for (const Shape& s : kShapes) {
+    for (const bool ties : {false, true}) {
+      INFO("x " << s.nhwc() << (ties ? ", coarse values (ties)" : ""));
+      const size_t rows = size_t(s.n) * size_t(s.c);
+      const std::vector<float> xh = ties ? coarse_values(s.numel(), 801) : random_values(s.numel(), 801),
+                               dyh = random_values(rows, 802);
+      auto run = [&](const Device& d) {
+        Buffer<float> x = upload(xh, d), dy = upload(dyh, d), avg(d, rows), max(d, rows), davg(d, s.numel()),
+                      dmax(d, s.numel());
+        global_avg_pool_forward(d, x.data(), s, avg.data());
+        global_avg_pool_backward(d, dy.data(), s, davg.data());
+        global_max_pool_forward(d, x.data(), s, max.data());
+        global_max_pool_backward(d, x.data(), s, max.data(), dy.data(), dmax.data());
+        return std::make_tuple(download(avg), download(davg), download(max), download(dmax));
+      };
+      const auto ref = run(Device{}), got = run(g.device);
+      CHECK_CLOSE("mean", std::get<0>(got), std::get<0>(ref), kSum);
+      CHECK_IDENTICAL("mean's gradient", std::get<1>(got), std::get<1>(ref));
+      CHECK_IDENTICAL("max", std::get<2>(got), std::get<2>(ref));
+      CHECK_IDENTICAL("max's gradient", std::get<3>(got), std::get<3>(ref));
+    }
+  }
+}
+
+TEST_CASE("GPU Multiply by [1, 1, C] scales matches the CPU, forward and both gradients", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  for (const Shape& s : kShapes) {
+    INFO("x " << s.nhwc());
+    const size_t rows = size_t(s.n) * size_t(s.c);
+    const std::vector<float> xh = random_values(s.numel(), 811), sh = random_values(rows, 812),
+                             dyh = random_values(s.numel(), 813);
+    auto run = [&](const Device& d) {
+      Buffer<float> x = upload(xh, d), sc = upload(sh, d), dy = upload(dyh, d), y(d, s.numel()), dx(d, s.numel()),
+                    ds(d, rows);
+      scale_channels_forward(d, x.data(), sc.data(), s, y.data());
+      scale_channels_backward(d, x.data(), sc.data(), s, dy.data(), dx.data(), ds.data());
+      return std::make_tuple(download(y), download(dx), download(ds));
+    };
+    const auto ref = run(Device{}), got = run(g.device);
+    CHECK_IDENTICAL("y", std::get<0>(got), std::get<0>(ref));
+    CHECK_IDENTICAL("dx", std::get<1>(got), std::get<1>(ref));
+    CHECK_CLOSE("ds", std::get<2>(got), std::get<2>(ref), kSum);
+  }
+}
