@@ -32,7 +32,10 @@ constexpr int kSide = 42;
 // asymmetric ZeroPadding2D before a 'valid' conv (42 -> 45 -> 42), a dilated
 // conv padded asymmetrically (span 5x4), an attention gate (a one-channel
 // sigmoid map Multiply broadcasts over the features), an AveragePooling2D
-// padded asymmetrically, a per-channel PReLU, and every
+// padded asymmetrically, a per-channel PReLU, a squeeze-and-excitation block
+// (GlobalAveragePooling2D, Reshape, Dense, a [1, 1, C] Multiply), a
+// GlobalMaxPooling2D scale, a Reshape that reorders pixels around a conv
+// (42x42 -> 21x84 -> 42x42), a Dense on every pixel, and every
 // activation (the activation strings and the layers with their parameters).
 std::string export_net(const fs::path& out_dir) {
   return R"(model:
@@ -65,6 +68,17 @@ std::string export_net(const fs::path& out_dir) {
     - {name: crop, type: Cropping2D, cropping: [[1, 1], [2, 0]]}
     - {name: pad, type: ZeroPadding2D, padding: [[1, 2], [0, 3]]}
     - {name: shrink, type: Conv2D, filters: 4, kernel_size: 4, activation: relu}
+    - {name: squeeze, type: GlobalAveragePooling2D}
+    - {name: squeeze_shape, type: Reshape, target_shape: [1, 1, 4]}
+    - {name: excite1, type: Dense, units: 2, activation: relu}
+    - {name: excite2, type: Dense, units: 4, activation: sigmoid}
+    - {name: se, type: Multiply, inputs: [shrink, excite2]}
+    - {name: peak, type: GlobalMaxPooling2D, keepdims: true}
+    - {name: se2, type: Multiply, inputs: [peak, se]}
+    - {name: fold, type: Reshape, target_shape: [21, 84, -1]}
+    - {name: folded, type: Conv2D, filters: 4, kernel_size: 3, padding: same}
+    - {name: unfold, type: Reshape, target_shape: [42, 42, 4]}
+    - {name: mix, type: Dense, units: 4, activation: tanh}
     - {name: atrous, type: Conv2D, filters: 4, kernel_size: [3, 2], dilation_rate: [2, 3], padding: same}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
 data:

@@ -172,6 +172,8 @@ const std::string kTinyConfig = trainer::testing::tiny_config(true);
 
 const std::string kTinyUnetConfig = trainer::testing::tiny_unet_config();
 
+const std::string kTinySeConfig = trainer::testing::tiny_se_config();
+
 // Batches of 5, 5 (uneven over 2 towers), a short one of 3, one of 2 (a
 // sample per tower), and a shuffled one.
 const std::vector<std::vector<int>> kBatches = {
@@ -390,5 +392,19 @@ TEST_CASE("bf16 activations through pooling, concatenation and a skip gradient s
     const TrainRun gpu = train_run(spec, Precision::BF16, kTinyUnetConfig);
     check_losses(gpu.losses, cpu.losses, kLossTolBf16);
     check_weight_changes(gpu.records, cpu.records, initial, kWeightChangeTolBf16);
+  }
+}
+
+TEST_CASE("a squeeze-and-excitation network on GPU 0 and two towers of GPU 0 follows the CPU (fp32)",
+          "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  const TrainRun cpu = train_run("cpu", Precision::FP32, kTinySeConfig);
+  const Config config = parse_config(kTinySeConfig, "tiny.yaml");
+  const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
+  for (const char* spec : {"0", "0,0"}) {
+    INFO("--gpus " << spec);
+    const TrainRun gpu = train_run(spec, Precision::FP32, kTinySeConfig);
+    check_losses(gpu.losses, cpu.losses, kLossTolFp32);
+    check_weight_changes(gpu.records, cpu.records, initial, kWeightTolFp32);
   }
 }

@@ -56,6 +56,26 @@ model:
 )" + std::string(kTinyTraining);
 }
 
+std::string tiny_se_config() {
+  return R"(
+model:
+  name: tiny_se
+  layers:
+    - {name: in, type: Input, shape: [16, 16, 3]}
+    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
+    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: squeeze, type: GlobalAveragePooling2D}
+    - {name: shape, type: Reshape, target_shape: [1, 1, 8]}
+    - {name: fc1, type: Dense, units: 2, activation: relu, kernel_initializer: he_normal, use_bias: false}
+    - {name: fc2, type: Dense, units: 8, activation: sigmoid, use_bias: false}
+    - {name: excite, type: Multiply, inputs: [c1, fc2]}
+    - {name: peak, type: GlobalMaxPooling2D, keepdims: true}
+    - {name: gate, type: Dense, units: 8, activation: sigmoid}
+    - {name: attend, type: Multiply, inputs: [gate, excite]}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+)" + std::string(kTinyTraining);
+}
+
 Dataset tiny_data() {
   Dataset d;
   const int n = 13;

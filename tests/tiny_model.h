@@ -3,7 +3,7 @@
 // U-Net-like network with every layer kind that keeps towers in step
 // (synchronized or plain BatchNormalization, seeded Dropout, a skip
 // concatenation, a transposed convolution), a two-level U-Net for the bf16
-// activation path, and 13 image/mask pairs.
+// activation path, a squeeze-and-excitation network, and 13 image/mask pairs.
 #include <string>
 
 #include "data/dataset.h"
@@ -18,6 +18,10 @@ std::string tiny_config(bool synchronized);
 /// pooling, a transposed convolution, a concatenation and the skip gradient
 /// summed at c1b (two consumers); c3 writes fp32 for the one-filter output.
 std::string tiny_unet_config();
+/// A one-level network (training as tiny_config's) with a
+/// squeeze-and-excitation block (GlobalAveragePooling2D, Reshape, two Dense,
+/// a [1, 1, C] Multiply) and a GlobalMaxPooling2D channel gate.
+std::string tiny_se_config();
 /// 13 samples: random images in [0, 255], masks from a disc per sample.
 Dataset tiny_data();
 

@@ -27,7 +27,9 @@ constexpr int kIrVersion = 7;  // The IR version of ONNX 1.8, whose newest opset
 /// gives Conv's [out, in, kh, kw]; Conv2DTranspose (A = out, B = in) gives
 /// ConvTranspose's [in, out, kh, kw].
 std::vector<float> keras_kernel_to_onnx(const WeightRecord& k) {
-  const int kh = k.shape[0], kw = k.shape[1], a = k.shape[2], b = k.shape[3];
+  const bool dense = k.shape.size() == 2;  // a Dense kernel [a, b]: a 1x1 one
+  const int kh = dense ? 1 : k.shape[0], kw = dense ? 1 : k.shape[1];
+  const int a = k.shape[k.shape.size() - 2], b = k.shape[k.shape.size() - 1];
   std::vector<float> out(k.values.size());
   for (int y = 0; y < kh; ++y)
     for (int x = 0; x < kw; ++x)
@@ -207,7 +209,8 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
     case LayerKind::Conv2DTranspose: {
       const WeightRecord& kernel = *w.at("kernel");
       const bool conv = d.kind == LayerKind::Conv2D;
-      const int a = kernel.shape[2], c = kernel.shape[3];
+      const size_t rank = kernel.shape.size();  // [kh, kw, a, c], or a Dense layer's [a, c]
+      const int a = kernel.shape[rank - 2], c = kernel.shape[rank - 1];
       std::vector<std::string> inputs{
           ins[0], b.constant(name + "/kernel", {c, a, d.kh, d.kw}, keras_kernel_to_onnx(kernel))};
       if (d.use_bias) {
@@ -285,16 +288,42 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       return;
     }
     case LayerKind::Multiply: {
-      // A one-channel input is expanded to every channel first: OpenCV's dnn
-      // (4.6) does not broadcast Mul's inputs, though ONNX would.
+      // A broadcast input is brought to the product's shape first, as OpenCV's
+      // dnn (4.6) does not broadcast Mul's inputs (ONNX would): one channel by
+      // an Expand over the channels, 1x1 pixels by a nearest Resize to H x W
+      // (OpenCV's Expand over H and W loses the batch dimension).
       std::vector<std::string> factors{ins[0], ins[1]};
       if (d.broadcast_input >= 0) {
         std::string& narrow = factors[size_t(d.broadcast_input)];
-        const std::string shape = b.int_constant(name + "/channels", {1, d.channels, 1, 1});
-        b.node("Expand", {narrow, shape}, name + "/expanded", name + "/expand");
+        const Shape &from = d.input, &to = d.output;
+        if (from.h == to.h && from.w == to.w) {
+          b.node("Expand", {narrow, b.int_constant(name + "/shape", {1, to.c, 1, 1})}, name + "/expanded",
+                 name + "/expand");
+        } else {
+          const std::string roi = b.constant(name + "/roi", {0}, {});
+          const std::string scales = b.constant(name + "/scales", {4}, {1.f, 1.f, float(to.h), float(to.w)});
+          onnx::NodeProto& n = b.node("Resize", {narrow, roi, scales}, name + "/expanded", name + "/expand");
+          GraphBuilder::text(n, "mode", "nearest");
+        }
         narrow = name + "/expanded";
       }
       b.node("Mul", factors, out, name);
+      return;
+    }
+    case LayerKind::Reshape: {
+      // Keras reshapes in NHWC order: to NHWC, Reshape, back to NCHW; a plain
+      // Reshape where both shapes have one layout (1 channel or 1x1 pixels:
+      // NCHW and NHWC then order the elements alike).
+      const Shape &from = d.input, &to = d.output;
+      auto one_layout = [](const Shape& s) { return s.c == 1 || (s.h == 1 && s.w == 1); };
+      if (one_layout(from) && one_layout(to)) {
+        b.node("Reshape", {ins[0], b.int_constant(name + "/shape", {0, to.c, to.h, to.w})}, out, name);
+        return;
+      }
+      GraphBuilder::ints(b.node("Transpose", ins, name + "/nhwc", name + "/to_nhwc"), "perm", {0, 2, 3, 1});
+      b.node("Reshape", {name + "/nhwc", b.int_constant(name + "/shape", {0, to.h, to.w, to.c})},
+             name + "/reshaped", name);
+      GraphBuilder::ints(b.node("Transpose", {name + "/reshaped"}, out, name + "/to_nchw"), "perm", {0, 3, 1, 2});
       return;
     }
     case LayerKind::Add: {

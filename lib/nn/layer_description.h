@@ -24,7 +24,8 @@ enum class LayerKind {
   ZeroPadding2D,       ///< y[pad_h.before + i, pad_w.before + j] = x[i, j], 0 in the pad_* border.
   Concatenate,         ///< Inputs joined along the channel axis, in input order.
   Add,                 ///< y = sum of the inputs (same shapes).
-  Multiply,            ///< y = x_0 * x_1 (same shapes, or x_1 or x_0 one channel broadcast).
+  Multiply,            ///< y = x_0 * x_1 (same shapes, or one input of 1 channel, or of 1x1 pixels, broadcast).
+  Reshape,             ///< y = x with another shape, the elements in the same NHWC order.
   Activation,          ///< y = act(x).
   PReLU,               ///< y = x > 0 ? x : alpha * x; alpha is the layer's weight [ah, aw, ac].
   BatchNormalization,  ///< y = gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta.
@@ -56,8 +57,12 @@ struct LayerDescription {
   double epsilon = 1e-3;
   /// UpSampling2D: integer factors along H and W.
   int size_h = 1, size_w = 1;
-  /// Multiply: the input with one channel broadcast over `channels` (-1: none).
-  int broadcast_input = -1, channels = 0;
+  /// Multiply: the input broadcast to the other's shape (-1: none; it has 1
+  /// channel, or 1x1 pixels).
+  int broadcast_input = -1;
+  /// Reshape: the per-sample input and output shapes. Multiply: the
+  /// broadcast input's per-sample shape and the product's.
+  Shape input, output;
 };
 
 }  // namespace trainer

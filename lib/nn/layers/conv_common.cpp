@@ -18,6 +18,11 @@ ConvConfig read_conv_config(ParamReader& p) {
     p.fail("dilation_rate", "is " + window_text(d[0], d[1]) + " with strides " + window_text(s[0], s[1]) +
                                 ", which Keras does not allow either; use strides: 1 with a dilation_rate, or "
                                 "dilation_rate: 1 with strides");
+  read_affine_keys(p, c);
+  return c;
+}
+
+void read_affine_keys(ParamReader& p, ConvConfig& c) {
   c.activation = read_activation(p);
   c.use_bias = p.get_bool("use_bias", true);
   c.kernel_initializer =
@@ -25,7 +30,6 @@ ConvConfig read_conv_config(ParamReader& p) {
   c.bias_initializer = p.get_string("bias_initializer", std::string("zeros"), initializer_names());
   c.kernel_regularizer = read_regularizer(p, "kernel_regularizer");
   c.bias_regularizer = read_regularizer(p, "bias_regularizer");
-  return c;
 }
 
 std::string window_text(int h, int w) { return std::to_string(h) + "x" + std::to_string(w); }

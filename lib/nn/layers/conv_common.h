@@ -1,5 +1,5 @@
 #pragma once
-// What Conv2D and Conv2DTranspose share: their Keras keys (read once here) and
+// What Conv2D, Conv2DTranspose and Dense (a 1x1 Conv2D on the last axis) share: their Keras keys (read once here) and
 // weight binding, forward (op + bias + activation) and backward.
 #include <string>
 
@@ -11,7 +11,7 @@
 
 namespace trainer {
 
-/// A Conv2D / Conv2DTranspose layer's configuration (Keras names and defaults).
+/// A Conv2D / Conv2DTranspose / Dense layer's configuration (Keras names and defaults).
 struct ConvConfig {
   int filters = 1;                                ///< Output channels.
   Conv2DParams geom;                              ///< kernel_size, strides, padding, dilation_rate.
@@ -30,6 +30,10 @@ struct ConvConfig {
 /// bias_regularizer (default none; nn/regularizer.h). UserError (with
 /// file:line:col) for a missing or bad value.
 ConvConfig read_conv_config(ParamReader& p);
+/// The keys Conv2D, Conv2DTranspose and Dense share, into c: activation,
+/// use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
+/// bias_regularizer (defaults as above). UserError for a bad value.
+void read_affine_keys(ParamReader& p, ConvConfig& c);
 
 /// "3x3" style text of a window size.
 std::string window_text(int h, int w);
@@ -43,7 +47,7 @@ Pool2DParams read_pool_params(ParamReader& p);
 /// UserError when the output would be empty, with the fix.
 Shape pool_output_shape(const Shape& in, const Pool2DParams& p);
 
-/// Base of Conv2D (Op = Conv2DOp) and Conv2DTranspose (Op = Conv2DTransposeOp):
+/// Base of Conv2D and Dense (Op = Conv2DOp) and Conv2DTranspose (Op = Conv2DTransposeOp):
 /// params are {kernel, bias} (bias only with use_bias), y = act(op(x, kernel) + bias).
 /// Derived classes implement type(), infer() (setting in_ and out_), param_specs()
 /// and describe().

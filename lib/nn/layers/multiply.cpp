@@ -1,8 +1,10 @@
 // Multiply (keras.layers.Multiply): y = x_0 * x_1, element-wise, for two
-// inputs [N, H, W, C] of the same shape, or one of them [N, H, W, 1] broadcast
-// over the other's channels (as Keras broadcasts, and as attention gates
-// (Oktay et al. 2018) multiply features by a one-channel map). No keys, no
-// weights.
+// inputs [N, H, W, C] of the same shape, or one of them broadcast over the
+// other as Keras broadcasts: [N, H, W, 1], one value per pixel for every
+// channel (attention gates, Oktay et al. 2018, multiply features by a
+// one-channel map), or [N, 1, 1, C], one value per channel for every pixel
+// (squeeze-and-excitation, Hu et al. 2018: a GlobalAveragePooling2D's [N, C]
+// through Dense layers). No keys, no weights.
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/registry.h"
@@ -18,38 +20,49 @@ class Multiply : public Layer {
   LayerDescription describe() const override {
     LayerDescription d;
     d.kind = LayerKind::Multiply;
-    if (narrow_c_ != wide_c_) d.broadcast_input = 1 - wide_, d.channels = wide_c_;
+    if (mode_ != Mode::Same) d.broadcast_input = 1 - wide_;
+    d.input = narrow_, d.output = out_;
     return d;
   }
 
   /// The wider input's shape. UserError unless there are 2 inputs of the same
-  /// height and width whose channels are equal or 1 for one of them.
+  /// shape, or one of them has the other's height and width and 1 channel, or
+  /// 1x1 pixels and the other's channels.
   Shape infer(const std::vector<Shape>& inputs) override {
     if (inputs.size() != 2)
       throw UserError("Multiply takes 2 inputs here, got " + std::to_string(inputs.size()) +
                       (inputs.size() > 2 ? "; chain Multiply layers for more" : ""));
     const Shape &a = inputs[0], &b = inputs[1];
-    const bool per_channel = (a.h == 1 && a.w == 1) != (b.h == 1 && b.w == 1);  // [1, 1, C]: a squeeze-excitation scale
-    if (a.h != b.h || a.w != b.w || (a.c != b.c && a.c != 1 && b.c != 1))
-      throw UserError("Multiply needs inputs of the same shape, or one with 1 channel (broadcast over the "
-                      "other's); got " + a.hwc() + " and " + b.hwc() +
-                      (per_channel ? "; broadcasting a [1, 1, C] input over height and width is not supported"
-                                   : a.h != b.h || a.w != b.w ? kMergeSizeHint : ""));
-    wide_ = a.c >= b.c ? 0 : 1;
-    wide_c_ = inputs[size_t(wide_)].c, narrow_c_ = inputs[size_t(1 - wide_)].c;
-    return inputs[size_t(wide_)];
+    const bool same_size = a.h == b.h && a.w == b.w;
+    const bool pixel_a = a.h == 1 && a.w == 1, pixel_b = b.h == 1 && b.w == 1;
+    if (a.same_sample(b)) {
+      mode_ = Mode::Same, wide_ = 0;
+    } else if (same_size && (a.c == 1 || b.c == 1)) {
+      mode_ = Mode::OneChannel, wide_ = a.c == 1 ? 1 : 0;
+    } else if (a.c == b.c && pixel_a != pixel_b) {
+      mode_ = Mode::PerChannel, wide_ = pixel_a ? 1 : 0;
+    } else {
+      throw UserError("Multiply needs inputs of the same shape, or one with 1 channel or 1x1 pixels (broadcast "
+                      "over the other's); got " + a.hwc() + " and " + b.hwc() +
+                      (same_size || pixel_a || pixel_b ? std::string() : kMergeSizeHint));
+    }
+    out_ = inputs[size_t(wide_)], narrow_ = inputs[size_t(1 - wide_)];
+    return out_;
   }
 
-  /// y = wide * narrow (narrow: the other input, with the same or 1 channel).
+  /// y = wide * narrow (narrow: the other input, of the same shape or broadcast).
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Tensor &a = *x[size_t(wide_)], &b = *x[size_t(1 - wide_)];
     const Shape s = a.shape();
     y.resize(s);
-    multiply_forward(ctx.device, a.data(), b.data(), b.shape().c, pixels(s), s.c, y.data());
+    if (mode_ == Mode::PerChannel)
+      scale_channels_forward(ctx.device, a.data(), b.data(), s, y.data());
+    else
+      multiply_forward(ctx.device, a.data(), b.data(), b.shape().c, pixels(s), s.c, y.data());
   }
 
-  /// d(wide) = dy * narrow; d(narrow) = dy * wide, summed over the channels
-  /// when narrow has one.
+  /// d(wide) = dy * narrow; d(narrow) = dy * wide, summed over what it is
+  /// broadcast over (the channels, or the pixels).
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     const Tensor &a = *x[size_t(wide_)], &b = *x[size_t(1 - wide_)];
@@ -57,14 +70,21 @@ class Multiply : public Layer {
     if (da) da->resize(a.shape());
     if (db) db->resize(b.shape());
     const Shape s = a.shape();
-    multiply_backward(ctx.device, a.data(), b.data(), b.shape().c, pixels(s), s.c, dy.data(),
-                      da ? da->data() : nullptr, db ? db->data() : nullptr);
+    if (mode_ == Mode::PerChannel)
+      scale_channels_backward(ctx.device, a.data(), b.data(), s, dy.data(), da ? da->data() : nullptr,
+                              db ? db->data() : nullptr);
+    else
+      multiply_backward(ctx.device, a.data(), b.data(), b.shape().c, pixels(s), s.c, dy.data(),
+                        da ? da->data() : nullptr, db ? db->data() : nullptr);
   }
 
  private:
+  /// How the narrow input meets the wide one.
+  enum class Mode { Same, OneChannel, PerChannel };
   static long long pixels(const Shape& s) { return (long long)s.n * s.h * s.w; }
-  int wide_ = 0;  ///< The input with every channel (0 when both have them).
-  int wide_c_ = 0, narrow_c_ = 0;  ///< Their channels, from infer().
+  Mode mode_ = Mode::Same;
+  int wide_ = 0;  ///< The input of the output's shape (0 when both have it).
+  Shape out_, narrow_;  ///< Per-sample shapes of the output and the other input, from infer().
 };
 
 }  // namespace

@@ -1,0 +1,49 @@
+#pragma once
+// What GlobalAveragePooling2D and GlobalMaxPooling2D share: their Keras keys,
+// shape inference and description. Keras's output is [N, C] (keepdims
+// false, the default) or [N, 1, 1, C] (keepdims true); both are held as
+// [N, 1, 1, C] here, the same elements in the same order, so a Reshape to
+// (1, 1, C), a Dense or a Multiply with [N, H, W, C] follows either as in
+// Keras.
+#include "config/params.h"
+#include "core/error.h"
+#include "nn/layer.h"
+
+namespace trainer {
+
+class GlobalPooling2D : public Layer {
+ public:
+  explicit GlobalPooling2D(std::string name) : Layer(std::move(name)) {}
+
+  /// [1, 1, C]. UserError when the number of inputs is not 1.
+  Shape infer(const std::vector<Shape>& inputs) override {
+    if (inputs.size() != 1) throw UserError(type() + " takes one input, got " + std::to_string(inputs.size()));
+    in_ = inputs[0];
+    return Shape{in_.n, 1, 1, in_.c};
+  }
+
+ protected:
+  /// A pooling of `kind` with one window over the whole inferred input (what
+  /// the layer computes, for exporters).
+  LayerDescription describe_window(LayerKind kind) const {
+    LayerDescription d;
+    d.kind = kind;
+    d.kh = d.stride_h = in_.h, d.kw = d.stride_w = in_.w;
+    return d;
+  }
+  /// InternalError when x's per-sample shape differs from the inferred one.
+  void check_input(const Shape& s) const {
+    if (!s.same_sample(in_))
+      throw InternalError("layer '" + name() + "': input " + s.hwc() + " but inferred " + in_.hwc());
+  }
+  Shape in_;  ///< Per-sample input shape from infer().
+};
+
+/// Reads keepdims (bool, default false; either way the output is held as
+/// [N, 1, 1, C]) and data_format (channels_last only). UserError for another value.
+inline void read_global_pooling_keys(ParamReader& p) {
+  p.get_bool("keepdims", false);
+  p.get_string("data_format", std::string("channels_last"), {"channels_last"});  // NHWC only
+}
+
+}  // namespace trainer
