@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "config/config.h"
+#include "nn/registry.h"
 #include "config/sections.h"
 #include "core/error.h"
 #include "train/lr_schedule.h"
@@ -103,8 +104,8 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "cfg.yaml:11:13: model.layers[2]: 'type' is 'MaxPoling2D', not a known layer type (did "
        "you mean 'MaxPooling2D'?); known types: Input, Rescaling, Conv2D"},
       // Keras's own spellings (from a new user's trial).
-      {"Keras alias of a layer type", edit("type: MaxPooling2D", "type: MaxPool2D"),
-       "'type' is 'MaxPool2D', not a known layer type (did you mean 'MaxPooling2D'?)"},
+      {"PyTorch spelling of a layer type", edit("type: MaxPooling2D", "type: MaxPooling2d"),
+       "'type' is 'MaxPooling2d', not a known layer type (did you mean 'MaxPooling2D'?)"},
       {"Keras class name of a loss", edit("loss: binary_crossentropy", "loss: BinaryCrossentropy"),
        "'loss' is 'BinaryCrossentropy' (did you mean 'binary_crossentropy'?)"},
       {"snake_case callback", edit("type: EarlyStopping", "type: early_stopping"),
@@ -231,6 +232,23 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
     INFO(row.what);
     CHECK_THAT(error_of(row.text), Catch::Matchers::Contains(row.expected));
   }
+}
+
+TEST_CASE("config: Keras's aliases of a layer class give that class and its default names", "[config]") {
+  std::string text = edit("    - type: MaxPooling2D\n", "    - type: MaxPool2D\n");
+  text = edit("    - type: Conv2DTranspose\n", "    - type: Convolution2DTranspose\n", text);
+  const Config c = parse_config(text, "cfg.yaml");
+  REQUIRE(c.model.layers.size() == 6);
+  CHECK(c.model.layers[2].type == "MaxPooling2D");
+  CHECK(c.model.layers[2].name == "max_pooling2d_1");
+  CHECK(c.model.layers[3].type == "Conv2DTranspose");
+  CHECK(c.model.layers[3].name == "conv2d_transpose_1");
+  for (const char* alias : {"AvgPool2D", "GlobalAvgPool2D", "GlobalMaxPool2D", "Convolution2D"})
+    CHECK(canonical_layer_type(alias) != alias);
+  CHECK(canonical_layer_type("AvgPool2D") == "AveragePooling2D");
+  CHECK(canonical_layer_type("GlobalAvgPool2D") == "GlobalAveragePooling2D");
+  CHECK(canonical_layer_type("Conv2D") == "Conv2D");
+  for (const std::string& t : layer_types()) CHECK(canonical_layer_type(t) == t);
 }
 
 TEST_CASE("config: a good config gives its values and Keras's default names", "[config]") {

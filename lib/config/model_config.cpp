@@ -54,7 +54,7 @@ ModelConfig read_model_section(const YAML::Node& node, const std::string& file) 
     LayerSpec spec;
     spec.node = entry;
     spec.mark = entry.Mark();
-    spec.type = lp.get_string("type", std::nullopt);
+    spec.type = canonical_layer_type(lp.get_string("type", std::nullopt));  // Keras's aliases: one class
     if (!find_layer_factory(spec.type))
       lp.fail("type", "is '" + spec.type + "', not a known layer type" + did_you_mean(spec.type, types) +
                           (spec.type == "Lambda" ? " (for Lambda(lambda x: x / 255) use {type: Rescaling, scale: "

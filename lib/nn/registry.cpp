@@ -1,5 +1,7 @@
 #include "nn/registry.h"
 
+#include <utility>
+
 namespace trainer {
 
 namespace {
@@ -42,6 +44,20 @@ LayerFactory find_layer_factory(const std::string& type) {
   for (const auto& e : registry())
     if (type == e.type) return e.make;
   return nullptr;
+}
+
+std::string canonical_layer_type(const std::string& type) {
+  static const std::pair<const char*, const char*> aliases[] = {
+      {"MaxPool2D", "MaxPooling2D"},
+      {"AvgPool2D", "AveragePooling2D"},
+      {"GlobalAvgPool2D", "GlobalAveragePooling2D"},
+      {"GlobalMaxPool2D", "GlobalMaxPooling2D"},
+      {"Convolution2D", "Conv2D"},
+      {"Convolution2DTranspose", "Conv2DTranspose"},
+  };
+  for (const auto& [alias, name] : aliases)
+    if (type == alias) return name;
+  return type;
 }
 
 std::vector<std::string> layer_types() {

@@ -20,6 +20,11 @@ using LayerFactory = std::unique_ptr<Layer> (*)(ParamReader& p, const std::strin
 LayerFactory find_layer_factory(const std::string& type);
 /// All registered type names, in registration order.
 std::vector<std::string> layer_types();
+/// The registered name of a Keras alias of a layer class (MaxPool2D ->
+/// MaxPooling2D, AvgPool2D, GlobalAvgPool2D, GlobalMaxPool2D, Convolution2D,
+/// Convolution2DTranspose: the names keras.layers exports for the same
+/// classes); any other type unchanged.
+std::string canonical_layer_type(const std::string& type);
 
 // Factories of the built-in layers, one per file under nn/layers/.
 std::unique_ptr<Layer> make_input(ParamReader& p, const std::string& name);
