@@ -27,7 +27,8 @@ constexpr int kSide = 42;
 // Every layer type at 42x42: a 'same' stride-2 conv (42 -> 21, pads 0/1), a
 // 'same' pool on an odd size (21 -> 11, pads 0/1), a stride-2 transposed conv
 // that crops one pixel at the end (21 -> 42), BN with and without beta, a
-// Rescaling with an offset, Dropout, UpSampling2D, Concatenate, Add, an
+// Rescaling with an offset, Dropout, UpSampling2D (nearest, and bilinear by
+// [2, 3]), Concatenate, Add, an
 // asymmetric Cropping2D of a 'valid' transposed conv (42 -> 44 -> 42), an
 // asymmetric ZeroPadding2D before a 'valid' conv (42 -> 45 -> 42), a dilated
 // conv padded asymmetrically (span 5x4), an attention gate (a one-channel
@@ -53,7 +54,9 @@ std::string export_net(const fs::path& out_dir) {
     - {name: prelu, type: PReLU, shared_axes: [1, 2], alpha_initializer: glorot_uniform}
     - {name: up, type: UpSampling2D, size: 2}
     - {name: trim, type: Conv2D, filters: 8, kernel_size: 2, activation: tanh}
-    - {name: cat, type: Concatenate, inputs: [trim, down]}
+    - {name: upb, type: UpSampling2D, size: [2, 3], interpolation: bilinear, inputs: [prelu]}
+    - {name: trimb, type: Conv2D, filters: 4, kernel_size: [2, 13], inputs: [upb]}
+    - {name: cat, type: Concatenate, inputs: [trim, down, trimb]}
     - {name: upt, type: Conv2DTranspose, filters: 4, kernel_size: 3, strides: 2, padding: same, activation: selu}
     - {name: upk1, type: Conv2DTranspose, filters: 4, kernel_size: 1, strides: 2, inputs: [cat]}
     - {name: sum, type: Add, inputs: [upt, bn1, upk1]}

@@ -46,6 +46,9 @@
   void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y);   \
   void upsample_nearest_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p,            \
                                  float* dx);                                                                \
+  void upsample_bilinear_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y);  \
+  void upsample_bilinear_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p,           \
+                                  float* dx);                                                               \
   void crop_forward(const Device& d, DType t, const void* x, Shape xs, Crop2DParams p, void* y);            \
   void crop_backward(const Device& d, DType t, const void* dy, Shape xs, Crop2DParams p, void* dx);         \
   void dropout_forward(const Device& d, const float* x, Shape s, uint64_t step_key, long long sample_offset, \

@@ -95,6 +95,12 @@ void crop_forward(const Device& d, DType t, const void* x, Shape xs, Crop2DParam
 void crop_backward(const Device& d, DType t, const void* dy, Shape xs, Crop2DParams p, void* dx) {
   TRAINER_DISPATCH(d, crop_backward(d, t, dy, xs, p, dx));
 }
+void upsample_bilinear_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y) {
+  TRAINER_DISPATCH(d, upsample_bilinear_forward(d, x, xs, p, y));
+}
+void upsample_bilinear_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p, float* dx) {
+  TRAINER_DISPATCH(d, upsample_bilinear_backward(d, dy, xs, p, dx));
+}
 void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y) {
   TRAINER_DISPATCH(d, upsample_nearest_forward(d, x, xs, p, y));
 }

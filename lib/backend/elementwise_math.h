@@ -156,6 +156,68 @@ TRAINER_HD inline NhwcIndex nhwc_index(size_t e, int H, int W, int C) {
   return i;
 }
 
+// ---- Bilinear resampling (UpSampling2D's 'bilinear') ---------------------------
+
+/// a * b, a + b, a - b rounded once each, never fused into an FMA (nvcc
+/// contracts a * b + c by default; the CPU build has no FMA), so both
+/// devices give the same bits.
+TRAINER_HD inline float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+TRAINER_HD inline float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+TRAINER_HD inline float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+
+/// The two input pixels lo <= hi of output pixel o and the weight `frac` of
+/// hi (1 - frac of lo), for a resize of `in` pixels to `out` with half-pixel
+/// centres: src = (o + 0.5) * (in / out) - 0.5 in float, lo = max(floor(src),
+/// 0), hi = min(ceil(src), in - 1), frac = src - floor(src): TensorFlow's
+/// ResizeBilinear with half_pixel_centers (tf.image.resize's 'bilinear', and
+/// Keras's UpSampling2D(interpolation='bilinear')).
+struct BilinearTap {
+  int lo, hi;
+  float frac;
+};
+TRAINER_HD inline BilinearTap bilinear_tap(int o, int in, int out) {
+  const float scale = float(in) / float(out);
+  const float src = sub_rn(mul_rn(float(o) + 0.5f, scale), 0.5f);
+  const float f = floorf(src), c = ceilf(src);
+  BilinearTap t;
+  t.lo = f > 0.f ? int(f) : 0;
+  t.hi = c < float(in - 1) ? int(c) : in - 1;
+  t.frac = src - f;
+  return t;
+}
+/// a + (b - a) * t, TensorFlow's compute_lerp, rounded as written.
+TRAINER_HD inline float bilinear_lerp(float a, float b, float t) { return add_rn(a, mul_rn(sub_rn(b, a), t)); }
+/// The output pixels [lo, hi) (of out = in * s) whose interpolation may use
+/// input pixel i: a superset of those with bilinear_weight != 0.
+TRAINER_HD inline void bilinear_outputs(int i, int s, int out, int& lo, int& hi) {
+  lo = (i - 1) * s > 0 ? (i - 1) * s : 0;
+  hi = (i + 2) * s < out ? (i + 2) * s : out;
+}
+/// The weight of input pixel i in output pixel o's interpolation along one
+/// axis (both taps counted when they are the same pixel).
+TRAINER_HD inline float bilinear_weight(const BilinearTap& t, int i) {
+  const float w_lo = t.lo == i ? 1.f - t.frac : 0.f, w_hi = t.hi == i ? t.frac : 0.f;
+  return add_rn(w_lo, w_hi);
+}
+
 // ---- Per (sample, channel) reductions ----------------------------------------
 
 /// The row (n * C + c) of element e of an NHWC tensor with HWC = H*W*C

@@ -153,6 +153,18 @@ void upsample_nearest_forward(const Device& d, const float* x, Shape xs, UpSampl
 /// block (overwrites dx).
 void upsample_nearest_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p, float* dx);
 
+// ---- UpSampling2D, bilinear (backend/cpu/upsample_bilinear.cpp) ----------
+
+/// y [N, H*sh, W*sw, C] <- the bilinear interpolation of x [N, H, W, C] (xs)
+/// at each output pixel's half-pixel centre, edges clamped (bilinear_tap):
+/// lerp(lerp(top-left, top-right, wx), lerp(bottom-left, bottom-right, wx),
+/// wy), as TensorFlow's ResizeBilinear. The same bits on both devices.
+void upsample_bilinear_forward(const Device& d, const float* x, Shape xs, UpSample2DParams p, float* y);
+/// dx [N, H, W, C] (xs) <- for each input pixel, the sum over the output
+/// pixels of dy * (its row weight) * (its column weight) (bilinear_weight), in
+/// row-major output order (overwrites dx; the same bits on both devices).
+void upsample_bilinear_backward(const Device& d, const float* dy, Shape xs, UpSample2DParams p, float* dx);
+
 // ---- Cropping2D (backend/cpu/crop.cpp) -----------------------------------
 
 /// Rows and columns Cropping2D removes from each side of the image.

@@ -258,6 +258,11 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       const std::string roi = b.constant(name + "/roi", {0}, {});
       const std::string scales = b.constant(name + "/scales", {4}, {1.f, 1.f, float(d.size_h), float(d.size_w)});
       onnx::NodeProto& n = b.node("Resize", {ins[0], roi, scales}, out, name);
+      if (d.bilinear) {  // TensorFlow's half_pixel_centers
+        GraphBuilder::text(n, "mode", "linear");
+        GraphBuilder::text(n, "coordinate_transformation_mode", "half_pixel");
+        return;
+      }
       GraphBuilder::text(n, "mode", "nearest");
       GraphBuilder::text(n, "coordinate_transformation_mode", "asymmetric");
       GraphBuilder::text(n, "nearest_mode", "floor");

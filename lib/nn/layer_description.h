@@ -19,7 +19,7 @@ enum class LayerKind {
   Conv2DTranspose,     ///< y = act(conv_transpose(x, kernel) + bias); kernel [kh, kw, Cout, Cin].
   MaxPooling2D,        ///< y = max over each window; padded pixels never win.
   AveragePooling2D,    ///< y = mean over each window's pixels inside the input (padding not counted).
-  UpSampling2D,        ///< Nearest neighbour: y[i, j] = x[i / size_h, j / size_w].
+  UpSampling2D,        ///< Nearest neighbour, y[i, j] = x[i / size_h, j / size_w], or bilinear (half-pixel centres).
   Cropping2D,          ///< y[i, j] = x[pad_h.before + i, pad_w.before + j]; pad_* as the pixels removed.
   ZeroPadding2D,       ///< y[pad_h.before + i, pad_w.before + j] = x[i, j], 0 in the pad_* border.
   Concatenate,         ///< Inputs joined along the channel axis, in input order.
@@ -57,6 +57,8 @@ struct LayerDescription {
   double epsilon = 1e-3;
   /// UpSampling2D: integer factors along H and W.
   int size_h = 1, size_w = 1;
+  /// UpSampling2D: bilinear interpolation with half-pixel centres (else nearest).
+  bool bilinear = false;
   /// Multiply: the input broadcast to the other's shape (-1: none; it has 1
   /// channel, or 1x1 pixels).
   int broadcast_input = -1;

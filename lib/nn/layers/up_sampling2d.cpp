@@ -1,8 +1,11 @@
-// UpSampling2D (keras.layers.UpSampling2D), nearest-neighbour only:
-//   y[n, i, j, c] = x[n, i / sh, j / sw, c],  y: [N, H*sh, W*sw, C].
-// YAML: {type: UpSampling2D, size: 2 | [sh, sw] (default 2), interpolation: nearest}
-// 'bilinear' (a Keras option) is rejected with a UserError. Backward sums dy
-// over each sh x sw block.
+// UpSampling2D (keras.layers.UpSampling2D), x [N, H, W, C] -> y [N, H*sh, W*sw, C]:
+//   nearest:  y[n, i, j, c] = x[n, i / sh, j / sw, c] (backward sums dy over
+//             each sh x sw block);
+//   bilinear: tf.image.resize's bilinear interpolation with half-pixel
+//             centres (backend/elementwise_math.h, bilinear_tap).
+// YAML: {type: UpSampling2D, size: 2 | [sh, sw] (default 2), interpolation:
+// nearest | bilinear (default nearest)}; Keras's other interpolations are a
+// UserError.
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/registry.h"
@@ -13,13 +16,15 @@ namespace {
 
 class UpSampling2D : public Layer {
  public:
-  UpSampling2D(std::string name, int sh, int sw) : Layer(std::move(name)), sh_(sh), sw_(sw) {}
+  UpSampling2D(std::string name, int sh, int sw, bool bilinear)
+      : Layer(std::move(name)), sh_(sh), sw_(sw), bilinear_(bilinear) {}
   std::string type() const override { return "UpSampling2D"; }
   LayerDescription describe() const override {
     LayerDescription d;
     d.kind = LayerKind::UpSampling2D;
     d.size_h = sh_;
     d.size_w = sw_;
+    d.bilinear = bilinear_;
     return d;
   }
 
@@ -34,7 +39,11 @@ class UpSampling2D : public Layer {
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Shape s = x[0]->shape();
     y.resize(Shape{s.n, s.h * sh_, s.w * sw_, s.c});
-    upsample_nearest_forward(ctx.device, x[0]->data(), s, UpSample2DParams{sh_, sw_}, y.data());
+    const UpSample2DParams p{sh_, sw_};
+    if (bilinear_)
+      upsample_bilinear_forward(ctx.device, x[0]->data(), s, p, y.data());
+    else
+      upsample_nearest_forward(ctx.device, x[0]->data(), s, p, y.data());
   }
 
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
@@ -42,25 +51,29 @@ class UpSampling2D : public Layer {
     if (!dx[0]) return;
     const Shape s = x[0]->shape();
     dx[0]->resize(s);
-    upsample_nearest_backward(ctx.device, dy.data(), s, UpSample2DParams{sh_, sw_}, dx[0]->data());
+    const UpSample2DParams p{sh_, sw_};
+    if (bilinear_)
+      upsample_bilinear_backward(ctx.device, dy.data(), s, p, dx[0]->data());
+    else
+      upsample_nearest_backward(ctx.device, dy.data(), s, p, dx[0]->data());
   }
 
  private:
   int sh_, sw_;
+  bool bilinear_;  ///< interpolation: bilinear (else nearest).
 };
 
 }  // namespace
 
 std::unique_ptr<Layer> make_up_sampling2d(ParamReader& p, const std::string& name) {
   std::vector<int> size = p.get_int_pair("size", std::vector<int>{2, 2}, 1, 1024);
-  std::string interp = p.get_string("interpolation", std::string("nearest"));
-  if (interp == "bilinear")
-    p.fail("interpolation",
-           "value 'bilinear' is not supported by trainer. Use 'nearest' (or a Conv2DTranspose to learn "
-           "the upsampling)");
-  if (interp != "nearest")
-    p.fail("interpolation", "has unknown value '" + interp + "'. The only supported value is 'nearest'");
-  return std::make_unique<UpSampling2D>(name, size[0], size[1]);
+  const std::string interp = p.get_string("interpolation", std::string("nearest"));
+  if (interp == "bicubic" || interp == "lanczos3" || interp == "lanczos5" || interp == "area")
+    p.fail("interpolation", "value '" + interp + "' is not supported by trainer. Use 'nearest' or 'bilinear' (or a "
+                            "Conv2DTranspose to learn the upsampling)");
+  if (interp != "nearest" && interp != "bilinear")
+    p.fail("interpolation", "has unknown value '" + interp + "'; use 'nearest' or 'bilinear'");
+  return std::make_unique<UpSampling2D>(name, size[0], size[1], interp == "bilinear");
 }
 
 }  // namespace trainer
