@@ -129,6 +129,7 @@ TEST_CASE("Dense: the last axis of every pixel, kernel [Cin, units] with Keras's
   CHECK(nobias->param_specs().size() == 1);
   CHECK(nobias->describe().kind == LayerKind::Conv2D);  // exported as a 1x1 Conv
   CHECK_THROWS_WITH(layer_from_yaml("{type: Dense}"), Catch::Contains("units"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Dense, filters: 4}"), Catch::Contains("Dense takes 'units'"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: Dense, units: 4, kernel_size: 1}"), Catch::Contains("unknown key"));
 }
 
@@ -164,13 +165,27 @@ TEST_CASE("Reshape: target_shape with one -1, the same elements in order, and er
   }
   auto l = layer_from_yaml("{type: Reshape, target_shape: [5, 5, 1]}");
   CHECK_THROWS_WITH(l->infer({Shape{0, 2, 3, 4}}),
-                    Catch::Contains("does not hold the input's 24 values") && Catch::Contains("[2, 3, 4]"));
+                    Catch::Contains("holds more values than the input's 24 values") && Catch::Contains("[2, 3, 4]"));
+  auto few = layer_from_yaml("{type: Reshape, target_shape: [2, 2, 2]}");
+  CHECK_THROWS_WITH(few->infer({Shape{0, 2, 3, 4}}),
+                    Catch::Contains("holds 8 values, not the input's 24") && Catch::Contains("product is 24"));
   auto odd = layer_from_yaml("{type: Reshape, target_shape: [5, -1, 1]}");
-  CHECK_THROWS_WITH(odd->infer({Shape{0, 2, 3, 4}}), Catch::Contains("product is 24"));
-  CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape, target_shape: [4, 6]}"), Catch::Contains("give 3"));
+  CHECK_THROWS_WITH(odd->infer({Shape{0, 2, 3, 4}}), Catch::Contains("the other sizes' product, 5, does not divide"));
+  // Sizes whose product overflows 64 bits (to 2^64 + 96 here) are refused, not wrapped.
+  auto huge = layer_from_yaml("{type: Reshape, target_shape: [1084076, 746008, 22809539]}");
+  CHECK_THROWS_WITH(huge->infer({Shape{0, 4, 6, 4}}), Catch::Contains("holds more values"));
+  auto wide = layer_from_yaml("{type: Reshape, target_shape: [1, 96, -1]}");
+  CHECK(wide->infer({Shape{0, 4, 6, 4}}) == Shape{0, 1, 96, 1});
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape, target_shape: [4, 6]}"), Catch::Contains("2-entry target"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape, target_shape: [null, 4, 6]}"),
+                    Catch::Contains("leave out Keras's batch dimension: [4, 6]"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape, target_shape: 24}"), Catch::Contains("must be a list of 3 sizes"));
+  CHECK_THROWS_WITH(layer_from_yaml("type: Reshape\ntarget_shape: (1, 1, 24)"),
+                    Catch::Contains("a Python tuple is a YAML list: [1, 1, 24]"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape, target_shape: [0, 1, 24]}"), Catch::Contains("0 entry"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape, target_shape: [-1, -1, 2]}"), Catch::Contains("more than one -1"));
-  CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape}"), Catch::Contains("target_shape"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape}"), Catch::Contains("'target_shape' is required"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape, shape: [1, 1, 24]}"), Catch::Contains("not shape"));
 }
 
 TEST_CASE("Multiply broadcasts a [1, 1, C] input over height and width (squeeze-and-excitation)", "[layers]") {
@@ -193,9 +208,17 @@ TEST_CASE("Multiply broadcasts a [1, 1, C] input over height and width (squeeze-
     auto r = gradcheck(*m, w, scale_first ? std::vector<Tensor>{xn, xw} : std::vector<Tensor>{xw, xn}, {});
     CHECK(r.max_rel_error_inputs < 1e-3);
   }
-  // [H, W, 1] by a per-sample scalar [1, 1, 1]: the scalar broadcast over the pixels.
+  // A per-sample scalar [1, 1, 1] times [H, W, 1] or [H, W, C]: the scalar broadcast over everything.
   auto m = layer_from_yaml("{type: Multiply}");
   CHECK(m->infer({Shape{0, 2, 3, 1}, Shape{0, 1, 1, 1}}) == Shape{0, 2, 3, 1});
+  CHECK(m->infer({Shape{0, 1, 1, 1}, Shape{0, 1, 2, 2}}) == Shape{0, 1, 2, 2});
+  const Tensor f = make_tensor({2, 1, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), k = make_tensor({2, 1, 1, 1}, {10, -1});
+  CHECK(values(run_forward(*m, {&k, &f})) == std::vector<float>{10, 20, 30, 40, -5, -6, -7, -8});
+  auto w = bind_random(*m, {Shape{0, 2, 3, 4}, Shape{0, 1, 1, 1}}, 1);
+  auto r = gradcheck(*m, w, {random_tensor({2, 2, 3, 4}, 13), random_tensor({2, 1, 1, 1}, 14)}, {});
+  CHECK(r.max_rel_error_inputs < 1e-3);
+  CHECK_THROWS_WITH(m->infer({Shape{0, 2, 3, 1}, Shape{0, 1, 1, 4}}), Catch::Contains("broadcasting both inputs"));
+  CHECK_THROWS_WITH(m->infer({Shape{0, 2, 3, 4}, Shape{0, 1, 1, 2}}), Catch::Contains("the other's channels or 1"));
 }
 
 

@@ -113,6 +113,16 @@ bool ParamReader::given(const std::string& key) {
   return v && !v.IsNull();
 }
 
+std::string python_tuple_hint(const std::string& text) {
+  if (text.rfind('(', 0) != 0) return "";
+  if (text.back() != ')')
+    return " (a Python tuple is a YAML list: [a, b], not (a, b); inside { } a tuple's commas also split the entry, "
+           "which cuts the value short)";
+  std::string as_list = text;  // the user's own tuple, as a YAML list
+  for (char& ch : as_list) ch = ch == '(' ? '[' : ch == ')' ? ']' : ch;
+  return " (a Python tuple is a YAML list: " + as_list + ", not " + text + ")";
+}
+
 template <typename T>
 static bool convert_scalar(const YAML::Node& v, T& out) {
   if (!v.IsScalar()) return false;
@@ -125,15 +135,7 @@ int ParamReader::get_int(const std::string& key, std::optional<int> def, int min
   int x;
   if (!convert_scalar(v, x)) {
     const std::string text = YAML::Dump(v);
-    std::string as_list = text;  // the user's own tuple, as a YAML list
-    for (char& ch : as_list) ch = ch == '(' ? '[' : ch == ')' ? ']' : ch;
-    fail(key, "must be an integer, got '" + text + "'" +
-                  (text.rfind('(', 0) == 0 && text.back() == ')'
-                       ? " (a Python tuple is a YAML list: " + as_list + ", not " + text + ")"
-                       : text.rfind('(', 0) == 0 ? " (a Python tuple is a YAML list: [a, b], not (a, b); inside { } "
-                                                   "a tuple's commas also split the entry, which cuts the value "
-                                                   "short)"
-                                                 : "") +
+    fail(key, "must be an integer, got '" + text + "'" + python_tuple_hint(text) +
                   (text == "None" ? " (Python's None is YAML's null)" : ""));
   }
   if (x < min || x > max)

@@ -23,6 +23,11 @@ std::string yaml_location(const std::string& file, const YAML::Mark& mark);
 /// option ('lr' for 'learning_rate'), else "". Levenshtein distance.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& options);
 
+/// " (a Python tuple is a YAML list: [1, 2], not (1, 2))" when text (a YAML
+/// scalar as written) starts with '(', with a note on { } entries when it is
+/// cut short; else "".
+std::string python_tuple_hint(const std::string& text);
+
 /// "a, b, c" from a list of names.
 std::string join_names(const std::vector<std::string>& names);
 

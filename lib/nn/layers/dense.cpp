@@ -40,6 +40,8 @@ class Dense final : public ConvLayerBase<Conv2DOp> {
 }  // namespace
 
 std::unique_ptr<Layer> make_dense(ParamReader& p, const std::string& name) {
+  if (!p.has("units") && p.has("filters"))
+    p.fail("filters", "is Conv2D's key; Dense takes 'units' (its output channels), e.g. units: 64");
   ConvConfig c;  // geometry: 1x1, strides 1, valid
   c.filters = p.get_int("units", std::nullopt, 1, 65536);
   read_affine_keys(p, c);

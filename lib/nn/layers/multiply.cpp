@@ -4,7 +4,8 @@
 // channel (attention gates, Oktay et al. 2018, multiply features by a
 // one-channel map), or [N, 1, 1, C], one value per channel for every pixel
 // (squeeze-and-excitation, Hu et al. 2018: a GlobalAveragePooling2D's [N, C]
-// through Dense layers). No keys, no weights.
+// through Dense layers), or [N, 1, 1, 1], one value per sample. No keys, no
+// weights.
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/registry.h"
@@ -27,7 +28,7 @@ class Multiply : public Layer {
 
   /// The wider input's shape. UserError unless there are 2 inputs of the same
   /// shape, or one of them has the other's height and width and 1 channel, or
-  /// 1x1 pixels and the other's channels.
+  /// 1x1 pixels and the other's channels (or 1).
   Shape infer(const std::vector<Shape>& inputs) override {
     if (inputs.size() != 2)
       throw UserError("Multiply takes 2 inputs here, got " + std::to_string(inputs.size()) +
@@ -39,12 +40,16 @@ class Multiply : public Layer {
       mode_ = Mode::Same, wide_ = 0;
     } else if (same_size && (a.c == 1 || b.c == 1)) {
       mode_ = Mode::OneChannel, wide_ = a.c == 1 ? 1 : 0;
-    } else if (a.c == b.c && pixel_a != pixel_b) {
+    } else if (pixel_a != pixel_b && (a.c == b.c || (pixel_a ? a.c : b.c) == 1)) {
       mode_ = Mode::PerChannel, wide_ = pixel_a ? 1 : 0;
     } else {
-      throw UserError("Multiply needs inputs of the same shape, or one with 1 channel or 1x1 pixels (broadcast "
-                      "over the other's); got " + a.hwc() + " and " + b.hwc() +
-                      (same_size || pixel_a || pixel_b ? std::string() : kMergeSizeHint));
+      const bool both = (pixel_a && b.c == 1) || (pixel_b && a.c == 1);
+      throw UserError("Multiply needs inputs of the same shape, or one broadcast over the other: [H, W, 1] (the "
+                      "other's height and width, 1 channel) or [1, 1, C] (1x1 pixels, the other's channels or 1); "
+                      "got " + a.hwc() + " and " + b.hwc() +
+                      (both ? "; broadcasting both inputs to a third shape is not supported (expand one of them "
+                              "first, e.g. with a Conv2D to the channels)"
+                            : same_size || pixel_a || pixel_b ? std::string() : kMergeSizeHint));
     }
     out_ = inputs[size_t(wide_)], narrow_ = inputs[size_t(1 - wide_)];
     return out_;
@@ -56,7 +61,7 @@ class Multiply : public Layer {
     const Shape s = a.shape();
     y.resize(s);
     if (mode_ == Mode::PerChannel)
-      scale_channels_forward(ctx.device, a.data(), b.data(), s, y.data());
+      scale_channels_forward(ctx.device, a.data(), b.data(), scaled_shape(s), y.data());
     else
       multiply_forward(ctx.device, a.data(), b.data(), b.shape().c, pixels(s), s.c, y.data());
   }
@@ -71,8 +76,8 @@ class Multiply : public Layer {
     if (db) db->resize(b.shape());
     const Shape s = a.shape();
     if (mode_ == Mode::PerChannel)
-      scale_channels_backward(ctx.device, a.data(), b.data(), s, dy.data(), da ? da->data() : nullptr,
-                              db ? db->data() : nullptr);
+      scale_channels_backward(ctx.device, a.data(), b.data(), scaled_shape(s), dy.data(),
+                              da ? da->data() : nullptr, db ? db->data() : nullptr);
     else
       multiply_backward(ctx.device, a.data(), b.data(), b.shape().c, pixels(s), s.c, dy.data(),
                         da ? da->data() : nullptr, db ? db->data() : nullptr);
@@ -82,6 +87,12 @@ class Multiply : public Layer {
   /// How the narrow input meets the wide one.
   enum class Mode { Same, OneChannel, PerChannel };
   static long long pixels(const Shape& s) { return (long long)s.n * s.h * s.w; }
+  /// The wide input's shape as scale_channels sees it: s itself for a [1, 1, C]
+  /// narrow input; for a [1, 1, 1] one (one scale per sample), [N, H*W*C, 1, 1],
+  /// the same elements with one channel, so that the scale's row is the sample.
+  Shape scaled_shape(const Shape& s) const {
+    return narrow_.c == s.c ? s : Shape{s.n, int(s.sample_numel()), 1, 1};
+  }
   Mode mode_ = Mode::Same;
   int wide_ = 0;  ///< The input of the output's shape (0 when both have it).
   Shape out_, narrow_;  ///< Per-sample shapes of the output and the other input, from infer().

@@ -2,6 +2,9 @@
 // in the same (row-major) order. target_shape has 3 entries (h, w, c) or 1
 // (k: Keras's [N, k], held as [N, 1, 1, k]); one entry may be -1, inferred
 // from the others. y is a copy of x.
+#include <algorithm>
+#include <climits>
+
 #include "config/params.h"
 #include "core/buffer.h"
 #include "core/error.h"
@@ -24,31 +27,41 @@ class Reshape final : public Layer {
   }
 
   /// target_shape with its -1 filled in. UserError when the number of inputs
-  /// is not 1 or the sizes do not hold H*W*C elements.
+  /// is not 1 or the sizes do not hold the input's H*W*C values.
   Shape infer(const std::vector<Shape>& inputs) override {
     if (inputs.size() != 1) throw UserError("Reshape takes one input, got " + std::to_string(inputs.size()));
     in_ = inputs[0];
     const long long total = (long long)in_.sample_numel();
-    long long known = 1;
+    const std::string holds = "the input's " + std::to_string(total) + " values (" + in_.hwc() + ")";
+    long long known = 1;  // the product of the given sizes, kept <= total so that it cannot overflow
     for (int v : target_)
-      if (v > 0) known *= v;
+      if (v > 0) {
+        if (v > total || known * v > total)
+          throw UserError("target_shape " + text(target_) + " holds more values than " + holds +
+                          "; give sizes whose product is " + std::to_string(total) + ", or -1 for one of them");
+        known *= v;
+      }
+    const bool infer_one = std::count(target_.begin(), target_.end(), -1) == 1;
+    if (infer_one && total % known != 0)
+      throw UserError("target_shape " + text(target_) + ": the other sizes' product, " + std::to_string(known) +
+                      ", does not divide " + holds + "; change them so that it does");
+    if (!infer_one && known != total)
+      throw UserError("target_shape " + text(target_) + " holds " + std::to_string(known) + " values, not " + holds +
+                      "; give sizes whose product is " + std::to_string(total) + ", or -1 for one of them");
     std::vector<long long> dims(target_.begin(), target_.end());
     for (long long& v : dims)
-      if (v < 0) v = known > 0 && total % known == 0 ? total / known : 0;
-    const long long product = dims.size() == 3 ? dims[0] * dims[1] * dims[2] : dims[0];
-    if (product != total)
-      throw UserError("target_shape " + text(target_) + " does not hold the input's " + std::to_string(total) +
-                      " values (" + in_.hwc() + "); give sizes whose product is " + std::to_string(total) +
-                      ", or -1 for one of them");
-    out_ = dims.size() == 3 ? Shape{in_.n, int(dims[0]), int(dims[1]), int(dims[2])}
-                            : Shape{in_.n, 1, 1, int(dims[0])};
+      if (v < 0) v = total / known;
+    const long long c = dims.back();
+    if (c > INT_MAX)
+      throw UserError("target_shape " + text(target_) + " gives " + std::to_string(c) + " channels, more than " +
+                      std::to_string(INT_MAX) + "; use a smaller input or fewer filters");
+    out_ = dims.size() == 1 ? Shape{in_.n, 1, 1, int(c)} : Shape{in_.n, checked_side(dims[0]), checked_side(dims[1]), int(c)};
     return out_;
   }
 
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Tensor& xt = *x[0];
-    if (!xt.shape().same_sample(in_))
-      throw InternalError("layer '" + name() + "': input " + xt.shape().hwc() + " but inferred " + in_.hwc());
+    require_sample_shape(xt.shape(), in_);
     y.resize(out_.with_batch(xt.shape().n));
     device_copy(ctx.device, y.raw(), ctx.device, xt.raw(), xt.bytes());
   }
@@ -75,17 +88,26 @@ class Reshape final : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_reshape(ParamReader& p, const std::string& name) {
+  if (!p.has("target_shape"))
+    p.fail(std::string("'target_shape' is required: the per-sample shape, e.g. [1, 1, 64]") +
+           (p.has("shape") ? " (Keras's Reshape calls it target_shape, not shape)" : ""));
   const YAML::Node node = p.get_node("target_shape");
-  if (!node) p.fail("target_shape", "is required: the per-sample shape, e.g. [1, 1, 64]");
-  // Entries after a leading null (Keras's batch dimension, which get_int_list names).
-  const size_t size = node.IsSequence() ? node.size() : 0;
-  const bool batch = size > 0 && (node[0].IsNull() || (node[0].IsScalar() && node[0].Scalar() == "None"));
-  const size_t entries = size - (batch ? 1 : 0);
-  if (entries == 2 && !batch)
-    p.fail("target_shape", "has 2 entries; tensors here are [N, H, W, C], so give 3 ([h, w, c]) or 1 ([k], "
-                           "Keras's [N, k])");
-  const size_t len = entries == 1 ? 1 : 3;
-  std::vector<int> target = p.get_int_list("target_shape", len, -1, 1 << 30);
+  const std::string want = "must be a list of 3 sizes [h, w, c] or of 1 [k] (Keras's [N, k]), each >= 1, or -1 "
+                           "for one size to infer";
+  const std::string got = YAML::Dump(node);
+  if (!node.IsSequence()) p.fail("target_shape", want + ", got " + got + python_tuple_hint(got));
+  if (node.size() > 0 && (node[0].IsNull() || (node[0].IsScalar() && node[0].Scalar() == "None"))) {
+    YAML::Node rest(YAML::NodeType::Sequence);
+    rest.SetStyle(YAML::EmitterStyle::Flow);
+    for (size_t i = 1; i < node.size(); ++i) rest.push_back(node[i]);
+    p.fail("target_shape", want + ", got " + got + " (leave out Keras's batch dimension: " + YAML::Dump(rest) + ")");
+  }
+  if (node.size() != 1 && node.size() != 3)
+    p.fail("target_shape", want + ", got " + got +
+                               (node.size() == 2 ? "; a 2-entry target (a 3-D tensor in Keras) has no [N, H, W, C] "
+                                                   "form here"
+                                                 : ""));
+  std::vector<int> target = p.get_int_list("target_shape", node.size(), -1, 1 << 30);
   int inferred = 0;
   for (int v : target) {
     if (v == 0) p.fail("target_shape", "has a 0 entry; sizes are >= 1, or -1 for the one inferred");
