@@ -35,8 +35,9 @@ constexpr int kSide = 42;
 // sigmoid map Multiply broadcasts over the features), an AveragePooling2D
 // padded asymmetrically, a per-channel PReLU, a squeeze-and-excitation block
 // (GlobalAveragePooling2D, Reshape, Dense, a [1, 1, C] Multiply), a
-// GlobalMaxPooling2D scale, a Reshape that reorders pixels around a conv
-// (42x42 -> 21x84 -> 42x42), a Dense on every pixel, and every
+// GlobalMaxPooling2D scale, Reshapes around convs that move values between
+// channels and pixels (42x42x4 -> 42x84x2 -> 42x42x4) or regroup the pixels
+// (42x42 -> 21x84), a Dense on every pixel, and every
 // activation (the activation strings and the layers with their parameters).
 std::string export_net(const fs::path& out_dir) {
   return R"(model:
@@ -78,9 +79,12 @@ std::string export_net(const fs::path& out_dir) {
     - {name: se, type: Multiply, inputs: [shrink, excite2]}
     - {name: peak, type: GlobalMaxPooling2D, keepdims: true}
     - {name: se2, type: Multiply, inputs: [peak, se]}
-    - {name: fold, type: Reshape, target_shape: [21, 84, -1]}
-    - {name: folded, type: Conv2D, filters: 4, kernel_size: 3, padding: same}
+    - {name: fold, type: Reshape, target_shape: [42, 84, -1]}
+    - {name: folded, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
     - {name: unfold, type: Reshape, target_shape: [42, 42, 4]}
+    - {name: regroup, type: Reshape, target_shape: [21, 84, 4]}
+    - {name: regrouped, type: Conv2D, filters: 4, kernel_size: 3, padding: same}
+    - {name: ungroup, type: Reshape, target_shape: [42, 42, 4]}
     - {name: mix, type: Dense, units: 4, activation: tanh}
     - {name: atrous, type: Conv2D, filters: 4, kernel_size: [3, 2], dilation_rate: [2, 3], padding: same}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}

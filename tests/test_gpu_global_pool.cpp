@@ -22,8 +22,10 @@ namespace {
 constexpr double kSum = 1e-6;
 
 /// The shapes: one channel, a partial channel tile, more than one tile; a
-/// sample split into many pixel ranges; a batch of one.
-const Shape kShapes[] = {{3, 9, 7, 1}, {2, 5, 3, 5}, {2, 6, 11, 40}, {2, 64, 80, 33}, {1, 128, 128, 8}};
+/// sample split into many pixel ranges; a batch of one; more samples than a
+/// grid's z dimension holds (65535).
+const Shape kShapes[] = {{3, 9, 7, 1},     {2, 5, 3, 5},     {2, 6, 11, 40},
+                         {2, 64, 80, 33},  {1, 128, 128, 8}, {70000, 1, 2, 2}};
 
 /// n values in [-1, 1) rounded to multiples of 1/4, so that many pixels tie for a maximum.
 std::vector<float> coarse_values(size_t n, unsigned seed) {
@@ -81,5 +83,32 @@ TEST_CASE("GPU Multiply by [1, 1, C] scales matches the CPU, forward and both gr
     CHECK_IDENTICAL("y", std::get<0>(got), std::get<0>(ref));
     CHECK_IDENTICAL("dx", std::get<1>(got), std::get<1>(ref));
     CHECK_CLOSE("ds", std::get<2>(got), std::get<2>(ref), kSum);
+    // Either gradient alone gives what the call computing both gives.
+    Buffer<float> x = upload(xh, g.device), sc = upload(sh, g.device), dy = upload(dyh, g.device),
+                  dx(g.device, s.numel()), ds(g.device, rows);
+    scale_channels_backward(g.device, x.data(), sc.data(), s, dy.data(), dx.data(), nullptr);
+    scale_channels_backward(g.device, x.data(), sc.data(), s, dy.data(), nullptr, ds.data());
+    CHECK_IDENTICAL("dx alone", download(dx), std::get<1>(got));
+    CHECK_IDENTICAL("ds alone", download(ds), std::get<2>(got));
+  }
+}
+
+TEST_CASE("GPU GlobalMaxPooling2D gives NaN for a channel holding a NaN, as the CPU", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const Shape s{2, 3, 5, 4};
+  std::vector<float> xh = random_values(s.numel(), 821);
+  xh[7] = std::nanf("");  // sample 0, channel 3
+  auto run = [&](const Device& d) {
+    Buffer<float> x = upload(xh, d), y(d, 8);
+    global_max_pool_forward(d, x.data(), s, y.data());
+    return download(y);
+  };
+  const std::vector<float> ref = run(Device{}), got = run(g.device);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    INFO("row " << i);
+    CHECK(std::isnan(ref[i]) == (i == 3));
+    if (i == 3) CHECK(std::isnan(got[i]));
+    else CHECK(got[i] == ref[i]);
   }
 }

@@ -407,4 +407,10 @@ TEST_CASE("a squeeze-and-excitation network on GPU 0 and two towers of GPU 0 fol
     check_losses(gpu.losses, cpu.losses, kLossTolFp32);
     check_weight_changes(gpu.records, cpu.records, initial, kWeightTolFp32);
   }
+  // Dense runs as a 1x1 convolution: in tf32 and bf16 too.
+  const std::pair<Precision, double> cases[] = {{Precision::TF32, kLossTolTf32}, {Precision::BF16, kLossTolBf16}};
+  for (const auto& [p, tol] : cases) {
+    INFO("precision " << precision_name(p));
+    check_losses(train_run("0", p, kTinySeConfig).losses, cpu.losses, tol);
+  }
 }

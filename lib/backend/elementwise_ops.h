@@ -2,7 +2,8 @@
 // Backend interface of the element-wise, channel and resampling ops: the math
 // of Activation (and the activation of Conv2D / Conv2DTranspose), Rescaling,
 // Add, Multiply, PReLU, the poolings other than MaxPooling2D, Concatenate,
-// UpSampling2D, Cropping2D, Dropout and BatchNormalization. Layers call these functions with their tower's Device and never loop over tensor elements
+// UpSampling2D, Cropping2D, Dropout and BatchNormalization. Layers call these
+// functions with their tower's Device and never loop over tensor elements
 // themselves; the dispatch (backend/elementwise_dispatch.cpp) calls the CPU
 // implementation (OpenMP loops in backend/cpu/, one file per op family) or the
 // CUDA one (kernels in backend/cuda/, queued on the tower's compute stream).

@@ -308,7 +308,9 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
           const std::string roi = b.constant(name + "/roi", {0}, {});
           const std::string scales = b.constant(name + "/scales", {4}, {1.f, 1.f, float(to.h), float(to.w)});
           onnx::NodeProto& n = b.node("Resize", {narrow, roi, scales}, name + "/expanded", name + "/expand");
-          GraphBuilder::text(n, "mode", "nearest");
+          GraphBuilder::text(n, "mode", "nearest");  // every output pixel reads the one input pixel
+          GraphBuilder::text(n, "coordinate_transformation_mode", "asymmetric");
+          GraphBuilder::text(n, "nearest_mode", "floor");
         }
         narrow = name + "/expanded";
       }
@@ -317,11 +319,12 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
     }
     case LayerKind::Reshape: {
       // Keras reshapes in NHWC order: to NHWC, Reshape, back to NCHW; a plain
-      // Reshape where both shapes have one layout (1 channel or 1x1 pixels:
-      // NCHW and NHWC then order the elements alike).
+      // Reshape where NCHW gives the same result: the channels are kept (only
+      // the pixels are regrouped), or both shapes have one layout (1 channel
+      // or 1x1 pixels: NCHW and NHWC then order the elements alike).
       const Shape &from = d.input, &to = d.output;
       auto one_layout = [](const Shape& s) { return s.c == 1 || (s.h == 1 && s.w == 1); };
-      if (one_layout(from) && one_layout(to)) {
+      if (from.c == to.c || (one_layout(from) && one_layout(to))) {
         b.node("Reshape", {ins[0], b.int_constant(name + "/shape", {0, to.c, to.h, to.w})}, out, name);
         return;
       }

@@ -123,6 +123,12 @@ class Layer {
       throw InternalError("layer '" + name_ + "': a " + dtype_name(t.dtype()) + " tensor where " +
                           dtype_name(want) + " is expected");
   }
+  /// InternalError "layer '<name>': input [H, W, C] but inferred [H', W', C']"
+  /// unless a forward input's per-sample shape is the one infer() saw.
+  void require_sample_shape(const Shape& got, const Shape& inferred) const {
+    if (!got.same_sample(inferred))
+      throw InternalError("layer '" + name_ + "': input " + got.hwc() + " but inferred " + inferred.hwc());
+  }
 
  private:
   std::string name_;

@@ -16,7 +16,7 @@ namespace trainer::cuda {
 namespace {
 
 /// x[e] as a term of the mean.
-struct Value {
+struct Element {
   const float* x;
   __device__ double operator()(size_t e, size_t) const { return double(x[e]); }
 };
@@ -72,7 +72,7 @@ struct MaxGrad {
 }  // namespace
 
 void global_avg_pool_forward(const Device& d, const float* x, Shape xs, float* y) {
-  reduce_sample_channels(context(d), SumOp<Value>{Value{x}, double(xs.h) * xs.w}, xs, y);
+  reduce_sample_channels(context(d), SumOp<Element>{Element{x}, double(xs.h) * xs.w}, xs, y);
 }
 
 void global_avg_pool_backward(const Device& d, const float* dy, Shape xs, float* dx) {

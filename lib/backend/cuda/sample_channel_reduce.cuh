@@ -8,7 +8,8 @@
 // pixels l, l + 8, ... of its range, then the lanes in order; its partial per
 // channel goes to the context's workspace, and a second kernel folds each
 // (sample, channel)'s partials in range order and writes op.finish(value).
-// Same result on every run and every GPU (no atomics).
+// The ranges depend on H, W and C only, so a sample's result is the same on
+// every run, every GPU and for any batch it is part of (no atomics).
 //
 // An Op has: using Value = ...; __device__ Value identity() const;
 // __device__ Value combine(Value, Value) const; __device__ Value term(size_t
@@ -24,7 +25,7 @@ namespace trainer::cuda {
 
 /// Channels per block (a warp reads 32 consecutive channels of a pixel) and pixel lanes per block.
 constexpr int kReduceTile = 32, kReduceLanes = int(kThreads) / kReduceTile;
-/// Pixels per range below which fewer ranges are used, and the blocks aimed at.
+/// Pixels per range below which fewer ranges are used, and the blocks aimed at per sample.
 constexpr long long kReducePixelsPerPart = 1024, kReduceBlocks = 2048;
 /// Largest gridDim.z; larger batches loop.
 constexpr int kMaxGridZ = 65535;
@@ -75,8 +76,10 @@ void reduce_sample_channels(CudaContext& ctx, const Op& op, Shape s, float* out)
   if (s.numel() == 0) return;
   const long long HW = (long long)s.h * s.w;
   const int tiles = (s.c + kReduceTile - 1) / kReduceTile;
+  // From the sample's shape only, not the batch: a sample's sums are added in
+  // the same order whatever the tower's share of the batch.
   const long long by_size = (HW + kReducePixelsPerPart - 1) / kReducePixelsPerPart;
-  const long long by_blocks = std::max(1LL, kReduceBlocks / ((long long)s.n * tiles));
+  const long long by_blocks = std::max(1LL, kReduceBlocks / tiles);
   const int parts = int(std::max(1LL, std::min(by_size, by_blocks)));
   const size_t rows = size_t(s.n) * size_t(s.c);
   V* partials = static_cast<V*>(ctx.workspace(sizeof(V) * rows * size_t(parts)));

@@ -1,6 +1,7 @@
 #pragma once
-// What Conv2D, Conv2DTranspose and Dense (a 1x1 Conv2D on the last axis) share: their Keras keys (read once here) and
-// weight binding, forward (op + bias + activation) and backward.
+// What Conv2D, Conv2DTranspose and Dense (a 1x1 Conv2D on the last axis)
+// share: their Keras keys (read once here) and weight binding, forward (op +
+// bias + activation) and backward.
 #include <string>
 
 #include "backend/ops.h"
@@ -72,7 +73,7 @@ class ConvLayerBase : public Layer {
   /// per-sample shape differs from the inferred one.
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Tensor& xt = *x[0];
-    check_input(xt.shape());
+    require_sample_shape(xt.shape(), in_);
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
     op_.forward(ctx.device, xt.dtype(), xt.raw(), xt.shape(), kernel_, bias_, c_.activation, y.dtype(), y.raw(), ys);
@@ -83,7 +84,7 @@ class ConvLayerBase : public Layer {
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                 const Tensor& dy, const std::vector<Tensor*>& dx) override {
     const Tensor& xt = *x[0];
-    check_input(xt.shape());
+    require_sample_shape(xt.shape(), in_);
     require_type(dy, y.dtype());
     if (dx[0]) {
       require_type(*dx[0], xt.dtype());
@@ -139,10 +140,6 @@ class ConvLayerBase : public Layer {
       specs.push_back(ParamSpec{"bias", {c_.filters}, c_.bias_initializer, double(c_.filters), double(c_.filters),
                                 true, c_.bias_regularizer});
     return specs;
-  }
-  void check_input(const Shape& s) const {
-    if (!s.same_sample(in_))
-      throw InternalError("layer '" + name() + "': input " + s.hwc() + " but inferred " + in_.hwc());
   }
   /// The filters of the convolution cuDNN runs (its K): Conv2D's output
   /// channels, Conv2DTranspose's input channels. Valid after infer().

@@ -18,7 +18,7 @@ class GlobalAveragePooling2D final : public GlobalPooling2D {
 
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Tensor& xt = *x[0];
-    check_input(xt.shape());
+    require_sample_shape(xt.shape(), in_);
     y.resize(Shape{xt.shape().n, 1, 1, in_.c});
     global_avg_pool_forward(ctx.device, xt.data(), xt.shape(), y.data());
   }

@@ -31,11 +31,6 @@ class GlobalPooling2D : public Layer {
     d.kh = d.stride_h = in_.h, d.kw = d.stride_w = in_.w;
     return d;
   }
-  /// InternalError when x's per-sample shape differs from the inferred one.
-  void check_input(const Shape& s) const {
-    if (!s.same_sample(in_))
-      throw InternalError("layer '" + name() + "': input " + s.hwc() + " but inferred " + in_.hwc());
-  }
   Shape in_;  ///< Per-sample input shape from infer().
 };
 

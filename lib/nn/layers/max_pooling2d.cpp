@@ -40,7 +40,7 @@ class MaxPooling2D final : public Layer {
 
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     const Tensor& xt = *x[0];
-    check_input(xt.shape());
+    require_sample_shape(xt.shape(), in_);
     require_type(y, xt.dtype());
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
@@ -52,17 +52,13 @@ class MaxPooling2D final : public Layer {
                 const Tensor& dy, const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
     const Tensor& xt = *x[0];
-    check_input(xt.shape());
+    require_sample_shape(xt.shape(), in_);
     dx[0]->resize(xt.shape());
     require_type(*dx[0], dy.dtype());
     op_.backward(ctx.device, dy.dtype(), dy.raw(), dy.shape(), dx[0]->raw(), xt.shape());
   }
 
  private:
-  void check_input(const Shape& s) const {
-    if (!s.same_sample(in_))
-      throw InternalError("layer '" + name() + "': input " + s.hwc() + " but inferred " + in_.hwc());
-  }
   Pool2DParams p_;
   MaxPool2DOp op_;
   Shape in_, out_;
