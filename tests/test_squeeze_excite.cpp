@@ -219,6 +219,10 @@ TEST_CASE("Multiply broadcasts a [1, 1, C] input over height and width (squeeze-
   CHECK(r.max_rel_error_inputs < 1e-3);
   CHECK_THROWS_WITH(m->infer({Shape{0, 2, 3, 1}, Shape{0, 1, 1, 4}}), Catch::Contains("broadcasting both inputs"));
   CHECK_THROWS_WITH(m->infer({Shape{0, 2, 3, 4}, Shape{0, 1, 1, 2}}), Catch::Contains("the other's channels or 1"));
+  // Add does not broadcast, and says so rather than suggesting padding.
+  auto add = layer_from_yaml("{type: Add}");
+  CHECK_THROWS_WITH(add->infer({Shape{0, 2, 3, 4}, Shape{0, 1, 1, 4}}),
+                    Catch::Contains("does not broadcast a 1x1 input") && !Catch::Contains("padding"));
 }
 
 

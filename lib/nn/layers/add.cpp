@@ -23,9 +23,14 @@ class Add : public Layer {
     if (inputs.size() < 2)
       throw UserError("Add needs at least 2 inputs, got " + std::to_string(inputs.size()));
     for (const Shape& s : inputs)
-      if (!s.same_sample(inputs[0]))
+      if (!s.same_sample(inputs[0])) {
+        const bool pixel = (s.h == 1 && s.w == 1) || (inputs[0].h == 1 && inputs[0].w == 1);
         throw UserError("Add needs inputs of the same shape; got " + inputs[0].hwc() + " and " + s.hwc() +
-                        (s.h != inputs[0].h || s.w != inputs[0].w ? kMergeSizeHint : ""));
+                        (pixel ? "; Add does not broadcast a 1x1 input over height and width here (Keras would): "
+                                 "add the inputs before a global pooling, or use Multiply, which does"
+                         : s.h != inputs[0].h || s.w != inputs[0].w ? kMergeSizeHint
+                                                                    : ""));
+      }
     return inputs[0];
   }
 
