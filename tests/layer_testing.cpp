@@ -46,6 +46,14 @@ BoundWeights bind_random(Layer& layer, const std::vector<Shape>& inputs, unsigne
   return w;
 }
 
+Tensor make_tensor(Shape s, const std::vector<float>& v) {
+  if (v.size() != s.numel())
+    throw InternalError("make_tensor: " + std::to_string(v.size()) + " values for " + s.nhwc());
+  Tensor t(s);
+  std::copy(v.begin(), v.end(), t.data());
+  return t;
+}
+
 Tensor random_tensor(Shape s, unsigned seed, float lo, float hi) {
   Tensor t(s);
   std::mt19937 rng(seed);

@@ -25,6 +25,9 @@ struct BoundWeights {
 /// filled uniformly in [-1, 1) (BN variances in [0.5, 1.5)) from seed.
 BoundWeights bind_random(Layer& layer, const std::vector<Shape>& inputs, unsigned seed);
 
+/// A CPU tensor of shape s holding v (s.numel() values, else InternalError).
+Tensor make_tensor(Shape s, const std::vector<float>& v);
+
 /// A tensor of shape s filled uniformly in [lo, hi) from seed.
 Tensor random_tensor(Shape s, unsigned seed, float lo = -1.f, float hi = 1.f);
 

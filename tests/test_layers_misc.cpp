@@ -22,13 +22,6 @@ using namespace trainer::testing;
 
 namespace {
 
-Tensor make_tensor(Shape s, std::vector<float> v) {
-  REQUIRE(v.size() == s.numel());
-  Tensor t(s);
-  std::copy(v.begin(), v.end(), t.data());
-  return t;
-}
-
 Tensor run_forward(Layer& l, const Context& ctx, const std::vector<const Tensor*>& x) {
   Tensor y;
   l.forward(ctx, x, y);

@@ -20,13 +20,6 @@ using namespace trainer::testing;
 
 namespace {
 
-Tensor make_tensor(Shape s, std::vector<float> v) {
-  REQUIRE(v.size() == s.numel());
-  Tensor t(s);
-  std::copy(v.begin(), v.end(), t.data());
-  return t;
-}
-
 std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data(), t.data() + t.numel()); }
 
 Tensor run_forward(Layer& l, const std::vector<const Tensor*>& x) {
