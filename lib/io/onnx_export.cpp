@@ -296,7 +296,8 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       // A broadcast input is brought to the product's shape first, as OpenCV's
       // dnn (4.6) does not broadcast Mul's inputs (ONNX would): one channel by
       // an Expand over the channels, 1x1 pixels by a nearest Resize to H x W
-      // (OpenCV's Expand over H and W loses the batch dimension).
+      // (OpenCV's Expand over H and W loses the batch dimension), then an
+      // Expand over the channels for a [1, 1, 1] one.
       std::vector<std::string> factors{ins[0], ins[1]};
       if (d.broadcast_input >= 0) {
         std::string& narrow = factors[size_t(d.broadcast_input)];
@@ -307,10 +308,15 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
         } else {
           const std::string roi = b.constant(name + "/roi", {0}, {});
           const std::string scales = b.constant(name + "/scales", {4}, {1.f, 1.f, float(to.h), float(to.w)});
-          onnx::NodeProto& n = b.node("Resize", {narrow, roi, scales}, name + "/expanded", name + "/expand");
+          const bool one = from.c != to.c;  // a [1, 1, 1] factor: then over the channels too
+          const std::string resized = one ? name + "/resized" : name + "/expanded";
+          onnx::NodeProto& n = b.node("Resize", {narrow, roi, scales}, resized, name + "/resize");
           GraphBuilder::text(n, "mode", "nearest");  // every output pixel reads the one input pixel
           GraphBuilder::text(n, "coordinate_transformation_mode", "asymmetric");
           GraphBuilder::text(n, "nearest_mode", "floor");
+          if (one)
+            b.node("Expand", {resized, b.int_constant(name + "/shape", {1, to.c, 1, 1})}, name + "/expanded",
+                   name + "/expand");
         }
         narrow = name + "/expanded";
       }
