@@ -43,6 +43,55 @@ TEST_CASE("bilinear UpSampling2D: TensorFlow's half-pixel centres, edges clamped
   CHECK(std::vector<float>(y.data(), y.data() + y.numel()) == want);
 }
 
+TEST_CASE("bilinear UpSampling2D gives TensorFlow's bits (tf.image.resize 'bilinear', sizes [3, 2] and 3)",
+          "[layers]") {
+  // x [1, 2, 3, 2]: i * 0.37 - 1.1 in float32, the last value 3.3; the
+  // expected values are TensorFlow 2.21's tf.image.resize(x, (2 sh, 3 sw),
+  // method='bilinear') on the CPU, printed with 9 significant digits.
+  Tensor x(Shape{1, 2, 3, 2});
+  for (int i = 0; i < 12; ++i) x.data()[i] = float(i) * 0.37f - 1.1f;
+  x.data()[11] = 3.3f;
+  const std::vector<float> tf_3x2 = {
+      -1.10000002f, -0.730000019f, -0.915000021f, -0.545000017f, -0.545000017f, -0.175000012f, -0.175000012f,
+      0.194999993f, 0.194999993f,  0.564999998f,  0.379999995f,  0.75f,         -1.10000002f,  -0.730000019f,
+      -0.915000021f, -0.545000017f, -0.545000017f, -0.175000012f, -0.175000012f, 0.194999993f,  0.194999993f,
+      0.564999998f,  0.379999995f,  0.75f,         -0.359999955f, 0.0100001693f, -0.174999952f, 0.195000052f,
+      0.195000052f,  0.565000057f,  0.565000057f,  0.962500095f,  0.935000062f,  1.38750005f,   1.12f,
+      1.60000014f,   0.380000114f,  0.750000358f,  0.565000117f,  0.935000122f,  0.935000122f,  1.30500007f,
+      1.30500007f,   1.73000026f,   1.67500019f,   2.21000028f,   1.86000001f,   2.45000029f,   1.12f,
+      1.49000013f,   1.30500007f,   1.67500007f,   1.67499995f,   2.04500008f,   2.04500008f,   2.49749994f,
+      2.41499996f,   3.03250003f,   2.5999999f,    3.29999995f,   1.12f,         1.49000013f,   1.30500007f,
+      1.67500007f,   1.67499995f,   2.04500008f,   2.04500008f,   2.49749994f,   2.41499996f,   3.03250003f,
+      2.5999999f,    3.29999995f};
+  const std::vector<float> tf_3x3 = {
+      -1.10000002f, -0.730000019f, -1.10000002f, -0.730000019f, -0.853333354f, -0.483333319f, -0.606666625f,
+      -0.23666662f, -0.360000014f, 0.00999999046f, -0.113333315f, 0.25666669f, 0.133333385f, 0.50333339f,
+      0.379999995f, 0.75f, 0.379999995f, 0.75f, -1.10000002f, -0.730000019f, -1.10000002f, -0.730000019f,
+      -0.853333354f, -0.483333319f, -0.606666625f, -0.23666662f, -0.360000014f, 0.00999999046f, -0.113333315f,
+      0.25666669f, 0.133333385f, 0.50333339f, 0.379999995f, 0.75f, 0.379999995f, 0.75f, -0.359999955f,
+      0.0100001693f, -0.359999955f, 0.0100001693f, -0.113333285f, 0.25666675f, 0.133333445f, 0.503333449f,
+      0.380000055f, 0.75000006f, 0.626666665f, 1.03333342f, 0.873333395f, 1.31666684f, 1.12f, 1.60000014f, 1.12f,
+      1.60000014f, 0.380000114f, 0.750000358f, 0.380000114f, 0.750000358f, 0.626666784f, 0.996666789f,
+      0.873333514f, 1.24333358f, 1.12000012f, 1.49000013f, 1.36666667f, 1.81000018f, 1.61333346f, 2.13000035f,
+      1.86000001f, 2.45000029f, 1.86000001f, 2.45000029f, 1.12f, 1.49000013f, 1.12f, 1.49000013f, 1.36666667f,
+      1.7366668f, 1.61333346f, 1.98333347f, 1.86000001f, 2.23000002f, 2.10666656f, 2.58666658f, 2.35333323f,
+      2.94333339f, 2.5999999f, 3.29999995f, 2.5999999f, 3.29999995f, 1.12f, 1.49000013f, 1.12f, 1.49000013f,
+      1.36666667f, 1.7366668f, 1.61333346f, 1.98333347f, 1.86000001f, 2.23000002f, 2.10666656f, 2.58666658f,
+      2.35333323f, 2.94333339f, 2.5999999f, 3.29999995f, 2.5999999f, 3.29999995f};
+  const std::pair<const char*, const std::vector<float>*> cases[] = {{"[3, 2]", &tf_3x2}, {"3", &tf_3x3}};
+  for (const auto& [size, want] : cases) {
+    INFO("size " << size);
+    auto l = layer_from_yaml(std::string("{type: UpSampling2D, interpolation: bilinear, size: ") + size + "}");
+    l->infer({Shape{0, 2, 3, 2}});
+    const Tensor y = upsample(*l, x);
+    REQUIRE(y.numel() == want->size());
+    for (size_t i = 0; i < want->size(); ++i) {
+      INFO("element " << i);
+      CHECK(y.data()[i] == (*want)[i]);
+    }
+  }
+}
+
 TEST_CASE("bilinear UpSampling2D matches OpenCV's INTER_LINEAR resize", "[layers]") {
   struct Case {
     int sh, sw;
@@ -71,13 +120,19 @@ TEST_CASE("bilinear UpSampling2D matches OpenCV's INTER_LINEAR resize", "[layers
 }
 
 TEST_CASE("bilinear UpSampling2D's gradient: finite differences and the forward's adjoint", "[layers]") {
-  for (const char* size : {"2", "[3, 2]"}) {
-    INFO("size " << size);
-    auto l = layer_from_yaml(std::string("{type: UpSampling2D, interpolation: bilinear, size: ") + size + "}");
-    auto w = bind_random(*l, {Shape{0, 4, 3, 2}}, 1);
-    CHECK(gradcheck(*l, w, {random_tensor({2, 4, 3, 2}, 5)}, {}).max_rel_error_inputs < 1e-3);
+  struct Case {
+    const char* size;
+    Shape xs;
+  };
+  const Case cases[] = {{"2", {2, 4, 3, 2}}, {"[3, 2]", {2, 4, 3, 2}}, {"1", {1, 3, 2, 2}}, {"[1, 3]", {1, 1, 4, 3}},
+                        {"3", {1, 5, 1, 1}}};
+  for (const Case& c : cases) {
+    INFO("size " << c.size << ", x " << c.xs.nhwc());
+    auto l = layer_from_yaml(std::string("{type: UpSampling2D, interpolation: bilinear, size: ") + c.size + "}");
+    auto w = bind_random(*l, {c.xs.with_batch(0)}, 1);
+    CHECK(gradcheck(*l, w, {random_tensor(c.xs, 5)}, {}).max_rel_error_inputs < 1e-3);
     // <up(x), dy> = <x, up^T(dy)> for random x and dy.
-    const Tensor x = random_tensor({2, 4, 3, 2}, 6);
+    const Tensor x = random_tensor(c.xs, 6);
     const Tensor y = upsample(*l, x);
     const Tensor dy = random_tensor(y.shape(), 7);
     Tensor dx;
