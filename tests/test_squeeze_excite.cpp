@@ -169,6 +169,9 @@ TEST_CASE("Reshape: target_shape with one -1, the same elements in order, and er
   CHECK_THROWS_WITH(huge->infer({Shape{0, 4, 6, 4}}), Catch::Contains("holds more values"));
   auto wide = layer_from_yaml("{type: Reshape, target_shape: [1, 96, -1]}");
   CHECK(wide->infer({Shape{0, 4, 6, 4}}) == Shape{0, 1, 96, 1});
+  auto tall = layer_from_yaml("{type: Reshape, target_shape: [-1, 1, 1]}");
+  CHECK_THROWS_WITH(tall->infer({Shape{0, 2048, 2048, 1}}),
+                    Catch::Contains("4194304 pixels high") && Catch::Contains("spread the values"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape, target_shape: [4, 6]}"), Catch::Contains("2-entry target"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: Reshape, target_shape: [null, 4, 6]}"),
                     Catch::Contains("leave out Keras's batch dimension: [4, 6]"));

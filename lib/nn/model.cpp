@@ -63,9 +63,9 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     if (node.shape.h <= 0 || node.shape.w <= 0 || node.shape.c <= 0)
       throw UserError(yaml_location(file, spec.mark) + ": " + what + ": output shape " +
                       node.shape.hwc() + " is empty");
-    if (node.shape.sample_numel() > (size_t(1) << 31))
+    if (node.shape.sample_numel() >= (size_t(1) << 31))  // a sample's values are indexed with int
       throw UserError(yaml_location(file, spec.mark) + ": " + what + ": output shape " + node.shape.hwc() +
-                      " holds more than 2^31 values per image; use a smaller input or fewer filters");
+                      " holds 2^31 values or more per image; use a smaller input or fewer filters");
     for (int i : node.inputs) node.needs_grad = node.needs_grad || nodes_[size_t(i)].needs_grad;
     for (ParamSpec& ps : node.layer->param_specs()) {
       node.needs_grad = node.needs_grad || ps.trainable;

@@ -24,7 +24,8 @@ class Add : public Layer {
       throw UserError("Add needs at least 2 inputs, got " + std::to_string(inputs.size()));
     for (const Shape& s : inputs)
       if (!s.same_sample(inputs[0])) {
-        const bool pixel = (s.h == 1 && s.w == 1) || (inputs[0].h == 1 && inputs[0].w == 1);
+        const bool pixel = ((s.h == 1 && s.w == 1) != (inputs[0].h == 1 && inputs[0].w == 1)) &&
+                           (s.c == inputs[0].c || s.c == 1 || inputs[0].c == 1);  // what Keras would broadcast
         throw UserError("Add needs inputs of the same shape; got " + inputs[0].hwc() + " and " + s.hwc() +
                         (pixel ? "; Add does not broadcast a 1x1 input over height and width here (Keras would): "
                                  "add the inputs before a global pooling, or use Multiply, which does"

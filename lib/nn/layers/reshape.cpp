@@ -52,10 +52,16 @@ class Reshape final : public Layer {
     for (long long& v : dims)
       if (v < 0) v = total / known;
     const long long c = dims.back();
-    if (c > INT_MAX)
+    if (c > INT_MAX)  // total < 2^31 (the model's limit), so only the one-entry form can get here
       throw UserError("target_shape " + text(target_) + " gives " + std::to_string(c) + " channels, more than " +
-                      std::to_string(INT_MAX) + "; use a smaller input or fewer filters");
-    out_ = dims.size() == 1 ? Shape{in_.n, 1, 1, int(c)} : Shape{in_.n, checked_side(dims[0]), checked_side(dims[1]), int(c)};
+                      std::to_string(INT_MAX) + "; spread the values over a height and width ([h, w, c])");
+    if (dims.size() == 3)
+      for (size_t i = 0; i < 2; ++i)
+        if (dims[i] > kMaxSide)
+          throw UserError("target_shape " + text(target_) + " gives " + std::to_string(dims[i]) + " pixels " +
+                          (i == 0 ? "high" : "wide") + ", more than " + std::to_string(kMaxSide) +
+                          "; spread the values over the other sizes");
+    out_ = dims.size() == 1 ? Shape{in_.n, 1, 1, int(c)} : Shape{in_.n, int(dims[0]), int(dims[1]), int(c)};
     return out_;
   }
 
