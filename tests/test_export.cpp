@@ -35,7 +35,8 @@ constexpr int kSide = 42;
 // sigmoid map Multiply broadcasts over the features), an AveragePooling2D
 // padded asymmetrically, a per-channel PReLU, a squeeze-and-excitation block
 // (GlobalAveragePooling2D, Reshape, Dense, a [1, 1, C] Multiply), a
-// GlobalMaxPooling2D scale, a per-sample [1, 1, 1] factor, Reshapes around convs that move values between
+// GlobalMaxPooling2D scale, a per-sample [1, 1, 1] factor, an Add of
+// [1, 1, C] and [1, 1, 1] terms to the features, Reshapes around convs that move values between
 // channels and pixels (42x42x4 -> 42x84x2 -> 42x42x4) or regroup the pixels
 // (42x42 -> 21x84), a Dense on every pixel, and every
 // activation (the activation strings and the layers with their parameters).
@@ -81,6 +82,7 @@ std::string export_net(const fs::path& out_dir) {
     - {name: se2, type: Multiply, inputs: [peak, se]}
     - {name: gain, type: Dense, units: 1, activation: sigmoid, inputs: [peak]}
     - {name: gained, type: Multiply, inputs: [se2, gain]}
+    - {name: shifted, type: Add, inputs: [excite2, gained, gain]}
     - {name: fold, type: Reshape, target_shape: [42, 84, -1]}
     - {name: folded, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
     - {name: unfold, type: Reshape, target_shape: [42, 42, 4]}

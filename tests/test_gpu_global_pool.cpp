@@ -93,6 +93,25 @@ TEST_CASE("GPU Multiply by [1, 1, C] scales matches the CPU, forward and both gr
   }
 }
 
+TEST_CASE("GPU Add of [1, 1, C] values and their gradient match the CPU", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  for (const Shape& s : kShapes) {
+    INFO("x " << s.nhwc());
+    const size_t rows = size_t(s.n) * size_t(s.c);
+    const std::vector<float> xh = random_values(s.numel(), 831), sh = random_values(rows, 832);
+    auto run = [&](const Device& d) {
+      Buffer<float> x = upload(xh, d), sc = upload(sh, d), y(d, s.numel()), sums(d, rows);
+      add_channels_forward(d, x.data(), sc.data(), s, y.data());
+      channel_sums(d, x.data(), s, sums.data());
+      return std::make_pair(download(y), download(sums));
+    };
+    const auto ref = run(Device{}), got = run(g.device);
+    CHECK_IDENTICAL("y", got.first, ref.first);
+    CHECK_CLOSE("sums", got.second, ref.second, kSum);
+  }
+}
+
 TEST_CASE("GPU GlobalMaxPooling2D gives NaN for a channel holding a NaN, as the CPU", "[gpu][gpu_ops]") {
   TRAINER_REQUIRE_GPU();
   GpuDevice g(0, Precision::FP32);

@@ -215,10 +215,31 @@ TEST_CASE("Multiply broadcasts a [1, 1, C] input over height and width (squeeze-
   CHECK(r.max_rel_error_inputs < 1e-3);
   CHECK_THROWS_WITH(m->infer({Shape{0, 2, 3, 1}, Shape{0, 1, 1, 4}}), Catch::Contains("broadcasting both inputs"));
   CHECK_THROWS_WITH(m->infer({Shape{0, 2, 3, 4}, Shape{0, 1, 1, 2}}), Catch::Contains("the other's channels or 1"));
-  // Add does not broadcast, and says so rather than suggesting padding.
+}
+
+TEST_CASE("Add broadcasts [1, 1, C] and [1, 1, 1] inputs over the others' pixels, as Keras", "[layers]") {
   auto add = layer_from_yaml("{type: Add}");
-  CHECK_THROWS_WITH(add->infer({Shape{0, 2, 3, 4}, Shape{0, 1, 1, 4}}),
-                    Catch::Contains("does not broadcast a 1x1 input") && !Catch::Contains("padding"));
+  // A per-channel and a per-sample value first, the features last: the output has the features' shape.
+  CHECK(add->infer({Shape{0, 1, 1, 2}, Shape{0, 1, 1, 1}, Shape{0, 1, 2, 2}}) == Shape{0, 1, 2, 2});
+  const Tensor c = make_tensor({2, 1, 1, 2}, {10, 20, 30, 40}), k = make_tensor({2, 1, 1, 1}, {1, -1}),
+               f = make_tensor({2, 1, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(values(run_forward(*add, {&c, &k, &f})) == std::vector<float>{12, 23, 14, 25, 34, 45, 36, 47});
+  CHECK(add->describe().input_shapes.size() == 3);
+  // Gradients: dy for the features, summed over the pixels (and channels) for the broadcast ones.
+  const Tensor dy = make_tensor({2, 1, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor y = run_forward(*add, {&c, &k, &f}), dc, dk, df;
+  add->backward(Context{}, {&c, &k, &f}, y, dy, {&dc, &dk, &df});
+  CHECK(values(dc) == std::vector<float>{4, 6, 12, 14});
+  CHECK(values(dk) == std::vector<float>{10, 26});
+  CHECK(values(df) == values(dy));
+  auto w = bind_random(*add, {Shape{0, 2, 3, 4}, Shape{0, 1, 1, 4}, Shape{0, 2, 3, 4}, Shape{0, 1, 1, 1}}, 1);
+  auto r = gradcheck(*add, w,
+                     {random_tensor({2, 2, 3, 4}, 15), random_tensor({2, 1, 1, 4}, 16), random_tensor({2, 2, 3, 4}, 17),
+                      random_tensor({2, 1, 1, 1}, 18)},
+                     {});
+  CHECK(r.max_rel_error_inputs < 1e-3);
+  CHECK_THROWS_WITH(add->infer({Shape{0, 2, 3, 4}, Shape{0, 1, 1, 2}}), Catch::Contains("[1, 1, C] / [1, 1, 1]"));
+  CHECK_THROWS_WITH(add->infer({Shape{0, 2, 3, 4}, Shape{0, 2, 4, 4}}), Catch::Contains("padding"));
 }
 
 

@@ -23,6 +23,8 @@
   void scale_shift_forward(const Device& d, const float* x, float scale, float offset, float* y, size_t n); \
   void scale_backward(const Device& d, const float* dy, float scale, float* dx, size_t n);                  \
   void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n);                  \
+  void add_channels_forward(const Device& d, const float* x, const float* s, Shape xs, float* y);           \
+  void channel_sums(const Device& d, const float* x, Shape xs, float* out);                                 \
   void avg_pool_forward(const Device& d, const float* x, Shape xs, Pool2DParams p, PadPair pad_h,         \
                         PadPair pad_w, float* y, Shape ys);                                                 \
   void avg_pool_backward(const Device& d, const float* dy, Shape ys, Pool2DParams p, PadPair pad_h,       \

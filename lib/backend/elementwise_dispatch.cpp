@@ -38,6 +38,12 @@ void multiply_backward(const Device& d, const float* a, const float* b, int cb, 
                        float* da, float* db) {
   TRAINER_DISPATCH(d, multiply_backward(d, a, b, cb, P, C, dy, da, db));
 }
+void add_channels_forward(const Device& d, const float* x, const float* s, Shape xs, float* y) {
+  TRAINER_DISPATCH(d, add_channels_forward(d, x, s, xs, y));
+}
+void channel_sums(const Device& d, const float* x, Shape xs, float* out) {
+  TRAINER_DISPATCH(d, channel_sums(d, x, xs, out));
+}
 void global_avg_pool_forward(const Device& d, const float* x, Shape xs, float* y) {
   TRAINER_DISPATCH(d, global_avg_pool_forward(d, x, xs, y));
 }

@@ -52,6 +52,15 @@ void add_forward(const Device& d, const float* const* xs, size_t k, float* y, si
 /// nearest even; the CPU takes fp32 only, InternalError otherwise).
 void accumulate(const Device& d, DType t, void* y, const void* x, size_t n);
 
+/// y [N, H, W, C] (xs) <- x + s[n, c]: s [N, C] is one value per (sample,
+/// channel) broadcast over the pixels (a [1, 1, C] Add input, as Keras
+/// broadcasts it). y may be x.
+void add_channels_forward(const Device& d, const float* x, const float* s, Shape xs, float* y);
+/// out [N, C] <- the sum over the pixels of each (sample, channel) of x
+/// [N, H, W, C] (xs), in double in a fixed order, rounded to float (the
+/// gradient of add_channels_forward's s).
+void channel_sums(const Device& d, const float* x, Shape xs, float* out);
+
 // ---- AveragePooling2D (backend/cpu/avg_pool.cpp) -------------------------
 
 /// y [N, Ho, Wo, C] (ys) <- the mean of each window (p.ph x p.pw, strides

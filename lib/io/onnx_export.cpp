@@ -184,6 +184,32 @@ void add_crop(GraphBuilder& b, const std::string& in, PadPair h, PadPair w, cons
          out, name);
 }
 
+/// Adds the nodes bringing input `in` of per-sample shape `from` (1 channel,
+/// or 1x1 pixels of `to`'s channels or 1) to shape `to`, as Keras broadcasts;
+/// returns the result's name (constants and nodes named after name). OpenCV's
+/// dnn (4.6) does not broadcast Mul's or Add's inputs (ONNX would): one
+/// channel goes through an Expand over the channels, 1x1 pixels through a
+/// nearest Resize to H x W (OpenCV's Expand over H and W loses the batch
+/// dimension), then for one value also the Expand over the channels.
+std::string add_broadcast(GraphBuilder& b, const std::string& in, const Shape& from, const Shape& to,
+                          const std::string& name) {
+  const std::string out = name + "/expanded";
+  if (from.h == to.h && from.w == to.w) {
+    b.node("Expand", {in, b.int_constant(name + "/shape", {1, to.c, 1, 1})}, out, name + "/expand");
+    return out;
+  }
+  const std::string roi = b.constant(name + "/roi", {0}, {});
+  const std::string scales = b.constant(name + "/scales", {4}, {1.f, 1.f, float(to.h), float(to.w)});
+  const bool one = from.c != to.c;  // a [1, 1, 1] input: then over the channels too
+  const std::string resized = one ? name + "/resized" : out;
+  onnx::NodeProto& n = b.node("Resize", {in, roi, scales}, resized, name + "/resize");
+  GraphBuilder::text(n, "mode", "nearest");  // every output pixel reads the one input pixel
+  GraphBuilder::text(n, "coordinate_transformation_mode", "asymmetric");
+  GraphBuilder::text(n, "nearest_mode", "floor");
+  if (one) b.node("Expand", {resized, b.int_constant(name + "/shape", {1, to.c, 1, 1})}, out, name + "/expand");
+  return out;
+}
+
 /// Adds the nodes of one layer computing out from ins.
 void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, const LayerWeights& w,
                const std::vector<std::string>& ins, const std::string& out) {
@@ -293,32 +319,10 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       return;
     }
     case LayerKind::Multiply: {
-      // A broadcast input is brought to the product's shape first, as OpenCV's
-      // dnn (4.6) does not broadcast Mul's inputs (ONNX would): one channel by
-      // an Expand over the channels, 1x1 pixels by a nearest Resize to H x W
-      // (OpenCV's Expand over H and W loses the batch dimension), then an
-      // Expand over the channels for a [1, 1, 1] one.
       std::vector<std::string> factors{ins[0], ins[1]};
       if (d.broadcast_input >= 0) {
         std::string& narrow = factors[size_t(d.broadcast_input)];
-        const Shape &from = d.input, &to = d.output;
-        if (from.h == to.h && from.w == to.w) {
-          b.node("Expand", {narrow, b.int_constant(name + "/shape", {1, to.c, 1, 1})}, name + "/expanded",
-                 name + "/expand");
-        } else {
-          const std::string roi = b.constant(name + "/roi", {0}, {});
-          const std::string scales = b.constant(name + "/scales", {4}, {1.f, 1.f, float(to.h), float(to.w)});
-          const bool one = from.c != to.c;  // a [1, 1, 1] factor: then over the channels too
-          const std::string resized = one ? name + "/resized" : name + "/expanded";
-          onnx::NodeProto& n = b.node("Resize", {narrow, roi, scales}, resized, name + "/resize");
-          GraphBuilder::text(n, "mode", "nearest");  // every output pixel reads the one input pixel
-          GraphBuilder::text(n, "coordinate_transformation_mode", "asymmetric");
-          GraphBuilder::text(n, "nearest_mode", "floor");
-          if (one)
-            b.node("Expand", {resized, b.int_constant(name + "/shape", {1, to.c, 1, 1})}, name + "/expanded",
-                   name + "/expand");
-        }
-        narrow = name + "/expanded";
+        narrow = add_broadcast(b, narrow, d.input, d.output, name);
       }
       b.node("Mul", factors, out, name);
       return;
@@ -341,10 +345,14 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       return;
     }
     case LayerKind::Add: {
-      std::string sum = ins[0];
-      for (size_t k = 1; k < ins.size(); ++k) {
-        const std::string next = k + 1 == ins.size() ? out : name + "/sum" + std::to_string(k);
-        b.node("Add", {sum, ins[k]}, next, name + "/add" + std::to_string(k));
+      std::vector<std::string> terms = ins;
+      for (size_t k = 0; k < terms.size(); ++k)
+        if (!d.input_shapes[k].same_sample(d.output))
+          terms[k] = add_broadcast(b, terms[k], d.input_shapes[k], d.output, name + "/" + std::to_string(k));
+      std::string sum = terms[0];
+      for (size_t k = 1; k < terms.size(); ++k) {
+        const std::string next = k + 1 == terms.size() ? out : name + "/sum" + std::to_string(k);
+        b.node("Add", {sum, terms[k]}, next, name + "/add" + std::to_string(k));
         sum = next;
       }
       return;

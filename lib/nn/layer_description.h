@@ -5,6 +5,8 @@
 // so no exporter re-reads the YAML or repeats a default. The weights are not
 // part of it: they are the layer's param_specs() entries (Keras names and
 // layouts), which the exporter takes from the model's weight records.
+#include <vector>
+
 #include "backend/ops.h"
 #include "nn/activation.h"
 
@@ -23,7 +25,7 @@ enum class LayerKind {
   Cropping2D,          ///< y[i, j] = x[pad_h.before + i, pad_w.before + j]; pad_* as the pixels removed.
   ZeroPadding2D,       ///< y[pad_h.before + i, pad_w.before + j] = x[i, j], 0 in the pad_* border.
   Concatenate,         ///< Inputs joined along the channel axis, in input order.
-  Add,                 ///< y = sum of the inputs (same shapes).
+  Add,                 ///< y = sum of the inputs (same shapes, or 1x1-pixel ones broadcast).
   Multiply,            ///< y = x_0 * x_1 (same shapes, or one input of 1 channel, or of 1x1 pixels, broadcast).
   Reshape,             ///< y = x with another shape, the elements in the same NHWC order.
   Activation,          ///< y = act(x).
@@ -65,6 +67,8 @@ struct LayerDescription {
   /// Reshape: the per-sample input and output shapes. Multiply: the
   /// broadcast input's per-sample shape and the product's.
   Shape input, output;
+  /// Add: every input's per-sample shape (output: the sum's).
+  std::vector<Shape> input_shapes;
 };
 
 }  // namespace trainer

@@ -1,4 +1,7 @@
-// Add (element-wise sum of k tensors) and gradient accumulation on the CPU (OpenMP).
+// Add (element-wise sum of k tensors, or one value per (sample, channel)
+// added over the pixels, and its gradient) and gradient accumulation on the
+// CPU (OpenMP).
+#include "backend/cpu/sample_channel_fold.h"
 #include "backend/device_ops.h"
 
 namespace trainer::cpu {
@@ -14,6 +17,15 @@ void add_forward(const Device&, const float* const* xs, size_t k, float* y, size
 #pragma omp parallel for simd schedule(static)
     for (long long i = 0; i < m; ++i) y[i] += c[i];
   }
+}
+
+void add_channels_forward(const Device&, const float* x, const float* s, Shape xs, float* y) {
+  for_sample_channel_elements(xs, [=](size_t i, size_t row) { y[i] = x[i] + s[row]; });
+}
+
+void channel_sums(const Device&, const float* x, Shape xs, float* out) {
+  fold_sample_channels(xs, 0.0, [x](double acc, size_t i) { return acc + double(x[i]); },
+                       [out](size_t row, double sum) { out[row] = float(sum); });
 }
 
 void accumulate(const Device&, float* y, const float* x, size_t n) {

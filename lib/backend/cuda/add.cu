@@ -8,10 +8,13 @@
 // soon as the call returns. More inputs are added by further launches that
 // start from y: y = (x0 + ... + x7), then y = ((y + x8) + ... + x14), ...,
 // which is the CPU's left-to-right order ((x0 + x1) + x2) + ... exactly.
+// A [1, 1, C] input's values are added by a grid-stride kernel; their
+// gradient is the deterministic reduction of sample_channel_reduce.cuh.
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/elementwise_kernel.cuh"
+#include "backend/cuda/sample_channel_reduce.cuh"
 #include "backend/device_ops.h"
 
 namespace trainer::cuda {
@@ -67,7 +70,33 @@ struct Accumulate {
   }
 };
 
+/// y[e] <- x[e] + s[row of e] (one value per (sample, channel)).
+struct AddChannels {
+  const float* x;
+  const float* s;
+  float* y;
+  unsigned long long HWC, C;
+  template <class I>
+  __device__ void one(I e) const {
+    y[e] = x[e] + s[sample_channel_row(size_t(e), size_t(HWC), size_t(C))];
+  }
+  template <class I>
+  __device__ void quad(I) const {}
+};
+
 }  // namespace
+
+void add_channels_forward(const Device& d, const float* x, const float* s, Shape xs, float* y) {
+  if (xs.numel() == 0) return;
+  CudaContext& ctx = context(d);
+  launch_elementwise(ctx.stream(), AddChannels{x, s, y, xs.sample_numel(), (unsigned long long)xs.c}, xs.numel(),
+                     false);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "add_channels_forward");
+}
+
+void channel_sums(const Device& d, const float* x, Shape xs, float* out) {
+  reduce_sample_channels(context(d), SumOp<Element>{Element{x}, 1.0}, xs, out);
+}
 
 void add_forward(const Device& d, const float* const* xs, size_t k, float* y, size_t n) {
   if (n == 0 || k == 0) return;

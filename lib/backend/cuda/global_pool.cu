@@ -15,12 +15,6 @@ namespace trainer::cuda {
 
 namespace {
 
-/// x[e] as a term of the mean.
-struct Element {
-  const float* x;
-  __device__ double operator()(size_t e, size_t) const { return double(x[e]); }
-};
-
 /// 1 where x[e] equals its (sample, channel)'s maximum y[row].
 struct Tie {
   const float* x;

@@ -90,6 +90,12 @@ void reduce_sample_channels(CudaContext& ctx, const Op& op, Shape s, float* out)
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "sample_channel_finish");
 }
 
+/// x[e] in double, a term of a plain sum (SumOp<Element>).
+struct Element {
+  const float* x;
+  __device__ double operator()(size_t e, size_t) const { return double(x[e]); }
+};
+
 /// Op of a sum in double of per-element terms T (a functor (e, row) -> double),
 /// finished as float(sum / divisor) (the CPU's formulas).
 template <class T>

@@ -1,6 +1,10 @@
 // Add (keras.layers.Add): y = x_0 + x_1 + ... + x_{K-1}, K >= 2 inputs of the
-// same shape [N, H, W, C]. No keys, no weights.
+// same shape [N, H, W, C], any of which may instead be [N, 1, 1, C] or
+// [N, 1, 1, 1], broadcast over the others' pixels (and channels) as Keras
+// broadcasts (a global pooling's [N, C] through Dense layers, added back to
+// the features). No keys, no weights.
 #include "backend/elementwise_ops.h"
+#include "core/buffer.h"
 #include "core/error.h"
 #include "nn/registry.h"
 
@@ -15,43 +19,72 @@ class Add : public Layer {
   LayerDescription describe() const override {
     LayerDescription d;
     d.kind = LayerKind::Add;
+    d.input_shapes = in_;
+    d.output = out_;
     return d;
   }
 
-  /// UserError unless there are >= 2 inputs of identical shape (names both shapes).
+  /// The full shape (the largest input). UserError unless there are >= 2
+  /// inputs, each of that shape or 1x1 pixels of its channels (or 1).
   Shape infer(const std::vector<Shape>& inputs) override {
     if (inputs.size() < 2)
       throw UserError("Add needs at least 2 inputs, got " + std::to_string(inputs.size()));
+    out_ = inputs[0];
     for (const Shape& s : inputs)
-      if (!s.same_sample(inputs[0])) {
-        const bool pixel = ((s.h == 1 && s.w == 1) != (inputs[0].h == 1 && inputs[0].w == 1)) &&
-                           (s.c == inputs[0].c || s.c == 1 || inputs[0].c == 1);  // what Keras would broadcast
-        throw UserError("Add needs inputs of the same shape; got " + inputs[0].hwc() + " and " + s.hwc() +
-                        (pixel ? "; Add does not broadcast a 1x1 input over height and width here (Keras would): "
-                                 "add the inputs before a global pooling, or use Multiply, which does"
-                         : s.h != inputs[0].h || s.w != inputs[0].w ? kMergeSizeHint
-                                                                    : ""));
-      }
-    return inputs[0];
+      if (s.sample_numel() > out_.sample_numel()) out_ = s;
+    for (const Shape& s : inputs) {
+      if (s.same_sample(out_) || broadcast(s)) continue;
+      std::string got;
+      for (const Shape& t : inputs) got += (got.empty() ? "" : " and ") + t.hwc();
+      throw UserError("Add needs inputs of the same shape, or [1, 1, C] / [1, 1, 1] ones broadcast over the "
+                      "others' pixels; got " + got + (s.h != out_.h || s.w != out_.w ? kMergeSizeHint : ""));
+    }
+    in_ = inputs;
+    return out_;
   }
 
-  /// y = x_0 + x_1 + ... (added in input order by the backend).
+  /// y = the full inputs' sum (in input order), then each broadcast input added in turn.
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
-    y.resize(x[0]->shape());
-    ptrs_.resize(x.size());
-    for (size_t k = 0; k < x.size(); ++k) ptrs_[k] = x[k]->data();
-    add_forward(ctx.device, ptrs_.data(), ptrs_.size(), y.data(), y.numel());
+    const Shape s = out_.with_batch(x[0]->shape().n);
+    y.resize(s);
+    ptrs_.clear();
+    for (size_t k = 0; k < x.size(); ++k)
+      if (!broadcast(in_[k])) ptrs_.push_back(x[k]->data());
+    if (ptrs_.size() == 1)
+      device_copy(ctx.device, y.data(), ctx.device, ptrs_[0], s.numel() * sizeof(float));
+    else
+      add_forward(ctx.device, ptrs_.data(), ptrs_.size(), y.data(), y.numel());
+    for (size_t k = 0; k < x.size(); ++k)
+      if (broadcast(in_[k])) add_channels_forward(ctx.device, y.data(), x[k]->data(), rows_shape(s, k), y.data());
   }
 
-  /// dx[k] = dy for every k.
-  void backward(const Context&, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
+  /// dx[k] = dy for a full input; a broadcast one's sum of dy over what it is broadcast over.
+  void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
-    for (size_t k = 0; k < x.size(); ++k)
-      if (dx[k]) *dx[k] = dy;
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (!dx[k]) continue;
+      if (!broadcast(in_[k])) {
+        *dx[k] = dy;
+        continue;
+      }
+      dx[k]->resize(x[k]->shape());
+      channel_sums(ctx.device, dy.data(), rows_shape(dy.shape(), k), dx[k]->data());
+    }
   }
 
  private:
-  std::vector<const float*> ptrs_;  ///< Input pointers, reused across steps.
+  /// Whether input shape s is broadcast over the full shape: 1x1 pixels of its channels, or one value.
+  bool broadcast(const Shape& s) const {
+    return !s.same_sample(out_) && s.h == 1 && s.w == 1 && (s.c == out_.c || s.c == 1);
+  }
+  /// The full shape s as the per-(sample, channel) ops see it for broadcast
+  /// input k: s for [1, 1, C]; [N, H*W*C, 1, 1] for [1, 1, 1] (its row is the sample).
+  Shape rows_shape(const Shape& s, size_t k) const {
+    return in_[k].c == s.c ? s : Shape{s.n, int(s.sample_numel()), 1, 1};
+  }
+  std::vector<Shape> in_;           ///< Per-sample input shapes, from infer().
+  Shape out_;                       ///< Per-sample output shape, from infer().
+  std::vector<const float*> ptrs_;  ///< The full inputs' pointers, reused across steps.
 };
 
 }  // namespace
