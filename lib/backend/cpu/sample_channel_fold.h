@@ -1,7 +1,7 @@
 #pragma once
 // Loops of the CPU's per (sample, channel) ops on NHWC tensors [N, H, W, C]
-// (GlobalAveragePooling2D, GlobalMaxPooling2D, Multiply's [1, 1, C]
-// broadcast): OpenMP over (sample, block of channels). Internal to
+// (GlobalAveragePooling2D, GlobalMaxPooling2D, Multiply's and Add's
+// [1, 1, C] inputs): OpenMP over (sample, block of channels). Internal to
 // lib/backend/cpu.
 #include <algorithm>
 #include <cstddef>

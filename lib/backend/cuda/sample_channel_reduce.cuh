@@ -1,8 +1,8 @@
 #pragma once
 // Deterministic reductions over the pixels of each (sample, channel) of an
 // NHWC tensor [N, H, W, C] on a GPU: GlobalAveragePooling2D's sums,
-// GlobalMaxPooling2D's maxima and tie counts, the gradient of Multiply's
-// per-channel scales. The H*W pixels of a sample are cut into `parts` fixed
+// GlobalMaxPooling2D's maxima and tie counts, the gradients of Multiply's
+// and Add's [1, 1, C] inputs. The H*W pixels of a sample are cut into `parts` fixed
 // ranges (a function of the shape only, not of the GPU); block (range,
 // channel tile, sample) has 32 channels x 8 pixel lanes, lane l folding
 // pixels l, l + 8, ... of its range, then the lanes in order; its partial per
