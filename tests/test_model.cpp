@@ -157,6 +157,17 @@ TEST_CASE("the seed U-Net has Keras's parameter count", "[model]") {
   CHECK_THAT(s, Catch::Contains("[256, 256, 1]"));
 }
 
+TEST_CASE("the squeeze-and-excitation U-Net config adds Keras's SE parameters to the small U-Net's", "[model]") {
+  Config small = load_config(std::string(TRAINER_SOURCE_DIR) + "/configs/unet_small_dsb.yaml");
+  Config se = load_config(std::string(TRAINER_SOURCE_DIR) + "/configs/unet_small_se_dsb.yaml");
+  Model a(small.model, small.path), b(se.model, se.path);
+  // Two bias-free Dense per block: C -> C/8 -> C, for C = 64, 128, 256.
+  CHECK(b.num_params() == a.num_params() + 2 * (64 * 8 + 128 * 16 + 256 * 32));
+  CHECK(b.num_params() == 1962609);
+  CHECK(b.output_shape() == Shape{1, 128, 128, 1});
+  CHECK_THAT(b.summary(), Catch::Contains("se5 (Multiply)") && Catch::Contains("[8, 8, 256]"));
+}
+
 TEST_CASE("backward through skip connections matches finite differences", "[model]") {
   // c1 feeds both the pooling path and the concatenation: its gradient is the
   // sum of two branches.
