@@ -52,6 +52,15 @@ void add_forward(const Device& d, const float* const* xs, size_t k, float* y, si
 /// nearest even; the CPU takes fp32 only, InternalError otherwise).
 void accumulate(const Device& d, DType t, void* y, const void* x, size_t n);
 
+/// The shape to pass the per-(sample, channel) ops (add_channels_forward,
+/// channel_sums, scale_channels_*) for a [1, 1, c] input broadcast over a
+/// tensor of shape s: s itself when c == s.c; for c == 1 (one value per
+/// sample) [N, H*W*C, 1, 1], the same elements as one channel, so that the
+/// value's row is the sample.
+inline Shape broadcast_rows_shape(Shape s, int c) {
+  return c == s.c ? s : Shape{s.n, int(s.sample_numel()), 1, 1};
+}
+
 /// y [N, H, W, C] (xs) <- x + s[n, c]: s [N, C] is one value per (sample,
 /// channel) broadcast over the pixels (a [1, 1, C] Add input, as Keras
 /// broadcasts it). y may be x.

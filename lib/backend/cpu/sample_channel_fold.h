@@ -5,7 +5,6 @@
 // lib/backend/cpu.
 #include <algorithm>
 #include <cstddef>
-#include <vector>
 
 #include "backend/elementwise_math.h"
 #include "core/shape.h"
@@ -27,12 +26,13 @@ void fold_sample_channels(Shape s, T init, Fold fold, Done done) {
   for (int n = 0; n < s.n; ++n)
     for (int b = 0; b < blocks; ++b) {
       const int c0 = b * kFoldChannels, c1 = std::min(C, c0 + kFoldChannels);
-      std::vector<T> acc(size_t(c1 - c0), init);
+      T acc[kFoldChannels];  // on the stack: nothing allocated per call
+      std::fill(acc, acc + (c1 - c0), init);
       for (long long p = 0; p < HW; ++p) {
         const size_t base = (size_t(n) * size_t(HW) + size_t(p)) * size_t(C);
-        for (int c = c0; c < c1; ++c) acc[size_t(c - c0)] = fold(acc[size_t(c - c0)], base + size_t(c));
+        for (int c = c0; c < c1; ++c) acc[c - c0] = fold(acc[c - c0], base + size_t(c));
       }
-      for (int c = c0; c < c1; ++c) done(size_t(n) * size_t(C) + size_t(c), acc[size_t(c - c0)]);
+      for (int c = c0; c < c1; ++c) done(size_t(n) * size_t(C) + size_t(c), acc[c - c0]);
     }
 }
 

@@ -40,11 +40,11 @@ void upsample_bilinear_backward(const Device&, const float* dy, Shape s, UpSampl
     const int i = int(r % s.h);
     int i0, i1;
     bilinear_outputs(i, p.sh, oh, i0, i1);
-    std::vector<float> acc(static_cast<size_t>(C));
     for (int x = 0; x < s.w; ++x) {
       int j0, j1;
       bilinear_outputs(x, p.sw, ow, j0, j1);
-      std::fill(acc.begin(), acc.end(), 0.f);
+      float* acc = dx + (size_t(r) * s.w + x) * C;
+      std::fill(acc, acc + C, 0.f);
       for (int a = i0; a < i1; ++a) {
         const float wy = bilinear_weight(bilinear_tap(a, s.h, oh), i);
         if (wy == 0.f) continue;
@@ -52,10 +52,9 @@ void upsample_bilinear_backward(const Device&, const float* dy, Shape s, UpSampl
           const float wx = bilinear_weight(bilinear_tap(b, s.w, ow), x);
           if (wx == 0.f) continue;
           const float* g = dy + ((size_t(n) * oh + a) * ow + b) * C;
-          for (int c = 0; c < C; ++c) acc[size_t(c)] = add_rn(acc[size_t(c)], mul_rn(mul_rn(g[c], wy), wx));
+          for (int c = 0; c < C; ++c) acc[c] = add_rn(acc[c], mul_rn(mul_rn(g[c], wy), wx));
         }
       }
-      std::copy(acc.begin(), acc.end(), dx + (size_t(r) * s.w + x) * C);
     }
   }
 }

@@ -70,18 +70,9 @@ struct Accumulate {
   }
 };
 
-/// y[e] <- x[e] + s[row of e] (one value per (sample, channel)).
-struct AddChannels {
-  const float* x;
-  const float* s;
-  float* y;
-  unsigned long long HWC, C;
-  template <class I>
-  __device__ void one(I e) const {
-    y[e] = x[e] + s[sample_channel_row(size_t(e), size_t(HWC), size_t(C))];
-  }
-  template <class I>
-  __device__ void quad(I) const {}
+/// x + s, one value per (sample, channel).
+struct Plus {
+  __device__ float operator()(float x, float s) const { return x + s; }
 };
 
 }  // namespace
@@ -89,8 +80,8 @@ struct AddChannels {
 void add_channels_forward(const Device& d, const float* x, const float* s, Shape xs, float* y) {
   if (xs.numel() == 0) return;
   CudaContext& ctx = context(d);
-  launch_elementwise(ctx.stream(), AddChannels{x, s, y, xs.sample_numel(), (unsigned long long)xs.c}, xs.numel(),
-                     false);
+  launch_elementwise(ctx.stream(), RowBroadcast<Plus>{x, s, y, xs.sample_numel(), (unsigned long long)xs.c, {}},
+                     xs.numel(), false);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "add_channels_forward");
 }
 

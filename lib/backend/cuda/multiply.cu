@@ -41,18 +41,9 @@ __global__ void channel_dot_kernel(const float* dy, const float* a, long long P,
   }
 }
 
-/// y[e] <- a[e] * s[row of e] (a per (sample, channel) scale).
-struct ChannelScale {
-  const float* a;
-  const float* s;
-  float* y;
-  unsigned long long HWC, C;
-  template <class I>
-  __device__ void one(I e) const {
-    y[e] = a[e] * s[sample_channel_row(size_t(e), size_t(HWC), size_t(C))];
-  }
-  template <class I>
-  __device__ void quad(I) const {}
+/// a * s, a per (sample, channel) scale.
+struct Times {
+  __device__ float operator()(float a, float s) const { return a * s; }
 };
 
 /// dy[e] * x[e] in double, a term of a scale's gradient.
@@ -63,8 +54,8 @@ struct ScaleGradTerm {
 };
 
 void channel_scale(CudaContext& ctx, const float* a, const float* s, Shape xs, float* y) {
-  launch_elementwise(ctx.stream(), ChannelScale{a, s, y, xs.sample_numel(), (unsigned long long)xs.c}, xs.numel(),
-                     false);
+  launch_elementwise(ctx.stream(), RowBroadcast<Times>{a, s, y, xs.sample_numel(), (unsigned long long)xs.c, {}},
+                     xs.numel(), false);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "scale_channels");
 }
 

@@ -19,6 +19,7 @@
 
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/elementwise_kernel.cuh"
+#include "backend/elementwise_math.h"
 #include "core/shape.h"
 
 namespace trainer::cuda {
@@ -89,6 +90,24 @@ void reduce_sample_channels(CudaContext& ctx, const Op& op, Shape s, float* out)
   sample_channel_finish_kernel<<<grid_blocks(rows), kThreads, 0, ctx.stream()>>>(op, partials, rows, parts, out);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "sample_channel_finish");
 }
+
+/// y[e] <- op(a[e], s[row of e]) for elementwise_kernel: a tensor combined
+/// with one value per (sample, channel) (Multiply's and Add's [1, 1, C]
+/// inputs). quad() is unused (launched without vec).
+template <class Op>
+struct RowBroadcast {
+  const float* a;
+  const float* s;
+  float* y;
+  unsigned long long HWC, C;
+  Op op;
+  template <class I>
+  __device__ void one(I e) const {
+    y[e] = op(a[e], s[sample_channel_row(size_t(e), size_t(HWC), size_t(C))]);
+  }
+  template <class I>
+  __device__ void quad(I) const {}
+};
 
 /// x[e] in double, a term of a plain sum (SumOp<Element>).
 struct Element {

@@ -55,7 +55,7 @@ class Add : public Layer {
     else
       add_forward(ctx.device, ptrs_.data(), ptrs_.size(), y.data(), y.numel());
     for (size_t k = 0; k < x.size(); ++k)
-      if (broadcast(in_[k])) add_channels_forward(ctx.device, y.data(), x[k]->data(), rows_shape(s, k), y.data());
+      if (broadcast(in_[k])) add_channels_forward(ctx.device, y.data(), x[k]->data(), broadcast_rows_shape(s, in_[k].c), y.data());
   }
 
   /// dx[k] = dy for a full input; a broadcast one's sum of dy over what it is broadcast over.
@@ -68,7 +68,7 @@ class Add : public Layer {
         continue;
       }
       dx[k]->resize(x[k]->shape());
-      channel_sums(ctx.device, dy.data(), rows_shape(dy.shape(), k), dx[k]->data());
+      channel_sums(ctx.device, dy.data(), broadcast_rows_shape(dy.shape(), in_[k].c), dx[k]->data());
     }
   }
 
@@ -76,11 +76,6 @@ class Add : public Layer {
   /// Whether input shape s is broadcast over the full shape: 1x1 pixels of its channels, or one value.
   bool broadcast(const Shape& s) const {
     return !s.same_sample(out_) && s.h == 1 && s.w == 1 && (s.c == out_.c || s.c == 1);
-  }
-  /// The full shape s as the per-(sample, channel) ops see it for broadcast
-  /// input k: s for [1, 1, C]; [N, H*W*C, 1, 1] for [1, 1, 1] (its row is the sample).
-  Shape rows_shape(const Shape& s, size_t k) const {
-    return in_[k].c == s.c ? s : Shape{s.n, int(s.sample_numel()), 1, 1};
   }
   std::vector<Shape> in_;           ///< Per-sample input shapes, from infer().
   Shape out_;                       ///< Per-sample output shape, from infer().

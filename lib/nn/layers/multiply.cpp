@@ -61,7 +61,7 @@ class Multiply : public Layer {
     const Shape s = a.shape();
     y.resize(s);
     if (mode_ == Mode::PerChannel)
-      scale_channels_forward(ctx.device, a.data(), b.data(), scaled_shape(s), y.data());
+      scale_channels_forward(ctx.device, a.data(), b.data(), broadcast_rows_shape(s, narrow_.c), y.data());
     else
       multiply_forward(ctx.device, a.data(), b.data(), b.shape().c, pixels(s), s.c, y.data());
   }
@@ -76,7 +76,7 @@ class Multiply : public Layer {
     if (db) db->resize(b.shape());
     const Shape s = a.shape();
     if (mode_ == Mode::PerChannel)
-      scale_channels_backward(ctx.device, a.data(), b.data(), scaled_shape(s), dy.data(),
+      scale_channels_backward(ctx.device, a.data(), b.data(), broadcast_rows_shape(s, narrow_.c), dy.data(),
                               da ? da->data() : nullptr, db ? db->data() : nullptr);
     else
       multiply_backward(ctx.device, a.data(), b.data(), b.shape().c, pixels(s), s.c, dy.data(),
@@ -87,12 +87,6 @@ class Multiply : public Layer {
   /// How the narrow input meets the wide one.
   enum class Mode { Same, OneChannel, PerChannel };
   static long long pixels(const Shape& s) { return (long long)s.n * s.h * s.w; }
-  /// The wide input's shape as scale_channels sees it: s itself for a [1, 1, C]
-  /// narrow input; for a [1, 1, 1] one (one scale per sample), [N, H*W*C, 1, 1],
-  /// the same elements with one channel, so that the scale's row is the sample.
-  Shape scaled_shape(const Shape& s) const {
-    return narrow_.c == s.c ? s : Shape{s.n, int(s.sample_numel()), 1, 1};
-  }
   Mode mode_ = Mode::Same;
   int wide_ = 0;  ///< The input of the output's shape (0 when both have it).
   Shape out_, narrow_;  ///< Per-sample shapes of the output and the other input, from infer().
