@@ -61,6 +61,12 @@
                          bool need_dice, double* sums_host);                                                \
   void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,             \
                               const float* coef_host, float* g);                                            \
+  double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k);                \
+  void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, float scale,   \
+                         float* g);                                                                       \
+  void class_confusion(const Device& d, const float* z, const float* y, size_t n, int k,                  \
+                       int64_t* confusion_host);                                                          \
+  void softmax_channels(const Device& d, float* x, size_t n, int k);                                      \
   void logit_histogram(const Device& d, const float* z, const float* y, size_t n, const float* thr_host,    \
                        int64_t* hist_host);                                                                 \
   void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* ns, size_t k,             \

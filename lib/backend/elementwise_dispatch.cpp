@@ -7,6 +7,9 @@ namespace trainer {
 void activation_forward(const Device& d, Activation a, float* y, size_t n) {
   TRAINER_DISPATCH(d, activation_forward(d, a, y, n));
 }
+void softmax_channels(const Device& d, float* x, size_t n, int k) {
+  TRAINER_DISPATCH(d, softmax_channels(d, x, n, k));
+}
 void activation_backward(const Device& d, Activation a, const float* y, const float* dy, float* dx, size_t n) {
   TRAINER_DISPATCH(d, activation_backward(d, a, y, dy, dx, n));
 }

@@ -34,6 +34,12 @@ void activation_forward(const Device& d, Activation a, float* y, size_t n);
 /// copies dy.
 void activation_backward(const Device& d, Activation a, const float* y, const float* dy, float* dx, size_t n);
 
+/// In place: each of n pixels' k values x[i, :] <- their softmax
+/// (softmax_in_place, backend/train_math.h: keras.activations.softmax on the
+/// channel axis). Forward only: the layers refuse a softmax that needs a
+/// gradient (the losses take the logits before it).
+void softmax_channels(const Device& d, float* x, size_t n, int k);
+
 // ---- Rescaling (backend/cpu/scale.cpp) -----------------------------------
 
 /// y[i] <- x[i] * scale + offset for n elements (y may be x).

@@ -12,6 +12,15 @@ void segmentation_loss_grad(const Device& d, const float* z, const float* y, int
                             const float* coef_host, float* g) {
   TRAINER_DISPATCH(d, segmentation_loss_grad(d, z, y, n, m, coef_host, g));
 }
+double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k) {
+  TRAINER_DISPATCH(d, softmax_loss_sum(d, z, y, n, k));
+}
+void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, float scale, float* g) {
+  TRAINER_DISPATCH(d, softmax_loss_grad(d, z, y, n, k, scale, g));
+}
+void class_confusion(const Device& d, const float* z, const float* y, size_t n, int k, int64_t* confusion_host) {
+  TRAINER_DISPATCH(d, class_confusion(d, z, y, n, k, confusion_host));
+}
 void logit_histogram(const Device& d, const float* z, const float* y, size_t n, const float* thr_host,
                      int64_t* hist_host) {
   TRAINER_DISPATCH(d, logit_histogram(d, z, y, n, thr_host, hist_host));

@@ -45,6 +45,65 @@ TRAINER_HD inline int logit_bin(float z, const float* thr, int T) {
   return k;
 }
 
+/// The class a target value names: c when v is a whole number c in [0, k),
+/// else -1 (no class; such a pixel adds nothing to the categorical loss,
+/// gradient or confusion counts. The data loader refuses masks with one).
+TRAINER_HD inline int class_index(float v, int k) {
+  const int c = v >= 0.f && v < float(k) ? int(v) : -1;
+  return c >= 0 && float(c) == v ? c : -1;
+}
+
+/// Softmax cross-entropy of one pixel's k logits z (contiguous, NHWC's last
+/// axis) against class c: log(sum_j exp(z_j - max z)) + max z - z_c, the
+/// log-sum-exp form of tf.nn.sparse_softmax_cross_entropy_with_logits (finite
+/// for finite z). 0 for c = -1.
+TRAINER_HD inline float softmax_cross_entropy(const float* z, int k, int c) {
+  if (c < 0) return 0.f;
+  float mx = z[0];
+  for (int j = 1; j < k; ++j) mx = fmaxf(mx, z[j]);
+  float s = 0.f;
+  for (int j = 0; j < k; ++j) s += expf(z[j] - mx);
+  return logf(s) + mx - z[c];
+}
+
+/// g_j <- scale * (softmax(z)_j - [j == c]) for one pixel's k logits: the
+/// gradient of scale * softmax_cross_entropy(z, k, c); 0 for c = -1.
+TRAINER_HD inline void softmax_cross_entropy_grad(const float* z, int k, int c, float scale, float* g) {
+  if (c < 0) {
+    for (int j = 0; j < k; ++j) g[j] = 0.f;
+    return;
+  }
+  float mx = z[0];
+  for (int j = 1; j < k; ++j) mx = fmaxf(mx, z[j]);
+  float s = 0.f;
+  for (int j = 0; j < k; ++j) s += expf(z[j] - mx);
+  const float inv = 1.f / s;
+  for (int j = 0; j < k; ++j) g[j] = scale * (expf(z[j] - mx) * inv - (j == c ? 1.f : 0.f));
+}
+
+/// x_j <- exp(x_j - max x) / sum_i exp(x_i - max x) over one pixel's k values, in place
+/// (keras.activations.softmax on the last axis).
+TRAINER_HD inline void softmax_in_place(float* x, int k) {
+  float mx = x[0];
+  for (int j = 1; j < k; ++j) mx = fmaxf(mx, x[j]);
+  float s = 0.f;
+  for (int j = 0; j < k; ++j) {
+    x[j] = expf(x[j] - mx);
+    s += x[j];
+  }
+  const float inv = 1.f / s;
+  for (int j = 0; j < k; ++j) x[j] *= inv;
+}
+
+/// The predicted class of one pixel's k logits: the index of the largest, the
+/// first of equal ones (tf.argmax, numpy.argmax); a NaN never beats a number.
+TRAINER_HD inline int argmax_class(const float* z, int k) {
+  int best = 0;
+  for (int j = 1; j < k; ++j)
+    if (z[j] > z[best] || (z[best] != z[best] && z[j] == z[j])) best = j;
+  return best;
+}
+
 /// tf.keras.optimizers.SGD (2.x) on one weight: velocity = momentum*velocity - lr*g;
 /// w += momentum*velocity - lr*g with nesterov, else w += velocity.
 TRAINER_HD inline void sgd_momentum_update(float& w, float& velocity, float g, float lr, float momentum,

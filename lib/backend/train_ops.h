@@ -28,6 +28,19 @@ void segmentation_sums(const Device& d, const float* z, const float* y, int n, s
 void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,
                             const float* coef_host, float* g);
 
+/// Sum over n pixels of softmax_cross_entropy(z[i, :], k, class_index(y[i], k))
+/// (z: logits [n, k]; y: class indices [n] as floats), accumulated in double,
+/// returned to the host. A GPU's sum comes from a fixed partition of the
+/// pixels (a function of n only), the same on every run.
+double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k);
+/// g[i, :] <- softmax_cross_entropy_grad(z[i, :], k, class_index(y[i], k), scale)
+/// for the n pixels (g [n, k] must not alias z).
+void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, float scale, float* g);
+/// confusion_host [k, k] (host, row-major, added to): [t][p] += 1 for each of
+/// the n pixels with true class t = class_index(y[i], k) >= 0 and predicted
+/// class p = argmax_class(z[i, :], k). Integer counts: the order does not matter.
+void class_confusion(const Device& d, const float* z, const float* y, size_t n, int k, int64_t* confusion_host);
+
 /// Number of metric thresholds (0.50, 0.55, ..., 0.95).
 inline constexpr int kLogitThresholds = 10;
 

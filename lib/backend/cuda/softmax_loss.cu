@@ -1,0 +1,134 @@
+// The categorical (softmax) cross-entropy's sum and gradient, the confusion
+// counts of its metrics and the channel softmax on a GPU, on the tower's
+// compute stream, per pixel through backend/train_math.h (one thread per
+// pixel and its k contiguous logits).
+//
+// softmax_loss_sum is deterministic: the n pixels are cut into `parts` fixed
+// ranges (a function of n only), a block per range adds its pixels in double
+// and a fixed shared-memory tree, and sum_partials adds the ranges in a fixed
+// order. class_confusion counts in a per-block shared-memory table when the
+// k x k counts fit (k <= kSharedClasses), else straight into the device
+// table; integer counts, so the order does not matter. Both use the
+// context's workspace for the duration of the call and return after the
+// result reaches the host (they synchronise the compute stream).
+#include <algorithm>
+#include <vector>
+
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/elementwise_kernel.cuh"
+#include "backend/cuda/partial_sums.h"
+#include "backend/device_ops.h"
+#include "backend/train_math.h"
+
+namespace trainer::cuda {
+
+namespace {
+
+/// Pixels per range below which softmax_loss_sum uses fewer ranges (8 per thread).
+constexpr size_t kPixelsPerPart = 8 * kThreads;
+/// Most ranges of softmax_loss_sum.
+constexpr size_t kSumParts = 2048;
+/// Most blocks of class_confusion: each adds its table to the device's with atomics.
+constexpr unsigned kConfusionBlocks = 512;
+/// Largest k whose k x k 64-bit counts (32 KiB) a block keeps in shared memory.
+constexpr int kSharedClasses = 64;
+
+/// Block b: partials[b] <- the sum of the pixels [n b / parts, n (b + 1) / parts) (blockDim.x == kThreads).
+__global__ void softmax_loss_partials_kernel(const float* z, const float* y, size_t n, int k, int parts,
+                                             double* partials) {
+  __shared__ double sh[kThreads];
+  const unsigned t = threadIdx.x;
+  const size_t b = blockIdx.x, end = n * (b + 1) / size_t(parts);
+  double s = 0;
+  for (size_t i = n * b / size_t(parts) + t; i < end; i += kThreads)
+    s += softmax_cross_entropy(z + i * size_t(k), k, class_index(y[i], k));
+  sh[t] = s;
+  __syncthreads();
+  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
+    if (t < w) sh[t] += sh[t + w];
+    __syncthreads();
+  }
+  if (t == 0) partials[b] = sh[0];
+}
+
+__global__ void softmax_loss_grad_kernel(const float* z, const float* y, size_t n, int k, float scale, float* g) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    softmax_cross_entropy_grad(z + i * size_t(k), k, class_index(y[i], k), scale, g + i * size_t(k));
+}
+
+/// table[t * k + p] += 1 per pixel (see class_confusion); with shared, each block
+/// counts in dynamic shared memory first (k * k counts) and adds its table once.
+__global__ void class_confusion_kernel(const float* z, const float* y, size_t n, int k, bool shared,
+                                       unsigned long long* table) {
+  extern __shared__ unsigned long long local[];
+  const unsigned bins = unsigned(k) * unsigned(k);
+  unsigned long long* counts = shared ? local : table;
+  if (shared) {
+    for (unsigned b = threadIdx.x; b < bins; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+  }
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const int t = class_index(y[i], k);
+    if (t >= 0) atomicAdd(&counts[unsigned(t) * unsigned(k) + unsigned(argmax_class(z + i * size_t(k), k))], 1ull);
+  }
+  if (shared) {
+    __syncthreads();
+    for (unsigned b = threadIdx.x; b < bins; b += blockDim.x)
+      if (local[b]) atomicAdd(&table[b], local[b]);
+  }
+}
+
+__global__ void softmax_channels_kernel(float* x, size_t n, int k) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    softmax_in_place(x + i * size_t(k), k);
+}
+
+}  // namespace
+
+double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k) {
+  if (n == 0) return 0.0;
+  CudaContext& ctx = context(d);
+  const int parts = int(std::clamp<size_t>((n + kPixelsPerPart - 1) / kPixelsPerPart, 1, kSumParts));
+  double* partials = static_cast<double*>(ctx.workspace((size_t(parts) + 1) * sizeof(double)));
+  double* sum = partials + parts;
+  softmax_loss_partials_kernel<<<unsigned(parts), kThreads, 0, ctx.stream()>>>(z, y, n, k, parts, partials);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "softmax_loss_sum");
+  sum_partials(ctx, partials, 1, parts, sum);
+  double host = 0;
+  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(&host, sum, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
+  TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
+  return host;
+}
+
+void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, float scale, float* g) {
+  if (n == 0) return;
+  CudaContext& ctx = context(d);
+  softmax_loss_grad_kernel<<<grid_blocks(n), kThreads, 0, ctx.stream()>>>(z, y, n, k, scale, g);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "softmax_loss_grad");
+}
+
+void class_confusion(const Device& d, const float* z, const float* y, size_t n, int k, int64_t* confusion_host) {
+  if (n == 0) return;
+  CudaContext& ctx = context(d);
+  const size_t bins = size_t(k) * size_t(k);
+  auto* table = static_cast<unsigned long long*>(ctx.workspace(bins * sizeof(unsigned long long)));
+  TRAINER_CUDA_CHECK(ctx, cudaMemsetAsync(table, 0, bins * sizeof(unsigned long long), ctx.stream()));
+  const bool shared = k <= kSharedClasses;
+  class_confusion_kernel<<<std::min(grid_blocks(n), kConfusionBlocks), kThreads,
+                           shared ? bins * sizeof(unsigned long long) : 0, ctx.stream()>>>(z, y, n, k, shared, table);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "class_confusion");
+  std::vector<unsigned long long> counts(bins);
+  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(counts.data(), table, bins * sizeof(unsigned long long),
+                                          cudaMemcpyDeviceToHost, ctx.stream()));
+  TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
+  for (size_t b = 0; b < bins; ++b) confusion_host[b] += int64_t(counts[b]);
+}
+
+void softmax_channels(const Device& d, float* x, size_t n, int k) {
+  if (n == 0) return;
+  CudaContext& ctx = context(d);
+  softmax_channels_kernel<<<grid_blocks(n), kThreads, 0, ctx.stream()>>>(x, n, k);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "softmax_channels");
+}
+
+}  // namespace trainer::cuda
