@@ -1,0 +1,66 @@
+#include "data/boundary_classes.h"
+
+#include <filesystem>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "data/image_files.h"
+#include "io/atomic_file.h"
+
+namespace trainer {
+
+namespace fs = std::filesystem;
+
+cv::Mat boundary_classes(const cv::Mat& labels, int width) {
+  if (labels.channels() != 1 || (labels.depth() != CV_8U && labels.depth() != CV_16U) || width < 1)
+    throw std::invalid_argument("boundary_classes: labels must be 8- or 16-bit single-channel and width >= 1");
+  const cv::Mat window = cv::getStructuringElement(cv::MORPH_RECT, cv::Size(2 * width + 1, 2 * width + 1));
+  cv::Mat highest, lowest;  // the default borders leave the image edge out of both
+  cv::dilate(labels, highest, window);
+  cv::erode(labels, lowest, window);
+  cv::Mat classes(labels.size(), CV_8UC1, cv::Scalar(kBackground));
+  classes.setTo(kInterior, labels != 0);
+  classes.setTo(kBoundary, (labels != 0) & ((highest != labels) | (lowest != labels)));
+  return classes;
+}
+
+std::vector<std::string> convert_labels_to_classes(const std::string& labels_dir, const std::string& output_dir,
+                                                   const std::string& labels_suffix, const std::string& mask_suffix,
+                                                   int width) {
+  const std::vector<std::string> files = list_image_files(labels_dir, "--input");
+  std::vector<std::string> stems;
+  for (const auto& f : files) {
+    const std::string stem = fs::path(f).stem().string();
+    if (stem.size() <= labels_suffix.size() ||
+        stem.compare(stem.size() - labels_suffix.size(), labels_suffix.size(), labels_suffix) != 0)
+      throw UserError("'" + f + "' does not end in the labels suffix '" + labels_suffix +
+                      "' (<stem>" + labels_suffix + ".png); pass --labels-suffix, or remove the file");
+    stems.push_back(stem.substr(0, stem.size() - labels_suffix.size()));
+  }
+  std::error_code ec;
+  fs::create_directories(output_dir, ec);
+  if (ec || !fs::is_directory(output_dir, ec))
+    throw UserError("cannot create output folder '" + output_dir + "'" + (ec ? ": " + ec.message() : std::string()) +
+                    "; pass a writable --output folder");
+  std::vector<std::string> written;
+  for (size_t i = 0; i < files.size(); ++i) {
+    cv::Mat labels;
+    try {
+      labels = cv::imread(files[i], cv::IMREAD_UNCHANGED);
+    } catch (const cv::Exception& e) {
+      throw UserError("cannot decode label image '" + files[i] + "': " + e.err);
+    }
+    if (labels.empty())
+      throw UserError("cannot decode label image '" + files[i] + "' (corrupt, truncated or not an image)");
+    if (labels.channels() != 1 || (labels.depth() != CV_8U && labels.depth() != CV_16U))
+      throw UserError("label image '" + files[i] + "' is not a single-channel 8- or 16-bit image; label images "
+                      "hold 0 for background and 1..N for the objects");
+    written.push_back((fs::path(output_dir) / (stems[i] + mask_suffix + ".png")).string());
+    write_png_atomic(written.back(), boundary_classes(labels, width));
+  }
+  return written;
+}
+
+}  // namespace trainer

@@ -1,0 +1,63 @@
+// boundary_classes and labels_to_classes' conversion: three-class masks
+// (background, interior, boundary) from a small label image built here and
+// from real DSB 2018 label images.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <opencv2/imgcodecs.hpp>
+#include <stdexcept>
+
+#include "data/boundary_classes.h"
+#include "process_testing.h"
+
+namespace fs = std::filesystem;
+using namespace trainer;
+using trainer::testing::TempDir;
+
+namespace {
+
+const std::string kLabels = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat/labels";
+
+}  // namespace
+
+TEST_CASE("boundary_classes splits touching objects and marks their edges", "[data_tools]") {
+  // Two 4x4 objects side by side in an 8x6 label image with a background row above and below.
+  cv::Mat labels(6, 8, CV_16UC1, cv::Scalar(0));
+  labels(cv::Rect(0, 1, 4, 4)).setTo(1);
+  labels(cv::Rect(4, 1, 4, 4)).setTo(2);
+  const cv::Mat c = boundary_classes(labels, 1);
+  REQUIRE(c.type() == CV_8UC1);
+  for (int x = 0; x < 8; ++x) CHECK((c.at<uint8_t>(0, x) == kBackground && c.at<uint8_t>(5, x) == kBackground));
+  for (int x = 0; x < 8; ++x) CHECK((c.at<uint8_t>(1, x) == kBoundary && c.at<uint8_t>(4, x) == kBoundary));
+  CHECK((c.at<uint8_t>(2, 3) == kBoundary && c.at<uint8_t>(2, 4) == kBoundary));  // where the objects touch
+  CHECK((c.at<uint8_t>(2, 0) == kInterior && c.at<uint8_t>(3, 7) == kInterior));  // the image edge is no boundary
+  CHECK((c.at<uint8_t>(2, 2) == kInterior && c.at<uint8_t>(3, 5) == kInterior));
+  CHECK(boundary_classes(labels, 2).at<uint8_t>(2, 2) == kBoundary);  // within 2 pixels of the other object
+  CHECK_THROWS_AS(boundary_classes(labels, 0), std::invalid_argument);
+
+  // Real DSB label images: every nucleus pixel is interior or boundary, and both occur.
+  TempDir dir("boundary_dsb");
+  fs::create_directories(dir.root / "labels");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(kLabels)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  REQUIRE(names.size() > 3);
+  for (size_t i = 0; i < 3; ++i) fs::copy_file(fs::path(kLabels) / names[i], dir.root / "labels" / names[i]);
+  const auto written = convert_labels_to_classes((dir.root / "labels").string(), (dir.root / "out").string(),
+                                                 "_labels", "_mask", 2);
+  REQUIRE(written.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    const cv::Mat l = cv::imread((dir.root / "labels" / names[i]).string(), cv::IMREAD_UNCHANGED);
+    const cv::Mat m = cv::imread(written[i], cv::IMREAD_UNCHANGED);
+    REQUIRE(fs::path(written[i]).filename().string() == names[i].substr(0, names[i].size() - 11) + "_mask.png");
+    REQUIRE(m.type() == CV_8UC1);
+    CHECK(cv::countNonZero(m != 0) == cv::countNonZero(l != 0));
+    CHECK(cv::countNonZero(m == kInterior) > 0);
+    CHECK(cv::countNonZero(m == kBoundary) > 0);
+    CHECK(cv::countNonZero(m > kBoundary) == 0);
+  }
+  CHECK_THROWS_WITH(convert_labels_to_classes((dir.root / "labels").string(), (dir.root / "o2").string(), "_lab",
+                                              "_mask", 2),
+                    Catch::Contains("does not end in the labels suffix '_lab'"));
+}
