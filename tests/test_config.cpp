@@ -119,9 +119,10 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "not in 'name'"},
       {"a callback named in 'name'", edit("{type: EarlyStopping,", "{name: EarlyStopping,"),
        "training.callbacks[0]: 'type' is required; the class goes in 'type' (e.g. 'type: EarlyStopping')"},
-      {"Keras's MeanIoU is another metric", edit("metrics: [mean_iou]", "metrics: [MeanIoU]"),
-       "'MeanIoU' is not a metric (did you mean 'mean_iou'?) (not Keras's MeanIoU: mean_iou averages the "
-       "foreground IoU over thresholds 0.5 to 0.95, docs/config.md); use any of"},
+      {"Keras's MeanIoU is named mean_iou", edit("metrics: [mean_iou]", "metrics: [MeanIoU]"),
+       "'MeanIoU' is not a metric (did you mean 'mean_iou'?) (mean_iou is Keras's MeanIoU with a categorical "
+       "loss; with a binary one it averages the foreground IoU over thresholds 0.5 to 0.95, docs/config.md); use "
+       "any of"},
       {"Keras's binary_accuracy", edit("metrics: [mean_iou]", "metrics: [binary_accuracy]"),
        "'binary_accuracy' is not a metric (did you mean 'accuracy'?)"},
       {"a Keras 3 .keras checkpoint name", edit("filepath: best.h5", "filepath: ck/best.keras"),

@@ -475,7 +475,7 @@ TEST_CASE("Conv2D without input gradient and with a new batch size", "[conv]") {
   CHECK(diff > 1e-3);
 }
 
-TEST_CASE("strip_final_sigmoid turns Conv2D and Conv2DTranspose outputs into logits", "[conv]") {
+TEST_CASE("strip_output_activation turns Conv2D and Conv2DTranspose outputs into logits", "[conv]") {
   for (const char* type : {"Conv2D", "Conv2DTranspose"}) {
     INFO(type);
     auto layer = layer_from_yaml(std::string("{type: ") + type +
@@ -483,13 +483,48 @@ TEST_CASE("strip_final_sigmoid turns Conv2D and Conv2DTranspose outputs into log
     bind_random(*layer, {Shape{1, 5, 5, 2}}, 51);
     Tensor x = random_tensor(Shape{1, 5, 5, 2}, 52);
     Tensor p = run_forward(*layer, x);
-    CHECK(layer->strip_final_sigmoid());
+    CHECK_FALSE(layer->has_softmax());
+    CHECK(layer->strip_output_activation() == OutputActivation::Sigmoid);
     Tensor z = run_forward(*layer, x);
     for (size_t i = 0; i < z.numel(); ++i) REQUIRE(stable_sigmoid(z.data()[i]) == Approx(p.data()[i]));
-    CHECK_FALSE(layer->strip_final_sigmoid());
+    CHECK(layer->strip_output_activation() == OutputActivation::None);
   }
   auto relu = layer_from_yaml("{type: Conv2D, filters: 1, kernel_size: 1, activation: relu}");
-  CHECK_FALSE(relu->strip_final_sigmoid());
+  CHECK(relu->strip_output_activation() == OutputActivation::None);
+}
+
+TEST_CASE("activation: softmax normalizes over the channels and strips to its logits", "[conv]") {
+  const Shape in{2, 5, 5, 3};
+  for (const char* yaml : {"{type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: softmax}",
+                           "{type: Conv2DTranspose, filters: 4, kernel_size: 3, activation: softmax}",
+                           "{type: Dense, units: 4, activation: softmax}", "{type: Activation, activation: softmax}",
+                           "{type: Softmax}", "{type: Softmax, axis: 3}"}) {
+    INFO(yaml);
+    auto layer = layer_from_yaml(yaml);
+    bind_random(*layer, {in}, 53);
+    Tensor x = random_tensor(in, 54);
+    const Tensor p = run_forward(*layer, x);
+    CHECK(layer->has_softmax());
+    CHECK(layer->strip_output_activation() == OutputActivation::Softmax);
+    CHECK_FALSE(layer->has_softmax());
+    const Tensor z = run_forward(*layer, x);
+    REQUIRE(z.shape() == p.shape());
+    const int k = z.shape().c;
+    for (size_t px = 0; px < z.numel() / size_t(k); ++px) {
+      const float* zp = z.data() + px * size_t(k);
+      double mx = zp[0], sum = 0, psum = 0;
+      for (int j = 1; j < k; ++j) mx = std::max<double>(mx, zp[j]);
+      for (int j = 0; j < k; ++j) sum += std::exp(zp[j] - mx);
+      for (int j = 0; j < k; ++j) {
+        REQUIRE(p.data()[px * size_t(k) + size_t(j)] == Approx(std::exp(zp[j] - mx) / sum).epsilon(1e-5));
+        psum += p.data()[px * size_t(k) + size_t(j)];
+      }
+      REQUIRE(psum == Approx(1.0).epsilon(1e-6));
+    }
+  }
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Softmax, axis: 1}"), Catch::Contains("only the channel axis"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Conv2D, filters: 2, kernel_size: 1, activation: log_softmax}"),
+                    Catch::Contains("end the model with 'softmax'"));
 }
 
 namespace {

@@ -1,6 +1,10 @@
 #include "tiny_model.h"
 
+#include "data/boundary_classes.h"
+#include "train/instance_metrics.h"
+
 #include <cmath>
+#include <opencv2/core.hpp>
 #include <random>
 
 namespace trainer::testing {
@@ -89,6 +93,42 @@ Dataset tiny_data() {
     for (int y = 0; y < 16; ++y)
       for (int x = 0; x < 16; ++x)
         d.masks.sample(s)[y * 16 + x] = std::hypot(x - 4 - s % 8, y - 8) < 4 ? 1.f : 0.f;
+  }
+  return d;
+}
+
+std::string tiny_classes_config(int classes, const std::string& loss, const std::string& last_activation) {
+  return R"(model:
+  name: tiny_classes
+  layers:
+    - {name: in, type: Input, shape: [16, 16, 3]}
+    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
+    - {name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: relu}
+    - {name: bn1, type: BatchNormalization, synchronized: true}
+    - {name: p1, type: MaxPooling2D}
+    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: u1, type: Conv2DTranspose, filters: 4, kernel_size: 2, strides: 2, padding: same}
+    - {name: cat, type: Concatenate, inputs: [u1, bn1]}
+    - {name: out, type: Conv2D, filters: )" + std::to_string(classes) + R"(, kernel_size: 1, activation: )" +
+         last_activation + R"(}
+data: {images: unused, masks: unused}
+training:
+  batch_size: 5
+  seed: 7
+  loss: )" + loss + R"(
+  metrics: [accuracy, mean_iou, dice]
+  optimizer: {type: SGD, learning_rate: 0.1, momentum: 0.9, nesterov: true}
+)";
+}
+
+Dataset tiny_class_data() {
+  Dataset d = tiny_data();
+  const Shape s = d.masks.shape();
+  for (int i = 0; i < s.n; ++i) {
+    cv::Mat mask(s.h, s.w, CV_32FC1, d.masks.sample(i)), mask8, labels;
+    mask.convertTo(mask8, CV_8U, 255.0);
+    connected_objects(mask8).convertTo(labels, CV_16U);
+    boundary_classes(labels, 1).convertTo(mask, CV_32F);
   }
   return d;
 }

@@ -3,7 +3,8 @@
 // U-Net-like network with every layer kind that keeps towers in step
 // (synchronized or plain BatchNormalization, seeded Dropout, a skip
 // concatenation, a transposed convolution), a two-level U-Net for the bf16
-// activation path, a squeeze-and-excitation network, and 13 image/mask pairs.
+// activation path, a squeeze-and-excitation network, a softmax network of K
+// classes, and 13 image/mask pairs (binary, or of three classes).
 #include <string>
 
 #include "data/dataset.h"
@@ -24,5 +25,12 @@ std::string tiny_unet_config();
 std::string tiny_se_config();
 /// 13 samples: random images in [0, 255], masks from a disc per sample.
 Dataset tiny_data();
+/// A one-level U-Net (synchronized BN) ending in `classes` filters with
+/// last_activation, trained with loss (metrics accuracy, mean_iou, dice;
+/// otherwise as tiny_config's).
+std::string tiny_classes_config(int classes, const std::string& loss = "sparse_categorical_crossentropy",
+                                const std::string& last_activation = "softmax");
+/// tiny_data() with three-class masks: each disc's boundary_classes (width 1).
+Dataset tiny_class_data();
 
 }  // namespace trainer::testing

@@ -1,5 +1,6 @@
 // trainer evaluate --checkpoint CKPT --images DIR (--masks DIR | --labels DIR | --native DIR):
 // pixel metrics and the 2018 Data Science Bowl instance score.
+#include <cmath>
 #include <cstdio>
 
 #include "commands.h"
@@ -42,6 +43,10 @@ int run_evaluate(const EvaluateFlags& f) {
 
   const Towers towers = resolve_towers(f.gpus, f.threads);
   LoadedModel m = load_model(f.checkpoint, towers);
+  const int classes = m.trainer->classes();
+  if (classes > 0 && !f.csv.empty())
+    throw UserError("--csv writes the per-image DSB 2018 instance scores of one-channel (sigmoid) models; '" +
+                    f.checkpoint + "' is a model of " + std::to_string(classes) + " classes: drop --csv");
   if (o.kind == TruthKind::kMasks && f.mask_suffix.empty()) o.suffix = m.config->data.mask_suffix;
   o.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
   o.tta = f.tta;
@@ -50,6 +55,20 @@ int run_evaluate(const EvaluateFlags& f) {
   const Shape in = m.trainer->model().input_shape();
   std::printf("Evaluated %zu image(s) against %s in %s\n", r.samples.size(), kind_name(o.kind), o.truth_dir.c_str());
   const MetricCounts& c = r.pixel.counts;
+  if (classes > 0) {
+    std::printf("pixel metrics at the model's input (%dx%d): loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f\n",
+                in.w, in.h, r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy());
+    std::printf("per-class IoU (class: TP / (TP + FP + FN); - where the class is in neither truth nor prediction):");
+    for (int k = 0; k < classes; ++k) {
+      const double iou = c.class_iou(k);
+      if (std::isnan(iou))
+        std::printf(" %d: -", k);
+      else
+        std::printf(" %d: %.4f", k, iou);
+    }
+    std::printf("\n");
+    return 0;
+  }
   std::printf("pixel metrics at the model's input (%dx%d): loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f"
               " - precision: %.4f - recall: %.4f\n",
               in.w, in.h, r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall());
@@ -73,7 +92,9 @@ Command add_evaluate(CLI::App& app) {
       ->check(non_empty_path());
   CLI::Option* images =
       cmd->add_option("--images", f->images, "Folder of images (with --masks or --labels)")->check(non_empty_path());
-  CLI::Option* masks = cmd->add_option("--masks", f->masks, "Folder of binary masks <stem><mask-suffix>.png")
+  CLI::Option* masks = cmd->add_option("--masks", f->masks,
+                                       "Folder of masks <stem><mask-suffix>.png (binary, or class indices for a "
+                                       "model of K classes)")
                              ->check(non_empty_path());
   CLI::Option* labels =
       cmd->add_option("--labels", f->labels, "Folder of 8- or 16-bit label images <stem><labels-suffix>.png (0, 1..N)")

@@ -13,6 +13,7 @@ struct PredictFlags {
   std::string checkpoint, input, gpus = "all";
   std::optional<int> threads, batch_size;
   PredictOptions options;
+  bool threshold_given = false;  ///< --threshold on the command line
 };
 
 int run_predict(const PredictFlags& f) {
@@ -21,6 +22,10 @@ int run_predict(const PredictFlags& f) {
                                                                      f.options.output_dir);
   const Towers towers = resolve_towers(f.gpus, f.threads);
   LoadedModel m = load_model(f.checkpoint, towers);
+  if (f.threshold_given && m.trainer->classes() > 0)
+    throw UserError("--threshold applies to one-channel (sigmoid) models; '" + f.checkpoint + "' is a model of " +
+                    std::to_string(m.trainer->classes()) + " classes, whose masks hold each pixel's most probable "
+                    "class: drop --threshold");
   PredictOptions options = f.options;
   options.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
   const std::vector<std::string> files = predict_files(*m.trainer, images, options);
@@ -34,7 +39,8 @@ int run_predict(const PredictFlags& f) {
 Command add_predict(CLI::App& app) {
   auto f = std::make_shared<PredictFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "predict", "Write <stem>_mask.png (0/255, the image's own size) for an image or a folder of images");
+      "predict", "Write <stem>_mask.png (0/255, or class indices 0..K-1 for a model of K classes; the image's own "
+                 "size) for an image or a folder of images");
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required()->check(non_empty_path());
   cmd->add_option("--input,-i", f->input, "Image file or folder of images (.png, .jpg, .jpeg, .tif, .tiff)")
       ->required()
@@ -43,9 +49,11 @@ Command add_predict(CLI::App& app) {
       ->required()
       ->check(non_empty_path());
   cmd->add_option("--threshold", f->options.threshold, "Mask = probability > threshold, in (0, 1)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->threshold_given = true; });
   CLI::Option* probabilities = cmd->add_flag("--probabilities", f->options.probabilities,
-                                             "Also write the probability map: <stem>_prob.png (8-bit, 255 * p)");
+                                             "Also write the probability map: <stem>_prob.png (8-bit, 255 * p); a model of K "
+                                             "classes writes one per class, <stem>_prob_<class>.png");
   cmd->add_option("--probability-format", f->options.probability_format,
                   "png (8-bit, 255 * p) or tiff (<stem>_prob.tif, float32 p in [0, 1])")
       ->check(CLI::IsMember({"png", "tiff"}))

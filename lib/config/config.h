@@ -130,7 +130,7 @@ struct TrainingConfig {
   /// endless sequence of passes, each shuffled as an epoch is.
   int steps_per_epoch = 0;
   uint64_t seed = 0;
-  std::string loss = "binary_crossentropy";  ///< binary_crossentropy | dice | bce_dice
+  std::string loss = "binary_crossentropy";  ///< binary_crossentropy | dice | bce_dice | (sparse_)categorical_crossentropy
   std::vector<std::string> metrics;          ///< mean_iou | dice | accuracy
   OptimizerConfig optimizer;
   EarlyStoppingConfig early_stopping;

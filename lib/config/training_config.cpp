@@ -14,7 +14,8 @@ namespace trainer {
 
 namespace {
 
-const std::vector<std::string> kLosses = {"binary_crossentropy", "dice", "bce_dice"};
+const std::vector<std::string> kLosses = {"binary_crossentropy", "dice", "bce_dice", "sparse_categorical_crossentropy",
+                                          "categorical_crossentropy"};
 const std::vector<std::string> kMetrics = {"mean_iou", "dice", "accuracy", "precision", "recall"};
 const std::vector<std::string> kOptimizers = {"SGD", "Adam", "AdamW", "RMSprop"};
 const std::vector<std::string> kModes = {"auto", "min", "max"};
@@ -334,8 +335,9 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
     std::string m = e.Scalar();
     if (std::find(kMetrics.begin(), kMetrics.end(), m) == kMetrics.end())
       throw UserError(at + "'" + m + "' is not a metric" + did_you_mean(m, kMetrics) +
-                      (lower(m) == "meaniou" ? " (not Keras's MeanIoU: mean_iou averages the foreground IoU over "
-                                               "thresholds 0.5 to 0.95, docs/config.md)"
+                      (lower(m) == "meaniou" ? " (mean_iou is Keras's MeanIoU with a categorical loss; with a binary "
+                                               "one it averages the foreground IoU over thresholds 0.5 to 0.95, "
+                                               "docs/config.md)"
                                              : "") +
                       "; use any of: " + join_names(kMetrics));
     if (std::find(out.begin(), out.end(), m) != out.end())

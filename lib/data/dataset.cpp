@@ -154,8 +154,8 @@ std::vector<ImagePair> find_image_pairs(const DataOptions& o) {
 }
 
 Dataset load_dataset(const DataOptions& o) {
-  if (o.height <= 0 || o.width <= 0 || (o.channels != 1 && o.channels != 3))
-    throw std::invalid_argument("load_dataset: height and width must be > 0 and channels 1 or 3");
+  if (o.height <= 0 || o.width <= 0 || (o.channels != 1 && o.channels != 3) || o.classes == 1 || o.classes < 0)
+    throw std::invalid_argument("load_dataset: height and width must be > 0, channels 1 or 3 and classes 0 or >= 2");
   Dataset ds;
   std::vector<Pair> pairs = find_pairs(o, ds.names);
   const int n = int(pairs.size());
@@ -175,7 +175,9 @@ Dataset load_dataset(const DataOptions& o) {
       try {
         cv::Size image = decode_image(pairs[i].image, o.height, o.width, o.channels, ds.images.sample(i));
         MaskValues values = MaskValues::kEmpty;
-        cv::Size mask = decode_mask(pairs[i].mask, o.height, o.width, ds.masks.sample(i), &values);
+        const cv::Size mask =
+            o.classes > 0 ? decode_class_mask(pairs[i].mask, o.height, o.width, o.classes, ds.masks.sample(i))
+                          : decode_mask(pairs[i].mask, o.height, o.width, ds.masks.sample(i), &values);
         if (values == MaskValues::kAnyNonzero) ++low_masks;
         if (values == MaskValues::kThresholded) ++thresholded;
         if (mask != image)

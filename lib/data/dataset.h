@@ -14,6 +14,9 @@ struct DataOptions {
   std::string mask_suffix = "_mask"; ///< Image <stem>.<ext> pairs with mask <stem><suffix>.<ext2>.
   int height = 0, width = 0;         ///< Size every image and mask is resized to (pixels).
   int channels = 3;                  ///< 1 (gray) or 3 (RGB); alpha is dropped.
+  /// 0: binary masks (decode_mask); K >= 2: class-index masks of K classes
+  /// (decode_class_mask), for a categorical loss.
+  int classes = 0;
   bool skip_bad_files = false;       ///< Warn and skip instead of failing on bad/missing files.
   int threads = 0;                   ///< Decoder threads; 0: hardware concurrency.
   std::string config_path;           ///< For messages: the config that named these folders.
@@ -25,7 +28,7 @@ struct DataOptions {
 struct Dataset {
   std::vector<std::string> names;    ///< Image file names (no folder), sorted; names[i] is sample i.
   Tensor images;                     ///< [N, H, W, C], float32 in [0, 255] (16-bit input scaled by 255/65535), RGB order.
-  Tensor masks;                      ///< [N, H, W, 1], float32, exactly 0 or 1.
+  Tensor masks;                      ///< [N, H, W, 1], float32, exactly 0 or 1 (or class indices 0..K-1).
   int size() const { return int(names.size()); }
 };
 
@@ -42,7 +45,8 @@ std::vector<ImagePair> find_image_pairs(const DataOptions& options);
 
 /// Finds the pairs, decodes them on options.threads threads (printing a
 /// progress line), resizes (INTER_AREA for images, INTER_NEAREST for masks)
-/// and binarises masks (pixel > half the type's maximum -> 1).
+/// and binarises masks (pixel > half the type's maximum -> 1), or with
+/// options.classes reads them as class indices (decode_class_mask).
 /// Throws UserError naming the folder/files and the fix when a folder is
 /// missing or empty, a mask is missing, or a file cannot be decoded (unless
 /// skip_bad_files, which warns and drops the pair; no pair left is an error).

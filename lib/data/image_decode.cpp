@@ -2,6 +2,7 @@
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <vector>
 
 #include "core/error.h"
 
@@ -79,6 +80,41 @@ cv::Size decode_mask(const std::string& path, int height, int width, float* out,
     cv::Mat dst(height, width, CV_32FC1, out);
     if (native != dst.size()) cv::resize(binary, binary, dst.size(), 0, 0, cv::INTER_NEAREST);
     binary.convertTo(dst, CV_32F);
+  } catch (const cv::Exception& e) {
+    throw UserError("cannot convert '" + path + "': " + e.msg);
+  }
+  return native;
+}
+
+cv::Size decode_class_mask(const std::string& path, int height, int width, int classes, float* out) {
+  cv::Mat m = read(path);
+  const cv::Size native = m.size();
+  try {
+    if (m.channels() > 1) {
+      std::vector<cv::Mat> planes;
+      cv::split(m, planes);
+      if (cv::countNonZero(planes[0] != planes[1]) > 0 || cv::countNonZero(planes[0] != planes[2]) > 0)
+        throw UserError("mask '" + path + "' is a colour image (a palette PNG reads as its colours): class masks "
+                        "are single-channel images whose pixels are the class indices 0.." +
+                        std::to_string(classes - 1) + "; save each pixel's class index as a gray value");
+      m = planes[0];
+    }
+    double highest = 0;
+    cv::Point at;
+    cv::minMaxLoc(m, nullptr, &highest, nullptr, &at);
+    if (highest >= classes) {
+      const bool binary = highest == 255 || highest == 65535;
+      throw UserError("mask '" + path + "' holds class " + std::to_string(int(highest)) + " at pixel (x " +
+                      std::to_string(at.x) + ", y " + std::to_string(at.y) + "), but the model has " +
+                      std::to_string(classes) + " classes (its last layer's filters), so mask pixels must be 0.." +
+                      std::to_string(classes - 1) +
+                      (binary ? "; a binary 0/" + std::to_string(int(highest)) +
+                                    " mask? Train it with loss: binary_crossentropy and a 1-filter sigmoid output"
+                              : "; give the last layer one filter per class, or renumber the mask's classes"));
+    }
+    cv::Mat dst(height, width, CV_32FC1, out);
+    if (native != dst.size()) cv::resize(m, m, dst.size(), 0, 0, cv::INTER_NEAREST);
+    m.convertTo(dst, CV_32F);
   } catch (const cv::Exception& e) {
     throw UserError("cannot convert '" + path + "': " + e.msg);
   }

@@ -171,6 +171,14 @@ void add_activation(GraphBuilder& b, Activation a, const std::string& in, const 
   throw std::invalid_argument("export_onnx: layer '" + name + "' has no activation to export");
 }
 
+/// Adds what follows a layer's linear part, d's activation or its softmax over
+/// the channels (ONNX Softmax on axis 1 of NCHW, opset 13's one-axis form), in -> out.
+void add_output_activation(GraphBuilder& b, const LayerDescription& d, const std::string& in, const std::string& out,
+                           const std::string& name) {
+  if (!d.softmax) return add_activation(b, d.activation, in, out, name);
+  GraphBuilder::integer(b.node("Softmax", {in}, out, name), "axis", 1);
+}
+
 /// Adds a Slice node in -> out removing rows h and columns w (before: top /
 /// left, after: bottom / right) of an NCHW tensor; its constants are named
 /// after name.
@@ -243,7 +251,7 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
         const WeightRecord& bias = *w.at("bias");
         inputs.push_back(b.constant(name + "/bias", {int64_t(bias.values.size())}, bias.values));
       }
-      const bool act = !d.activation.linear();
+      const bool act = !d.activation.linear() || d.softmax;
       const std::string pre = act ? name + "/preactivation" : out;
       // OpenCV's dnn (4.6) rejects asymmetric ConvTranspose pads: the transposed
       // convolution crops the symmetric part and a Slice the rest (TensorFlow's
@@ -269,7 +277,7 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
         add_crop(b, conv_out, PadPair{ph.before - sh, ph.after - sh}, PadPair{pw.before - sw, pw.after - sw}, pre,
                  name + "/crop");
       }
-      if (act) add_activation(b, d.activation, pre, out, name + "/activation");
+      if (act) add_output_activation(b, d, pre, out, name + "/activation");
       return;
     }
     case LayerKind::MaxPooling2D:
@@ -358,10 +366,10 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       return;
     }
     case LayerKind::Activation:
-      if (d.activation.linear())
+      if (d.activation.linear() && !d.softmax)
         b.node("Identity", ins, out, name);
       else
-        add_activation(b, d.activation, ins[0], out, name);
+        add_output_activation(b, d, ins[0], out, name);
       return;
     case LayerKind::BatchNormalization: {
       const WeightRecord& mean = *w.at("moving_mean");
@@ -421,7 +429,7 @@ void write_atomically(const std::string& path, const std::string& bytes) {
 
 void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, const std::string& path) {
   if (model.output_is_logits())
-    throw std::invalid_argument("export_onnx: the model's final sigmoid was removed (output_is_logits())");
+    throw std::invalid_argument("export_onnx: the model's final sigmoid or softmax was removed (output_is_logits())");
   const std::vector<LayerWeights> by_layer = weights_by_layer(model, weights);
 
   onnx::ModelProto proto;
@@ -447,7 +455,7 @@ void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, c
     std::vector<std::string> ins;
     for (int j : model.layer_inputs(i)) ins.push_back(tensor[size_t(j)]);
     const bool alias = d.kind == LayerKind::Identity ||
-                       (d.kind == LayerKind::Activation && d.activation.linear());
+                       (d.kind == LayerKind::Activation && d.activation.linear() && !d.softmax);
     if (alias && i != last) {
       tensor[size_t(i)] = ins[0];
       continue;

@@ -5,7 +5,8 @@
 // The graph takes "image", float32 [N, C, H, W] (NCHW, as ONNX and OpenCV dnn
 // expect; N is free), holding the raw pixel values 0..255 that the model's
 // Rescaling layer expects (RGB order for C = 3), and returns "probability",
-// float32 [N, 1, H, W]: the model's output including its final sigmoid.
+// float32 [N, 1, H, W]: the model's output including its final sigmoid (or
+// [N, K, H, W], the per-class probabilities of a model ending in a softmax).
 // Opset 13 (ONNX 1.8+; OpenCV 4.6's importer reads it), IR version 7.
 #include <string>
 #include <vector>
@@ -15,7 +16,7 @@
 
 namespace trainer {
 
-/// Writes model (built with its final sigmoid, i.e. not switched to logits)
+/// Writes model (built with its final sigmoid or softmax, i.e. not switched to logits)
 /// with weights (in Keras layout, as Trainer::weights() returns them for this
 /// model: same order, names and shapes) to path as an ONNX file, atomically
 /// ("<path>.tmp-<pid>" written, fsync'ed and renamed over path).
@@ -30,7 +31,8 @@ namespace trainer {
 ///   input Expanded first); UpSampling2D -> Resize (nearest, asymmetric,
 ///   floor: y[i] = x[floor(i / size)], exactly Keras's); Concatenate -> Concat
 ///   on axis 1; Add -> Add (chained for more inputs); BatchNormalization ->
-///   BatchNormalization with the moving statistics; activations -> Relu / Sigmoid.
+///   BatchNormalization with the moving statistics; activations -> Relu / Sigmoid /
+///   ...; a softmax over the channels -> Softmax on axis 1.
 /// Throws std::invalid_argument when weights do not match the model or the
 /// model is not in inference form (output_is_logits()), UserError naming path
 /// when the file cannot be written (missing or read-only folder, disk full),

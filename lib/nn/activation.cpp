@@ -27,9 +27,9 @@ namespace {
 /// Why a Keras activation trainer lacks is missing, and what to use; "" for
 /// other names.
 std::string missing_activation_hint(const std::string& s) {
-  if (s == "softmax" || s == "log_softmax")
-    return "is '" + s + "', which normalizes over the channels, which the binary segmentation losses here do "
-           "not use: for one mask channel use 'sigmoid' on a 1-filter output";
+  if (s == "log_softmax")
+    return "is 'log_softmax', which is not supported; end the model with 'softmax' (the categorical losses "
+           "take its logits) or with 'sigmoid' on a 1-filter output for binary masks";
   if (s == "gelu" || s == "silu" || s == "swish" || s == "mish" || s == "hard_silu" || s == "hard_swish")
     return "is '" + s + "', which is not supported (its gradient needs the layer's input); 'elu' or 'relu' "
            "are the usual choices in a U-Net";
@@ -41,15 +41,19 @@ std::string missing_activation_hint(const std::string& s) {
 
 }  // namespace
 
-Activation read_activation(ParamReader& p, const std::string& key) {
+Activation read_activation(ParamReader& p, bool& softmax, const std::string& key) {
+  std::vector<std::string> names = activation_names();
+  names.push_back("softmax");
   if (p.has(key)) {
     YAML::Node v = p.get_node(key);
     if (v.IsScalar()) {
       const std::string hint = missing_activation_hint(v.Scalar());
-      if (!hint.empty()) p.fail(key, hint + ". Supported: " + join_names(activation_names()));
+      if (!hint.empty()) p.fail(key, hint + ". Supported: " + join_names(names));
     }
   }
-  return activation_from_name(p.get_string(key, std::string("linear"), activation_names()));
+  const std::string name = p.get_string(key, std::string("linear"), names);
+  softmax = name == "softmax";
+  return softmax ? Activation{} : activation_from_name(name);
 }
 
 }  // namespace trainer

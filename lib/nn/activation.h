@@ -2,7 +2,8 @@
 // Element-wise activations shared by Activation, LeakyReLU, ELU, ReLU, Conv2D
 // and Conv2DTranspose. Keras names (keras.activations): "linear" (identity),
 // "relu", "sigmoid", "tanh", "elu" (alpha 1), "selu", "softplus" and
-// "leaky_relu" (negative slope 0.2, as Keras 3's function). The kinds and
+// "leaky_relu" (negative slope 0.2, as Keras 3's function), and "softmax" on
+// the last layer (not element-wise, so not an ActivationKind). The kinds and
 // the math live in the backend (backend/elementwise_ops.h:
 // activation_forward / activation_backward, per element in
 // backend/elementwise_math.h); this header adds the Keras names.
@@ -23,7 +24,11 @@ std::string activation_name(Activation a);
 /// 1; leaky_relu: negative slope 0.2).
 Activation activation_from_name(const std::string& name);
 /// Reads key (default "linear") from p; UserError naming the place otherwise,
-/// with a hint for Keras activations trainer lacks (softmax, gelu, ...).
-Activation read_activation(ParamReader& p, const std::string& key = "activation");
+/// with a hint for Keras activations trainer lacks (log_softmax, gelu, ...).
+/// "softmax" (keras.activations.softmax over the channels, the last axis)
+/// sets softmax and returns linear; only a model's last layer may have it
+/// (Model refuses it elsewhere), and the categorical losses take the logits
+/// before it.
+Activation read_activation(ParamReader& p, bool& softmax, const std::string& key = "activation");
 
 }  // namespace trainer

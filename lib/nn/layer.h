@@ -66,6 +66,13 @@ enum class DTypeSupport {
   Any,      ///< Each input and the output of any type, independently (convolutions convert as they read).
 };
 
+/// The activation a model's last layer ends in that a loss can take over.
+enum class OutputActivation {
+  None,     ///< Neither: the output is what the layer computes.
+  Sigmoid,  ///< sigmoid, taken over by the binary losses.
+  Softmax,  ///< softmax over the channels, taken over by the categorical losses.
+};
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
@@ -111,9 +118,12 @@ class Layer {
   /// was built with (for exporters). Valid after infer() (window layers report
   /// their padding for the inferred shapes).
   virtual LayerDescription describe() const = 0;
-  /// For the last layer: if it ends in a sigmoid, drop the sigmoid (so the output
-  /// is logits, for a loss fused with the sigmoid) and return true.
-  virtual bool strip_final_sigmoid() { return false; }
+  /// For the last layer: if it ends in a sigmoid or a softmax, drop it (so the
+  /// output is logits, for a loss fused with it) and say which.
+  virtual OutputActivation strip_output_activation() { return OutputActivation::None; }
+  /// Whether the layer ends in a softmax over the channels (activation:
+  /// softmax), which only a model's last layer may have (Model checks it).
+  virtual bool has_softmax() const { return false; }
 
  protected:
   /// InternalError "layer '<name>': a <t's type> tensor where <want> is

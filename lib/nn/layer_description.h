@@ -28,7 +28,7 @@ enum class LayerKind {
   Add,                 ///< y = sum of the inputs (same shapes, or 1x1-pixel ones broadcast).
   Multiply,            ///< y = x_0 * x_1 (same shapes, or one input of 1 channel, or of 1x1 pixels, broadcast).
   Reshape,             ///< y = x with another shape, the elements in the same NHWC order.
-  Activation,          ///< y = act(x).
+  Activation,          ///< y = act(x), or softmax(x) over the channels.
   PReLU,               ///< y = x > 0 ? x : alpha * x; alpha is the layer's weight [ah, aw, ac].
   BatchNormalization,  ///< y = gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta.
 };
@@ -53,6 +53,9 @@ struct LayerDescription {
   bool use_bias = false;
   /// Conv2D, Conv2DTranspose (after the bias), Activation.
   Activation activation;  ///< Default linear.
+  /// Conv2D, Conv2DTranspose, Activation: a softmax over the channels follows
+  /// (the activation is then linear; only the last layer has one).
+  bool softmax = false;
   /// Rescaling.
   float scale = 1.f, offset = 0.f;
   /// BatchNormalization: added to the variance. Missing gamma means 1, missing beta 0.

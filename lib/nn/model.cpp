@@ -77,6 +77,11 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     nodes_.push_back(std::move(node));
   }
   if (nodes_.empty()) throw UserError(file + ": model.layers is empty; add an Input layer and more");
+  for (size_t i = 0; i + 1 < nodes_.size(); ++i)
+    if (nodes_[i].layer->has_softmax())
+      throw UserError(yaml_location(file, config.layers[i].mark) + ": layer '" + config.layers[i].name + "' (" +
+                      config.layers[i].type + "): activation softmax is supported on the last layer only, over "
+                      "its class channels (the categorical losses take its logits); use another activation here");
   nodes_.back().reaches_output = true;
   for (size_t i = nodes_.size(); i-- > 0;)
     if (nodes_[i].reaches_output)
@@ -89,9 +94,10 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
   for (const Node& node : nodes_) times_.push_back(LayerTime{node.layer->name(), node.layer->type()});
 }
 
-bool Model::use_logits_output() {
-  if (!output_logits_) output_logits_ = nodes_.back().layer->strip_final_sigmoid();
-  return output_logits_;
+OutputActivation Model::use_logits_output() {
+  if (!strip_tried_) stripped_ = nodes_.back().layer->strip_output_activation();
+  strip_tried_ = true;
+  return stripped_;
 }
 
 void Model::set_device(const Device& d) {

@@ -58,11 +58,13 @@ class Model {
   size_t num_params() const { return num_params_; }  ///< Trainable floats.
   size_t num_state() const { return num_state_; }    ///< Non-trainable floats.
 
-  /// True when the last layer's sigmoid was removed so forward() returns
-  /// logits, for losses fused with the sigmoid (see strip_final_sigmoid()).
-  bool output_is_logits() const { return output_logits_; }
-  /// Removes the final sigmoid (if any); returns output_is_logits().
-  bool use_logits_output();
+  /// True when the last layer's sigmoid or softmax was removed so forward()
+  /// returns logits, for losses fused with it (see strip_output_activation()).
+  bool output_is_logits() const { return stripped_ != OutputActivation::None; }
+  /// Removes the final sigmoid or softmax (if any, on the first call); returns
+  /// what was removed (OutputActivation::None when the output was not logits
+  /// of either).
+  OutputActivation use_logits_output();
 
   /// The batch buffer forward() reads: callers may fill it in place (resized
   /// to [N, H, W, C]) and pass it to forward() to avoid a copy.
@@ -160,7 +162,8 @@ class Model {
   std::vector<Node> nodes_;
   std::vector<WeightSlot> slots_;
   size_t num_params_ = 0, num_state_ = 0;
-  bool output_logits_ = false;
+  OutputActivation stripped_ = OutputActivation::None;  ///< use_logits_output()
+  bool strip_tried_ = false;
   // Per-call argument lists, kept to avoid allocating in every step.
   std::vector<const Tensor*> in_;
   std::vector<Tensor*> dx_;

@@ -31,6 +31,7 @@ const std::vector<Entry>& registry() {
       {"LeakyReLU", make_leaky_relu},
       {"ELU", make_elu},
       {"ReLU", make_relu},
+      {"Softmax", make_softmax},
       {"PReLU", make_prelu},
       {"BatchNormalization", make_batch_normalization},
       {"Dropout", make_dropout},

@@ -47,6 +47,7 @@ std::unique_ptr<Layer> make_activation(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_leaky_relu(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_elu(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_relu(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_softmax(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_prelu(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_batch_normalization(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_dropout(ParamReader& p, const std::string& name);

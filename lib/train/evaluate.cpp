@@ -106,7 +106,13 @@ bool looks_like_mask(const cv::Mat& labels) {
 EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
   check_threshold(o.threshold, "--threshold");
   if (o.batch_size < 1) throw UserError("--batch-size must be at least 1");
+  const int classes = trainer.classes();
+  if (classes > 0 && o.kind != TruthKind::kMasks)
+    throw UserError(o.flag + " gives nucleus instances for the DSB 2018 instance score, which is for one-channel "
+                    "(sigmoid) models; this model has " + std::to_string(classes) +
+                    " classes: evaluate it with --masks DIR (class-index masks, as for training)");
   EvalResult result;
+  result.pixel = trainer.empty_stats();
   result.samples = find_eval_samples(o);
   const Shape input = trainer.model().input_shape();
   if (o.tta) log_tta(input);
@@ -126,6 +132,10 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
       chunk.names.push_back(s.name);
       indices.push_back(i);
       const cv::Size size = decode_image(s.image, input.h, input.w, input.c, chunk.images.sample(i));
+      if (classes > 0) {  // class-index masks, read as for training; no instances
+        check_size(s, decode_class_mask(s.truth, input.h, input.w, classes, chunk.masks.sample(i)), size);
+        continue;
+      }
       truths.push_back(load_truth(o, s));
       if (o.kind == TruthKind::kLabels && looks_like_mask(truths.back())) ++mask_like;
       check_size(s, truths.back().size(), size);
@@ -139,9 +149,9 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
       result.pixel.add(probability_stats(trainer, probs, chunk.masks));
     } else {
       result.pixel.add(trainer.evaluate(chunk, indices, o.batch_size));
-      probs = trainer.predict(chunk.images, o.batch_size);
+      if (classes == 0) probs = trainer.predict(chunk.images, o.batch_size);
     }
-    for (int i = 0; i < k; ++i) {
+    for (int i = 0; classes == 0 && i < k; ++i) {
       const cv::Mat pred = connected_objects(threshold_map(probability_map(probs, i, truths[size_t(i)].size()),
                                                            o.threshold));
       result.scores.push_back(instance_score(truths[size_t(i)], pred));

@@ -53,6 +53,9 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& options);
 /// cannot be decoded or is not a single-channel 8- or 16-bit label image.
 cv::Mat load_truth(const EvalOptions& options, const EvalSample& sample);
 
+/// A categorical model (trainer.classes() = K) takes class-index masks
+/// (kMasks only, read with decode_class_mask at the model's input size) and
+/// gets the pixel metrics alone: no instance score (scores stays empty, score 0).
 /// Evaluates trainer on every sample: the pixel metrics via Trainer::evaluate
 /// on the images and binary truth (object > 0) resized to the model's input
 /// (INTER_AREA and INTER_NEAREST, as the data loader does), then the instance
@@ -61,7 +64,8 @@ cv::Mat load_truth(const EvalOptions& options, const EvalSample& sample);
 /// objects (instance_score). Runs the network twice per image (loss needs the
 /// logits, the instance score the probabilities). Throws UserError as
 /// find_eval_samples and load_truth, for a threshold outside (0, 1), and for a
-/// truth whose size differs from its image's.
+/// truth whose size differs from its image's, and a categorical model with
+/// other truth than masks.
 EvalResult evaluate_images(Trainer& trainer, const EvalOptions& options);
 
 /// Writes the per-image scores as CSV to path atomically: header

@@ -252,6 +252,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
                       "data.validation_masks) or monitor '" + monitor.substr(4) + "'");
   };
   RunState s;
+  s.epoch_sums = trainer.empty_stats();
   if (tc.early_stopping.enabled) {
     needs_val(tc.early_stopping.monitor);
     s.early = std::make_unique<EarlyStopping>(tc.early_stopping);
@@ -341,7 +342,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     remember(csv.path());
     result.epochs_run = epoch;
     result.last_logs = logs;
-    s.epoch_sums = BatchStats{};
+    s.epoch_sums = trainer.empty_stats();
     s.epoch_seconds = 0;
     s.next_step = 0;
     s.next_epoch = epoch + 1;

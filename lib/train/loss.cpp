@@ -15,10 +15,43 @@ LossKind loss_kind(const std::string& name) {
   if (name == "binary_crossentropy") return LossKind::BinaryCrossentropy;
   if (name == "dice") return LossKind::Dice;
   if (name == "bce_dice") return LossKind::BceDice;
-  throw std::invalid_argument("unknown loss '" + name + "' (known: binary_crossentropy, dice, bce_dice)");
+  if (name == "sparse_categorical_crossentropy") return LossKind::SparseCategoricalCrossentropy;
+  if (name == "categorical_crossentropy") return LossKind::CategoricalCrossentropy;
+  throw std::invalid_argument("unknown loss '" + name +
+                              "' (known: binary_crossentropy, dice, bce_dice, sparse_categorical_crossentropy, "
+                              "categorical_crossentropy)");
 }
 
+bool is_categorical(LossKind kind) {
+  return kind == LossKind::SparseCategoricalCrossentropy || kind == LossKind::CategoricalCrossentropy;
+}
+
+int loss_classes(LossKind kind, const Shape& output) { return is_categorical(kind) ? output.c : 0; }
+
+namespace {
+
+/// The categorical losses of loss_sum: logits [N, H, W, K], targets [N, H, W, 1].
+double categorical_loss_sum(const Tensor& logits, const Tensor& targets, Tensor* dlogits) {
+  const Shape z = logits.shape(), y = targets.shape();
+  if (y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w || z.c < 2)
+    throw std::invalid_argument("loss: categorical logits " + z.nhwc() + " need class-index targets [N, H, W, 1] of "
+                                "their batch and size and at least 2 classes, got " + y.nhwc());
+  const Device& d = logits.device();
+  const size_t pixels = targets.numel();
+  // Each sample's loss is the mean over its H*W pixels; the sum over samples
+  // is then the sum over all pixels divided by H*W.
+  const double per_sample = double(size_t(z.h) * size_t(z.w));
+  if (dlogits) dlogits->resize(z);
+  if (pixels == 0) return 0.0;
+  if (dlogits)
+    softmax_loss_grad(d, logits.data(), targets.data(), pixels, z.c, float(1.0 / per_sample), dlogits->data());
+  return softmax_loss_sum(d, logits.data(), targets.data(), pixels, z.c) / per_sample;
+}
+
+}  // namespace
+
 double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits) {
+  if (is_categorical(kind)) return categorical_loss_sum(logits, targets, dlogits);
   if (logits.shape() != targets.shape())
     throw std::invalid_argument("loss: logits " + logits.shape().nhwc() + " and targets " +
                                 targets.shape().nhwc() + " differ in shape");

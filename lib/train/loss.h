@@ -1,21 +1,39 @@
 #pragma once
-// Segmentation losses on logits (the model's last layer is linear; the sigmoid
-// is fused into the loss for numerical stability, as Keras's from_logits=True).
+// Segmentation losses on logits (the model's last layer is linear; its
+// sigmoid or softmax is fused into the loss for numerical stability, as
+// Keras's from_logits=True).
 #include <string>
 
 #include "core/tensor.h"
 
 namespace trainer {
 
-enum class LossKind { BinaryCrossentropy, Dice, BceDice };
+enum class LossKind { BinaryCrossentropy, Dice, BceDice, SparseCategoricalCrossentropy, CategoricalCrossentropy };
 
-/// "binary_crossentropy" | "dice" | "bce_dice"; std::invalid_argument naming the
-/// known names otherwise (config validation reports the user-facing error).
+/// "binary_crossentropy" | "dice" | "bce_dice" | "sparse_categorical_crossentropy"
+/// | "categorical_crossentropy"; std::invalid_argument naming the known names
+/// otherwise (config validation reports the user-facing error).
 LossKind loss_kind(const std::string& name);
 
-/// logits, targets: [N, H, W, 1] (targets 0/1; any C works, a sample's pixels are
-/// its H*W*C values). Returns the SUM over the N samples of the per-sample loss,
-/// so that sums from several towers add up and the caller divides by the global batch.
+/// Whether kind is a categorical loss: the model ends in a softmax over K >= 2
+/// class channels and the masks hold class indices 0..K-1. The two
+/// categorical losses compute the same thing here: masks are read as class
+/// indices, and categorical_crossentropy of their one-hot encoding
+/// (keras.utils.to_categorical) equals sparse_categorical_crossentropy of the
+/// indices.
+bool is_categorical(LossKind kind);
+
+/// The most classes a categorical model may have (8-bit class-index masks).
+inline constexpr int kMaxClasses = 256;
+
+/// The number of classes that masks of a model with output shape `output` hold
+/// for kind: output.c for a categorical loss, 0 (binary masks) otherwise.
+int loss_classes(LossKind kind, const Shape& output);
+
+/// Returns the SUM over the N samples of the per-sample loss, so that sums from
+/// several towers add up and the caller divides by the global batch.
+/// Binary losses: logits, targets [N, H, W, 1] (targets 0/1; any C works, a
+/// sample's pixels are its H*W*C values):
 ///  - binary_crossentropy: mean over the sample's pixels of
 ///    max(z,0) - z*y + log(1+exp(-|z|)) (tf.nn.sigmoid_cross_entropy_with_logits;
 ///    finite for any finite z).
@@ -23,11 +41,16 @@ LossKind loss_kind(const std::string& name);
 ///    smooth = 1 (the common Keras U-Net formulation; an empty prediction of an empty
 ///    mask gives loss 0).
 ///  - bce_dice: binary_crossentropy + dice.
+/// Categorical losses: logits [N, H, W, K], targets [N, H, W, 1] holding class
+/// indices 0..K-1: the mean over the sample's H*W pixels of
+/// log(sum_j exp(z_j)) - z_t (tf.nn.sparse_softmax_cross_entropy_with_logits,
+/// in log-sum-exp form), so that the batch mean is Keras's
+/// sum_over_batch_size reduction.
 /// If dlogits is non-null it is resized to logits' shape and receives
 /// d(returned sum)/d(logits). Sums are accumulated in double. logits, targets
 /// and dlogits live on one device (logits.device()), where the work runs; the
 /// returned sum is a host value.
-/// Throws std::invalid_argument when the shapes differ.
+/// Throws std::invalid_argument when the shapes do not match as above.
 double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits);
 
 }  // namespace trainer

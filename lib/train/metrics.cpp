@@ -1,5 +1,6 @@
 #include "train/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -9,10 +10,53 @@
 namespace trainer {
 
 void MetricCounts::add(const MetricCounts& o) {
-  for (int i = 0; i < kSize; ++i) v[i] += o.v[i];
+  if (classes_ == 0 && o.classes_ > 0 && *std::max_element(v.begin(), v.end()) == 0) *this = MetricCounts(o.classes_);
+  if (o.classes_ != classes_ && o.classes_ > 0)
+    throw std::invalid_argument("metrics: counts of " + std::to_string(o.classes_) + " classes added to counts of " +
+                                std::to_string(classes_));
+  for (size_t i = 0; i < o.v.size(); ++i) v[i] += o.v[i];
+}
+
+namespace {
+
+/// Class c's IoU (or, with dice, 2 TP / (truth + predicted)) from the confusion counts; NaN when its
+/// denominator is 0.
+double class_score(const MetricCounts& counts, int c, bool dice) {
+  const int k = counts.classes();
+  const double* m = counts.v.data() + MetricCounts::kSize;
+  double truth = 0, predicted = 0;
+  for (int i = 0; i < k; ++i) {
+    truth += m[size_t(c) * size_t(k) + size_t(i)];
+    predicted += m[size_t(i) * size_t(k) + size_t(c)];
+  }
+  const double tp = m[size_t(c) * size_t(k) + size_t(c)];
+  const double den = dice ? truth + predicted : truth + predicted - tp;
+  return den == 0 ? std::nan("") : (dice ? 2 * tp : tp) / den;
+}
+
+/// The mean of class_score over the classes where it is defined; 0 when it is nowhere.
+double mean_over_classes(const MetricCounts& counts, bool dice) {
+  double sum = 0;
+  int present = 0;
+  for (int c = 0; c < counts.classes(); ++c) {
+    const double s = class_score(counts, c, dice);
+    if (std::isnan(s)) continue;
+    sum += s;
+    ++present;
+  }
+  return present ? sum / present : 0.0;
+}
+
+}  // namespace
+
+double MetricCounts::class_iou(int c) const {
+  if (c < 0 || c >= classes_) throw std::invalid_argument("metrics: class " + std::to_string(c) + " of " +
+                                                          std::to_string(classes_));
+  return class_score(*this, c, false);
 }
 
 double MetricCounts::mean_iou() const {
+  if (classes_ > 0) return mean_over_classes(*this, false);
   double sum = 0;
   for (int t = 0; t < kThresholds; ++t) {
     const double u = v[kThresholds + t];
@@ -22,11 +66,22 @@ double MetricCounts::mean_iou() const {
 }
 
 double MetricCounts::dice() const {
+  if (classes_ > 0) return mean_over_classes(*this, true);
   const double den = v[kPredPos] + v[kTruePos];
   return den == 0 ? 1.0 : 2 * v[kTp] / den;
 }
 
-double MetricCounts::accuracy() const { return v[kTotal] == 0 ? 0.0 : v[kCorrect] / v[kTotal]; }
+double MetricCounts::accuracy() const {
+  if (classes_ == 0) return v[kTotal] == 0 ? 0.0 : v[kCorrect] / v[kTotal];
+  double correct = 0, total = 0;
+  for (int t = 0; t < classes_; ++t)
+    for (int p = 0; p < classes_; ++p) {
+      const double n = v[size_t(kSize) + size_t(t) * size_t(classes_) + size_t(p)];
+      total += n;
+      if (t == p) correct += n;
+    }
+  return total == 0 ? 0.0 : correct / total;
+}
 
 double MetricCounts::precision() const { return v[kPredPos] == 0 ? 0.0 : v[kTp] / v[kPredPos]; }
 
@@ -36,12 +91,25 @@ double MetricCounts::value(const std::string& metric) const {
   if (metric == "mean_iou") return mean_iou();
   if (metric == "dice") return dice();
   if (metric == "accuracy") return accuracy();
+  if ((metric == "precision" || metric == "recall") && classes_ > 0)
+    throw std::invalid_argument("metric '" + metric + "' is for binary models, not " + std::to_string(classes_) +
+                                " classes");
   if (metric == "precision") return precision();
   if (metric == "recall") return recall();
   throw std::invalid_argument("unknown metric '" + metric + "' (known: mean_iou, dice, accuracy, precision, recall)");
 }
 
 void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts) {
+  if (const int k = counts.classes(); k > 0) {
+    const Shape z = logits.shape(), y = targets.shape();
+    if (z.c != k || y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w)
+      throw std::invalid_argument("metrics: logits " + z.nhwc() + " and targets " + y.nhwc() + " are not [N, H, W, " +
+                                  std::to_string(k) + "] and [N, H, W, 1]");
+    std::vector<int64_t> confusion(size_t(k) * size_t(k), 0);
+    class_confusion(logits.device(), logits.data(), targets.data(), targets.numel(), k, confusion.data());
+    for (size_t i = 0; i < confusion.size(); ++i) counts.v[size_t(MetricCounts::kSize) + i] += double(confusion[i]);
+    return;
+  }
   if (logits.shape() != targets.shape())
     throw std::invalid_argument("metrics: logits " + logits.shape().nhwc() + " and targets " +
                                 targets.shape().nhwc() + " differ in shape");

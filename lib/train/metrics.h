@@ -2,15 +2,16 @@
 // Segmentation metrics as pixel counts that add across batches and towers, so
 // an epoch's metric is computed from totals over the whole set (never an
 // average of per-batch averages).
-#include <array>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
 namespace trainer {
 
 /// Sums over pixels from which every metric is computed; they add across batches and towers.
-/// Layout of v (foreground = target > 0.5, prediction at threshold t = sigmoid(z) > t):
+/// Binary models (classes() == 0), layout of v (foreground = target > 0.5,
+/// prediction at threshold t = sigmoid(z) > t):
 ///   v[i]                  i < 10: intersection count |pred_t AND fg| at t = 0.50 + 0.05 i
 ///   v[10 + i]             i < 10: union count |pred_t OR fg| at the same t
 ///   v[kTp]                true positives at 0.5
@@ -18,39 +19,64 @@ namespace trainer {
 ///   v[kTruePos]           foreground pixels
 ///   v[kCorrect]           pixels with (prediction at 0.5) == foreground
 ///   v[kTotal]             pixels counted
+/// Categorical models of K classes (classes() == K >= 2) count a confusion
+/// matrix instead (the entries above stay 0):
+///   v[kSize + t K + p]    pixels of true class t predicted as class p (argmax of the logits)
 struct MetricCounts {
   static constexpr int kThresholds = 10;  // 0.50, 0.55, ..., 0.95
   static constexpr int kSize = 2 * kThresholds + 5;
   static constexpr int kTp = 2 * kThresholds, kPredPos = kTp + 1, kTruePos = kTp + 2, kCorrect = kTp + 3,
                        kTotal = kTp + 4;
-  std::array<double, kSize> v{};
+  /// Zero counts of a binary model (classes 0) or of `classes` classes.
+  explicit MetricCounts(int classes = 0)
+      : v(size_t(kSize) + size_t(classes) * size_t(classes), 0.0), classes_(classes) {}
+  std::vector<double> v;
 
-  /// Element-wise v += o.v.
+  /// 0 for a binary model, else the number of classes K.
+  int classes() const { return classes_; }
+  /// Element-wise v += o.v; counts with no classes take o's (zero counts of a
+  /// default BatchStats). std::invalid_argument for two different class counts.
   void add(const MetricCounts& o);
-  /// Mean over the 10 thresholds of I_t / U_t (the foreground IoU of sigmoid(z) > t,
-  /// the Kaggle DSB 2018 threshold sweep on pixels). A threshold with U_t == 0 counts
-  /// as 1.0: an empty prediction of an empty mask is perfect.
+  /// Binary: the mean over the 10 thresholds of I_t / U_t (the foreground IoU
+  /// of sigmoid(z) > t, the Kaggle DSB 2018 threshold sweep on pixels); a
+  /// threshold with U_t == 0 counts as 1.0: an empty prediction of an empty
+  /// mask is perfect. Categorical: keras.metrics.MeanIoU(num_classes=K), the
+  /// mean over the classes that occur in the truth or the prediction of
+  /// TP / (TP + FP + FN); 0 when nothing was counted.
   double mean_iou() const;
-  /// 2 TP / (pred_pos + true_pos) at threshold 0.5; 1.0 when both are 0.
+  /// Binary: 2 TP / (pred_pos + true_pos) at threshold 0.5; 1.0 when both are
+  /// 0. Categorical: the same per class, averaged over the classes that occur
+  /// in the truth or the prediction (the classes mean_iou averages); 0 when
+  /// nothing was counted.
   double dice() const;
-  /// correct / total at threshold 0.5; 0 when nothing was counted.
+  /// Categorical: class c's IoU TP / (TP + FP + FN), NaN when c is in neither
+  /// the truth nor the prediction (Keras's MeanIoU leaves such a class out).
+  double class_iou(int c) const;
+  /// correct / total (at threshold 0.5, or the argmax's class); 0 when nothing was counted.
   double accuracy() const;
   /// TP / pred_pos at threshold 0.5 (keras.metrics.Precision); 0 when nothing
-  /// is predicted positive, as Keras's divide_no_nan.
+  /// is predicted positive, as Keras's divide_no_nan. Binary models only.
   double precision() const;
-  /// TP / true_pos at threshold 0.5 (keras.metrics.Recall); 0 without foreground.
+  /// TP / true_pos at threshold 0.5 (keras.metrics.Recall); 0 without
+  /// foreground. Binary models only.
   double recall() const;
   /// "mean_iou" | "dice" | "accuracy" | "precision" | "recall";
-  /// std::invalid_argument otherwise (config
-  /// validation reports unknown metric names to the user).
+  /// std::invalid_argument otherwise, and for precision or recall of a
+  /// categorical model (config validation reports both to the user).
   double value(const std::string& metric) const;
+
+ private:
+  int classes_;
 };
 
-/// Adds the counts of a batch. logits, targets: [N, H, W, 1] (any C: every value is a
-/// pixel), both on logits.device(). The prediction at threshold t is sigmoid(z) > t,
-/// evaluated as z > logit(t) (the same in exact arithmetic, one compare per
-/// threshold), binned in one pass by the backend's logit_histogram.
-/// Throws std::invalid_argument when the shapes differ.
+/// Adds the counts of a batch, both tensors on logits.device().
+/// Binary counts: logits, targets [N, H, W, 1] (any C: every value is a
+/// pixel). The prediction at threshold t is sigmoid(z) > t, evaluated as
+/// z > logit(t) (the same in exact arithmetic, one compare per threshold),
+/// binned in one pass by the backend's logit_histogram.
+/// Categorical counts (K classes): logits [N, H, W, K], targets [N, H, W, 1]
+/// of class indices, counted by the backend's class_confusion.
+/// Throws std::invalid_argument when the shapes do not match as above.
 void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts);
 
 }  // namespace trainer

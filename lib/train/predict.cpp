@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "data/image_decode.h"
+#include "backend/train_math.h"
 #include "io/atomic_file.h"
 #include "train/tta.h"
 
@@ -29,7 +30,7 @@ ModelImages decode_for_model(const std::vector<std::string>& paths, const Shape&
 
 cv::Mat probability_map(const Tensor& probs, int i, cv::Size size) {
   const Shape s = probs.shape();
-  const cv::Mat model_size(s.h, s.w, CV_32FC1, const_cast<float*>(probs.sample(i)));
+  const cv::Mat model_size(s.h, s.w, CV_32FC(s.c), const_cast<float*>(probs.sample(i)));
   cv::Mat out;
   if (model_size.size() == size)
     out = model_size.clone();
@@ -39,6 +40,17 @@ cv::Mat probability_map(const Tensor& probs, int i, cv::Size size) {
 }
 
 cv::Mat threshold_map(const cv::Mat& prob, double threshold) { return prob > threshold; }
+
+cv::Mat class_map(const cv::Mat& prob) {
+  const int k = prob.channels();
+  cv::Mat classes(prob.size(), CV_8UC1);
+  for (int r = 0; r < prob.rows; ++r) {
+    const float* p = prob.ptr<float>(r);
+    uint8_t* c = classes.ptr<uint8_t>(r);
+    for (int x = 0; x < prob.cols; ++x) c[x] = uint8_t(argmax_class(p + size_t(x) * size_t(k), k));
+  }
+  return classes;
+}
 
 void check_threshold(double threshold, const std::string& flag) {
   if (!(threshold > 0.0 && threshold < 1.0)) {  // NaN fails too
@@ -50,41 +62,57 @@ void check_threshold(double threshold, const std::string& flag) {
 
 namespace {
 
-// The image as 8-bit BGR (16-bit scaled down) with the contours of mask drawn in green.
-cv::Mat overlay_image(const std::string& path, const cv::Mat& mask) {
+// Contour colours (BGR) of the classes 1, 2, ... of a categorical overlay, in turn;
+// a binary overlay draws the first (green).
+const cv::Scalar kClassColours[] = {{0, 255, 0},   {0, 0, 255},   {255, 0, 0},   {0, 255, 255},
+                                    {255, 0, 255}, {255, 255, 0}, {0, 128, 255}, {255, 0, 128}};
+
+// The image as 8-bit BGR (16-bit scaled down) with the contours of each
+// foreground class of mask drawn (class c in kClassColours[(c - 1) % 8]); a
+// binary mask (0/255) draws its 255 region in green.
+cv::Mat overlay_image(const std::string& path, const cv::Mat& mask, int classes) {
   cv::Mat image = cv::imread(path, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
   if (image.size() != mask.size())
     throw UserError("cannot decode '" + path + "' again for its overlay (the file changed during the run)");
-  std::vector<std::vector<cv::Point>> contours;
-  cv::findContours(mask, contours, cv::RETR_LIST, cv::CHAIN_APPROX_SIMPLE);
-  cv::drawContours(image, contours, -1, cv::Scalar(0, 255, 0), 1);
+  const int first = classes > 0 ? 1 : 255, last = classes > 0 ? classes - 1 : 255;
+  for (int c = first; c <= last; ++c) {
+    std::vector<std::vector<cv::Point>> contours;
+    cv::findContours(mask == c, contours, cv::RETR_LIST, cv::CHAIN_APPROX_SIMPLE);
+    const size_t colours = sizeof(kClassColours) / sizeof(kClassColours[0]);
+    cv::drawContours(image, contours, -1, kClassColours[size_t(classes > 0 ? c - 1 : 0) % colours], 1);
+  }
   return image;
 }
 
-// The files written per image, <stem><suffix> (see predict_files).
+// The files written per image, <stem><suffix> (see predict_files); a
+// categorical model's probabilities are <stem>_prob_<class><ext>.
 constexpr const char* kMaskSuffix = "_mask.png";
 constexpr const char* kProbSuffix = "_prob.png";
 constexpr const char* kProbTiffSuffix = "_prob.tif";
 constexpr const char* kOverlaySuffix = "_overlay.png";
 
-// The files write_outputs writes for the image at path.
-std::vector<std::string> output_files(const std::string& path, const PredictOptions& o) {
+// The files write_outputs writes for the image at path, for a model of
+// `classes` classes (0: binary): mask, probabilities, overlay.
+std::vector<std::string> output_files(const std::string& path, const PredictOptions& o, int classes) {
   const std::string base = (fs::path(o.output_dir) / fs::path(path).stem()).string();
   std::vector<std::string> files = {base + kMaskSuffix};
-  if (o.probabilities) files.push_back(base + (o.probability_format == "tiff" ? kProbTiffSuffix : kProbSuffix));
+  const bool tiff = o.probability_format == "tiff";
+  if (o.probabilities && classes == 0) files.push_back(base + (tiff ? kProbTiffSuffix : kProbSuffix));
+  if (o.probabilities)
+    for (int c = 0; c < classes; ++c) files.push_back(base + "_prob_" + std::to_string(c) + (tiff ? ".tif" : ".png"));
   if (o.overlay) files.push_back(base + kOverlaySuffix);
   return files;
 }
 
 // Without --overwrite, no existing file is replaced: a training mask folder
 // holds the same <stem>_mask.png names, and its masks would be lost.
-void check_no_overwrite(const std::vector<std::string>& paths, const PredictOptions& o) {
+void check_no_overwrite(const std::vector<std::string>& paths, const PredictOptions& o, int classes) {
   if (o.overwrite) return;
   std::error_code ec;
   std::string first;
   size_t n = 0;
   for (const auto& p : paths)
-    for (const auto& f : output_files(p, o))
+    for (const auto& f : output_files(p, o, classes))
       if (fs::exists(f, ec) && n++ == 0) first = f;
   if (n)
     throw UserError("'" + first + "'" +
@@ -94,27 +122,37 @@ void check_no_overwrite(const std::vector<std::string>& paths, const PredictOpti
                     "to replace them");
 }
 
-// Writes the outputs of one image; appends the files to written.
-void write_outputs(const std::string& path, const cv::Mat& prob, const PredictOptions& o,
+// Writes one probability map p (CV_32FC1 in [0, 1]) to file: float32 TIFF or 8-bit round(255 p) PNG.
+void write_probability(const std::string& file, const cv::Mat& p, const PredictOptions& o) {
+  if (o.probability_format == "tiff") {
+    write_tiff_atomic(file, p);  // float32, as computed
+    return;
+  }
+  cv::Mat p8;
+  p.convertTo(p8, CV_8U, 255.0);  // saturate_cast rounds to nearest
+  write_png_atomic(file, p8);
+}
+
+// Writes the outputs of one image from its probabilities prob (CV_32FC(K) at
+// the image's size; K = 1 for a binary model); appends the files to written.
+void write_outputs(const std::string& path, const cv::Mat& prob, const PredictOptions& o, int classes,
                    std::vector<std::string>& written) {
-  const std::vector<std::string> files = output_files(path, o);  // mask, then probabilities, then overlay
-  const cv::Mat mask = threshold_map(prob, o.threshold);
+  const std::vector<std::string> files = output_files(path, o, classes);  // mask, probabilities, overlay
+  const cv::Mat mask = classes > 0 ? class_map(prob) : threshold_map(prob, o.threshold);
   size_t next = 0;
   written.push_back(files[next++]);
   write_png_atomic(written.back(), mask);
   if (o.probabilities) {
-    written.push_back(files[next++]);
-    if (o.probability_format == "tiff") {
-      write_tiff_atomic(written.back(), prob);  // float32, as computed
-    } else {
-      cv::Mat p8;
-      prob.convertTo(p8, CV_8U, 255.0);  // saturate_cast rounds to nearest
-      write_png_atomic(written.back(), p8);
+    std::vector<cv::Mat> planes;
+    cv::split(prob, planes);
+    for (const cv::Mat& p : planes) {
+      written.push_back(files[next++]);
+      write_probability(written.back(), p, o);
     }
   }
   if (o.overlay) {
     written.push_back(files[next++]);
-    write_png_atomic(written.back(), overlay_image(path, mask));
+    write_png_atomic(written.back(), overlay_image(path, mask, classes));
   }
 }
 
@@ -140,12 +178,27 @@ std::vector<std::string> without_prediction_outputs(const std::vector<std::strin
   };
   const fs::path out = resolved(output_dir);
   std::set<fs::path> outputs;
-  for (const auto& p : paths)
+  std::set<std::string> stems;
+  for (const auto& p : paths) {
+    const std::string stem = fs::path(p).stem().string();
+    stems.insert(stem);
     for (const char* suffix : {kMaskSuffix, kProbSuffix, kProbTiffSuffix, kOverlaySuffix})
-      outputs.insert(out / (fs::path(p).stem().string() + suffix));
+      outputs.insert(out / (stem + suffix));
+  }
+  // <stem>_prob_<c>.png / .tif of another input, in the output folder.
+  const auto class_probability = [&](const fs::path& r) {
+    const std::string ext = r.extension().string(), name = r.stem().string();
+    const size_t cut = name.rfind("_prob_");  // the digits after it hold no "_prob_"
+    if (r.parent_path() != out || (ext != ".png" && ext != ".tif") || cut == std::string::npos) return false;
+    const std::string digits = name.substr(cut + 6);
+    return !digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos &&
+           stems.count(name.substr(0, cut)) > 0;
+  };
   std::vector<std::string> kept;
-  for (const auto& p : paths)
-    if (!outputs.count(resolved(p))) kept.push_back(p);
+  for (const auto& p : paths) {
+    const fs::path r = resolved(p);
+    if (!outputs.count(r) && !class_probability(r)) kept.push_back(p);
+  }
   if (kept.size() < paths.size())
     spdlog::info("leaving out {} file(s) that this prediction writes itself in '{}' (<stem>_mask.png and the like "
                  "of another input)",
@@ -158,7 +211,8 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
   check_threshold(options.threshold, "--threshold");
   if (options.batch_size < 1) throw UserError("--batch-size must be at least 1");
   check_stems(paths);
-  check_no_overwrite(paths, options);
+  const int classes = trainer.classes();
+  check_no_overwrite(paths, options, classes);
   std::error_code ec;
   const bool created = fs::create_directories(options.output_dir, ec);
   if (ec || !fs::is_directory(options.output_dir, ec))
@@ -177,7 +231,7 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
       const Tensor probs = options.tta ? predict_tta(trainer, m.images, options.batch_size)
                                        : trainer.predict(m.images, options.batch_size);
       for (size_t i = 0; i < chunk.size(); ++i)
-        write_outputs(chunk[i], probability_map(probs, int(i), m.sizes[i]), options, written);
+        write_outputs(chunk[i], probability_map(probs, int(i), m.sizes[i]), options, classes, written);
       spdlog::info("predicted {}/{} image(s)", lo + chunk.size(), n);
     }
   } catch (...) {

@@ -23,12 +23,17 @@ struct ModelImages {
 /// Throws UserError naming a file that cannot be decoded.
 ModelImages decode_for_model(const std::vector<std::string>& paths, const Shape& input);
 
-/// Sample i of probs [N, h, w, 1] resized to size (width x height) with
-/// INTER_LINEAR: CV_32FC1 [size.height, size.width], values in [0, 1].
+/// Sample i of probs [N, h, w, K] resized to size (width x height) with
+/// INTER_LINEAR (each class channel alone): CV_32FC(K) [size.height,
+/// size.width], values in [0, 1].
 cv::Mat probability_map(const Tensor& probs, int i, cv::Size size);
 
 /// 255 where prob > threshold, else 0: CV_8UC1 of prob's size. prob: CV_32FC1.
 cv::Mat threshold_map(const cv::Mat& prob, double threshold);
+
+/// Each pixel's most probable class (argmax_class, the first of equal ones):
+/// CV_8UC1 of prob's size. prob: CV_32FC(K), 2 <= K <= 256.
+cv::Mat class_map(const cv::Mat& prob);
 
 /// Checks threshold is in (0, 1); UserError naming flag otherwise.
 void check_threshold(double threshold, const std::string& flag);
@@ -47,10 +52,11 @@ struct PredictOptions {
 };
 
 /// paths without the files a prediction of paths into output_dir writes
-/// itself (<output_dir>/<stem>_mask.png, _prob.png, _overlay.png of another
-/// path, _prob.tif too), so that predicting a folder into itself again does not take the
-/// last run's masks for images (paths compared after resolving . and ..,
-/// symbolic links and relative parts); the log says how many were left out.
+/// itself (<output_dir>/<stem>_mask.png, _prob.png, _prob.tif, _overlay.png
+/// and a categorical model's _prob_<class>.png / .tif of another path), so
+/// that predicting a folder into itself again does not take the last run's
+/// masks for images (paths compared after resolving . and .., symbolic links
+/// and relative parts); the log says how many were left out.
 std::vector<std::string> without_prediction_outputs(const std::vector<std::string>& paths,
                                                     const std::string& output_dir);
 
@@ -59,7 +65,12 @@ std::vector<std::string> without_prediction_outputs(const std::vector<std::strin
 /// where the probability (resized back with INTER_LINEAR) > threshold, else
 /// 0; with options.probabilities <stem>_prob.png (8-bit, round(255 p)); with
 /// options.overlay <stem>_overlay.png (the image as 8-bit BGR with the mask's
-/// contours, cv::findContours + cv::drawContours, drawn in green). Every file
+/// contours, cv::findContours + cv::drawContours, drawn in green). A
+/// categorical model (trainer.classes() = K) writes each pixel's most probable
+/// class 0..K-1 (class_map of the resized probabilities) into _mask.png
+/// instead, K probability maps <stem>_prob_<class>.png (or .tif), and the
+/// contours of the classes 1..K-1 in the overlay, each in its colour (class 0
+/// is taken as background); the threshold is not used. Every file
 /// is written atomically. Returns the files written, in order. Throws
 /// UserError for a threshold outside (0, 1), batch_size < 1, two inputs with
 /// the same stem, an output folder that cannot be created or written, and an

@@ -35,14 +35,41 @@ void validate_for_training(const Config& config, Model& model) {
   if (in.c != 1 && in.c != 3)
     throw UserError(first + "input has " + std::to_string(in.c) +
                     " channels; images are read as gray (1) or RGB (3): use shape [H, W, 1] or [H, W, 3]");
-  if (out.c != 1 || out.h != in.h || out.w != in.w)
-    throw UserError(last + "the model outputs " + out.hwc() + " but masks are [" + std::to_string(in.h) + ", " +
-                    std::to_string(in.w) + ", 1] (one channel at the input size); end the model with "
-                    "Conv2D filters: 1 and keep the sizes (padding: same)");
-  if (!model.use_logits_output())
-    throw UserError(last + "loss '" + config.training.loss +
-                    "' needs the last layer to end in a sigmoid (the loss is fused with it for "
-                    "numerical stability); add activation: sigmoid");
+  const LossKind loss = loss_kind(config.training.loss);
+  const std::string sizes = "[" + std::to_string(in.h) + ", " + std::to_string(in.w);
+  if (!is_categorical(loss)) {
+    if (out.c != 1 || out.h != in.h || out.w != in.w)
+      throw UserError(last + "the model outputs " + out.hwc() + " but masks are " + sizes + ", 1] (one channel at the "
+                      "input size); end the model with Conv2D filters: 1 and keep the sizes (padding: same)" +
+                      (out.c > 1 && out.h == in.h && out.w == in.w
+                           ? " (or, for masks of " + std::to_string(out.c) + " classes, use loss: "
+                             "sparse_categorical_crossentropy with activation: softmax)"
+                           : ""));
+    const OutputActivation a = model.use_logits_output();
+    if (a != OutputActivation::Sigmoid)
+      throw UserError(last + "loss '" + config.training.loss +
+                      "' needs the last layer to end in a sigmoid (the loss is fused with it for numerical "
+                      "stability); " + (a == OutputActivation::Softmax ? "replace activation: softmax, which is 1 on "
+                                                                         "a single channel, with activation: sigmoid"
+                                                                       : "add activation: sigmoid"));
+  } else {
+    if (out.c < 2 || out.c > kMaxClasses || out.h != in.h || out.w != in.w)
+      throw UserError(last + "the model outputs " + out.hwc() + " but loss '" + config.training.loss +
+                      "' needs one channel per class at the input size, " + sizes + ", K] with 2 <= K <= " +
+                      std::to_string(kMaxClasses) + "; end the model with Conv2D filters: <classes>, "
+                      "activation: softmax and keep the sizes (padding: same)" +
+                      (out.c == 1 ? " (for one foreground class use loss: binary_crossentropy with a sigmoid)" : ""));
+    if (model.use_logits_output() != OutputActivation::Softmax)
+      throw UserError(last + "loss '" + config.training.loss +
+                      "' needs the last layer to end in a softmax over the classes (the loss is fused with it for "
+                      "numerical stability); set activation: softmax");
+    for (const std::string m : {"precision", "recall"})
+      if (std::find(config.training.metrics.begin(), config.training.metrics.end(), m) !=
+          config.training.metrics.end())
+        throw UserError(config.path + ": training.metrics: '" + m + "' is for binary masks, not the " +
+                        std::to_string(out.c) + " classes of loss '" + config.training.loss +
+                        "'; use accuracy, mean_iou (Keras's MeanIoU) or dice (the mean over the classes)");
+  }
   const AugmentationConfig& aug = config.data.augmentation;
   if (aug.rotate_90 && in.h != in.w)
     throw UserError(aug.where + ": rotate_90 turns samples by 90 degrees, which needs a square input; the Input "
@@ -79,8 +106,7 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
       model(config.model, config.path),
       params(d, model.num_params()),
       grads(d, model.num_params()),
-      state(d, model.num_state()),
-      stats_host(2 + MetricCounts::kSize) {
+      state(d, model.num_state()) {
   validate_for_training(config, model);
   model.set_device(d);
   // bf16 towers keep bf16 activations between the layers that take them (as
@@ -124,6 +150,7 @@ Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_t
     devices_->bind_thread(r);
     towers_.push_back(std::make_unique<Tower>(config, devices_->device(r)));
   }
+  classes_ = loss_classes(loss_, model().output_shape());
   for (const WeightSlot& w : model().weights())
     if (w.spec.trainable && w.spec.regularizer.any())
       regularized_.push_back({w.offset, w.spec.numel(), w.spec.regularizer});
@@ -215,6 +242,7 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
 
 void Trainer::reduce_stats(int rank, BatchStats& s) {
   std::vector<double>& v = towers_[size_t(rank)]->stats_host;
+  v.resize(2 + s.counts.v.size());  // the same on every tower; allocates once
   v[0] = s.loss_sum;
   v[1] = s.samples;
   std::copy(s.counts.v.begin(), s.counts.v.end(), v.begin() + 2);
@@ -312,7 +340,7 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     comm.synchronize(r);
     clock.lap(kForward);
     Tensor& dlogits = t.model.output_grad_buffer();
-    t.stats = BatchStats{};
+    t.stats = empty_stats();
     t.stats.samples = hi - lo;
     if (hi > lo) {
       t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits);
@@ -335,7 +363,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     devices_->comm().synchronize(r);
-    t.stats = BatchStats{};
+    t.stats = empty_stats();
     for (size_t b = 0; b < indices.size(); b += size_t(batch_size)) {
       const int batch = int(std::min(indices.size() - b, size_t(batch_size)));
       const auto [lo, hi] = split_batch(batch, towers())[size_t(r)];
@@ -371,7 +399,10 @@ Tensor Trainer::predict(const Tensor& images, int batch_size) {
       Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), b + lo, batch,
                   t.device};
       t.y.copy_from(t.model.forward(ctx, t.model.input_buffer()));
-      activation_forward(t.device, Activation{ActivationKind::Sigmoid}, t.y.data(), t.y.numel());
+      if (classes_ > 0)
+        softmax_channels(t.device, t.y.data(), t.y.numel() / size_t(classes_), classes_);
+      else
+        activation_forward(t.device, Activation{ActivationKind::Sigmoid}, t.y.data(), t.y.numel());
       device_copy(probabilities.device(), probabilities.sample(b + lo), t.device, t.y.data(),
                   t.y.numel() * sizeof(float));
     }

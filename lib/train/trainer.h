@@ -51,6 +51,8 @@ namespace trainer {
 
 /// Loss and metric sums of a step or of an evaluation, reduced over towers.
 struct BatchStats {
+  /// Zero sums, with metric counts for `classes` classes (0: binary; MetricCounts).
+  explicit BatchStats(int classes = 0) : counts(classes) {}
   double loss_sum = 0;     ///< Sum over samples of the per-sample loss.
   double samples = 0;      ///< Number of samples.
   MetricCounts counts;     ///< Pixel counts for mean_iou, dice, accuracy.
@@ -91,6 +93,11 @@ class Trainer {
   ~Trainer();
 
   int towers() const { return int(towers_.size()); }
+  /// The classes the masks hold: the output's channels K for a categorical
+  /// loss, 0 for binary masks (loss_classes).
+  int classes() const { return classes_; }
+  /// Zero stats with counts for classes() classes.
+  BatchStats empty_stats() const { return BatchStats(classes_); }
   /// The config the trainer was built from.
   const Config& config() const { return config_; }
   const Model& model() const { return towers_[0]->model; }
@@ -127,7 +134,8 @@ class Trainer {
   /// The number of trainable weights with a regularizer.
   size_t regularized_weights() const { return regularized_.size(); }
 
-  /// Probabilities sigmoid(output) [N, H, W, 1] (a host tensor) for images
+  /// Probabilities sigmoid(output) [N, H, W, 1], or a categorical model's
+  /// softmax(output) [N, H, W, K] (a host tensor), for images
   /// [N, H, W, C] (float 0..255, as a Dataset holds them), batch_size images
   /// per global batch split over the towers, in inference mode.
   Tensor predict(const Tensor& images, int batch_size);
@@ -209,7 +217,7 @@ class Trainer {
     std::unique_ptr<Optimizer> optimizer;
     Tensor y;                          ///< Masks of this tower's shard [n, H, W, 1] (predict: probabilities).
     Buffer<float> staged;              ///< GPU: the uploaded shard, images then masks.
-    std::vector<double> stats_host;    ///< Loss and metric sums [2 + MetricCounts::kSize] (host).
+    std::vector<double> stats_host;    ///< Loss and metric sums [2 + counts.v.size()] (host).
     BatchStats stats;
     double input_wait = 0;             ///< CPU: seconds spent gathering input since the last report.
     /// A range of the gradient buffer whose all-reduce was started (this step).
@@ -256,6 +264,7 @@ class Trainer {
 
   const Config& config_;
   LossKind loss_;
+  int classes_ = 0;  ///< classes()
   std::vector<RegularizedWeight> regularized_;  ///< In parameter order (the same on every tower).
   PenaltyArgs penalty_args_;
   size_t bucket_bytes_ = kBucketBytes;

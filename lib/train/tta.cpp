@@ -32,12 +32,14 @@ Tensor predict_tta(Trainer& trainer, const Tensor& images, int batch_size) {
 
 BatchStats probability_stats(const Trainer& trainer, const Tensor& probabilities, const Tensor& masks) {
   constexpr float kEpsilon = 1e-7f;
+  // Logits whose sigmoid (or softmax) gives back the clipped probabilities: log(p / (1 - p)), or log p.
+  const bool categorical = trainer.classes() > 0;
   Tensor logits(probabilities.shape());
   for (size_t i = 0; i < logits.numel(); ++i) {
     const float p = std::clamp(probabilities.data()[i], kEpsilon, 1.f - kEpsilon);
-    logits.data()[i] = std::log(p / (1.f - p));
+    logits.data()[i] = categorical ? std::log(p) : std::log(p / (1.f - p));
   }
-  BatchStats st;
+  BatchStats st = trainer.empty_stats();
   st.samples = probabilities.shape().n;
   st.loss_sum = loss_sum(loss_kind(trainer.config().training.loss), logits, masks, nullptr) +
                 trainer.regularization_penalty() * st.samples;

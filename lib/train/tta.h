@@ -17,7 +17,9 @@ Tensor predict_tta(Trainer& trainer, const Tensor& images, int batch_size);
 /// shape (0 or 1), as Trainer::evaluate reports them for logits: each p is
 /// clipped to [1e-7, 1 - 1e-7] (Keras's epsilon for losses on probabilities)
 /// and turned into the logit log(p / (1 - p)), then the config's loss (plus
-/// the trainer's regularization penalty) and the metrics take it. For
+/// the trainer's regularization penalty) and the metrics take it. A
+/// categorical model's probabilities [N, H, W, K] (against class-index masks
+/// [N, H, W, 1]) become the logits log p, whose softmax they are. For
 /// averaged (TTA) predictions, which have no logits.
 BatchStats probability_stats(const Trainer& trainer, const Tensor& probabilities, const Tensor& masks);
 

@@ -101,6 +101,10 @@ Predictions predict(const PreviewOptions& o, const std::vector<ImagePair>& pairs
   DevicePlan cpu;
   cpu.cpu_towers = 1;
   LoadedModel m = load_model(o.checkpoint, cpu, threads);
+  if (m.trainer->classes() > 0)
+    throw UserError("--checkpoint '" + o.checkpoint + "' is a model of " + std::to_string(m.trainer->classes()) +
+                    " classes; preview shows the predictions of one-channel (sigmoid) models. Look at its "
+                    "predictions with trainer predict --overlay instead");
   const Shape in = m.trainer->model().input_shape();
   const int n = int(pairs.size());
   Tensor images(Shape{n, in.h, in.w, in.c});

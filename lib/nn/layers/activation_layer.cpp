@@ -2,8 +2,9 @@
 // activations of nn/activation.h. YAML: {type: Activation, activation: relu}
 // (required). No weights. Keras's activation layers are the same layer with
 // their parameter: LeakyReLU (negative_slope, default 0.3; Keras 2's 'alpha'),
-// ELU (alpha, default 1.0) and ReLU (negative_slope, default 0; max_value
-// and threshold only at their defaults).
+// ELU (alpha, default 1.0), ReLU (negative_slope, default 0; max_value
+// and threshold only at their defaults) and Softmax (axis -1, the channels;
+// the model's last layer only, as activation: softmax).
 #include "core/error.h"
 #include "nn/activation.h"
 #include "nn/registry.h"
@@ -15,13 +16,15 @@ namespace {
 class ActivationLayer : public Layer {
  public:
   /// type: the Keras layer type it was built from (for summaries and errors).
-  ActivationLayer(std::string name, std::string type, Activation a)
-      : Layer(std::move(name)), type_(std::move(type)), act_(a) {}
+  /// softmax: a softmax over the channels instead of a (which is then linear).
+  ActivationLayer(std::string name, std::string type, Activation a, bool softmax = false)
+      : Layer(std::move(name)), type_(std::move(type)), act_(a), softmax_(softmax) {}
   std::string type() const override { return type_; }
   LayerDescription describe() const override {
     LayerDescription d;
     d.kind = LayerKind::Activation;
     d.activation = act_;
+    d.softmax = softmax_;
     return d;
   }
 
@@ -33,25 +36,36 @@ class ActivationLayer : public Layer {
   }
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override {
     y = *x[0];
-    activation_forward(ctx.device, act_, y.data(), y.numel());
+    if (softmax_)
+      softmax_channels(ctx.device, y.data(), y.numel() / size_t(y.shape().c), y.shape().c);
+    else
+      activation_forward(ctx.device, act_, y.data(), y.numel());
   }
   /// dx = dy * f'(x), f' written through y (see activation_backward).
   void backward(const Context& ctx, const std::vector<const Tensor*>&, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
+    if (softmax_)  // Model allows softmax on the last layer only, and training strips it there
+      throw InternalError("layer '" + name() + "': backward through a softmax");
     dx[0]->resize(dy.shape());
     activation_backward(ctx.device, act_, y.data(), dy.data(), dx[0]->data(), dy.numel());
   }
-  /// A sigmoid becomes linear (the output is then logits).
-  bool strip_final_sigmoid() override {
-    if (!act_.is(ActivationKind::Sigmoid)) return false;
+  /// A sigmoid or softmax becomes linear (the output is then logits).
+  OutputActivation strip_output_activation() override {
+    if (softmax_) {
+      softmax_ = false;
+      return OutputActivation::Softmax;
+    }
+    if (!act_.is(ActivationKind::Sigmoid)) return OutputActivation::None;
     act_ = Activation{};
-    return true;
+    return OutputActivation::Sigmoid;
   }
+  bool has_softmax() const override { return softmax_; }
 
  private:
   std::string type_;
   Activation act_;
+  bool softmax_;
 };
 
 }  // namespace
@@ -60,7 +74,9 @@ std::unique_ptr<Layer> make_activation(ParamReader& p, const std::string& name) 
   if (!p.has("activation"))
     p.fail("'activation' is required; add 'activation: <name>' with one of: " +
            join_names(activation_names()));
-  return std::make_unique<ActivationLayer>(name, "Activation", read_activation(p, "activation"));
+  bool softmax = false;
+  const Activation a = read_activation(p, softmax, "activation");
+  return std::make_unique<ActivationLayer>(name, "Activation", a, softmax);
 }
 
 namespace {
@@ -93,6 +109,13 @@ std::unique_ptr<Layer> make_relu(ParamReader& p, const std::string& name) {
   const float slope = float(p.get_double("negative_slope", 0.0, 0.0, 1e6));
   const Activation a = slope > 0.f ? Activation{ActivationKind::LeakyRelu, slope} : Activation{ActivationKind::Relu};
   return std::make_unique<ActivationLayer>(name, "ReLU", a);
+}
+
+std::unique_ptr<Layer> make_softmax(ParamReader& p, const std::string& name) {
+  const int axis = p.get_int("axis", -1);
+  if (axis != -1 && axis != 3)
+    p.fail("axis", "is " + std::to_string(axis) + "; only the channel axis (-1, Keras's default) is supported");
+  return std::make_unique<ActivationLayer>(name, "Softmax", Activation{}, true);
 }
 
 }  // namespace trainer

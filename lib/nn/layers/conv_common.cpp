@@ -23,7 +23,7 @@ ConvConfig read_conv_config(ParamReader& p) {
 }
 
 void read_affine_keys(ParamReader& p, ConvConfig& c) {
-  c.activation = read_activation(p);
+  c.activation = read_activation(p, c.softmax);
   c.use_bias = p.get_bool("use_bias", true);
   c.kernel_initializer =
       p.get_string("kernel_initializer", std::string("glorot_uniform"), initializer_names());

@@ -17,6 +17,7 @@ struct ConvConfig {
   int filters = 1;                                ///< Output channels.
   Conv2DParams geom;                              ///< kernel_size, strides, padding, dilation_rate.
   Activation activation;                          ///< Applied after the bias (default linear).
+  bool softmax = false;                           ///< activation: softmax (over the filters; last layer only).
   bool use_bias = true;
   std::string kernel_initializer = "glorot_uniform";
   std::string bias_initializer = "zeros";
@@ -66,7 +67,7 @@ class ConvLayerBase : public Layer {
   /// fp32 only when the convolution has fewer than kMinBf16Filters filters
   /// (cuDNN's K), which a GPU runs in tf32 on fp32 tensors.
   DTypeSupport dtype_support() const override {
-    return conv_filters() < kMinBf16Filters ? DTypeSupport::F32Only : DTypeSupport::Any;
+    return conv_filters() < kMinBf16Filters || c_.softmax ? DTypeSupport::F32Only : DTypeSupport::Any;
   }
 
   /// x [N, H, W, Cin] -> y [N, Ho, Wo, filters]. InternalError when x's
@@ -77,6 +78,7 @@ class ConvLayerBase : public Layer {
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
     op_.forward(ctx.device, xt.dtype(), xt.raw(), xt.shape(), kernel_, bias_, c_.activation, y.dtype(), y.raw(), ys);
+    if (c_.softmax) softmax_channels(ctx.device, y.data(), y.numel() / size_t(ys.c), ys.c);
   }
 
   /// dz = dy * act'(y); dkernel, dbias from (x, dz); dx[0] (when not nullptr)
@@ -86,6 +88,8 @@ class ConvLayerBase : public Layer {
     const Tensor& xt = *x[0];
     require_sample_shape(xt.shape(), in_);
     require_type(dy, y.dtype());
+    if (c_.softmax)  // Model allows softmax on the last layer only, and training strips it there
+      throw InternalError("layer '" + name() + "': backward through a softmax");
     if (dx[0]) {
       require_type(*dx[0], xt.dtype());
       dx[0]->resize(xt.shape());
@@ -94,11 +98,16 @@ class ConvLayerBase : public Layer {
                  xt.shape(), kernel_, dkernel_, dbias_, dx[0] ? dx[0]->raw() : nullptr);
   }
 
-  bool strip_final_sigmoid() override {
-    if (!c_.activation.is(ActivationKind::Sigmoid)) return false;
+  OutputActivation strip_output_activation() override {
+    if (c_.softmax) {
+      c_.softmax = false;
+      return OutputActivation::Softmax;
+    }
+    if (!c_.activation.is(ActivationKind::Sigmoid)) return OutputActivation::None;
     c_.activation = Activation{};
-    return true;
+    return OutputActivation::Sigmoid;
   }
+  bool has_softmax() const override { return c_.softmax; }
 
  protected:
   /// Sets in_ to the one per-sample input shape. UserError when there is not
@@ -118,6 +127,7 @@ class ConvLayerBase : public Layer {
     d.kh = g.kh, d.kw = g.kw, d.stride_h = g.stride_h, d.stride_w = g.stride_w;
     d.use_bias = c_.use_bias;
     d.activation = c_.activation;
+    d.softmax = c_.softmax;
     d.dilation_h = g.dilation_h, d.dilation_w = g.dilation_w;
     d.pad_h = conv_padding(big.h, small.h, g.span_h(), g.stride_h);
     d.pad_w = conv_padding(big.w, small.w, g.span_w(), g.stride_w);
