@@ -9,11 +9,15 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <opencv2/imgcodecs.hpp>
 #include <sstream>
 #include <thread>
 
 #include "core/error.h"
+#include "data/boundary_classes.h"
 #include "io/checkpoint.h"
+#include "train/instance_metrics.h"
 #include "process_testing.h"
 
 namespace fs = std::filesystem;
@@ -238,14 +242,15 @@ TEST_CASE("ReduceLROnPlateau lowers the rate in the log, and a resumed run keeps
   fs::remove_all(dir);
 }
 
-TEST_CASE("SIGTERM stops after a step with a checkpoint, and resuming gives the uninterrupted weights", "[resume]") {
-  fs::path dir = temp_dir("resume_sigterm");
-  // Batches of 1: 32 steps an epoch, so a stop lands inside an epoch, which is
-  // what this test is about (tried again a little later if it hit a boundary).
-  const int epochs = 6;
-  auto one_per_batch = [](std::string text) { return text.replace(text.find("batch_size: 3"), 13, "batch_size: 1"); };
-  std::ofstream(dir / "c.yaml") << one_per_batch(config(dir / "full", epochs));
-  std::ofstream(dir / "r.yaml") << one_per_batch(config(dir / "part", epochs));
+namespace {
+
+// Trains the config make(out) once uninterrupted (into dir/full) and once
+// stopped by SIGTERM inside an epoch and resumed (into dir/part): both end
+// with the same weights and the same log rows, so the interrupted epoch's
+// partial sums (loss, metric counts) were saved and restored.
+void check_stop_inside_an_epoch(const fs::path& dir, const std::function<std::string(const fs::path&)>& make) {
+  std::ofstream(dir / "c.yaml") << make(dir / "full");
+  std::ofstream(dir / "r.yaml") << make(dir / "part");
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --threads 1", dir) == 0);
   Checkpoint stopped;
   for (int delay_ms : {60, 30, 120, 200}) {
@@ -268,6 +273,40 @@ TEST_CASE("SIGTERM stops after a step with a checkpoint, and resuming gives the 
   require_same_weights(dir / "full" / "final.h5", dir / "part" / "final.h5");
   // The interrupted epoch's sums were saved too, so every logged figure matches.
   CHECK(slurp(dir / "part" / "log.csv") == slurp(dir / "full" / "log.csv"));
+}
+
+// Batches of 1: 32 steps an epoch, so a stop lands inside an epoch, which is
+// what the stop tests are about (tried again a little later if it hit a boundary).
+std::string one_per_batch(std::string text) { return text.replace(text.find("batch_size: 3"), 13, "batch_size: 1"); }
+
+}  // namespace
+
+TEST_CASE("SIGTERM stops after a step with a checkpoint, and resuming gives the uninterrupted weights", "[resume]") {
+  fs::path dir = temp_dir("resume_sigterm");
+  check_stop_inside_an_epoch(dir, [](const fs::path& out) { return one_per_batch(config(out, 6)); });
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a 3-class model stopped inside an epoch resumes with its confusion counts", "[resume][categorical]") {
+  fs::path dir = temp_dir("resume_classes");
+  // Three-class masks of the sample: each mask's connected components as objects, their boundary_classes.
+  fs::create_directories(dir / "classes");
+  for (const auto& e : fs::directory_iterator(kSample + "/masks")) {
+    cv::Mat labels;
+    connected_objects(cv::imread(e.path().string(), cv::IMREAD_GRAYSCALE) > 127).convertTo(labels, CV_16U);
+    REQUIRE(cv::imwrite((dir / "classes" / e.path().filename()).string(), boundary_classes(labels, 1)));
+  }
+  check_stop_inside_an_epoch(dir, [&](const fs::path& out) {
+    std::string text = one_per_batch(config(out, 4));
+    text.replace(text.find(kSample + "/masks"), kSample.size() + 6, (dir / "classes").string());
+    text.replace(text.find("filters: 1, kernel_size: 1, activation: sigmoid"), 47,
+                 "filters: 3, kernel_size: 1, activation: softmax");
+    text.replace(text.find("loss: bce_dice"), 14, "loss: sparse_categorical_crossentropy");
+    text.replace(text.find("metrics: [mean_iou]"), 19, "metrics: [mean_iou, accuracy]");
+    return text;
+  });
+  const Checkpoint last = load_checkpoint((dir / "part" / "last.h5").string());
+  CHECK(last.state_double_arrays.at("epoch_counts").size() == 25 + 9);
   fs::remove_all(dir);
 }
 
@@ -359,6 +398,10 @@ TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
        "training state 'optimizer_iterations' is -5"},
       {more + edited("best.h5", [](Checkpoint& c) { c.state_arrays["best_params"].resize(3); }),
        "the kept best weights (training_state/best_params, best_state) hold 3 + "},
+      {more + edited("counts.h5", [](Checkpoint& c) { c.state_double_arrays["epoch_counts"].resize(7); }),
+       "training state 'epoch_counts' holds 7 metric counts where this model keeps 25; the file is damaged"},
+      {more + edited("neg_count.h5", [](Checkpoint& c) { c.state_double_arrays["epoch_counts"][3] = -2; }),
+       "training state 'epoch_counts' entry 3 is -2, which no run writes"},
       {cfg + (dir / "missing.h5").string(), "cannot read checkpoint"},
       {cfg + (dir / "text.h5").string(), "is not an HDF5 file"},
       {cfg + (dir / "half.h5").string(), "damaged or truncated"},
@@ -371,6 +414,13 @@ TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
     CHECK(run(row.args, dir) == 2);
     CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains(row.expected) && !Catch::Contains("resuming with other settings"));
   }
+  // Files written before 2026-12-02 hold the counts as scalars epoch_count_0..24: still read.
+  const std::string old_format = edited("old_format.h5", [](Checkpoint& c) {
+    const std::vector<double> counts = c.state_double_arrays.at("epoch_counts");
+    c.state_double_arrays.erase("epoch_counts");
+    for (size_t i = 0; i < counts.size(); ++i) c.state_scalars["epoch_count_" + std::to_string(i)] = counts[i];
+  });
+  CHECK(run(more + old_format, dir) == 0);
   fs::remove_all(dir);
 }
 

@@ -93,22 +93,27 @@ void write_file(const std::string& tmp, const Checkpoint& ckpt) {
     }
   }
   write_weights(file, ckpt.weights);
-  if (!ckpt.state_scalars.empty() || !ckpt.state_arrays.empty()) {
+  if (!ckpt.state_scalars.empty() || !ckpt.state_arrays.empty() || !ckpt.state_double_arrays.empty()) {
     h5::Handle group(H5Gcreate2(file, "training_state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
                      "creating /training_state");
     for (const auto& [name, value] : ckpt.state_scalars) {
       if (!valid_name(name)) throw std::invalid_argument("checkpoint: invalid state name '" + name + "'");
       h5::write_double(group, name.c_str(), value);
     }
-    for (const auto& [name, values] : ckpt.state_arrays) {
-      if (!valid_name(name)) throw std::invalid_argument("checkpoint: invalid state name '" + name + "'");
-      const hsize_t dims[1] = {values.size()};
+    // A 1-D dataset `name` of file type `stored` from n values of memory type `memory`.
+    const auto write_array = [&](const std::string& name, hid_t stored, hid_t memory, size_t n, const void* data) {
+      if (!valid_name(name) || ckpt.state_arrays.count(name) + ckpt.state_double_arrays.count(name) > 1)
+        throw std::invalid_argument("checkpoint: invalid or repeated state name '" + name + "'");
+      const hsize_t dims[1] = {n};
       h5::Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, "dataspace of state '" + name + "'");
-      h5::Handle ds(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                    H5Dclose, "creating state '" + name + "'");
-      if (!values.empty() && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
-        h5::fail("writing state '" + name + "'");
-    }
+      h5::Handle ds(H5Dcreate2(group, name.c_str(), stored, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+                    "creating state '" + name + "'");
+      if (n && H5Dwrite(ds, memory, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) h5::fail("writing state '" + name + "'");
+    };
+    for (const auto& [name, values] : ckpt.state_arrays)
+      write_array(name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, values.size(), values.data());
+    for (const auto& [name, values] : ckpt.state_double_arrays)
+      write_array(name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, values.size(), values.data());
   }
   if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) h5::fail("flushing");
   file.close("closing");
@@ -210,9 +215,19 @@ void read_state(hid_t file, Checkpoint& ckpt) {
     h5::Handle space(H5Dget_space(ds), H5Sclose, "dataspace of " + where);
     const hssize_t count = H5Sget_simple_extent_npoints(space);
     if (count < 0 || H5Sget_simple_extent_ndims(space) != 1) throw h5::H5Failure(where + " is not a 1-D array");
-    std::vector<float>& values = ckpt.state_arrays[name];
-    values.resize(size_t(count));
-    if (count && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
+    h5::Handle type(H5Dget_type(ds), H5Tclose, "type of " + where);
+    const bool doubles = H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 8;  // float64: exact counts
+    void* data = nullptr;
+    if (doubles) {
+      std::vector<double>& values = ckpt.state_double_arrays[name];
+      values.resize(size_t(count));
+      data = values.data();
+    } else {
+      std::vector<float>& values = ckpt.state_arrays[name];
+      values.resize(size_t(count));
+      data = values.data();
+    }
+    if (count && H5Dread(ds, doubles ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
       h5::fail("reading dataset " + where);
   }
 }

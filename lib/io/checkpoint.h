@@ -25,11 +25,14 @@ struct Checkpoint {
   std::vector<WeightRecord> weights;     ///< All layers' weights, in model order (a layer's records adjacent).
   /// What --resume needs beyond the weights, under /training_state: named
   /// scalars (attributes: position in the run, optimizer iterations, callback
-  /// state, partial sums of an unfinished epoch) and named float arrays (1-D
-  /// datasets: optimizer slots, best weights kept for restore_best_weights).
-  /// Empty in a weights-only checkpoint.
+  /// state, partial sums of an unfinished epoch), named float arrays (1-D
+  /// float32 datasets: optimizer slots, best weights kept for
+  /// restore_best_weights) and named double arrays (1-D float64 datasets:
+  /// the metric counts of an unfinished epoch, exact beyond 2^24). Empty in
+  /// a weights-only checkpoint. A name is in one of the three at most.
   std::map<std::string, double> state_scalars;
   std::map<std::string, std::vector<float>> state_arrays;
+  std::map<std::string, std::vector<double>> state_double_arrays;
 };
 
 /// Writes ckpt to path atomically: to "<path>.tmp-<pid>" in the same folder, flushed

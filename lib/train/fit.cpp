@@ -92,8 +92,7 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
   c.state_scalars["epoch_loss_sum"] = s.epoch_sums.loss_sum;
   c.state_scalars["epoch_samples"] = s.epoch_sums.samples;
   c.state_scalars["epoch_seconds"] = s.epoch_seconds;
-  for (size_t i = 0; i < s.epoch_sums.counts.v.size(); ++i)
-    c.state_scalars["epoch_count_" + std::to_string(i)] = s.epoch_sums.counts.v[i];
+  c.state_double_arrays["epoch_counts"] = s.epoch_sums.counts.v;
   if (s.early) {
     c.state_scalars["early_stopping_best"] = s.early->best();
     c.state_scalars["early_stopping_best_epoch"] = s.early->best_epoch();
@@ -149,8 +148,24 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
   s.epoch_sums.loss_sum = scalar("epoch_loss_sum", 0, 1e300);
   s.epoch_sums.samples = scalar("epoch_samples", 0, 1e18);
   s.epoch_seconds = scalar("epoch_seconds", 0, 1e18);
-  for (size_t i = 0; i < s.epoch_sums.counts.v.size(); ++i)
-    s.epoch_sums.counts.v[i] = scalar("epoch_count_" + std::to_string(i), 0, 1e18);
+  std::vector<double>& counts = s.epoch_sums.counts.v;
+  auto stored = c.state_double_arrays.find("epoch_counts");
+  if (stored == c.state_double_arrays.end()) {  // written before 2026-12-02: binary counts as scalars
+    for (size_t i = 0; i < counts.size(); ++i) counts[i] = scalar("epoch_count_" + std::to_string(i), 0, 1e18);
+  } else {
+    if (stored->second.size() != counts.size())
+      throw UserError(source + ": training state 'epoch_counts' holds " + std::to_string(stored->second.size()) +
+                      " metric counts where this model keeps " + std::to_string(counts.size()) +
+                      (trainer.classes() > 0 ? " (for its " + std::to_string(trainer.classes()) + " classes)" : "") +
+                      kDamagedState);
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const double v = stored->second[i];
+      if (!(v >= 0 && v <= 1e18 && v == std::floor(v)))
+        throw UserError(source + ": training state 'epoch_counts' entry " + std::to_string(i) + " is " +
+                        fmt::format("{}", v) + ", which no run writes" + kDamagedState);
+      counts[i] = v;
+    }
+  }
   if (s.early && c.state_scalars.count("early_stopping_best"))
     s.early->restore(scalar("early_stopping_best"), count("early_stopping_best_epoch", -1),
                      count("early_stopping_wait", 0));
