@@ -20,6 +20,7 @@
 #include "train/loss.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
+#include "train/tta.h"
 
 namespace fs = std::filesystem;
 using namespace trainer;
@@ -228,11 +229,12 @@ TEST_CASE("a categorical config is checked before training: classes, softmax, me
   CHECK_THROWS_WITH(check(testing::tiny_classes_config(3, "binary_crossentropy", "sigmoid")),
                     Catch::Contains("masks of 3 classes, use loss: sparse_categorical_crossentropy"));
   CHECK_THROWS_WITH(check(testing::tiny_classes_config(1, "binary_crossentropy", "softmax")),
-                    Catch::Contains("replace activation: softmax"));
+                    Catch::Contains("replace its softmax"));
   CHECK_THROWS_WITH(check(testing::tiny_classes_config(257)), Catch::Contains("2 <= K <= 256"));
   std::string with_precision = testing::tiny_classes_config(3);
   with_precision.replace(with_precision.find("[accuracy,"), 10, "[precision,");
-  CHECK_THROWS_WITH(check(with_precision), Catch::Contains("'precision' is for binary masks"));
+  CHECK_THROWS_WITH(check(with_precision), Catch::StartsWith("classes.yaml:") &&
+                                               Catch::Contains(": training.metrics: 'precision' is for binary masks"));
   std::string softmax_inside = testing::tiny_classes_config(3);
   softmax_inside.replace(softmax_inside.find("padding: same, activation: relu}"), 32,
                          "padding: same, activation: softmax}");
@@ -277,4 +279,27 @@ TEST_CASE("N CPU towers reach one tower's weights with a softmax loss, and the m
     for (int i = 0; i < 9; ++i) total += evals[k].counts.v[MetricCounts::kSize + size_t(i)];
     CHECK(total == 13.0 * 16 * 16);  // every pixel counted once, over the towers
   }
+}
+
+TEST_CASE("the pixel stats of K-class probabilities (TTA's path) are those of the logits", "[tta][categorical]") {
+  const Config config = parse_config(testing::tiny_classes_config(3), "classes.yaml");
+  const Dataset data = testing::tiny_class_data();
+  Trainer t(config, 1, 1);
+  for (const std::vector<int>& b : {std::vector<int>{0, 1, 2, 3, 4}, std::vector<int>{5, 6, 7, 8, 9}})
+    t.train_step(data, b);
+  std::vector<int> all(size_t(data.size()));
+  for (int i = 0; i < data.size(); ++i) all[size_t(i)] = i;
+  const BatchStats want = t.evaluate(data, all, 4);
+  // softmax(log p) = p: the loss and the argmax of the probabilities are the logits'.
+  const BatchStats got = probability_stats(t, t.predict(data.images, 4), data.masks);
+  CHECK(got.samples == want.samples);
+  CHECK(got.loss() == Approx(want.loss()).epsilon(1e-5));
+  CHECK(got.counts.classes() == 3);
+  CHECK(got.counts.v == want.counts.v);
+  // The mean over the 8 symmetries is still a distribution over the classes at every pixel.
+  const Tensor p = predict_tta(t, data.images, 4);
+  const Shape in = data.images.shape();
+  REQUIRE(p.shape() == Shape{in.n, in.h, in.w, 3});
+  for (size_t px = 0; px < p.numel() / 3; ++px)
+    REQUIRE(p.data()[3 * px] + p.data()[3 * px + 1] + p.data()[3 * px + 2] == Approx(1.0).epsilon(1e-5));
 }

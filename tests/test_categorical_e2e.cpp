@@ -30,7 +30,7 @@ const std::string kFlat = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb
 constexpr int kImages = 16;
 
 // A folder shared by the cases: links to the first kImages DSB images and
-// labels, their three-class masks, and a run of 3 epochs of a 64x64 U-Net
+// labels, their three-class masks, and a run of a 64x64 U-Net
 // with a 3-class softmax (20 epochs, resumed from last.h5 after 16).
 struct Fixture {
   fs::path dir, images, masks, checkpoint;
@@ -218,6 +218,11 @@ TEST_CASE("evaluate a 3-class model against class masks: pixel metrics and per-c
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("drop --csv"));
   CHECK_FALSE(fs::exists(out / "s.csv"));
+  r = run_trainer("evaluate --gpus cpu --checkpoint " + f.checkpoint.string() + " --images " + f.images.string() +
+                      " --masks " + f.masks.string() + " --threshold 0.4",
+                  out);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("drop --threshold"));
 }
 
 TEST_CASE("a softmax model exports to ONNX and OpenCV dnn gives Trainer::predict's probabilities",

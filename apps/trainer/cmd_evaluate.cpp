@@ -17,6 +17,7 @@ struct EvaluateFlags {
   std::string checkpoint, images, masks, labels, native, csv, gpus = "all";
   std::string mask_suffix, labels_suffix = "_labels";
   double threshold = 0.5;
+  bool threshold_given = false;  ///< --threshold on the command line
   bool tta = false;
   std::optional<int> threads, batch_size;
 };
@@ -44,6 +45,10 @@ int run_evaluate(const EvaluateFlags& f) {
   const Towers towers = resolve_towers(f.gpus, f.threads);
   LoadedModel m = load_model(f.checkpoint, towers);
   const int classes = m.trainer->classes();
+  if (classes > 0 && f.threshold_given)
+    throw UserError("--threshold applies to one-channel (sigmoid) models; '" + f.checkpoint + "' is a model of " +
+                    std::to_string(classes) + " classes, whose pixels take their most probable class: drop "
+                    "--threshold");
   if (classes > 0 && !f.csv.empty())
     throw UserError("--csv writes the per-image DSB 2018 instance scores of one-channel (sigmoid) models; '" +
                     f.checkpoint + "' is a model of " + std::to_string(classes) + " classes: drop --csv");
@@ -111,7 +116,8 @@ Command add_evaluate(CLI::App& app) {
                                    "precision_75)")
       ->check(non_empty_path());
   cmd->add_option("--threshold", f->threshold, "Predicted mask = probability > threshold, in (0, 1)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->threshold_given = true; });
   cmd->add_flag("--tta", f->tta, "Test-time augmentation, as predict --tta");
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")
       ->capture_default_str();

@@ -54,16 +54,17 @@ TRAINER_HD inline int class_index(float v, int k) {
 }
 
 /// Softmax cross-entropy of one pixel's k logits z (contiguous, NHWC's last
-/// axis) against class c: log(sum_j exp(z_j - max z)) + max z - z_c, the
+/// axis) against class c: (max z - z_c) + log(sum_j exp(z_j - max z)), the
 /// log-sum-exp form of tf.nn.sparse_softmax_cross_entropy_with_logits (finite
-/// for finite z). 0 for c = -1.
+/// for finite z; the first term exact, so a confident pixel's small loss is
+/// not lost against max z). 0 for c = -1.
 TRAINER_HD inline float softmax_cross_entropy(const float* z, int k, int c) {
   if (c < 0) return 0.f;
   float mx = z[0];
   for (int j = 1; j < k; ++j) mx = fmaxf(mx, z[j]);
   float s = 0.f;
   for (int j = 0; j < k; ++j) s += expf(z[j] - mx);
-  return logf(s) + mx - z[c];
+  return (mx - z[c]) + logf(s);
 }
 
 /// g_j <- scale * (softmax(z)_j - [j == c]) for one pixel's k logits: the
@@ -96,7 +97,8 @@ TRAINER_HD inline void softmax_in_place(float* x, int k) {
 }
 
 /// The predicted class of one pixel's k logits: the index of the largest, the
-/// first of equal ones (tf.argmax, numpy.argmax); a NaN never beats a number.
+/// first of equal ones (as tf.argmax and numpy.argmax); a NaN never beats a
+/// number (numpy would return the first NaN; NaN logits stop training anyway).
 TRAINER_HD inline int argmax_class(const float* z, int k) {
   int best = 0;
   for (int j = 1; j < k; ++j)

@@ -132,6 +132,7 @@ struct TrainingConfig {
   uint64_t seed = 0;
   std::string loss = "binary_crossentropy";  ///< binary_crossentropy | dice | bce_dice | (sparse_)categorical_crossentropy
   std::vector<std::string> metrics;          ///< mean_iou | dice | accuracy
+  std::string metrics_where;                 ///< "<file>:<line>:<col>: training.metrics", for messages
   OptimizerConfig optimizer;
   EarlyStoppingConfig early_stopping;
   ModelCheckpointConfig model_checkpoint;

@@ -363,7 +363,10 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
       p.fail("seed", "must be a non-negative integer, got '" + YAML::Dump(seed) + "'");
   }
   t.loss = p.get_string("loss", t.loss, kLosses);
-  if (YAML::Node metrics = p.get_node("metrics")) t.metrics = read_metrics(metrics, file);
+  if (YAML::Node metrics = p.get_node("metrics")) {
+    t.metrics = read_metrics(metrics, file);
+    t.metrics_where = yaml_location(file, metrics.Mark()) + ": training.metrics";
+  }
   if (YAML::Node opt = p.get_node("optimizer")) t.optimizer = read_optimizer(opt, file);
   if (YAML::Node cbs = p.get_node("callbacks")) read_callbacks(cbs, file, t, has_validation);
   const std::string precision = p.get_string("precision", "tf32", {"fp32", "tf32", "bf16"});

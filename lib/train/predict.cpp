@@ -75,7 +75,11 @@ cv::Mat overlay_image(const std::string& path, const cv::Mat& mask, int classes)
   if (image.size() != mask.size())
     throw UserError("cannot decode '" + path + "' again for its overlay (the file changed during the run)");
   const int first = classes > 0 ? 1 : 255, last = classes > 0 ? classes - 1 : 255;
+  std::vector<bool> present(256, false);  // the classes in mask: the others have no contour to find
+  for (int r = 0; r < mask.rows; ++r)
+    for (int x = 0; x < mask.cols; ++x) present[mask.at<uint8_t>(r, x)] = true;
   for (int c = first; c <= last; ++c) {
+    if (!present[size_t(c)]) continue;
     std::vector<std::vector<cv::Point>> contours;
     cv::findContours(mask == c, contours, cv::RETR_LIST, cv::CHAIN_APPROX_SIMPLE);
     const size_t colours = sizeof(kClassColours) / sizeof(kClassColours[0]);

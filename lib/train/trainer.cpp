@@ -49,8 +49,8 @@ void validate_for_training(const Config& config, Model& model) {
     if (a != OutputActivation::Sigmoid)
       throw UserError(last + "loss '" + config.training.loss +
                       "' needs the last layer to end in a sigmoid (the loss is fused with it for numerical "
-                      "stability); " + (a == OutputActivation::Softmax ? "replace activation: softmax, which is 1 on "
-                                                                         "a single channel, with activation: sigmoid"
+                      "stability); " + (a == OutputActivation::Softmax ? "replace its softmax, which is 1 on a single "
+                                                                         "channel, with a sigmoid"
                                                                        : "add activation: sigmoid"));
   } else {
     if (out.c < 2 || out.c > kMaxClasses || out.h != in.h || out.w != in.w)
@@ -66,7 +66,7 @@ void validate_for_training(const Config& config, Model& model) {
     for (const std::string m : {"precision", "recall"})
       if (std::find(config.training.metrics.begin(), config.training.metrics.end(), m) !=
           config.training.metrics.end())
-        throw UserError(config.path + ": training.metrics: '" + m + "' is for binary masks, not the " +
+        throw UserError(config.training.metrics_where + ": '" + m + "' is for binary masks, not the " +
                         std::to_string(out.c) + " classes of loss '" + config.training.loss +
                         "'; use accuracy, mean_iou (Keras's MeanIoU) or dice (the mean over the classes)");
   }

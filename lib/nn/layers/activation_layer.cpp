@@ -73,7 +73,7 @@ class ActivationLayer : public Layer {
 std::unique_ptr<Layer> make_activation(ParamReader& p, const std::string& name) {
   if (!p.has("activation"))
     p.fail("'activation' is required; add 'activation: <name>' with one of: " +
-           join_names(activation_names()));
+           join_names(activation_names()) + ", softmax (the last layer only)");
   bool softmax = false;
   const Activation a = read_activation(p, softmax, "activation");
   return std::make_unique<ActivationLayer>(name, "Activation", a, softmax);

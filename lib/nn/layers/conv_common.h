@@ -67,7 +67,7 @@ class ConvLayerBase : public Layer {
   /// fp32 only when the convolution has fewer than kMinBf16Filters filters
   /// (cuDNN's K), which a GPU runs in tf32 on fp32 tensors.
   DTypeSupport dtype_support() const override {
-    return conv_filters() < kMinBf16Filters || c_.softmax ? DTypeSupport::F32Only : DTypeSupport::Any;
+    return conv_filters() < kMinBf16Filters ? DTypeSupport::F32Only : DTypeSupport::Any;
   }
 
   /// x [N, H, W, Cin] -> y [N, Ho, Wo, filters]. InternalError when x's
