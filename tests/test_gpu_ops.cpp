@@ -103,7 +103,7 @@ struct ConvCase {
     return Shape{n, conv_output_length(h, p.span_h(), p.stride_h, p.same_padding),
                  conv_output_length(w, p.span_w(), p.stride_w, p.same_padding), cout};
   }
-  size_t kernel_numel() const { return size_t(p.kh) * size_t(p.kw) * size_t(cin) * size_t(cout); }
+  size_t kernel_numel() const { return size_t(p.kh) * size_t(p.kw) * size_t(cin / p.groups) * size_t(cout); }
 };
 
 Conv2DParams conv_params(int k, int s, bool same) { return Conv2DParams{k, k, s, s, same}; }
@@ -126,6 +126,14 @@ const ConvCase kConvCases[] = {
     {"Conv2D 2x3 same dilations 3x2 (span 4x5: H padded 1 before, 2 after), 4->8, no bias", false, 2, 9, 11, 4, 8,
      Conv2DParams{2, 3, 1, 1, true, 3, 2}, false},
     {"Conv2D 3x3 valid dilation 2, 6->5, bias", false, 2, 10, 9, 6, 5, Conv2DParams{3, 3, 1, 1, false, 2, 2}, true},
+    {"DepthwiseConv2D 3x3 same, 8->16 (groups 8, multiplier 2), bias", false, 2, 10, 9, 8, 16,
+     Conv2DParams{3, 3, 1, 1, true, 1, 1, 8}, true},
+    {"DepthwiseConv2D 3x3 same stride 2 (padded 0 before, 1 after), 16->16 (groups 16), no bias", false, 2, 12, 11,
+     16, 16, Conv2DParams{3, 3, 2, 2, true, 1, 1, 16}, false},
+    {"DepthwiseConv2D 3x3 same dilation 2, 4->4 (groups 4), bias", false, 2, 9, 10, 4, 4,
+     Conv2DParams{3, 3, 1, 1, true, 2, 2, 4}, true},
+    {"Conv2D 3x3 valid groups 2, 6->8, no bias", false, 2, 9, 8, 6, 8, Conv2DParams{3, 3, 1, 1, false, 1, 1, 2},
+     false},
     {"Conv2DTranspose 2x2 stride 2 valid (the U-Net's), 32->16, bias", true, 2, 8, 8, 32, 16,
      conv_params(2, 2, false), true},
     {"Conv2DTranspose 2x2 stride 2 same, 64->32, no bias", true, 2, 6, 5, 64, 32, conv_params(2, 2, true), false},
@@ -226,7 +234,7 @@ ConvResults run_conv(const Device& d, const ConvCase& c, const ConvInputs& in, C
 /// tf32's tighter tolerance.
 Precision run_precision(Precision p, const ConvCase& c) {
 #if defined(TRAINER_WITH_CUDA)
-  return cuda::conv_precision(p, c.transpose ? c.cin : c.cout);
+  return cuda::conv_precision(p, c.transpose ? c.cin : c.cout, c.p.groups);
 #else
   (void)c;
   return p;

@@ -70,6 +70,12 @@ struct Conv2DParams {
   int stride_h = 1, stride_w = 1;      ///< Strides (pixels).
   bool same_padding = false;           ///< Keras padding: 'same' if true, else 'valid'.
   int dilation_h = 1, dilation_w = 1;  ///< Distance in pixels between neighbouring kernel taps (1: adjacent).
+  /// Keras's groups (Conv2D only): the input and output channels are cut
+  /// into this many contiguous groups, output group g convolving input group
+  /// g alone, so the kernel is [kh, kw, Cin / groups, Cout]. A DepthwiseConv2D
+  /// of depth_multiplier M is groups = Cin with Cout = Cin * M, whose Keras
+  /// kernel [kh, kw, Cin, M] holds the same values in the same order.
+  int groups = 1;
   /// Pixels the kernel covers along H / W: (k - 1) * dilation + 1 (Keras's
   /// dilated filter size, keras/utils/conv_utils.py conv_output_length).
   int span_h() const { return (kh - 1) * dilation_h + 1; }
@@ -106,7 +112,7 @@ class PoolBackend {
 };
 
 /// 2-D convolution (cross-correlation, as Keras's Conv2D).
-///   x [N, H, W, Cin] of type xt, kernel [kh, kw, Cin, Cout] (Keras layout),
+///   x [N, H, W, Cin] of type xt, kernel [kh, kw, Cin / groups, Cout] (Keras layout),
 ///   bias [Cout] or nullptr, y [N, Ho, Wo, Cout] of type yt with Ho =
 ///   conv_output_length(H, kh, ...). xt and yt may differ (a bf16 GPU tower's
 ///   first convolution reads fp32 and writes bf16); the arithmetic follows the

@@ -241,9 +241,12 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
     }
     case LayerKind::Conv2D:
     case LayerKind::Conv2DTranspose: {
-      const WeightRecord& kernel = *w.at("kernel");
+      // A DepthwiseConv2D's depthwise_kernel [kh, kw, Cin, M] holds the grouped kernel [kh, kw, 1, Cin * M].
+      const auto depthwise = w.find("depthwise_kernel");
+      WeightRecord kernel = depthwise != w.end() ? *depthwise->second : *w.at("kernel");
+      if (depthwise != w.end()) kernel.shape = {kernel.shape[0], kernel.shape[1], 1, kernel.shape[2] * kernel.shape[3]};
       const bool conv = d.kind == LayerKind::Conv2D;
-      const size_t rank = kernel.shape.size();  // [kh, kw, a, c], or a Dense layer's [a, c]
+      const size_t rank = kernel.shape.size();  // [kh, kw, a, c] (a per group), or a Dense layer's [a, c]
       const int a = kernel.shape[rank - 2], c = kernel.shape[rank - 1];
       std::vector<std::string> inputs{
           ins[0], b.constant(name + "/kernel", {c, a, d.kh, d.kw}, keras_kernel_to_onnx(kernel))};
@@ -265,6 +268,7 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
       GraphBuilder::ints(n, "strides", {d.stride_h, d.stride_w});
       if (conv) {
         GraphBuilder::ints(n, "pads", {ph.before, pw.before, ph.after, pw.after});
+        if (d.groups > 1) GraphBuilder::integer(n, "group", d.groups);
         if (d.dilation_h > 1 || d.dilation_w > 1) GraphBuilder::ints(n, "dilations", {d.dilation_h, d.dilation_w});
       } else {
         GraphBuilder::ints(n, "pads", {sh, sw, sh, sw});

@@ -42,6 +42,8 @@ struct LayerDescription {
   /// Conv2D: distance in pixels between neighbouring kernel taps, 1 when adjacent
   /// (Keras's dilation_rate, ONNX 'dilations').
   int dilation_h = 1, dilation_w = 1;
+  /// Conv2D: channel groups (ONNX Conv 'group'; DepthwiseConv2D: the input's channels).
+  int groups = 1;
   /// Conv2D, MaxPooling2D, AveragePooling2D: pixels padded before (top/left) and after
   /// (bottom/right) the input, TensorFlow's 'same' rule (the extra pixel of an
   /// odd total goes after). Conv2DTranspose: pixels cropped from the start and

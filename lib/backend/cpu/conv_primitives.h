@@ -20,7 +20,8 @@
 namespace trainer::cpu {
 
 /// Logical oneDNN dimensions of one problem (activations {N, C, H, W}, weights
-/// {O, I, KH, KW}, bias {O}) plus the memory layout of the caller's weights.
+/// {O, I, KH, KW}, or {G, O / G, I / G, KH, KW} grouped, bias {O}) plus the
+/// memory layout of the caller's weights.
 struct ConvProblem {
   dnnl::memory::dims src, weights, bias, dst, strides, pad_l, pad_r;
   dnnl::memory::dims dilates;  ///< oneDNN's dilation: pixels skipped between taps (Keras's dilation_rate - 1).

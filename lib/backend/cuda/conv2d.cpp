@@ -32,7 +32,7 @@ class CudnnConv2D final : public ConvBackend {
   void backward(Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt, const void* x, Shape xs,
                 const float* kernel, float* dkernel, float* dbias, void* dx) override {
     if (xs.numel() == 0 || ys.numel() == 0) {
-      ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * xs.c * ys.c * sizeof(float));
+      ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * (xs.c / p_.groups) * ys.c * sizeof(float));
       if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
       return;
     }

@@ -45,6 +45,7 @@ ConvDesc conv_desc(CudaContext& ctx, Precision precision, int pad_h, int pad_w, 
   TRAINER_CUDA_CHECK(ctx, cudnnSetConvolution2dDescriptor(d, pad_h, pad_w, g.stride_h, g.stride_w, g.dilation_h,
                                                           g.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   TRAINER_CUDA_CHECK(ctx, cudnnSetConvolutionMathType(d, conv_math_type(precision)));
+  if (g.groups > 1) TRAINER_CUDA_CHECK(ctx, cudnnSetConvolutionGroupCount(d, g.groups));
   return desc;
 }
 
@@ -131,8 +132,8 @@ cudnnDataType_t conv_data_type(Precision p) { return p == Precision::BF16 ? CUDN
 
 cudnnMathType_t conv_math_type(Precision p) { return p == Precision::FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH; }
 
-Precision conv_precision(Precision p, int cb) {
-  return p == Precision::BF16 && cb < kMinBf16Filters ? Precision::TF32 : p;
+Precision conv_precision(Precision p, int cb, int groups) {
+  return p == Precision::BF16 && (cb < kMinBf16Filters || groups > 1) ? Precision::TF32 : p;
 }
 
 /// Descriptors, padding and algorithms of one (as, bs) pair.
@@ -166,15 +167,15 @@ ConvCore::Plan& ConvCore::plan(Shape as, Shape bs) {
   p->explicit_pad = p->ph.before != p->ph.after || p->pw.before != p->pw.after;
   p->ap =
       p->explicit_pad ? Shape{as.n, as.h + p->ph.before + p->ph.after, as.w + p->pw.before + p->pw.after, as.c} : as;
-  p->precision = conv_precision(ctx_.precision(), bs.c);
+  p->precision = conv_precision(ctx_.precision(), bs.c, p_.groups);
   p->type = conv_data_type(p->precision);
   const size_t elem = element_size(ctx_, p->type);
   p->a_bytes = p->ap.numel() * elem;
   p->b_bytes = bs.numel() * elem;
-  p->w_bytes = size_t(p_.kh) * p_.kw * as.c * bs.c * elem;
+  p->w_bytes = size_t(p_.kh) * p_.kw * (as.c / p_.groups) * bs.c * elem;
   p->a = nhwc_desc(ctx_, p->type, p->ap);
   p->b = nhwc_desc(ctx_, p->type, bs);
-  p->w = filter_desc(ctx_, p->type, bs.c, as.c, p_.kh, p_.kw);
+  p->w = filter_desc(ctx_, p->type, bs.c, as.c / p_.groups, p_.kh, p_.kw);  // C per group
   p->conv = p->explicit_pad ? conv_desc(ctx_, p->precision, 0, 0, p_)
                             : conv_desc(ctx_, p->precision, p->ph.before, p->pw.before, p_);
   int n = 0, c = 0, h = 0, w = 0;
@@ -315,7 +316,7 @@ void ConvCore::forward(const void* a, cudnnDataType_t a_type, Shape as, Staging 
     const size_t b_at = layout.add(staged_bytes(p, ConvSide::B, b_type));
     char* ws = layout.base(ctx_);
     const void* a_in = stage_input(p, ConvSide::A, a, a_type, a_staging, ws + a_at);
-    keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
+    keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c / p_.groups, bs.c, ws + w_at, p.type);
     void* b_out = staged(p, ConvSide::B, b_type) ? static_cast<void*>(ws + b_at) : b;
     const cudnnStatus_t st =
         cudnnConvolutionForward(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.w.get(), ws + w_at, p.conv.get(), algo.algo,
@@ -344,7 +345,7 @@ void ConvCore::backward_data(const void* db, cudnnDataType_t db_type, Shape bs, 
     const size_t a_at = layout.add(staged_bytes(p, ConvSide::A, da_type));
     char* ws = layout.base(ctx_);
     const void* b_in = stage_input(p, ConvSide::B, db, db_type, db_staging, ws + b_at);
-    keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c, bs.c, ws + w_at, p.type);
+    keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c / p_.groups, bs.c, ws + w_at, p.type);
     void* a_out = staged(p, ConvSide::A, da_type) ? static_cast<void*>(ws + a_at) : da;
     const cudnnStatus_t st =
         cudnnConvolutionBackwardData(ctx_.cudnn(), &kOne, p.w.get(), ws + w_at, p.b.get(), b_in, p.conv.get(),
@@ -376,7 +377,7 @@ void ConvCore::backward_filter(const void* a, cudnnDataType_t a_type, Shape as, 
     const cudnnStatus_t st =
         cudnnConvolutionBackwardFilter(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.b.get(), b_in, p.conv.get(),
                                        algo.algo, ws + ws_at, algo.workspace, &kZero, p.w.get(), ws + w_at);
-    if (st == CUDNN_STATUS_SUCCESS) cudnn_filter_to_keras(ctx_, ws + w_at, p.type, p_.kh * p_.kw, as.c, bs.c, dkernel);
+    if (st == CUDNN_STATUS_SUCCESS) cudnn_filter_to_keras(ctx_, ws + w_at, p.type, p_.kh * p_.kw, as.c / p_.groups, bs.c, dkernel);
     return st;
   });
 }

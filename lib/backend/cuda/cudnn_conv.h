@@ -48,8 +48,12 @@ inline cudnnDataType_t cudnn_type(DType t) { return t == DType::BF16 ? CUDNN_DAT
 /// more than the convolution. Measured on an H200 (cuDNN 9.19, the U-Net at
 /// batch 32): the 64 -> 1 mask layer took 1.9 ms of the step in bf16 and
 /// 1.0 ms in tf32; the 3 -> 64 first layer (thin on the other side) was the
-/// other way round, 2.4 ms in bf16 and 2.6 ms in tf32.
-Precision conv_precision(Precision p, int cb);
+/// other way round, 2.4 ms in bf16 and 2.6 ms in tf32. A grouped
+/// convolution (groups > 1: DepthwiseConv2D, Conv2D groups) runs in tf32 on
+/// fp32 tensors too (its layer keeps them fp32): it does few multiplies per
+/// byte, and cuDNN's fp32 grouped convolutions are its long-standing path
+/// (added 2026-12-02: not yet measured or run on a GPU).
+Precision conv_precision(Precision p, int cb, int groups = 1);
 /// cuDNN math type: fp32 -> CUDNN_FMA_MATH (no TF32 tensor cores), tf32 and
 /// bf16 -> CUDNN_TENSOR_OP_MATH (tensor cores; fp32 accumulation either way).
 cudnnMathType_t conv_math_type(Precision p);
@@ -99,7 +103,7 @@ enum class Staging {
 
 /// The cross-correlation b = conv(a, kernel) of TensorFlow/Keras with its two
 /// gradients, on cuDNN:
-///   a [N, Ha, Wa, Ca], b [N, Hb, Wb, Cb], kernel [kh, kw, Ca, Cb] (Keras
+///   a [N, Ha, Wa, Ca], b [N, Hb, Wb, Cb], kernel [kh, kw, Ca / groups, Cb] (Keras
 ///   layout, fp32), Hb = conv_output_length(Ha, span_h, stride_h, same), padding
 ///   conv_padding(Ha, Hb, span_h, stride_h) (likewise for W), the kernel's taps
 ///   dilation_h pixels apart (Conv2DParams::span_h).
@@ -108,8 +112,9 @@ enum class Staging {
 /// a = y, b = x and the Keras kernel [kh, kw, Cout, Cin] read as [kh, kw, Ca, Cb].
 ///
 /// Layouts: activations are NHWC (CUDNN_TENSOR_NHWC); the kernel is transposed
-/// on every call to cuDNN's NHWC filter layout [Cb, kh, kw, Ca] in the
-/// workspace, and the filter gradient back to the Keras layout.
+/// on every call to cuDNN's NHWC filter layout [Cb, kh, kw, Ca / groups] in the
+/// workspace, and the filter gradient back to the Keras layout; groups > 1
+/// is cuDNN's grouped convolution (cudnnSetConvolutionGroupCount; Conv2D only).
 /// Padding: symmetric padding (before == after) is cuDNN's own zero padding.
 /// cuDNN has no asymmetric padding, so when TensorFlow's 'same' puts an extra
 /// pixel after (even kernels, or strides that do not divide the input), a is

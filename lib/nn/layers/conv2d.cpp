@@ -1,5 +1,7 @@
 // Conv2D (Keras): y = activation(conv(x, kernel) + bias), x [N, H, W, Cin] ->
-// y [N, Ho, Wo, filters], kernel [kh, kw, Cin, filters], bias [filters].
+// y [N, Ho, Wo, filters], kernel [kh, kw, Cin / groups, filters], bias
+// [filters]; with groups > 1 (Keras's groups) output group g of filters /
+// groups channels convolves input group g of Cin / groups channels alone.
 #include "nn/layers/conv_common.h"
 #include "nn/registry.h"
 
@@ -9,35 +11,28 @@ namespace {
 
 class Conv2D final : public ConvLayerBase<Conv2DOp> {
  public:
-  using ConvLayerBase::ConvLayerBase;
+  Conv2D(std::string name, const ConvConfig& c, int groups) : ConvLayerBase(std::move(name), c) { set_groups(groups); }
   std::string type() const override { return "Conv2D"; }
   /// Padding of the input for the inferred shapes, as the backend applies it.
   LayerDescription describe() const override { return describe_conv(LayerKind::Conv2D, in_, out_); }
 
   /// Ho = conv_output_length(H, span_h, stride_h, same) (Keras). UserError when the
-  /// number of inputs is not 1 or the output would be empty.
+  /// number of inputs is not 1, the output would be empty, or groups does not
+  /// divide the input's channels and the filters.
   Shape infer(const std::vector<Shape>& inputs) override {
-    set_input(inputs);
-    const Conv2DParams& g = c_.geom;
-    int ho = conv_output_length(in_.h, g.span_h(), g.stride_h, g.same_padding);
-    int wo = conv_output_length(in_.w, g.span_w(), g.stride_w, g.same_padding);
-    if (ho <= 0 || wo <= 0) {
-      const bool dilated = g.dilation_h > 1 || g.dilation_w > 1;
-      throw UserError("input is " + window_text(in_.h, in_.w) + " but kernel_size is " + window_text(g.kh, g.kw) +
-                      (dilated ? " (spanning " + window_text(g.span_h(), g.span_w()) + " with dilation_rate " +
-                                     window_text(g.dilation_h, g.dilation_w) + ")"
-                               : std::string()) +
-                      " with padding 'valid'; use padding: same or a smaller kernel_size" +
-                      (dilated ? " or dilation_rate" : ""));
-    }
-    out_ = Shape{in_.n, ho, wo, c_.filters};
+    infer_conv(inputs, c_.filters);
+    const int g = c_.geom.groups;
+    if (in_.c % g != 0 || c_.filters % g != 0)
+      throw UserError("groups " + std::to_string(g) + " must divide the input's " + std::to_string(in_.c) +
+                      " channels and the " + std::to_string(c_.filters) +
+                      " filters (as Keras requires); choose a groups value that divides both");
     return out_;
   }
 
-  /// kernel [kh, kw, Cin, filters] with Keras's fans: receptive = kh*kw,
-  /// fan_in = Cin*receptive, fan_out = filters*receptive; bias [filters].
+  /// kernel [kh, kw, Cin / groups, filters] with Keras's fans: receptive =
+  /// kh*kw, fan_in = (Cin / groups)*receptive, fan_out = filters*receptive; bias [filters].
   std::vector<ParamSpec> param_specs() const override {
-    return kernel_and_bias_specs(in_.c, c_.filters);
+    return kernel_and_bias_specs(in_.c / c_.geom.groups, c_.filters);
   }
 
  protected:
@@ -47,7 +42,8 @@ class Conv2D final : public ConvLayerBase<Conv2DOp> {
 }  // namespace
 
 std::unique_ptr<Layer> make_conv2d(ParamReader& p, const std::string& name) {
-  return std::make_unique<Conv2D>(name, read_conv_config(p));
+  const ConvConfig c = read_conv_config(p);
+  return std::make_unique<Conv2D>(name, c, p.get_int("groups", 1, 1, 65536));
 }
 
 }  // namespace trainer

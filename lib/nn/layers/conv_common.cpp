@@ -7,6 +7,12 @@ namespace trainer {
 ConvConfig read_conv_config(ParamReader& p) {
   ConvConfig c;
   c.filters = p.get_int("filters", std::nullopt, 1, 65536);
+  read_conv_geometry(p, c);
+  read_affine_keys(p, c);
+  return c;
+}
+
+void read_conv_geometry(ParamReader& p, ConvConfig& c) {
   std::vector<int> k = p.get_int_pair("kernel_size", std::nullopt, 1, 1024);
   std::vector<int> s = p.get_int_pair("strides", std::vector<int>{1, 1}, 1, 1024);
   c.geom.kh = k[0], c.geom.kw = k[1];
@@ -18,17 +24,15 @@ ConvConfig read_conv_config(ParamReader& p) {
     p.fail("dilation_rate", "is " + window_text(d[0], d[1]) + " with strides " + window_text(s[0], s[1]) +
                                 ", which Keras does not allow either; use strides: 1 with a dilation_rate, or "
                                 "dilation_rate: 1 with strides");
-  read_affine_keys(p, c);
-  return c;
 }
 
-void read_affine_keys(ParamReader& p, ConvConfig& c) {
+void read_affine_keys(ParamReader& p, ConvConfig& c, const std::string& kernel) {
   c.activation = read_activation(p, c.softmax);
   c.use_bias = p.get_bool("use_bias", true);
   c.kernel_initializer =
-      p.get_string("kernel_initializer", std::string("glorot_uniform"), initializer_names());
+      p.get_string(kernel + "_initializer", std::string("glorot_uniform"), initializer_names());
   c.bias_initializer = p.get_string("bias_initializer", std::string("zeros"), initializer_names());
-  c.kernel_regularizer = read_regularizer(p, "kernel_regularizer");
+  c.kernel_regularizer = read_regularizer(p, kernel + "_regularizer");
   c.bias_regularizer = read_regularizer(p, "bias_regularizer");
 }
 

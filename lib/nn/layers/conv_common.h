@@ -32,10 +32,14 @@ struct ConvConfig {
 /// bias_regularizer (default none; nn/regularizer.h). UserError (with
 /// file:line:col) for a missing or bad value.
 ConvConfig read_conv_config(ParamReader& p);
-/// The keys Conv2D, Conv2DTranspose and Dense share, into c: activation,
-/// use_bias, kernel_initializer, bias_initializer, kernel_regularizer,
-/// bias_regularizer (defaults as above). UserError for a bad value.
-void read_affine_keys(ParamReader& p, ConvConfig& c);
+/// The window keys of read_conv_config into c: kernel_size, strides,
+/// padding, dilation_rate (DepthwiseConv2D's too). UserError for a bad value.
+void read_conv_geometry(ParamReader& p, ConvConfig& c);
+/// The keys Conv2D, Conv2DTranspose, Dense and DepthwiseConv2D share, into c:
+/// activation, use_bias, <kernel>_initializer, bias_initializer,
+/// <kernel>_regularizer, bias_regularizer (defaults as above; kernel is
+/// "kernel", or DepthwiseConv2D's "depthwise"). UserError for a bad value.
+void read_affine_keys(ParamReader& p, ConvConfig& c, const std::string& kernel = "kernel");
 
 /// "3x3" style text of a window size.
 std::string window_text(int h, int w);
@@ -66,8 +70,11 @@ class ConvLayerBase : public Layer {
   /// Reads and writes either type, independently (the backend converts);
   /// fp32 only when the convolution has fewer than kMinBf16Filters filters
   /// (cuDNN's K), which a GPU runs in tf32 on fp32 tensors.
+  /// Grouped convolutions (DepthwiseConv2D, Conv2D groups) stay fp32 too: they
+  /// move few bytes per multiply, and cuDNN's grouped bf16 algorithms are not
+  /// needed for that.
   DTypeSupport dtype_support() const override {
-    return conv_filters() < kMinBf16Filters ? DTypeSupport::F32Only : DTypeSupport::Any;
+    return conv_filters() < kMinBf16Filters || c_.geom.groups > 1 ? DTypeSupport::F32Only : DTypeSupport::Any;
   }
 
   /// x [N, H, W, Cin] -> y [N, Ho, Wo, filters]. InternalError when x's
@@ -129,6 +136,7 @@ class ConvLayerBase : public Layer {
     d.activation = c_.activation;
     d.softmax = c_.softmax;
     d.dilation_h = g.dilation_h, d.dilation_w = g.dilation_w;
+    d.groups = g.groups;
     d.pad_h = conv_padding(big.h, small.h, g.span_h(), g.stride_h);
     d.pad_w = conv_padding(big.w, small.w, g.span_w(), g.stride_w);
     return d;
@@ -150,6 +158,30 @@ class ConvLayerBase : public Layer {
       specs.push_back(ParamSpec{"bias", {c_.filters}, c_.bias_initializer, double(c_.filters), double(c_.filters),
                                 true, c_.bias_regularizer});
     return specs;
+  }
+  /// Sets in_ (one input) and out_ = [Ho, Wo, filters] of the convolution
+  /// (Ho = conv_output_length(H, span_h, stride_h, same), Keras's). UserError
+  /// when there is not one input or the output would be empty, with the fix.
+  void infer_conv(const std::vector<Shape>& inputs, int filters) {
+    set_input(inputs);
+    const Conv2DParams& g = c_.geom;
+    const int ho = conv_output_length(in_.h, g.span_h(), g.stride_h, g.same_padding);
+    const int wo = conv_output_length(in_.w, g.span_w(), g.stride_w, g.same_padding);
+    if (ho <= 0 || wo <= 0) {
+      const bool dilated = g.dilation_h > 1 || g.dilation_w > 1;
+      throw UserError("input is " + window_text(in_.h, in_.w) + " but kernel_size is " + window_text(g.kh, g.kw) +
+                      (dilated ? " (spanning " + window_text(g.span_h(), g.span_w()) + " with dilation_rate " +
+                                     window_text(g.dilation_h, g.dilation_w) + ")"
+                               : std::string()) +
+                      " with padding 'valid'; use padding: same or a smaller kernel_size" +
+                      (dilated ? " or dilation_rate" : ""));
+    }
+    out_ = Shape{in_.n, ho, wo, filters};
+  }
+  /// Cuts the channels into `groups` groups (Conv2DParams::groups), before any forward.
+  void set_groups(int groups) {
+    c_.geom.groups = groups;
+    op_ = Op(c_.geom);
   }
   /// The filters of the convolution cuDNN runs (its K): Conv2D's output
   /// channels, Conv2DTranspose's input channels. Valid after infer().

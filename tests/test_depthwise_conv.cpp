@@ -1,0 +1,135 @@
+// DepthwiseConv2D and Conv2D's groups (grouped convolutions through oneDNN):
+// forward against a direct loop over the grouped cross-correlation with
+// TensorFlow's 'same' padding (strides, dilation, asymmetric padding,
+// depth_multiplier), finite-difference gradients, Keras's weights, shapes and
+// parameter counts, and the errors for keys that do not fit.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "backend/ops.h"
+#include "core/error.h"
+#include "layer_testing.h"
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+Tensor forward(Layer& layer, const Tensor& x) {
+  Context ctx;
+  Tensor y;
+  layer.forward(ctx, {&x}, y);
+  return y;
+}
+
+/// The grouped cross-correlation a layer of `groups` groups computes (kernel
+/// [kh, kw, Cin / groups, Cout] as Keras lays it out, output channel o in group
+/// o / (Cout / groups)), plus the bias, then relu when asked; 'same' pads as
+/// TensorFlow (the extra pixel after).
+std::vector<float> reference(const Tensor& x, const std::vector<float>& kernel, const std::vector<float>& bias,
+                             Shape ys, int kh, int kw, int stride, int dilation, bool same, int groups, bool relu) {
+  const Shape xs = x.shape();
+  const int cin_g = xs.c / groups, cout_g = ys.c / groups;
+  const int span_h = (kh - 1) * dilation + 1, span_w = (kw - 1) * dilation + 1;
+  const int top = same ? std::max(0, (ys.h - 1) * stride + span_h - xs.h) / 2 : 0;
+  const int left = same ? std::max(0, (ys.w - 1) * stride + span_w - xs.w) / 2 : 0;
+  std::vector<float> y(ys.numel());
+  for (int n = 0; n < xs.n; ++n)
+    for (int i = 0; i < ys.h; ++i)
+      for (int j = 0; j < ys.w; ++j)
+        for (int o = 0; o < ys.c; ++o) {
+          const int g = o / cout_g;
+          double s = bias.empty() ? 0.0 : bias[size_t(o)];
+          for (int a = 0; a < kh; ++a)
+            for (int b = 0; b < kw; ++b) {
+              const int r = i * stride + a * dilation - top, c = j * stride + b * dilation - left;
+              if (r < 0 || c < 0 || r >= xs.h || c >= xs.w) continue;
+              for (int ci = 0; ci < cin_g; ++ci)
+                s += double(x.data()[((size_t(n) * xs.h + r) * xs.w + c) * xs.c + size_t(g * cin_g + ci)]) *
+                     kernel[((size_t(a) * kw + b) * cin_g + size_t(ci)) * ys.c + size_t(o)];
+            }
+          y[((size_t(n) * ys.h + i) * ys.w + j) * ys.c + size_t(o)] = float(relu ? std::max(0.0, s) : s);
+        }
+  return y;
+}
+
+void check_forward(const std::string& yaml, Shape xs, Shape want, int kh, int stride, int dilation, bool same,
+                   int groups, bool relu) {
+  INFO(yaml << " on " << xs.nhwc());
+  auto layer = layer_from_yaml(yaml);
+  BoundWeights w = bind_random(*layer, {xs}, 11);
+  const Tensor x = random_tensor(xs, 12);
+  const Tensor y = forward(*layer, x);
+  REQUIRE(y.shape() == want);
+  const std::vector<float> ref = reference(x, w.params[0], w.params.size() > 1 ? w.params[1] : std::vector<float>{},
+                                           want, kh, kh, stride, dilation, same, groups, relu);
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, double(std::abs(y.data()[i] - ref[i])));
+  CHECK(worst < 1e-5);
+}
+
+void check_gradients(const std::string& yaml, Shape xs) {
+  INFO(yaml << " on " << xs.nhwc());
+  auto layer = layer_from_yaml(yaml);
+  BoundWeights w = bind_random(*layer, {xs}, 21);
+  Context ctx;
+  ctx.training = true;
+  const GradCheckResult r = gradcheck(*layer, w, {random_tensor(xs, 22)}, ctx, 1e-2f, 300);
+  CHECK(r.max_rel_error_inputs < 1e-2);
+  CHECK(r.max_rel_error_params < 1e-2);
+}
+
+}  // namespace
+
+TEST_CASE("DepthwiseConv2D convolves each channel alone with depth_multiplier kernels", "[conv][depthwise]") {
+  // Output channel c * M + m reads input channel c only: groups = Cin, Cout = Cin * M.
+  check_forward("{type: DepthwiseConv2D, kernel_size: 3, depth_multiplier: 2, padding: same, activation: relu}",
+                Shape{2, 7, 6, 3}, Shape{2, 7, 6, 6}, 3, 1, 1, true, 3, true);
+  check_forward("{type: DepthwiseConv2D, kernel_size: 3, strides: 2, padding: same}",  // padded 0 before, 1 after
+                Shape{2, 8, 9, 4}, Shape{2, 4, 5, 4}, 3, 2, 1, true, 4, false);
+  check_forward("{type: DepthwiseConv2D, kernel_size: 3, dilation_rate: 2, use_bias: false}", Shape{1, 9, 8, 2},
+                Shape{1, 5, 4, 2}, 3, 1, 2, false, 2, false);
+  check_gradients("{type: DepthwiseConv2D, kernel_size: 3, depth_multiplier: 2, padding: same}", Shape{2, 6, 5, 3});
+  check_gradients("{type: DepthwiseConv2D, kernel_size: 3, strides: 2, padding: same, use_bias: false}",
+                  Shape{1, 7, 8, 4});
+
+  // Keras's weights: depthwise_kernel [kh, kw, Cin, M] (fans of that shape) and bias [Cin * M]:
+  // keras.layers.DepthwiseConv2D(3, depth_multiplier=2) on 8 channels has 3*3*8*2 + 16 = 160 parameters.
+  auto layer = layer_from_yaml("{type: DepthwiseConv2D, kernel_size: 3, depth_multiplier: 2, "
+                               "depthwise_initializer: he_normal, depthwise_regularizer: {type: L2, l2: 0.01}}");
+  CHECK(layer->infer({Shape{1, 10, 10, 8}}) == Shape{1, 8, 8, 16});
+  const std::vector<ParamSpec> specs = layer->param_specs();
+  REQUIRE(specs.size() == 2);
+  CHECK(specs[0].name == "depthwise_kernel");
+  CHECK(specs[0].shape == std::vector<int>{3, 3, 8, 2});
+  CHECK(specs[0].initializer == "he_normal");
+  CHECK(specs[0].fan_in == 72);
+  CHECK(specs[0].fan_out == 18);
+  CHECK(specs[0].regularizer.l2 == Approx(0.01));
+  CHECK(specs[1].shape == std::vector<int>{16});
+  CHECK(specs[0].numel() + specs[1].numel() == 160);
+  CHECK(layer->type() == "DepthwiseConv2D");
+
+  CHECK_THROWS_WITH(layer_from_yaml("{type: DepthwiseConv2D, kernel_size: 3, filters: 8}"),
+                    Catch::Contains("use depth_multiplier"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: DepthwiseConv2D, kernel_size: 3, kernel_initializer: zeros}"),
+                    Catch::Contains("kernel_initializer"));
+}
+
+TEST_CASE("Conv2D groups convolves each group of channels alone, as Keras's groups", "[conv][depthwise]") {
+  check_forward("{type: Conv2D, filters: 6, kernel_size: 3, groups: 2, padding: same, activation: relu}",
+                Shape{2, 6, 7, 4}, Shape{2, 6, 7, 6}, 3, 1, 1, true, 2, true);
+  check_forward("{type: Conv2D, filters: 4, kernel_size: 3, groups: 4, strides: 2}", Shape{1, 9, 9, 8},
+                Shape{1, 4, 4, 4}, 3, 2, 1, false, 4, false);
+  check_gradients("{type: Conv2D, filters: 6, kernel_size: 3, groups: 3, padding: same}", Shape{2, 5, 6, 6});
+  // keras.layers.Conv2D(8, 3, groups=4) on 16 channels: 3*3*4*8 + 8 = 296 parameters, kernel [3, 3, 4, 8].
+  auto layer = layer_from_yaml("{type: Conv2D, filters: 8, kernel_size: 3, groups: 4}");
+  layer->infer({Shape{1, 8, 8, 16}});
+  const std::vector<ParamSpec> specs = layer->param_specs();
+  CHECK(specs[0].shape == std::vector<int>{3, 3, 4, 8});
+  CHECK(specs[0].numel() + specs[1].numel() == 296);
+  auto bad = layer_from_yaml("{type: Conv2D, filters: 6, kernel_size: 3, groups: 4}");
+  CHECK_THROWS_WITH(bad->infer({Shape{1, 8, 8, 8}}), Catch::Contains("groups 4 must divide") &&
+                                                          Catch::Contains("6 filters"));
+}
