@@ -195,6 +195,11 @@ TEST_CASE("class masks are read as class indices, and a value beyond the classes
   CHECK_THROWS_WITH(decode_class_mask(bad_path, 4, 4, 3, out.data()),
                     Catch::Contains("bad.png") && Catch::Contains("holds class 3 at pixel (x 1, y 2)") &&
                         Catch::Contains("0..2"));
+  std::vector<int> label_image = v;
+  label_image[4] = 27;  // a 16-bit instance label image given as class masks
+  CHECK_THROWS_WITH(decode_class_mask(write_mask(dir.root, "l16.png", 4, 4, label_image, CV_16UC1), 4, 4, 3,
+                                      out.data()),
+                    Catch::Contains("holds class 27") && Catch::Contains("labels_to_classes"));
   std::vector<int> binary(16, 0);
   binary[5] = 255;
   CHECK_THROWS_WITH(decode_class_mask(write_mask(dir.root, "bin.png", 4, 4, binary), 4, 4, 3, out.data()),
@@ -235,6 +240,11 @@ TEST_CASE("a categorical config is checked before training: classes, softmax, me
   with_precision.replace(with_precision.find("[accuracy,"), 10, "[precision,");
   CHECK_THROWS_WITH(check(with_precision), Catch::StartsWith("classes.yaml:") &&
                                                Catch::Contains(": training.metrics: 'precision' is for binary masks"));
+  std::string keras_name = testing::tiny_classes_config(3);
+  keras_name.replace(keras_name.find("[accuracy,"), 10, "[sparse_categorical_accuracy,");
+  CHECK_THROWS_WITH(check(keras_name), Catch::Contains("'sparse_categorical_accuracy' is 'accuracy' here") &&
+                                           Catch::Contains("use any of: mean_iou, dice, accuracy") &&
+                                           !Catch::Contains("precision"));
   std::string softmax_inside = testing::tiny_classes_config(3);
   softmax_inside.replace(softmax_inside.find("padding: same, activation: relu}"), 32,
                          "padding: same, activation: softmax}");

@@ -320,7 +320,10 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
   }
 }
 
-std::vector<std::string> read_metrics(const YAML::Node& node, const std::string& file) {
+/// training.metrics; `categorical`: the loss is a categorical one, whose
+/// metrics leave out precision and recall (named in the error's list only
+/// for binary losses).
+std::vector<std::string> read_metrics(const YAML::Node& node, const std::string& file, bool categorical) {
   std::vector<YAML::Node> items;
   if (node.IsScalar()) items.push_back(node);
   else if (node.IsSequence())
@@ -333,13 +336,17 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
     std::string at = yaml_location(file, e.Mark()) + ": training.metrics: ";
     if (!e.IsScalar()) throw UserError(at + "each entry must be a metric name");
     std::string m = e.Scalar();
+    std::vector<std::string> known = kMetrics;
+    if (categorical) known.resize(3);  // kMetrics without precision and recall
+    const bool keras_accuracy = m == "sparse_categorical_accuracy" || m == "categorical_accuracy";
     if (std::find(kMetrics.begin(), kMetrics.end(), m) == kMetrics.end())
-      throw UserError(at + "'" + m + "' is not a metric" + did_you_mean(m, kMetrics) +
-                      (lower(m) == "meaniou" ? " (mean_iou is Keras's MeanIoU with a categorical loss; with a binary "
+      throw UserError(at + "'" + m + "' is not a metric" +
+                      (keras_accuracy ? " (Keras's '" + m + "' is 'accuracy' here)" : did_you_mean(m, known)) +
+                      (lower(m).rfind("meaniou", 0) == 0 ? " (mean_iou is Keras's MeanIoU with a categorical loss; with a binary "
                                                "one it averages the foreground IoU over thresholds 0.5 to 0.95, "
                                                "docs/config.md)"
                                              : "") +
-                      "; use any of: " + join_names(kMetrics));
+                      "; use any of: " + join_names(known));
     if (std::find(out.begin(), out.end(), m) != out.end())
       throw UserError(at + "'" + m + "' is listed twice");
     out.push_back(m);
@@ -364,7 +371,8 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   }
   t.loss = p.get_string("loss", t.loss, kLosses);
   if (YAML::Node metrics = p.get_node("metrics")) {
-    t.metrics = read_metrics(metrics, file);
+    t.metrics = read_metrics(metrics, file,
+                             t.loss == "sparse_categorical_crossentropy" || t.loss == "categorical_crossentropy");
     t.metrics_where = yaml_location(file, metrics.Mark()) + ": training.metrics";
   }
   if (YAML::Node opt = p.get_node("optimizer")) t.optimizer = read_optimizer(opt, file);

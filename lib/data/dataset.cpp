@@ -218,7 +218,9 @@ Dataset load_dataset(const DataOptions& o) {
                      " image/mask pairs cannot be used:" + list_up_to_10(bad);
   if (!o.skip_bad_files)
     throw UserError(prefix(o) + section(o) + ": " + what +
-                    ". Replace or remove these files, or set data.skip_bad_files: true to " + use(o) + " without them");
+                    (int(bad.size()) == n ? ". Replace or fix these files (none can be used)"
+                                          : ". Replace or remove these files, or set data.skip_bad_files: true to " +
+                                                use(o) + " without them"));
   spdlog::warn("{}{}: {}. Skipping these pairs (data.skip_bad_files is true)", prefix(o), section(o), what);
   if (int(bad.size()) == n) throw UserError(prefix(o) + section(o) + ": no usable image/mask pair is left");
 

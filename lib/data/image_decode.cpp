@@ -104,13 +104,16 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
     cv::minMaxLoc(m, nullptr, &highest, nullptr, &at);
     if (highest >= classes) {
       const bool binary = highest == 255 || highest == 65535;
+      const bool labels = !binary && m.depth() == CV_16U;  // an instance label image (1..N)?
       throw UserError("mask '" + path + "' holds class " + std::to_string(int(highest)) + " at pixel (x " +
                       std::to_string(at.x) + ", y " + std::to_string(at.y) + "), but the model has " +
                       std::to_string(classes) + " classes (its output channels), so mask pixels must be 0.." +
                       std::to_string(classes - 1) +
                       (binary ? "; a binary 0/" + std::to_string(int(highest)) +
                                     " mask? Train it with loss: binary_crossentropy and a 1-filter sigmoid output"
-                              : "; give the model one output channel per class, or renumber the mask's classes"));
+                              : labels ? "; an instance label image (0, 1..N)? Make class masks from label images with "
+                                         "build/data_tools/labels_to_classes, or renumber the mask's classes"
+                                       : "; give the model one output channel per class, or renumber the mask's classes"));
     }
     cv::Mat dst(height, width, CV_32FC1, out);
     if (native != dst.size()) cv::resize(m, m, dst.size(), 0, 0, cv::INTER_NEAREST);
