@@ -133,7 +133,7 @@ class Conv2DOp {
   /// The layer's backward: dz = dy * act'(y) (y [N, Ho, Wo, Cout], the
   /// forward's output after the activation, unused and may be nullptr for
   /// Linear; dy = dL/dy of that shape; both of type yt), then dkernel [kh, kw,
-  /// Cin, Cout] and dbias [Cout] (skipped when nullptr) <- dL/dw from x and
+  /// Cin / groups, Cout] and dbias [Cout] (skipped when nullptr) <- dL/dw from x and
   /// dz, and dx [N, H, W, Cin] of type xt (skipped when nullptr) <- dL/dx from
   /// dz, each overwritten.
   /// x must be the last training forward's input, unchanged (see above); dx

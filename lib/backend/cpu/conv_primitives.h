@@ -91,7 +91,8 @@ struct MemoryPair {
 /// training in 2 of 3 runs). Such problems let oneDNN choose a blocked
 /// layout and are reordered into it, which avoids the faulty path.
 inline bool strided_1x1(const ConvProblem& pb) {
-  return pb.weights[2] == 1 && pb.weights[3] == 1 && (pb.strides[0] > 1 || pb.strides[1] > 1);
+  const size_t r = pb.weights.size();  // {O, I, kh, kw}, or grouped {G, O / G, I / G, kh, kw}
+  return pb.weights[r - 2] == 1 && pb.weights[r - 1] == 1 && (pb.strides[0] > 1 || pb.strides[1] > 1);
 }
 
 /// Forward, backward-data and backward-weights primitives of one problem, with

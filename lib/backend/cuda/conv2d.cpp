@@ -1,5 +1,5 @@
 // cuda::make_conv2d: Conv2D on cuDNN through ConvCore with a = x, b = y and the
-// Keras kernel [kh, kw, Cin, Cout] (see cudnn_conv.h for layouts, padding,
+// Keras kernel [kh, kw, Cin / groups, Cout] (see cudnn_conv.h for layouts, padding,
 // precision and algorithms).
 #include "backend/cuda/cudnn_conv.h"
 #include "backend/device_ops.h"

@@ -44,6 +44,11 @@ void read_affine_keys(ParamReader& p, ConvConfig& c, const std::string& kernel =
 /// "3x3" style text of a window size.
 std::string window_text(int h, int w);
 
+/// [N, Ho, Wo, filters] of a convolution of `in` with geometry g (Ho =
+/// conv_output_length(H, span_h, stride_h, same), Keras's). UserError when
+/// the output would be empty, with the fix.
+Shape conv_output_shape(const Shape& in, const Conv2DParams& g, int filters);
+
 /// MaxPooling2D's and AveragePooling2D's keys: pool_size (int or pair,
 /// default 2), strides (default pool_size, Keras's None), padding (valid |
 /// same, default valid). UserError (with file:line:col) for a bad value.
@@ -53,7 +58,7 @@ Pool2DParams read_pool_params(ParamReader& p);
 /// UserError when the output would be empty, with the fix.
 Shape pool_output_shape(const Shape& in, const Pool2DParams& p);
 
-/// Base of Conv2D and Dense (Op = Conv2DOp) and Conv2DTranspose (Op = Conv2DTransposeOp):
+/// Base of Conv2D, Dense and DepthwiseConv2D (Op = Conv2DOp) and Conv2DTranspose (Op = Conv2DTransposeOp):
 /// params are {kernel, bias} (bias only with use_bias), y = act(op(x, kernel) + bias).
 /// Derived classes implement type(), infer() (setting in_ and out_), param_specs()
 /// and describe().
@@ -164,19 +169,7 @@ class ConvLayerBase : public Layer {
   /// when there is not one input or the output would be empty, with the fix.
   void infer_conv(const std::vector<Shape>& inputs, int filters) {
     set_input(inputs);
-    const Conv2DParams& g = c_.geom;
-    const int ho = conv_output_length(in_.h, g.span_h(), g.stride_h, g.same_padding);
-    const int wo = conv_output_length(in_.w, g.span_w(), g.stride_w, g.same_padding);
-    if (ho <= 0 || wo <= 0) {
-      const bool dilated = g.dilation_h > 1 || g.dilation_w > 1;
-      throw UserError("input is " + window_text(in_.h, in_.w) + " but kernel_size is " + window_text(g.kh, g.kw) +
-                      (dilated ? " (spanning " + window_text(g.span_h(), g.span_w()) + " with dilation_rate " +
-                                     window_text(g.dilation_h, g.dilation_w) + ")"
-                               : std::string()) +
-                      " with padding 'valid'; use padding: same or a smaller kernel_size" +
-                      (dilated ? " or dilation_rate" : ""));
-    }
-    out_ = Shape{in_.n, ho, wo, filters};
+    out_ = conv_output_shape(in_, c_.geom, filters);
   }
   /// Cuts the channels into `groups` groups (Conv2DParams::groups), before any forward.
   void set_groups(int groups) {

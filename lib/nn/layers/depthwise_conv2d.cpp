@@ -22,7 +22,11 @@ class DepthwiseConv2D final : public ConvLayerBase<Conv2DOp> {
   /// [Ho, Wo, Cin * depth_multiplier] (Ho as Conv2D's). UserError when the
   /// number of inputs is not 1 or the output would be empty.
   Shape infer(const std::vector<Shape>& inputs) override {
-    infer_conv(inputs, inputs.empty() ? 1 : inputs[0].c * multiplier_);
+    const long long channels = inputs.empty() ? 1 : (long long)inputs[0].c * multiplier_;
+    if (channels > 65536)
+      throw UserError("depth_multiplier " + std::to_string(multiplier_) + " gives " + std::to_string(channels) +
+                      " output channels, more than 65536; use a smaller depth_multiplier");
+    infer_conv(inputs, int(channels));
     c_.filters = out_.c;
     set_groups(in_.c);
     return out_;
