@@ -39,7 +39,8 @@ constexpr int kSide = 42;
 // [1, 1, C] and [1, 1, 1] terms to the features, Reshapes around convs that move values between
 // channels and pixels (42x42x4 -> 42x84x2 -> 42x42x4) or regroup the pixels
 // (42x42 -> 21x84), a Dense on every pixel, a DepthwiseConv2D (multiplier 2)
-// and a grouped stride-2 Conv2D (ONNX Conv 'group'), and every
+// and a grouped stride-2 Conv2D (ONNX Conv 'group'), a SeparableConv2D (a
+// grouped Conv and a 1x1 Conv), and every
 // activation (the activation strings and the layers with their parameters).
 std::string export_net(const fs::path& out_dir) {
   return R"(model:
@@ -95,6 +96,7 @@ std::string export_net(const fs::path& out_dir) {
     - {name: depthwise, type: DepthwiseConv2D, kernel_size: 3, depth_multiplier: 2, padding: same, activation: relu}
     - {name: grouped, type: Conv2D, filters: 4, kernel_size: 3, groups: 2, strides: 2, padding: same}
     - {name: regrow, type: UpSampling2D, size: 2}
+    - {name: separable, type: SeparableConv2D, filters: 4, kernel_size: 3, depth_multiplier: 2, padding: same, activation: elu}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
 data:
   images: )" + kSample + R"(/images

@@ -395,7 +395,7 @@ TEST_CASE("PReLU: a learned slope per element, or shared over Keras's shared_axe
   CHECK_THROWS_WITH(layer_from_yaml("{type: PReLU, shared_axes: {a: 1}}"), Catch::Contains("or a list of them"));
 }
 
-TEST_CASE("Activation: every activation's gradient, and strip_final_sigmoid", "[layers]") {
+TEST_CASE("Activation: every activation's gradient, and strip_output_activation", "[layers]") {
   for (const std::string& act : activation_names()) {
     auto l = layer_from_yaml("{type: Activation, activation: " + act + "}");
     auto w = bind_random(*l, {Shape{0, 3, 3, 2}}, 1);

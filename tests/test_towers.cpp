@@ -135,3 +135,24 @@ TEST_CASE("evaluation sums are the same for any tower count", "[towers]") {
   CHECK(sb.loss() == Approx(sa.loss()).epsilon(1e-6));
   CHECK(sb.counts.v == sa.counts.v);
 }
+
+TEST_CASE("DepthwiseConv2D, SeparableConv2D and grouped Conv2D on N CPU towers reach one tower's weights",
+          "[towers][depthwise]") {
+  std::string yaml = tiny_config(true);
+  const std::string c2 = "    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}";
+  REQUIRE(yaml.find(c2) != std::string::npos);
+  yaml.replace(yaml.find(c2), c2.size(),
+               "    - {name: c2, type: SeparableConv2D, filters: 8, kernel_size: 3, depth_multiplier: 2, padding: same, "
+               "activation: relu}\n"
+               "    - {name: dw, type: DepthwiseConv2D, kernel_size: 3, padding: same}\n"
+               "    - {name: g, type: Conv2D, filters: 8, kernel_size: 3, groups: 4, padding: same, activation: relu}");
+  const Config config = parse_config(yaml, "tiny.yaml");
+  const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}, {3, 9}};
+  const std::vector<float> one = train(config, 1, batches);
+  const std::vector<float> two = train(config, 2, batches);
+  const std::vector<float> three = train(config, 3, batches);
+  Trainer fresh(config, 1, 1);
+  REQUIRE(max_rel_diff(fresh.params(0), one) > 1e-3);  // training moved the weights
+  CHECK(max_rel_diff(two, one) < 2e-5);
+  CHECK(max_rel_diff(three, one) < 2e-5);
+}

@@ -218,10 +218,10 @@ std::string add_broadcast(GraphBuilder& b, const std::string& in, const Shape& f
   return out;
 }
 
-/// Adds the nodes of one layer computing out from ins.
-void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, const LayerWeights& w,
+/// Adds the nodes of one layer computing out from ins; name prefixes its node
+/// and initializer names (the layer's name).
+void add_layer(GraphBuilder& b, const std::string& name, const LayerDescription& d, const LayerWeights& w,
                const std::vector<std::string>& ins, const std::string& out) {
-  const std::string& name = layer.name();
   switch (d.kind) {
     case LayerKind::Input:
       throw std::invalid_argument("export_onnx: layer '" + name + "' is an Input layer after the first layer");
@@ -282,6 +282,26 @@ void add_layer(GraphBuilder& b, const Layer& layer, const LayerDescription& d, c
                  name + "/crop");
       }
       if (act) add_output_activation(b, d, pre, out, name + "/activation");
+      return;
+    }
+    case LayerKind::SeparableConv2D: {
+      // The depthwise convolution (no bias, linear), then a 1x1 Conv2D with the
+      // pointwise kernel, the bias and the activation.
+      LayerDescription depthwise = d;
+      depthwise.kind = LayerKind::Conv2D;
+      depthwise.use_bias = false;
+      depthwise.activation = Activation{};
+      depthwise.softmax = false;
+      add_layer(b, name + "/depthwise", depthwise, {{"depthwise_kernel", w.at("depthwise_kernel")}}, ins,
+                name + "/depthwise_output");
+      LayerDescription pointwise = d;
+      pointwise.kind = LayerKind::Conv2D;
+      pointwise.kh = pointwise.kw = pointwise.stride_h = pointwise.stride_w = 1;
+      pointwise.dilation_h = pointwise.dilation_w = pointwise.groups = 1;
+      pointwise.pad_h = pointwise.pad_w = PadPair{};
+      LayerWeights pointwise_w{{"kernel", w.at("pointwise_kernel")}};
+      if (d.use_bias) pointwise_w["bias"] = w.at("bias");
+      add_layer(b, name, pointwise, pointwise_w, {name + "/depthwise_output"}, out);
       return;
     }
     case LayerKind::MaxPooling2D:
@@ -465,7 +485,7 @@ void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, c
       continue;
     }
     tensor[size_t(i)] = i == last ? "probability" : layer.name() + "/output";
-    add_layer(builder, layer, d, by_layer[size_t(i)], ins, tensor[size_t(i)]);
+    add_layer(builder, layer.name(), d, by_layer[size_t(i)], ins, tensor[size_t(i)]);
   }
   if (last == 0) builder.node("Identity", {"image"}, "probability", "output");
   declare(graph.add_output(), "probability", out.c, out.h, out.w);

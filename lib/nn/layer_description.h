@@ -19,6 +19,7 @@ enum class LayerKind {
   Rescaling,           ///< y = x * scale + offset.
   Conv2D,              ///< y = act(conv(x, kernel) + bias); kernel [kh, kw, Cin, Cout].
   Conv2DTranspose,     ///< y = act(conv_transpose(x, kernel) + bias); kernel [kh, kw, Cout, Cin].
+  SeparableConv2D,     ///< y = act(conv1x1(depthwise(x, depthwise_kernel), pointwise_kernel) + bias); groups = Cin.
   MaxPooling2D,        ///< y = max over each window; padded pixels never win.
   AveragePooling2D,    ///< y = mean over each window's pixels inside the input (padding not counted).
   UpSampling2D,        ///< Nearest neighbour, y[i, j] = x[i / size_h, j / size_w], or bilinear (half-pixel centres).

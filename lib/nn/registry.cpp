@@ -20,6 +20,7 @@ const std::vector<Entry>& registry() {
       {"GlobalAveragePooling2D", make_global_average_pooling2d},
       {"GlobalMaxPooling2D", make_global_max_pooling2d},
       {"DepthwiseConv2D", make_depthwise_conv2d},
+      {"SeparableConv2D", make_separable_conv2d},
       {"Dense", make_dense},
       {"Reshape", make_reshape},
       {"UpSampling2D", make_up_sampling2d},

@@ -36,6 +36,7 @@ std::unique_ptr<Layer> make_average_pooling2d(ParamReader& p, const std::string&
 std::unique_ptr<Layer> make_global_average_pooling2d(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_global_max_pooling2d(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_depthwise_conv2d(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_separable_conv2d(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_dense(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_reshape(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_cropping2d(ParamReader& p, const std::string& name);

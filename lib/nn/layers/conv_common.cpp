@@ -38,6 +38,21 @@ void read_affine_keys(ParamReader& p, ConvConfig& c, const std::string& kernel) 
 
 std::string window_text(int h, int w) { return std::to_string(h) + "x" + std::to_string(w); }
 
+Shape conv_output_shape(const Shape& in, const Conv2DParams& g, int filters) {
+  const int ho = conv_output_length(in.h, g.span_h(), g.stride_h, g.same_padding);
+  const int wo = conv_output_length(in.w, g.span_w(), g.stride_w, g.same_padding);
+  if (ho <= 0 || wo <= 0) {
+    const bool dilated = g.dilation_h > 1 || g.dilation_w > 1;
+    throw UserError("input is " + window_text(in.h, in.w) + " but kernel_size is " + window_text(g.kh, g.kw) +
+                    (dilated ? " (spanning " + window_text(g.span_h(), g.span_w()) + " with dilation_rate " +
+                                   window_text(g.dilation_h, g.dilation_w) + ")"
+                             : std::string()) +
+                    " with padding 'valid'; use padding: same or a smaller kernel_size" +
+                    (dilated ? " or dilation_rate" : ""));
+  }
+  return Shape{in.n, ho, wo, filters};
+}
+
 Pool2DParams read_pool_params(ParamReader& p) {
   Pool2DParams g;
   std::vector<int> pool = p.get_int_pair("pool_size", std::vector<int>{2, 2}, 1, 1024);
