@@ -41,6 +41,16 @@ std::string missing_activation_hint(const std::string& s) {
 
 }  // namespace
 
+OutputActivation strip_output_activation(Activation& activation, bool& softmax) {
+  if (softmax) {
+    softmax = false;
+    return OutputActivation::Softmax;
+  }
+  if (!activation.is(ActivationKind::Sigmoid)) return OutputActivation::None;
+  activation = Activation{};
+  return OutputActivation::Sigmoid;
+}
+
 Activation read_activation(ParamReader& p, bool& softmax, const std::string& key) {
   std::vector<std::string> names = activation_names();
   names.push_back("softmax");

@@ -8,6 +8,7 @@
 // activation_forward / activation_backward, per element in
 // backend/elementwise_math.h); this header adds the Keras names.
 #include "backend/elementwise_ops.h"
+#include "nn/output_activation.h"
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -30,5 +31,10 @@ Activation activation_from_name(const std::string& name);
 /// (Model refuses it elsewhere), and the categorical losses take the logits
 /// before it.
 Activation read_activation(ParamReader& p, bool& softmax, const std::string& key = "activation");
+
+/// A last layer's Layer::strip_output_activation on its activation and
+/// softmax flag: clears the softmax (returning Softmax), else turns a sigmoid
+/// into linear (returning Sigmoid); None and no change otherwise.
+OutputActivation strip_output_activation(Activation& activation, bool& softmax);
 
 }  // namespace trainer

@@ -18,6 +18,7 @@
 #include "core/shape.h"
 #include "core/tensor.h"
 #include "nn/layer_description.h"
+#include "nn/output_activation.h"
 #include "nn/regularizer.h"
 
 namespace trainer {
@@ -64,13 +65,6 @@ enum class DTypeSupport {
   F32Only,  ///< Inputs, output and their gradients are fp32.
   Uniform,  ///< Any type, the same for every input and the output (pooling, concatenation).
   Any,      ///< Each input and the output of any type, independently (convolutions convert as they read).
-};
-
-/// The activation a model's last layer ends in that a loss can take over.
-enum class OutputActivation {
-  None,     ///< Neither: the output is what the layer computes.
-  Sigmoid,  ///< sigmoid, taken over by the binary losses.
-  Softmax,  ///< softmax over the channels, taken over by the categorical losses.
 };
 
 class Layer {

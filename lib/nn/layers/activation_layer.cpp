@@ -51,15 +51,7 @@ class ActivationLayer : public Layer {
     activation_backward(ctx.device, act_, y.data(), dy.data(), dx[0]->data(), dy.numel());
   }
   /// A sigmoid or softmax becomes linear (the output is then logits).
-  OutputActivation strip_output_activation() override {
-    if (softmax_) {
-      softmax_ = false;
-      return OutputActivation::Softmax;
-    }
-    if (!act_.is(ActivationKind::Sigmoid)) return OutputActivation::None;
-    act_ = Activation{};
-    return OutputActivation::Sigmoid;
-  }
+  OutputActivation strip_output_activation() override { return trainer::strip_output_activation(act_, softmax_); }
   bool has_softmax() const override { return softmax_; }
 
  private:

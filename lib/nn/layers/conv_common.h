@@ -111,13 +111,7 @@ class ConvLayerBase : public Layer {
   }
 
   OutputActivation strip_output_activation() override {
-    if (c_.softmax) {
-      c_.softmax = false;
-      return OutputActivation::Softmax;
-    }
-    if (!c_.activation.is(ActivationKind::Sigmoid)) return OutputActivation::None;
-    c_.activation = Activation{};
-    return OutputActivation::Sigmoid;
+    return trainer::strip_output_activation(c_.activation, c_.softmax);
   }
   bool has_softmax() const override { return c_.softmax; }
 
