@@ -297,7 +297,7 @@ TEST_CASE("a 3-class model stopped inside an epoch resumes with its confusion co
     REQUIRE(cv::imwrite((dir / "classes" / e.path().filename()).string(), boundary_classes(labels, 1)));
   }
   check_stop_inside_an_epoch(dir, [&](const fs::path& out) {
-    std::string text = one_per_batch(config(out, 4));
+    std::string text = one_per_batch(config(out, 6));
     text.replace(text.find(kSample + "/masks"), kSample.size() + 6, (dir / "classes").string());
     text.replace(text.find("filters: 1, kernel_size: 1, activation: sigmoid"), 47,
                  "filters: 3, kernel_size: 1, activation: softmax");
