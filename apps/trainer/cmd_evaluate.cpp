@@ -45,10 +45,7 @@ int run_evaluate(const EvaluateFlags& f) {
   const Towers towers = resolve_towers(f.gpus, f.threads);
   LoadedModel m = load_model(f.checkpoint, towers);
   const int classes = m.trainer->classes();
-  if (classes > 0 && f.threshold_given)
-    throw UserError("--threshold applies to one-channel (sigmoid) models; '" + f.checkpoint + "' is a model of " +
-                    std::to_string(classes) + " classes, whose pixels take their most probable class: drop "
-                    "--threshold");
+  refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
   if (classes > 0 && !f.csv.empty())
     throw UserError("--csv writes the per-image DSB 2018 instance scores of one-channel (sigmoid) models; '" +
                     f.checkpoint + "' is a model of " + std::to_string(classes) + " classes: drop --csv");

@@ -22,10 +22,7 @@ int run_predict(const PredictFlags& f) {
                                                                      f.options.output_dir);
   const Towers towers = resolve_towers(f.gpus, f.threads);
   LoadedModel m = load_model(f.checkpoint, towers);
-  if (f.threshold_given && m.trainer->classes() > 0)
-    throw UserError("--threshold applies to one-channel (sigmoid) models; '" + f.checkpoint + "' is a model of " +
-                    std::to_string(m.trainer->classes()) + " classes, whose masks hold each pixel's most probable "
-                    "class: drop --threshold");
+  refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
   PredictOptions options = f.options;
   options.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
   const std::vector<std::string> files = predict_files(*m.trainer, images, options);

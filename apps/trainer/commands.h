@@ -70,4 +70,8 @@ void install_exit_handlers();
 /// UserError naming path for a missing, corrupt or foreign checkpoint.
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers);
 
+/// UserError when --threshold was given (`given`) for m, a model of K classes
+/// (Trainer::classes() > 0), whose pixels take their most probable class.
+void refuse_threshold_for_classes(bool given, const LoadedModel& m, const std::string& checkpoint_path);
+
 }  // namespace trainer::cli

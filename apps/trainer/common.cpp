@@ -65,4 +65,11 @@ LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers)
   return trainer::load_model(checkpoint_path, towers.plan, towers.threads_per_tower);
 }
 
+void refuse_threshold_for_classes(bool given, const LoadedModel& m, const std::string& checkpoint_path) {
+  if (given && m.trainer->classes() > 0)
+    throw UserError("--threshold applies to one-channel (sigmoid) models; '" + checkpoint_path + "' is a model of " +
+                    std::to_string(m.trainer->classes()) + " classes, whose pixels take their most probable class: "
+                    "drop --threshold");
+}
+
 }  // namespace trainer::cli

@@ -53,6 +53,16 @@ TRAINER_HD inline int class_index(float v, int k) {
   return c >= 0 && float(c) == v ? c : -1;
 }
 
+/// The largest of one pixel's k values z, into mx, and sum_j exp(z_j - mx),
+/// returned: the shared part of the softmax functions below.
+TRAINER_HD inline float softmax_denominator(const float* z, int k, float& mx) {
+  mx = z[0];
+  for (int j = 1; j < k; ++j) mx = fmaxf(mx, z[j]);
+  float s = 0.f;
+  for (int j = 0; j < k; ++j) s += expf(z[j] - mx);
+  return s;
+}
+
 /// Softmax cross-entropy of one pixel's k logits z (contiguous, NHWC's last
 /// axis) against class c: (max z - z_c) + log(sum_j exp(z_j - max z)), the
 /// log-sum-exp form of tf.nn.sparse_softmax_cross_entropy_with_logits (finite
@@ -60,10 +70,8 @@ TRAINER_HD inline int class_index(float v, int k) {
 /// not lost against max z). 0 for c = -1.
 TRAINER_HD inline float softmax_cross_entropy(const float* z, int k, int c) {
   if (c < 0) return 0.f;
-  float mx = z[0];
-  for (int j = 1; j < k; ++j) mx = fmaxf(mx, z[j]);
-  float s = 0.f;
-  for (int j = 0; j < k; ++j) s += expf(z[j] - mx);
+  float mx;
+  const float s = softmax_denominator(z, k, mx);
   return (mx - z[c]) + logf(s);
 }
 
@@ -74,26 +82,17 @@ TRAINER_HD inline void softmax_cross_entropy_grad(const float* z, int k, int c, 
     for (int j = 0; j < k; ++j) g[j] = 0.f;
     return;
   }
-  float mx = z[0];
-  for (int j = 1; j < k; ++j) mx = fmaxf(mx, z[j]);
-  float s = 0.f;
-  for (int j = 0; j < k; ++j) s += expf(z[j] - mx);
-  const float inv = 1.f / s;
+  float mx;
+  const float inv = 1.f / softmax_denominator(z, k, mx);
   for (int j = 0; j < k; ++j) g[j] = scale * (expf(z[j] - mx) * inv - (j == c ? 1.f : 0.f));
 }
 
 /// x_j <- exp(x_j - max x) / sum_i exp(x_i - max x) over one pixel's k values, in place
 /// (keras.activations.softmax on the last axis).
 TRAINER_HD inline void softmax_in_place(float* x, int k) {
-  float mx = x[0];
-  for (int j = 1; j < k; ++j) mx = fmaxf(mx, x[j]);
-  float s = 0.f;
-  for (int j = 0; j < k; ++j) {
-    x[j] = expf(x[j] - mx);
-    s += x[j];
-  }
-  const float inv = 1.f / s;
-  for (int j = 0; j < k; ++j) x[j] *= inv;
+  float mx;
+  const float inv = 1.f / softmax_denominator(x, k, mx);
+  for (int j = 0; j < k; ++j) x[j] = expf(x[j] - mx) * inv;
 }
 
 /// The predicted class of one pixel's k logits: the index of the largest, the
