@@ -107,6 +107,41 @@ std::vector<std::string> sorted_files(const fs::path& dir) {
   return out;
 }
 
+/// The largest difference between the probabilities OpenCV's dnn computes
+/// from the ONNX file `onnx` and those of Trainer::predict with checkpoint's
+/// weights, on the first two of the 64x64 images in `images`.
+double onnx_difference(const fs::path& checkpoint, const fs::path& onnx, const fs::path& images_dir) {
+  const Checkpoint ckpt = load_checkpoint(checkpoint.string());
+  const Config config = parse_config(ckpt.config_yaml, checkpoint.string());
+  Trainer trainer(config, 1, 2);
+  trainer.load_weights(ckpt.weights, checkpoint.string());
+  const std::vector<std::string> names = sorted_files(images_dir);
+  const int n = 2;
+  Tensor images(Shape{n, 64, 64, 3});
+  for (int i = 0; i < n; ++i) decode_image((images_dir / names[size_t(i)]).string(), 64, 64, 3, images.sample(i));
+  const Tensor want = trainer.predict(images, 2);  // [n, 64, 64, K]
+  const int k = want.shape().c;
+
+  cv::dnn::Net net = cv::dnn::readNetFromONNX(onnx.string());
+  net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
+  net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
+  net.setInput(cv::dnn::blobFromImages(std::vector<cv::Mat>{cv::Mat(64, 64, CV_32FC3, images.sample(0)),
+                                                            cv::Mat(64, 64, CV_32FC3, images.sample(1))}),
+               "image");
+  const cv::Mat got = net.forward("probability");  // [n, K, 64, 64]
+  REQUIRE(got.dims == 4);
+  REQUIRE(got.size[1] == k);
+  double worst = 0;
+  for (int s = 0; s < n; ++s)
+    for (int c = 0; c < k; ++c)
+      for (int y = 0; y < 64; ++y)
+        for (int x = 0; x < 64; ++x) {
+          const float g = got.ptr<float>(s, c)[y * 64 + x];
+          worst = std::max(worst, double(std::abs(g - want.sample(s)[(y * 64 + x) * k + c])));
+        }
+  return worst;
+}
+
 }  // namespace
 
 TEST_CASE("a 3-class U-Net trains and resumes on DSB images with boundary masks", "[e2e][categorical]") {
@@ -232,32 +267,59 @@ TEST_CASE("a softmax model exports to ONNX and OpenCV dnn gives Trainer::predict
   const Run r = run_trainer("export --checkpoint " + f.checkpoint.string() + " --output " + (out / "m.onnx").string(), out);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  const Checkpoint ckpt = load_checkpoint(f.checkpoint.string());
-  const Config config = parse_config(ckpt.config_yaml, f.checkpoint.string());
-  Trainer trainer(config, 1, 2);
-  trainer.load_weights(ckpt.weights, f.checkpoint.string());
-  const std::vector<std::string> names = sorted_files(f.images);
-  const int n = 2;
-  Tensor images(Shape{n, 64, 64, 3});
-  for (int i = 0; i < n; ++i) decode_image((f.images / names[size_t(i)]).string(), 64, 64, 3, images.sample(i));
-  const Tensor want = trainer.predict(images, 2);  // [n, 64, 64, 3]
+  CHECK(onnx_difference(f.checkpoint, out / "m.onnx", f.images) <= 1e-4);
+}
 
-  cv::dnn::Net net = cv::dnn::readNetFromONNX((out / "m.onnx").string());
-  net.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
-  net.setPreferableTarget(cv::dnn::DNN_TARGET_CPU);
-  net.setInput(cv::dnn::blobFromImages(std::vector<cv::Mat>{cv::Mat(64, 64, CV_32FC3, images.sample(0)),
-                                                            cv::Mat(64, 64, CV_32FC3, images.sample(1))}),
-               "image");
-  const cv::Mat got = net.forward("probability");  // [n, 3, 64, 64]
-  REQUIRE(got.dims == 4);
-  REQUIRE(got.size[1] == 3);
-  double worst = 0;
-  for (int s = 0; s < n; ++s)
-    for (int c = 0; c < 3; ++c)
-      for (int y = 0; y < 64; ++y)
-        for (int x = 0; x < 64; ++x) {
-          const float g = got.ptr<float>(s, c)[y * 64 + x];
-          worst = std::max(worst, double(std::abs(g - want.sample(s)[(y * 64 + x) * 3 + c])));
-        }
-  CHECK(worst <= 1e-4);
+TEST_CASE("a logits model with an ignored class trains, evaluates, predicts and exports through the binary",
+          "[e2e][categorical][loss]") {
+  const Fixture& f = fixture();
+  const fs::path dir = case_dir("ignore");
+  // Two classes (background, nucleus interior); the boundary pixels (class 2) become 255 and are ignored.
+  fs::create_directories(dir / "masks");
+  for (const auto& name : sorted_files(f.masks)) {
+    cv::Mat m = cv::imread((f.masks / name).string(), cv::IMREAD_UNCHANGED);
+    m.setTo(255, m == 2);
+    cv::imwrite((dir / "masks" / name).string(), m);
+  }
+  std::string yaml = f.config(3);
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    REQUIRE(yaml.find(from) != std::string::npos);
+    yaml.replace(yaml.find(from), from.size(), to);
+  };
+  replace("    - {name: logits, type: Conv2D, filters: 3, kernel_size: 1}\n    - {name: out, type: Activation, "
+          "activation: softmax}\n",
+          "    - {name: logits, type: Conv2D, filters: 2, kernel_size: 1}\n");
+  replace("loss: sparse_categorical_crossentropy",
+          "loss: {type: SparseCategoricalCrossentropy, from_logits: true, ignore_class: 255}");
+  replace(f.masks.string(), (dir / "masks").string());
+  replace((f.dir / "run").string(), (dir / "run").string());
+  std::ofstream(dir / "ignore.yaml") << yaml;
+  Run r = run_trainer("--config " + (dir / "ignore.yaml").string() + " --gpus cpu", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const fs::path checkpoint = dir / "run" / "final.h5";
+  CHECK(load_checkpoint(checkpoint.string()).logs.at("val_loss") < std::log(2.0));
+
+  r = run_trainer("evaluate --gpus cpu --checkpoint " + checkpoint.string() + " --images " + f.images.string() +
+                      " --masks " + (dir / "masks").string(),
+                  dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("per-class IoU") && Catch::Contains(" 1: ") && !Catch::Contains(" 2: "));
+
+  r = run_trainer("predict --gpus cpu --checkpoint " + checkpoint.string() + " --input " + f.images.string() +
+                      " --output " + (dir / "predicted").string(),
+                  dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  for (const auto& name : sorted_files(dir / "predicted")) {
+    double highest = 0;
+    cv::minMaxLoc(cv::imread((dir / "predicted" / name).string(), cv::IMREAD_UNCHANGED), nullptr, &highest);
+    CHECK(highest <= 1);
+  }
+
+  r = run_trainer("export --checkpoint " + checkpoint.string() + " --output " + (dir / "m.onnx").string(), dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(onnx_difference(checkpoint, dir / "m.onnx", f.images) <= 1e-4);  // the softmax is in the graph
 }

@@ -133,4 +133,11 @@ Dataset tiny_class_data() {
   return d;
 }
 
+Dataset tiny_ignored_class_data() {
+  Dataset d = tiny_class_data();
+  for (int s = 0; s < d.size(); ++s)
+    for (int i = 0; i < (s % 4) * 40; ++i) d.masks.sample(s)[i] = kIgnoredPixel;
+  return d;
+}
+
 }  // namespace trainer::testing

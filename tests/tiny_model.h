@@ -32,5 +32,9 @@ std::string tiny_classes_config(int classes, const std::string& loss = "sparse_c
                                 const std::string& last_activation = "softmax");
 /// tiny_data() with three-class masks: each disc's boundary_classes (width 1).
 Dataset tiny_class_data();
+/// tiny_class_data() with pixels ignored unevenly over the samples (so that
+/// tower shards hold different numbers of counted pixels): sample s's first
+/// (s % 4) * 40 pixels are kIgnoredPixel.
+Dataset tiny_ignored_class_data();
 
 }  // namespace trainer::testing

@@ -33,7 +33,12 @@ Command add_export(CLI::App& app) {
             const LoadedModel loaded = load_model(f->checkpoint, one);
             // A fresh model keeps its final sigmoid (the trainer's towers output logits).
             const Model model(loaded.config->model, loaded.config->path);
-            export_onnx(model, loaded.trainer->weights(), f->output);
+            // A model trained from_logits outputs logits: the graph adds its loss's sigmoid or softmax.
+            const OutputActivation append =
+                !loaded.config->training.loss.from_logits ? OutputActivation::None
+                : loaded.trainer->classes() > 0          ? OutputActivation::Softmax
+                                                         : OutputActivation::Sigmoid;
+            export_onnx(model, loaded.trainer->weights(), f->output, append);
             const Shape in = model.input_shape(), out = model.output_shape();
             std::printf("Wrote %s: input 'image' [N, %d, %d, %d] (pixel values 0..255), output 'probability' "
                         "[N, %d, %d, %d]\n",

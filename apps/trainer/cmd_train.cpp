@@ -115,6 +115,7 @@ int run_train(const TrainFlags& f) {
   opt.width = model.input_shape().w;
   opt.channels = model.input_shape().c;
   opt.classes = trainer.classes();
+  opt.ignore_class = config.training.loss.ignore_class;
   opt.skip_bad_files = config.data.skip_bad_files;
   opt.threads = config.data.loader_threads;
   // Messages name where the folders came from: the config, or the flags.

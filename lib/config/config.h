@@ -122,6 +122,21 @@ struct ReduceLROnPlateauConfig {
   double min_lr = 0.0;              ///< The learning rate never goes below it.
 };
 
+/// training.loss: a loss name, or Keras's loss class and arguments as a mapping.
+struct LossConfig {
+  /// The loss function: binary_crossentropy | dice | bce_dice |
+  /// sparse_categorical_crossentropy | categorical_crossentropy.
+  std::string name = "binary_crossentropy";
+  /// Keras's from_logits: the model's last layer outputs logits (no final
+  /// sigmoid or softmax) and the loss applies the sigmoid (binary losses) or
+  /// the softmax (categorical ones); false: the last layer ends in it.
+  bool from_logits = false;
+  /// sparse_categorical_crossentropy's ignore_class (Keras 3): the mask value
+  /// (0..65535) whose pixels count in neither the loss nor the metrics; -1: none.
+  int ignore_class = -1;
+  std::string where;  ///< "<file>:<line>:<col>: training.loss", for messages
+};
+
 struct TrainingConfig {
   int epochs = 1;
   int batch_size = 32;              ///< Global batch, split across towers.
@@ -130,7 +145,7 @@ struct TrainingConfig {
   /// endless sequence of passes, each shuffled as an epoch is.
   int steps_per_epoch = 0;
   uint64_t seed = 0;
-  std::string loss = "binary_crossentropy";  ///< binary_crossentropy | dice | bce_dice | (sparse_)categorical_crossentropy
+  LossConfig loss;
   std::vector<std::string> metrics;          ///< mean_iou | dice | accuracy
   std::string metrics_where;                 ///< "<file>:<line>:<col>: training.metrics", for messages
   OptimizerConfig optimizer;

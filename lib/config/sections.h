@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "config/params.h"
 
 namespace trainer {
 
@@ -22,6 +23,15 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file);
 /// output_dir}. has_validation: DataConfig::has_validation() (val_* monitors need it).
 TrainingConfig read_training_section(const YAML::Node& node, const std::string& file,
                                      bool has_validation);
+
+/// training.loss: a name (binary_crossentropy, dice, bce_dice,
+/// sparse_categorical_crossentropy, categorical_crossentropy, or the Keras
+/// class BinaryCrossentropy, SparseCategoricalCrossentropy,
+/// CategoricalCrossentropy), or a mapping {type, from_logits, ignore_class
+/// (sparse only, 0..65535), reduction (the default only), label_smoothing (0
+/// only), axis (-1 only), name (ignored)} with Keras's argument names.
+/// training (the section's reader) gives the key 'loss'; absent: the default.
+LossConfig read_loss(ParamReader& training);
 
 /// Keras's to_snake_case of a class name: "Conv2DTranspose" -> "conv2d_transpose",
 /// "MaxPooling2D" -> "max_pooling2d", "BatchNormalization" -> "batch_normalization".

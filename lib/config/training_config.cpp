@@ -14,8 +14,6 @@ namespace trainer {
 
 namespace {
 
-const std::vector<std::string> kLosses = {"binary_crossentropy", "dice", "bce_dice", "sparse_categorical_crossentropy",
-                                          "categorical_crossentropy"};
 const std::vector<std::string> kMetrics = {"mean_iou", "dice", "accuracy", "precision", "recall"};
 const std::vector<std::string> kOptimizers = {"SGD", "Adam", "AdamW", "RMSprop"};
 const std::vector<std::string> kModes = {"auto", "min", "max"};
@@ -369,10 +367,10 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
         !YAML::convert<uint64_t>::decode(seed, t.seed))
       p.fail("seed", "must be a non-negative integer, got '" + YAML::Dump(seed) + "'");
   }
-  t.loss = p.get_string("loss", t.loss, kLosses);
+  t.loss = read_loss(p);
   if (YAML::Node metrics = p.get_node("metrics")) {
-    t.metrics = read_metrics(metrics, file,
-                             t.loss == "sparse_categorical_crossentropy" || t.loss == "categorical_crossentropy");
+    t.metrics = read_metrics(metrics, file, t.loss.name == "sparse_categorical_crossentropy" ||
+                                                t.loss.name == "categorical_crossentropy");
     t.metrics_where = yaml_location(file, metrics.Mark()) + ": training.metrics";
   }
   if (YAML::Node opt = p.get_node("optimizer")) t.optimizer = read_optimizer(opt, file);

@@ -176,7 +176,8 @@ Dataset load_dataset(const DataOptions& o) {
         cv::Size image = decode_image(pairs[i].image, o.height, o.width, o.channels, ds.images.sample(i));
         MaskValues values = MaskValues::kEmpty;
         const cv::Size mask =
-            o.classes > 0 ? decode_class_mask(pairs[i].mask, o.height, o.width, o.classes, ds.masks.sample(i))
+            o.classes > 0 ? decode_class_mask(pairs[i].mask, o.height, o.width, o.classes, ds.masks.sample(i),
+                                                o.ignore_class)
                           : decode_mask(pairs[i].mask, o.height, o.width, ds.masks.sample(i), &values);
         if (values == MaskValues::kAnyNonzero) ++low_masks;
         if (values == MaskValues::kThresholded) ++thresholded;

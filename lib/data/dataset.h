@@ -8,6 +8,11 @@
 
 namespace trainer {
 
+/// The value a class-index mask holds at a pixel whose class is the loss's
+/// ignore_class: such a pixel counts in neither the loss nor the metrics (the
+/// backend's class_index maps it to no class).
+inline constexpr float kIgnoredPixel = -1.f;
+
 struct DataOptions {
   std::string images_dir;            ///< Folder of images.
   std::string masks_dir;             ///< Folder of masks.
@@ -17,6 +22,9 @@ struct DataOptions {
   /// 0: binary masks (decode_mask); K >= 2: class-index masks of K classes
   /// (decode_class_mask), for a categorical loss.
   int classes = 0;
+  /// With classes: the mask value whose pixels are read as kIgnoredPixel
+  /// (the loss's ignore_class, 0..65535); -1: none.
+  int ignore_class = -1;
   bool skip_bad_files = false;       ///< Warn and skip instead of failing on bad/missing files.
   int threads = 0;                   ///< Decoder threads; 0: hardware concurrency.
   std::string config_path;           ///< For messages: the config that named these folders.
@@ -28,7 +36,7 @@ struct DataOptions {
 struct Dataset {
   std::vector<std::string> names;    ///< Image file names (no folder), sorted; names[i] is sample i.
   Tensor images;                     ///< [N, H, W, C], float32 in [0, 255] (16-bit input scaled by 255/65535), RGB order.
-  Tensor masks;                      ///< [N, H, W, 1], float32, exactly 0 or 1 (or class indices 0..K-1).
+  Tensor masks;                      ///< [N, H, W, 1], float32, exactly 0 or 1 (or class indices 0..K-1, and kIgnoredPixel).
   int size() const { return int(names.size()); }
 };
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/dataset.h"
 
 namespace trainer {
 
@@ -86,7 +87,8 @@ cv::Size decode_mask(const std::string& path, int height, int width, float* out,
   return native;
 }
 
-cv::Size decode_class_mask(const std::string& path, int height, int width, int classes, float* out) {
+cv::Size decode_class_mask(const std::string& path, int height, int width, int classes, float* out,
+                           int ignore_class) {
   cv::Mat m = read(path);
   const cv::Size native = m.size();
   try {
@@ -99,9 +101,13 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
                         std::to_string(classes - 1) + "; save each pixel's class index as a gray value");
       m = planes[0];
     }
+    // The pixels holding ignore_class (none when the image's type cannot hold it).
+    const bool can_ignore = ignore_class >= 0 && ignore_class <= (m.depth() == CV_8U ? 255 : 65535);
+    const cv::Mat ignored = can_ignore ? cv::Mat(m == ignore_class) : cv::Mat();
     double highest = 0;
     cv::Point at;
-    cv::minMaxLoc(m, nullptr, &highest, nullptr, &at);
+    if (!can_ignore) cv::minMaxLoc(m, nullptr, &highest, nullptr, &at);
+    else if (cv::countNonZero(ignored) < int(m.total())) cv::minMaxLoc(m, nullptr, &highest, nullptr, &at, ~ignored);
     if (highest >= classes) {
       const bool binary = highest == 255 || highest == 65535;
       const bool labels = !binary && m.depth() == CV_16U;  // an instance label image (1..N)?
@@ -109,7 +115,11 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
                       std::to_string(at.x) + ", y " + std::to_string(at.y) + "), but the model has " +
                       std::to_string(classes) + " classes (its output channels), so mask pixels must be 0.." +
                       std::to_string(classes - 1) +
-                      (binary ? "; a binary 0/" + std::to_string(int(highest)) +
+                      (ignore_class < 0 && highest == 255
+                           ? "; if 255 marks pixels to ignore (void), set training.loss: {type: "
+                             "SparseCategoricalCrossentropy, ignore_class: 255}; a binary 0/255 mask? Train it with "
+                             "loss: binary_crossentropy and a 1-filter sigmoid output"
+                           : binary ? "; a binary 0/" + std::to_string(int(highest)) +
                                     " mask? Train it with loss: binary_crossentropy and a 1-filter sigmoid output"
                               : labels ? "; an instance label image (0, 1..N)? Make class masks from label images with "
                                          "build/data_tools/labels_to_classes, or renumber the mask's classes"
@@ -118,6 +128,7 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
     cv::Mat dst(height, width, CV_32FC1, out);
     if (native != dst.size()) cv::resize(m, m, dst.size(), 0, 0, cv::INTER_NEAREST);
     m.convertTo(dst, CV_32F);
+    if (can_ignore) dst.setTo(kIgnoredPixel, m == ignore_class);
   } catch (const cv::Exception& e) {
     throw UserError("cannot convert '" + path + "': " + e.msg);
   }

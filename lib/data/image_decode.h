@@ -34,10 +34,13 @@ cv::Size decode_mask(const std::string& path, int height, int width, float* out,
 /// Decodes a class mask for a model of `classes` classes (2..kMaxClasses):
 /// a single-channel 8- or 16-bit image whose pixels are class indices
 /// 0..classes-1 (an RGB or RGBA file whose colour channels are equal counts
-/// as gray). Resized with INTER_NEAREST and written as [height, width, 1]
-/// float32 class indices to out. Returns the file's own size. Throws
-/// UserError naming the file when it cannot be decoded, is a colour image,
-/// or holds a class >= classes (naming the value, its pixel and the fix).
-cv::Size decode_class_mask(const std::string& path, int height, int width, int classes, float* out);
+/// as gray), and ignore_class (0..65535, or -1 for none) where pixels are to
+/// be ignored. Resized with INTER_NEAREST and written as [height, width, 1]
+/// float32 class indices to out, kIgnoredPixel (data/dataset.h) where the file
+/// holds ignore_class. Returns the file's own size. Throws UserError naming
+/// the file when it cannot be decoded, is a colour image, or holds a class >=
+/// classes other than ignore_class (naming the value, its pixel and the fix).
+cv::Size decode_class_mask(const std::string& path, int height, int width, int classes, float* out,
+                           int ignore_class = -1);
 
 }  // namespace trainer

@@ -451,7 +451,8 @@ void write_atomically(const std::string& path, const std::string& bytes) {
 
 }  // namespace
 
-void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, const std::string& path) {
+void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, const std::string& path,
+                 OutputActivation append) {
   if (model.output_is_logits())
     throw std::invalid_argument("export_onnx: the model's final sigmoid or softmax was removed (output_is_logits())");
   const std::vector<LayerWeights> by_layer = weights_by_layer(model, weights);
@@ -484,10 +485,14 @@ void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, c
       tensor[size_t(i)] = ins[0];
       continue;
     }
-    tensor[size_t(i)] = i == last ? "probability" : layer.name() + "/output";
+    const std::string final_name = append == OutputActivation::None ? "probability" : "logits";
+    tensor[size_t(i)] = i == last ? final_name : layer.name() + "/output";
     add_layer(builder, layer.name(), d, by_layer[size_t(i)], ins, tensor[size_t(i)]);
   }
   if (last == 0) builder.node("Identity", {"image"}, "probability", "output");
+  else if (append == OutputActivation::Sigmoid) builder.node("Sigmoid", {"logits"}, "probability", "probability");
+  else if (append == OutputActivation::Softmax)
+    GraphBuilder::integer(builder.node("Softmax", {"logits"}, "probability", "probability"), "axis", 1);
   declare(graph.add_output(), "probability", out.c, out.h, out.w);
 
   try {

@@ -33,10 +33,15 @@ namespace trainer {
 ///   on axis 1; Add -> Add (chained for more inputs); BatchNormalization ->
 ///   BatchNormalization with the moving statistics; activations -> Relu / Sigmoid /
 ///   ...; a softmax over the channels -> Softmax on axis 1.
+/// append: for a model trained with from_logits (its last layer outputs
+/// logits), the activation its loss applies (Sigmoid, or Softmax over the
+/// channels), added after the last layer so that the output is still
+/// probabilities (the last layer's output is then "logits"); None otherwise.
 /// Throws std::invalid_argument when weights do not match the model or the
 /// model is not in inference form (output_is_logits()), UserError naming path
 /// when the file cannot be written (missing or read-only folder, disk full),
 /// InternalError when the built graph fails ONNX's checker.
-void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, const std::string& path);
+void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, const std::string& path,
+                 OutputActivation append = OutputActivation::None);
 
 }  // namespace trainer

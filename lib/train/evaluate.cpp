@@ -133,7 +133,8 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
       indices.push_back(i);
       const cv::Size size = decode_image(s.image, input.h, input.w, input.c, chunk.images.sample(i));
       if (classes > 0) {  // class-index masks, read as for training; no instances
-        check_size(s, decode_class_mask(s.truth, input.h, input.w, classes, chunk.masks.sample(i)), size);
+        check_size(s, decode_class_mask(s.truth, input.h, input.w, classes, chunk.masks.sample(i),
+                                                trainer.config().training.loss.ignore_class), size);
         continue;
       }
       truths.push_back(load_truth(o, s));

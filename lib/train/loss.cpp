@@ -22,36 +22,57 @@ LossKind loss_kind(const std::string& name) {
                               "categorical_crossentropy)");
 }
 
+std::string keras_loss_class(const std::string& name) {
+  if (name == "binary_crossentropy") return "BinaryCrossentropy";
+  if (name == "sparse_categorical_crossentropy") return "SparseCategoricalCrossentropy";
+  if (name == "categorical_crossentropy") return "CategoricalCrossentropy";
+  return name;
+}
+
 bool is_categorical(LossKind kind) {
   return kind == LossKind::SparseCategoricalCrossentropy || kind == LossKind::CategoricalCrossentropy;
 }
 
 int loss_classes(LossKind kind, const Shape& output) { return is_categorical(kind) ? output.c : 0; }
 
+double counted_pixel_weight(const Tensor& masks, const std::vector<int>& indices, size_t lo, size_t hi) {
+  const size_t m = masks.shape().sample_numel();
+  size_t counted = 0;
+  for (size_t k = lo; k < hi; ++k) {
+    const float* y = masks.sample(indices[k]);
+    for (size_t i = 0; i < m; ++i) counted += y[i] != kIgnoredPixel;
+  }
+  return counted == 0 ? 0.0 : double(hi - lo) / double(counted);
+}
+
 namespace {
 
 /// The categorical losses of loss_sum: logits [N, H, W, K], targets [N, H, W, 1].
-double categorical_loss_sum(const Tensor& logits, const Tensor& targets, Tensor* dlogits) {
+double categorical_loss_sum(const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+                            std::optional<double> pixel_weight) {
   const Shape z = logits.shape(), y = targets.shape();
   if (y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w || z.c < 2)
     throw std::invalid_argument("loss: categorical logits " + z.nhwc() + " need class-index targets [N, H, W, 1] of "
                                 "their batch and size and at least 2 classes, got " + y.nhwc());
   const Device& d = logits.device();
   const size_t pixels = targets.numel();
-  // Each sample's loss is the mean over its H*W pixels; the sum over samples
-  // is then the sum over all pixels divided by H*W.
+  // By default each sample's loss is the mean over its H*W pixels; the sum
+  // over samples is then the sum over all pixels divided by H*W.
   const double per_sample = double(size_t(z.h) * size_t(z.w));
+  const double w = pixel_weight ? *pixel_weight : 1.0 / per_sample;
   if (dlogits) dlogits->resize(z);
   if (pixels == 0) return 0.0;
-  if (dlogits)
-    softmax_loss_grad(d, logits.data(), targets.data(), pixels, z.c, float(1.0 / per_sample), dlogits->data());
-  return softmax_loss_sum(d, logits.data(), targets.data(), pixels, z.c) / per_sample;
+  if (dlogits) softmax_loss_grad(d, logits.data(), targets.data(), pixels, z.c, float(w), dlogits->data());
+  const double sum = softmax_loss_sum(d, logits.data(), targets.data(), pixels, z.c);
+  return pixel_weight ? sum * w : sum / per_sample;
 }
 
 }  // namespace
 
-double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits) {
-  if (is_categorical(kind)) return categorical_loss_sum(logits, targets, dlogits);
+double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+                std::optional<double> pixel_weight) {
+  if (is_categorical(kind)) return categorical_loss_sum(logits, targets, dlogits, pixel_weight);
+  if (pixel_weight) throw std::invalid_argument("loss: a pixel weight is for the categorical losses only");
   if (logits.shape() != targets.shape())
     throw std::invalid_argument("loss: logits " + logits.shape().nhwc() + " and targets " +
                                 targets.shape().nhwc() + " differ in shape");

@@ -2,9 +2,12 @@
 // Segmentation losses on logits (the model's last layer is linear; its
 // sigmoid or softmax is fused into the loss for numerical stability, as
 // Keras's from_logits=True).
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
+#include "data/dataset.h"
 
 namespace trainer {
 
@@ -14,6 +17,12 @@ enum class LossKind { BinaryCrossentropy, Dice, BceDice, SparseCategoricalCrosse
 /// | "categorical_crossentropy"; std::invalid_argument naming the known names
 /// otherwise (config validation reports the user-facing error).
 LossKind loss_kind(const std::string& name);
+
+/// The keras.losses class of loss function `name` (BinaryCrossentropy,
+/// SparseCategoricalCrossentropy, CategoricalCrossentropy), or `name` itself
+/// for dice and bce_dice, which have none: the `type` of training.loss's
+/// mapping form, for messages.
+std::string keras_loss_class(const std::string& name);
 
 /// Whether kind is a categorical loss: the model ends in a softmax over K >= 2
 /// class channels and the masks hold class indices 0..K-1. The two
@@ -30,6 +39,14 @@ inline constexpr int kMaxClasses = 256;
 /// for kind: output.c for a categorical loss, 0 (binary masks) otherwise.
 int loss_classes(LossKind kind, const Shape& output);
 
+/// The weight of each counted pixel's loss in a categorical loss_sum over a
+/// global batch: B / V for the B samples masks[indices[lo..hi)] (host, [N, H,
+/// W, 1]) holding V counted pixels (a class index, not kIgnoredPixel), so that
+/// the batch's loss, loss_sum / B, is the mean over its counted pixels: Keras
+/// 3's sum_over_batch_size reduction of the masked loss of ignore_class. 0
+/// when V = 0 (Keras's divide_no_nan). Without ignored pixels it is 1 / (H W).
+double counted_pixel_weight(const Tensor& masks, const std::vector<int>& indices, size_t lo, size_t hi);
+
 /// Returns the SUM over the N samples of the per-sample loss, so that sums from
 /// several towers add up and the caller divides by the global batch.
 /// Binary losses: logits, targets [N, H, W, 1] (targets 0/1; any C works, a
@@ -42,15 +59,19 @@ int loss_classes(LossKind kind, const Shape& output);
 ///    mask gives loss 0).
 ///  - bce_dice: binary_crossentropy + dice.
 /// Categorical losses: logits [N, H, W, K], targets [N, H, W, 1] holding class
-/// indices 0..K-1: the mean over the sample's H*W pixels of
+/// indices 0..K-1 or kIgnoredPixel: the sum over the counted pixels of
 /// log(sum_j exp(z_j)) - z_t (tf.nn.sparse_softmax_cross_entropy_with_logits,
-/// in log-sum-exp form), so that the batch mean is Keras's
-/// sum_over_batch_size reduction.
+/// in log-sum-exp form), each times pixel_weight (counted_pixel_weight of the
+/// global batch; by default 1 / (H W), the mean over each sample's pixels), so
+/// that the batch mean is Keras's sum_over_batch_size reduction. Ignored
+/// pixels add nothing and get a zero gradient. Binary losses take no
+/// pixel_weight.
 /// If dlogits is non-null it is resized to logits' shape and receives
 /// d(returned sum)/d(logits). Sums are accumulated in double. logits, targets
 /// and dlogits live on one device (logits.device()), where the work runs; the
 /// returned sum is a host value.
 /// Throws std::invalid_argument when the shapes do not match as above.
-double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits);
+double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+                std::optional<double> pixel_weight = std::nullopt);
 
 }  // namespace trainer

@@ -35,7 +35,8 @@ void validate_for_training(const Config& config, Model& model) {
   if (in.c != 1 && in.c != 3)
     throw UserError(first + "input has " + std::to_string(in.c) +
                     " channels; images are read as gray (1) or RGB (3): use shape [H, W, 1] or [H, W, 3]");
-  const LossKind loss = loss_kind(config.training.loss);
+  const LossConfig& lc = config.training.loss;
+  const LossKind loss = loss_kind(lc.name);
   const std::string sizes = "[" + std::to_string(in.h) + ", " + std::to_string(in.w);
   if (!is_categorical(loss)) {
     if (out.c != 1 || out.h != in.h || out.w != in.w)
@@ -46,28 +47,42 @@ void validate_for_training(const Config& config, Model& model) {
                              "sparse_categorical_crossentropy with activation: softmax)"
                            : ""));
     const OutputActivation a = model.use_logits_output();
-    if (a != OutputActivation::Sigmoid)
-      throw UserError(last + "loss '" + config.training.loss +
+    if (lc.from_logits && a != OutputActivation::None)
+      throw UserError(last + "ends in a " + (a == OutputActivation::Softmax ? "softmax" : "sigmoid") + ", but " +
+                      lc.where + " has from_logits: true (the model outputs logits and the loss applies the "
+                      "sigmoid); remove the layer's activation, or set from_logits: false");
+    if (!lc.from_logits && a != OutputActivation::Sigmoid)
+      throw UserError(last + "loss '" + lc.name +
                       "' needs the last layer to end in a sigmoid (the loss is fused with it for numerical "
                       "stability); " + (a == OutputActivation::Softmax ? "replace its softmax, which is 1 on a single "
                                                                          "channel, with a sigmoid"
-                                                                       : "add activation: sigmoid"));
+                                                                       : "add activation: sigmoid, or, if the model "
+                                                                         "outputs logits, set loss: {type: " +
+                                                                             keras_loss_class(lc.name) +
+                                                                             ", from_logits: true}"));
   } else {
     if (out.c < 2 || out.c > kMaxClasses || out.h != in.h || out.w != in.w)
-      throw UserError(last + "the model outputs " + out.hwc() + " but loss '" + config.training.loss +
+      throw UserError(last + "the model outputs " + out.hwc() + " but loss '" + lc.name +
                       "' needs one channel per class at the input size, " + sizes + ", K] with 2 <= K <= " +
                       std::to_string(kMaxClasses) + "; end the model with Conv2D filters: <classes>, "
                       "activation: softmax and keep the sizes (padding: same)" +
                       (out.c == 1 ? " (for one foreground class use loss: binary_crossentropy with a sigmoid)" : ""));
-    if (model.use_logits_output() != OutputActivation::Softmax)
-      throw UserError(last + "loss '" + config.training.loss +
+    const OutputActivation a = model.use_logits_output();
+    if (lc.from_logits && a != OutputActivation::None)
+      throw UserError(last + "ends in a " + (a == OutputActivation::Softmax ? "softmax" : "sigmoid") + ", but " +
+                      lc.where + " has from_logits: true (the model outputs logits and the loss applies the "
+                      "softmax); remove the layer's activation, or set from_logits: false");
+    if (!lc.from_logits && a != OutputActivation::Softmax)
+      throw UserError(last + "loss '" + lc.name +
                       "' needs the last layer to end in a softmax over the classes (the loss is fused with it for "
-                      "numerical stability); set activation: softmax");
+                      "numerical stability); set activation: softmax, or, if the model outputs logits, set loss: "
+                      "{type: " + keras_loss_class(lc.name) + ", from_logits: true}");
+
     for (const std::string m : {"precision", "recall"})
       if (std::find(config.training.metrics.begin(), config.training.metrics.end(), m) !=
           config.training.metrics.end())
         throw UserError(config.training.metrics_where + ": '" + m + "' is for binary masks, not the " +
-                        std::to_string(out.c) + " classes of loss '" + config.training.loss +
+                        std::to_string(out.c) + " classes of loss '" + lc.name +
                         "'; use accuracy, mean_iou (Keras's MeanIoU) or dice (the mean over the classes)");
   }
   const AugmentationConfig& aug = config.data.augmentation;
@@ -139,7 +154,7 @@ Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
 
 Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower)
     : config_(config),
-      loss_(loss_kind(config.training.loss)),
+      loss_(loss_kind(config.training.loss.name)),
       devices_(std::make_unique<TowerDevices>(plan, config.training.precision, kCollectiveTimeoutSeconds)),
       pool_(plan.towers(), threads_per_tower, [this](int rank, const std::string& msg) {
         const std::string reason = "tower " + std::to_string(rank) + " failed: " + msg;
@@ -321,10 +336,17 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
   clock.lap(kUpdate);
 }
 
+std::optional<double> Trainer::pixel_weight(const Dataset& data, const std::vector<int>& indices, size_t lo,
+                                            size_t hi) const {
+  if (classes_ == 0 || config_.training.loss.ignore_class < 0) return std::nullopt;
+  return counted_pixel_weight(data.masks, indices, lo, hi);
+}
+
 BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indices) {
   const int batch = int(indices.size());
   const auto shards = split_batch(batch, towers());
   const uint64_t step = uint64_t(iterations());
+  const std::optional<double> weight = pixel_weight(data, indices, 0, size_t(batch));
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     const auto [lo, hi] = shards[size_t(r)];
@@ -343,7 +365,7 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     t.stats = empty_stats();
     t.stats.samples = hi - lo;
     if (hi > lo) {
-      t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits);
+      t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits, weight);
       accumulate_metrics(out, t.y, t.stats.counts);
     } else {
       dlogits.resize(out.shape());
@@ -372,7 +394,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), int(b) + lo, batch,
                   t.device};
       const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
-      t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr);
+      t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr, pixel_weight(data, indices, b, b + size_t(batch)));
       t.stats.samples += hi - lo;
       accumulate_metrics(out, t.y, t.stats.counts);
     }

@@ -239,6 +239,11 @@ class Trainer {
   /// it: the towers hold the same weights), the calling thread bound to its
   /// device.
   double penalty() const;
+  /// The loss's pixel weight for the global batch data.masks[indices[lo..hi)]
+  /// when a categorical loss ignores a class (counted_pixel_weight), else
+  /// none (each sample's loss is the mean over its pixels).
+  std::optional<double> pixel_weight(const Dataset& data, const std::vector<int>& indices, size_t lo,
+                                     size_t hi) const;
   /// All-reduces s over the towers (host values, through the host communicator).
   void reduce_stats(int rank, BatchStats& s);
   /// Runs fn(rank) on every tower's thread, bound to its device; a GPU running

@@ -19,8 +19,10 @@ Tensor predict_tta(Trainer& trainer, const Tensor& images, int batch_size);
 /// and turned into the logit log(p / (1 - p)), then the config's loss (plus
 /// the trainer's regularization penalty) and the metrics take it. A
 /// categorical model's probabilities [N, H, W, K] (against class-index masks
-/// [N, H, W, 1]) become the logits log p, whose softmax they are. For
-/// averaged (TTA) predictions, which have no logits.
+/// [N, H, W, 1], kIgnoredPixel where ignored) become the logits log p, whose
+/// softmax they are; with an ignored class the N samples are one global
+/// batch, whose loss is the mean over its counted pixels. For averaged (TTA)
+/// predictions, which have no logits.
 BatchStats probability_stats(const Trainer& trainer, const Tensor& probabilities, const Tensor& masks);
 
 /// Logs that predictions average over the symmetries of an input of shape

@@ -1,0 +1,110 @@
+// training.loss: a loss name (Keras's string identifiers, or its class names),
+// or a mapping with Keras's loss class and arguments:
+//   loss: {type: SparseCategoricalCrossentropy, from_logits: true, ignore_class: 255}
+#include <algorithm>
+
+#include "config/params.h"
+#include "config/sections.h"
+#include "core/error.h"
+
+namespace trainer {
+
+namespace {
+
+const std::vector<std::string> kLossNames = {"binary_crossentropy", "dice", "bce_dice",
+                                             "sparse_categorical_crossentropy", "categorical_crossentropy"};
+/// keras.losses classes and the function each computes here.
+const std::vector<std::pair<std::string, std::string>> kLossClasses = {
+    {"BinaryCrossentropy", "binary_crossentropy"},
+    {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
+    {"CategoricalCrossentropy", "categorical_crossentropy"}};
+
+/// The loss function `type` names (a function name or a Keras class), or "".
+std::string loss_function(const std::string& type) {
+  if (std::find(kLossNames.begin(), kLossNames.end(), type) != kLossNames.end()) return type;
+  for (const auto& [cls, fn] : kLossClasses)
+    if (cls == type) return fn;
+  return "";
+}
+
+/// Why `type` is not a loss here, with the fix.
+std::string unknown_loss(const std::string& type) {
+  std::vector<std::string> known = kLossNames;
+  for (const auto& c : kLossClasses) known.push_back(c.first);
+  std::string hint;
+  if (type == "Dice")
+    hint = " (Keras 3's Dice has no smoothing and pools the whole batch; 'dice' here is the per-image soft Dice "
+           "with smooth 1 of the Keras U-Net examples, docs/config.md)";
+  else if (type.find("Focal") != std::string::npos || type.find("focal") != std::string::npos)
+    hint = " (focal losses are not supported)";
+  else
+    hint = did_you_mean(type, known);
+  return "is '" + type + "'" + hint + "; use one of: " + join_names(known);
+}
+
+}  // namespace
+
+LossConfig read_loss(ParamReader& training) {
+  LossConfig l;
+  l.where = training.where("loss") + ": training.loss";
+  std::vector<std::string> known = kLossNames;
+  for (const auto& c : kLossClasses) known.push_back(c.first);
+  if (!training.given("loss")) {
+    if (training.has("loss")) training.fail("loss", "has no value; use one of: " + join_names(known));
+    return l;
+  }
+  const YAML::Node node = training.get_node("loss");
+  if (node.IsScalar()) {
+    l.name = loss_function(node.Scalar());
+    if (l.name.empty()) training.fail("loss", unknown_loss(node.Scalar()));
+    return l;
+  }
+  if (!node.IsMap())
+    training.fail("loss", "must be a loss name (e.g. binary_crossentropy) or a mapping such as "
+                          "{type: SparseCategoricalCrossentropy, from_logits: true}");
+  const std::string& file = training.file();
+  ParamReader p(node, file, "training.loss");
+  if (p.has("class_name"))
+    p.fail("class_name", "is Keras's serialized form; write the loss as {type: " +
+                             (node["class_name"].IsScalar() ? node["class_name"].Scalar()
+                                                            : std::string("BinaryCrossentropy")) +
+                             ", <the keys of its 'config'>}, e.g. {type: BinaryCrossentropy, from_logits: true}");
+  if (!p.has("type") && p.has("name"))
+    p.fail("'type' is required; the loss class goes in 'type' (e.g. 'type: BinaryCrossentropy'), not in 'name'");
+  const std::string type = p.get_string("type", std::nullopt);
+  l.name = loss_function(type);
+  if (l.name.empty()) p.fail("type", unknown_loss(type));
+  p.skip("name");  // the loss object's name: the log calls it loss, as Keras's does
+  l.from_logits = p.get_bool("from_logits", false);
+  if (p.given("reduction")) {  // Keras 3's default, or tf.keras 2's
+    const std::string r = p.get_string("reduction", std::nullopt);
+    if (r != "sum_over_batch_size" && r != "auto")
+      p.fail("reduction", "is '" + r + "'; only Keras's default, sum_over_batch_size (the mean over the batch's "
+                          "pixels), is supported: remove the key");
+  }
+  if (p.given("axis") && p.get_int("axis", std::nullopt) != -1)
+    p.fail("axis", "must be -1, the channels (the only axis a loss runs over here)");
+  if (l.name == "binary_crossentropy" || l.name == "categorical_crossentropy") {
+    if (p.get_double("label_smoothing", 0.0, 0.0, 1.0) != 0.0)
+      p.fail("label_smoothing", "is not supported; remove it (or set 0)");
+  }
+  if (l.name == "sparse_categorical_crossentropy" && p.given("ignore_class")) {
+    const YAML::Node v = p.get_node("ignore_class");
+    int c = 0;
+    if (!v.IsScalar() || !YAML::convert<int>::decode(v, c))
+      p.fail("ignore_class", "must be a class index (an integer), got '" + YAML::Dump(v) + "'");
+    if (c < 0)
+      p.fail("ignore_class", "is " + std::to_string(c) + ", which a mask image cannot hold (masks are 8- or 16-bit "
+                             "gray images); store the pixels to ignore as 255 and set ignore_class: 255");
+    if (c > 65535)
+      p.fail("ignore_class", "is " + std::to_string(c) + ", above 65535, the largest value of a 16-bit mask");
+    l.ignore_class = c;
+  } else if (l.name != "sparse_categorical_crossentropy" && p.has("ignore_class")) {
+    p.fail("ignore_class", "is SparseCategoricalCrossentropy's (Keras 3): use type: SparseCategoricalCrossentropy "
+                           "for class-index masks with pixels to ignore");
+  }
+  p.finish();
+  return l;
+}
+
+}  // namespace trainer
