@@ -151,6 +151,25 @@ TEST_CASE("augmented training moves image and mask together, leaves validation a
   CHECK(two.params(0) == two.params(1));
 }
 
+TEST_CASE("affine-augmented training changes the batches, not validation, and towers agree", "[augmentation]") {
+  const Config plain = augmented("{}"),
+               warped = augmented("{rotation_range: 30, width_shift_range: 0.1, height_shift_range: 0.1, "
+                                  "shear_range: 10, zoom_range: 0.2, brightness_range: [0.8, 1.2]}");
+  REQUIRE(warped.data.augmentation.affine());
+  const Dataset data = trainer::testing::tiny_data();
+  const Dataset before = data;
+  const std::vector<int> batch = {0, 1, 2, 3, 4};
+  Trainer a(plain, 1, 1), b(warped, 1, 1);
+  CHECK(a.evaluate(data, batch, 5).loss_sum == b.evaluate(data, batch, 5).loss_sum);
+  CHECK(a.train_step(data, batch).loss() != Approx(b.train_step(data, batch).loss()).epsilon(1e-4));
+  CHECK(std::equal(data.images.data(), data.images.data() + data.images.numel(), before.images.data()));
+  CHECK(std::equal(data.masks.data(), data.masks.data() + data.masks.numel(), before.masks.data()));
+  Trainer one(warped, 1, 1), three(warped, 3, 1);
+  for (const auto& bt : std::vector<std::vector<int>>{{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}})
+    CHECK(three.train_step(data, bt).loss() == Approx(one.train_step(data, bt).loss()).epsilon(1e-5));
+  CHECK(three.params(0) == three.params(2));
+}
+
 TEST_CASE("quarter turns of a non-square input are rejected before training", "[augmentation]") {
   const Config c = parse_config("model:\n  layers:\n    - {type: Input, shape: [16, 24, 3]}\n"
                                 "    - {type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}\n"

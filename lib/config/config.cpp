@@ -1,9 +1,11 @@
 #include "config/config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "config/params.h"
 #include "config/sections.h"
@@ -132,6 +134,41 @@ Config load_config(const std::string& path) {
   return parse_config(text, path);
 }
 
+namespace {
+
+/// [low, high] from a number z ([1 - z, 1 + z]) or a list of two (Keras's
+/// zoom_range form); brightness_range takes the list form only.
+std::pair<double, double> read_range(ParamReader& p, const std::string& key, bool number_allowed,
+                                     const std::string& example) {
+  const YAML::Node v = p.get_node(key);
+  double lo = 0, hi = 0;
+  if (number_allowed && v.IsScalar() && YAML::convert<double>::decode(v, lo)) {
+    if (!(lo >= 0 && lo < 1)) p.fail(key, "must be in [0, 1) as a number (the range [1 - z, 1 + z]), or a list [low, high]");
+    return {1 - lo, 1 + lo};
+  }
+  if (!v.IsSequence() || v.size() != 2 || !YAML::convert<double>::decode(v[0], lo) ||
+      !YAML::convert<double>::decode(v[1], hi))
+    p.fail(key, std::string("must be ") + (number_allowed ? "a number or " : "") + "a list [low, high], e.g. " +
+                    example + python_tuple_hint(YAML::Dump(v)));
+  if (!(lo > 0 && lo <= hi && std::isfinite(hi)))
+    p.fail(key, "must be [low, high] with 0 < low <= high, e.g. " + example);
+  return {lo, hi};
+}
+
+}  // namespace
+
+void read_affine_augmentation(ParamReader& p, AugmentationConfig& a) {
+  a.rotation_range = p.get_double("rotation_range", 0.0, 0.0, 360.0);
+  a.width_shift_range = p.get_double("width_shift_range", 0.0, 0.0);
+  a.height_shift_range = p.get_double("height_shift_range", 0.0, 0.0);
+  a.shear_range = p.get_double("shear_range", 0.0, 0.0, 89.0);
+  if (p.given("zoom_range")) std::tie(a.zoom_low, a.zoom_high) = read_range(p, "zoom_range", true, "[0.8, 1.2]");
+  a.fill_mode = p.get_string("fill_mode", a.fill_mode, {"constant", "nearest", "reflect", "wrap"});
+  a.cval = p.get_double("cval", 0.0);
+  if (p.given("brightness_range"))
+    std::tie(a.brightness_low, a.brightness_high) = read_range(p, "brightness_range", false, "[0.8, 1.2]");
+}
+
 DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   ParamReader p(node, file, "data");
   DataConfig d;
@@ -161,6 +198,7 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
     d.augmentation.horizontal_flip = ap.get_bool("horizontal_flip", false);
     d.augmentation.vertical_flip = ap.get_bool("vertical_flip", false);
     d.augmentation.rotate_90 = ap.get_bool("rotate_90", false);
+    read_affine_augmentation(ap, d.augmentation);
     ap.finish();
   }
   p.finish();

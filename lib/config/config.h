@@ -35,8 +35,23 @@ struct AugmentationConfig {
   bool horizontal_flip = false;     ///< Mirror left-right.
   bool vertical_flip = false;       ///< Mirror up-down.
   bool rotate_90 = false;           ///< Turn by 0, 90, 180 or 270 degrees (square inputs only).
+  // Keras's ImageDataGenerator random affine transform (data/affine_augmentation.h):
+  double rotation_range = 0;        ///< Degrees: a turn by U(-r, r) about the centre.
+  double width_shift_range = 0;     ///< Shift by U(-r, r): r < 1 a fraction of the width, else pixels.
+  double height_shift_range = 0;    ///< The same, vertically (of the height).
+  double shear_range = 0;           ///< Degrees: a shear by U(-r, r).
+  double zoom_low = 1, zoom_high = 1;  ///< Zoom factors zx, zy each from U(low, high); above 1 zooms out.
+  std::string fill_mode = "nearest";   ///< Outside the image: constant | nearest | reflect | wrap.
+  double cval = 0;                  ///< The image's fill value of fill_mode constant (masks get 0).
+  double brightness_low = 1, brightness_high = 1;  ///< Image times U(low, high), clipped to [0, 255].
   std::string where;                ///< "<file>:<line>:<col>: data.augmentation", for messages.
-  bool any() const { return horizontal_flip || vertical_flip || rotate_90; }
+  /// Whether the affine transform is drawn (any of its ranges is not the identity).
+  bool affine() const {
+    return rotation_range > 0 || width_shift_range > 0 || height_shift_range > 0 || shear_range > 0 ||
+           zoom_low != 1 || zoom_high != 1;
+  }
+  bool brightness() const { return brightness_low != 1 || brightness_high != 1; }
+  bool any() const { return horizontal_flip || vertical_flip || rotate_90 || affine() || brightness(); }
 };
 
 struct DataConfig {

@@ -19,6 +19,12 @@ ModelConfig read_model_section(const YAML::Node& node, const std::string& file);
 /// data: {images, masks, mask_suffix, validation_split, validation_images,
 /// validation_masks, shuffle, skip_bad_files, loader_threads, augmentation}.
 DataConfig read_data_section(const YAML::Node& node, const std::string& file);
+/// data.augmentation's random affine transform and brightness, in Keras's
+/// ImageDataGenerator names: rotation_range (degrees, [0, 360]),
+/// width_shift_range and height_shift_range (>= 0), shear_range (degrees, [0,
+/// 89]), zoom_range (z in [0, 1) or [low, high]), fill_mode (constant,
+/// nearest, reflect, wrap), cval, brightness_range ([low, high]).
+void read_affine_augmentation(ParamReader& p, AugmentationConfig& a);
 /// training: {epochs, batch_size, seed, loss, metrics, optimizer, callbacks,
 /// output_dir}. has_validation: DataConfig::has_validation() (val_* monitors need it).
 TrainingConfig read_training_section(const YAML::Node& node, const std::string& file,

@@ -256,6 +256,15 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     if (a.horizontal_flip) kinds.push_back("random left-right flips");
     if (a.vertical_flip) kinds.push_back("random up-down flips");
     if (a.rotate_90) kinds.push_back("random quarter turns");
+    if (a.rotation_range > 0) kinds.push_back(fmt::format("rotations up to {:g} degrees", a.rotation_range));
+    if (a.width_shift_range > 0 || a.height_shift_range > 0)
+      kinds.push_back(fmt::format("shifts up to {:g} x {:g} (width x height; below 1 a fraction)",
+                                  a.width_shift_range, a.height_shift_range));
+    if (a.shear_range > 0) kinds.push_back(fmt::format("shears up to {:g} degrees", a.shear_range));
+    if (a.zoom_low != 1 || a.zoom_high != 1)
+      kinds.push_back(fmt::format("zooms in [{:g}, {:g}]", a.zoom_low, a.zoom_high));
+    if (a.affine()) kinds.push_back("fill_mode " + a.fill_mode);
+    if (a.brightness()) kinds.push_back(fmt::format("brightness in [{:g}, {:g}]", a.brightness_low, a.brightness_high));
     spdlog::info("augmenting training batches (each image with its mask): {}", fmt::join(kinds, ", "));
   }
 

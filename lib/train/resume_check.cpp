@@ -107,6 +107,16 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "data.augmentation.horizontal_flip", x.horizontal_flip, y.horizontal_flip);
   compare(out, "data.augmentation.vertical_flip", x.vertical_flip, y.vertical_flip);
   compare(out, "data.augmentation.rotate_90", x.rotate_90, y.rotate_90);
+  compare(out, "data.augmentation.rotation_range", x.rotation_range, y.rotation_range);
+  compare(out, "data.augmentation.width_shift_range", x.width_shift_range, y.width_shift_range);
+  compare(out, "data.augmentation.height_shift_range", x.height_shift_range, y.height_shift_range);
+  compare(out, "data.augmentation.shear_range", x.shear_range, y.shear_range);
+  compare(out, "data.augmentation.zoom_range low", x.zoom_low, y.zoom_low);
+  compare(out, "data.augmentation.zoom_range high", x.zoom_high, y.zoom_high);
+  compare(out, "data.augmentation.fill_mode", x.fill_mode, y.fill_mode);
+  compare(out, "data.augmentation.cval", x.cval, y.cval);
+  compare(out, "data.augmentation.brightness_range low", x.brightness_low, y.brightness_low);
+  compare(out, "data.augmentation.brightness_range high", x.brightness_high, y.brightness_high);
   // A fully convolutional model's weights fit any input size, so another
   // Input shape loads; the run is another one all the same.
   if (!now.model.layers.empty() && !then.model.layers.empty()) {

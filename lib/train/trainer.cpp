@@ -10,6 +10,7 @@
 #include "backend/train_ops.h"
 #include "config/params.h"
 #include "core/error.h"
+#include "data/affine_augmentation.h"
 #include "data/augmentation.h"
 #include "train/callbacks.h"
 #include "train/fit.h"
@@ -225,6 +226,10 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
                      : 0;
     apply_symmetry(sym, images.sample(i), image_to, in.h, in.w, in.c);
     if (mask_to) apply_symmetry(sym, masks->sample(i), mask_to, in.h, in.w, masks->shape().c);
+    const AugmentationConfig& aug = config_.data.augmentation;
+    if (augment_step && (aug.affine() || aug.brightness()))
+      apply_affine(aug, draw_affine(aug, config_.training.seed, *augment_step, uint64_t(lo + k), in.h, in.w),
+                   image_to, mask_to, in.h, in.w, in.c);
   };
   Tensor& x = t.model.input_buffer();
   x.resize(in.with_batch(n));

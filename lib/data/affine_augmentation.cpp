@@ -1,0 +1,90 @@
+#include "data/affine_augmentation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <opencv2/imgproc.hpp>
+
+#include "backend/elementwise_math.h"
+
+namespace trainer {
+
+namespace {
+
+/// Separates these draws from the flips' and Dropout's, which mix the same seed and step.
+constexpr uint64_t kAffineSalt = 0x616666696e652121ULL;  // "affine!!"
+constexpr double kPi = 3.14159265358979323846;
+
+/// Draw i of key: uniform in [0, 1), 53 bits (the (i+1)-th output of a splitmix64 stream).
+double uniform(uint64_t key, uint64_t i) {
+  return double(mix64(key + (i + 1) * 0x9e3779b97f4a7c15ULL) >> 11) * 0x1.0p-53;
+}
+
+/// U(lo, hi) from draw u in [0, 1).
+double between(double lo, double hi, double u) { return lo + (hi - lo) * u; }
+
+/// A shift range as pixels of a side of `size` pixels: fractions below 1, pixels from 1.
+double shift_pixels(double range, int size) { return range < 1 ? range * size : range; }
+
+int border(const std::string& fill_mode) {
+  if (fill_mode == "constant") return cv::BORDER_CONSTANT;
+  if (fill_mode == "reflect") return cv::BORDER_REFLECT;
+  if (fill_mode == "wrap") return cv::BORDER_WRAP;
+  return cv::BORDER_REPLICATE;  // nearest
+}
+
+/// dst <- src warped by m (inverse map), src copied first (warpAffine reads and writes other buffers).
+void warp(cv::Mat& img, const cv::Mat& m, int interpolation, int border_mode, double fill) {
+  thread_local cv::Mat source;
+  img.copyTo(source);
+  cv::warpAffine(source, img, m, img.size(), interpolation | cv::WARP_INVERSE_MAP, border_mode, cv::Scalar::all(fill));
+}
+
+}  // namespace
+
+AffineDraw draw_affine(const AugmentationConfig& cfg, uint64_t seed, uint64_t step, uint64_t position, int h, int w) {
+  const uint64_t key = mix64(mix64(mix64(mix64(seed) ^ kAffineSalt) ^ step) ^ position);
+  AffineDraw d;
+  const double rx = shift_pixels(cfg.width_shift_range, w), ry = shift_pixels(cfg.height_shift_range, h);
+  d.theta = between(-cfg.rotation_range, cfg.rotation_range, uniform(key, 0));
+  d.shift_x = between(-rx, rx, uniform(key, 1));
+  d.shift_y = between(-ry, ry, uniform(key, 2));
+  d.shear = between(-cfg.shear_range, cfg.shear_range, uniform(key, 3));
+  d.zoom_x = between(cfg.zoom_low, cfg.zoom_high, uniform(key, 4));
+  d.zoom_y = between(cfg.zoom_low, cfg.zoom_high, uniform(key, 5));
+  d.brightness = between(cfg.brightness_low, cfg.brightness_high, uniform(key, 6));
+  return d;
+}
+
+std::array<double, 6> affine_matrix(const AffineDraw& d, int h, int w) {
+  const double t = d.theta * kPi / 180, s = d.shear * kPi / 180;
+  const double ct = std::cos(t), st = std::sin(t);
+  // A = R Sh Z: R = [[ct, -st], [st, ct]], Sh = [[1, -sin s], [0, cos s]], Z = diag(zoom_x, zoom_y).
+  const double sh01 = -std::sin(s), sh11 = std::cos(s);
+  const double a00 = ct * d.zoom_x, a01 = (ct * sh01 - st * sh11) * d.zoom_y;
+  const double a10 = st * d.zoom_x, a11 = (st * sh01 + ct * sh11) * d.zoom_y;
+  const double cx = (w - 1) / 2.0, cy = (h - 1) / 2.0;
+  // source = c + A (p - c) + R t.
+  const double tx = ct * d.shift_x - st * d.shift_y, ty = st * d.shift_x + ct * d.shift_y;
+  return {a00, a01, cx - a00 * cx - a01 * cy + tx, a10, a11, cy - a10 * cx - a11 * cy + ty};
+}
+
+void apply_affine(const AugmentationConfig& cfg, const AffineDraw& d, float* image, float* mask, int h, int w, int c) {
+  cv::Mat img(h, w, CV_32FC(c), image);
+  if (cfg.affine()) {
+    const std::array<double, 6> a = affine_matrix(d, h, w);
+    const cv::Mat m(2, 3, CV_64F, const_cast<double*>(a.data()));
+    const int b = border(cfg.fill_mode);
+    warp(img, m, cv::INTER_LINEAR, b, cfg.cval);
+    if (mask) {
+      cv::Mat msk(h, w, CV_32FC1, mask);
+      warp(msk, m, cv::INTER_NEAREST, b, 0.0);
+    }
+  }
+  if (d.brightness != 1) {
+    float* p = image;
+    const size_t n = size_t(h) * size_t(w) * size_t(c);
+    for (size_t i = 0; i < n; ++i) p[i] = std::clamp(float(p[i] * d.brightness), 0.f, 255.f);
+  }
+}
+
+}  // namespace trainer

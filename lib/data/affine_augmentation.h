@@ -1,0 +1,46 @@
+#pragma once
+// The random affine transform and brightness of Keras's ImageDataGenerator
+// (rotation_range, width_shift_range, height_shift_range, shear_range,
+// zoom_range, fill_mode, cval, brightness_range) for a training sample and
+// its mask, through OpenCV's warpAffine. As for the flips, each sample's
+// draw comes from (seed, training step, the sample's position in the global
+// batch), so towers draw the same ones and a resumed run continues them.
+#include <array>
+#include <cstdint>
+
+#include "config/config.h"
+
+namespace trainer {
+
+/// One sample's draw: angles in degrees, shifts in pixels, zoom factors and
+/// the brightness factor (1 and 0 for what cfg leaves out).
+struct AffineDraw {
+  double theta = 0;                 ///< Rotation, U(-rotation_range, rotation_range).
+  double shift_x = 0, shift_y = 0;  ///< Pixels, U(-r, r) times the width (height) when r < 1.
+  double shear = 0;                 ///< U(-shear_range, shear_range).
+  double zoom_x = 1, zoom_y = 1;    ///< Each U(zoom_low, zoom_high).
+  double brightness = 1;            ///< U(brightness_low, brightness_high).
+};
+
+/// The draw of the sample at `position` (0-based, in the global batch) of
+/// training step `step`, for an h x w sample.
+AffineDraw draw_affine(const AugmentationConfig& cfg, uint64_t seed, uint64_t step, uint64_t position, int h, int w);
+
+/// The map from an output pixel (x, y) to the source point it samples,
+/// {m0, m1, m2, m3, m4, m5}: source = (m0 x + m1 y + m2, m3 x + m4 y + m5),
+/// OpenCV's inverse warpAffine matrix. With A = R(theta) Sh(shear) Z(zoom_x,
+/// zoom_y), c the centre ((w - 1) / 2, (h - 1) / 2) and t the shift: source
+/// = c + A (p - c) + R(theta) t, Keras's rotation @ shift @ shear @ zoom
+/// about the centre (keras_preprocessing's apply_affine_transform), with
+/// R(a) = [[cos a, -sin a], [sin a, cos a]], Sh(s) = [[1, -sin s], [0, cos s]].
+std::array<double, 6> affine_matrix(const AffineDraw& d, int h, int w);
+
+/// Transforms one sample in place: image [h, w, c] (float 0..255, c 1 or 3)
+/// resampled bilinearly and multiplied by d.brightness (clipped to [0, 255]);
+/// mask [h, w, 1] (may be null) with the same geometry by nearest neighbour,
+/// so binary masks stay 0/1 and class masks keep their classes (and ignored
+/// pixels). Outside the image, cfg.fill_mode: constant (the image cfg.cval,
+/// the mask 0), nearest (the edge pixel), reflect (d c b a | a b c d), wrap.
+void apply_affine(const AugmentationConfig& cfg, const AffineDraw& d, float* image, float* mask, int h, int w, int c);
+
+}  // namespace trainer
