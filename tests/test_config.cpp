@@ -281,7 +281,7 @@ TEST_CASE("config: a good config gives its values and Keras's default names", "[
   CHECK(t.epochs == 3);
   CHECK(t.batch_size == 4);
   CHECK(t.seed == 7);
-  CHECK(t.loss.name == "binary_crossentropy");
+  CHECK(t.loss.function == "binary_crossentropy");
   CHECK(t.metrics == std::vector<std::string>{"mean_iou"});
   CHECK(t.optimizer.type == "SGD");
   CHECK(t.optimizer.learning_rate == Approx(0.05));
@@ -313,7 +313,7 @@ TEST_CASE("config: defaults of a minimal config", "[config]") {
   CHECK(t.epochs == 1);
   CHECK(t.batch_size == 32);
   CHECK(t.seed == 0);
-  CHECK(t.loss.name == "binary_crossentropy");
+  CHECK(t.loss.function == "binary_crossentropy");
   CHECK(t.metrics.empty());
   CHECK(t.optimizer.type == "SGD");
   CHECK(t.optimizer.learning_rate == Approx(0.01));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <opencv2/dnn.hpp>
 #include <sstream>
@@ -139,9 +140,19 @@ cv::Mat to_nchw(const Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("exported ONNX run by OpenCV dnn matches Trainer::predict", "[export]") {
-  const fs::path dir = temp_dir("export_match");
-  std::ofstream(dir / "net.yaml") << export_net(dir / "run");
+namespace {
+
+/// Trains export_net (edited by `edit`) through the binary, exports it, and
+/// returns OpenCV dnn's output on 3 sample images against Trainer::predict's:
+/// the largest difference, and the smallest and largest expected probability.
+struct OnnxMatch {
+  double max_diff = 0, lo = 1, hi = 0;
+};
+OnnxMatch train_export_and_compare(const std::string& name, const std::function<void(std::string&)>& edit) {
+  const fs::path dir = temp_dir(name);
+  std::string yaml = export_net(dir / "run");
+  edit(yaml);
+  std::ofstream(dir / "net.yaml") << yaml;
   Run r = run_trainer("--config " + (dir / "net.yaml").string() + " --gpus cpu", dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
@@ -177,17 +188,38 @@ TEST_CASE("exported ONNX run by OpenCV dnn matches Trainer::predict", "[export]"
 
   // [N, 1, H, W] and [N, H, W, 1] share one memory order.
   const float* g = got.ptr<float>();
-  double max_diff = 0, lo = 1, hi = 0;
+  OnnxMatch m;
   for (size_t i = 0; i < expected.numel(); ++i) {
-    max_diff = std::max(max_diff, double(std::abs(g[i] - expected.data()[i])));
-    lo = std::min(lo, double(expected.data()[i]));
-    hi = std::max(hi, double(expected.data()[i]));
+    m.max_diff = std::max(m.max_diff, double(std::abs(g[i] - expected.data()[i])));
+    m.lo = std::min(m.lo, double(expected.data()[i]));
+    m.hi = std::max(m.hi, double(expected.data()[i]));
   }
-  CHECK(max_diff <= 1e-4);
-  CHECK(hi - lo > 1e-3);  // the outputs vary over the pixels: the comparison is not between constants
-  CHECK(lo >= 0.0);       // probabilities: the sigmoid is part of the export
-  CHECK(hi <= 1.0);
   fs::remove_all(dir);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("exported ONNX run by OpenCV dnn matches Trainer::predict", "[export]") {
+  const OnnxMatch m = train_export_and_compare("export_match", [](std::string&) {});
+  CHECK(m.max_diff <= 1e-4);
+  CHECK(m.hi - m.lo > 1e-3);  // the outputs vary over the pixels: the comparison is not between constants
+  CHECK(m.lo >= 0.0);         // probabilities: the sigmoid is part of the export
+  CHECK(m.hi <= 1.0);
+}
+
+TEST_CASE("a model trained from_logits exports its loss's sigmoid: the output is probabilities", "[export][loss]") {
+  const OnnxMatch m = train_export_and_compare("export_logits", [](std::string& yaml) {
+    const std::string act = ", activation: sigmoid}", loss = "loss: binary_crossentropy";
+    REQUIRE(yaml.rfind(act) != std::string::npos);
+    yaml.replace(yaml.rfind(act), act.size(), "}");
+    REQUIRE(yaml.find(loss) != std::string::npos);
+    yaml.replace(yaml.find(loss), loss.size(), "loss: {type: BinaryCrossentropy, from_logits: true}");
+  });
+  CHECK(m.max_diff <= 1e-4);
+  CHECK(m.hi - m.lo > 1e-3);
+  CHECK(m.lo >= 0.0);
+  CHECK(m.hi <= 1.0);
 }
 
 TEST_CASE("export: bad paths exit with 2 and a message naming the file", "[export]") {

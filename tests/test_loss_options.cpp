@@ -6,6 +6,7 @@
 // ignored pixels left out of the metrics).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <opencv2/dnn.hpp>
@@ -13,11 +14,13 @@
 #include <random>
 
 #include "config/config.h"
+#include "data/affine_augmentation.h"
 #include "data/image_decode.h"
 #include "io/onnx_export.h"
 #include "process_testing.h"
 #include "tiny_model.h"
 #include "train/loss.h"
+#include "train/resume_check.h"
 #include "train/trainer.h"
 #include "train/tta.h"
 
@@ -55,6 +58,20 @@ double mean_counted_cross_entropy(const Tensor& p, const Tensor& masks, int lo, 
   return counted > 0 ? sum / counted : 0.0;
 }
 
+/// tiny_classes_config(3) with ignore_class 255, without its BatchNormalization
+/// (so the training forward is predict's, and a step's loss can be computed
+/// from predictions), and data.augmentation `augmentation` unless empty.
+Config ignoring_config_without_bn(const std::string& augmentation) {
+  std::string text = tiny_classes_config(3, "{type: SparseCategoricalCrossentropy, ignore_class: 255}");
+  const std::string bn = "    - {name: bn1, type: BatchNormalization, synchronized: true}\n",
+                    cat = "inputs: [u1, bn1]", data = "data: {images: unused, masks: unused";
+  REQUIRE(text.find(bn) != std::string::npos);
+  text.erase(text.find(bn), bn.size());
+  text.replace(text.find(cat), cat.size(), "inputs: [u1, c1]");
+  if (!augmentation.empty()) text.replace(text.find(data), data.size(), data + ", augmentation: " + augmentation);
+  return parse_config(text, "classes.yaml");
+}
+
 std::vector<int> all_samples(const Dataset& d) {
   std::vector<int> all(size_t(d.size()));
   for (int i = 0; i < d.size(); ++i) all[size_t(i)] = i;
@@ -65,17 +82,17 @@ std::vector<int> all_samples(const Dataset& d) {
 
 TEST_CASE("training.loss takes Keras's class names and its mapping with from_logits and ignore_class",
           "[config][loss]") {
-  CHECK(parse_loss("SparseCategoricalCrossentropy").name == "sparse_categorical_crossentropy");
+  CHECK(parse_loss("SparseCategoricalCrossentropy").function == "sparse_categorical_crossentropy");
   const LossConfig m = parse_loss("{type: SparseCategoricalCrossentropy, from_logits: true, ignore_class: 255, "
                                   "reduction: sum_over_batch_size, axis: -1, name: scce}");
-  CHECK(m.name == "sparse_categorical_crossentropy");
+  CHECK(m.function == "sparse_categorical_crossentropy");
   CHECK(m.from_logits);
   CHECK(m.ignore_class == 255);
   CHECK_THAT(m.where, Catch::StartsWith("classes.yaml:") && Catch::EndsWith(": training.loss"));
   const LossConfig d = parse_loss("{type: sparse_categorical_crossentropy, ignore_class: null}");
   CHECK_FALSE(d.from_logits);
   CHECK(d.ignore_class == -1);
-  CHECK(parse_loss("{type: CategoricalCrossentropy, label_smoothing: 0}").name == "categorical_crossentropy");
+  CHECK(parse_loss("{type: CategoricalCrossentropy, label_smoothing: 0}").function == "categorical_crossentropy");
   CHECK(parse_loss("sparse_categorical_crossentropy").ignore_class == -1);
 
   const auto fails = [](const std::string& loss) {
@@ -105,6 +122,9 @@ TEST_CASE("training.loss takes Keras's class names and its mapping with from_log
   CHECK_THAT(fails("{type: BinaryCrossentropy, label_smoothing: 0.1}"), Catch::Contains("not supported"));
   CHECK_THAT(fails("{type: BinaryCrossentropy, axis: 1}"), Catch::Contains("must be -1"));
   CHECK_THAT(fails("{type: BinaryCrossentropy, from_logit: true}"), Catch::Contains("did you mean 'from_logits'"));
+  CHECK_THAT(fails("{type: SparseCategoricalCrossentropy, ignore_clas: 255}"),
+             Catch::Contains("did you mean 'ignore_class'") && Catch::Contains("reduction"));
+  CHECK(parse_loss("{type: BinaryCrossentropy, reduction: mean}").function == "binary_crossentropy");
   CHECK_THAT(fails("[binary_crossentropy]"), Catch::Contains("a loss name") && Catch::Contains("or a mapping"));
 }
 
@@ -141,16 +161,25 @@ TEST_CASE("from_logits must match the last layer, and the error names the fix", 
     Trainer t(classes_config(classes, loss, activation), 1, 1);
   };
   CHECK_THROWS_WITH(check("{type: SparseCategoricalCrossentropy, from_logits: true}", "softmax"),
-                    Catch::Contains("layer 'out'") && Catch::Contains("ends in a softmax") &&
-                        Catch::Contains("from_logits: true") && Catch::Contains("remove the layer's activation"));
+                    Catch::StartsWith("classes.yaml:") && Catch::Contains("layer 'out' (Conv2D) ends in softmax") &&
+                        Catch::Contains("from_logits: true") && Catch::Contains("remove the activation"));
   CHECK_THROWS_WITH(check("{type: BinaryCrossentropy, from_logits: true}", "sigmoid", 1),
-                    Catch::Contains("ends in a sigmoid") && Catch::Contains("set from_logits: false"));
+                    Catch::Contains("ends in sigmoid") && Catch::Contains("set from_logits: false"));
+  CHECK_THROWS_WITH(check("{type: BinaryCrossentropy, from_logits: true}", "relu", 1),
+                    Catch::Contains("layer 'out' (Conv2D) ends in relu"));
   CHECK_THROWS_WITH(check("sparse_categorical_crossentropy", "linear"),
-                    Catch::Contains("end in a softmax") &&
+                    Catch::Contains("end in a softmax") && Catch::Contains("add from_logits: true to training.loss") &&
                         Catch::Contains("{type: SparseCategoricalCrossentropy, from_logits: true}"));
   CHECK_THROWS_WITH(check("dice", "linear", 1),
                     Catch::Contains("end in a sigmoid") && Catch::Contains("{type: dice, from_logits: true}"));
   CHECK_NOTHROW(check("{type: dice, from_logits: true}", "linear", 1));
+  // A sigmoid before layers that pass values on still makes the output: refused at its layer.
+  std::string behind = tiny_classes_config(1, "{type: BinaryCrossentropy, from_logits: true}", "sigmoid");
+  behind.replace(behind.find("data:"), 5,
+                 "    - {name: drop, type: Dropout, rate: 0.1}\n    - {name: same, type: Activation, "
+                 "activation: linear}\ndata:");
+  CHECK_THROWS_WITH(Trainer(parse_config(behind, "behind.yaml"), 1, 1),
+                    Catch::Contains("layer 'out' (Conv2D) ends in sigmoid, which makes the model's output"));
 }
 
 TEST_CASE("exported ONNX of a from_logits model ends in its loss's sigmoid or softmax", "[export][loss]") {
@@ -213,7 +242,8 @@ TEST_CASE("ignore_class: the loss is the mean over the batch's counted pixels, a
     ++counted;
   }
   REQUIRE(counted == 9);
-  const double w = counted_pixel_weight(y, {0, 1}, 0, 2);
+  CHECK(counted_pixels(y.data(), y.numel(), 3) == 9);
+  const double w = counted_pixel_weight(2, 9);
   CHECK(w == Approx(2.0 / 9.0));
   // Keras 3: sum(loss * mask * total / valid) / total = sum over counted pixels / valid.
   CHECK(loss_sum(LossKind::SparseCategoricalCrossentropy, z, y, nullptr, w) / 2 == Approx(sum / 9).epsilon(1e-6));
@@ -238,13 +268,16 @@ TEST_CASE("ignore_class: the loss is the mean over the batch's counted pixels, a
   // Every pixel ignored: loss 0 and no gradient (Keras's divide_no_nan).
   Tensor none(y.shape());
   for (size_t i = 0; i < none.numel(); ++i) none.data()[i] = kIgnoredPixel;
-  CHECK(counted_pixel_weight(none, {0, 1}, 0, 2) == 0.0);
+  CHECK(counted_pixels(none.data(), none.numel(), 3) == 0);
+  CHECK(counted_pixel_weight(2, 0) == 0.0);
   CHECK(loss_sum(LossKind::SparseCategoricalCrossentropy, z, none, &grad, 0.0) == 0.0);
   for (size_t i = 0; i < grad.numel(); ++i) REQUIRE(grad.data()[i] == 0.f);
   // Without ignored pixels the weight is 1 / (H W): the per-sample mean.
   Tensor full(y.shape());
   for (size_t i = 0; i < full.numel(); ++i) full.data()[i] = float(i % 3);
-  CHECK(counted_pixel_weight(full, {1, 0}, 0, 2) == 1.0 / 6.0);
+  CHECK(counted_pixel_weight(2, double(counted_pixels(full.data(), full.numel(), 3))) == 1.0 / 6.0);
+  full.data()[4] = 3;  // not a class of 3: not counted, as the kernels do not count it
+  CHECK(counted_pixels(full.data(), full.numel(), 3) == 11);
 }
 
 TEST_CASE("class masks with ignore_class read its pixels as ignored, and a stray 255 names ignore_class",
@@ -264,7 +297,8 @@ TEST_CASE("class masks with ignore_class read its pixels as ignored, and a stray
   decode_class_mask(p8, 2, 3, 256, out, 0);
   const float zero_ignored[] = {kIgnoredPixel, 1, 255, 2, 255, kIgnoredPixel};
   CHECK(std::equal(out, out + 6, zero_ignored));
-  CHECK_THROWS_WITH(decode_class_mask(p8, 2, 3, 3, out, 300), Catch::Contains("holds class 255"));
+  CHECK_THROWS_WITH(decode_class_mask(p8, 2, 3, 3, out, 300),
+                    Catch::Contains("holds class 255") && Catch::Contains("ignore_class 300 cannot occur in this 8-bit"));
   // A 16-bit mask ignoring 65535, resized nearest (each pixel doubled).
   cv::Mat m16 = (cv::Mat_<uint16_t>(1, 2) << 65535, 4);
   const std::string p16 = (dir / "m16.png").string();
@@ -322,4 +356,71 @@ TEST_CASE("ignore_class: N CPU towers reach one tower's weights, and the loss an
     CHECK(worst < 2e-5);
     CHECK(evals[k].loss() == Approx(evals[0].loss()).epsilon(1e-5));
   }
+}
+
+TEST_CASE("ignore_class: a training step's loss is the mean over the global batch's counted pixels",
+          "[loss][categorical][towers]") {
+  const Config config = ignoring_config_without_bn("");
+  Dataset data = testing::tiny_ignored_class_data();
+  for (size_t i = 0; i < data.masks.shape().sample_numel(); ++i) data.masks.sample(12)[i] = kIgnoredPixel;
+  for (int towers : {1, 2}) {
+    Trainer t(config, towers, 1);
+    // A batch whose pixels are all ignored: loss 0 and nothing learned.
+    const std::vector<float> start = t.params(0);
+    CHECK(t.train_step(data, {12}).loss() == 0.0);
+    CHECK(t.params(0) == start);
+    // An uneven batch (samples 1, 2 and 3 ignore 40, 80 and 120 pixels): the masked mean.
+    const std::vector<int> batch = {3, 0, 1, 2, 5};
+    const Tensor p = t.predict(data.images, 13);
+    Dataset picked;
+    picked.images = Tensor(Shape{5, 16, 16, 3});
+    picked.masks = Tensor(Shape{5, 16, 16, 1});
+    Tensor probs(Shape{5, 16, 16, 3});
+    for (int k = 0; k < 5; ++k) {
+      std::copy(data.masks.sample(batch[size_t(k)]), data.masks.sample(batch[size_t(k)]) + 256, picked.masks.sample(k));
+      std::copy(p.sample(batch[size_t(k)]), p.sample(batch[size_t(k)]) + 768, probs.sample(k));
+    }
+    double counted = 0;
+    const double want = mean_counted_cross_entropy(probs, picked.masks, 0, 5, counted);
+    REQUIRE(counted == 5 * 256 - 240 - 40);
+    CHECK(t.train_step(data, batch).loss() == Approx(want).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("ignore_class with augmentation: the counted pixels are those of the warped masks", "[loss][augmentation]") {
+  const Config config = ignoring_config_without_bn("{width_shift_range: 0.4, fill_mode: constant}");
+  const Dataset data = testing::tiny_ignored_class_data();
+  const std::vector<int> batch = {3, 0, 1, 2, 5};
+  for (int towers : {1, 2}) {
+    Trainer t(config, towers, 1);
+    t.train_step(data, {4, 6});
+    // The batch as the step sees it: each sample warped by its draw (no flips configured).
+    const uint64_t step = uint64_t(t.iterations());
+    Dataset warped;
+    warped.images = Tensor(Shape{5, 16, 16, 3});
+    warped.masks = Tensor(Shape{5, 16, 16, 1});
+    double moved = 0;
+    for (int k = 0; k < 5; ++k) {
+      std::copy(data.images.sample(batch[size_t(k)]), data.images.sample(batch[size_t(k)]) + 768, warped.images.sample(k));
+      std::copy(data.masks.sample(batch[size_t(k)]), data.masks.sample(batch[size_t(k)]) + 256, warped.masks.sample(k));
+      const AffineDraw d = draw_affine(config.data.augmentation, 7, step, uint64_t(k), 16, 16);
+      moved += std::abs(d.shift_x);
+      apply_affine(config.data.augmentation, d, warped.images.sample(k), warped.masks.sample(k), 16, 16, 3);
+    }
+    REQUIRE(moved > 5);
+    double counted = 0, unwarped = 0;
+    const double want = mean_counted_cross_entropy(t.predict(warped.images, 5), warped.masks, 0, 5, counted);
+    for (int k : batch) unwarped += double(counted_pixels(data.masks.sample(k), 256, 3));
+    REQUIRE(counted != unwarped);  // the warp changed the count: the test tells the two apart
+    CHECK(t.train_step(data, batch).loss() == Approx(want).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("resuming with another from_logits or ignore_class reports it", "[loss][resume]") {
+  const Config then = classes_config(3, "{type: SparseCategoricalCrossentropy, ignore_class: 255}", "softmax");
+  const Config now = classes_config(3, "{type: SparseCategoricalCrossentropy, from_logits: true}", "linear");
+  const std::vector<std::string> d = resume_differences(now, then, "last.h5");
+  const auto has = [&](const std::string& line) { return std::find(d.begin(), d.end(), line) != d.end(); };
+  CHECK(has("training.loss.ignore_class is null (the checkpoint's run used 255)"));
+  CHECK(has("training.loss.from_logits is true (the checkpoint's run used false)"));
 }

@@ -47,7 +47,8 @@ TRAINER_HD inline int logit_bin(float z, const float* thr, int T) {
 
 /// The class a target value names: c when v is a whole number c in [0, k),
 /// else -1 (no class; such a pixel adds nothing to the categorical loss,
-/// gradient or confusion counts. The data loader refuses masks with one).
+/// gradient or confusion counts: an ignored pixel, core/class_mask.h's
+/// kIgnoredPixel; the data loader refuses any other value outside the classes).
 TRAINER_HD inline int class_index(float v, int k) {
   const int c = v >= 0.f && v < float(k) ? int(v) : -1;
   return c >= 0 && float(c) == v ? c : -1;

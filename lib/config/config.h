@@ -141,7 +141,7 @@ struct ReduceLROnPlateauConfig {
 struct LossConfig {
   /// The loss function: binary_crossentropy | dice | bce_dice |
   /// sparse_categorical_crossentropy | categorical_crossentropy.
-  std::string name = "binary_crossentropy";
+  std::string function = "binary_crossentropy";
   /// Keras's from_logits: the model's last layer outputs logits (no final
   /// sigmoid or softmax) and the loss applies the sigmoid (binary losses) or
   /// the softmax (categorical ones); false: the last layer ends in it.
@@ -151,6 +151,12 @@ struct LossConfig {
   int ignore_class = -1;
   std::string where;  ///< "<file>:<line>:<col>: training.loss", for messages
 };
+
+/// The keras.losses class of loss function `function` (BinaryCrossentropy,
+/// SparseCategoricalCrossentropy, CategoricalCrossentropy), or `function`
+/// itself for dice and bce_dice, which have none: the `type` of
+/// training.loss's mapping form, for messages.
+std::string keras_loss_class(const std::string& function);
 
 struct TrainingConfig {
   int epochs = 1;

@@ -27,10 +27,16 @@ std::string loss_function(const std::string& type) {
   return "";
 }
 
-/// Why `type` is not a loss here, with the fix.
-std::string unknown_loss(const std::string& type) {
+/// Every name training.loss takes: the functions, then the classes.
+std::vector<std::string> known_losses() {
   std::vector<std::string> known = kLossNames;
   for (const auto& c : kLossClasses) known.push_back(c.first);
+  return known;
+}
+
+/// Why `type` is not a loss here, with the fix.
+std::string unknown_loss(const std::string& type) {
+  const std::vector<std::string> known = known_losses();
   std::string hint;
   if (type == "Dice")
     hint = " (Keras 3's Dice has no smoothing and pools the whole batch; 'dice' here is the per-image soft Dice "
@@ -44,19 +50,23 @@ std::string unknown_loss(const std::string& type) {
 
 }  // namespace
 
+std::string keras_loss_class(const std::string& function) {
+  for (const auto& [cls, fn] : kLossClasses)
+    if (fn == function) return cls;
+  return function;
+}
+
 LossConfig read_loss(ParamReader& training) {
   LossConfig l;
   l.where = training.where("loss") + ": training.loss";
-  std::vector<std::string> known = kLossNames;
-  for (const auto& c : kLossClasses) known.push_back(c.first);
   if (!training.given("loss")) {
-    if (training.has("loss")) training.fail("loss", "has no value; use one of: " + join_names(known));
+    if (training.has("loss")) training.fail("loss", "has no value; use one of: " + join_names(known_losses()));
     return l;
   }
   const YAML::Node node = training.get_node("loss");
   if (node.IsScalar()) {
-    l.name = loss_function(node.Scalar());
-    if (l.name.empty()) training.fail("loss", unknown_loss(node.Scalar()));
+    l.function = loss_function(node.Scalar());
+    if (l.function.empty()) training.fail("loss", unknown_loss(node.Scalar()));
     return l;
   }
   if (!node.IsMap())
@@ -72,23 +82,27 @@ LossConfig read_loss(ParamReader& training) {
   if (!p.has("type") && p.has("name"))
     p.fail("'type' is required; the loss class goes in 'type' (e.g. 'type: BinaryCrossentropy'), not in 'name'");
   const std::string type = p.get_string("type", std::nullopt);
-  l.name = loss_function(type);
-  if (l.name.empty()) p.fail("type", unknown_loss(type));
-  p.skip("name");  // the loss object's name: the log calls it loss, as Keras's does
+  l.function = loss_function(type);
+  if (l.function.empty()) p.fail("type", unknown_loss(type));
+  // Every key of this class is known (for the unknown-key message), read or not.
+  for (const char* key : {"name", "from_logits", "reduction", "axis"}) p.skip(key);
+  if (l.function == "binary_crossentropy" || l.function == "categorical_crossentropy") p.skip("label_smoothing");
+  if (l.function == "sparse_categorical_crossentropy") p.skip("ignore_class");
+  // name: the loss object's name; the log calls it loss, as Keras's does.
   l.from_logits = p.get_bool("from_logits", false);
-  if (p.given("reduction")) {  // Keras 3's default, or tf.keras 2's
+  if (p.given("reduction")) {  // Keras 3's default (and its alias mean), or tf.keras 2's
     const std::string r = p.get_string("reduction", std::nullopt);
-    if (r != "sum_over_batch_size" && r != "auto")
+    if (r != "sum_over_batch_size" && r != "mean" && r != "auto")
       p.fail("reduction", "is '" + r + "'; only Keras's default, sum_over_batch_size (the mean over the batch's "
                           "pixels), is supported: remove the key");
   }
   if (p.given("axis") && p.get_int("axis", std::nullopt) != -1)
     p.fail("axis", "must be -1, the channels (the only axis a loss runs over here)");
-  if (l.name == "binary_crossentropy" || l.name == "categorical_crossentropy") {
+  if (l.function == "binary_crossentropy" || l.function == "categorical_crossentropy") {
     if (p.get_double("label_smoothing", 0.0, 0.0, 1.0) != 0.0)
       p.fail("label_smoothing", "is not supported; remove it (or set 0)");
   }
-  if (l.name == "sparse_categorical_crossentropy" && p.given("ignore_class")) {
+  if (l.function == "sparse_categorical_crossentropy" && p.given("ignore_class")) {
     const YAML::Node v = p.get_node("ignore_class");
     int c = 0;
     if (!v.IsScalar() || !YAML::convert<int>::decode(v, c))
@@ -99,7 +113,7 @@ LossConfig read_loss(ParamReader& training) {
     if (c > 65535)
       p.fail("ignore_class", "is " + std::to_string(c) + ", above 65535, the largest value of a 16-bit mask");
     l.ignore_class = c;
-  } else if (l.name != "sparse_categorical_crossentropy" && p.has("ignore_class")) {
+  } else if (l.function != "sparse_categorical_crossentropy" && p.has("ignore_class")) {
     p.fail("ignore_class", "is SparseCategoricalCrossentropy's (Keras 3): use type: SparseCategoricalCrossentropy "
                            "for class-index masks with pixels to ignore");
   }

@@ -4,14 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "core/class_mask.h"
 #include "core/tensor.h"
 
 namespace trainer {
-
-/// The value a class-index mask holds at a pixel whose class is the loss's
-/// ignore_class: such a pixel counts in neither the loss nor the metrics (the
-/// backend's class_index maps it to no class).
-inline constexpr float kIgnoredPixel = -1.f;
 
 struct DataOptions {
   std::string images_dir;            ///< Folder of images.

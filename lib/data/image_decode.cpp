@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/dataset.h"
+#include "core/class_mask.h"
 
 namespace trainer {
 
@@ -115,10 +115,14 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
                       std::to_string(at.x) + ", y " + std::to_string(at.y) + "), but the model has " +
                       std::to_string(classes) + " classes (its output channels), so mask pixels must be 0.." +
                       std::to_string(classes - 1) +
-                      (ignore_class < 0 && highest == 255
-                           ? "; if 255 marks pixels to ignore (void), set training.loss: {type: "
-                             "SparseCategoricalCrossentropy, ignore_class: 255}; a binary 0/255 mask? Train it with "
-                             "loss: binary_crossentropy and a 1-filter sigmoid output"
+                      (ignore_class >= 0 && !can_ignore
+                           ? "; the loss's ignore_class " + std::to_string(ignore_class) +
+                                 " cannot occur in this 8-bit mask (its values are 0..255): save the masks 16-bit, "
+                                 "or mark the pixels to ignore with a value up to 255"
+                       : ignore_class < 0 && highest == 255
+                           ? "; if 255 marks pixels to ignore (void), the model must be trained with training.loss: "
+                             "{type: SparseCategoricalCrossentropy, ignore_class: 255}; a binary 0/255 mask? Train it "
+                             "with loss: binary_crossentropy and a 1-filter sigmoid output"
                            : binary ? "; a binary 0/" + std::to_string(int(highest)) +
                                     " mask? Train it with loss: binary_crossentropy and a 1-filter sigmoid output"
                               : labels ? "; an instance label image (0, 1..N)? Make class masks from label images with "

@@ -455,6 +455,11 @@ void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, c
                  OutputActivation append) {
   if (model.output_is_logits())
     throw std::invalid_argument("export_onnx: the model's final sigmoid or softmax was removed (output_is_logits())");
+  if (append != OutputActivation::None) {
+    const LayerDescription d = model.layer(model.num_layers() - 1).describe();
+    if (d.softmax || !d.activation.linear())
+      throw std::invalid_argument("export_onnx: appending a sigmoid or softmax to a last layer with its own activation");
+  }
   const std::vector<LayerWeights> by_layer = weights_by_layer(model, weights);
 
   onnx::ModelProto proto;

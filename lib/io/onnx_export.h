@@ -37,8 +37,9 @@ namespace trainer {
 /// logits), the activation its loss applies (Sigmoid, or Softmax over the
 /// channels), added after the last layer so that the output is still
 /// probabilities (the last layer's output is then "logits"); None otherwise.
-/// Throws std::invalid_argument when weights do not match the model or the
-/// model is not in inference form (output_is_logits()), UserError naming path
+/// Throws std::invalid_argument when weights do not match the model, the
+/// model is not in inference form (output_is_logits()), or append is given
+/// for a last layer with an activation of its own, UserError naming path
 /// when the file cannot be written (missing or read-only folder, disk full),
 /// InternalError when the built graph fails ONNX's checker.
 void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, const std::string& path,

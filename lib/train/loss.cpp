@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "backend/train_math.h"
 #include "backend/train_ops.h"
 
 namespace trainer {
@@ -22,28 +23,19 @@ LossKind loss_kind(const std::string& name) {
                               "categorical_crossentropy)");
 }
 
-std::string keras_loss_class(const std::string& name) {
-  if (name == "binary_crossentropy") return "BinaryCrossentropy";
-  if (name == "sparse_categorical_crossentropy") return "SparseCategoricalCrossentropy";
-  if (name == "categorical_crossentropy") return "CategoricalCrossentropy";
-  return name;
-}
-
 bool is_categorical(LossKind kind) {
   return kind == LossKind::SparseCategoricalCrossentropy || kind == LossKind::CategoricalCrossentropy;
 }
 
 int loss_classes(LossKind kind, const Shape& output) { return is_categorical(kind) ? output.c : 0; }
 
-double counted_pixel_weight(const Tensor& masks, const std::vector<int>& indices, size_t lo, size_t hi) {
-  const size_t m = masks.shape().sample_numel();
+size_t counted_pixels(const float* mask, size_t n, int classes) {
   size_t counted = 0;
-  for (size_t k = lo; k < hi; ++k) {
-    const float* y = masks.sample(indices[k]);
-    for (size_t i = 0; i < m; ++i) counted += y[i] != kIgnoredPixel;
-  }
-  return counted == 0 ? 0.0 : double(hi - lo) / double(counted);
+  for (size_t i = 0; i < n; ++i) counted += class_index(mask[i], classes) >= 0;
+  return counted;
 }
+
+double counted_pixel_weight(double samples, double counted) { return counted > 0 ? samples / counted : 0.0; }
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/class_mask.h"
 #include "core/tensor.h"
-#include "data/dataset.h"
 
 namespace trainer {
 
@@ -17,12 +17,6 @@ enum class LossKind { BinaryCrossentropy, Dice, BceDice, SparseCategoricalCrosse
 /// | "categorical_crossentropy"; std::invalid_argument naming the known names
 /// otherwise (config validation reports the user-facing error).
 LossKind loss_kind(const std::string& name);
-
-/// The keras.losses class of loss function `name` (BinaryCrossentropy,
-/// SparseCategoricalCrossentropy, CategoricalCrossentropy), or `name` itself
-/// for dice and bce_dice, which have none: the `type` of training.loss's
-/// mapping form, for messages.
-std::string keras_loss_class(const std::string& name);
 
 /// Whether kind is a categorical loss: the model ends in a softmax over K >= 2
 /// class channels and the masks hold class indices 0..K-1. The two
@@ -39,13 +33,17 @@ inline constexpr int kMaxClasses = 256;
 /// for kind: output.c for a categorical loss, 0 (binary masks) otherwise.
 int loss_classes(LossKind kind, const Shape& output);
 
+/// The pixels of mask[0..n) that a categorical loss of `classes` classes
+/// counts: those holding a class index (the backend's class_index; not
+/// kIgnoredPixel).
+size_t counted_pixels(const float* mask, size_t n, int classes);
+
 /// The weight of each counted pixel's loss in a categorical loss_sum over a
-/// global batch: B / V for the B samples masks[indices[lo..hi)] (host, [N, H,
-/// W, 1]) holding V counted pixels (a class index, not kIgnoredPixel), so that
-/// the batch's loss, loss_sum / B, is the mean over its counted pixels: Keras
-/// 3's sum_over_batch_size reduction of the masked loss of ignore_class. 0
-/// when V = 0 (Keras's divide_no_nan). Without ignored pixels it is 1 / (H W).
-double counted_pixel_weight(const Tensor& masks, const std::vector<int>& indices, size_t lo, size_t hi);
+/// global batch of B samples holding V counted pixels: B / V, so that the
+/// batch's loss, loss_sum / B, is the mean over its counted pixels (Keras 3's
+/// sum_over_batch_size reduction of ignore_class's masked loss); 0 when V = 0
+/// (Keras's divide_no_nan). Without ignored pixels it is 1 / (H W).
+double counted_pixel_weight(double samples, double counted);
 
 /// Returns the SUM over the N samples of the per-sample loss, so that sums from
 /// several towers add up and the caller divides by the global batch.

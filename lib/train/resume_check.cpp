@@ -70,9 +70,11 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "training.optimizer.beta_2", a.beta_2, b.beta_2);
   compare(out, "training.optimizer.epsilon", a.epsilon, b.epsilon);
   compare(out, "training.optimizer.rho", a.rho, b.rho);
-  compare(out, "training.loss", now.training.loss.name, then.training.loss.name);
+  compare(out, "training.loss", now.training.loss.function, then.training.loss.function);
   compare(out, "training.loss.from_logits", now.training.loss.from_logits, then.training.loss.from_logits);
-  compare(out, "training.loss.ignore_class", now.training.loss.ignore_class, then.training.loss.ignore_class);
+  const auto ignored = [](int c) { return c < 0 ? std::string("null") : std::to_string(c); };
+  compare(out, "training.loss.ignore_class", ignored(now.training.loss.ignore_class),
+          ignored(then.training.loss.ignore_class));
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
   auto steps = [](int s) { return s > 0 ? std::to_string(s) : std::string("null (one pass per epoch)"); };
   compare(out, "training.steps_per_epoch", steps(now.training.steps_per_epoch), steps(then.training.steps_per_epoch));

@@ -28,6 +28,49 @@ std::vector<std::pair<int, int>> split_batch(int batch, int towers) {
   return out;
 }
 
+namespace {
+
+/// With from_logits: fails at the layer whose activation makes the model's
+/// output (the last layer, or before it the layers that only move, resize or
+/// pass values: Dropout, a linear Activation, UpSampling2D, Cropping2D,
+/// ZeroPadding2D, Reshape, the poolings) when that activation is not linear,
+/// since the output would then not be logits (a sigmoid there would be applied
+/// twice). The model must not have been switched to logits.
+void check_logits_output(const Config& config, const Model& model) {
+  int i = model.num_layers() - 1;
+  for (;;) {
+    const LayerDescription d = model.layer(i).describe();
+    const bool passes = d.kind == LayerKind::Identity || d.kind == LayerKind::UpSampling2D ||
+                        d.kind == LayerKind::Cropping2D || d.kind == LayerKind::ZeroPadding2D ||
+                        d.kind == LayerKind::Reshape || d.kind == LayerKind::MaxPooling2D ||
+                        d.kind == LayerKind::AveragePooling2D ||
+                        (d.kind == LayerKind::Activation && d.activation.linear() && !d.softmax);
+    if (passes && model.layer_inputs(i).size() == 1 && model.layer_inputs(i)[0] > 0) {
+      i = model.layer_inputs(i)[0];
+      continue;
+    }
+    std::string act = d.softmax                       ? "softmax"
+                      : d.kind == LayerKind::PReLU     ? "a PReLU"
+                      : !d.activation.linear()         ? activation_name(d.activation)
+                                                       : "";
+    if (act.empty()) return;
+    const auto& l = config.model.layers[size_t(i)];
+    throw UserError(yaml_location(config.path, l.mark) + ": layer '" + l.name + "' (" + l.type + ") ends in " + act +
+                    (i + 1 < model.num_layers() ? ", which makes the model's output," : "") + " but " +
+                    config.training.loss.where + " has from_logits: true (the model outputs logits and the loss "
+                    "applies the sigmoid or softmax); remove the activation, or set from_logits: false if the "
+                    "output is already probabilities");
+  }
+}
+
+/// How to say that the model outputs logits: from_logits in training.loss.
+std::string from_logits_fix(const LossConfig& lc) {
+  return "if the model outputs logits, add from_logits: true to training.loss (" + lc.where.substr(0, lc.where.rfind(": ")) +
+         "), e.g. loss: {type: " + keras_loss_class(lc.function) + ", from_logits: true}";
+}
+
+}  // namespace
+
 void validate_for_training(const Config& config, Model& model) {
   const auto& layers = config.model.layers;
   const std::string first = yaml_location(config.path, layers.front().mark) + ": layer '" + layers.front().name + "': ";
@@ -37,7 +80,8 @@ void validate_for_training(const Config& config, Model& model) {
     throw UserError(first + "input has " + std::to_string(in.c) +
                     " channels; images are read as gray (1) or RGB (3): use shape [H, W, 1] or [H, W, 3]");
   const LossConfig& lc = config.training.loss;
-  const LossKind loss = loss_kind(lc.name);
+  const LossKind loss = loss_kind(lc.function);
+  if (lc.from_logits) check_logits_output(config, model);  // then nothing is stripped below
   const std::string sizes = "[" + std::to_string(in.h) + ", " + std::to_string(in.w);
   if (!is_categorical(loss)) {
     if (out.c != 1 || out.h != in.h || out.w != in.w)
@@ -48,42 +92,30 @@ void validate_for_training(const Config& config, Model& model) {
                              "sparse_categorical_crossentropy with activation: softmax)"
                            : ""));
     const OutputActivation a = model.use_logits_output();
-    if (lc.from_logits && a != OutputActivation::None)
-      throw UserError(last + "ends in a " + (a == OutputActivation::Softmax ? "softmax" : "sigmoid") + ", but " +
-                      lc.where + " has from_logits: true (the model outputs logits and the loss applies the "
-                      "sigmoid); remove the layer's activation, or set from_logits: false");
     if (!lc.from_logits && a != OutputActivation::Sigmoid)
-      throw UserError(last + "loss '" + lc.name +
+      throw UserError(last + "loss '" + lc.function +
                       "' needs the last layer to end in a sigmoid (the loss is fused with it for numerical "
                       "stability); " + (a == OutputActivation::Softmax ? "replace its softmax, which is 1 on a single "
                                                                          "channel, with a sigmoid"
-                                                                       : "add activation: sigmoid, or, if the model "
-                                                                         "outputs logits, set loss: {type: " +
-                                                                             keras_loss_class(lc.name) +
-                                                                             ", from_logits: true}"));
+                                                                       : "add activation: sigmoid, or, " +
+                                                                             from_logits_fix(lc)));
   } else {
     if (out.c < 2 || out.c > kMaxClasses || out.h != in.h || out.w != in.w)
-      throw UserError(last + "the model outputs " + out.hwc() + " but loss '" + lc.name +
+      throw UserError(last + "the model outputs " + out.hwc() + " but loss '" + lc.function +
                       "' needs one channel per class at the input size, " + sizes + ", K] with 2 <= K <= " +
                       std::to_string(kMaxClasses) + "; end the model with Conv2D filters: <classes>, "
                       "activation: softmax and keep the sizes (padding: same)" +
                       (out.c == 1 ? " (for one foreground class use loss: binary_crossentropy with a sigmoid)" : ""));
-    const OutputActivation a = model.use_logits_output();
-    if (lc.from_logits && a != OutputActivation::None)
-      throw UserError(last + "ends in a " + (a == OutputActivation::Softmax ? "softmax" : "sigmoid") + ", but " +
-                      lc.where + " has from_logits: true (the model outputs logits and the loss applies the "
-                      "softmax); remove the layer's activation, or set from_logits: false");
-    if (!lc.from_logits && a != OutputActivation::Softmax)
-      throw UserError(last + "loss '" + lc.name +
+    if (!lc.from_logits && model.use_logits_output() != OutputActivation::Softmax)
+      throw UserError(last + "loss '" + lc.function +
                       "' needs the last layer to end in a softmax over the classes (the loss is fused with it for "
-                      "numerical stability); set activation: softmax, or, if the model outputs logits, set loss: "
-                      "{type: " + keras_loss_class(lc.name) + ", from_logits: true}");
+                      "numerical stability); set activation: softmax, or, " + from_logits_fix(lc));
 
     for (const std::string m : {"precision", "recall"})
       if (std::find(config.training.metrics.begin(), config.training.metrics.end(), m) !=
           config.training.metrics.end())
         throw UserError(config.training.metrics_where + ": '" + m + "' is for binary masks, not the " +
-                        std::to_string(out.c) + " classes of loss '" + lc.name +
+                        std::to_string(out.c) + " classes of loss '" + lc.function +
                         "'; use accuracy, mean_iou (Keras's MeanIoU) or dice (the mean over the classes)");
   }
   const AugmentationConfig& aug = config.data.augmentation;
@@ -155,7 +187,7 @@ Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
 
 Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower)
     : config_(config),
-      loss_(loss_kind(config.training.loss.name)),
+      loss_(loss_kind(config.training.loss.function)),
       devices_(std::make_unique<TowerDevices>(plan, config.training.precision, kCollectiveTimeoutSeconds)),
       pool_(plan.towers(), threads_per_tower, [this](int rank, const std::string& msg) {
         const std::string reason = "tower " + std::to_string(rank) + " failed: " + msg;
@@ -219,7 +251,9 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
   const int n = hi - lo;
   const size_t img = in.sample_numel(), msk = masks ? masks->shape().sample_numel() : 0;
   // Host copy of sample k's image and mask into host memory, transformed when augmenting.
-  const auto copy_sample = [&](int k, float* image_to, float* mask_to) {
+  // With an ignored class, the shard's counted pixels as the loss sees them (after augmentation).
+  const bool count = masks && ignores_pixels();
+  const auto copy_sample = [&](int k, float* image_to, float* mask_to) -> size_t {
     const int i = indices[size_t(lo + k)];
     const Symmetry sym =
         augment_step ? draw_symmetry(config_.data.augmentation, config_.training.seed, *augment_step, uint64_t(lo + k))
@@ -230,7 +264,9 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
     if (augment_step && (aug.affine() || aug.brightness()))
       apply_affine(aug, draw_affine(aug, config_.training.seed, *augment_step, uint64_t(lo + k), in.h, in.w),
                    image_to, mask_to, in.h, in.w, in.c);
+    return count ? counted_pixels(mask_to, msk, classes_) : 0;
   };
+  size_t counted = 0;
   Tensor& x = t.model.input_buffer();
   x.resize(in.with_batch(n));
   if (masks) t.y.resize(masks->shape().with_batch(n));
@@ -240,9 +276,10 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
     const size_t floats = size_t(n) * (img + msk);
     float* pinned = static_cast<float*>(ctx.pinned_staging(floats * sizeof(float)));
     // The tower's OpenMP threads copy samples in parallel (a 256x256x3 batch of 32 is 25 MB).
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) reduction(+ : counted)
     for (int k = 0; k < n; ++k)
-      copy_sample(k, pinned + size_t(k) * img, masks ? pinned + size_t(n) * img + size_t(k) * msk : nullptr);
+      counted += copy_sample(k, pinned + size_t(k) * img, masks ? pinned + size_t(n) * img + size_t(k) * msk : nullptr);
+    t.counted_pixels = double(counted);
     const float* before = t.staged.data();
     t.staged.resize(floats);
     // A new block may come from the allocator's cache, freed by compute work
@@ -256,7 +293,8 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
     return;
   }
   // A CPU tower's input and labels are host memory.
-  for (int k = 0; k < n; ++k) copy_sample(k, x.sample(k), masks ? t.y.sample(k) : nullptr);
+  for (int k = 0; k < n; ++k) counted += copy_sample(k, x.sample(k), masks ? t.y.sample(k) : nullptr);
+  t.counted_pixels = double(counted);
   t.input_wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -341,17 +379,12 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
   clock.lap(kUpdate);
 }
 
-std::optional<double> Trainer::pixel_weight(const Dataset& data, const std::vector<int>& indices, size_t lo,
-                                            size_t hi) const {
-  if (classes_ == 0 || config_.training.loss.ignore_class < 0) return std::nullopt;
-  return counted_pixel_weight(data.masks, indices, lo, hi);
-}
+bool Trainer::ignores_pixels() const { return classes_ > 0 && config_.training.loss.ignore_class >= 0; }
 
 BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indices) {
   const int batch = int(indices.size());
   const auto shards = split_batch(batch, towers());
   const uint64_t step = uint64_t(iterations());
-  const std::optional<double> weight = pixel_weight(data, indices, 0, size_t(batch));
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     const auto [lo, hi] = shards[size_t(r)];
@@ -365,6 +398,13 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     // The queued collectives (the last step's, this forward's), polled with the
     // timeout, before the host waits on the device for the loss.
     comm.synchronize(r);
+    // With an ignored class the loss is the mean over the global batch's counted pixels.
+    std::optional<double> weight;
+    if (ignores_pixels()) {
+      double v = t.counted_pixels;
+      devices_->host_comm().all_reduce_sum(r, &v, 1);
+      weight = counted_pixel_weight(batch, v);
+    }
     clock.lap(kForward);
     Tensor& dlogits = t.model.output_grad_buffer();
     t.stats = empty_stats();
@@ -387,6 +427,15 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
 }
 
 BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indices, int batch_size) {
+  // With an ignored class, each batch's weight from its masks (never augmented here), once for all towers.
+  std::vector<std::optional<double>> weights((indices.size() + size_t(batch_size) - 1) / size_t(batch_size));
+  const size_t m = data.masks.shape().sample_numel();
+  for (size_t b = 0; ignores_pixels() && b < weights.size(); ++b) {
+    const size_t lo = b * size_t(batch_size), hi = std::min(indices.size(), lo + size_t(batch_size));
+    double v = 0;
+    for (size_t k = lo; k < hi; ++k) v += double(counted_pixels(data.masks.sample(indices[k]), m, classes_));
+    weights[b] = counted_pixel_weight(double(hi - lo), v);
+  }
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     devices_->comm().synchronize(r);
@@ -399,7 +448,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), int(b) + lo, batch,
                   t.device};
       const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
-      t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr, pixel_weight(data, indices, b, b + size_t(batch)));
+      t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr, weights[b / size_t(batch_size)]);
       t.stats.samples += hi - lo;
       accumulate_metrics(out, t.y, t.stats.counts);
     }

@@ -98,6 +98,9 @@ class Trainer {
   int classes() const { return classes_; }
   /// Zero stats with counts for classes() classes.
   BatchStats empty_stats() const { return BatchStats(classes_); }
+  /// Whether the loss ignores a class's pixels (a categorical loss with
+  /// ignore_class): its batch loss is then the mean over the counted pixels.
+  bool ignores_pixels() const;
   /// The config the trainer was built from.
   const Config& config() const { return config_; }
   const Model& model() const { return towers_[0]->model; }
@@ -220,6 +223,8 @@ class Trainer {
     std::vector<double> stats_host;    ///< Loss and metric sums [2 + counts.v.size()] (host).
     BatchStats stats;
     double input_wait = 0;             ///< CPU: seconds spent gathering input since the last report.
+    /// With ignores_pixels(): the counted pixels of the shard's masks as gathered (after augmentation).
+    double counted_pixels = 0;
     /// A range of the gradient buffer whose all-reduce was started (this step).
     struct Bucket {
       size_t begin, end;
@@ -239,11 +244,6 @@ class Trainer {
   /// it: the towers hold the same weights), the calling thread bound to its
   /// device.
   double penalty() const;
-  /// The loss's pixel weight for the global batch data.masks[indices[lo..hi)]
-  /// when a categorical loss ignores a class (counted_pixel_weight), else
-  /// none (each sample's loss is the mean over its pixels).
-  std::optional<double> pixel_weight(const Dataset& data, const std::vector<int>& indices, size_t lo,
-                                     size_t hi) const;
   /// All-reduces s over the towers (host values, through the host communicator).
   void reduce_stats(int rank, BatchStats& s);
   /// Runs fn(rank) on every tower's thread, bound to its device; a GPU running

@@ -44,12 +44,9 @@ BatchStats probability_stats(const Trainer& trainer, const Tensor& probabilities
   // The probabilities of one global batch (evaluate's chunk): with an ignored
   // class, its loss is the mean over the batch's counted pixels.
   std::optional<double> weight;
-  if (categorical && trainer.config().training.loss.ignore_class >= 0) {
-    std::vector<int> all(size_t(masks.shape().n));
-    for (size_t i = 0; i < all.size(); ++i) all[i] = int(i);
-    weight = counted_pixel_weight(masks, all, 0, all.size());
-  }
-  st.loss_sum = loss_sum(loss_kind(trainer.config().training.loss.name), logits, masks, nullptr, weight) +
+  if (trainer.ignores_pixels())
+    weight = counted_pixel_weight(masks.shape().n, double(counted_pixels(masks.data(), masks.numel(), trainer.classes())));
+  st.loss_sum = loss_sum(loss_kind(trainer.config().training.loss.function), logits, masks, nullptr, weight) +
                 trainer.regularization_penalty() * st.samples;
   accumulate_metrics(logits, masks, st.counts);
   return st;
