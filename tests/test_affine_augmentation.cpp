@@ -6,6 +6,7 @@
 // the transformed mask.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <opencv2/imgcodecs.hpp>
 #include <set>
@@ -89,7 +90,12 @@ TEST_CASE("augmentation takes ImageDataGenerator's affine keys, and bad values n
   CHECK_THAT(error_of("{rotation_range: -5}"), Catch::Contains("'rotation_range'"));
   CHECK_THAT(error_of("{shear_range: 90}"), Catch::Contains("'shear_range'"));
   CHECK_THAT(error_of("{channel_shift_range: 10}"),
-             Catch::Contains("unknown key 'channel_shift_range'") && Catch::Contains("rotation_range"));
+             Catch::Contains("'channel_shift_range' is an ImageDataGenerator argument that is not supported"));
+  CHECK_THAT(error_of("{rescale: 0.0039}"), Catch::Contains("Rescaling layer"));
+  CHECK_THAT(error_of("{zoom_rang: 0.2}"), Catch::Contains("did you mean 'zoom_range'"));
+  CHECK_THAT(error_of("{brightnes_range: [0.8, 1.2]}"), Catch::Contains("did you mean 'brightness_range'"));
+  CHECK_THAT(error_of("{width_shift_range: [-10, 10]}"), Catch::Contains("list of pixel choices is not supported"));
+  CHECK_THAT(error_of("{cval: 300}"), Catch::Contains("'cval'"));
 }
 
 TEST_CASE("the affine matrix moves pixels as a shift, a zoom about the centre and a quarter turn", "[augmentation]") {
@@ -139,7 +145,44 @@ TEST_CASE("the affine matrix moves pixels as a shift, a zoom about the centre an
   CHECK(matches == 1);
 }
 
-TEST_CASE("fill modes reach beyond the edge as Keras's: constant, nearest, reflect, wrap", "[augmentation]") {
+TEST_CASE("the affine matrix is rotation @ shift @ shear @ zoom about the centre, on a non-square sample",
+          "[augmentation]") {
+  // The 3x3 product offset(c) R(theta) T(t) Sh(s) Z(zx, zy) offset(-c), in (x, y), written out independently.
+  using M3 = std::array<std::array<double, 3>, 3>;
+  const auto mul = [](const M3& a, const M3& b) {
+    M3 r{};
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 3; ++k) r[i][j] += a[i][k] * b[k][j];
+    return r;
+  };
+  const int h = 10, w = 17;
+  AffineDraw d;
+  d.theta = 23;
+  d.shift_x = 3.5;
+  d.shift_y = -2.25;
+  d.shear = 12;
+  d.zoom_x = 1.15;
+  d.zoom_y = 0.9;
+  const double t = d.theta * M_PI / 180, s = d.shear * M_PI / 180, cx = (w - 1) / 2.0, cy = (h - 1) / 2.0;
+  const M3 offset{{{1, 0, cx}, {0, 1, cy}, {0, 0, 1}}}, reset{{{1, 0, -cx}, {0, 1, -cy}, {0, 0, 1}}};
+  const M3 rotation{{{std::cos(t), -std::sin(t), 0}, {std::sin(t), std::cos(t), 0}, {0, 0, 1}}};
+  const M3 shift{{{1, 0, d.shift_x}, {0, 1, d.shift_y}, {0, 0, 1}}};
+  const M3 shear{{{1, -std::sin(s), 0}, {0, std::cos(s), 0}, {0, 0, 1}}};
+  const M3 zoom{{{d.zoom_x, 0, 0}, {0, d.zoom_y, 0}, {0, 0, 1}}};
+  const M3 want = mul(mul(mul(mul(mul(offset, rotation), shift), shear), zoom), reset);
+  const std::array<double, 6> got = affine_matrix(d, h, w);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) CHECK(got[size_t(3 * i + j)] == Approx(want[size_t(i)][size_t(j)]).margin(1e-12));
+  // A vertical shift moves rows (height_shift_range is vertical, as its name says).
+  AffineDraw down;
+  down.shift_y = 2;
+  std::vector<float> g = grid(h, w, 1);
+  apply_affine(with_fill("nearest"), down, g.data(), nullptr, h, w, 1);
+  CHECK(g[size_t(4 * w + 5)] == Approx(10 * 6 + 5).margin(1e-4));  // row 4 samples row 6
+}
+
+TEST_CASE("fill modes reach beyond the edge: constant, nearest, reflect, wrap", "[augmentation]") {
   const int h = 1, w = 6;
   AffineDraw d;
   d.shift_x = -2;  // output column x samples column x - 2: columns 0 and 1 fall outside

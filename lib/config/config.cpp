@@ -155,16 +155,44 @@ std::pair<double, double> read_range(ParamReader& p, const std::string& key, boo
   return {lo, hi};
 }
 
+/// Why an ImageDataGenerator argument that is not read here is refused, or "".
+std::string unsupported_generator_key(const std::string& key) {
+  if (key == "rescale") return "is not an augmentation here: scale the pixels with a Rescaling layer at the model's start";
+  if (key == "validation_split") return "belongs in the data section: data.validation_split";
+  if (key == "channel_shift_range" || key == "featurewise_center" || key == "samplewise_center" ||
+      key == "featurewise_std_normalization" || key == "samplewise_std_normalization" || key == "zca_whitening" ||
+      key == "zca_epsilon" || key == "interpolation_order" || key == "preprocessing_function" || key == "dtype" ||
+      key == "data_format")
+    return "is an ImageDataGenerator argument that is not supported; remove it (docs/config.md lists the "
+           "augmentation keys)";
+  return "";
+}
+
+/// A shift range: a number (a fraction below 1, pixels from 1); Keras's list of choices is refused.
+double read_shift(ParamReader& p, const std::string& key) {
+  if (p.has(key) && p.get_node(key).IsSequence())
+    p.fail(key, "is a list: Keras's list of pixel choices is not supported; give a number r for a shift by U(-r, r) "
+                "(a fraction of the size below 1, pixels from 1), e.g. 0.1");
+  return p.get_double(key, 0.0, 0.0);
+}
+
 }  // namespace
 
 void read_affine_augmentation(ParamReader& p, AugmentationConfig& a) {
+  for (const char* key : {"rescale", "validation_split", "channel_shift_range", "featurewise_center",
+                          "samplewise_center", "featurewise_std_normalization", "samplewise_std_normalization",
+                          "zca_whitening", "zca_epsilon", "interpolation_order", "preprocessing_function", "dtype",
+                          "data_format"})
+    if (p.has(key)) p.fail(key, unsupported_generator_key(key));
   a.rotation_range = p.get_double("rotation_range", 0.0, 0.0, 360.0);
-  a.width_shift_range = p.get_double("width_shift_range", 0.0, 0.0);
-  a.height_shift_range = p.get_double("height_shift_range", 0.0, 0.0);
+  a.width_shift_range = read_shift(p, "width_shift_range");
+  a.height_shift_range = read_shift(p, "height_shift_range");
   a.shear_range = p.get_double("shear_range", 0.0, 0.0, 89.0);
+  p.skip("zoom_range");  // known (for the unknown-key message) when absent too
   if (p.given("zoom_range")) std::tie(a.zoom_low, a.zoom_high) = read_range(p, "zoom_range", true, "[0.8, 1.2]");
   a.fill_mode = p.get_string("fill_mode", a.fill_mode, {"constant", "nearest", "reflect", "wrap"});
-  a.cval = p.get_double("cval", 0.0);
+  a.cval = p.get_double("cval", 0.0, 0.0, 255.0);
+  p.skip("brightness_range");
   if (p.given("brightness_range"))
     std::tie(a.brightness_low, a.brightness_high) = read_range(p, "brightness_range", false, "[0.8, 1.2]");
 }

@@ -5,6 +5,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "backend/elementwise_math.h"
+#include "data/augmentation.h"
 
 namespace trainer {
 
@@ -32,9 +33,10 @@ int border(const std::string& fill_mode) {
   return cv::BORDER_REPLICATE;  // nearest
 }
 
-/// dst <- src warped by m (inverse map), src copied first (warpAffine reads and writes other buffers).
-void warp(cv::Mat& img, const cv::Mat& m, int interpolation, int border_mode, double fill) {
-  thread_local cv::Mat source;
+/// img <- img warped by m (inverse map), through a copy in `source` (warpAffine
+/// reads and writes other buffers; one source per thread and kind of plane, so
+/// that it is allocated once).
+void warp(cv::Mat& img, cv::Mat& source, const cv::Mat& m, int interpolation, int border_mode, double fill) {
   img.copyTo(source);
   cv::warpAffine(source, img, m, img.size(), interpolation | cv::WARP_INVERSE_MAP, border_mode, cv::Scalar::all(fill));
 }
@@ -42,7 +44,7 @@ void warp(cv::Mat& img, const cv::Mat& m, int interpolation, int border_mode, do
 }  // namespace
 
 AffineDraw draw_affine(const AugmentationConfig& cfg, uint64_t seed, uint64_t step, uint64_t position, int h, int w) {
-  const uint64_t key = mix64(mix64(mix64(mix64(seed) ^ kAffineSalt) ^ step) ^ position);
+  const uint64_t key = sample_key(seed, kAffineSalt, step, position);
   AffineDraw d;
   const double rx = shift_pixels(cfg.width_shift_range, w), ry = shift_pixels(cfg.height_shift_range, h);
   d.theta = between(-cfg.rotation_range, cfg.rotation_range, uniform(key, 0));
@@ -74,16 +76,17 @@ void apply_affine(const AugmentationConfig& cfg, const AffineDraw& d, float* ima
     const std::array<double, 6> a = affine_matrix(d, h, w);
     const cv::Mat m(2, 3, CV_64F, const_cast<double*>(a.data()));
     const int b = border(cfg.fill_mode);
-    warp(img, m, cv::INTER_LINEAR, b, cfg.cval);
+    thread_local cv::Mat image_source, mask_source;
+    warp(img, image_source, m, cv::INTER_LINEAR, b, cfg.cval);
     if (mask) {
       cv::Mat msk(h, w, CV_32FC1, mask);
-      warp(msk, m, cv::INTER_NEAREST, b, 0.0);
+      warp(msk, mask_source, m, cv::INTER_NEAREST, b, 0.0);
     }
   }
   if (d.brightness != 1) {
-    float* p = image;
+    const float f = float(d.brightness);
     const size_t n = size_t(h) * size_t(w) * size_t(c);
-    for (size_t i = 0; i < n; ++i) p[i] = std::clamp(float(p[i] * d.brightness), 0.f, 255.f);
+    for (size_t i = 0; i < n; ++i) image[i] = std::clamp(image[i] * f, 0.f, 255.f);
   }
 }
 

@@ -30,9 +30,11 @@ AffineDraw draw_affine(const AugmentationConfig& cfg, uint64_t seed, uint64_t st
 /// {m0, m1, m2, m3, m4, m5}: source = (m0 x + m1 y + m2, m3 x + m4 y + m5),
 /// OpenCV's inverse warpAffine matrix. With A = R(theta) Sh(shear) Z(zoom_x,
 /// zoom_y), c the centre ((w - 1) / 2, (h - 1) / 2) and t the shift: source
-/// = c + A (p - c) + R(theta) t, Keras's rotation @ shift @ shear @ zoom
-/// about the centre (keras_preprocessing's apply_affine_transform), with
-/// R(a) = [[cos a, -sin a], [sin a, cos a]], Sh(s) = [[1, -sin s], [0, cos s]].
+/// = c + A (p - c) + R(theta) t, the order of Keras's
+/// apply_affine_transform (rotation @ shift @ shear @ zoom about the centre),
+/// with R(a) = [[cos a, -sin a], [sin a, cos a]], Sh(s) = [[1, -sin s], [0,
+/// cos s]]; each shift along the axis its range names (docs/config.md says
+/// where Keras differs).
 std::array<double, 6> affine_matrix(const AffineDraw& d, int h, int w);
 
 /// Transforms one sample in place: image [h, w, c] (float 0..255, c 1 or 3)
@@ -40,7 +42,8 @@ std::array<double, 6> affine_matrix(const AffineDraw& d, int h, int w);
 /// mask [h, w, 1] (may be null) with the same geometry by nearest neighbour,
 /// so binary masks stay 0/1 and class masks keep their classes (and ignored
 /// pixels). Outside the image, cfg.fill_mode: constant (the image cfg.cval,
-/// the mask 0), nearest (the edge pixel), reflect (d c b a | a b c d), wrap.
+/// the mask 0), nearest (the edge pixel), reflect (d c b a | a b c d), wrap
+/// (periodic, a b c d | a b c d).
 void apply_affine(const AugmentationConfig& cfg, const AffineDraw& d, float* image, float* mask, int h, int w, int c);
 
 }  // namespace trainer

@@ -15,6 +15,10 @@ constexpr uint64_t kAugmentationSalt = 0x6175676d656e7421ULL;  // "augment!"
 
 }  // namespace
 
+uint64_t sample_key(uint64_t seed, uint64_t salt, uint64_t step, uint64_t position) {
+  return mix64(mix64(mix64(mix64(seed) ^ salt) ^ step) ^ position);
+}
+
 int allowed_symmetries(const AugmentationConfig& cfg, Symmetry out[8]) {
   int n = 0;
   const bool any_flip = cfg.horizontal_flip || cfg.vertical_flip;
@@ -34,7 +38,7 @@ int allowed_symmetries(const AugmentationConfig& cfg, Symmetry out[8]) {
 Symmetry draw_symmetry(const AugmentationConfig& cfg, uint64_t seed, uint64_t step, uint64_t position) {
   Symmetry allowed[8];
   const int n = allowed_symmetries(cfg, allowed);
-  const uint64_t key = mix64(mix64(mix64(mix64(seed) ^ kAugmentationSalt) ^ step) ^ position);
+  const uint64_t key = sample_key(seed, kAugmentationSalt, step, position);
   return allowed[(key >> 32) % uint64_t(n)];
 }
 

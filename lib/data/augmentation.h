@@ -12,6 +12,12 @@
 
 namespace trainer {
 
+/// The key of one training sample's random draws: a splitmix64 mix of the run's
+/// seed, a salt naming the kind of draw (so flips, affine transforms and
+/// Dropout draw independently), the training step and the sample's position
+/// in the global batch.
+uint64_t sample_key(uint64_t seed, uint64_t salt, uint64_t step, uint64_t position);
+
 /// One symmetry of an H x W grid, as three bits applied to a destination
 /// pixel (y, x) to find its source: bit 0 flips x (left-right), bit 1 flips y
 /// (up-down), then bit 2 swaps y and x (a transpose; needs H == W). The 8

@@ -263,7 +263,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     if (a.shear_range > 0) kinds.push_back(fmt::format("shears up to {:g} degrees", a.shear_range));
     if (a.zoom_low != 1 || a.zoom_high != 1)
       kinds.push_back(fmt::format("zooms in [{:g}, {:g}]", a.zoom_low, a.zoom_high));
-    if (a.affine()) kinds.push_back("fill_mode " + a.fill_mode);
+    if (a.affine())
+      kinds.push_back("fill_mode " + a.fill_mode + (a.fill_mode == "constant" ? fmt::format(" (cval {:g})", a.cval) : ""));
     if (a.brightness()) kinds.push_back(fmt::format("brightness in [{:g}, {:g}]", a.brightness_low, a.brightness_high));
     spdlog::info("augmenting training batches (each image with its mask): {}", fmt::join(kinds, ", "));
   }
