@@ -323,3 +323,24 @@ TEST_CASE("a logits model with an ignored class trains, evaluates, predicts and 
   REQUIRE(r.code == 0);
   CHECK(onnx_difference(checkpoint, dir / "m.onnx", f.images) <= 1e-4);  // the softmax is in the graph
 }
+
+TEST_CASE("binary 0/255 masks with ignore_class 255 warn that class 1 never occurs", "[e2e][categorical][loss]") {
+  const Fixture& f = fixture();
+  const fs::path dir = case_dir("ignored_foreground");
+  std::string yaml = f.config(1);
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    REQUIRE(yaml.find(from) != std::string::npos);
+    yaml.replace(yaml.find(from), from.size(), to);
+  };
+  replace("filters: 3, kernel_size: 1}", "filters: 2, kernel_size: 1}");
+  replace("loss: sparse_categorical_crossentropy", "loss: {type: SparseCategoricalCrossentropy, ignore_class: 255}");
+  replace(f.masks.string(), kFlat + "/train_mask");  // the DSB binary masks, 0 and 255
+  replace((f.dir / "run").string(), (dir / "run").string());
+  std::ofstream(dir / "binary.yaml") << yaml;
+  const Run r = run_trainer("--config " + (dir / "binary.yaml").string() + " --gpus cpu", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("class 1 of 2 occurs in none of the") &&
+                        Catch::Contains("binary 0/255 masks? Train them with loss: binary_crossentropy"));
+}
+

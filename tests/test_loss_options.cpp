@@ -307,6 +307,9 @@ TEST_CASE("class masks with ignore_class read its pixels as ignored, and a stray
   decode_class_mask(p16, 1, 4, 5, wide, 65535);
   const float want16[] = {kIgnoredPixel, kIgnoredPixel, 4, 4};
   CHECK(std::equal(wide, wide + 4, want16));
+  Tensor masks(Shape{1, 2, 3, 1});
+  std::copy(want, want + 6, masks.data());
+  CHECK(class_pixel_counts(masks, 4) == std::vector<size_t>{2, 1, 1, 0});  // ignored pixels in no class
   // Only ignored pixels: nothing to check against the classes.
   cv::imwrite(p8, cv::Mat(2, 3, CV_8U, cv::Scalar(255)));
   decode_class_mask(p8, 2, 3, 3, out, 255);
@@ -423,4 +426,36 @@ TEST_CASE("resuming with another from_logits or ignore_class reports it", "[loss
   const auto has = [&](const std::string& line) { return std::find(d.begin(), d.end(), line) != d.end(); };
   CHECK(has("training.loss.ignore_class is null (the checkpoint's run used 255)"));
   CHECK(has("training.loss.from_logits is true (the checkpoint's run used false)"));
+}
+
+TEST_CASE("a fix shared by every bad mask is said once, after the list of files", "[data][categorical]") {
+  const fs::path dir = temp_dir("shared_fix");
+  fs::create_directories(dir / "images");
+  fs::create_directories(dir / "masks");
+  for (int i = 0; i < 3; ++i) {
+    const std::string stem = "s" + std::to_string(i);
+    cv::imwrite((dir / "images" / (stem + ".png")).string(), cv::Mat(4, 4, CV_8UC3, cv::Scalar(9, 9, 9)));
+    cv::Mat m(4, 4, CV_8U, cv::Scalar(0));
+    m.at<uint8_t>(i, 1) = 255;
+    cv::imwrite((dir / "masks" / (stem + "_mask.png")).string(), m);
+  }
+  DataOptions o;
+  o.images_dir = (dir / "images").string();
+  o.masks_dir = (dir / "masks").string();
+  o.height = o.width = 4;
+  o.classes = 2;
+  try {
+    load_dataset(o);
+    FAIL("the 0/255 masks loaded as 2 classes");
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK_THAT(what, Catch::Contains("3 of 3 image/mask pairs cannot be used") && Catch::Contains("s0_mask.png") &&
+                         Catch::Contains("s2_mask.png") && Catch::Contains("at pixel (x 1, y 2)") &&
+                         Catch::Contains(". For each: if 255 marks pixels to ignore"));
+    size_t hints = 0;
+    for (size_t at = what.find("if 255 marks"); at != std::string::npos; at = what.find("if 255 marks", at + 1)) ++hints;
+    CHECK(hints == 1);
+  }
+  fs::remove_all(dir);
 }

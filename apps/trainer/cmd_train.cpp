@@ -77,6 +77,29 @@ bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& 
   return true;
 }
 
+/// Warns for each class with no pixel in the training masks: its channel only
+/// learns "not this class". With ignore_class, binary 0/255 masks lose all
+/// their foreground that way, which the metrics then do not show.
+void warn_missing_classes(const Dataset& data, const DataOptions& opt) {
+  if (opt.classes == 0) return;
+  const std::vector<size_t> counts = class_pixel_counts(data.masks, opt.classes);
+  std::vector<int> missing;
+  for (int c = 0; c < opt.classes; ++c)
+    if (counts[size_t(c)] == 0) missing.push_back(c);
+  if (missing.empty()) return;
+  std::string list;
+  for (int c : missing) list += (list.empty() ? "" : ", ") + std::to_string(c);
+  const bool only_background = int(missing.size()) == opt.classes - 1 && counts[0] > 0;
+  spdlog::warn("class{} {} of {} occur{} in none of the {} training masks in '{}': the model never learns {}{}",
+               missing.size() > 1 ? "es" : "", list, opt.classes, missing.size() > 1 ? "" : "s", data.size(),
+               opt.masks_dir, missing.size() > 1 ? "them" : "it",
+               only_background && opt.ignore_class >= 0
+                   ? "; only class 0 is left besides the ignored value " + std::to_string(opt.ignore_class) +
+                         ": binary 0/" + std::to_string(opt.ignore_class) + " masks? Train them with loss: "
+                         "binary_crossentropy, or give the foreground its class index"
+                   : "");
+}
+
 int run_train(const TrainFlags& f) {
   if (f.config.empty()) throw UserError("--config is required; run 'trainer --help' for usage");
   Config config = load_config(f.config);
@@ -136,6 +159,7 @@ int run_train(const TrainFlags& f) {
   const Dataset data = load_dataset(opt);
   Dataset validation;
   if (validation_folders) validation = load_dataset(vopt);
+  warn_missing_classes(data, opt);
 
   FitOptions fit_options;
   fit_options.progress_bar = isatty(fileno(stdout));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -149,9 +150,27 @@ double ParamReader::get_double(const std::string& key, std::optional<double> def
   YAML::Node v = value(key, !def);
   if (!v) return *def;
   double x;
-  if (!convert_scalar(v, x) || !std::isfinite(x))
-    fail(key, "must be a number, got '" + YAML::Dump(v) + "'" +
-                  (YAML::Dump(v) == "None" ? " (Python's None is YAML's null)" : ""));
+  if (!convert_scalar(v, x) || !std::isfinite(x)) {
+    const std::string text = YAML::Dump(v);
+    // "1/255": YAML has no arithmetic; give the quotient.
+    std::string hint = text == "None" ? " (Python's None is YAML's null)" : "";
+    double a = 0, b = 0;
+    const size_t slash = text.find('/');
+    if (slash != std::string::npos && YAML::convert<double>::decode(YAML::Node(text.substr(0, slash)), a) &&
+        YAML::convert<double>::decode(YAML::Node(text.substr(slash + 1)), b) && b != 0) {
+      // The shortest of 15 or 17 significant digits that reads back as the quotient.
+      std::ostringstream q;
+      q.precision(15);
+      q << a / b;
+      if (std::stod(q.str()) != a / b) {
+        q.str("");
+        q.precision(17);
+        q << a / b;
+      }
+      hint = " (YAML does no arithmetic: write " + q.str() + ")";
+    }
+    fail(key, "must be a number, got '" + text + "'" + hint);
+  }
   if (x < min || x > max) {
     std::string lo = min <= -1e300 ? "-inf" : YAML::Dump(YAML::Node(min));
     std::string hi = max >= 1e300 ? "inf" : YAML::Dump(YAML::Node(max));

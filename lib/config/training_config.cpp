@@ -180,7 +180,15 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   // the decay of 1 or more would flip or zero every weight each step.
   if (type == "AdamW" && p.has("weight_decay") && !p.given("weight_decay"))
     p.fail("weight_decay", "is null, but AdamW needs a number (Keras's default is 0.004); use Adam for no decay");
+  p.skip("weight_decay");  // known (for the unknown-key message) when absent too
   if (p.given("weight_decay")) o.weight_decay = p.get_double("weight_decay", o.weight_decay, 0.0);
+  // Keras arguments not supported: their defaults (false, or null) are accepted, anything else refused.
+  for (const char* key : {"amsgrad", "centered", "use_ema"})
+    if (p.has(key) && p.get_bool(key, false))
+      p.fail(key, "is a Keras optimizer argument that is not supported; remove it (docs/config.md, optimizer)");
+  for (const char* key : {"clipnorm", "clipvalue", "global_clipnorm"})
+    if (p.given(key))
+      p.fail(key, "is a Keras optimizer argument that is not supported (no gradient clipping); remove it");
   double peak = o.learning_rate;  // the largest rate a schedule reaches
   for (double v : o.schedule.values) peak = std::max(peak, v);
   if (o.schedule.warmup) peak = std::max(peak, o.schedule.warmup_target);

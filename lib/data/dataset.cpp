@@ -153,6 +153,16 @@ std::vector<ImagePair> find_image_pairs(const DataOptions& o) {
   return out;
 }
 
+std::vector<size_t> class_pixel_counts(const Tensor& masks, int classes) {
+  std::vector<size_t> counts(size_t(std::max(classes, 0)), 0);
+  const float* m = masks.data();
+  for (size_t i = 0; i < masks.numel(); ++i) {
+    const float v = m[i];
+    if (v >= 0.f && v < float(classes) && v == float(int(v))) ++counts[size_t(v)];
+  }
+  return counts;
+}
+
 Dataset load_dataset(const DataOptions& o) {
   if (o.height <= 0 || o.width <= 0 || (o.channels != 1 && o.channels != 3) || o.classes == 1 || o.classes < 0)
     throw std::invalid_argument("load_dataset: height and width must be > 0, channels 1 or 3 and classes 0 or >= 2");
@@ -215,8 +225,26 @@ Dataset load_dataset(const DataOptions& o) {
   for (const auto& e : errors)
     if (!e.empty()) bad.push_back(e);
   if (bad.empty()) return ds;
+  // A fix the reasons share (their common tail from a "; ") is said once, after the list.
+  std::string shared;
+  if (bad.size() > 1) {
+    size_t common = 0;
+    const std::string& first = bad.front();
+    for (;; ++common) {
+      bool same = common < first.size();
+      for (const auto& b : bad) same = same && common < b.size() && b[b.size() - 1 - common] == first[first.size() - 1 - common];
+      if (!same) break;
+    }
+    const size_t from = first.find("; ", first.size() - common);
+    if (from != std::string::npos) {
+      shared = first.substr(from + 2);
+      const size_t cut = first.size() - from;  // before `first` (bad's front) is cut too
+      for (auto& b : bad) b.resize(b.size() - cut);
+    }
+  }
   std::string what = std::to_string(bad.size()) + " of " + std::to_string(n) +
-                     " image/mask pairs cannot be used:" + list_up_to_10(bad);
+                     " image/mask pairs cannot be used:" + list_up_to_10(bad) +
+                     (shared.empty() ? "" : ". For each: " + shared);
   if (!o.skip_bad_files)
     throw UserError(prefix(o) + section(o) + ": " + what +
                     (int(bad.size()) == n ? ". Replace or fix these files (none can be used)"

@@ -36,6 +36,10 @@ struct Dataset {
   int size() const { return int(names.size()); }
 };
 
+/// Pixels of each class 0..classes-1 in class-index masks [N, H, W, 1]
+/// (ignored pixels and other values counted nowhere).
+std::vector<size_t> class_pixel_counts(const Tensor& masks, int classes);
+
 /// An image file and its mask file: the folder joined with the file name.
 struct ImagePair {
   std::string image, mask;

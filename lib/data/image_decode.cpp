@@ -120,9 +120,10 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
                                  " cannot occur in this 8-bit mask (its values are 0..255): save the masks 16-bit, "
                                  "or mark the pixels to ignore with a value up to 255"
                        : ignore_class < 0 && highest == 255
-                           ? "; if 255 marks pixels to ignore (void), the model must be trained with training.loss: "
-                             "{type: SparseCategoricalCrossentropy, ignore_class: 255}; a binary 0/255 mask? Train it "
-                             "with loss: binary_crossentropy and a 1-filter sigmoid output"
+                           ? "; if 255 marks pixels to ignore (void), the model must be trained with ignore_class: "
+                             "255 in training.loss (as {type: SparseCategoricalCrossentropy, ignore_class: 255}, "
+                             "keeping its other keys); a binary 0/255 mask? Train it with loss: binary_crossentropy "
+                             "and a 1-filter sigmoid output"
                            : binary ? "; a binary 0/" + std::to_string(int(highest)) +
                                     " mask? Train it with loss: binary_crossentropy and a 1-filter sigmoid output"
                               : labels ? "; an instance label image (0, 1..N)? Make class masks from label images with "
