@@ -57,6 +57,18 @@ AugmentationConfig with_fill(const std::string& fill_mode, double cval = 0) {
   return a;
 }
 
+/// A draw with the given angles (degrees), shifts (pixels) and zooms.
+AffineDraw draw_of(double theta, double shift_x, double shift_y, double shear, double zoom_x, double zoom_y) {
+  AffineDraw d;
+  d.theta = theta;
+  d.shift_x = shift_x;
+  d.shift_y = shift_y;
+  d.shear = shear;
+  d.zoom_x = zoom_x;
+  d.zoom_y = zoom_y;
+  return d;
+}
+
 }  // namespace
 
 TEST_CASE("augmentation takes ImageDataGenerator's affine keys, and bad values name the fix", "[augmentation][config]") {
@@ -157,13 +169,7 @@ TEST_CASE("the affine matrix is rotation @ shift @ shear @ zoom about the centre
     return r;
   };
   const int h = 10, w = 17;
-  AffineDraw d;
-  d.theta = 23;
-  d.shift_x = 3.5;
-  d.shift_y = -2.25;
-  d.shear = 12;
-  d.zoom_x = 1.15;
-  d.zoom_y = 0.9;
+  const AffineDraw d = draw_of(23, 3.5, -2.25, 12, 1.15, 0.9);
   const double t = d.theta * M_PI / 180, s = d.shear * M_PI / 180, cx = (w - 1) / 2.0, cy = (h - 1) / 2.0;
   const M3 offset{{{1, 0, cx}, {0, 1, cy}, {0, 0, 1}}}, reset{{{1, 0, -cx}, {0, 1, -cy}, {0, 0, 1}}};
   const M3 rotation{{{std::cos(t), -std::sin(t), 0}, {std::sin(t), std::cos(t), 0}, {0, 0, 1}}};
@@ -293,13 +299,7 @@ TEST_CASE("on a real DSB image the nuclei stay under the transformed mask", "[au
     CHECK(contrast(im, m) > 0.8 * before);
   }
   // A transform that moves the nuclei far: the untransformed mask no longer covers them.
-  AffineDraw far;
-  far.theta = 30;
-  far.shift_x = 12;
-  far.shift_y = -9;
-  far.shear = 10;
-  far.zoom_x = 1.2;
-  far.zoom_y = 0.85;
+  const AffineDraw far = draw_of(30, 12, -9, 10, 1.2, 0.85);
   std::vector<float> im = img, m = mask;
   apply_affine(a, far, im.data(), m.data(), n, n, 1);
   CHECK(contrast(im, m) > 0.8 * before);

@@ -155,17 +155,18 @@ std::pair<double, double> read_range(ParamReader& p, const std::string& key, boo
   return {lo, hi};
 }
 
-/// Why an ImageDataGenerator argument that is not read here is refused, or "".
+/// ImageDataGenerator arguments that data.augmentation refuses, each with why.
+const std::vector<std::string> kUnsupportedGeneratorKeys = {
+    "rescale", "validation_split", "channel_shift_range", "featurewise_center", "samplewise_center",
+    "featurewise_std_normalization", "samplewise_std_normalization", "zca_whitening", "zca_epsilon",
+    "interpolation_order", "preprocessing_function", "dtype", "data_format"};
+
+/// Why ImageDataGenerator argument `key` (of kUnsupportedGeneratorKeys) is refused, with the fix.
 std::string unsupported_generator_key(const std::string& key) {
   if (key == "rescale") return "is not an augmentation here: scale the pixels with a Rescaling layer at the model's start";
   if (key == "validation_split") return "belongs in the data section: data.validation_split";
-  if (key == "channel_shift_range" || key == "featurewise_center" || key == "samplewise_center" ||
-      key == "featurewise_std_normalization" || key == "samplewise_std_normalization" || key == "zca_whitening" ||
-      key == "zca_epsilon" || key == "interpolation_order" || key == "preprocessing_function" || key == "dtype" ||
-      key == "data_format")
-    return "is an ImageDataGenerator argument that is not supported; remove it (docs/config.md lists the "
-           "augmentation keys)";
-  return "";
+  return "is an ImageDataGenerator argument that is not supported; remove it (docs/config.md lists the "
+         "augmentation keys)";
 }
 
 /// A shift range: a number (a fraction below 1, pixels from 1); Keras's list of choices is refused.
@@ -179,10 +180,7 @@ double read_shift(ParamReader& p, const std::string& key) {
 }  // namespace
 
 void read_affine_augmentation(ParamReader& p, AugmentationConfig& a) {
-  for (const char* key : {"rescale", "validation_split", "channel_shift_range", "featurewise_center",
-                          "samplewise_center", "featurewise_std_normalization", "samplewise_std_normalization",
-                          "zca_whitening", "zca_epsilon", "interpolation_order", "preprocessing_function", "dtype",
-                          "data_format"})
+  for (const std::string& key : kUnsupportedGeneratorKeys)
     if (p.has(key)) p.fail(key, unsupported_generator_key(key));
   a.rotation_range = p.get_double("rotation_range", 0.0, 0.0, 360.0);
   a.width_shift_range = read_shift(p, "width_shift_range");

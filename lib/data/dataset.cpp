@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "backend/train_math.h"
 #include "core/error.h"
 #include "data/image_decode.h"
 
@@ -156,10 +157,8 @@ std::vector<ImagePair> find_image_pairs(const DataOptions& o) {
 std::vector<size_t> class_pixel_counts(const Tensor& masks, int classes) {
   std::vector<size_t> counts(size_t(std::max(classes, 0)), 0);
   const float* m = masks.data();
-  for (size_t i = 0; i < masks.numel(); ++i) {
-    const float v = m[i];
-    if (v >= 0.f && v < float(classes) && v == float(int(v))) ++counts[size_t(v)];
-  }
+  for (size_t i = 0; i < masks.numel(); ++i)
+    if (const int c = class_index(m[i], classes); c >= 0) ++counts[size_t(c)];
   return counts;
 }
 
@@ -232,7 +231,8 @@ Dataset load_dataset(const DataOptions& o) {
     const std::string& first = bad.front();
     for (;; ++common) {
       bool same = common < first.size();
-      for (const auto& b : bad) same = same && common < b.size() && b[b.size() - 1 - common] == first[first.size() - 1 - common];
+      for (const auto& b : bad)
+        same = same && common < b.size() && b[b.size() - 1 - common] == first[first.size() - 1 - common];
       if (!same) break;
     }
     const size_t from = first.find("; ", first.size() - common);
