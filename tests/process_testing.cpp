@@ -58,12 +58,8 @@ Run run(const std::string& binary, const std::string& args, const fs::path& dir)
 
 Run run_trainer(const std::string& args, const fs::path& dir) { return run(TRAINER_BINARY, args, dir); }
 
-std::string sample_unet_config(const fs::path& output_dir, const std::string& training) {
-  const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
-  return R"(model:
-  name: sample_unet
-  layers:
-    - {name: input, type: Input, shape: [64, 64, 3]}
+std::string small_unet_layers() {
+  return R"(    - {name: input, type: Input, shape: [64, 64, 3]}
     - {name: scale, type: Rescaling, scale: 0.00392156862745098}
     - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
     - {name: p1, type: MaxPooling2D}
@@ -71,7 +67,20 @@ std::string sample_unet_config(const fs::path& output_dir, const std::string& tr
     - {name: u1, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, padding: same}
     - {name: cat, type: Concatenate, inputs: [u1, c1]}
     - {name: c3, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
-    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+)";
+}
+
+fs::path fresh_subdir(const fs::path& parent, const std::string& name) {
+  const fs::path d = parent / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string sample_unet_config(const fs::path& output_dir, const std::string& training) {
+  const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
+  return "model:\n  name: sample_unet\n  layers:\n" + small_unet_layers() +
+         R"(    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
 data:
   images: )" + sample + R"(/images
   masks: )" + sample + R"(/masks

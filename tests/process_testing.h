@@ -58,6 +58,15 @@ Run run(const std::string& binary, const std::string& args, const std::filesyste
 /// run() of the trainer binary of this build.
 Run run_trainer(const std::string& args, const std::filesystem::path& dir);
 
+/// The model section's layers of the two-level U-Net (width 8) at 64x64 that
+/// the process tests train, from the Input to the last 3x3 convolution 'c3'
+/// (YAML lines indented for `layers:`); the caller adds the output layers.
+std::string small_unet_layers();
+
+/// parent / name, emptied (removed and created again): a folder of its own
+/// for one test case inside a shared fixture's folder.
+std::filesystem::path fresh_subdir(const std::filesystem::path& parent, const std::string& name);
+
 /// A config for a two-level U-Net (width 8) at 64x64 on the embedded sample
 /// (data/sample, validation_split 0.2), seed 1, Adam with learning rate 0.01,
 /// writing to output_dir. `training` holds further keys of the training

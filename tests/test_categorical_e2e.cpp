@@ -60,18 +60,8 @@ struct Fixture {
   ~Fixture() { fs::remove_all(dir); }
 
   std::string config(int epochs) const {
-    return R"(model:
-  name: classes_unet
-  layers:
-    - {name: input, type: Input, shape: [64, 64, 3]}
-    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
-    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
-    - {name: p1, type: MaxPooling2D}
-    - {name: c2, type: Conv2D, filters: 16, kernel_size: 3, padding: same, activation: relu}
-    - {name: u1, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, padding: same}
-    - {name: cat, type: Concatenate, inputs: [u1, c1]}
-    - {name: c3, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
-    - {name: logits, type: Conv2D, filters: 3, kernel_size: 1}
+    return "model:\n  name: classes_unet\n  layers:\n" + small_unet_layers() +
+           R"(    - {name: logits, type: Conv2D, filters: 3, kernel_size: 1}
     - {name: out, type: Activation, activation: softmax}
 data:
   images: )" + images.string() + R"(
@@ -93,12 +83,7 @@ const Fixture& fixture() {
   return f;
 }
 
-fs::path case_dir(const std::string& name) {
-  const fs::path d = fixture().dir / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path case_dir(const std::string& name) { return fresh_subdir(fixture().dir, name); }
 
 std::vector<std::string> sorted_files(const fs::path& dir) {
   std::vector<std::string> out;

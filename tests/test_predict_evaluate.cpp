@@ -54,12 +54,7 @@ const Fixture& fixture() {
 }
 
 // A folder of its own for one case's outputs, inside the fixture's.
-fs::path case_dir(const std::string& name) {
-  const fs::path d = fixture().dir / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path case_dir(const std::string& name) { return fresh_subdir(fixture().dir, name); }
 
 std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
   std::vector<std::vector<std::string>> rows;

@@ -105,7 +105,8 @@ void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCount
     if (z.c != k || y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w)
       throw std::invalid_argument("metrics: logits " + z.nhwc() + " and targets " + y.nhwc() + " are not [N, H, W, " +
                                   std::to_string(k) + "] and [N, H, W, 1]");
-    std::vector<int64_t> confusion(size_t(k) * size_t(k), 0);
+    thread_local std::vector<int64_t> confusion;  // per tower thread: no allocation once sized
+    confusion.assign(size_t(k) * size_t(k), 0);
     class_confusion(logits.device(), logits.data(), targets.data(), targets.numel(), k, confusion.data());
     for (size_t i = 0; i < confusion.size(); ++i) counts.v[size_t(MetricCounts::kSize) + i] += double(confusion[i]);
     return;

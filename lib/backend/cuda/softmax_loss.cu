@@ -117,7 +117,8 @@ void class_confusion(const Device& d, const float* z, const float* y, size_t n, 
   class_confusion_kernel<<<std::min(grid_blocks(n), kConfusionBlocks), kThreads,
                            shared ? bins * sizeof(unsigned long long) : 0, ctx.stream()>>>(z, y, n, k, shared, table);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "class_confusion");
-  std::vector<unsigned long long> counts(bins);
+  thread_local std::vector<unsigned long long> counts;  // per tower thread: no allocation once sized
+  counts.resize(bins);
   TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(counts.data(), table, bins * sizeof(unsigned long long),
                                           cudaMemcpyDeviceToHost, ctx.stream()));
   TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
