@@ -163,11 +163,13 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "'learning_rate' must be a number, got '1/20' (YAML does no arithmetic: write 0.05)"},
       {"an unsupported Keras optimizer argument", edit("{type: SGD,", "{type: Adam, amsgrad: true,"),
        "'amsgrad' is a Keras optimizer argument that is not supported"},
-      {"gradient clipping", edit("{type: SGD,", "{type: SGD, clipnorm: 1.0,"),
-       "'clipnorm' is a Keras optimizer argument that is not supported (no gradient clipping)"},
+      {"two gradient clippings", edit("{type: SGD,", "{type: SGD, clipnorm: 1.0, clipvalue: 0.5,"),
+       "'clipvalue' is given with 'clipnorm'; only one of clipnorm, clipvalue and global_clipnorm can be set"},
+      {"a negative clipnorm", edit("{type: SGD,", "{type: SGD, global_clipnorm: -1,"),
+       "'global_clipnorm' must be in [0"},
       {"optimizer key of another type", edit("{type: SGD,", "{type: Adam,"),
        "cfg.yaml:32:48: training.optimizer (Adam): unknown key 'momentum'; known keys: beta_1, "
-       "beta_2, decay, epsilon, learning_rate, type"},
+       "beta_2, clipnorm, clipvalue, decay, epsilon, global_clipnorm, learning_rate, type"},
       {"unknown optimizer name", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "nadam"),
        "cfg.yaml:32:14: training.optimizer: 'nadam' is not an optimizer (did you mean 'Adam'?)"},
       {"unknown optimizer type", edit("{type: SGD,", "{type: Adagrad,"),
@@ -504,8 +506,8 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
   CHECK(rms.epsilon == Approx(1e-7));
   CHECK_THROWS_WITH(opt("{type: RMSprop, nesterov: true}"),
                     Catch::Matchers::Contains("o.yaml:3:39: training.optimizer (RMSprop): unknown "
-                                              "key 'nesterov'; known keys: decay, epsilon, "
-                                              "learning_rate, momentum, rho, type"));
+                                              "key 'nesterov'; known keys: clipnorm, clipvalue, decay, "
+                                              "epsilon, global_clipnorm, learning_rate, momentum, rho, type"));
 }
 
 TEST_CASE("config: Keras snake_case of layer types", "[config]") {

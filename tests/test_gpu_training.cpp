@@ -4,8 +4,8 @@
 // GPU); (b) a small network with every layer type the U-Net uses (plus
 // synchronized BatchNormalization and Dropout) follows the CPU's loss
 // trajectory and reaches the CPU's weights on one GPU tower (--gpus 0) and on
-// two towers sharing GPU 0 (--gpus 0,0), and evaluate() agrees. Without a GPU
-// every case skips with a warning.
+// two towers sharing GPU 0 (--gpus 0,0), with and without gradient clipping,
+// and evaluate() agrees. Without a GPU every case skips with a warning.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -412,5 +412,26 @@ TEST_CASE("a squeeze-and-excitation network on GPU 0 and two towers of GPU 0 fol
   for (const auto& [p, tol] : cases) {
     INFO("precision " << precision_name(p));
     check_losses(train_run("0", p, kTinySeConfig).losses, cpu.losses, tol);
+  }
+}
+
+TEST_CASE("gradient clipping on GPU 0 and two towers of GPU 0 follows the CPU (fp32)", "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  const TrainRun unclipped = train_run("cpu", Precision::FP32);
+  // Limits far below the tiny model's gradients, so that every step clips.
+  for (const char* keys : {", clipnorm: 0.001", ", global_clipnorm: 0.001", ", clipvalue: 0.0001"}) {
+    INFO("optimizer" << keys);
+    std::string yaml = kTinyConfig;
+    const std::string end = "nesterov: true}";
+    REQUIRE(yaml.find(end) != std::string::npos);
+    yaml.replace(yaml.find(end), end.size(), std::string("nesterov: true") + keys + "}");
+    const TrainRun cpu = train_run("cpu", Precision::FP32, yaml);
+    REQUIRE(max_rel_diff(cpu.weights, unclipped.weights) > 1e-4);  // clipping changed the training
+    for (const char* spec : {"0", "0,0"}) {
+      INFO("--gpus " << spec);
+      const TrainRun gpu = train_run(spec, Precision::FP32, yaml);
+      check_losses(gpu.losses, cpu.losses, kLossTolFp32);
+      CHECK(max_rel_diff(gpu.weights, cpu.weights) <= kWeightTolFp32);
+    }
   }
 }

@@ -72,6 +72,7 @@
   void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* ns, size_t k,             \
                            double* sums_host);                                                              \
   void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float l1, float l2);          \
+  void clip_by_value(const Device& d, float* g, size_t n, float limit);                                    \
   void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr);                             \
   void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* g, size_t n, float lr,    \
                          float momentum, bool nesterov);                                                    \

@@ -31,6 +31,9 @@ void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* 
 void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float l1, float l2) {
   TRAINER_DISPATCH(d, regularizer_grad(d, w, g, n, l1, l2));
 }
+void clip_by_value(const Device& d, float* g, size_t n, float limit) {
+  TRAINER_DISPATCH(d, clip_by_value(d, g, n, limit));
+}
 void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr) {
   TRAINER_DISPATCH(d, sgd_step(d, w, g, n, lr));
 }

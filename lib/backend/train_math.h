@@ -148,4 +148,8 @@ TRAINER_HD inline float regularized_grad(float g, float w, float l1, float l2) {
   return g + l1 * sign + 2.f * l2 * w;
 }
 
+/// g clamped to [-limit, limit] (tf.clip_by_value, Keras's clipvalue); NaN
+/// stays NaN.
+TRAINER_HD inline float clipped_value(float g, float limit) { return g > limit ? limit : (g < -limit ? -limit : g); }
+
 }  // namespace trainer

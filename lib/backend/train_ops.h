@@ -60,6 +60,9 @@ void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* 
 /// of a regularized weight; g must not alias w).
 void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float l1, float l2);
 
+/// g[i] <- clipped_value(g[i], limit) for n elements (Keras's clipvalue).
+void clip_by_value(const Device& d, float* g, size_t n, float limit);
+
 /// w[i] -= lr * g[i] (SGD without momentum).
 void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr);
 /// sgd_momentum_update on every element (velocity is the Keras slot "momentum").

@@ -105,6 +105,13 @@ struct OptimizerConfig {
   double beta_1 = 0.9, beta_2 = 0.999;  ///< Adam, AdamW.
   double epsilon = 1e-7;            ///< Adam, AdamW, RMSprop.
   double rho = 0.9;                 ///< RMSprop.
+  /// Keras's gradient clipping, at most one of the three > 0 (0: none),
+  /// applied to the global batch's mean gradient (regularizer terms
+  /// included) before the update: clipnorm scales each weight's gradient to
+  /// an L2 norm of at most clipnorm, global_clipnorm all of them together
+  /// (tf.clip_by_global_norm), clipvalue clamps every element to
+  /// [-clipvalue, clipvalue].
+  double clipnorm = 0.0, global_clipnorm = 0.0, clipvalue = 0.0;
 };
 
 struct EarlyStoppingConfig {

@@ -186,9 +186,18 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   for (const char* key : {"amsgrad", "centered", "use_ema"})
     if (p.has(key) && p.get_bool(key, false))
       p.fail(key, "is a Keras optimizer argument that is not supported; remove it (docs/config.md, optimizer)");
-  for (const char* key : {"clipnorm", "clipvalue", "global_clipnorm"})
-    if (p.given(key))
-      p.fail(key, "is a Keras optimizer argument that is not supported (no gradient clipping); remove it");
+  // Gradient clipping: Keras 3 allows one of the three (null when unset; 0 sets it but clips nothing).
+  std::string clip_key;
+  for (const char* key : {"clipnorm", "global_clipnorm", "clipvalue"}) {
+    p.skip(key);
+    if (!p.given(key)) continue;
+    if (!clip_key.empty())
+      p.fail(key, "is given with '" + clip_key + "'; only one of clipnorm, clipvalue and global_clipnorm can be set "
+                  "(Keras's rule): keep one");
+    clip_key = key;
+    const double v = p.get_double(key, std::nullopt, 0.0);
+    (clip_key == "clipnorm" ? o.clipnorm : clip_key == "global_clipnorm" ? o.global_clipnorm : o.clipvalue) = v;
+  }
   double peak = o.learning_rate;  // the largest rate a schedule reaches
   for (double v : o.schedule.values) peak = std::max(peak, v);
   if (o.schedule.warmup) peak = std::max(peak, o.schedule.warmup_target);

@@ -251,6 +251,13 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     spdlog::info("weight regularizers on {} weight(s): their penalty ({:.6g} at these weights) is part of loss and "
                  "val_loss, as in Keras",
                  regularized, trainer.regularization_penalty());
+  if (const OptimizerConfig& o = tc.optimizer; o.clipnorm > 0)
+    spdlog::info("gradient clipping: each weight's gradient to an L2 norm of at most {:g} (clipnorm)", o.clipnorm);
+  else if (o.global_clipnorm > 0)
+    spdlog::info("gradient clipping: all gradients to an L2 norm of at most {:g} together (global_clipnorm)",
+                 o.global_clipnorm);
+  else if (o.clipvalue > 0)
+    spdlog::info("gradient clipping: each gradient element to [-{0:g}, {0:g}] (clipvalue)", o.clipvalue);
   if (const AugmentationConfig& a = config.data.augmentation; a.any()) {
     std::vector<std::string> kinds;
     if (a.horizontal_flip) kinds.push_back("random left-right flips");

@@ -154,7 +154,8 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
       model(config.model, config.path),
       params(d, model.num_params()),
       grads(d, model.num_params()),
-      state(d, model.num_state()) {
+      state(d, model.num_state()),
+      clipping(config.training.optimizer, model.weights(), grads.data(), d) {
   validate_for_training(config, model);
   model.set_device(d);
   // bf16 towers keep bf16 activations between the layers that take them (as
@@ -371,7 +372,12 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
       if (lo < hi)
         regularizer_grad(t.device, t.params.data() + lo, t.grads.data() + lo, hi - lo, float(w.r.l1), float(w.r.l2));
     }
-    t.optimizer->update(t.params.data(), t.grads.data(), b.begin, b.end);
+    t.clipping.clip_values(b.begin, b.end);
+    if (!t.clipping.by_norm()) t.optimizer->update(t.params.data(), t.grads.data(), b.begin, b.end);
+  }
+  if (t.clipping.by_norm()) {  // the norms need every bucket
+    t.clipping.clip_norms();
+    t.optimizer->update(t.params.data(), t.grads.data(), 0, total);
   }
   t.optimizer->finish_step();
   comm.wait_all(rank);

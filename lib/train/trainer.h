@@ -19,8 +19,10 @@
 // layer from the output, which tail of the gradient buffer is final; each
 // time at least kBucketBytes are final, their all-reduce starts (on a GPU
 // tower: on the communication stream, overlapping the rest of backward), and
-// the optimizer updates each bucket once its reduction is done. The buckets
-// depend only on the model, so every tower forms the same ones.
+// the optimizer updates each bucket once its reduction is done (with the
+// optimizer's clipnorm or global_clipnorm, every bucket once all are done:
+// train/gradient_clipping.h). The buckets depend only on the model, so every
+// tower forms the same ones.
 //
 // Feeding GPU towers: each tower's thread gathers its shard into a pinned
 // host buffer and queues the upload on the copy stream; the step's compute
@@ -42,6 +44,7 @@
 #include "io/checkpoint.h"
 #include "nn/model.h"
 #include "train/loss.h"
+#include "train/gradient_clipping.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
 #include "train/tower_devices.h"
@@ -218,6 +221,7 @@ class Trainer {
     Model model;
     Buffer<float> params, grads, state;
     std::unique_ptr<Optimizer> optimizer;
+    GradientClipping clipping;         ///< The optimizer's clipnorm, global_clipnorm or clipvalue on grads.
     Tensor y;                          ///< Masks of this tower's shard [n, H, W, 1] (predict: probabilities).
     Buffer<float> staged;              ///< GPU: the uploaded shard, images then masks.
     std::vector<double> stats_host;    ///< Loss and metric sums [2 + counts.v.size()] (host).
