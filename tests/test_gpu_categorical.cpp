@@ -53,12 +53,12 @@ TEST_CASE("GPU softmax loss, gradient, confusion counts and channel softmax matc
     for (size_t p = 3; p < n; p += 7, ++ignored) y[p] = kIgnoredPixel;
     auto sum = [&](const Device& d) {
       Buffer<float> zb = upload(z, d), yb = upload(y, d);
-      return std::vector<double>{softmax_loss_sum(d, zb.data(), yb.data(), n, k)};
+      return std::vector<double>{softmax_loss_sum(d, zb.data(), yb.data(), n, k, CrossEntropyForm{})};
     };
     CHECK_CLOSE("softmax_loss_sum", sum(g.device), sum(Device{}), kReorder + kTranscendental);
     auto grad = [&](const Device& d) {
       Buffer<float> zb = upload(z, d), yb = upload(y, d), gb(d, z.size());
-      softmax_loss_grad(d, zb.data(), yb.data(), n, k, 1.f / 97, gb.data());
+      softmax_loss_grad(d, zb.data(), yb.data(), n, k, CrossEntropyForm{}, 1.f / 97, gb.data());
       return download(gb);
     };
     CHECK_CLOSE("softmax_loss_grad", grad(g.device), grad(Device{}), kTranscendental);
@@ -92,7 +92,7 @@ TEST_CASE("GPU softmax loss sum over more pixels than its ranges (each range the
   const std::vector<float> y = random_classes(n, k, 522);
   auto sum = [&](const Device& d) {
     Buffer<float> zb = upload(z, d), yb = upload(y, d);
-    return std::vector<double>{softmax_loss_sum(d, zb.data(), yb.data(), n, k)};
+    return std::vector<double>{softmax_loss_sum(d, zb.data(), yb.data(), n, k, CrossEntropyForm{})};
   };
   CHECK_CLOSE("softmax_loss_sum", sum(g.device), sum(Device{}), kReorder + kTranscendental);
 }

@@ -61,9 +61,13 @@
                          bool need_dice, double* sums_host);                                                \
   void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,             \
                               const float* coef_host, float* g);                                            \
-  double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k);                \
-  void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, float scale,   \
-                         float* g);                                                                       \
+  double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k,                  \
+                          CrossEntropyForm f);                                                              \
+  void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k,                  \
+                         CrossEntropyForm f, float scale, float* g);                                        \
+  double sigmoid_focal_sum(const Device& d, const float* z, const float* y, size_t n, CrossEntropyForm f);  \
+  void sigmoid_focal_grad(const Device& d, const float* z, const float* y, size_t n, CrossEntropyForm f,    \
+                          float scale, float* g);                                                           \
   void class_confusion(const Device& d, const float* z, const float* y, size_t n, int k,                  \
                        int64_t* confusion_host);                                                          \
   void softmax_channels(const Device& d, float* x, size_t n, int k);                                      \

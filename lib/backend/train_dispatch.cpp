@@ -12,11 +12,19 @@ void segmentation_loss_grad(const Device& d, const float* z, const float* y, int
                             const float* coef_host, float* g) {
   TRAINER_DISPATCH(d, segmentation_loss_grad(d, z, y, n, m, coef_host, g));
 }
-double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k) {
-  TRAINER_DISPATCH(d, softmax_loss_sum(d, z, y, n, k));
+double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k, CrossEntropyForm f) {
+  TRAINER_DISPATCH(d, softmax_loss_sum(d, z, y, n, k, f));
 }
-void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, float scale, float* g) {
-  TRAINER_DISPATCH(d, softmax_loss_grad(d, z, y, n, k, scale, g));
+void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, CrossEntropyForm f,
+                       float scale, float* g) {
+  TRAINER_DISPATCH(d, softmax_loss_grad(d, z, y, n, k, f, scale, g));
+}
+double sigmoid_focal_sum(const Device& d, const float* z, const float* y, size_t n, CrossEntropyForm f) {
+  TRAINER_DISPATCH(d, sigmoid_focal_sum(d, z, y, n, f));
+}
+void sigmoid_focal_grad(const Device& d, const float* z, const float* y, size_t n, CrossEntropyForm f, float scale,
+                        float* g) {
+  TRAINER_DISPATCH(d, sigmoid_focal_grad(d, z, y, n, f, scale, g));
 }
 void class_confusion(const Device& d, const float* z, const float* y, size_t n, int k, int64_t* confusion_host) {
   TRAINER_DISPATCH(d, class_confusion(d, z, y, n, k, confusion_host));

@@ -37,6 +37,53 @@ TRAINER_HD inline float segmentation_grad(float z, float y, float c0, float c1, 
   return c0 * (p - y) + (c1 * y + c2) * p * (1.f - p);
 }
 
+/// How a cross-entropy is changed per pixel: Keras's label_smoothing and the
+/// focal losses' gamma and alpha (BinaryFocalCrossentropy,
+/// CategoricalFocalCrossentropy; Lin et al. 2017, "Focal Loss for Dense
+/// Object Detection"). The default is the plain cross-entropy.
+struct CrossEntropyForm {
+  float gamma = 0.f;      ///< Focusing parameter >= 0: each term times (1 - p_t)^gamma; 0: none.
+  /// Categorical: every term's factor (CategoricalFocalCrossentropy's alpha).
+  /// Binary with `balanced`: the weight of target 1, 1 - alpha that of target 0.
+  float alpha = 1.f;
+  bool balanced = false;  ///< Binary: BinaryFocalCrossentropy's apply_class_balancing.
+  /// In [0, 1]: targets y <- y (1 - s) + s / 2 (binary) or onehot (1 - s) + s / K (categorical).
+  float smoothing = 0.f;
+  TRAINER_HD bool plain() const { return gamma == 0.f && alpha == 1.f && !balanced && smoothing == 0.f; }
+};
+
+/// Keras's binary_focal_crossentropy of one logit z against target y in
+/// [0, 1], on logits: with t = y (1 - s) + s / 2 (label smoothing s),
+/// p = sigmoid(z) and 1 - p_t = t (1 - p) + (1 - t) p,
+///   w (1 - p_t)^gamma bce_with_logits(z, t),
+/// w = t alpha + (1 - t) (1 - alpha) when balanced, else 1. gamma 0 without
+/// balancing is binary_crossentropy with label smoothing. (Keras computes
+/// the cross-entropy from probabilities clipped to [1e-7, 1 - 1e-7]; here
+/// it is exact, which differs only where p is within 1e-7 of 0 or 1.)
+TRAINER_HD inline float sigmoid_focal_loss(float z, float y, CrossEntropyForm f) {
+  const float t = y * (1.f - f.smoothing) + 0.5f * f.smoothing;
+  float l = bce_with_logits(z, t);
+  if (f.gamma != 0.f) l *= powf(t * stable_sigmoid(-z) + (1.f - t) * stable_sigmoid(z), f.gamma);
+  if (f.balanced) l *= t * f.alpha + (1.f - t) * (1.f - f.alpha);
+  return l;
+}
+
+/// d sigmoid_focal_loss / dz: with m = 1 - p_t, F = m^gamma and
+/// dm/dz = (1 - 2t) p (1 - p), w F ((p - t) + gamma bce (1 - 2t) p (1 - p) / m)
+/// (the second term 0 where m = 0, its limit).
+TRAINER_HD inline float sigmoid_focal_grad(float z, float y, CrossEntropyForm f) {
+  const float t = y * (1.f - f.smoothing) + 0.5f * f.smoothing;
+  const float p = stable_sigmoid(z), q = stable_sigmoid(-z);
+  float g = p - t;
+  if (f.gamma != 0.f) {
+    const float m = t * q + (1.f - t) * p;
+    const float dm = m > 0.f ? (1.f - 2.f * t) * (p * q / m) : 0.f;  // dm/dz / m, bounded by 1
+    g = powf(m, f.gamma) * (g + f.gamma * bce_with_logits(z, t) * dm);
+  }
+  if (f.balanced) g *= t * f.alpha + (1.f - t) * (1.f - f.alpha);
+  return g;
+}
+
 /// Number of the T ascending thresholds thr that the logit z exceeds (the
 /// metrics' histogram bin: sigmoid(z) > t  <=>  z > logit(t)).
 TRAINER_HD inline int logit_bin(float z, const float* thr, int T) {
@@ -86,6 +133,68 @@ TRAINER_HD inline void softmax_cross_entropy_grad(const float* z, int k, int c, 
   float mx;
   const float inv = 1.f / softmax_denominator(z, k, mx);
   for (int j = 0; j < k; ++j) g[j] = scale * (expf(z[j] - mx) * inv - (j == c ? 1.f : 0.f));
+}
+
+/// Keras's categorical_focal_crossentropy (and categorical_crossentropy with
+/// label smoothing) of one pixel's k logits against class c, on logits: with
+/// targets t_j = (1 - s) [j == c] + s / k and p = softmax(z),
+///   alpha sum_j t_j (1 - p_j)^gamma (-log p_j),
+/// -log p_j = (max z - z_j) + log sum_i exp(z_i - max z). 0 for c = -1.
+/// (Keras clips p to [1e-7, 1 - 1e-7] first; here the log is exact.)
+TRAINER_HD inline float softmax_focal_loss(const float* z, int k, int c, CrossEntropyForm f) {
+  if (c < 0) return 0.f;
+  float mx;
+  const float s = softmax_denominator(z, k, mx), log_s = logf(s);
+  const float off = f.smoothing / float(k), on = 1.f - f.smoothing + off;
+  float sum = 0.f;
+  for (int j = 0; j < k; ++j) {
+    const float t = j == c ? on : off;
+    if (t == 0.f) continue;
+    float term = t * ((mx - z[j]) + log_s);
+    if (f.gamma != 0.f) term *= powf(1.f - expf(z[j] - mx) / s, f.gamma);
+    sum += term;
+  }
+  return f.alpha * sum;
+}
+
+/// g_j <- scale * d softmax_focal_loss / dz_j: alpha (h_j - p_j sum_i h_i)
+/// with h_i = t_i F_i (gamma r_i - 1), F_i = (1 - p_i)^gamma and
+/// r_i = p_i log p_i / (1 - p_i) (its limit -1 where p_i = 1); for gamma 0,
+/// alpha (p_j - t_j). 0 for c = -1.
+TRAINER_HD inline void softmax_focal_grad(const float* z, int k, int c, CrossEntropyForm f, float scale, float* g) {
+  if (c < 0) {
+    for (int j = 0; j < k; ++j) g[j] = 0.f;
+    return;
+  }
+  float mx;
+  const float s = softmax_denominator(z, k, mx), log_s = logf(s), inv = 1.f / s;
+  const float off = f.smoothing / float(k), on = 1.f - f.smoothing + off;
+  auto h_of = [&](int j, float p) {
+    const float t = j == c ? on : off;
+    if (f.gamma == 0.f) return -t;
+    const float miss = 1.f - p, log_p = (z[j] - mx) - log_s;
+    const float r = miss > 0.f ? p * log_p / miss : -1.f;
+    return t * powf(miss, f.gamma) * (f.gamma * r - 1.f);
+  };
+  float h_sum = 0.f;
+  for (int j = 0; j < k; ++j) h_sum += h_of(j, expf(z[j] - mx) * inv);
+  for (int j = 0; j < k; ++j) {
+    const float p = expf(z[j] - mx) * inv;
+    g[j] = scale * f.alpha * (h_of(j, p) - p * h_sum);
+  }
+}
+
+/// softmax_cross_entropy, or softmax_focal_loss for a form that is not plain.
+TRAINER_HD inline float softmax_loss_term(const float* z, int k, int c, CrossEntropyForm f) {
+  return f.plain() ? softmax_cross_entropy(z, k, c) : softmax_focal_loss(z, k, c, f);
+}
+/// softmax_cross_entropy_grad, or softmax_focal_grad for a form that is not plain.
+TRAINER_HD inline void softmax_loss_term_grad(const float* z, int k, int c, CrossEntropyForm f, float scale,
+                                              float* g) {
+  if (f.plain())
+    softmax_cross_entropy_grad(z, k, c, scale, g);
+  else
+    softmax_focal_grad(z, k, c, f, scale, g);
 }
 
 /// x_j <- exp(x_j - max x) / sum_i exp(x_i - max x) over one pixel's k values, in place

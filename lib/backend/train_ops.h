@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/train_math.h"
 #include "core/device.h"
 
 namespace trainer {
@@ -28,14 +29,24 @@ void segmentation_sums(const Device& d, const float* z, const float* y, int n, s
 void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,
                             const float* coef_host, float* g);
 
-/// Sum over n pixels of softmax_cross_entropy(z[i, :], k, class_index(y[i], k))
-/// (z: logits [n, k]; y: class indices [n] as floats), accumulated in double,
-/// returned to the host. A GPU's sum comes from a fixed partition of the
-/// pixels (a function of n only), the same on every run.
-double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k);
-/// g[i, :] <- softmax_cross_entropy_grad(z[i, :], k, class_index(y[i], k), scale)
+/// Sum over n pixels of softmax_loss_term(z[i, :], k, class_index(y[i], k), f)
+/// (z: logits [n, k]; y: class indices [n] as floats; f plain: the
+/// cross-entropy), accumulated in double, returned to the host. A GPU's sum
+/// comes from a fixed partition of the pixels (a function of n only), the
+/// same on every run.
+double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k, CrossEntropyForm f);
+/// g[i, :] <- softmax_loss_term_grad(z[i, :], k, class_index(y[i], k), f, scale)
 /// for the n pixels (g [n, k] must not alias z).
-void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, float scale, float* g);
+void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, CrossEntropyForm f,
+                       float scale, float* g);
+
+/// Sum over n values of sigmoid_focal_loss(z[i], y[i], f) (z: logits, y:
+/// targets in [0, 1]), accumulated in double, returned to the host; on a GPU
+/// from a fixed partition, as softmax_loss_sum.
+double sigmoid_focal_sum(const Device& d, const float* z, const float* y, size_t n, CrossEntropyForm f);
+/// g[i] <- scale * sigmoid_focal_grad(z[i], y[i], f) for the n values.
+void sigmoid_focal_grad(const Device& d, const float* z, const float* y, size_t n, CrossEntropyForm f, float scale,
+                        float* g);
 /// confusion_host [k, k] (host, row-major, added to): [t][p] += 1 for each of
 /// the n pixels with true class t = class_index(y[i], k) >= 0 and predicted
 /// class p = argmax_class(z[i, :], k). Integer counts: the order does not matter.

@@ -147,7 +147,8 @@ struct ReduceLROnPlateauConfig {
 /// training.loss: a loss name, or Keras's loss class and arguments as a mapping.
 struct LossConfig {
   /// The loss function: binary_crossentropy | dice | bce_dice |
-  /// sparse_categorical_crossentropy | categorical_crossentropy.
+  /// binary_focal_crossentropy | sparse_categorical_crossentropy |
+  /// categorical_crossentropy | categorical_focal_crossentropy.
   std::string function = "binary_crossentropy";
   /// Keras's from_logits: the model's last layer outputs logits (no final
   /// sigmoid or softmax) and the loss applies the sigmoid (binary losses) or
@@ -156,14 +157,28 @@ struct LossConfig {
   /// sparse_categorical_crossentropy's ignore_class (Keras 3): the mask value
   /// (0..65535) whose pixels count in neither the loss nor the metrics; -1: none.
   int ignore_class = -1;
+  /// Keras's label_smoothing in [0, 1] (binary_crossentropy,
+  /// categorical_crossentropy and the focal losses).
+  double label_smoothing = 0.0;
+  /// The focal losses' focusing parameter gamma (>= 0, Keras's default 2)
+  /// and alpha (in [0, 1], default 0.25: CategoricalFocalCrossentropy's
+  /// factor; BinaryFocalCrossentropy's weight of class 1 when
+  /// apply_class_balancing).
+  double gamma = 2.0, alpha = 0.25;
+  bool apply_class_balancing = false;  ///< BinaryFocalCrossentropy only.
   std::string where;  ///< "<file>:<line>:<col>: training.loss", for messages
 };
 
 /// The keras.losses class of loss function `function` (BinaryCrossentropy,
-/// SparseCategoricalCrossentropy, CategoricalCrossentropy), or `function`
+/// SparseCategoricalCrossentropy, CategoricalCrossentropy,
+/// BinaryFocalCrossentropy, CategoricalFocalCrossentropy), or `function`
 /// itself for dice and bce_dice, which have none: the `type` of
 /// training.loss's mapping form, for messages.
 std::string keras_loss_class(const std::string& function);
+/// Whether loss function `function` is categorical (softmax over K classes,
+/// class-index masks): sparse_categorical_crossentropy,
+/// categorical_crossentropy, categorical_focal_crossentropy.
+bool is_categorical_loss(const std::string& function);
 
 struct TrainingConfig {
   int epochs = 1;

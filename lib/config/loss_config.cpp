@@ -11,13 +11,28 @@ namespace trainer {
 
 namespace {
 
-const std::vector<std::string> kLossNames = {"binary_crossentropy", "dice", "bce_dice",
-                                             "sparse_categorical_crossentropy", "categorical_crossentropy"};
+const std::vector<std::string> kLossNames = {"binary_crossentropy",
+                                             "dice",
+                                             "bce_dice",
+                                             "binary_focal_crossentropy",
+                                             "sparse_categorical_crossentropy",
+                                             "categorical_crossentropy",
+                                             "categorical_focal_crossentropy"};
 /// keras.losses classes and the function each computes here.
 const std::vector<std::pair<std::string, std::string>> kLossClasses = {
     {"BinaryCrossentropy", "binary_crossentropy"},
+    {"BinaryFocalCrossentropy", "binary_focal_crossentropy"},
     {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
-    {"CategoricalCrossentropy", "categorical_crossentropy"}};
+    {"CategoricalCrossentropy", "categorical_crossentropy"},
+    {"CategoricalFocalCrossentropy", "categorical_focal_crossentropy"}};
+
+bool is_focal(const std::string& function) {
+  return function == "binary_focal_crossentropy" || function == "categorical_focal_crossentropy";
+}
+/// The losses with Keras's label_smoothing argument.
+bool smooths_labels(const std::string& function) {
+  return function == "binary_crossentropy" || function == "categorical_crossentropy" || is_focal(function);
+}
 
 /// The loss function `type` names (a function name or a Keras class), or "".
 std::string loss_function(const std::string& type) {
@@ -41,8 +56,6 @@ std::string unknown_loss(const std::string& type) {
   if (type == "Dice")
     hint = " (Keras 3's Dice has no smoothing and pools the whole batch; 'dice' here is the per-image soft Dice "
            "with smooth 1 of the Keras U-Net examples, docs/config.md)";
-  else if (type.find("Focal") != std::string::npos || type.find("focal") != std::string::npos)
-    hint = " (focal losses are not supported)";
   else
     hint = did_you_mean(type, known);
   return "is '" + type + "'" + hint + "; use one of: " + join_names(known);
@@ -54,6 +67,11 @@ std::string keras_loss_class(const std::string& function) {
   for (const auto& [cls, fn] : kLossClasses)
     if (fn == function) return cls;
   return function;
+}
+
+bool is_categorical_loss(const std::string& function) {
+  return function == "sparse_categorical_crossentropy" || function == "categorical_crossentropy" ||
+         function == "categorical_focal_crossentropy";
 }
 
 LossConfig read_loss(ParamReader& training) {
@@ -86,7 +104,10 @@ LossConfig read_loss(ParamReader& training) {
   if (l.function.empty()) p.fail("type", unknown_loss(type));
   // Every key of this class is known (for the unknown-key message), read or not.
   for (const char* key : {"name", "from_logits", "reduction", "axis"}) p.skip(key);
-  if (l.function == "binary_crossentropy" || l.function == "categorical_crossentropy") p.skip("label_smoothing");
+  if (smooths_labels(l.function)) p.skip("label_smoothing");
+  if (is_focal(l.function))
+    for (const char* key : {"gamma", "alpha"}) p.skip(key);
+  if (l.function == "binary_focal_crossentropy") p.skip("apply_class_balancing");
   if (l.function == "sparse_categorical_crossentropy") p.skip("ignore_class");
   // name: the loss object's name; the log calls it loss, as Keras's does.
   l.from_logits = p.get_bool("from_logits", false);
@@ -98,9 +119,15 @@ LossConfig read_loss(ParamReader& training) {
   }
   if (p.given("axis") && p.get_int("axis", std::nullopt) != -1)
     p.fail("axis", "must be -1, the channels (the only axis a loss runs over here)");
-  if (l.function == "binary_crossentropy" || l.function == "categorical_crossentropy") {
-    if (p.get_double("label_smoothing", 0.0, 0.0, 1.0) != 0.0)
-      p.fail("label_smoothing", "is not supported; remove it (or set 0)");
+  if (smooths_labels(l.function)) l.label_smoothing = p.get_double("label_smoothing", 0.0, 0.0, 1.0);
+  if (is_focal(l.function)) {
+    l.gamma = p.get_double("gamma", 2.0, 0.0);
+    if (p.has("alpha") && p.get_node("alpha").IsSequence())
+      p.fail("alpha", "is a list; per-class alphas are not supported: give one number in [0, 1] (Keras's default "
+                      "0.25)");
+    l.alpha = p.get_double("alpha", 0.25, 0.0, 1.0);
+    if (l.function == "binary_focal_crossentropy")
+      l.apply_class_balancing = p.get_bool("apply_class_balancing", false);
   }
   if (l.function == "sparse_categorical_crossentropy" && p.given("ignore_class")) {
     const YAML::Node v = p.get_node("ignore_class");

@@ -386,8 +386,7 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   }
   t.loss = read_loss(p);
   if (YAML::Node metrics = p.get_node("metrics")) {
-    t.metrics = read_metrics(metrics, file, t.loss.function == "sparse_categorical_crossentropy" ||
-                                                t.loss.function == "categorical_crossentropy");
+    t.metrics = read_metrics(metrics, file, is_categorical_loss(t.loss.function));
     t.metrics_where = yaml_location(file, metrics.Mark()) + ": training.metrics";
   }
   if (YAML::Node opt = p.get_node("optimizer")) t.optimizer = read_optimizer(opt, file);

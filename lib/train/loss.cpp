@@ -16,15 +16,36 @@ LossKind loss_kind(const std::string& name) {
   if (name == "binary_crossentropy") return LossKind::BinaryCrossentropy;
   if (name == "dice") return LossKind::Dice;
   if (name == "bce_dice") return LossKind::BceDice;
+  if (name == "binary_focal_crossentropy") return LossKind::BinaryFocalCrossentropy;
   if (name == "sparse_categorical_crossentropy") return LossKind::SparseCategoricalCrossentropy;
   if (name == "categorical_crossentropy") return LossKind::CategoricalCrossentropy;
+  if (name == "categorical_focal_crossentropy") return LossKind::CategoricalFocalCrossentropy;
   throw std::invalid_argument("unknown loss '" + name +
-                              "' (known: binary_crossentropy, dice, bce_dice, sparse_categorical_crossentropy, "
-                              "categorical_crossentropy)");
+                              "' (known: binary_crossentropy, dice, bce_dice, binary_focal_crossentropy, "
+                              "sparse_categorical_crossentropy, categorical_crossentropy, "
+                              "categorical_focal_crossentropy)");
+}
+
+CrossEntropyForm cross_entropy_form(const LossConfig& config) {
+  CrossEntropyForm f;
+  const LossKind kind = loss_kind(config.function);
+  if (kind == LossKind::Dice || kind == LossKind::BceDice || kind == LossKind::SparseCategoricalCrossentropy)
+    return f;
+  f.smoothing = float(config.label_smoothing);
+  if (kind == LossKind::BinaryFocalCrossentropy) {
+    f.gamma = float(config.gamma);
+    f.balanced = config.apply_class_balancing;
+    if (f.balanced) f.alpha = float(config.alpha);  // otherwise unused, as in Keras
+  } else if (kind == LossKind::CategoricalFocalCrossentropy) {
+    f.gamma = float(config.gamma);
+    f.alpha = float(config.alpha);
+  }
+  return f;
 }
 
 bool is_categorical(LossKind kind) {
-  return kind == LossKind::SparseCategoricalCrossentropy || kind == LossKind::CategoricalCrossentropy;
+  return kind == LossKind::SparseCategoricalCrossentropy || kind == LossKind::CategoricalCrossentropy ||
+         kind == LossKind::CategoricalFocalCrossentropy;
 }
 
 int loss_classes(LossKind kind, const Shape& output) { return is_categorical(kind) ? output.c : 0; }
@@ -41,7 +62,7 @@ namespace {
 
 /// The categorical losses of loss_sum: logits [N, H, W, K], targets [N, H, W, 1].
 double categorical_loss_sum(const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-                            std::optional<double> pixel_weight) {
+                            std::optional<double> pixel_weight, CrossEntropyForm form) {
   const Shape z = logits.shape(), y = targets.shape();
   if (y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w || z.c < 2)
     throw std::invalid_argument("loss: categorical logits " + z.nhwc() + " need class-index targets [N, H, W, 1] of "
@@ -54,20 +75,34 @@ double categorical_loss_sum(const Tensor& logits, const Tensor& targets, Tensor*
   const double w = pixel_weight ? *pixel_weight : 1.0 / per_sample;
   if (dlogits) dlogits->resize(z);
   if (pixels == 0) return 0.0;
-  if (dlogits) softmax_loss_grad(d, logits.data(), targets.data(), pixels, z.c, float(w), dlogits->data());
-  const double sum = softmax_loss_sum(d, logits.data(), targets.data(), pixels, z.c);
+  if (dlogits) softmax_loss_grad(d, logits.data(), targets.data(), pixels, z.c, form, float(w), dlogits->data());
+  const double sum = softmax_loss_sum(d, logits.data(), targets.data(), pixels, z.c, form);
   return pixel_weight ? sum * w : sum / per_sample;
+}
+
+/// binary_focal_crossentropy, or binary_crossentropy with label smoothing:
+/// the sum over samples of the mean of sigmoid_focal_loss over each one's m
+/// values (logits and targets of one shape).
+double sigmoid_focal_loss_sum(const Tensor& logits, const Tensor& targets, Tensor* dlogits, CrossEntropyForm form) {
+  const Device& d = logits.device();
+  const size_t m = logits.shape().sample_numel(), n = logits.numel();
+  if (dlogits) dlogits->resize(logits.shape());
+  if (n == 0) return 0.0;
+  if (dlogits) sigmoid_focal_grad(d, logits.data(), targets.data(), n, form, float(1.0 / double(m)), dlogits->data());
+  return sigmoid_focal_sum(d, logits.data(), targets.data(), n, form) / double(m);
 }
 
 }  // namespace
 
 double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-                std::optional<double> pixel_weight) {
-  if (is_categorical(kind)) return categorical_loss_sum(logits, targets, dlogits, pixel_weight);
+                std::optional<double> pixel_weight, CrossEntropyForm form) {
+  if (is_categorical(kind)) return categorical_loss_sum(logits, targets, dlogits, pixel_weight, form);
   if (pixel_weight) throw std::invalid_argument("loss: a pixel weight is for the categorical losses only");
   if (logits.shape() != targets.shape())
     throw std::invalid_argument("loss: logits " + logits.shape().nhwc() + " and targets " +
                                 targets.shape().nhwc() + " differ in shape");
+  if (kind == LossKind::BinaryFocalCrossentropy || (kind == LossKind::BinaryCrossentropy && !form.plain()))
+    return sigmoid_focal_loss_sum(logits, targets, dlogits, form);
   const Device& d = logits.device();
   const bool need_bce = kind != LossKind::Dice;
   const bool need_dice = kind != LossKind::BinaryCrossentropy;

@@ -6,24 +6,40 @@
 #include <string>
 #include <vector>
 
+#include "backend/train_math.h"
+#include "config/config.h"
 #include "core/class_mask.h"
 #include "core/tensor.h"
 
 namespace trainer {
 
-enum class LossKind { BinaryCrossentropy, Dice, BceDice, SparseCategoricalCrossentropy, CategoricalCrossentropy };
+enum class LossKind {
+  BinaryCrossentropy,
+  Dice,
+  BceDice,
+  BinaryFocalCrossentropy,
+  SparseCategoricalCrossentropy,
+  CategoricalCrossentropy,
+  CategoricalFocalCrossentropy
+};
 
-/// "binary_crossentropy" | "dice" | "bce_dice" | "sparse_categorical_crossentropy"
-/// | "categorical_crossentropy"; std::invalid_argument naming the known names
-/// otherwise (config validation reports the user-facing error).
+/// "binary_crossentropy" | "dice" | "bce_dice" | "binary_focal_crossentropy" |
+/// "sparse_categorical_crossentropy" | "categorical_crossentropy" |
+/// "categorical_focal_crossentropy"; std::invalid_argument naming the known
+/// names otherwise (config validation reports the user-facing error).
 LossKind loss_kind(const std::string& name);
 
+/// The per-pixel form of config's cross-entropy (backend/train_math.h): its
+/// label_smoothing, and for the focal losses gamma, alpha and
+/// apply_class_balancing; plain for dice and bce_dice.
+CrossEntropyForm cross_entropy_form(const LossConfig& config);
+
 /// Whether kind is a categorical loss: the model ends in a softmax over K >= 2
-/// class channels and the masks hold class indices 0..K-1. The two
-/// categorical losses compute the same thing here: masks are read as class
-/// indices, and categorical_crossentropy of their one-hot encoding
-/// (keras.utils.to_categorical) equals sparse_categorical_crossentropy of the
-/// indices.
+/// class channels and the masks hold class indices 0..K-1. Masks are read as
+/// class indices for all three, and categorical_crossentropy (or its focal
+/// form) of their one-hot encoding (keras.utils.to_categorical) is computed
+/// from the indices: without label smoothing it equals
+/// sparse_categorical_crossentropy.
 bool is_categorical(LossKind kind);
 
 /// The most classes a categorical model may have (8-bit class-index masks).
@@ -56,10 +72,15 @@ double counted_pixel_weight(double samples, double counted);
 ///    smooth = 1 (the common Keras U-Net formulation; an empty prediction of an empty
 ///    mask gives loss 0).
 ///  - bce_dice: binary_crossentropy + dice.
+///  - binary_focal_crossentropy, and binary_crossentropy with label
+///    smoothing: the mean over the sample's pixels of sigmoid_focal_loss(z,
+///    y, form) (backend/train_math.h; form's gamma 0 and no balancing: the
+///    cross-entropy against the smoothed targets).
 /// Categorical losses: logits [N, H, W, K], targets [N, H, W, 1] holding class
 /// indices 0..K-1 or kIgnoredPixel: the sum over the counted pixels of
 /// log(sum_j exp(z_j)) - z_t (tf.nn.sparse_softmax_cross_entropy_with_logits,
-/// in log-sum-exp form), each times pixel_weight (counted_pixel_weight of the
+/// in log-sum-exp form; with a form that is not plain, label smoothing or a
+/// focal loss, softmax_focal_loss), each times pixel_weight (counted_pixel_weight of the
 /// global batch; by default 1 / (H W), the mean over each sample's pixels), so
 /// that the batch mean is Keras's sum_over_batch_size reduction. Ignored
 /// pixels add nothing and get a zero gradient. Binary losses take no
@@ -70,6 +91,6 @@ double counted_pixel_weight(double samples, double counted);
 /// returned sum is a host value.
 /// Throws std::invalid_argument when the shapes do not match as above.
 double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-                std::optional<double> pixel_weight = std::nullopt);
+                std::optional<double> pixel_weight = std::nullopt, CrossEntropyForm form = {});
 
 }  // namespace trainer

@@ -70,11 +70,22 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "training.optimizer.beta_2", a.beta_2, b.beta_2);
   compare(out, "training.optimizer.epsilon", a.epsilon, b.epsilon);
   compare(out, "training.optimizer.rho", a.rho, b.rho);
+  compare(out, "training.optimizer.clipnorm", a.clipnorm, b.clipnorm);
+  compare(out, "training.optimizer.global_clipnorm", a.global_clipnorm, b.global_clipnorm);
+  compare(out, "training.optimizer.clipvalue", a.clipvalue, b.clipvalue);
   compare(out, "training.loss", now.training.loss.function, then.training.loss.function);
   compare(out, "training.loss.from_logits", now.training.loss.from_logits, then.training.loss.from_logits);
   const auto ignored = [](int c) { return c < 0 ? std::string("null") : std::to_string(c); };
   compare(out, "training.loss.ignore_class", ignored(now.training.loss.ignore_class),
           ignored(then.training.loss.ignore_class));
+  const LossConfig &l = now.training.loss, &m = then.training.loss;
+  compare(out, "training.loss.label_smoothing", l.label_smoothing, m.label_smoothing);
+  if (l.function == m.function && (l.function == "binary_focal_crossentropy" ||
+                                   l.function == "categorical_focal_crossentropy")) {
+    compare(out, "training.loss.gamma", l.gamma, m.gamma);
+    compare(out, "training.loss.alpha", l.alpha, m.alpha);
+    compare(out, "training.loss.apply_class_balancing", l.apply_class_balancing, m.apply_class_balancing);
+  }
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
   auto steps = [](int s) { return s > 0 ? std::to_string(s) : std::string("null (one pass per epoch)"); };
   compare(out, "training.steps_per_epoch", steps(now.training.steps_per_epoch), steps(then.training.steps_per_epoch));

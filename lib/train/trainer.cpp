@@ -189,6 +189,7 @@ Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
 Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower)
     : config_(config),
       loss_(loss_kind(config.training.loss.function)),
+      loss_form_(cross_entropy_form(config.training.loss)),
       devices_(std::make_unique<TowerDevices>(plan, config.training.precision, kCollectiveTimeoutSeconds)),
       pool_(plan.towers(), threads_per_tower, [this](int rank, const std::string& msg) {
         const std::string reason = "tower " + std::to_string(rank) + " failed: " + msg;
@@ -416,7 +417,7 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     t.stats = empty_stats();
     t.stats.samples = hi - lo;
     if (hi > lo) {
-      t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits, weight);
+      t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits, weight, loss_form_);
       accumulate_metrics(out, t.y, t.stats.counts);
     } else {
       dlogits.resize(out.shape());
@@ -454,7 +455,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), int(b) + lo, batch,
                   t.device};
       const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
-      t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr, weights[b / size_t(batch_size)]);
+      t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr, weights[b / size_t(batch_size)], loss_form_);
       t.stats.samples += hi - lo;
       accumulate_metrics(out, t.y, t.stats.counts);
     }

@@ -273,6 +273,7 @@ class Trainer {
 
   const Config& config_;
   LossKind loss_;
+  CrossEntropyForm loss_form_;  ///< The loss's label smoothing and focal parameters.
   int classes_ = 0;  ///< classes()
   std::vector<RegularizedWeight> regularized_;  ///< In parameter order (the same on every tower).
   PenaltyArgs penalty_args_;

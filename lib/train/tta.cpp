@@ -46,7 +46,8 @@ BatchStats probability_stats(const Trainer& trainer, const Tensor& probabilities
   std::optional<double> weight;
   if (trainer.ignores_pixels())
     weight = counted_pixel_weight(masks.shape().n, double(counted_pixels(masks.data(), masks.numel(), trainer.classes())));
-  st.loss_sum = loss_sum(loss_kind(trainer.config().training.loss.function), logits, masks, nullptr, weight) +
+  const LossConfig& lc = trainer.config().training.loss;
+  st.loss_sum = loss_sum(loss_kind(lc.function), logits, masks, nullptr, weight, cross_entropy_form(lc)) +
                 trainer.regularization_penalty() * st.samples;
   accumulate_metrics(logits, masks, st.counts);
   return st;

@@ -1,4 +1,4 @@
-// The categorical (softmax) cross-entropy's sum and gradient, the confusion
+// The categorical (softmax) cross-entropy's sum and gradient (plain, smoothed or focal), the confusion
 // counts of its metrics and the channel softmax on the CPU (OpenMP over the
 // pixels), per pixel through backend/train_math.h.
 #include <vector>
@@ -8,17 +8,18 @@
 
 namespace trainer::cpu {
 
-double softmax_loss_sum(const Device&, const float* z, const float* y, size_t n, int k) {
+double softmax_loss_sum(const Device&, const float* z, const float* y, size_t n, int k, CrossEntropyForm f) {
   double sum = 0;
 #pragma omp parallel for reduction(+ : sum) schedule(static)
-  for (size_t i = 0; i < n; ++i) sum += softmax_cross_entropy(z + i * size_t(k), k, class_index(y[i], k));
+  for (size_t i = 0; i < n; ++i) sum += softmax_loss_term(z + i * size_t(k), k, class_index(y[i], k), f);
   return sum;
 }
 
-void softmax_loss_grad(const Device&, const float* z, const float* y, size_t n, int k, float scale, float* g) {
+void softmax_loss_grad(const Device&, const float* z, const float* y, size_t n, int k, CrossEntropyForm f,
+                       float scale, float* g) {
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i)
-    softmax_cross_entropy_grad(z + i * size_t(k), k, class_index(y[i], k), scale, g + i * size_t(k));
+    softmax_loss_term_grad(z + i * size_t(k), k, class_index(y[i], k), f, scale, g + i * size_t(k));
 }
 
 void class_confusion(const Device&, const float* z, const float* y, size_t n, int k, int64_t* confusion_host) {

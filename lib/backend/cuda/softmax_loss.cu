@@ -1,22 +1,20 @@
-// The categorical (softmax) cross-entropy's sum and gradient, the confusion
-// counts of its metrics and the channel softmax on a GPU, on the tower's
-// compute stream, per pixel through backend/train_math.h (one thread per
-// pixel and its k contiguous logits).
+// The categorical (softmax) cross-entropy's sum and gradient (plain, smoothed
+// or focal), the confusion counts of its metrics and the channel softmax on a
+// GPU, on the tower's compute stream, per pixel through backend/train_math.h
+// (one thread per pixel and its k contiguous logits).
 //
-// softmax_loss_sum is deterministic: the n pixels are cut into `parts` fixed
-// ranges (a function of n only), a block per range adds its pixels in double
-// and a fixed shared-memory tree, and sum_partials adds the ranges in a fixed
-// order. class_confusion counts in a per-block shared-memory table when the
-// k x k counts fit (k <= kSharedClasses), else straight into the device
-// table; integer counts, so the order does not matter. Both use the
-// context's workspace for the duration of the call and return after the
-// result reaches the host (they synchronise the compute stream).
+// softmax_loss_sum is deterministic (fixed_partition_sum.cuh).
+// class_confusion counts in a per-block shared-memory table when the k x k
+// counts fit (k <= kSharedClasses), else straight into the device table;
+// integer counts, so the order does not matter. Both use the context's
+// workspace for the duration of the call and return after the result
+// reaches the host (they synchronise the compute stream).
 #include <algorithm>
 #include <vector>
 
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/elementwise_kernel.cuh"
-#include "backend/cuda/partial_sums.h"
+#include "backend/cuda/fixed_partition_sum.cuh"
 #include "backend/device_ops.h"
 #include "backend/train_math.h"
 
@@ -24,36 +22,26 @@ namespace trainer::cuda {
 
 namespace {
 
-/// Pixels per range below which softmax_loss_sum uses fewer ranges (8 per thread).
-constexpr size_t kPixelsPerPart = 8 * kThreads;
-/// Most ranges of softmax_loss_sum.
-constexpr size_t kSumParts = 2048;
 /// Most blocks of class_confusion: each adds its table to the device's with atomics.
 constexpr unsigned kConfusionBlocks = 512;
 /// Largest k whose k x k 64-bit counts (32 KiB) a block keeps in shared memory.
 constexpr int kSharedClasses = 64;
 
-/// Block b: partials[b] <- the sum of the pixels [n b / parts, n (b + 1) / parts) (blockDim.x == kThreads).
-__global__ void softmax_loss_partials_kernel(const float* z, const float* y, size_t n, int k, int parts,
-                                             double* partials) {
-  __shared__ double sh[kThreads];
-  const unsigned t = threadIdx.x;
-  const size_t b = blockIdx.x, end = n * (b + 1) / size_t(parts);
-  double s = 0;
-  for (size_t i = n * b / size_t(parts) + t; i < end; i += kThreads)
-    s += softmax_cross_entropy(z + i * size_t(k), k, class_index(y[i], k));
-  sh[t] = s;
-  __syncthreads();
-  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
-    if (t < w) sh[t] += sh[t + w];
-    __syncthreads();
+/// One pixel's softmax_loss_term (fixed_partition_sum's term).
+struct SoftmaxLossTerm {
+  const float* z;
+  const float* y;
+  int k;
+  CrossEntropyForm f;
+  __device__ float operator()(size_t i) const {
+    return softmax_loss_term(z + i * size_t(k), k, class_index(y[i], k), f);
   }
-  if (t == 0) partials[b] = sh[0];
-}
+};
 
-__global__ void softmax_loss_grad_kernel(const float* z, const float* y, size_t n, int k, float scale, float* g) {
+__global__ void softmax_loss_grad_kernel(const float* z, const float* y, size_t n, int k, CrossEntropyForm f,
+                                         float scale, float* g) {
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    softmax_cross_entropy_grad(z + i * size_t(k), k, class_index(y[i], k), scale, g + i * size_t(k));
+    softmax_loss_term_grad(z + i * size_t(k), k, class_index(y[i], k), f, scale, g + i * size_t(k));
 }
 
 /// table[t * k + p] += 1 per pixel (see class_confusion); with shared, each block
@@ -85,25 +73,15 @@ __global__ void softmax_channels_kernel(float* x, size_t n, int k) {
 
 }  // namespace
 
-double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k) {
-  if (n == 0) return 0.0;
-  CudaContext& ctx = context(d);
-  const int parts = int(std::clamp<size_t>((n + kPixelsPerPart - 1) / kPixelsPerPart, 1, kSumParts));
-  double* partials = static_cast<double*>(ctx.workspace((size_t(parts) + 1) * sizeof(double)));
-  double* sum = partials + parts;
-  softmax_loss_partials_kernel<<<unsigned(parts), kThreads, 0, ctx.stream()>>>(z, y, n, k, parts, partials);
-  TRAINER_CUDA_CHECK_LAUNCH(ctx, "softmax_loss_sum");
-  sum_partials(ctx, partials, 1, parts, sum);
-  double host = 0;
-  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(&host, sum, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
-  TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
-  return host;
+double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k, CrossEntropyForm f) {
+  return fixed_partition_sum(context(d), SoftmaxLossTerm{z, y, k, f}, n, "softmax_loss_sum launch");
 }
 
-void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, float scale, float* g) {
+void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, CrossEntropyForm f,
+                       float scale, float* g) {
   if (n == 0) return;
   CudaContext& ctx = context(d);
-  softmax_loss_grad_kernel<<<grid_blocks(n), kThreads, 0, ctx.stream()>>>(z, y, n, k, scale, g);
+  softmax_loss_grad_kernel<<<grid_blocks(n), kThreads, 0, ctx.stream()>>>(z, y, n, k, f, scale, g);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "softmax_loss_grad");
 }
 
