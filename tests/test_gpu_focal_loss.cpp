@@ -1,6 +1,7 @@
-// GPU parity of the focal and label-smoothed losses, the CPU as the oracle:
-// the binary focal sum and gradient, the categorical focal (and smoothed)
-// softmax sum and gradient with some pixels ignored, and a binary focal
+// GPU parity of the focal, label-smoothed and class-weighted losses, the CPU
+// as the oracle: the binary focal sum and gradient, the categorical focal
+// (and smoothed) softmax sum and gradient with some pixels ignored, each with
+// and without class weights (in device memory), and a binary focal
 // network training on GPU 0 and on two towers sharing it. Skipped without a
 // GPU.
 #include <catch2/catch.hpp>
@@ -43,44 +44,55 @@ TEST_CASE("GPU focal and smoothed losses and gradients match the CPU", "[gpu][gp
   std::vector<float> yc(n);
   for (float& v : yc) v = float(rng() % unsigned(k));
   for (size_t p = 3; p < n; p += 7) yc[p] = kIgnoredPixel;
-  for (const CrossEntropyForm& f : kForms) {
-    INFO("gamma " << f.gamma << ", alpha " << f.alpha << ", balanced " << f.balanced << ", smoothing "
-                  << f.smoothing);
-    auto sum = [&](const Device& d) {
-      Buffer<float> zb = upload(z, d), yb = upload(y, d);
-      return std::vector<double>{sigmoid_focal_sum(d, zb.data(), yb.data(), n, f)};
-    };
-    CHECK_CLOSE("sigmoid_focal_sum", sum(g.device), sum(Device{}), kTranscendental);
-    auto grad = [&](const Device& d) {
-      Buffer<float> zb = upload(z, d), yb = upload(y, d), gb(d, n);
-      sigmoid_focal_grad(d, zb.data(), yb.data(), n, f, 1.f / 97, gb.data());
-      return download(gb);
-    };
-    CHECK_CLOSE("sigmoid_focal_grad", grad(g.device), grad(Device{}), kTranscendental);
-    CrossEntropyForm c = f;
-    c.balanced = false;  // binary only
-    auto csum = [&](const Device& d) {
-      Buffer<float> zb = upload(zc, d), yb = upload(yc, d);
-      return std::vector<double>{softmax_loss_sum(d, zb.data(), yb.data(), n, k, c)};
-    };
-    CHECK_CLOSE("softmax_loss_sum (focal)", csum(g.device), csum(Device{}), kTranscendental);
-    auto cgrad = [&](const Device& d) {
-      Buffer<float> zb = upload(zc, d), yb = upload(yc, d), gb(d, zc.size());
-      softmax_loss_grad(d, zb.data(), yb.data(), n, k, c, 1.f / 97, gb.data());
-      return download(gb);
-    };
-    CHECK_CLOSE("softmax_loss_grad (focal)", cgrad(g.device), cgrad(Device{}), kTranscendental);
-  }
+  const std::vector<float> class_weights = {0.5f, 3.f, 1.f, 0.f, 2.f};  // binary: the first two
+  for (const bool weighted : {false, true})
+    for (const CrossEntropyForm& f : kForms) {
+      INFO("gamma " << f.gamma << ", alpha " << f.alpha << ", balanced " << f.balanced << ", smoothing "
+                    << f.smoothing << (weighted ? ", class weights" : ""));
+      // The form on device d, with its copy of the class weights there.
+      auto form_on = [&](const Device& d, Buffer<float>& w, bool categorical) {
+        CrossEntropyForm on = f;
+        if (categorical) on.balanced = false;  // binary only
+        if (weighted) {
+          w = upload(class_weights, d);
+          on.class_weights = w.data();
+        }
+        return on;
+      };
+      auto sum = [&](const Device& d) {
+        Buffer<float> zb = upload(z, d), yb = upload(y, d), w;
+        return std::vector<double>{sigmoid_focal_sum(d, zb.data(), yb.data(), n, form_on(d, w, false))};
+      };
+      CHECK_CLOSE("sigmoid_focal_sum", sum(g.device), sum(Device{}), kTranscendental);
+      auto grad = [&](const Device& d) {
+        Buffer<float> zb = upload(z, d), yb = upload(y, d), gb(d, n), w;
+        sigmoid_focal_grad(d, zb.data(), yb.data(), n, form_on(d, w, false), 1.f / 97, gb.data());
+        return download(gb);
+      };
+      CHECK_CLOSE("sigmoid_focal_grad", grad(g.device), grad(Device{}), kTranscendental);
+      auto csum = [&](const Device& d) {
+        Buffer<float> zb = upload(zc, d), yb = upload(yc, d), w;
+        return std::vector<double>{softmax_loss_sum(d, zb.data(), yb.data(), n, k, form_on(d, w, true))};
+      };
+      CHECK_CLOSE("softmax_loss_sum (focal)", csum(g.device), csum(Device{}), kTranscendental);
+      auto cgrad = [&](const Device& d) {
+        Buffer<float> zb = upload(zc, d), yb = upload(yc, d), gb(d, zc.size()), w;
+        softmax_loss_grad(d, zb.data(), yb.data(), n, k, form_on(d, w, true), 1.f / 97, gb.data());
+        return download(gb);
+      };
+      CHECK_CLOSE("softmax_loss_grad (focal)", cgrad(g.device), cgrad(Device{}), kTranscendental);
+    }
 }
 
-TEST_CASE("a binary focal network trains on GPU 0 and on two towers of GPU 0 as on the CPU (fp32)",
+TEST_CASE("a binary focal network with class weights trains on GPU 0 and on two towers of GPU 0 as on the CPU (fp32)",
           "[gpu][gpu_training][focal]") {
   TRAINER_REQUIRE_GPU();
   std::string yaml = tiny_config(true);
   const std::string loss = "loss: bce_dice";
   REQUIRE(yaml.find(loss) != std::string::npos);
   yaml.replace(yaml.find(loss), loss.size(),
-               "loss: {type: BinaryFocalCrossentropy, apply_class_balancing: true, label_smoothing: 0.1}");
+               "loss: {type: BinaryFocalCrossentropy, apply_class_balancing: true, label_smoothing: 0.1}\n"
+               "  class_weight: {0: 0.5, 1: 2}");
   Config config = parse_config(yaml, "focal.yaml");
   config.training.precision = Precision::FP32;
   const Dataset data = tiny_data();

@@ -49,15 +49,24 @@ struct CrossEntropyForm {
   bool balanced = false;  ///< Binary: BinaryFocalCrossentropy's apply_class_balancing.
   /// In [0, 1]: targets y <- y (1 - s) + s / 2 (binary) or onehot (1 - s) + s / K (categorical).
   float smoothing = 0.f;
-  TRAINER_HD bool plain() const { return gamma == 0.f && alpha == 1.f && !balanced && smoothing == 0.f; }
+  /// training.class_weight on the tower's device, or null: each pixel's
+  /// term times the weight of its mask class (binary: [2], indexed by y > 0.5
+  /// before smoothing; categorical: [K], by the class index).
+  const float* class_weights = nullptr;
+  TRAINER_HD bool plain() const {
+    return gamma == 0.f && alpha == 1.f && !balanced && smoothing == 0.f && class_weights == nullptr;
+  }
+  /// The class weight of a pixel of class c (1 without class weights).
+  TRAINER_HD float class_weight(int c) const { return class_weights ? class_weights[c] : 1.f; }
 };
 
 /// Keras's binary_focal_crossentropy of one logit z against target y in
 /// [0, 1], on logits: with t = y (1 - s) + s / 2 (label smoothing s),
 /// p = sigmoid(z) and 1 - p_t = t (1 - p) + (1 - t) p,
 ///   w (1 - p_t)^gamma bce_with_logits(z, t),
-/// w = t alpha + (1 - t) (1 - alpha) when balanced, else 1. gamma 0 without
-/// balancing is binary_crossentropy with label smoothing. (Keras computes
+/// w = t alpha + (1 - t) (1 - alpha) when balanced, else 1, times the class
+/// weight of y. gamma 0 without balancing is binary_crossentropy with label
+/// smoothing and class weights. (Keras computes
 /// the cross-entropy from probabilities clipped to [1e-7, 1 - 1e-7]; here
 /// it is exact, which differs only where p is within 1e-7 of 0 or 1.)
 TRAINER_HD inline float sigmoid_focal_loss(float z, float y, CrossEntropyForm f) {
@@ -65,7 +74,7 @@ TRAINER_HD inline float sigmoid_focal_loss(float z, float y, CrossEntropyForm f)
   float l = bce_with_logits(z, t);
   if (f.gamma != 0.f) l *= powf(t * stable_sigmoid(-z) + (1.f - t) * stable_sigmoid(z), f.gamma);
   if (f.balanced) l *= t * f.alpha + (1.f - t) * (1.f - f.alpha);
-  return l;
+  return l * f.class_weight(y > 0.5f ? 1 : 0);
 }
 
 /// d sigmoid_focal_loss / dz: with m = 1 - p_t, F = m^gamma and
@@ -81,7 +90,7 @@ TRAINER_HD inline float sigmoid_focal_grad(float z, float y, CrossEntropyForm f)
     g = powf(m, f.gamma) * (g + f.gamma * bce_with_logits(z, t) * dm);
   }
   if (f.balanced) g *= t * f.alpha + (1.f - t) * (1.f - f.alpha);
-  return g;
+  return g * f.class_weight(y > 0.5f ? 1 : 0);
 }
 
 /// Number of the T ascending thresholds thr that the logit z exceeds (the
@@ -138,8 +147,9 @@ TRAINER_HD inline void softmax_cross_entropy_grad(const float* z, int k, int c, 
 /// Keras's categorical_focal_crossentropy (and categorical_crossentropy with
 /// label smoothing) of one pixel's k logits against class c, on logits: with
 /// targets t_j = (1 - s) [j == c] + s / k and p = softmax(z),
-///   alpha sum_j t_j (1 - p_j)^gamma (-log p_j),
-/// -log p_j = (max z - z_j) + log sum_i exp(z_i - max z). 0 for c = -1.
+///   alpha w_c sum_j t_j (1 - p_j)^gamma (-log p_j),
+/// -log p_j = (max z - z_j) + log sum_i exp(z_i - max z), w_c the class
+/// weight of c (1 without). 0 for c = -1.
 /// (Keras clips p to [1e-7, 1 - 1e-7] first; here the log is exact.)
 TRAINER_HD inline float softmax_focal_loss(const float* z, int k, int c, CrossEntropyForm f) {
   if (c < 0) return 0.f;
@@ -154,18 +164,19 @@ TRAINER_HD inline float softmax_focal_loss(const float* z, int k, int c, CrossEn
     if (f.gamma != 0.f) term *= powf(1.f - expf(z[j] - mx) / s, f.gamma);
     sum += term;
   }
-  return f.alpha * sum;
+  return f.alpha * f.class_weight(c) * sum;
 }
 
-/// g_j <- scale * d softmax_focal_loss / dz_j: alpha (h_j - p_j sum_i h_i)
+/// g_j <- scale * d softmax_focal_loss / dz_j: alpha w_c (h_j - p_j sum_i h_i)
 /// with h_i = t_i F_i (gamma r_i - 1), F_i = (1 - p_i)^gamma and
 /// r_i = p_i log p_i / (1 - p_i) (its limit -1 where p_i = 1); for gamma 0,
-/// alpha (p_j - t_j). 0 for c = -1.
+/// alpha w_c (p_j - t_j). 0 for c = -1.
 TRAINER_HD inline void softmax_focal_grad(const float* z, int k, int c, CrossEntropyForm f, float scale, float* g) {
   if (c < 0) {
     for (int j = 0; j < k; ++j) g[j] = 0.f;
     return;
   }
+  scale *= f.alpha * f.class_weight(c);
   float mx;
   const float s = softmax_denominator(z, k, mx), log_s = logf(s), inv = 1.f / s;
   const float off = f.smoothing / float(k), on = 1.f - f.smoothing + off;
@@ -180,7 +191,7 @@ TRAINER_HD inline void softmax_focal_grad(const float* z, int k, int c, CrossEnt
   for (int j = 0; j < k; ++j) h_sum += h_of(j, expf(z[j] - mx) * inv);
   for (int j = 0; j < k; ++j) {
     const float p = expf(z[j] - mx) * inv;
-    g[j] = scale * f.alpha * (h_of(j, p) - p * h_sum);
+    g[j] = scale * (h_of(j, p) - p * h_sum);
   }
 }
 

@@ -191,6 +191,13 @@ struct TrainingConfig {
   LossConfig loss;
   std::vector<std::string> metrics;          ///< mean_iou | dice | accuracy
   std::string metrics_where;                 ///< "<file>:<line>:<col>: training.metrics", for messages
+  /// class_weight: the weight of each mask class's pixels in the training
+  /// loss (index = class; binary masks: 0 background, 1 foreground), 1 for
+  /// the classes a mapping leaves out; empty: none. Keras's fit(class_weight)
+  /// applied per pixel, as the TensorFlow segmentation tutorial's sample
+  /// weights; validation losses are unweighted, as in Keras.
+  std::vector<double> class_weight;
+  std::string class_weight_where;            ///< "<file>:<line>:<col>: training.class_weight", for messages
   OptimizerConfig optimizer;
   EarlyStoppingConfig early_stopping;
   ModelCheckpointConfig model_checkpoint;

@@ -129,6 +129,40 @@ LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& fi
   return s;
 }
 
+/// class_weight: Keras's {class: weight} mapping, or a list of weights by
+/// class; each weight finite and >= 0, classes 0..kMaxClassWeight - 1.
+std::vector<double> read_class_weight(const YAML::Node& node, const std::string& where) {
+  constexpr int kMaxClassWeight = 256;
+  const std::string forms = "write a mapping of class indices to weights, e.g. {0: 1.0, 1: 5.0}, or a list by "
+                            "class, e.g. [1.0, 5.0]";
+  auto weight_of = [&](const YAML::Node& v, const std::string& place) {
+    double w = 0;
+    if (!v.IsScalar() || !YAML::convert<double>::decode(v, w) || !std::isfinite(w) || w < 0)
+      throw UserError(where + ": " + place + " must be a number >= 0, got '" + YAML::Dump(v) + "'");
+    return w;
+  };
+  std::vector<double> weights;
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) weights.push_back(weight_of(node[i], "entry " + std::to_string(i)));
+  } else if (node.IsMap()) {
+    for (const auto& kv : node) {
+      int c = -1;
+      if (!kv.first.IsScalar() || !YAML::convert<int>::decode(kv.first, c) || c < 0 || c >= kMaxClassWeight)
+        throw UserError(where + ": key '" + YAML::Dump(kv.first) + "' is not a class index 0.." +
+                        std::to_string(kMaxClassWeight - 1) + "; " + forms);
+      if (size_t(c) >= weights.size()) weights.resize(size_t(c) + 1, 1.0);  // Keras: 1 for classes left out
+      weights[size_t(c)] = weight_of(kv.second, "class " + std::to_string(c));
+    }
+  } else {
+    throw UserError(where + ": '" + YAML::Dump(node) + "' is not a class weight table; " + forms);
+  }
+  if (weights.empty()) throw UserError(where + ": is empty; " + forms + ", or remove it");
+  if (weights.size() > size_t(kMaxClassWeight))
+    throw UserError(where + ": has " + std::to_string(weights.size()) + " weights, more than the " +
+                    std::to_string(kMaxClassWeight) + " classes a mask can hold");
+  return weights;
+}
+
 // optimizer: a name, or a mapping {type, <that type's Keras arguments>}.
 OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) {
   OptimizerConfig o;
@@ -385,6 +419,11 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
       p.fail("seed", "must be a non-negative integer, got '" + YAML::Dump(seed) + "'");
   }
   t.loss = read_loss(p);
+  p.skip("class_weight");  // known when absent too (unknown-key suggestions)
+  if (p.given("class_weight")) {
+    t.class_weight_where = p.where("class_weight") + ": training.class_weight";
+    t.class_weight = read_class_weight(p.get_node("class_weight"), t.class_weight_where);
+  }
   if (YAML::Node metrics = p.get_node("metrics")) {
     t.metrics = read_metrics(metrics, file, is_categorical_loss(t.loss.function));
     t.metrics_where = yaml_location(file, metrics.Mark()) + ": training.metrics";

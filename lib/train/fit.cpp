@@ -251,6 +251,9 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     spdlog::info("weight regularizers on {} weight(s): their penalty ({:.6g} at these weights) is part of loss and "
                  "val_loss, as in Keras",
                  regularized, trainer.regularization_penalty());
+  if (!tc.class_weight.empty())
+    spdlog::info("class weights {} (by mask class) on the training loss; val_loss is unweighted, as in Keras",
+                 fmt::join(tc.class_weight, ", "));
   if (const OptimizerConfig& o = tc.optimizer; o.clipnorm > 0)
     spdlog::info("gradient clipping: each weight's gradient to an L2 norm of at most {:g} (clipnorm)", o.clipnorm);
   else if (o.global_clipnorm > 0)

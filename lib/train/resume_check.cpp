@@ -86,6 +86,13 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
     compare(out, "training.loss.alpha", l.alpha, m.alpha);
     compare(out, "training.loss.apply_class_balancing", l.apply_class_balancing, m.apply_class_balancing);
   }
+  auto weights = [](const std::vector<double>& w) {
+    if (w.empty()) return std::string("none");
+    std::ostringstream s;
+    for (size_t c = 0; c < w.size(); ++c) s << (c ? ", " : "[") << w[c];
+    return s.str() + "]";
+  };
+  compare(out, "training.class_weight", weights(now.training.class_weight), weights(then.training.class_weight));
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
   auto steps = [](int s) { return s > 0 ? std::to_string(s) : std::string("null (one pass per epoch)"); };
   compare(out, "training.steps_per_epoch", steps(now.training.steps_per_epoch), steps(then.training.steps_per_epoch));

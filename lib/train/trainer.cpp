@@ -118,6 +118,21 @@ void validate_for_training(const Config& config, Model& model) {
                         std::to_string(out.c) + " classes of loss '" + lc.function +
                         "'; use accuracy, mean_iou (Keras's MeanIoU) or dice (the mean over the classes)");
   }
+  if (const std::vector<double>& cw = config.training.class_weight; !cw.empty()) {
+    if (loss == LossKind::Dice || loss == LossKind::BceDice)
+      throw UserError(config.training.class_weight_where + ": weighs each pixel's cross-entropy, but loss '" +
+                      lc.function + "' has a Dice term, a ratio over the image; use binary_crossentropy or "
+                      "binary_focal_crossentropy, or remove class_weight");
+    const size_t classes = is_categorical(loss) ? size_t(out.c) : 2;
+    if (cw.size() > classes)
+      throw UserError(config.training.class_weight_where + ": gives a weight to class " +
+                      std::to_string(cw.size() - 1) + ", but " +
+                      (is_categorical(loss) ? "the model has " + std::to_string(classes) + " classes (0.." +
+                                                  std::to_string(classes - 1) + ")"
+                                            : std::string("binary masks have classes 0 (background) and 1 "
+                                                          "(foreground)")) +
+                      "; remove it");
+  }
   const AugmentationConfig& aug = config.data.augmentation;
   if (aug.rotate_90 && in.h != in.w)
     throw UserError(aug.where + ": rotate_90 turns samples by 90 degrees, which needs a square input; the Input "
@@ -168,6 +183,17 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
   state.zero();
   model.bind(params.data(), grads.data(), state.data());
   optimizer = make_optimizer(config.training.optimizer, params.size(), d);
+  train_form = cross_entropy_form(config.training.loss);
+  if (const std::vector<double>& cw = config.training.class_weight; !cw.empty()) {
+    // One weight per class (binary masks: background, foreground); 1 where the config gives none.
+    const LossKind kind = loss_kind(config.training.loss.function);
+    std::vector<float> w(is_categorical(kind) ? size_t(model.output_shape().c) : 2, 1.f);
+    for (size_t c = 0; c < cw.size(); ++c) w[c] = float(cw[c]);
+    class_weights.set_device(d);
+    class_weights.resize(w.size());
+    class_weights.copy_from_host(w);
+    train_form.class_weights = class_weights.data();
+  }
 }
 
 namespace {
@@ -417,7 +443,7 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     t.stats = empty_stats();
     t.stats.samples = hi - lo;
     if (hi > lo) {
-      t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits, weight, loss_form_);
+      t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits, weight, t.train_form);
       accumulate_metrics(out, t.y, t.stats.counts);
     } else {
       dlogits.resize(out.shape());
