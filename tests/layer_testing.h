@@ -8,6 +8,7 @@
 
 #include "core/tensor.h"
 #include "nn/layer.h"
+#include "train/loss.h"
 
 namespace trainer::testing {
 
@@ -27,6 +28,11 @@ BoundWeights bind_random(Layer& layer, const std::vector<Shape>& inputs, unsigne
 
 /// A CPU tensor of shape s holding v (s.numel() values, else InternalError).
 Tensor make_tensor(Shape s, const std::vector<float>& v);
+
+/// The worst gap |numeric - analytic| / max(1e-2, |numeric|) over the logits
+/// between loss_sum(kind, logits, targets, ..., form)'s gradient and central
+/// differences of its value (step 1e-2), on the CPU.
+double loss_gradient_gap(LossKind kind, const CrossEntropyForm& form, Tensor logits, const Tensor& targets);
 
 /// A tensor of shape s filled uniformly in [lo, hi) from seed.
 Tensor random_tensor(Shape s, unsigned seed, float lo = -1.f, float hi = 1.f);

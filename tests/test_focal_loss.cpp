@@ -73,25 +73,6 @@ Tensor tensor_of(Shape s, const std::vector<float>& v) {
   return t;
 }
 
-/// The worst relative gap between loss_sum's gradient and central differences.
-double worst_gradient_gap(LossKind kind, CrossEntropyForm form, Tensor z, const Tensor& y) {
-  Tensor g;
-  loss_sum(kind, z, y, &g, std::nullopt, form);
-  const float h = 1e-2f;
-  double worst = 0;
-  for (size_t i = 0; i < z.numel(); ++i) {
-    const float keep = z.data()[i];
-    z.data()[i] = keep + h;
-    const double up = loss_sum(kind, z, y, nullptr, std::nullopt, form);
-    z.data()[i] = keep - h;
-    const double down = loss_sum(kind, z, y, nullptr, std::nullopt, form);
-    z.data()[i] = keep;
-    const double numeric = (up - down) / (2.0 * h);
-    worst = std::max(worst, std::fabs(numeric - g.data()[i]) / std::max(1e-2, std::fabs(numeric)));
-  }
-  return worst;
-}
-
 }  // namespace
 
 TEST_CASE("the focal losses and label_smoothing take Keras's names, arguments and defaults", "[loss][focal]") {
@@ -220,12 +201,12 @@ TEST_CASE("the focal and smoothed losses' gradients match central finite differe
   for (const CrossEntropyForm& f : forms) {
     INFO("gamma " << f.gamma << ", alpha " << f.alpha << ", balanced " << f.balanced << ", smoothing "
                   << f.smoothing);
-    CHECK(worst_gradient_gap(LossKind::BinaryFocalCrossentropy, f, z, y) < 2e-3);
+    CHECK(loss_gradient_gap(LossKind::BinaryFocalCrossentropy, f, z, y) < 2e-3);
   }
   // binary_crossentropy with label smoothing takes the same path.
   CrossEntropyForm smooth;
   smooth.smoothing = 0.2f;
-  CHECK(worst_gradient_gap(LossKind::BinaryCrossentropy, smooth, z, y) < 2e-3);
+  CHECK(loss_gradient_gap(LossKind::BinaryCrossentropy, smooth, z, y) < 2e-3);
 
   const Shape logits{2, 2, 3, 4};
   const Tensor zc = random_tensor(logits, 23, -3.f, 3.f);
@@ -236,7 +217,7 @@ TEST_CASE("the focal and smoothed losses' gradients match central finite differe
       {2.f, 0.25f, false, 0.f}, {0.5f, 1.f, false, 0.1f}, {0.f, 1.f, false, 0.3f}, {3.f, 0.5f, false, 0.05f}};
   for (const CrossEntropyForm& f : categorical) {
     INFO("categorical: gamma " << f.gamma << ", alpha " << f.alpha << ", smoothing " << f.smoothing);
-    CHECK(worst_gradient_gap(LossKind::CategoricalFocalCrossentropy, f, zc, yc) < 2e-3);
+    CHECK(loss_gradient_gap(LossKind::CategoricalFocalCrossentropy, f, zc, yc) < 2e-3);
     Tensor g;
     loss_sum(LossKind::CategoricalFocalCrossentropy, zc, yc, &g, std::nullopt, f);
     for (int j = 0; j < 4; ++j) CHECK(g.data()[5 * 4 + j] == 0.f);
@@ -296,5 +277,75 @@ TEST_CASE("a focal loss trains on 1 and 2 towers to the same weights", "[loss][f
     for (size_t i = 0; i < w1.size(); ++i) worst = std::max(worst, std::abs(double(w1[i]) - w2[i]));
     CHECK(worst < 1e-5);
     CHECK(two.params(1) == w2);
+  }
+}
+
+TEST_CASE("training and evaluate compute the configured focal form: Keras's formula on predict's probabilities",
+          "[loss][focal]") {
+  // A network without BatchNormalization or Dropout, so that the first
+  // training step's loss is that of predict's outputs at the same weights.
+  auto config_of = [](int filters, const std::string& activation, const std::string& loss,
+                      const std::string& extra) {
+    return R"(
+model:
+  layers:
+    - {name: in, type: Input, shape: [16, 16, 3]}
+    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
+    - {name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: relu}
+    - {name: out, type: Conv2D, filters: )" +
+           std::to_string(filters) + ", kernel_size: 1, activation: " + activation + R"(}
+data: {images: unused, masks: unused}
+training:
+  batch_size: 13
+  seed: 3
+  loss: )" + loss + "\n" + extra +
+           "  optimizer: {type: SGD, learning_rate: 0.1}\n";
+  };
+  std::vector<int> all(13);
+  for (int i = 0; i < 13; ++i) all[size_t(i)] = i;
+
+  SECTION("binary") {
+    const Dataset data = tiny_data();
+    const struct {
+      std::string loss;
+      double gamma, alpha, smoothing;
+      bool balanced;
+    } cases[] = {
+        {"{type: BinaryFocalCrossentropy, gamma: 1.5, alpha: 0.3, apply_class_balancing: true, label_smoothing: 0.1}",
+         1.5, 0.3, 0.1, true},
+        {"{type: BinaryCrossentropy, label_smoothing: 0.2}", 0, 1, 0.2, false},
+        {"binary_focal_crossentropy", 2, 0.25, 0, false}};
+    for (const auto& k : cases) {
+      INFO(k.loss);
+      Trainer t(parse_config(config_of(1, "sigmoid", k.loss, ""), "focal.yaml"), 1, 1);
+      const Tensor p = t.predict(data.images, 13);
+      double want = 0;
+      for (size_t i = 0; i < p.numel(); ++i)
+        want += keras_binary_focal(p.data()[i], data.masks.data()[i], k.gamma, k.balanced, k.alpha, k.smoothing);
+      want /= double(p.numel());
+      CHECK(t.evaluate(data, all, 5).loss() == Approx(want).epsilon(1e-5));
+      CHECK(t.train_step(data, all).loss() == Approx(want).epsilon(1e-5));
+    }
+  }
+  SECTION("categorical, with class weights in training only") {
+    const Dataset data = tiny_class_data();
+    const std::vector<double> w = {1.0, 4.0, 0.5};
+    Trainer t(parse_config(config_of(3, "softmax",
+                                     "{type: CategoricalFocalCrossentropy, gamma: 2, alpha: 0.4, label_smoothing: 0.1}",
+                                     "  class_weight: [1.0, 4.0, 0.5]\n"),
+                           "focal.yaml"),
+              1, 1);
+    const Tensor p = t.predict(data.images, 13);
+    double plain = 0, weighted = 0;
+    const size_t pixels = data.masks.numel();
+    for (size_t i = 0; i < pixels; ++i) {
+      const std::vector<double> pi(p.data() + 3 * i, p.data() + 3 * i + 3);
+      const int c = int(data.masks.data()[i]);
+      const double l = keras_categorical_focal(pi, c, 2, 0.4, 0.1);
+      plain += l;
+      weighted += w[size_t(c)] * l;
+    }
+    CHECK(t.evaluate(data, all, 5).loss() == Approx(plain / double(pixels)).epsilon(1e-5));
+    CHECK(t.train_step(data, all).loss() == Approx(weighted / double(pixels)).epsilon(1e-5));
   }
 }

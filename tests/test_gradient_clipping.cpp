@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "tiny_model.h"
+#include "train/gradient_clipping.h"
 #include "train/trainer.h"
 
 using namespace trainer;
@@ -147,6 +148,32 @@ TEST_CASE("clip_by_value clamps to [-v, v] and keeps NaN", "[clipping]") {
   CHECK(g[4] == 1.f);
   CHECK(std::isnan(g[5]));
   CHECK(g[6] == -1.f);
+}
+
+TEST_CASE("GradientClipping on a gradient buffer: zero and non-finite norms as Keras's", "[clipping]") {
+  const Device cpu;
+  auto slot = [](size_t offset, int n) {
+    WeightSlot w;
+    w.spec.shape = {n};
+    w.offset = offset;
+    return w;
+  };
+  const std::vector<WeightSlot> weights = {slot(0, 2), slot(2, 3)};
+  OptimizerConfig o;
+  o.clipnorm = 1.0;
+  std::vector<float> g = {0.f, 0.f, 3.f, 0.f, 4.f};  // norms 0 (factor 1, no 0/0) and 5
+  GradientClipping(o, weights, g.data(), cpu).clip_norms();
+  CHECK(g == std::vector<float>{0.f, 0.f, 0.6f, 0.f, 0.8f});
+  o.clipnorm = 0, o.global_clipnorm = 2.0;
+  g = {0.f, 0.f, 3.f, 0.f, 4.f};
+  GradientClipping(o, weights, g.data(), cpu).clip_norms();
+  CHECK(g[2] == Approx(1.2f));
+  CHECK(g[4] == Approx(1.6f));
+  // An infinite gradient makes the global norm infinite: every gradient NaN (tf.clip_by_global_norm).
+  g = {1.f, 0.f, std::numeric_limits<float>::infinity(), 0.f, 4.f};
+  GradientClipping(o, weights, g.data(), cpu).clip_norms();
+  for (float v : g) CHECK(std::isnan(v));
+  CHECK_FALSE(GradientClipping(optimizer_of(", clipvalue: 1"), weights, g.data(), cpu).by_norm());
 }
 
 TEST_CASE("a clipped step is the unclipped step's gradient clipped by Keras's formulas", "[clipping]") {

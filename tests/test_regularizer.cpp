@@ -5,7 +5,10 @@
 // the logged loss and evaluate's loss include the penalty, as Keras's do.
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
 #include <cmath>
+#include <vector>
 
 #include "backend/train_ops.h"
 #include "config/config.h"
@@ -124,6 +127,30 @@ TEST_CASE("the regularizer ops: |w| and w^2 sums, and the gradient term", "[regu
   CHECK(g[2] == Approx(1 + 0.1 + 0.5));
   CHECK(g[3] == Approx(1 + 0.1 + 3));
   CHECK(g[4] == Approx(1 - 0.1 - 0.25));
+}
+
+TEST_CASE("the |w| and w^2 sums are the same bits for any thread count", "[regularizer][clipping]") {
+  // Gradient clipping scales every tower's gradients by a factor from them.
+  const Device cpu;
+  std::vector<float> w(100003);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(float(i) * 0.37f) * (1.f + float(i % 97));
+  const float* ws[1] = {w.data()};
+  const size_t ns[1] = {w.size()};
+  double ref[2];
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  abs_and_square_sums(cpu, ws, ns, 1, ref);
+  for (int t : {2, 3, 7}) {
+    omp_set_num_threads(t);
+    for (int run = 0; run < 5; ++run) {
+      double sums[2];
+      abs_and_square_sums(cpu, ws, ns, 1, sums);
+      INFO(t << " threads, run " << run);
+      CHECK(sums[0] == ref[0]);
+      CHECK(sums[1] == ref[1]);
+    }
+  }
+  omp_set_num_threads(threads);
 }
 
 TEST_CASE("a regularized step is the plain step plus the penalty's gradient, and the losses include the penalty",

@@ -83,7 +83,7 @@ TRAINER_HD inline float sigmoid_focal_loss(float z, float y, CrossEntropyForm f)
 TRAINER_HD inline float sigmoid_focal_grad(float z, float y, CrossEntropyForm f) {
   const float t = y * (1.f - f.smoothing) + 0.5f * f.smoothing;
   const float p = stable_sigmoid(z), q = stable_sigmoid(-z);
-  float g = p - t;
+  float g = (1.f - t) * p - t * q;  // p - t, without losing a small 1 - p to rounding
   if (f.gamma != 0.f) {
     const float m = t * q + (1.f - t) * p;
     const float dm = m > 0.f ? (1.f - 2.f * t) * (p * q / m) : 0.f;  // dm/dz / m, bounded by 1
@@ -144,6 +144,29 @@ TRAINER_HD inline void softmax_cross_entropy_grad(const float* z, int k, int c, 
   for (int j = 0; j < k; ++j) g[j] = scale * (expf(z[j] - mx) * inv - (j == c ? 1.f : 0.f));
 }
 
+/// One pixel's softmax terms for the focal forms: the largest logit mx (of
+/// class top), s = sum_j exp(z_j - mx) and log s, and for each class
+/// p_j = exp(z_j - mx) / s and 1 - p_j, the latter from the other classes'
+/// sum where p_j may be near 1 (class top), so that it keeps its digits.
+struct SoftmaxTerms {
+  float mx, s, log_s, rest;  ///< rest = s - 1, the classes other than top.
+  int top;
+  TRAINER_HD SoftmaxTerms(const float* z, int k) : top(0) {
+    for (int j = 1; j < k; ++j)
+      if (z[j] > z[top]) top = j;
+    mx = z[top];
+    rest = 0.f;
+    for (int j = 0; j < k; ++j)
+      if (j != top) rest += expf(z[j] - mx);
+    s = 1.f + rest;
+    log_s = log1pf(rest);
+  }
+  TRAINER_HD float p(const float* z, int j) const { return expf(z[j] - mx) / s; }
+  TRAINER_HD float miss(const float* z, int j) const { return j == top ? rest / s : 1.f - p(z, j); }
+  /// -log p_j.
+  TRAINER_HD float nlp(const float* z, int j) const { return (mx - z[j]) + log_s; }
+};
+
 /// Keras's categorical_focal_crossentropy (and categorical_crossentropy with
 /// label smoothing) of one pixel's k logits against class c, on logits: with
 /// targets t_j = (1 - s) [j == c] + s / k and p = softmax(z),
@@ -153,15 +176,14 @@ TRAINER_HD inline void softmax_cross_entropy_grad(const float* z, int k, int c, 
 /// (Keras clips p to [1e-7, 1 - 1e-7] first; here the log is exact.)
 TRAINER_HD inline float softmax_focal_loss(const float* z, int k, int c, CrossEntropyForm f) {
   if (c < 0) return 0.f;
-  float mx;
-  const float s = softmax_denominator(z, k, mx), log_s = logf(s);
+  const SoftmaxTerms st(z, k);
   const float off = f.smoothing / float(k), on = 1.f - f.smoothing + off;
   float sum = 0.f;
   for (int j = 0; j < k; ++j) {
     const float t = j == c ? on : off;
     if (t == 0.f) continue;
-    float term = t * ((mx - z[j]) + log_s);
-    if (f.gamma != 0.f) term *= powf(1.f - expf(z[j] - mx) / s, f.gamma);
+    float term = t * st.nlp(z, j);
+    if (f.gamma != 0.f) term *= powf(st.miss(z, j), f.gamma);
     sum += term;
   }
   return f.alpha * f.class_weight(c) * sum;
@@ -177,22 +199,18 @@ TRAINER_HD inline void softmax_focal_grad(const float* z, int k, int c, CrossEnt
     return;
   }
   scale *= f.alpha * f.class_weight(c);
-  float mx;
-  const float s = softmax_denominator(z, k, mx), log_s = logf(s), inv = 1.f / s;
+  const SoftmaxTerms st(z, k);
   const float off = f.smoothing / float(k), on = 1.f - f.smoothing + off;
-  auto h_of = [&](int j, float p) {
+  auto h_of = [&](int j) {
     const float t = j == c ? on : off;
     if (f.gamma == 0.f) return -t;
-    const float miss = 1.f - p, log_p = (z[j] - mx) - log_s;
-    const float r = miss > 0.f ? p * log_p / miss : -1.f;
+    const float miss = st.miss(z, j);
+    const float r = miss > 0.f ? st.p(z, j) * -st.nlp(z, j) / miss : -1.f;
     return t * powf(miss, f.gamma) * (f.gamma * r - 1.f);
   };
   float h_sum = 0.f;
-  for (int j = 0; j < k; ++j) h_sum += h_of(j, expf(z[j] - mx) * inv);
-  for (int j = 0; j < k; ++j) {
-    const float p = expf(z[j] - mx) * inv;
-    g[j] = scale * (h_of(j, p) - p * h_sum);
-  }
+  for (int j = 0; j < k; ++j) h_sum += h_of(j);
+  for (int j = 0; j < k; ++j) g[j] = scale * (h_of(j) - st.p(z, j) * h_sum);
 }
 
 /// softmax_cross_entropy, or softmax_focal_loss for a form that is not plain.

@@ -65,7 +65,8 @@ void logit_histogram(const Device& d, const float* z, const float* y, size_t n, 
 /// sums_host[2j + 1] <- sum w^2, in double (Keras's L1 and L2 regularizer
 /// penalties before their factors). ws, ns and sums_host [k, 2] are host
 /// arrays; the sums are there when the call returns (a GPU waits once for
-/// all k; its sums come from a fixed partition, the same on every run).
+/// all k). Both devices sum over a fixed partition, so the same values give
+/// the same bits on every run and tower (gradient clipping relies on it).
 void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* ns, size_t k, double* sums_host);
 /// g[i] <- regularized_grad(g[i], w[i], l1, l2) for n elements (the gradient
 /// of a regularized weight; g must not alias w).

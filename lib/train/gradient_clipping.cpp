@@ -20,6 +20,9 @@ GradientClipping::GradientClipping(const OptimizerConfig& cfg, const std::vector
       sizes_.push_back(w.spec.numel());
       total_ += w.spec.numel();
     }
+  // global_clipnorm needs one norm: that of the whole buffer (the trainable
+  // weights' gradients are all of it, nn/model.h), one span.
+  if (global_clipnorm_ > 0 && total_ > 0) starts_ = {grads}, sizes_ = {total_};
   sums_.resize(2 * starts_.size());
 }
 
@@ -35,10 +38,8 @@ void GradientClipping::clip_norms() {
     }
     return;
   }
-  double total = 0;
-  for (size_t j = 0; j < starts_.size(); ++j) total += sums_[2 * j + 1];
+  const double total = sums_[1];
   const double f = std::isfinite(total) ? factor(total, global_clipnorm_) : std::numeric_limits<double>::quiet_NaN();
-  // The trainable weights' gradients are the whole buffer (model/model.h).
   if (!(f >= 1)) scale_shift_forward(device_, grads_, float(f), 0.f, grads_, total_);  // below 1, or NaN
 }
 

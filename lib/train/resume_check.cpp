@@ -83,12 +83,15 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   if (l.function == m.function && (l.function == "binary_focal_crossentropy" ||
                                    l.function == "categorical_focal_crossentropy")) {
     compare(out, "training.loss.gamma", l.gamma, m.gamma);
-    compare(out, "training.loss.alpha", l.alpha, m.alpha);
     compare(out, "training.loss.apply_class_balancing", l.apply_class_balancing, m.apply_class_balancing);
+    // BinaryFocalCrossentropy's alpha weighs only with apply_class_balancing.
+    if (l.function == "categorical_focal_crossentropy" || l.apply_class_balancing || m.apply_class_balancing)
+      compare(out, "training.loss.alpha", l.alpha, m.alpha);
   }
   auto weights = [](const std::vector<double>& w) {
     if (w.empty()) return std::string("none");
     std::ostringstream s;
+    s << std::setprecision(17);
     for (size_t c = 0; c < w.size(); ++c) s << (c ? ", " : "[") << w[c];
     return s.str() + "]";
   };

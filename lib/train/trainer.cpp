@@ -124,14 +124,22 @@ void validate_for_training(const Config& config, Model& model) {
                       lc.function + "' has a Dice term, a ratio over the image; use binary_crossentropy or "
                       "binary_focal_crossentropy, or remove class_weight");
     const size_t classes = is_categorical(loss) ? size_t(out.c) : 2;
-    if (cw.size() > classes)
-      throw UserError(config.training.class_weight_where + ": gives a weight to class " +
-                      std::to_string(cw.size() - 1) + ", but " +
+    if (cw.size() > classes) {
+      const std::string extra = cw.size() - 1 == classes ? "class " + std::to_string(classes)
+                                                         : "classes " + std::to_string(classes) + ".." +
+                                                               std::to_string(cw.size() - 1);
+      const int ignored = lc.ignore_class;
+      throw UserError(config.training.class_weight_where + ": gives weights to " + extra + ", but " +
                       (is_categorical(loss) ? "the model has " + std::to_string(classes) + " classes (0.." +
                                                   std::to_string(classes - 1) + ")"
                                             : std::string("binary masks have classes 0 (background) and 1 "
                                                           "(foreground)")) +
-                      "; remove it");
+                      "; remove them" +
+                      (ignored >= int(classes) && size_t(ignored) < cw.size()
+                           ? " (pixels of ignore_class " + std::to_string(ignored) + " are left out of the loss "
+                             "already)"
+                           : ""));
+    }
   }
   const AugmentationConfig& aug = config.data.augmentation;
   if (aug.rotate_90 && in.h != in.w)

@@ -1,6 +1,9 @@
 // Weight regularizers on the CPU (OpenMP over the weights): the penalty sums
-// and the gradient term, per element through backend/train_math.h.
+// (also gradient clipping's norms; deterministic) and the gradient term, per
+// element through backend/train_math.h.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "backend/device_ops.h"
 #include "backend/train_math.h"
@@ -8,16 +11,30 @@
 namespace trainer::cpu {
 
 void abs_and_square_sums(const Device&, const float* const* ws, const size_t* ns, size_t k, double* sums_host) {
+  // Fixed chunks, each summed by one thread, then added in chunk order: the
+  // same bits whatever the thread count or timing (an OpenMP reduction adds
+  // the threads' partials in the order they finish). Gradient clipping scales
+  // every tower's gradients by a factor from these sums, so towers must agree.
+  constexpr size_t kChunk = 4096;
+  thread_local std::vector<double> partials;  // per tower thread: no allocation once sized
   for (size_t j = 0; j < k; ++j) {
     const float* w = ws[j];
-    double abs_sum = 0, square_sum = 0;
-    const long long m = (long long)ns[j];
-#pragma omp parallel for reduction(+ : abs_sum, square_sum) schedule(static)
-    for (long long i = 0; i < m; ++i) {
-      const double x = w[i];
-      abs_sum += std::abs(x);
-      square_sum += x * x;
+    const size_t n = ns[j], chunks = (n + kChunk - 1) / kChunk;
+    partials.assign(2 * chunks, 0.0);
+    double* part = partials.data();
+#pragma omp parallel for schedule(static)
+    for (long long c = 0; c < (long long)chunks; ++c) {
+      double abs_sum = 0, square_sum = 0;
+      const size_t end = std::min(n, size_t(c + 1) * kChunk);
+      for (size_t i = size_t(c) * kChunk; i < end; ++i) {
+        const double x = w[i];
+        abs_sum += std::abs(x);
+        square_sum += x * x;
+      }
+      part[2 * c] = abs_sum, part[2 * c + 1] = square_sum;
     }
+    double abs_sum = 0, square_sum = 0;
+    for (size_t c = 0; c < chunks; ++c) abs_sum += part[2 * c], square_sum += part[2 * c + 1];
     sums_host[2 * j] = abs_sum, sums_host[2 * j + 1] = square_sum;
   }
 }

@@ -10,7 +10,7 @@ double sigmoid_focal_sum(const Device&, const float* z, const float* y, size_t n
   double sum = 0;
   const long long m = (long long)n;
 #pragma omp parallel for reduction(+ : sum) schedule(static)
-  for (long long i = 0; i < m; ++i) sum += sigmoid_focal_loss(z[i], y[i], f);
+  for (long long i = 0; i < m; ++i) sum += trainer::sigmoid_focal_loss(z[i], y[i], f);
   return sum;
 }
 
@@ -18,7 +18,7 @@ void sigmoid_focal_grad(const Device&, const float* z, const float* y, size_t n,
                         float* g) {
   const long long m = (long long)n;
 #pragma omp parallel for schedule(static)
-  for (long long i = 0; i < m; ++i) g[i] = scale * sigmoid_focal_grad(z[i], y[i], f);
+  for (long long i = 0; i < m; ++i) g[i] = scale * trainer::sigmoid_focal_grad(z[i], y[i], f);
 }
 
 }  // namespace trainer::cpu

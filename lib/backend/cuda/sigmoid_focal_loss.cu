@@ -17,7 +17,7 @@ struct SigmoidFocalTerm {
   const float* z;
   const float* y;
   CrossEntropyForm f;
-  __device__ float operator()(size_t i) const { return sigmoid_focal_loss(z[i], y[i], f); }
+  __device__ float operator()(size_t i) const { return trainer::sigmoid_focal_loss(z[i], y[i], f); }
 };
 
 /// scale * sigmoid_focal_grad on every value.
@@ -29,14 +29,14 @@ struct SigmoidFocalGrad {
   float* g;
   template <class I>
   __device__ void one(I i) const {
-    g[i] = scale * sigmoid_focal_grad(z[i], y[i], f);
+    g[i] = scale * trainer::sigmoid_focal_grad(z[i], y[i], f);
   }
   template <class I>
   __device__ void quad(I j) const {
     const float4 a = load4(z, j), b = load4(y, j);
     float4 d;
-    d.x = scale * sigmoid_focal_grad(a.x, b.x, f), d.y = scale * sigmoid_focal_grad(a.y, b.y, f);
-    d.z = scale * sigmoid_focal_grad(a.z, b.z, f), d.w = scale * sigmoid_focal_grad(a.w, b.w, f);
+    d.x = scale * trainer::sigmoid_focal_grad(a.x, b.x, f), d.y = scale * trainer::sigmoid_focal_grad(a.y, b.y, f);
+    d.z = scale * trainer::sigmoid_focal_grad(a.z, b.z, f), d.w = scale * trainer::sigmoid_focal_grad(a.w, b.w, f);
     store4(g, j, d);
   }
 };
