@@ -296,6 +296,29 @@ std::string read_monitor(ParamReader& p, const std::vector<std::string>& metrics
                         join_names(valid));
 }
 
+/// For a Keras callback that trainer covers another way (or not at all),
+/// what it does instead and the fix; "" for other types.
+std::string covered_callback(const std::string& type) {
+  if (type == "CSVLogger")
+    return "trainer always writes <output_dir>/log.csv in CSVLogger's format (epoch, loss, metrics, val_*, one row "
+           "per epoch)";
+  if (type == "TerminateOnNaN")
+    return "trainer always stops at a non-finite training loss (an error naming the epoch and step; checkpoints "
+           "written so far are kept)";
+  if (type == "TensorBoard")
+    return "trainer writes no TensorBoard event files: <output_dir>/log.csv holds every epoch's values, and "
+           "data_tools/plot_curves draws them";
+  if (type == "BackupAndRestore")
+    return "trainer writes <output_dir>/last.h5 after every epoch: continue an interrupted run with --resume "
+           "<output_dir>/last.h5";
+  if (type == "LearningRateScheduler")
+    return "it takes a Python function; give training.optimizer.learning_rate a schedule instead (docs/config.md, "
+           "Learning-rate schedules)";
+  if (type == "LambdaCallback" || type == "RemoteMonitor" || type == "ProgbarLogger" || type == "History")
+    return "it is not supported (trainer logs progress itself)";
+  return "";
+}
+
 void read_callbacks(const YAML::Node& node, const std::string& file, TrainingConfig& t,
                     bool has_validation) {
   if (!node.IsSequence())
@@ -306,6 +329,10 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
     const std::string what = "training.callbacks[" + std::to_string(i) + "]";
     ParamReader head(node[i], file, what);
     require_type(head, "EarlyStopping");
+    if (const YAML::Node v = node[i].IsMap() ? node[i]["type"] : YAML::Node(); v && v.IsScalar())
+      if (const std::string note = covered_callback(v.Scalar()); !note.empty())
+        head.fail("type", "is Keras's " + v.Scalar() + ": " + note + "; remove this entry (callbacks here: " +
+                              join_names(types) + ")");
     std::string type = head.get_string("type", std::nullopt, types);
     ParamReader p(node[i], file, what + " (" + type + ")");
     p.skip("type");
