@@ -60,7 +60,7 @@ std::string export_net(const fs::path& out_dir) {
     - {name: up, type: UpSampling2D, size: 2}
     - {name: trim, type: Conv2D, filters: 8, kernel_size: 2, activation: tanh}
     - {name: upb, type: UpSampling2D, size: [2, 3], interpolation: bilinear, inputs: [prelu]}
-    - {name: trimb, type: Conv2D, filters: 4, kernel_size: [2, 13], inputs: [upb]}
+    - {name: trimb, type: Conv2D, filters: 4, kernel_size: [2, 13], activation: relu6, inputs: [upb]}
     - {name: cat, type: Concatenate, inputs: [trim, down, trimb]}
     - {name: upt, type: Conv2DTranspose, filters: 4, kernel_size: 3, strides: 2, padding: same, activation: selu}
     - {name: upk1, type: Conv2DTranspose, filters: 4, kernel_size: 1, strides: 2, inputs: [cat]}
@@ -71,6 +71,10 @@ std::string export_net(const fs::path& out_dir) {
     - {name: elu, type: ELU, alpha: 0.5}
     - {name: relu, type: ReLU, negative_slope: 0.3}
     - {name: act, type: Activation, activation: softplus}
+    - {name: capped, type: ReLU, max_value: 0.8, negative_slope: 0.1}
+    - {name: hsig, type: Activation, activation: hard_sigmoid}
+    - {name: ssign, type: Activation, activation: softsign}
+    - {name: expo, type: Activation, activation: exponential}
     - {name: bn2, type: BatchNormalization, center: false, momentum: 0.5}
     - {name: grow, type: Conv2DTranspose, filters: 4, kernel_size: 3}
     - {name: crop, type: Cropping2D, cropping: [[1, 1], [2, 0]]}

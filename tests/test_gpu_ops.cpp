@@ -485,6 +485,7 @@ TEST_CASE("GPU activations match the CPU", "[gpu][gpu_ops]") {
   for (const std::string& name : activation_names()) all.push_back(activation_from_name(name));
   all.push_back(Activation{ActivationKind::Elu, 0.5f});
   all.push_back(Activation{ActivationKind::LeakyRelu, 0.01f});
+  all.push_back(Activation{ActivationKind::ClippedRelu, 0.1f, 2.5f});  // ReLU(max_value=2.5, negative_slope=0.1)
   for (const Activation a : all) {
     INFO("activation " << activation_name(a) << ", alpha " << a.alpha);
     auto run = [&](const Device& d) {
@@ -497,7 +498,8 @@ TEST_CASE("GPU activations match the CPU", "[gpu][gpu_ops]") {
       return std::make_pair(yh, download(g_));
     };
     const auto ref = run(Device{}), got = run(g.device);
-    const bool exact = a.is(ActivationKind::Linear) || a.is(ActivationKind::Relu) || a.is(ActivationKind::LeakyRelu);
+    const bool exact = a.is(ActivationKind::Linear) || a.is(ActivationKind::Relu) ||
+                       a.is(ActivationKind::LeakyRelu) || a.is(ActivationKind::ClippedRelu);
     if (!exact) {  // expf, tanhf, log1pf, expm1f differ in the last bits between the host and the GPU
       CHECK_CLOSE("forward", got.first, ref.first, kTranscendental);
       CHECK_CLOSE("backward", got.second, ref.second, kTranscendental);

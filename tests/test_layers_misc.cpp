@@ -460,17 +460,48 @@ TEST_CASE("Activations tanh, elu, selu, softplus, leaky_relu give Keras's values
   CHECK_THAT(activate("{type: ReLU, negative_slope: 0.5}", x), approx({-1.f, -0.25f, 0.f, 1.5f}));
   CHECK(layer_from_yaml("{type: LeakyReLU}")->type() == "LeakyReLU");
   CHECK(layer_from_yaml("{type: ReLU}")->type() == "ReLU");
+  // relu6, hard_sigmoid (Keras 3's relu6(x + 3) / 6), softsign, exponential; ReLU's max_value.
+  const std::vector<float> w = {-4.f, -2.f, -0.5f, 0.f, 1.5f, 3.5f, 7.f};
+  std::vector<float> hard, soft, expo;
+  for (double v : w) {
+    hard.push_back(float(std::min(std::max(v + 3, 0.0), 6.0) / 6));
+    soft.push_back(float(v / (1 + std::abs(v))));
+    expo.push_back(float(std::exp(v)));
+  }
+  CHECK_THAT(activate("{type: Activation, activation: relu6}", w), approx({0, 0, 0, 0, 1.5f, 3.5f, 6.f}));
+  CHECK_THAT(activate("{type: Activation, activation: hard_sigmoid}", w), approx(hard));
+  CHECK_THAT(activate("{type: Activation, activation: softsign}", w), approx(soft));
+  CHECK_THAT(activate("{type: Activation, activation: exponential}", w), approx(expo));
+  CHECK_THAT(activate("{type: ReLU, max_value: 6}", w), approx({0, 0, 0, 0, 1.5f, 3.5f, 6.f}));
+  CHECK_THAT(activate("{type: ReLU, max_value: 2, negative_slope: 0.5}", w),
+             approx({-2.f, -1.f, -0.25f, 0.f, 1.5f, 2.f, 2.f}));
 }
 
 TEST_CASE("Activation layers' gradients match finite differences, their parameters too", "[layers]") {
   for (const char* yaml : {"{type: LeakyReLU}", "{type: LeakyReLU, negative_slope: 0}", "{type: ELU, alpha: 0.5}",
-                           "{type: ELU, alpha: 2}", "{type: ReLU, negative_slope: 0.05}", "{type: ReLU}"}) {
+                           "{type: ELU, alpha: 2}", "{type: ReLU, negative_slope: 0.05}", "{type: ReLU}",
+                           "{type: Activation, activation: relu6}", "{type: Activation, activation: softsign}",
+                           "{type: Activation, activation: exponential}"}) {
     INFO(yaml);
     auto l = layer_from_yaml(yaml);
     auto w = bind_random(*l, {Shape{0, 3, 3, 2}}, 1);
     auto r = gradcheck(*l, w, {away_from_zero(random_tensor({2, 3, 3, 2}, 11), 0.05f)}, {}, 1e-2f);
     CHECK(r.max_rel_error_inputs < 2e-3);
   }
+  // hard_sigmoid's corners at -3 and 3 lie outside [-1, 1]: inputs in (-3, 3) and beyond it.
+  auto hard = layer_from_yaml("{type: Activation, activation: hard_sigmoid}");
+  auto hw = bind_random(*hard, {Shape{0, 3, 3, 2}}, 1);
+  Tensor wide = random_tensor({2, 3, 3, 2}, 12, -5.f, 5.f);
+  for (size_t i = 0; i < wide.numel(); ++i)
+    if (std::abs(std::abs(wide.data()[i]) - 3.f) < 0.05f) wide.data()[i] = 0.f;  // off the corners
+  CHECK(gradcheck(*hard, hw, {wide}, {}, 1e-2f).max_rel_error_inputs < 2e-3);
+  // A cap at 0.6 over inputs in [-1, 1]: some clipped (gradient 0), away from the corner.
+  auto capped = layer_from_yaml("{type: ReLU, max_value: 0.6, negative_slope: 0.2}");
+  auto cw = bind_random(*capped, {Shape{0, 3, 3, 2}}, 1);
+  Tensor x = away_from_zero(random_tensor({2, 3, 3, 2}, 13), 0.05f);
+  for (size_t i = 0; i < x.numel(); ++i)
+    if (std::abs(x.data()[i] - 0.6f) < 0.05f) x.data()[i] = 0.3f;
+  CHECK(gradcheck(*capped, cw, {x}, {}, 1e-2f).max_rel_error_inputs < 2e-3);
 }
 
 TEST_CASE("Activations trainer lacks and bad activation parameters are config errors with a fix", "[layers]") {
@@ -487,7 +518,8 @@ TEST_CASE("Activations trainer lacks and bad activation parameters are config er
              Catch::Contains("is 'log_softmax', which is not supported") && Catch::Contains("'softmax'"));
   CHECK_THAT(message("{type: Conv2D, filters: 1, kernel_size: 1, activation: gelu}"),
              Catch::Contains("is 'gelu', which is not supported") && Catch::Contains("'elu'"));
-  CHECK_THAT(message("{type: ReLU, max_value: 6}"), Catch::Contains("max_value") && Catch::Contains("remove"));
+  CHECK(message("{type: ReLU, max_value: 6}") == "accepted");
+  CHECK_THAT(message("{type: ReLU, max_value: 0}"), Catch::Contains("max_value") && Catch::Contains("> 0"));
   CHECK(message("{type: ReLU, max_value: null}") == "accepted");  // Keras's get_config() writes the default
   CHECK_THAT(message("{type: ReLU, threshold: 0.5}"), Catch::Contains("threshold"));
   CHECK_THAT(message("{type: ELU, alpha: 0}"), Catch::Contains("alpha") && Catch::Contains("> 0"));

@@ -21,13 +21,21 @@ enum class ActivationKind {
   Selu,       ///< scale * elu(x) with Klambauer et al. 2017's alpha and scale.
   Softplus,   ///< log(1 + e^x).
   LeakyRelu,  ///< x for x > 0, else alpha x (Maas et al. 2013); alpha >= 0.
+  /// min(x, beta) for x > 0, else alpha x: Keras's ReLU(max_value=beta,
+  /// negative_slope=alpha); relu6 is beta 6, alpha 0. beta > 0, alpha >= 0.
+  ClippedRelu,
+  HardSigmoid,  ///< relu6(x + 3) / 6 (Keras 3's hard_sigmoid; Keras 2's was clip(0.2 x + 0.5, 0, 1)).
+  Softsign,     ///< x / (1 + |x|).
+  Exponential,  ///< e^x.
 };
 
-/// One activation function with its parameter. alpha: Elu's alpha, LeakyRelu's
-/// negative slope; unused by the others.
+/// One activation function with its parameters. alpha: Elu's alpha,
+/// LeakyRelu's and ClippedRelu's negative slope; beta: ClippedRelu's cap;
+/// unused by the others.
 struct Activation {
   ActivationKind kind = ActivationKind::Linear;
   float alpha = 0.f;
+  float beta = 0.f;
   TRAINER_HD bool linear() const { return kind == ActivationKind::Linear; }
   TRAINER_HD bool is(ActivationKind k) const { return kind == k; }
 };
@@ -69,6 +77,14 @@ TRAINER_HD inline float activation_value(Activation a, float x) {
       return fmaxf(x, 0.f) + log1pf(expf(-fabsf(x)));
     case ActivationKind::LeakyRelu:
       return x > 0.f ? x : a.alpha * x;
+    case ActivationKind::ClippedRelu:
+      return x > 0.f ? fminf(x, a.beta) : a.alpha * x;
+    case ActivationKind::HardSigmoid:
+      return fminf(fmaxf((x + 3.f) / 6.f, 0.f), 1.f);
+    case ActivationKind::Softsign:
+      return x / (1.f + fabsf(x));
+    case ActivationKind::Exponential:
+      return expf(x);
   }
   return x;
 }
@@ -76,7 +92,9 @@ TRAINER_HD inline float activation_value(Activation a, float x) {
 /// dL/dx = dy * f'(x) for activation a, from its output y = f(x) and dL/dy:
 /// tanh' = 1 - y^2; elu' = 1 (y > 0) or y + alpha; selu' = scale (y > 0) or
 /// y + scale * alpha; softplus' = sigmoid(x) = 1 - e^-y; leaky relu' = 1
-/// (y > 0) or alpha. The derivatives that are differences are clamped at 0,
+/// (y > 0) or alpha; clipped relu' = 0 (y >= beta), 1 (y > 0) or alpha; hard
+/// sigmoid' = 1/6 where 0 < y < 1, else 0; softsign' = (1 - |y|)^2;
+/// exponential' = y. The derivatives that are differences are clamped at 0,
 /// their true bound, so that a y rounded to bf16 (a GPU tower's stored
 /// output, 8 significant bits) never flips the gradient's sign; their error is
 /// then about 2^-9 |dy| in absolute terms, as sigmoid's y (1 - y).
@@ -98,6 +116,16 @@ TRAINER_HD inline float activation_dx(Activation a, float y, float dy) {
       return dy * -expm1f(-y);
     case ActivationKind::LeakyRelu:
       return y > 0.f ? dy : dy * a.alpha;
+    case ActivationKind::ClippedRelu:
+      return y >= a.beta ? 0.f : (y > 0.f ? dy : dy * a.alpha);
+    case ActivationKind::HardSigmoid:
+      return y > 0.f && y < 1.f ? dy * (1.f / 6.f) : 0.f;
+    case ActivationKind::Softsign: {
+      const float m = fmaxf(1.f - fabsf(y), 0.f);
+      return dy * (m * m);
+    }
+    case ActivationKind::Exponential:
+      return dy * y;
   }
   return dy;
 }
@@ -116,6 +144,10 @@ decltype(auto) with_kind(ActivationKind k, F&& f) {
     case K::Selu: return f(std::integral_constant<K, K::Selu>{});
     case K::Softplus: return f(std::integral_constant<K, K::Softplus>{});
     case K::LeakyRelu: return f(std::integral_constant<K, K::LeakyRelu>{});
+    case K::ClippedRelu: return f(std::integral_constant<K, K::ClippedRelu>{});
+    case K::HardSigmoid: return f(std::integral_constant<K, K::HardSigmoid>{});
+    case K::Softsign: return f(std::integral_constant<K, K::Softsign>{});
+    case K::Exponential: return f(std::integral_constant<K, K::Exponential>{});
     case K::Linear: break;
   }
   return f(std::integral_constant<K, K::Linear>{});

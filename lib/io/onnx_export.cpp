@@ -165,6 +165,31 @@ void add_activation(GraphBuilder& b, Activation a, const std::string& in, const 
     case ActivationKind::LeakyRelu:
       GraphBuilder::real(b.node("LeakyRelu", {in}, out, name), "alpha", a.alpha);
       return;
+    case ActivationKind::ClippedRelu: {  // min(leaky_relu(x), beta): the cap applies to x > 0 only
+      const std::string cap = b.constant(name + "/max_value", {}, {a.beta}), relu = name + "/relu";
+      if (a.alpha == 0.f)
+        b.node("Relu", {in}, relu, relu);
+      else
+        GraphBuilder::real(b.node("LeakyRelu", {in}, relu, relu), "alpha", a.alpha);
+      // min(r, beta) = r - relu(r - beta): OpenCV 4.6 reads neither Clip's inputs (opset 11+) nor a constant
+      // operand of Min, but Sub and Relu of any form.
+      b.node("Sub", {relu, cap}, name + "/over", name + "/over");
+      b.node("Relu", {name + "/over"}, name + "/excess", name + "/excess");
+      b.node("Sub", {relu, name + "/excess"}, out, name);
+      return;
+    }
+    case ActivationKind::HardSigmoid: {
+      onnx::NodeProto& n = b.node("HardSigmoid", {in}, out, name);
+      GraphBuilder::real(n, "alpha", 1.f / 6.f);
+      GraphBuilder::real(n, "beta", 0.5f);
+      return;
+    }
+    case ActivationKind::Softsign:
+      b.node("Softsign", {in}, out, name);
+      return;
+    case ActivationKind::Exponential:
+      b.node("Exp", {in}, out, name);
+      return;
     case ActivationKind::Linear:
       break;
   }

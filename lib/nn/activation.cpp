@@ -1,23 +1,34 @@
 #include "nn/activation.h"
 
+#include <sstream>
+
 #include "config/params.h"
 
 namespace trainer {
 
 const std::vector<std::string>& activation_names() {
-  static const std::vector<std::string> names = {"linear", "relu",     "sigmoid",   "tanh",
-                                                 "elu",    "selu",     "softplus",  "leaky_relu"};
+  static const std::vector<std::string> names = {"linear",   "relu",       "sigmoid", "tanh",
+                                                 "elu",      "selu",       "softplus", "leaky_relu",
+                                                 "relu6",    "hard_sigmoid", "softsign", "exponential"};
   return names;
 }
 
-std::string activation_name(Activation a) { return activation_names()[size_t(a.kind)]; }
+std::string activation_name(Activation a) {
+  if (a.is(ActivationKind::ClippedRelu) && (a.beta != 6.f || a.alpha != 0.f)) {  // a ReLU layer's cap
+    std::ostringstream s;
+    s << "relu (max_value " << a.beta << (a.alpha != 0.f ? ", negative_slope " : "");
+    if (a.alpha != 0.f) s << a.alpha;
+    return s.str() + ")";
+  }
+  return activation_names()[size_t(a.kind)];
+}
 
 Activation activation_from_name(const std::string& name) {
   for (size_t i = 0; i < activation_names().size(); ++i)
     if (activation_names()[i] == name) {
       const auto kind = ActivationKind(i);
       const float alpha = kind == ActivationKind::Elu ? 1.f : kind == ActivationKind::LeakyRelu ? 0.2f : 0.f;
-      return Activation{kind, alpha};
+      return Activation{kind, alpha, kind == ActivationKind::ClippedRelu ? 6.f : 0.f};  // relu6
     }
   return Activation{};
 }
@@ -33,9 +44,6 @@ std::string missing_activation_hint(const std::string& s) {
   if (s == "gelu" || s == "silu" || s == "swish" || s == "mish" || s == "hard_silu" || s == "hard_swish")
     return "is '" + s + "', which is not supported (its gradient needs the layer's input); 'elu' or 'relu' "
            "are the usual choices in a U-Net";
-  if (s == "relu6") return "is 'relu6', which is not supported; use 'relu'";
-  if (s == "hard_sigmoid" || s == "exponential" || s == "softsign")
-    return "is '" + s + "', which is not supported";
   return "";
 }
 

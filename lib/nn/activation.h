@@ -1,8 +1,9 @@
 #pragma once
 // Element-wise activations shared by Activation, LeakyReLU, ELU, ReLU, Conv2D
 // and Conv2DTranspose. Keras names (keras.activations): "linear" (identity),
-// "relu", "sigmoid", "tanh", "elu" (alpha 1), "selu", "softplus" and
-// "leaky_relu" (negative slope 0.2, as Keras 3's function), and "softmax" on
+// "relu", "sigmoid", "tanh", "elu" (alpha 1), "selu", "softplus",
+// "leaky_relu" (negative slope 0.2, as Keras 3's function), "relu6",
+// "hard_sigmoid" (Keras 3's), "softsign" and "exponential", and "softmax" on
 // the last layer (not element-wise, so not an ActivationKind). The kinds and
 // the math live in the backend (backend/elementwise_ops.h:
 // activation_forward / activation_backward, per element in
@@ -19,10 +20,11 @@ class ParamReader;
 
 /// The Keras names accepted in a config, in the order of ActivationKind.
 const std::vector<std::string>& activation_names();
-/// The Keras name of a's kind.
+/// The Keras name of a's kind ("relu (max_value m, ...)" for a ReLU layer's
+/// cap other than relu6's).
 std::string activation_name(Activation a);
 /// The activation of a Keras name with Keras's default parameter (elu: alpha
-/// 1; leaky_relu: negative slope 0.2).
+/// 1; leaky_relu: negative slope 0.2; relu6: cap 6).
 Activation activation_from_name(const std::string& name);
 /// Reads key (default "linear") from p; UserError naming the place otherwise,
 /// with a hint for Keras activations trainer lacks (log_softmax, gelu, ...).

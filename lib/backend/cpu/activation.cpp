@@ -10,7 +10,7 @@ void activation_forward(const Device&, Activation a, float* y, size_t n) {
   if (a.linear()) return;
   const long long m = (long long)n;
   with_kind(a.kind, [&](auto k) {
-    const Activation f{k, a.alpha};
+    const Activation f{k, a.alpha, a.beta};
 #pragma omp parallel for simd schedule(static)
     for (long long i = 0; i < m; ++i) y[i] = activation_value(f, y[i]);
   });
@@ -23,7 +23,7 @@ void activation_backward(const Device&, Activation a, const float* y, const floa
   }
   const long long m = (long long)n;
   with_kind(a.kind, [&](auto k) {
-    const Activation f{k, a.alpha};
+    const Activation f{k, a.alpha, a.beta};
 #pragma omp parallel for simd schedule(static)
     for (long long i = 0; i < m; ++i) dx[i] = activation_dx(f, y[i], dy[i]);
   });

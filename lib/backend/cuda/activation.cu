@@ -14,8 +14,8 @@ namespace {
 template <ActivationKind K>
 struct ActivationForward {
   float* y;
-  float alpha;
-  __device__ float f(float v) const { return activation_value(Activation{K, alpha}, v); }
+  float alpha, beta;
+  __device__ float f(float v) const { return activation_value(Activation{K, alpha, beta}, v); }
   template <class I>
   __device__ void one(I i) const {
     y[i] = f(y[i]);
@@ -34,8 +34,8 @@ struct ActivationBackward {
   const float* y;
   const float* dy;
   float* dx;
-  float alpha;
-  __device__ float f(float out, float g) const { return activation_dx(Activation{K, alpha}, out, g); }
+  float alpha, beta;
+  __device__ float f(float out, float g) const { return activation_dx(Activation{K, alpha, beta}, out, g); }
   template <class I>
   __device__ void one(I i) const {
     dx[i] = f(y[i], dy[i]);
@@ -56,7 +56,7 @@ void activation_forward(const Device& d, Activation a, float* y, size_t n) {
   CudaContext& ctx = context(d);
   const bool vec = aligned16(y);
   with_kind(a.kind, [&](auto k) {
-    launch_elementwise(ctx.stream(), ActivationForward<decltype(k)::value>{y, a.alpha}, n, vec);
+    launch_elementwise(ctx.stream(), ActivationForward<decltype(k)::value>{y, a.alpha, a.beta}, n, vec);
   });
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "activation_forward");
 }
@@ -70,7 +70,7 @@ void activation_backward(const Device& d, Activation a, const float* y, const fl
   }
   const bool vec = aligned16(y, dy, dx);
   with_kind(a.kind, [&](auto k) {
-    launch_elementwise(ctx.stream(), ActivationBackward<decltype(k)::value>{y, dy, dx, a.alpha}, n, vec);
+    launch_elementwise(ctx.stream(), ActivationBackward<decltype(k)::value>{y, dy, dx, a.alpha, a.beta}, n, vec);
   });
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "activation_backward");
 }

@@ -12,16 +12,16 @@ namespace trainer::cuda {
 namespace {
 
 /// y[i] = act(src[i] + bias[i % C]) for the grid-stride launcher (S, Y:
-/// float or __nv_bfloat16; act of kind K with alpha), four elements per
+/// float or __nv_bfloat16; act of kind K with alpha and beta), four elements per
 /// quad() call where C % 4 == 0.
 template <class S, class Y, ActivationKind K>
 struct Epilogue {
   const S* src;
   const float* bias;
-  float alpha;
+  float alpha, beta;
   Y* y;
   int C;
-  __device__ float activation_value(float v) const { return trainer::activation_value(Activation{K, alpha}, v); }
+  __device__ float activation_value(float v) const { return trainer::activation_value(Activation{K, alpha, beta}, v); }
   template <class I>
   __device__ void one(I i) const {
     y[i] = from_float<Y>(activation_value(to_float(src[i]) + (bias ? bias[i % I(C)] : 0.f)));
@@ -41,16 +41,16 @@ constexpr int kTile = 32;
 constexpr long long kTargetBlocks = 1024;
 
 /// Block (b, tile) over rows [rows b / parts, rows (b + 1) / parts) and the
-/// tile's channels c: v = dy[r, c] * act'(y[r, c]) (act of kind K with alpha;
+/// tile's channels c: v = dy[r, c] * act'(y[r, c]) (act of kind K with alpha and beta;
 /// dy itself for Linear; Y,
 /// y's and dy's type, and G, g's: float or bf16), stored to g[r, c] when g
 /// is not null, and, when partials is not null, partials[c * parts + b] <-
 /// the sum of v (fp32 values) over the block's rows, the lanes of the block
 /// taking every (kThreads / kTile)-th row and their sums added in lane order.
 template <ActivationKind K, class Y, class G>
-__global__ void gradient_partials_kernel(float alpha, const Y* y, const Y* dy, long long rows, int C, int parts,
-                                         G* g, double* partials) {
-  const Activation act{K, alpha};
+__global__ void gradient_partials_kernel(float alpha, float beta, const Y* y, const Y* dy, long long rows, int C,
+                                         int parts, G* g, double* partials) {
+  const Activation act{K, alpha, beta};
   __shared__ double sums[kThreads];
   const int tx = int(threadIdx.x) % kTile, ty = int(threadIdx.x) / kTile, lanes = int(blockDim.x) / kTile;
   const int c = int(blockIdx.y) * kTile + tx, b = int(blockIdx.x);
@@ -88,10 +88,10 @@ void launch_gradient_partials(CudaContext& ctx, dim3 grid, Activation act, const
   with_kind(act.kind, [&](auto k) {
     constexpr ActivationKind K = decltype(k)::value;
     if (g && g_type == CUDNN_DATA_BFLOAT16)
-      gradient_partials_kernel<K><<<grid, kThreads, 0, ctx.stream()>>>(act.alpha, yy, dyy, rows, C, parts,
+      gradient_partials_kernel<K><<<grid, kThreads, 0, ctx.stream()>>>(act.alpha, act.beta, yy, dyy, rows, C, parts,
                                                                        static_cast<__nv_bfloat16*>(g), partials);
     else
-      gradient_partials_kernel<K><<<grid, kThreads, 0, ctx.stream()>>>(act.alpha, yy, dyy, rows, C, parts,
+      gradient_partials_kernel<K><<<grid, kThreads, 0, ctx.stream()>>>(act.alpha, act.beta, yy, dyy, rows, C, parts,
                                                                        static_cast<float*>(g), partials);
   });
 }
@@ -103,7 +103,8 @@ void launch_epilogue(CudaContext& ctx, const void* src, const float* bias, Activ
   const bool vec = C % 4 == 0 && aligned16(src, y);
   with_kind(act.kind, [&](auto k) {
     using E = Epilogue<S, Y, decltype(k)::value>;
-    launch_elementwise(ctx.stream(), E{static_cast<const S*>(src), bias, act.alpha, static_cast<Y*>(y), C}, n, vec);
+    launch_elementwise(ctx.stream(), E{static_cast<const S*>(src), bias, act.alpha, act.beta, static_cast<Y*>(y), C},
+                       n, vec);
   });
 }
 

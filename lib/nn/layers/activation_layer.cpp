@@ -2,8 +2,8 @@
 // activations of nn/activation.h. YAML: {type: Activation, activation: relu}
 // (required). No weights. Keras's activation layers are the same layer with
 // their parameter: LeakyReLU (negative_slope, default 0.3; Keras 2's 'alpha'),
-// ELU (alpha, default 1.0), ReLU (negative_slope, default 0; max_value
-// and threshold only at their defaults) and Softmax (axis -1, the channels;
+// ELU (alpha, default 1.0), ReLU (negative_slope, default 0; max_value,
+// default none; threshold only at its default 0) and Softmax (axis -1, the channels;
 // the model's last layer only, as activation: softmax).
 #include "core/error.h"
 #include "nn/activation.h"
@@ -95,10 +95,14 @@ std::unique_ptr<Layer> make_elu(ParamReader& p, const std::string& name) {
 }
 
 std::unique_ptr<Layer> make_relu(ParamReader& p, const std::string& name) {
-  if (p.given("max_value"))  // null: Keras's default, no cap
-    p.fail("max_value", "caps the ReLU (e.g. ReLU6), which is not supported; remove it or set it to null");
   if (p.get_double("threshold", 0.0) != 0.0) p.fail("threshold", "must be 0 (the only threshold supported)");
   const float slope = float(p.get_double("negative_slope", 0.0, 0.0, 1e6));
+  p.skip("max_value");  // known when absent too (unknown-key suggestions)
+  if (p.given("max_value")) {  // null: Keras's default, no cap
+    const double cap = p.get_double("max_value", std::nullopt, 0.0, 3.4e38);
+    if (cap <= 0.0) p.fail("max_value", "must be > 0 (the cap of the ReLU, e.g. 6 for ReLU6), got 0");
+    return std::make_unique<ActivationLayer>(name, "ReLU", Activation{ActivationKind::ClippedRelu, slope, float(cap)});
+  }
   const Activation a = slope > 0.f ? Activation{ActivationKind::LeakyRelu, slope} : Activation{ActivationKind::Relu};
   return std::make_unique<ActivationLayer>(name, "ReLU", a);
 }
