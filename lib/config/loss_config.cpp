@@ -53,6 +53,8 @@ std::vector<std::string> known_losses() {
 std::string unknown_loss(const std::string& type) {
   const std::vector<std::string> known = known_losses();
   std::string hint;
+  if (const std::string mapping = python_call_mapping(type); !mapping.empty())
+    return "is '" + type + "', which is Python; write the mapping " + mapping + " (docs/config.md, loss)";
   if (type == "Dice")
     hint = " (Keras 3's Dice has no smoothing and pools the whole batch; 'dice' here is the per-image soft Dice "
            "with smooth 1 of the Keras U-Net examples, docs/config.md)";
@@ -109,6 +111,9 @@ LossConfig read_loss(ParamReader& training) {
     for (const char* key : {"gamma", "alpha"}) p.skip(key);
   if (l.function == "binary_focal_crossentropy") p.skip("apply_class_balancing");
   if (l.function == "sparse_categorical_crossentropy") p.skip("ignore_class");
+  if (l.function == "sparse_categorical_crossentropy" && p.has("label_smoothing"))
+    p.fail("label_smoothing", "is not an argument of Keras's SparseCategoricalCrossentropy; for smoothed labels use "
+                              "type: CategoricalCrossentropy, which here takes the same class-index masks");
   // name: the loss object's name; the log calls it loss, as Keras's does.
   l.from_logits = p.get_bool("from_logits", false);
   if (p.given("reduction")) {  // Keras 3's default (and its alias mean), or tf.keras 2's
@@ -124,7 +129,7 @@ LossConfig read_loss(ParamReader& training) {
     l.gamma = p.get_double("gamma", 2.0, 0.0);
     if (p.has("alpha") && p.get_node("alpha").IsSequence())
       p.fail("alpha", "is a list; per-class alphas are not supported: give one number in [0, 1] (Keras's default "
-                      "0.25)");
+                      "0.25), and weigh the classes with training.class_weight, e.g. class_weight: {0: 1.0, 1: 4.0}");
     l.alpha = p.get_double("alpha", 0.25, 0.0, 1.0);
     if (l.function == "binary_focal_crossentropy")
       l.apply_class_balancing = p.get_bool("apply_class_balancing", false);

@@ -35,6 +35,44 @@ static std::string folded(const std::string& s) {
   return out;
 }
 
+std::string python_call_mapping(const std::string& text) {
+  const size_t open = text.find('('), close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "";
+  auto trim = [](std::string s) {
+    const size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+    return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+  };
+  std::string name = trim(text.substr(0, open));
+  if (const size_t dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
+  if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; }))
+    return "";
+  // The arguments, split at the commas outside brackets.
+  std::vector<std::string> args;
+  int depth = 0;
+  std::string cur;
+  for (char c : text.substr(open + 1, close - open - 1)) {
+    depth += (c == '(' || c == '[' || c == '{') - (c == ')' || c == ']' || c == '}');
+    if (c == ',' && depth == 0) {
+      args.push_back(trim(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  args.push_back(trim(cur));
+  std::string mapping = "{type: " + name;
+  for (const std::string& a : args) {
+    const size_t eq = a.find('=');
+    if (eq == std::string::npos || a.compare(eq, 2, "==") == 0) continue;  // positional
+    std::string value = trim(a.substr(eq + 1));
+    if (value == "True") value = "true";
+    if (value == "False") value = "false";
+    if (value == "None") value = "null";
+    mapping += ", " + trim(a.substr(0, eq)) + ": " + value;
+  }
+  return mapping + "}";
+}
+
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& options) {
   // Keras spellings (older names, aliases, Keras's own keys and values) that
   // edit distance cannot connect to ours.

@@ -31,6 +31,14 @@ std::string python_tuple_hint(const std::string& text);
 /// "a, b, c" from a list of names.
 std::string join_names(const std::vector<std::string>& names);
 
+/// A Python call as written in Keras code, e.g.
+/// "keras.losses.BinaryFocalCrossentropy(gamma=2.0, from_logits=True)", as
+/// the mapping a config takes instead: "{type: BinaryFocalCrossentropy,
+/// gamma: 2.0, from_logits: true}" (True/False/None as YAML's; positional
+/// arguments left out, since their key is unknown here); "" when text is not
+/// such a call.
+std::string python_call_mapping(const std::string& text);
+
 class ParamReader {
  public:
   /// node: a YAML mapping (else UserError); file: the config path for messages;

@@ -156,7 +156,7 @@ std::vector<double> read_class_weight(const YAML::Node& node, const std::string&
   } else {
     throw UserError(where + ": '" + YAML::Dump(node) + "' is not a class weight table; " + forms);
   }
-  if (weights.empty()) throw UserError(where + ": is empty; " + forms + ", or remove it");
+  if (weights.empty()) throw UserError(where + " is empty; " + forms + ", or remove it");
   if (weights.size() > size_t(kMaxClassWeight))
     throw UserError(where + ": has " + std::to_string(weights.size()) + " weights, more than the " +
                     std::to_string(kMaxClassWeight) + " classes a mask can hold");
@@ -171,9 +171,11 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   if (node.IsScalar()) {
     type = canonical_optimizer(node.Scalar());
     if (type.empty())
-      throw UserError(yaml_location(file, node.Mark()) + ": " + what + ": '" + node.Scalar() +
-                      "' is not an optimizer" + did_you_mean(node.Scalar(), kOptimizers) +
-                      "; use one of: " + join_names(kOptimizers));
+      throw UserError(yaml_location(file, node.Mark()) + ": " + what + ": '" + node.Scalar() + "' " +
+                      (python_call_mapping(node.Scalar()).empty()
+                           ? "is not an optimizer" + did_you_mean(node.Scalar(), kOptimizers) + "; use one of: " +
+                                 join_names(kOptimizers)
+                           : "is Python; write the mapping " + python_call_mapping(node.Scalar())));
   } else {
     ParamReader head(node, file, what);
     require_type(head, "Adam");
@@ -410,6 +412,9 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
   std::vector<std::string> out;
   for (const auto& e : items) {
     std::string at = yaml_location(file, e.Mark()) + ": training.metrics: ";
+    if (e.IsMap() && e["type"] && e["type"].IsScalar())
+      throw UserError(at + "'" + e["type"].Scalar() + "' is written as a mapping; write the metric's name (" +
+                      "e.g. mean_iou for Keras's MeanIoU: the number of classes comes from the model)");
     if (!e.IsScalar()) throw UserError(at + "each entry must be a metric name");
     std::string m = e.Scalar();
     std::vector<std::string> known = kMetrics;
@@ -436,6 +441,12 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
                                      bool has_validation) {
   ParamReader p(node, file, "training");
   TrainingConfig t;
+  // Keras's fit() arguments that belong to the data section here (before the
+  // callbacks, whose val_* monitors would otherwise report missing validation data).
+  for (const char* key : {"validation_split", "shuffle"})
+    if (p.has(key))
+      p.fail(key, "is a data setting here (Keras's fit() argument); move it to the data section: data." +
+                      std::string(key));
   t.epochs = p.get_int("epochs", t.epochs, 1);
   t.batch_size = p.get_int("batch_size", t.batch_size, 1);
   if (p.given("steps_per_epoch")) t.steps_per_epoch = p.get_int("steps_per_epoch", std::nullopt, 1);

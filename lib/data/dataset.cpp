@@ -224,7 +224,7 @@ Dataset load_dataset(const DataOptions& o) {
   for (const auto& e : errors)
     if (!e.empty()) bad.push_back(e);
   if (bad.empty()) return ds;
-  // A fix the reasons share (their common tail from a "; ") is said once, after the list.
+  // A fix the reasons share (their common tail from a "; " or a ", but ") is said once, after the list.
   std::string shared;
   if (bad.size() > 1) {
     size_t common = 0;
@@ -235,9 +235,11 @@ Dataset load_dataset(const DataOptions& o) {
         same = same && common < b.size() && b[b.size() - 1 - common] == first[first.size() - 1 - common];
       if (!same) break;
     }
-    const size_t from = first.find("; ", first.size() - common);
+    const size_t tail = first.size() - common;
+    const size_t semicolon = first.find("; ", tail), but = first.find(", but ", tail);
+    const size_t from = std::min(semicolon, but);
     if (from != std::string::npos) {
-      shared = first.substr(from + 2);
+      shared = first.substr(from + (from == but ? 6 : 2));
       const size_t cut = first.size() - from;  // before `first` (bad's front) is cut too
       for (auto& b : bad) b.resize(b.size() - cut);
     }

@@ -87,6 +87,11 @@ cv::Size decode_mask(const std::string& path, int height, int width, float* out,
   return native;
 }
 
+/// How to train on binary masks, for the class-mask errors.
+static const std::string kBinaryFix =
+    "Train it with a binary loss (binary_crossentropy, binary_focal_crossentropy, ...) and a 1-filter output (a "
+    "sigmoid, or linear with from_logits: true)";
+
 cv::Size decode_class_mask(const std::string& path, int height, int width, int classes, float* out,
                            int ignore_class) {
   cv::Mat m = read(path);
@@ -120,12 +125,10 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
                                  " cannot occur in this 8-bit mask (its values are 0..255): save the masks 16-bit, "
                                  "or mark the pixels to ignore with a value up to 255"
                        : ignore_class < 0 && highest == 255
-                           ? "; if 255 marks pixels to ignore (void), the model must be trained with ignore_class: "
-                             "255 in training.loss (as {type: SparseCategoricalCrossentropy, ignore_class: 255}, "
-                             "keeping its other keys); a binary 0/255 mask? Train it with loss: binary_crossentropy "
-                             "and a 1-filter sigmoid output"
-                           : binary ? "; a binary 0/" + std::to_string(int(highest)) +
-                                    " mask? Train it with loss: binary_crossentropy and a 1-filter sigmoid output"
+                           ? "; if 255 marks pixels to ignore (void), train with {type: SparseCategoricalCrossentropy, "
+                             "ignore_class: 255} in training.loss, keeping its other keys (the other categorical "
+                             "losses have no ignore_class); a binary 0/255 mask? " + kBinaryFix
+                           : binary ? "; a binary 0/" + std::to_string(int(highest)) + " mask? " + kBinaryFix
                               : labels ? "; an instance label image (0, 1..N)? Make class masks from label images with "
                                          "build/data_tools/labels_to_classes, or renumber the mask's classes"
                                        : "; give the model one output channel per class, or renumber the mask's classes"));

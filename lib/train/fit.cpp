@@ -251,9 +251,14 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     spdlog::info("weight regularizers on {} weight(s): their penalty ({:.6g} at these weights) is part of loss and "
                  "val_loss, as in Keras",
                  regularized, trainer.regularization_penalty());
-  if (!tc.class_weight.empty())
-    spdlog::info("class weights {} (by mask class) on the training loss; val_loss is unweighted, as in Keras",
-                 fmt::join(tc.class_weight, ", "));
+  if (!tc.class_weight.empty()) {
+    std::vector<std::string> weights;  // every class's, 1 where the config gives none
+    const size_t classes = trainer.classes() > 0 ? size_t(trainer.classes()) : 2;
+    for (size_t c = 0; c < classes; ++c)
+      weights.push_back(fmt::format("{}: {:g}", c, c < tc.class_weight.size() ? tc.class_weight[c] : 1.0));
+    spdlog::info("class weights {{{}}} on the training loss (by mask class); val_loss is unweighted, as in Keras",
+                 fmt::join(weights, ", "));
+  }
   if (const OptimizerConfig& o = tc.optimizer; o.clipnorm > 0)
     spdlog::info("gradient clipping: each weight's gradient to an L2 norm of at most {:g} (clipnorm)", o.clipnorm);
   else if (o.global_clipnorm > 0)
