@@ -121,7 +121,8 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "training.callbacks[0]: 'type' is required; the class goes in 'type' (e.g. 'type: EarlyStopping')"},
       {"Keras's MeanIoU is named mean_iou", edit("metrics: [mean_iou]", "metrics: [MeanIoU]"),
        "'MeanIoU' is not a metric (did you mean 'mean_iou'?) (mean_iou is Keras's MeanIoU with a categorical "
-       "loss; with a binary one it averages the foreground IoU over thresholds 0.5 to 0.95, docs/config.md); use "
+       "loss; with a binary one it averages the foreground IoU over thresholds 0.5 to 0.95, and binary_iou is "
+       "Keras's BinaryIoU(target_class_ids=[0, 1]), MeanIoU(num_classes=2) on binary masks; docs/config.md); use "
        "any of"},
       {"Keras's binary_accuracy", edit("metrics: [mean_iou]", "metrics: [binary_accuracy]"),
        "'binary_accuracy' is not a metric (did you mean 'accuracy'?)"},

@@ -98,6 +98,28 @@ TEST_CASE("precision and recall at 0.5, as keras.metrics.Precision and Recall", 
   CHECK(monitor_is_max("recall", "auto"));
 }
 
+TEST_CASE("binary_iou is Keras's BinaryIoU(target_class_ids=[0, 1]): background and foreground IoU averaged",
+          "[metrics]") {
+  // Predictions 1 1 0 1 0 0 against mask 1 0 1 1 0 1: TP 2, FP 1, FN 2, TN 1.
+  Tensor z(Shape{1, 1, 6, 1}), y(Shape{1, 1, 6, 1});
+  const float zv[] = {2.f, 1.f, -1.f, 0.5f, -2.f, -3.f}, yv[] = {1.f, 0.f, 1.f, 1.f, 0.f, 1.f};
+  for (int i = 0; i < 6; ++i) z.data()[i] = zv[i], y.data()[i] = yv[i];
+  MetricCounts c;
+  accumulate_metrics(z, y, c);
+  // Keras: IoU_0 = TN / (TN + FP + FN) = 1 / 4, IoU_1 = TP / (TP + FP + FN) = 2 / 5.
+  CHECK(c.binary_iou() == Approx((1.0 / 4 + 2.0 / 5) / 2));
+  CHECK(c.value("binary_iou") == c.binary_iou());
+  // All background, predicted so: the foreground's denominator is 0 and it is left out (Keras's num_valid_entries).
+  Tensor zb(Shape{1, 1, 3, 1}), yb(Shape{1, 1, 3, 1});
+  for (int i = 0; i < 3; ++i) zb.data()[i] = -1.f, yb.data()[i] = 0.f;
+  MetricCounts b;
+  accumulate_metrics(zb, yb, b);
+  CHECK(b.binary_iou() == 1.0);
+  CHECK(MetricCounts().binary_iou() == 0.0);
+  CHECK(monitor_is_max("val_binary_iou", "auto"));
+  CHECK_THROWS_AS(MetricCounts(3).value("binary_iou"), std::invalid_argument);
+}
+
 TEST_CASE("a threshold with an empty union counts as IoU 1", "[metrics]") {
   // Empty mask; one pixel at sigmoid 0.72: predicted positive for t = 0.50..0.70
   // (IoU 0 / 1), nothing predicted for t = 0.75..0.95 (U = 0, counts 1).

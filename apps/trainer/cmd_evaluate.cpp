@@ -72,8 +72,9 @@ int run_evaluate(const EvaluateFlags& f) {
     return 0;
   }
   std::printf("pixel metrics at the model's input (%dx%d): loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f"
-              " - precision: %.4f - recall: %.4f\n",
-              in.w, in.h, r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall());
+              " - precision: %.4f - recall: %.4f - binary_iou: %.4f\n",
+              in.w, in.h, r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall(),
+              c.binary_iou());
   std::printf("instance score (DSB 2018: mean over images of the mean precision at IoU 0.50..0.95; "
               "mask = probability > %g): %.4f\n", o.threshold, r.score);
   if (!f.csv.empty()) {

@@ -14,7 +14,7 @@ namespace trainer {
 
 namespace {
 
-const std::vector<std::string> kMetrics = {"mean_iou", "dice", "accuracy", "precision", "recall"};
+const std::vector<std::string> kMetrics = {"mean_iou", "dice", "accuracy", "precision", "recall", "binary_iou"};
 const std::vector<std::string> kOptimizers = {"SGD", "Adam", "AdamW", "RMSprop"};
 const std::vector<std::string> kModes = {"auto", "min", "max"};
 
@@ -418,15 +418,17 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
     if (!e.IsScalar()) throw UserError(at + "each entry must be a metric name");
     std::string m = e.Scalar();
     std::vector<std::string> known = kMetrics;
-    if (categorical) known.resize(3);  // kMetrics without precision and recall
+    if (categorical) known.resize(3);  // kMetrics without the binary ones (precision, recall, binary_iou)
     const bool keras_accuracy = m == "sparse_categorical_accuracy" || m == "categorical_accuracy";
     if (std::find(kMetrics.begin(), kMetrics.end(), m) == kMetrics.end())
       throw UserError(at + "'" + m + "' is not a metric" +
                       (keras_accuracy ? " (Keras's '" + m + "' is 'accuracy' here)" : did_you_mean(m, known)) +
-                      (lower(m).rfind("meaniou", 0) == 0 ? " (mean_iou is Keras's MeanIoU with a categorical loss; with a binary "
-                                               "one it averages the foreground IoU over thresholds 0.5 to 0.95, "
-                                               "docs/config.md)"
-                                             : "") +
+                      (lower(m).rfind("meaniou", 0) == 0 || lower(m).rfind("binaryiou", 0) == 0
+                           ? " (mean_iou is Keras's MeanIoU with a categorical loss; with a binary one it averages "
+                             "the foreground IoU over thresholds 0.5 to 0.95, and binary_iou is Keras's "
+                             "BinaryIoU(target_class_ids=[0, 1]), MeanIoU(num_classes=2) on binary masks; "
+                             "docs/config.md)"
+                           : "") +
                       "; use any of: " + join_names(known));
     if (std::find(out.begin(), out.end(), m) != out.end())
       throw UserError(at + "'" + m + "' is listed twice");

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <utility>
 
 #include "backend/train_ops.h"
 
@@ -87,16 +88,27 @@ double MetricCounts::precision() const { return v[kPredPos] == 0 ? 0.0 : v[kTp] 
 
 double MetricCounts::recall() const { return v[kTruePos] == 0 ? 0.0 : v[kTp] / v[kTruePos]; }
 
+double MetricCounts::binary_iou() const {
+  const double tp = v[kTp], fp = v[kPredPos] - tp, fn = v[kTruePos] - tp, tn = v[kTotal] - tp - fp - fn;
+  double sum = 0;
+  int valid = 0;
+  for (const auto [hit, den] : {std::pair<double, double>{tn, tn + fp + fn}, {tp, tp + fp + fn}})
+    if (den > 0) sum += hit / den, ++valid;
+  return valid ? sum / valid : 0.0;
+}
+
 double MetricCounts::value(const std::string& metric) const {
   if (metric == "mean_iou") return mean_iou();
   if (metric == "dice") return dice();
   if (metric == "accuracy") return accuracy();
-  if ((metric == "precision" || metric == "recall") && classes_ > 0)
+  if ((metric == "precision" || metric == "recall" || metric == "binary_iou") && classes_ > 0)
     throw std::invalid_argument("metric '" + metric + "' is for binary models, not " + std::to_string(classes_) +
                                 " classes");
   if (metric == "precision") return precision();
   if (metric == "recall") return recall();
-  throw std::invalid_argument("unknown metric '" + metric + "' (known: mean_iou, dice, accuracy, precision, recall)");
+  if (metric == "binary_iou") return binary_iou();
+  throw std::invalid_argument("unknown metric '" + metric +
+                              "' (known: mean_iou, dice, accuracy, precision, recall, binary_iou)");
 }
 
 void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts) {

@@ -60,9 +60,15 @@ struct MetricCounts {
   /// TP / true_pos at threshold 0.5 (keras.metrics.Recall); 0 without
   /// foreground. Binary models only.
   double recall() const;
-  /// "mean_iou" | "dice" | "accuracy" | "precision" | "recall";
-  /// std::invalid_argument otherwise, and for precision or recall of a
-  /// categorical model (config validation reports both to the user).
+  /// The mean of the background's and the foreground's IoU at threshold 0.5,
+  /// TN / (TN + FP + FN) and TP / (TP + FP + FN), leaving out a class whose
+  /// denominator is 0 (keras.metrics.BinaryIoU(target_class_ids=[0, 1],
+  /// threshold=0.5), which is what Keras's MeanIoU(num_classes=2) means on
+  /// thresholded binary masks); 0 when nothing was counted. Binary models only.
+  double binary_iou() const;
+  /// "mean_iou" | "dice" | "accuracy" | "precision" | "recall" | "binary_iou";
+  /// std::invalid_argument otherwise, and for precision, recall or binary_iou
+  /// of a categorical model (config validation reports both to the user).
   double value(const std::string& metric) const;
 
  private:
