@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "backend/gpu_info.h"
 #include "process_testing.h"
 
 namespace fs = std::filesystem;
@@ -83,6 +84,23 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   REQUIRE(a.size() == 2);
   REQUIRE(b.size() == 2);
   for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == Approx(a[i]).margin(2e-4));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the default --gpus all falls back to the CPU with an info line; an explicit --gpus all warns", "[e2e]") {
+  if (!trainer::list_gpus().empty()) {
+    WARN("skipped: this machine has a GPU, so --gpus all does not fall back to the CPU");
+    return;
+  }
+  fs::path dir = temp_dir("e2e_default_gpus");
+  std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
+  const std::string cfg = "--config " + (dir / "unet.yaml").string() + " --epochs 1 --overwrite";
+  const Run quiet = run_trainer(cfg, dir), loud = run_trainer(cfg + " --gpus all", dir);
+  INFO(quiet.err << loud.err);
+  REQUIRE(quiet.code == 0);
+  REQUIRE(loud.code == 0);
+  CHECK_THAT(quiet.err, Catch::Contains("info: no GPU found; running on the CPU") && !Catch::Contains("warning"));
+  CHECK_THAT(loud.err, Catch::Contains("warning: --gpus all: no GPU found; running on the CPU"));
   fs::remove_all(dir);
 }
 

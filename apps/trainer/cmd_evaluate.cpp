@@ -14,6 +14,7 @@ namespace trainer::cli {
 namespace {
 
 struct EvaluateFlags {
+  bool gpus_given = false;  ///< --gpus on the command line
   std::string checkpoint, images, masks, labels, native, csv, gpus = "all";
   std::string mask_suffix, labels_suffix = "_labels";
   double threshold = 0.5;
@@ -42,7 +43,7 @@ int run_evaluate(const EvaluateFlags& f) {
     throw UserError(std::string("evaluate ") + o.flag + " needs --images DIR (the images the truth belongs to)");
   if (!f.csv.empty()) check_output_path(f.csv, "--csv");  // before the work, not after it
 
-  const Towers towers = resolve_towers(f.gpus, f.threads);
+  const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given);
   LoadedModel m = load_model(f.checkpoint, towers);
   const int classes = m.trainer->classes();
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
@@ -118,7 +119,8 @@ Command add_evaluate(CLI::App& app) {
       ->each([f](const std::string&) { f->threshold_given = true; });
   cmd->add_flag("--tta", f->tta, "Test-time augmentation, as predict --tta");
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->gpus_given = true; });
   cmd->add_option("--threads", f->threads, "CPU threads in all (default: every core)")->check(CLI::Range(1, 4096));
   cmd->add_option("--batch-size", f->batch_size, "Images per batch over all towers (default: the config's)")
       ->check(CLI::Range(1, 1000000));

@@ -10,6 +10,7 @@ namespace trainer::cli {
 namespace {
 
 struct PredictFlags {
+  bool gpus_given = false;  ///< --gpus on the command line
   std::string checkpoint, input, gpus = "all";
   std::optional<int> threads, batch_size;
   PredictOptions options;
@@ -20,7 +21,7 @@ int run_predict(const PredictFlags& f) {
   check_threshold(f.options.threshold, "--threshold");
   const std::vector<std::string> images = without_prediction_outputs(list_image_files(f.input, "--input"),
                                                                      f.options.output_dir);
-  const Towers towers = resolve_towers(f.gpus, f.threads);
+  const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given);
   LoadedModel m = load_model(f.checkpoint, towers);
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
   PredictOptions options = f.options;
@@ -62,7 +63,8 @@ Command add_predict(CLI::App& app) {
   cmd->add_flag("--overlay", f->options.overlay, "Also write <stem>_overlay.png (mask contours on the image)");
   cmd->add_flag("--overwrite", f->options.overwrite, "Replace output files that exist (else an error before any is written)");
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->gpus_given = true; });
   cmd->add_option("--threads", f->threads, "CPU threads in all (default: every core)")->check(CLI::Range(1, 4096));
   cmd->add_option("--batch-size", f->batch_size, "Images per batch over all towers (default: the config's)")
       ->check(CLI::Range(1, 1000000));

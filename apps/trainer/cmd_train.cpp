@@ -21,6 +21,7 @@ namespace trainer::cli {
 namespace {
 
 struct TrainFlags {
+  bool gpus_given = false;  ///< --gpus on the command line
   std::string config, gpus = "all", output, images, masks, resume, log_format = "text", precision;
   bool overwrite = false;
   std::optional<int> epochs, batch_size, threads;
@@ -104,7 +105,7 @@ int run_train(const TrainFlags& f) {
   if (f.config.empty()) throw UserError("--config is required; run 'trainer --help' for usage");
   Config config = load_config(f.config);
   apply_overrides(config, f);
-  const Towers towers = resolve_towers(f.gpus, f.threads);  // a bad --gpus fails before any output
+  const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given);  // a bad --gpus fails before any output
   Model model(config.model, config.path);                   // validates layers and shapes before any work
   const bool json = f.log_format == "json";
   (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
@@ -194,7 +195,8 @@ Runner add_train(CLI::App& app) {
   app.add_option("--gpus", f->gpus,
                  "Devices, one tower each: all (every GPU; CPU if none), GPU indices such as 0,2,5 or 2 "
                  "(indices, not a count; 0,0 puts two towers on GPU 0), cpu, or cpu:N (N CPU towers, N <= 64)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->gpus_given = true; });
   app.add_option("--epochs", f->epochs, "Override training.epochs")->check(CLI::Range(1, 1000000));
   app.add_option("--batch-size", f->batch_size, "Override training.batch_size (global batch)")
       ->check(CLI::Range(1, 1000000));

@@ -55,7 +55,10 @@ struct Towers {
   int threads_per_tower = 1;
 };
 /// Resolves spec (UserError for a bad one) and logs warnings and the choice.
-Towers resolve_towers(const std::string& gpus, std::optional<int> threads);
+/// gpus_given: --gpus was on the command line; without it the default `all`
+/// falling back to the CPU on a machine without GPUs is logged as info, not
+/// as a warning (it is what the user asked for by giving nothing).
+Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given);
 
 /// Installs SIGINT/SIGTERM handlers: the returned flag becomes the signal's
 /// number at the first one (training stops after the current step); a second

@@ -17,10 +17,14 @@ constexpr bool kCudaTraining = true;
 constexpr bool kCudaTraining = false;
 #endif
 
-Towers resolve_towers(const std::string& gpus, std::optional<int> threads) {
+Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given) {
   Towers t;
-  t.plan = plan_devices(gpus, list_gpus(), kCudaTraining);
-  for (const auto& w : t.plan.warnings) spdlog::warn("{}", w);
+  const std::vector<GpuInfo> found = list_gpus();
+  t.plan = plan_devices(gpus, found, kCudaTraining);
+  if (!gpus_given && found.empty())  // the default --gpus all's CPU fallback (its only warning then)
+    spdlog::info("no GPU found; running on the CPU (one tower; --gpus cpu:N for N towers)");
+  else
+    for (const auto& w : t.plan.warnings) spdlog::warn("{}", w);
   const int hardware = int(std::max(1u, std::thread::hardware_concurrency()));
   const int cores = threads ? *threads : hardware;
   if (cores > 2 * hardware)  // from fuzzing: --threads 4096 on 2 cores ran for minutes
