@@ -104,6 +104,24 @@ TEST_CASE("the default --gpus all falls back to the CPU with an info line; an ex
   fs::remove_all(dir);
 }
 
+TEST_CASE("BinaryFocalCrossentropy's alpha without apply_class_balancing draws a warning", "[e2e][focal]") {
+  fs::path dir = temp_dir("e2e_focal_alpha");
+  for (const bool balanced : {false, true}) {
+    const std::string loss = std::string("{type: BinaryFocalCrossentropy, alpha: 0.75") +
+                             (balanced ? ", apply_class_balancing: true}" : "}");
+    std::ofstream(dir / "unet.yaml") << sample_unet_config(dir / "run", "  epochs: 1\n  loss: " + loss + "\n");
+    const Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu --overwrite", dir);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto warned = Catch::Contains("alpha 0.75 weighs nothing without apply_class_balancing: true");
+    if (balanced)
+      CHECK_THAT(r.err, !warned);
+    else
+      CHECK_THAT(r.err, warned);
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has Keras's columns", "[e2e]") {
   fs::path dir = temp_dir("e2e_json");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");

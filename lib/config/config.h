@@ -166,6 +166,7 @@ struct LossConfig {
   /// apply_class_balancing).
   double gamma = 2.0, alpha = 0.25;
   bool apply_class_balancing = false;  ///< BinaryFocalCrossentropy only.
+  bool alpha_given = false;            ///< alpha was in the config (a warning when it weighs nothing).
   std::string where;  ///< "<file>:<line>:<col>: training.loss", for messages
 };
 

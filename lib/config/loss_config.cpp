@@ -130,6 +130,7 @@ LossConfig read_loss(ParamReader& training) {
     if (p.has("alpha") && p.get_node("alpha").IsSequence())
       p.fail("alpha", "is a list; per-class alphas are not supported: give one number in [0, 1] (Keras's default "
                       "0.25), and weigh the classes with training.class_weight, e.g. class_weight: {0: 1.0, 1: 4.0}");
+    l.alpha_given = p.given("alpha");
     l.alpha = p.get_double("alpha", 0.25, 0.0, 1.0);
     if (l.function == "binary_focal_crossentropy")
       l.apply_class_balancing = p.get_bool("apply_class_balancing", false);

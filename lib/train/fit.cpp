@@ -251,6 +251,11 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     spdlog::info("weight regularizers on {} weight(s): their penalty ({:.6g} at these weights) is part of loss and "
                  "val_loss, as in Keras",
                  regularized, trainer.regularization_penalty());
+  if (const LossConfig& lc = tc.loss;
+      lc.function == "binary_focal_crossentropy" && lc.alpha_given && !lc.apply_class_balancing)
+    spdlog::warn("{}: alpha {:g} weighs nothing without apply_class_balancing: true (as in Keras); add it to weigh "
+                 "the foreground by alpha and the background by 1 - alpha",
+                 lc.where, lc.alpha);
   if (!tc.class_weight.empty()) {
     std::vector<std::string> weights;  // every class's, 1 where the config gives none
     const size_t classes = trainer.classes() > 0 ? size_t(trainer.classes()) : 2;
