@@ -87,7 +87,7 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("the default --gpus all falls back to the CPU with an info line; an explicit --gpus all warns", "[e2e]") {
+TEST_CASE("the default --gpus all falls back to the CPU with an info line, an explicit --gpus all warns", "[e2e]") {
   if (!trainer::list_gpus().empty()) {
     WARN("skipped: this machine has a GPU, so --gpus all does not fall back to the CPU");
     return;
