@@ -257,10 +257,9 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
                  "the foreground by alpha and the background by 1 - alpha",
                  lc.where, lc.alpha);
   if (!tc.class_weight.empty()) {
-    std::vector<std::string> weights;  // every class's, 1 where the config gives none
-    const size_t classes = trainer.classes() > 0 ? size_t(trainer.classes()) : 2;
-    for (size_t c = 0; c < classes; ++c)
-      weights.push_back(fmt::format("{}: {:g}", c, c < tc.class_weight.size() ? tc.class_weight[c] : 1.0));
+    const std::vector<float> table = class_weight_table(tc.class_weight, trainer.classes());
+    std::vector<std::string> weights;  // every class's
+    for (size_t c = 0; c < table.size(); ++c) weights.push_back(fmt::format("{}: {:g}", c, table[c]));
     spdlog::info("class weights {{{}}} on the training loss (by mask class); val_loss is unweighted, as in Keras",
                  fmt::join(weights, ", "));
   }

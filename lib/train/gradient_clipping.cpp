@@ -14,15 +14,16 @@ GradientClipping::GradientClipping(const OptimizerConfig& cfg, const std::vector
     : clipnorm_(cfg.clipnorm), global_clipnorm_(cfg.global_clipnorm), clipvalue_(cfg.clipvalue), device_(d),
       grads_(grads) {
   if (!by_norm()) return;
+  size_t total = 0;
   for (const WeightSlot& w : weights)
     if (w.spec.trainable && w.spec.numel() > 0) {
       starts_.push_back(grads + w.offset);
       sizes_.push_back(w.spec.numel());
-      total_ += w.spec.numel();
+      total += w.spec.numel();
     }
   // global_clipnorm needs one norm: that of the whole buffer (the trainable
   // weights' gradients are all of it, nn/model.h), one span.
-  if (global_clipnorm_ > 0 && total_ > 0) starts_ = {grads}, sizes_ = {total_};
+  if (global_clipnorm_ > 0 && total > 0) starts_ = {grads}, sizes_ = {total};
   sums_.resize(2 * starts_.size());
 }
 
@@ -40,7 +41,7 @@ void GradientClipping::clip_norms() {
   }
   const double total = sums_[1];
   const double f = std::isfinite(total) ? factor(total, global_clipnorm_) : std::numeric_limits<double>::quiet_NaN();
-  if (!(f >= 1)) scale_shift_forward(device_, grads_, float(f), 0.f, grads_, total_);  // below 1, or NaN
+  if (!(f >= 1)) scale_shift_forward(device_, grads_, float(f), 0.f, grads_, sizes_[0]);  // below 1, or NaN
 }
 
 void GradientClipping::clip_values(size_t begin, size_t end) {

@@ -45,7 +45,6 @@ class GradientClipping {
   float* grads_;
   std::vector<float*> starts_;       ///< Each trainable weight's gradient.
   std::vector<size_t> sizes_;
-  size_t total_ = 0;                  ///< Trainable floats (sizes_ summed).
   std::vector<double> sums_;          ///< abs_and_square_sums' [weights, 2], kept across steps.
 };
 

@@ -50,6 +50,12 @@ bool is_categorical(LossKind kind) {
 
 int loss_classes(LossKind kind, const Shape& output) { return is_categorical(kind) ? output.c : 0; }
 
+std::vector<float> class_weight_table(const std::vector<double>& class_weight, int classes) {
+  std::vector<float> w(classes > 0 ? size_t(classes) : 2, 1.f);
+  for (size_t c = 0; c < class_weight.size() && c < w.size(); ++c) w[c] = float(class_weight[c]);
+  return w;
+}
+
 size_t counted_pixels(const float* mask, size_t n, int classes) {
   size_t counted = 0;
   for (size_t i = 0; i < n; ++i) counted += class_index(mask[i], classes) >= 0;

@@ -49,6 +49,11 @@ inline constexpr int kMaxClasses = 256;
 /// for kind: output.c for a categorical loss, 0 (binary masks) otherwise.
 int loss_classes(LossKind kind, const Shape& output);
 
+/// training.class_weight as one weight per class for masks of `classes`
+/// classes (loss_classes; 0: binary masks, classes 0 and 1), 1 where the
+/// config gives none (the config's list is at most that long: validated).
+std::vector<float> class_weight_table(const std::vector<double>& class_weight, int classes);
+
 /// The pixels of mask[0..n) that a categorical loss of `classes` classes
 /// counts: those holding a class index (the backend's class_index; not
 /// kIgnoredPixel).

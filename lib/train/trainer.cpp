@@ -193,10 +193,8 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
   optimizer = make_optimizer(config.training.optimizer, params.size(), d);
   train_form = cross_entropy_form(config.training.loss);
   if (const std::vector<double>& cw = config.training.class_weight; !cw.empty()) {
-    // One weight per class (binary masks: background, foreground); 1 where the config gives none.
-    const LossKind kind = loss_kind(config.training.loss.function);
-    std::vector<float> w(is_categorical(kind) ? size_t(model.output_shape().c) : 2, 1.f);
-    for (size_t c = 0; c < cw.size(); ++c) w[c] = float(cw[c]);
+    const std::vector<float> w =
+        class_weight_table(cw, loss_classes(loss_kind(config.training.loss.function), model.output_shape()));
     class_weights.set_device(d);
     class_weights.resize(w.size());
     class_weights.copy_from_host(w);
