@@ -192,3 +192,25 @@ TEST_CASE("SeparableConv2D is a DepthwiseConv2D then a 1x1 Conv2D, with Keras's 
   CHECK(keras->param_specs()[0].initializer == "glorot_uniform");
   CHECK_THROWS_WITH(layer_from_yaml("{type: SeparableConv2D, kernel_size: 3}"), Catch::Contains("filters"));
 }
+
+TEST_CASE("SeparableConv2D's backward takes the training forward's values after an inference forward in between",
+          "[conv][depthwise]") {
+  const Shape xs{2, 5, 4, 3};
+  auto sep = layer_from_yaml("{type: SeparableConv2D, filters: 2, kernel_size: 3, padding: same}");
+  BoundWeights w = bind_random(*sep, {xs}, 41);
+  const Tensor x = random_tensor(xs, 42), dy = random_tensor(Shape{2, 5, 4, 2}, 43);
+  Context train;
+  train.training = true;
+  Tensor y, dx;
+  auto backward = [&] {
+    sep->backward(train, {&x}, y, dy, {&dx});
+    return std::make_pair(std::vector<float>(dx.data(), dx.data() + dx.numel()), w.grads);
+  };
+  sep->forward(train, {&x}, y);
+  const auto want = backward();
+  // A validation-like forward of another batch size (it once overwrote the kept depthwise output).
+  const Tensor other = random_tensor(Shape{1, 5, 4, 3}, 44);
+  Tensor unused;
+  sep->forward(Context{}, {&other}, unused);
+  CHECK(backward() == want);
+}

@@ -4,8 +4,8 @@
 // activation: x [N, H, W, Cin] -> z [N, Ho, Wo, Cin * M] -> y [N, Ho, Wo,
 // filters]. Weights depthwise_kernel [kh, kw, Cin, M], pointwise_kernel
 // [1, 1, Cin * M, filters], bias [filters] (Keras's names and layouts). The
-// layer keeps z (and its gradient) on the tower's device between forward and
-// backward; both convolutions are the backend's Conv2DOp, fp32.
+// layer keeps z (and its gradient) on the tower's device between a training
+// forward and backward; both convolutions are the backend's Conv2DOp, fp32.
 #include "nn/initializers.h"
 #include "nn/layers/conv_common.h"
 #include "nn/layers/on_device.h"
@@ -72,7 +72,8 @@ class SeparableConv2D final : public Layer {
     const Tensor& xt = *x[0];
     require_sample_shape(xt.shape(), in_);
     const int n = xt.shape().n;
-    Tensor& z = on_device(z_, ctx.device);
+    // An inference forward (validation, predict) leaves the training forward's z to backward.
+    Tensor& z = on_device(ctx.training ? z_ : z_inference_, ctx.device);
     z.resize(mid_.with_batch(n));
     y.resize(out_.with_batch(n));
     depthwise_.forward(ctx.device, DType::F32, xt.raw(), xt.shape(), depthwise_kernel_, nullptr, Activation{},
@@ -129,6 +130,7 @@ class SeparableConv2D final : public Layer {
   Shape in_, mid_, out_;  ///< Per-sample input, depthwise output and output shapes from infer().
   Conv2DOp depthwise_, pointwise_;
   Tensor z_, dz_;  ///< The depthwise output and its gradient, on the tower's device.
+  Tensor z_inference_;  ///< The depthwise output of an inference forward.
   float *depthwise_kernel_ = nullptr, *ddepthwise_kernel_ = nullptr, *pointwise_kernel_ = nullptr,
         *dpointwise_kernel_ = nullptr, *bias_ = nullptr, *dbias_ = nullptr;
 };
