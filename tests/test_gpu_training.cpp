@@ -4,8 +4,9 @@
 // GPU); (b) a small network with every layer type the U-Net uses (plus
 // synchronized BatchNormalization and Dropout) follows the CPU's loss
 // trajectory and reaches the CPU's weights on one GPU tower (--gpus 0) and on
-// two towers sharing GPU 0 (--gpus 0,0), with and without gradient clipping,
-// and evaluate() agrees. Without a GPU every case skips with a warning.
+// two towers sharing GPU 0 (--gpus 0,0), with and without gradient clipping
+// and with the activations whose gradient needs their input, and evaluate()
+// agrees. Without a GPU every case skips with a warning.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -434,4 +435,49 @@ TEST_CASE("gradient clipping on GPU 0 and two towers of GPU 0 follows the CPU (f
       CHECK(max_rel_diff(gpu.weights, cpu.weights) <= kWeightTolFp32);
     }
   }
+}
+
+TEST_CASE("gelu, swish and mish layers on GPU 0 and two towers of GPU 0 follow the CPU, and in bf16 stay fp32",
+          "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  // The tiny U-Net with its activations replaced: a convolution, a separable
+  // convolution and a transposed convolution keeping their pre-activations,
+  // and an Activation layer reading its input.
+  std::string yaml = kTinyUnetConfig;
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"name: c1b, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}",
+            "name: c1b, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: gelu}"},
+           {"name: c2, type: Conv2D, filters: 16, kernel_size: 3, padding: same, activation: relu}",
+            "name: c2, type: SeparableConv2D, filters: 16, kernel_size: 3, padding: same, activation: swish}"},
+           {"name: u1, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, padding: same}",
+            "name: u1, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, padding: same, "
+            "activation: mish}\n    - {name: u1h, type: Activation, activation: hard_silu}"},
+           {"inputs: [u1, c1b]", "inputs: [u1h, c1b]"},
+       }) {
+    REQUIRE(yaml.find(from) != std::string::npos);
+    yaml.replace(yaml.find(from), from.size(), to);
+  }
+  const TrainRun cpu = train_run("cpu", Precision::FP32, yaml);
+  const Config config = parse_config(yaml, "tiny.yaml");
+  const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
+  for (const char* spec : {"0", "0,0"}) {
+    INFO("--gpus " << spec);
+    const TrainRun gpu = train_run(spec, Precision::FP32, yaml);
+    check_losses(gpu.losses, cpu.losses, kLossTolFp32);
+    check_weight_changes(gpu.records, cpu.records, initial, kWeightTolFp32);
+  }
+  Config bf16 = config;
+  bf16.training.precision = Precision::BF16;
+  Trainer t(bf16, plan("0"), 1);
+  const Model& m = t.model();
+  int kept = 0;
+  for (int i = 0; i < m.num_layers(); ++i) {
+    const std::string& name = m.layer(i).name();
+    if (name != "c1b" && name != "c2" && name != "u1" && name != "u1h") continue;
+    INFO("layer " << name);
+    CHECK(m.activation_type(i) == DType::F32);
+    ++kept;
+  }
+  CHECK(kept == 4);
+  check_losses(train_run("0", Precision::BF16, yaml).losses, cpu.losses, kLossTolBf16);
 }

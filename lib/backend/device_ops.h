@@ -18,7 +18,7 @@
   std::unique_ptr<PoolBackend> make_max_pool2d(const Device& d, Pool2DParams p);                            \
   std::unique_ptr<BatchNormBackend> make_batch_norm(const Device& d);                                       \
   void activation_forward(const Device& d, Activation a, float* y, size_t n);                               \
-  void activation_backward(const Device& d, Activation a, const float* y, const float* dy, float* dx,        \
+  void activation_backward(const Device& d, Activation a, const float* v, const float* dy, float* dx,        \
                            size_t n);                                                                       \
   void scale_shift_forward(const Device& d, const float* x, float scale, float offset, float* y, size_t n); \
   void scale_backward(const Device& d, const float* dy, float scale, float* dx, size_t n);                  \

@@ -10,8 +10,8 @@ void activation_forward(const Device& d, Activation a, float* y, size_t n) {
 void softmax_channels(const Device& d, float* x, size_t n, int k) {
   TRAINER_DISPATCH(d, softmax_channels(d, x, n, k));
 }
-void activation_backward(const Device& d, Activation a, const float* y, const float* dy, float* dx, size_t n) {
-  TRAINER_DISPATCH(d, activation_backward(d, a, y, dy, dx, n));
+void activation_backward(const Device& d, Activation a, const float* v, const float* dy, float* dx, size_t n) {
+  TRAINER_DISPATCH(d, activation_backward(d, a, v, dy, dx, n));
 }
 void scale_shift_forward(const Device& d, const float* x, float scale, float offset, float* y, size_t n) {
   TRAINER_DISPATCH(d, scale_shift_forward(d, x, scale, offset, y, n));

@@ -27,7 +27,21 @@ enum class ActivationKind {
   HardSigmoid,  ///< relu6(x + 3) / 6 (Keras 3's hard_sigmoid; Keras 2's was clip(0.2 x + 0.5, 0, 1)).
   Softsign,     ///< x / (1 + |x|).
   Exponential,  ///< e^x.
+  // The kinds below are not monotonic, so their gradient is taken from the
+  // input x (activation_needs_input).
+  Gelu,      ///< x Phi(x) = 0.5 x erfc(-x / sqrt 2) (Hendrycks & Gimpel 2016; Keras's gelu, approximate=False).
+  Silu,      ///< x sigmoid(x) (Ramachandran et al. 2017's swish, beta 1; Keras 3's silu, alias swish).
+  HardSilu,  ///< x relu6(x + 3) / 6 (Howard et al. 2019's hard swish; Keras 3's hard_silu, alias hard_swish).
+  Mish,      ///< x tanh(softplus(x)) (Misra 2019; Keras 3's mish).
 };
+
+/// Whether the gradient of kind k is written in terms of its input x rather
+/// than its output y (the kinds that are not monotonic: x is not recoverable
+/// from y).
+TRAINER_HD inline bool activation_needs_input(ActivationKind k) {
+  return k == ActivationKind::Gelu || k == ActivationKind::Silu || k == ActivationKind::HardSilu ||
+         k == ActivationKind::Mish;
+}
 
 /// One activation function with its parameters. alpha: Elu's alpha,
 /// LeakyRelu's and ClippedRelu's negative slope; beta: ClippedRelu's cap;
@@ -45,9 +59,14 @@ constexpr float kSeluAlpha = 1.67326324235437728481f;
 constexpr float kSeluScale = 1.05070098735548049342f;
 
 // ---- Activations ---------------------------------------------------------
-// Every gradient is written in terms of the output y = f(x), so backward needs
-// only the layer's output: each f here is strictly increasing where it is
-// not constant, which makes x recoverable from y.
+// The gradients of the monotonic kinds are written in terms of the output
+// y = f(x), so backward needs only the layer's output: each such f is strictly
+// increasing where it is not constant, which makes x recoverable from y. The
+// others (activation_needs_input) take x instead.
+
+/// sqrt(1/2) and 1 / sqrt(2 pi), gelu's constants.
+constexpr float kSqrtHalf = 0.70710678118654752440f;
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
 /// relu(x) = max(0, x) (NaN maps to 0).
 TRAINER_HD inline float relu_forward(float x) { return x > 0.f ? x : 0.f; }
@@ -57,6 +76,8 @@ TRAINER_HD inline float relu_backward(float y, float dy) { return y > 0.f ? dy :
 TRAINER_HD inline float sigmoid_forward(float x) { return stable_sigmoid(x); }
 /// dL/dx of sigmoid from its output y and dL/dy: dy * y (1 - y).
 TRAINER_HD inline float sigmoid_backward(float y, float dy) { return dy * (y * (1.f - y)); }
+/// softplus(x) = log(1 + e^x) as max(x, 0) + log(1 + e^-|x|): no overflow.
+TRAINER_HD inline float softplus(float x) { return fmaxf(x, 0.f) + log1pf(expf(-fabsf(x))); }
 
 /// f(x) for activation a.
 TRAINER_HD inline float activation_value(Activation a, float x) {
@@ -73,8 +94,8 @@ TRAINER_HD inline float activation_value(Activation a, float x) {
       return x > 0.f ? x : a.alpha * expm1f(x);
     case ActivationKind::Selu:
       return kSeluScale * (x > 0.f ? x : kSeluAlpha * expm1f(x));
-    case ActivationKind::Softplus:  // max(x, 0) + log(1 + e^-|x|): no overflow
-      return fmaxf(x, 0.f) + log1pf(expf(-fabsf(x)));
+    case ActivationKind::Softplus:
+      return softplus(x);
     case ActivationKind::LeakyRelu:
       return x > 0.f ? x : a.alpha * x;
     case ActivationKind::ClippedRelu:
@@ -85,20 +106,35 @@ TRAINER_HD inline float activation_value(Activation a, float x) {
       return x / (1.f + fabsf(x));
     case ActivationKind::Exponential:
       return expf(x);
+    case ActivationKind::Gelu:  // erfc keeps the tail for x << 0, where 1 + erf(x / sqrt 2) cancels
+      return 0.5f * x * erfcf(-x * kSqrtHalf);
+    case ActivationKind::Silu:
+      return x * stable_sigmoid(x);
+    case ActivationKind::HardSilu:
+      return x * (fminf(fmaxf(x + 3.f, 0.f), 6.f) / 6.f);
+    case ActivationKind::Mish:
+      return x * tanhf(softplus(x));
   }
   return x;
 }
 
-/// dL/dx = dy * f'(x) for activation a, from its output y = f(x) and dL/dy:
-/// tanh' = 1 - y^2; elu' = 1 (y > 0) or y + alpha; selu' = scale (y > 0) or
-/// y + scale * alpha; softplus' = sigmoid(x) = 1 - e^-y; leaky relu' = 1
-/// (y > 0) or alpha; clipped relu' = 0 (y >= beta), 1 (y > 0) or alpha; hard
-/// sigmoid' = 1/6 where 0 < y < 1, else 0; softsign' = (1 - |y|)^2;
-/// exponential' = y. The derivatives that are differences are clamped at 0,
-/// their true bound, so that a y rounded to bf16 (a GPU tower's stored
-/// output, 8 significant bits) never flips the gradient's sign; their error is
-/// then about 2^-9 |dy| in absolute terms, as sigmoid's y (1 - y).
-TRAINER_HD inline float activation_dx(Activation a, float y, float dy) {
+/// dL/dx = dy * f'(x) for activation a, from v and dL/dy, where v is the
+/// output y = f(x), or the input x for the kinds with activation_needs_input
+/// (whose callers must pass x: the convolution epilogues, which see only y,
+/// are never given those kinds).
+/// From y: tanh' = 1 - y^2; elu' = 1 (y > 0) or y + alpha; selu' = scale
+/// (y > 0) or y + scale * alpha; softplus' = sigmoid(x) = 1 - e^-y; leaky
+/// relu' = 1 (y > 0) or alpha; clipped relu' = 0 (y >= beta), 1 (y > 0) or
+/// alpha; hard sigmoid' = 1/6 where 0 < y < 1, else 0; softsign' =
+/// (1 - |y|)^2; exponential' = y. The derivatives that are differences are
+/// clamped at 0, their true bound, so that a y rounded to bf16 (a GPU tower's
+/// stored output, 8 significant bits) never flips the gradient's sign; their
+/// error is then about 2^-9 |dy| in absolute terms, as sigmoid's y (1 - y).
+/// From x: gelu' = Phi(x) + x phi(x) (phi the standard normal density); silu'
+/// = s (1 + x (1 - s)), s = sigmoid(x); hard silu' = 0 (x < -3), 1 (x > 3),
+/// else (2x + 3) / 6; mish' = t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)).
+TRAINER_HD inline float activation_dx(Activation a, float v, float dy) {
+  const float y = v, x = v;  // the output, or the input for the kinds that need it
   switch (a.kind) {
     case ActivationKind::Linear:
       return dy;
@@ -126,6 +162,18 @@ TRAINER_HD inline float activation_dx(Activation a, float y, float dy) {
     }
     case ActivationKind::Exponential:
       return dy * y;
+    case ActivationKind::Gelu:
+      return dy * (0.5f * erfcf(-x * kSqrtHalf) + x * kInvSqrt2Pi * expf(-0.5f * x * x));
+    case ActivationKind::Silu: {
+      const float s = stable_sigmoid(x);
+      return dy * (s * (1.f + x * (1.f - s)));
+    }
+    case ActivationKind::HardSilu:
+      return x < -3.f ? 0.f : (x > 3.f ? dy : dy * ((2.f * x + 3.f) / 6.f));
+    case ActivationKind::Mish: {
+      const float t = tanhf(softplus(x));
+      return dy * (t + x * stable_sigmoid(x) * (1.f - t * t));
+    }
   }
   return dy;
 }
@@ -148,6 +196,10 @@ decltype(auto) with_kind(ActivationKind k, F&& f) {
     case K::HardSigmoid: return f(std::integral_constant<K, K::HardSigmoid>{});
     case K::Softsign: return f(std::integral_constant<K, K::Softsign>{});
     case K::Exponential: return f(std::integral_constant<K, K::Exponential>{});
+    case K::Gelu: return f(std::integral_constant<K, K::Gelu>{});
+    case K::Silu: return f(std::integral_constant<K, K::Silu>{});
+    case K::HardSilu: return f(std::integral_constant<K, K::HardSilu>{});
+    case K::Mish: return f(std::integral_constant<K, K::Mish>{});
     case K::Linear: break;
   }
   return f(std::integral_constant<K, K::Linear>{});

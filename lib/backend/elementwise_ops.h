@@ -30,9 +30,10 @@ namespace trainer {
 /// In place: y[i] <- f(y[i]) for n elements (Linear: nothing).
 void activation_forward(const Device& d, Activation a, float* y, size_t n);
 /// dx[i] <- dy[i] * f'(x[i]) for n elements (dx may be dy), with f' written in
-/// terms of the output y = f(x): relu' = (y > 0), sigmoid' = y (1 - y); linear
-/// copies dy.
-void activation_backward(const Device& d, Activation a, const float* y, const float* dy, float* dx, size_t n);
+/// terms of v: the output y = f(x) (relu' = (y > 0), sigmoid' = y (1 - y)), or
+/// the input x for the kinds with activation_needs_input (gelu, silu,
+/// hard_silu, mish); activation_dx. Linear copies dy.
+void activation_backward(const Device& d, Activation a, const float* v, const float* dy, float* dx, size_t n);
 
 /// In place: each of n pixels' k values x[i, :] <- their softmax
 /// (softmax_in_place, backend/train_math.h: keras.activations.softmax on the

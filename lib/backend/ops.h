@@ -139,7 +139,9 @@ class Conv2DOp {
   /// x must be the last training forward's input, unchanged (see above); dx
   /// must not alias dy or y. One call so that a GPU fuses the activation
   /// gradient with its bf16 conversion and the bias gradient
-  /// (cuda/conv_epilogue.h); the CPU runs the three steps.
+  /// (cuda/conv_epilogue.h); the CPU runs the three steps. InternalError for
+  /// an act whose gradient needs its input (activation_needs_input: the
+  /// layers run those linear and apply them themselves, nn/layers/kept_activation.h).
   void backward(const Device& d, Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt,
                 const void* x, Shape xs, const float* kernel, float* dkernel, float* dbias, void* dx);
 

@@ -190,6 +190,29 @@ void add_activation(GraphBuilder& b, Activation a, const std::string& in, const 
     case ActivationKind::Exponential:
       b.node("Exp", {in}, out, name);
       return;
+    case ActivationKind::Gelu: {  // 0.5 x (1 + erf(x / sqrt 2)); ONNX's Gelu is opset 20
+      const std::string root2 = b.constant(name + "/sqrt2", {}, {1.41421356237f});
+      const std::string one = b.constant(name + "/one", {}, {1.f}), half = b.constant(name + "/half", {}, {0.5f});
+      b.node("Div", {in, root2}, name + "/scaled", name + "/scaled");
+      b.node("Erf", {name + "/scaled"}, name + "/erf", name + "/erf");
+      b.node("Add", {name + "/erf", one}, name + "/cdf2", name + "/cdf2");
+      b.node("Mul", {in, name + "/cdf2"}, name + "/x_cdf2", name + "/x_cdf2");
+      b.node("Mul", {name + "/x_cdf2", half}, out, name);
+      return;
+    }
+    case ActivationKind::Silu:
+      b.node("Sigmoid", {in}, name + "/gate", name + "/gate");
+      b.node("Mul", {in, name + "/gate"}, out, name);
+      return;
+    case ActivationKind::HardSilu:  // HardSwish is opset 14; HardSigmoid with Keras 3's 1/6 and 0.5 is relu6(x + 3) / 6
+      add_activation(b, Activation{ActivationKind::HardSigmoid}, in, name + "/gate", name + "/gate");
+      b.node("Mul", {in, name + "/gate"}, out, name);
+      return;
+    case ActivationKind::Mish:  // Mish is opset 18
+      b.node("Softplus", {in}, name + "/softplus", name + "/softplus");
+      b.node("Tanh", {name + "/softplus"}, name + "/gate", name + "/gate");
+      b.node("Mul", {in, name + "/gate"}, out, name);
+      return;
     case ActivationKind::Linear:
       break;
   }

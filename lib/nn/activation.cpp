@@ -7,11 +7,22 @@
 namespace trainer {
 
 const std::vector<std::string>& activation_names() {
-  static const std::vector<std::string> names = {"linear",   "relu",       "sigmoid", "tanh",
-                                                 "elu",      "selu",       "softplus", "leaky_relu",
-                                                 "relu6",    "hard_sigmoid", "softsign", "exponential"};
+  static const std::vector<std::string> names = {
+      "linear", "relu",         "sigmoid",  "tanh",        "elu",  "selu",      "softplus", "leaky_relu",
+      "relu6",  "hard_sigmoid", "softsign", "exponential", "gelu", "silu", "hard_silu", "mish"};
   return names;
 }
+
+namespace {
+
+/// Keras 3's other names of two activations: swish (silu), hard_swish (hard_silu).
+struct ActivationAlias {
+  const char* alias;
+  ActivationKind kind;
+};
+constexpr ActivationAlias kAliases[] = {{"swish", ActivationKind::Silu}, {"hard_swish", ActivationKind::HardSilu}};
+
+}  // namespace
 
 std::string activation_name(Activation a) {
   if (a.is(ActivationKind::ClippedRelu) && (a.beta != 6.f || a.alpha != 0.f)) {  // a ReLU layer's cap
@@ -24,6 +35,8 @@ std::string activation_name(Activation a) {
 }
 
 Activation activation_from_name(const std::string& name) {
+  for (const ActivationAlias& a : kAliases)
+    if (name == a.alias) return Activation{a.kind};
   for (size_t i = 0; i < activation_names().size(); ++i)
     if (activation_names()[i] == name) {
       const auto kind = ActivationKind(i);
@@ -41,9 +54,6 @@ std::string missing_activation_hint(const std::string& s) {
   if (s == "log_softmax")
     return "is 'log_softmax', which is not supported; end the model with 'softmax' (the categorical losses "
            "take its logits) or with 'sigmoid' on a 1-filter output for binary masks";
-  if (s == "gelu" || s == "silu" || s == "swish" || s == "mish" || s == "hard_silu" || s == "hard_swish")
-    return "is '" + s + "', which is not supported (its gradient needs the layer's input); 'elu' or 'relu' "
-           "are the usual choices in a U-Net";
   return "";
 }
 
@@ -61,6 +71,7 @@ OutputActivation strip_output_activation(Activation& activation, bool& softmax) 
 
 Activation read_activation(ParamReader& p, bool& softmax, const std::string& key) {
   std::vector<std::string> names = activation_names();
+  for (const ActivationAlias& a : kAliases) names.push_back(a.alias);
   names.push_back("softmax");
   if (p.has(key)) {
     YAML::Node v = p.get_node(key);

@@ -16,7 +16,7 @@ void activation_forward(const Device&, Activation a, float* y, size_t n) {
   });
 }
 
-void activation_backward(const Device&, Activation a, const float* y, const float* dy, float* dx, size_t n) {
+void activation_backward(const Device&, Activation a, const float* v, const float* dy, float* dx, size_t n) {
   if (a.linear()) {
     if (dx != dy) std::memcpy(dx, dy, n * sizeof(float));
     return;
@@ -25,7 +25,7 @@ void activation_backward(const Device&, Activation a, const float* y, const floa
   with_kind(a.kind, [&](auto k) {
     const Activation f{k, a.alpha, a.beta};
 #pragma omp parallel for simd schedule(static)
-    for (long long i = 0; i < m; ++i) dx[i] = activation_dx(f, y[i], dy[i]);
+    for (long long i = 0; i < m; ++i) dx[i] = activation_dx(f, v[i], dy[i]);
   });
 }
 

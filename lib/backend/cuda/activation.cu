@@ -28,21 +28,22 @@ struct ActivationForward {
   }
 };
 
-/// dx[i] <- activation_dx of kind K from y[i] and dy[i].
+/// dx[i] <- activation_dx of kind K from v[i] (the output, or the input for
+/// the kinds that need it) and dy[i].
 template <ActivationKind K>
 struct ActivationBackward {
-  const float* y;
+  const float* v;
   const float* dy;
   float* dx;
   float alpha, beta;
-  __device__ float f(float out, float g) const { return activation_dx(Activation{K, alpha, beta}, out, g); }
+  __device__ float f(float in, float g) const { return activation_dx(Activation{K, alpha, beta}, in, g); }
   template <class I>
   __device__ void one(I i) const {
-    dx[i] = f(y[i], dy[i]);
+    dx[i] = f(v[i], dy[i]);
   }
   template <class I>
   __device__ void quad(I j) const {
-    const float4 o = load4(y, j);
+    const float4 o = load4(v, j);
     float4 g = load4(dy, j);
     g.x = f(o.x, g.x), g.y = f(o.y, g.y), g.z = f(o.z, g.z), g.w = f(o.w, g.w);
     store4(dx, j, g);
@@ -61,16 +62,16 @@ void activation_forward(const Device& d, Activation a, float* y, size_t n) {
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "activation_forward");
 }
 
-void activation_backward(const Device& d, Activation a, const float* y, const float* dy, float* dx, size_t n) {
+void activation_backward(const Device& d, Activation a, const float* v, const float* dy, float* dx, size_t n) {
   if (n == 0) return;
   CudaContext& ctx = context(d);
   if (a.linear()) {
     if (dx != dy) TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(dx, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
     return;
   }
-  const bool vec = aligned16(y, dy, dx);
+  const bool vec = aligned16(v, dy, dx);
   with_kind(a.kind, [&](auto k) {
-    launch_elementwise(ctx.stream(), ActivationBackward<decltype(k)::value>{y, dy, dx, a.alpha, a.beta}, n, vec);
+    launch_elementwise(ctx.stream(), ActivationBackward<decltype(k)::value>{v, dy, dx, a.alpha, a.beta}, n, vec);
   });
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "activation_backward");
 }

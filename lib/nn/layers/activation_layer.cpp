@@ -41,14 +41,16 @@ class ActivationLayer : public Layer {
     else
       activation_forward(ctx.device, act_, y.data(), y.numel());
   }
-  /// dx = dy * f'(x), f' written through y (see activation_backward).
-  void backward(const Context& ctx, const std::vector<const Tensor*>&, const Tensor& y, const Tensor& dy,
+  /// dx = dy * f'(x), f' written through y, or through x for the kinds that
+  /// need it (see activation_backward).
+  void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
     if (softmax_)  // Model allows softmax on the last layer only, and training strips it there
       throw InternalError("layer '" + name() + "': backward through a softmax");
     dx[0]->resize(dy.shape());
-    activation_backward(ctx.device, act_, y.data(), dy.data(), dx[0]->data(), dy.numel());
+    const Tensor& v = activation_needs_input(act_.kind) ? *x[0] : y;
+    activation_backward(ctx.device, act_, v.data(), dy.data(), dx[0]->data(), dy.numel());
   }
   /// A sigmoid or softmax becomes linear (the output is then logits).
   OutputActivation strip_output_activation() override { return trainer::strip_output_activation(act_, softmax_); }

@@ -9,6 +9,7 @@
 #include "nn/layer.h"
 #include "config/params.h"
 #include "nn/activation.h"
+#include "nn/layers/kept_activation.h"
 
 namespace trainer {
 
@@ -59,7 +60,8 @@ Pool2DParams read_pool_params(ParamReader& p);
 Shape pool_output_shape(const Shape& in, const Pool2DParams& p);
 
 /// Base of Conv2D, Dense and DepthwiseConv2D (Op = Conv2DOp) and Conv2DTranspose (Op = Conv2DTransposeOp):
-/// params are {kernel, bias} (bias only with use_bias), y = act(op(x, kernel) + bias).
+/// params are {kernel, bias} (bias only with use_bias), y = act(op(x, kernel) + bias), act
+/// applied by the backend's op or, when its gradient needs its input, by a KeptActivation.
 /// Derived classes implement type(), infer() (setting in_ and out_), param_specs()
 /// and describe().
 template <class Op>
@@ -77,9 +79,11 @@ class ConvLayerBase : public Layer {
   /// (cuDNN's K), which a GPU runs in tf32 on fp32 tensors.
   /// Grouped convolutions (DepthwiseConv2D, Conv2D groups) stay fp32 too: they
   /// move few bytes per multiply, and cuDNN's grouped bf16 algorithms are not
-  /// needed for that.
+  /// needed for that. So do layers whose activation needs its input (kept_activation.h).
   DTypeSupport dtype_support() const override {
-    return conv_filters() < kMinBf16Filters || c_.geom.groups > 1 ? DTypeSupport::F32Only : DTypeSupport::Any;
+    return conv_filters() < kMinBf16Filters || c_.geom.groups > 1 || activation_needs_input(c_.activation.kind)
+               ? DTypeSupport::F32Only
+               : DTypeSupport::Any;
   }
 
   /// x [N, H, W, Cin] -> y [N, Ho, Wo, filters]. InternalError when x's
@@ -89,12 +93,15 @@ class ConvLayerBase : public Layer {
     require_sample_shape(xt.shape(), in_);
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
-    op_.forward(ctx.device, xt.dtype(), xt.raw(), xt.shape(), kernel_, bias_, c_.activation, y.dtype(), y.raw(), ys);
+    op_.forward(ctx.device, xt.dtype(), xt.raw(), xt.shape(), kernel_, bias_, fused_activation(c_.activation),
+                y.dtype(), y.raw(), ys);
+    kept_.forward(ctx, c_.activation, y);
     if (c_.softmax) softmax_channels(ctx.device, y.data(), y.numel() / size_t(ys.c), ys.c);
   }
 
-  /// dz = dy * act'(y); dkernel, dbias from (x, dz); dx[0] (when not nullptr)
-  /// from dz (one backend call: Conv2DOp::backward).
+  /// dz = dy * act'(y) (act'(z) for an activation kept_ applies); dkernel,
+  /// dbias from (x, dz); dx[0] (when not nullptr) from dz (one backend call:
+  /// Conv2DOp::backward).
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                 const Tensor& dy, const std::vector<Tensor*>& dx) override {
     const Tensor& xt = *x[0];
@@ -106,8 +113,9 @@ class ConvLayerBase : public Layer {
       require_type(*dx[0], xt.dtype());
       dx[0]->resize(xt.shape());
     }
-    op_.backward(ctx.device, c_.activation, y.dtype(), y.raw(), dy.raw(), dy.shape(), xt.dtype(), xt.raw(),
-                 xt.shape(), kernel_, dkernel_, dbias_, dx[0] ? dx[0]->raw() : nullptr);
+    const Tensor& g = kept_.backward(ctx, c_.activation, dy);
+    op_.backward(ctx.device, fused_activation(c_.activation), y.dtype(), y.raw(), g.raw(), dy.shape(), xt.dtype(),
+                 xt.raw(), xt.shape(), kernel_, dkernel_, dbias_, dx[0] ? dx[0]->raw() : nullptr);
   }
 
   OutputActivation strip_output_activation() override {
@@ -179,6 +187,7 @@ class ConvLayerBase : public Layer {
 
  private:
   Op op_;
+  KeptActivation kept_;
   float *kernel_ = nullptr, *dkernel_ = nullptr, *bias_ = nullptr, *dbias_ = nullptr;
 };
 

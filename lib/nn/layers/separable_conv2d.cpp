@@ -78,8 +78,9 @@ class SeparableConv2D final : public Layer {
     y.resize(out_.with_batch(n));
     depthwise_.forward(ctx.device, DType::F32, xt.raw(), xt.shape(), depthwise_kernel_, nullptr, Activation{},
                        DType::F32, z.raw(), z.shape());
-    pointwise_.forward(ctx.device, DType::F32, z.raw(), z.shape(), pointwise_kernel_, bias_, c_.activation,
-                       DType::F32, y.raw(), y.shape());
+    pointwise_.forward(ctx.device, DType::F32, z.raw(), z.shape(), pointwise_kernel_, bias_,
+                       fused_activation(c_.activation), DType::F32, y.raw(), y.shape());
+    kept_.forward(ctx, c_.activation, y);
     if (c_.softmax) softmax_channels(ctx.device, y.data(), y.numel() / size_t(out_.c), out_.c);
   }
   /// dz from the pointwise convolution (with the activation's gradient and
@@ -93,8 +94,9 @@ class SeparableConv2D final : public Layer {
     require_sample_shape(xt.shape(), in_);
     Tensor& dz = on_device(dz_, ctx.device);
     dz.resize(z_.shape());
-    pointwise_.backward(ctx.device, c_.activation, DType::F32, y.raw(), dy.raw(), dy.shape(), DType::F32, z_.raw(),
-                        z_.shape(), pointwise_kernel_, dpointwise_kernel_, dbias_, dz.raw());
+    pointwise_.backward(ctx.device, fused_activation(c_.activation), DType::F32, y.raw(),
+                        kept_.backward(ctx, c_.activation, dy).raw(), dy.shape(), DType::F32, z_.raw(), z_.shape(),
+                        pointwise_kernel_, dpointwise_kernel_, dbias_, dz.raw());
     if (dx[0]) dx[0]->resize(xt.shape());
     depthwise_.backward(ctx.device, Activation{}, DType::F32, nullptr, dz.raw(), dz.shape(), DType::F32, xt.raw(),
                         xt.shape(), depthwise_kernel_, ddepthwise_kernel_, nullptr, dx[0] ? dx[0]->raw() : nullptr);
@@ -131,6 +133,7 @@ class SeparableConv2D final : public Layer {
   Conv2DOp depthwise_, pointwise_;
   Tensor z_, dz_;  ///< The depthwise output and its gradient, on the tower's device.
   Tensor z_inference_;  ///< The depthwise output of an inference forward.
+  KeptActivation kept_;  ///< The activation when its gradient needs its input.
   float *depthwise_kernel_ = nullptr, *ddepthwise_kernel_ = nullptr, *pointwise_kernel_ = nullptr,
         *dpointwise_kernel_ = nullptr, *bias_ = nullptr, *dbias_ = nullptr;
 };
