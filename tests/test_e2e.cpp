@@ -57,8 +57,8 @@ TEST_CASE("training on real images lowers the loss and writes checkpoints", "[e2
   fs::remove_all(dir);
 }
 
-// The second run goes into the first one's folder: refused (nothing touched)
-// until --overwrite. It also asks for bf16, which CPU towers do not do: a
+// The second run goes into the first one's folder: refused (nothing touched,
+// nothing printed before the error) until --overwrite. It also asks for bf16, which CPU towers do not do: a
 // warning says so and the losses stay fp32's. The default (tf32) warns not.
 TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   fs::path dir = temp_dir("e2e_towers");
@@ -73,6 +73,7 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   CHECK_THAT(refused.err, Catch::Contains("holds an earlier run (last.h5, log.csv, final.h5)") &&
                               Catch::Contains("--resume " + (dir / "run" / "last.h5").string()) &&
                               Catch::Contains("--overwrite"));
+  CHECK_THAT(refused.out, !Catch::Contains("Total params"));  // refused before the model summary
   CHECK(slurp(dir / "run" / "last.h5") == last);
   CHECK(slurp(dir / "run" / "best-01.h5") == best);
   Run two = run_trainer(cfg + " --gpus cpu:2 --precision bf16 --overwrite", dir);
