@@ -36,7 +36,8 @@ std::map<std::string, std::string> types_of(Model& m, DType t) {
 }
 
 /// The plan's invariants after set_activation_type(BF16): the first and last
-/// layers are fp32; an fp32-only layer reads and writes fp32; a Uniform
+/// layers are fp32; an fp32-only layer reads and writes fp32 (an AnyInput
+/// one writes fp32); a Uniform
 /// layer's inputs have its type; every input of a layer is a type it takes.
 void check_plan_invariants(Model& m) {
   m.set_activation_type(DType::BF16);
@@ -51,7 +52,7 @@ void check_plan_invariants(Model& m) {
       if (s == DTypeSupport::F32Only) CHECK(m.activation_type(j) == DType::F32);
       if (s == DTypeSupport::Uniform) CHECK(m.activation_type(j) == out);
     }
-    if (s == DTypeSupport::F32Only) CHECK(out == DType::F32);
+    if (s == DTypeSupport::F32Only || s == DTypeSupport::AnyInput) CHECK(out == DType::F32);
   }
 }
 
@@ -261,4 +262,26 @@ TEST_CASE("every shipped config and odd DAGs get a bf16 plan every layer can run
   CHECK(types["twice"] == "fp32");
   CHECK(types["dead"] == "bf16");  // no consumer: nothing demotes it
   CHECK(types["c4"] == "fp32");    // feeds the pooling that feeds the thin output convolution
+}
+
+TEST_CASE("a convolution whose activation needs its input reads bf16 but writes fp32", "[dtype][activation]") {
+  // g (gelu, kept pre-activation) reads c1's bf16 and writes fp32: p1 (a
+  // Uniform pooling of g) is then fp32; c2 reads it and writes bf16 again for
+  // s (swish), which writes fp32 for the output.
+  Config c = cfg(R"(    - {name: in, type: Input, shape: [8, 8, 2]}
+    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}
+    - {name: g, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: gelu}
+    - {name: p1, type: MaxPooling2D}
+    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same}
+    - {name: s, type: Conv2DTranspose, filters: 8, kernel_size: 2, strides: 2, activation: swish}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+)");
+  Model m(c.model, c.path);
+  check_plan_invariants(m);
+  auto types = types_of(m, DType::BF16);
+  CHECK(types["c1"] == "bf16");
+  CHECK(types["g"] == "fp32");
+  CHECK(types["p1"] == "fp32");
+  CHECK(types["c2"] == "bf16");
+  CHECK(types["s"] == "fp32");
 }

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/ops.h"
 #include "config/config.h"
+#include "core/error.h"
 #include "layer_testing.h"
 #include "nn/activation.h"
 #include "tiny_model.h"
@@ -80,7 +82,8 @@ TEST_CASE("gelu, silu, hard_silu and mish give Keras's values, under their alias
   CHECK(y.data()[0] < 0.f);
 }
 
-TEST_CASE("the gradients of gelu, silu, hard_silu and mish match finite differences over [-5, 5]",
+TEST_CASE("the gradients of gelu, silu, hard_silu and mish match finite differences over [-5, 5], and their "
+          "limits beyond",
           "[layers][activation]") {
   for (const std::string name : {"gelu", "silu", "hard_silu", "mish"}) {
     INFO(name);
@@ -91,6 +94,40 @@ TEST_CASE("the gradients of gelu, silu, hard_silu and mish match finite differen
       if (std::abs(std::abs(x.data()[i]) - 3.f) < 0.05f) x.data()[i] = 1.f;
     CHECK(gradcheck(*l, w, {x}, training_context(), 1e-2f).max_rel_error_inputs < 2e-3);
   }
+  // Far out each is x (gradient 1) for x >> 0 and 0 (gradient 0) for x << 0; hard_silu's corners take the
+  // flat sides' gradients (TensorFlow's relu6' = 0 there).
+  const std::vector<float> far = {-100.f, -20.f, 20.f, 100.f, -3.f, 3.f};
+  for (const std::string name : {"gelu", "silu", "hard_silu", "mish"}) {
+    INFO(name);
+    const Activation a = activation_from_name(name);
+    std::vector<float> dx(far.size());
+    for (size_t i = 0; i < far.size(); ++i) dx[i] = activation_dx(a, far[i], 1.f);
+    CHECK(dx[0] == Approx(0.0).margin(1e-6));
+    CHECK(dx[1] == Approx(0.0).margin(1e-6));
+    CHECK(dx[2] == Approx(1.0).epsilon(1e-6));
+    CHECK(dx[3] == Approx(1.0).epsilon(1e-6));
+    CHECK(activation_value(a, 100.f) == Approx(100.0).epsilon(1e-6));
+    CHECK(activation_value(a, -100.f) == Approx(0.0).margin(1e-6));
+    if (name == "hard_silu") CHECK((dx[4] == 0.f && dx[5] == 1.f));
+  }
+}
+
+TEST_CASE("activations that need their input are refused where only the output is kept", "[layers][activation]") {
+  // The convolutions' fused backward sees only y: it refuses them (the layers apply them instead).
+  const Activation gelu = activation_from_name("gelu");
+  Conv2DOp conv(Conv2DParams{});
+  float kernel[4] = {}, y[8] = {}, dy[8] = {}, x[8] = {}, dk[4] = {};
+  CHECK_THROWS_AS(conv.backward(Device{}, gelu, DType::F32, y, dy, Shape{1, 2, 2, 2}, DType::F32, x,
+                                Shape{1, 2, 2, 2}, kernel, dk, nullptr, nullptr),
+                  InternalError);
+  // A layer's backward without the training forward that kept the pre-activation names the layer.
+  auto l = layer_from_yaml("{type: Conv2D, filters: 2, kernel_size: 1, activation: gelu}", "g1");
+  bind_random(*l, {Shape{0, 2, 2, 2}}, 1);
+  const Tensor xt = random_tensor({1, 2, 2, 2}, 2), dyt = random_tensor({1, 2, 2, 2}, 3);
+  Tensor yt, dxt;
+  l->forward(Context{}, {&xt}, yt);  // inference only
+  CHECK_THROWS_WITH(l->backward(training_context(), {&xt}, yt, dyt, {&dxt}),
+                    Catch::Contains("layer 'g1'") && Catch::Contains("gelu"));
 }
 
 TEST_CASE("a convolution-like layer with an activation that needs its input equals the linear layer and an "
@@ -129,9 +166,14 @@ TEST_CASE("a convolution-like layer with an activation that needs its input equa
     CHECK(got.y == std::vector<float>(y.data(), y.data() + y.numel()));
     CHECK(got.dx == std::vector<float>(dx.data(), dx.data() + dx.numel()));
     CHECK(got.grads == wl.grads);
-    // An inference forward in between keeps nothing: backward still takes the training forward's.
-    Tensor other = random_tensor(c.xs.with_batch(1), 5), unused, dx_again;
+    // An inference forward in between applies the activation too, and keeps nothing: backward still takes
+    // the training forward's.
+    Tensor other = random_tensor(c.xs.with_batch(1), 5, -3.f, 3.f), unused, dx_again, z_other, y_other;
     fused->forward(Context{}, {&other}, unused);
+    linear->forward(Context{}, {&other}, z_other);
+    act->forward(Context{}, {&z_other}, y_other);
+    CHECK(std::vector<float>(unused.data(), unused.data() + unused.numel()) ==
+          std::vector<float>(y_other.data(), y_other.data() + y_other.numel()));
     fused->backward(ctx, {&x}, make_tensor(ys, got.y), dy, {&dx_again});
     CHECK(std::vector<float>(dx_again.data(), dx_again.data() + dx_again.numel()) == got.dx);
     CHECK(wf.grads == got.grads);

@@ -38,7 +38,7 @@ enum class ActivationKind {
 /// Whether the gradient of kind k is written in terms of its input x rather
 /// than its output y (the kinds that are not monotonic: x is not recoverable
 /// from y).
-TRAINER_HD inline bool activation_needs_input(ActivationKind k) {
+TRAINER_HD constexpr bool activation_needs_input(ActivationKind k) {
   return k == ActivationKind::Gelu || k == ActivationKind::Silu || k == ActivationKind::HardSilu ||
          k == ActivationKind::Mish;
 }
@@ -132,7 +132,9 @@ TRAINER_HD inline float activation_value(Activation a, float x) {
 /// error is then about 2^-9 |dy| in absolute terms, as sigmoid's y (1 - y).
 /// From x: gelu' = Phi(x) + x phi(x) (phi the standard normal density); silu'
 /// = s (1 + x (1 - s)), s = sigmoid(x); hard silu' = 0 (x < -3), 1 (x > 3),
-/// else (2x + 3) / 6; mish' = t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)).
+/// else (2x + 3) / 6, with TensorFlow's relu6' = 0 at the corners (0 at -3, 1
+/// at 3, as hard sigmoid' above); mish' = t + x sigmoid(x) (1 - t^2),
+/// t = tanh(softplus(x)).
 TRAINER_HD inline float activation_dx(Activation a, float v, float dy) {
   const float y = v, x = v;  // the output, or the input for the kinds that need it
   switch (a.kind) {
@@ -164,12 +166,10 @@ TRAINER_HD inline float activation_dx(Activation a, float v, float dy) {
       return dy * y;
     case ActivationKind::Gelu:
       return dy * (0.5f * erfcf(-x * kSqrtHalf) + x * kInvSqrt2Pi * expf(-0.5f * x * x));
-    case ActivationKind::Silu: {
-      const float s = stable_sigmoid(x);
-      return dy * (s * (1.f + x * (1.f - s)));
-    }
+    case ActivationKind::Silu:  // 1 - s as sigmoid(-x): no cancellation for large x
+      return dy * (stable_sigmoid(x) * (1.f + x * stable_sigmoid(-x)));
     case ActivationKind::HardSilu:
-      return x < -3.f ? 0.f : (x > 3.f ? dy : dy * ((2.f * x + 3.f) / 6.f));
+      return x <= -3.f ? 0.f : (x >= 3.f ? dy : dy * ((2.f * x + 3.f) / 6.f));
     case ActivationKind::Mish: {
       const float t = tanhf(softplus(x));
       return dy * (t + x * stable_sigmoid(x) * (1.f - t * t));

@@ -65,6 +65,9 @@ enum class DTypeSupport {
   F32Only,  ///< Inputs, output and their gradients are fp32.
   Uniform,  ///< Any type, the same for every input and the output (pooling, concatenation).
   Any,      ///< Each input and the output of any type, independently (convolutions convert as they read).
+  /// Inputs of any type, the output fp32 (a convolution whose activation, applied
+  /// after it in fp32, needs its input: nn/layers/kept_activation.h).
+  AnyInput,
 };
 
 class Layer {

@@ -114,10 +114,13 @@ void Model::set_activation_type(DType t) {
   std::vector<DType> type(nodes_.size(), DType::F32);
   if (t != DType::F32)
     for (size_t i = 1; i < last; ++i)
-      if (nodes_[i].layer->dtype_support() != DTypeSupport::F32Only) type[i] = t;
+      if (nodes_[i].layer->dtype_support() == DTypeSupport::Uniform ||
+          nodes_[i].layer->dtype_support() == DTypeSupport::Any)
+        type[i] = t;
   // Demote until nothing changes (each pass only turns types to fp32, so
   // this ends): a Uniform layer with an fp32 input, and any layer whose
-  // output feeds an fp32-only layer or an fp32 Uniform one.
+  // output feeds an fp32-only layer or an fp32 Uniform one (an AnyInput
+  // layer reads either).
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t i = 1; i < last; ++i) {

@@ -36,7 +36,7 @@ struct ActivationBackward {
   const float* dy;
   float* dx;
   float alpha, beta;
-  __device__ float f(float in, float g) const { return activation_dx(Activation{K, alpha, beta}, in, g); }
+  __device__ float f(float value, float g) const { return activation_dx(Activation{K, alpha, beta}, value, g); }
   template <class I>
   __device__ void one(I i) const {
     dx[i] = f(v[i], dy[i]);

@@ -87,7 +87,9 @@ void launch_gradient_partials(CudaContext& ctx, dim3 grid, Activation act, const
   const Y *yy = static_cast<const Y*>(y), *dyy = static_cast<const Y*>(dy);
   with_kind(act.kind, [&](auto k) {
     constexpr ActivationKind K = decltype(k)::value;
-    if (g && g_type == CUDNN_DATA_BFLOAT16)
+    if constexpr (activation_needs_input(K))  // never fused (the layers apply these, nn/layers/kept_activation.h)
+      ctx.fail("activation_gradient", "an activation whose gradient needs its input");
+    else if (g && g_type == CUDNN_DATA_BFLOAT16)
       gradient_partials_kernel<K><<<grid, kThreads, 0, ctx.stream()>>>(act.alpha, act.beta, yy, dyy, rows, C, parts,
                                                                        static_cast<__nv_bfloat16*>(g), partials);
     else
@@ -102,9 +104,14 @@ void launch_epilogue(CudaContext& ctx, const void* src, const float* bias, Activ
   // quad() needs whole channel quads and aligned vector accesses.
   const bool vec = C % 4 == 0 && aligned16(src, y);
   with_kind(act.kind, [&](auto k) {
-    using E = Epilogue<S, Y, decltype(k)::value>;
-    launch_elementwise(ctx.stream(), E{static_cast<const S*>(src), bias, act.alpha, act.beta, static_cast<Y*>(y), C},
-                       n, vec);
+    constexpr ActivationKind K = decltype(k)::value;
+    if constexpr (activation_needs_input(K)) {  // applied by the layers after a linear epilogue
+      ctx.fail("conv_epilogue", "an activation whose gradient needs its input");
+    } else {
+      using E = Epilogue<S, Y, K>;
+      launch_elementwise(ctx.stream(), E{static_cast<const S*>(src), bias, act.alpha, act.beta, static_cast<Y*>(y), C},
+                         n, vec);
+    }
   });
 }
 

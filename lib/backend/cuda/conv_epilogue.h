@@ -25,7 +25,8 @@ namespace trainer::cuda {
 /// rounded to nearest even for bf16; src [rows, C] of src_type (each type
 /// CUDNN_DATA_FLOAT or CUDNN_DATA_BFLOAT16; src may be y itself when the
 /// types are equal); bias [C] fp32 or nullptr (0). Queues nothing when
-/// rows * C == 0; InternalError for another type.
+/// rows * C == 0; InternalError for another type, or for an act whose
+/// gradient needs its input (activation_needs_input: the layers apply those).
 void conv_epilogue(CudaContext& ctx, const void* src, cudnnDataType_t src_type, const float* bias, Activation act,
                    void* y, cudnnDataType_t y_type, long long rows, int C);
 
@@ -34,8 +35,8 @@ void conv_epilogue(CudaContext& ctx, const void* src, cudnnDataType_t src_type, 
 /// of y_type; Linear: g = dy and y may be nullptr); g nullptr: not stored.
 /// dbias [C] (nullptr: skipped) <- the sum over r of the fp32 values of
 /// dy * act'(y) (before g's rounding), overwriting it; zero when rows == 0.
-/// Types CUDNN_DATA_FLOAT or CUDNN_DATA_BFLOAT16 (InternalError otherwise).
-/// May not run in place (g != dy).
+/// Types CUDNN_DATA_FLOAT or CUDNN_DATA_BFLOAT16 (InternalError otherwise, and
+/// for an act whose gradient needs its input). May not run in place (g != dy).
 void activation_gradient(CudaContext& ctx, Activation act, const void* y, const void* dy, cudnnDataType_t y_type,
                          long long rows, int C, void* g, cudnnDataType_t g_type, float* dbias);
 

@@ -79,11 +79,11 @@ class ConvLayerBase : public Layer {
   /// (cuDNN's K), which a GPU runs in tf32 on fp32 tensors.
   /// Grouped convolutions (DepthwiseConv2D, Conv2D groups) stay fp32 too: they
   /// move few bytes per multiply, and cuDNN's grouped bf16 algorithms are not
-  /// needed for that. So do layers whose activation needs its input (kept_activation.h).
+  /// needed for that. A layer whose activation needs its input writes fp32
+  /// (kept_activation.h applies the activation to fp32 values) from either type.
   DTypeSupport dtype_support() const override {
-    return conv_filters() < kMinBf16Filters || c_.geom.groups > 1 || activation_needs_input(c_.activation.kind)
-               ? DTypeSupport::F32Only
-               : DTypeSupport::Any;
+    if (conv_filters() < kMinBf16Filters || c_.geom.groups > 1) return DTypeSupport::F32Only;
+    return activation_needs_input(c_.activation.kind) ? DTypeSupport::AnyInput : DTypeSupport::Any;
   }
 
   /// x [N, H, W, Cin] -> y [N, Ho, Wo, filters]. InternalError when x's
@@ -113,7 +113,7 @@ class ConvLayerBase : public Layer {
       require_type(*dx[0], xt.dtype());
       dx[0]->resize(xt.shape());
     }
-    const Tensor& g = kept_.backward(ctx, c_.activation, dy);
+    const Tensor& g = kept_.backward(ctx, c_.activation, dy, name());
     op_.backward(ctx.device, fused_activation(c_.activation), y.dtype(), y.raw(), g.raw(), dy.shape(), xt.dtype(),
                  xt.raw(), xt.shape(), kernel_, dkernel_, dbias_, dx[0] ? dx[0]->raw() : nullptr);
   }

@@ -2,6 +2,7 @@
 
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
+#include "nn/activation.h"
 #include "nn/layers/on_device.h"
 
 namespace trainer {
@@ -12,10 +13,11 @@ void KeptActivation::forward(const Context& ctx, Activation a, Tensor& y) {
   activation_forward(ctx.device, a, y.data(), y.numel());
 }
 
-const Tensor& KeptActivation::backward(const Context& ctx, Activation a, const Tensor& dy) {
+const Tensor& KeptActivation::backward(const Context& ctx, Activation a, const Tensor& dy, const std::string& layer) {
   if (!activation_needs_input(a.kind)) return dy;
   if (!(z_.shape() == dy.shape()) || z_.device() != ctx.device)
-    throw InternalError("backward through a kept activation without its training forward");
+    throw InternalError("layer '" + layer + "': backward through its " + activation_name(a) +
+                        " without its training forward");
   Tensor& dz = on_device(dz_, ctx.device);
   dz.resize(dy.shape());
   activation_backward(ctx.device, a, z_.data(), dy.data(), dz.data(), dy.numel());

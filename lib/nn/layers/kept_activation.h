@@ -4,10 +4,12 @@
 // (activation_needs_input: gelu, silu, hard_silu, mish). The backend's
 // convolution takes the activation's gradient from the output y alone, so such
 // a layer runs its convolution linear (fused_activation), keeps the
-// pre-activation z on the tower's device and applies f itself: one more
-// tensor of the output's size per layer, as TensorFlow keeps for these
-// activations. Tensors are fp32 [N, H, W, C]; the layer keeps them fp32
-// (its dtype_support is F32Only then).
+// pre-activation z on the tower's device and applies f itself: two more
+// tensors of the output's size per layer (z and its gradient; TensorFlow keeps
+// z too). Tensors are fp32 [N, H, W, C]: such a layer writes fp32 from inputs
+// of either type (DTypeSupport::AnyInput).
+#include <string>
+
 #include "core/tensor.h"
 #include "nn/layer.h"
 
@@ -24,8 +26,8 @@ class KeptActivation {
   void forward(const Context& ctx, Activation a, Tensor& y);
   /// dL/dz of the last training forward's z for dy = dL/dy (fp32, y's shape):
   /// dy * f'(z) in a tensor kept here when a needs its input, else dy itself.
-  /// InternalError when no training forward kept z of dy's shape.
-  const Tensor& backward(const Context& ctx, Activation a, const Tensor& dy);
+  /// InternalError naming layer when no training forward kept z of dy's shape.
+  const Tensor& backward(const Context& ctx, Activation a, const Tensor& dy, const std::string& layer);
 
  private:
   Tensor z_, dz_;  ///< The pre-activation and its gradient, on the tower's device.

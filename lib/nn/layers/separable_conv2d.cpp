@@ -73,7 +73,8 @@ class SeparableConv2D final : public Layer {
     require_sample_shape(xt.shape(), in_);
     const int n = xt.shape().n;
     // An inference forward (validation, predict) leaves the training forward's z to backward.
-    Tensor& z = on_device(ctx.training ? z_ : z_inference_, ctx.device);
+    Tensor inference_z(Shape{}, ctx.device);
+    Tensor& z = ctx.training ? on_device(z_, ctx.device) : inference_z;
     z.resize(mid_.with_batch(n));
     y.resize(out_.with_batch(n));
     depthwise_.forward(ctx.device, DType::F32, xt.raw(), xt.shape(), depthwise_kernel_, nullptr, Activation{},
@@ -94,9 +95,9 @@ class SeparableConv2D final : public Layer {
     require_sample_shape(xt.shape(), in_);
     Tensor& dz = on_device(dz_, ctx.device);
     dz.resize(z_.shape());
-    pointwise_.backward(ctx.device, fused_activation(c_.activation), DType::F32, y.raw(),
-                        kept_.backward(ctx, c_.activation, dy).raw(), dy.shape(), DType::F32, z_.raw(), z_.shape(),
-                        pointwise_kernel_, dpointwise_kernel_, dbias_, dz.raw());
+    const Tensor& g = kept_.backward(ctx, c_.activation, dy, name());
+    pointwise_.backward(ctx.device, fused_activation(c_.activation), DType::F32, y.raw(), g.raw(), dy.shape(),
+                        DType::F32, z_.raw(), z_.shape(), pointwise_kernel_, dpointwise_kernel_, dbias_, dz.raw());
     if (dx[0]) dx[0]->resize(xt.shape());
     depthwise_.backward(ctx.device, Activation{}, DType::F32, nullptr, dz.raw(), dz.shape(), DType::F32, xt.raw(),
                         xt.shape(), depthwise_kernel_, ddepthwise_kernel_, nullptr, dx[0] ? dx[0]->raw() : nullptr);
@@ -132,7 +133,6 @@ class SeparableConv2D final : public Layer {
   Shape in_, mid_, out_;  ///< Per-sample input, depthwise output and output shapes from infer().
   Conv2DOp depthwise_, pointwise_;
   Tensor z_, dz_;  ///< The depthwise output and its gradient, on the tower's device.
-  Tensor z_inference_;  ///< The depthwise output of an inference forward.
   KeptActivation kept_;  ///< The activation when its gradient needs its input.
   float *depthwise_kernel_ = nullptr, *ddepthwise_kernel_ = nullptr, *pointwise_kernel_ = nullptr,
         *dpointwise_kernel_ = nullptr, *bias_ = nullptr, *dbias_ = nullptr;
