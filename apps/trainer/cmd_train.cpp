@@ -107,12 +107,9 @@ int run_train(const TrainFlags& f) {
   apply_overrides(config, f);
   const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given);  // a bad --gpus fails before any output
   Model model(config.model, config.path);                   // validates layers and shapes before any work
-  std::unique_ptr<Checkpoint> resume;  // an unreadable checkpoint fails first
-  if (!f.resume.empty()) resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
-  // A new run (or a resumed one writing elsewhere) must not overwrite another run's files: refused before
-  // any output, as the other errors of the command line.
-  if (!f.overwrite && !resumes_in_place(f.resume, config.training.output_dir))
-    check_output_holds_no_run(config.training.output_dir, f.resume);
+  // A new run must not overwrite another run's files: refused before any output, as the command line's
+  // other errors. A resumed run is checked once its checkpoint has been read (below).
+  if (!f.overwrite && f.resume.empty()) check_output_holds_no_run(config.training.output_dir, "");
   const bool json = f.log_format == "json";
   (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
   validate_for_training(config, model);
@@ -127,7 +124,14 @@ int run_train(const TrainFlags& f) {
   } else if (config.training.precision == Precision::BF16)
     // tf32 (the default) asks for no more than fp32 gives; bf16 asks for savings a CPU tower does not make.
     spdlog::warn("training.precision bf16 applies to GPU towers; the CPU towers compute in fp32");
-  if (resume && !load_resume(*resume, f.resume, config, trainer)) return 0;
+  std::unique_ptr<Checkpoint> resume;
+  if (!f.resume.empty()) {
+    resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
+    if (!load_resume(*resume, f.resume, config, trainer)) return 0;
+    // A resumed run writing elsewhere must not overwrite another run's files either.
+    if (!f.overwrite && !resumes_in_place(f.resume, config.training.output_dir))
+      check_output_holds_no_run(config.training.output_dir, f.resume);
+  }
   const std::atomic<int>& stop = install_stop_handlers();
 
   DataOptions opt;
