@@ -5,8 +5,8 @@
 // synchronized BatchNormalization and Dropout) follows the CPU's loss
 // trajectory and reaches the CPU's weights on one GPU tower (--gpus 0) and on
 // two towers sharing GPU 0 (--gpus 0,0), with and without gradient clipping
-// and with the activations whose gradient needs their input, and evaluate()
-// agrees. Without a GPU every case skips with a warning.
+// and with the activations whose gradient needs their input, with
+// GroupNormalization for BatchNormalization, and evaluate() agrees. Without a GPU every case skips with a warning.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -483,3 +483,20 @@ TEST_CASE("gelu, swish and mish layers on GPU 0 and two towers of GPU 0 follow t
   check_losses(train_run("0", Precision::BF16, yaml).losses, cpu.losses, kLossTolBf16);
 }
 
+TEST_CASE("a GroupNormalization network on GPU 0 and two towers of GPU 0 follows the CPU (fp32)",
+          "[gpu][gpu_training][group_norm]") {
+  TRAINER_REQUIRE_GPU();
+  std::string yaml = kTinyConfig;
+  const std::string bn = "type: BatchNormalization, synchronized: true}";
+  REQUIRE(yaml.find(bn) != std::string::npos);
+  yaml.replace(yaml.find(bn), bn.size(), "type: GroupNormalization, groups: 2}");
+  const TrainRun cpu = train_run("cpu", Precision::FP32, yaml);
+  const Config config = parse_config(yaml, "tiny.yaml");
+  const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
+  for (const char* spec : {"0", "0,0"}) {
+    INFO("--gpus " << spec);
+    const TrainRun gpu = train_run(spec, Precision::FP32, yaml);
+    check_losses(gpu.losses, cpu.losses, kLossTolFp32);
+    check_weight_changes(gpu.records, cpu.records, initial, kWeightTolFp32);
+  }
+}

@@ -57,6 +57,13 @@
                        DropoutParams p, float* y, uint8_t* mask);                                           \
   void dropout_backward(const Device& d, const float* dy, const uint8_t* mask, float scale, float* dx,      \
                         size_t n);                                                                          \
+  void group_norm_stats(const Device& d, const float* x, Shape s, int groups, double epsilon, double* sums, \
+                        float* mean, float* istd);                                                          \
+  void group_norm_apply(const Device& d, const float* x, Shape s, int groups, const float* mean,            \
+                        const float* istd, const float* gamma, const float* beta, float* y);                \
+  void group_norm_backward(const Device& d, const float* x, const float* dy, Shape s, int groups,           \
+                           const float* mean, const float* istd, const float* gamma, double* sums,          \
+                           float* coef, float* dgamma, float* dbeta, float* dx);                            \
   void segmentation_sums(const Device& d, const float* z, const float* y, int n, size_t m, bool need_bce,   \
                          bool need_dice, double* sums_host);                                                \
   void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,             \

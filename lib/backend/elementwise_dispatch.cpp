@@ -123,5 +123,18 @@ void dropout_forward(const Device& d, const float* x, Shape s, uint64_t step_key
 void dropout_backward(const Device& d, const float* dy, const uint8_t* mask, float scale, float* dx, size_t n) {
   TRAINER_DISPATCH(d, dropout_backward(d, dy, mask, scale, dx, n));
 }
+void group_norm_stats(const Device& d, const float* x, Shape s, int groups, double epsilon, double* sums,
+                      float* mean, float* istd) {
+  TRAINER_DISPATCH(d, group_norm_stats(d, x, s, groups, epsilon, sums, mean, istd));
+}
+void group_norm_apply(const Device& d, const float* x, Shape s, int groups, const float* mean, const float* istd,
+                      const float* gamma, const float* beta, float* y) {
+  TRAINER_DISPATCH(d, group_norm_apply(d, x, s, groups, mean, istd, gamma, beta, y));
+}
+void group_norm_backward(const Device& d, const float* x, const float* dy, Shape s, int groups, const float* mean,
+                         const float* istd, const float* gamma, double* sums, float* coef, float* dgamma,
+                         float* dbeta, float* dx) {
+  TRAINER_DISPATCH(d, group_norm_backward(d, x, dy, s, groups, mean, istd, gamma, sums, coef, dgamma, dbeta, dx));
+}
 
 }  // namespace trainer

@@ -223,6 +223,19 @@ TRAINER_HD inline float bn_backward(float dy, float x, float mean, float istd, f
   return k1 * (dy - k2 - bn_xhat(x, mean, istd) * k3);
 }
 
+// ---- Group normalisation (one element of channel c in group g) ------------
+
+/// y = (x - mean) * istd * gamma + beta, mean and istd of the element's (sample, group).
+TRAINER_HD inline float gn_apply(float x, float mean, float istd, float gamma, float beta) {
+  return (x - mean) * istd * gamma + beta;
+}
+/// dx = istd * (gamma * dy - k2 - xhat * k3), xhat = (x - mean) * istd, with
+/// k2 = mean(gamma * dy) and k3 = mean(gamma * dy * xhat) over the element's
+/// (sample, group): the gradient of gn_apply through the group's statistics.
+TRAINER_HD inline float gn_backward(float dy, float x, float mean, float istd, float gamma, float k2, float k3) {
+  return istd * (gamma * dy - k2 - bn_xhat(x, mean, istd) * k3);
+}
+
 // ---- NHWC element coordinates -------------------------------------------
 
 /// The (n, h, w, c) of flat element e of an [N, H, W, C] tensor.

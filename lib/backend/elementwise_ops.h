@@ -2,7 +2,7 @@
 // Backend interface of the element-wise, channel and resampling ops: the math
 // of Activation (and the activation of Conv2D / Conv2DTranspose), Rescaling,
 // Add, Multiply, PReLU, the poolings other than MaxPooling2D, Concatenate,
-// UpSampling2D, Cropping2D, Dropout and BatchNormalization. Layers call these
+// UpSampling2D, Cropping2D, Dropout, GroupNormalization and BatchNormalization. Layers call these
 // functions with their tower's Device and never loop over tensor elements
 // themselves; the dispatch (backend/elementwise_dispatch.cpp) calls the CPU
 // implementation (OpenMP loops in backend/cpu/, one file per op family) or the
@@ -223,6 +223,32 @@ void dropout_forward(const Device& d, const float* x, Shape s, uint64_t step_key
                      DropoutParams p, float* y, uint8_t* mask);
 /// dx[i] <- mask[i] ? dy[i] * scale : 0 for n elements.
 void dropout_backward(const Device& d, const float* dy, const uint8_t* mask, float scale, float* dx, size_t n);
+
+// ---- GroupNormalization (backend/cpu/group_norm.cpp) ---------------------
+// Group normalisation (Wu & He 2018) of x [N, H, W, C] whose channels form
+// `groups` groups of C / groups consecutive channels: each (sample, group)'s
+// M = H * W * C / groups values are normalised by their own mean and biased
+// variance. sums [N, C, 2] (double) and coef [N, groups, 2] are the caller's
+// scratch; per (sample, channel) sums are taken over the pixels in a fixed
+// order (CPU: row-major per channel; GPU: sample_channel_reduce.cuh's fixed
+// ranges), so each device gives the same result on every run and for any
+// batch a sample is part of.
+
+/// mean, istd [N, groups] <- each (sample, group)'s mean and 1 / sqrt(var +
+/// epsilon), var = max(sum x^2 / M - mean^2, 0) from double sums.
+void group_norm_stats(const Device& d, const float* x, Shape s, int groups, double epsilon, double* sums,
+                      float* mean, float* istd);
+/// y [N, H, W, C] <- gn_apply(x, mean, istd, gamma[c], beta[c]) (gamma,
+/// beta may be nullptr: 1 and 0; y may be x).
+void group_norm_apply(const Device& d, const float* x, Shape s, int groups, const float* mean, const float* istd,
+                      const float* gamma, const float* beta, float* y);
+/// The gradients of group_norm_apply for dy [N, H, W, C], given x and the
+/// forward's mean and istd: dgamma[c] <- sum of dy * xhat and dbeta[c] <- sum
+/// of dy over the samples and pixels (each skipped when nullptr, overwritten
+/// otherwise), and dx <- gn_backward (dx may be dy).
+void group_norm_backward(const Device& d, const float* x, const float* dy, Shape s, int groups, const float* mean,
+                         const float* istd, const float* gamma, double* sums, float* coef, float* dgamma,
+                         float* dbeta, float* dx);
 
 // ---- BatchNormalization (backend/cpu/batch_norm.cpp) ---------------------
 

@@ -458,6 +458,34 @@ void add_layer(GraphBuilder& b, const std::string& name, const LayerDescription&
       GraphBuilder::real(n, "epsilon", float(d.epsilon));
       return;
     }
+    case LayerKind::GroupNormalization: {
+      // ONNX's GroupNormalization is opset 18: [N, groups, C / groups * H * W] (NCHW keeps a group's
+      // channels together), InstanceNormalization over the last axis, back to [N, C, H, W], then gamma and
+      // beta as a BatchNormalization of mean 0 and variance 1 (exact: OpenCV 4.6 broadcasts no Mul).
+      const Shape& s = d.input;
+      const int64_t c = s.c, g = d.groups;
+      b.node("Reshape", {ins[0], b.int_constant(name + "/grouped_shape", {0, g, -1})}, name + "/grouped",
+             name + "/group");
+      onnx::NodeProto& n = b.node("InstanceNormalization",
+                                  {name + "/grouped", b.constant(name + "/ones", {g}, std::vector<float>(size_t(g), 1.f)),
+                                   b.constant(name + "/zeros", {g}, std::vector<float>(size_t(g), 0.f))},
+                                  name + "/normalized", name + "/normalize");
+      GraphBuilder::real(n, "epsilon", float(d.epsilon));
+      b.node("Reshape", {name + "/normalized", b.int_constant(name + "/shape", {0, c, s.h, s.w})}, name + "/ungrouped",
+             name + "/ungroup");
+      auto it = w.find("gamma");
+      const std::vector<float> gamma = it != w.end() ? it->second->values : std::vector<float>(size_t(c), 1.f);
+      it = w.find("beta");
+      const std::vector<float> beta = it != w.end() ? it->second->values : std::vector<float>(size_t(c), 0.f);
+      onnx::NodeProto& affine = b.node(
+          "BatchNormalization",
+          {name + "/ungrouped", b.constant(name + "/gamma", {c}, gamma), b.constant(name + "/beta", {c}, beta),
+           b.constant(name + "/mean", {c}, std::vector<float>(size_t(c), 0.f)),
+           b.constant(name + "/variance", {c}, std::vector<float>(size_t(c), 1.f))},
+          out, name);
+      GraphBuilder::real(affine, "epsilon", 0.f);
+      return;
+    }
   }
   throw std::invalid_argument("export_onnx: layer '" + name + "' has an unknown kind");
 }

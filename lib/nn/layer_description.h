@@ -32,6 +32,7 @@ enum class LayerKind {
   Activation,          ///< y = act(x), or softmax(x) over the channels.
   PReLU,               ///< y = x > 0 ? x : alpha * x; alpha is the layer's weight [ah, aw, ac].
   BatchNormalization,  ///< y = gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta.
+  GroupNormalization,  ///< y = gamma * (x - mean) / sqrt(var + epsilon) + beta, mean and var of each sample's group.
 };
 
 /// A layer's inference-mode operation and its hyper-parameters. Only the fields
@@ -44,6 +45,7 @@ struct LayerDescription {
   /// (Keras's dilation_rate, ONNX 'dilations').
   int dilation_h = 1, dilation_w = 1;
   /// Conv2D: channel groups (ONNX Conv 'group'; DepthwiseConv2D: the input's channels).
+  /// GroupNormalization: the groups of consecutive channels normalised together.
   int groups = 1;
   /// Conv2D, MaxPooling2D, AveragePooling2D: pixels padded before (top/left) and after
   /// (bottom/right) the input, TensorFlow's 'same' rule (the extra pixel of an
@@ -61,7 +63,7 @@ struct LayerDescription {
   bool softmax = false;
   /// Rescaling.
   float scale = 1.f, offset = 0.f;
-  /// BatchNormalization: added to the variance. Missing gamma means 1, missing beta 0.
+  /// BatchNormalization, GroupNormalization: added to the variance. Missing gamma means 1, missing beta 0.
   double epsilon = 1e-3;
   /// UpSampling2D: integer factors along H and W.
   int size_h = 1, size_w = 1;
@@ -71,7 +73,8 @@ struct LayerDescription {
   /// channel, or 1x1 pixels).
   int broadcast_input = -1;
   /// Reshape: the per-sample input and output shapes. Multiply: the
-  /// broadcast input's per-sample shape and the product's.
+  /// broadcast input's per-sample shape and the product's. GroupNormalization:
+  /// the per-sample input shape.
   Shape input, output;
   /// Add: every input's per-sample shape (output: the sum's).
   std::vector<Shape> input_shapes;

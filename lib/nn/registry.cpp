@@ -36,6 +36,7 @@ const std::vector<Entry>& registry() {
       {"Softmax", make_softmax},
       {"PReLU", make_prelu},
       {"BatchNormalization", make_batch_normalization},
+      {"GroupNormalization", make_group_normalization},
       {"Dropout", make_dropout},
       {"SpatialDropout2D", make_spatial_dropout2d},
   };

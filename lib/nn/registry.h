@@ -52,6 +52,7 @@ std::unique_ptr<Layer> make_relu(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_softmax(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_prelu(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_batch_normalization(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_group_normalization(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_dropout(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_spatial_dropout2d(ParamReader& p, const std::string& name);
 

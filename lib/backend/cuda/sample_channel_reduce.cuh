@@ -14,7 +14,7 @@
 // An Op has: using Value = ...; __device__ Value identity() const;
 // __device__ Value combine(Value, Value) const; __device__ Value term(size_t
 // e, size_t row) const (element e of the tensor, row = n * C + c);
-// __device__ float finish(Value) const.
+// __device__ Out finish(Value) const (float, or GroupNormalization's pairs of sums).
 #include <algorithm>
 
 #include "backend/cuda/cuda_context.h"
@@ -57,9 +57,9 @@ __global__ void sample_channel_partials_kernel(Op op, int N, long long HW, int C
   }
 }
 
-template <class Op>
+template <class Op, class Out>
 __global__ void sample_channel_finish_kernel(Op op, const typename Op::Value* partials, size_t rows, int parts,
-                                             float* out) {
+                                             Out* out) {
   for (size_t row = size_t(blockIdx.x) * blockDim.x + threadIdx.x; row < rows; row += size_t(gridDim.x) * blockDim.x) {
     const typename Op::Value* p = partials + row * size_t(parts);
     typename Op::Value r = p[0];
@@ -70,9 +70,10 @@ __global__ void sample_channel_finish_kernel(Op op, const typename Op::Value* pa
 
 /// out [N, C] (device) <- op.finish of the fold of op.term over the pixels of
 /// each (sample, channel) of a tensor of shape s, queued on ctx's compute
-/// stream (nothing for an empty s). Uses ctx's workspace.
-template <class Op>
-void reduce_sample_channels(CudaContext& ctx, const Op& op, Shape s, float* out) {
+/// stream (nothing for an empty s). Out is op.finish's type (float for the
+/// poolings). Uses ctx's workspace.
+template <class Op, class Out>
+void reduce_sample_channels(CudaContext& ctx, const Op& op, Shape s, Out* out) {
   using V = typename Op::Value;
   if (s.numel() == 0) return;
   const long long HW = (long long)s.h * s.w;

@@ -1,0 +1,202 @@
+// GroupNormalization: forward against a direct computation in double of
+// Keras's formula (each sample's group statistics) for several group counts
+// and without gamma or beta, Keras's weights, finite-difference gradients,
+// config errors, a backward after an inference forward and an empty shard,
+// and N CPU towers reaching one tower's weights.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "layer_testing.h"
+#include "tiny_model.h"
+#include "train/trainer.h"
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+Context training_context() {
+  Context ctx;
+  ctx.training = true;
+  return ctx;
+}
+
+/// Keras's GroupNormalization of x in double: per sample and group of C /
+/// groups consecutive channels, (x - mean) / sqrt(var + epsilon) (biased
+/// var), times gamma[c] plus beta[c] (empty: 1 and 0).
+std::vector<double> reference(const Tensor& x, int groups, double epsilon, const std::vector<float>& gamma,
+                              const std::vector<float>& beta) {
+  const Shape s = x.shape();
+  const int per = s.c / groups;
+  const size_t hw = size_t(s.h) * s.w;
+  std::vector<double> y(x.numel());
+  for (int n = 0; n < s.n; ++n)
+    for (int g = 0; g < groups; ++g) {
+      double sum = 0, sq = 0;
+      const double m = double(hw) * per;
+      auto at = [&](size_t p, int c) { return (size_t(n) * hw + p) * size_t(s.c) + size_t(c); };
+      for (size_t p = 0; p < hw; ++p)
+        for (int c = g * per; c < (g + 1) * per; ++c) sum += x.data()[at(p, c)];
+      const double mean = sum / m;
+      for (size_t p = 0; p < hw; ++p)
+        for (int c = g * per; c < (g + 1) * per; ++c) sq += std::pow(x.data()[at(p, c)] - mean, 2);
+      const double istd = 1 / std::sqrt(sq / m + epsilon);
+      for (size_t p = 0; p < hw; ++p)
+        for (int c = g * per; c < (g + 1) * per; ++c)
+          y[at(p, c)] = (x.data()[at(p, c)] - mean) * istd * (gamma.empty() ? 1.0 : gamma[size_t(c)]) +
+                        (beta.empty() ? 0.0 : beta[size_t(c)]);
+    }
+  return y;
+}
+
+std::string error_of(const std::string& yaml, Shape in) {
+  try {
+    layer_from_yaml(yaml)->infer({in});
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+TEST_CASE("GroupNormalization normalises each sample's groups as Keras, with Keras's weights", "[layers][group_norm]") {
+  struct Case {
+    std::string yaml;
+    int groups;
+    double epsilon;
+    bool scale, center;
+  };
+  const Case cases[] = {
+      {"{type: GroupNormalization, groups: 3}", 3, 1e-3, true, true},
+      {"{type: GroupNormalization, groups: 1, epsilon: 0.01}", 1, 1e-2, true, true},  // LayerNorm over H, W, C
+      {"{type: GroupNormalization, groups: 6, scale: false}", 6, 1e-3, false, true},   // InstanceNorm
+      {"{type: GroupNormalization, groups: 2, center: false, axis: 3}", 2, 1e-3, true, false},
+  };
+  const Shape xs{3, 4, 5, 6};
+  for (const Case& c : cases) {
+    INFO(c.yaml);
+    auto l = layer_from_yaml(c.yaml);
+    BoundWeights w = bind_random(*l, {xs}, 11);
+    std::vector<std::string> names;
+    for (const ParamSpec& p : w.specs) {
+      names.push_back(p.name);
+      CHECK(p.shape == std::vector<int>{6});
+      CHECK(p.trainable);
+    }
+    std::vector<std::string> want;
+    if (c.scale) want.push_back("gamma");
+    if (c.center) want.push_back("beta");
+    CHECK(names == want);  // Keras's order
+    const std::vector<float> gamma = c.scale ? w.params[0] : std::vector<float>{};
+    const std::vector<float> beta = c.center ? w.params.back() : std::vector<float>{};
+    // Values far from 0 with a spread per sample, as activations after a ReLU and a shift.
+    Tensor x = random_tensor(xs, 12, 2.f, 9.f);
+    for (size_t i = 0; i < x.numel(); i += 7) x.data()[i] *= 0.1f;
+    const std::vector<double> want_y = reference(x, c.groups, c.epsilon, gamma, beta);
+    for (const bool training : {true, false}) {  // the same statistics in both modes
+      Context ctx;
+      ctx.training = training;
+      Tensor y;
+      l->forward(ctx, {&x}, y);
+      REQUIRE(y.shape() == xs);
+      double worst = 0;
+      for (size_t i = 0; i < y.numel(); ++i) worst = std::max(worst, std::abs(y.data()[i] - want_y[i]));
+      CHECK(worst < 2e-5);
+    }
+  }
+  // keras.layers.GroupNormalization(groups=4) on 16 channels: 32 parameters, none without center and scale.
+  auto keras = layer_from_yaml("{type: GroupNormalization, groups: 4}");
+  keras->infer({Shape{1, 8, 8, 16}});
+  CHECK(keras->param_specs().size() == 2);
+  auto bare = layer_from_yaml("{type: GroupNormalization, groups: 4, center: false, scale: false}");
+  bare->infer({Shape{1, 8, 8, 16}});
+  CHECK(bare->param_specs().empty());
+  auto reg = layer_from_yaml("{type: GroupNormalization, groups: 4, gamma_regularizer: l2}");
+  reg->infer({Shape{1, 8, 8, 16}});
+  CHECK(reg->param_specs()[0].regularizer.l2 == Approx(0.01));
+}
+
+TEST_CASE("GroupNormalization's gradients match finite differences", "[layers][group_norm]") {
+  for (const char* yaml : {"{type: GroupNormalization, groups: 2}", "{type: GroupNormalization, groups: 1}",
+                           "{type: GroupNormalization, groups: 4, center: false}",
+                           "{type: GroupNormalization, groups: 4, scale: false}"}) {
+    INFO(yaml);
+    auto l = layer_from_yaml(yaml);
+    BoundWeights w = bind_random(*l, {Shape{2, 3, 4, 4}}, 5);
+    const GradCheckResult r = gradcheck(*l, w, {random_tensor({2, 3, 4, 4}, 6, -2.f, 3.f)}, training_context(),
+                                        1e-2f, 300);
+    CHECK(r.max_rel_error_inputs < 2e-3);
+    CHECK(r.max_rel_error_params < 2e-3);
+  }
+}
+
+TEST_CASE("GroupNormalization's backward keeps its training statistics, and an empty shard learns nothing",
+          "[layers][group_norm]") {
+  auto l = layer_from_yaml("{type: GroupNormalization, groups: 2}");
+  BoundWeights w = bind_random(*l, {Shape{2, 3, 3, 4}}, 7);
+  const Tensor x = random_tensor({2, 3, 3, 4}, 8), dy = random_tensor({2, 3, 3, 4}, 9);
+  const Context train = training_context();
+  Tensor y, dx;
+  l->forward(train, {&x}, y);
+  l->backward(train, {&x}, y, dy, {&dx});
+  const std::vector<float> want_dx(dx.data(), dx.data() + dx.numel());
+  const auto want_grads = w.grads;
+  const Tensor other = random_tensor({1, 3, 3, 4}, 10);  // a validation-like forward in between
+  Tensor unused;
+  l->forward(Context{}, {&other}, unused);
+  l->backward(train, {&x}, y, dy, {&dx});
+  CHECK(std::vector<float>(dx.data(), dx.data() + dx.numel()) == want_dx);
+  CHECK(w.grads == want_grads);
+  l->backward(train, {&x}, y, dy, {nullptr});  // no dx wanted: the weight gradients still come
+  CHECK(w.grads == want_grads);
+
+  const Tensor none(Shape{0, 3, 3, 4});  // a tower with no sample this step
+  l->forward(train, {&none}, y);
+  CHECK(y.numel() == 0);
+  l->backward(train, {&none}, y, none, {&dx});
+  for (const auto& g : w.grads) CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.f; }));
+}
+
+TEST_CASE("GroupNormalization config errors name the fix", "[layers][group_norm]") {
+  CHECK_THAT(error_of("{type: GroupNormalization}", Shape{1, 4, 4, 16}),
+             Catch::Contains("groups 32 must divide the input's 16 channels") &&
+                 Catch::Contains("use one of 1, 2, 4, 8, 16"));
+  CHECK_THAT(error_of("{type: GroupNormalization, groups: 3}", Shape{1, 4, 4, 8}),
+             Catch::Contains("use one of 1, 2, 4, 8"));
+  CHECK(error_of("{type: GroupNormalization, groups: 8}", Shape{1, 4, 4, 8}) == "accepted");
+  CHECK_THAT(error_of("{type: GroupNormalization, axis: 1}", Shape{1, 4, 4, 32}), Catch::Contains("axis"));
+  CHECK_THAT(error_of("{type: GroupNormalization, groups: 0}", Shape{1, 4, 4, 32}), Catch::Contains("groups"));
+  CHECK_THAT(error_of("{type: GroupNormalization, epsilon: 0}", Shape{1, 4, 4, 32}), Catch::Contains("epsilon"));
+}
+
+TEST_CASE("a GroupNormalization network on N CPU towers reaches one tower's weights", "[towers][group_norm]") {
+  std::string yaml = tiny_config(false);
+  const std::string bn = "type: BatchNormalization, synchronized: false}";
+  REQUIRE(yaml.find(bn) != std::string::npos);
+  yaml.replace(yaml.find(bn), bn.size(), "type: GroupNormalization, groups: 2}");
+  const Config config = parse_config(yaml, "tiny.yaml");
+  const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}, {3, 9}};
+  Dataset data = tiny_data();
+  auto train = [&](int towers) {
+    Trainer t(config, towers, 1);
+    for (const auto& b : batches) t.train_step(data, b);
+    for (int r = 1; r < towers; ++r) REQUIRE(t.params(r) == t.params(0));
+    return t.params(0);
+  };
+  const std::vector<float> start = Trainer(config, 1, 1).params(0), one = train(1), two = train(2),
+                           three = train(3);
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
+    return worst;
+  };
+  REQUIRE(max_diff(start, one) > 1e-3);  // training moved the weights
+  CHECK(max_diff(two, one) < 2e-5);
+  CHECK(max_diff(three, one) < 2e-5);
+}
