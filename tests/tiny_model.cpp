@@ -2,7 +2,10 @@
 
 #include "data/boundary_classes.h"
 #include "train/instance_metrics.h"
+#include "train/trainer.h"
 
+#include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <opencv2/core.hpp>
 #include <random>
@@ -138,6 +141,28 @@ Dataset tiny_ignored_class_data() {
   for (int s = 0; s < d.size(); ++s)
     for (int i = 0; i < (s % 4) * 40; ++i) d.masks.sample(s)[i] = kIgnoredPixel;
   return d;
+}
+
+void check_towers_reach_one_tower(const Config& config) {
+  const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}, {3, 9}};
+  Dataset data = tiny_data();
+  auto train = [&](int towers) {
+    Trainer t(config, towers, 1);
+    for (const auto& b : batches) t.train_step(data, b);
+    for (int r = 1; r < towers; ++r) REQUIRE(t.params(r) == t.params(0));
+    return t.params(0);
+  };
+  const std::vector<float> start = Trainer(config, 1, 1).params(0), one = train(1), two = train(2),
+                           three = train(3);
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
+    return worst;
+  };
+  REQUIRE(max_diff(start, one) > 1e-3);  // training moved the weights
+  CHECK(max_diff(two, one) < 2e-5);
+  CHECK(max_diff(three, one) < 2e-5);
 }
 
 }  // namespace trainer::testing

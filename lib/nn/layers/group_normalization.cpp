@@ -108,6 +108,7 @@ class GroupNormalization : public Layer {
     const Device& d = ctx.device;
     if (train_.mean.size() != size_t(s.n) * size_t(o_.groups))
       throw InternalError("layer '" + name() + "': backward without its training forward's statistics");
+    on_device(sums_, d).resize(size_t(2) * size_t(s.n) * size_t(c_));
     on_device(coef_, d).resize(size_t(2) * train_.mean.size());
     Tensor& g = dx[0] ? *dx[0] : on_device(scratch_, d);  // dx's values are needed for nothing else
     g.resize(s);
