@@ -23,8 +23,9 @@ struct BoundWeights {
 };
 
 /// Runs infer() on the per-sample input shapes, allocates and binds weights,
-/// filled uniformly in [-1, 1) (BN variances in [0.5, 1.5)) from seed.
-BoundWeights bind_random(Layer& layer, const std::vector<Shape>& inputs, unsigned seed);
+/// filled uniformly in [-1, 1) (BN variances in [0.5, 1.5)) from seed. The
+/// layer keeps pointers into the result, so it must outlive the layer's use.
+[[nodiscard]] BoundWeights bind_random(Layer& layer, const std::vector<Shape>& inputs, unsigned seed);
 
 /// A CPU tensor of shape s holding v (s.numel() values, else InternalError).
 Tensor make_tensor(Shape s, const std::vector<float>& v);

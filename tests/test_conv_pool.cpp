@@ -480,7 +480,7 @@ TEST_CASE("strip_output_activation turns Conv2D and Conv2DTranspose outputs into
     INFO(type);
     auto layer = layer_from_yaml(std::string("{type: ") + type +
                                  ", filters: 2, kernel_size: 3, activation: sigmoid}");
-    bind_random(*layer, {Shape{1, 5, 5, 2}}, 51);
+    const BoundWeights weights = bind_random(*layer, {Shape{1, 5, 5, 2}}, 51);
     Tensor x = random_tensor(Shape{1, 5, 5, 2}, 52);
     Tensor p = run_forward(*layer, x);
     CHECK_FALSE(layer->has_softmax());
@@ -501,7 +501,7 @@ TEST_CASE("activation: softmax normalizes over the channels and strips to its lo
                            "{type: Softmax}", "{type: Softmax, axis: 3}"}) {
     INFO(yaml);
     auto layer = layer_from_yaml(yaml);
-    bind_random(*layer, {in}, 53);
+    const BoundWeights weights = bind_random(*layer, {in}, 53);
     Tensor x = random_tensor(in, 54);
     const Tensor p = run_forward(*layer, x);
     CHECK(layer->has_softmax());

@@ -59,7 +59,7 @@ TEST_CASE("gelu, silu, hard_silu and mish give Keras's values, under their alias
   for (const std::string name : {"gelu", "silu", "swish", "hard_silu", "hard_swish", "mish"}) {
     INFO(name);
     auto l = layer_from_yaml("{type: Activation, activation: " + name + "}");
-    bind_random(*l, {Shape{0, 1, 1, int(xs.size())}}, 1);
+    const BoundWeights weights = bind_random(*l, {Shape{0, 1, 1, int(xs.size())}}, 1);
     const Tensor x = make_tensor({1, 1, 1, int(xs.size())}, xs);
     Tensor y;
     l->forward(Context{}, {&x}, y);
@@ -73,7 +73,7 @@ TEST_CASE("gelu, silu, hard_silu and mish give Keras's values, under their alias
   CHECK(activation_name(activation_from_name("swish")) == "silu");
   // gelu keeps its tail where 1 + erf(x / sqrt 2) would cancel to 0: relative precision at x = -10.
   auto gelu = layer_from_yaml("{type: Activation, activation: gelu}");
-  bind_random(*gelu, {Shape{0, 1, 1, 1}}, 1);
+  const BoundWeights weights = bind_random(*gelu, {Shape{0, 1, 1, 1}}, 1);
   const Tensor far = make_tensor({1, 1, 1, 1}, {-10.f});
   Tensor y;
   gelu->forward(Context{}, {&far}, y);
@@ -121,7 +121,7 @@ TEST_CASE("activations that need their input are refused where only the output i
                   InternalError);
   // A layer's backward without the training forward that kept the pre-activation names the layer.
   auto l = layer_from_yaml("{type: Conv2D, filters: 2, kernel_size: 1, activation: gelu}", "g1");
-  bind_random(*l, {Shape{0, 2, 2, 2}}, 1);
+  const BoundWeights weights = bind_random(*l, {Shape{0, 2, 2, 2}}, 1);
   const Tensor xt = random_tensor({1, 2, 2, 2}, 2), dyt = random_tensor({1, 2, 2, 2}, 3);
   Tensor yt, dxt;
   l->forward(Context{}, {&xt}, yt);  // inference only
@@ -150,7 +150,7 @@ TEST_CASE("a convolution-like layer with an activation that needs its input equa
     auto act = layer_from_yaml("{type: Activation, activation: " + c.activation + "}");
     BoundWeights wf = bind_random(*fused, {c.xs}, 7), wl = bind_random(*linear, {c.xs}, 7);
     const Shape ys = fused->infer({c.xs}).with_batch(c.xs.n);
-    bind_random(*act, {ys}, 1);
+    const BoundWeights weights = bind_random(*act, {ys}, 1);
     // Larger weights and inputs than [-1, 1) so that hard_silu's pre-activations pass its corners at -3 and 3.
     Tensor x = random_tensor(c.xs, 3, -3.f, 3.f);
     const Tensor dy = random_tensor(ys, 4);

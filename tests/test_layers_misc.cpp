@@ -422,7 +422,7 @@ TEST_CASE("Activation: every activation's gradient, and strip_output_activation"
 /// y = layer(x) for a [1, 1, 1, n] input of the values xs.
 static std::vector<float> activate(const std::string& yaml, const std::vector<float>& xs) {
   auto l = layer_from_yaml(yaml);
-  bind_random(*l, {Shape{0, 1, 1, int(xs.size())}}, 1);
+  const BoundWeights weights = bind_random(*l, {Shape{0, 1, 1, int(xs.size())}}, 1);
   Tensor x = make_tensor({1, 1, 1, int(xs.size())}, xs);
   Tensor y = run_forward(*l, {}, {&x});
   return std::vector<float>(y.data(), y.data() + y.numel());
@@ -676,7 +676,7 @@ TEST_CASE("Synchronized BatchNormalization on N towers equals one tower on the w
 TEST_CASE("Dropout masks depend on the global sample index, not the tower split", "[layers]") {
   const std::string yaml = "{type: Dropout, rate: 0.5}";
   auto l = layer_from_yaml(yaml, "drop");
-  bind_random(*l, {Shape{0, 4, 4, 3}}, 1);
+  const BoundWeights weights = bind_random(*l, {Shape{0, 4, 4, 3}}, 1);
   Tensor x = random_tensor({4, 4, 4, 3}, 40, 0.5f, 1.5f);
   Context ctx = training();
   ctx.seed = 99;
