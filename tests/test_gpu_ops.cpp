@@ -1103,6 +1103,13 @@ TEST_CASE("GPU GroupNormalization matches the CPU: statistics, forward and backw
                             coef.data(), affine ? dgamma.data() : nullptr, affine ? dbeta.data() : nullptr, dx.data());
         std::vector<std::vector<float>> r{download(mean), download(istd), download(y), download(dx)};
         if (affine) r.push_back(download(dgamma)), r.push_back(download(dbeta));
+        if (affine) {  // no dx wanted: the same weight gradients
+          Buffer<float> dgamma2(d, 12), dbeta2(d, 12);
+          group_norm_backward(d, xb.data(), dyb.data(), s, groups, mean.data(), istd.data(), gp, sums.data(),
+                              coef.data(), dgamma2.data(), dbeta2.data(), nullptr);
+          CHECK(download(dgamma2) == download(dgamma));
+          CHECK(download(dbeta2) == download(dbeta));
+        }
         group_norm_backward(d, xb.data(), dyb.data(), s, groups, mean.data(), istd.data(), gp, sums.data(),
                             coef.data(), nullptr, nullptr, dyb.data());  // in place
         r.push_back(download(dyb));
@@ -1115,4 +1122,15 @@ TEST_CASE("GPU GroupNormalization matches the CPU: statistics, forward and backw
       CHECK_CLOSE("dx in place", got.back(), ref[3], 1e-5);
     }
   }
+  // A tower with no sample this step: nothing to normalise, weight gradients 0.
+  const Shape none{0, 7, 5, 12};
+  Buffer<double> sums(g.device, 0);
+  Buffer<float> empty(g.device, 0), dgamma = upload(gamma, g.device), dbeta = upload(beta, g.device);
+  group_norm_stats(g.device, empty.data(), none, 3, 1e-3, sums.data(), empty.data(), empty.data());
+  group_norm_apply(g.device, empty.data(), none, 3, empty.data(), empty.data(), dgamma.data(), dbeta.data(),
+                   empty.data());
+  group_norm_backward(g.device, empty.data(), empty.data(), none, 3, empty.data(), empty.data(), dgamma.data(),
+                      sums.data(), empty.data(), dgamma.data(), dbeta.data(), empty.data());
+  CHECK(download(dgamma) == std::vector<float>(12, 0.f));
+  CHECK(download(dbeta) == std::vector<float>(12, 0.f));
 }

@@ -1,8 +1,9 @@
 // GroupNormalization: forward against a direct computation in double of
 // Keras's formula (each sample's group statistics) for several group counts
 // and without gamma or beta, Keras's weights, finite-difference gradients,
-// config errors, a backward after an inference forward and an empty shard,
-// and N CPU towers reaching one tower's weights.
+// a constant group and one-value groups, config errors, a backward after an
+// inference forward and an empty shard, and N CPU towers reaching one tower's
+// weights.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -75,6 +76,7 @@ TEST_CASE("GroupNormalization normalises each sample's groups as Keras, with Ker
       {"{type: GroupNormalization, groups: 1, epsilon: 0.01}", 1, 1e-2, true, true},  // LayerNorm over H, W, C
       {"{type: GroupNormalization, groups: 6, scale: false}", 6, 1e-3, false, true},   // InstanceNorm
       {"{type: GroupNormalization, groups: 2, center: false, axis: 3}", 2, 1e-3, true, false},
+      {"{type: GroupNormalization, groups: -1}", 6, 1e-3, true, true},  // Keras 3: one group per channel
   };
   const Shape xs{3, 4, 5, 6};
   for (const Case& c : cases) {
@@ -161,6 +163,44 @@ TEST_CASE("GroupNormalization's backward keeps its training statistics, and an e
   for (const auto& g : w.grads) CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.f; }));
 }
 
+TEST_CASE("GroupNormalization: a constant group and a one-value group give beta and finite gradients",
+          "[layers][group_norm]") {
+  // Sample 0's first group is constant (variance 0, istd = 1 / sqrt(epsilon)):
+  // its outputs are exactly beta, and the gradients stay finite and match
+  // finite differences (epsilon 0.01: with 1e-3 the step's second-order
+  // change of the variance, h^2 / M against epsilon, bends the differences).
+  auto l = layer_from_yaml("{type: GroupNormalization, groups: 2, epsilon: 0.01}");
+  BoundWeights w = bind_random(*l, {Shape{2, 3, 3, 4}}, 13);
+  Tensor x = random_tensor({2, 3, 3, 4}, 14, -2.f, 3.f);
+  for (size_t p = 0; p < 9; ++p) x.data()[p * 4] = x.data()[p * 4 + 1] = 2.5f;
+  const Context train = training_context();
+  Tensor y;
+  l->forward(train, {&x}, y);
+  const std::vector<float>& beta = w.params[1];
+  for (size_t p = 0; p < 9; ++p)
+    for (int c = 0; c < 2; ++c) REQUIRE(y.data()[p * 4 + size_t(c)] == beta[size_t(c)]);
+  const GradCheckResult r = gradcheck(*l, w, {x}, train, 1e-2f, 300);
+  CHECK(r.max_rel_error_inputs < 2e-3);
+  CHECK(r.max_rel_error_params < 2e-3);
+
+  // A 1x1 input with one channel per group: each group holds one value, so
+  // y = beta and dx = 0 (the value is its own mean).
+  auto one = layer_from_yaml("{type: GroupNormalization, groups: -1}");
+  BoundWeights w1 = bind_random(*one, {Shape{2, 1, 1, 3}}, 15);
+  const Tensor x1 = random_tensor({2, 1, 1, 3}, 16), dy1 = random_tensor({2, 1, 1, 3}, 17);
+  Tensor y1, dx1;
+  one->forward(train, {&x1}, y1);
+  one->backward(train, {&x1}, y1, dy1, {&dx1});
+  for (size_t i = 0; i < y1.numel(); ++i) {
+    REQUIRE(y1.data()[i] == w1.params[1][i % 3]);
+    REQUIRE(dx1.data()[i] == 0.f);
+  }
+  for (size_t c = 0; c < 3; ++c) {  // dbeta = sum dy; dgamma = sum dy * xhat = 0
+    CHECK(w1.grads[1][c] == Approx(dy1.data()[c] + dy1.data()[3 + c]));
+    CHECK(w1.grads[0][c] == 0.f);
+  }
+}
+
 TEST_CASE("GroupNormalization config errors name the fix", "[layers][group_norm]") {
   CHECK_THAT(error_of("{type: GroupNormalization}", Shape{1, 4, 4, 16}),
              Catch::Contains("groups 32 must divide the input's 16 channels") &&
@@ -169,7 +209,10 @@ TEST_CASE("GroupNormalization config errors name the fix", "[layers][group_norm]
              Catch::Contains("use one of 1, 2, 4, 8"));
   CHECK(error_of("{type: GroupNormalization, groups: 8}", Shape{1, 4, 4, 8}) == "accepted");
   CHECK_THAT(error_of("{type: GroupNormalization, axis: 1}", Shape{1, 4, 4, 32}), Catch::Contains("axis"));
-  CHECK_THAT(error_of("{type: GroupNormalization, groups: 0}", Shape{1, 4, 4, 32}), Catch::Contains("groups"));
+  CHECK_THAT(error_of("{type: GroupNormalization, groups: 0}", Shape{1, 4, 4, 32}),
+             Catch::Contains("groups") && Catch::Contains("-1 for one group per channel"));
+  CHECK_THAT(error_of("{type: GroupNormalization, groups: -2}", Shape{1, 4, 4, 32}), Catch::Contains("groups"));
+  CHECK(error_of("{type: GroupNormalization, groups: -1}", Shape{1, 4, 4, 5}) == "accepted");
   CHECK_THAT(error_of("{type: GroupNormalization, epsilon: 0}", Shape{1, 4, 4, 32}), Catch::Contains("epsilon"));
 }
 

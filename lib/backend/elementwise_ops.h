@@ -228,7 +228,8 @@ void dropout_backward(const Device& d, const float* dy, const uint8_t* mask, flo
 // Group normalisation (Wu & He 2018) of x [N, H, W, C] whose channels form
 // `groups` groups of C / groups consecutive channels: each (sample, group)'s
 // M = H * W * C / groups values are normalised by their own mean and biased
-// variance. sums [N, C, 2] (double) and coef [N, groups, 2] are the caller's
+// variance. sums [N, C, 2] (double, 16-byte aligned: a GPU reads its pairs as
+// double2; InternalError otherwise) and coef [N, groups, 2] are the caller's
 // scratch; per (sample, channel) sums are taken over the pixels in a fixed
 // order (CPU: row-major per channel; GPU: sample_channel_reduce.cuh's fixed
 // ranges), so each device gives the same result on every run and for any
@@ -245,7 +246,8 @@ void group_norm_apply(const Device& d, const float* x, Shape s, int groups, cons
 /// The gradients of group_norm_apply for dy [N, H, W, C], given x and the
 /// forward's mean and istd: dgamma[c] <- sum of dy * xhat and dbeta[c] <- sum
 /// of dy over the samples and pixels (each skipped when nullptr, overwritten
-/// otherwise), and dx <- gn_backward (dx may be dy).
+/// otherwise), and dx <- gn_backward (dx may be dy; skipped when nullptr, and
+/// coef then unused).
 void group_norm_backward(const Device& d, const float* x, const float* dy, Shape s, int groups, const float* mean,
                          const float* istd, const float* gamma, double* sums, float* coef, float* dgamma,
                          float* dbeta, float* dx);

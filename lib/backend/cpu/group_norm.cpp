@@ -72,6 +72,7 @@ void group_norm_backward(const Device&, const float* x, const float* dy, Shape s
     if (dbeta) dbeta[c] = float(db);
     if (dgamma) dgamma[c] = float(dg);
   }
+  if (!dx) return;
   const double m = double(s.h) * s.w * double(per);
   for (int n = 0; n < s.n; ++n)
     for (int g = 0; g < groups; ++g) {  // k2 = mean(gamma dy), k3 = mean(gamma dy xhat) over the group

@@ -6,10 +6,14 @@
 // grid-stride kernels apply gn_apply / gn_backward per element (the CPU's
 // formulas, backend/elementwise_math.h). fp32 tensors (the layer keeps fp32
 // activations).
+#include <cstdint>
+#include <string>
+
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/elementwise_kernel.cuh"
 #include "backend/cuda/sample_channel_reduce.cuh"
 #include "backend/device_ops.h"
+#include "core/error.h"
 
 namespace trainer::cuda {
 
@@ -131,6 +135,14 @@ struct GroupBackward {
 /// Elements per (sample, group).
 double group_size(Shape s, int groups) { return double(s.h) * s.w * (s.c / groups); }
 
+/// sums as the double2 pairs the kernels read. InternalError naming op when
+/// it is not 16-byte aligned (Buffer's allocations are).
+double2* sum_pairs(double* sums, const char* op) {
+  if (reinterpret_cast<std::uintptr_t>(sums) % alignof(double2) != 0)
+    throw InternalError(std::string(op) + ": the sums scratch is not 16-byte aligned");
+  return reinterpret_cast<double2*>(sums);
+}
+
 }  // namespace
 
 void group_norm_stats(const Device& d, const float* x, Shape s, int groups, double epsilon, double* sums, float* mean,
@@ -138,7 +150,7 @@ void group_norm_stats(const Device& d, const float* x, Shape s, int groups, doub
   if (s.numel() == 0) return;
   CudaContext& ctx = context(d);
   const unsigned long long C = (unsigned long long)s.c, per = C / (unsigned long long)groups;
-  double2* pairs = reinterpret_cast<double2*>(sums);
+  double2* pairs = sum_pairs(sums, "group_norm_stats");
   reduce_sample_channels(ctx, PairSumOp{x, nullptr, nullptr, nullptr, C, per, (unsigned long long)groups}, s, pairs);
   const int items = s.n * groups;
   group_stats_kernel<<<grid_blocks(size_t(items)), kThreads, 0, ctx.stream()>>>(pairs, s.n, s.c, groups,
@@ -166,7 +178,7 @@ void group_norm_backward(const Device& d, const float* x, const float* dy, Shape
   CudaContext& ctx = context(d);
   const unsigned long long C = (unsigned long long)s.c, per = C / (unsigned long long)groups,
                            G = (unsigned long long)groups;
-  double2* pairs = reinterpret_cast<double2*>(sums);
+  double2* pairs = sum_pairs(sums, "group_norm_backward");
   if (s.numel() == 0) {  // no samples: the weight gradients are 0
     if (dgamma) TRAINER_CUDA_CHECK(ctx, cudaMemsetAsync(dgamma, 0, size_t(s.c) * sizeof(float), ctx.stream()));
     if (dbeta) TRAINER_CUDA_CHECK(ctx, cudaMemsetAsync(dbeta, 0, size_t(s.c) * sizeof(float), ctx.stream()));
@@ -175,6 +187,7 @@ void group_norm_backward(const Device& d, const float* x, const float* dy, Shape
   reduce_sample_channels(ctx, PairSumOp{x, dy, mean, istd, C, per, G}, s, pairs);
   group_param_grads_kernel<<<grid_blocks(size_t(s.c)), kThreads, 0, ctx.stream()>>>(pairs, s.n, s.c, dgamma, dbeta);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "group_norm_param_grads");
+  if (!dx) return;
   const int items = s.n * groups;
   group_coef_kernel<<<grid_blocks(size_t(items)), kThreads, 0, ctx.stream()>>>(pairs, gamma, s.n, s.c, groups,
                                                                                 group_size(s, groups), coef);

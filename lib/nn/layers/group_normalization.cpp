@@ -10,8 +10,8 @@
 // groups: 1 normalises each sample over all its values (LayerNormalization
 // over H, W and C); groups: C each channel alone (InstanceNormalization).
 //
-// YAML keys (Keras 3's names and defaults): groups: 32, axis: -1 (or 3;
-// nothing else), epsilon: 0.001, center: true, scale: true, beta_initializer:
+// YAML keys (Keras 3's names and defaults): groups: 32 (-1: one group per
+// channel, as Keras 3 reads it), axis: -1 (or 3; nothing else), epsilon: 0.001, center: true, scale: true, beta_initializer:
 // zeros, gamma_initializer: ones, beta_regularizer and gamma_regularizer:
 // none. C must be a multiple of groups (a UserError naming the divisors).
 //
@@ -33,7 +33,7 @@ namespace trainer {
 namespace {
 
 struct GNOptions {
-  int groups = 32;
+  int groups = 32;  ///< As configured: -1 means one group per channel.
   double epsilon = 1e-3;
   bool center = true, scale = true;
   std::string beta_init = "zeros", gamma_init = "ones";
@@ -48,24 +48,26 @@ class GroupNormalization : public Layer {
   LayerDescription describe() const override {
     LayerDescription d;
     d.kind = LayerKind::GroupNormalization;
-    d.groups = o_.groups;
+    d.groups = groups_;
     d.epsilon = o_.epsilon;
     d.input = in_;
     return d;
   }
 
-  /// One input [H, W, C], C a multiple of groups; same shape out. UserError otherwise.
+  /// One input [H, W, C], C a multiple of groups (groups -1 becomes C); same
+  /// shape out. UserError otherwise.
   Shape infer(const std::vector<Shape>& inputs) override {
     if (inputs.size() != 1)
       throw UserError("GroupNormalization takes exactly 1 input, got " + std::to_string(inputs.size()));
     in_ = inputs[0];
     c_ = in_.c;
-    if (c_ % o_.groups != 0) {
+    groups_ = o_.groups == -1 ? c_ : o_.groups;
+    if (c_ % groups_ != 0) {
       std::string divisors;
       for (int g = 1; g <= c_; ++g)
         if (c_ % g == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(g);
-      throw UserError("groups " + std::to_string(o_.groups) + " must divide the input's " + std::to_string(c_) +
-                      " channels (as Keras requires); use one of " + divisors);
+      throw UserError("groups " + std::to_string(groups_) + " must divide the input's " + std::to_string(c_) +
+                      " channels (as Keras requires); use one of " + divisors + " (or -1: one per channel)");
     }
     return inputs[0];
   }
@@ -91,35 +93,35 @@ class GroupNormalization : public Layer {
     const Shape s = x[0]->shape();
     const Device& d = ctx.device;
     y.resize(s);
-    const size_t rows = size_t(s.n) * size_t(o_.groups);
+    const size_t rows = size_t(s.n) * size_t(groups_);
     // An inference forward (validation, predict) leaves the training forward's statistics to backward.
     Stats& st = ctx.training ? train_ : inference_;
     on_device(sums_, d).resize(size_t(2) * size_t(s.n) * size_t(c_));
     on_device(st.mean, d).resize(rows);
     on_device(st.istd, d).resize(rows);
-    group_norm_stats(d, x[0]->data(), s, o_.groups, o_.epsilon, sums_.data(), st.mean.data(), st.istd.data());
-    group_norm_apply(d, x[0]->data(), s, o_.groups, st.mean.data(), st.istd.data(), gamma_, beta_, y.data());
+    group_norm_stats(d, x[0]->data(), s, groups_, o_.epsilon, sums_.data(), st.mean.data(), st.istd.data());
+    group_norm_apply(d, x[0]->data(), s, groups_, st.mean.data(), st.istd.data(), gamma_, beta_, y.data());
   }
 
-  /// dgamma, dbeta (this tower's sums; the tower all-reduce adds them) and dx (see above).
+  /// dgamma, dbeta (this tower's sums; the tower all-reduce adds them) and,
+  /// when the model needs it, dx (see above).
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     const Shape s = x[0]->shape();
     const Device& d = ctx.device;
-    if (train_.mean.size() != size_t(s.n) * size_t(o_.groups))
+    if (train_.mean.size() != size_t(s.n) * size_t(groups_))
       throw InternalError("layer '" + name() + "': backward without its training forward's statistics");
     on_device(sums_, d).resize(size_t(2) * size_t(s.n) * size_t(c_));
     on_device(coef_, d).resize(size_t(2) * train_.mean.size());
-    Tensor& g = dx[0] ? *dx[0] : on_device(scratch_, d);  // dx's values are needed for nothing else
-    g.resize(s);
-    group_norm_backward(d, x[0]->data(), dy.data(), s, o_.groups, train_.mean.data(), train_.istd.data(), gamma_,
-                        sums_.data(), coef_.data(), dgamma_, dbeta_, g.data());
+    if (dx[0]) dx[0]->resize(s);
+    group_norm_backward(d, x[0]->data(), dy.data(), s, groups_, train_.mean.data(), train_.istd.data(), gamma_,
+                        sums_.data(), coef_.data(), dgamma_, dbeta_, dx[0] ? dx[0]->data() : nullptr);
   }
 
  private:
   GNOptions o_;
   Shape in_;  ///< The per-sample input shape from infer().
-  int c_ = 0;
+  int c_ = 0, groups_ = 0;  ///< Channels and groups, from infer().
   float *gamma_ = nullptr, *beta_ = nullptr, *dgamma_ = nullptr, *dbeta_ = nullptr;
   /// Per (sample, group) mean and 1 / sqrt(var + epsilon) [N, groups], on the tower's device.
   struct Stats {
@@ -128,7 +130,6 @@ class GroupNormalization : public Layer {
   Stats train_, inference_;  ///< Of the last training forward, and of the last inference one.
   Buffer<float> coef_;         ///< Backward's per (sample, group) means [N, groups, 2].
   Buffer<double> sums_;        ///< Per (sample, channel) sums [N, C, 2].
-  Tensor scratch_;             ///< dx when the model needs none (the weight gradients still do).
 };
 
 }  // namespace
@@ -138,7 +139,8 @@ std::unique_ptr<Layer> make_group_normalization(ParamReader& p, const std::strin
   if (axis != -1 && axis != 3)
     p.fail("axis", "must be -1 (or 3): trainer normalises groups of the channel axis of NHWC tensors only");
   GNOptions o;
-  o.groups = p.get_int("groups", 32, 1, 65536);
+  o.groups = p.get_int("groups", 32, -1, 65536);
+  if (o.groups == 0) p.fail("groups", "must be at least 1, or -1 for one group per channel");
   o.epsilon = p.get_double("epsilon", 1e-3, 1e-12);
   o.center = p.get_bool("center", true);
   o.scale = p.get_bool("scale", true);
