@@ -31,7 +31,7 @@ constexpr int kSide = 42;
 // Every layer type at 42x42: a 'same' stride-2 conv (42 -> 21, pads 0/1), a
 // 'same' pool on an odd size (21 -> 11, pads 0/1), a stride-2 transposed conv
 // that crops one pixel at the end (21 -> 42), BN with and without beta, a
-// GroupNormalization, a
+// GroupNormalization, a LayerNormalization, a
 // Rescaling with an offset, Dropout, UpSampling2D (nearest, and bilinear by
 // [2, 3]), Concatenate, Add, an
 // asymmetric Cropping2D of a 'valid' transposed conv (42 -> 44 -> 42), an
@@ -57,6 +57,7 @@ std::string export_net(const fs::path& out_dir) {
     - {name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: elu}
     - {name: bn1, type: BatchNormalization, momentum: 0.5}
     - {name: gn, type: GroupNormalization, groups: 2}
+    - {name: ln, type: LayerNormalization, epsilon: 0.01}
     - {name: down, type: Conv2D, filters: 8, kernel_size: 3, strides: 2, padding: same, activation: leaky_relu}
     - {name: pool, type: MaxPooling2D, pool_size: 2, padding: same}
     - {name: avg, type: AveragePooling2D, pool_size: 2, strides: 1, padding: same}

@@ -483,20 +483,23 @@ TEST_CASE("gelu, swish and mish layers on GPU 0 and two towers of GPU 0 follow t
   check_losses(train_run("0", Precision::BF16, yaml).losses, cpu.losses, kLossTolBf16);
 }
 
-TEST_CASE("a GroupNormalization network on GPU 0 and two towers of GPU 0 follows the CPU (fp32)",
-          "[gpu][gpu_training][group_norm]") {
+TEST_CASE("GroupNormalization and LayerNormalization networks on GPU 0 and on 0,0 follow the CPU (fp32)",
+          "[gpu][gpu_training][group_norm][layer_norm]") {
   TRAINER_REQUIRE_GPU();
-  std::string yaml = kTinyConfig;
-  const std::string bn = "type: BatchNormalization, synchronized: true}";
-  REQUIRE(yaml.find(bn) != std::string::npos);
-  yaml.replace(yaml.find(bn), bn.size(), "type: GroupNormalization, groups: 2}");
-  const TrainRun cpu = train_run("cpu", Precision::FP32, yaml);
-  const Config config = parse_config(yaml, "tiny.yaml");
-  const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
-  for (const char* spec : {"0", "0,0"}) {
-    INFO("--gpus " << spec);
-    const TrainRun gpu = train_run(spec, Precision::FP32, yaml);
-    check_losses(gpu.losses, cpu.losses, kLossTolFp32);
-    check_weight_changes(gpu.records, cpu.records, initial, kWeightTolFp32);
+  for (const char* norm : {"type: GroupNormalization, groups: 2}", "type: LayerNormalization}"}) {
+    INFO(norm);
+    std::string yaml = kTinyConfig;
+    const std::string bn = "type: BatchNormalization, synchronized: true}";
+    REQUIRE(yaml.find(bn) != std::string::npos);
+    yaml.replace(yaml.find(bn), bn.size(), norm);
+    const TrainRun cpu = train_run("cpu", Precision::FP32, yaml);
+    const Config config = parse_config(yaml, "tiny.yaml");
+    const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
+    for (const char* spec : {"0", "0,0"}) {
+      INFO("--gpus " << spec);
+      const TrainRun gpu = train_run(spec, Precision::FP32, yaml);
+      check_losses(gpu.losses, cpu.losses, kLossTolFp32);
+      check_weight_changes(gpu.records, cpu.records, initial, kWeightTolFp32);
+    }
   }
 }

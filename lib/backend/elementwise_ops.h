@@ -2,11 +2,12 @@
 // Backend interface of the element-wise, channel and resampling ops: the math
 // of Activation (and the activation of Conv2D / Conv2DTranspose), Rescaling,
 // Add, Multiply, PReLU, the poolings other than MaxPooling2D, Concatenate,
-// UpSampling2D, Cropping2D, Dropout, GroupNormalization and BatchNormalization. Layers call these
-// functions with their tower's Device and never loop over tensor elements
-// themselves; the dispatch (backend/elementwise_dispatch.cpp) calls the CPU
-// implementation (OpenMP loops in backend/cpu/, one file per op family) or the
-// CUDA one (kernels in backend/cuda/, queued on the tower's compute stream).
+// UpSampling2D, Cropping2D, Dropout, GroupNormalization, LayerNormalization
+// and BatchNormalization. Layers call these functions with their tower's
+// Device and never loop over tensor elements themselves; the dispatch
+// (backend/elementwise_dispatch.cpp) calls the CPU implementation (OpenMP
+// loops in backend/cpu/, one file per op family) or the CUDA one (kernels in
+// backend/cuda/, queued on the tower's compute stream).
 // Both compute every element through the functions of
 // backend/elementwise_math.h. Every pointer is on the device d (host memory for
 // the CPU) unless a comment says host; every tensor is NHWC ([N, H, W, C],
@@ -225,6 +226,8 @@ void dropout_forward(const Device& d, const float* x, Shape s, uint64_t step_key
 void dropout_backward(const Device& d, const float* dy, const uint8_t* mask, float scale, float* dx, size_t n);
 
 // ---- GroupNormalization (backend/cpu/group_norm.cpp) ---------------------
+// (LayerNormalization too: its x [N, H, W, C] seen as [N * H * W, 1, 1, C]
+// with one group.)
 // Group normalisation (Wu & He 2018) of x [N, H, W, C] whose channels form
 // `groups` groups of C / groups consecutive channels: each (sample, group)'s
 // M = H * W * C / groups values are normalised by their own mean and biased

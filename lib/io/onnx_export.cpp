@@ -266,6 +266,25 @@ std::string add_broadcast(GraphBuilder& b, const std::string& in, const Shape& f
   return out;
 }
 
+/// Adds out = gamma[c] * in + beta[c] over the channels of an NCHW tensor
+/// (w's "gamma" and "beta", 1 and 0 when absent) as a BatchNormalization of
+/// mean 0, variance 1 and epsilon 0: exact, and read by OpenCV 4.6, which
+/// broadcasts no Mul. Constants named after name.
+void add_channel_affine(GraphBuilder& b, const LayerWeights& w, int64_t c, const std::string& in,
+                        const std::string& out, const std::string& name) {
+  auto it = w.find("gamma");
+  const std::vector<float> gamma = it != w.end() ? it->second->values : std::vector<float>(size_t(c), 1.f);
+  it = w.find("beta");
+  const std::vector<float> beta = it != w.end() ? it->second->values : std::vector<float>(size_t(c), 0.f);
+  onnx::NodeProto& affine =
+      b.node("BatchNormalization",
+             {in, b.constant(name + "/gamma", {c}, gamma), b.constant(name + "/beta", {c}, beta),
+              b.constant(name + "/mean", {c}, std::vector<float>(size_t(c), 0.f)),
+              b.constant(name + "/variance", {c}, std::vector<float>(size_t(c), 1.f))},
+             out, name);
+  GraphBuilder::real(affine, "epsilon", 0.f);
+}
+
 /// Adds the nodes of one layer computing out from ins; name prefixes its node
 /// and initializer names (the layer's name).
 void add_layer(GraphBuilder& b, const std::string& name, const LayerDescription& d, const LayerWeights& w,
@@ -461,7 +480,7 @@ void add_layer(GraphBuilder& b, const std::string& name, const LayerDescription&
     case LayerKind::GroupNormalization: {
       // ONNX's GroupNormalization is opset 18: [N, groups, C / groups * H * W] (NCHW keeps a group's
       // channels together), InstanceNormalization over the last axis, back to [N, C, H, W], then gamma and
-      // beta as a BatchNormalization of mean 0 and variance 1 (exact: OpenCV 4.6 broadcasts no Mul).
+      // beta (add_channel_affine).
       const Shape& s = d.input;
       const int64_t c = s.c, g = d.groups;
       b.node("Reshape", {ins[0], b.int_constant(name + "/grouped_shape", {0, g, -1})}, name + "/grouped",
@@ -473,17 +492,27 @@ void add_layer(GraphBuilder& b, const std::string& name, const LayerDescription&
       GraphBuilder::real(n, "epsilon", float(d.epsilon));
       b.node("Reshape", {name + "/normalized", b.int_constant(name + "/shape", {0, c, s.h, s.w})}, name + "/ungrouped",
              name + "/ungroup");
-      auto it = w.find("gamma");
-      const std::vector<float> gamma = it != w.end() ? it->second->values : std::vector<float>(size_t(c), 1.f);
-      it = w.find("beta");
-      const std::vector<float> beta = it != w.end() ? it->second->values : std::vector<float>(size_t(c), 0.f);
-      onnx::NodeProto& affine = b.node(
-          "BatchNormalization",
-          {name + "/ungrouped", b.constant(name + "/gamma", {c}, gamma), b.constant(name + "/beta", {c}, beta),
-           b.constant(name + "/mean", {c}, std::vector<float>(size_t(c), 0.f)),
-           b.constant(name + "/variance", {c}, std::vector<float>(size_t(c), 1.f))},
-          out, name);
-      GraphBuilder::real(affine, "epsilon", 0.f);
+      add_channel_affine(b, w, c, name + "/ungrouped", out, name);
+      return;
+    }
+    case LayerKind::LayerNormalization: {
+      // ONNX's LayerNormalization is opset 17: each pixel's channels as a row of [N * H * W, 1, C] (NHWC
+      // order), InstanceNormalization over it, back to [N, C, H, W], then gamma and beta as for GroupNormalization.
+      const Shape& s = d.input;
+      const int64_t c = s.c;
+      GraphBuilder::ints(b.node("Transpose", ins, name + "/nhwc", name + "/to_nhwc"), "perm", {0, 2, 3, 1});
+      b.node("Reshape", {name + "/nhwc", b.int_constant(name + "/rows_shape", {-1, 1, c})}, name + "/rows",
+             name + "/to_rows");
+      onnx::NodeProto& n = b.node("InstanceNormalization",
+                                  {name + "/rows", b.constant(name + "/one", {1}, {1.f}),
+                                   b.constant(name + "/zero", {1}, {0.f})},
+                                  name + "/normalized", name + "/normalize");
+      GraphBuilder::real(n, "epsilon", float(d.epsilon));
+      b.node("Reshape", {name + "/normalized", b.int_constant(name + "/shape", {-1, s.h, s.w, c})},
+             name + "/normalized_nhwc", name + "/from_rows");
+      GraphBuilder::ints(b.node("Transpose", {name + "/normalized_nhwc"}, name + "/nchw", name + "/to_nchw"), "perm",
+                         {0, 3, 1, 2});
+      add_channel_affine(b, w, c, name + "/nchw", out, name);
       return;
     }
   }

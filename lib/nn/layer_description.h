@@ -33,6 +33,7 @@ enum class LayerKind {
   PReLU,               ///< y = x > 0 ? x : alpha * x; alpha is the layer's weight [ah, aw, ac].
   BatchNormalization,  ///< y = gamma * (x - moving_mean) / sqrt(moving_variance + epsilon) + beta.
   GroupNormalization,  ///< y = gamma * (x - mean) / sqrt(var + epsilon) + beta, mean and var of each sample's group.
+  LayerNormalization,  ///< The same with mean and var of each pixel's channels.
 };
 
 /// A layer's inference-mode operation and its hyper-parameters. Only the fields
@@ -63,7 +64,8 @@ struct LayerDescription {
   bool softmax = false;
   /// Rescaling.
   float scale = 1.f, offset = 0.f;
-  /// BatchNormalization, GroupNormalization: added to the variance. Missing gamma means 1, missing beta 0.
+  /// BatchNormalization, GroupNormalization, LayerNormalization: added to the
+  /// variance. Missing gamma means 1, missing beta 0.
   double epsilon = 1e-3;
   /// UpSampling2D: integer factors along H and W.
   int size_h = 1, size_w = 1;
@@ -73,8 +75,8 @@ struct LayerDescription {
   /// channel, or 1x1 pixels).
   int broadcast_input = -1;
   /// Reshape: the per-sample input and output shapes. Multiply: the
-  /// broadcast input's per-sample shape and the product's. GroupNormalization:
-  /// the per-sample input shape.
+  /// broadcast input's per-sample shape and the product's. GroupNormalization,
+  /// LayerNormalization: the per-sample input shape.
   Shape input, output;
   /// Add: every input's per-sample shape (output: the sum's).
   std::vector<Shape> input_shapes;

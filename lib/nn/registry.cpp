@@ -37,6 +37,7 @@ const std::vector<Entry>& registry() {
       {"PReLU", make_prelu},
       {"BatchNormalization", make_batch_normalization},
       {"GroupNormalization", make_group_normalization},
+      {"LayerNormalization", make_layer_normalization},
       {"Dropout", make_dropout},
       {"SpatialDropout2D", make_spatial_dropout2d},
   };

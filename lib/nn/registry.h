@@ -53,6 +53,7 @@ std::unique_ptr<Layer> make_softmax(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_prelu(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_batch_normalization(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_group_normalization(ParamReader& p, const std::string& name);
+std::unique_ptr<Layer> make_layer_normalization(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_dropout(ParamReader& p, const std::string& name);
 std::unique_ptr<Layer> make_spatial_dropout2d(ParamReader& p, const std::string& name);
 

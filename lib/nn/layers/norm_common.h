@@ -1,0 +1,70 @@
+#pragma once
+// The part GroupNormalization and LayerNormalization share: each normalises
+// groups of values of one sample by the group's own mean and biased variance,
+//   y = gamma[c] * (x - mean) / sqrt(var + epsilon) + beta[c],
+// through the group_norm_* ops (backend/elementwise_ops.h), in training and
+// inference alike (no moving statistics, so N towers compute what one does
+// with no communication). The groups are those of group_norm_* over
+// stats_shape(x) with groups(): GroupNormalization passes x's shape and its
+// channel groups; LayerNormalization [N * H * W, 1, 1, C] and 1 (each pixel's
+// C channels). Weights (Keras order and names): gamma [C] (when scale), beta
+// [C] (when center). Backward, xhat = (x - mean) * istd, over a group's M
+// values:
+//   dbeta = sum dy, dgamma = sum dy * xhat (over the samples and pixels),
+//   dx = istd * (gamma dy - mean(gamma dy) - xhat * mean(gamma dy * xhat)).
+#include <string>
+
+#include "config/params.h"
+#include "core/buffer.h"
+#include "nn/layer.h"
+#include "nn/regularizer.h"
+
+namespace trainer {
+
+/// Keras's keys shared by both layers (defaults as Keras 3).
+struct NormOptions {
+  double epsilon = 1e-3;
+  bool center = true, scale = true;
+  std::string beta_init = "zeros", gamma_init = "ones";
+  Regularizer beta_regularizer, gamma_regularizer;
+};
+
+/// Reads epsilon, center, scale, the initializers and regularizers, and
+/// refuses an axis other than -1 or 3 (UserError naming the key).
+NormOptions read_norm_options(ParamReader& p, const std::string& layer_type);
+
+class SampleNormLayer : public Layer {
+ public:
+  SampleNormLayer(std::string name, NormOptions o) : Layer(std::move(name)), o_(std::move(o)) {}
+
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(const std::vector<float*>& params, const std::vector<float*>& grads) override;
+  /// y [N, H, W, C] from x: the groups' statistics (kept for backward), then gn_apply.
+  void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
+  /// dgamma, dbeta (this tower's sums; the tower all-reduce adds them) and,
+  /// when the model needs it, dx. InternalError without a training forward
+  /// of x's shape.
+  void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                const std::vector<Tensor*>& dx) override;
+
+ protected:
+  /// The shape group_norm_* see for an x of shape s.
+  virtual Shape stats_shape(Shape s) const = 0;
+  /// Groups per sample of stats_shape (valid after infer()).
+  virtual int groups() const = 0;
+
+  NormOptions o_;
+  Shape in_;  ///< The per-sample input shape, set by infer().
+
+ private:
+  float *gamma_ = nullptr, *beta_ = nullptr, *dgamma_ = nullptr, *dbeta_ = nullptr;
+  /// Per group mean and 1 / sqrt(var + epsilon), on the tower's device.
+  struct Stats {
+    Buffer<float> mean, istd;
+  };
+  Stats train_, inference_;  ///< Of the last training forward, and of the last inference one.
+  Buffer<float> coef_;         ///< Backward's per-group means [groups, 2].
+  Buffer<double> sums_;        ///< Per (sample, channel) sums of stats_shape [N, C, 2].
+};
+
+}  // namespace trainer

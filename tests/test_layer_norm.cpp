@@ -1,0 +1,174 @@
+// LayerNormalization: forward against a direct computation in double of
+// Keras's formula (each pixel's channels normalised by their own mean and
+// biased variance), with and without gamma or beta; finite-difference
+// gradients; a backward after an inference forward, without dx, and on an
+// empty shard; config errors; and N CPU towers reaching one tower's weights.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "layer_testing.h"
+#include "tiny_model.h"
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+Context training_context() {
+  Context ctx;
+  ctx.training = true;
+  return ctx;
+}
+
+/// keras.layers.LayerNormalization(axis=-1) of x in double: per pixel,
+/// (x - mean) / sqrt(var + epsilon) over its C channels (biased var), times
+/// gamma[c] plus beta[c] (empty: 1 and 0).
+std::vector<double> reference(const Tensor& x, double epsilon, const std::vector<float>& gamma,
+                              const std::vector<float>& beta) {
+  const size_t C = size_t(x.shape().c), pixels = x.numel() / C;
+  std::vector<double> y(x.numel());
+  for (size_t p = 0; p < pixels; ++p) {
+    const float* v = x.data() + p * C;
+    double mean = 0, var = 0;
+    for (size_t c = 0; c < C; ++c) mean += v[c];
+    mean /= double(C);
+    for (size_t c = 0; c < C; ++c) var += (v[c] - mean) * (v[c] - mean);
+    const double istd = 1 / std::sqrt(var / double(C) + epsilon);
+    for (size_t c = 0; c < C; ++c)
+      y[p * C + c] = (v[c] - mean) * istd * (gamma.empty() ? 1.0 : gamma[c]) + (beta.empty() ? 0.0 : beta[c]);
+  }
+  return y;
+}
+
+std::string error_of(const std::string& yaml, Shape in) {
+  try {
+    layer_from_yaml(yaml)->infer({in});
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+}  // namespace
+
+TEST_CASE("LayerNormalization normalises each pixel's channels as Keras, with Keras's weights",
+          "[layers][layer_norm]") {
+  struct Case {
+    std::string yaml;
+    double epsilon;
+    bool scale, center;
+  };
+  const Case cases[] = {
+      {"{type: LayerNormalization}", 1e-3, true, true},
+      {"{type: LayerNormalization, epsilon: 0.01, axis: 3}", 1e-2, true, true},
+      {"{type: LayerNormalization, scale: false}", 1e-3, false, true},
+      {"{type: LayerNormalization, center: false, rms_scaling: false}", 1e-3, true, false},
+  };
+  const Shape xs{3, 4, 5, 6};
+  for (const Case& c : cases) {
+    INFO(c.yaml);
+    auto l = layer_from_yaml(c.yaml);
+    BoundWeights w = bind_random(*l, {xs}, 21);
+    std::vector<std::string> names;
+    for (const ParamSpec& p : w.specs) {
+      names.push_back(p.name);
+      CHECK(p.shape == std::vector<int>{6});
+      CHECK(p.trainable);
+    }
+    std::vector<std::string> want;
+    if (c.scale) want.push_back("gamma");
+    if (c.center) want.push_back("beta");
+    CHECK(names == want);  // Keras's order
+    const std::vector<float> gamma = c.scale ? w.params[0] : std::vector<float>{};
+    const std::vector<float> beta = c.center ? w.params.back() : std::vector<float>{};
+    Tensor x = random_tensor(xs, 22, 2.f, 9.f);  // far from 0, as activations after a ReLU and a shift
+    for (size_t i = 0; i < x.numel(); i += 5) x.data()[i] *= 0.1f;
+    const std::vector<double> want_y = reference(x, c.epsilon, gamma, beta);
+    for (const bool training : {true, false}) {  // the same statistics in both modes
+      Context ctx;
+      ctx.training = training;
+      Tensor y;
+      l->forward(ctx, {&x}, y);
+      REQUIRE(y.shape() == xs);
+      double worst = 0;
+      for (size_t i = 0; i < y.numel(); ++i) worst = std::max(worst, std::abs(y.data()[i] - want_y[i]));
+      CHECK(worst < 2e-5);
+    }
+  }
+  // keras.layers.LayerNormalization() on 16 channels: gamma and beta of 16 each.
+  auto keras = layer_from_yaml("{type: LayerNormalization, beta_regularizer: l2}");
+  keras->infer({Shape{1, 8, 8, 16}});
+  REQUIRE(keras->param_specs().size() == 2);
+  CHECK(keras->param_specs()[0].numel() == 16);
+  CHECK(keras->param_specs()[1].regularizer.l2 == Approx(0.01));
+  CHECK(keras->describe().kind == LayerKind::LayerNormalization);
+}
+
+TEST_CASE("LayerNormalization's gradients match finite differences", "[layers][layer_norm]") {
+  for (const char* yaml : {"{type: LayerNormalization}", "{type: LayerNormalization, center: false}",
+                           "{type: LayerNormalization, scale: false, epsilon: 0.1}"}) {
+    INFO(yaml);
+    auto l = layer_from_yaml(yaml);
+    BoundWeights w = bind_random(*l, {Shape{2, 3, 4, 5}}, 23);
+    const GradCheckResult r = gradcheck(*l, w, {random_tensor({2, 3, 4, 5}, 24, -2.f, 3.f)}, training_context(),
+                                        1e-2f, 300);
+    CHECK(r.max_rel_error_inputs < 2e-3);
+    CHECK(r.max_rel_error_params < 2e-3);
+  }
+}
+
+TEST_CASE("LayerNormalization's backward: after an inference forward, without dx, on an empty shard",
+          "[layers][layer_norm]") {
+  auto l = layer_from_yaml("{type: LayerNormalization}");
+  BoundWeights w = bind_random(*l, {Shape{2, 3, 3, 4}}, 25);
+  const Tensor x = random_tensor({2, 3, 3, 4}, 26), dy = random_tensor({2, 3, 3, 4}, 27);
+  const Context train = training_context();
+  Tensor y, dx;
+  l->forward(train, {&x}, y);
+  l->backward(train, {&x}, y, dy, {&dx});
+  const std::vector<float> want_dx(dx.data(), dx.data() + dx.numel());
+  const auto want_grads = w.grads;
+  // dbeta[c] is the sum of dy over every pixel of every sample.
+  for (size_t c = 0; c < 4; ++c) {
+    double sum = 0;
+    for (size_t p = 0; p < 18; ++p) sum += dy.data()[p * 4 + c];
+    CHECK(w.grads[1][c] == Approx(sum).epsilon(1e-6));
+  }
+  const Tensor other = random_tensor({1, 3, 3, 4}, 28);  // a validation-like forward in between
+  Tensor unused;
+  l->forward(Context{}, {&other}, unused);
+  l->backward(train, {&x}, y, dy, {&dx});
+  CHECK(std::vector<float>(dx.data(), dx.data() + dx.numel()) == want_dx);
+  CHECK(w.grads == want_grads);
+  l->backward(train, {&x}, y, dy, {nullptr});  // no dx wanted: the weight gradients still come
+  CHECK(w.grads == want_grads);
+
+  const Tensor none(Shape{0, 3, 3, 4});  // a tower with no sample this step
+  l->forward(train, {&none}, y);
+  CHECK(y.numel() == 0);
+  l->backward(train, {&none}, y, none, {&dx});
+  for (const auto& g : w.grads) CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.f; }));
+  CHECK_THROWS_AS(l->backward(train, {&x}, y, dy, {&dx}), InternalError);  // the last training forward was empty
+}
+
+TEST_CASE("LayerNormalization config errors name the fix", "[layers][layer_norm]") {
+  CHECK_THAT(error_of("{type: LayerNormalization, axis: 1}", Shape{1, 4, 4, 8}),
+             Catch::Contains("axis") && Catch::Contains("channel axis"));
+  CHECK_THAT(error_of("{type: LayerNormalization, rms_scaling: true}", Shape{1, 4, 4, 8}),
+             Catch::Contains("rms_scaling") && Catch::Contains("remove the key"));
+  CHECK_THAT(error_of("{type: LayerNormalization, epsilon: 0}", Shape{1, 4, 4, 8}), Catch::Contains("epsilon"));
+  CHECK_THAT(error_of("{type: LayerNormalization, groups: 2}", Shape{1, 4, 4, 8}), Catch::Contains("groups"));
+  CHECK(error_of("{type: LayerNormalization}", Shape{1, 4, 4, 1}) == "accepted");
+}
+
+TEST_CASE("a LayerNormalization network on N CPU towers reaches one tower's weights", "[towers][layer_norm]") {
+  std::string yaml = tiny_config(false);
+  const std::string bn = "type: BatchNormalization, synchronized: false}";
+  REQUIRE(yaml.find(bn) != std::string::npos);
+  yaml.replace(yaml.find(bn), bn.size(), "type: LayerNormalization}");
+  check_towers_reach_one_tower(parse_config(yaml, "tiny.yaml"));
+}
