@@ -357,6 +357,23 @@ TEST_CASE("a diverging loss stops naming epoch and step", "[resume]") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("weights that diverge while the loss stays finite stop the run before a checkpoint is written",
+          "[resume]") {
+  // From a new user: Adam at 1e30 drove the kernels to inf and NaN, the ReLUs kept the loss finite, and the
+  // run ended with exit 0 and best.h5, last.h5 and final.h5 that trainer itself refuses to load. Here Adam
+  // at 1e8 overflows its second moments (the loss stays finite; --threads fixes the sums' order).
+  fs::path dir = temp_dir("resume_nan_weights");
+  std::string text = config(dir / "run", 3);
+  text.replace(text.find("{type: Adam, learning_rate: 0.003}"), 34, "{type: Adam, learning_rate: 1.0e+8}");
+  std::ofstream(dir / "c.yaml") << text;
+  CHECK(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --threads 2", dir) == 2);
+  const std::string err = slurp(dir / "err.txt");
+  CHECK_THAT(err, Catch::Contains("training diverged in epoch 1: training state 'optimizer_v' holds inf") &&
+                      Catch::Contains("although the loss stayed finite") && Catch::Contains("last.h5' is not written"));
+  for (const char* name : {"last.h5", "final.h5"}) CHECK_FALSE(fs::exists(dir / "run" / name));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
   fs::path dir = temp_dir("resume_bad");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 1);

@@ -286,14 +286,23 @@ Checkpoint load_checkpoint(const std::string& path) {
                     "; the file is damaged or was not written by trainer");
   }
   // A NaN can pass through a ReLU unnoticed (the loss stays finite) and make every prediction garbage.
-  for (const WeightRecord& w : ckpt.weights) {
-    const auto bad = std::find_if(w.values.begin(), w.values.end(), [](float v) { return !std::isfinite(v); });
-    if (bad != w.values.end())
-      throw UserError(where + ": weight '" + w.layer + "/" + w.name + "' holds " + std::to_string(*bad) + " at index " +
-                      std::to_string(bad - w.values.begin()) +
-                      "; the training that wrote it diverged or the file is damaged: use an earlier checkpoint");
-  }
+  if (const std::string bad = first_non_finite(ckpt); !bad.empty())
+    throw UserError(where + ": " + bad +
+                    "; the training that wrote it diverged or the file is damaged: use an earlier checkpoint");
   return ckpt;
+}
+
+std::string first_non_finite(const Checkpoint& ckpt) {
+  auto find = [](const std::vector<float>& v, const std::string& what) -> std::string {
+    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    if (bad == v.end()) return "";
+    return what + " holds " + std::to_string(*bad) + " at index " + std::to_string(bad - v.begin());
+  };
+  for (const WeightRecord& w : ckpt.weights)
+    if (std::string s = find(w.values, "weight '" + w.layer + "/" + w.name + "'"); !s.empty()) return s;
+  for (const auto& [name, values] : ckpt.state_arrays)
+    if (std::string s = find(values, "training state '" + name + "'"); !s.empty()) return s;
+  return "";
 }
 
 }  // namespace trainer

@@ -113,7 +113,15 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
   return c;
 }
 
-std::string save(const std::string& path, const Checkpoint& c) {
+/// Writes c, taken in epoch `epoch`, to path (creating its folder) and returns
+/// path. UserError, with nothing written, when c holds a NaN or infinity
+/// (first_non_finite): the weights diverged although the loss stayed finite
+/// (a ReLU turns NaN into 0).
+std::string save(const std::string& path, const Checkpoint& c, int epoch) {
+  if (const std::string bad = first_non_finite(c); !bad.empty())
+    throw UserError("training diverged in epoch " + std::to_string(epoch) + ": " + bad +
+                    ", although the loss stayed finite; lower training.optimizer.learning_rate or set "
+                    "training.optimizer.clipnorm ('" + path + "' is not written; checkpoints written so far are kept)");
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);  // filepath may name a subfolder
   save_checkpoint(path, c);
@@ -367,7 +375,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         s.next_step = step + 1;
         s.epoch_seconds = epoch_time();
         result.stop_signal = options.stop->load();
-        remember(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s)));
+        remember(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s), epoch));
         spdlog::warn("stopped by signal {} at epoch {}, step {}; continue with --resume {}", result.stop_signal,
                      epoch, step + 1, last_path);
         return result;
@@ -410,7 +418,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     const bool save_now =
         s.policy && (!tc.model_checkpoint.save_best_only || s.policy->should_save(logs.at(tc.model_checkpoint.monitor)));
     const Checkpoint ckpt = make_checkpoint(config, trainer, epoch, logs, s);
-    remember(save(last_path, ckpt));  // first: whatever happens next, the run can be resumed
+    remember(save(last_path, ckpt, epoch));  // first: whatever happens next, the run can be resumed
     if (save_now) {
       std::string name;
       try {
@@ -419,7 +427,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         throw UserError(tc.model_checkpoint.where + ": " + e.what() + " (" + last_path + " holds this epoch)");
       }
       const std::string path = (out_dir / name).string();
-      remember(save(path, ckpt));
+      remember(save(path, ckpt, epoch));
       spdlog::info("epoch {}: saved {}", epoch, path);
     }
     if (stop) {
@@ -444,7 +452,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   final_ckpt.epoch = result.epochs_run;
   final_ckpt.logs = result.last_logs;
   final_ckpt.weights = trainer.weights();
-  result.files.push_back(save((out_dir / "final.h5").string(), final_ckpt));
+  result.files.push_back(save((out_dir / "final.h5").string(), final_ckpt, result.epochs_run));
   return result;
 }
 
