@@ -332,6 +332,20 @@ training: {epochs: 1, batch_size: 8, loss: binary_crossentropy, output_dir: )" +
                                       "replaced; export writes an ONNX file"));
   }
   CHECK(slurp(dir / "run" / "final.h5") == before);
+  // --output naming another existing file, or a folder (from a new user: the config and log.csv were replaced).
+  const std::string config_text = slurp(dir / "tiny.yaml"), log = slurp(dir / "run" / "log.csv");
+  for (const fs::path victim : {dir / "tiny.yaml", dir / "run" / "log.csv"}) {
+    r = run_trainer("export" + ckpt + " --output " + victim.string(), dir);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains(victim.string() + "' exists and does not end in .onnx") &&
+                          Catch::Contains("choose an --output ending in .onnx"));
+  }
+  CHECK(slurp(dir / "tiny.yaml") == config_text);
+  CHECK(slurp(dir / "run" / "log.csv") == log);
+  r = run_trainer("export" + ckpt + " --output " + (dir / "run").string(), dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err,
+             Catch::Contains("is a folder; name the ONNX file to write, e.g. " + (dir / "run" / "unet.onnx").string()));
 
   r = run_trainer("export" + ckpt + " --output " + (dir / "tiny.onnx").string(), dir);
   CHECK(r.code == 0);

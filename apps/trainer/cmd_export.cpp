@@ -6,11 +6,34 @@
 #include <filesystem>
 
 #include "commands.h"
+#include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/onnx_export.h"
 #include "nn/model.h"
 
 namespace trainer::cli {
+
+namespace {
+
+/// UserError when output names a folder, or an existing file that is not
+/// .onnx (a config, a log, an image: a mistyped --output must not destroy
+/// it); a warning for a new file of another name. HDF5 files are
+/// refuse_to_replace_checkpoint's.
+void check_output(const std::string& output) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(output, ec))
+    throw UserError("--output '" + output + "' is a folder; name the ONNX file to write, e.g. " +
+                    (fs::path(output) / "unet.onnx").string());
+  refuse_to_replace_checkpoint(output, "export writes an ONNX file; choose another --output, e.g. unet.onnx");
+  if (fs::path(output).extension() == ".onnx") return;
+  if (fs::exists(output, ec))
+    throw UserError("--output '" + output + "' exists and does not end in .onnx: export would replace it with the "
+                    "ONNX file; choose an --output ending in .onnx, e.g. unet.onnx");
+  spdlog::warn("--output '{}' does not end in .onnx; the file is ONNX whatever its name", output);
+}
+
+}  // namespace
 
 Command add_export(CLI::App& app) {
   struct Flags {
@@ -23,10 +46,7 @@ Command add_export(CLI::App& app) {
   cmd->add_option("--output,-o", f->output, "ONNX file to write")->required()->check(non_empty_path());
   return {cmd, [f] {
             install_exit_handlers();  // Ctrl-C leaves no temporary file
-            refuse_to_replace_checkpoint(f->output, "export writes an ONNX file; choose another --output, e.g. "
-                                                    "unet.onnx");
-            if (std::filesystem::path(f->output).extension() != ".onnx")
-              spdlog::warn("--output '{}' does not end in .onnx; the file is ONNX whatever its name", f->output);
+            check_output(f->output);
             Towers one;
             one.plan.cpu_towers = 1;
             // Checks the checkpoint against its stored config (UserError for a foreign one).
