@@ -84,6 +84,12 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
   const std::vector<Row> rows = {
       {"unknown key with did-you-mean", edit("  validation_split: 0.1", "  shufle: false"),
        "cfg.yaml:25:3: data: unknown key 'shufle' (did you mean 'shuffle'?)"},
+      // From a new user: keys the reader only looks for (validation_images) were missing from the suggestions.
+      {"did-you-mean for a key that is only looked for", edit("  validation_split: 0.1", "  validation_image: v"),
+       "cfg.yaml:25:3: data: unknown key 'validation_image' (did you mean 'validation_images'?)"},
+      {"did-you-mean for ModelCheckpoint's optional monitor",
+       edit("callbacks:\n", "callbacks:\n    - {type: ModelCheckpoint, filepath: b.h5, moniter: val_loss}\n"),
+       "unknown key 'moniter' (did you mean 'monitor'?)"},
       {"unknown top-level section", kGood + "logging: {level: info}\n",
        "cfg.yaml:37:1: config: unknown key 'logging'; known keys: data, model, training"},
       {"wrong type", edit("epochs: 3", "epochs: three"),

@@ -204,7 +204,7 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   d.validation_split = p.get_double("validation_split", d.validation_split, 0.0, 1.0);
   if (d.validation_split >= 1.0)
     p.fail("validation_split", "must be below 1 (it is the fraction of pairs held out, e.g. 0.1)");
-  if (p.has("validation_images") || p.has("validation_masks")) {
+  if (p.has_optional("validation_images") | p.has_optional("validation_masks")) {  // both known either way
     d.validation_images = p.get_string("validation_images", std::nullopt);
     d.validation_masks = p.get_string("validation_masks", std::nullopt);
     if (d.validation_images.empty() || d.validation_masks.empty())

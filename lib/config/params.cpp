@@ -109,6 +109,11 @@ ParamReader::ParamReader(const YAML::Node& node, std::string file, std::string w
 
 bool ParamReader::has(const std::string& key) const { return bool(node_[key]); }
 
+bool ParamReader::has_optional(const std::string& key) {
+  optional_.insert(key);
+  return has(key);
+}
+
 std::string ParamReader::where(const std::string& key) const {
   // The value's place; for an empty value ('key:'), whose mark yaml-cpp puts at
   // the next token, the key's.
@@ -293,7 +298,9 @@ std::vector<int> ParamReader::get_int_pair(const std::string& key,
 }
 
 void ParamReader::finish() const {
-  std::vector<std::string> known(used_.begin(), used_.end());
+  std::set<std::string> names = used_;
+  names.insert(optional_.begin(), optional_.end());
+  const std::vector<std::string> known(names.begin(), names.end());
   for (const auto& kv : node_) {
     std::string k = kv.first.as<std::string>();
     if (used_.count(k)) continue;

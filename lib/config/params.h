@@ -46,6 +46,10 @@ class ParamReader {
   ParamReader(const YAML::Node& node, std::string file, std::string what);
 
   bool has(const std::string& key) const;
+  /// has() for an optional key of this mapping that is read only when present:
+  /// either way key is then among finish()'s known keys and suggestions
+  /// (has() alone also checks for keys that are refused).
+  bool has_optional(const std::string& key);
   /// Whether key is present with a value other than null (Keras's None, which
   /// means "the default"); a null key counts as read.
   bool given(const std::string& key);
@@ -87,6 +91,7 @@ class ParamReader {
   YAML::Node node_;
   std::string file_, what_;
   std::set<std::string> used_;
+  std::set<std::string> optional_;  ///< Keys has_optional() looked for: known, read or not.
 };
 
 }  // namespace trainer

@@ -390,7 +390,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
                                (fp.lexically_normal().parent_path() / "best-{epoch:02d}.h5").string() + "'");
       c.save_best_only = p.get_bool("save_best_only", c.save_best_only);
       // Without save_best_only the monitor is unused: its default needs no validation data.
-      if (c.save_best_only || p.has("monitor")) c.monitor = read_monitor(p, t.metrics, has_validation);
+      if (c.save_best_only || p.has_optional("monitor")) c.monitor = read_monitor(p, t.metrics, has_validation);
       else p.skip("monitor");
       c.mode = p.get_string("mode", c.mode, kModes);
     }

@@ -77,7 +77,7 @@ namespace {
 
 /// Keras 3's negative_slope, or Keras 2's alpha (not both), >= 0; def when absent.
 float read_negative_slope(ParamReader& p, double def) {
-  if (p.has("alpha") && p.has("negative_slope"))
+  if (p.has_optional("alpha") && p.has("negative_slope"))
     p.fail("alpha", "is Keras 2's name of 'negative_slope'; give only 'negative_slope'");
   const std::string key = p.has("alpha") ? "alpha" : "negative_slope";
   return float(p.get_double(key, def, 0.0, 1e6));
