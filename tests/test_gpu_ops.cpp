@@ -1080,50 +1080,46 @@ TEST_CASE("GPU PReLU matches the CPU (every sharing of the slopes)", "[gpu][gpu_
   }
 }
 
-TEST_CASE("GPU GroupNormalization matches the CPU: statistics, forward and backward",
-          "[gpu][gpu_ops][group_norm][layer_norm]") {
+TEST_CASE("GPU GroupNormalization matches the CPU: statistics, forward and backward", "[gpu][gpu_ops][group_norm]") {
   TRAINER_REQUIRE_GPU();
   GpuDevice g(0, Precision::FP32);
+  const Shape s{3, 7, 5, 12};
+  const std::vector<float> x = random_values(s.numel(), 381, -1.f, 4.f), dy = random_values(s.numel(), 382);
   const std::vector<float> gamma = random_values(12, 383, 0.5f, 1.5f), beta = random_values(12, 384);
-  // A GroupNormalization input, and LayerNormalization's view of [3, 7, 5, 12]: one "sample" per pixel.
-  for (const Shape s : {Shape{3, 7, 5, 12}, Shape{105, 1, 1, 12}}) {
-    const std::vector<float> x = random_values(s.numel(), 381, -1.f, 4.f), dy = random_values(s.numel(), 382);
-    for (const int groups : {1, 3, 12}) {
-      for (const bool affine : {true, false}) {
-        INFO(s.nhwc() << ", groups " << groups << (affine ? ", gamma and beta" : ", neither"));
-        const size_t rows = size_t(s.n) * size_t(groups);
-        auto run = [&](const Device& d) {
-          Buffer<float> xb = upload(x, d), dyb = upload(dy, d), gb = upload(gamma, d), bb = upload(beta, d);
-          Buffer<double> sums(d, 2 * size_t(s.n) * size_t(s.c));
-          Buffer<float> mean(d, rows), istd(d, rows), coef(d, 2 * rows), y(d, s.numel()), dx(d, s.numel());
-          Buffer<float> dgamma(d, 12), dbeta(d, 12);
-          const float* gp = affine ? gb.data() : nullptr;
-          group_norm_stats(d, xb.data(), s, groups, 1e-3, sums.data(), mean.data(), istd.data());
-          group_norm_apply(d, xb.data(), s, groups, mean.data(), istd.data(), gp, affine ? bb.data() : nullptr,
-                           y.data());
+  for (const int groups : {1, 3, 12}) {
+    for (const bool affine : {true, false}) {
+      INFO("groups " << groups << (affine ? ", gamma and beta" : ", neither"));
+      const size_t rows = size_t(s.n) * size_t(groups);
+      auto run = [&](const Device& d) {
+        Buffer<float> xb = upload(x, d), dyb = upload(dy, d), gb = upload(gamma, d), bb = upload(beta, d);
+        Buffer<double> sums(d, 2 * size_t(s.n) * size_t(s.c));
+        Buffer<float> mean(d, rows), istd(d, rows), coef(d, 2 * rows), y(d, s.numel()), dx(d, s.numel());
+        Buffer<float> dgamma(d, 12), dbeta(d, 12);
+        const float* gp = affine ? gb.data() : nullptr;
+        group_norm_stats(d, xb.data(), s, groups, 1e-3, sums.data(), mean.data(), istd.data());
+        group_norm_apply(d, xb.data(), s, groups, mean.data(), istd.data(), gp, affine ? bb.data() : nullptr,
+                         y.data());
+        group_norm_backward(d, xb.data(), dyb.data(), s, groups, mean.data(), istd.data(), gp, sums.data(),
+                            coef.data(), affine ? dgamma.data() : nullptr, affine ? dbeta.data() : nullptr, dx.data());
+        std::vector<std::vector<float>> r{download(mean), download(istd), download(y), download(dx)};
+        if (affine) r.push_back(download(dgamma)), r.push_back(download(dbeta));
+        if (affine) {  // no dx wanted: the same weight gradients
+          Buffer<float> dgamma2(d, 12), dbeta2(d, 12);
           group_norm_backward(d, xb.data(), dyb.data(), s, groups, mean.data(), istd.data(), gp, sums.data(),
-                              coef.data(), affine ? dgamma.data() : nullptr, affine ? dbeta.data() : nullptr,
-                              dx.data());
-          std::vector<std::vector<float>> r{download(mean), download(istd), download(y), download(dx)};
-          if (affine) r.push_back(download(dgamma)), r.push_back(download(dbeta));
-          if (affine) {  // no dx wanted: the same weight gradients
-            Buffer<float> dgamma2(d, 12), dbeta2(d, 12);
-            group_norm_backward(d, xb.data(), dyb.data(), s, groups, mean.data(), istd.data(), gp, sums.data(),
-                                coef.data(), dgamma2.data(), dbeta2.data(), nullptr);
-            CHECK(download(dgamma2) == download(dgamma));
-            CHECK(download(dbeta2) == download(dbeta));
-          }
-          group_norm_backward(d, xb.data(), dyb.data(), s, groups, mean.data(), istd.data(), gp, sums.data(),
-                              coef.data(), nullptr, nullptr, dyb.data());  // in place
-          r.push_back(download(dyb));
-          return r;
-        };
-        const auto ref = run(Device{}), got = run(g.device);
-        // Double sums in another order, then float: a few ulp.
-        const char* names[] = {"mean", "istd", "y", "dx", "dgamma", "dbeta"};
-        for (size_t i = 0; i + 1 < ref.size(); ++i) CHECK_CLOSE(names[i], got[i], ref[i], 1e-5);
-        CHECK_CLOSE("dx in place", got.back(), ref[3], 1e-5);
-      }
+                              coef.data(), dgamma2.data(), dbeta2.data(), nullptr);
+          CHECK(download(dgamma2) == download(dgamma));
+          CHECK(download(dbeta2) == download(dbeta));
+        }
+        group_norm_backward(d, xb.data(), dyb.data(), s, groups, mean.data(), istd.data(), gp, sums.data(),
+                            coef.data(), nullptr, nullptr, dyb.data());  // in place
+        r.push_back(download(dyb));
+        return r;
+      };
+      const auto ref = run(Device{}), got = run(g.device);
+      // Double sums in another order, then float: a few ulp.
+      const char* names[] = {"mean", "istd", "y", "dx", "dgamma", "dbeta"};
+      for (size_t i = 0; i + 1 < ref.size(); ++i) CHECK_CLOSE(names[i], got[i], ref[i], 1e-5);
+      CHECK_CLOSE("dx in place", got.back(), ref[3], 1e-5);
     }
   }
   // A tower with no sample this step: nothing to normalise, weight gradients 0.
@@ -1135,6 +1131,62 @@ TEST_CASE("GPU GroupNormalization matches the CPU: statistics, forward and backw
                    empty.data());
   group_norm_backward(g.device, empty.data(), empty.data(), none, 3, empty.data(), empty.data(), dgamma.data(),
                       sums.data(), empty.data(), dgamma.data(), dbeta.data(), empty.data());
+  CHECK(download(dgamma) == std::vector<float>(12, 0.f));
+  CHECK(download(dbeta) == std::vector<float>(12, 0.f));
+}
+
+TEST_CASE("GPU LayerNormalization matches the CPU: statistics, forward and backward", "[gpu][gpu_ops][layer_norm]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  // A few rows of 12 channels, and more rows than one pass of the grid's warps (8192 blocks of 8) with 40
+  // channels (two passes of a warp's lanes, two channel tiles and several ranges in the weight gradients).
+  struct Case {
+    size_t rows;
+    int C;
+  };
+  for (const Case c : {Case{105, 12}, Case{70000, 40}}) {
+    const size_t rows = c.rows, n = rows * size_t(c.C);
+    const int C = c.C;
+    const std::vector<float> x = random_values(n, 391, -1.f, 4.f), dy = random_values(n, 392);
+    const std::vector<float> gamma = random_values(size_t(C), 393, 0.5f, 1.5f), beta = random_values(size_t(C), 394);
+    for (const bool affine : {true, false}) {
+      INFO(rows << " rows of " << C << (affine ? ", gamma and beta" : ", neither"));
+      auto run = [&](const Device& d) {
+        Buffer<float> xb = upload(x, d), dyb = upload(dy, d), gb = upload(gamma, d), bb = upload(beta, d);
+        Buffer<float> mean(d, rows), istd(d, rows), y(d, n), dx(d, n), dgamma(d, size_t(C)), dbeta(d, size_t(C));
+        const float* gp = affine ? gb.data() : nullptr;
+        layer_norm_stats(d, xb.data(), rows, C, 1e-3, mean.data(), istd.data());
+        group_norm_apply(d, xb.data(), Shape{int(rows), 1, 1, C}, 1, mean.data(), istd.data(), gp,
+                         affine ? bb.data() : nullptr, y.data());
+        layer_norm_backward(d, xb.data(), dyb.data(), rows, C, mean.data(), istd.data(), gp,
+                            affine ? dgamma.data() : nullptr, affine ? dbeta.data() : nullptr, dx.data());
+        std::vector<std::vector<float>> r{download(mean), download(istd), download(y), download(dx)};
+        if (affine) {
+          r.push_back(download(dgamma)), r.push_back(download(dbeta));
+          Buffer<float> dgamma2(d, size_t(C)), dbeta2(d, size_t(C));  // no dx wanted: the same weight gradients
+          layer_norm_backward(d, xb.data(), dyb.data(), rows, C, mean.data(), istd.data(), gp, dgamma2.data(),
+                              dbeta2.data(), nullptr);
+          CHECK(download(dgamma2) == download(dgamma));
+          CHECK(download(dbeta2) == download(dbeta));
+        }
+        layer_norm_backward(d, xb.data(), dyb.data(), rows, C, mean.data(), istd.data(), gp, nullptr, nullptr,
+                            dyb.data());  // in place
+        r.push_back(download(dyb));
+        return r;
+      };
+      const auto ref = run(Device{}), got = run(g.device);
+      // Double sums in another order, then float: a few ulp (the weight gradients sum up to 70000 terms).
+      const char* names[] = {"mean", "istd", "y", "dx", "dgamma", "dbeta"};
+      for (size_t i = 0; i + 1 < ref.size(); ++i) CHECK_CLOSE(names[i], got[i], ref[i], 1e-5);
+      CHECK_CLOSE("dx in place", got.back(), ref[3], 1e-5);
+    }
+  }
+  // A tower with no sample this step: weight gradients 0.
+  Buffer<float> empty(g.device, 0), dgamma = upload(std::vector<float>(12, 1.f), g.device),
+                                    dbeta = upload(std::vector<float>(12, 1.f), g.device);
+  layer_norm_stats(g.device, empty.data(), 0, 12, 1e-3, empty.data(), empty.data());
+  layer_norm_backward(g.device, empty.data(), empty.data(), 0, 12, empty.data(), empty.data(), nullptr,
+                      dgamma.data(), dbeta.data(), empty.data());
   CHECK(download(dgamma) == std::vector<float>(12, 0.f));
   CHECK(download(dbeta) == std::vector<float>(12, 0.f));
 }

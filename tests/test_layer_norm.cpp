@@ -123,31 +123,35 @@ TEST_CASE("LayerNormalization's gradients match finite differences", "[layers][l
 
 TEST_CASE("LayerNormalization's backward: after an inference forward, without dx, on an empty shard",
           "[layers][layer_norm]") {
+  // 300 pixels: more than one of the CPU's 256-row blocks of the weight gradients.
   auto l = layer_from_yaml("{type: LayerNormalization}");
-  BoundWeights w = bind_random(*l, {Shape{2, 3, 3, 4}}, 25);
-  const Tensor x = random_tensor({2, 3, 3, 4}, 26), dy = random_tensor({2, 3, 3, 4}, 27);
+  BoundWeights w = bind_random(*l, {Shape{3, 10, 10, 4}}, 25);
+  const Tensor x = random_tensor({3, 10, 10, 4}, 26), dy = random_tensor({3, 10, 10, 4}, 27);
   const Context train = training_context();
   Tensor y, dx;
   l->forward(train, {&x}, y);
   l->backward(train, {&x}, y, dy, {&dx});
   const std::vector<float> want_dx(dx.data(), dx.data() + dx.numel());
   const auto want_grads = w.grads;
-  // dbeta[c] is the sum of dy over every pixel of every sample.
+  // dbeta[c] and dgamma[c] are sums over every pixel of every sample.
+  const std::vector<double> xhat = reference(x, 1e-3, {}, {});
   for (size_t c = 0; c < 4; ++c) {
-    double sum = 0;
-    for (size_t p = 0; p < 18; ++p) sum += dy.data()[p * 4 + c];
-    CHECK(w.grads[1][c] == Approx(sum).epsilon(1e-6));
+    double db = 0, dg = 0;
+    for (size_t p = 0; p < 300; ++p) db += dy.data()[p * 4 + c], dg += dy.data()[p * 4 + c] * xhat[p * 4 + c];
+    CHECK(w.grads[1][c] == Approx(db).epsilon(1e-5));
+    CHECK(w.grads[0][c] == Approx(dg).epsilon(1e-5));
   }
-  const Tensor other = random_tensor({1, 3, 3, 4}, 28);  // a validation-like forward in between
+  const Tensor other = random_tensor({1, 10, 10, 4}, 28);  // a validation-like forward in between
   Tensor unused;
   l->forward(Context{}, {&other}, unused);
   l->backward(train, {&x}, y, dy, {&dx});
   CHECK(std::vector<float>(dx.data(), dx.data() + dx.numel()) == want_dx);
   CHECK(w.grads == want_grads);
+  for (auto& g : w.grads) std::fill(g.begin(), g.end(), std::nanf(""));
   l->backward(train, {&x}, y, dy, {nullptr});  // no dx wanted: the weight gradients still come
   CHECK(w.grads == want_grads);
 
-  const Tensor none(Shape{0, 3, 3, 4});  // a tower with no sample this step
+  const Tensor none(Shape{0, 10, 10, 4});  // a tower with no sample this step
   l->forward(train, {&none}, y);
   CHECK(y.numel() == 0);
   l->backward(train, {&none}, y, none, {&dx});
@@ -156,10 +160,16 @@ TEST_CASE("LayerNormalization's backward: after an inference forward, without dx
 }
 
 TEST_CASE("LayerNormalization config errors name the fix", "[layers][layer_norm]") {
-  CHECK_THAT(error_of("{type: LayerNormalization, axis: 1}", Shape{1, 4, 4, 8}),
-             Catch::Contains("axis") && Catch::Contains("channel axis"));
+  for (const char* axis : {"1", "[1, 2, 3]", "[3, 3]", "channels"}) {
+    INFO(axis);
+    CHECK_THAT(error_of(std::string("{type: LayerNormalization, axis: ") + axis + "}", Shape{1, 4, 4, 8}),
+               Catch::Contains("axis") && Catch::Contains("channel axis") &&
+                   Catch::Contains("use GroupNormalization with groups: 1"));
+  }
+  for (const char* axis : {"-1", "3", "[-1]", "[3]"})  // Keras also takes a one-element list
+    CHECK(error_of(std::string("{type: LayerNormalization, axis: ") + axis + "}", Shape{1, 4, 4, 8}) == "accepted");
   CHECK_THAT(error_of("{type: LayerNormalization, rms_scaling: true}", Shape{1, 4, 4, 8}),
-             Catch::Contains("rms_scaling") && Catch::Contains("remove the key"));
+             Catch::Contains("rms_scaling") && Catch::Contains("set it to false or remove the key"));
   CHECK_THAT(error_of("{type: LayerNormalization, epsilon: 0}", Shape{1, 4, 4, 8}), Catch::Contains("epsilon"));
   CHECK_THAT(error_of("{type: LayerNormalization, groups: 2}", Shape{1, 4, 4, 8}), Catch::Contains("groups"));
   CHECK(error_of("{type: LayerNormalization}", Shape{1, 4, 4, 1}) == "accepted");

@@ -64,6 +64,11 @@
   void group_norm_backward(const Device& d, const float* x, const float* dy, Shape s, int groups,           \
                            const float* mean, const float* istd, const float* gamma, double* sums,          \
                            float* coef, float* dgamma, float* dbeta, float* dx);                            \
+  void layer_norm_stats(const Device& d, const float* x, size_t rows, int C, double epsilon, float* mean,   \
+                        float* istd);                                                                       \
+  void layer_norm_backward(const Device& d, const float* x, const float* dy, size_t rows, int C,           \
+                           const float* mean, const float* istd, const float* gamma, float* dgamma,         \
+                           float* dbeta, float* dx);                                                        \
   void segmentation_sums(const Device& d, const float* z, const float* y, int n, size_t m, bool need_bce,   \
                          bool need_dice, double* sums_host);                                                \
   void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,             \

@@ -136,5 +136,13 @@ void group_norm_backward(const Device& d, const float* x, const float* dy, Shape
                          float* dbeta, float* dx) {
   TRAINER_DISPATCH(d, group_norm_backward(d, x, dy, s, groups, mean, istd, gamma, sums, coef, dgamma, dbeta, dx));
 }
+void layer_norm_stats(const Device& d, const float* x, size_t rows, int C, double epsilon, float* mean,
+                      float* istd) {
+  TRAINER_DISPATCH(d, layer_norm_stats(d, x, rows, C, epsilon, mean, istd));
+}
+void layer_norm_backward(const Device& d, const float* x, const float* dy, size_t rows, int C, const float* mean,
+                         const float* istd, const float* gamma, float* dgamma, float* dbeta, float* dx) {
+  TRAINER_DISPATCH(d, layer_norm_backward(d, x, dy, rows, C, mean, istd, gamma, dgamma, dbeta, dx));
+}
 
 }  // namespace trainer

@@ -226,8 +226,6 @@ void dropout_forward(const Device& d, const float* x, Shape s, uint64_t step_key
 void dropout_backward(const Device& d, const float* dy, const uint8_t* mask, float scale, float* dx, size_t n);
 
 // ---- GroupNormalization (backend/cpu/group_norm.cpp) ---------------------
-// (LayerNormalization too: its x [N, H, W, C] seen as [N * H * W, 1, 1, C]
-// with one group.)
 // Group normalisation (Wu & He 2018) of x [N, H, W, C] whose channels form
 // `groups` groups of C / groups consecutive channels: each (sample, group)'s
 // M = H * W * C / groups values are normalised by their own mean and biased
@@ -254,6 +252,27 @@ void group_norm_apply(const Device& d, const float* x, Shape s, int groups, cons
 void group_norm_backward(const Device& d, const float* x, const float* dy, Shape s, int groups, const float* mean,
                          const float* istd, const float* gamma, double* sums, float* coef, float* dgamma,
                          float* dbeta, float* dx);
+
+// ---- LayerNormalization (backend/cpu/layer_norm.cpp) ---------------------
+// Layer normalisation (Ba et al. 2016) over the channels of x [N, H, W, C],
+// as `rows` = N * H * W rows of C values: each row is normalised by its own
+// mean and biased variance. The forward's y is group_norm_apply of x seen as
+// [rows, 1, 1, C] with one group (the same statistics layout). Sums are in
+// double, each row's over its channels in order; no scratch.
+
+/// mean, istd [rows] <- each row's mean and 1 / sqrt(var + epsilon), var =
+/// max(sum x^2 / C - mean^2, 0).
+void layer_norm_stats(const Device& d, const float* x, size_t rows, int C, double epsilon, float* mean,
+                      float* istd);
+/// The gradients of the normalisation for dy [rows, C], given x and the
+/// forward's mean and istd: dgamma[c] <- sum over the rows of dy * xhat and
+/// dbeta[c] <- sum of dy (each skipped when nullptr, overwritten otherwise;
+/// in a fixed order for a given rows: CPU blocks of rows, GPU
+/// sample_channel_reduce.cuh over [1, rows, 1, C]), and dx <- gn_backward
+/// with the row's means over its channels of gamma dy and gamma dy xhat (dx
+/// may be dy; skipped when nullptr).
+void layer_norm_backward(const Device& d, const float* x, const float* dy, size_t rows, int C, const float* mean,
+                         const float* istd, const float* gamma, float* dgamma, float* dbeta, float* dx);
 
 // ---- BatchNormalization (backend/cpu/batch_norm.cpp) ---------------------
 

@@ -31,7 +31,10 @@ namespace trainer {
 ///   input Expanded first); UpSampling2D -> Resize (nearest, asymmetric,
 ///   floor: y[i] = x[floor(i / size)], exactly Keras's); Concatenate -> Concat
 ///   on axis 1; Add -> Add (chained for more inputs); BatchNormalization ->
-///   BatchNormalization with the moving statistics; activations -> Relu / Sigmoid /
+///   BatchNormalization with the moving statistics; GroupNormalization and
+///   LayerNormalization -> InstanceNormalization between Reshapes (and
+///   Transposes), then an exact BatchNormalization for gamma and beta
+///   (docs/export.md); activations -> Relu / Sigmoid /
 ///   ...; a softmax over the channels -> Softmax on axis 1.
 /// append: for a model trained with from_logits (its last layer outputs
 /// logits), the activation its loss applies (Sigmoid, or Softmax over the

@@ -4,7 +4,6 @@
 // the element loops through backend/elementwise_math.h's gn_apply and
 // gn_backward.
 #include <cmath>
-#include <vector>
 
 #include "backend/cpu/sample_channel_fold.h"
 #include "backend/device_ops.h"
@@ -67,12 +66,11 @@ void group_norm_backward(const Device&, const float* x, const float* dy, Shape s
         return SumPair{acc.a + g, acc.b + g * double(bn_xhat(x[e], mean[ng], istd[ng]))};
       },
       [sums](size_t row, SumPair p) { sums[2 * row] = p.a, sums[2 * row + 1] = p.b; });
-  std::vector<double> totals(2 * C, 0.0);  // per channel over the samples in order (rows: LayerNormalization's pixels)
-  for (int n = 0; n < s.n; ++n)
-    for (size_t k = 0; k < 2 * C; ++k) totals[k] += sums[2 * size_t(n) * C + k];
-  for (size_t c = 0; c < C; ++c) {
-    if (dbeta) dbeta[c] = float(totals[2 * c]);
-    if (dgamma) dgamma[c] = float(totals[2 * c + 1]);
+  for (size_t c = 0; c < C; ++c) {  // over the samples in order
+    double db = 0, dg = 0;
+    for (int n = 0; n < s.n; ++n) db += sums[2 * (size_t(n) * C + c)], dg += sums[2 * (size_t(n) * C + c) + 1];
+    if (dbeta) dbeta[c] = float(db);
+    if (dgamma) dgamma[c] = float(dg);
   }
   if (!dx) return;
   const double m = double(s.h) * s.w * double(per);

@@ -1,9 +1,8 @@
 // GroupNormalization on a GPU (backend/elementwise_ops.h), on the tower's
 // compute stream: the per (sample, channel) double sums are the deterministic
 // reduction of sample_channel_reduce.cuh; one thread per (sample, group)
-// folds them over the group's channels in channel order, the same reduction
-// over the samples (as the pixels of one) gives the weight gradients (it
-// stays parallel for LayerNormalization's one "sample" per pixel), and
+// folds them over the group's channels in channel order, one thread per
+// channel folds the weight gradients over the samples in order, and
 // grid-stride kernels apply gn_apply / gn_backward per element (the CPU's
 // formulas, backend/elementwise_math.h). fp32 tensors (the layer keeps fp32
 // activations).
@@ -64,13 +63,18 @@ __global__ void group_stats_kernel(const double2* sums, int N, int C, int groups
   }
 }
 
-/// One half of the backward's pair sums [N, C] as a term of SumOp: element
-/// e of Shape{1, N, 1, C} is pair e.
-struct PairHalf {
-  const double2* pairs;
-  bool second;  ///< sum dy * xhat (dgamma's) rather than sum dy (dbeta's).
-  __device__ double operator()(size_t e, size_t) const { return second ? pairs[e].y : pairs[e].x; }
-};
+/// dbeta[c], dgamma[c] <- the backward sums of channel c over the samples, in order.
+__global__ void group_param_grads_kernel(const double2* sums, int N, int C, float* dgamma, float* dbeta) {
+  for (int c = int(blockIdx.x * blockDim.x + threadIdx.x); c < C; c += int(gridDim.x * blockDim.x)) {
+    double db = 0, dg = 0;
+    for (int n = 0; n < N; ++n) {
+      const double2 p = sums[size_t(n) * size_t(C) + size_t(c)];
+      db += p.x, dg += p.y;
+    }
+    if (dbeta) dbeta[c] = float(db);
+    if (dgamma) dgamma[c] = float(dg);
+  }
+}
 
 /// coef[2 i], coef[2 i + 1] <- mean(gamma dy), mean(gamma dy xhat) over (sample, group) i.
 __global__ void group_coef_kernel(const double2* sums, const float* gamma, int N, int C, int groups, double m,
@@ -181,9 +185,8 @@ void group_norm_backward(const Device& d, const float* x, const float* dy, Shape
     return;
   }
   reduce_sample_channels(ctx, PairSumOp{x, dy, mean, istd, C, per, G}, s, pairs);
-  const Shape over_samples{1, s.n, 1, s.c};  // dbeta[c], dgamma[c]: channel c's sums over the samples
-  if (dbeta) reduce_sample_channels(ctx, SumOp<PairHalf>{PairHalf{pairs, false}, 1.0}, over_samples, dbeta);
-  if (dgamma) reduce_sample_channels(ctx, SumOp<PairHalf>{PairHalf{pairs, true}, 1.0}, over_samples, dgamma);
+  group_param_grads_kernel<<<grid_blocks(size_t(s.c)), kThreads, 0, ctx.stream()>>>(pairs, s.n, s.c, dgamma, dbeta);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "group_norm_param_grads");
   if (!dx) return;
   const int items = s.n * groups;
   group_coef_kernel<<<grid_blocks(size_t(items)), kThreads, 0, ctx.stream()>>>(pairs, gamma, s.n, s.c, groups,

@@ -2,14 +2,18 @@
 // Deterministic reductions over the pixels of each (sample, channel) of an
 // NHWC tensor [N, H, W, C] on a GPU: GlobalAveragePooling2D's sums,
 // GlobalMaxPooling2D's maxima and tie counts, the gradients of Multiply's
-// and Add's [1, 1, C] inputs. The H*W pixels of a sample are cut into `parts` fixed
-// ranges (a function of the shape only, not of the GPU); block (range,
+// and Add's [1, 1, C] inputs, LayerNormalization's weight gradients. The H*W
+// pixels of a sample are cut into `parts` fixed ranges (a function of the
+// shape only, not of the GPU); block (range,
 // channel tile, sample) has 32 channels x 8 pixel lanes, lane l folding
 // pixels l, l + 8, ... of its range, then the lanes in order; its partial per
 // channel goes to the context's workspace, and a second kernel folds each
 // (sample, channel)'s partials in range order and writes op.finish(value).
 // The ranges depend on H, W and C only, so a sample's result is the same on
 // every run, every GPU and for any batch it is part of (no atomics).
+// (LayerNormalization's weight gradients reduce [1, rows, 1, C], the tower's
+// pixels as one sample: their ranges follow the tower's batch, fixed for a
+// given split.)
 //
 // An Op has: using Value = ...; __device__ Value identity() const;
 // __device__ Value combine(Value, Value) const; __device__ Value term(size_t

@@ -9,15 +9,18 @@
 // the usual replacement of BatchNormalization when a tower's batch is small.
 // groups: 1 normalises each sample over all its values (LayerNormalization
 // over H, W and C); groups: C each channel alone (InstanceNormalization).
-// Weights, backward and the shared keys: norm_common.h.
+// Weights, backward and the shared keys: norm_common.h; the ops:
+// group_norm_* (backend/elementwise_ops.h).
 //
 // YAML keys (Keras 3's names and defaults): groups: 32 (-1: one group per
 // channel, as Keras 3 reads it), axis: -1 (or 3; nothing else), epsilon:
 // 0.001, center: true, scale: true, beta_initializer: zeros,
 // gamma_initializer: ones, beta_regularizer and gamma_regularizer: none. C
 // must be a multiple of groups (a UserError naming the divisors).
+#include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/layers/norm_common.h"
+#include "nn/layers/on_device.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -59,20 +62,41 @@ class GroupNormalization : public SampleNormLayer {
   }
 
  protected:
-  Shape stats_shape(Shape s) const override { return s; }
-  int groups() const override { return groups_; }
+  size_t rows(Shape s) const override { return size_t(s.n) * size_t(groups_); }
+  void compute_stats(const Device& d, const Tensor& x, float* mean, float* istd) override {
+    const Shape s = x.shape();
+    on_device(sums_, d).resize(size_t(2) * size_t(s.n) * size_t(s.c));
+    group_norm_stats(d, x.data(), s, groups_, o_.epsilon, sums_.data(), mean, istd);
+  }
+  void apply(const Device& d, const Tensor& x, const float* mean, const float* istd, const float* gamma,
+             const float* beta, float* y) override {
+    group_norm_apply(d, x.data(), x.shape(), groups_, mean, istd, gamma, beta, y);
+  }
+  void compute_grads(const Device& d, const Tensor& x, const Tensor& dy, const float* mean, const float* istd,
+                     const float* gamma, float* dgamma, float* dbeta, float* dx) override {
+    const Shape s = x.shape();
+    on_device(sums_, d).resize(size_t(2) * size_t(s.n) * size_t(s.c));
+    on_device(coef_, d).resize(size_t(2) * rows(s));
+    group_norm_backward(d, x.data(), dy.data(), s, groups_, mean, istd, gamma, sums_.data(), coef_.data(), dgamma,
+                        dbeta, dx);
+  }
 
  private:
   int configured_groups_;
-  int groups_ = 0;  ///< From infer().
+  int groups_ = 0;         ///< From infer().
+  Buffer<float> coef_;     ///< Backward's per (sample, group) means [N, groups, 2].
+  Buffer<double> sums_;    ///< Per (sample, channel) sums [N, C, 2].
 };
 
 }  // namespace
 
 std::unique_ptr<Layer> make_group_normalization(ParamReader& p, const std::string& name) {
-  const int groups = p.get_int("groups", 32, -1, 65536);
-  if (groups == 0) p.fail("groups", "must be at least 1, or -1 for one group per channel");
-  return std::make_unique<GroupNormalization>(name, read_norm_options(p, "GroupNormalization"), groups);
+  NormOptions o = read_norm_options(p, "GroupNormalization", "");
+  const int groups = p.get_int("groups", 32);
+  if (groups < 1 && groups != -1)
+    p.fail("groups", "must be at least 1 (a divisor of the channels), or -1 for one group per channel; got " +
+                         std::to_string(groups));
+  return std::make_unique<GroupNormalization>(name, std::move(o), groups);
 }
 
 }  // namespace trainer

@@ -6,13 +6,16 @@
 // communication), as ConvNeXt-style blocks use it. This is Keras's default
 // axis=-1; normalising each sample over H, W and C is GroupNormalization with
 // groups: 1 (with [C] weights, where Keras's axis=[1, 2, 3] has [H, W, C]).
-// Computed as GroupNormalization's ops over [N * H * W, 1, 1, C] with one
-// group: weights, backward and the shared keys in norm_common.h.
+// The ops are layer_norm_* (backend/elementwise_ops.h; no scratch); weights,
+// backward and the shared keys in norm_common.h.
 //
 // YAML keys (Keras 3's names and defaults): axis: -1 (or 3; nothing else),
 // epsilon: 0.001, center: true, scale: true, beta_initializer: zeros,
 // gamma_initializer: ones, beta_regularizer and gamma_regularizer: none;
 // rms_scaling: false (true, Keras 3's RMS normalisation, is refused).
+#include <climits>
+
+#include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/layers/norm_common.h"
 #include "nn/registry.h"
@@ -43,16 +46,36 @@ class LayerNormalization : public SampleNormLayer {
   }
 
  protected:
-  Shape stats_shape(Shape s) const override { return Shape{s.n * s.h * s.w, 1, 1, s.c}; }
-  int groups() const override { return 1; }
+  size_t rows(Shape s) const override { return size_t(s.n) * size_t(s.h) * size_t(s.w); }
+  void compute_stats(const Device& d, const Tensor& x, float* mean, float* istd) override {
+    layer_norm_stats(d, x.data(), rows(x.shape()), x.shape().c, o_.epsilon, mean, istd);
+  }
+  /// group_norm_apply of x seen as [rows, 1, 1, C] with one group: a row's statistics for its C values.
+  void apply(const Device& d, const Tensor& x, const float* mean, const float* istd, const float* gamma,
+             const float* beta, float* y) override {
+    const size_t n = rows(x.shape());
+    if (n > size_t(INT_MAX))
+      throw UserError("layer '" + name() + "': " + std::to_string(n) +
+                      " pixels in one tower's batch are more than LayerNormalization handles (2^31 - 1); lower "
+                      "training.batch_size");
+    group_norm_apply(d, x.data(), Shape{int(n), 1, 1, x.shape().c}, 1, mean, istd, gamma, beta, y);
+  }
+  void compute_grads(const Device& d, const Tensor& x, const Tensor& dy, const float* mean, const float* istd,
+                     const float* gamma, float* dgamma, float* dbeta, float* dx) override {
+    layer_norm_backward(d, x.data(), dy.data(), rows(x.shape()), x.shape().c, mean, istd, gamma, dgamma, dbeta, dx);
+  }
 };
 
 }  // namespace
 
 std::unique_ptr<Layer> make_layer_normalization(ParamReader& p, const std::string& name) {
   if (p.get_bool("rms_scaling", false))
-    p.fail("rms_scaling", "is not supported: trainer's LayerNormalization subtracts the mean; remove the key");
-  return std::make_unique<LayerNormalization>(name, read_norm_options(p, "LayerNormalization"));
+    p.fail("rms_scaling", "is not supported: trainer's LayerNormalization subtracts the mean; set it to false or "
+                          "remove the key");
+  return std::make_unique<LayerNormalization>(
+      name, read_norm_options(p, "LayerNormalization",
+                              "; to normalise each sample over H, W and C (Keras's axis [1, 2, 3]), use "
+                              "GroupNormalization with groups: 1"));
 }
 
 }  // namespace trainer

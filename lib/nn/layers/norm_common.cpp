@@ -1,16 +1,23 @@
 #include "nn/layers/norm_common.h"
 
-#include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/initializers.h"
 #include "nn/layers/on_device.h"
 
 namespace trainer {
 
-NormOptions read_norm_options(ParamReader& p, const std::string& layer_type) {
-  const int axis = p.get_int("axis", -1);
+NormOptions read_norm_options(ParamReader& p, const std::string& layer_type, const std::string& axis_fix) {
+  const YAML::Node a = p.get_node("axis");  // Keras's int, or a one-element list of it
+  const YAML::Node v = a && a.IsSequence() && a.size() == 1 ? a[0] : a;
+  int axis = -1;
+  try {
+    if (v) axis = v.as<int>();
+  } catch (const YAML::Exception&) {
+    axis = 0;  // a list of several axes, or not a number
+  }
   if (axis != -1 && axis != 3)
-    p.fail("axis", "must be -1 (or 3): trainer's " + layer_type + " normalises the channel axis of NHWC tensors only");
+    p.fail("axis", "must be -1 (or 3): trainer's " + layer_type +
+                       " normalises the channel axis of NHWC tensors only" + axis_fix);
   NormOptions o;
   o.epsilon = p.get_double("epsilon", 1e-3, 1e-12);
   o.center = p.get_bool("center", true);
@@ -40,30 +47,24 @@ void SampleNormLayer::bind(const std::vector<float*>& params, const std::vector<
 }
 
 void SampleNormLayer::forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
-  const Shape s = stats_shape(x[0]->shape());
   const Device& d = ctx.device;
   y.resize(x[0]->shape());
-  const size_t rows = size_t(s.n) * size_t(groups());
   // An inference forward (validation, predict) leaves the training forward's statistics to backward.
   Stats& st = ctx.training ? train_ : inference_;
-  on_device(sums_, d).resize(size_t(2) * size_t(s.n) * size_t(s.c));
-  on_device(st.mean, d).resize(rows);
-  on_device(st.istd, d).resize(rows);
-  group_norm_stats(d, x[0]->data(), s, groups(), o_.epsilon, sums_.data(), st.mean.data(), st.istd.data());
-  group_norm_apply(d, x[0]->data(), s, groups(), st.mean.data(), st.istd.data(), gamma_, beta_, y.data());
+  const size_t n = rows(x[0]->shape());
+  on_device(st.mean, d).resize(n);
+  on_device(st.istd, d).resize(n);
+  compute_stats(d, *x[0], st.mean.data(), st.istd.data());
+  apply(d, *x[0], st.mean.data(), st.istd.data(), gamma_, beta_, y.data());
 }
 
 void SampleNormLayer::backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&,
                                const Tensor& dy, const std::vector<Tensor*>& dx) {
-  const Shape s = stats_shape(x[0]->shape());
-  const Device& d = ctx.device;
-  if (train_.mean.size() != size_t(s.n) * size_t(groups()))
+  if (train_.mean.size() != rows(x[0]->shape()))
     throw InternalError("layer '" + name() + "': backward without its training forward's statistics");
-  on_device(sums_, d).resize(size_t(2) * size_t(s.n) * size_t(s.c));
-  on_device(coef_, d).resize(size_t(2) * train_.mean.size());
   if (dx[0]) dx[0]->resize(x[0]->shape());
-  group_norm_backward(d, x[0]->data(), dy.data(), s, groups(), train_.mean.data(), train_.istd.data(), gamma_,
-                      sums_.data(), coef_.data(), dgamma_, dbeta_, dx[0] ? dx[0]->data() : nullptr);
+  compute_grads(ctx.device, *x[0], dy, train_.mean.data(), train_.istd.data(), gamma_, dgamma_, dbeta_,
+                dx[0] ? dx[0]->data() : nullptr);
 }
 
 }  // namespace trainer

@@ -2,17 +2,17 @@
 // The part GroupNormalization and LayerNormalization share: each normalises
 // groups of values of one sample by the group's own mean and biased variance,
 //   y = gamma[c] * (x - mean) / sqrt(var + epsilon) + beta[c],
-// through the group_norm_* ops (backend/elementwise_ops.h), in training and
-// inference alike (no moving statistics, so N towers compute what one does
-// with no communication). The groups are those of group_norm_* over
-// stats_shape(x) with groups(): GroupNormalization passes x's shape and its
-// channel groups; LayerNormalization [N * H * W, 1, 1, C] and 1 (each pixel's
-// C channels). Weights (Keras order and names): gamma [C] (when scale), beta
-// [C] (when center). Backward, xhat = (x - mean) * istd, over a group's M
-// values:
+// in training and inference alike (no moving statistics, so N towers compute
+// what one does with no communication). A derived layer says what a group is
+// (rows, compute_stats, apply, compute_grads: GroupNormalization's channel
+// groups of a sample through the group_norm_* ops, LayerNormalization's
+// pixels through layer_norm_*). Weights (Keras order and names): gamma [C]
+// (when scale), beta [C] (when center). Backward, xhat = (x - mean) * istd,
+// over a group's M values:
 //   dbeta = sum dy, dgamma = sum dy * xhat (over the samples and pixels),
 //   dx = istd * (gamma dy - mean(gamma dy) - xhat * mean(gamma dy * xhat)).
 #include <string>
+#include <utility>
 
 #include "config/params.h"
 #include "core/buffer.h"
@@ -30,8 +30,9 @@ struct NormOptions {
 };
 
 /// Reads epsilon, center, scale, the initializers and regularizers, and
-/// refuses an axis other than -1 or 3 (UserError naming the key).
-NormOptions read_norm_options(ParamReader& p, const std::string& layer_type);
+/// refuses an axis other than -1 or 3 (UserError naming the key; axis_fix is
+/// appended to the message, e.g. how to normalise other axes).
+NormOptions read_norm_options(ParamReader& p, const std::string& layer_type, const std::string& axis_fix);
 
 class SampleNormLayer : public Layer {
  public:
@@ -39,19 +40,25 @@ class SampleNormLayer : public Layer {
 
   std::vector<ParamSpec> param_specs() const override;
   void bind(const std::vector<float*>& params, const std::vector<float*>& grads) override;
-  /// y [N, H, W, C] from x: the groups' statistics (kept for backward), then gn_apply.
+  /// y [N, H, W, C] from x: the groups' statistics (kept for backward), then apply.
   void forward(const Context& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   /// dgamma, dbeta (this tower's sums; the tower all-reduce adds them) and,
   /// when the model needs it, dx. InternalError without a training forward
-  /// of x's shape.
+  /// of x's batch size.
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override;
 
  protected:
-  /// The shape group_norm_* see for an x of shape s.
-  virtual Shape stats_shape(Shape s) const = 0;
-  /// Groups per sample of stats_shape (valid after infer()).
-  virtual int groups() const = 0;
+  /// The number of groups (statistics) of an x of shape s.
+  virtual size_t rows(Shape s) const = 0;
+  /// mean, istd [rows(x)] of x's groups.
+  virtual void compute_stats(const Device& d, const Tensor& x, float* mean, float* istd) = 0;
+  /// y <- gn_apply of every element of x with its group's statistics.
+  virtual void apply(const Device& d, const Tensor& x, const float* mean, const float* istd, const float* gamma,
+                     const float* beta, float* y) = 0;
+  /// dgamma, dbeta (each skipped when nullptr) and dx (skipped when nullptr).
+  virtual void compute_grads(const Device& d, const Tensor& x, const Tensor& dy, const float* mean,
+                             const float* istd, const float* gamma, float* dgamma, float* dbeta, float* dx) = 0;
 
   NormOptions o_;
   Shape in_;  ///< The per-sample input shape, set by infer().
@@ -63,8 +70,6 @@ class SampleNormLayer : public Layer {
     Buffer<float> mean, istd;
   };
   Stats train_, inference_;  ///< Of the last training forward, and of the last inference one.
-  Buffer<float> coef_;         ///< Backward's per-group means [groups, 2].
-  Buffer<double> sums_;        ///< Per (sample, channel) sums of stats_shape [N, C, 2].
 };
 
 }  // namespace trainer
