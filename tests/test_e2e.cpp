@@ -134,7 +134,7 @@ TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has K
   REQUIRE(all.size() == 3);
   for (const auto& line : all) CHECK((line.front() == '{' && line.back() == '}'));
   CHECK_THAT(all[0], Catch::Contains("\"epoch\": 1, \"epochs\": 2") && Catch::Contains("\"val_mean_iou\": "));
-  CHECK_THAT(all[2], Catch::Contains("\"done\": true") && Catch::Contains("final.h5"));
+  CHECK_THAT(all[2], Catch::Contains("{\"done\": true, \"epochs_run\": 2,") && Catch::Contains("final.h5\"]}"));
   CHECK_THAT(r.err, Catch::Contains("Total params:"));  // the summary moved to stderr
   std::ifstream csv(dir / "run" / "log.csv");
   std::string header, row1, row2;
@@ -142,6 +142,15 @@ TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has K
   CHECK(header == "epoch,loss,mean_iou,val_loss,val_mean_iou");
   CHECK(row1.rfind("0,", 0) == 0);  // Keras numbers CSV epochs from 0
   CHECK(row2.rfind("1,", 0) == 0);
+  // A failed run still ends stdout with one object (from a new user: a config error printed nothing there).
+  std::ofstream(dir / "bad.yaml") << "model:\n  layers:\n    - {type: Input, shape: [8, 8, 1]}\n"
+                                     "data: {images: a, masks: b}\ntraining: {epoch: 3}\n";
+  r = run_trainer("--config " + (dir / "bad.yaml").string() + " --gpus cpu --log-format json", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::StartsWith("{\"done\": false, \"error\": \"") &&
+                        Catch::Contains("bad.yaml:5:") && Catch::Contains("did you mean 'epochs'"));
+  CHECK_THAT(r.out, Catch::EndsWith("\"}\n"));
+  CHECK_THAT(r.err, Catch::Contains("did you mean 'epochs'"));
   fs::remove_all(dir);
 }
 

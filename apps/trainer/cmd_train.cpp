@@ -101,6 +101,25 @@ void warn_missing_classes(const Dataset& data, const DataOptions& opt) {
                    : "");
 }
 
+/// s as a JSON string literal: quotes, backslashes and control characters escaped.
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const unsigned char u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
 int run_train(const TrainFlags& f) {
   if (f.config.empty()) throw UserError("--config is required; run 'trainer --help' for usage");
   Config config = load_config(f.config);
@@ -179,9 +198,12 @@ int run_train(const TrainFlags& f) {
   const FitResult result = fit(config, trainer, data, fit_options);
   const char* how = result.stop_signal ? " (stopped by a signal)" : result.stopped_early ? " (early stopping)" : "";
   if (json) {
-    std::printf("{\"done\": true, \"epochs\": %d, \"stopped_early\": %s, \"stop_signal\": %d, \"files\": [",
-                result.epochs_run, result.stopped_early ? "true" : "false", result.stop_signal);
-    for (size_t i = 0; i < result.files.size(); ++i) std::printf("%s\"%s\"", i ? ", " : "", result.files[i].c_str());
+    // done: the run reached its end (its epochs, or early stopping), not stopped by a signal.
+    std::printf("{\"done\": %s, \"epochs_run\": %d, \"stopped_early\": %s, \"stop_signal\": %d, \"files\": [",
+                result.stop_signal ? "false" : "true", result.epochs_run, result.stopped_early ? "true" : "false",
+                result.stop_signal);
+    for (size_t i = 0; i < result.files.size(); ++i)
+      std::printf("%s%s", i ? ", " : "", json_string(result.files[i]).c_str());
     std::printf("]}\n");
   } else {
     std::printf("Done: %d epoch(s)%s. Files:\n", result.epochs_run, how);
@@ -232,7 +254,16 @@ Runner add_train(CLI::App& app) {
                  "to stderr)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  return [f] { return run_train(*f); };
+  return [f] {
+    if (f->log_format != "json") return run_train(*f);
+    try {
+      return run_train(*f);
+    } catch (const std::exception& e) {  // a JSON consumer gets a final object too; main reports the error
+      std::printf("{\"done\": false, \"error\": %s}\n", json_string(e.what()).c_str());
+      std::fflush(stdout);
+      throw;
+    }
+  };
 }
 
 }  // namespace trainer::cli
