@@ -1,6 +1,7 @@
 // SIGINT/SIGTERM handling. Training: the first signal asks the run to stop
 // after the current step (it then writes last.h5 and exits with 128 + signal);
-// a second SIGINT exits at once with 130. Export and predict: exit at once.
+// a second SIGINT exits at once with 130. Export and predict: exit at once,
+// saying so.
 // Either way a temporary file being written is deleted first.
 #include <signal.h>
 #include <unistd.h>
@@ -27,6 +28,9 @@ extern "C" void on_stop_signal(int sig) {
 
 extern "C" void on_exit_signal(int sig) {
   remove_pending_temp();
+  static const char msg[] = "\nstopped by a signal: every file written so far is complete; the one being written "
+                            "was removed\n";
+  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
   _exit(128 + sig);
 }
 
