@@ -180,6 +180,14 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
                   dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("--threads " + std::to_string(4 * cores) + " is more than twice this machine's"));
+  // Fewer threads than CPU towers: each still gets one, and the log says so.
+  r = run_trainer("--config " + std::string(TRAINER_SOURCE_DIR) + "/configs/unet_small.yaml --gpus cpu:3 --threads 1"
+                  " --images " + (dir / "nowhere").string() + " --output " + (dir / "o").string(),
+                  dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--threads 1 is fewer than the 3 CPU towers; each tower runs at least 1 thread (3 "
+                                    "in all)") &&
+                        Catch::Contains("3 CPU towers (1 CPU thread(s) each)"));
   // Seeds CLI11 would wrap or saturate into 2^64 - 1 (the config rejects them too).
   for (const char* seed : {"-1", "18446744073709551616", "99999999999999999999999"}) {
     r = run_trainer(std::string("--config x.yaml --seed ") + seed, dir);

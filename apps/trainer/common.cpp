@@ -32,6 +32,9 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool 
                  "each other: leave --threads out to use every core",
                  cores, hardware);
   t.threads_per_tower = std::max(1, cores / t.plan.towers());
+  if (threads && *threads < t.plan.cpu_towers)  // from a new user: cpu:4 --threads 1 ran 4 threads unannounced
+    spdlog::warn("--threads {} is fewer than the {} CPU towers; each tower runs at least 1 thread ({} in all)",
+                 *threads, t.plan.cpu_towers, t.plan.cpu_towers);
   spdlog::info("devices: {} ({} CPU thread(s) each)", t.plan.describe(), t.threads_per_tower);
   return t;
 }
