@@ -602,3 +602,11 @@ TEST_CASE("config: the product configs parse", "[config]") {
   CHECK(big.model.layers.size() == 33);
   CHECK(small.model.layers.size() == 33);
 }
+
+TEST_CASE("config: a checkpoint given as the config is named as one", "[config]") {
+  // From a new user: --config final.h5 said "YAML syntax error: unknown escape character: \x00".
+  const std::string hdf5 = std::string("\x89HDF\r\n\x1a\n", 8) + std::string(32, '\0');
+  CHECK_THROWS_WITH(parse_config(hdf5, "runs/a/final.h5"),
+                    Catch::Contains("runs/a/final.h5 is an HDF5 file (a checkpoint?), not a YAML config") &&
+                        Catch::Contains("--resume"));
+}

@@ -314,6 +314,18 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
     CHECK_THAT(e, Catch::Matchers::Contains("data.skip_bad_files: true"));
     CHECK_THAT(e, !Catch::Matchers::Contains("x21.png"));  // only the first 10 are listed
   }
+  SECTION("masks named as their images, with the default suffix") {
+    for (const char* stem : {"a", "b", "c"}) {
+      write(d.images / (std::string(stem) + ".png"), flat_mask(4, 4));
+      write(d.masks / (std::string(stem) + ".png"), flat_mask(4, 4));
+    }
+    const std::string e = error_of(o);
+    CHECK_THAT(e, Catch::Matchers::Contains("3 of 3 images have no mask") &&
+                      Catch::Matchers::Contains("(3 of them have a file of their own name in the mask folder: if the "
+                                                "masks are named as their images, set data.mask_suffix: \"\")"));
+    o.mask_suffix = "";
+    CHECK_NOTHROW(load_dataset(o));
+  }
   SECTION("wrong mask suffix matches nothing") {
     write(d.images / "a.png", flat_mask(4, 4));
     write(d.masks / "a-mask.png", flat_mask(4, 4));

@@ -711,6 +711,13 @@ TEST_CASE("Dropout masks depend on the global sample index, not the tower split"
   CHECK(std::equal(ya.data(), ya.data() + ya.numel(), yb.data()));
 }
 
+TEST_CASE("Dropout's rate outside [0, 1) is refused as written", "[layers]") {
+  // From a new user: "got 1.200000".
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Dropout, rate: 1.2}"),
+                    Catch::Contains("would drop everything), got 1.2") && !Catch::Contains("1.200000"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: -0.25}"), Catch::Contains("got -0.25"));
+}
+
 TEST_CASE("Dropout keeps 1 - rate of the elements, scaled, and identity in inference", "[layers]") {
   auto l = layer_from_yaml("{type: Dropout, rate: 0.3}");
   auto w = bind_random(*l, {Shape{0, 64, 64, 64}}, 1);

@@ -114,11 +114,13 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
 
   std::vector<Pair> pairs;
   std::vector<std::string> missing;
+  size_t same_name = 0;  // missing ones whose mask folder holds a file of the image's own stem
   names.clear();
   for (const auto& name : images) {
     std::string stem = fs::path(name).stem().string();
     auto it = mask_by_stem.find(stem + o.mask_suffix);
     if (it == mask_by_stem.end()) {
+      same_name += !o.mask_suffix.empty() && mask_by_stem.count(stem);
       missing.push_back(name + " (expected " +
                         (fs::path(o.masks_dir) / (stem + o.mask_suffix + fs::path(name).extension().string())).string() +
                         ")");
@@ -132,6 +134,9 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
                        " images have no mask in '" + o.masks_dir + "' (the mask of <stem>.<ext> is <stem>" +
                        o.mask_suffix + " with any of the extensions " + exts + "):" +
                        list_up_to_10(missing);
+    if (same_name > 0)  // from a new user: masks named as their images, with the default suffix _mask
+      what += " (" + std::to_string(same_name) + " of them have a file of their own name in the mask folder: if the "
+              "masks are named as their images, set data.mask_suffix: \"\")";
     if (!o.skip_bad_files)
       throw UserError(prefix(o) + section(o) + ": " + what + ". Add the masks, fix data." + o.key_prefix +
                       "masks / data.mask_suffix, or set data.skip_bad_files: true to " + use(o) +

@@ -12,6 +12,8 @@
 // counter-based generator, so a global batch gets the same masks however it is
 // split across towers. The layer seed is 'seed' when given, else a 64-bit
 // FNV-1a hash of the layer's name.
+#include <spdlog/fmt/fmt.h>
+
 #include <cmath>
 #include <cstdint>
 
@@ -94,7 +96,8 @@ class Dropout : public Layer {
 std::unique_ptr<Layer> make(ParamReader& p, const std::string& name, bool spatial) {
   double rate = p.get_double("rate", std::nullopt);
   if (!(rate >= 0.0 && rate < 1.0))
-    p.fail("rate", "must be in [0, 1) (the fraction dropped; 1 would drop everything), got " + std::to_string(rate));
+    p.fail("rate", "must be in [0, 1) (the fraction dropped; 1 would drop everything), got " +
+                       fmt::format("{:g}", rate));
   uint64_t seed = p.has_optional("seed") ? uint64_t(int64_t(p.get_int("seed", std::nullopt))) : fnv1a(name);
   p.skip("seed");  // known when absent too (unknown-key suggestions)
   return std::make_unique<Dropout>(name, rate, seed, spatial);
