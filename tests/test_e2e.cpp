@@ -154,6 +154,17 @@ TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has K
   fs::remove_all(dir);
 }
 
+TEST_CASE("a global batch smaller than the tower count trains and warns", "[e2e]") {
+  fs::path dir = temp_dir("e2e_idle_towers");
+  std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
+  const Run r =
+      run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu:3 --batch-size 2 --epochs 1", dir);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("global batch 2 is smaller than the 3 towers: 1 of them get no sample each step"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   fs::path dir = temp_dir("e2e_errors");
   std::ofstream(dir / "bad.yaml") << "model:\n  layers:\n    - {type: Input, shape: [8, 8, 1]}\n"

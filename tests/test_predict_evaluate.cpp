@@ -274,7 +274,7 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   INFO(wrong.out << wrong.err);
   REQUIRE(wrong.code == 0);
   CHECK_THAT(wrong.err, Catch::Contains(std::to_string(kIds.size()) + " of " + std::to_string(kIds.size()) +
-                                        " label image(s) hold one value besides 0") &&
+                                        " label image(s) hold only 0 and one of 255 or 65535") &&
                             Catch::Contains("pass binary masks with --masks"));
 }
 

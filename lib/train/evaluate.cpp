@@ -161,7 +161,7 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
     spdlog::info("evaluated {}/{} image(s)", hi, n);
   }
   if (mask_like > 0)
-    spdlog::warn("{} of {} label image(s) hold one value besides 0, 255 or 65535: binary masks? As labels all "
+    spdlog::warn("{} of {} label image(s) hold only 0 and one of 255 or 65535: binary masks? As labels all "
                  "nuclei of such an image are one object; pass binary masks with --masks, which splits them by "
                  "connectivity",
                  mask_like, n);

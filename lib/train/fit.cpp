@@ -252,6 +252,10 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   const fs::path out_dir(tc.output_dir);
   spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s)", train_idx.size(),
                val_idx.size(), tc.batch_size, trainer.towers());
+  if (tc.batch_size < trainer.towers())  // from a new user: cpu:16 with batch 8 left 8 towers idle unannounced
+    spdlog::warn("global batch {} is smaller than the {} towers: {} of them get no sample each step; raise "
+                 "training.batch_size to at least {}, or use fewer towers",
+                 tc.batch_size, trainer.towers(), trainer.towers() - tc.batch_size, trainer.towers());
   if (const LearningRateSchedule& ls = tc.optimizer.schedule; !ls.type.empty())
     spdlog::info("learning rate schedule {} over the optimizer's steps; log.csv's learning_rate is the rate of the "
                  "update after each epoch", schedule_text(ls));
