@@ -514,7 +514,9 @@ TEST_CASE("resuming keeps only the log rows of the checkpoint's epochs, in any f
   CHECK(run(moved, dir) == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("resuming " + (dir / "run" / "ep2.h5").string() +
                                                      " there would overwrite") &&
-                                         Catch::Contains("--overwrite") && !Catch::Contains("continue it"));
+                                         Catch::Contains("--overwrite") && !Catch::Contains("continue it") &&
+                                         Catch::Contains("resume in the checkpoint's own run folder (--output " +
+                                                         (dir / "run").string() + " when it holds that run)"));
   CHECK(slurp(dir / "moved" / "log.csv") == "epoch,loss\n0,9.99\n");
   // ...until --overwrite, which takes the rows of the checkpoint's run, not moved's.
   REQUIRE(run(moved + " --overwrite", dir) == 0);

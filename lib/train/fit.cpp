@@ -229,6 +229,9 @@ void check_output_holds_no_run(const std::string& output_dir, const std::string&
   const std::string last = (fs::path(output_dir) / "last.h5").string();
   std::string ways = "choose another --output, or pass --overwrite to start over in it";
   if (resume.empty() && fs::exists(last, ec)) ways = "continue it with --resume " + last + ", " + ways;
+  if (!resume.empty())  // from a new user: the checkpoint's own folder is the likely intent
+    ways = "resume in the checkpoint's own run folder (--output " + fs::path(resume).parent_path().string() +
+           " when it holds that run), " + ways;
   throw UserError("output folder '" + output_dir + "' holds an earlier run (" + found + "), which " +
                   (resume.empty() ? "a new run" : "resuming " + resume + " there") + " would overwrite: " + ways);
 }

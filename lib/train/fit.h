@@ -65,7 +65,8 @@ bool resumes_in_place(const std::string& checkpoint, const std::string& output_d
 /// checkpoints and log a new run there (resume "": none), or a run resumed
 /// from another folder's checkpoint, would overwrite; the message names the
 /// files and the fixes: --resume its last.h5 (a new run, when there is one),
-/// another --output, or --overwrite. A missing or empty folder is fine.
+/// --output the checkpoint's folder (a resumed run), another --output, or
+/// --overwrite. A missing or empty folder is fine.
 void check_output_holds_no_run(const std::string& output_dir, const std::string& resume);
 
 /// Trains for config.training.epochs (or until EarlyStopping or a stop
