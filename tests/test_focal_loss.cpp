@@ -56,13 +56,15 @@ double keras_binary_focal(double p, double y, double gamma, bool balanced, doubl
 }
 
 /// Keras 3's categorical_focal_crossentropy of one pixel's probabilities p
-/// against class c (gamma 0 and alpha 1: categorical_crossentropy).
-double keras_categorical_focal(const std::vector<double>& p, int c, double gamma, double alpha, double smoothing) {
+/// against class c (gamma 0 and alpha 1: categorical_crossentropy); alphas,
+/// when given, is Keras 3's list (class j's term times alphas[j]).
+double keras_categorical_focal(const std::vector<double>& p, int c, double gamma, double alpha, double smoothing,
+                               const std::vector<double>& alphas = {}) {
   const double k = double(p.size());
   double l = 0;
   for (size_t j = 0; j < p.size(); ++j) {
     const double t = (int(j) == c ? 1.0 : 0.0) * (1 - smoothing) + smoothing / k;
-    l += alpha * std::pow(1 - p[j], gamma) * (-t * std::log(p[j]));
+    l += (alphas.empty() ? alpha : alphas[j]) * std::pow(1 - p[j], gamma) * (-t * std::log(p[j]));
   }
   return l;
 }
@@ -106,8 +108,16 @@ TEST_CASE("the focal losses and label_smoothing take Keras's names, arguments an
   CHECK(cross_entropy_form(parse_loss("dice")).plain());
   CHECK(cross_entropy_form(parse_loss("sparse_categorical_crossentropy")).plain());
 
-  CHECK_THAT(loss_error("{type: CategoricalFocalCrossentropy, alpha: [0.25, 0.75]}"),
-             Catch::Contains("per-class alphas are not supported") && Catch::Contains("training.class_weight"));
+  // Keras 3's per-class list.
+  const LossConfig listed = parse_loss("{type: CategoricalFocalCrossentropy, alpha: [0.25, 0.75, 2]}");
+  CHECK(listed.alphas == std::vector<double>{0.25, 0.75, 2.0});
+  CHECK_THAT(loss_error("{type: BinaryFocalCrossentropy, alpha: [0.25, 0.75]}"),
+             Catch::Contains("only CategoricalFocalCrossentropy takes") && Catch::Contains("apply_class_balancing"));
+  CHECK_THAT(loss_error("{type: CategoricalFocalCrossentropy, alpha: [0.25, -1]}"),
+             Catch::Contains("must be a list of numbers >= 0, one per class"));
+  CHECK_THAT(loss_error("{type: CategoricalFocalCrossentropy, alpha: [0.25, high]}"),
+             Catch::Contains("must be a list of numbers >= 0"));
+  CHECK_THAT(loss_error("{type: CategoricalFocalCrossentropy, alpha: []}"), Catch::Contains("is an empty list"));
   CHECK_THAT(loss_error("{type: BinaryFocalCrossentropy, gamma: -1}"), Catch::Contains("'gamma' must be in [0"));
   CHECK_THAT(loss_error("{type: BinaryFocalCrossentropy, alpha: 1.5}"), Catch::Contains("'alpha' must be in [0"));
   CHECK_THAT(loss_error("{type: BinaryCrossentropy, label_smoothing: 1.5}"),
@@ -187,6 +197,13 @@ TEST_CASE("the focal and smoothed cross-entropies match Keras's formulas on prob
             Approx(keras_categorical_focal(p, c, k.gamma, k.alpha, k.smoothing)).epsilon(2e-5));
     }
     CHECK(softmax_loss_term(z.data(), 4, -1, f) == 0.f);  // an ignored pixel
+    const std::vector<float> alphas = {0.2f, 1.f, 0.5f, 3.f};  // Keras 3's list: each class's term its own factor
+    f.alphas = alphas.data();
+    for (int c = 0; c < 4; ++c) {
+      INFO("gamma " << k.gamma << ", per-class alphas, smoothing " << k.smoothing << ", class " << c);
+      CHECK(softmax_loss_term(z.data(), 4, c, f) ==
+            Approx(keras_categorical_focal(p, c, k.gamma, 0, k.smoothing, {0.2, 1.0, 0.5, 3.0})).epsilon(2e-5));
+    }
   }
   // The plain form is the plain cross-entropy.
   CHECK(softmax_loss_term(z.data(), 4, 2, CrossEntropyForm{}) == softmax_cross_entropy(z.data(), 4, 2));
@@ -216,13 +233,17 @@ TEST_CASE("the focal and smoothed losses' gradients match central finite differe
   yc.data()[5] = -1.f;  // an ignored pixel: no gradient
   const std::vector<CrossEntropyForm> categorical = {
       {2.f, 0.25f, false, 0.f}, {0.5f, 1.f, false, 0.1f}, {0.f, 1.f, false, 0.3f}, {3.f, 0.5f, false, 0.05f}};
-  for (const CrossEntropyForm& f : categorical) {
-    INFO("categorical: gamma " << f.gamma << ", alpha " << f.alpha << ", smoothing " << f.smoothing);
-    CHECK(loss_gradient_gap(LossKind::CategoricalFocalCrossentropy, f, zc, yc) < 2e-3);
-    Tensor g;
-    loss_sum(LossKind::CategoricalFocalCrossentropy, zc, yc, &g, std::nullopt, f);
-    for (int j = 0; j < 4; ++j) CHECK(g.data()[5 * 4 + j] == 0.f);
-  }
+  const std::vector<float> alphas = {0.2f, 1.f, 0.5f, 3.f};
+  for (const bool per_class : {false, true})
+    for (CrossEntropyForm f : categorical) {
+      if (per_class) f.alphas = alphas.data();
+      INFO("categorical: gamma " << f.gamma << ", alpha " << f.alpha << (per_class ? " (per class)" : "")
+                                 << ", smoothing " << f.smoothing);
+      CHECK(loss_gradient_gap(LossKind::CategoricalFocalCrossentropy, f, zc, yc) < 2e-3);
+      Tensor g;
+      loss_sum(LossKind::CategoricalFocalCrossentropy, zc, yc, &g, std::nullopt, f);
+      for (int j = 0; j < 4; ++j) CHECK(g.data()[5 * 4 + j] == 0.f);
+    }
 }
 
 TEST_CASE("the focal losses stay finite at saturated logits", "[loss][focal]") {
@@ -255,7 +276,10 @@ TEST_CASE("a focal loss trains on 1 and 2 towers to the same weights", "[loss][f
   const Dataset binary = tiny_data(), classes = tiny_class_data();
   const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}};
   const std::pair<std::string, const Dataset*> runs[] = {
-      {tiny_config(true), &binary}, {tiny_classes_config(3, "categorical_focal_crossentropy"), &classes}};
+      {tiny_config(true), &binary},
+      {tiny_classes_config(3, "categorical_focal_crossentropy"), &classes},
+      {tiny_classes_config(3, "{type: CategoricalFocalCrossentropy, alpha: [0.5, 1, 2], label_smoothing: 0.1}"),
+       &classes}};
   for (const auto& [base, data] : runs) {
     std::string yaml = base;
     const std::string binary_loss = "loss: bce_dice";
@@ -348,5 +372,27 @@ training:
     }
     CHECK(t.evaluate(data, all, 5).loss() == Approx(plain / double(pixels)).epsilon(1e-5));
     CHECK(t.train_step(data, all).loss() == Approx(weighted / double(pixels)).epsilon(1e-5));
+  }
+  SECTION("categorical, with Keras 3's per-class alphas in training and evaluate") {
+    const Dataset data = tiny_class_data();
+    const std::vector<double> alphas = {0.3, 1.0, 2.0};
+    const std::string loss =
+        "{type: CategoricalFocalCrossentropy, gamma: 2, alpha: [0.3, 1.0, 2.0], label_smoothing: 0.1}";
+    Trainer t(parse_config(config_of(3, "softmax", loss, ""), "focal.yaml"), 1, 1);
+    const Tensor p = t.predict(data.images, 13);
+    double want = 0;
+    const size_t pixels = data.masks.numel();
+    for (size_t i = 0; i < pixels; ++i) {
+      const std::vector<double> pi(p.data() + 3 * i, p.data() + 3 * i + 3);
+      want += keras_categorical_focal(pi, int(data.masks.data()[i]), 2, 0, 0.1, alphas);
+    }
+    CHECK(t.evaluate(data, all, 5).loss() == Approx(want / double(pixels)).epsilon(1e-5));
+    CHECK(t.train_step(data, all).loss() == Approx(want / double(pixels)).epsilon(1e-5));
+    // One value per class: a list of another length names the loss and the class count.
+    const std::string two = "{type: CategoricalFocalCrossentropy, alpha: [0.3, 1.0]}";
+    CHECK_THROWS_WITH(Trainer(parse_config(config_of(3, "softmax", two, ""), "focal.yaml"), 1, 1),
+                      Catch::Contains("focal.yaml:") &&
+                          Catch::Contains("alpha lists 2 values for a model of 3 classes (its last layer's filters); "
+                                          "give one per class"));
   }
 }

@@ -45,17 +45,24 @@ TEST_CASE("GPU focal and smoothed losses and gradients match the CPU", "[gpu][gp
   for (float& v : yc) v = float(rng() % unsigned(k));
   for (size_t p = 3; p < n; p += 7) yc[p] = kIgnoredPixel;
   const std::vector<float> class_weights = {0.5f, 3.f, 1.f, 0.f, 2.f};  // binary: the first two
+  const std::vector<float> alphas = {0.25f, 1.f, 2.f, 0.f, 0.5f};       // categorical, with `weighted`
   for (const bool weighted : {false, true})
     for (const CrossEntropyForm& f : kForms) {
       INFO("gamma " << f.gamma << ", alpha " << f.alpha << ", balanced " << f.balanced << ", smoothing "
-                    << f.smoothing << (weighted ? ", class weights" : ""));
-      // The form on device d, with its copy of the class weights there.
+                    << f.smoothing << (weighted ? ", class weights (and per-class alphas)" : ""));
+      // The form on device d, with its copies of the class weights (w) and alphas (a) there.
+      Buffer<float> a_cpu, a_gpu;
       auto form_on = [&](const Device& d, Buffer<float>& w, bool categorical) {
         CrossEntropyForm on = f;
         if (categorical) on.balanced = false;  // binary only
         if (weighted) {
           w = upload(class_weights, d);
           on.class_weights = w.data();
+          if (categorical) {
+            Buffer<float>& a = d.is_cuda() ? a_gpu : a_cpu;
+            a = upload(alphas, d);
+            on.alphas = a.data();
+          }
         }
         return on;
       };

@@ -53,8 +53,13 @@ struct CrossEntropyForm {
   /// term times the weight of its mask class (binary: [2], indexed by y > 0.5
   /// before smoothing; categorical: [K], by the class index).
   const float* class_weights = nullptr;
+  /// Categorical, on the tower's device, or null: CategoricalFocalCrossentropy's
+  /// alpha per class [K] (Keras 3's list), each class j's term times alphas[j]
+  /// in place of the one alpha.
+  const float* alphas = nullptr;
   TRAINER_HD bool plain() const {
-    return gamma == 0.f && alpha == 1.f && !balanced && smoothing == 0.f && class_weights == nullptr;
+    return gamma == 0.f && alpha == 1.f && !balanced && smoothing == 0.f && class_weights == nullptr &&
+           alphas == nullptr;
   }
   /// The class weight of a pixel of class c (1 without class weights).
   TRAINER_HD float class_weight(int c) const { return class_weights ? class_weights[c] : 1.f; }
@@ -171,6 +176,7 @@ struct SoftmaxTerms {
 /// label smoothing) of one pixel's k logits against class c, on logits: with
 /// targets t_j = (1 - s) [j == c] + s / k and p = softmax(z),
 ///   alpha w_c sum_j t_j (1 - p_j)^gamma (-log p_j),
+/// or with per-class alphas w_c sum_j alpha_j t_j (1 - p_j)^gamma (-log p_j),
 /// -log p_j = (max z - z_j) + log sum_i exp(z_i - max z), w_c the class
 /// weight of c (1 without). 0 for c = -1.
 /// (Keras clips p to [1e-7, 1 - 1e-7] first; here the log is exact.)
@@ -184,25 +190,27 @@ TRAINER_HD inline float softmax_focal_loss(const float* z, int k, int c, CrossEn
     if (t == 0.f) continue;
     float term = t * st.nlp(z, j);
     if (f.gamma != 0.f) term *= powf(st.miss(z, j), f.gamma);
+    if (f.alphas) term *= f.alphas[j];
     sum += term;
   }
-  return f.alpha * f.class_weight(c) * sum;
+  return (f.alphas ? 1.f : f.alpha) * f.class_weight(c) * sum;
 }
 
 /// g_j <- scale * d softmax_focal_loss / dz_j: alpha w_c (h_j - p_j sum_i h_i)
 /// with h_i = t_i F_i (gamma r_i - 1), F_i = (1 - p_i)^gamma and
 /// r_i = p_i log p_i / (1 - p_i) (its limit -1 where p_i = 1); for gamma 0,
-/// alpha w_c (p_j - t_j). 0 for c = -1.
+/// alpha w_c (p_j - t_j). With per-class alphas, h_i is times alpha_i and
+/// the outer alpha is 1. 0 for c = -1.
 TRAINER_HD inline void softmax_focal_grad(const float* z, int k, int c, CrossEntropyForm f, float scale, float* g) {
   if (c < 0) {
     for (int j = 0; j < k; ++j) g[j] = 0.f;
     return;
   }
-  scale *= f.alpha * f.class_weight(c);
+  scale *= (f.alphas ? 1.f : f.alpha) * f.class_weight(c);
   const SoftmaxTerms st(z, k);
   const float off = f.smoothing / float(k), on = 1.f - f.smoothing + off;
   auto h_of = [&](int j) {
-    const float t = j == c ? on : off;
+    const float t = (j == c ? on : off) * (f.alphas ? f.alphas[j] : 1.f);
     if (f.gamma == 0.f) return -t;
     const float miss = st.miss(z, j);
     const float r = miss > 0.f ? st.p(z, j) * -st.nlp(z, j) / miss : -1.f;

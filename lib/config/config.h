@@ -165,6 +165,10 @@ struct LossConfig {
   /// factor; BinaryFocalCrossentropy's weight of class 1 when
   /// apply_class_balancing).
   double gamma = 2.0, alpha = 0.25;
+  /// CategoricalFocalCrossentropy's alpha as a list (Keras 3): one factor
+  /// >= 0 per class, replacing alpha; empty: the one alpha. Its length is
+  /// checked against the model's classes when the Trainer is built.
+  std::vector<double> alphas;
   bool apply_class_balancing = false;  ///< BinaryFocalCrossentropy only.
   bool alpha_given = false;            ///< alpha was in the config (a warning when it weighs nothing).
   std::string where;  ///< "<file>:<line>:<col>: training.loss", for messages

@@ -2,6 +2,7 @@
 // or a mapping with Keras's loss class and arguments:
 //   loss: {type: SparseCategoricalCrossentropy, from_logits: true, ignore_class: 255}
 #include <algorithm>
+#include <cmath>
 
 #include "config/params.h"
 #include "config/sections.h"
@@ -127,11 +128,23 @@ LossConfig read_loss(ParamReader& training) {
   if (smooths_labels(l.function)) l.label_smoothing = p.get_double("label_smoothing", 0.0, 0.0, 1.0);
   if (is_focal(l.function)) {
     l.gamma = p.get_double("gamma", 2.0, 0.0);
-    if (p.has("alpha") && p.get_node("alpha").IsSequence())
-      p.fail("alpha", "is a list; per-class alphas are not supported: give one number in [0, 1] (Keras's default "
-                      "0.25), and weigh the classes with training.class_weight, e.g. class_weight: {0: 1.0, 1: 4.0}");
     l.alpha_given = p.given("alpha");
-    l.alpha = p.get_double("alpha", 0.25, 0.0, 1.0);
+    if (l.alpha_given && p.get_node("alpha").IsSequence()) {
+      if (l.function != "categorical_focal_crossentropy")
+        p.fail("alpha", "is a list, which only CategoricalFocalCrossentropy takes (one factor per class); "
+                        "BinaryFocalCrossentropy's alpha is one number in [0, 1], the foreground's weight with "
+                        "apply_class_balancing");
+      const YAML::Node list = p.get_node("alpha");
+      for (const auto& v : list) {
+        double a = 0;
+        if (!v.IsScalar() || !YAML::convert<double>::decode(v, a) || !std::isfinite(a) || a < 0)
+          p.fail("alpha", "must be a list of numbers >= 0, one per class, got " + YAML::Dump(list));
+        l.alphas.push_back(a);
+      }
+      if (l.alphas.empty()) p.fail("alpha", "is an empty list; give one number >= 0 per class, or one number");
+    } else {
+      l.alpha = p.get_double("alpha", 0.25, 0.0, 1.0);
+    }
     if (l.function == "binary_focal_crossentropy")
       l.apply_class_balancing = p.get_bool("apply_class_balancing", false);
   }

@@ -31,7 +31,8 @@ LossKind loss_kind(const std::string& name);
 
 /// The per-pixel form of config's cross-entropy (backend/train_math.h): its
 /// label_smoothing, and for the focal losses gamma, alpha and
-/// apply_class_balancing; plain for dice and bce_dice.
+/// apply_class_balancing; plain for dice and bce_dice. Per-class alphas
+/// (config.alphas) are device data: the caller sets form.alphas.
 CrossEntropyForm cross_entropy_form(const LossConfig& config);
 
 /// Whether kind is a categorical loss: the model ends in a softmax over K >= 2

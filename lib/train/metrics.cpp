@@ -92,7 +92,7 @@ double MetricCounts::binary_iou() const {
   const double tp = v[kTp], fp = v[kPredPos] - tp, fn = v[kTruePos] - tp, tn = v[kTotal] - tp - fp - fn;
   double sum = 0;
   int valid = 0;
-  for (const auto [hit, den] : {std::pair<double, double>{tn, tn + fp + fn}, {tp, tp + fp + fn}})
+  for (const auto& [hit, den] : {std::pair<double, double>{tn, tn + fp + fn}, {tp, tp + fp + fn}})
     if (den > 0) sum += hit / den, ++valid;
   return valid ? sum / valid : 0.0;
 }

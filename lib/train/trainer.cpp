@@ -191,7 +191,19 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
   state.zero();
   model.bind(params.data(), grads.data(), state.data());
   optimizer = make_optimizer(config.training.optimizer, params.size(), d);
-  train_form = cross_entropy_form(config.training.loss);
+  eval_form = cross_entropy_form(config.training.loss);
+  if (const std::vector<double>& a = config.training.loss.alphas; !a.empty()) {
+    const LossConfig& lc = config.training.loss;
+    const int classes = loss_classes(loss_kind(lc.function), model.output_shape());
+    if (a.size() != size_t(classes))
+      throw UserError(lc.where + ": alpha lists " + std::to_string(a.size()) + " values for a model of " +
+                      std::to_string(classes) + " classes (its last layer's filters); give one per class");
+    alphas.set_device(d);
+    alphas.resize(a.size());
+    alphas.copy_from_host(std::vector<float>(a.begin(), a.end()));
+    eval_form.alphas = alphas.data();
+  }
+  train_form = eval_form;
   if (const std::vector<double>& cw = config.training.class_weight; !cw.empty()) {
     const std::vector<float> w =
         class_weight_table(cw, loss_classes(loss_kind(config.training.loss.function), model.output_shape()));
@@ -221,7 +233,6 @@ Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
 Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower)
     : config_(config),
       loss_(loss_kind(config.training.loss.function)),
-      loss_form_(cross_entropy_form(config.training.loss)),
       devices_(std::make_unique<TowerDevices>(plan, config.training.precision, kCollectiveTimeoutSeconds)),
       pool_(plan.towers(), threads_per_tower, [this](int rank, const std::string& msg) {
         const std::string reason = "tower " + std::to_string(rank) + " failed: " + msg;
@@ -487,7 +498,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), int(b) + lo, batch,
                   t.device};
       const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
-      t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr, weights[b / size_t(batch_size)], loss_form_);
+      t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr, weights[b / size_t(batch_size)], t.eval_form);
       t.stats.samples += hi - lo;
       accumulate_metrics(out, t.y, t.stats.counts);
     }

@@ -223,9 +223,11 @@ class Trainer {
     std::unique_ptr<Optimizer> optimizer;
     GradientClipping clipping;         ///< The optimizer's clipnorm, global_clipnorm or clipvalue on grads.
     Buffer<float> class_weights;       ///< training.class_weight per class (empty without).
-    /// The training loss's form: loss_form_ with class_weights (evaluate
-    /// leaves them out, as Keras's validation does).
-    CrossEntropyForm train_form;
+    Buffer<float> alphas;              ///< The focal loss's per-class alphas (empty without).
+    /// The loss's form (label smoothing, focal parameters, alphas) for
+    /// evaluate, and with class_weights for training (Keras's validation
+    /// leaves the class weights out).
+    CrossEntropyForm eval_form, train_form;
     Tensor y;                          ///< Masks of this tower's shard [n, H, W, 1] (predict: probabilities).
     Buffer<float> staged;              ///< GPU: the uploaded shard, images then masks.
     std::vector<double> stats_host;    ///< Loss and metric sums [2 + counts.v.size()] (host).
@@ -277,7 +279,6 @@ class Trainer {
 
   const Config& config_;
   LossKind loss_;
-  CrossEntropyForm loss_form_;  ///< The loss's label smoothing and focal parameters (no class weights).
   int classes_ = 0;  ///< classes()
   std::vector<RegularizedWeight> regularized_;  ///< In parameter order (the same on every tower).
   PenaltyArgs penalty_args_;

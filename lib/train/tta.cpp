@@ -47,7 +47,10 @@ BatchStats probability_stats(const Trainer& trainer, const Tensor& probabilities
   if (trainer.ignores_pixels())
     weight = counted_pixel_weight(masks.shape().n, double(counted_pixels(masks.data(), masks.numel(), trainer.classes())));
   const LossConfig& lc = trainer.config().training.loss;
-  st.loss_sum = loss_sum(loss_kind(lc.function), logits, masks, nullptr, weight, cross_entropy_form(lc)) +
+  CrossEntropyForm form = cross_entropy_form(lc);
+  const std::vector<float> alphas(lc.alphas.begin(), lc.alphas.end());  // the logits are on the host
+  if (!alphas.empty()) form.alphas = alphas.data();
+  st.loss_sum = loss_sum(loss_kind(lc.function), logits, masks, nullptr, weight, form) +
                 trainer.regularization_penalty() * st.samples;
   accumulate_metrics(logits, masks, st.counts);
   return st;
