@@ -1,5 +1,6 @@
 #include "layer_testing.h"
 
+#include <catch2/catch.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -44,6 +45,61 @@ BoundWeights bind_random(Layer& layer, const std::vector<Shape>& inputs, unsigne
   }
   layer.bind(p, g);
   return w;
+}
+
+Context training_context() {
+  Context ctx;
+  ctx.training = true;
+  return ctx;
+}
+
+std::string layer_error(const std::string& yaml, Shape in) {
+  try {
+    layer_from_yaml(yaml)->infer({in});
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+std::pair<std::vector<float>, std::vector<float>> check_norm_weights(const BoundWeights& w, bool scale, bool center,
+                                                                     int C) {
+  std::vector<std::string> names;
+  for (const ParamSpec& p : w.specs) {
+    names.push_back(p.name);
+    CHECK(p.shape == std::vector<int>{C});
+    CHECK(p.trainable);
+  }
+  std::vector<std::string> want;
+  if (scale) want.push_back("gamma");
+  if (center) want.push_back("beta");
+  CHECK(names == want);  // Keras's order
+  return {scale ? w.params[0] : std::vector<float>{}, center ? w.params.back() : std::vector<float>{}};
+}
+
+void check_norm_backward(Layer& layer, BoundWeights& w, Shape s) {
+  const Tensor x = random_tensor(s, 8), dy = random_tensor(s, 9);
+  const Context train = training_context();
+  Tensor y, dx;
+  layer.forward(train, {&x}, y);
+  layer.backward(train, {&x}, y, dy, {&dx});
+  const std::vector<float> want_dx(dx.data(), dx.data() + dx.numel());
+  const auto want_grads = w.grads;
+  const Tensor other = random_tensor(s.with_batch(s.n + 1), 10);  // a validation-like forward in between
+  Tensor unused;
+  layer.forward(Context{}, {&other}, unused);
+  layer.backward(train, {&x}, y, dy, {&dx});
+  CHECK(std::vector<float>(dx.data(), dx.data() + dx.numel()) == want_dx);
+  CHECK(w.grads == want_grads);
+  for (auto& g : w.grads) std::fill(g.begin(), g.end(), std::nanf(""));
+  layer.backward(train, {&x}, y, dy, {nullptr});  // no dx wanted: the weight gradients still come
+  CHECK(w.grads == want_grads);
+
+  const Tensor none(s.with_batch(0));  // a tower with no sample this step
+  layer.forward(train, {&none}, y);
+  CHECK(y.numel() == 0);
+  layer.backward(train, {&none}, y, none, {&dx});
+  for (const auto& g : w.grads) CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.f; }));
 }
 
 Tensor make_tensor(Shape s, const std::vector<float>& v) {

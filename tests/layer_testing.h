@@ -4,6 +4,7 @@
 // check its backward pass against central finite differences.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -26,6 +27,28 @@ struct BoundWeights {
 /// filled uniformly in [-1, 1) (BN variances in [0.5, 1.5)) from seed. The
 /// layer keeps pointers into the result, so it must outlive the layer's use.
 [[nodiscard]] BoundWeights bind_random(Layer& layer, const std::vector<Shape>& inputs, unsigned seed);
+
+/// A CPU Context with training set (the default Context is inference).
+Context training_context();
+
+/// "accepted" when layer_from_yaml(yaml) builds and infers on per-sample
+/// input `in`, else the UserError's message.
+std::string layer_error(const std::string& yaml, Shape in);
+
+/// Catch checks that a normalisation layer's weights (bound by bind_random
+/// to w) are Keras's: gamma (when scale) then beta (when center), each [C]
+/// and trainable. Returns their values {gamma, beta}, empty when absent.
+std::pair<std::vector<float>, std::vector<float>> check_norm_weights(const BoundWeights& w, bool scale, bool center,
+                                                                     int C);
+
+/// Catch checks of the backward of a layer whose statistics are its batch's
+/// own (GroupNormalization, LayerNormalization), bound by bind_random to w for
+/// inputs of shape s: a backward after an inference forward of another batch
+/// size gives the same dx and weight gradients as right after the training
+/// forward; a backward with no dx wanted gives the same weight gradients
+/// (overwriting poisoned ones); an empty shard (no samples) gives zero weight
+/// gradients.
+void check_norm_backward(Layer& layer, BoundWeights& w, Shape s);
 
 /// A CPU tensor of shape s holding v (s.numel() values, else InternalError).
 Tensor make_tensor(Shape s, const std::vector<float>& v);

@@ -250,6 +250,22 @@ void check_losses(const std::vector<double>& got, const std::vector<double>& ref
   }
 }
 
+/// Trains yaml on the CPU (fp32) and on GPU 0 and two towers of GPU 0 (in
+/// precision p), checking the GPU runs' losses (loss_tol) and weight changes
+/// (weight_tol) against the CPU's; returns the CPU run.
+TrainRun check_gpu_follows_cpu(const std::string& yaml, Precision p, double loss_tol, double weight_tol) {
+  const TrainRun cpu = train_run("cpu", Precision::FP32, yaml);
+  const Config config = parse_config(yaml, "tiny.yaml");
+  const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
+  for (const char* spec : {"0", "0,0"}) {
+    INFO("--gpus " << spec);
+    const TrainRun gpu = train_run(spec, p, yaml);
+    check_losses(gpu.losses, cpu.losses, loss_tol);
+    check_weight_changes(gpu.records, cpu.records, initial, weight_tol);
+  }
+  return cpu;
+}
+
 }  // namespace
 
 TEST_CASE("LocalCommunicator sums, broadcasts and tickets buffers of two towers on GPU 0",
@@ -385,29 +401,13 @@ TEST_CASE("bf16 activations through pooling, concatenation and a skip gradient s
       CHECK(m.activation_type(i) == (f32 ? DType::F32 : DType::BF16));
     }
   }
-  const TrainRun cpu = train_run("cpu", Precision::FP32, kTinyUnetConfig);
-  Config config = parse_config(kTinyUnetConfig, "tiny.yaml");
-  const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
-  for (const char* spec : {"0", "0,0"}) {
-    INFO("--gpus " << spec);
-    const TrainRun gpu = train_run(spec, Precision::BF16, kTinyUnetConfig);
-    check_losses(gpu.losses, cpu.losses, kLossTolBf16);
-    check_weight_changes(gpu.records, cpu.records, initial, kWeightChangeTolBf16);
-  }
+  check_gpu_follows_cpu(kTinyUnetConfig, Precision::BF16, kLossTolBf16, kWeightChangeTolBf16);
 }
 
 TEST_CASE("a squeeze-and-excitation network on GPU 0 and two towers of GPU 0 follows the CPU (fp32)",
           "[gpu][gpu_training]") {
   TRAINER_REQUIRE_GPU();
-  const TrainRun cpu = train_run("cpu", Precision::FP32, kTinySeConfig);
-  const Config config = parse_config(kTinySeConfig, "tiny.yaml");
-  const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
-  for (const char* spec : {"0", "0,0"}) {
-    INFO("--gpus " << spec);
-    const TrainRun gpu = train_run(spec, Precision::FP32, kTinySeConfig);
-    check_losses(gpu.losses, cpu.losses, kLossTolFp32);
-    check_weight_changes(gpu.records, cpu.records, initial, kWeightTolFp32);
-  }
+  const TrainRun cpu = check_gpu_follows_cpu(kTinySeConfig, Precision::FP32, kLossTolFp32, kWeightTolFp32);
   // Dense runs as a 1x1 convolution: in tf32 and bf16 too.
   const std::pair<Precision, double> cases[] = {{Precision::TF32, kLossTolTf32}, {Precision::BF16, kLossTolBf16}};
   for (const auto& [p, tol] : cases) {
@@ -457,16 +457,8 @@ TEST_CASE("gelu, swish and mish layers on GPU 0 and two towers of GPU 0 follow t
     REQUIRE(yaml.find(from) != std::string::npos);
     yaml.replace(yaml.find(from), from.size(), to);
   }
-  const TrainRun cpu = train_run("cpu", Precision::FP32, yaml);
-  const Config config = parse_config(yaml, "tiny.yaml");
-  const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
-  for (const char* spec : {"0", "0,0"}) {
-    INFO("--gpus " << spec);
-    const TrainRun gpu = train_run(spec, Precision::FP32, yaml);
-    check_losses(gpu.losses, cpu.losses, kLossTolFp32);
-    check_weight_changes(gpu.records, cpu.records, initial, kWeightTolFp32);
-  }
-  Config bf16 = config;
+  const TrainRun cpu = check_gpu_follows_cpu(yaml, Precision::FP32, kLossTolFp32, kWeightTolFp32);
+  Config bf16 = parse_config(yaml, "tiny.yaml");
   bf16.training.precision = Precision::BF16;
   Trainer t(bf16, plan("0"), 1);
   const Model& m = t.model();
@@ -492,14 +484,6 @@ TEST_CASE("GroupNormalization and LayerNormalization networks on GPU 0 and on 0,
     const std::string bn = "type: BatchNormalization, synchronized: true}";
     REQUIRE(yaml.find(bn) != std::string::npos);
     yaml.replace(yaml.find(bn), bn.size(), norm);
-    const TrainRun cpu = train_run("cpu", Precision::FP32, yaml);
-    const Config config = parse_config(yaml, "tiny.yaml");
-    const std::vector<WeightRecord> initial = Trainer(config, plan("cpu"), 1).weights();  // same seed, same start
-    for (const char* spec : {"0", "0,0"}) {
-      INFO("--gpus " << spec);
-      const TrainRun gpu = train_run(spec, Precision::FP32, yaml);
-      check_losses(gpu.losses, cpu.losses, kLossTolFp32);
-      check_weight_changes(gpu.records, cpu.records, initial, kWeightTolFp32);
-    }
+    check_gpu_follows_cpu(yaml, Precision::FP32, kLossTolFp32, kWeightTolFp32);
   }
 }

@@ -19,12 +19,6 @@ using namespace trainer::testing;
 
 namespace {
 
-Context training_context() {
-  Context ctx;
-  ctx.training = true;
-  return ctx;
-}
-
 /// Keras's GroupNormalization of x in double: per sample and group of C /
 /// groups consecutive channels, (x - mean) / sqrt(var + epsilon) (biased
 /// var), times gamma[c] plus beta[c] (empty: 1 and 0).
@@ -53,15 +47,6 @@ std::vector<double> reference(const Tensor& x, int groups, double epsilon, const
   return y;
 }
 
-std::string error_of(const std::string& yaml, Shape in) {
-  try {
-    layer_from_yaml(yaml)->infer({in});
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "accepted";
-}
-
 }  // namespace
 
 TEST_CASE("GroupNormalization normalises each sample's groups as Keras, with Keras's weights", "[layers][group_norm]") {
@@ -83,18 +68,7 @@ TEST_CASE("GroupNormalization normalises each sample's groups as Keras, with Ker
     INFO(c.yaml);
     auto l = layer_from_yaml(c.yaml);
     BoundWeights w = bind_random(*l, {xs}, 11);
-    std::vector<std::string> names;
-    for (const ParamSpec& p : w.specs) {
-      names.push_back(p.name);
-      CHECK(p.shape == std::vector<int>{6});
-      CHECK(p.trainable);
-    }
-    std::vector<std::string> want;
-    if (c.scale) want.push_back("gamma");
-    if (c.center) want.push_back("beta");
-    CHECK(names == want);  // Keras's order
-    const std::vector<float> gamma = c.scale ? w.params[0] : std::vector<float>{};
-    const std::vector<float> beta = c.center ? w.params.back() : std::vector<float>{};
+    const auto [gamma, beta] = check_norm_weights(w, c.scale, c.center, 6);
     // Values far from 0 with a spread per sample, as activations after a ReLU and a shift.
     Tensor x = random_tensor(xs, 12, 2.f, 9.f);
     for (size_t i = 0; i < x.numel(); i += 7) x.data()[i] *= 0.1f;
@@ -140,28 +114,7 @@ TEST_CASE("GroupNormalization's backward keeps its training statistics, and an e
           "[layers][group_norm]") {
   auto l = layer_from_yaml("{type: GroupNormalization, groups: 2}");
   BoundWeights w = bind_random(*l, {Shape{2, 3, 3, 4}}, 7);
-  const Tensor x = random_tensor({2, 3, 3, 4}, 8), dy = random_tensor({2, 3, 3, 4}, 9);
-  const Context train = training_context();
-  Tensor y, dx;
-  l->forward(train, {&x}, y);
-  l->backward(train, {&x}, y, dy, {&dx});
-  const std::vector<float> want_dx(dx.data(), dx.data() + dx.numel());
-  const auto want_grads = w.grads;
-  const Tensor other = random_tensor({1, 3, 3, 4}, 10);  // a validation-like forward in between
-  Tensor unused;
-  l->forward(Context{}, {&other}, unused);
-  l->backward(train, {&x}, y, dy, {&dx});
-  CHECK(std::vector<float>(dx.data(), dx.data() + dx.numel()) == want_dx);
-  CHECK(w.grads == want_grads);
-  for (auto& g : w.grads) std::fill(g.begin(), g.end(), std::nanf(""));
-  l->backward(train, {&x}, y, dy, {nullptr});  // no dx wanted: the weight gradients still come
-  CHECK(w.grads == want_grads);
-
-  const Tensor none(Shape{0, 3, 3, 4});  // a tower with no sample this step
-  l->forward(train, {&none}, y);
-  CHECK(y.numel() == 0);
-  l->backward(train, {&none}, y, none, {&dx});
-  for (const auto& g : w.grads) CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.f; }));
+  check_norm_backward(*l, w, Shape{2, 3, 3, 4});
 }
 
 TEST_CASE("GroupNormalization: a constant group and a one-value group give beta and finite gradients",
@@ -203,20 +156,20 @@ TEST_CASE("GroupNormalization: a constant group and a one-value group give beta 
 }
 
 TEST_CASE("GroupNormalization config errors name the fix", "[layers][group_norm]") {
-  CHECK_THAT(error_of("{type: GroupNormalization}", Shape{1, 4, 4, 16}),
+  CHECK_THAT(layer_error("{type: GroupNormalization}", Shape{1, 4, 4, 16}),
              Catch::Contains("groups 32 must divide the input's 16 channels") &&
                  Catch::Contains("use one of 1, 2, 4, 8, 16"));
-  CHECK_THAT(error_of("{type: GroupNormalization, groups: 3}", Shape{1, 4, 4, 8}),
+  CHECK_THAT(layer_error("{type: GroupNormalization, groups: 3}", Shape{1, 4, 4, 8}),
              Catch::Contains("use one of 1, 2, 4, 8"));
-  CHECK(error_of("{type: GroupNormalization, groups: 8}", Shape{1, 4, 4, 8}) == "accepted");
-  CHECK_THAT(error_of("{type: GroupNormalization, axis: 1}", Shape{1, 4, 4, 32}), Catch::Contains("axis"));
-  CHECK_THAT(error_of("{type: GroupNormalization, groups: 0}", Shape{1, 4, 4, 32}),
+  CHECK(layer_error("{type: GroupNormalization, groups: 8}", Shape{1, 4, 4, 8}) == "accepted");
+  CHECK_THAT(layer_error("{type: GroupNormalization, axis: 1}", Shape{1, 4, 4, 32}), Catch::Contains("axis"));
+  CHECK_THAT(layer_error("{type: GroupNormalization, groups: 0}", Shape{1, 4, 4, 32}),
              Catch::Contains("groups") && Catch::Contains("-1 for one group per channel; got 0"));
-  CHECK_THAT(error_of("{type: GroupNormalization, groups: -2}", Shape{1, 4, 4, 32}),
+  CHECK_THAT(layer_error("{type: GroupNormalization, groups: -2}", Shape{1, 4, 4, 32}),
              Catch::Contains("'groups' must be at least 1 (a divisor of the channels), or -1 for one group per "
                              "channel; got -2"));
-  CHECK(error_of("{type: GroupNormalization, groups: -1}", Shape{1, 4, 4, 5}) == "accepted");
-  CHECK_THAT(error_of("{type: GroupNormalization, epsilon: 0}", Shape{1, 4, 4, 32}), Catch::Contains("epsilon"));
+  CHECK(layer_error("{type: GroupNormalization, groups: -1}", Shape{1, 4, 4, 5}) == "accepted");
+  CHECK_THAT(layer_error("{type: GroupNormalization, epsilon: 0}", Shape{1, 4, 4, 32}), Catch::Contains("epsilon"));
 }
 
 TEST_CASE("a GroupNormalization network on N CPU towers reaches one tower's weights", "[towers][group_norm]") {

@@ -21,12 +21,6 @@ using namespace trainer::testing;
 
 namespace {
 
-Context training_context() {
-  Context ctx;
-  ctx.training = true;
-  return ctx;
-}
-
 /// y = layer(x) (training mode) and dx, then every parameter gradient, for dy.
 struct Pass {
   std::vector<float> y, dx;

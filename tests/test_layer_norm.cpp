@@ -1,8 +1,9 @@
 // LayerNormalization: forward against a direct computation in double of
 // Keras's formula (each pixel's channels normalised by their own mean and
 // biased variance), with and without gamma or beta; finite-difference
-// gradients; a backward after an inference forward, without dx, and on an
-// empty shard; config errors; and N CPU towers reaching one tower's weights.
+// gradients; the weight gradients' sums over many pixels, a backward after
+// an inference forward, without dx, and on an empty shard; config errors; and
+// N CPU towers reaching one tower's weights.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -17,12 +18,6 @@ using namespace trainer;
 using namespace trainer::testing;
 
 namespace {
-
-Context training_context() {
-  Context ctx;
-  ctx.training = true;
-  return ctx;
-}
 
 /// keras.layers.LayerNormalization(axis=-1) of x in double: per pixel,
 /// (x - mean) / sqrt(var + epsilon) over its C channels (biased var), times
@@ -42,15 +37,6 @@ std::vector<double> reference(const Tensor& x, double epsilon, const std::vector
       y[p * C + c] = (v[c] - mean) * istd * (gamma.empty() ? 1.0 : gamma[c]) + (beta.empty() ? 0.0 : beta[c]);
   }
   return y;
-}
-
-std::string error_of(const std::string& yaml, Shape in) {
-  try {
-    layer_from_yaml(yaml)->infer({in});
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "accepted";
 }
 
 }  // namespace
@@ -73,18 +59,7 @@ TEST_CASE("LayerNormalization normalises each pixel's channels as Keras, with Ke
     INFO(c.yaml);
     auto l = layer_from_yaml(c.yaml);
     BoundWeights w = bind_random(*l, {xs}, 21);
-    std::vector<std::string> names;
-    for (const ParamSpec& p : w.specs) {
-      names.push_back(p.name);
-      CHECK(p.shape == std::vector<int>{6});
-      CHECK(p.trainable);
-    }
-    std::vector<std::string> want;
-    if (c.scale) want.push_back("gamma");
-    if (c.center) want.push_back("beta");
-    CHECK(names == want);  // Keras's order
-    const std::vector<float> gamma = c.scale ? w.params[0] : std::vector<float>{};
-    const std::vector<float> beta = c.center ? w.params.back() : std::vector<float>{};
+    const auto [gamma, beta] = check_norm_weights(w, c.scale, c.center, 6);
     Tensor x = random_tensor(xs, 22, 2.f, 9.f);  // far from 0, as activations after a ReLU and a shift
     for (size_t i = 0; i < x.numel(); i += 5) x.data()[i] *= 0.1f;
     const std::vector<double> want_y = reference(x, c.epsilon, gamma, beta);
@@ -121,19 +96,17 @@ TEST_CASE("LayerNormalization's gradients match finite differences", "[layers][l
   }
 }
 
-TEST_CASE("LayerNormalization's backward: after an inference forward, without dx, on an empty shard",
+TEST_CASE("LayerNormalization's weight gradients sum over every pixel and its backward keeps its statistics",
           "[layers][layer_norm]") {
   // 300 pixels: more than one of the CPU's 256-row blocks of the weight gradients.
+  const Shape s{3, 10, 10, 4};
   auto l = layer_from_yaml("{type: LayerNormalization}");
-  BoundWeights w = bind_random(*l, {Shape{3, 10, 10, 4}}, 25);
-  const Tensor x = random_tensor({3, 10, 10, 4}, 26), dy = random_tensor({3, 10, 10, 4}, 27);
+  BoundWeights w = bind_random(*l, {s}, 25);
+  const Tensor x = random_tensor(s, 26), dy = random_tensor(s, 27);
   const Context train = training_context();
   Tensor y, dx;
   l->forward(train, {&x}, y);
   l->backward(train, {&x}, y, dy, {&dx});
-  const std::vector<float> want_dx(dx.data(), dx.data() + dx.numel());
-  const auto want_grads = w.grads;
-  // dbeta[c] and dgamma[c] are sums over every pixel of every sample.
   const std::vector<double> xhat = reference(x, 1e-3, {}, {});
   for (size_t c = 0; c < 4; ++c) {
     double db = 0, dg = 0;
@@ -141,38 +114,24 @@ TEST_CASE("LayerNormalization's backward: after an inference forward, without dx
     CHECK(w.grads[1][c] == Approx(db).epsilon(1e-5));
     CHECK(w.grads[0][c] == Approx(dg).epsilon(1e-5));
   }
-  const Tensor other = random_tensor({1, 10, 10, 4}, 28);  // a validation-like forward in between
-  Tensor unused;
-  l->forward(Context{}, {&other}, unused);
-  l->backward(train, {&x}, y, dy, {&dx});
-  CHECK(std::vector<float>(dx.data(), dx.data() + dx.numel()) == want_dx);
-  CHECK(w.grads == want_grads);
-  for (auto& g : w.grads) std::fill(g.begin(), g.end(), std::nanf(""));
-  l->backward(train, {&x}, y, dy, {nullptr});  // no dx wanted: the weight gradients still come
-  CHECK(w.grads == want_grads);
-
-  const Tensor none(Shape{0, 10, 10, 4});  // a tower with no sample this step
-  l->forward(train, {&none}, y);
-  CHECK(y.numel() == 0);
-  l->backward(train, {&none}, y, none, {&dx});
-  for (const auto& g : w.grads) CHECK(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.f; }));
-  CHECK_THROWS_AS(l->backward(train, {&x}, y, dy, {&dx}), InternalError);  // the last training forward was empty
+  check_norm_backward(*l, w, s);  // ends with an empty shard's training forward
+  CHECK_THROWS_AS(l->backward(train, {&x}, y, dy, {&dx}), InternalError);
 }
 
 TEST_CASE("LayerNormalization config errors name the fix", "[layers][layer_norm]") {
   for (const char* axis : {"1", "[1, 2, 3]", "[3, 3]", "channels"}) {
     INFO(axis);
-    CHECK_THAT(error_of(std::string("{type: LayerNormalization, axis: ") + axis + "}", Shape{1, 4, 4, 8}),
+    CHECK_THAT(layer_error(std::string("{type: LayerNormalization, axis: ") + axis + "}", Shape{1, 4, 4, 8}),
                Catch::Contains("axis") && Catch::Contains("channel axis") &&
                    Catch::Contains("use GroupNormalization with groups: 1"));
   }
   for (const char* axis : {"-1", "3", "[-1]", "[3]"})  // Keras also takes a one-element list
-    CHECK(error_of(std::string("{type: LayerNormalization, axis: ") + axis + "}", Shape{1, 4, 4, 8}) == "accepted");
-  CHECK_THAT(error_of("{type: LayerNormalization, rms_scaling: true}", Shape{1, 4, 4, 8}),
+    CHECK(layer_error(std::string("{type: LayerNormalization, axis: ") + axis + "}", Shape{1, 4, 4, 8}) == "accepted");
+  CHECK_THAT(layer_error("{type: LayerNormalization, rms_scaling: true}", Shape{1, 4, 4, 8}),
              Catch::Contains("rms_scaling") && Catch::Contains("set it to false or remove the key"));
-  CHECK_THAT(error_of("{type: LayerNormalization, epsilon: 0}", Shape{1, 4, 4, 8}), Catch::Contains("epsilon"));
-  CHECK_THAT(error_of("{type: LayerNormalization, groups: 2}", Shape{1, 4, 4, 8}), Catch::Contains("groups"));
-  CHECK(error_of("{type: LayerNormalization}", Shape{1, 4, 4, 1}) == "accepted");
+  CHECK_THAT(layer_error("{type: LayerNormalization, epsilon: 0}", Shape{1, 4, 4, 8}), Catch::Contains("epsilon"));
+  CHECK_THAT(layer_error("{type: LayerNormalization, groups: 2}", Shape{1, 4, 4, 8}), Catch::Contains("groups"));
+  CHECK(layer_error("{type: LayerNormalization}", Shape{1, 4, 4, 1}) == "accepted");
 }
 
 TEST_CASE("a LayerNormalization network on N CPU towers reaches one tower's weights", "[towers][layer_norm]") {
