@@ -89,7 +89,7 @@ class Trainer {
   /// computing convolutions in config.training.precision, initialises tower
   /// 0's weights from training.seed and broadcasts them to the others.
   /// threads_per_tower: OpenMP threads each CPU tower's ops use. The Trainer
-  /// keeps a reference to config, which must outlive it.
+  /// keeps its own copy of config.
   Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower);
   /// `towers` CPU towers.
   Trainer(const Config& config, int towers, int threads_per_tower);
@@ -277,7 +277,7 @@ class Trainer {
     mutable std::vector<double> sums;
   };
 
-  const Config& config_;
+  const Config config_;  ///< A copy: a caller's config may be a temporary (a test's parse_config(...)).
   LossKind loss_;
   int classes_ = 0;  ///< classes()
   std::vector<RegularizedWeight> regularized_;  ///< In parameter order (the same on every tower).
