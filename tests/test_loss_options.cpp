@@ -426,6 +426,20 @@ TEST_CASE("resuming with another from_logits or ignore_class reports it", "[loss
   CHECK(has("training.loss.from_logits is true (the checkpoint's run used false)"));
 }
 
+TEST_CASE("resuming with another focal alpha, one number or a list per class, reports it", "[loss][resume]") {
+  const std::string focal = "{type: CategoricalFocalCrossentropy, alpha: ";
+  auto differences = [&](const std::string& now, const std::string& then) {
+    return resume_differences(classes_config(3, focal + now + "}", "softmax"),
+                              classes_config(3, focal + then + "}", "softmax"), "last.h5");
+  };
+  using V = std::vector<std::string>;
+  CHECK(differences("[5.0, 0.1, 1]", "[0.3, 2.0, 1]") ==
+        V{"training.loss.alpha is [5, 0.1, 1] (the checkpoint's run used [0.3, 2, 1])"});
+  CHECK(differences("0.3", "[0.3, 2.0, 1]") == V{"training.loss.alpha is 0.3 (the checkpoint's run used [0.3, 2, 1])"});
+  CHECK(differences("0.3", "0.25") == V{"training.loss.alpha is 0.3 (the checkpoint's run used 0.25)"});
+  CHECK(differences("[0.3, 2, 1]", "[0.3, 2.0, 1.0]").empty());
+}
+
 TEST_CASE("a fix shared by every bad mask is said once, after the list of files", "[data][categorical]") {
   const fs::path dir = temp_dir("shared_fix");
   fs::create_directories(dir / "images");

@@ -527,5 +527,11 @@ TEST_CASE("resuming keeps only the log rows of the checkpoint's epochs, in any f
               dir) == 0);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("has already trained 4 epoch(s)"));
   CHECK_FALSE(fs::exists(dir / "none"));
+  // The same with --log-format json ends stdout with its final object too.
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9 --output " + (dir / "none").string() +
+                  " --resume " + (dir / "run" / "last.h5").string() + " --log-format json",
+              dir) == 0);
+  CHECK(slurp(dir / "out.txt") ==
+        "{\"done\": true, \"epochs_run\": 4, \"stopped_early\": false, \"stop_signal\": 0, \"files\": []}\n");
   fs::remove_all(dir);
 }

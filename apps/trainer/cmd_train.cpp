@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "data/dataset.h"
 #include "io/checkpoint.h"
 #include "train/resume_check.h"
@@ -101,23 +102,13 @@ void warn_missing_classes(const Dataset& data, const DataOptions& opt) {
                    : "");
 }
 
-/// s as a JSON string literal: quotes, backslashes and control characters escaped.
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const unsigned char u = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
+/// The --log-format json line that ends a run: done (the run reached its end: its epochs, or early stopping;
+/// not stopped by a signal), the epochs trained, and the files written.
+void print_json_result(const FitResult& r) {
+  std::printf("{\"done\": %s, \"epochs_run\": %d, \"stopped_early\": %s, \"stop_signal\": %d, \"files\": [",
+              r.stop_signal ? "false" : "true", r.epochs_run, r.stopped_early ? "true" : "false", r.stop_signal);
+  for (size_t i = 0; i < r.files.size(); ++i) std::printf("%s%s", i ? ", " : "", json_string(r.files[i]).c_str());
+  std::printf("]}\n");
 }
 
 int run_train(const TrainFlags& f) {
@@ -146,7 +137,12 @@ int run_train(const TrainFlags& f) {
   std::unique_ptr<Checkpoint> resume;
   if (!f.resume.empty()) {
     resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
-    if (!load_resume(*resume, f.resume, config, trainer)) return 0;
+    if (!load_resume(*resume, f.resume, config, trainer)) {  // nothing left to train
+      FitResult done;
+      done.epochs_run = resume->epoch;
+      if (json) print_json_result(done);
+      return 0;
+    }
     // A resumed run writing elsewhere must not overwrite another run's files either.
     if (!f.overwrite && !resumes_in_place(f.resume, config.training.output_dir))
       check_output_holds_no_run(config.training.output_dir, f.resume);
@@ -193,18 +189,16 @@ int run_train(const TrainFlags& f) {
   if (validation_folders) fit_options.validation = &validation;
   if (stop.load()) {  // stopped while the data loaded: nothing to save yet
     spdlog::warn("stopped by signal {} before training started; nothing was written", stop.load());
+    FitResult none;
+    none.epochs_run = resume ? resume->epoch : 0;
+    none.stop_signal = stop.load();
+    if (json) print_json_result(none);
     return 128 + stop.load();
   }
   const FitResult result = fit(config, trainer, data, fit_options);
   const char* how = result.stop_signal ? " (stopped by a signal)" : result.stopped_early ? " (early stopping)" : "";
   if (json) {
-    // done: the run reached its end (its epochs, or early stopping), not stopped by a signal.
-    std::printf("{\"done\": %s, \"epochs_run\": %d, \"stopped_early\": %s, \"stop_signal\": %d, \"files\": [",
-                result.stop_signal ? "false" : "true", result.epochs_run, result.stopped_early ? "true" : "false",
-                result.stop_signal);
-    for (size_t i = 0; i < result.files.size(); ++i)
-      std::printf("%s%s", i ? ", " : "", json_string(result.files[i]).c_str());
-    std::printf("]}\n");
+    print_json_result(result);
   } else {
     std::printf("Done: %d epoch(s)%s. Files:\n", result.epochs_run, how);
     for (const auto& file : result.files) std::printf("  %s\n", file.c_str());

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "core/json_text.h"
+
 namespace trainer {
 
 std::string format_logs(const std::map<std::string, double>& logs) {
@@ -45,7 +47,7 @@ void Progress::end_epoch(const std::map<std::string, double>& logs, double secon
   if (json_) {
     std::printf("{\"epoch\": %d, \"epochs\": %d, \"steps\": %d, \"seconds\": %.3f, \"images_per_s\": %.3f", epoch_,
                 epochs_, steps_, seconds, images_per_second);
-    for (const auto& [k, v] : logs) std::printf(", \"%s\": %.9g", k.c_str(), v);
+    for (const auto& [k, v] : logs) std::printf(", %s: %s", json_string(k).c_str(), json_number(v).c_str());
     std::printf("}\n");
     std::fflush(stdout);
     return;

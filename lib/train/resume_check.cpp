@@ -1,6 +1,7 @@
 #include "train/resume_check.h"
 
-#include <iomanip>
+#include <spdlog/fmt/fmt.h>
+
 #include <map>
 #include <sstream>
 
@@ -19,15 +20,14 @@ void compare(std::vector<std::string>& out, const std::string& key, const T& now
   out.push_back(s.str());
 }
 
+/// x in its shortest form that reads back exactly (0.3, not 0.29999999999999999).
+std::string number_text(double x) { return fmt::format("{}", x); }
+
 /// A value as text: a number in its shortest exact form (0.10 reads 0.1),
 /// anything else in YAML flow style.
 std::string value_text(const YAML::Node& v) {
   double x = 0;
-  if (v.IsScalar() && YAML::convert<double>::decode(v, x)) {
-    std::ostringstream s;
-    s << std::setprecision(17) << x;
-    return s.str();
-  }
+  if (v.IsScalar() && YAML::convert<double>::decode(v, x)) return number_text(x);
   YAML::Emitter e;
   e << YAML::Flow << v;
   return e.c_str();
@@ -84,17 +84,21 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
                                    l.function == "categorical_focal_crossentropy")) {
     compare(out, "training.loss.gamma", l.gamma, m.gamma);
     compare(out, "training.loss.apply_class_balancing", l.apply_class_balancing, m.apply_class_balancing);
-    // BinaryFocalCrossentropy's alpha weighs only with apply_class_balancing.
-    if (l.function == "categorical_focal_crossentropy" || l.apply_class_balancing || m.apply_class_balancing)
-      compare(out, "training.loss.alpha", l.alpha, m.alpha);
   }
   auto weights = [](const std::vector<double>& w) {
     if (w.empty()) return std::string("none");
-    std::ostringstream s;
-    s << std::setprecision(17);
-    for (size_t c = 0; c < w.size(); ++c) s << (c ? ", " : "[") << w[c];
-    return s.str() + "]";
+    std::string s;
+    for (size_t c = 0; c < w.size(); ++c) s += (c ? ", " : "[") + number_text(w[c]);
+    return s + "]";
   };
+  if (l.function == m.function && (l.function == "binary_focal_crossentropy" ||
+                                   l.function == "categorical_focal_crossentropy")) {
+    // BinaryFocalCrossentropy's alpha weighs only with apply_class_balancing; CategoricalFocalCrossentropy's
+    // is one number or a list per class.
+    auto alpha = [&](const LossConfig& c) { return c.alphas.empty() ? number_text(c.alpha) : weights(c.alphas); };
+    if (l.function == "categorical_focal_crossentropy" || l.apply_class_balancing || m.apply_class_balancing)
+      compare(out, "training.loss.alpha", alpha(l), alpha(m));
+  }
   compare(out, "training.class_weight", weights(now.training.class_weight), weights(then.training.class_weight));
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
   auto steps = [](int s) { return s > 0 ? std::to_string(s) : std::string("null (one pass per epoch)"); };
