@@ -326,6 +326,13 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
     o.mask_suffix = "";
     CHECK_NOTHROW(load_dataset(o));
   }
+  SECTION("images without masks in the one folder of both: no such hint (each image would be its own mask)") {
+    for (const char* stem : {"a", "b"}) write(d.images / (std::string(stem) + ".png"), flat_mask(4, 4));
+    o.masks_dir = o.images_dir;
+    const std::string e = error_of(o);
+    CHECK_THAT(e, Catch::Matchers::Contains("2 of 2 images have no mask") &&
+                      !Catch::Matchers::Contains("file of their own name"));
+  }
   SECTION("wrong mask suffix matches nothing") {
     write(d.images / "a.png", flat_mask(4, 4));
     write(d.masks / "a-mask.png", flat_mask(4, 4));

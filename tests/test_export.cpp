@@ -337,8 +337,9 @@ training: {epochs: 1, batch_size: 8, loss: binary_crossentropy, output_dir: )" +
   for (const fs::path victim : {dir / "tiny.yaml", dir / "run" / "log.csv"}) {
     r = run_trainer("export" + ckpt + " --output " + victim.string(), dir);
     CHECK(r.code == 2);
-    CHECK_THAT(r.err, Catch::Contains(victim.string() + "' exists and does not end in .onnx") &&
-                          Catch::Contains("choose an --output ending in .onnx"));
+    CHECK_THAT(r.err,
+               Catch::Contains(victim.string() + "' exists, is not an earlier export and does not end in .onnx") &&
+                   Catch::Contains("choose an --output ending in .onnx"));
   }
   CHECK(slurp(dir / "tiny.yaml") == config_text);
   CHECK(slurp(dir / "run" / "log.csv") == log);
@@ -353,6 +354,11 @@ training: {epochs: 1, batch_size: 8, loss: binary_crossentropy, output_dir: )" +
   r = run_trainer("export" + ckpt + " --output " + (dir / "new.h5").string(), dir);  // a new file: written, with a word
   CHECK(r.code == 0);
   CHECK_THAT(r.err, Catch::Contains("does not end in .onnx; the file is ONNX whatever its name"));
+  r = run_trainer("export" + ckpt + " --output " + (dir / "new.h5").string(), dir);  // an earlier export: replaced
+  CHECK(r.code == 0);
+  r = run_trainer("export" + ckpt + " --output " + (dir / "M.ONNX").string(), dir);  // the extension in any case
+  CHECK(r.code == 0);
+  CHECK_THAT(r.err, !Catch::Contains("does not end in .onnx"));
   r = run_trainer("export" + ckpt + " --output " + (dir / "tiny.onnx").string(), dir);
   CHECK(r.code == 0);  // an earlier ONNX file is replaced
   CHECK(fs::file_size(dir / "tiny.onnx") > 0);

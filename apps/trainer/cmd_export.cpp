@@ -2,8 +2,12 @@
 // ONNX, final sigmoid included (format: docs/export.md).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "commands.h"
 #include "core/error.h"
@@ -15,10 +19,20 @@ namespace trainer::cli {
 
 namespace {
 
-/// UserError when output names a folder, or an existing file that is not
-/// .onnx (a config, a log, an image: a mistyped --output must not destroy
-/// it); a warning for a new file of another name. HDF5 files are
-/// refuse_to_replace_checkpoint's.
+/// Whether path starts as the ONNX files export writes: ModelProto's
+/// ir_version (field 1), then producer_name (field 2) "trainer".
+bool is_our_onnx(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[11] = {};
+  in.read(head, sizeof head);
+  return in.gcount() == sizeof head && head[0] == 0x08 && head[2] == 0x12 && head[3] == 0x07 &&
+         std::string(head + 4, 7) == "trainer";
+}
+
+/// UserError when output names a folder, or an existing file that neither
+/// ends in .onnx (any case) nor is an earlier export (a config, a log, an
+/// image: a mistyped --output must not destroy it); a warning for a file of
+/// another name. HDF5 files are refuse_to_replace_checkpoint's.
 void check_output(const std::string& output) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -26,10 +40,13 @@ void check_output(const std::string& output) {
     throw UserError("--output '" + output + "' is a folder; name the ONNX file to write, e.g. " +
                     (fs::path(output) / "unet.onnx").string());
   refuse_to_replace_checkpoint(output, "export writes an ONNX file; choose another --output, e.g. unet.onnx");
-  if (fs::path(output).extension() == ".onnx") return;
-  if (fs::exists(output, ec))
-    throw UserError("--output '" + output + "' exists and does not end in .onnx: export would replace it with the "
-                    "ONNX file; choose an --output ending in .onnx, e.g. unet.onnx");
+  std::string ext = fs::path(output).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  if (ext == ".onnx") return;
+  if (fs::exists(output, ec) && !is_our_onnx(output))
+    throw UserError("--output '" + output + "' exists, is not an earlier export and does not end in .onnx: export "
+                    "would replace it with the ONNX file; choose an --output ending in .onnx, e.g. unet.onnx, or "
+                    "delete the file first");
   spdlog::warn("--output '{}' does not end in .onnx; the file is ONNX whatever its name", output);
 }
 

@@ -137,6 +137,9 @@ int run_train(const TrainFlags& f) {
   std::unique_ptr<Checkpoint> resume;
   if (!f.resume.empty()) {
     resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
+    if (const std::string bad = first_non_finite(*resume, true); !bad.empty())  // the weights are checked on load
+      throw UserError(f.resume + ": " + bad + "; the training that wrote it diverged or the file is damaged: "
+                      "resume from an earlier checkpoint (predict, evaluate and export can still use its weights)");
     if (!load_resume(*resume, f.resume, config, trainer)) {  // nothing left to train
       FitResult done;
       done.epochs_run = resume->epoch;

@@ -28,8 +28,8 @@ extern "C" void on_stop_signal(int sig) {
 
 extern "C" void on_exit_signal(int sig) {
   remove_pending_temp();
-  static const char msg[] = "\nstopped by a signal: every file written so far is complete; the one being written "
-                            "was removed\n";
+  static const char msg[] = "\nstopped by a signal: every file written so far is complete; any file being "
+                            "written was removed\n";
   (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
   _exit(128 + sig);
 }

@@ -258,7 +258,9 @@ void group_norm_backward(const Device& d, const float* x, const float* dy, Shape
 // as `rows` = N * H * W rows of C values: each row is normalised by its own
 // mean and biased variance. The forward's y is group_norm_apply of x seen as
 // [rows, 1, 1, C] with one group (the same statistics layout). Sums are in
-// double, each row's over its channels in order; no scratch.
+// double, each row's over its channels in order; nothing the caller keeps
+// (the CPU backward allocates its per-block partials, [rows / 256, C, 2]
+// doubles, and the GPU uses the reduction's workspace).
 
 /// mean, istd [rows] <- each row's mean and 1 / sqrt(var + epsilon), var =
 /// max(sum x^2 / C - mean^2, 0).

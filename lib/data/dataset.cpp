@@ -114,13 +114,16 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
 
   std::vector<Pair> pairs;
   std::vector<std::string> missing;
-  size_t same_name = 0;  // missing ones whose mask folder holds a file of the image's own stem
+  // Missing ones whose mask folder holds a file of the image's own stem (not counted when the folders are
+  // one: each image would find itself).
+  size_t same_name = 0;
+  const bool one_folder = fs::equivalent(o.images_dir, o.masks_dir, ec);
   names.clear();
   for (const auto& name : images) {
     std::string stem = fs::path(name).stem().string();
     auto it = mask_by_stem.find(stem + o.mask_suffix);
     if (it == mask_by_stem.end()) {
-      same_name += !o.mask_suffix.empty() && mask_by_stem.count(stem);
+      same_name += !one_folder && !o.mask_suffix.empty() && mask_by_stem.count(stem);
       missing.push_back(name + " (expected " +
                         (fs::path(o.masks_dir) / (stem + o.mask_suffix + fs::path(name).extension().string())).string() +
                         ")");

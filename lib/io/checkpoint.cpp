@@ -286,13 +286,13 @@ Checkpoint load_checkpoint(const std::string& path) {
                     "; the file is damaged or was not written by trainer");
   }
   // A NaN can pass through a ReLU unnoticed (the loss stays finite) and make every prediction garbage.
-  if (const std::string bad = first_non_finite(ckpt); !bad.empty())
+  if (const std::string bad = first_non_finite(ckpt, false); !bad.empty())
     throw UserError(where + ": " + bad +
                     "; the training that wrote it diverged or the file is damaged: use an earlier checkpoint");
   return ckpt;
 }
 
-std::string first_non_finite(const Checkpoint& ckpt) {
+std::string first_non_finite(const Checkpoint& ckpt, bool training_state) {
   auto find = [](const std::vector<float>& v, const std::string& what) -> std::string {
     const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
     if (bad == v.end()) return "";
@@ -301,7 +301,7 @@ std::string first_non_finite(const Checkpoint& ckpt) {
   for (const WeightRecord& w : ckpt.weights)
     if (std::string s = find(w.values, "weight '" + w.layer + "/" + w.name + "'"); !s.empty()) return s;
   for (const auto& [name, values] : ckpt.state_arrays)
-    if (std::string s = find(values, "training state '" + name + "'"); !s.empty()) return s;
+    if (std::string s = find(values, "training state '" + name + "'"); training_state && !s.empty()) return s;
   return "";
 }
 

@@ -50,19 +50,20 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 /// destroy a checkpoint.
 void refuse_to_replace_checkpoint(const std::string& path, const std::string& fix);
 
-/// The first NaN or infinite value among ckpt's weights and float training
-/// state arrays (optimizer slots, the best weights kept for
-/// restore_best_weights), e.g. "weight 'c1a/kernel' holds nan at index 0" or
-/// "training state 'optimizer_m' holds inf at index 12"; empty when every
-/// value is finite. (The state scalars may hold infinities: a callback's best
-/// before any epoch.)
-std::string first_non_finite(const Checkpoint& ckpt);
+/// The first NaN or infinite value among ckpt's weights and, with
+/// training_state, its float training state arrays (optimizer slots, the best
+/// weights kept for restore_best_weights), e.g. "weight 'c1a/kernel' holds
+/// nan at index 0" or "training state 'optimizer_m' holds inf at index 12";
+/// empty when every value is finite. (The state scalars may hold infinities:
+/// a callback's best before any epoch.)
+std::string first_non_finite(const Checkpoint& ckpt, bool training_state);
 
 /// Reads a checkpoint written by save_checkpoint. Throws UserError naming the path for
 /// a missing/unreadable file, a file that is not HDF5, an HDF5 file that is not a
 /// trainer checkpoint (missing attributes or groups, wrong types, unsupported
 /// format_version), truncated or corrupt contents (with HDF5's own description) and
-/// a weight or state array value that is NaN or infinite (first_non_finite).
+/// a weight that is NaN or infinite (first_non_finite; a resume checks the
+/// training state too, which predict, evaluate and export do not use).
 /// HDF5's error printing is silenced during the call.
 Checkpoint load_checkpoint(const std::string& path);
 

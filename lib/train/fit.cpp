@@ -118,7 +118,7 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
 /// (first_non_finite): the weights diverged although the loss stayed finite
 /// (a ReLU turns NaN into 0).
 std::string save(const std::string& path, const Checkpoint& c, int epoch) {
-  if (const std::string bad = first_non_finite(c); !bad.empty())
+  if (const std::string bad = first_non_finite(c, true); !bad.empty())
     throw UserError("training diverged in epoch " + std::to_string(epoch) + ": " + bad +
                     ", although the loss stayed finite; lower training.optimizer.learning_rate or set "
                     "training.optimizer.clipnorm ('" + path + "' is not written; checkpoints written so far are kept)");
@@ -230,7 +230,8 @@ void check_output_holds_no_run(const std::string& output_dir, const std::string&
   std::string ways = "choose another --output, or pass --overwrite to start over in it";
   if (resume.empty() && fs::exists(last, ec)) ways = "continue it with --resume " + last + ", " + ways;
   if (!resume.empty())  // from a new user: the checkpoint's own folder is the likely intent
-    ways = "resume in the checkpoint's own run folder (--output " + fs::path(resume).parent_path().string() +
+    ways = "resume in the checkpoint's own run folder (--output " +
+           (fs::path(resume).has_parent_path() ? fs::path(resume).parent_path().string() : std::string(".")) +
            " when it holds that run), " + ways;
   throw UserError("output folder '" + output_dir + "' holds an earlier run (" + found + "), which " +
                   (resume.empty() ? "a new run" : "resuming " + resume + " there") + " would overwrite: " + ways);

@@ -117,6 +117,9 @@ void validate_for_training(const Config& config, Model& model) {
         throw UserError(config.training.metrics_where + ": '" + m + "' is for binary masks, not the " +
                         std::to_string(out.c) + " classes of loss '" + lc.function +
                         "'; use accuracy, mean_iou (Keras's MeanIoU) or dice (the mean over the classes)");
+    if (!lc.alphas.empty() && lc.alphas.size() != size_t(out.c))
+      throw UserError(lc.where + ": alpha lists " + std::to_string(lc.alphas.size()) + " values for a model of " +
+                      std::to_string(out.c) + " classes (its last layer's filters); give one per class");
   }
   if (const std::vector<double>& cw = config.training.class_weight; !cw.empty()) {
     if (loss == LossKind::Dice || loss == LossKind::BceDice)
@@ -192,12 +195,7 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
   model.bind(params.data(), grads.data(), state.data());
   optimizer = make_optimizer(config.training.optimizer, params.size(), d);
   eval_form = cross_entropy_form(config.training.loss);
-  if (const std::vector<double>& a = config.training.loss.alphas; !a.empty()) {
-    const LossConfig& lc = config.training.loss;
-    const int classes = loss_classes(loss_kind(lc.function), model.output_shape());
-    if (a.size() != size_t(classes))
-      throw UserError(lc.where + ": alpha lists " + std::to_string(a.size()) + " values for a model of " +
-                      std::to_string(classes) + " classes (its last layer's filters); give one per class");
+  if (const std::vector<double>& a = config.training.loss.alphas; !a.empty()) {  // one per class (validated)
     alphas.set_device(d);
     alphas.resize(a.size());
     alphas.copy_from_host(std::vector<float>(a.begin(), a.end()));

@@ -97,7 +97,7 @@ std::unique_ptr<Layer> make(ParamReader& p, const std::string& name, bool spatia
   double rate = p.get_double("rate", std::nullopt);
   if (!(rate >= 0.0 && rate < 1.0))
     p.fail("rate", "must be in [0, 1) (the fraction dropped; 1 would drop everything), got " +
-                       fmt::format("{:g}", rate));
+                       fmt::format("{}", rate));
   uint64_t seed = p.has_optional("seed") ? uint64_t(int64_t(p.get_int("seed", std::nullopt))) : fnv1a(name);
   p.skip("seed");  // known when absent too (unknown-key suggestions)
   return std::make_unique<Dropout>(name, rate, seed, spatial);
