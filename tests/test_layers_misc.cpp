@@ -714,7 +714,7 @@ TEST_CASE("Dropout masks depend on the global sample index, not the tower split"
   CHECK(std::equal(ya.data(), ya.data() + ya.numel(), yb.data()));
 }
 
-TEST_CASE("Dropout's rate outside [0, 1) is refused as written", "[layers]") {
+TEST_CASE("Dropout's rate outside 0 (included) to 1 is refused as written", "[layers]") {
   // From a new user: "got 1.200000".
   CHECK_THROWS_WITH(layer_from_yaml("{type: Dropout, rate: 1.2}"),
                     Catch::Contains("would drop everything), got 1.2") && !Catch::Contains("1.200000"));
