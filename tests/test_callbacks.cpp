@@ -126,6 +126,7 @@ TEST_CASE("format_filepath follows Python str.format for the supported specs", "
   CHECK(format_filepath("{epoch:.2f}", 3, logs) == "3.00");
   CHECK(format_filepath("{epoch:4d}|{val_loss:8.3f}|{val_loss:08.3f}", 5, logs) == "   5|   0.123|0000.123");
   CHECK(format_filepath("{{epoch}}", 5, logs) == "{epoch}");
+  CHECK(format_filepath("ep{epoch:02}-{epoch:3}", 7, logs) == "ep07-  7");  // an int's type d may be left out
   CHECK(format_filepath("plain.h5", 5, logs) == "plain.h5");
 }
 
@@ -135,6 +136,8 @@ TEST_CASE("format_filepath errors name the placeholder", "[callbacks]") {
                     Catch::Contains("{val_iou:.2f}") && Catch::Contains("known: epoch, val_loss"));
   CHECK_THROWS_WITH(format_filepath("{val_loss:d}", 1, logs), Catch::Contains("{val_loss:d}"));
   CHECK_THROWS_WITH(format_filepath("{epoch:x}", 1, logs), Catch::Contains("unsupported format spec 'x'"));
+  CHECK_THROWS_WITH(format_filepath("{val_loss:.3}", 1, logs), Catch::Contains("unsupported format spec '.3'"));
+  CHECK_THROWS_WITH(format_filepath("{epoch:.2}", 1, logs), Catch::Contains("unsupported format spec '.2'"));
   CHECK_THROWS_WITH(format_filepath("{epoch:.f}", 1, logs), Catch::Contains("{epoch:.f}"));
   CHECK_THROWS_WITH(format_filepath("{epoch:+d}", 1, logs), Catch::Contains("{epoch:+d}"));
   CHECK_THROWS_WITH(format_filepath("m-{epoch", 1, logs), Catch::Contains("never closed"));

@@ -134,11 +134,13 @@ std::string format_field(const std::string& pattern, const std::string& field, i
     while (i < spec.size() && std::isdigit((unsigned char)spec[i])) precision = precision * 10 + (spec[i++] - '0');
     if (i == start) bad_placeholder(pattern, field, "'.' must be followed by a precision, as in .4f");
   }
-  if (i + 1 != spec.size() || (spec[i] != 'd' && spec[i] != 'f'))
+  // No type: Python formats an int as 'd' ({epoch:02} is 01, 02, ...).
+  const char type = i == spec.size() && is_epoch && precision < 0 ? 'd' : i + 1 == spec.size() ? spec[i] : '?';
+  if (type != 'd' && type != 'f')
     bad_placeholder(pattern, field, "unsupported format spec '" + spec + "'; use d (epoch only) or .Nf, e.g. 03d, .4f");
   if (width > 200 || precision > 50) bad_placeholder(pattern, field, "width or precision too large");
   char buf[320];
-  if (spec[i] == 'd') {
+  if (type == 'd') {
     if (!is_epoch) bad_placeholder(pattern, field, "'d' needs an integer; '" + name + "' is a float, use .Nf");
     if (precision >= 0) bad_placeholder(pattern, field, "precision is not allowed with 'd'");
     std::snprintf(buf, sizeof buf, zero ? "%0*d" : "%*d", width, epoch);
