@@ -70,6 +70,19 @@ Config parse_config(const std::string& text, const std::string& path) {
       if (number >= e.mark.line && first != std::string::npos && line.find('\t') < first)
         hint = " (line " + std::to_string(number) + " is indented with a tab; YAML allows only spaces there)";
     }
+    // An unclosed double quote in a {...} or [...] makes yaml-cpp report the end of the file (from a new
+    // user: "fp.yaml:42:1: end of map flow not found" for a 41-line file whose quote opened on line 40).
+    std::istringstream again(text);
+    number = 0;
+    for (std::string line; hint.empty() && std::getline(again, line);) {
+      ++number;
+      bool open = false;  // inside "..." (a # there is no comment)
+      for (size_t k = 0; k < line.size(); ++k) {
+        if (line[k] == '"' && (k == 0 || line[k - 1] != '\\')) open = !open;
+        if (line[k] == '#' && !open && (k == 0 || line[k - 1] == ' ')) break;
+      }
+      if (open) hint = " (line " + std::to_string(number) + " opens a \" that it does not close)";
+    }
     // yaml-cpp quotes the offending byte as it is; a control byte would garble the terminal.
     std::string msg;
     for (unsigned char ch : e.msg) {
