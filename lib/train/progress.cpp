@@ -45,8 +45,8 @@ void Progress::step(int step, double loss) {
 
 void Progress::end_epoch(const std::map<std::string, double>& logs, double seconds, double images_per_second) {
   if (json_) {
-    std::printf("{\"epoch\": %d, \"epochs\": %d, \"steps\": %d, \"seconds\": %.3f, \"images_per_s\": %.3f", epoch_,
-                epochs_, steps_, seconds, images_per_second);
+    std::printf("{\"epoch\": %d, \"epochs\": %d, \"steps\": %d, \"seconds\": %s, \"images_per_s\": %s", epoch_,
+                epochs_, steps_, json_number(seconds).c_str(), json_number(images_per_second).c_str());
     for (const auto& [k, v] : logs) std::printf(", %s: %s", json_string(k).c_str(), json_number(v).c_str());
     std::printf("}\n");
     std::fflush(stdout);
