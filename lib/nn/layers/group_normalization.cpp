@@ -13,10 +13,11 @@
 // group_norm_* (backend/elementwise_ops.h).
 //
 // YAML keys (Keras 3's names and defaults): groups: 32 (-1: one group per
-// channel, as Keras 3 reads it), axis: -1 (or 3; nothing else), epsilon:
-// 0.001, center: true, scale: true, beta_initializer: zeros,
-// gamma_initializer: ones, beta_regularizer and gamma_regularizer: none. C
-// must be a multiple of groups (a UserError naming the divisors).
+// channel, as Keras 3 reads it), axis: -1 (or 3, or a one-element list of
+// either; nothing else), epsilon: 0.001, center: true, scale: true,
+// beta_initializer: zeros, gamma_initializer: ones, beta_regularizer and
+// gamma_regularizer: none. C must be a multiple of groups (a UserError naming
+// the divisors).
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/layers/norm_common.h"

@@ -6,10 +6,11 @@
 // communication), as ConvNeXt-style blocks use it. This is Keras's default
 // axis=-1; normalising each sample over H, W and C is GroupNormalization with
 // groups: 1 (with [C] weights, where Keras's axis=[1, 2, 3] has [H, W, C]).
-// The ops are layer_norm_* (backend/elementwise_ops.h; no scratch); weights,
-// backward and the shared keys in norm_common.h.
+// The ops are layer_norm_* (backend/elementwise_ops.h; no scratch kept);
+// weights, backward and the shared keys in norm_common.h.
 //
-// YAML keys (Keras 3's names and defaults): axis: -1 (or 3; nothing else),
+// YAML keys (Keras 3's names and defaults): axis: -1 (or 3, or a one-element
+// list of either; nothing else),
 // epsilon: 0.001, center: true, scale: true, beta_initializer: zeros,
 // gamma_initializer: ones, beta_regularizer and gamma_regularizer: none;
 // rms_scaling: false (true, Keras 3's RMS normalisation, is refused).
