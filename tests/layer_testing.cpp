@@ -77,6 +77,21 @@ std::pair<std::vector<float>, std::vector<float>> check_norm_weights(const Bound
   return {scale ? w.params[0] : std::vector<float>{}, center ? w.params.back() : std::vector<float>{}};
 }
 
+void check_forward_in_both_modes(Layer& layer, const Tensor& x, const std::vector<double>& want, double tol) {
+  for (const bool training : {true, false}) {
+    INFO((training ? "training" : "inference") << " forward");
+    Context ctx;
+    ctx.training = training;
+    Tensor y;
+    layer.forward(ctx, {&x}, y);
+    REQUIRE(y.shape() == x.shape());
+    REQUIRE(want.size() == y.numel());
+    double worst = 0;
+    for (size_t i = 0; i < y.numel(); ++i) worst = std::max(worst, std::abs(y.data()[i] - want[i]));
+    CHECK(worst < tol);
+  }
+}
+
 void check_norm_backward(Layer& layer, BoundWeights& w, Shape s) {
   const Tensor x = random_tensor(s, 8), dy = random_tensor(s, 9);
   const Context train = training_context();

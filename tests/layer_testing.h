@@ -41,6 +41,10 @@ std::string layer_error(const std::string& yaml, Shape in);
 std::pair<std::vector<float>, std::vector<float>> check_norm_weights(const BoundWeights& w, bool scale, bool center,
                                                                      int C);
 
+/// Catch checks that a training and an inference forward of x both give y of
+/// x's shape within tol (absolute) of want.
+void check_forward_in_both_modes(Layer& layer, const Tensor& x, const std::vector<double>& want, double tol);
+
 /// Catch checks of the backward of a layer whose statistics are its batch's
 /// own (GroupNormalization, LayerNormalization), bound by bind_random to w for
 /// inputs of shape s: a backward after an inference forward of another batch

@@ -73,16 +73,7 @@ TEST_CASE("GroupNormalization normalises each sample's groups as Keras, with Ker
     Tensor x = random_tensor(xs, 12, 2.f, 9.f);
     for (size_t i = 0; i < x.numel(); i += 7) x.data()[i] *= 0.1f;
     const std::vector<double> want_y = reference(x, c.groups, c.epsilon, gamma, beta);
-    for (const bool training : {true, false}) {  // the same statistics in both modes
-      Context ctx;
-      ctx.training = training;
-      Tensor y;
-      l->forward(ctx, {&x}, y);
-      REQUIRE(y.shape() == xs);
-      double worst = 0;
-      for (size_t i = 0; i < y.numel(); ++i) worst = std::max(worst, std::abs(y.data()[i] - want_y[i]));
-      CHECK(worst < 2e-5);
-    }
+    check_forward_in_both_modes(*l, x, want_y, 2e-5);  // the same statistics in both modes
   }
   // keras.layers.GroupNormalization(groups=4) on 16 channels: 32 parameters, none without center and scale.
   auto keras = layer_from_yaml("{type: GroupNormalization, groups: 4}");

@@ -63,16 +63,7 @@ TEST_CASE("LayerNormalization normalises each pixel's channels as Keras, with Ke
     Tensor x = random_tensor(xs, 22, 2.f, 9.f);  // far from 0, as activations after a ReLU and a shift
     for (size_t i = 0; i < x.numel(); i += 5) x.data()[i] *= 0.1f;
     const std::vector<double> want_y = reference(x, c.epsilon, gamma, beta);
-    for (const bool training : {true, false}) {  // the same statistics in both modes
-      Context ctx;
-      ctx.training = training;
-      Tensor y;
-      l->forward(ctx, {&x}, y);
-      REQUIRE(y.shape() == xs);
-      double worst = 0;
-      for (size_t i = 0; i < y.numel(); ++i) worst = std::max(worst, std::abs(y.data()[i] - want_y[i]));
-      CHECK(worst < 2e-5);
-    }
+    check_forward_in_both_modes(*l, x, want_y, 2e-5);  // the same statistics in both modes
   }
   // keras.layers.LayerNormalization() on 16 channels: gamma and beta of 16 each.
   auto keras = layer_from_yaml("{type: LayerNormalization, beta_regularizer: l2}");
