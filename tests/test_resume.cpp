@@ -254,18 +254,21 @@ void check_stop_inside_an_epoch(const fs::path& dir, const std::function<std::st
   std::ofstream(dir / "r.yaml") << make(dir / "part");
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --threads 1", dir) == 0);
   Checkpoint stopped;
-  for (int delay_ms : {60, 30, 120, 200}) {
+  for (int delay_ms : {60, 30, 120, 10, 200, 0}) {
     fs::remove_all(dir / "part");
     Child c = start("--config " + (dir / "r.yaml").string() + " --gpus cpu --threads 1", dir);
     wait_for_lines(dir / "part" / "log.csv", 2, 60);  // epoch 1 done: the stop lands in a later epoch
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     kill(c.pid, SIGTERM);
-    REQUIRE(wait_exit(c) == 143);
+    const int code = wait_exit(c);
+    if (code == 0) continue;  // the run ended before the signal (a fresh-clone CI run did): another delay
+    REQUIRE(code == 143);
     CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--resume"));
     CHECK_FALSE(fs::exists(dir / "part" / "final.h5"));
     stopped = load_checkpoint((dir / "part" / "last.h5").string());
     if (stopped.state_scalars.at("next_step") > 0) break;
   }
+  REQUIRE(stopped.state_scalars.count("next_step"));  // some delay stopped the run
   INFO("stopped at epoch " << stopped.state_scalars.at("next_epoch") << ", step " << stopped.state_scalars.at("next_step"));
   REQUIRE(stopped.state_scalars.at("next_step") > 0);  // inside an epoch: its partial sums must carry over
   REQUIRE(run("--config " + (dir / "r.yaml").string() + " --gpus cpu --threads 1 --resume " +
