@@ -239,7 +239,9 @@ Runner add_train(CLI::App& app) {
   app.add_option("--masks", f->masks, "Override data.masks (folder of masks)")->check(non_empty_path());
   app.add_option("--precision", f->precision, "Override training.precision (GPU convolutions): fp32, tf32, bf16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
-  app.add_option("--threads", f->threads, "CPU threads in all, divided among the towers, at least 1 each (default: every core)")->check(CLI::Range(1, 4096));
+  app.add_option("--threads", f->threads,
+                 "CPU threads in all, divided among the towers, at least 1 each (default: every core)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--resume", f->resume,
                  "Continue the run saved in this checkpoint (last.h5, or a ModelCheckpoint file) with --config")
       ->check(non_empty_path());

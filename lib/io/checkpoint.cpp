@@ -300,8 +300,9 @@ std::string first_non_finite(const Checkpoint& ckpt, bool training_state) {
   };
   for (const WeightRecord& w : ckpt.weights)
     if (std::string s = find(w.values, "weight '" + w.layer + "/" + w.name + "'"); !s.empty()) return s;
+  if (!training_state) return "";
   for (const auto& [name, values] : ckpt.state_arrays)
-    if (std::string s = find(values, "training state '" + name + "'"); training_state && !s.empty()) return s;
+    if (std::string s = find(values, "training state '" + name + "'"); !s.empty()) return s;
   return "";
 }
 
