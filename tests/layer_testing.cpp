@@ -179,17 +179,18 @@ GradCheckResult gradcheck(Layer& layer, BoundWeights& w, std::vector<Tensor> inp
   return res;
 }
 
-double loss_gradient_gap(LossKind kind, const CrossEntropyForm& form, Tensor logits, const Tensor& targets) {
+double loss_gradient_gap(LossKind kind, const CrossEntropyForm& form, Tensor logits, const Tensor& targets,
+                         const OverlapForm& overlap) {
   Tensor g;
-  loss_sum(kind, logits, targets, &g, std::nullopt, form);
+  loss_sum(kind, logits, targets, &g, std::nullopt, form, overlap);
   const float h = 1e-2f;
   double worst = 0;
   for (size_t i = 0; i < logits.numel(); ++i) {
     const float keep = logits.data()[i];
     logits.data()[i] = keep + h;
-    const double up = loss_sum(kind, logits, targets, nullptr, std::nullopt, form);
+    const double up = loss_sum(kind, logits, targets, nullptr, std::nullopt, form, overlap);
     logits.data()[i] = keep - h;
-    const double down = loss_sum(kind, logits, targets, nullptr, std::nullopt, form);
+    const double down = loss_sum(kind, logits, targets, nullptr, std::nullopt, form, overlap);
     logits.data()[i] = keep;
     const double numeric = (up - down) / (2.0 * h);
     worst = std::max(worst, std::fabs(numeric - g.data()[i]) / std::max(1e-2, std::fabs(numeric)));

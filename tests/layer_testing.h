@@ -58,9 +58,10 @@ void check_norm_backward(Layer& layer, BoundWeights& w, Shape s);
 Tensor make_tensor(Shape s, const std::vector<float>& v);
 
 /// The worst gap |numeric - analytic| / max(1e-2, |numeric|) over the logits
-/// between loss_sum(kind, logits, targets, ..., form)'s gradient and central
-/// differences of its value (step 1e-2), on the CPU.
-double loss_gradient_gap(LossKind kind, const CrossEntropyForm& form, Tensor logits, const Tensor& targets);
+/// between loss_sum(kind, logits, targets, ..., form, overlap)'s gradient and
+/// central differences of its value (step 1e-2), on the CPU.
+double loss_gradient_gap(LossKind kind, const CrossEntropyForm& form, Tensor logits, const Tensor& targets,
+                         const OverlapForm& overlap = {});
 
 /// A tensor of shape s filled uniformly in [lo, hi) from seed.
 Tensor random_tensor(Shape s, unsigned seed, float lo = -1.f, float hi = 1.f);

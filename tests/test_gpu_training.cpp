@@ -487,3 +487,18 @@ TEST_CASE("GroupNormalization and LayerNormalization networks on GPU 0 and on 0,
     check_gpu_follows_cpu(yaml, Precision::FP32, kLossTolFp32, kWeightTolFp32);
   }
 }
+
+TEST_CASE("Keras's Dice and Tversky, pooled over the global batch or per image, on GPU 0 and on 0,0 follow the CPU "
+          "(fp32)",
+          "[gpu][gpu_training][overlap]") {
+  TRAINER_REQUIRE_GPU();
+  // On 0,0 the pooled ratio's sums are added over the two towers before either's gradient.
+  for (const char* loss : {"Dice", "{type: Tversky, alpha: 0.7, beta: 0.3, axis: [1, 2, 3]}"}) {
+    INFO(loss);
+    std::string yaml = kTinyConfig;
+    const std::string from = "loss: bce_dice";
+    REQUIRE(yaml.find(from) != std::string::npos);
+    yaml.replace(yaml.find(from), from.size(), std::string("loss: ") + loss);
+    check_gpu_follows_cpu(yaml, Precision::FP32, kLossTolFp32, kWeightTolFp32);
+  }
+}

@@ -106,7 +106,7 @@ TEST_CASE("training.loss takes Keras's class names and its mapping with from_log
   };
   CHECK_THAT(fails("binary_crosentropy"),
              Catch::Contains("training: 'loss' is") && Catch::Contains("did you mean 'binary_crossentropy'"));
-  CHECK_THAT(fails("{type: Dice}"), Catch::Contains("Keras 3's Dice has no smoothing"));
+  CHECK_THAT(fails("{type: Dice, smooth: 1}"), Catch::Contains("unknown key 'smooth'"));  // Keras 3's Dice has none
   CHECK_THAT(fails("{class_name: BinaryCrossentropy, config: {from_logits: true}}"),
              Catch::Contains("Keras's serialized form") && Catch::Contains("{type: BinaryCrossentropy"));
   CHECK_THAT(fails("{name: binary_crossentropy}"), Catch::Contains("'type' is required"));

@@ -148,7 +148,9 @@ struct ReduceLROnPlateauConfig {
 struct LossConfig {
   /// The loss function: binary_crossentropy | dice | bce_dice |
   /// binary_focal_crossentropy | sparse_categorical_crossentropy |
-  /// categorical_crossentropy | categorical_focal_crossentropy.
+  /// categorical_crossentropy | categorical_focal_crossentropy | Dice (Keras
+  /// 3's class, which has no function name here: 'dice' is the per-image soft
+  /// Dice with smooth 1) | tversky.
   std::string function = "binary_crossentropy";
   /// Keras's from_logits: the model's last layer outputs logits (no final
   /// sigmoid or softmax) and the loss applies the sigmoid (binary losses) or
@@ -165,6 +167,12 @@ struct LossConfig {
   /// factor; BinaryFocalCrossentropy's weight of class 1 when
   /// apply_class_balancing).
   double gamma = 2.0, alpha = 0.25;
+  /// tversky's alpha and beta (>= 0, Keras's defaults 0.5 and 0.5): the
+  /// weights of sum y (1 - p) and sum p (1 - y) in its denominator.
+  double tversky_alpha = 0.5, tversky_beta = 0.5;
+  /// Dice and tversky: axis [1, 2, 3] (each image its own ratio) rather than
+  /// Keras's default None (one ratio over the global batch).
+  bool per_image = false;
   /// CategoricalFocalCrossentropy's alpha as a list (Keras 3): one factor
   /// >= 0 per class, replacing alpha; empty: the one alpha. Its length is
   /// checked against the model's classes when the Trainer is built.

@@ -3,6 +3,7 @@
 //   loss: {type: SparseCategoricalCrossentropy, from_logits: true, ignore_class: 255}
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "config/params.h"
 #include "config/sections.h"
@@ -18,14 +19,17 @@ const std::vector<std::string> kLossNames = {"binary_crossentropy",
                                              "binary_focal_crossentropy",
                                              "sparse_categorical_crossentropy",
                                              "categorical_crossentropy",
-                                             "categorical_focal_crossentropy"};
+                                             "categorical_focal_crossentropy",
+                                             "tversky"};
 /// keras.losses classes and the function each computes here.
 const std::vector<std::pair<std::string, std::string>> kLossClasses = {
     {"BinaryCrossentropy", "binary_crossentropy"},
     {"BinaryFocalCrossentropy", "binary_focal_crossentropy"},
     {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
     {"CategoricalCrossentropy", "categorical_crossentropy"},
-    {"CategoricalFocalCrossentropy", "categorical_focal_crossentropy"}};
+    {"CategoricalFocalCrossentropy", "categorical_focal_crossentropy"},
+    {"Dice", "Dice"},  // Keras 3's: 'dice' here is the per-image soft Dice of the Keras U-Net examples
+    {"Tversky", "tversky"}};
 
 bool is_focal(const std::string& function) {
   return function == "binary_focal_crossentropy" || function == "categorical_focal_crossentropy";
@@ -53,15 +57,33 @@ std::vector<std::string> known_losses() {
 /// Why `type` is not a loss here, with the fix.
 std::string unknown_loss(const std::string& type) {
   const std::vector<std::string> known = known_losses();
-  std::string hint;
   if (const std::string mapping = python_call_mapping(type); !mapping.empty())
     return "is '" + type + "', which is Python; write the mapping " + mapping + " (docs/config.md, loss)";
-  if (type == "Dice")
-    hint = " (Keras 3's Dice has no smoothing and pools the whole batch; 'dice' here is the per-image soft Dice "
-           "with smooth 1 of the Keras U-Net examples, docs/config.md)";
-  else
-    hint = did_you_mean(type, known);
-  return "is '" + type + "'" + hint + "; use one of: " + join_names(known);
+  return "is '" + type + "'" + did_you_mean(type, known) + "; use one of: " + join_names(known);
+}
+
+/// Keras 3's Dice and Tversky.
+bool is_overlap(const std::string& function) { return function == "Dice" || function == "tversky"; }
+
+/// Dice's and tversky's axis: true for the axes of one image ([1, 2, 3], in
+/// any order, negative ones counted from the end; [1, 2] is the same on one
+/// channel), false for None (absent or null) or every axis ([0, 1, 2, 3]):
+/// one ratio over the whole batch.
+bool read_overlap_axis(ParamReader& p, const std::string& function) {
+  if (!p.given("axis")) return false;
+  const YAML::Node v = p.get_node("axis");
+  std::set<int> axes;
+  bool ok = v.IsSequence() && v.size() > 0;
+  for (size_t i = 0; ok && i < v.size(); ++i) {
+    int a = 0;
+    ok = v[i].IsScalar() && YAML::convert<int>::decode(v[i], a) && a >= -4 && a <= 3;
+    axes.insert(a < 0 ? a + 4 : a);
+  }
+  if (ok && (axes == std::set<int>{1, 2, 3} || axes == std::set<int>{1, 2})) return true;
+  if (ok && axes == std::set<int>{0, 1, 2, 3}) return false;
+  p.fail("axis", "is " + YAML::Dump(v) + "; " + keras_loss_class(function) +
+                     " takes None (the default: one ratio over every pixel of the batch, as Keras's) or [1, 2, 3] "
+                     "(one ratio per image, then the mean over the images)");
 }
 
 }  // namespace
@@ -123,8 +145,14 @@ LossConfig read_loss(ParamReader& training) {
       p.fail("reduction", "is '" + r + "'; only Keras's default, sum_over_batch_size (the mean over the batch's "
                           "pixels), is supported: remove the key");
   }
-  if (p.given("axis") && p.get_int("axis", std::nullopt) != -1)
+  if (is_overlap(l.function))
+    l.per_image = read_overlap_axis(p, l.function);
+  else if (p.given("axis") && p.get_int("axis", std::nullopt) != -1)
     p.fail("axis", "must be -1, the channels (the only axis a loss runs over here)");
+  if (l.function == "tversky") {
+    l.tversky_alpha = p.get_double("alpha", 0.5, 0.0);
+    l.tversky_beta = p.get_double("beta", 0.5, 0.0);
+  }
   if (smooths_labels(l.function)) l.label_smoothing = p.get_double("label_smoothing", 0.0, 0.0, 1.0);
   if (is_focal(l.function)) {
     l.gamma = p.get_double("gamma", 2.0, 0.0);

@@ -30,12 +30,14 @@ void read_affine_augmentation(ParamReader& p, AugmentationConfig& a);
 TrainingConfig read_training_section(const YAML::Node& node, const std::string& file,
                                      bool has_validation);
 
-/// training.loss: a name (binary_crossentropy, dice, bce_dice,
-/// sparse_categorical_crossentropy, categorical_crossentropy, or the Keras
-/// class BinaryCrossentropy, SparseCategoricalCrossentropy,
-/// CategoricalCrossentropy), or a mapping {type, from_logits, ignore_class
-/// (sparse only, 0..65535), reduction (the default only), label_smoothing (0
-/// only), axis (-1 only), name (ignored)} with Keras's argument names.
+/// training.loss: a name (a loss function of LossConfig::function, or its
+/// Keras class: BinaryCrossentropy, BinaryFocalCrossentropy,
+/// SparseCategoricalCrossentropy, CategoricalCrossentropy,
+/// CategoricalFocalCrossentropy, Dice, Tversky), or a mapping {type,
+/// from_logits, ignore_class (sparse only, 0..65535), reduction (the default
+/// only), label_smoothing, gamma, alpha, apply_class_balancing, beta, axis
+/// (-1; Dice and Tversky: null or [1, 2, 3]), name (ignored)} with Keras's
+/// argument names, each where that class takes it (docs/config.md).
 /// training (the section's reader) gives the key 'loss'; absent: the default.
 LossConfig read_loss(ParamReader& training);
 

@@ -4,6 +4,7 @@
 // those sums, and segmentation_loss_grad applies the coefficients per element.
 #include "train/loss.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -20,16 +21,42 @@ LossKind loss_kind(const std::string& name) {
   if (name == "sparse_categorical_crossentropy") return LossKind::SparseCategoricalCrossentropy;
   if (name == "categorical_crossentropy") return LossKind::CategoricalCrossentropy;
   if (name == "categorical_focal_crossentropy") return LossKind::CategoricalFocalCrossentropy;
+  if (name == "Dice") return LossKind::KerasDice;
+  if (name == "tversky") return LossKind::Tversky;
   throw std::invalid_argument("unknown loss '" + name +
                               "' (known: binary_crossentropy, dice, bce_dice, binary_focal_crossentropy, "
                               "sparse_categorical_crossentropy, categorical_crossentropy, "
-                              "categorical_focal_crossentropy)");
+                              "categorical_focal_crossentropy, Dice, tversky)");
+}
+
+OverlapForm overlap_form(const LossConfig& config) {
+  OverlapForm f;
+  f.per_image = config.per_image;
+  if (loss_kind(config.function) == LossKind::Tversky) f.alpha = config.tversky_alpha, f.beta = config.tversky_beta;
+  return f;
+}
+
+bool pools_batch(LossKind kind, const OverlapForm& form) {
+  return (kind == LossKind::KerasDice || kind == LossKind::Tversky) && !form.per_image;
+}
+
+namespace {
+
+/// The sums a pooled overlap loss adds over the shards: sum p*y, sum p, sum y, samples.
+constexpr size_t kPooledSums = 4;
+
+}  // namespace
+
+void join_pooled_loss(const ShardReduce& reduce) {
+  double sums[kPooledSums] = {};
+  reduce(sums, kPooledSums);
 }
 
 CrossEntropyForm cross_entropy_form(const LossConfig& config) {
   CrossEntropyForm f;
   const LossKind kind = loss_kind(config.function);
-  if (kind == LossKind::Dice || kind == LossKind::BceDice || kind == LossKind::SparseCategoricalCrossentropy)
+  if (kind == LossKind::Dice || kind == LossKind::BceDice || kind == LossKind::SparseCategoricalCrossentropy ||
+      kind == LossKind::KerasDice || kind == LossKind::Tversky)
     return f;
   f.smoothing = float(config.label_smoothing);
   if (kind == LossKind::BinaryFocalCrossentropy) {
@@ -98,10 +125,61 @@ double sigmoid_focal_loss_sum(const Tensor& logits, const Tensor& targets, Tenso
   return sigmoid_focal_sum(d, logits.data(), targets.data(), n, form) / double(m);
 }
 
+/// Keras's backend.epsilon(), in the overlap losses' denominators.
+constexpr double kOverlapEpsilon = 1e-7;
+
+/// An overlap loss 1 - a I / D of the sums I = sum p*y, P = sum p, Y = sum y
+/// (Dice: a = 2, D = Y + P + eps; tversky: a = 1, D = I + alpha (Y - I) +
+/// beta (P - I) + eps), and its gradient coefficients for segmentation_grad
+/// (c0 = 0): dL/dp_i = -a (y_i D - I dD/dp_i) / D^2 with dD/dp_i = b y_i + d
+/// (Dice: b = 0, d = 1; tversky: b = 1 - alpha - beta, d = beta), so
+/// c1 = -a (D - b I) / D^2 and c2 = a d I / D^2, each times scale.
+double overlap_ratio(LossKind kind, const OverlapForm& f, double i, double p, double y, double scale, float* c) {
+  const bool dice = kind == LossKind::KerasDice;
+  const double a = dice ? 2.0 : 1.0, b = dice ? 0.0 : 1.0 - f.alpha - f.beta, d = dice ? 1.0 : f.beta;
+  const double den = (dice ? y + p : i + f.alpha * (y - i) + f.beta * (p - i)) + kOverlapEpsilon;
+  c[0] = 0.f;
+  c[1] = float(scale * -a * (den - b * i) / (den * den));
+  c[2] = float(scale * a * d * i / (den * den));
+  return 1.0 - a * i / den;
+}
+
+/// Dice and tversky (loss_sum): logits and targets of one shape [N, H, W, C].
+double overlap_loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+                        const OverlapForm& form, const ShardReduce& reduce) {
+  const Device& d = logits.device();
+  const int n = logits.shape().n;
+  const size_t m = logits.shape().sample_numel();
+  std::vector<double> sums(size_t(n) * 4);
+  if (n > 0) segmentation_sums(d, logits.data(), targets.data(), n, m, false, true, sums.data());
+  std::vector<float> coef(size_t(n) * 3);
+  double total = 0;
+  if (form.per_image) {
+    for (int s = 0; s < n; ++s) {
+      const double* ss = sums.data() + size_t(s) * 4;
+      total += overlap_ratio(kind, form, ss[1], ss[2], ss[3], 1.0, coef.data() + size_t(s) * 3);
+    }
+  } else {
+    double pooled[kPooledSums] = {0, 0, 0, double(n)};
+    for (int s = 0; s < n; ++s)
+      for (int k = 0; k < 3; ++k) pooled[k] += sums[size_t(s) * 4 + 1 + size_t(k)];
+    if (reduce) reduce(pooled, kPooledSums);
+    const double batch = pooled[3];
+    total = double(n) * overlap_ratio(kind, form, pooled[0], pooled[1], pooled[2], batch, coef.data());
+    for (int s = 1; s < n; ++s) std::copy(coef.begin(), coef.begin() + 3, coef.begin() + size_t(s) * 3);
+  }
+  if (dlogits) {
+    dlogits->resize(logits.shape());
+    if (n > 0) segmentation_loss_grad(d, logits.data(), targets.data(), n, m, coef.data(), dlogits->data());
+  }
+  return total;
+}
+
 }  // namespace
 
 double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-                std::optional<double> pixel_weight, CrossEntropyForm form) {
+                std::optional<double> pixel_weight, CrossEntropyForm form, const OverlapForm& overlap,
+                const ShardReduce& reduce) {
   if (is_categorical(kind)) return categorical_loss_sum(logits, targets, dlogits, pixel_weight, form);
   if (pixel_weight) throw std::invalid_argument("loss: a pixel weight is for the categorical losses only");
   if (logits.shape() != targets.shape())
@@ -109,6 +187,8 @@ double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tens
                                 targets.shape().nhwc() + " differ in shape");
   if (kind == LossKind::BinaryFocalCrossentropy || (kind == LossKind::BinaryCrossentropy && !form.plain()))
     return sigmoid_focal_loss_sum(logits, targets, dlogits, form);
+  if (kind == LossKind::KerasDice || kind == LossKind::Tversky)
+    return overlap_loss_sum(kind, logits, targets, dlogits, overlap, reduce);
   const Device& d = logits.device();
   const bool need_bce = kind != LossKind::Dice;
   const bool need_dice = kind != LossKind::BinaryCrossentropy;

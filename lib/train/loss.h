@@ -2,6 +2,7 @@
 // Segmentation losses on logits (the model's last layer is linear; its
 // sigmoid or softmax is fused into the loss for numerical stability, as
 // Keras's from_logits=True).
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,14 +21,42 @@ enum class LossKind {
   BinaryFocalCrossentropy,
   SparseCategoricalCrossentropy,
   CategoricalCrossentropy,
-  CategoricalFocalCrossentropy
+  CategoricalFocalCrossentropy,
+  KerasDice,
+  Tversky
 };
 
 /// "binary_crossentropy" | "dice" | "bce_dice" | "binary_focal_crossentropy" |
 /// "sparse_categorical_crossentropy" | "categorical_crossentropy" |
-/// "categorical_focal_crossentropy"; std::invalid_argument naming the known
-/// names otherwise (config validation reports the user-facing error).
+/// "categorical_focal_crossentropy" | "Dice" (Keras 3's class) | "tversky";
+/// std::invalid_argument naming the known names otherwise (config validation
+/// reports the user-facing error).
 LossKind loss_kind(const std::string& name);
+
+/// The overlap losses' arguments (Keras 3's Dice and Tversky): Tversky's alpha
+/// and beta (Dice ignores them), and whether each image is its own ratio
+/// (Keras's axis [1, 2, 3]) or the ratio pools every pixel of the global batch
+/// (axis None, Keras's default).
+struct OverlapForm {
+  double alpha = 0.5, beta = 0.5;
+  bool per_image = false;
+};
+
+/// config's OverlapForm (the defaults for the other losses).
+OverlapForm overlap_form(const LossConfig& config);
+
+/// Whether kind and form make one ratio of the whole global batch, whose
+/// shards on several towers must then add their sums (loss_sum's reduce).
+bool pools_batch(LossKind kind, const OverlapForm& form);
+
+/// Sums n host doubles in place over the shards (towers) of one global batch,
+/// the same result on every shard: each tower's host all-reduce.
+using ShardReduce = std::function<void(double* sums, size_t n)>;
+
+/// A tower whose shard of the global batch has no samples calls this where
+/// the others call loss_sum with a pooled loss (pools_batch), so that reduce
+/// pairs up: it adds nothing.
+void join_pooled_loss(const ShardReduce& reduce);
 
 /// The per-pixel form of config's cross-entropy (backend/train_math.h): its
 /// label_smoothing, and for the focal losses gamma, alpha and
@@ -78,6 +107,18 @@ double counted_pixel_weight(double samples, double counted);
 ///    smooth = 1 (the common Keras U-Net formulation; an empty prediction of an empty
 ///    mask gives loss 0).
 ///  - bce_dice: binary_crossentropy + dice.
+///  - Dice (Keras 3's keras.losses.Dice), with I = sum(p*y), P = sum(p),
+///    Y = sum(y): 1 - 2 I / (Y + P + 1e-7); tversky (keras.losses.tversky,
+///    Salehi et al. 2017): 1 - I / (I + alpha (Y - I) + beta (P - I) + 1e-7)
+///    (Keras's code: alpha weighs sum(y (1 - p)), beta sum(p (1 - y))). With
+///    overlap.per_image the sums run over each image and the returned sum is
+///    that of the images' losses; otherwise they run over the whole global
+///    batch: this shard's sums, plus the other shards' through reduce when
+///    given (with a count of samples), and the returned value is this
+///    shard's samples times the batch's loss, so that the shards' values add
+///    up to B times it. dlogits is then the derivative of that total over
+///    all shards, B dL/dz, which the caller's division by B turns into the
+///    batch loss's gradient.
 ///  - binary_focal_crossentropy, and binary_crossentropy with label
 ///    smoothing: the mean over the sample's pixels of sigmoid_focal_loss(z,
 ///    y, form) (backend/train_math.h; form's gamma 0 and no balancing: the
@@ -96,7 +137,9 @@ double counted_pixel_weight(double samples, double counted);
 /// and dlogits live on one device (logits.device()), where the work runs; the
 /// returned sum is a host value.
 /// Throws std::invalid_argument when the shapes do not match as above.
+/// overlap and reduce are read by Dice and tversky only.
 double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-                std::optional<double> pixel_weight = std::nullopt, CrossEntropyForm form = {});
+                std::optional<double> pixel_weight = std::nullopt, CrossEntropyForm form = {},
+                const OverlapForm& overlap = {}, const ShardReduce& reduce = {});
 
 }  // namespace trainer

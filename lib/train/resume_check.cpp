@@ -99,6 +99,14 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
     if (l.function == "categorical_focal_crossentropy" || l.apply_class_balancing || m.apply_class_balancing)
       compare(out, "training.loss.alpha", alpha(l), alpha(m));
   }
+  if (l.function == m.function && (l.function == "Dice" || l.function == "tversky")) {
+    auto axis = [](bool per_image) { return std::string(per_image ? "[1, 2, 3]" : "null"); };
+    compare(out, "training.loss.axis", axis(l.per_image), axis(m.per_image));
+  }
+  if (l.function == m.function && l.function == "tversky") {
+    compare(out, "training.loss.alpha", number_text(l.tversky_alpha), number_text(m.tversky_alpha));
+    compare(out, "training.loss.beta", number_text(l.tversky_beta), number_text(m.tversky_beta));
+  }
   compare(out, "training.class_weight", weights(now.training.class_weight), weights(then.training.class_weight));
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
   auto steps = [](int s) { return s > 0 ? std::to_string(s) : std::string("null (one pass per epoch)"); };

@@ -122,9 +122,10 @@ void validate_for_training(const Config& config, Model& model) {
                       std::to_string(out.c) + " classes (its last layer's filters); give one per class");
   }
   if (const std::vector<double>& cw = config.training.class_weight; !cw.empty()) {
-    if (loss == LossKind::Dice || loss == LossKind::BceDice)
+    if (loss == LossKind::Dice || loss == LossKind::BceDice || loss == LossKind::KerasDice ||
+        loss == LossKind::Tversky)
       throw UserError(config.training.class_weight_where + ": weighs each pixel's cross-entropy, but loss '" +
-                      lc.function + "' has a Dice term, a ratio over the image; use binary_crossentropy or "
+                      lc.function + "' is a ratio of sums over the pixels; use binary_crossentropy or "
                       "binary_focal_crossentropy, or remove class_weight");
     const size_t classes = is_categorical(loss) ? size_t(out.c) : 2;
     if (cw.size() > classes) {
@@ -231,6 +232,7 @@ Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
 Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower)
     : config_(config),
       loss_(loss_kind(config.training.loss.function)),
+      overlap_(overlap_form(config.training.loss)),
       devices_(std::make_unique<TowerDevices>(plan, config.training.precision, kCollectiveTimeoutSeconds)),
       pool_(plan.towers(), threads_per_tower, [this](int rank, const std::string& msg) {
         const std::string reason = "tower " + std::to_string(rank) + " failed: " + msg;
@@ -429,6 +431,11 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
 
 bool Trainer::ignores_pixels() const { return classes_ > 0 && config_.training.loss.ignore_class >= 0; }
 
+ShardReduce Trainer::shard_reduce(int rank) {
+  if (!pools_batch(loss_, overlap_)) return {};
+  return [this, rank](double* sums, size_t n) { devices_->host_comm().all_reduce_sum(rank, sums, n); };
+}
+
 BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indices) {
   const int batch = int(indices.size());
   const auto shards = split_batch(batch, towers());
@@ -457,10 +464,12 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     Tensor& dlogits = t.model.output_grad_buffer();
     t.stats = empty_stats();
     t.stats.samples = hi - lo;
+    const ShardReduce reduce = shard_reduce(r);
     if (hi > lo) {
-      t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits, weight, t.train_form);
+      t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits, weight, t.train_form, overlap_, reduce);
       accumulate_metrics(out, t.y, t.stats.counts);
     } else {
+      if (reduce) join_pooled_loss(reduce);
       dlogits.resize(out.shape());
       t.grads.zero();  // no samples: contributes nothing
     }
@@ -488,15 +497,20 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
     Tower& t = *towers_[size_t(r)];
     devices_->comm().synchronize(r);
     t.stats = empty_stats();
+    const ShardReduce reduce = shard_reduce(r);  // a pooled loss: one ratio per global batch
     for (size_t b = 0; b < indices.size(); b += size_t(batch_size)) {
       const int batch = int(std::min(indices.size() - b, size_t(batch_size)));
       const auto [lo, hi] = split_batch(batch, towers())[size_t(r)];
-      if (hi == lo) continue;
+      if (hi == lo) {
+        if (reduce) join_pooled_loss(reduce);
+        continue;
+      }
       gather(t, data.images, &data.masks, indices, int(b) + lo, int(b) + hi);
       Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), int(b) + lo, batch,
                   t.device};
       const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
-      t.stats.loss_sum += loss_sum(loss_, out, t.y, nullptr, weights[b / size_t(batch_size)], t.eval_form);
+      t.stats.loss_sum +=
+          loss_sum(loss_, out, t.y, nullptr, weights[b / size_t(batch_size)], t.eval_form, overlap_, reduce);
       t.stats.samples += hi - lo;
       accumulate_metrics(out, t.y, t.stats.counts);
     }

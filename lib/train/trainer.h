@@ -256,6 +256,9 @@ class Trainer {
   double penalty() const;
   /// All-reduces s over the towers (host values, through the host communicator).
   void reduce_stats(int rank, BatchStats& s);
+  /// With a loss that pools the global batch (pools_batch), loss_sum's reduce
+  /// for tower rank: the host communicator's sum over the towers; else empty.
+  ShardReduce shard_reduce(int rank);
   /// Runs fn(rank) on every tower's thread, bound to its device; a GPU running
   /// out of memory becomes a DeviceOutOfMemory naming what to lower.
   void run_towers(const std::function<void(int)>& fn);
@@ -279,6 +282,7 @@ class Trainer {
 
   const Config config_;  ///< A copy: a caller's config may be a temporary (a test's parse_config(...)).
   LossKind loss_;
+  OverlapForm overlap_;  ///< Dice's and tversky's arguments.
   int classes_ = 0;  ///< classes()
   std::vector<RegularizedWeight> regularized_;  ///< In parameter order (the same on every tower).
   PenaltyArgs penalty_args_;
