@@ -78,7 +78,7 @@ TEST_CASE("class_weight takes Keras's mapping or a list, 1 for classes left out"
   std::string binary = tiny_config(true);  // bce_dice
   const std::string loss = "loss: bce_dice";
   binary.replace(binary.find(loss), loss.size(), "loss: bce_dice\n  class_weight: {1: 4}");
-  CHECK_THAT(trainer_error(binary), Catch::Contains("has a Dice term") && Catch::Contains("binary_crossentropy"));
+  CHECK_THAT(trainer_error(binary), Catch::Contains("is a ratio of sums over the pixels") && Catch::Contains("binary_crossentropy"));
   binary.replace(binary.find("loss: bce_dice"), 14, "loss: binary_crossentropy");
   CHECK(trainer_error(binary) == "accepted");
   binary.replace(binary.find("{1: 4}"), 6, "{2: 4}");

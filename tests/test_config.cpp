@@ -107,7 +107,7 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"empty choice lists the choices", edit("loss: binary_crossentropy", "loss:"),
        "training: 'loss' has no value; use one of: binary_crossentropy, dice, bce_dice, "
        "binary_focal_crossentropy, sparse_categorical_crossentropy, categorical_crossentropy, "
-       "categorical_focal_crossentropy, BinaryCrossentropy, BinaryFocalCrossentropy"},
+       "categorical_focal_crossentropy, tversky, BinaryCrossentropy, BinaryFocalCrossentropy"},
       {"unknown layer type", edit("type: MaxPooling2D", "type: MaxPoling2D"),
        "cfg.yaml:11:13: model.layers[2]: 'type' is 'MaxPoling2D', not a known layer type (did "
        "you mean 'MaxPooling2D'?); known types: Input, Rescaling, Conv2D"},
