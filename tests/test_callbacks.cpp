@@ -28,10 +28,10 @@ EarlyStoppingConfig es(const std::string& monitor, int patience, double min_delt
   return c;
 }
 
-/// Epoch index at which on_epoch_end first returns true, or -1.
+/// The epoch (1-based, values[0] is epoch 1) at which on_epoch_end first returns true, or -1.
 int stop_epoch(EarlyStopping& e, const std::vector<double>& values) {
   for (size_t i = 0; i < values.size(); ++i)
-    if (e.on_epoch_end(int(i), values[i])) return int(i);
+    if (e.on_epoch_end(int(i) + 1, values[i])) return int(i) + 1;
   return -1;
 }
 
@@ -52,45 +52,109 @@ TEST_CASE("monitor_is_max resolves auto like Keras, explicit modes win", "[callb
 
 TEST_CASE("EarlyStopping with patience on a loss", "[callbacks]") {
   EarlyStopping e(es("val_loss", 2));
-  CHECK(stop_epoch(e, {1.0, 0.9, 0.95, 0.92, 0.91, 0.5}) == 3);
+  CHECK(stop_epoch(e, {1.0, 0.9, 0.95, 0.92, 0.91, 0.5}) == 4);
   CHECK(e.best() == 0.9);
-  CHECK(e.best_epoch() == 1);
+  CHECK(e.best_epoch() == 2);
   CHECK(e.wait() == 2);
   CHECK_FALSE(e.improved());
 }
 
 TEST_CASE("EarlyStopping min_delta: gains not larger than min_delta do not count", "[callbacks]") {
   EarlyStopping e(es("val_loss", 1, 0.05));
-  CHECK_FALSE(e.on_epoch_end(0, 1.0));
+  CHECK_FALSE(e.on_epoch_end(1, 1.0));
   CHECK(e.improved());
-  CHECK_FALSE(e.on_epoch_end(1, 0.94));  // 0.06 better: improvement
+  CHECK_FALSE(e.on_epoch_end(2, 0.94));  // 0.06 better: improvement
   CHECK(e.improved());
   CHECK(e.best() == 0.94);
-  CHECK(e.on_epoch_end(2, 0.90));        // only 0.04 better: wait 1 >= patience 1
+  CHECK(e.on_epoch_end(3, 0.90));        // only 0.04 better: wait 1 >= patience 1
   CHECK(e.best() == 0.94);
-  CHECK(e.best_epoch() == 1);
+  CHECK(e.best_epoch() == 2);
 }
 
 TEST_CASE("EarlyStopping in max mode (auto on mean_iou and explicit)", "[callbacks]") {
   for (const char* mode : {"auto", "max"}) {
     EarlyStopping e(es("val_mean_iou", 2, 0.0, mode));
-    CHECK(stop_epoch(e, {0.1, 0.3, 0.2, 0.35, 0.35, 0.34, 0.9}) == 5);
+    CHECK(stop_epoch(e, {0.1, 0.3, 0.2, 0.35, 0.35, 0.34, 0.9}) == 6);
     CHECK(e.best() == 0.35);
-    CHECK(e.best_epoch() == 3);
+    CHECK(e.best_epoch() == 4);
   }
   // The same values watched as a loss stop early: 0.3 > 0.1 is worse.
   EarlyStopping m(es("val_mean_iou", 2, 0.0, "min"));
-  CHECK(stop_epoch(m, {0.1, 0.3, 0.2, 0.35}) == 2);
+  CHECK(stop_epoch(m, {0.1, 0.3, 0.2, 0.35}) == 3);
 }
 
 TEST_CASE("EarlyStopping patience 0 stops at the first epoch without improvement, and NaN never improves",
           "[callbacks]") {
   EarlyStopping e(es("val_loss", 0));
-  CHECK(stop_epoch(e, {3.0, 2.0, 1.0, 1.5}) == 3);
+  CHECK(stop_epoch(e, {3.0, 2.0, 1.0, 1.5}) == 4);
   EarlyStopping n(es("val_loss", 1));
-  CHECK_FALSE(n.on_epoch_end(0, 1.0));
-  CHECK(n.on_epoch_end(1, std::nan("")));
+  CHECK_FALSE(n.on_epoch_end(1, 1.0));
+  CHECK(n.on_epoch_end(2, std::nan("")));
   CHECK_FALSE(n.improved());
+}
+
+TEST_CASE("EarlyStopping start_from_epoch: the first epochs are not watched, as Keras 3", "[callbacks]") {
+  EarlyStoppingConfig c = es("val_loss", 1);
+  c.start_from_epoch = 2;  // Keras's epochs 0 and 1: the log's 1 and 2
+  EarlyStopping e(c);
+  CHECK_FALSE(e.on_epoch_end(1, 0.5));
+  CHECK_FALSE(e.on_epoch_end(2, 0.4));
+  CHECK_FALSE(e.improved());
+  CHECK(e.best_epoch() == -1);
+  CHECK(e.wait() == 0);
+  // Epoch 3 (0.9, worse than either unwatched epoch) is the first best, epoch 4 the first wait.
+  CHECK(stop_epoch(e, {0.5, 0.4, 0.9, 0.95}) == 4);
+  CHECK(e.best() == 0.9);
+  CHECK(e.best_epoch() == 3);
+  // Without start_from_epoch the same values stop at epoch 3.
+  EarlyStopping plain(es("val_loss", 1));
+  CHECK(stop_epoch(plain, {0.5, 0.4, 0.9, 0.95}) == 3);
+}
+
+TEST_CASE("EarlyStopping baseline: improving without beating it does not reset the wait, as Keras 3", "[callbacks]") {
+  EarlyStoppingConfig c = es("val_loss", 2);
+  c.baseline = 0.5;
+  {
+    // Each epoch improves on the best, none beats 0.5: the wait grows anyway;
+    // an improving epoch never stops, so the run ends at the first that does not improve.
+    EarlyStopping e(c);
+    CHECK(stop_epoch(e, {0.9, 0.8, 0.7, 0.75}) == 4);
+    CHECK(e.best() == 0.7);
+    CHECK(e.best_epoch() == 3);
+    CHECK(e.wait() == 4);
+    CHECK(e.below_baseline());
+  }
+  {
+    // Beating the baseline resets the wait like any improvement without one.
+    EarlyStopping e(c);
+    // (Had epoch 3's 0.4 not reset it, epoch 4 would stop with a wait of 4.)
+    CHECK(stop_epoch(e, {0.9, 0.8, 0.4, 0.45, 0.3, 0.35, 0.36}) == 7);
+    CHECK(e.best_epoch() == 5);
+    CHECK_FALSE(e.below_baseline());
+  }
+  {
+    // min_delta applies to the baseline too (Keras's _is_improvement): 0.48 is not below 0.5 - 0.05.
+    EarlyStoppingConfig d = c;
+    d.min_delta = 0.05;
+    d.patience = 1;
+    EarlyStopping e(d);
+    CHECK_FALSE(e.on_epoch_end(1, 0.48));
+    CHECK(e.improved());
+    CHECK(e.wait() == 1);
+    CHECK(e.below_baseline());
+    CHECK(e.on_epoch_end(2, 0.47));  // not 0.05 better than 0.48: wait 2 >= 1
+  }
+  {
+    // In max mode the baseline is a floor to rise above.
+    EarlyStoppingConfig m = es("val_mean_iou", 1);
+    m.baseline = 0.6;
+    EarlyStopping e(m);
+    CHECK_FALSE(e.on_epoch_end(1, 0.5));
+    CHECK(e.wait() == 1);
+    CHECK_FALSE(e.on_epoch_end(2, 0.65));
+    CHECK(e.wait() == 0);
+    CHECK_FALSE(e.below_baseline());
+  }
 }
 
 TEST_CASE("CheckpointPolicy saves every epoch or only on improvement", "[callbacks]") {

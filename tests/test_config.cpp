@@ -360,6 +360,27 @@ TEST_CASE("config: defaults of a minimal config", "[config]") {
   CHECK(t.precision == Precision::TF32);  // as TensorFlow and PyTorch on GPUs
 }
 
+TEST_CASE("config: EarlyStopping takes Keras 3's baseline and start_from_epoch", "[config]") {
+  const std::string base =
+      "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1}]}\n"
+      "data: {images: a, masks: b, validation_split: 0.2}\n"
+      "training: {metrics: [dice], callbacks: [";
+  const auto parse = [&](const std::string& cb) { return parse_config(base + cb + "]}\n", "e.yaml").training; };
+  const EarlyStoppingConfig d = parse("{type: EarlyStopping}").early_stopping;
+  CHECK_FALSE(d.baseline.has_value());
+  CHECK(d.start_from_epoch == 0);
+  CHECK_FALSE(parse("{type: EarlyStopping, baseline: null}").early_stopping.baseline.has_value());  // Keras's None
+  const EarlyStoppingConfig g = parse("{type: EarlyStopping, baseline: 0.25, start_from_epoch: 5}").early_stopping;
+  REQUIRE(g.baseline.has_value());
+  CHECK(*g.baseline == 0.25);
+  CHECK(g.start_from_epoch == 5);
+  CHECK_THROWS_WITH(parse("{type: EarlyStopping, start_from_epoch: -1}"),
+                    Catch::Contains("training.callbacks[0] (EarlyStopping): 'start_from_epoch' must be in [0, "));
+  CHECK_THROWS_WITH(parse("{type: EarlyStopping, baseline: low}"), Catch::Contains("'baseline'"));
+  CHECK_THROWS_WITH(parse("{type: EarlyStopping, baselin: 0.2}"),
+                    Catch::Contains("unknown key 'baselin' (did you mean 'baseline'?)"));
+}
+
 TEST_CASE("config: ReduceLROnPlateau takes Keras's arguments and defaults", "[config]") {
   const std::string base =
       "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1}]}\n"

@@ -154,6 +154,47 @@ TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has K
   fs::remove_all(dir);
 }
 
+// The stop is recomputed here with Keras 3's on_epoch_end, in Keras's 0-based
+// epochs, from the losses the run logged: a training loss watched in max mode
+// with a baseline it cannot beat (every watched epoch adds to the wait, an
+// improving one never stops), the first epoch not watched.
+TEST_CASE("EarlyStopping's baseline and start_from_epoch stop where Keras 3's rule does", "[e2e][callbacks]") {
+  fs::path dir = temp_dir("e2e_baseline");
+  std::ofstream(dir / "unet.yaml") << trainer::testing::sample_unet_config(dir / "run", R"(  epochs: 6
+  batch_size: 4
+  loss: binary_crossentropy
+  callbacks:
+    - {type: EarlyStopping, monitor: loss, mode: max, baseline: 100, patience: 1, start_from_epoch: 1}
+)");
+  const Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu:2", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  std::ifstream csv(dir / "run" / "log.csv");
+  std::string line;
+  std::getline(csv, line);
+  REQUIRE(line.rfind("epoch,loss", 0) == 0);
+  std::vector<double> loss;
+  while (std::getline(csv, line)) loss.push_back(std::stod(line.substr(line.find(',') + 1)));
+  int keras_stop = -1, wait = 0;
+  double best = -INFINITY;
+  for (int epoch = 0; epoch < 6 && keras_stop < 0; ++epoch) {
+    if (epoch >= int(loss.size())) break;
+    if (epoch < 1) continue;  // start_from_epoch: 1
+    ++wait;
+    if (loss[epoch] > best) {
+      best = loss[epoch];  // 100 is never beaten: no reset
+      continue;
+    }
+    if (wait >= 1 && epoch > 0) keras_stop = epoch;
+  }
+  REQUIRE(keras_stop > 0);  // the loss falls after epoch 1 (Keras's), so a max-mode monitor stops
+  CHECK(int(loss.size()) == keras_stop + 1);
+  CHECK_THAT(r.out + r.err, Catch::Contains("early stopping at epoch " + std::to_string(keras_stop + 1) +
+                                            ": loss did not beat the baseline 100 in " + std::to_string(keras_stop) +
+                                            " epochs"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a global batch smaller than the tower count trains and warns", "[e2e]") {
   fs::path dir = temp_dir("e2e_idle_towers");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");

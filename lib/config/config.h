@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,8 @@ struct EarlyStoppingConfig {
   int patience = 0;
   std::string mode = "auto";        ///< auto | min | max (auto: max for metrics, min for losses).
   bool restore_best_weights = false;
+  std::optional<double> baseline;   ///< Keras's baseline: the value the monitor must beat to reset the wait.
+  int start_from_epoch = 0;         ///< Keras's start_from_epoch: epochs not watched at the start (>= 0).
 };
 
 struct ModelCheckpointConfig {

@@ -348,6 +348,8 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       c.patience = p.get_int("patience", c.patience, 0);
       c.mode = p.get_string("mode", c.mode, kModes);
       c.restore_best_weights = p.get_bool("restore_best_weights", c.restore_best_weights);
+      if (p.has_optional("baseline") && p.given("baseline")) c.baseline = p.get_double("baseline", std::nullopt);
+      c.start_from_epoch = p.get_int("start_from_epoch", c.start_from_epoch, 0);
     } else if (type == "ReduceLROnPlateau") {
       auto& c = t.reduce_lr;
       if (c.enabled) p.fail("type", "is ReduceLROnPlateau again; give at most one ReduceLROnPlateau");

@@ -36,17 +36,27 @@ EarlyStopping::EarlyStopping(const EarlyStoppingConfig& cfg)
     : max_(monitor_is_max(cfg.monitor, cfg.mode)),
       min_delta_(std::fabs(cfg.min_delta)),
       patience_(cfg.patience),
+      baseline_(cfg.baseline),
+      start_from_epoch_(cfg.start_from_epoch),
       best_(worst(max_)) {}
 
+bool EarlyStopping::beats(double value, double reference) const {
+  return max_ ? value - min_delta_ > reference : value + min_delta_ < reference;
+}
+
+bool EarlyStopping::below_baseline() const { return baseline_ && !beats(best_, *baseline_); }
+
 bool EarlyStopping::on_epoch_end(int epoch, double value) {
-  improved_ = max_ ? value - min_delta_ > best_ : value + min_delta_ < best_;
+  improved_ = false;
+  if (epoch <= start_from_epoch_) return false;
+  ++wait_;
+  improved_ = beats(value, best_);
   if (improved_) {
     best_ = value;
     best_epoch_ = epoch;
-    wait_ = 0;
+    if (!baseline_ || beats(value, *baseline_)) wait_ = 0;
     return false;
   }
-  ++wait_;
   return wait_ >= patience_;
 }
 

@@ -3,6 +3,7 @@
 // ModelCheckpoint's filepath formatting. No file IO here: the training loop
 // acts on the answers.
 #include <map>
+#include <optional>
 #include <string>
 
 #include "config/config.h"
@@ -15,28 +16,35 @@ namespace trainer {
 /// Throws UserError for any other mode.
 bool monitor_is_max(const std::string& monitor, const std::string& mode);
 
-/// tf.keras.callbacks.EarlyStopping semantics (TF 2.x; baseline not supported):
-/// an epoch improves when its value beats the best by more than min_delta
-/// (value < best - |min_delta| for min, value > best + |min_delta| for max); an
-/// improvement resets the wait counter to 0, any other epoch increments it, and
-/// training stops at the first non-improving epoch where wait >= patience. (Keras
-/// >= 2.6 also stops after an improving epoch when patience is 0; this follows the
-/// earlier behaviour, where patience 0 means "stop at the first epoch without
-/// improvement".) A NaN value never improves.
+/// keras.callbacks.EarlyStopping's decision (Keras 3 on_epoch_end): epochs up
+/// to start_from_epoch are not watched; on every other epoch the wait counter
+/// grows by 1; an epoch improves when its value beats the best by more than
+/// min_delta (value < best - |min_delta| for min, value > best + |min_delta|
+/// for max), which sets the best and resets the wait to 0 (with a baseline only
+/// when the value also beats the baseline by min_delta), and never stops the
+/// run; training stops at the first non-improving epoch where wait >= patience,
+/// so patience 0 stops at the first epoch without improvement and a baseline
+/// never beaten stops the run patience epochs after the first watched one.
+/// One difference from Keras, which takes its first value as the best
+/// whatever it is: a NaN value never improves.
 class EarlyStopping {
  public:
   /// Throws UserError for an unknown cfg.mode.
   explicit EarlyStopping(const EarlyStoppingConfig& cfg);
-  /// Records the monitor's value of epoch (numbered as the caller numbers epochs).
-  /// Returns true when training should stop after this epoch.
+  /// Records the monitor's value of epoch (1-based, as the log numbers epochs;
+  /// Keras's start_from_epoch counts from 0, so its epochs < start_from_epoch are
+  /// these <= start_from_epoch). Returns true when training should stop after it.
   bool on_epoch_end(int epoch, double value);
   /// Whether the last on_epoch_end() epoch was a new best.
   bool improved() const { return improved_; }
+  /// Whether a baseline is set and the best so far has not beaten it (what a stop then means).
+  bool below_baseline() const;
   /// Epoch of the best value so far (-1 before any improvement).
   int best_epoch() const { return best_epoch_; }
   /// Best value so far (+inf for min, -inf for max before any epoch).
   double best() const { return best_; }
-  /// Epochs since the last improvement.
+  /// The wait counter: watched epochs since the last improvement (with a
+  /// baseline, since the last one that also beat the baseline).
   int wait() const { return wait_; }
   /// Sets the state saved from best(), best_epoch() and wait() (resuming a run).
   void restore(double best, int best_epoch, int wait) {
@@ -46,9 +54,14 @@ class EarlyStopping {
   }
 
  private:
+  /// value beats reference by more than min_delta in the monitor's direction.
+  bool beats(double value, double reference) const;
+
   bool max_;
   double min_delta_;
   int patience_;
+  std::optional<double> baseline_;
+  int start_from_epoch_;
   double best_;
   int best_epoch_ = -1;
   int wait_ = 0;

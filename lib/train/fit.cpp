@@ -439,8 +439,13 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       spdlog::info("epoch {}: saved {}", epoch, path);
     }
     if (stop) {
-      spdlog::info("early stopping at epoch {}: {} did not improve for {} epochs (best {:.4f} at epoch {})", epoch,
-                   tc.early_stopping.monitor, tc.early_stopping.patience, s.early->best(), s.early->best_epoch());
+      if (s.early->below_baseline())
+        spdlog::info("early stopping at epoch {}: {} did not beat the baseline {:g} in {} epochs (best {:.4f} at "
+                     "epoch {})", epoch, tc.early_stopping.monitor, *tc.early_stopping.baseline, s.early->wait(),
+                     s.early->best(), s.early->best_epoch());
+      else
+        spdlog::info("early stopping at epoch {}: {} did not improve for {} epochs (best {:.4f} at epoch {})", epoch,
+                     tc.early_stopping.monitor, tc.early_stopping.patience, s.early->best(), s.early->best_epoch());
       result.stopped_early = true;
       break;
     }

@@ -127,6 +127,9 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
     compare(out, "EarlyStopping monitor", e.monitor, f.monitor);
     compare(out, "EarlyStopping patience", e.patience, f.patience);
     compare(out, "EarlyStopping min_delta", e.min_delta, f.min_delta);
+    auto baseline = [](const std::optional<double>& b) { return b ? number_text(*b) : std::string("none"); };
+    compare(out, "EarlyStopping baseline", baseline(e.baseline), baseline(f.baseline));
+    compare(out, "EarlyStopping start_from_epoch", e.start_from_epoch, f.start_from_epoch);
   }
   const ReduceLROnPlateauConfig &r = now.training.reduce_lr, &q = then.training.reduce_lr;
   compare(out, "ReduceLROnPlateau", given(r.enabled), given(q.enabled));
