@@ -125,7 +125,17 @@ TEST_CASE("Dice and Tversky take Keras 3's names, arguments and defaults", "[los
   CHECK_THAT(loss_error("{type: Dice, axis: [1, 2, x]}"), Catch::Contains("Dice takes None"));
   CHECK_THAT(loss_error("{type: Dice, alpha: 0.3}"), Catch::Contains("unknown key 'alpha'"));
   CHECK_THAT(loss_error("{type: Dice, label_smoothing: 0.1}"), Catch::Contains("unknown key 'label_smoothing'"));
-  CHECK_THAT(loss_error("{type: Tversky, beta: -0.5}"), Catch::Contains("beta"));
+  CHECK_THAT(loss_error("{type: Tversky, beta: -0.5}"), Catch::Contains("'beta' must be in [0, "));
+  CHECK_THAT(loss_error("{type: Tversky, alpha: -0.1}"), Catch::Contains("'alpha' must be in [0, "));
+  CHECK_THAT(loss_error("{type: Tversky, alpha: 0, beta: 0}"),
+             Catch::Contains("'alpha' and 'beta' are both 0") && Catch::Contains("nothing would train"));
+  CHECK(parse_loss("{type: Tversky, alpha: 0, beta: 1}").tversky_beta == 1);  // one of them 0 is a loss
+  CHECK_THAT(loss_error("{type: Dice, axis: None}"),
+             Catch::Contains("'axis' is None, Python's word; YAML's is null: write 'axis: null'"));
+  CHECK_THAT(loss_error("{type: Dice, axis: [1, 2, 2, 3]}"), Catch::Contains("each axis once"));
+  CHECK_THAT(loss_error("{type: Dice, axis: [1, -3, 3]}"), Catch::Contains("each axis once"));  // -3 is 1
+  CHECK_THAT(loss_error("{type: dice, axis: [1, 2, 3]}"),
+             Catch::Contains("'axis' must be -1") && Catch::Contains("write type: Dice"));
   CHECK_THAT(loss_error("{type: Tversky, reduction: sum}"), Catch::Contains("only Keras's default"));
 }
 
@@ -168,7 +178,7 @@ TEST_CASE("Dice and Tversky match Keras's formulas, pooled or per image, and the
   // alpha + beta > 1 too: the denominator's I term is then negative.
   for (const Case c : {Case{LossKind::KerasDice, 0.5, 0.5}, Case{LossKind::Tversky, 0.5, 0.5},
                        Case{LossKind::Tversky, 0.7, 0.3}, Case{LossKind::Tversky, 0.9, 0.8},
-                       Case{LossKind::Tversky, 0.0, 0.0}}) {
+                       Case{LossKind::Tversky, 0.0, 1.0}, Case{LossKind::Tversky, 1.0, 0.0}}) {
     INFO("kind " << int(c.kind) << " alpha " << c.alpha << " beta " << c.beta);
     auto keras = [&](size_t lo, size_t hi) {
       return c.kind == LossKind::KerasDice ? keras_dice(p, t, lo, hi) : keras_tversky(p, t, lo, hi, c.alpha, c.beta);
@@ -184,6 +194,33 @@ TEST_CASE("Dice and Tversky match Keras's formulas, pooled or per image, and the
   // The pooled ratio is not the mean of the images' ratios on this batch.
   REQUIRE(std::abs(keras_dice(p, t, 0, all) - (keras_dice(p, t, 0, m) + keras_dice(p, t, m, 2 * m) +
                                                keras_dice(p, t, 2 * m, all)) / 3) > 1e-3);
+}
+
+TEST_CASE("an empty mask: per image Dice and Tversky are 1 with no gradient, pooled its prediction still counts",
+          "[loss][overlap]") {
+  // Sample 0's mask is empty, sample 1's not; both predict something everywhere.
+  const Shape s{2, 3, 3, 1};
+  const Tensor z = random_tensor(s, 41, -2.f, 2.f);
+  Tensor y = random_tensor(s, 42, 0.f, 1.f);
+  for (size_t i = 0; i < y.numel(); ++i) y.data()[i] = i < s.sample_numel() ? 0.f : (y.data()[i] > 0.4f ? 1.f : 0.f);
+  const std::vector<double> p = probabilities(z), t = values(y);
+  const size_t m = s.sample_numel();
+  for (const LossKind kind : {LossKind::KerasDice, LossKind::Tversky}) {
+    INFO("kind " << int(kind));
+    const OverlapForm each = form_of(0.3, 0.7, true), pooled = form_of(0.3, 0.7, false);
+    auto keras = [&](size_t lo, size_t hi) {
+      return kind == LossKind::KerasDice ? keras_dice(p, t, lo, hi) : keras_tversky(p, t, lo, hi, 0.3, 0.7);
+    };
+    Tensor g;
+    CHECK(loss_sum(kind, z, y, &g, std::nullopt, {}, each) == Approx(1.0 + keras(m, 2 * m)).epsilon(1e-6));
+    for (size_t i = 0; i < m; ++i) REQUIRE(g.data()[i] == 0.f);  // as Keras: I = 0 leaves nothing to move
+    bool moved = false;
+    for (size_t i = m; i < 2 * m; ++i) moved = moved || g.data()[i] != 0.f;
+    CHECK(moved);
+    // Pooled, the empty image's predictions add to P (false positives): a gradient there too.
+    CHECK(loss_sum(kind, z, y, &g, std::nullopt, {}, pooled) == Approx(2 * keras(0, 2 * m)).epsilon(1e-6));
+    for (size_t i = 0; i < m; ++i) REQUIRE(g.data()[i] > 0.f);  // lowering p there lowers the loss
+  }
 }
 
 TEST_CASE("a pooled Dice over shards that add their sums is the whole batch's loss and gradient",
@@ -286,7 +323,10 @@ TEST_CASE("Dice and Tversky refuse class weights and class-index models, and res
   std::string softmax = overlap_config("tversky");
   const std::string out = "filters: 1, kernel_size: 1, activation: sigmoid";
   softmax.replace(softmax.find(out), out.size(), "filters: 3, kernel_size: 1, activation: softmax");
-  CHECK_THROWS_WITH(Trainer(parse_config(softmax, "dice.yaml"), 1, 1), Catch::Contains("one channel"));
+  CHECK_THROWS_WITH(Trainer(parse_config(softmax, "dice.yaml"), 1, 1),
+                    Catch::Contains("one channel") &&
+                        Catch::Contains("'tversky' here takes one sigmoid channel: Keras's Dice and Tversky over a "
+                                        "softmax's one-hot classes are not supported yet"));
 
   auto differences = [](const std::string& now, const std::string& then) {
     return resume_differences(parse_config(overlap_config(now), "dice.yaml"),

@@ -72,18 +72,21 @@ bool is_overlap(const std::string& function) { return function == "Dice" || func
 bool read_overlap_axis(ParamReader& p, const std::string& function) {
   if (!p.given("axis")) return false;
   const YAML::Node v = p.get_node("axis");
+  const std::string takes = keras_loss_class(function) +
+                            " takes None (the default: one ratio over every pixel of the batch, as Keras's) or "
+                            "[1, 2, 3] (one ratio per image, then the mean over the images)";
+  if (v.IsScalar() && v.Scalar() == "None")
+    p.fail("axis", "is None, Python's word; YAML's is null: write 'axis: null' or leave the key out (" + takes + ")");
   std::set<int> axes;
   bool ok = v.IsSequence() && v.size() > 0;
   for (size_t i = 0; ok && i < v.size(); ++i) {
     int a = 0;
     ok = v[i].IsScalar() && YAML::convert<int>::decode(v[i], a) && a >= -4 && a <= 3;
-    axes.insert(a < 0 ? a + 4 : a);
+    ok = ok && axes.insert(a < 0 ? a + 4 : a).second;  // a repeated axis, as Keras's backends refuse
   }
   if (ok && (axes == std::set<int>{1, 2, 3} || axes == std::set<int>{1, 2})) return true;
   if (ok && axes == std::set<int>{0, 1, 2, 3}) return false;
-  p.fail("axis", "is " + YAML::Dump(v) + "; " + keras_loss_class(function) +
-                     " takes None (the default: one ratio over every pixel of the batch, as Keras's) or [1, 2, 3] "
-                     "(one ratio per image, then the mean over the images)");
+  p.fail("axis", "is " + YAML::Dump(v) + "; " + takes + ", each axis once");
 }
 
 }  // namespace
@@ -147,11 +150,17 @@ LossConfig read_loss(ParamReader& training) {
   }
   if (is_overlap(l.function))
     l.per_image = read_overlap_axis(p, l.function);
-  else if (p.given("axis") && p.get_int("axis", std::nullopt) != -1)
-    p.fail("axis", "must be -1, the channels (the only axis a loss runs over here)");
+  else if (p.given("axis") && (!p.get_node("axis").IsScalar() || p.get_int("axis", std::nullopt) != -1))
+    p.fail("axis", std::string("must be -1, the channels (the only axis a loss runs over here)") +
+                       (l.function == "dice" ? "; for Keras 3's Dice, which takes axis None or [1, 2, 3], write "
+                                               "type: Dice (this lower-case dice is the per-image soft Dice)"
+                                             : ""));
   if (l.function == "tversky") {
     l.tversky_alpha = p.get_double("alpha", 0.5, 0.0);
     l.tversky_beta = p.get_double("beta", 0.5, 0.0);
+    if (l.tversky_alpha == 0.0 && l.tversky_beta == 0.0)
+      p.fail("alpha", "and 'beta' are both 0, which makes the loss 1 - I / (I + 1e-7): about 0 whatever the "
+                      "prediction, so nothing would train; give either a weight > 0 (0.5 and 0.5 is Dice's ratio)");
   }
   if (smooths_labels(l.function)) l.label_smoothing = p.get_double("label_smoothing", 0.0, 0.0, 1.0);
   if (is_focal(l.function)) {

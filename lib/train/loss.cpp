@@ -151,7 +151,7 @@ double overlap_loss_sum(LossKind kind, const Tensor& logits, const Tensor& targe
   const int n = logits.shape().n;
   const size_t m = logits.shape().sample_numel();
   std::vector<double> sums(size_t(n) * 4);
-  if (n > 0) segmentation_sums(d, logits.data(), targets.data(), n, m, false, true, sums.data());
+  segmentation_sums(d, logits.data(), targets.data(), n, m, false, true, sums.data());
   std::vector<float> coef(size_t(n) * 3);
   double total = 0;
   if (form.per_image) {
@@ -170,7 +170,7 @@ double overlap_loss_sum(LossKind kind, const Tensor& logits, const Tensor& targe
   }
   if (dlogits) {
     dlogits->resize(logits.shape());
-    if (n > 0) segmentation_loss_grad(d, logits.data(), targets.data(), n, m, coef.data(), dlogits->data());
+    segmentation_loss_grad(d, logits.data(), targets.data(), n, m, coef.data(), dlogits->data());
   }
   return total;
 }

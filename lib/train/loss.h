@@ -42,7 +42,8 @@ struct OverlapForm {
   bool per_image = false;
 };
 
-/// config's OverlapForm (the defaults for the other losses).
+/// config's OverlapForm (the defaults for the other losses); std::invalid_argument
+/// (from loss_kind) for an unknown config.function.
 OverlapForm overlap_form(const LossConfig& config);
 
 /// Whether kind and form make one ratio of the whole global batch, whose
@@ -53,9 +54,9 @@ bool pools_batch(LossKind kind, const OverlapForm& form);
 /// the same result on every shard: each tower's host all-reduce.
 using ShardReduce = std::function<void(double* sums, size_t n)>;
 
-/// A tower whose shard of the global batch has no samples calls this where
-/// the others call loss_sum with a pooled loss (pools_batch), so that reduce
-/// pairs up: it adds nothing.
+/// A tower whose shard of the global batch has no samples calls this exactly
+/// once per such batch, where the others call loss_sum with a pooled loss
+/// (pools_batch), so that reduce pairs up: it adds nothing.
 void join_pooled_loss(const ShardReduce& reduce);
 
 /// The per-pixel form of config's cross-entropy (backend/train_math.h): its

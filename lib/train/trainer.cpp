@@ -89,7 +89,13 @@ void validate_for_training(const Config& config, Model& model) {
                       "input size); end the model with Conv2D filters: 1 and keep the sizes (padding: same)" +
                       (out.c > 1 && out.h == in.h && out.w == in.w
                            ? " (or, for masks of " + std::to_string(out.c) + " classes, use loss: "
-                             "sparse_categorical_crossentropy with activation: softmax)"
+                             "sparse_categorical_crossentropy with activation: softmax" +
+                                 (loss == LossKind::KerasDice || loss == LossKind::Tversky
+                                      ? std::string("; '") + lc.function + "' here takes one sigmoid channel: "
+                                        "Keras's Dice and Tversky over a softmax's one-hot classes are not "
+                                        "supported yet"
+                                      : std::string()) +
+                                 ")"
                            : ""));
     const OutputActivation a = model.use_logits_output();
     if (!lc.from_logits && a != OutputActivation::Sigmoid)
