@@ -173,8 +173,12 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "cfg.yaml:23:3: data: 'images' is required; add 'images: <value>'"},
       {"a fraction written as arithmetic", edit("learning_rate: 0.05", "learning_rate: 1/20"),
        "'learning_rate' must be a number, got '1/20' (YAML does no arithmetic: write 0.05)"},
-      {"an unsupported Keras optimizer argument", edit("{type: SGD,", "{type: Adam, amsgrad: true,"),
-       "'amsgrad' is a Keras optimizer argument that is not supported"},
+      {"an unsupported Keras optimizer argument", edit("{type: SGD,", "{type: Adam, use_ema: true,"),
+       "'use_ema' is a Keras optimizer argument that is not supported"},
+      {"amsgrad on SGD", edit("{type: SGD,", "{type: SGD, amsgrad: true,"),
+       "'amsgrad' is an argument of Keras's Adam and AdamW, not of SGD; remove it or change the type"},
+      {"centered on Adam", edit("{type: SGD,", "{type: Adam, centered: true,"),
+       "'centered' is an argument of Keras's RMSprop, not of Adam"},
       {"a Keras callback trainer covers itself", edit("callbacks:\n", "callbacks:\n    - {type: CSVLogger, filename: log.csv}\n"),
        "'type' is Keras's CSVLogger: trainer always writes <output_dir>/log.csv in CSVLogger's format"},
       {"TensorBoard", edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, log_dir: logs}\n"),
@@ -194,7 +198,7 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"a negative clipnorm", edit("{type: SGD,", "{type: SGD, global_clipnorm: -1,"),
        "'global_clipnorm' must be in [0"},
       {"optimizer key of another type", edit("{type: SGD,", "{type: Adam,"),
-       "cfg.yaml:32:48: training.optimizer (Adam): unknown key 'momentum'; known keys: beta_1, "
+       "cfg.yaml:32:48: training.optimizer (Adam): unknown key 'momentum'; known keys: amsgrad, beta_1, "
        "beta_2, clipnorm, clipvalue, decay, epsilon, global_clipnorm, learning_rate, type"},
       {"unknown optimizer name", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "nadam"),
        "cfg.yaml:32:14: training.optimizer: 'nadam' is not an optimizer (did you mean 'Adam'?)"},
@@ -458,6 +462,12 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
   CHECK(adam.beta_2 == Approx(0.999));
   CHECK(adam.epsilon == Approx(1e-8));
   CHECK(adam.weight_decay == 0.0);
+  CHECK_FALSE(adam.amsgrad);
+  CHECK(opt("{type: Adam, amsgrad: true}").optimizer.amsgrad);
+  CHECK(opt("{type: AdamW, amsgrad: true}").optimizer.amsgrad);
+  CHECK_FALSE(opt("RMSprop").optimizer.centered);
+  CHECK(opt("{type: RMSprop, centered: true, momentum: 0.9}").optimizer.centered);
+  CHECK_FALSE(opt("{type: SGD, amsgrad: false, centered: false}").optimizer.amsgrad);  // Keras's defaults pass
   CHECK(opt("{type: Adam, weight_decay: null}").optimizer.weight_decay == 0.0);  // Keras's None
   CHECK(opt("{type: SGD, weight_decay: 0.01}").optimizer.weight_decay == Approx(0.01));
   CHECK(opt("adamw").optimizer.type == "AdamW");
@@ -553,7 +563,7 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
   CHECK(rms.epsilon == Approx(1e-7));
   CHECK_THROWS_WITH(opt("{type: RMSprop, nesterov: true}"),
                     Catch::Matchers::Contains("o.yaml:3:39: training.optimizer (RMSprop): unknown "
-                                              "key 'nesterov'; known keys: clipnorm, clipvalue, decay, "
+                                              "key 'nesterov'; known keys: centered, clipnorm, clipvalue, decay, "
                                               "epsilon, global_clipnorm, learning_rate, momentum, rho, type"));
 }
 

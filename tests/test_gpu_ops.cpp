@@ -900,47 +900,56 @@ TEST_CASE("GPU logit histogram counts exactly what the CPU counts", "[gpu][gpu_o
   CHECK_IDENTICAL("histogram", got, ref);
 }
 
+/// Adam's bias-corrected rate at step t (learning rate 1e-3, beta_1 0.9, beta_2 0.999).
+static float lr_t(int t) { return float(1e-3 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t))); }
+
 TEST_CASE("GPU optimizer steps match the CPU", "[gpu][gpu_ops]") {
   TRAINER_REQUIRE_GPU();
   GpuDevice g(0, Precision::FP32);
   const size_t n = 2053;
   const int steps = 3;
   const std::vector<float> w0 = random_values(n, 401), s1 = random_values(n, 402, 0.f, 0.1f),
-                           s2 = random_values(n, 403, 0.f, 0.1f);
+                           s2 = random_values(n, 403, 0.f, 0.1f), s3(n, 0.f);
   std::vector<std::vector<float>> grads;
   for (int t = 0; t < steps; ++t) grads.push_back(random_values(n, 410u + unsigned(t)));
 
-  // Runs `steps` updates of w with slots a (s1) and b (s2) on d (both start
-  // non-negative, as RMSprop's rms must); returns w, a, b.
-  using Step = void (*)(const Device&, float*, float*, float*, const float*, size_t, int);
+  // Runs `steps` updates of w with slots a (s1), b (s2) and c (s3, zeros:
+  // amsgrad's v_hat and centered RMSprop's mg start there) on d (a and b
+  // start non-negative, as RMSprop's rms must); returns w, a, b, c.
+  using Step = void (*)(const Device&, float*, float*, float*, float*, const float*, size_t, int);
   auto run = [&](const Device& d, Step step) {
-    Buffer<float> w = upload(w0, d), a = upload(s1, d), b = upload(s2, d);
+    Buffer<float> w = upload(w0, d), a = upload(s1, d), b = upload(s2, d), c = upload(s3, d);
     for (int t = 0; t < steps; ++t) {
       Buffer<float> gb = upload(grads[size_t(t)], d);
-      step(d, w.data(), a.data(), b.data(), gb.data(), n, t + 1);
+      step(d, w.data(), a.data(), b.data(), c.data(), gb.data(), n, t + 1);
     }
-    return std::vector<std::vector<float>>{download(w), download(a), download(b)};
+    return std::vector<std::vector<float>>{download(w), download(a), download(b), download(c)};
   };
   const std::pair<const char*, Step> optimizers[] = {
-      {"sgd", [](const Device& d, float* w, float*, float*, const float* g, size_t n, int) {
+      {"sgd", [](const Device& d, float* w, float*, float*, float*, const float* g, size_t n, int) {
          sgd_step(d, w, g, n, 0.1f);
        }},
-      {"sgd momentum", [](const Device& d, float* w, float* v, float*, const float* g, size_t n, int) {
+      {"sgd momentum", [](const Device& d, float* w, float* v, float*, float*, const float* g, size_t n, int) {
          sgd_momentum_step(d, w, v, g, n, 0.1f, 0.9f, false);
        }},
-      {"sgd nesterov", [](const Device& d, float* w, float* v, float*, const float* g, size_t n, int) {
+      {"sgd nesterov", [](const Device& d, float* w, float* v, float*, float*, const float* g, size_t n, int) {
          sgd_momentum_step(d, w, v, g, n, 0.1f, 0.9f, true);
        }},
-      {"adam", [](const Device& d, float* w, float* m, float* v, const float* g, size_t n, int t) {
-         const float b1 = 0.9f, b2 = 0.999f;
-         const float lr_t = float(1e-3 * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t)));
-         adam_step(d, w, m, v, g, n, lr_t, b1, b2, 1e-7f);
+      {"adam", [](const Device& d, float* w, float* m, float* v, float*, const float* g, size_t n, int t) {
+         adam_step(d, w, m, v, nullptr, g, n, lr_t(t), 0.9f, 0.999f, 1e-7f);
        }},
-      {"rmsprop", [](const Device& d, float* w, float* rms, float*, const float* g, size_t n, int) {
-         rmsprop_step(d, w, rms, g, n, 1e-3f, 0.9f, 1e-7f);
+      {"adam amsgrad", [](const Device& d, float* w, float* m, float* v, float* v_hat, const float* g, size_t n,
+                          int t) { adam_step(d, w, m, v, v_hat, g, n, lr_t(t), 0.9f, 0.999f, 1e-7f); }},
+      {"rmsprop", [](const Device& d, float* w, float* rms, float*, float*, const float* g, size_t n, int) {
+         rmsprop_step(d, w, rms, nullptr, g, n, 1e-3f, 0.9f, 1e-7f);
        }},
-      {"rmsprop momentum", [](const Device& d, float* w, float* rms, float* mom, const float* g, size_t n, int) {
-         rmsprop_momentum_step(d, w, rms, mom, g, n, 1e-3f, 0.9f, 0.5f, 1e-7f);
+      {"rmsprop centered", [](const Device& d, float* w, float* rms, float*, float* mg, const float* g, size_t n,
+                              int) { rmsprop_step(d, w, rms, mg, g, n, 1e-3f, 0.9f, 1e-7f); }},
+      {"rmsprop momentum", [](const Device& d, float* w, float* rms, float* mom, float*, const float* g, size_t n,
+                              int) { rmsprop_momentum_step(d, w, rms, nullptr, mom, g, n, 1e-3f, 0.9f, 0.5f, 1e-7f); }},
+      {"rmsprop centered momentum",
+       [](const Device& d, float* w, float* rms, float* mom, float* mg, const float* g, size_t n, int) {
+         rmsprop_momentum_step(d, w, rms, mg, mom, g, n, 1e-3f, 0.9f, 0.5f, 1e-7f);
        }},
   };
   for (const auto& [name, step] : optimizers) {
@@ -950,6 +959,7 @@ TEST_CASE("GPU optimizer steps match the CPU", "[gpu][gpu_ops]") {
     CHECK_CLOSE("weights", got[0], ref[0], kArith);
     CHECK_CLOSE("slot 1", got[1], ref[1], kArith);
     CHECK_CLOSE("slot 2", got[2], ref[2], kArith);
+    CHECK_CLOSE("slot 3", got[3], ref[3], kArith);
   }
 }
 

@@ -2,9 +2,11 @@
 // double here, including nesterov, momentum and decay; state names.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "backend/train_math.h"
 #include "core/error.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
@@ -71,9 +73,10 @@ TEST_CASE("SGD momentum and nesterov follow tf.keras.optimizers.SGD", "[optimize
 }
 
 /// Adam's weights after kGrads, in double (tf.keras 2.x; with Keras 3's
-/// decoupled weight decay by the learning rate, not lr_t, before each update).
+/// decoupled weight decay by the learning rate, not lr_t, before each update;
+/// with amsgrad TensorFlow's ApplyAdamWithAmsgrad: the running maximum of v).
 static std::vector<double> adam_reference(const OptimizerConfig& c) {
-  std::vector<double> want(kStart.begin(), kStart.end()), m(3, 0.0), v(3, 0.0);
+  std::vector<double> want(kStart.begin(), kStart.end()), m(3, 0.0), v(3, 0.0), v_hat(3, 0.0);
   for (int t = 0; t < 3; ++t) {
     const double lr = decayed(c, t);
     const double lr_t = lr * std::sqrt(1 - std::pow(c.beta_2, t + 1)) / (1 - std::pow(c.beta_1, t + 1));
@@ -82,7 +85,8 @@ static std::vector<double> adam_reference(const OptimizerConfig& c) {
       const double g = kGrads[t][i];
       m[i] = c.beta_1 * m[i] + (1 - c.beta_1) * g;
       v[i] = c.beta_2 * v[i] + (1 - c.beta_2) * g * g;
-      want[i] -= lr_t * m[i] / (std::sqrt(v[i]) + c.epsilon);
+      v_hat[i] = std::max(v_hat[i], v[i]);
+      want[i] -= lr_t * m[i] / (std::sqrt(c.amsgrad ? v_hat[i] : v[i]) + c.epsilon);
     }
   }
   return want;
@@ -123,30 +127,65 @@ TEST_CASE("AdamW and weight_decay: w -= lr_t * weight_decay * w before the updat
   check_close(w, want);
 }
 
-TEST_CASE("RMSprop follows tf.keras.optimizers.RMSprop, with and without momentum", "[optimizer]") {
-  for (double momentum : {0.0, 0.8}) {
+TEST_CASE("Adam and AdamW with amsgrad divide by the running maximum of v", "[optimizer]") {
+  for (const char* type : {"Adam", "AdamW"}) {
     OptimizerConfig c;
-    c.type = "RMSprop";
-    c.learning_rate = 0.001;
-    c.momentum = momentum;
-    c.decay = 0.05;
-    std::vector<double> want(kStart.begin(), kStart.end()), rms(3, 0.0), mom(3, 0.0);
-    for (int t = 0; t < 3; ++t) {
-      const double lr = decayed(c, t);
-      for (size_t i = 0; i < 3; ++i) {
-        const double g = kGrads[t][i];
-        rms[i] = c.rho * rms[i] + (1 - c.rho) * g * g;
-        if (momentum == 0) {
-          want[i] -= lr * g / (std::sqrt(rms[i]) + c.epsilon);
-        } else {
-          mom[i] = momentum * mom[i] + lr * g / std::sqrt(rms[i] + c.epsilon);
-          want[i] -= mom[i];
+    c.type = type;
+    c.learning_rate = 0.01;
+    c.beta_2 = 0.5;  // v falls when a gradient is smaller than the last (kGrads' first element)
+    c.weight_decay = std::string(type) == "AdamW" ? 0.004 : 0.0;
+    c.amsgrad = true;
+    INFO(type);
+    const std::vector<float> got = run(c);
+    check_close(got, adam_reference(c));
+    c.amsgrad = false;
+    REQUIRE(std::abs(got[0] - run(c)[0]) > 1e-4);  // the maximum changed the step
+  }
+}
+
+TEST_CASE("RMSprop follows tf.keras.optimizers.RMSprop, with and without momentum, centered or not", "[optimizer]") {
+  for (bool centered : {false, true})
+    for (double momentum : {0.0, 0.8}) {
+      OptimizerConfig c;
+      c.type = "RMSprop";
+      c.learning_rate = 0.001;
+      c.momentum = momentum;
+      c.decay = 0.05;
+      c.centered = centered;
+      std::vector<double> want(kStart.begin(), kStart.end()), rms(3, 0.0), mom(3, 0.0), mg(3, 0.0);
+      for (int t = 0; t < 3; ++t) {
+        const double lr = decayed(c, t);
+        for (size_t i = 0; i < 3; ++i) {
+          const double g = kGrads[t][i];
+          rms[i] = c.rho * rms[i] + (1 - c.rho) * g * g;
+          mg[i] = c.rho * mg[i] + (1 - c.rho) * g;
+          const double s = centered ? rms[i] - mg[i] * mg[i] : rms[i];  // ApplyCenteredRMSProp's ms - mg^2
+          if (momentum == 0) {
+            want[i] -= lr * g / (std::sqrt(s) + c.epsilon);
+          } else {
+            mom[i] = momentum * mom[i] + lr * g / std::sqrt(s + c.epsilon);
+            want[i] -= mom[i];
+          }
         }
       }
+      INFO("momentum " << momentum << " centered " << centered);
+      check_close(run(c), want);
     }
-    INFO("momentum " << momentum);
-    check_close(run(c), want);
-  }
+}
+
+TEST_CASE("centered RMSprop takes rms - mg^2 as at least 0, where a root of a negative would give NaN", "[optimizer]") {
+  // Slots where the mean gradient's square exceeds rms (exact arithmetic never
+  // gets there; rounding, or a damaged checkpoint, can): the step divides by
+  // epsilon, finite, instead of by NaN.
+  float w = 1.f, rms = 0.f, mg = 2.f;
+  rmsprop_update(w, rms, &mg, 2.f, 1e-3f, 0.5f, 1e-7f);  // rms 2, mg 2: 2 - 4 < 0
+  CHECK(rms == 2.f);
+  CHECK(mg == 2.f);
+  CHECK(w == Approx(1.0 - 1e-3 * 2 / 1e-7));
+  float w2 = 1.f, rms2 = 0.f, mg2 = 2.f, mom = 0.f;
+  rmsprop_momentum_update(w2, rms2, &mg2, mom, 2.f, 1e-3f, 0.5f, 0.9f, 1e-7f);
+  CHECK(mom == Approx(1e-3 * 2 / std::sqrt(1e-7)));
+  CHECK(std::isfinite(w2));
 }
 
 TEST_CASE("optimizer state carries Keras slot names and restores iterations", "[optimizer]") {
@@ -164,9 +203,15 @@ TEST_CASE("optimizer state carries Keras slot names and restores iterations", "[
   CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"momentum"});
   c.type = "Adam";
   CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"m", "v"});
+  c.amsgrad = true;
+  CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"m", "v", "v_hat"});
   c.type = "RMSprop";
   CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"rms", "momentum"});
+  c.centered = true;
+  CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"rms", "momentum", "mg"});
   c.momentum = 0;
+  CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"rms", "mg"});
+  c.centered = false;
   CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"rms"});
 
   c.type = "SGD";
@@ -183,6 +228,9 @@ TEST_CASE("optimizer state carries Keras slot names and restores iterations", "[
 TEST_CASE("Adam resumed from saved state continues identically", "[optimizer]") {
   OptimizerConfig c;
   c.type = "Adam";
+  c.amsgrad = GENERATE(false, true);
+  c.beta_2 = 0.5;
+  INFO("amsgrad " << c.amsgrad);
   auto a = make_optimizer(c, 3, Device{});
   std::vector<float> w = kStart;
   a->step(w.data(), kGrads[0].data());

@@ -492,6 +492,14 @@ TEST_CASE("resuming with other settings warns, another optimizer type is an erro
   std::ofstream(dir / "sgd.yaml") << sgd;
   CHECK(run("--config " + (dir / "sgd.yaml").string() + " --gpus cpu --resume " + last, dir) == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("was trained with the Adam optimizer, the config says SGD"));
+  // amsgrad's running maximum of v is state the checkpoint does not hold.
+  std::string amsgrad = config(dir / "run", 3);
+  amsgrad.replace(amsgrad.find("{type: Adam, learning_rate: 0.003}"), 34,
+                  "{type: Adam, learning_rate: 0.003, amsgrad: true}");
+  std::ofstream(dir / "amsgrad.yaml") << amsgrad;
+  CHECK(run("--config " + (dir / "amsgrad.yaml").string() + " --gpus cpu --resume " + last, dir) == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("was trained with amsgrad false, the config says true") &&
+                                         Catch::Contains("set training.optimizer.amsgrad to false to resume"));
   fs::remove_all(dir);
 }
 

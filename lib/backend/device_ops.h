@@ -92,12 +92,12 @@
   void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr);                             \
   void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* g, size_t n, float lr,    \
                          float momentum, bool nesterov);                                                    \
-  void adam_step(const Device& d, float* w, float* m, float* v, const float* g, size_t n, float lr_t,       \
-                 float b1, float b2, float epsilon);                                                        \
-  void rmsprop_step(const Device& d, float* w, float* rms, const float* g, size_t n, float lr, float rho,   \
-                    float epsilon);                                                                         \
-  void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mom, const float* g, size_t n,   \
-                             float lr, float rho, float momentum, float epsilon);
+  void adam_step(const Device& d, float* w, float* m, float* v, float* v_hat, const float* g, size_t n,    \
+                 float lr_t, float b1, float b2, float epsilon);                                            \
+  void rmsprop_step(const Device& d, float* w, float* rms, float* mg, const float* g, size_t n, float lr,   \
+                    float rho, float epsilon);                                                              \
+  void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mg, float* mom, const float* g,  \
+                             size_t n, float lr, float rho, float momentum, float epsilon);
 
 namespace trainer {
 namespace cpu {

@@ -49,17 +49,17 @@ void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* 
                        float momentum, bool nesterov) {
   TRAINER_DISPATCH(d, sgd_momentum_step(d, w, velocity, g, n, lr, momentum, nesterov));
 }
-void adam_step(const Device& d, float* w, float* m, float* v, const float* g, size_t n, float lr_t, float b1,
-               float b2, float epsilon) {
-  TRAINER_DISPATCH(d, adam_step(d, w, m, v, g, n, lr_t, b1, b2, epsilon));
+void adam_step(const Device& d, float* w, float* m, float* v, float* v_hat, const float* g, size_t n, float lr_t,
+               float b1, float b2, float epsilon) {
+  TRAINER_DISPATCH(d, adam_step(d, w, m, v, v_hat, g, n, lr_t, b1, b2, epsilon));
 }
-void rmsprop_step(const Device& d, float* w, float* rms, const float* g, size_t n, float lr, float rho,
+void rmsprop_step(const Device& d, float* w, float* rms, float* mg, const float* g, size_t n, float lr, float rho,
                   float epsilon) {
-  TRAINER_DISPATCH(d, rmsprop_step(d, w, rms, g, n, lr, rho, epsilon));
+  TRAINER_DISPATCH(d, rmsprop_step(d, w, rms, mg, g, n, lr, rho, epsilon));
 }
-void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mom, const float* g, size_t n,
+void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mg, float* mom, const float* g, size_t n,
                            float lr, float rho, float momentum, float epsilon) {
-  TRAINER_DISPATCH(d, rmsprop_momentum_step(d, w, rms, mom, g, n, lr, rho, momentum, epsilon));
+  TRAINER_DISPATCH(d, rmsprop_momentum_step(d, w, rms, mg, mom, g, n, lr, rho, momentum, epsilon));
 }
 
 }  // namespace trainer

@@ -269,20 +269,46 @@ TRAINER_HD inline void adam_update(float& w, float& m, float& v, float g, float 
   w -= lr_t * m / (sqrtf(v) + epsilon);
 }
 
-/// tf.keras.optimizers.RMSprop (2.x, centered=False) without momentum:
-/// rms = rho rms + (1-rho) g^2; w -= lr * g / (sqrt(rms) + epsilon).
-TRAINER_HD inline void rmsprop_update(float& w, float& rms, float g, float lr, float rho, float epsilon) {
+/// Adam with amsgrad (tf.keras.optimizers.Adam(amsgrad=True), 2.x: TensorFlow's
+/// ApplyAdamWithAmsgrad; Reddi et al. 2018, "On the Convergence of Adam and
+/// Beyond"): m and v as adam_update, then v_hat = max(v_hat, v) and
+/// w -= lr_t * m / (sqrt(v_hat) + epsilon).
+TRAINER_HD inline void amsgrad_update(float& w, float& m, float& v, float& v_hat, float g, float lr_t, float b1,
+                                      float b2, float epsilon) {
+  m = b1 * m + (1.f - b1) * g;
+  v = b2 * v + (1.f - b2) * g * g;
+  v_hat = fmaxf(v_hat, v);
+  w -= lr_t * m / (sqrtf(v_hat) + epsilon);
+}
+
+/// RMSprop's denominator before the root: rms, or with centered (mg not null)
+/// the variance estimate rms - mg^2 after mg = rho mg + (1-rho) g, the mean
+/// gradient (tf.keras 2's centered RMSprop, Graves 2013). Mathematically
+/// rms >= mg^2; the float difference is kept >= 0, where TensorFlow's sqrt of
+/// a rounding's negative would give NaN.
+TRAINER_HD inline float rmsprop_second_moment(float rms, float* mg, float g, float rho) {
+  if (!mg) return rms;
+  *mg = rho * *mg + (1.f - rho) * g;
+  return fmaxf(rms - *mg * *mg, 0.f);
+}
+
+/// tf.keras.optimizers.RMSprop (2.x) without momentum: rms = rho rms + (1-rho) g^2;
+/// w -= lr * g / (sqrt(s) + epsilon), s = rmsprop_second_moment (rms, or
+/// centered rms - mg^2 with mg not null).
+TRAINER_HD inline void rmsprop_update(float& w, float& rms, float* mg, float g, float lr, float rho, float epsilon) {
   rms = rho * rms + (1.f - rho) * g * g;
-  w -= lr * g / (sqrtf(rms) + epsilon);
+  w -= lr * g / (sqrtf(rmsprop_second_moment(rms, mg, g, rho)) + epsilon);
 }
 
 /// RMSprop with momentum, as TensorFlow's ApplyRMSProp kernel (which Keras calls
-/// when momentum > 0): rms = rho rms + (1-rho) g^2; mom = momentum mom + lr g / sqrt(rms + epsilon);
-/// w -= mom. Note epsilon sits inside the square root here, unlike the branch above.
-TRAINER_HD inline void rmsprop_momentum_update(float& w, float& rms, float& mom, float g, float lr, float rho,
-                                               float momentum, float epsilon) {
+/// when momentum > 0; ApplyCenteredRMSProp with mg not null): rms = rho rms +
+/// (1-rho) g^2; mom = momentum mom + lr g / sqrt(s + epsilon), s as in
+/// rmsprop_update; w -= mom. Note epsilon sits inside the square root here,
+/// unlike the branch above.
+TRAINER_HD inline void rmsprop_momentum_update(float& w, float& rms, float* mg, float& mom, float g, float lr,
+                                               float rho, float momentum, float epsilon) {
   rms = rho * rms + (1.f - rho) * g * g;
-  mom = momentum * mom + lr * g / sqrtf(rms + epsilon);
+  mom = momentum * mom + lr * g / sqrtf(rmsprop_second_moment(rms, mg, g, rho) + epsilon);
   w -= mom;
 }
 

@@ -80,14 +80,15 @@ void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr);
 /// sgd_momentum_update on every element (velocity is the Keras slot "momentum").
 void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* g, size_t n, float lr,
                        float momentum, bool nesterov);
-/// adam_update on every element, lr_t precomputed (see train/adam.cpp).
-void adam_step(const Device& d, float* w, float* m, float* v, const float* g, size_t n, float lr_t, float b1,
-               float b2, float epsilon);
-/// rmsprop_update on every element.
-void rmsprop_step(const Device& d, float* w, float* rms, const float* g, size_t n, float lr, float rho,
+/// adam_update on every element, lr_t precomputed (see train/adam.cpp);
+/// amsgrad_update instead when v_hat is not null.
+void adam_step(const Device& d, float* w, float* m, float* v, float* v_hat, const float* g, size_t n, float lr_t,
+               float b1, float b2, float epsilon);
+/// rmsprop_update on every element; centered when mg is not null.
+void rmsprop_step(const Device& d, float* w, float* rms, float* mg, const float* g, size_t n, float lr, float rho,
                   float epsilon);
-/// rmsprop_momentum_update on every element.
-void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mom, const float* g, size_t n,
+/// rmsprop_momentum_update on every element; centered when mg is not null.
+void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mg, float* mom, const float* g, size_t n,
                            float lr, float rho, float momentum, float epsilon);
 
 }  // namespace trainer

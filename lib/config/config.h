@@ -106,6 +106,8 @@ struct OptimizerConfig {
   double beta_1 = 0.9, beta_2 = 0.999;  ///< Adam, AdamW.
   double epsilon = 1e-7;            ///< Adam, AdamW, RMSprop.
   double rho = 0.9;                 ///< RMSprop.
+  bool amsgrad = false;             ///< Adam, AdamW: keep the maximum of v (Reddi et al. 2018).
+  bool centered = false;            ///< RMSprop: divide by the gradient's variance estimate, not its second moment.
   /// Keras's gradient clipping, at most one of the three > 0 (0: none),
   /// applied to the global batch's mean gradient (regularizer terms
   /// included) before the update: clipnorm scales each weight's gradient to

@@ -218,10 +218,16 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
     p.fail("weight_decay", "is null, but AdamW needs a number (Keras's default is 0.004); use Adam for no decay");
   p.skip("weight_decay");  // known (for the unknown-key message) when absent too
   if (p.given("weight_decay")) o.weight_decay = p.get_double("weight_decay", o.weight_decay, 0.0);
-  // Keras arguments not supported: their defaults (false, or null) are accepted, anything else refused.
-  for (const char* key : {"amsgrad", "centered", "use_ema"})
-    if (p.has(key) && p.get_bool(key, false))
-      p.fail(key, "is a Keras optimizer argument that is not supported; remove it (docs/config.md, optimizer)");
+  // Keras 3's use_ema is not supported: its default (false) is accepted, true refused.
+  if (p.has("use_ema") && p.get_bool("use_ema", false))
+    p.fail("use_ema", "is a Keras optimizer argument that is not supported; remove it (docs/config.md, optimizer)");
+  // amsgrad (Adam, AdamW) and centered (RMSprop): false is accepted on any type, as before they were read.
+  const bool adam = type == "Adam" || type == "AdamW";
+  for (const auto& [key, owner] : {std::pair<const char*, bool>{"amsgrad", adam}, {"centered", type == "RMSprop"}})
+    if (!owner && p.has(key) && p.get_bool(key, false))
+      p.fail(key, std::string("is an argument of Keras's ") +
+                      (std::string(key) == "amsgrad" ? "Adam and AdamW" : "RMSprop") + ", not of " + type +
+                      "; remove it or change the type");
   // Gradient clipping: Keras 3 allows one of the three (null when unset; 0 sets it but clips nothing).
   std::string clip_key;
   for (const char* key : {"clipnorm", "global_clipnorm", "clipvalue"}) {
@@ -259,10 +265,12 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
     if (o.beta_1 >= 1.0) p.fail("beta_1", "must be below 1 (Adam divides by 1 - beta_1^t)");
     if (o.beta_2 >= 1.0) p.fail("beta_2", "must be below 1 (Adam divides by 1 - beta_2^t)");
     o.epsilon = positive(p, "epsilon", o.epsilon);
+    o.amsgrad = p.get_bool("amsgrad", o.amsgrad);
   } else {
     o.rho = p.get_double("rho", o.rho, 0.0, 1.0);
     o.momentum = p.get_double("momentum", o.momentum, 0.0, 1.0);
     o.epsilon = positive(p, "epsilon", o.epsilon);
+    o.centered = p.get_bool("centered", o.centered);
   }
   p.finish();  // e.g. beta_1 given to SGD
   return o;

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "train/lr_schedule.h"
@@ -55,6 +56,14 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   if (a.type != b.type)
     throw UserError(source + " was trained with the " + b.type + " optimizer, the config says " + a.type +
                     "; its state cannot carry over: set training.optimizer.type to " + b.type + " to resume");
+  for (const auto& [key, now_on, then_on] : {std::tuple<const char*, bool, bool>{"amsgrad", a.amsgrad, b.amsgrad},
+                                              {"centered", a.centered, b.centered}})
+    if (now_on != then_on)
+      throw UserError(source + " was trained with " + key + " " + (then_on ? "true" : "false") + ", the config says " +
+                      (now_on ? "true" : "false") + "; the optimizer's state differs (" +
+                      (std::string(key) == "amsgrad" ? "the maximum of v" : "the mean gradient") +
+                      ") and cannot carry over: set training.optimizer." + key + " to " +
+                      (then_on ? "true" : "false") + " to resume");
   std::vector<std::string> out;
   auto schedule = [](const OptimizerConfig& o) {
     return o.schedule.type.empty() ? std::string("none") : schedule_text(o.schedule);

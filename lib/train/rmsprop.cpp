@@ -1,9 +1,10 @@
-// tf.keras.optimizers.RMSprop (TF 2.x docs, centered=False):
-//   rms = rho rms + (1 - rho) g^2
-//   momentum == 0: w = w - lr * g / (sqrt(rms) + epsilon)
-//   momentum  > 0: mom = momentum mom + lr * g / sqrt(rms + epsilon); w = w - mom
-// (the second is TensorFlow's ApplyRMSProp kernel, which Keras calls when
-// momentum > 0); backend rmsprop_step / rmsprop_momentum_step.
+// tf.keras.optimizers.RMSprop (TF 2.x docs):
+//   rms = rho rms + (1 - rho) g^2; s = rms, or centered: mg = rho mg + (1 - rho) g, s = rms - mg^2
+//   momentum == 0: w = w - lr * g / (sqrt(s) + epsilon)
+//   momentum  > 0: mom = momentum mom + lr * g / sqrt(s + epsilon); w = w - mom
+// (the second is TensorFlow's ApplyRMSProp kernel, ApplyCenteredRMSProp when
+// centered, which Keras calls when momentum > 0); backend rmsprop_step /
+// rmsprop_momentum_step.
 #include "backend/train_ops.h"
 #include "train/optimizer.h"
 
@@ -17,24 +18,28 @@ class RmsProp final : public Optimizer {
       : Optimizer(cfg, n, d),
         rho_(float(cfg.rho)), momentum_(float(cfg.momentum)), eps_(float(cfg.epsilon)), rms_(zero_slot()) {
     if (momentum_ != 0.f) mom_ = zero_slot();
+    if (cfg.centered) mg_ = zero_slot();
   }
 
   void apply(float* w, const float* g, size_t begin, size_t end) override {
     const float lr = float(current_learning_rate());
     const size_t n = end - begin;
-    if (momentum_ == 0.f) rmsprop_step(device_, w + begin, rms_.data() + begin, g + begin, n, lr, rho_, eps_);
-    else rmsprop_momentum_step(device_, w + begin, rms_.data() + begin, mom_.data() + begin, g + begin, n, lr, rho_,
-                               momentum_, eps_);
+    float* mg = mg_.size() ? mg_.data() + begin : nullptr;
+    if (momentum_ == 0.f) rmsprop_step(device_, w + begin, rms_.data() + begin, mg, g + begin, n, lr, rho_, eps_);
+    else rmsprop_momentum_step(device_, w + begin, rms_.data() + begin, mg, mom_.data() + begin, g + begin, n, lr,
+                               rho_, momentum_, eps_);
   }
 
   std::vector<std::pair<std::string, Buffer<float>*>> state() override {
-    if (momentum_ == 0.f) return {{"rms", &rms_}};
-    return {{"rms", &rms_}, {"momentum", &mom_}};
+    std::vector<std::pair<std::string, Buffer<float>*>> slots = {{"rms", &rms_}};
+    if (momentum_ != 0.f) slots.emplace_back("momentum", &mom_);
+    if (mg_.size()) slots.emplace_back("mg", &mg_);
+    return slots;
   }
 
  private:
   float rho_, momentum_, eps_;
-  Buffer<float> rms_, mom_;
+  Buffer<float> rms_, mom_, mg_;  ///< mg: centered's mean gradient (empty without)
 };
 
 }  // namespace

@@ -51,71 +51,81 @@ struct SgdMomentumStep {
   }
 };
 
-/// adam_update on every element.
+/// adam_update on every element, or amsgrad_update when v_hat is not null.
 struct AdamStep {
   float* w;
   float* m;
   float* v;
+  float* v_hat;
   const float* g;
   float lr_t, b1, b2, epsilon;
+  __device__ void update(float& a, float& mm, float& vv, float* vh, float b) const {
+    if (vh) amsgrad_update(a, mm, vv, *vh, b, lr_t, b1, b2, epsilon);
+    else adam_update(a, mm, vv, b, lr_t, b1, b2, epsilon);
+  }
   template <class I>
   __device__ void one(I i) const {
-    adam_update(w[i], m[i], v[i], g[i], lr_t, b1, b2, epsilon);
+    update(w[i], m[i], v[i], v_hat ? v_hat + i : nullptr, g[i]);
   }
   template <class I>
   __device__ void quad(I j) const {
-    float4 a = load4(w, j), mm = load4(m, j), vv = load4(v, j);
+    float4 a = load4(w, j), mm = load4(m, j), vv = load4(v, j), vh = v_hat ? load4(v_hat, j) : float4{};
     const float4 b = load4(g, j);
-    adam_update(a.x, mm.x, vv.x, b.x, lr_t, b1, b2, epsilon);
-    adam_update(a.y, mm.y, vv.y, b.y, lr_t, b1, b2, epsilon);
-    adam_update(a.z, mm.z, vv.z, b.z, lr_t, b1, b2, epsilon);
-    adam_update(a.w, mm.w, vv.w, b.w, lr_t, b1, b2, epsilon);
+    update(a.x, mm.x, vv.x, v_hat ? &vh.x : nullptr, b.x);
+    update(a.y, mm.y, vv.y, v_hat ? &vh.y : nullptr, b.y);
+    update(a.z, mm.z, vv.z, v_hat ? &vh.z : nullptr, b.z);
+    update(a.w, mm.w, vv.w, v_hat ? &vh.w : nullptr, b.w);
     store4(w, j, a), store4(m, j, mm), store4(v, j, vv);
+    if (v_hat) store4(v_hat, j, vh);
   }
 };
 
-/// rmsprop_update on every element.
+/// rmsprop_update on every element (centered when mg is not null).
 struct RmspropStep {
   float* w;
   float* rms;
+  float* mg;
   const float* g;
   float lr, rho, epsilon;
   template <class I>
   __device__ void one(I i) const {
-    rmsprop_update(w[i], rms[i], g[i], lr, rho, epsilon);
+    rmsprop_update(w[i], rms[i], mg ? mg + i : nullptr, g[i], lr, rho, epsilon);
   }
   template <class I>
   __device__ void quad(I j) const {
-    float4 a = load4(w, j), r = load4(rms, j);
+    float4 a = load4(w, j), r = load4(rms, j), c = mg ? load4(mg, j) : float4{};
     const float4 b = load4(g, j);
-    rmsprop_update(a.x, r.x, b.x, lr, rho, epsilon);
-    rmsprop_update(a.y, r.y, b.y, lr, rho, epsilon);
-    rmsprop_update(a.z, r.z, b.z, lr, rho, epsilon);
-    rmsprop_update(a.w, r.w, b.w, lr, rho, epsilon);
+    rmsprop_update(a.x, r.x, mg ? &c.x : nullptr, b.x, lr, rho, epsilon);
+    rmsprop_update(a.y, r.y, mg ? &c.y : nullptr, b.y, lr, rho, epsilon);
+    rmsprop_update(a.z, r.z, mg ? &c.z : nullptr, b.z, lr, rho, epsilon);
+    rmsprop_update(a.w, r.w, mg ? &c.w : nullptr, b.w, lr, rho, epsilon);
     store4(w, j, a), store4(rms, j, r);
+    if (mg) store4(mg, j, c);
   }
 };
 
-/// rmsprop_momentum_update on every element.
+/// rmsprop_momentum_update on every element (centered when mg is not null).
 struct RmspropMomentumStep {
   float* w;
   float* rms;
+  float* mg;
   float* mom;
   const float* g;
   float lr, rho, momentum, epsilon;
   template <class I>
   __device__ void one(I i) const {
-    rmsprop_momentum_update(w[i], rms[i], mom[i], g[i], lr, rho, momentum, epsilon);
+    rmsprop_momentum_update(w[i], rms[i], mg ? mg + i : nullptr, mom[i], g[i], lr, rho, momentum, epsilon);
   }
   template <class I>
   __device__ void quad(I j) const {
-    float4 a = load4(w, j), r = load4(rms, j), u = load4(mom, j);
+    float4 a = load4(w, j), r = load4(rms, j), u = load4(mom, j), c = mg ? load4(mg, j) : float4{};
     const float4 b = load4(g, j);
-    rmsprop_momentum_update(a.x, r.x, u.x, b.x, lr, rho, momentum, epsilon);
-    rmsprop_momentum_update(a.y, r.y, u.y, b.y, lr, rho, momentum, epsilon);
-    rmsprop_momentum_update(a.z, r.z, u.z, b.z, lr, rho, momentum, epsilon);
-    rmsprop_momentum_update(a.w, r.w, u.w, b.w, lr, rho, momentum, epsilon);
+    rmsprop_momentum_update(a.x, r.x, mg ? &c.x : nullptr, u.x, b.x, lr, rho, momentum, epsilon);
+    rmsprop_momentum_update(a.y, r.y, mg ? &c.y : nullptr, u.y, b.y, lr, rho, momentum, epsilon);
+    rmsprop_momentum_update(a.z, r.z, mg ? &c.z : nullptr, u.z, b.z, lr, rho, momentum, epsilon);
+    rmsprop_momentum_update(a.w, r.w, mg ? &c.w : nullptr, u.w, b.w, lr, rho, momentum, epsilon);
     store4(w, j, a), store4(rms, j, r), store4(mom, j, u);
+    if (mg) store4(mg, j, c);
   }
 };
 
@@ -137,28 +147,29 @@ void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* 
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "sgd_momentum_step");
 }
 
-void adam_step(const Device& d, float* w, float* m, float* v, const float* g, size_t n, float lr_t, float b1,
-               float b2, float epsilon) {
+void adam_step(const Device& d, float* w, float* m, float* v, float* v_hat, const float* g, size_t n, float lr_t,
+               float b1, float b2, float epsilon) {
   if (n == 0) return;
   CudaContext& ctx = context(d);
-  launch_elementwise(ctx.stream(), AdamStep{w, m, v, g, lr_t, b1, b2, epsilon}, n, aligned16(w, m, v, g));
+  launch_elementwise(ctx.stream(), AdamStep{w, m, v, v_hat, g, lr_t, b1, b2, epsilon}, n,
+                     aligned16(w, m, v, v_hat, g));
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "adam_step");
 }
 
-void rmsprop_step(const Device& d, float* w, float* rms, const float* g, size_t n, float lr, float rho,
+void rmsprop_step(const Device& d, float* w, float* rms, float* mg, const float* g, size_t n, float lr, float rho,
                   float epsilon) {
   if (n == 0) return;
   CudaContext& ctx = context(d);
-  launch_elementwise(ctx.stream(), RmspropStep{w, rms, g, lr, rho, epsilon}, n, aligned16(w, rms, g));
+  launch_elementwise(ctx.stream(), RmspropStep{w, rms, mg, g, lr, rho, epsilon}, n, aligned16(w, rms, mg, g));
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "rmsprop_step");
 }
 
-void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mom, const float* g, size_t n,
+void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mg, float* mom, const float* g, size_t n,
                            float lr, float rho, float momentum, float epsilon) {
   if (n == 0) return;
   CudaContext& ctx = context(d);
-  launch_elementwise(ctx.stream(), RmspropMomentumStep{w, rms, mom, g, lr, rho, momentum, epsilon}, n,
-                     aligned16(w, rms, mom, g));
+  launch_elementwise(ctx.stream(), RmspropMomentumStep{w, rms, mg, mom, g, lr, rho, momentum, epsilon}, n,
+                     aligned16(w, rms, mg, mom, g));
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "rmsprop_momentum_step");
 }
 
