@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "backend/train_math.h"
 #include "core/error.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
+#include "train/resume_check.h"
 
 using namespace trainer;
 
@@ -127,6 +129,49 @@ TEST_CASE("AdamW and weight_decay: w -= lr_t * weight_decay * w before the updat
   check_close(w, want);
 }
 
+TEST_CASE("every optimizer applied by buckets, in any order, equals step() bit for bit", "[optimizer]") {
+  // The towers apply each gradient bucket as its all-reduce completes: every slot must be offset by the
+  // bucket's first element.
+  struct Variant {
+    const char* name;
+    const char* type;
+    double momentum;
+    bool nesterov, amsgrad, centered;
+  };
+  for (const Variant& v : {Variant{"SGD", "SGD", 0, false, false, false}, Variant{"SGD momentum", "SGD", 0.9, false, false, false},
+                           Variant{"SGD nesterov", "SGD", 0.9, true, false, false},
+                           Variant{"Adam", "Adam", 0, false, false, false}, Variant{"Adam amsgrad", "Adam", 0, false, true, false},
+                           Variant{"AdamW amsgrad", "AdamW", 0, false, true, false},
+                           Variant{"RMSprop", "RMSprop", 0, false, false, false},
+                           Variant{"RMSprop momentum", "RMSprop", 0.9, false, false, false},
+                           Variant{"RMSprop centered", "RMSprop", 0, false, false, true},
+                           Variant{"RMSprop centered momentum", "RMSprop", 0.9, false, false, true}}) {
+    INFO(v.name);
+    OptimizerConfig c;
+    c.type = v.type;
+    c.learning_rate = 0.01;
+    c.momentum = v.momentum;
+    c.nesterov = v.nesterov;
+    c.amsgrad = v.amsgrad;
+    c.centered = v.centered;
+    c.beta_2 = 0.5;  // so that amsgrad's maximum differs from v
+    if (c.type == "AdamW") c.weight_decay = 0.1;
+    auto whole = make_optimizer(c, kStart.size(), Device{}), buckets = make_optimizer(c, kStart.size(), Device{});
+    std::vector<float> a = kStart, b = kStart;
+    for (const auto& g : kGrads) {
+      whole->step(a.data(), g.data());
+      buckets->update(b.data(), g.data(), 1, 3);
+      buckets->update(b.data(), g.data(), 0, 1);
+      buckets->finish_step();
+    }
+    CHECK(a == b);
+    CHECK(a != kStart);
+    const auto sa = whole->state(), sb = buckets->state();
+    REQUIRE(sa.size() == sb.size());
+    for (size_t i = 0; i < sa.size(); ++i) CHECK(sa[i].second->to_host() == sb[i].second->to_host());
+  }
+}
+
 TEST_CASE("Adam and AdamW with amsgrad divide by the running maximum of v", "[optimizer]") {
   for (const char* type : {"Adam", "AdamW"}) {
     OptimizerConfig c;
@@ -204,7 +249,7 @@ TEST_CASE("optimizer state carries Keras slot names and restores iterations", "[
   c.type = "Adam";
   CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"m", "v"});
   c.amsgrad = true;
-  CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"m", "v", "v_hat"});
+  CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"m", "v", "vhat"});
   c.type = "RMSprop";
   CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"rms", "momentum"});
   c.centered = true;
@@ -345,4 +390,39 @@ TEST_CASE("an optimizer with a schedule takes each step's rate from it (iteratio
   for (size_t t = 0; t < kGrads.size(); ++t)
     for (size_t k = 0; k < 3; ++k) want[k] -= rates[t] * kGrads[t][k];
   check_close(run(c), want);
+}
+
+TEST_CASE("resume refuses a change of which optimizer slots exist, in either direction", "[optimizer][resume]") {
+  // (type, the setting, its value with the slot, without it): each changed way is refused with the fix,
+  // naming the checkpoint's value.
+  auto with = [](Config c, const std::string& type, const std::string& key, bool on) {
+    OptimizerConfig& o = c.training.optimizer;
+    o.type = type;
+    if (key == "amsgrad") o.amsgrad = on;
+    if (key == "centered") o.centered = on;
+    if (key == "momentum") o.momentum = on ? 0.9 : 0;
+    return c;
+  };
+  for (const auto& [type, key, on_text, off_text] :
+       {std::tuple<std::string, std::string, std::string, std::string>{"Adam", "amsgrad", "true", "false"},
+        {"AdamW", "amsgrad", "true", "false"},
+        {"RMSprop", "centered", "true", "false"},
+        {"SGD", "momentum", "0.9", "0"},
+        {"RMSprop", "momentum", "0.9", "0"}})
+    for (bool then_on : {false, true}) {
+      INFO(type << " " << key << " then " << then_on);
+      const Config then = with(Config{}, type, key, then_on), now = with(Config{}, type, key, !then_on);
+      const std::string then_text = then_on ? on_text : off_text, now_text = then_on ? off_text : on_text;
+      CHECK_THROWS_WITH(resume_differences(now, then, "last.h5"),
+                        Catch::StartsWith("last.h5 was trained with " + key + " " + then_text +
+                                          ", the config says " + now_text) &&
+                            Catch::EndsWith("cannot carry over: set training.optimizer." + key + " to " + then_text +
+                                            " to resume"));
+      CHECK(resume_differences(then, then, "last.h5").empty());
+    }
+  // Another momentum above 0 keeps the slot: a warning only.
+  Config then = with(Config{}, "SGD", "momentum", true), now = then;
+  now.training.optimizer.momentum = 0.5;
+  CHECK(resume_differences(now, then, "last.h5") ==
+        std::vector<std::string>{"training.optimizer.momentum is 0.5 (the checkpoint's run used 0.9)"});
 }

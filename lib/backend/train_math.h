@@ -260,44 +260,48 @@ TRAINER_HD inline void sgd_momentum_update(float& w, float& velocity, float g, f
   w += nesterov ? momentum * velocity - lr * g : velocity;
 }
 
-/// tf.keras.optimizers.Adam (2.x) on one weight, lr_t = lr*sqrt(1-b2^t)/(1-b1^t) precomputed:
-/// m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w -= lr_t * m / (sqrt(v) + epsilon).
-TRAINER_HD inline void adam_update(float& w, float& m, float& v, float g, float lr_t, float b1, float b2,
-                                   float epsilon) {
+/// Adam's moments (tf.keras.optimizers.Adam, 2.x): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2.
+TRAINER_HD inline void adam_moments(float& m, float& v, float g, float b1, float b2) {
   m = b1 * m + (1.f - b1) * g;
   v = b2 * v + (1.f - b2) * g * g;
+}
+
+/// tf.keras.optimizers.Adam (2.x) on one weight, lr_t = lr*sqrt(1-b2^t)/(1-b1^t) precomputed:
+/// adam_moments, then w -= lr_t * m / (sqrt(v) + epsilon).
+TRAINER_HD inline void adam_update(float& w, float& m, float& v, float g, float lr_t, float b1, float b2,
+                                   float epsilon) {
+  adam_moments(m, v, g, b1, b2);
   w -= lr_t * m / (sqrtf(v) + epsilon);
 }
 
 /// Adam with amsgrad (tf.keras.optimizers.Adam(amsgrad=True), 2.x: TensorFlow's
 /// ApplyAdamWithAmsgrad; Reddi et al. 2018, "On the Convergence of Adam and
-/// Beyond"): m and v as adam_update, then v_hat = max(v_hat, v) and
+/// Beyond"): adam_moments, then v_hat = max(v_hat, v) and
 /// w -= lr_t * m / (sqrt(v_hat) + epsilon).
 TRAINER_HD inline void amsgrad_update(float& w, float& m, float& v, float& v_hat, float g, float lr_t, float b1,
                                       float b2, float epsilon) {
-  m = b1 * m + (1.f - b1) * g;
-  v = b2 * v + (1.f - b2) * g * g;
+  adam_moments(m, v, g, b1, b2);
   v_hat = fmaxf(v_hat, v);
   w -= lr_t * m / (sqrtf(v_hat) + epsilon);
 }
 
-/// RMSprop's denominator before the root: rms, or with centered (mg not null)
-/// the variance estimate rms - mg^2 after mg = rho mg + (1-rho) g, the mean
-/// gradient (tf.keras 2's centered RMSprop, Graves 2013). Mathematically
-/// rms >= mg^2; the float difference is kept >= 0, where TensorFlow's sqrt of
-/// a rounding's negative would give NaN.
-TRAINER_HD inline float rmsprop_second_moment(float rms, float* mg, float g, float rho) {
+/// The mean square RMSprop divides by (before the root and epsilon): rms, or
+/// when centered (mg not null) the variance estimate rms - mg^2, after this
+/// updates *mg = rho mg + (1-rho) g, the mean gradient (tf.keras 2's centered
+/// RMSprop, Graves 2013). Mathematically rms >= mg^2; the float difference is
+/// kept >= 0, where TensorFlow's sqrt of a rounding's negative would give NaN.
+TRAINER_HD inline float rmsprop_mean_square(float rms, float* mg, float g, float rho) {
   if (!mg) return rms;
   *mg = rho * *mg + (1.f - rho) * g;
   return fmaxf(rms - *mg * *mg, 0.f);
 }
 
 /// tf.keras.optimizers.RMSprop (2.x) without momentum: rms = rho rms + (1-rho) g^2;
-/// w -= lr * g / (sqrt(s) + epsilon), s = rmsprop_second_moment (rms, or
+/// w -= lr * g / (sqrt(s) + epsilon), s = rmsprop_mean_square (rms, or
 /// centered rms - mg^2 with mg not null).
 TRAINER_HD inline void rmsprop_update(float& w, float& rms, float* mg, float g, float lr, float rho, float epsilon) {
   rms = rho * rms + (1.f - rho) * g * g;
-  w -= lr * g / (sqrtf(rmsprop_second_moment(rms, mg, g, rho)) + epsilon);
+  w -= lr * g / (sqrtf(rmsprop_mean_square(rms, mg, g, rho)) + epsilon);
 }
 
 /// RMSprop with momentum, as TensorFlow's ApplyRMSProp kernel (which Keras calls
@@ -308,7 +312,7 @@ TRAINER_HD inline void rmsprop_update(float& w, float& rms, float* mg, float g, 
 TRAINER_HD inline void rmsprop_momentum_update(float& w, float& rms, float* mg, float& mom, float g, float lr,
                                                float rho, float momentum, float epsilon) {
   rms = rho * rms + (1.f - rho) * g * g;
-  mom = momentum * mom + lr * g / sqrtf(rmsprop_second_moment(rms, mg, g, rho) + epsilon);
+  mom = momentum * mom + lr * g / sqrtf(rmsprop_mean_square(rms, mg, g, rho) + epsilon);
   w -= mom;
 }
 

@@ -75,6 +75,10 @@ void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float
 /// g[i] <- clipped_value(g[i], limit) for n elements (Keras's clipvalue).
 void clip_by_value(const Device& d, float* g, size_t n, float limit);
 
+// The optimizer steps below update elements [0, n) of flat arrays on d (n == 0
+// is allowed and does nothing: an empty bucket); a state pointer documented as
+// nullable selects the plain form.
+
 /// w[i] -= lr * g[i] (SGD without momentum).
 void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr);
 /// sgd_momentum_update on every element (velocity is the Keras slot "momentum").

@@ -32,7 +32,7 @@ class Adam final : public Optimizer {
 
   std::vector<std::pair<std::string, Buffer<float>*>> state() override {
     if (!v_hat_.size()) return {{"m", &m_}, {"v", &v_}};
-    return {{"m", &m_}, {"v", &v_}, {"v_hat", &v_hat_}};
+    return {{"m", &m_}, {"v", &v_}, {"vhat", &v_hat_}};
   }
 
  private:

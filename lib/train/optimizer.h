@@ -59,8 +59,9 @@ class Optimizer {
   /// run's reduced rate); decay applies on top.
   void set_learning_rate(double lr) { lr_ = lr; }
   /// State for checkpoints: named flat float arrays of n values each on device(), in
-  /// Keras's slot names (SGD: "momentum" when momentum > 0; Adam: "m", "v"; RMSprop:
-  /// "rms", plus "momentum" when momentum > 0), plus iterations(). The pointers stay
+  /// tf.keras 2's slot names (SGD: "momentum" when momentum > 0; Adam and AdamW: "m",
+  /// "v", plus "vhat" with amsgrad; RMSprop: "rms", plus "momentum" when momentum > 0
+  /// and "mg" when centered), plus iterations(). The pointers stay
   /// valid for the optimizer's lifetime; writing through them (e.g. copy_from_host)
   /// restores a state.
   virtual std::vector<std::pair<std::string, Buffer<float>*>> state() = 0;
