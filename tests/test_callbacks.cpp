@@ -91,6 +91,16 @@ TEST_CASE("EarlyStopping patience 0 stops at the first epoch without improvement
   CHECK_FALSE(n.on_epoch_end(1, 1.0));
   CHECK(n.on_epoch_end(2, std::nan("")));
   CHECK_FALSE(n.improved());
+  // As Keras, the first watched epoch never stops, even on a NaN (Keras takes it as the best); the next does.
+  for (int start : {0, 3}) {
+    EarlyStoppingConfig c = es("val_loss", 0);
+    c.start_from_epoch = start;
+    EarlyStopping f(c);
+    INFO("start_from_epoch " << start);
+    CHECK_FALSE(f.on_epoch_end(start + 1, std::nan("")));
+    CHECK_FALSE(f.improved());
+    CHECK(f.on_epoch_end(start + 2, std::nan("")));
+  }
 }
 
 TEST_CASE("EarlyStopping start_from_epoch: the first epochs are not watched, as Keras 3", "[callbacks]") {

@@ -380,7 +380,7 @@ TEST_CASE("config: EarlyStopping takes Keras 3's baseline and start_from_epoch",
   CHECK(g.start_from_epoch == 5);
   CHECK_THROWS_WITH(parse("{type: EarlyStopping, start_from_epoch: -1}"),
                     Catch::Contains("training.callbacks[0] (EarlyStopping): 'start_from_epoch' must be in [0, "));
-  CHECK_THROWS_WITH(parse("{type: EarlyStopping, baseline: low}"), Catch::Contains("'baseline'"));
+  CHECK_THROWS_WITH(parse("{type: EarlyStopping, baseline: low}"), Catch::Contains("'baseline' must be a number, got 'low'"));
   CHECK_THROWS_WITH(parse("{type: EarlyStopping, baselin: 0.2}"),
                     Catch::Contains("unknown key 'baselin' (did you mean 'baseline'?)"));
 }

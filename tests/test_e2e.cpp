@@ -190,7 +190,7 @@ TEST_CASE("EarlyStopping's baseline and start_from_epoch stop where Keras 3's ru
   REQUIRE(keras_stop > 0);  // the loss falls after epoch 1 (Keras's), so a max-mode monitor stops
   CHECK(int(loss.size()) == keras_stop + 1);
   CHECK_THAT(r.out + r.err, Catch::Contains("early stopping at epoch " + std::to_string(keras_stop + 1) +
-                                            ": loss did not beat the baseline 100 in " + std::to_string(keras_stop) +
+                                            ": loss did not beat the baseline 100 in " + std::to_string(wait) +
                                             " epochs"));
   fs::remove_all(dir);
 }

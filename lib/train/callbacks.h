@@ -23,10 +23,12 @@ bool monitor_is_max(const std::string& monitor, const std::string& mode);
 /// for max), which sets the best and resets the wait to 0 (with a baseline only
 /// when the value also beats the baseline by min_delta), and never stops the
 /// run; training stops at the first non-improving epoch where wait >= patience,
-/// so patience 0 stops at the first epoch without improvement and a baseline
-/// never beaten stops the run patience epochs after the first watched one.
-/// One difference from Keras, which takes its first value as the best
-/// whatever it is: a NaN value never improves.
+/// so patience 0 stops at the first epoch without improvement, and with a
+/// baseline never beaten the earliest stop is the patience-th watched epoch
+/// (the first one from there on that does not improve). The first watched
+/// epoch never stops the run, as in Keras, which takes its value as the best
+/// whatever it is. One difference: a NaN value never improves here (in Keras
+/// a first NaN becomes the best, which nothing beats afterwards).
 class EarlyStopping {
  public:
   /// Throws UserError for an unknown cfg.mode.
