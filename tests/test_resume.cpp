@@ -459,6 +459,29 @@ TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("amsgrad resumes with its vhat slot, also from a file that named it v_hat", "[resume]") {
+  fs::path dir = temp_dir("resume_vhat");
+  auto amsgrad = [&](const fs::path& out, int epochs) {
+    std::string c = config(out, epochs);
+    const std::string adam = "{type: Adam, learning_rate: 0.003}";
+    return c.replace(c.find(adam), adam.size(), "{type: Adam, learning_rate: 0.003, amsgrad: true}");
+  };
+  std::ofstream(dir / "full.yaml") << amsgrad(dir / "full", 2);
+  std::ofstream(dir / "part.yaml") << amsgrad(dir / "part", 2);
+  REQUIRE(run("--config " + (dir / "full.yaml").string() + " --gpus cpu --threads 2", dir) == 0);
+  REQUIRE(run("--config " + (dir / "part.yaml").string() + " --gpus cpu --threads 2 --epochs 1", dir) == 0);
+  const std::string last = (dir / "part" / "last.h5").string();
+  Checkpoint c = load_checkpoint(last);
+  REQUIRE(c.state_arrays.count("optimizer_vhat"));
+  // The name of 2026-12-03's files.
+  c.state_arrays["optimizer_v_hat"] = c.state_arrays.at("optimizer_vhat");
+  c.state_arrays.erase("optimizer_vhat");
+  save_checkpoint(last, c);
+  REQUIRE(run("--config " + (dir / "part.yaml").string() + " --gpus cpu --threads 2 --resume " + last, dir) == 0);
+  require_same_weights(dir / "full" / "final.h5", dir / "part" / "final.h5");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("resuming with other settings warns, another optimizer type is an error", "[resume]") {
   fs::path dir = temp_dir("resume_settings");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 2);
