@@ -1,4 +1,4 @@
-// Optimizers: a few steps against the tf.keras 2.x formulas written out in
+// Optimizers: a few steps against Keras 3's formulas (tf.keras 2.11+'s agree) written out in
 // double here, including nesterov, momentum and decay; state names.
 #include <catch2/catch.hpp>
 
@@ -188,7 +188,7 @@ TEST_CASE("Adam and AdamW with amsgrad divide by the running maximum of v", "[op
   }
 }
 
-TEST_CASE("RMSprop follows tf.keras.optimizers.RMSprop, with and without momentum, centered or not", "[optimizer]") {
+TEST_CASE("RMSprop follows keras.optimizers.RMSprop, with and without momentum, centered or not", "[optimizer]") {
   for (bool centered : {false, true})
     for (double momentum : {0.0, 0.8}) {
       OptimizerConfig c;
@@ -197,6 +197,7 @@ TEST_CASE("RMSprop follows tf.keras.optimizers.RMSprop, with and without momentu
       c.momentum = momentum;
       c.decay = 0.05;
       c.centered = centered;
+      c.epsilon = 0.05;  // large, so that epsilon inside the root (Keras 3) differs from outside (tf.keras 2.10)
       std::vector<double> want(kStart.begin(), kStart.end()), rms(3, 0.0), mom(3, 0.0), mg(3, 0.0);
       for (int t = 0; t < 3; ++t) {
         const double lr = decayed(c, t);
@@ -204,11 +205,12 @@ TEST_CASE("RMSprop follows tf.keras.optimizers.RMSprop, with and without momentu
           const double g = kGrads[t][i];
           rms[i] = c.rho * rms[i] + (1 - c.rho) * g * g;
           mg[i] = c.rho * mg[i] + (1 - c.rho) * g;
-          const double s = centered ? rms[i] - mg[i] * mg[i] : rms[i];  // ApplyCenteredRMSProp's ms - mg^2
+          const double s = centered ? rms[i] - mg[i] * mg[i] : rms[i];  // Keras 3's velocity - average_grad^2
+          const double increment = lr * g / std::sqrt(s + c.epsilon);
           if (momentum == 0) {
-            want[i] -= lr * g / (std::sqrt(s) + c.epsilon);
+            want[i] -= increment;
           } else {
-            mom[i] = momentum * mom[i] + lr * g / std::sqrt(s + c.epsilon);
+            mom[i] = momentum * mom[i] + increment;
             want[i] -= mom[i];
           }
         }
@@ -221,12 +223,12 @@ TEST_CASE("RMSprop follows tf.keras.optimizers.RMSprop, with and without momentu
 TEST_CASE("centered RMSprop takes rms - mg^2 as at least 0, where a root of a negative would give NaN", "[optimizer]") {
   // Slots where the mean gradient's square exceeds rms (exact arithmetic never
   // gets there; rounding, or a damaged checkpoint, can): the step divides by
-  // epsilon, finite, instead of by NaN.
+  // sqrt(epsilon), finite, instead of by NaN.
   float w = 1.f, rms = 0.f, mg = 2.f;
   rmsprop_update(w, rms, &mg, 2.f, 1e-3f, 0.5f, 1e-7f);  // rms 2, mg 2: 2 - 4 < 0
   CHECK(rms == 2.f);
   CHECK(mg == 2.f);
-  CHECK(w == Approx(1.0 - 1e-3 * 2 / 1e-7));
+  CHECK(w == Approx(1.0 - 1e-3 * 2 / std::sqrt(1e-7)));
   float w2 = 1.f, rms2 = 0.f, mg2 = 2.f, mom = 0.f;
   rmsprop_momentum_update(w2, rms2, &mg2, mom, 2.f, 1e-3f, 0.5f, 0.9f, 1e-7f);
   CHECK(mom == Approx(1e-3 * 2 / std::sqrt(1e-7)));

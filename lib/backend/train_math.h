@@ -296,19 +296,19 @@ TRAINER_HD inline float rmsprop_mean_square(float rms, float* mg, float g, float
   return fmaxf(rms - *mg * *mg, 0.f);
 }
 
-/// tf.keras.optimizers.RMSprop (2.x) without momentum: rms = rho rms + (1-rho) g^2;
-/// w -= lr * g / (sqrt(s) + epsilon), s = rmsprop_mean_square (rms, or
-/// centered rms - mg^2 with mg not null).
+/// keras.optimizers.RMSprop (Keras 3, and tf.keras 2.11+'s optimizer) without
+/// momentum: rms = rho rms + (1-rho) g^2; w -= lr * g / sqrt(s + epsilon),
+/// s = rmsprop_mean_square (rms, or centered rms - mg^2 with mg not null).
+/// (tf.keras 2.10's legacy RMSprop divided by sqrt(s) + epsilon here.)
 TRAINER_HD inline void rmsprop_update(float& w, float& rms, float* mg, float g, float lr, float rho, float epsilon) {
   rms = rho * rms + (1.f - rho) * g * g;
-  w -= lr * g / (sqrtf(rmsprop_mean_square(rms, mg, g, rho)) + epsilon);
+  w -= lr * g / sqrtf(rmsprop_mean_square(rms, mg, g, rho) + epsilon);
 }
 
-/// RMSprop with momentum, as TensorFlow's ApplyRMSProp kernel (which Keras calls
-/// when momentum > 0; ApplyCenteredRMSProp with mg not null): rms = rho rms +
-/// (1-rho) g^2; mom = momentum mom + lr g / sqrt(s + epsilon), s as in
-/// rmsprop_update; w -= mom. Note epsilon sits inside the square root here,
-/// unlike the branch above.
+/// RMSprop with momentum, as Keras 3 and TensorFlow's ApplyRMSProp kernel
+/// (ApplyCenteredRMSProp with mg not null): rms = rho rms + (1-rho) g^2;
+/// mom = momentum mom + lr g / sqrt(s + epsilon), s as in rmsprop_update;
+/// w -= mom.
 TRAINER_HD inline void rmsprop_momentum_update(float& w, float& rms, float* mg, float& mom, float g, float lr,
                                                float rho, float momentum, float epsilon) {
   rms = rho * rms + (1.f - rho) * g * g;

@@ -3,8 +3,8 @@
 // contiguous, as its gradients are, so one all-reduce and one step cover them).
 // An optimizer lives on its tower's device: its state slots are Buffers there
 // and step() runs the backend's update (backend/train_ops.h) there.
-// Formulas are tf.keras 2.x's (tf.keras.optimizers.SGD / Adam / RMSprop docs and
-// the TensorFlow training kernels they call), including the Keras 2 time-based
+// Formulas are Keras 3's (keras.optimizers.SGD / Adam / RMSprop update_step, the
+// same as tf.keras 2.11+'s and the TensorFlow training kernels), with the Keras 2 time-based
 // decay lr_t = learning_rate / (1 + decay * iterations). weight_decay is the
 // decoupled decay of Keras 3 (and tf.keras 2.11+) optimizers, AdamW's
 // (Loshchilov & Hutter 2019): before each update, w <- w - lr_t * weight_decay * w

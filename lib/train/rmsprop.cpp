@@ -1,10 +1,9 @@
-// tf.keras.optimizers.RMSprop (TF 2.x docs):
+// keras.optimizers.RMSprop (Keras 3's update_step; tf.keras 2.11+'s optimizer
+// and TensorFlow's ApplyRMSProp / ApplyCenteredRMSProp kernels agree):
 //   rms = rho rms + (1 - rho) g^2; s = rms, or centered: mg = rho mg + (1 - rho) g, s = rms - mg^2
-//   momentum == 0: w = w - lr * g / (sqrt(s) + epsilon)
+//   momentum == 0: w = w - lr * g / sqrt(s + epsilon)
 //   momentum  > 0: mom = momentum mom + lr * g / sqrt(s + epsilon); w = w - mom
-// (the second is TensorFlow's ApplyRMSProp kernel, ApplyCenteredRMSProp when
-// centered, which Keras calls when momentum > 0); backend rmsprop_step /
-// rmsprop_momentum_step.
+// backend rmsprop_step / rmsprop_momentum_step.
 #include "backend/train_ops.h"
 #include "train/optimizer.h"
 
