@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -91,16 +92,22 @@ TEST_CASE("EarlyStopping patience 0 stops at the first epoch without improvement
   CHECK_FALSE(n.on_epoch_end(1, 1.0));
   CHECK(n.on_epoch_end(2, std::nan("")));
   CHECK_FALSE(n.improved());
-  // As Keras, the first watched epoch never stops, even on a NaN (Keras takes it as the best); the next does.
-  for (int start : {0, 3}) {
-    EarlyStoppingConfig c = es("val_loss", 0);
-    c.start_from_epoch = start;
-    EarlyStopping f(c);
-    INFO("start_from_epoch " << start);
-    CHECK_FALSE(f.on_epoch_end(start + 1, std::nan("")));
-    CHECK_FALSE(f.improved());
-    CHECK(f.on_epoch_end(start + 2, std::nan("")));
-  }
+  // As Keras 3 (checked with its EarlyStopping on all-NaN values), the first watched epoch counts as an
+  // improvement, even a NaN: it never stops and resets the wait, so patience p stops at watched epoch
+  // max(p, 1) + 1.
+  for (int start : {0, 3})
+    for (int patience : {0, 1, 2, 3}) {
+      EarlyStoppingConfig c = es("val_loss", patience);
+      c.start_from_epoch = start;
+      EarlyStopping f(c);
+      INFO("start_from_epoch " << start << " patience " << patience);
+      int stop = 0;
+      for (int epoch = 1; epoch <= 10 && !stop; ++epoch)
+        if (f.on_epoch_end(epoch, std::nan(""))) stop = epoch;
+      CHECK(stop == start + std::max(patience, 1) + 1);
+      CHECK_FALSE(f.improved());
+      CHECK(f.best_epoch() == -1);
+    }
 }
 
 TEST_CASE("EarlyStopping start_from_epoch: the first epochs are not watched, as Keras 3", "[callbacks]") {

@@ -252,7 +252,7 @@ TRAINER_HD inline int argmax_class(const float* z, int k) {
   return best;
 }
 
-/// tf.keras.optimizers.SGD (2.x) on one weight: velocity = momentum*velocity - lr*g;
+/// keras.optimizers.SGD (Keras 3, as tf.keras 2) on one weight: velocity = momentum*velocity - lr*g;
 /// w += momentum*velocity - lr*g with nesterov, else w += velocity.
 TRAINER_HD inline void sgd_momentum_update(float& w, float& velocity, float g, float lr, float momentum,
                                            bool nesterov) {
@@ -260,13 +260,13 @@ TRAINER_HD inline void sgd_momentum_update(float& w, float& velocity, float g, f
   w += nesterov ? momentum * velocity - lr * g : velocity;
 }
 
-/// Adam's moments (tf.keras.optimizers.Adam, 2.x): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2.
+/// Adam's moments (keras.optimizers.Adam, Keras 3 as tf.keras 2): m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2.
 TRAINER_HD inline void adam_moments(float& m, float& v, float g, float b1, float b2) {
   m = b1 * m + (1.f - b1) * g;
   v = b2 * v + (1.f - b2) * g * g;
 }
 
-/// tf.keras.optimizers.Adam (2.x) on one weight, lr_t = lr*sqrt(1-b2^t)/(1-b1^t) precomputed:
+/// keras.optimizers.Adam (Keras 3, as tf.keras 2) on one weight, lr_t = lr*sqrt(1-b2^t)/(1-b1^t) precomputed:
 /// adam_moments, then w -= lr_t * m / (sqrt(v) + epsilon).
 TRAINER_HD inline void adam_update(float& w, float& m, float& v, float g, float lr_t, float b1, float b2,
                                    float epsilon) {
@@ -274,7 +274,7 @@ TRAINER_HD inline void adam_update(float& w, float& m, float& v, float g, float 
   w -= lr_t * m / (sqrtf(v) + epsilon);
 }
 
-/// Adam with amsgrad (tf.keras.optimizers.Adam(amsgrad=True), 2.x: TensorFlow's
+/// Adam with amsgrad (keras.optimizers.Adam(amsgrad=True), Keras 3 as TensorFlow's
 /// ApplyAdamWithAmsgrad; Reddi et al. 2018, "On the Convergence of Adam and
 /// Beyond"): adam_moments, then v_hat = max(v_hat, v) and
 /// w -= lr_t * m / (sqrt(v_hat) + epsilon).
@@ -287,9 +287,9 @@ TRAINER_HD inline void amsgrad_update(float& w, float& m, float& v, float& v_hat
 
 /// The mean square RMSprop divides by (before the root and epsilon): rms, or
 /// when centered (mg not null) the variance estimate rms - mg^2, after this
-/// updates *mg = rho mg + (1-rho) g, the mean gradient (tf.keras 2's centered
+/// updates *mg = rho mg + (1-rho) g, the mean gradient (Keras 3's centered
 /// RMSprop, Graves 2013). Mathematically rms >= mg^2; the float difference is
-/// kept >= 0, where TensorFlow's sqrt of a rounding's negative would give NaN.
+/// kept >= 0, where Keras's sqrt of a rounding's negative would give NaN.
 TRAINER_HD inline float rmsprop_mean_square(float rms, float* mg, float g, float rho) {
   if (!mg) return rms;
   *mg = rho * *mg + (1.f - rho) * g;

@@ -1,4 +1,4 @@
-// tf.keras.optimizers.Adam (TF 2.x docs), t = iterations + 1:
+// keras.optimizers.Adam (Keras 3's update_step; tf.keras 2's agrees), t = iterations + 1:
 //   lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
 //   m = beta_1 m + (1 - beta_1) g;  v = beta_2 v + (1 - beta_2) g^2
 //   w = w - lr_t * m / (sqrt(v) + epsilon)          (epsilon default 1e-7)

@@ -57,9 +57,14 @@ bool EarlyStopping::on_epoch_end(int epoch, double value) {
     if (!baseline_ || beats(value, *baseline_)) wait_ = 0;
     return false;
   }
-  // Keras never stops on its first watched epoch: its first value is the best whatever it is (and it
-  // checks epoch > 0), which only a NaN here or a value within min_delta of infinity would not beat.
-  return epoch > start_from_epoch_ + 1 && wait_ >= patience_;
+  // Keras takes its first watched value as the best whatever it is (its best starts as None): that
+  // epoch is an improvement there, which resets the wait without a baseline and never stops. Only a NaN
+  // (or an infinity) fails to beat the initial best here; it still does not become the best.
+  if (epoch == start_from_epoch_ + 1) {
+    if (!baseline_) wait_ = 0;
+    return false;
+  }
+  return wait_ >= patience_;
 }
 
 ReduceLROnPlateau::ReduceLROnPlateau(const ReduceLROnPlateauConfig& cfg)

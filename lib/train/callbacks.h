@@ -24,11 +24,12 @@ bool monitor_is_max(const std::string& monitor, const std::string& mode);
 /// when the value also beats the baseline by min_delta), and never stops the
 /// run; training stops at the first non-improving epoch where wait >= patience,
 /// so patience 0 stops at the first epoch without improvement, and with a
-/// baseline never beaten the earliest stop is the patience-th watched epoch
-/// (the first one from there on that does not improve). The first watched
-/// epoch never stops the run, as in Keras, which takes its value as the best
-/// whatever it is. One difference: a NaN value never improves here (in Keras
-/// a first NaN becomes the best, which nothing beats afterwards).
+/// baseline never beaten the earliest stop is the patience-th watched epoch,
+/// the second at the earliest (the first one from there on that does not
+/// improve). The first watched epoch counts as an improvement whatever its
+/// value, as in Keras (whose best starts as None): it resets the wait (without
+/// a baseline) and never stops the run. One difference: a NaN never becomes
+/// the best here (in Keras a first NaN does, and nothing beats it afterwards).
 class EarlyStopping {
  public:
   /// Throws UserError for an unknown cfg.mode.

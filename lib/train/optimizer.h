@@ -86,6 +86,12 @@ class Optimizer {
   int64_t iterations_ = 0;
 };
 
+/// Whether SGD or RMSprop under cfg keeps the "momentum" slot: its momentum, in
+/// the float the update uses, is not 0 (false for Adam and AdamW, which have none).
+inline bool keeps_momentum_slot(const OptimizerConfig& cfg) {
+  return (cfg.type == "SGD" || cfg.type == "RMSprop") && float(cfg.momentum) != 0.f;
+}
+
 /// Builds cfg.type ("SGD" | "Adam" | "AdamW" | "RMSprop"; AdamW is Adam with
 /// its weight decay) for n_params parameters on device d,
 /// state zeroed. Throws UserError naming the type and the known ones for any other type.

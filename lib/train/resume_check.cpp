@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "train/lr_schedule.h"
+#include "train/optimizer.h"
 
 namespace trainer {
 
@@ -57,15 +58,14 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
     throw UserError(source + " was trained with the " + b.type + " optimizer, the config says " + a.type +
                     "; its state cannot carry over: set training.optimizer.type to " + b.type + " to resume");
   // Settings that decide which state slots exist: (key, the config's value, the checkpoint's, whether each
-  // keeps the slot, the slot). SGD and RMSprop keep "momentum" only when momentum > 0.
-  const bool has_momentum = a.type == "SGD" || a.type == "RMSprop";
+  // keeps the slot, the slot). SGD and RMSprop keep "momentum" only when momentum is not 0.
   const std::tuple<const char*, std::string, std::string, bool, bool, const char*> slots[] = {
       {"amsgrad", a.amsgrad ? "true" : "false", b.amsgrad ? "true" : "false", a.amsgrad, b.amsgrad,
        "the maximum of v, kept only with amsgrad true"},
       {"centered", a.centered ? "true" : "false", b.centered ? "true" : "false", a.centered, b.centered,
        "the mean gradient, kept only with centered true"},
-      {"momentum", number_text(a.momentum), number_text(b.momentum), has_momentum && a.momentum > 0,
-       has_momentum && b.momentum > 0, "the velocity, kept only with momentum > 0"}};
+      {"momentum", number_text(a.momentum), number_text(b.momentum), keeps_momentum_slot(a), keeps_momentum_slot(b),
+       "the velocity, kept only with momentum > 0"}};
   for (const auto& [key, now_text, then_text, now_on, then_on, slot] : slots)
     if (now_on != then_on)
       throw UserError(source + " was trained with " + key + " " + then_text + ", the config says " + now_text +

@@ -16,7 +16,7 @@ class RmsProp final : public Optimizer {
   RmsProp(const OptimizerConfig& cfg, size_t n, const Device& d)
       : Optimizer(cfg, n, d),
         rho_(float(cfg.rho)), momentum_(float(cfg.momentum)), eps_(float(cfg.epsilon)), rms_(zero_slot()) {
-    if (momentum_ != 0.f) mom_ = zero_slot();
+    if (keeps_momentum_slot(cfg)) mom_ = zero_slot();
     if (cfg.centered) mg_ = zero_slot();
   }
 

@@ -1,4 +1,4 @@
-// tf.keras.optimizers.SGD (TF 2.x docs): with momentum,
+// keras.optimizers.SGD (Keras 3's update_step; tf.keras 2's agrees): with momentum,
 //   velocity = momentum * velocity - lr * g
 //   w = w + momentum * velocity - lr * g   (nesterov)
 //   w = w + velocity                       (otherwise)
@@ -14,7 +14,7 @@ class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerConfig& cfg, size_t n, const Device& d)
       : Optimizer(cfg, n, d), momentum_(float(cfg.momentum)), nesterov_(cfg.nesterov) {
-    if (momentum_ != 0.f) velocity_ = zero_slot();
+    if (keeps_momentum_slot(cfg)) velocity_ = zero_slot();
   }
 
   void apply(float* w, const float* g, size_t begin, size_t end) override {
