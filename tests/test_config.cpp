@@ -99,7 +99,12 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"steps_per_epoch 0", edit("batch_size: 4", "batch_size: 4\n  steps_per_epoch: 0"),
        "cfg.yaml:29:20: training: 'steps_per_epoch' must be in [1, "},
       {"out of range real", edit("validation_split: 0.1", "validation_split: 1"),
-       "cfg.yaml:25:21: data: 'validation_split' must be below 1"},
+       "cfg.yaml:25:21: data: 'validation_split' must be in [0, 1), the fraction of pairs held out (e.g. 0.1), got 1"},
+      {"a validation_split above 1", edit("validation_split: 0.1", "validation_split: 10"),
+       "data: 'validation_split' must be in [0, 1), the fraction of pairs held out (e.g. 0.1), got 10"},
+      {"a training setting under data", edit("  validation_split: 0.1\n", "  validation_split: 0.1\n  batch_size: 8\n"),
+       "cfg.yaml:26:15: data: 'batch_size' is a training setting here; move it to the training section: "
+       "training.batch_size"},
       {"negative seed", edit("seed: 7", "seed: -7"),
        "cfg.yaml:29:9: training: 'seed' must be a non-negative integer"},
       {"empty value (placed at its key, not at the next line)", edit("seed: 7", "seed:"),
@@ -231,6 +236,9 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "validation data"},
       {"checkpoint outside the output folder", edit("filepath: best.h5", "filepath: /tmp/best.h5"),
        "cfg.yaml:35:41: training.callbacks[1] (ModelCheckpoint): 'filepath' '/tmp/best.h5' leaves the output folder"},
+      {"Keras's save_weights_only true", edit("save_best_only: true}", "save_best_only: true, save_weights_only: true}"),
+       "cfg.yaml:35:91: training.callbacks[1] (ModelCheckpoint): 'save_weights_only' true is not supported: "
+       "ModelCheckpoint files hold the weights"},
       {"checkpoint above the output folder", edit("filepath: best.h5", "filepath: ../best.h5"),
        "'filepath' '../best.h5' leaves the output folder; it is a name inside training.output_dir"},
       {"checkpoint named as a folder", edit("filepath: best.h5", "filepath: ck/"),
@@ -260,6 +268,8 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"empty file", "", "cfg.yaml: the config is empty"},
       {"Keras 2's lr", edit("learning_rate: 0.05", "lr: 0.05"),
        "cfg.yaml:32:26: training.optimizer (SGD): unknown key 'lr' (did you mean 'learning_rate'?)"},
+      {"a notebook's dice_loss", edit("loss: binary_crossentropy", "loss: dice_loss"),
+       "'loss' is 'dice_loss' (did you mean 'dice'?)"},
       {"Keras's acc", edit("[mean_iou]", "[acc]"),
        "cfg.yaml:31:13: training.metrics: 'acc' is not a metric (did you mean 'accuracy'?)"},
       {"non-scalar key", edit("  seed: 7\n", "  seed: 7\n  [a]: 1\n"),
@@ -270,6 +280,9 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
     INFO(row.what);
     CHECK_THAT(error_of(row.text), Catch::Matchers::Contains(row.expected));
   }
+  // Keras's default save_weights_only false is accepted.
+  CHECK(parse_config(edit("save_best_only: true}", "save_best_only: true, save_weights_only: false}"), "cfg.yaml")
+            .training.model_checkpoint.save_best_only);
 }
 
 TEST_CASE("config: Keras's aliases of a layer class give that class and its default names", "[config]") {

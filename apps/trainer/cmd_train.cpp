@@ -71,7 +71,7 @@ bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& 
   // An out-of-range or NaN value is left to fit's checks, which name it (int() of it would be undefined).
   if (next != ckpt.state_scalars.end() && next->second >= 1 && next->second <= double(1 << 30) &&
       int(next->second) > config.training.epochs) {
-    spdlog::warn("{} has already trained {} epoch(s), as many as training.epochs ({}); nothing to do: raise "
+    spdlog::warn("{} has already trained {} epoch(s), at least training.epochs ({}); nothing to do: raise "
                  "--epochs to train further",
                  path, int(next->second) - 1, config.training.epochs);
     return false;

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <tuple>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "config/params.h"
 #include "config/sections.h"
 #include "core/error.h"
@@ -214,13 +216,18 @@ void read_affine_augmentation(ParamReader& p, AugmentationConfig& a) {
 
 DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   ParamReader p(node, file, "data");
+  // fit()'s arguments and the training section's keys, where a Keras user may put them.
+  for (const char* key : {"batch_size", "epochs", "steps_per_epoch", "class_weight", "seed"})
+    if (p.has(key))
+      p.fail(key, "is a training setting here; move it to the training section: training." + std::string(key));
   DataConfig d;
   d.images = p.get_string("images", std::nullopt);
   d.masks = p.get_string("masks", std::nullopt);
   d.mask_suffix = p.get_string("mask_suffix", d.mask_suffix);
-  d.validation_split = p.get_double("validation_split", d.validation_split, 0.0, 1.0);
-  if (d.validation_split >= 1.0)
-    p.fail("validation_split", "must be below 1 (it is the fraction of pairs held out, e.g. 0.1)");
+  d.validation_split = p.get_double("validation_split", d.validation_split);
+  if (!(d.validation_split >= 0.0 && d.validation_split < 1.0))
+    p.fail("validation_split", "must be in [0, 1), the fraction of pairs held out (e.g. 0.1), got " +
+                                   fmt::format("{}", d.validation_split));
   if (p.has_optional("validation_images") | p.has_optional("validation_masks")) {  // both known either way
     d.validation_images = p.get_string("validation_images", std::nullopt);
     d.validation_masks = p.get_string("validation_masks", std::nullopt);

@@ -399,6 +399,11 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
         p.fail("filepath", "'" + c.filepath + "' names a folder; end it with a file name, e.g. '" +
                                (fp.lexically_normal().parent_path() / "best-{epoch:02d}.h5").string() + "'");
       c.save_best_only = p.get_bool("save_best_only", c.save_best_only);
+      // Keras's default false is accepted; true has no file of its own here.
+      if (p.get_bool("save_weights_only", false))
+        p.fail("save_weights_only", "true is not supported: ModelCheckpoint files hold the weights (Keras's "
+                                    "layout, docs/checkpoint.md) and the training state that --resume needs, and "
+                                    "the run's final.h5 holds the weights only; remove save_weights_only");
       // Without save_best_only the monitor is unused: its default needs no validation data.
       if (c.save_best_only || p.has_optional("monitor")) c.monitor = read_monitor(p, t.metrics, has_validation);
       else p.skip("monitor");
