@@ -326,6 +326,17 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
     o.mask_suffix = "";
     CHECK_NOTHROW(load_dataset(o));
   }
+  SECTION("the two folders swapped: every image is named like a mask") {
+    for (const char* stem : {"a", "b"}) {
+      write(d.images / (std::string(stem) + "_mask.png"), flat_mask(4, 4));
+      write(d.masks / (std::string(stem) + ".png"), flat_mask(4, 4));
+    }
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("2 of 2 images have no mask") &&
+                                Catch::Matchers::Contains("(every one of them is named like a mask, <stem>_mask: are "
+                                                          "data.images and data.masks swapped?)"));
+    write(d.images / "c.png", flat_mask(4, 4));  // one image named as images are: no such hint
+    CHECK_THAT(error_of(o), !Catch::Matchers::Contains("swapped"));
+  }
   SECTION("images without masks in the one folder of both: no such hint (each image would be its own mask)") {
     for (const char* stem : {"a", "b"}) write(d.images / (std::string(stem) + ".png"), flat_mask(4, 4));
     o.masks_dir = o.images_dir;

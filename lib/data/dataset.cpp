@@ -117,6 +117,8 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
   // Missing ones whose mask folder holds a file of the image's own stem (not counted when the folders are
   // one: each image would find itself).
   size_t same_name = 0;
+  // Missing ones whose own name ends with the mask suffix: the folders may be swapped.
+  size_t suffixed = 0;
   const bool one_folder = fs::equivalent(o.images_dir, o.masks_dir, ec);
   names.clear();
   for (const auto& name : images) {
@@ -124,6 +126,8 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
     auto it = mask_by_stem.find(stem + o.mask_suffix);
     if (it == mask_by_stem.end()) {
       same_name += !one_folder && !o.mask_suffix.empty() && mask_by_stem.count(stem);
+      suffixed += !o.mask_suffix.empty() && stem.size() > o.mask_suffix.size() &&
+                  stem.compare(stem.size() - o.mask_suffix.size(), o.mask_suffix.size(), o.mask_suffix) == 0;
       missing.push_back(name + " (expected " +
                         (fs::path(o.masks_dir) / (stem + o.mask_suffix + fs::path(name).extension().string())).string() +
                         ")");
@@ -140,6 +144,9 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
     if (same_name > 0)  // from a new user: masks named as their images, with the default suffix _mask
       what += " (" + std::to_string(same_name) + " of them have a file of their own name in the mask folder: if the "
               "masks are named as their images, set data.mask_suffix: \"\")";
+    if (suffixed == missing.size())  // from a new user: the images option given the mask folder
+      what += " (every one of them is named like a mask, <stem>" + o.mask_suffix + ": are data." + o.key_prefix +
+              "images and data." + o.key_prefix + "masks swapped?)";
     if (!o.skip_bad_files)
       throw UserError(prefix(o) + section(o) + ": " + what + ". Add the masks, fix data." + o.key_prefix +
                       "masks / data.mask_suffix, or set data.skip_bad_files: true to " + use(o) +
