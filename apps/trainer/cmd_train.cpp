@@ -120,10 +120,33 @@ int run_train(const TrainFlags& f) {
   // A new run must not overwrite another run's files: refused before any output, as the command line's
   // other errors. A resumed run is checked once its checkpoint has been read (below).
   if (!f.overwrite && f.resume.empty()) check_output_holds_no_run(config.training.output_dir, "");
+  DataOptions opt;
+  opt.images_dir = config.data.images;
+  opt.masks_dir = config.data.masks;
+  opt.mask_suffix = config.data.mask_suffix;
+  opt.height = model.input_shape().h;
+  opt.width = model.input_shape().w;
+  opt.channels = model.input_shape().c;
+  opt.ignore_class = config.training.loss.ignore_class;
+  opt.skip_bad_files = config.data.skip_bad_files;
+  opt.threads = config.data.loader_threads;
+  // Messages name where the folders came from: the config, or the flags.
+  opt.config_path = f.images.empty() && f.masks.empty() ? config.path : "--images/--masks";
+  DataOptions vopt = opt;  // data.validation_images / validation_masks, when given
+  vopt.images_dir = config.data.validation_images;
+  vopt.masks_dir = config.data.validation_masks;
+  vopt.config_path = config.path;
+  vopt.key_prefix = "validation_";
+  // Folders whose pairs do not match fail before the summary, so the error is not lost below it (names
+  // only: nothing is decoded; with skip_bad_files the loading below warns, once).
+  if (!opt.skip_bad_files) {
+    find_image_pairs(opt);
+    if (!vopt.images_dir.empty()) find_image_pairs(vopt);
+  }
   const bool json = f.log_format == "json";
   (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
   validate_for_training(config, model);
-  // Towers and a resumed checkpoint are checked before the data is read, so a mismatch fails fast.
+  // Towers and a resumed checkpoint are checked before any image is decoded, so a mismatch fails fast.
   Trainer trainer(config, towers.plan, towers.threads_per_tower);
   if (trainer.devices().any_gpu()) {
     int bf16 = 0;  // layers whose activations tower 0 stores in bf16 (docs/gpu.md)
@@ -152,31 +175,13 @@ int run_train(const TrainFlags& f) {
   }
   const std::atomic<int>& stop = install_stop_handlers();
 
-  DataOptions opt;
-  opt.images_dir = config.data.images;
-  opt.masks_dir = config.data.masks;
-  opt.mask_suffix = config.data.mask_suffix;
-  opt.height = model.input_shape().h;
-  opt.width = model.input_shape().w;
-  opt.channels = model.input_shape().c;
-  opt.classes = trainer.classes();
-  opt.ignore_class = config.training.loss.ignore_class;
-  opt.skip_bad_files = config.data.skip_bad_files;
-  opt.threads = config.data.loader_threads;
-  // Messages name where the folders came from: the config, or the flags.
-  opt.config_path = f.images.empty() && f.masks.empty() ? config.path : "--images/--masks";
-  DataOptions vopt = opt;  // data.validation_images / validation_masks, when given
-  vopt.images_dir = config.data.validation_images;
-  vopt.masks_dir = config.data.validation_masks;
-  vopt.config_path = config.path;
-  vopt.key_prefix = "validation_";
+  opt.classes = vopt.classes = trainer.classes();
   const bool validation_folders = !config.data.validation_images.empty();
   if (validation_folders) {
     std::error_code ec;
     if (std::filesystem::equivalent(vopt.images_dir, opt.images_dir, ec))
       spdlog::warn("data.validation_images is the training images' folder '{}': the run validates on pairs it "
                    "trains on", opt.images_dir);
-    if (!opt.skip_bad_files) find_image_pairs(vopt);  // folder errors before the training set decodes
   }
   const Dataset data = load_dataset(opt);
   Dataset validation;
