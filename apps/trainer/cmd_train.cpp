@@ -137,11 +137,12 @@ int run_train(const TrainFlags& f) {
   vopt.masks_dir = config.data.validation_masks;
   vopt.config_path = config.path;
   vopt.key_prefix = "validation_";
+  const bool validation_folders = !config.data.validation_images.empty();
   // Folders whose pairs do not match fail before the summary, so the error is not lost below it (names
   // only: nothing is decoded; with skip_bad_files the loading below warns, once).
   if (!opt.skip_bad_files) {
     find_image_pairs(opt);
-    if (!vopt.images_dir.empty()) find_image_pairs(vopt);
+    if (validation_folders) find_image_pairs(vopt);
   }
   const bool json = f.log_format == "json";
   (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
@@ -176,7 +177,6 @@ int run_train(const TrainFlags& f) {
   const std::atomic<int>& stop = install_stop_handlers();
 
   opt.classes = vopt.classes = trainer.classes();
-  const bool validation_folders = !config.data.validation_images.empty();
   if (validation_folders) {
     std::error_code ec;
     if (std::filesystem::equivalent(vopt.images_dir, opt.images_dir, ec))

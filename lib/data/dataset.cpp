@@ -84,6 +84,12 @@ std::string dsb_layout_hint(const std::string& dir) {
 }
 
 // Matches images with masks by name; names (out) gets the images that have one.
+/// stem is a mask's name: it ends with a non-empty suffix and has more before it.
+bool ends_with_suffix(const std::string& stem, const std::string& suffix) {
+  return !suffix.empty() && stem.size() > suffix.size() &&
+         stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& names) {
   std::vector<std::string> images = list_images(o, o.images_dir, "images");
   std::vector<std::string> masks = list_images(o, o.masks_dir, "masks");
@@ -102,11 +108,9 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
     for (const auto& name : images) {
       std::string stem = fs::path(name).stem().string();
       const std::string& sfx = o.mask_suffix;
-      bool is_mask = !sfx.empty() && stem.size() > sfx.size() &&
-                     stem.compare(stem.size() - sfx.size(), sfx.size(), sfx) == 0 &&
-                     std::any_of(images.begin(), images.end(), [&](const std::string& n) {
-                       return fs::path(n).stem().string() == stem.substr(0, stem.size() - sfx.size());
-                     });
+      bool is_mask = ends_with_suffix(stem, sfx) && std::any_of(images.begin(), images.end(), [&](const std::string& n) {
+        return fs::path(n).stem().string() == stem.substr(0, stem.size() - sfx.size());
+      });
       if (!is_mask) kept.push_back(name);
     }
     images.swap(kept);
@@ -126,8 +130,7 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
     auto it = mask_by_stem.find(stem + o.mask_suffix);
     if (it == mask_by_stem.end()) {
       same_name += !one_folder && !o.mask_suffix.empty() && mask_by_stem.count(stem);
-      suffixed += !o.mask_suffix.empty() && stem.size() > o.mask_suffix.size() &&
-                  stem.compare(stem.size() - o.mask_suffix.size(), o.mask_suffix.size(), o.mask_suffix) == 0;
+      suffixed += ends_with_suffix(stem, o.mask_suffix);
       missing.push_back(name + " (expected " +
                         (fs::path(o.masks_dir) / (stem + o.mask_suffix + fs::path(name).extension().string())).string() +
                         ")");
