@@ -200,6 +200,10 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "'MeanIoU' is written as a mapping; write the metric's name"},
       {"two gradient clippings", edit("{type: SGD,", "{type: SGD, clipnorm: 1.0, clipvalue: 0.5,"),
        "'clipvalue' is given with 'clipnorm'; only one of clipnorm, clipvalue and global_clipnorm can be set"},
+      {"beta_1 of 1", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "{type: Adam, beta_1: 1}"),
+       "training.optimizer (Adam): 'beta_1' must be in [0, 1) (Adam divides by 1 - beta_1^t), got 1"},
+      {"beta_2 above 1", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "{type: Adam, beta_2: 1.5}"),
+       "training.optimizer (Adam): 'beta_2' must be in [0, 1) (Adam divides by 1 - beta_2^t), got 1.5"},
       {"a negative clipnorm", edit("{type: SGD,", "{type: SGD, global_clipnorm: -1,"),
        "'global_clipnorm' must be in [0"},
       {"optimizer key of another type", edit("{type: SGD,", "{type: Adam,"),
@@ -236,9 +240,9 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "validation data"},
       {"checkpoint outside the output folder", edit("filepath: best.h5", "filepath: /tmp/best.h5"),
        "cfg.yaml:35:41: training.callbacks[1] (ModelCheckpoint): 'filepath' '/tmp/best.h5' leaves the output folder"},
-      {"Keras's save_weights_only true", edit("save_best_only: true}", "save_best_only: true, save_weights_only: true}"),
-       "cfg.yaml:35:91: training.callbacks[1] (ModelCheckpoint): 'save_weights_only' true is not supported: "
-       "ModelCheckpoint files hold the weights"},
+      {"a save_freq in batches", edit("save_best_only: true}", "save_best_only: true, save_freq: 100}"),
+       "cfg.yaml:35:83: training.callbacks[1] (ModelCheckpoint): 'save_freq' is 100; only 'epoch' (Keras's default) "
+       "is supported: checkpoints are written at the end of each epoch"},
       {"checkpoint above the output folder", edit("filepath: best.h5", "filepath: ../best.h5"),
        "'filepath' '../best.h5' leaves the output folder; it is a name inside training.output_dir"},
       {"checkpoint named as a folder", edit("filepath: best.h5", "filepath: ck/"),
@@ -280,9 +284,11 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
     INFO(row.what);
     CHECK_THAT(error_of(row.text), Catch::Matchers::Contains(row.expected));
   }
-  // Keras's default save_weights_only false is accepted.
-  CHECK(parse_config(edit("save_best_only: true}", "save_best_only: true, save_weights_only: false}"), "cfg.yaml")
-            .training.model_checkpoint.save_best_only);
+  // save_weights_only (false by default, as Keras's) and Keras's default save_freq.
+  CHECK_FALSE(parse_config(edit("save_best_only: true}", "save_best_only: true, save_weights_only: false}"),
+                           "cfg.yaml").training.model_checkpoint.save_weights_only);
+  CHECK(parse_config(edit("save_best_only: true}", "save_best_only: true, save_weights_only: true, save_freq: epoch}"),
+                     "cfg.yaml").training.model_checkpoint.save_weights_only);
 }
 
 TEST_CASE("config: Keras's aliases of a layer class give that class and its default names", "[config]") {

@@ -554,6 +554,40 @@ TEST_CASE("a checkpoint in a subfolder of the output folder resumes in place", "
   fs::remove_all(dir);
 }
 
+TEST_CASE("ModelCheckpoint with save_weights_only writes the weights only: evaluate reads it, --resume refuses it",
+          "[resume]") {
+  fs::path dir = temp_dir("resume_weights_only");
+  std::ofstream(dir / "c.yaml") << config(dir / "run", 2,
+                                          "    - {type: ModelCheckpoint, filepath: 'w{epoch}.h5', save_weights_only: "
+                                          "true, save_freq: epoch}\n");
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu", dir) == 0);
+  const Checkpoint last = load_checkpoint((dir / "run" / "last.h5").string());
+  const Checkpoint weights = load_checkpoint((dir / "run" / "w2.h5").string());
+  REQUIRE(last.state_scalars.count("optimizer_iterations"));
+  CHECK(weights.state_scalars.empty());
+  CHECK(weights.state_arrays.empty());
+  CHECK(weights.state_double_arrays.empty());
+  CHECK(weights.epoch == 2);
+  CHECK(weights.logs == last.logs);
+  CHECK(weights.config_yaml == last.config_yaml);
+  REQUIRE(weights.weights.size() == last.weights.size());
+  for (size_t i = 0; i < last.weights.size(); ++i) {
+    INFO(last.weights[i].layer << "/" << last.weights[i].name);
+    CHECK(weights.weights[i].values == last.weights[i].values);  // the same epoch's weights, bit for bit
+  }
+  CHECK(fs::file_size(dir / "run" / "w2.h5") < fs::file_size(dir / "run" / "last.h5"));
+  CHECK(run("evaluate --checkpoint " + (dir / "run" / "w1.h5").string() + " --images " + kSample + "/images --masks " +
+                kSample + "/masks --gpus cpu",
+            dir) == 0);
+  CHECK_THAT(slurp(dir / "out.txt"), Catch::Contains("mean_iou: "));
+  CHECK(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --epochs 3 --resume " +
+                (dir / "run" / "w2.h5").string(),
+            dir) == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("w2.h5 holds no optimizer state (a weights-only file: final.h5, "
+                                                     "or a ModelCheckpoint file with save_weights_only: true)"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("resuming keeps only the log rows of the checkpoint's epochs, in any folder", "[resume]") {
   fs::path dir = temp_dir("resume_log");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 4, "    - {type: ModelCheckpoint, filepath: 'ep{epoch}.h5'}\n");

@@ -134,6 +134,7 @@ struct ModelCheckpointConfig {
   std::string monitor = "val_loss";
   std::string mode = "auto";
   bool save_best_only = false;
+  bool save_weights_only = false;   ///< The files hold the weights, config and logs only, as final.h5 (no --resume).
   std::string where;                ///< "<file>:<line>:<col>: training.callbacks[i] (ModelCheckpoint)", for messages.
 };
 

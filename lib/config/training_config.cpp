@@ -6,6 +6,8 @@
 #include <optional>
 #include <filesystem>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "config/params.h"
 #include "config/sections.h"
 #include "core/error.h"
@@ -260,10 +262,11 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
     o.momentum = p.get_double("momentum", o.momentum, 0.0, 1.0);
     o.nesterov = p.get_bool("nesterov", o.nesterov);
   } else if (type == "Adam" || type == "AdamW") {
-    o.beta_1 = p.get_double("beta_1", o.beta_1, 0.0, 1.0);
-    o.beta_2 = p.get_double("beta_2", o.beta_2, 0.0, 1.0);
-    if (o.beta_1 >= 1.0) p.fail("beta_1", "must be below 1 (Adam divides by 1 - beta_1^t)");
-    if (o.beta_2 >= 1.0) p.fail("beta_2", "must be below 1 (Adam divides by 1 - beta_2^t)");
+    for (auto [key, beta] : {std::pair<std::string, double*>{"beta_1", &o.beta_1}, {"beta_2", &o.beta_2}}) {
+      *beta = p.get_double(key, *beta);
+      if (!(*beta >= 0.0 && *beta < 1.0))
+        p.fail(key, "must be in [0, 1) (Adam divides by 1 - " + key + "^t), got " + fmt::format("{}", *beta));
+    }
     o.epsilon = positive(p, "epsilon", o.epsilon);
     o.amsgrad = p.get_bool("amsgrad", o.amsgrad);
   } else {
@@ -399,11 +402,15 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
         p.fail("filepath", "'" + c.filepath + "' names a folder; end it with a file name, e.g. '" +
                                (fp.lexically_normal().parent_path() / "best-{epoch:02d}.h5").string() + "'");
       c.save_best_only = p.get_bool("save_best_only", c.save_best_only);
-      // Keras's default false is accepted; true has no file of its own here.
-      if (p.get_bool("save_weights_only", false))
-        p.fail("save_weights_only", "true is not supported: ModelCheckpoint files hold the weights (Keras's "
-                                    "layout, docs/checkpoint.md) and the training state that --resume needs, and "
-                                    "the run's final.h5 holds the weights only; remove save_weights_only");
+      c.save_weights_only = p.get_bool("save_weights_only", c.save_weights_only);
+      p.skip("save_freq");
+      if (p.given("save_freq")) {  // Keras's default 'epoch', or a number of batches
+        const YAML::Node v = p.get_node("save_freq");
+        if (!v.IsScalar() || v.Scalar() != "epoch")
+          p.fail("save_freq", "is " + YAML::Dump(v) + "; only 'epoch' (Keras's default) is supported: checkpoints "
+                              "are written at the end of each epoch (last.h5 too, which --resume continues from "
+                              "mid-run); remove save_freq");
+      }
       // Without save_best_only the monitor is unused: its default needs no validation data.
       if (c.save_best_only || p.has_optional("monitor")) c.monitor = read_monitor(p, t.metrics, has_validation);
       else p.skip("monitor");

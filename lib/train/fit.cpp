@@ -113,6 +113,16 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
   return c;
 }
 
+/// c without its training state: the config, epoch, logs and weights, which
+/// predict, evaluate and export read and --resume refuses (final.h5, and
+/// ModelCheckpoint files with save_weights_only, as Keras's weights files).
+Checkpoint weights_only(Checkpoint c) {
+  c.state_scalars.clear();
+  c.state_arrays.clear();
+  c.state_double_arrays.clear();
+  return c;
+}
+
 /// Writes c, taken in epoch `epoch`, to path (creating its folder) and returns
 /// path. UserError, with nothing written, when c holds a NaN or infinity
 /// (first_non_finite): the weights diverged although the loss stayed finite
@@ -435,7 +445,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         throw UserError(tc.model_checkpoint.where + ": " + e.what() + " (" + last_path + " holds this epoch)");
       }
       const std::string path = (out_dir / name).string();
-      remember(save(path, ckpt, epoch));
+      remember(save(path, tc.model_checkpoint.save_weights_only ? weights_only(ckpt) : ckpt, epoch));
       spdlog::info("epoch {}: saved {}", epoch, path);
     }
     if (stop) {

@@ -75,7 +75,8 @@ void check_output_holds_no_run(const std::string& output_dir, const std::string&
 ///   log.csv     one row per epoch (Keras CSVLogger format); a resumed run first
 ///               keeps the rows of the epochs the checkpoint had finished
 ///   last.h5     the full state after every epoch and at a stop (for --resume)
-///   the ModelCheckpoint filepath, when configured (full state too)
+///   the ModelCheckpoint filepath, when configured (full state too; the
+///               weights, config and logs only with save_weights_only)
 ///   final.h5    the weights at the end, after restore_best_weights (not on a stop)
 /// With options.resume, restores the position (epoch, step), callback state
 /// and the unfinished epoch's sums first, so the run ends with
