@@ -62,6 +62,22 @@ TEST_CASE("GPU softmax loss, gradient, confusion counts and channel softmax matc
       return download(gb);
     };
     CHECK_CLOSE("softmax_loss_grad", grad(g.device), grad(Device{}), kTranscendental);
+    // Dice's and Tversky's per-pixel term over softmax channels: the true class's probability.
+    CrossEntropyForm probability;
+    probability.true_class_probability = true;
+    auto probability_sum = [&](const Device& d) {
+      Buffer<float> zb = upload(z, d), yb = upload(y, d);
+      return std::vector<double>{softmax_loss_sum(d, zb.data(), yb.data(), n, k, probability)};
+    };
+    CHECK_CLOSE("softmax_loss_sum (true-class probability)", probability_sum(g.device), probability_sum(Device{}),
+                kReorder + kTranscendental);
+    auto probability_grad = [&](const Device& d) {
+      Buffer<float> zb = upload(z, d), yb = upload(y, d), gb(d, z.size());
+      softmax_loss_grad(d, zb.data(), yb.data(), n, k, probability, -0.37f, gb.data());
+      return download(gb);
+    };
+    CHECK_CLOSE("softmax_loss_grad (true-class probability)", probability_grad(g.device), probability_grad(Device{}),
+                kTranscendental);
     auto confusion = [&](const Device& d) {
       Buffer<float> zb = upload(z, d), yb = upload(y, d);
       std::vector<int64_t> c(size_t(k) * size_t(k), 1);  // added to, not overwritten
@@ -97,15 +113,16 @@ TEST_CASE("GPU softmax loss sum over more pixels than its ranges (each range the
   CHECK_CLOSE("softmax_loss_sum", sum(g.device), sum(Device{}), kReorder + kTranscendental);
 }
 
-TEST_CASE("a softmax network trains on GPU 0 and on two towers of GPU 0 as on the CPU (fp32)",
+TEST_CASE("a softmax network trains on GPU 0 and on two towers of GPU 0 as on the CPU (fp32), Dice too",
           "[gpu][gpu_training][categorical]") {
   TRAINER_REQUIRE_GPU();
-  const bool ignore = GENERATE(false, true);  // with ignore_class: the masked mean over the global batch
-  INFO((ignore ? "ignore_class 255" : "every pixel counted"));
-  Config config = parse_config(
-      tiny_classes_config(3, ignore ? "{type: SparseCategoricalCrossentropy, ignore_class: 255}"
-                                    : "sparse_categorical_crossentropy"),
-      "classes.yaml");
+  // With ignore_class: the masked mean over the global batch; Dice: Keras's over the one-hot masks, pooled.
+  const int variant = GENERATE(0, 1, 2);
+  const bool ignore = variant == 1;
+  const char* const loss_names[] = {"sparse_categorical_crossentropy",
+                                    "{type: SparseCategoricalCrossentropy, ignore_class: 255}", "Dice"};
+  INFO("loss " << loss_names[variant]);
+  Config config = parse_config(tiny_classes_config(3, loss_names[variant]), "classes.yaml");
   config.training.precision = Precision::FP32;  // IEEE on both sides: the tolerances below are fp32's
   const Dataset data = ignore ? tiny_ignored_class_data() : tiny_class_data();
   double counted_pixels = 0;

@@ -3,7 +3,8 @@
 // here (on probabilities, in double), every gradient against central finite
 // differences, one ratio over the global batch whatever the towers (shards
 // that add their sums, empty shards included), training's and evaluate's
-// losses against the formula on predict's probabilities, and resume's report.
+// losses against the formula on predict's probabilities, the same over K
+// softmax channels and one-hot masks, and resume's report.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -84,6 +85,33 @@ std::vector<double> probabilities(const Tensor& logits) {
   return p;
 }
 std::vector<double> values(const Tensor& t) { return std::vector<double>(t.data(), t.data() + t.numel()); }
+
+/// softmax(z) over z's channels (in double) and the one-hot encoding of the
+/// class indices y [N, H, W, 1] (keras.utils.to_categorical), both [N, H, W, K].
+std::vector<double> softmax_probabilities(const Tensor& z) {
+  const size_t k = size_t(z.shape().c);
+  std::vector<double> p(z.numel());
+  for (size_t px = 0; px < z.numel() / k; ++px) {
+    double sum = 0;
+    for (size_t j = 0; j < k; ++j) sum += p[px * k + j] = std::exp(double(z.data()[px * k + j]));
+    for (size_t j = 0; j < k; ++j) p[px * k + j] /= sum;
+  }
+  return p;
+}
+std::vector<double> one_hot(const Tensor& y, size_t k) {
+  std::vector<double> t(y.numel() * k, 0.0);
+  for (size_t px = 0; px < y.numel(); ++px) t[px * k + size_t(y.data()[px])] = 1.0;
+  return t;
+}
+
+/// overlap_config's model ending in `classes` softmax filters.
+std::string softmax_overlap_config(const std::string& loss, int classes, const std::string& extra = "") {
+  std::string yaml = overlap_config(loss, extra);
+  const std::string out = "filters: 1, kernel_size: 1, activation: sigmoid";
+  yaml.replace(yaml.find(out), out.size(),
+               "filters: " + std::to_string(classes) + ", kernel_size: 1, activation: softmax");
+  return yaml;
+}
 
 OverlapForm form_of(double alpha, double beta, bool per_image) {
   OverlapForm f;
@@ -316,17 +344,93 @@ TEST_CASE("training and evaluate compute Keras's Dice and Tversky of predict's p
   }
 }
 
-TEST_CASE("Dice and Tversky refuse class weights and class-index models, and resume reports their arguments",
+TEST_CASE("Dice and Tversky over K softmax channels are Keras's of the one-hot masks, pooled or per image, and "
+          "their gradients finite differences",
+          "[loss][overlap][categorical]") {
+  // Keras 3.15 (JAX backend) on one-hot y_true and softmax y_pred gave the
+  // same values as these formulas to 1e-7 (Dice and Tversky(0.7, 0.4), axis
+  // None and [1, 2, 3]); here both sides are written out.
+  const Shape s{3, 4, 5, 3};
+  Tensor z = random_tensor(s, 51, -3.f, 3.f);
+  Tensor y(Shape{s.n, s.h, s.w, 1});
+  for (size_t i = 0; i < y.numel(); ++i) y.data()[i] = float((i * 7 + i / 5) % 3);
+  // Sample 0 predicts its classes well, the others at random: their ratios differ.
+  for (size_t i = 0; i < size_t(s.h) * size_t(s.w); ++i) z.data()[i * 3 + size_t(y.data()[i])] += 4.f;
+  const std::vector<double> p = softmax_probabilities(z), t = one_hot(y, 3);
+  const size_t m = s.sample_numel(), all = s.numel();
+  struct Case {
+    LossKind kind;
+    double alpha, beta;
+  };
+  for (const Case c : {Case{LossKind::KerasDice, 0.5, 0.5}, Case{LossKind::Tversky, 0.7, 0.4},
+                       Case{LossKind::Tversky, 0.0, 1.0}}) {
+    INFO("kind " << int(c.kind) << " alpha " << c.alpha << " beta " << c.beta);
+    auto keras = [&](size_t lo, size_t hi) {
+      return c.kind == LossKind::KerasDice ? keras_dice(p, t, lo, hi) : keras_tversky(p, t, lo, hi, c.alpha, c.beta);
+    };
+    double images = 0;
+    for (int k = 0; k < s.n; ++k) images += keras(size_t(k) * m, size_t(k + 1) * m);
+    const OverlapForm pooled = form_of(c.alpha, c.beta, false), each = form_of(c.alpha, c.beta, true);
+    CHECK(loss_sum(c.kind, z, y, nullptr, std::nullopt, {}, pooled) == Approx(s.n * keras(0, all)).epsilon(1e-6));
+    CHECK(loss_sum(c.kind, z, y, nullptr, std::nullopt, {}, each) == Approx(images).epsilon(1e-6));
+    CHECK(loss_gradient_gap(c.kind, {}, z, y, pooled) < 2e-3);
+    CHECK(loss_gradient_gap(c.kind, {}, z, y, each) < 2e-3);
+  }
+  // Over one-hot targets every image has P = Y = H W, so Dice (and Tversky
+  // with alpha + beta = 1) is linear in I: pooled or per image give the same
+  // mean. Tversky(0.7, 0.4) is not, so there the two forms differ.
+  auto tv = [&](size_t lo, size_t hi) { return keras_tversky(p, t, lo, hi, 0.7, 0.4); };
+  CHECK(keras_dice(p, t, 0, all) ==
+        Approx((keras_dice(p, t, 0, m) + keras_dice(p, t, m, 2 * m) + keras_dice(p, t, 2 * m, all)) / 3));
+  REQUIRE(std::abs(tv(0, all) - (tv(0, m) + tv(m, 2 * m) + tv(2 * m, all)) / 3) > 1e-3);
+  // Targets of another size than the logits' are refused.
+  CHECK_THROWS_AS(loss_sum(LossKind::KerasDice, z, Tensor(Shape{3, 4, 4, 1}), nullptr), std::invalid_argument);
+}
+
+TEST_CASE("a K-class softmax model trains with Dice and Tversky on towers to one tower's weights, and evaluate's "
+          "loss is Keras's of predict's probabilities",
+          "[loss][overlap][categorical][towers]") {
+  for (const std::string loss : {"Dice", "{type: Tversky, alpha: 0.3, beta: 0.7, axis: [1, 2, 3]}"}) {
+    INFO("loss " << loss);
+    std::string yaml = testing::tiny_classes_config(3);
+    const std::string from = "loss: sparse_categorical_crossentropy";
+    REQUIRE(yaml.find(from) != std::string::npos);
+    yaml.replace(yaml.find(from), from.size(), "loss: " + loss);
+    const Config config = parse_config(yaml, "classes.yaml");
+    REQUIRE(Trainer(config, 1, 1).classes() == 3);
+    check_towers_reach_one_tower(config, tiny_class_data());
+  }
+  // Evaluate in one batch of all 13 samples: Dice of predict's probabilities against the one-hot masks.
+  const Dataset data = tiny_class_data();
+  std::vector<int> all(13);
+  for (int i = 0; i < 13; ++i) all[size_t(i)] = i;
+  Trainer trainer(parse_config(softmax_overlap_config("Dice", 3), "dice.yaml"), 2, 1);
+  const Tensor probs = trainer.predict(data.images, 13);
+  REQUIRE(probs.shape().c == 3);
+  const std::vector<double> p = values(probs), t = one_hot(data.masks, 3);
+  const BatchStats stats = trainer.evaluate(data, all, 13);
+  CHECK(stats.loss() == Approx(keras_dice(p, t, 0, p.size())).epsilon(1e-5));
+  CHECK(stats.counts.classes() == 3);  // the metrics count the 3 classes' confusion
+}
+
+TEST_CASE("Dice and Tversky refuse class weights and axis [1, 2] over classes, and resume reports their arguments",
           "[loss][overlap][resume]") {
   const Config weighted = parse_config(overlap_config("Dice", "  class_weight: [1, 3]\n"), "dice.yaml");
-  CHECK_THROWS_WITH(Trainer(weighted, 1, 1), Catch::Contains("ratio of sums over the pixels"));
-  std::string softmax = overlap_config("tversky");
-  const std::string out = "filters: 1, kernel_size: 1, activation: sigmoid";
-  softmax.replace(softmax.find(out), out.size(), "filters: 3, kernel_size: 1, activation: softmax");
-  CHECK_THROWS_WITH(Trainer(parse_config(softmax, "dice.yaml"), 1, 1),
-                    Catch::Contains("one channel") &&
-                        Catch::Contains("'tversky' here takes one sigmoid channel: Keras's Dice and Tversky over a "
-                                        "softmax's one-hot classes are not supported yet"));
+  CHECK_THROWS_WITH(Trainer(weighted, 1, 1), Catch::Contains("ratio of sums over the pixels") &&
+                                                 Catch::Contains("use binary_crossentropy"));
+  const Config weighted_classes =
+      parse_config(softmax_overlap_config("Dice", 3, "  class_weight: [1, 3, 2]\n"), "dice.yaml");
+  CHECK_THROWS_WITH(Trainer(weighted_classes, 1, 1), Catch::Contains("ratio of sums over the pixels") &&
+                                                         Catch::Contains("use sparse_categorical_crossentropy"));
+  // axis [1, 2]: per image on one channel, per image and class in Keras over K channels.
+  CHECK(Trainer(parse_config(overlap_config("{type: Tversky, axis: [1, 2]}"), "dice.yaml"), 1, 1).classes() == 0);
+  CHECK_THROWS_WITH(Trainer(parse_config(softmax_overlap_config("{type: Tversky, axis: [1, 2]}", 3), "dice.yaml"), 1, 1),
+                    Catch::StartsWith("dice.yaml:") &&
+                        Catch::Contains("axis [1, 2] leaves out the channels, which over the model's 3 softmax "
+                                        "channels is, in Keras, one ratio per image and class") &&
+                        Catch::Contains("use axis [1, 2, 3]"));
+  CHECK(Trainer(parse_config(softmax_overlap_config("{type: Tversky, axis: [1, 2, 3]}", 3), "dice.yaml"), 1, 1)
+            .classes() == 3);
 
   auto differences = [](const std::string& now, const std::string& then) {
     return resume_differences(parse_config(overlap_config(now), "dice.yaml"),

@@ -143,9 +143,8 @@ Dataset tiny_ignored_class_data() {
   return d;
 }
 
-void check_towers_reach_one_tower(const Config& config) {
+void check_towers_reach_one_tower(const Config& config, const Dataset& data) {
   const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}, {3, 9}};
-  Dataset data = tiny_data();
   auto train = [&](int towers) {
     Trainer t(config, towers, 1);
     for (const auto& b : batches) t.train_step(data, b);

@@ -26,11 +26,12 @@ std::string tiny_unet_config();
 std::string tiny_se_config();
 /// 13 samples: random images in [0, 255], masks from a disc per sample.
 Dataset tiny_data();
-/// Trains config on tiny_data()'s batches {0..4}, {5..9}, {10, 11, 12}, {3, 9}
-/// with 1, 2 and 3 CPU towers (Catch checks): the towers of a run hold the
-/// same bits, training moves the weights (by more than 1e-3 relative), and 2
-/// and 3 towers reach one tower's weights within 2e-5 (relative, at least 1).
-void check_towers_reach_one_tower(const Config& config);
+/// Trains config on data's batches {0..4}, {5..9}, {10, 11, 12}, {3, 9}
+/// (13 samples: tiny_data() by default) with 1, 2 and 3 CPU towers (Catch
+/// checks): the towers of a run hold the same bits, training moves the
+/// weights (by more than 1e-3 relative), and 2 and 3 towers reach one
+/// tower's weights within 2e-5 (relative, at least 1).
+void check_towers_reach_one_tower(const Config& config, const Dataset& data = tiny_data());
 /// A one-level U-Net (synchronized BN) ending in `classes` filters with
 /// last_activation, trained with loss (metrics accuracy, mean_iou, dice;
 /// otherwise as tiny_config's).

@@ -57,9 +57,14 @@ struct CrossEntropyForm {
   /// alpha per class [K] (Keras 3's list), each class j's term times alphas[j]
   /// in place of the one alpha.
   const float* alphas = nullptr;
+  /// Categorical only, in place of a cross-entropy: each pixel's term is the
+  /// softmax probability of its class, p_c, its share of the intersection
+  /// sum(p * onehot) of Keras's Dice and Tversky over one-hot targets
+  /// (train/loss.cpp); the other fields are then unused.
+  bool true_class_probability = false;
   TRAINER_HD bool plain() const {
     return gamma == 0.f && alpha == 1.f && !balanced && smoothing == 0.f && class_weights == nullptr &&
-           alphas == nullptr;
+           alphas == nullptr && !true_class_probability;
   }
   /// The class weight of a pixel of class c (1 without class weights).
   TRAINER_HD float class_weight(int c) const { return class_weights ? class_weights[c] : 1.f; }
@@ -221,14 +226,40 @@ TRAINER_HD inline void softmax_focal_grad(const float* z, int k, int c, CrossEnt
   for (int j = 0; j < k; ++j) g[j] = scale * (h_of(j) - st.p(z, j) * h_sum);
 }
 
-/// softmax_cross_entropy, or softmax_focal_loss for a form that is not plain.
+/// p_c = softmax(z)_c of one pixel's k logits; 0 for c = -1.
+TRAINER_HD inline float softmax_true_probability(const float* z, int k, int c) {
+  if (c < 0) return 0.f;
+  float mx;
+  const float s = softmax_denominator(z, k, mx);
+  return expf(z[c] - mx) / s;
+}
+
+/// g_j <- scale * d p_c / dz_j = scale * p_c ([j == c] - p_j), the gradient
+/// of scale * softmax_true_probability(z, k, c); 0 for c = -1.
+TRAINER_HD inline void softmax_true_probability_grad(const float* z, int k, int c, float scale, float* g) {
+  if (c < 0) {
+    for (int j = 0; j < k; ++j) g[j] = 0.f;
+    return;
+  }
+  float mx;
+  const float inv = 1.f / softmax_denominator(z, k, mx);
+  const float pc = expf(z[c] - mx) * inv;
+  for (int j = 0; j < k; ++j) g[j] = scale * pc * ((j == c ? 1.f : 0.f) - expf(z[j] - mx) * inv);
+}
+
+/// softmax_cross_entropy, softmax_true_probability for a form with
+/// true_class_probability, or softmax_focal_loss for another form that is
+/// not plain.
 TRAINER_HD inline float softmax_loss_term(const float* z, int k, int c, CrossEntropyForm f) {
+  if (f.true_class_probability) return softmax_true_probability(z, k, c);
   return f.plain() ? softmax_cross_entropy(z, k, c) : softmax_focal_loss(z, k, c, f);
 }
-/// softmax_cross_entropy_grad, or softmax_focal_grad for a form that is not plain.
+/// The gradient of softmax_loss_term times scale, into g[0..k).
 TRAINER_HD inline void softmax_loss_term_grad(const float* z, int k, int c, CrossEntropyForm f, float scale,
                                               float* g) {
-  if (f.plain())
+  if (f.true_class_probability)
+    softmax_true_probability_grad(z, k, c, scale, g);
+  else if (f.plain())
     softmax_cross_entropy_grad(z, k, c, scale, g);
   else
     softmax_focal_grad(z, k, c, f, scale, g);

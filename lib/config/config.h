@@ -179,6 +179,10 @@ struct LossConfig {
   /// Dice and tversky: axis [1, 2, 3] (each image its own ratio) rather than
   /// Keras's default None (one ratio over the global batch).
   bool per_image = false;
+  /// Dice and tversky: the axis was [1, 2], which leaves out the channels:
+  /// the same as [1, 2, 3] on one sigmoid channel, but one ratio per image
+  /// and class in Keras over K softmax channels (refused there).
+  bool axis_leaves_channels = false;
   /// CategoricalFocalCrossentropy's alpha as a list (Keras 3): one factor
   /// >= 0 per class, replacing alpha; empty: the one alpha. Its length is
   /// checked against the model's classes when the Trainer is built.

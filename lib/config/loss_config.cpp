@@ -65,12 +65,14 @@ std::string unknown_loss(const std::string& type) {
 /// Keras 3's Dice and Tversky.
 bool is_overlap(const std::string& function) { return function == "Dice" || function == "tversky"; }
 
-/// Dice's and tversky's axis: true for the axes of one image ([1, 2, 3], in
-/// any order, negative ones counted from the end; [1, 2] is the same on one
-/// channel), false for None (absent or null) or every axis ([0, 1, 2, 3]):
-/// one ratio over the whole batch.
-bool read_overlap_axis(ParamReader& p, const std::string& function) {
-  if (!p.given("axis")) return false;
+/// Dice's and tversky's axis into l.per_image: true for the axes of one
+/// image ([1, 2, 3], in any order, negative ones counted from the end; [1, 2]
+/// is the same on one channel, and sets l.axis_leaves_channels), false for
+/// None (absent or null) or every axis ([0, 1, 2, 3]): one ratio over the
+/// whole batch.
+void read_overlap_axis(ParamReader& p, LossConfig& l) {
+  const std::string& function = l.function;
+  if (!p.given("axis")) return;
   const YAML::Node v = p.get_node("axis");
   const std::string takes = keras_loss_class(function) +
                             " takes None (the default: one ratio over every pixel of the batch, as Keras's) or "
@@ -84,8 +86,9 @@ bool read_overlap_axis(ParamReader& p, const std::string& function) {
     ok = v[i].IsScalar() && YAML::convert<int>::decode(v[i], a) && a >= -4 && a <= 3;
     ok = ok && axes.insert(a < 0 ? a + 4 : a).second;  // a repeated axis, as Keras's backends refuse
   }
-  if (ok && (axes == std::set<int>{1, 2, 3} || axes == std::set<int>{1, 2})) return true;
-  if (ok && axes == std::set<int>{0, 1, 2, 3}) return false;
+  l.axis_leaves_channels = ok && axes == std::set<int>{1, 2};
+  l.per_image = ok && (axes == std::set<int>{1, 2, 3} || l.axis_leaves_channels);
+  if (l.per_image || (ok && axes == std::set<int>{0, 1, 2, 3})) return;
   p.fail("axis", "is " + YAML::Dump(v) + "; " + takes + ", each axis once");
 }
 
@@ -149,7 +152,7 @@ LossConfig read_loss(ParamReader& training) {
                           "pixels), is supported: remove the key");
   }
   if (is_overlap(l.function))
-    l.per_image = read_overlap_axis(p, l.function);
+    read_overlap_axis(p, l);
   else if (p.given("axis") && (!p.get_node("axis").IsScalar() || p.get_int("axis", std::nullopt) != -1))
     p.fail("axis", std::string("must be -1, the channels (the only axis a loss runs over here)") +
                        (l.function == "dice" ? "; for Keras 3's Dice, which takes axis None or [1, 2, 3], write "

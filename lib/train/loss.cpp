@@ -36,9 +36,7 @@ OverlapForm overlap_form(const LossConfig& config) {
   return f;
 }
 
-bool pools_batch(LossKind kind, const OverlapForm& form) {
-  return (kind == LossKind::KerasDice || kind == LossKind::Tversky) && !form.per_image;
-}
+bool pools_batch(LossKind kind, const OverlapForm& form) { return is_overlap(kind) && !form.per_image; }
 
 namespace {
 
@@ -75,7 +73,11 @@ bool is_categorical(LossKind kind) {
          kind == LossKind::CategoricalFocalCrossentropy;
 }
 
-int loss_classes(LossKind kind, const Shape& output) { return is_categorical(kind) ? output.c : 0; }
+bool is_overlap(LossKind kind) { return kind == LossKind::KerasDice || kind == LossKind::Tversky; }
+
+int loss_classes(LossKind kind, const Shape& output) {
+  return is_categorical(kind) || (is_overlap(kind) && output.c > 1) ? output.c : 0;
+}
 
 std::vector<float> class_weight_table(const std::vector<double>& class_weight, int classes) {
   std::vector<float> w(classes > 0 ? size_t(classes) : 2, 1.f);
@@ -175,6 +177,48 @@ double overlap_loss_sum(LossKind kind, const Tensor& logits, const Tensor& targe
   return total;
 }
 
+/// Dice and tversky over K softmax channels (loss_sum): logits [N, H, W, K],
+/// class-index targets [N, H, W, 1], as Keras's over one-hot targets. With
+/// p = softmax(z) and one-hot y, each pixel adds p_c to I and 1 to both
+/// P = sum p and Y = sum y, so P = Y = H W per image; only I depends on the
+/// logits, and dL/dz_j = dL/dI p_c ([j == c] - p_j) (the P terms cancel:
+/// sum_k p_k ([j == k] - p_j) = 0), dL/dI being overlap_ratio's c1.
+double softmax_overlap_loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+                                const OverlapForm& form, const ShardReduce& reduce) {
+  const Shape z = logits.shape(), y = targets.shape();
+  if (y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w)
+    throw std::invalid_argument("loss: " + logits.shape().nhwc() + " softmax logits need class-index targets "
+                                "[N, H, W, 1] of their batch and size, got " + y.nhwc());
+  const Device& d = logits.device();
+  CrossEntropyForm probability;
+  probability.true_class_probability = true;
+  const size_t pixels = size_t(z.h) * size_t(z.w), k = size_t(z.c);
+  if (dlogits) dlogits->resize(z);
+  float coef[3];
+  if (form.per_image) {
+    double total = 0;
+    for (int s = 0; s < z.n; ++s) {
+      const float* zs = logits.data() + size_t(s) * pixels * k;
+      const float* ys = targets.data() + size_t(s) * pixels;
+      const double i = softmax_loss_sum(d, zs, ys, pixels, z.c, probability);
+      total += overlap_ratio(kind, form, i, double(pixels), double(pixels), 1.0, coef);
+      if (dlogits)
+        softmax_loss_grad(d, zs, ys, pixels, z.c, probability, coef[1], dlogits->data() + size_t(s) * pixels * k);
+    }
+    return total;
+  }
+  const double all = double(pixels) * z.n;
+  double pooled[kPooledSums] = {softmax_loss_sum(d, logits.data(), targets.data(), pixels * size_t(z.n), z.c,
+                                                 probability),
+                                all, all, double(z.n)};
+  if (reduce) reduce(pooled, kPooledSums);
+  const double total = double(z.n) * overlap_ratio(kind, form, pooled[0], pooled[1], pooled[2], pooled[3], coef);
+  if (dlogits)
+    softmax_loss_grad(d, logits.data(), targets.data(), pixels * size_t(z.n), z.c, probability, coef[1],
+                      dlogits->data());
+  return total;
+}
+
 }  // namespace
 
 double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
@@ -182,13 +226,14 @@ double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tens
                 const ShardReduce& reduce) {
   if (is_categorical(kind)) return categorical_loss_sum(logits, targets, dlogits, pixel_weight, form);
   if (pixel_weight) throw std::invalid_argument("loss: a pixel weight is for the categorical losses only");
+  if (is_overlap(kind) && logits.shape().c > 1)
+    return softmax_overlap_loss_sum(kind, logits, targets, dlogits, overlap, reduce);
   if (logits.shape() != targets.shape())
     throw std::invalid_argument("loss: logits " + logits.shape().nhwc() + " and targets " +
                                 targets.shape().nhwc() + " differ in shape");
   if (kind == LossKind::BinaryFocalCrossentropy || (kind == LossKind::BinaryCrossentropy && !form.plain()))
     return sigmoid_focal_loss_sum(logits, targets, dlogits, form);
-  if (kind == LossKind::KerasDice || kind == LossKind::Tversky)
-    return overlap_loss_sum(kind, logits, targets, dlogits, overlap, reduce);
+  if (is_overlap(kind)) return overlap_loss_sum(kind, logits, targets, dlogits, overlap, reduce);
   const Device& d = logits.device();
   const bool need_bce = kind != LossKind::Dice;
   const bool need_dice = kind != LossKind::BinaryCrossentropy;

@@ -73,11 +73,17 @@ CrossEntropyForm cross_entropy_form(const LossConfig& config);
 /// sparse_categorical_crossentropy.
 bool is_categorical(LossKind kind);
 
+/// Whether kind is Keras 3's Dice or Tversky, which take either one sigmoid
+/// channel and binary masks, or K >= 2 softmax channels and class-index
+/// masks (Keras's one-hot targets; loss_classes).
+bool is_overlap(LossKind kind);
+
 /// The most classes a categorical model may have (8-bit class-index masks).
 inline constexpr int kMaxClasses = 256;
 
 /// The number of classes that masks of a model with output shape `output` hold
-/// for kind: output.c for a categorical loss, 0 (binary masks) otherwise.
+/// for kind: output.c for a categorical loss, and for an overlap loss
+/// (is_overlap) when output.c > 1; 0 (binary masks) otherwise.
 int loss_classes(LossKind kind, const Shape& output);
 
 /// training.class_weight as one weight per class for masks of `classes`
@@ -124,6 +130,11 @@ double counted_pixel_weight(double samples, double counted);
 ///    smoothing: the mean over the sample's pixels of sigmoid_focal_loss(z,
 ///    y, form) (backend/train_math.h; form's gamma 0 and no balancing: the
 ///    cross-entropy against the smoothed targets).
+/// Dice and tversky over K >= 2 softmax channels: logits [N, H, W, K],
+/// class-index targets [N, H, W, 1], the same ratios as above over the
+/// one-hot targets (Keras's), with p = softmax(z): I = sum over pixels of
+/// p of the pixel's class, and P = Y = the pixels, per image or pooled over
+/// the global batch as above.
 /// Categorical losses: logits [N, H, W, K], targets [N, H, W, 1] holding class
 /// indices 0..K-1 or kIgnoredPixel: the sum over the counted pixels of
 /// log(sum_j exp(z_j)) - z_t (tf.nn.sparse_softmax_cross_entropy_with_logits,

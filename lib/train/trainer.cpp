@@ -83,19 +83,13 @@ void validate_for_training(const Config& config, Model& model) {
   const LossKind loss = loss_kind(lc.function);
   if (lc.from_logits) check_logits_output(config, model);  // then nothing is stripped below
   const std::string sizes = "[" + std::to_string(in.h) + ", " + std::to_string(in.w);
-  if (!is_categorical(loss)) {
+  if (loss_classes(loss, out) == 0) {
     if (out.c != 1 || out.h != in.h || out.w != in.w)
       throw UserError(last + "the model outputs " + out.hwc() + " but masks are " + sizes + ", 1] (one channel at the "
                       "input size); end the model with Conv2D filters: 1 and keep the sizes (padding: same)" +
                       (out.c > 1 && out.h == in.h && out.w == in.w
                            ? " (or, for masks of " + std::to_string(out.c) + " classes, use loss: "
-                             "sparse_categorical_crossentropy with activation: softmax" +
-                                 (loss == LossKind::KerasDice || loss == LossKind::Tversky
-                                      ? std::string("; '") + lc.function + "' here takes one sigmoid channel: "
-                                        "Keras's Dice and Tversky over a softmax's one-hot classes are not "
-                                        "supported yet"
-                                      : std::string()) +
-                                 ")"
+                             "sparse_categorical_crossentropy with activation: softmax)"
                            : ""));
     const OutputActivation a = model.use_logits_output();
     if (!lc.from_logits && a != OutputActivation::Sigmoid)
@@ -123,16 +117,22 @@ void validate_for_training(const Config& config, Model& model) {
         throw UserError(config.training.metrics_where + ": '" + m + "' is for binary masks, not the " +
                         std::to_string(out.c) + " classes of loss '" + lc.function +
                         "'; use accuracy, mean_iou (Keras's MeanIoU) or dice (the mean over the classes)");
+    if (is_overlap(loss) && lc.axis_leaves_channels)
+      throw UserError(lc.where + ": axis [1, 2] leaves out the channels, which over the model's " +
+                      std::to_string(out.c) + " softmax channels is, in Keras, one ratio per image and class (a "
+                      "mean over the classes), not supported yet; use axis [1, 2, 3] (one ratio per image over "
+                      "every class) or leave axis out (one ratio over the batch)");
     if (!lc.alphas.empty() && lc.alphas.size() != size_t(out.c))
       throw UserError(lc.where + ": alpha lists " + std::to_string(lc.alphas.size()) + " values for a model of " +
                       std::to_string(out.c) + " classes (its last layer's filters); give one per class");
   }
   if (const std::vector<double>& cw = config.training.class_weight; !cw.empty()) {
-    if (loss == LossKind::Dice || loss == LossKind::BceDice || loss == LossKind::KerasDice ||
-        loss == LossKind::Tversky)
+    if (loss == LossKind::Dice || loss == LossKind::BceDice || is_overlap(loss))
       throw UserError(config.training.class_weight_where + ": weighs each pixel's cross-entropy, but loss '" +
-                      lc.function + "' is a ratio of sums over the pixels; use binary_crossentropy or "
-                      "binary_focal_crossentropy, or remove class_weight");
+                      lc.function + "' is a ratio of sums over the pixels; use " +
+                      (loss_classes(loss, out) > 0 ? "sparse_categorical_crossentropy or categorical_focal_crossentropy"
+                                                    : "binary_crossentropy or binary_focal_crossentropy") +
+                      ", or remove class_weight");
     const size_t classes = is_categorical(loss) ? size_t(out.c) : 2;
     if (cw.size() > classes) {
       const std::string extra = cw.size() - 1 == classes ? "class " + std::to_string(classes)
