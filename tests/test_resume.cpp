@@ -547,8 +547,17 @@ TEST_CASE("a checkpoint in a subfolder of the output folder resumes in place", "
   std::ofstream(dir / "c.yaml") << config(dir / "run", 2, "    - {type: ModelCheckpoint, filepath: 'ck/ep{epoch}.h5'}\n");
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu", dir) == 0);
   const std::string full_log = slurp(dir / "run" / "log.csv");
-  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --resume " + (dir / "run" / "ck" / "ep1.h5").string(),
+  // Into another folder from the subfolder's checkpoint: the log rows come from the run's log.csv, two levels up.
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --output " + (dir / "branch").string() +
+                  " --resume " + (dir / "run" / "ck" / "ep1.h5").string(),
               dir) == 0);
+  CHECK(slurp(dir / "branch" / "log.csv") == full_log);  // epoch 1's row copied, epoch 2's trained again
+  // In place, epoch 2 would be overwritten: only with --overwrite.
+  const std::string in_place = "--config " + (dir / "c.yaml").string() + " --gpus cpu --resume " +
+                               (dir / "run" / "ck" / "ep1.h5").string();
+  CHECK(run(in_place, dir) == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("would overwrite the run's later epochs (log.csv holds 2;"));
+  REQUIRE(run(in_place + " --overwrite", dir) == 0);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("resuming from") && !Catch::Contains("holds an earlier run"));
   CHECK(slurp(dir / "run" / "log.csv") == full_log);
   fs::remove_all(dir);
@@ -595,10 +604,21 @@ TEST_CASE("resuming keeps only the log rows of the checkpoint's epochs, in any f
   const std::string full_log = slurp(dir / "run" / "log.csv");
   // The checkpoints store the overridden seed, so resuming with it warns of nothing.
   CHECK_THAT(load_checkpoint((dir / "run" / "ep2.h5").string()).config_yaml, Catch::Contains("seed: 9"));
-  // Back to epoch 2 in the same folder: rows 2 and 3 are dropped, then written again.
-  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9 --resume " +
-                  (dir / "run" / "ep2.h5").string(),
-              dir) == 0);
+  // Back to epoch 2 in the same folder would drop epochs 3 and 4 (a new user lost them so): refused, nothing
+  // touched...
+  const std::string back = "--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9 --resume " +
+                           (dir / "run" / "ep2.h5").string();
+  const std::string last_before = slurp(dir / "run" / "last.h5");
+  CHECK(run(back, dir) == 2);
+  CHECK_THAT(slurp(dir / "err.txt"),
+             Catch::Contains("resuming " + (dir / "run" / "ep2.h5").string() + " (epoch 2) in its run's folder '" +
+                             (dir / "run").string() + "' would overwrite the run's later epochs (log.csv holds 4;") &&
+                 Catch::Contains("--resume " + (dir / "run" / "last.h5").string()) &&
+                 Catch::Contains("another --output") && Catch::Contains("--overwrite"));
+  CHECK(slurp(dir / "run" / "log.csv") == full_log);
+  CHECK(slurp(dir / "run" / "last.h5") == last_before);
+  // ...until --overwrite: rows 3 and 4 are dropped, then written again.
+  REQUIRE(run(back + " --overwrite", dir) == 0);
   CHECK_THAT(slurp(dir / "err.txt"), !Catch::Contains("other settings"));
   CHECK(slurp(dir / "run" / "log.csv") == full_log);
   // Into a new folder: the rows of epochs 1 and 2 come from the log beside the checkpoint.

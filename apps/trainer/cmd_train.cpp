@@ -170,9 +170,12 @@ int run_train(const TrainFlags& f) {
       if (json) print_json_result(done);
       return 0;
     }
-    // A resumed run writing elsewhere must not overwrite another run's files either.
+    // A resumed run writing elsewhere must not overwrite another run's files either, nor one resumed in
+    // place from an earlier checkpoint (a new user's report) the later epochs of its own run.
     if (!f.overwrite && !resumes_in_place(f.resume, config.training.output_dir))
       check_output_holds_no_run(config.training.output_dir, f.resume);
+    else if (!f.overwrite)
+      check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);
   }
   const std::atomic<int>& stop = install_stop_handlers();
 

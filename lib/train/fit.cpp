@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -247,6 +250,43 @@ void check_output_holds_no_run(const std::string& output_dir, const std::string&
                   (resume.empty() ? "a new run" : "resuming " + resume + " there") + " would overwrite: " + ways);
 }
 
+int logged_epochs(const std::string& folder) {
+  std::ifstream in(fs::path(folder) / "log.csv");
+  std::string line;
+  int epochs = 0;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    char* end = nullptr;
+    const long e = std::strtol(line.c_str(), &end, 10);
+    if (end != line.c_str() && e >= 0 && e < INT_MAX) epochs = std::max(epochs, int(e) + 1);
+  }
+  return epochs;
+}
+
+void check_resume_keeps_later_epochs(const std::string& output_dir, const std::string& checkpoint, int epoch) {
+  std::error_code ec;
+  const fs::path last = fs::path(output_dir) / "last.h5";
+  if (fs::equivalent(checkpoint, last, ec)) return;
+  const int logged = logged_epochs(output_dir);
+  if (logged <= epoch) return;
+  throw UserError("resuming " + checkpoint + " (epoch " + std::to_string(epoch) + ") in its run's folder '" +
+                  output_dir + "' would overwrite the run's later epochs (log.csv holds " + std::to_string(logged) +
+                  "; last.h5 and final.h5 are theirs): continue the run with --resume " + last.string() +
+                  ", branch off at epoch " + std::to_string(epoch) + " into another --output (the log's first " +
+                  std::to_string(epoch) + " rows are copied), or pass --overwrite to drop the later epochs");
+}
+
+std::string run_log_of(const std::string& checkpoint, const std::string& checkpoint_filepath) {
+  std::error_code ec;
+  fs::path folder = fs::path(checkpoint).parent_path();
+  if (fs::exists(folder / "log.csv", ec)) return (folder / "log.csv").string();
+  // A ModelCheckpoint file in a subfolder: its run folder is as many levels up as the filepath's folders.
+  const fs::path sub = fs::path(checkpoint_filepath).lexically_normal().parent_path();
+  for (auto part = sub.begin(); part != sub.end(); ++part) folder = folder.parent_path();
+  if (!sub.empty() && fs::exists(folder / "log.csv", ec)) return (folder / "log.csv").string();
+  return "";
+}
+
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options) {
   const TrainingConfig& tc = config.training;
   // Validation folders (Keras's validation_data): every pair trains; else validation_split decides.
@@ -348,7 +388,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (options.resume)
     earlier_log = resumes_in_place(options.resume_path, tc.output_dir)
                       ? log_path
-                      : (fs::path(options.resume_path).parent_path() / "log.csv").string();
+                      : run_log_of(options.resume_path, tc.model_checkpoint.filepath);
   CsvLogger csv(log_path, result.epochs_run, earlier_log);
   const std::string last_path = (out_dir / "last.h5").string();
   const size_t batch_size = size_t(tc.batch_size);

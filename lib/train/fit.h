@@ -69,6 +69,24 @@ bool resumes_in_place(const std::string& checkpoint, const std::string& output_d
 /// --overwrite. A missing or empty folder is fine.
 void check_output_holds_no_run(const std::string& output_dir, const std::string& resume);
 
+/// The epochs (1-based) that the log.csv in folder holds rows for: one more
+/// than the largest 0-based epoch in its first column; 0 without a log.
+int logged_epochs(const std::string& folder);
+
+/// UserError when a run resumed in place (resumes_in_place) from checkpoint,
+/// which finished `epoch` epochs, would overwrite later epochs of its run:
+/// output_dir's log.csv holds rows past `epoch`, which the resumed run drops
+/// along with last.h5 and final.h5. The message names the epochs and the
+/// fixes: --resume the folder's last.h5, another --output to branch off, or
+/// --overwrite. Resuming the folder's own last.h5 always passes.
+void check_resume_keeps_later_epochs(const std::string& output_dir, const std::string& checkpoint, int epoch);
+
+/// The log.csv of the run that checkpoint belongs to: beside it, or for a
+/// ModelCheckpoint file written into a subfolder (`checkpoint_filepath`, the
+/// config's ModelCheckpoint filepath, e.g. 'ck/ep{epoch}.h5') that many
+/// folders up, where the run's log.csv is; "" when there is none.
+std::string run_log_of(const std::string& checkpoint, const std::string& checkpoint_filepath);
+
 /// Trains for config.training.epochs (or until EarlyStopping or a stop
 /// request), printing one Keras-style line per epoch. In training.output_dir
 /// (created if missing; UserError when it cannot be) it writes:
