@@ -255,6 +255,19 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("for 'trainer predict': --treshold 0.4 (did you mean '--threshold'?)"));
 
+  // Flags before a command: refused, not silently left to the training run (a new user's --gpus ran on the default).
+  r = run_trainer("--gpus cpu:2 --epochs 3 predict --checkpoint a.h5 --input b --output c", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("error: 'trainer predict' reads only the flags after it (those before it are the "
+                                    "training run's): put --gpus after 'predict' (trainer predict --gpus ...); it "
+                                    "takes no --epochs: remove it"));
+  r = run_trainer("--config x.yaml summary", dir);  // CLI11 alone said "--config is required"
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("put --config after 'summary'") && !Catch::Contains("required"));
+  r = run_trainer("--checkpoint a.h5 predict --input b --output c", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("put --checkpoint after 'predict'"));
+
   std::ofstream(dir / "ok.yaml") << small_unet(dir / "run");
   r = run_trainer("--config " + (dir / "ok.yaml").string() + " --gpus 7", dir);
   CHECK(r.code == 2);

@@ -48,6 +48,13 @@ const CLI::Validator& non_empty_path();
 /// `failed`, else `failed` itself); CLI11 lists them reversed, without one.
 std::string unexpected_arguments(const CLI::App& failed);
 
+/// "" unless a command (predict, ...) was chosen in app and flags were given
+/// before it: the training run's (`trainer --gpus 1 predict ...`, which
+/// predict would not see) or the command's own left over there (`trainer
+/// --checkpoint X predict`). Else the message naming them and saying to put
+/// them after the command (when it takes them) or that it takes none of them.
+std::string misplaced_flags(const CLI::App& app);
+
 /// The towers of a --gpus spec, and the CPU threads each gets (from --threads,
 /// default every core, divided among the towers).
 struct Towers {

@@ -68,6 +68,38 @@ std::string unexpected_arguments(const CLI::App& failed) {
   return "unexpected argument(s) for '" + name + "':" + args + hints;
 }
 
+std::string misplaced_flags(const CLI::App& app) {
+  const std::vector<CLI::App*> chosen = app.get_subcommands();
+  if (chosen.empty()) return "";
+  const CLI::App& command = *chosen.front();
+  std::vector<std::string> takes, refuses;
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->count() == 0 || o->get_lnames().empty()) continue;
+    const std::string name = o->get_lnames().front();
+    if (name == "help" || name == "help-all" || name == "version") continue;
+    (command.get_option_no_throw("--" + name) ? takes : refuses).push_back("--" + name);
+  }
+  // A command's own flag before it, which training does not have (--checkpoint), is left over there.
+  for (const std::string& arg : app.remaining())
+    if (arg.rfind("--", 0) == 0 && command.get_option_no_throw(arg.substr(0, arg.find('='))) &&
+        std::find(takes.begin(), takes.end(), arg) == takes.end())
+      takes.push_back(arg.substr(0, arg.find('=')));
+  if (takes.empty() && refuses.empty()) return "";
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& f : v) s += (s.empty() ? "" : ", ") + f;
+    return s;
+  };
+  const std::string name = "'trainer " + command.get_name() + "'";
+  std::string msg = name + " reads only the flags after it (those before it are the training run's): ";
+  if (!takes.empty()) msg += "put " + list(takes) + " after '" + command.get_name() + "' (trainer " +
+                             command.get_name() + " " + takes.front() + " ...)";
+  if (!refuses.empty())
+    msg += std::string(takes.empty() ? "" : "; ") + "it takes no " + list(refuses) + ": remove " +
+           (refuses.size() > 1 ? "them" : "it");
+  return msg;
+}
+
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers) {
   return trainer::load_model(checkpoint_path, towers.plan, towers.threads_per_tower);
 }

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,12 +30,18 @@ int main(int argc, char** argv) {
   };
   app.require_subcommand(0, 1);
 
-  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+  app.failure_message([&app](const CLI::App* failed, const CLI::Error& e) {
+    // `trainer --config C summary` fails as "--config is required": the flag sits before the command.
+    if (const std::string misplaced = cli::misplaced_flags(app); !misplaced.empty()) return "error: " + misplaced + "\n";
     const std::string what =
         dynamic_cast<const CLI::ExtrasError*>(&e) && failed ? cli::unexpected_arguments(*failed) : e.what();
     return "error: " + what + "; run 'trainer --help' for usage\n";
   });
   if (const std::optional<int> code = parse_command_line(app, argc, argv)) return *code;
+  if (const std::string misplaced = cli::misplaced_flags(app); !misplaced.empty()) {
+    std::fprintf(stderr, "error: %s\n", misplaced.c_str());
+    return kExitUserError;
+  }
   return run_guarded(
       [&] {
         for (const auto& command : commands)
