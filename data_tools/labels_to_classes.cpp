@@ -26,9 +26,11 @@ int main(int argc, char** argv) {
                  "boundary")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  bool overwrite = false;
+  app.add_flag("--overwrite", overwrite, "Replace masks that exist in --output (otherwise nothing is written)");
   if (const std::optional<int> code = trainer::parse_command_line(app, argc, argv)) return *code;
   return trainer::run_guarded([&] {
-    const auto files = trainer::convert_labels_to_classes(input, output, labels_suffix, mask_suffix, width);
+    const auto files = trainer::convert_labels_to_classes(input, output, labels_suffix, mask_suffix, width, overwrite);
     std::printf("Done: wrote %zu class mask(s) to %s\n", files.size(), output.c_str());
     return 0;
   });

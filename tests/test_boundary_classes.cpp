@@ -60,4 +60,27 @@ TEST_CASE("boundary_classes splits touching objects and marks their edges", "[da
   CHECK_THROWS_WITH(convert_labels_to_classes((dir.root / "labels").string(), (dir.root / "o2").string(), "_lab",
                                               "_mask", 2),
                     Catch::Contains("does not end in the labels suffix '_lab'"));
+  // Masks that exist are not replaced (nothing is written) unless overwrite.
+  const std::string out = (dir.root / "out").string();
+  cv::imwrite(written[1], cv::Mat(4, 4, CV_8UC1, cv::Scalar(255)));  // stands for a binary mask written there before
+  const auto untouched = fs::last_write_time(written[0]);
+  CHECK_THROWS_WITH(convert_labels_to_classes((dir.root / "labels").string(), out, "_labels", "_mask", 2),
+                    Catch::Contains("'" + out + "' already holds 3 of the 3 masks to write") &&
+                        Catch::Contains("nothing was written: pass another --output, or --overwrite"));
+  CHECK(fs::last_write_time(written[0]) == untouched);
+  CHECK(cv::imread(written[1], cv::IMREAD_UNCHANGED).rows == 4);
+  REQUIRE(convert_labels_to_classes((dir.root / "labels").string(), out, "_labels", "_mask", 2, true).size() == 3);
+  CHECK(cv::imread(written[1], cv::IMREAD_UNCHANGED).rows > 4);
+  // A binary 0/255 mask given as a label image: refused, its touching nuclei would be one object.
+  fs::create_directories(dir.root / "binary");
+  cv::Mat binary(6, 6, CV_8UC1, cv::Scalar(0));
+  binary(cv::Rect(1, 1, 4, 2)).setTo(255);
+  cv::imwrite((dir.root / "binary" / "a_labels.png").string(), binary);
+  CHECK_THROWS_WITH(convert_labels_to_classes((dir.root / "binary").string(), (dir.root / "o3").string(), "_labels",
+                                              "_mask", 2),
+                    Catch::Contains("a_labels.png' holds only 0 and 255: a binary mask"));
+  binary.at<uint8_t>(4, 4) = 1;  // two objects, 1 and 255: a label image
+  cv::imwrite((dir.root / "binary" / "a_labels.png").string(), binary);
+  CHECK(convert_labels_to_classes((dir.root / "binary").string(), (dir.root / "o3").string(), "_labels", "_mask", 2)
+            .size() == 1);
 }

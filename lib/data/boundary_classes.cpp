@@ -28,7 +28,7 @@ cv::Mat boundary_classes(const cv::Mat& labels, int width) {
 
 std::vector<std::string> convert_labels_to_classes(const std::string& labels_dir, const std::string& output_dir,
                                                    const std::string& labels_suffix, const std::string& mask_suffix,
-                                                   int width) {
+                                                   int width, bool overwrite) {
   const std::vector<std::string> files = list_image_files(labels_dir, "--input");
   std::vector<std::string> stems;
   for (const auto& f : files) {
@@ -40,6 +40,15 @@ std::vector<std::string> convert_labels_to_classes(const std::string& labels_dir
     stems.push_back(stem.substr(0, stem.size() - labels_suffix.size()));
   }
   std::error_code ec;
+  // Nothing is replaced without overwrite (a new user wrote over the binary training masks so).
+  std::vector<std::string> existing;
+  for (const std::string& stem : stems)
+    if (fs::exists(fs::path(output_dir) / (stem + mask_suffix + ".png"), ec))
+      existing.push_back((fs::path(output_dir) / (stem + mask_suffix + ".png")).string());
+  if (!existing.empty() && !overwrite)
+    throw UserError("'" + output_dir + "' already holds " + std::to_string(existing.size()) + " of the " +
+                    std::to_string(stems.size()) + " masks to write (e.g. '" + existing.front() +
+                    "'); nothing was written: pass another --output, or --overwrite to replace them");
   fs::create_directories(output_dir, ec);
   if (ec || !fs::is_directory(output_dir, ec))
     throw UserError("cannot create output folder '" + output_dir + "'" + (ec ? ": " + ec.message() : std::string()) +
@@ -57,6 +66,15 @@ std::vector<std::string> convert_labels_to_classes(const std::string& labels_dir
     if (labels.channels() != 1 || (labels.depth() != CV_8U && labels.depth() != CV_16U))
       throw UserError("label image '" + files[i] + "' is not a single-channel 8- or 16-bit image; label images "
                       "hold 0 for background and 1..N for the objects");
+    double top = 0;
+    cv::minMaxLoc(labels, nullptr, &top);
+    const double full = labels.depth() == CV_8U ? 255 : 65535;
+    if (top == full && cv::countNonZero(labels != 0) == cv::countNonZero(labels == full))
+      throw UserError("'" + files[i] + "' holds only 0 and " + std::to_string(int(full)) + ": a binary mask, in "
+                      "which touching nuclei are one object, not a label image (0 background, 1..N one nucleus "
+                      "each); pass label images, e.g. the DSB's flat/labels (docs/data.md)" +
+                      (written.empty() ? "" : "; the masks of the " + std::to_string(written.size()) +
+                                                  " files before it were written"));
     written.push_back((fs::path(output_dir) / (stems[i] + mask_suffix + ".png")).string());
     write_png_atomic(written.back(), boundary_classes(labels, width));
   }

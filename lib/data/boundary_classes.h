@@ -25,11 +25,13 @@ cv::Mat boundary_classes(const cv::Mat& labels, int width);
 /// <output_dir>/<stem><mask_suffix>.png (8-bit boundary_classes, atomically;
 /// the folder is created). Returns the files written, in name order. Throws
 /// UserError naming the file and the fix for a missing folder, a folder
-/// without images, a name without labels_suffix, a file that cannot be
-/// decoded or is not a single-channel 8- or 16-bit image, and an output that
+/// without images, a name without labels_suffix, masks that exist already
+/// unless overwrite (before anything is written), a file that cannot be
+/// decoded or is not a single-channel 8- or 16-bit image, one holding only 0
+/// and the type's maximum (a binary mask, not labels), and an output that
 /// cannot be written.
 std::vector<std::string> convert_labels_to_classes(const std::string& labels_dir, const std::string& output_dir,
                                                    const std::string& labels_suffix, const std::string& mask_suffix,
-                                                   int width);
+                                                   int width, bool overwrite = false);
 
 }  // namespace trainer
