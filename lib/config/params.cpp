@@ -60,17 +60,48 @@ std::string python_call_mapping(const std::string& text) {
     }
   }
   args.push_back(trim(cur));
-  std::string mapping = "{type: " + name;
+  // Keras 3's positional parameters, in order, of the classes a config names (an optimizer's
+  // Adam(1e-4) is its learning rate: a mapping without it would train at the default).
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> positional = {
+      {"SGD", {"learning_rate", "momentum", "nesterov"}},
+      {"Adam", {"learning_rate", "beta_1", "beta_2", "epsilon", "amsgrad"}},
+      {"AdamW", {"learning_rate", "weight_decay", "beta_1", "beta_2", "epsilon", "amsgrad"}},
+      {"RMSprop", {"learning_rate", "rho", "momentum", "epsilon", "centered"}},
+      {"BinaryCrossentropy", {"from_logits", "label_smoothing"}},
+      {"CategoricalCrossentropy", {"from_logits", "label_smoothing"}},
+      {"SparseCategoricalCrossentropy", {"from_logits", "ignore_class"}},
+      {"BinaryFocalCrossentropy", {"apply_class_balancing", "alpha", "gamma", "from_logits", "label_smoothing"}},
+      {"CategoricalFocalCrossentropy", {"alpha", "gamma", "from_logits", "label_smoothing"}},
+      {"Tversky", {"alpha", "beta"}},
+      {"EarlyStopping", {"monitor", "min_delta", "patience", "verbose", "mode", "baseline", "restore_best_weights",
+                         "start_from_epoch"}},
+      {"ModelCheckpoint", {"filepath", "monitor", "verbose", "save_best_only", "save_weights_only", "mode"}},
+      {"ReduceLROnPlateau", {"monitor", "factor", "patience", "verbose", "mode", "min_delta", "cooldown", "min_lr"}}};
+  const std::vector<std::string>* names = nullptr;
+  for (const auto& [cls, params] : positional)
+    if (cls == name) names = &params;
+  std::string mapping = "{type: " + name, unnamed;
+  size_t index = 0;
   for (const std::string& a : args) {
+    if (a.empty()) continue;
     const size_t eq = a.find('=');
-    if (eq == std::string::npos || a.compare(eq, 2, "==") == 0) continue;  // positional
-    std::string value = trim(a.substr(eq + 1));
+    const bool keyword = eq != std::string::npos && a.compare(eq, 2, "==") != 0;
+    std::string key = keyword ? trim(a.substr(0, eq)) : "";
+    std::string value = keyword ? trim(a.substr(eq + 1)) : a;
+    if (!keyword && !(names && index < names->size())) {
+      unnamed += (unnamed.empty() ? "" : ", ") + a;
+      continue;
+    }
+    if (!keyword) key = (*names)[index++];
+    if (key == "lr") key = "learning_rate";  // Keras 2's name
     if (value == "True") value = "true";
     if (value == "False") value = "false";
     if (value == "None") value = "null";
-    mapping += ", " + trim(a.substr(0, eq)) + ": " + value;
+    mapping += ", " + key + ": " + value;
   }
-  return mapping + "}";
+  mapping += "}";
+  if (!unnamed.empty()) mapping += " (with the key of each positional argument: " + unnamed + ")";
+  return mapping;
 }
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& options) {

@@ -34,9 +34,11 @@ std::string join_names(const std::vector<std::string>& names);
 /// A Python call as written in Keras code, e.g.
 /// "keras.losses.BinaryFocalCrossentropy(gamma=2.0, from_logits=True)", as
 /// the mapping a config takes instead: "{type: BinaryFocalCrossentropy,
-/// gamma: 2.0, from_logits: true}" (True/False/None as YAML's; positional
-/// arguments left out, since their key is unknown here); "" when text is not
-/// such a call.
+/// gamma: 2.0, from_logits: true}" (True/False/None as YAML's, Keras 2's lr
+/// as learning_rate; a positional argument of a loss, optimizer or callback
+/// class under its Keras 3 parameter name, "Adam(1e-4)" as "{type: Adam,
+/// learning_rate: 1e-4}"; others are listed after the mapping, to be named);
+/// "" when text is not such a call.
 std::string python_call_mapping(const std::string& text);
 
 class ParamReader {
