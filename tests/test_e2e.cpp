@@ -123,6 +123,23 @@ TEST_CASE("BinaryFocalCrossentropy's alpha without apply_class_balancing draws a
   fs::remove_all(dir);
 }
 
+TEST_CASE("a callback's mode against its monitor (max on a loss) draws a warning", "[e2e][callbacks]") {
+  fs::path dir = temp_dir("e2e_mode_warning");
+  std::ofstream(dir / "unet.yaml") << sample_unet_config(
+      dir / "run", "  epochs: 1\n  metrics: [dice]\n  callbacks:\n"
+                   "    - {type: EarlyStopping, monitor: val_loss, mode: max, patience: 3}\n"
+                   "    - {type: ModelCheckpoint, filepath: best.h5, save_best_only: true, monitor: val_dice, mode: min}\n"
+                   "    - {type: ReduceLROnPlateau, monitor: val_dice, mode: max}\n");
+  const Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("training.callbacks EarlyStopping: mode max on val_loss takes the largest "
+                                    "val_loss as the best, the worst one; use mode min (or auto)") &&
+                        Catch::Contains("training.callbacks ModelCheckpoint: mode min on val_dice takes the smallest") &&
+                        !Catch::Contains("ReduceLROnPlateau: mode"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has Keras's columns", "[e2e]") {
   fs::path dir = temp_dir("e2e_json");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
