@@ -286,6 +286,8 @@ const PoolCase kPoolCases[] = {
     {"3x3 stride 2 same, 9x8 (overlapping windows, asymmetric padding)", 2, 9, 8, 4,
      Pool2DParams{3, 3, 2, 2, true}},
     {"3x3 stride 1 same, 5x6", 1, 5, 6, 2, Pool2DParams{3, 3, 1, 1, true}},
+    {"2x2 stride 3 valid, 8x9 (windows skip rows and columns)", 2, 8, 9, 3, Pool2DParams{2, 2, 3, 3, false}},
+    {"2x2 stride 3 same, 7x8", 2, 7, 8, 3, Pool2DParams{2, 2, 3, 3, true}},
 };
 
 struct PoolResults {
@@ -321,6 +323,10 @@ TEST_CASE("bf16 convolutions with fewer than 8 filters run in tf32", "[gpu_ops]"
   CHECK(cuda::conv_precision(Precision::BF16, 8) == Precision::BF16);
   CHECK(cuda::conv_precision(Precision::FP32, 1) == Precision::FP32);
   CHECK(cuda::conv_precision(Precision::TF32, 1) == Precision::TF32);
+  // Grouped convolutions (DepthwiseConv2D, SeparableConv2D's depthwise part, Conv2D groups) run on fp32 tensors.
+  CHECK(cuda::conv_precision(Precision::BF16, 16, 2) == Precision::TF32);
+  CHECK(cuda::conv_precision(Precision::BF16, 64, 64) == Precision::TF32);
+  CHECK(cuda::conv_precision(Precision::FP32, 16, 16) == Precision::FP32);
 }
 #endif
 
@@ -710,6 +716,31 @@ TEST_CASE("GPU nearest upsampling matches the CPU", "[gpu][gpu_ops]") {
   const auto ref = run(Device{}), got = run(g.device);
   CHECK_IDENTICAL("forward", got.first, ref.first);
   CHECK_CLOSE("backward (block sums)", got.second, ref.second, kReorder);
+}
+
+TEST_CASE("GPU bilinear upsampling gives the CPU's bits, forward and backward", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  // Odd sizes, sh != sw, a one-row image, channels not a multiple of 4.
+  struct Case {
+    Shape xs;
+    UpSample2DParams p;
+  };
+  for (const Case c : {Case{Shape{2, 5, 7, 3}, UpSample2DParams{2, 3}}, Case{Shape{3, 1, 6, 5}, UpSample2DParams{3, 2}},
+                       Case{Shape{1, 4, 4, 8}, UpSample2DParams{2, 2}}}) {
+    INFO("x " << c.xs.nhwc() << ", size " << c.p.sh << "x" << c.p.sw);
+    const Shape ys{c.xs.n, c.xs.h * c.p.sh, c.xs.w * c.p.sw, c.xs.c};
+    const std::vector<float> xh = random_values(c.xs.numel(), 351), dyh = random_values(ys.numel(), 352);
+    auto run = [&](const Device& d) {
+      Buffer<float> x = upload(xh, d), y(d, ys.numel()), dy = upload(dyh, d), dx(d, c.xs.numel());
+      upsample_bilinear_forward(d, x.data(), c.xs, c.p, y.data());
+      upsample_bilinear_backward(d, dy.data(), c.xs, c.p, dx.data());
+      return std::make_pair(download(y), download(dx));
+    };
+    const auto ref = run(Device{}), got = run(g.device);
+    CHECK_IDENTICAL("forward", got.first, ref.first);
+    CHECK_IDENTICAL("backward", got.second, ref.second);
+  }
 }
 
 TEST_CASE("GPU dropout draws exactly the CPU's mask and values (per element and per channel)", "[gpu][gpu_ops]") {

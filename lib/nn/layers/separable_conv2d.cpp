@@ -5,7 +5,9 @@
 // filters]. Weights depthwise_kernel [kh, kw, Cin, M], pointwise_kernel
 // [1, 1, Cin * M, filters], bias [filters] (Keras's names and layouts). The
 // layer keeps z (and its gradient) on the tower's device between a training
-// forward and backward; both convolutions are the backend's Conv2DOp, fp32.
+// forward and backward; both convolutions are the backend's Conv2DOp on fp32
+// tensors (under bf16 on a GPU the depthwise part computes in tf32, the 1x1
+// part, not grouped, in bf16 with conversions around it: docs/gpu.md).
 #include "nn/initializers.h"
 #include "nn/layers/conv_common.h"
 #include "nn/layers/on_device.h"
