@@ -247,6 +247,13 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "validation data"},
       {"checkpoint outside the output folder", edit("filepath: best.h5", "filepath: /tmp/best.h5"),
        "cfg.yaml:35:41: training.callbacks[1] (ModelCheckpoint): 'filepath' '/tmp/best.h5' leaves the output folder"},
+      {"Keras 2's period", edit("save_best_only: true}", "save_best_only: true, period: 1}"),
+       "unknown key 'period' (did you mean 'save_freq'?)"},
+      {"a mask suffix with its extension", edit("  masks: msks\n", "  masks: msks\n  mask_suffix: _mask.png\n"),
+       "'mask_suffix' is '_mask.png', which ends in a file extension; it is the end of a mask's name before the "
+       "extension (any image type is read): write '_mask'"},
+      {"a metric written as Python", edit("metrics: [mean_iou]", "metrics: ['tf.keras.metrics.MeanIoU(num_classes=3)']"),
+       "(mean_iou is Keras's MeanIoU with a categorical loss"},
       {"a save_freq in batches", edit("save_best_only: true}", "save_best_only: true, save_freq: 100}"),
        "cfg.yaml:35:83: training.callbacks[1] (ModelCheckpoint): 'save_freq' is 100; only 'epoch' (Keras's default) "
        "is supported: checkpoints are written at the end of each epoch"},

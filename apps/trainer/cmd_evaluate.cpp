@@ -90,7 +90,8 @@ int run_evaluate(const EvaluateFlags& f) {
 Command add_evaluate(CLI::App& app) {
   auto f = std::make_shared<EvaluateFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "evaluate", "Pixel metrics and the DSB 2018 instance score of a checkpoint on images with ground truth");
+      "evaluate", "Pixel metrics of a checkpoint on images with ground truth, and for one-channel (sigmoid) "
+                  "models the DSB 2018 instance score");
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")
       ->required()
       ->check(non_empty_path());

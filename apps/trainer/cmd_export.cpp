@@ -58,7 +58,8 @@ Command add_export(CLI::App& app) {
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("export", "Write a checkpoint's network as ONNX (input 'image' [N, C, H, W] "
-                                               "with pixel values 0..255, output 'probability' [N, 1, H, W])");
+                                               "with pixel values 0..255, output 'probability' [N, 1, H, W], or [N, K, H, W] "
+                                               "for K classes)");
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required()->check(non_empty_path());
   cmd->add_option("--output,-o", f->output, "ONNX file to write")->required()->check(non_empty_path());
   return {cmd, [f] {

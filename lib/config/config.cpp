@@ -224,6 +224,12 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   d.images = p.get_string("images", std::nullopt);
   d.masks = p.get_string("masks", std::nullopt);
   d.mask_suffix = p.get_string("mask_suffix", d.mask_suffix);
+  for (const char* ext : {".png", ".tif", ".tiff", ".jpg", ".jpeg", ".bmp"})
+    if (const std::string e = ext; d.mask_suffix.size() >= e.size() &&
+                                   ascii_lower(d.mask_suffix).compare(d.mask_suffix.size() - e.size(), e.size(), e) == 0)
+      p.fail("mask_suffix", "is '" + d.mask_suffix + "', which ends in a file extension; it is the end of a mask's "
+                            "name before the extension (any image type is read): write '" +
+                                d.mask_suffix.substr(0, d.mask_suffix.size() - e.size()) + "'");
   d.validation_split = p.get_double("validation_split", d.validation_split);
   if (!(d.validation_split >= 0.0 && d.validation_split < 1.0))
     p.fail("validation_split", "must be in [0, 1), the fraction of pairs held out (e.g. 0.1), got " +

@@ -35,6 +35,11 @@ static std::string folded(const std::string& s) {
   return out;
 }
 
+std::string ascii_lower(std::string s) {
+  for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
 std::string python_call_mapping(const std::string& text) {
   const size_t open = text.find('('), close = text.rfind(')');
   if (open == std::string::npos || close == std::string::npos || close < open) return "";
@@ -113,6 +118,7 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
       {"mixed_bfloat16", "bf16"},      {"bfloat16", "bf16"},      {"float32", "tf32"},
       {"class_name", "type"},          {"input_shape", "shape"},  {"binary_accuracy", "accuracy"},
       {"epsilon", "min_delta"},  // Keras 2's ReduceLROnPlateau(epsilon=...)
+      {"period", "save_freq"},   // Keras 2's ModelCheckpoint(period=...)
       {"dice_loss", "dice"},         {"dice_coef_loss", "dice"},  {"bce_dice_loss", "bce_dice"}};  // notebooks' own losses
   for (const auto& [old_name, name] : aliases)
     if (word == old_name && std::find(options.begin(), options.end(), name) != options.end())

@@ -41,6 +41,9 @@ std::string join_names(const std::vector<std::string>& names);
 /// "" when text is not such a call.
 std::string python_call_mapping(const std::string& text);
 
+/// s with its ASCII letters in lower case.
+std::string ascii_lower(std::string s);
+
 class ParamReader {
  public:
   /// node: a YAML mapping (else UserError); file: the config path for messages;

@@ -20,15 +20,11 @@ const std::vector<std::string> kMetrics = {"mean_iou", "dice", "accuracy", "prec
 const std::vector<std::string> kOptimizers = {"SGD", "Adam", "AdamW", "RMSprop"};
 const std::vector<std::string> kModes = {"auto", "min", "max"};
 
-std::string lower(std::string s) {
-  for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
 
 // "sgd", "Sgd", "SGD" -> "SGD" (Keras accepts the lowercase string identifiers).
 std::string canonical_optimizer(const std::string& name) {
   for (const auto& o : kOptimizers)
-    if (lower(o) == lower(name)) return o;
+    if (ascii_lower(o) == ascii_lower(name)) return o;
   return "";
 }
 
@@ -442,10 +438,13 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
     std::vector<std::string> known = kMetrics;
     if (categorical) known.resize(3);  // kMetrics without the binary ones (precision, recall, binary_iou)
     const bool keras_accuracy = m == "sparse_categorical_accuracy" || m == "categorical_accuracy";
+    // Python's tf.keras.metrics.MeanIoU(num_classes=3): the class name, for the hints.
+    std::string bare = m.substr(0, m.find('('));
+    if (const size_t dot = bare.rfind('.'); dot != std::string::npos) bare = bare.substr(dot + 1);
     if (std::find(kMetrics.begin(), kMetrics.end(), m) == kMetrics.end())
       throw UserError(at + "'" + m + "' is not a metric" +
-                      (keras_accuracy ? " (Keras's '" + m + "' is 'accuracy' here)" : did_you_mean(m, known)) +
-                      (lower(m).rfind("meaniou", 0) == 0 || lower(m).rfind("binaryiou", 0) == 0
+                      (keras_accuracy ? " (Keras's '" + m + "' is 'accuracy' here)" : did_you_mean(bare, known)) +
+                      (ascii_lower(bare).rfind("meaniou", 0) == 0 || ascii_lower(bare).rfind("binaryiou", 0) == 0
                            ? " (mean_iou is Keras's MeanIoU with a categorical loss; with a binary one it averages "
                              "the foreground IoU over thresholds 0.5 to 0.95, and binary_iou is Keras's "
                              "BinaryIoU(target_class_ids=[0, 1]), MeanIoU(num_classes=2) on binary masks; "
