@@ -119,6 +119,27 @@ OverlapForm form_of(double alpha, double beta, bool per_image) {
   return f;
 }
 
+/// loss_sum of kind (Tversky's alpha, beta) on logits z and targets y
+/// against Keras's formula on their probabilities p and targets t (the same
+/// values, t.size() / N per image: one-hot over K channels), pooled and per
+/// image, and both gradients against central finite differences.
+void check_against_keras(LossKind kind, double alpha, double beta, const Tensor& z, const Tensor& y,
+                         const std::vector<double>& p, const std::vector<double>& t) {
+  INFO("kind " << int(kind) << " alpha " << alpha << " beta " << beta);
+  const int n = z.shape().n;
+  const size_t m = t.size() / size_t(n);
+  auto keras = [&](size_t lo, size_t hi) {
+    return kind == LossKind::KerasDice ? keras_dice(p, t, lo, hi) : keras_tversky(p, t, lo, hi, alpha, beta);
+  };
+  double images = 0;
+  for (int k = 0; k < n; ++k) images += keras(size_t(k) * m, size_t(k + 1) * m);
+  const OverlapForm pooled = form_of(alpha, beta, false), each = form_of(alpha, beta, true);
+  CHECK(loss_sum(kind, z, y, nullptr, std::nullopt, {}, pooled) == Approx(n * keras(0, t.size())).epsilon(1e-6));
+  CHECK(loss_sum(kind, z, y, nullptr, std::nullopt, {}, each) == Approx(images).epsilon(1e-6));
+  CHECK(loss_gradient_gap(kind, {}, z, y, pooled) < 2e-3);
+  CHECK(loss_gradient_gap(kind, {}, z, y, each) < 2e-3);
+}
+
 }  // namespace
 
 TEST_CASE("Dice and Tversky take Keras 3's names, arguments and defaults", "[loss][overlap]") {
@@ -207,17 +228,7 @@ TEST_CASE("Dice and Tversky match Keras's formulas, pooled or per image, and the
   for (const Case c : {Case{LossKind::KerasDice, 0.5, 0.5}, Case{LossKind::Tversky, 0.5, 0.5},
                        Case{LossKind::Tversky, 0.7, 0.3}, Case{LossKind::Tversky, 0.9, 0.8},
                        Case{LossKind::Tversky, 0.0, 1.0}, Case{LossKind::Tversky, 1.0, 0.0}}) {
-    INFO("kind " << int(c.kind) << " alpha " << c.alpha << " beta " << c.beta);
-    auto keras = [&](size_t lo, size_t hi) {
-      return c.kind == LossKind::KerasDice ? keras_dice(p, t, lo, hi) : keras_tversky(p, t, lo, hi, c.alpha, c.beta);
-    };
-    double images = 0;
-    for (int k = 0; k < s.n; ++k) images += keras(size_t(k) * m, size_t(k + 1) * m);
-    const OverlapForm pooled = form_of(c.alpha, c.beta, false), each = form_of(c.alpha, c.beta, true);
-    CHECK(loss_sum(c.kind, z, y, nullptr, std::nullopt, {}, pooled) == Approx(s.n * keras(0, all)).epsilon(1e-6));
-    CHECK(loss_sum(c.kind, z, y, nullptr, std::nullopt, {}, each) == Approx(images).epsilon(1e-6));
-    CHECK(loss_gradient_gap(c.kind, {}, z, y, pooled) < 2e-3);
-    CHECK(loss_gradient_gap(c.kind, {}, z, y, each) < 2e-3);
+    check_against_keras(c.kind, c.alpha, c.beta, z, y, p, t);
   }
   // The pooled ratio is not the mean of the images' ratios on this batch.
   REQUIRE(std::abs(keras_dice(p, t, 0, all) - (keras_dice(p, t, 0, m) + keras_dice(p, t, m, 2 * m) +
@@ -364,17 +375,7 @@ TEST_CASE("Dice and Tversky over K softmax channels are Keras's of the one-hot m
   };
   for (const Case c : {Case{LossKind::KerasDice, 0.5, 0.5}, Case{LossKind::Tversky, 0.7, 0.4},
                        Case{LossKind::Tversky, 0.0, 1.0}}) {
-    INFO("kind " << int(c.kind) << " alpha " << c.alpha << " beta " << c.beta);
-    auto keras = [&](size_t lo, size_t hi) {
-      return c.kind == LossKind::KerasDice ? keras_dice(p, t, lo, hi) : keras_tversky(p, t, lo, hi, c.alpha, c.beta);
-    };
-    double images = 0;
-    for (int k = 0; k < s.n; ++k) images += keras(size_t(k) * m, size_t(k + 1) * m);
-    const OverlapForm pooled = form_of(c.alpha, c.beta, false), each = form_of(c.alpha, c.beta, true);
-    CHECK(loss_sum(c.kind, z, y, nullptr, std::nullopt, {}, pooled) == Approx(s.n * keras(0, all)).epsilon(1e-6));
-    CHECK(loss_sum(c.kind, z, y, nullptr, std::nullopt, {}, each) == Approx(images).epsilon(1e-6));
-    CHECK(loss_gradient_gap(c.kind, {}, z, y, pooled) < 2e-3);
-    CHECK(loss_gradient_gap(c.kind, {}, z, y, each) < 2e-3);
+    check_against_keras(c.kind, c.alpha, c.beta, z, y, p, t);
   }
   // Over one-hot targets every image has P = Y = H W, so Dice (and Tversky
   // with alpha + beta = 1) is linear in I: pooled or per image give the same
