@@ -71,16 +71,26 @@ TEST_CASE("boundary_classes splits touching objects and marks their edges", "[da
   CHECK(cv::imread(written[1], cv::IMREAD_UNCHANGED).rows == 4);
   REQUIRE(convert_labels_to_classes((dir.root / "labels").string(), out, "_labels", "_mask", 2, true).size() == 3);
   CHECK(cv::imread(written[1], cv::IMREAD_UNCHANGED).rows > 4);
-  // A binary 0/255 mask given as a label image: refused, its touching nuclei would be one object.
+  // A binary mask (0/255 or 0/1) given as label images: refused before any file is written, since its touching
+  // nuclei would be one object; a real label image sorts before it.
   fs::create_directories(dir.root / "binary");
-  cv::Mat binary(6, 6, CV_8UC1, cv::Scalar(0));
-  binary(cv::Rect(1, 1, 4, 2)).setTo(255);
-  cv::imwrite((dir.root / "binary" / "a_labels.png").string(), binary);
-  CHECK_THROWS_WITH(convert_labels_to_classes((dir.root / "binary").string(), (dir.root / "o3").string(), "_labels",
-                                              "_mask", 2),
-                    Catch::Contains("a_labels.png' holds only 0 and 255: a binary mask"));
-  binary.at<uint8_t>(4, 4) = 1;  // two objects, 1 and 255: a label image
-  cv::imwrite((dir.root / "binary" / "a_labels.png").string(), binary);
+  fs::copy_file(dir.root / "labels" / names[0], dir.root / "binary" / names[0]);
+  for (const int value : {255, 1}) {
+    INFO("binary value " << value);
+    cv::Mat binary(8, 8, CV_8UC1, cv::Scalar(0));
+    binary(cv::Rect(1, 1, 3, 2)).setTo(value);
+    binary(cv::Rect(5, 5, 2, 2)).setTo(value);  // a second object of the same value
+    cv::imwrite((dir.root / "binary" / "zz_labels.png").string(), binary);
+    CHECK_THROWS_WITH(convert_labels_to_classes((dir.root / "binary").string(), (dir.root / "o3").string(), "_labels",
+                                                "_mask", 2),
+                      Catch::Contains("zz_labels.png' holds one value, " + std::to_string(value) +
+                                      ", for several separate objects: a binary mask") &&
+                          Catch::Contains("nothing was written"));
+    CHECK_FALSE(fs::exists(dir.root / "o3"));
+  }
+  cv::Mat one(8, 8, CV_8UC1, cv::Scalar(0));  // one object of one value: a label image of one nucleus
+  one(cv::Rect(1, 1, 3, 2)).setTo(255);
+  cv::imwrite((dir.root / "binary" / "zz_labels.png").string(), one);
   CHECK(convert_labels_to_classes((dir.root / "binary").string(), (dir.root / "o3").string(), "_labels", "_mask", 2)
-            .size() == 1);
+            .size() == 2);
 }

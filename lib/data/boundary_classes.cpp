@@ -49,34 +49,39 @@ std::vector<std::string> convert_labels_to_classes(const std::string& labels_dir
     throw UserError("'" + output_dir + "' already holds " + std::to_string(existing.size()) + " of the " +
                     std::to_string(stems.size()) + " masks to write (e.g. '" + existing.front() +
                     "'); nothing was written: pass another --output, or --overwrite to replace them");
+  // Every file is read and checked before any mask is written: a refusal leaves --output as it was.
+  std::vector<cv::Mat> classes;
+  for (const std::string& file : files) {
+    cv::Mat labels;
+    try {
+      labels = cv::imread(file, cv::IMREAD_UNCHANGED);
+    } catch (const cv::Exception& e) {
+      throw UserError("cannot decode label image '" + file + "': " + e.err);
+    }
+    if (labels.empty())
+      throw UserError("cannot decode label image '" + file + "' (corrupt, truncated or not an image)");
+    if (labels.channels() != 1 || (labels.depth() != CV_8U && labels.depth() != CV_16U))
+      throw UserError("label image '" + file + "' is not a single-channel 8- or 16-bit image; label images "
+                      "hold 0 for background and 1..N for the objects");
+    // One value over several separate objects: a binary mask (0/255 or 0/1), whose touching nuclei are one.
+    double lo = 0, hi = 0;
+    cv::minMaxLoc(labels, &lo, &hi, nullptr, nullptr, labels != 0);
+    cv::Mat components;
+    if (hi > 0 && lo == hi && cv::connectedComponents(labels != 0, components, 8) > 2)
+      throw UserError("'" + file + "' holds one value, " + std::to_string(int(hi)) + ", for several separate "
+                      "objects: a binary mask, in which touching nuclei are one object, not a label image (0 "
+                      "background, 1..N one nucleus each); pass label images, e.g. the DSB's flat/labels "
+                      "(docs/data.md); nothing was written");
+    classes.push_back(boundary_classes(labels, width));
+  }
   fs::create_directories(output_dir, ec);
   if (ec || !fs::is_directory(output_dir, ec))
     throw UserError("cannot create output folder '" + output_dir + "'" + (ec ? ": " + ec.message() : std::string()) +
                     "; pass a writable --output folder");
   std::vector<std::string> written;
   for (size_t i = 0; i < files.size(); ++i) {
-    cv::Mat labels;
-    try {
-      labels = cv::imread(files[i], cv::IMREAD_UNCHANGED);
-    } catch (const cv::Exception& e) {
-      throw UserError("cannot decode label image '" + files[i] + "': " + e.err);
-    }
-    if (labels.empty())
-      throw UserError("cannot decode label image '" + files[i] + "' (corrupt, truncated or not an image)");
-    if (labels.channels() != 1 || (labels.depth() != CV_8U && labels.depth() != CV_16U))
-      throw UserError("label image '" + files[i] + "' is not a single-channel 8- or 16-bit image; label images "
-                      "hold 0 for background and 1..N for the objects");
-    double top = 0;
-    cv::minMaxLoc(labels, nullptr, &top);
-    const double full = labels.depth() == CV_8U ? 255 : 65535;
-    if (top == full && cv::countNonZero(labels != 0) == cv::countNonZero(labels == full))
-      throw UserError("'" + files[i] + "' holds only 0 and " + std::to_string(int(full)) + ": a binary mask, in "
-                      "which touching nuclei are one object, not a label image (0 background, 1..N one nucleus "
-                      "each); pass label images, e.g. the DSB's flat/labels (docs/data.md)" +
-                      (written.empty() ? "" : "; the masks of the " + std::to_string(written.size()) +
-                                                  " files before it were written"));
     written.push_back((fs::path(output_dir) / (stems[i] + mask_suffix + ".png")).string());
-    write_png_atomic(written.back(), boundary_classes(labels, width));
+    write_png_atomic(written.back(), classes[i]);
   }
   return written;
 }

@@ -27,9 +27,10 @@ cv::Mat boundary_classes(const cv::Mat& labels, int width);
 /// UserError naming the file and the fix for a missing folder, a folder
 /// without images, a name without labels_suffix, masks that exist already
 /// unless overwrite (before anything is written), a file that cannot be
-/// decoded or is not a single-channel 8- or 16-bit image, one holding only 0
-/// and the type's maximum (a binary mask, not labels), and an output that
-/// cannot be written.
+/// decoded or is not a single-channel 8- or 16-bit image, one whose single
+/// nonzero value covers several separate (8-connected) objects (a binary
+/// mask, not labels; every file is checked before any is written), and an
+/// output that cannot be written.
 std::vector<std::string> convert_labels_to_classes(const std::string& labels_dir, const std::string& output_dir,
                                                    const std::string& labels_suffix, const std::string& mask_suffix,
                                                    int width, bool overwrite = false);
