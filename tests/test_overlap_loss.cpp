@@ -391,7 +391,10 @@ TEST_CASE("Dice and Tversky over K softmax channels are Keras's of the one-hot m
 TEST_CASE("a K-class softmax model trains with Dice and Tversky on towers to one tower's weights, and evaluate's "
           "loss is Keras's of predict's probabilities",
           "[loss][overlap][categorical][towers]") {
-  for (const std::string loss : {"Dice", "{type: Tversky, alpha: 0.3, beta: 0.7, axis: [1, 2, 3]}"}) {
+  // Over one-hot masks Dice (and Tversky with alpha + beta = 1) is linear in I, so shards would add up to the
+  // batch even without the towers' reduce; pooled Tversky(0.7, 0.4) is not, and needs it.
+  for (const std::string loss : {"Dice", "{type: Tversky, alpha: 0.7, beta: 0.4}",
+                                 "{type: Tversky, alpha: 0.3, beta: 0.7, axis: [1, 2, 3]}"}) {
     INFO("loss " << loss);
     std::string yaml = testing::tiny_classes_config(3);
     const std::string from = "loss: sparse_categorical_crossentropy";
@@ -405,13 +408,19 @@ TEST_CASE("a K-class softmax model trains with Dice and Tversky on towers to one
   const Dataset data = tiny_class_data();
   std::vector<int> all(13);
   for (int i = 0; i < 13; ++i) all[size_t(i)] = i;
-  Trainer trainer(parse_config(softmax_overlap_config("Dice", 3), "dice.yaml"), 2, 1);
-  const Tensor probs = trainer.predict(data.images, 13);
-  REQUIRE(probs.shape().c == 3);
-  const std::vector<double> p = values(probs), t = one_hot(data.masks, 3);
-  const BatchStats stats = trainer.evaluate(data, all, 13);
-  CHECK(stats.loss() == Approx(keras_dice(p, t, 0, p.size())).epsilon(1e-5));
-  CHECK(stats.counts.classes() == 3);  // the metrics count the 3 classes' confusion
+  for (const bool dice : {true, false}) {
+    INFO((dice ? "Dice" : "Tversky(0.7, 0.4)"));
+    Trainer trainer(parse_config(softmax_overlap_config(dice ? "Dice" : "{type: Tversky, alpha: 0.7, beta: 0.4}", 3),
+                                 "dice.yaml"),
+                    2, 1);
+    const Tensor probs = trainer.predict(data.images, 13);
+    REQUIRE(probs.shape().c == 3);
+    const std::vector<double> p = values(probs), t = one_hot(data.masks, 3);
+    const BatchStats stats = trainer.evaluate(data, all, 13);  // one batch over the 2 towers: their sums add
+    CHECK(stats.loss() == Approx(dice ? keras_dice(p, t, 0, p.size()) : keras_tversky(p, t, 0, p.size(), 0.7, 0.4))
+                              .epsilon(1e-5));
+    CHECK(stats.counts.classes() == 3);  // the metrics count the 3 classes' confusion
+  }
 }
 
 TEST_CASE("Dice and Tversky refuse class weights and axis [1, 2] over classes, and resume reports their arguments",

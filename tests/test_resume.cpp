@@ -547,7 +547,7 @@ TEST_CASE("a checkpoint in a subfolder of the output folder resumes in place", "
   std::ofstream(dir / "c.yaml") << config(dir / "run", 2, "    - {type: ModelCheckpoint, filepath: 'ck/ep{epoch}.h5'}\n");
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu", dir) == 0);
   const std::string full_log = slurp(dir / "run" / "log.csv");
-  // Into another folder from the subfolder's checkpoint: the log rows come from the run's log.csv, two levels up.
+  // Into another folder from the subfolder's checkpoint: the log rows come from the run's log.csv, one level up.
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --output " + (dir / "branch").string() +
                   " --resume " + (dir / "run" / "ck" / "ep1.h5").string(),
               dir) == 0);

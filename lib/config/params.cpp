@@ -65,7 +65,7 @@ std::string python_call_mapping(const std::string& text) {
     }
   }
   args.push_back(trim(cur));
-  // Keras 3's positional parameters, in order, of the classes a config names (an optimizer's
+  // Keras 3's positional parameters, in order, of the loss and optimizer classes (an optimizer's
   // Adam(1e-4) is its learning rate: a mapping without it would train at the default).
   static const std::vector<std::pair<std::string, std::vector<std::string>>> positional = {
       {"SGD", {"learning_rate", "momentum", "nesterov"}},
@@ -77,14 +77,10 @@ std::string python_call_mapping(const std::string& text) {
       {"SparseCategoricalCrossentropy", {"from_logits", "ignore_class"}},
       {"BinaryFocalCrossentropy", {"apply_class_balancing", "alpha", "gamma", "from_logits", "label_smoothing"}},
       {"CategoricalFocalCrossentropy", {"alpha", "gamma", "from_logits", "label_smoothing"}},
-      {"Tversky", {"alpha", "beta"}},
-      {"EarlyStopping", {"monitor", "min_delta", "patience", "verbose", "mode", "baseline", "restore_best_weights",
-                         "start_from_epoch"}},
-      {"ModelCheckpoint", {"filepath", "monitor", "verbose", "save_best_only", "save_weights_only", "mode"}},
-      {"ReduceLROnPlateau", {"monitor", "factor", "patience", "verbose", "mode", "min_delta", "cooldown", "min_lr"}}};
+      {"Tversky", {"alpha", "beta"}}};
   const std::vector<std::string>* names = nullptr;
   for (const auto& [cls, params] : positional)
-    if (cls == name) names = &params;
+    if (ascii_lower(cls) == ascii_lower(name)) names = &params;  // Keras also takes "adam"
   std::string mapping = "{type: " + name, unnamed;
   size_t index = 0;
   for (const std::string& a : args) {
@@ -118,7 +114,6 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
       {"mixed_bfloat16", "bf16"},      {"bfloat16", "bf16"},      {"float32", "tf32"},
       {"class_name", "type"},          {"input_shape", "shape"},  {"binary_accuracy", "accuracy"},
       {"epsilon", "min_delta"},  // Keras 2's ReduceLROnPlateau(epsilon=...)
-      {"period", "save_freq"},   // Keras 2's ModelCheckpoint(period=...)
       {"dice_loss", "dice"},         {"dice_coef_loss", "dice"},  {"bce_dice_loss", "bce_dice"}};  // notebooks' own losses
   for (const auto& [old_name, name] : aliases)
     if (word == old_name && std::find(options.begin(), options.end(), name) != options.end())

@@ -282,8 +282,9 @@ void check_resume_keeps_later_epochs(const std::string& output_dir, const std::s
   throw UserError("resuming " + checkpoint + " (epoch " + std::to_string(epoch) + ") in its run's folder '" +
                   output_dir + "' would overwrite the run's later epochs (log.csv holds " + std::to_string(logged) +
                   "; last.h5 and final.h5 are theirs): continue the run with --resume " + last.string() +
-                  ", branch off at epoch " + std::to_string(epoch) + " into another --output (the log's first " +
-                  std::to_string(epoch) + " rows are copied), or pass --overwrite to drop the later epochs");
+                  " (with a higher --epochs once it has finished), branch off at epoch " + std::to_string(epoch) +
+                  " into another --output (the log's first " + std::to_string(epoch) +
+                  " rows are copied), or pass --overwrite to drop the later epochs");
 }
 
 std::string run_log_of(const std::string& checkpoint, const std::string& checkpoint_filepath) {
