@@ -560,6 +560,12 @@ TEST_CASE("a checkpoint in a subfolder of the output folder resumes in place", "
   REQUIRE(run(in_place + " --overwrite", dir) == 0);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("resuming from") && !Catch::Contains("holds an earlier run"));
   CHECK(slurp(dir / "run" / "log.csv") == full_log);
+  // Into the checkpoint's own subfolder, which holds no run files: a branch too, not the run resumed in place.
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --output " + (dir / "run" / "ck").string() +
+                  " --resume " + (dir / "run" / "ck" / "ep1.h5").string(),
+              dir) == 0);
+  CHECK(slurp(dir / "run" / "ck" / "log.csv") == full_log);
+  CHECK(slurp(dir / "run" / "log.csv") == full_log);
   fs::remove_all(dir);
 }
 

@@ -172,7 +172,8 @@ int run_train(const TrainFlags& f) {
     }
     // A resumed run writing elsewhere must not overwrite another run's files either, nor one resumed in
     // place from an earlier checkpoint (a new user's report) the later epochs of its own run.
-    if (!f.overwrite && !resumes_in_place(f.resume, config.training.output_dir))
+    if (!f.overwrite && !resumes_in_place(f.resume, config.training.output_dir,
+                                          config.training.model_checkpoint.filepath))
       check_output_holds_no_run(config.training.output_dir, f.resume);
     else if (!f.overwrite)
       check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);

@@ -228,19 +228,32 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
 
 }  // namespace
 
-bool resumes_in_place(const std::string& checkpoint, const std::string& output_dir) {
+std::string run_folder_of(const std::string& checkpoint, const std::string& checkpoint_filepath) {
+  std::error_code ec;
+  const fs::path beside = fs::path(checkpoint).parent_path();
+  auto holds_run = [&](const fs::path& folder) {
+    for (const char* name : kRunFiles)
+      if (fs::exists((folder.empty() ? fs::path(".") : folder) / name, ec)) return true;
+    return false;
+  };
+  if (holds_run(beside)) return beside.string();
+  // A ModelCheckpoint file in a subfolder: its run folder is as many levels up as the filepath's folders.
+  const fs::path sub = fs::path(checkpoint_filepath).lexically_normal().parent_path();
+  fs::path up = beside;
+  for (auto part = sub.begin(); part != sub.end(); ++part) up = up.parent_path();
+  if (!sub.empty() && holds_run(up)) return up.string();
+  return beside.string();
+}
+
+bool resumes_in_place(const std::string& checkpoint, const std::string& output_dir,
+                      const std::string& checkpoint_filepath) {
   if (checkpoint.empty()) return false;
   std::error_code ec;
-  const fs::path file = fs::weakly_canonical(checkpoint, ec);
+  const fs::path run = run_folder_of(checkpoint, checkpoint_filepath);
+  const fs::path a = fs::weakly_canonical(run.empty() ? fs::path(".") : run, ec);
   if (ec) return false;
-  const fs::path dir = fs::weakly_canonical(output_dir, ec);
-  if (ec) return false;
-  // file lies in dir when dir's components are a prefix of file's folder's.
-  const fs::path folder = file.parent_path();
-  auto f = folder.begin();
-  for (auto d = dir.begin(); d != dir.end(); ++d, ++f)
-    if (f == folder.end() || *f != *d) return false;
-  return true;
+  const fs::path b = fs::weakly_canonical(output_dir, ec);
+  return !ec && a == b;
 }
 
 void check_output_holds_no_run(const std::string& output_dir, const std::string& resume) {
@@ -289,13 +302,8 @@ void check_resume_keeps_later_epochs(const std::string& output_dir, const std::s
 
 std::string run_log_of(const std::string& checkpoint, const std::string& checkpoint_filepath) {
   std::error_code ec;
-  fs::path folder = fs::path(checkpoint).parent_path();
-  if (fs::exists(folder / "log.csv", ec)) return (folder / "log.csv").string();
-  // A ModelCheckpoint file in a subfolder: its run folder is as many levels up as the filepath's folders.
-  const fs::path sub = fs::path(checkpoint_filepath).lexically_normal().parent_path();
-  for (auto part = sub.begin(); part != sub.end(); ++part) folder = folder.parent_path();
-  if (!sub.empty() && fs::exists(folder / "log.csv", ec)) return (folder / "log.csv").string();
-  return "";
+  const fs::path log = fs::path(run_folder_of(checkpoint, checkpoint_filepath)) / "log.csv";
+  return fs::exists(log, ec) ? log.string() : "";
 }
 
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options) {
@@ -401,7 +409,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   // it overwrites with --overwrite).
   std::string earlier_log;
   if (options.resume)
-    earlier_log = resumes_in_place(options.resume_path, tc.output_dir)
+    earlier_log = resumes_in_place(options.resume_path, tc.output_dir, tc.model_checkpoint.filepath)
                       ? log_path
                       : run_log_of(options.resume_path, tc.model_checkpoint.filepath);
   CsvLogger csv(log_path, result.epochs_run, earlier_log);

@@ -56,10 +56,19 @@ inline constexpr const char* kRunFiles[] = {"last.h5", "log.csv", "final.h5"};
 /// The end of the message for training state in a checkpoint that no run writes.
 inline constexpr const char* kDamagedState = "; the file is damaged or was edited: resume from another checkpoint";
 
+/// The folder of the run that checkpoint belongs to: the checkpoint's own
+/// folder when it holds a run file (kRunFiles), else, for a ModelCheckpoint
+/// file written into a subfolder (`checkpoint_filepath`, the config's
+/// ModelCheckpoint filepath, e.g. 'ck/ep{epoch}.h5'), that many folders up
+/// when that folder holds one; else the checkpoint's own folder.
+std::string run_folder_of(const std::string& checkpoint, const std::string& checkpoint_filepath);
+
 /// Whether a run resumed from checkpoint ("": none) writes into the run the
-/// checkpoint belongs to: the file lies in output_dir or a subfolder of it
-/// (a ModelCheckpoint filepath may name one), symbolic links resolved.
-bool resumes_in_place(const std::string& checkpoint, const std::string& output_dir);
+/// checkpoint belongs to: its run_folder_of is output_dir, symbolic links
+/// resolved. `--output run/ck` with a checkpoint of run/ck/ is not in place
+/// when the run's files lie in run/.
+bool resumes_in_place(const std::string& checkpoint, const std::string& output_dir,
+                      const std::string& checkpoint_filepath);
 
 /// UserError when output_dir holds an earlier run (one of kRunFiles), whose
 /// checkpoints and log a new run there (resume "": none), or a run resumed
@@ -81,10 +90,7 @@ int logged_epochs(const std::string& folder);
 /// --overwrite. Resuming the folder's own last.h5 always passes.
 void check_resume_keeps_later_epochs(const std::string& output_dir, const std::string& checkpoint, int epoch);
 
-/// The log.csv of the run that checkpoint belongs to: beside it, or for a
-/// ModelCheckpoint file written into a subfolder (`checkpoint_filepath`, the
-/// config's ModelCheckpoint filepath, e.g. 'ck/ep{epoch}.h5') that many
-/// folders up, where the run's log.csv is; "" when there is none.
+/// The log.csv in checkpoint's run_folder_of; "" when there is none.
 std::string run_log_of(const std::string& checkpoint, const std::string& checkpoint_filepath);
 
 /// Trains for config.training.epochs (or until EarlyStopping or a stop
