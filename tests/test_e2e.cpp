@@ -284,6 +284,13 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   r = run_trainer("--checkpoint a.h5 predict --input b --output c", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("put --checkpoint after 'predict'"));
+  // A command's short flag before it ("--input is required" before), and a flag written twice, named once.
+  r = run_trainer("-i b predict --checkpoint a.h5 --output c", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("put --input after 'predict' (trainer predict --input ...)"));
+  r = run_trainer("--checkpoint=a.h5 --checkpoint=b.h5 predict --input b --output c", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::EndsWith("put --checkpoint after 'predict' (trainer predict --checkpoint ...)\n"));
 
   std::ofstream(dir / "ok.yaml") << small_unet(dir / "run");
   r = run_trainer("--config " + (dir / "ok.yaml").string() + " --gpus 7", dir);

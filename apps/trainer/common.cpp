@@ -76,14 +76,19 @@ std::string misplaced_flags(const CLI::App& app) {
   for (const CLI::Option* o : app.get_options()) {
     if (o->count() == 0 || o->get_lnames().empty()) continue;
     const std::string name = o->get_lnames().front();
-    if (name == "help" || name == "help-all" || name == "version") continue;
+    if (name == "help" || name == "version") continue;
     (command.get_option_no_throw("--" + name) ? takes : refuses).push_back("--" + name);
   }
-  // A command's own flag before it, which training does not have (--checkpoint), is left over there.
-  for (const std::string& arg : app.remaining())
-    if (arg.rfind("--", 0) == 0 && command.get_option_no_throw(arg.substr(0, arg.find('='))) &&
-        std::find(takes.begin(), takes.end(), arg) == takes.end())
-      takes.push_back(arg.substr(0, arg.find('=')));
+  // A command's own flag before it, which training does not have (--checkpoint, export's -i), is left over
+  // there, written --name, --name=value, -x or -xvalue.
+  for (const std::string& arg : app.remaining()) {
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    const std::string flag = arg[1] == '-' ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
+    const CLI::Option* o = command.get_option_no_throw(flag);
+    if (!o || o->get_lnames().empty()) continue;
+    const std::string name = "--" + o->get_lnames().front();
+    if (std::find(takes.begin(), takes.end(), name) == takes.end()) takes.push_back(name);
+  }
   if (takes.empty() && refuses.empty()) return "";
   auto list = [](const std::vector<std::string>& v) {
     std::string s;
