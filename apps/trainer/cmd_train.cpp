@@ -23,7 +23,7 @@ namespace {
 
 struct TrainFlags {
   bool gpus_given = false;  ///< --gpus on the command line
-  std::string config, gpus = "all", output, images, masks, resume, log_format = "text", precision;
+  std::string config, gpus = "all", output, images, masks, resume, initial_weights, log_format = "text", precision;
   bool overwrite = false;
   std::optional<int> epochs, batch_size, threads;
   std::optional<uint64_t> seed;
@@ -44,6 +44,10 @@ void apply_overrides(Config& config, const TrainFlags& f) {
   if (!f.output.empty()) set("training", "output_dir", config.training.output_dir = f.output);
   if (!f.images.empty()) set("data", "images", config.data.images = f.images);
   if (!f.masks.empty()) set("data", "masks", config.data.masks = f.masks);
+  if (!f.initial_weights.empty()) {
+    set("training", "initial_weights", config.training.initial_weights = f.initial_weights);
+    config.training.initial_weights_where = "--initial-weights";
+  }
   if (!f.precision.empty()) {
     set("training", "precision", f.precision);
     config.training.precision = f.precision == "bf16"   ? Precision::BF16
@@ -77,6 +81,20 @@ bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& 
     return false;
   }
   return true;
+}
+
+// Starts trainer from the weights (and BatchNormalization statistics) of the checkpoint that
+// training.initial_weights names, as Keras's model.load_weights() before fit(); the optimizer is untouched.
+void load_initial_weights(const TrainingConfig& tc, Trainer& trainer) {
+  Checkpoint ckpt;
+  try {
+    ckpt = load_checkpoint(tc.initial_weights);
+  } catch (const UserError& e) {
+    throw UserError(tc.initial_weights_where + ": " + e.what());
+  }
+  trainer.load_weights(ckpt.weights, tc.initial_weights_where + " " + tc.initial_weights);
+  spdlog::info("initial weights from {} (epoch {} of its run); the optimizer, epochs and callbacks start afresh",
+               tc.initial_weights, ckpt.epoch);
 }
 
 /// Warns for each class with no pixel in the training masks: its channel only
@@ -115,6 +133,9 @@ int run_train(const TrainFlags& f) {
   if (f.config.empty()) throw UserError("--config is required; run 'trainer --help' for usage");
   Config config = load_config(f.config);
   apply_overrides(config, f);
+  if (!f.resume.empty() && !f.initial_weights.empty())
+    throw UserError("--initial-weights starts a new run from a checkpoint's weights, --resume continues the run "
+                    "that a checkpoint holds (with its weights): pass one of them");
   const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given);  // a bad --gpus fails before any output
   Model model(config.model, config.path);                   // validates layers and shapes before any work
   // A new run must not overwrite another run's files: refused before any output, as the command line's
@@ -177,6 +198,11 @@ int run_train(const TrainFlags& f) {
       check_output_holds_no_run(config.training.output_dir, f.resume);
     else if (!f.overwrite)
       check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);
+    if (!config.training.initial_weights.empty())
+      spdlog::info("training.initial_weights ({}) is not read: the resumed checkpoint holds the weights",
+                   config.training.initial_weights);
+  } else if (!config.training.initial_weights.empty()) {
+    load_initial_weights(config.training, trainer);
   }
   const std::atomic<int>& stop = install_stop_handlers();
 
@@ -253,6 +279,10 @@ Runner add_train(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--resume", f->resume,
                  "Continue the run saved in this checkpoint (last.h5, or a ModelCheckpoint file) with --config")
+      ->check(non_empty_path());
+  app.add_option("--initial-weights", f->initial_weights,
+                 "Override training.initial_weights: start a new run from this checkpoint's weights (a model of "
+                 "the same layers; Keras's load_weights before fit), with a fresh optimizer")
       ->check(non_empty_path());
   app.add_flag("--overwrite", f->overwrite,
                "Train into an output folder that holds another run (a new run there, or one resumed from "

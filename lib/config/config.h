@@ -230,6 +230,14 @@ struct TrainingConfig {
   /// convolutions; CPU towers always compute in fp32.
   Precision precision = Precision::TF32;
   std::string output_dir = "runs/model";
+  /// A checkpoint of this model whose weights a new run starts from, as
+  /// Keras's model.load_weights() before fit() (fine-tuning a trained model
+  /// on new data); "": the layers' initializers. Any checkpoint of the same
+  /// layers serves (last.h5, final.h5, a ModelCheckpoint file, weights-only
+  /// or not); the optimizer, epochs and callbacks start afresh. A resumed
+  /// run ignores it: its checkpoint has the weights.
+  std::string initial_weights;
+  std::string initial_weights_where;  ///< "<file>:<line>:<col>: training.initial_weights" or "--initial-weights"
 };
 
 struct Config {

@@ -114,6 +114,7 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
       {"mixed_bfloat16", "bf16"},      {"bfloat16", "bf16"},      {"float32", "tf32"},
       {"class_name", "type"},          {"input_shape", "shape"},  {"binary_accuracy", "accuracy"},
       {"epsilon", "min_delta"},  // Keras 2's ReduceLROnPlateau(epsilon=...)
+      {"load_weights", "initial_weights"},  // Keras's model.load_weights(path) before fit()
       {"dice_loss", "dice"},         {"dice_coef_loss", "dice"},  {"bce_dice_loss", "bce_dice"}};  // notebooks' own losses
   for (const auto& [old_name, name] : aliases)
     if (word == old_name && std::find(options.begin(), options.end(), name) != options.end())

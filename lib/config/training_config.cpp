@@ -498,6 +498,14 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   t.precision = precision == "bf16" ? Precision::BF16 : precision == "tf32" ? Precision::TF32 : Precision::FP32;
   t.output_dir = p.get_string("output_dir", t.output_dir);
   if (t.output_dir.empty()) p.fail("output_dir", "must not be empty; e.g. 'runs/unet'");
+  if (p.given("initial_weights")) {
+    t.initial_weights = p.get_string("initial_weights", std::nullopt);
+    if (t.initial_weights.empty())
+      p.fail("initial_weights", "must not be empty: a checkpoint of this model, e.g. 'runs/pretrained/final.h5', "
+                                "or null for the layers' initializers");
+    t.initial_weights_where = p.where("initial_weights") + ": training.initial_weights";
+  }
+  p.skip("initial_weights");  // known when absent too (unknown-key suggestions)
   p.finish();
   return t;
 }

@@ -1,0 +1,125 @@
+// training.initial_weights / --initial-weights (Keras's load_weights before
+// fit), through the trainer binary on data/sample: a new run starts from a
+// checkpoint's weights with a fresh optimizer; other models, missing files and
+// --resume with it are user errors; a resumed run does not read it.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "io/checkpoint.h"
+#include "process_testing.h"
+
+namespace fs = std::filesystem;
+using namespace trainer;
+using trainer::testing::run_trainer;
+using trainer::testing::sample_unet_config;
+using trainer::testing::slurp;
+using trainer::testing::temp_dir;
+
+namespace {
+
+// The largest |a - b| over the trainable kernels and biases of two checkpoints of one model.
+double max_weight_difference(const Checkpoint& a, const Checkpoint& b) {
+  REQUIRE(a.weights.size() == b.weights.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    const WeightRecord& x = a.weights[i];
+    const WeightRecord& y = b.weights[i];
+    REQUIRE(x.layer + "/" + x.name == y.layer + "/" + y.name);
+    if (x.name != "kernel" && x.name != "bias") continue;  // BN's moving statistics move in any training step
+    for (size_t j = 0; j < x.values.size(); ++j) worst = std::max(worst, double(std::abs(x.values[j] - y.values[j])));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("initial_weights starts a new run from a checkpoint's weights with a fresh optimizer", "[initial_weights]") {
+  const fs::path dir = temp_dir("initial_weights");
+  std::ofstream(dir / "a.yaml") << sample_unet_config(dir / "a", "  epochs: 2\n");
+  REQUIRE(run_trainer("--config " + (dir / "a.yaml").string() + " --gpus cpu", dir).code == 0);
+  const std::string pretrained = (dir / "a" / "final.h5").string();
+  const Checkpoint a = load_checkpoint(pretrained);
+  const double a_steps = load_checkpoint((dir / "a" / "last.h5").string()).state_scalars.at("optimizer_iterations");
+
+  // Another seed (other initializers) and a learning rate too small to move the weights: a run from the
+  // checkpoint's weights ends where they were, one that ignored them far away.
+  auto slow = [&](const std::string& name, const std::string& training) {
+    std::string text = sample_unet_config(dir / name, "  epochs: 1\n  seed: 7\n" + training);
+    text.replace(text.find("  seed: 1\n"), 10, "");
+    text.replace(text.find("learning_rate: 0.01"), 19, "learning_rate: 1e-9");
+    std::ofstream(dir / (name + ".yaml")) << text;
+    return "--config " + (dir / (name + ".yaml")).string() + " --gpus cpu";
+  };
+  const auto b_run = run_trainer(slow("b", "  initial_weights: " + pretrained + "\n"), dir);
+  REQUIRE(b_run.code == 0);
+  CHECK_THAT(b_run.err, Catch::Contains("initial weights from " + pretrained + " (epoch 2 of its run)"));
+  const Checkpoint b = load_checkpoint((dir / "b" / "final.h5").string());
+  CHECK(b.epoch == 1);
+  CHECK(max_weight_difference(a, b) < 1e-5);
+  CHECK(slurp(dir / "b" / "log.csv").find("\n0,") != std::string::npos);  // the log starts at epoch 0
+  REQUIRE(run_trainer(slow("c", ""), dir).code == 0);
+  CHECK(max_weight_difference(a, load_checkpoint((dir / "c" / "final.h5").string())) > 1e-2);
+
+  // The flag, from last.h5 (which holds a's optimizer state): the weights are taken, the optimizer starts
+  // afresh (one epoch's steps, not three), and the checkpoint's stored config records the flag.
+  const std::string a_last = (dir / "a" / "last.h5").string();
+  REQUIRE(run_trainer(slow("d", "") + " --initial-weights " + a_last, dir).code == 0);
+  CHECK(max_weight_difference(a, load_checkpoint((dir / "d" / "final.h5").string())) < 1e-5);
+  const Checkpoint d_last = load_checkpoint((dir / "d" / "last.h5").string());
+  CHECK(d_last.state_scalars.at("optimizer_iterations") * 2 == a_steps);
+  CHECK_THAT(d_last.config_yaml, Catch::Contains("initial_weights: " + a_last));
+
+  // A resumed run (its config still naming initial_weights) takes the checkpoint's weights, not those.
+  const auto resumed = run_trainer(slow("b", "  initial_weights: " + pretrained + "\n") + " --epochs 2 --resume " +
+                                       (dir / "b" / "last.h5").string(),
+                                   dir);
+  CHECK(resumed.code == 0);
+  CHECK_THAT(resumed.err, Catch::Contains("training.initial_weights (" + pretrained + ") is not read") &&
+                              !Catch::Contains("initial weights from"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("initial_weights of another model, a missing file or beside --resume is a user error", "[initial_weights]") {
+  const fs::path dir = temp_dir("initial_weights_errors");
+  std::ofstream(dir / "a.yaml") << sample_unet_config(dir / "a", "  epochs: 1\n");
+  REQUIRE(run_trainer("--config " + (dir / "a.yaml").string() + " --gpus cpu", dir).code == 0);
+  const std::string pretrained = (dir / "a" / "final.h5").string();
+
+  // Three classes out of the 1-channel model: the output layer's kernel is of another shape.
+  std::string three = sample_unet_config(dir / "b", "  epochs: 1\n  loss: sparse_categorical_crossentropy\n"
+                                                    "  initial_weights: " + pretrained + "\n");
+  three.replace(three.find("filters: 1, kernel_size: 1, activation: sigmoid"), 47,
+                "filters: 3, kernel_size: 1, activation: softmax");
+  std::ofstream(dir / "b.yaml") << three;
+  auto r = run_trainer("--config " + (dir / "b.yaml").string() + " --gpus cpu", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("b.yaml:") && Catch::Contains(": training.initial_weights " + pretrained +
+                                                                  ": 'out/kernel' is [1, 1, 8, 1] there, "
+                                                                  "[1, 1, 8, 3] in the model"));
+  CHECK_FALSE(fs::exists(dir / "b" / "last.h5"));
+
+  r = run_trainer("--config " + (dir / "a.yaml").string() + " --gpus cpu --output " + (dir / "e").string() +
+                      " --initial-weights " + (dir / "nowhere.h5").string(),
+                  dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("error: --initial-weights: ") && Catch::Contains("nowhere.h5"));
+
+  r = run_trainer("--config " + (dir / "a.yaml").string() + " --gpus cpu --resume " + (dir / "a" / "last.h5").string() +
+                      " --initial-weights " + pretrained,
+                  dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--initial-weights starts a new run from a checkpoint's weights, --resume "
+                                    "continues the run"));
+
+  std::ofstream(dir / "empty.yaml") << sample_unet_config(dir / "e", "  initial_weights: ''\n");
+  r = run_trainer("--config " + (dir / "empty.yaml").string() + " --gpus cpu", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("training: 'initial_weights' must not be empty"));
+  std::ofstream(dir / "keras.yaml") << sample_unet_config(dir / "e", "  load_weights: " + pretrained + "\n");
+  r = run_trainer("--config " + (dir / "keras.yaml").string() + " --gpus cpu", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("unknown key 'load_weights' (did you mean 'initial_weights'?)"));
+  fs::remove_all(dir);
+}
