@@ -247,7 +247,15 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
 
   for (const std::string& p : {missing, empty, text, half, foreign, noweights})
     CHECK_THROWS_AS(load_checkpoint(p), UserError);
-  CHECK_THROWS_WITH(load_checkpoint(dir.path), Catch::Contains("not a regular file"));
+  // A run folder given for a checkpoint: its .h5 files are named, last.h5 (the full state) first.
+  save_checkpoint(dir / "last.h5", sample_checkpoint());
+  CHECK_THROWS_WITH(load_checkpoint(dir.path),
+                    Catch::Contains("it is a folder; give the path of a .h5 file written by trainer, one of: " +
+                                    (dir / "last.h5") + ", " + (dir / "empty.h5") + ", ") &&
+                        Catch::Contains(dir / "good.h5") && !Catch::Contains("missing.h5"));
+  const std::string none = dir / "none";
+  std::filesystem::create_directory(none);
+  CHECK_THROWS_WITH(load_checkpoint(none), Catch::Contains("it is a folder") && Catch::Contains("(the folder holds none)"));
 }
 
 TEST_CASE("the temporary file being written is what a second SIGINT's exit removes", "[checkpoint]") {

@@ -284,6 +284,14 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   r = run_trainer("--checkpoint a.h5 predict --input b --output c", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("put --checkpoint after 'predict'"));
+  // A long flag with one dash: CLI11 read -config as -c onfig and called the config file unexpected.
+  r = run_trainer("-config x.yaml --gpus cpu", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("error: '-config' has one dash (one starts a short flag such as -c): write "
+                                    "--config") && !Catch::Contains("unexpected"));
+  r = run_trainer("predict -checkpoint=a.h5 --input b --output c", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("'-checkpoint=a.h5' has one dash") && Catch::Contains("write --checkpoint"));
   // A command's short flag before it ("--input is required" before), and a flag written twice, named once.
   r = run_trainer("-i b predict --checkpoint a.h5 --output c", dir);
   CHECK(r.code == 2);

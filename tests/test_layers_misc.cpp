@@ -273,6 +273,11 @@ TEST_CASE("an Input shape with Keras's batch dimension names the fix", "[layers]
   CHECK_THROWS_WITH(layer_from_yaml("{type: Input, shape: [2, 96, 96, 1]}"), !Catch::Contains("batch dimension"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: Input, shape: [None, None, 3]}"),
                     Catch::Contains("no None: every size is fixed; images are resized to the Input's height"));
+  // Python's tuple, as a block value and cut short by the commas of a flow mapping.
+  CHECK_THROWS_WITH(layer_from_yaml("type: Input\nshape: (96, 96, 1)"),
+                    Catch::Contains("got (96, 96, 1) (a Python tuple is a YAML list: [96, 96, 1], not (96, 96, 1))"));
+  CHECK_THROWS_WITH(layer_from_yaml("{type: Input, shape: (96, 96, 1)}"),
+                    Catch::Contains("got (96 (a Python tuple is a YAML list: [a, b], not (a, b); inside { }"));
 }
 
 TEST_CASE("Concatenate and Add name both shapes when heights or widths differ", "[layers]") {

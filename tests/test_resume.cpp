@@ -599,7 +599,12 @@ TEST_CASE("ModelCheckpoint with save_weights_only writes the weights only: evalu
                 (dir / "run" / "w2.h5").string(),
             dir) == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("w2.h5 holds no optimizer state (a weights-only file: final.h5, "
-                                                     "or a ModelCheckpoint file with save_weights_only: true)"));
+                                                     "or a ModelCheckpoint file with save_weights_only: true): "
+                                                     "continue its run with --resume " +
+                                                     (dir / "run" / "last.h5").string() +
+                                                     ", or start a new run from its weights with --initial-weights " +
+                                                     (dir / "run" / "w2.h5").string()));
+  CHECK_THAT(slurp(dir / "out.txt"), !Catch::Contains("Total params"));  // the error is the last thing printed
   fs::remove_all(dir);
 }
 

@@ -71,6 +71,12 @@ TEST_CASE("untrainable models are rejected with the place and the fix", "[valida
              Catch::Contains("v.yaml:5:7: layer 'out'") && Catch::Contains("outputs [8, 8, 2]") &&
                  Catch::Contains("filters: 1"));
   CHECK_THAT(error_of("[8, 8, 3]", "{name: out, type: MaxPooling2D}"), Catch::Contains("outputs [4, 4, 2]"));
+  // Our binary dice over K softmax channels points to Keras 3's Dice, which takes them.
+  const std::string softmax3 = "{name: out, type: Conv2D, filters: 3, kernel_size: 1, activation: softmax}";
+  CHECK_THAT(error_of("[8, 8, 3]", softmax3, "  loss: dice\n"),
+             Catch::Contains("use loss: sparse_categorical_crossentropy with activation: softmax; Keras 3's Dice "
+                             "(loss: Dice) is over the softmax channels)"));
+  CHECK_THAT(error_of("[8, 8, 3]", softmax3), Catch::Contains("activation: softmax)") && !Catch::Contains("Dice"));
   CHECK_THAT(error_of("[8, 8, 3]", "{name: out, type: Conv2D, filters: 1, kernel_size: 1}"),
              Catch::Contains("v.yaml:5:7: layer 'out'") && Catch::Contains("add activation: sigmoid"));
   CHECK_THAT(error_of("[8, 8, 3]", kOut, "  callbacks:\n    - {type: ModelCheckpoint, filepath: 'm-{val_iou}.h5'}\n"),

@@ -63,6 +63,15 @@ void apply_overrides(Config& config, const TrainFlags& f) {
 bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& config, Trainer& trainer) {
   const Config then = parse_config(ckpt.config_yaml, path + " (its stored config)");
   trainer.load_weights(ckpt.weights, path);  // another model fails here, before any talk of settings
+  if (!ckpt.state_scalars.count("optimizer_iterations")) {
+    std::error_code ec;
+    const std::filesystem::path last =
+        std::filesystem::path(run_folder_of(path, config.training.model_checkpoint.filepath)) / "last.h5";
+    throw UserError(path + " holds no optimizer state (a weights-only file: final.h5, or a ModelCheckpoint file "
+                           "with save_weights_only: true): continue its run with --resume " +
+                    (std::filesystem::exists(last, ec) ? last.string() : std::string("its last.h5")) +
+                    ", or start a new run from its weights with --initial-weights " + path);
+  }
   std::vector<std::string> differences = resume_differences(config, then, path);
   // Precision changes only GPU arithmetic (CPU towers compute in fp32 whatever it says).
   if (trainer.devices().any_gpu() && config.training.precision != then.training.precision)
@@ -166,7 +175,6 @@ int run_train(const TrainFlags& f) {
     if (validation_folders) find_image_pairs(vopt);
   }
   const bool json = f.log_format == "json";
-  (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
   validate_for_training(config, model);
   // Towers and a resumed checkpoint are checked before any image is decoded, so a mismatch fails fast.
   Trainer trainer(config, towers.plan, towers.threads_per_tower);
@@ -204,6 +212,8 @@ int run_train(const TrainFlags& f) {
   } else if (!config.training.initial_weights.empty()) {
     load_initial_weights(config.training, trainer);
   }
+  // The model table once the checks have passed, so that an error is the last thing printed.
+  (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
   const std::atomic<int>& stop = install_stop_handlers();
 
   opt.classes = vopt.classes = trainer.classes();

@@ -55,6 +55,12 @@ std::string unexpected_arguments(const CLI::App& failed);
 /// them after the command (when it takes them) or that it takes none of them.
 std::string misplaced_flags(const CLI::App& app);
 
+/// "" unless an argument of argv is a long flag of app or of one of its
+/// commands written with one dash (-config x.yaml, which CLI11 reads as
+/// `-c onfig`, leaving x.yaml unexpected); else the message naming it and the
+/// fix ("'-config' has one dash (...): write --config").
+std::string single_dash_long_flag(const CLI::App& app, int argc, const char* const* argv);
+
 /// The towers of a --gpus spec, and the CPU threads each gets (from --threads,
 /// default every core, divided among the towers).
 struct Towers {

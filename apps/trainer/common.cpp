@@ -105,6 +105,20 @@ std::string misplaced_flags(const CLI::App& app) {
   return msg;
 }
 
+std::string single_dash_long_flag(const CLI::App& app, int argc, const char* const* argv) {
+  std::vector<const CLI::App*> apps = {&app};
+  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) apps.push_back(command);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.size() < 3 || arg[0] != '-' || arg[1] == '-') continue;
+    const std::string flag = "-" + arg.substr(0, arg.find('='));
+    for (const CLI::App* a : apps)
+      if (const CLI::Option* o = a->get_option_no_throw(flag); o && !o->get_lnames().empty())
+        return "'" + arg + "' has one dash (one starts a short flag such as -c): write " + flag;
+  }
+  return "";
+}
+
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers) {
   return trainer::load_model(checkpoint_path, towers.plan, towers.threads_per_tower);
 }

@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
         dynamic_cast<const CLI::ExtrasError*>(&e) && failed ? cli::unexpected_arguments(*failed) : e.what();
     return "error: " + what + "; run 'trainer --help' for usage\n";
   });
+  if (const std::string one_dash = cli::single_dash_long_flag(app, argc, argv); !one_dash.empty()) {
+    std::fprintf(stderr, "error: %s\n", one_dash.c_str());
+    return kExitUserError;
+  }
   if (const std::optional<int> code = parse_command_line(app, argc, argv)) return *code;
   if (const std::string misplaced = cli::misplaced_flags(app); !misplaced.empty()) {
     std::fprintf(stderr, "error: %s\n", misplaced.c_str());

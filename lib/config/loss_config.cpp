@@ -120,7 +120,11 @@ LossConfig read_loss(ParamReader& training) {
   }
   if (!node.IsMap())
     training.fail("loss", "must be a loss name (e.g. binary_crossentropy) or a mapping such as "
-                          "{type: SparseCategoricalCrossentropy, from_logits: true}");
+                          "{type: SparseCategoricalCrossentropy, from_logits: true}" +
+                              std::string(node.IsSequence()  // Keras's list of losses is one per model output
+                                              ? "; a list gives one loss per output, and the model has one: "
+                                                "for binary cross-entropy plus Dice write bce_dice"
+                                              : ""));
   const std::string& file = training.file();
   ParamReader p(node, file, "training.loss");
   if (p.has("class_name"))

@@ -304,7 +304,7 @@ std::vector<int> ParamReader::get_int_list(const std::string& key, size_t len, i
     for (size_t i = 1; i < v.size(); ++i) rest.push_back(v[i]);
     fail(key, want + ", got " + YAML::Dump(v) + " (leave out Keras's batch dimension: " + YAML::Dump(rest) + ")");
   }
-  if (!v.IsSequence() || v.size() != len) fail(key, want + ", got " + YAML::Dump(v));
+  if (!v.IsSequence() || v.size() != len) fail(key, want + ", got " + YAML::Dump(v) + python_tuple_hint(YAML::Dump(v)));
   std::vector<int> out;
   for (const auto& e : v) {
     int x;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <stdexcept>
 #include <sys/stat.h>
@@ -246,6 +247,19 @@ Checkpoint load_checkpoint(const std::string& path) {
   const std::string where = "checkpoint '" + path + "'";
   struct stat st {};
   const bool found = ::stat(path.c_str(), &st) == 0;
+  if (found && S_ISDIR(st.st_mode)) {  // a run folder: name its checkpoints, last.h5 (the full state) first
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(path, ec))
+      if (e.path().extension() == ".h5" && e.is_regular_file(ec)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+      return std::make_pair(a != "last.h5", a) < std::make_pair(b != "last.h5", b);
+    });
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + (std::filesystem::path(path) / n).string();
+    throw UserError("cannot read " + where + ": it is a folder; give the path of a .h5 file written by trainer" +
+                    (names.empty() ? std::string(" (the folder holds none)") : ", one of: " + list));
+  }
   if (!found || !S_ISREG(st.st_mode))
     throw UserError("cannot read " + where + ": " + (found ? std::string("not a regular file") : errno_text()) +
                     "; give the path of a .h5 file written by trainer");

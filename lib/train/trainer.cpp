@@ -89,7 +89,11 @@ void validate_for_training(const Config& config, Model& model) {
                       "input size); end the model with Conv2D filters: 1 and keep the sizes (padding: same)" +
                       (out.c > 1 && out.h == in.h && out.w == in.w
                            ? " (or, for masks of " + std::to_string(out.c) + " classes, use loss: "
-                             "sparse_categorical_crossentropy with activation: softmax)"
+                             "sparse_categorical_crossentropy with activation: softmax" +
+                                 std::string(loss == LossKind::Dice || loss == LossKind::BceDice
+                                                 ? "; Keras 3's Dice (loss: Dice) is over the softmax channels"
+                                                 : "") +
+                                 ")"
                            : ""));
     const OutputActivation a = model.use_logits_output();
     if (!lc.from_logits && a != OutputActivation::Sigmoid)
