@@ -133,10 +133,12 @@ TEST_CASE("a callback's mode against its monitor (max on a loss) draws a warning
   const Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu", dir);
   INFO(r.err);
   REQUIRE(r.code == 0);
-  CHECK_THAT(r.err, Catch::Contains("training.callbacks EarlyStopping: mode max on val_loss takes the largest "
-                                    "val_loss as the best, the worst one; use mode min (or auto)") &&
-                        Catch::Contains("training.callbacks ModelCheckpoint: mode min on val_dice takes the smallest") &&
-                        !Catch::Contains("ReduceLROnPlateau: mode"));
+  // At the mode's place in the config (the callbacks are lines 24 to 26).
+  CHECK_THAT(r.err, Catch::Contains("unet.yaml:24:54: training.callbacks[0] (EarlyStopping): mode max on val_loss takes "
+                                    "the largest val_loss as the best, the worst one; use mode min (or auto)") &&
+                        Catch::Contains("unet.yaml:25:97: training.callbacks[1] (ModelCheckpoint): mode min on val_dice "
+                                        "takes the smallest") &&
+                        !Catch::Contains("(ReduceLROnPlateau): mode"));
   fs::remove_all(dir);
 }
 

@@ -2,14 +2,13 @@
 // ONNX, final sigmoid included (format: docs/export.md).
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "commands.h"
+#include "core/ascii.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/onnx_export.h"
@@ -40,8 +39,7 @@ void check_output(const std::string& output) {
     throw UserError("--output '" + output + "' is a folder; name the ONNX file to write, e.g. " +
                     (fs::path(output) / "unet.onnx").string());
   refuse_to_replace_checkpoint(output, "export writes an ONNX file; choose another --output, e.g. unet.onnx");
-  std::string ext = fs::path(output).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  const std::string ext = ascii_lower(fs::path(output).extension().string());
   if (ext == ".onnx") return;
   if (fs::exists(output, ec) && !is_our_onnx(output))
     throw UserError("--output '" + output + "' exists, is not an earlier export and does not end in .onnx: export "

@@ -126,6 +126,7 @@ struct EarlyStoppingConfig {
   bool restore_best_weights = false;
   std::optional<double> baseline;   ///< Keras's baseline: the value the monitor must beat to reset the wait.
   int start_from_epoch = 0;         ///< Keras's start_from_epoch: epochs not watched at the start (>= 0).
+  std::string mode_where;           ///< "<file>:<line>:<col>: training.callbacks[i] (EarlyStopping)" of mode.
 };
 
 struct ModelCheckpointConfig {
@@ -136,6 +137,7 @@ struct ModelCheckpointConfig {
   bool save_best_only = false;
   bool save_weights_only = false;   ///< The files hold the weights, config and logs only, as final.h5 (no --resume).
   std::string where;                ///< "<file>:<line>:<col>: training.callbacks[i] (ModelCheckpoint)", for messages.
+  std::string mode_where;           ///< The same at its mode (or the entry when mode is absent).
 };
 
 /// tf.keras.callbacks.ReduceLROnPlateau's arguments and defaults.
@@ -148,6 +150,7 @@ struct ReduceLROnPlateauConfig {
   double min_delta = 1e-4;          ///< Smallest change that counts as an improvement.
   int cooldown = 0;                 ///< Epochs after a reduction before counting again.
   double min_lr = 0.0;              ///< The learning rate never goes below it.
+  std::string mode_where;           ///< "<file>:<line>:<col>: training.callbacks[i] (ReduceLROnPlateau)" of mode.
 };
 
 /// training.loss: a loss name, or Keras's loss class and arguments as a mapping.

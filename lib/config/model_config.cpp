@@ -13,8 +13,7 @@ std::string keras_snake_case(const std::string& type) {
   // keras.utils.generic_utils.to_snake_case (Keras 2.x), without its private-name prefix rule.
   static const std::regex word("(.)([A-Z][a-z0-9]+)"), hump("([a-z])([A-Z])");
   std::string s = std::regex_replace(std::regex_replace(type, word, "$1_$2"), hump, "$1_$2");
-  for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
+  return ascii_lower(s);
 }
 
 namespace {

@@ -35,11 +35,6 @@ static std::string folded(const std::string& s) {
   return out;
 }
 
-std::string ascii_lower(std::string s) {
-  for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
-
 std::string python_call_mapping(const std::string& text) {
   const size_t open = text.find('('), close = text.rfind(')');
   if (open == std::string::npos || close == std::string::npos || close < open) return "";

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/ascii.h"
+
 namespace trainer {
 
 /// "file:line:col" for a YAML mark (yaml-cpp marks are 0-based; this prints 1-based).
@@ -40,9 +42,6 @@ std::string join_names(const std::vector<std::string>& names);
 /// learning_rate: 1e-4}"; others are listed after the mapping, to be named);
 /// "" when text is not such a call.
 std::string python_call_mapping(const std::string& text);
-
-/// s with its ASCII letters in lower case.
-std::string ascii_lower(std::string s);
 
 class ParamReader {
  public:

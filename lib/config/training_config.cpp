@@ -354,6 +354,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       c.min_delta = p.get_double("min_delta", c.min_delta, 0.0);
       c.patience = p.get_int("patience", c.patience, 0);
       c.mode = p.get_string("mode", c.mode, kModes);
+      c.mode_where = p.where("mode") + ": " + what + " (" + type + ")";
       c.restore_best_weights = p.get_bool("restore_best_weights", c.restore_best_weights);
       if (p.has_optional("baseline") && p.given("baseline")) c.baseline = p.get_double("baseline", std::nullopt);
       c.start_from_epoch = p.get_int("start_from_epoch", c.start_from_epoch, 0);
@@ -371,6 +372,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
                              YAML::Dump(YAML::Node(c.factor)));
       c.patience = p.get_int("patience", c.patience, 0);
       c.mode = p.get_string("mode", c.mode, kModes);
+      c.mode_where = p.where("mode") + ": " + what + " (" + type + ")";
       c.min_delta = p.get_double("min_delta", c.min_delta, 0.0);
       c.cooldown = p.get_int("cooldown", c.cooldown, 0);
       c.min_lr = p.get_double("min_lr", c.min_lr, 0.0);
@@ -414,6 +416,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       if (c.save_best_only || p.has_optional("monitor")) c.monitor = read_monitor(p, t.metrics, has_validation);
       else p.skip("monitor");
       c.mode = p.get_string("mode", c.mode, kModes);
+      c.mode_where = p.where("mode") + ": " + what + " (" + type + ")";
     }
     p.finish();
   }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <filesystem>
 #include <exception>
 #include <map>
@@ -14,6 +13,7 @@
 
 #include "backend/train_math.h"
 #include "core/error.h"
+#include "data/image_files.h"
 #include "data/image_decode.h"
 
 namespace trainer {
@@ -21,18 +21,6 @@ namespace trainer {
 namespace fs = std::filesystem;
 
 namespace {
-
-const std::vector<std::string> kExtensions = {".png", ".jpg", ".jpeg", ".tif", ".tiff"};
-
-std::string lower(std::string s) {
-  for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
-
-bool supported(const fs::path& p) {
-  std::string ext = lower(p.extension().string());
-  return std::find(kExtensions.begin(), kExtensions.end(), ext) != kExtensions.end();
-}
 
 std::string prefix(const DataOptions& o) { return o.config_path.empty() ? "" : o.config_path + ": "; }
 
@@ -52,7 +40,7 @@ std::vector<std::string> list_images(const DataOptions& o, const std::string& di
                     fs::current_path(ec).string() + "')");
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_regular_file(ec) && supported(e.path())) names.push_back(e.path().filename().string());
+    if (e.is_regular_file(ec) && is_image_file(e.path().string())) names.push_back(e.path().filename().string());
   if (ec) throw UserError(prefix(o) + "data." + o.key_prefix + key + ": cannot list folder '" + dir + "': " + ec.message());
   std::sort(names.begin(), names.end());
   return names;

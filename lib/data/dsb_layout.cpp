@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <exception>
 #include <filesystem>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <vector>
 
+#include "core/ascii.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 
@@ -28,11 +28,6 @@ struct Item {
   fs::path image;                // <input>/<id>/images/<id>.png
   std::vector<fs::path> masks;   // <input>/<id>/masks/*.png, sorted by name
 };
-
-std::string lower(std::string s) {
-  for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
 
 std::string size_str(const cv::Mat& m) { return std::to_string(m.cols) + "x" + std::to_string(m.rows); }
 
@@ -69,7 +64,7 @@ Item check_item(const fs::path& input, const std::string& id) {
     throw UserError("mask folder '" + masks.string() + "' does not exist; every id folder needs " + kLayout +
                     " (add the masks or remove the folder '" + (input / id).string() + "')");
   for (const auto& e : fs::directory_iterator(masks, ec))
-    if (e.is_regular_file(ec) && lower(e.path().extension().string()) == ".png") item.masks.push_back(e.path());
+    if (e.is_regular_file(ec) && ascii_lower(e.path().extension().string()) == ".png") item.masks.push_back(e.path());
   if (ec) throw UserError("cannot list mask folder '" + masks.string() + "': " + ec.message());
   if (item.masks.size() > kMaxLabels)
     throw UserError("mask folder '" + masks.string() + "' holds " + std::to_string(item.masks.size()) +

@@ -1,9 +1,9 @@
 #include "data/image_files.h"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 
+#include "core/ascii.h"
 #include "core/error.h"
 
 namespace trainer {
@@ -15,8 +15,7 @@ const char* kExtensions = ".png, .jpg, .jpeg, .tif, .tiff (any case)";
 }  // namespace
 
 bool is_image_file(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
-  for (auto& ch : ext) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string ext = ascii_lower(fs::path(path).extension().string());
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".tif" || ext == ".tiff";
 }
 

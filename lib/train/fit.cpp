@@ -126,14 +126,13 @@ Checkpoint weights_only(Checkpoint c) {
   return c;
 }
 
-/// Warns when callback's explicit mode runs against its monitor: max on a
+/// Warns, at where (the callback's mode in the config), when its explicit mode runs against its monitor: max on a
 /// loss, min on a metric (every metric here is better when larger). Keras
 /// follows such a mode too, silently; it is always a slip.
-void warn_mode_against_monitor(const char* callback, const std::string& monitor, const std::string& mode) {
+void warn_mode_against_monitor(const std::string& where, const std::string& monitor, const std::string& mode) {
   if (mode == "auto" || monitor_is_max(monitor, mode) == monitor_is_max(monitor, "auto")) return;
-  spdlog::warn("training.callbacks {}: mode {} on {} takes the {} {} as the best, the worst one; use mode {} (or "
-               "auto)", callback, mode, monitor, mode == "max" ? "largest" : "smallest", monitor,
-               mode == "max" ? "min" : "max");
+  spdlog::warn("{}: mode {} on {} takes the {} {} as the best, the worst one; use mode {} (or auto)", where, mode,
+               monitor, mode == "max" ? "largest" : "smallest", monitor, mode == "max" ? "min" : "max");
 }
 
 /// Writes c, taken in epoch `epoch`, to path (creating its folder) and returns
@@ -336,10 +335,12 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     spdlog::info("weight regularizers on {} weight(s): their penalty ({:.6g} at these weights) is part of loss and "
                  "val_loss, as in Keras",
                  regularized, trainer.regularization_penalty());
-  if (tc.early_stopping.enabled) warn_mode_against_monitor("EarlyStopping", tc.early_stopping.monitor, tc.early_stopping.mode);
+  if (tc.early_stopping.enabled)
+    warn_mode_against_monitor(tc.early_stopping.mode_where, tc.early_stopping.monitor, tc.early_stopping.mode);
   if (tc.model_checkpoint.enabled && tc.model_checkpoint.save_best_only)
-    warn_mode_against_monitor("ModelCheckpoint", tc.model_checkpoint.monitor, tc.model_checkpoint.mode);
-  if (tc.reduce_lr.enabled) warn_mode_against_monitor("ReduceLROnPlateau", tc.reduce_lr.monitor, tc.reduce_lr.mode);
+    warn_mode_against_monitor(tc.model_checkpoint.mode_where, tc.model_checkpoint.monitor, tc.model_checkpoint.mode);
+  if (tc.reduce_lr.enabled)
+    warn_mode_against_monitor(tc.reduce_lr.mode_where, tc.reduce_lr.monitor, tc.reduce_lr.mode);
   if (const LossConfig& lc = tc.loss;
       lc.function == "binary_focal_crossentropy" && lc.alpha_given && !lc.apply_class_balancing)
     spdlog::warn("{}: alpha {:g} weighs nothing without apply_class_balancing: true (as in Keras); add it to weigh "
