@@ -380,13 +380,32 @@ TEST_CASE("weights that diverge while the loss stays finite stop the run before 
   fs::remove_all(dir);
 }
 
-TEST_CASE("a resume into another run's folder names the checkpoint's own folder, . for a bare name", "[resume]") {
-  const fs::path dir = temp_dir("resume_bare_name");
-  std::ofstream(dir / "log.csv") << "epoch,loss\n0,1\n";
-  CHECK_THROWS_WITH(check_output_holds_no_run(dir.string(), "last.h5"),
-                    Catch::Contains("(--output . when it holds that run)"));
-  CHECK_THROWS_WITH(check_output_holds_no_run(dir.string(), "runs/b/last.h5"),
-                    Catch::Contains("(--output runs/b when it holds that run)"));
+TEST_CASE("a checkpoint's run folder is found beside it or its ModelCheckpoint subfolder levels up, in the form "
+          "given", "[resume]") {
+  const fs::path dir = fs::weakly_canonical(temp_dir("resume_run_folder"));
+  fs::create_directories(dir / "run" / "ck");
+  for (const char* name : {"log.csv", "last.h5"}) std::ofstream(dir / "run" / name) << "x";
+  std::ofstream(dir / "run" / "ck" / "ep1.h5") << "x";
+  const std::string ep1 = (dir / "run" / "ck" / "ep1.h5").string();
+  CHECK(run_folder_of(ep1, "ck/ep{epoch}.h5") == (dir / "run").string());
+  CHECK(run_folder_of(ep1, "") == (dir / "run" / "ck").string());         // no subfolder named: beside it
+  CHECK(run_folder_of(ep1, "a/b/ep{epoch}.h5") == (dir / "run" / "ck").string());  // two up holds no run
+  CHECK(run_folder_of((dir / "run" / "last.h5").string(), "ck/ep{epoch}.h5") == (dir / "run").string());
+  // Bare names, from the folder they are in (fs::path("ep1.h5").parent_path() is empty: nothing to walk up).
+  const fs::path before = fs::current_path();
+  fs::current_path(dir / "run" / "ck");
+  const std::string bare = run_folder_of("ep1.h5", "ck/ep{epoch}.h5");
+  const bool in_place = resumes_in_place(bare, ".."), elsewhere = resumes_in_place(bare, ".");
+  fs::current_path(dir / "run");
+  const std::string last = run_folder_of("last.h5", "");
+  fs::current_path(before);
+  CHECK(bare == "..");
+  CHECK(in_place);
+  CHECK_FALSE(elsewhere);
+  CHECK(last == ".");
+  // The refusal to resume into another run's folder names the checkpoint's run folder.
+  CHECK_THROWS_WITH(check_output_holds_no_run((dir / "run").string(), "ep1.h5", ".."),
+                    Catch::Contains("(--output .. when it holds that run)"));
   fs::remove_all(dir);
 }
 
@@ -557,6 +576,12 @@ TEST_CASE("a checkpoint in a subfolder of the output folder resumes in place", "
                                (dir / "run" / "ck" / "ep1.h5").string();
   CHECK(run(in_place, dir) == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("would overwrite the run's later epochs (log.csv holds 2;"));
+  // So is it when this config has no ModelCheckpoint: the run folder comes from the checkpoint's own config.
+  std::ofstream(dir / "nock.yaml") << config(dir / "run", 2);
+  CHECK(run("--config " + (dir / "nock.yaml").string() + " --gpus cpu --resume " +
+                (dir / "run" / "ck" / "ep1.h5").string(),
+            dir) == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("would overwrite the run's later epochs (log.csv holds 2;"));
   REQUIRE(run(in_place + " --overwrite", dir) == 0);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("resuming from") && !Catch::Contains("holds an earlier run"));
   CHECK(slurp(dir / "run" / "log.csv") == full_log);
@@ -602,8 +627,10 @@ TEST_CASE("ModelCheckpoint with save_weights_only writes the weights only: evalu
                                                      "or a ModelCheckpoint file with save_weights_only: true): "
                                                      "continue its run with --resume " +
                                                      (dir / "run" / "last.h5").string() +
-                                                     ", or start a new run from its weights with --initial-weights " +
-                                                     (dir / "run" / "w2.h5").string()));
+                                                     " (with a higher --epochs once it has finished), or, instead of "
+                                                     "--resume, start a new run from its weights with "
+                                                     "--initial-weights " + (dir / "run" / "w2.h5").string() +
+                                                     " and another --output"));
   CHECK_THAT(slurp(dir / "out.txt"), !Catch::Contains("Total params"));  // the error is the last thing printed
   fs::remove_all(dir);
 }

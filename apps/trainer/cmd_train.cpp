@@ -58,19 +58,23 @@ void apply_overrides(Config& config, const TrainFlags& f) {
 }
 
 // Gives trainer the checkpoint's weights and optimizer state, after reporting
-// how the config differs from the one the checkpoint's run used. Returns false
-// (after a warning) when the checkpoint has already trained config's epochs.
-bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& config, Trainer& trainer) {
+// how the config differs from the one the checkpoint's run used, and sets
+// run_folder to the checkpoint's run folder (run_folder_of, from the
+// ModelCheckpoint filepath of the run that wrote it). Returns false (after a
+// warning) when the checkpoint has already trained config's epochs.
+bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& config, Trainer& trainer,
+                 std::string& run_folder) {
   const Config then = parse_config(ckpt.config_yaml, path + " (its stored config)");
+  run_folder = run_folder_of(path, then.training.model_checkpoint.filepath);
   trainer.load_weights(ckpt.weights, path);  // another model fails here, before any talk of settings
   if (!ckpt.state_scalars.count("optimizer_iterations")) {
     std::error_code ec;
-    const std::filesystem::path last =
-        std::filesystem::path(run_folder_of(path, config.training.model_checkpoint.filepath)) / "last.h5";
+    const std::filesystem::path last = std::filesystem::path(run_folder) / "last.h5";
     throw UserError(path + " holds no optimizer state (a weights-only file: final.h5, or a ModelCheckpoint file "
                            "with save_weights_only: true): continue its run with --resume " +
                     (std::filesystem::exists(last, ec) ? last.string() : std::string("its last.h5")) +
-                    ", or start a new run from its weights with --initial-weights " + path);
+                    " (with a higher --epochs once it has finished), or, instead of --resume, start a new run from "
+                    "its weights with --initial-weights " + path + " and another --output");
   }
   std::vector<std::string> differences = resume_differences(config, then, path);
   // Precision changes only GPU arithmetic (CPU towers compute in fp32 whatever it says).
@@ -188,12 +192,13 @@ int run_train(const TrainFlags& f) {
     // tf32 (the default) asks for no more than fp32 gives; bf16 asks for savings a CPU tower does not make.
     spdlog::warn("training.precision bf16 applies to GPU towers; the CPU towers compute in fp32");
   std::unique_ptr<Checkpoint> resume;
+  std::string resume_run_folder;
   if (!f.resume.empty()) {
     resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
     if (const std::string bad = first_non_finite(*resume, true); !bad.empty())  // the weights are checked on load
       throw UserError(f.resume + ": " + bad + "; the training that wrote it diverged or the file is damaged: "
                       "resume from an earlier checkpoint (predict, evaluate and export can still use its weights)");
-    if (!load_resume(*resume, f.resume, config, trainer)) {  // nothing left to train
+    if (!load_resume(*resume, f.resume, config, trainer, resume_run_folder)) {  // nothing left to train
       FitResult done;
       done.epochs_run = resume->epoch;
       if (json) print_json_result(done);
@@ -201,9 +206,8 @@ int run_train(const TrainFlags& f) {
     }
     // A resumed run writing elsewhere must not overwrite another run's files either, nor one resumed in
     // place from an earlier checkpoint (a new user's report) the later epochs of its own run.
-    if (!f.overwrite && !resumes_in_place(f.resume, config.training.output_dir,
-                                          config.training.model_checkpoint.filepath))
-      check_output_holds_no_run(config.training.output_dir, f.resume);
+    if (!f.overwrite && !resumes_in_place(resume_run_folder, config.training.output_dir))
+      check_output_holds_no_run(config.training.output_dir, f.resume, resume_run_folder);
     else if (!f.overwrite)
       check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);
     if (!config.training.initial_weights.empty())
@@ -234,6 +238,7 @@ int run_train(const TrainFlags& f) {
   fit_options.stop = &stop;
   fit_options.resume = resume.get();
   fit_options.resume_path = f.resume;
+  fit_options.resume_run_folder = resume_run_folder;
   if (validation_folders) fit_options.validation = &validation;
   if (stop.load()) {  // stopped while the data loaded: nothing to save yet
     spdlog::warn("stopped by signal {} before training started; nothing was written", stop.load());

@@ -229,33 +229,37 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
 
 std::string run_folder_of(const std::string& checkpoint, const std::string& checkpoint_filepath) {
   std::error_code ec;
-  const fs::path beside = fs::path(checkpoint).parent_path();
+  // Walked up from the absolute path, so that a bare name (ep1.h5 in run/ck) has folders above it.
+  const fs::path cwd = fs::current_path(ec);
+  const fs::path beside = fs::absolute(checkpoint, ec).lexically_normal().parent_path();
   auto holds_run = [&](const fs::path& folder) {
     for (const char* name : kRunFiles)
-      if (fs::exists((folder.empty() ? fs::path(".") : folder) / name, ec)) return true;
+      if (fs::exists(folder / name, ec)) return true;
     return false;
   };
-  if (holds_run(beside)) return beside.string();
-  // A ModelCheckpoint file in a subfolder: its run folder is as many levels up as the filepath's folders.
-  const fs::path sub = fs::path(checkpoint_filepath).lexically_normal().parent_path();
-  fs::path up = beside;
-  for (auto part = sub.begin(); part != sub.end(); ++part) up = up.parent_path();
-  if (!sub.empty() && holds_run(up)) return up.string();
-  return beside.string();
+  fs::path run = beside;
+  if (!holds_run(beside)) {
+    // A ModelCheckpoint file in a subfolder: its run folder is as many levels up as the filepath's folders.
+    const fs::path sub = fs::path(checkpoint_filepath).lexically_normal().parent_path();
+    fs::path up = beside;
+    for (auto part = sub.begin(); part != sub.end(); ++part) up = up.parent_path();
+    if (!sub.empty() && holds_run(up)) run = up;
+  }
+  if (fs::path(checkpoint).is_absolute() || cwd.empty()) return run.string();
+  const fs::path relative = run.lexically_relative(cwd);  // in the form the user gave
+  return relative.empty() ? run.string() : relative.string();
 }
 
-bool resumes_in_place(const std::string& checkpoint, const std::string& output_dir,
-                      const std::string& checkpoint_filepath) {
-  if (checkpoint.empty()) return false;
+bool resumes_in_place(const std::string& run_folder, const std::string& output_dir) {
   std::error_code ec;
-  const fs::path run = run_folder_of(checkpoint, checkpoint_filepath);
-  const fs::path a = fs::weakly_canonical(run.empty() ? fs::path(".") : run, ec);
+  const fs::path a = fs::weakly_canonical(run_folder, ec);
   if (ec) return false;
   const fs::path b = fs::weakly_canonical(output_dir, ec);
   return !ec && a == b;
 }
 
-void check_output_holds_no_run(const std::string& output_dir, const std::string& resume) {
+void check_output_holds_no_run(const std::string& output_dir, const std::string& resume,
+                               const std::string& resume_run_folder) {
   std::string found;
   std::error_code ec;
   for (const char* name : kRunFiles)
@@ -265,9 +269,8 @@ void check_output_holds_no_run(const std::string& output_dir, const std::string&
   std::string ways = "choose another --output, or pass --overwrite to start over in it";
   if (resume.empty() && fs::exists(last, ec)) ways = "continue it with --resume " + last + ", " + ways;
   if (!resume.empty())  // from a new user: the checkpoint's own folder is the likely intent
-    ways = "resume in the checkpoint's own run folder (--output " +
-           (fs::path(resume).has_parent_path() ? fs::path(resume).parent_path().string() : std::string(".")) +
-           " when it holds that run), " + ways;
+    ways = "resume in the checkpoint's own run folder (--output " + resume_run_folder + " when it holds that run), " +
+           ways;
   throw UserError("output folder '" + output_dir + "' holds an earlier run (" + found + "), which " +
                   (resume.empty() ? "a new run" : "resuming " + resume + " there") + " would overwrite: " + ways);
 }
@@ -297,12 +300,6 @@ void check_resume_keeps_later_epochs(const std::string& output_dir, const std::s
                   " (with a higher --epochs once it has finished), branch off at epoch " + std::to_string(epoch) +
                   " into another --output (the log's first " + std::to_string(epoch) +
                   " rows are copied), or pass --overwrite to drop the later epochs");
-}
-
-std::string run_log_of(const std::string& checkpoint, const std::string& checkpoint_filepath) {
-  std::error_code ec;
-  const fs::path log = fs::path(run_folder_of(checkpoint, checkpoint_filepath)) / "log.csv";
-  return fs::exists(log, ec) ? log.string() : "";
 }
 
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options) {
@@ -409,10 +406,11 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   // elsewhere takes the rows of the checkpoint's folder (never those of a run
   // it overwrites with --overwrite).
   std::string earlier_log;
-  if (options.resume)
-    earlier_log = resumes_in_place(options.resume_path, tc.output_dir, tc.model_checkpoint.filepath)
-                      ? log_path
-                      : run_log_of(options.resume_path, tc.model_checkpoint.filepath);
+  if (options.resume && resumes_in_place(options.resume_run_folder, tc.output_dir))
+    earlier_log = log_path;
+  else if (const fs::path theirs = fs::path(options.resume_run_folder) / "log.csv";
+           options.resume && fs::exists(theirs, ec))
+    earlier_log = theirs.string();
   CsvLogger csv(log_path, result.epochs_run, earlier_log);
   const std::string last_path = (out_dir / "last.h5").string();
   const size_t batch_size = size_t(tc.batch_size);

@@ -25,6 +25,9 @@ struct FitOptions {
   /// fit restores the loop's own state: position, callbacks, epoch sums, log.
   const Checkpoint* resume = nullptr;
   std::string resume_path;              ///< Its path, for messages.
+  /// Its run folder (run_folder_of): a run resumed into another folder
+  /// starts its log with the rows of this folder's log.csv.
+  std::string resume_run_folder;
   /// The pairs of data.validation_images / validation_masks (Keras's
   /// validation_data): every pair of the training Dataset then trains and
   /// these validate. nullptr: validation_split decides.
@@ -58,25 +61,27 @@ inline constexpr const char* kDamagedState = "; the file is damaged or was edite
 
 /// The folder of the run that checkpoint belongs to: the checkpoint's own
 /// folder when it holds a run file (kRunFiles), else, for a ModelCheckpoint
-/// file written into a subfolder (`checkpoint_filepath`, the config's
-/// ModelCheckpoint filepath, e.g. 'ck/ep{epoch}.h5'), that many folders up
-/// when that folder holds one; else the checkpoint's own folder.
+/// file written into a subfolder (`checkpoint_filepath`: the ModelCheckpoint
+/// filepath of the run that wrote it, from its stored config, e.g.
+/// 'ck/ep{epoch}.h5'), that many folders up when that folder holds one; else
+/// the checkpoint's own folder. Relative to the working directory (".": it)
+/// when checkpoint is, else absolute.
 std::string run_folder_of(const std::string& checkpoint, const std::string& checkpoint_filepath);
 
-/// Whether a run resumed from checkpoint ("": none) writes into the run the
-/// checkpoint belongs to: its run_folder_of is output_dir, symbolic links
-/// resolved. `--output run/ck` with a checkpoint of run/ck/ is not in place
-/// when the run's files lie in run/.
-bool resumes_in_place(const std::string& checkpoint, const std::string& output_dir,
-                      const std::string& checkpoint_filepath);
+/// Whether a run resumed from a checkpoint of run_folder (run_folder_of)
+/// writes into that run: run_folder is output_dir, symbolic links resolved.
+/// `--output run/ck` with a checkpoint of run/ck/ is not in place when the
+/// run's files lie in run/.
+bool resumes_in_place(const std::string& run_folder, const std::string& output_dir);
 
 /// UserError when output_dir holds an earlier run (one of kRunFiles), whose
 /// checkpoints and log a new run there (resume "": none), or a run resumed
 /// from another folder's checkpoint, would overwrite; the message names the
 /// files and the fixes: --resume its last.h5 (a new run, when there is one),
-/// --output the checkpoint's folder (a resumed run), another --output, or
-/// --overwrite. A missing or empty folder is fine.
-void check_output_holds_no_run(const std::string& output_dir, const std::string& resume);
+/// --output resume_run_folder, the checkpoint's run folder (a resumed run),
+/// another --output, or --overwrite. A missing or empty folder is fine.
+void check_output_holds_no_run(const std::string& output_dir, const std::string& resume,
+                               const std::string& resume_run_folder = "");
 
 /// The epochs (1-based) that the log.csv in folder holds rows for: one more
 /// than the largest 0-based epoch in its first column; 0 without a log.
@@ -90,8 +95,6 @@ int logged_epochs(const std::string& folder);
 /// --overwrite. Resuming the folder's own last.h5 always passes.
 void check_resume_keeps_later_epochs(const std::string& output_dir, const std::string& checkpoint, int epoch);
 
-/// The log.csv in checkpoint's run_folder_of; "" when there is none.
-std::string run_log_of(const std::string& checkpoint, const std::string& checkpoint_filepath);
 
 /// Trains for config.training.epochs (or until EarlyStopping or a stop
 /// request), printing one Keras-style line per epoch. In training.output_dir

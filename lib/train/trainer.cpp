@@ -665,8 +665,7 @@ void Trainer::save_optimizer(Checkpoint& ckpt) {
 void Trainer::load_optimizer(const Checkpoint& ckpt, const std::string& source) {
   auto it = ckpt.state_scalars.find("optimizer_iterations");
   if (it == ckpt.state_scalars.end())
-    throw UserError(source + " holds no optimizer state (a weights-only file: final.h5, or a ModelCheckpoint file "
-                             "with save_weights_only: true); resume from last.h5 or a full ModelCheckpoint file");
+    throw UserError(source + " holds no optimizer state (a weights-only file)");  // the CLI says more before
   if (!(it->second >= 0 && it->second <= 1e15) || it->second != std::floor(it->second))
     throw UserError(source + ": training state 'optimizer_iterations' is " + std::to_string(it->second) +
                     ", which no run writes" + kDamagedState);
