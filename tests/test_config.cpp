@@ -247,10 +247,11 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "validation data"},
       {"checkpoint outside the output folder", edit("filepath: best.h5", "filepath: /tmp/best.h5"),
        "cfg.yaml:35:41: training.callbacks[1] (ModelCheckpoint): 'filepath' '/tmp/best.h5' leaves the output folder"},
-      {"Keras 2's period", edit("save_best_only: true}", "save_best_only: true, period: 1}"),
+      {"Keras 2's period", edit("save_best_only: true}", "save_best_only: true, period: 5}"),
        "'period' is Keras 2's ModelCheckpoint(period=...), saving every N epochs, which is not supported"},
       {"Keras's list of losses", edit("loss: binary_crossentropy", "loss: [binary_crossentropy, dice]"),
-       "a list gives one loss per output, and the model has one: for binary cross-entropy plus Dice write bce_dice"},
+       "a list gives one loss per output, and the model has one: write one loss (bce_dice adds binary_crossentropy "
+       "and dice)"},
       {"a lower-case optimizer written as Python", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "'adam(1e-4)'"),
        "write the mapping {type: adam, learning_rate: 1e-4}"},
       {"a mask suffix with its extension", edit("  masks: msks\n", "  masks: msks\n  mask_suffix: _mask.png\n"),
@@ -302,6 +303,9 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
     INFO(row.what);
     CHECK_THAT(error_of(row.text), Catch::Matchers::Contains(row.expected));
   }
+  // Keras 2's default period 1 is every epoch, as here.
+  CHECK(parse_config(edit("save_best_only: true}", "save_best_only: true, period: 1}"), "cfg.yaml")
+            .training.model_checkpoint.enabled);
   // save_weights_only (false by default, as Keras's) and Keras's default save_freq.
   CHECK_FALSE(parse_config(edit("save_best_only: true}", "save_best_only: true, save_weights_only: false}"),
                            "cfg.yaml").training.model_checkpoint.save_weights_only);

@@ -19,7 +19,15 @@ using trainer::testing::temp_dir;
 
 namespace {
 
-// The largest |a - b| over the trainable kernels and biases of two checkpoints of one model.
+// The sample U-Net with a BatchNormalization layer (momentum 0.99, Keras's default) after c2.
+std::string config(const fs::path& out, const std::string& training) {
+  std::string text = sample_unet_config(out, training);
+  text.replace(text.find("    - {name: u1,"), 0, "    - {name: bn, type: BatchNormalization}\n");
+  return text;
+}
+
+// The largest |a - b| over the trainable weights of two checkpoints of one model (BatchNormalization's moving
+// statistics, which any training step moves, left out).
 double max_weight_difference(const Checkpoint& a, const Checkpoint& b) {
   REQUIRE(a.weights.size() == b.weights.size());
   double worst = 0;
@@ -27,26 +35,39 @@ double max_weight_difference(const Checkpoint& a, const Checkpoint& b) {
     const WeightRecord& x = a.weights[i];
     const WeightRecord& y = b.weights[i];
     REQUIRE(x.layer + "/" + x.name == y.layer + "/" + y.name);
-    if (x.name != "kernel" && x.name != "bias") continue;  // BN's moving statistics move in any training step
+    if (x.name.rfind("moving_", 0) == 0) continue;
     for (size_t j = 0; j < x.values.size(); ++j) worst = std::max(worst, double(std::abs(x.values[j] - y.values[j])));
   }
   return worst;
+}
+
+// The values of bn's weight `name` in c.
+std::vector<float> bn_values(const Checkpoint& c, const std::string& name) {
+  for (const WeightRecord& w : c.weights)
+    if (w.layer == "bn" && w.name == name) return w.values;
+  FAIL("no bn/" << name);
+  return {};
 }
 
 }  // namespace
 
 TEST_CASE("initial_weights starts a new run from a checkpoint's weights with a fresh optimizer", "[initial_weights]") {
   const fs::path dir = temp_dir("initial_weights");
-  std::ofstream(dir / "a.yaml") << sample_unet_config(dir / "a", "  epochs: 2\n");
+  std::ofstream(dir / "a.yaml") << config(dir / "a", "  epochs: 2\n");
   REQUIRE(run_trainer("--config " + (dir / "a.yaml").string() + " --gpus cpu", dir).code == 0);
-  const std::string pretrained = (dir / "a" / "final.h5").string();
-  const Checkpoint a = load_checkpoint(pretrained);
+  // a's final weights with moving statistics no training step is near (one step moves them by 1% only).
+  Checkpoint a = load_checkpoint((dir / "a" / "final.h5").string());
+  for (WeightRecord& w : a.weights)
+    if (w.layer == "bn" && w.name.rfind("moving_", 0) == 0)
+      std::fill(w.values.begin(), w.values.end(), w.name == "moving_mean" ? 5.0f : 7.0f);
+  const std::string pretrained = (dir / "pretrained.h5").string();
+  save_checkpoint(pretrained, a);
   const double a_steps = load_checkpoint((dir / "a" / "last.h5").string()).state_scalars.at("optimizer_iterations");
 
   // Another seed (other initializers) and a learning rate too small to move the weights: a run from the
   // checkpoint's weights ends where they were, one that ignored them far away.
   auto slow = [&](const std::string& name, const std::string& training) {
-    std::string text = sample_unet_config(dir / name, "  epochs: 1\n  seed: 7\n" + training);
+    std::string text = config(dir / name, "  epochs: 1\n  seed: 7\n" + training);
     text.replace(text.find("  seed: 1\n"), 10, "");
     text.replace(text.find("learning_rate: 0.01"), 19, "learning_rate: 1e-9");
     std::ofstream(dir / (name + ".yaml")) << text;
@@ -54,13 +75,17 @@ TEST_CASE("initial_weights starts a new run from a checkpoint's weights with a f
   };
   const auto b_run = run_trainer(slow("b", "  initial_weights: " + pretrained + "\n"), dir);
   REQUIRE(b_run.code == 0);
-  CHECK_THAT(b_run.err, Catch::Contains("initial weights from " + pretrained + " (epoch 2 of its run)"));
+  CHECK_THAT(b_run.err, Catch::Contains("initial weights from " + pretrained + " (saved after epoch 2 of its run)"));
   const Checkpoint b = load_checkpoint((dir / "b" / "final.h5").string());
   CHECK(b.epoch == 1);
   CHECK(max_weight_difference(a, b) < 1e-5);
+  for (float m : bn_values(b, "moving_mean")) CHECK(std::abs(m - 5.0f) < 0.2f);  // 0.99 * 5 + 0.01 * batch mean
+  for (float v : bn_values(b, "moving_variance")) CHECK(std::abs(v - 7.0f) < 0.2f);
   CHECK(slurp(dir / "b" / "log.csv").find("\n0,") != std::string::npos);  // the log starts at epoch 0
   REQUIRE(run_trainer(slow("c", ""), dir).code == 0);
-  CHECK(max_weight_difference(a, load_checkpoint((dir / "c" / "final.h5").string())) > 1e-2);
+  const Checkpoint c = load_checkpoint((dir / "c" / "final.h5").string());
+  CHECK(max_weight_difference(a, c) > 1e-2);
+  for (float m : bn_values(c, "moving_mean")) CHECK(std::abs(m - 5.0f) > 1.0f);
 
   // The flag, from last.h5 (which holds a's optimizer state): the weights are taken, the optimizer starts
   // afresh (one epoch's steps, not three), and the checkpoint's stored config records the flag.
@@ -83,12 +108,12 @@ TEST_CASE("initial_weights starts a new run from a checkpoint's weights with a f
 
 TEST_CASE("initial_weights of another model, a missing file or beside --resume is a user error", "[initial_weights]") {
   const fs::path dir = temp_dir("initial_weights_errors");
-  std::ofstream(dir / "a.yaml") << sample_unet_config(dir / "a", "  epochs: 1\n");
+  std::ofstream(dir / "a.yaml") << config(dir / "a", "  epochs: 1\n");
   REQUIRE(run_trainer("--config " + (dir / "a.yaml").string() + " --gpus cpu", dir).code == 0);
   const std::string pretrained = (dir / "a" / "final.h5").string();
 
   // Three classes out of the 1-channel model: the output layer's kernel is of another shape.
-  std::string three = sample_unet_config(dir / "b", "  epochs: 1\n  loss: sparse_categorical_crossentropy\n"
+  std::string three = config(dir / "b", "  epochs: 1\n  loss: sparse_categorical_crossentropy\n"
                                                     "  initial_weights: " + pretrained + "\n");
   three.replace(three.find("filters: 1, kernel_size: 1, activation: sigmoid"), 47,
                 "filters: 3, kernel_size: 1, activation: softmax");
@@ -113,6 +138,15 @@ TEST_CASE("initial_weights of another model, a missing file or beside --resume i
   CHECK_THAT(r.err, Catch::Contains("--initial-weights starts a new run from a checkpoint's weights, --resume "
                                     "continues the run"));
 
+  // From the output folder, whose checkpoints the run replaces (a new user's --overwrite lost the pretrained
+  // final.h5 so): refused, nothing written.
+  const std::string before = slurp(pretrained);
+  r = run_trainer("--config " + (dir / "a.yaml").string() + " --gpus cpu --overwrite --initial-weights " + pretrained,
+                  dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--initial-weights: '" + pretrained + "' lies in the output folder '" +
+                                    (dir / "a").string() + "', where this run writes its checkpoints"));
+  CHECK(slurp(pretrained) == before);
   std::ofstream(dir / "empty.yaml") << sample_unet_config(dir / "e", "  initial_weights: ''\n");
   r = run_trainer("--config " + (dir / "empty.yaml").string() + " --gpus cpu", dir);
   CHECK(r.code == 2);

@@ -106,8 +106,24 @@ void load_initial_weights(const TrainingConfig& tc, Trainer& trainer) {
     throw UserError(tc.initial_weights_where + ": " + e.what());
   }
   trainer.load_weights(ckpt.weights, tc.initial_weights_where + " " + tc.initial_weights);
-  spdlog::info("initial weights from {} (epoch {} of its run); the optimizer, epochs and callbacks start afresh",
+  spdlog::info("initial weights from {} (saved after epoch {} of its run); the optimizer, epochs and callbacks "
+               "start afresh",
                tc.initial_weights, ckpt.epoch);
+}
+
+// A new run writes last.h5, final.h5 and its ModelCheckpoint files into its output folder (with --overwrite
+// over those of the run there): initial weights from that folder may be the pretrained model it destroys (a new
+// user's fine-tuning run lost its final.h5 so).
+void refuse_initial_weights_in_output(const TrainingConfig& tc) {
+  std::error_code ec;
+  const std::filesystem::path file = std::filesystem::weakly_canonical(tc.initial_weights, ec);
+  const std::filesystem::path out = std::filesystem::weakly_canonical(tc.output_dir, ec);
+  if (ec) return;
+  const std::filesystem::path rel = file.lexically_relative(out);
+  if (rel.empty() || *rel.begin() == "..") return;
+  throw UserError(tc.initial_weights_where + ": '" + tc.initial_weights + "' lies in the output folder '" +
+                  tc.output_dir + "', where this run writes its checkpoints (last.h5, final.h5, ModelCheckpoint's) "
+                  "over those there: choose another --output, or copy the checkpoint out of it first");
 }
 
 /// Warns for each class with no pixel in the training masks: its channel only
@@ -214,9 +230,11 @@ int run_train(const TrainFlags& f) {
       spdlog::info("training.initial_weights ({}) is not read: the resumed checkpoint holds the weights",
                    config.training.initial_weights);
   } else if (!config.training.initial_weights.empty()) {
+    refuse_initial_weights_in_output(config.training);
     load_initial_weights(config.training, trainer);
   }
-  // The model table once the checks have passed, so that an error is the last thing printed.
+  // The model table once the config and checkpoint checks have passed, so that their errors do not follow it
+  // (a bad image found while decoding still does).
   (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
   const std::atomic<int>& stop = install_stop_handlers();
 

@@ -106,15 +106,29 @@ std::string misplaced_flags(const CLI::App& app) {
 }
 
 std::string single_dash_long_flag(const CLI::App& app, int argc, const char* const* argv) {
-  std::vector<const CLI::App*> apps = {&app};
-  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) apps.push_back(command);
+  // The flags of the command given (the first argument naming one), else the training run's.
+  const CLI::App* scope = &app;
+  for (int i = 1; i < argc && scope == &app; ++i)
+    for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; }))
+      if (command->get_name() == argv[i]) scope = command;
+  auto find = [&](const std::string& flag) -> const CLI::Option* {
+    if (const CLI::Option* o = scope->get_option_no_throw(flag)) return o;
+    return scope == &app ? nullptr : app.get_option_no_throw(flag);  // --help, --version
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg.size() >= 2 && arg[0] == '-') {  // a flag taking a value: the next argument is that value
+      const std::string name = arg[1] == '-' ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
+      if (const CLI::Option* o = find(name); o && o->get_expected_min() > 0 && arg.find('=') == std::string::npos &&
+                                             (arg[1] == '-' || arg.size() == 2)) {
+        ++i;
+        continue;
+      }
+    }
     if (arg.size() < 3 || arg[0] != '-' || arg[1] == '-') continue;
     const std::string flag = "-" + arg.substr(0, arg.find('='));
-    for (const CLI::App* a : apps)
-      if (const CLI::Option* o = a->get_option_no_throw(flag); o && !o->get_lnames().empty())
-        return "'" + arg + "' has one dash (one starts a short flag such as -c): write " + flag;
+    if (const CLI::Option* o = find(flag); o && !o->get_lnames().empty())
+      return "'" + arg + "' has one dash (one starts a short flag such as -c): write " + flag;
   }
   return "";
 }

@@ -92,6 +92,17 @@ void read_overlap_axis(ParamReader& p, LossConfig& l) {
   p.fail("axis", "is " + YAML::Dump(v) + "; " + takes + ", each axis once");
 }
 
+// For Keras's list of losses, one per model output: the fix for a model of one output.
+std::string list_of_losses_hint(const YAML::Node& node) {
+  if (!node.IsSequence()) return "";
+  std::set<std::string> names;
+  for (const auto& e : node)
+    if (e.IsScalar()) names.insert(e.Scalar());
+  return std::string("; a list gives one loss per output, and the model has one: write one loss") +
+         (names.count("binary_crossentropy") && names.count("dice") ? " (bce_dice adds binary_crossentropy and dice)"
+                                                                    : "");
+}
+
 }  // namespace
 
 std::string keras_loss_class(const std::string& function) {
@@ -121,10 +132,7 @@ LossConfig read_loss(ParamReader& training) {
   if (!node.IsMap())
     training.fail("loss", "must be a loss name (e.g. binary_crossentropy) or a mapping such as "
                           "{type: SparseCategoricalCrossentropy, from_logits: true}" +
-                              std::string(node.IsSequence()  // Keras's list of losses is one per model output
-                                              ? "; a list gives one loss per output, and the model has one: "
-                                                "for binary cross-entropy plus Dice write bce_dice"
-                                              : ""));
+                              list_of_losses_hint(node));
   const std::string& file = training.file();
   ParamReader p(node, file, "training.loss");
   if (p.has("class_name"))

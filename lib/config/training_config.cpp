@@ -401,9 +401,10 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
                                (fp.lexically_normal().parent_path() / "best-{epoch:02d}.h5").string() + "'");
       c.save_best_only = p.get_bool("save_best_only", c.save_best_only);
       c.save_weights_only = p.get_bool("save_weights_only", c.save_weights_only);
-      if (p.has("period"))  // Keras 2's every-N-epochs
+      // Keras 2's every-N-epochs: its default 1 is what is done here.
+      if (p.has("period") && p.get_int("period", std::nullopt, 0) != 1)
         p.fail("period", "is Keras 2's ModelCheckpoint(period=...), saving every N epochs, which is not supported: "
-                         "checkpoints are written after every epoch (save_freq: epoch); remove period");
+                         "checkpoints are written after every epoch (period 1, save_freq: epoch); remove period");
       p.skip("save_freq");
       if (p.given("save_freq")) {  // Keras's default 'epoch', or a number of batches
         const YAML::Node v = p.get_node("save_freq");
