@@ -247,12 +247,14 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
 
   for (const std::string& p : {missing, empty, text, half, foreign, noweights})
     CHECK_THROWS_AS(load_checkpoint(p), UserError);
-  // A run folder given for a checkpoint: its .h5 files are named, last.h5 (the full state) first.
+  // A run folder given for a checkpoint: its .h5 files are named, last.h5 and final.h5 first, six at most.
   save_checkpoint(dir / "last.h5", sample_checkpoint());
+  save_checkpoint(dir / "final.h5", sample_checkpoint());
   CHECK_THROWS_WITH(load_checkpoint(dir.path),
                     Catch::Contains("it is a folder; give the path of a .h5 file written by trainer, one of: " +
-                                    (dir / "last.h5") + ", " + (dir / "empty.h5") + ", ") &&
-                        Catch::Contains(dir / "good.h5") && !Catch::Contains("missing.h5"));
+                                    (dir / "last.h5") + ", " + (dir / "final.h5") + ", " + (dir / "empty.h5") + ", ") &&
+                        Catch::Contains(dir / "good.h5") && !Catch::Contains("missing.h5") &&
+                        Catch::EndsWith(" and 2 more"));
   const std::string none = dir / "none";
   std::filesystem::create_directory(none);
   CHECK_THROWS_WITH(load_checkpoint(none), Catch::Contains("it is a folder") && Catch::Contains("(the folder holds none)"));

@@ -249,6 +249,8 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "cfg.yaml:35:41: training.callbacks[1] (ModelCheckpoint): 'filepath' '/tmp/best.h5' leaves the output folder"},
       {"Keras 2's period", edit("save_best_only: true}", "save_best_only: true, period: 5}"),
        "'period' is Keras 2's ModelCheckpoint(period=...), saving every N epochs, which is not supported"},
+      {"Python's None for the seed", edit("seed: 7", "seed: None"),
+       "'seed' must be a non-negative integer, got 'None' (Python's None is YAML's null, which leaves the default 0)"},
       {"Keras's list of losses", edit("loss: binary_crossentropy", "loss: [binary_crossentropy, dice]"),
        "a list gives one loss per output, and the model has one: write one loss (bce_dice adds binary_crossentropy "
        "and dice)"},

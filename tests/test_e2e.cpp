@@ -286,6 +286,10 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   r = run_trainer("--checkpoint a.h5 predict --input b --output c", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("put --checkpoint after 'predict'"));
+  // A command's missing flag points to that command's --help.
+  r = run_trainer("predict --checkpoint a.h5 --input b", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("error: --output is required; run 'trainer predict --help' for usage"));
   // A long flag with one dash: CLI11 read -config as -c onfig and called the config file unexpected.
   r = run_trainer("-config x.yaml --gpus cpu", dir);
   CHECK(r.code == 2);

@@ -278,6 +278,10 @@ TEST_CASE("an Input shape with Keras's batch dimension names the fix", "[layers]
                     Catch::Contains("got (96, 96, 1) (a Python tuple is a YAML list: [96, 96, 1], not (96, 96, 1))"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: Input, shape: (96, 96, 1)}"),
                     Catch::Contains("got (96 (a Python tuple is a YAML list: [a, b], not (a, b); inside { }"));
+  // A size that takes an integer or a pair says both.
+  CHECK_THROWS_WITH(layer_from_yaml("type: MaxPooling2D\npool_size: (2, 2)"),
+                    Catch::Contains("'pool_size' must be an integer or a list of 2 integers in [1, ") &&
+                        Catch::Contains("got '(2, 2)' (a Python tuple is a YAML list: [2, 2], not (2, 2))"));
 }
 
 TEST_CASE("Concatenate and Add name both shapes when heights or widths differ", "[layers]") {

@@ -61,7 +61,9 @@ TEST_CASE("a val_* placeholder without validation data is rejected before traini
   Model m(c.model, c.path);
   CHECK_THROWS_WITH(validate_for_training(c, m), Catch::Contains("v.yaml:8:") &&
                                                      Catch::Contains("unknown name 'val_loss'") &&
-                                                     Catch::Contains("known: epoch, loss"));
+                                                     Catch::Contains("known: epoch, loss") &&
+                                                     Catch::Contains("(val_* values need validation data: set "
+                                                                     "data.validation_split or"));
 }
 
 TEST_CASE("untrainable models are rejected with the place and the fix", "[validate]") {

@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
     if (const std::string misplaced = cli::misplaced_flags(app); !misplaced.empty()) return "error: " + misplaced + "\n";
     const std::string what =
         dynamic_cast<const CLI::ExtrasError*>(&e) && failed ? cli::unexpected_arguments(*failed) : e.what();
-    return "error: " + what + "; run 'trainer --help' for usage\n";
+    const std::vector<CLI::App*> chosen = app.get_subcommands();  // the command's own usage when one was given
+    const std::string help = chosen.empty() ? "trainer --help" : "trainer " + chosen.front()->get_name() + " --help";
+    return "error: " + what + "; run '" + help + "' for usage\n";
   });
   if (const std::string one_dash = cli::single_dash_long_flag(app, argc, argv); !one_dash.empty()) {
     std::fprintf(stderr, "error: %s\n", one_dash.c_str());

@@ -316,13 +316,17 @@ std::vector<int> ParamReader::get_int_pair(const std::string& key,
                                            std::optional<std::vector<int>> def, int min, int max) {
   YAML::Node v = value(key, !def);
   if (!v) return *def;
+  const std::string want =
+      "must be an integer or a list of 2 integers in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  int x = 0;
+  if (v.IsScalar() && !convert_scalar(v, x))  // a Python tuple, (2, 2) or cut short to (2 inside { }
+    fail(key, want + ", got '" + YAML::Dump(v) + "'" + python_tuple_hint(YAML::Dump(v)));
   if (v.IsScalar()) {
-    int x = get_int(key, std::nullopt, min, max);
+    x = get_int(key, std::nullopt, min, max);
     return {x, x};
   }
   if (!v.IsSequence() || v.size() != 2)  // Keras: an integer or a tuple of 2
-    fail(key, "must be an integer or a list of 2 integers in [" + std::to_string(min) + ", " + std::to_string(max) +
-                  "], got " + YAML::Dump(v));
+    fail(key, want + ", got " + YAML::Dump(v));
   return get_int_list(key, 2, min, max);
 }
 

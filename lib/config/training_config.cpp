@@ -484,7 +484,9 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   if (YAML::Node seed = p.get_node("seed")) {
     if (!seed.IsScalar() || seed.Scalar().empty() || seed.Scalar()[0] == '-' ||
         !YAML::convert<uint64_t>::decode(seed, t.seed))
-      p.fail("seed", "must be a non-negative integer, got '" + YAML::Dump(seed) + "'");
+      p.fail("seed", "must be a non-negative integer, got '" + YAML::Dump(seed) + "'" +
+                         (YAML::Dump(seed) == "None" ? " (Python's None is YAML's null, which leaves the default 0)"
+                                                     : ""));
   }
   t.loss = read_loss(p);
   p.skip("class_weight");  // known when absent too (unknown-key suggestions)

@@ -247,16 +247,20 @@ Checkpoint load_checkpoint(const std::string& path) {
   const std::string where = "checkpoint '" + path + "'";
   struct stat st {};
   const bool found = ::stat(path.c_str(), &st) == 0;
-  if (found && S_ISDIR(st.st_mode)) {  // a run folder: name its checkpoints, last.h5 (the full state) first
+  if (found && S_ISDIR(st.st_mode)) {  // a run folder: name its checkpoints, last.h5 and final.h5 first
     std::vector<std::string> names;
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(path, ec))
       if (e.path().extension() == ".h5" && e.is_regular_file(ec)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-      return std::make_pair(a != "last.h5", a) < std::make_pair(b != "last.h5", b);
+    auto rank = [](const std::string& n) { return n == "last.h5" ? 0 : n == "final.h5" ? 1 : 2; };
+    std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+      return std::make_pair(rank(a), a) < std::make_pair(rank(b), b);
     });
+    constexpr size_t kShown = 6;  // a ModelCheckpoint filepath with {epoch} writes one file per epoch
     std::string list;
-    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + (std::filesystem::path(path) / n).string();
+    for (size_t i = 0; i < std::min(names.size(), kShown); ++i)
+      list += (list.empty() ? "" : ", ") + (std::filesystem::path(path) / names[i]).string();
+    if (names.size() > kShown) list += " and " + std::to_string(names.size() - kShown) + " more";
     throw UserError("cannot read " + where + ": it is a folder; give the path of a .h5 file written by trainer" +
                     (names.empty() ? std::string(" (the folder holds none)") : ", one of: " + list));
   }

@@ -133,7 +133,12 @@ std::string format_field(const std::string& pattern, const std::string& field, i
     if (it == logs.end()) {
       std::string known = "epoch";
       for (const auto& kv : logs) known += ", " + kv.first;
-      bad_placeholder(pattern, field, "unknown name '" + name + "'; known: " + known);
+      bad_placeholder(pattern, field,
+                      "unknown name '" + name + "'; known: " + known +
+                          (name.rfind("val_", 0) == 0 && !logs.count("val_loss")
+                               ? " (val_* values need validation data: set data.validation_split or "
+                                 "data.validation_images and data.validation_masks)"
+                               : ""));
     }
     value = it->second;
   }

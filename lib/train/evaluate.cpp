@@ -48,10 +48,19 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& o) {
   for (const auto& image : list_image_files(o.images_dir, "--images")) {
     const std::string stem = fs::path(image).stem().string();
     auto it = truth_by_stem.find(stem + o.suffix);
-    if (it == truth_by_stem.end())
+    if (it == truth_by_stem.end()) {
+      // A folder of binary masks given as label images (the training masks, named <stem> or <stem>_mask).
+      std::string masks;
+      if (o.kind == TruthKind::kLabels)
+        for (const std::string& s : {stem, stem + "_mask"})
+          if (truth_by_stem.count(s)) masks = truth_by_stem.at(s);
       throw UserError("image '" + image + "' has no truth file '" + stem + o.suffix + ".png' (or .jpg, .tif...) in " +
                       o.flag + " folder '" + o.truth_dir + "'; add it, fix the suffix (--" +
-                      (o.kind == TruthKind::kMasks ? "mask" : "labels") + "-suffix) or remove the image");
+                      (o.kind == TruthKind::kMasks ? "mask" : "labels") + "-suffix) or remove the image" +
+                      (masks.empty() ? ""
+                                     : " (it holds '" + fs::path(masks).filename().string() +
+                                           "': binary masks? pass them with --masks instead of --labels)"));
+    }
     samples.push_back({fs::path(image).filename().string(), image, it->second});
   }
   return samples;
