@@ -106,6 +106,60 @@ TEST_CASE("initial_weights starts a new run from a checkpoint's weights with a f
   fs::remove_all(dir);
 }
 
+TEST_CASE("initial_weights with skip_mismatch keeps the layers that do not fit at their initializers",
+          "[initial_weights]") {
+  const fs::path dir = temp_dir("initial_weights_skip");
+  std::ofstream(dir / "a.yaml") << config(dir / "a", "  epochs: 1\n");
+  REQUIRE(run_trainer("--config " + (dir / "a.yaml").string() + " --gpus cpu", dir).code == 0);
+  const std::string pretrained = (dir / "a" / "final.h5").string();
+  const Checkpoint a = load_checkpoint(pretrained);
+  // A new output layer (a 3x3 kernel where a's is 1x1), trained at a learning rate too small to move any weight.
+  auto head = [&](const std::string& name, const std::string& initial_weights) {
+    std::string text = config(dir / name, "  epochs: 1\n  initial_weights: " + initial_weights + "\n");
+    text.replace(text.find("filters: 1, kernel_size: 1"), 26, "filters: 1, kernel_size: 3, padding: same");
+    text.replace(text.find("learning_rate: 0.01"), 19, "learning_rate: 1e-9");
+    std::ofstream(dir / (name + ".yaml")) << text;
+    return run_trainer("--config " + (dir / (name + ".yaml")).string() + " --gpus cpu --seed 7", dir);
+  };
+  const auto r = head("b", "{filepath: " + pretrained + ", skip_mismatch: true}");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("training.initial_weights: skip_mismatch: layer out ('out/kernel' is "
+                                    "[1, 1, 8, 1] there, [3, 3, 8, 1] in the model) keeps its initial weights"));
+  const Checkpoint b = load_checkpoint((dir / "b" / "final.h5").string());
+  REQUIRE(a.weights.size() == b.weights.size());
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    const WeightRecord& x = a.weights[i];
+    const WeightRecord& y = b.weights[i];
+    INFO(y.layer << "/" << y.name);
+    if (y.layer == "out") {
+      if (y.name == "kernel") CHECK(y.shape == std::vector<int>{3, 3, 8, 1});  // seed 7's initializer
+      continue;
+    }
+    if (y.name.rfind("moving_", 0) == 0) continue;  // moved by the training step
+    for (size_t j = 0; j < x.values.size(); ++j) CHECK(std::abs(x.values[j] - y.values[j]) < 1e-5);
+  }
+  // --initial-weights replaces the mapping's filepath only: skip_mismatch stays, in the stored config too.
+  fs::copy_file(pretrained, dir / "copy.h5");
+  REQUIRE(run_trainer("--config " + (dir / "b.yaml").string() + " --gpus cpu --output " + (dir / "e").string() +
+                          " --initial-weights " + (dir / "copy.h5").string(),
+                      dir)
+              .code == 0);
+  const std::string stored = load_checkpoint((dir / "e" / "last.h5").string()).config_yaml;
+  CHECK_THAT(stored, Catch::Contains("filepath: " + (dir / "copy.h5").string()) &&
+                         Catch::Contains("skip_mismatch: true"));
+  // Without skip_mismatch the same model is refused, naming the key that allows it.
+  CHECK(head("c", pretrained).code == 2);
+  // A checkpoint none of whose layers fits is another model, skip_mismatch or not.
+  Checkpoint other = a;
+  for (WeightRecord& w : other.weights) w.layer = "x_" + w.layer;
+  save_checkpoint((dir / "other.h5").string(), other);
+  const auto none = head("d", "{filepath: " + (dir / "other.h5").string() + ", skip_mismatch: true}");
+  CHECK(none.code == 2);
+  CHECK_THAT(none.err, Catch::Contains("none of the model's layers with weights fits the checkpoint's (c1 (no "
+                                       "'c1/kernel' there)); it was written for another model"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("initial_weights of another model, a missing file or beside --resume is a user error", "[initial_weights]") {
   const fs::path dir = temp_dir("initial_weights_errors");
   std::ofstream(dir / "a.yaml") << config(dir / "a", "  epochs: 1\n");
@@ -122,7 +176,8 @@ TEST_CASE("initial_weights of another model, a missing file or beside --resume i
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("b.yaml:") && Catch::Contains(": training.initial_weights " + pretrained +
                                                                   ": 'out/kernel' is [1, 1, 8, 1] there, "
-                                                                  "[1, 1, 8, 3] in the model"));
+                                                                  "[1, 1, 8, 3] in the model") &&
+                        Catch::Contains("write initial_weights: {filepath: " + pretrained + ", skip_mismatch: true}"));
   CHECK_FALSE(fs::exists(dir / "b" / "last.h5"));
 
   r = run_trainer("--config " + (dir / "a.yaml").string() + " --gpus cpu --output " + (dir / "e").string() +

@@ -16,6 +16,7 @@
 #include "train/resume_check.h"
 #include "nn/model.h"
 #include "train/fit.h"
+#include "train/initial_weights.h"
 
 namespace trainer::cli {
 
@@ -44,8 +45,13 @@ void apply_overrides(Config& config, const TrainFlags& f) {
   if (!f.output.empty()) set("training", "output_dir", config.training.output_dir = f.output);
   if (!f.images.empty()) set("data", "images", config.data.images = f.images);
   if (!f.masks.empty()) set("data", "masks", config.data.masks = f.masks);
-  if (!f.initial_weights.empty()) {
-    set("training", "initial_weights", config.training.initial_weights = f.initial_weights);
+  if (!f.initial_weights.empty()) {  // the file only: a config's skip_mismatch stays
+    if (root["training"]["initial_weights"].IsMap()) {
+      root["training"]["initial_weights"]["filepath"] = config.training.initial_weights = f.initial_weights;
+      changed = true;
+    } else {
+      set("training", "initial_weights", config.training.initial_weights = f.initial_weights);
+    }
     config.training.initial_weights_where = "--initial-weights";
   }
   if (!f.precision.empty()) {
@@ -94,36 +100,6 @@ bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& 
     return false;
   }
   return true;
-}
-
-// Starts trainer from the weights (and BatchNormalization statistics) of the checkpoint that
-// training.initial_weights names, as Keras's model.load_weights() before fit(); the optimizer is untouched.
-void load_initial_weights(const TrainingConfig& tc, Trainer& trainer) {
-  Checkpoint ckpt;
-  try {
-    ckpt = load_checkpoint(tc.initial_weights);
-  } catch (const UserError& e) {
-    throw UserError(tc.initial_weights_where + ": " + e.what());
-  }
-  trainer.load_weights(ckpt.weights, tc.initial_weights_where + " " + tc.initial_weights);
-  spdlog::info("initial weights from {} (saved after epoch {} of its run); the optimizer, epochs and callbacks "
-               "start afresh",
-               tc.initial_weights, ckpt.epoch);
-}
-
-// A new run writes last.h5, final.h5 and its ModelCheckpoint files into its output folder (with --overwrite
-// over those of the run there): initial weights from that folder may be the pretrained model it destroys (a new
-// user's fine-tuning run lost its final.h5 so).
-void refuse_initial_weights_in_output(const TrainingConfig& tc) {
-  std::error_code ec;
-  const std::filesystem::path file = std::filesystem::weakly_canonical(tc.initial_weights, ec);
-  const std::filesystem::path out = std::filesystem::weakly_canonical(tc.output_dir, ec);
-  if (ec) return;
-  const std::filesystem::path rel = file.lexically_relative(out);
-  if (rel.empty() || *rel.begin() == "..") return;
-  throw UserError(tc.initial_weights_where + ": '" + tc.initial_weights + "' lies in the output folder '" +
-                  tc.output_dir + "', where this run writes its checkpoints (last.h5, final.h5, ModelCheckpoint's) "
-                  "over those there: choose another --output, or copy the checkpoint out of it first");
 }
 
 /// Warns for each class with no pixel in the training masks: its channel only
@@ -230,7 +206,6 @@ int run_train(const TrainFlags& f) {
       spdlog::info("training.initial_weights ({}) is not read: the resumed checkpoint holds the weights",
                    config.training.initial_weights);
   } else if (!config.training.initial_weights.empty()) {
-    refuse_initial_weights_in_output(config.training);
     load_initial_weights(config.training, trainer);
   }
   // The model table once the config and checkpoint checks have passed, so that their errors do not follow it

@@ -240,6 +240,9 @@ struct TrainingConfig {
   /// or not); the optimizer, epochs and callbacks start afresh. A resumed
   /// run ignores it: its checkpoint has the weights.
   std::string initial_weights;
+  /// Keras's load_weights(skip_mismatch=True): layers whose weights do not
+  /// fit (missing there, or of another shape) keep their initializers.
+  bool initial_weights_skip_mismatch = false;
   std::string initial_weights_where;  ///< "<file>:<line>:<col>: training.initial_weights" or "--initial-weights"
 };
 

@@ -504,12 +504,21 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   t.precision = precision == "bf16" ? Precision::BF16 : precision == "tf32" ? Precision::TF32 : Precision::FP32;
   t.output_dir = p.get_string("output_dir", t.output_dir);
   if (t.output_dir.empty()) p.fail("output_dir", "must not be empty; e.g. 'runs/unet'");
-  if (p.given("initial_weights")) {
-    t.initial_weights = p.get_string("initial_weights", std::nullopt);
-    if (t.initial_weights.empty())
-      p.fail("initial_weights", "must not be empty: a checkpoint of this model, e.g. 'runs/pretrained/final.h5', "
-                                "or null for the layers' initializers");
+  if (p.given("initial_weights")) {  // a path, or Keras's load_weights arguments {filepath, skip_mismatch}
     t.initial_weights_where = p.where("initial_weights") + ": training.initial_weights";
+    const YAML::Node v = p.get_node("initial_weights");
+    if (v.IsMap()) {
+      ParamReader w(v, file, "training.initial_weights");
+      t.initial_weights = w.get_string("filepath", std::nullopt);
+      t.initial_weights_skip_mismatch = w.get_bool("skip_mismatch", false);
+      if (t.initial_weights.empty()) w.fail("filepath", "must not be empty: a checkpoint, e.g. 'runs/pre/final.h5'");
+      w.finish();
+    } else {
+      t.initial_weights = p.get_string("initial_weights", std::nullopt);
+      if (t.initial_weights.empty())
+        p.fail("initial_weights", "must not be empty: a checkpoint of this model, e.g. 'runs/pretrained/final.h5', "
+                                  "a mapping {filepath: ..., skip_mismatch: true}, or null for the initializers");
+    }
   }
   p.skip("initial_weights");  // known when absent too (unknown-key suggestions)
   p.finish();
