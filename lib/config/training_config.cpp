@@ -511,6 +511,7 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
       ParamReader w(v, file, "training.initial_weights");
       t.initial_weights = w.get_string("filepath", std::nullopt);
       t.initial_weights_skip_mismatch = w.get_bool("skip_mismatch", false);
+      w.skip("by_name");  // Keras 2's h5 switch for skip_mismatch: weights are always matched by layer name here
       if (t.initial_weights.empty()) w.fail("filepath", "must not be empty: a checkpoint, e.g. 'runs/pre/final.h5'");
       w.finish();
     } else {

@@ -406,10 +406,12 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   // elsewhere takes the rows of the checkpoint's folder (never those of a run
   // it overwrites with --overwrite).
   std::string earlier_log;
-  if (options.resume && resumes_in_place(options.resume_run_folder, tc.output_dir))
+  const std::string run_folder = options.resume_run_folder.empty() && options.resume
+                                     ? run_folder_of(options.resume_path, "")  // a caller that did not look
+                                     : options.resume_run_folder;
+  if (options.resume && resumes_in_place(run_folder, tc.output_dir))
     earlier_log = log_path;
-  else if (const fs::path theirs = fs::path(options.resume_run_folder) / "log.csv";
-           options.resume && fs::exists(theirs, ec))
+  else if (const fs::path theirs = fs::path(run_folder) / "log.csv"; options.resume && fs::exists(theirs, ec))
     earlier_log = theirs.string();
   CsvLogger csv(log_path, result.epochs_run, earlier_log);
   const std::string last_path = (out_dir / "last.h5").string();

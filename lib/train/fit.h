@@ -26,7 +26,8 @@ struct FitOptions {
   const Checkpoint* resume = nullptr;
   std::string resume_path;              ///< Its path, for messages.
   /// Its run folder (run_folder_of): a run resumed into another folder
-  /// starts its log with the rows of this folder's log.csv.
+  /// starts its log with the rows of this folder's log.csv ("": the
+  /// checkpoint's own folder, or the one holding its run files).
   std::string resume_run_folder;
   /// The pairs of data.validation_images / validation_masks (Keras's
   /// validation_data): every pair of the training Dataset then trains and

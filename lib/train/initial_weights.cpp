@@ -29,7 +29,7 @@ void refuse_in_output_folder(const TrainingConfig& tc) {
   const fs::path out = fs::weakly_canonical(tc.output_dir, ec);
   if (ec) return;
   const fs::path rel = file.lexically_relative(out);
-  if (rel.empty() || *rel.begin() == "..") return;
+  if (rel.empty() || rel == "." || *rel.begin() == "..") return;  // the folder itself: load_checkpoint lists it
   throw UserError(tc.initial_weights_where + ": '" + tc.initial_weights + "' lies in the output folder '" +
                   tc.output_dir + "', where this run writes its checkpoints (last.h5, final.h5, ModelCheckpoint's) "
                   "over those there: choose another --output, or copy the checkpoint out of it first");
@@ -41,27 +41,35 @@ std::vector<std::string> load_matching_weights(Trainer& trainer, const std::vect
                                                const std::string& source) {
   const Model& model = trainer.model();
   std::map<std::string, const WeightRecord*> there;
-  for (const WeightRecord& r : weights) there[r.layer + "/" + r.name] = &r;
+  std::map<std::string, size_t> count_there;  // layer name -> its weights there
+  for (const WeightRecord& r : weights) {
+    there[r.layer + "/" + r.name] = &r;
+    ++count_there[r.layer];
+  }
   std::map<int, std::vector<const WeightSlot*>> by_layer;  // layer index -> its weights, in model order
   for (const WeightSlot& w : model.weights()) by_layer[w.layer].push_back(&w);
   std::vector<float> params = trainer.params(0), state = trainer.state(0);
   std::vector<std::string> kept;
   for (const auto& [layer, slots] : by_layer) {
     std::string why;
+    const std::string& name = model.layer(layer).name();
+    // A layer with other weights there (a bias, BatchNormalization's center or scale) is another layer.
+    if (const size_t n = count_there.count(name) ? count_there.at(name) : 0; n > 0 && n != slots.size())
+      why = "it has " + std::to_string(n) + " weight(s) there, " + std::to_string(slots.size()) + " in the model";
     for (const WeightSlot* w : slots) {
-      const std::string name = model.layer(layer).name() + "/" + w->spec.name;
-      const auto it = there.find(name);
-      if (it == there.end()) why = "no '" + name + "' there";
-      else if (it->second->shape != w->spec.shape || it->second->values.size() != w->spec.numel())
-        why = "'" + name + "' is " + dims(it->second->shape) + " there, " + dims(w->spec.shape) + " in the model";
       if (!why.empty()) break;
+      const std::string weight = name + "/" + w->spec.name;
+      const auto it = there.find(weight);
+      if (it == there.end()) why = "no '" + weight + "' there";
+      else if (it->second->shape != w->spec.shape || it->second->values.size() != w->spec.numel())
+        why = "'" + weight + "' is " + dims(it->second->shape) + " there, " + dims(w->spec.shape) + " in the model";
     }
     if (!why.empty()) {
-      kept.push_back(model.layer(layer).name() + " (" + why + ")");
+      kept.push_back(name + " (" + why + ")");
       continue;
     }
     for (const WeightSlot* w : slots) {
-      const WeightRecord& r = *there.at(model.layer(layer).name() + "/" + w->spec.name);
+      const WeightRecord& r = *there.at(name + "/" + w->spec.name);
       std::copy(r.values.begin(), r.values.end(), (w->spec.trainable ? params.data() : state.data()) + w->offset);
     }
   }

@@ -12,9 +12,9 @@ namespace trainer {
 
 /// Copies into every tower the weights of `weights` (a checkpoint's, Keras
 /// layout) whose layer holds weights of the same names and shapes, layer by
-/// layer: a layer missing there, or one of whose weights is missing or of
-/// another shape there, keeps its current (initial) values, as Keras's
-/// skip_mismatch=True. Returns one line per layer kept, e.g. "out ('out/kernel'
+/// layer: a layer missing there, with another number of weights there (a
+/// bias more or less), or one of whose weights is missing or of another shape
+/// there, keeps its current (initial) values, as Keras's skip_mismatch=True. Returns one line per layer kept, e.g. "out ('out/kernel'
 /// is [1, 1, 8, 1] there, [1, 1, 8, 3] in the model)". Throws UserError
 /// naming source when no layer with weights fits (another model altogether).
 std::vector<std::string> load_matching_weights(Trainer& trainer, const std::vector<WeightRecord>& weights,
