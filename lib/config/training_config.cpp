@@ -336,6 +336,14 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
   const std::vector<std::string> types = {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau"};
   for (size_t i = 0; i < node.size(); ++i) {
     const std::string what = "training.callbacks[" + std::to_string(i) + "]";
+    if (node[i].IsScalar()) {  // a notebook's EarlyStopping(patience=5), or a bare class name
+      const std::string text = node[i].Scalar();
+      const std::string mapping = python_call_mapping(text);
+      throw UserError(yaml_location(file, node[i].Mark()) + ": " + what + ": '" + text + "' " +
+                      (mapping.empty() ? "is not a mapping; write {type: " + text + "} with its keys, e.g. "
+                                                         "{type: EarlyStopping, patience: 10}"
+                                       : "is Python; write the mapping " + mapping));
+    }
     ParamReader head(node[i], file, what);
     require_type(head, "EarlyStopping");
     if (const YAML::Node v = node[i].IsMap() ? node[i]["type"] : YAML::Node(); v && v.IsScalar())
