@@ -2,7 +2,7 @@
 // three-class masks (background, interior, boundary) made from their label
 // images by labels_to_classes' library function: training and resuming,
 // predict (class-index masks at each image's size, per-class probabilities,
-// the overlay), evaluate (pixel metrics and per-class IoU), export (OpenCV's
+// the overlay), evaluate (pixel metrics and per-class IoU; against label images the instance score too), export (OpenCV's
 // dnn runs the softmax as Trainer::predict does), and the flags that do not
 // apply to K classes exiting with 2 and the fix.
 #include <catch2/catch.hpp>
@@ -15,9 +15,12 @@
 
 #include "config/config.h"
 #include "data/boundary_classes.h"
+#include "data/boundary_objects.h"
 #include "data/image_decode.h"
 #include "io/checkpoint.h"
 #include "process_testing.h"
+#include "train/instance_metrics.h"
+#include "train/predict.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -228,11 +231,6 @@ TEST_CASE("evaluate a 3-class model against class masks: pixel metrics and per-c
   CHECK_THAT(r.out, Catch::Contains(want));
 
   r = run_trainer("evaluate --gpus cpu --checkpoint " + f.checkpoint.string() + " --images " + f.images.string() +
-                      " --labels " + (f.dir / "labels").string(),
-                  out);
-  CHECK(r.code == 2);
-  CHECK_THAT(r.err, Catch::Contains("--masks DIR") && Catch::Contains("3 classes"));
-  r = run_trainer("evaluate --gpus cpu --checkpoint " + f.checkpoint.string() + " --images " + f.images.string() +
                       " --masks " + f.masks.string() + " --csv " + (out / "s.csv").string(),
                   out);
   CHECK(r.code == 2);
@@ -243,6 +241,60 @@ TEST_CASE("evaluate a 3-class model against class masks: pixel metrics and per-c
                   out);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("drop --threshold"));
+}
+
+TEST_CASE("evaluate a 3-class boundary model against label images: its classes' metrics and the instance score",
+          "[evaluate][categorical]") {
+  const Fixture& f = fixture();
+  const fs::path out = case_dir("evaluate_labels");
+  const std::string args = "evaluate --gpus cpu --checkpoint " + f.checkpoint.string() + " --images " +
+                           f.images.string() + " --labels " + (f.dir / "labels").string();
+  Run r = run_trainer(args + " --csv " + (out / "scores.csv").string(), out);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  // The pixel truth is labels_to_classes' at width 2, which made the training masks: the figures of --masks.
+  const Run masks = run_trainer("evaluate --gpus cpu --checkpoint " + f.checkpoint.string() + " --images " +
+                                    f.images.string() + " --masks " + f.masks.string(),
+                                out);
+  REQUIRE(masks.code == 0);
+  auto line = [](const std::string& text, const std::string& start) {
+    const size_t at = text.find(start);
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('\n', at) - at);
+  };
+  CHECK(line(r.out, "pixel metrics") == line(masks.out, "pixel metrics"));
+  CHECK(line(r.out, "per-class IoU") == line(masks.out, "per-class IoU"));
+  CHECK(line(r.out, "pixel metrics") != "");
+
+  // The instance score: each image's class map at its own size, decoded into objects by boundary_objects.
+  const Checkpoint ckpt = load_checkpoint(f.checkpoint.string());
+  Trainer trainer(parse_config(ckpt.config_yaml, f.checkpoint.string()), 1, 2);
+  trainer.load_weights(ckpt.weights, f.checkpoint.string());
+  const std::vector<std::string> names = sorted_files(f.images);
+  double score = 0;
+  for (const std::string& name : names) {
+    const std::string stem = fs::path(name).stem().string();
+    const cv::Mat labels = cv::imread((f.dir / "labels" / (stem + "_labels.png")).string(), cv::IMREAD_UNCHANGED);
+    Tensor image(Shape{1, 64, 64, 3});
+    decode_image((f.images / name).string(), 64, 64, 3, image.sample(0));
+    const cv::Mat classes = class_map(probability_map(trainer.predict(image, 1), 0, labels.size()));
+    score += instance_score(labels, boundary_objects(classes)).score / double(names.size());
+  }
+  char want[160];
+  std::snprintf(want, sizeof want, "objects = interior components grown into the boundary; truth classes at "
+                "--boundary-width 2): %.4f", score);
+  CHECK_THAT(r.out, Catch::Contains(want));
+  const std::string csv = slurp(out / "scores.csv");
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == kImages + 1);  // the header and a row per image
+
+  // Another width makes other truth classes, so other pixel figures; the objects and their score stay.
+  r = run_trainer(args + " --boundary-width 1", out);
+  REQUIRE(r.code == 0);
+  CHECK(line(r.out, "pixel metrics") != line(masks.out, "pixel metrics"));
+  CHECK_THAT(r.out, Catch::Contains("--boundary-width 1): " + std::string(want).substr(std::string(want).size() - 6)));
+  // Test-time augmentation: the objects of the averaged probabilities.
+  r = run_trainer(args + " --tta", out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("objects = interior components grown into the boundary"));
 }
 
 TEST_CASE("a softmax model exports to ONNX and OpenCV dnn gives Trainer::predict's probabilities",

@@ -1,7 +1,10 @@
 // trainer evaluate --checkpoint CKPT --images DIR (--masks DIR | --labels DIR | --native DIR):
 // pixel metrics and the 2018 Data Science Bowl instance score.
+#include <spdlog/fmt/fmt.h>
+
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "commands.h"
 #include "io/atomic_file.h"
@@ -19,6 +22,7 @@ struct EvaluateFlags {
   std::string mask_suffix, labels_suffix = "_labels";
   double threshold = 0.5;
   bool threshold_given = false;  ///< --threshold on the command line
+  int boundary_width = 2;
   bool tta = false;
   std::optional<int> threads, batch_size;
 };
@@ -47,12 +51,16 @@ int run_evaluate(const EvaluateFlags& f) {
   LoadedModel m = load_model(f.checkpoint, towers);
   const int classes = m.trainer->classes();
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
-  if (classes > 0 && !f.csv.empty())
-    throw UserError("--csv writes the per-image DSB 2018 instance scores of one-channel (sigmoid) models; '" +
-                    f.checkpoint + "' is a model of " + std::to_string(classes) + " classes: drop --csv");
+  const bool instances = classes == 0 || (classes == 3 && o.kind != TruthKind::kMasks);  // a boundary model's too
+  if (!instances && !f.csv.empty())
+    throw UserError("--csv writes the per-image DSB 2018 instance scores, which need instance truth (--labels or "
+                    "--native) and a one-channel (sigmoid) or 3-class boundary model; '" + f.checkpoint +
+                    "' is a model of " + std::to_string(classes) + " classes evaluated against " +
+                    kind_name(o.kind) + ": drop --csv");
   if (o.kind == TruthKind::kMasks && f.mask_suffix.empty()) o.suffix = m.config->data.mask_suffix;
   o.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
   o.tta = f.tta;
+  o.boundary_width = f.boundary_width;
   const EvalResult r = evaluate_images(*m.trainer, o);
 
   const Shape in = m.trainer->model().input_shape();
@@ -70,14 +78,19 @@ int run_evaluate(const EvaluateFlags& f) {
         std::printf(" %d: %.4f", k, iou);
     }
     std::printf("\n");
-    return 0;
+  } else {
+    std::printf("pixel metrics at the model's input (%dx%d): loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: "
+                "%.4f - precision: %.4f - recall: %.4f - binary_iou: %.4f\n",
+                in.w, in.h, r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall(),
+                c.binary_iou());
   }
-  std::printf("pixel metrics at the model's input (%dx%d): loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f"
-              " - precision: %.4f - recall: %.4f - binary_iou: %.4f\n",
-              in.w, in.h, r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall(),
-              c.binary_iou());
-  std::printf("instance score (DSB 2018: mean over images of the mean precision at IoU 0.50..0.95; "
-              "mask = probability > %g): %.4f\n", o.threshold, r.score);
+  if (!instances) return 0;
+  const std::string objects =
+      classes == 0 ? "mask = probability > " + fmt::format("{:g}", o.threshold)
+                   : "objects = interior components grown into the boundary; truth classes at --boundary-width " +
+                         std::to_string(o.boundary_width);
+  std::printf("instance score (DSB 2018: mean over images of the mean precision at IoU 0.50..0.95; %s): %.4f\n",
+              objects.c_str(), r.score);
   if (!f.csv.empty()) {
     write_scores_csv(r, f.csv);
     std::printf("per-image scores: %s\n", f.csv.c_str());
@@ -91,7 +104,7 @@ Command add_evaluate(CLI::App& app) {
   auto f = std::make_shared<EvaluateFlags>();
   CLI::App* cmd = app.add_subcommand(
       "evaluate", "Pixel metrics of a checkpoint on images with ground truth, and for one-channel (sigmoid) "
-                  "models the DSB 2018 instance score");
+                  "models and 3-class boundary models the DSB 2018 instance score");
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")
       ->required()
       ->check(non_empty_path());
@@ -119,6 +132,11 @@ Command add_evaluate(CLI::App& app) {
       ->capture_default_str()
       ->each([f](const std::string&) { f->threshold_given = true; });
   cmd->add_flag("--tta", f->tta, "Test-time augmentation, as predict --tta");
+  cmd->add_option("--boundary-width", f->boundary_width,
+                  "A 3-class boundary model against --labels or --native: the truth's boundary class width, as "
+                  "labels_to_classes --boundary-width")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")
       ->capture_default_str()
       ->each([f](const std::string&) { f->gpus_given = true; });

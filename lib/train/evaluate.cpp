@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/boundary_classes.h"
+#include "data/boundary_objects.h"
 #include "data/dsb_layout.h"
 #include "data/image_decode.h"
 #include "data/image_files.h"
@@ -116,10 +118,13 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
   check_threshold(o.threshold, "--threshold");
   if (o.batch_size < 1) throw UserError("--batch-size must be at least 1");
   const int classes = trainer.classes();
-  if (classes > 0 && o.kind != TruthKind::kMasks)
+  // A boundary model scored against instances: its classes are labels_to_classes' (0, 1 interior, 2 boundary).
+  const bool boundary = classes == 3 && o.kind != TruthKind::kMasks;
+  if (classes > 0 && o.kind != TruthKind::kMasks && !boundary)
     throw UserError(o.flag + " gives nucleus instances for the DSB 2018 instance score, which is for one-channel "
-                    "(sigmoid) models; this model has " + std::to_string(classes) +
-                    " classes: evaluate it with --masks DIR (class-index masks, as for training)");
+                    "(sigmoid) models and 3-class boundary models (labels_to_classes); this model has " +
+                    std::to_string(classes) + " classes: evaluate it with --masks DIR (class-index masks, as for "
+                    "training)");
   EvalResult result;
   result.pixel = trainer.empty_stats();
   result.samples = find_eval_samples(o);
@@ -141,7 +146,7 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
       chunk.names.push_back(s.name);
       indices.push_back(i);
       const cv::Size size = decode_image(s.image, input.h, input.w, input.c, chunk.images.sample(i));
-      if (classes > 0) {  // class-index masks, read as for training; no instances
+      if (classes > 0 && !boundary) {  // class-index masks, read as for training; no instances
         check_size(s, decode_class_mask(s.truth, input.h, input.w, classes, chunk.masks.sample(i),
                                                 trainer.config().training.loss.ignore_class), size);
         continue;
@@ -149,9 +154,16 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
       truths.push_back(load_truth(o, s));
       if (o.kind == TruthKind::kLabels && looks_like_mask(truths.back())) ++mask_like;
       check_size(s, truths.back().size(), size);
-      cv::Mat fg = truths.back() != 0, small;  // 8U 0/255
-      cv::resize(fg, small, cv::Size(input.w, input.h), 0, 0, cv::INTER_NEAREST);
-      small.convertTo(cv::Mat(input.h, input.w, CV_32FC1, chunk.masks.sample(i)), CV_32F, 1.0 / 255.0);
+      cv::Mat target, small;  // boundary classes 0/1/2, else the foreground 0/1, at the image's size
+      if (boundary) {
+        cv::Mat labels = truths.back();
+        if (labels.type() != CV_16UC1) labels.convertTo(labels, CV_16U);  // DSB folders: at most 65535 nuclei
+        target = boundary_classes(labels, o.boundary_width);
+      } else {
+        target = (truths.back() != 0) / 255;
+      }
+      cv::resize(target, small, cv::Size(input.w, input.h), 0, 0, cv::INTER_NEAREST);
+      small.convertTo(cv::Mat(input.h, input.w, CV_32FC1, chunk.masks.sample(i)), CV_32F);
     }
     Tensor probs;
     if (o.tta) {  // pixel metrics of the averaged probabilities too
@@ -159,11 +171,12 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
       result.pixel.add(probability_stats(trainer, probs, chunk.masks));
     } else {
       result.pixel.add(trainer.evaluate(chunk, indices, o.batch_size));
-      if (classes == 0) probs = trainer.predict(chunk.images, o.batch_size);
+      if (classes == 0 || boundary) probs = trainer.predict(chunk.images, o.batch_size);
     }
-    for (int i = 0; classes == 0 && i < k; ++i) {
-      const cv::Mat pred = connected_objects(threshold_map(probability_map(probs, i, truths[size_t(i)].size()),
-                                                           o.threshold));
+    for (int i = 0; (classes == 0 || boundary) && i < k; ++i) {
+      const cv::Mat prob = probability_map(probs, i, truths[size_t(i)].size());
+      const cv::Mat pred =
+          boundary ? boundary_objects(class_map(prob)) : connected_objects(threshold_map(prob, o.threshold));
       result.scores.push_back(instance_score(truths[size_t(i)], pred));
       result.score += result.scores.back().score / double(n);
     }

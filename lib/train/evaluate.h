@@ -27,6 +27,9 @@ struct EvalOptions {
   double threshold = 0.5;  ///< Predicted foreground = probability > threshold; in (0, 1).
   int batch_size = 1;      ///< Images per global batch, split over the towers.
   bool tta = false;        ///< Average over the input's symmetries (train/tta.h).
+  /// A boundary model's (3 classes) pixel truth from instance truth:
+  /// boundary_classes at this width, as labels_to_classes --boundary-width.
+  int boundary_width = 2;
 };
 
 /// One image and where its truth is.
@@ -54,8 +57,13 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& options);
 cv::Mat load_truth(const EvalOptions& options, const EvalSample& sample);
 
 /// A categorical model (trainer.classes() = K) takes class-index masks
-/// (kMasks only, read with decode_class_mask at the model's input size) and
-/// gets the pixel metrics alone: no instance score (scores stays empty, score 0).
+/// (kMasks, read with decode_class_mask at the model's input size) and gets
+/// the pixel metrics alone: no instance score (scores stays empty, score 0).
+/// A boundary model (K = 3, labels_to_classes' background, interior,
+/// boundary) also takes instance truth (kLabels, kNative): its pixel truth
+/// is boundary_classes(truth, boundary_width) resized with INTER_NEAREST,
+/// and its predicted objects are boundary_objects of the class map of its
+/// probabilities resized to the image's own size (predict's _mask.png).
 /// Evaluates trainer on every sample: the pixel metrics via Trainer::evaluate
 /// on the images and binary truth (object > 0) resized to the model's input
 /// (INTER_AREA and INTER_NEAREST, as the data loader does), then the instance
