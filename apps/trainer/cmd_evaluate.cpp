@@ -23,6 +23,7 @@ struct EvaluateFlags {
   double threshold = 0.5;
   bool threshold_given = false;  ///< --threshold on the command line
   int boundary_width = 2;
+  bool boundary_width_given = false;  ///< --boundary-width on the command line
   bool tta = false;
   std::optional<int> threads, batch_size;
 };
@@ -51,7 +52,13 @@ int run_evaluate(const EvaluateFlags& f) {
   LoadedModel m = load_model(f.checkpoint, towers);
   const int classes = m.trainer->classes();
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
-  const bool instances = classes == 0 || (classes == 3 && o.kind != TruthKind::kMasks);  // a boundary model's too
+  const bool boundary = classes == 3 && o.kind != TruthKind::kMasks;
+  const bool instances = classes == 0 || boundary;
+  if (f.boundary_width_given && !boundary)
+    throw UserError("--boundary-width makes the pixel truth of a 3-class boundary model from --labels or --native; '" +
+                    f.checkpoint + "' is " + (classes == 0 ? "a one-channel model" : "a model of " +
+                    std::to_string(classes) + " classes") + " evaluated against " + kind_name(o.kind) +
+                    ": drop --boundary-width");
   if (!instances && !f.csv.empty())
     throw UserError("--csv writes the per-image DSB 2018 instance scores, which need instance truth (--labels or "
                     "--native) and a one-channel (sigmoid) or 3-class boundary model; '" + f.checkpoint +
@@ -136,7 +143,8 @@ Command add_evaluate(CLI::App& app) {
                   "A 3-class boundary model against --labels or --native: the truth's boundary class width, as "
                   "labels_to_classes --boundary-width")
       ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->boundary_width_given = true; });
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")
       ->capture_default_str()
       ->each([f](const std::string&) { f->gpus_given = true; });

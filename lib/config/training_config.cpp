@@ -339,6 +339,10 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
     if (node[i].IsScalar()) {  // a notebook's EarlyStopping(patience=5), or a bare class name
       const std::string text = node[i].Scalar();
       const std::string mapping = python_call_mapping(text);
+      const std::string bare = text.substr(0, text.find('('));
+      if (const std::string note = covered_callback(bare.substr(bare.rfind('.') + 1)); !note.empty())
+        throw UserError(yaml_location(file, node[i].Mark()) + ": " + what + ": '" + text + "' is Keras's " + bare +
+                        ": " + note + "; remove this entry");
       throw UserError(yaml_location(file, node[i].Mark()) + ": " + what + ": '" + text + "' " +
                       (mapping.empty() ? "is not a mapping; write {type: " + text + "} with its keys, e.g. "
                                                          "{type: EarlyStopping, patience: 10}"

@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
+#include "core/class_mask.h"
 #include "core/error.h"
 #include "data/boundary_classes.h"
 #include "data/boundary_objects.h"
@@ -125,6 +126,10 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
                     "(sigmoid) models and 3-class boundary models (labels_to_classes); this model has " +
                     std::to_string(classes) + " classes: evaluate it with --masks DIR (class-index masks, as for "
                     "training)");
+  if (boundary)  // the checkpoint cannot say what its classes mean
+    spdlog::info("3 classes against {}: taken as labels_to_classes' 0 background, 1 interior, 2 boundary (truth "
+                 "classes at boundary width {}); nuclei are the interior's components grown into the boundary",
+                 o.flag, o.boundary_width);
   EvalResult result;
   result.pixel = trainer.empty_stats();
   result.samples = find_eval_samples(o);
@@ -163,7 +168,11 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
         target = (truths.back() != 0) / 255;
       }
       cv::resize(target, small, cv::Size(input.w, input.h), 0, 0, cv::INTER_NEAREST);
-      small.convertTo(cv::Mat(input.h, input.w, CV_32FC1, chunk.masks.sample(i)), CV_32F);
+      cv::Mat truth(input.h, input.w, CV_32FC1, chunk.masks.sample(i));
+      small.convertTo(truth, CV_32F);
+      // The class a boundary model was trained to ignore is left out here too, as decode_class_mask does.
+      if (const int ignored = trainer.config().training.loss.ignore_class; boundary && ignored >= 0 && ignored < 3)
+        truth.setTo(kIgnoredPixel, small == ignored);
     }
     Tensor probs;
     if (o.tta) {  // pixel metrics of the averaged probabilities too

@@ -65,15 +65,16 @@ cv::Mat load_truth(const EvalOptions& options, const EvalSample& sample);
 /// and its predicted objects are boundary_objects of the class map of its
 /// probabilities resized to the image's own size (predict's _mask.png).
 /// Evaluates trainer on every sample: the pixel metrics via Trainer::evaluate
-/// on the images and binary truth (object > 0) resized to the model's input
+/// on the images and binary truth (object > 0; a boundary model's classes,
+/// above, its ignore_class left out) resized to the model's input
 /// (INTER_AREA and INTER_NEAREST, as the data loader does), then the instance
 /// score per image: probabilities resized back to the image's size
-/// (INTER_LINEAR), thresholded, 8-connected components against the truth's
-/// objects (instance_score). Runs the network twice per image (loss needs the
+/// (INTER_LINEAR), thresholded, 8-connected components (a boundary model's
+/// boundary_objects) against the truth's objects (instance_score). Runs the network twice per image (loss needs the
 /// logits, the instance score the probabilities). Throws UserError as
 /// find_eval_samples and load_truth, for a threshold outside (0, 1), and for a
-/// truth whose size differs from its image's, and a categorical model with
-/// other truth than masks.
+/// truth whose size differs from its image's, and a categorical model other
+/// than a 3-class one with other truth than masks.
 EvalResult evaluate_images(Trainer& trainer, const EvalOptions& options);
 
 /// Writes the per-image scores as CSV to path atomically: header
