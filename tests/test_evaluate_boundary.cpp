@@ -25,7 +25,7 @@ double true_class_pixels(const MetricCounts& c, int t) {
 
 }  // namespace
 
-TEST_CASE("a 3-class model against label images is a boundary model; its ignore_class stays out, 4 classes are "
+TEST_CASE("a 3-class model against label images is a boundary model, its ignore_class stays out, 4 classes are "
           "refused",
           "[evaluate][categorical]") {
   const std::string flat = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat";
