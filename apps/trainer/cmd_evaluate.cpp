@@ -52,7 +52,7 @@ int run_evaluate(const EvaluateFlags& f) {
   LoadedModel m = load_model(f.checkpoint, towers);
   const int classes = m.trainer->classes();
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
-  const bool boundary = classes == 3 && o.kind != TruthKind::kMasks;
+  const bool boundary = scores_boundary_instances(classes, o.kind);
   const bool instances = classes == 0 || boundary;
   if (f.boundary_width_given && !boundary)
     throw UserError("--boundary-width makes the pixel truth of a 3-class boundary model from --labels or --native; '" +

@@ -68,6 +68,15 @@ std::string unexpected_arguments(const CLI::App& failed) {
   return "unexpected argument(s) for '" + name + "':" + args + hints;
 }
 
+namespace {
+
+// The flag an argument names: "--name" of --name and --name=value, "-x" of -x and -xvalue.
+std::string flag_of(const std::string& arg) {
+  return arg[1] == '-' ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
+}
+
+}  // namespace
+
 std::string misplaced_flags(const CLI::App& app) {
   const std::vector<CLI::App*> chosen = app.get_subcommands();
   if (chosen.empty()) return "";
@@ -83,8 +92,7 @@ std::string misplaced_flags(const CLI::App& app) {
   // there, written --name, --name=value, -x or -xvalue.
   for (const std::string& arg : app.remaining()) {
     if (arg.size() < 2 || arg[0] != '-') continue;
-    const std::string flag = arg[1] == '-' ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
-    const CLI::Option* o = command.get_option_no_throw(flag);
+    const CLI::Option* o = command.get_option_no_throw(flag_of(arg));
     if (!o || o->get_lnames().empty()) continue;
     const std::string name = "--" + o->get_lnames().front();
     if (std::find(takes.begin(), takes.end(), name) == takes.end()) takes.push_back(name);
@@ -118,8 +126,7 @@ std::string single_dash_long_flag(const CLI::App& app, int argc, const char* con
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.size() >= 2 && arg[0] == '-') {  // a flag taking a value: the next argument is that value
-      const std::string name = arg[1] == '-' ? arg.substr(0, arg.find('=')) : arg.substr(0, 2);
-      if (const CLI::Option* o = find(name); o && o->get_expected_min() > 0 && arg.find('=') == std::string::npos &&
+      if (const CLI::Option* o = find(flag_of(arg)); o && o->get_expected_min() > 0 && arg.find('=') == std::string::npos &&
                                              (arg[1] == '-' || arg.size() == 2)) {
         ++i;
         continue;

@@ -356,6 +356,10 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
                               join_names(types) + ")");
     std::string type = head.get_string("type", std::nullopt, types);
     ParamReader p(node[i], file, what + " (" + type + ")");
+    auto read_mode = [&](std::string& mode, std::string& where) {  // every callback's mode, and its place
+      mode = p.get_string("mode", mode, kModes);
+      where = p.where("mode") + ": " + what + " (" + type + ")";
+    };
     p.skip("type");
     p.skip("verbose");  // Keras's printing switch: trainer always logs what a callback does
     if (type == "EarlyStopping") {
@@ -365,8 +369,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       c.monitor = read_monitor(p, t.metrics, has_validation);
       c.min_delta = p.get_double("min_delta", c.min_delta, 0.0);
       c.patience = p.get_int("patience", c.patience, 0);
-      c.mode = p.get_string("mode", c.mode, kModes);
-      c.mode_where = p.where("mode") + ": " + what + " (" + type + ")";
+      read_mode(c.mode, c.mode_where);
       c.restore_best_weights = p.get_bool("restore_best_weights", c.restore_best_weights);
       if (p.has_optional("baseline") && p.given("baseline")) c.baseline = p.get_double("baseline", std::nullopt);
       c.start_from_epoch = p.get_int("start_from_epoch", c.start_from_epoch, 0);
@@ -383,8 +386,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
         p.fail("factor", "must be between 0 and 1 (new learning rate = learning rate * factor), got " +
                              YAML::Dump(YAML::Node(c.factor)));
       c.patience = p.get_int("patience", c.patience, 0);
-      c.mode = p.get_string("mode", c.mode, kModes);
-      c.mode_where = p.where("mode") + ": " + what + " (" + type + ")";
+      read_mode(c.mode, c.mode_where);
       c.min_delta = p.get_double("min_delta", c.min_delta, 0.0);
       c.cooldown = p.get_int("cooldown", c.cooldown, 0);
       c.min_lr = p.get_double("min_lr", c.min_lr, 0.0);
@@ -428,8 +430,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       // Without save_best_only the monitor is unused: its default needs no validation data.
       if (c.save_best_only || p.has_optional("monitor")) c.monitor = read_monitor(p, t.metrics, has_validation);
       else p.skip("monitor");
-      c.mode = p.get_string("mode", c.mode, kModes);
-      c.mode_where = p.where("mode") + ": " + what + " (" + type + ")";
+      read_mode(c.mode, c.mode_where);
     }
     p.finish();
   }

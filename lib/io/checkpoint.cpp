@@ -243,6 +243,12 @@ void refuse_to_replace_checkpoint(const std::string& path, const std::string& fi
     throw UserError("'" + path + "' is an HDF5 file (a checkpoint?) that would be replaced; " + fix);
 }
 
+std::string shape_text(const std::vector<int>& shape) {
+  std::string s;
+  for (int d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+
 Checkpoint load_checkpoint(const std::string& path) {
   const std::string where = "checkpoint '" + path + "'";
   struct stat st {};

@@ -18,6 +18,9 @@ struct WeightRecord {
   std::vector<float> values;
 };
 
+/// A weight's shape as messages print it: "[3, 3, 8, 16]".
+std::string shape_text(const std::vector<int>& shape);
+
 struct Checkpoint {
   std::string config_yaml;               ///< The full config text.
   int epoch = 0;                         ///< 1-based epochs completed.

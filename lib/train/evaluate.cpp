@@ -120,7 +120,7 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
   if (o.batch_size < 1) throw UserError("--batch-size must be at least 1");
   const int classes = trainer.classes();
   // A boundary model scored against instances: its classes are labels_to_classes' (0, 1 interior, 2 boundary).
-  const bool boundary = classes == 3 && o.kind != TruthKind::kMasks;
+  const bool boundary = scores_boundary_instances(classes, o.kind);
   if (classes > 0 && o.kind != TruthKind::kMasks && !boundary)
     throw UserError(o.flag + " gives nucleus instances for the DSB 2018 instance score, which is for one-channel "
                     "(sigmoid) models and 3-class boundary models (labels_to_classes); this model has " +
@@ -161,9 +161,7 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
       check_size(s, truths.back().size(), size);
       cv::Mat target, small;  // boundary classes 0/1/2, else the foreground 0/1, at the image's size
       if (boundary) {
-        cv::Mat labels = truths.back();
-        if (labels.type() != CV_16UC1) labels.convertTo(labels, CV_16U);  // DSB folders: at most 65535 nuclei
-        target = boundary_classes(labels, o.boundary_width);
+        target = boundary_classes(truths.back(), o.boundary_width);  // labels and DSB folders load as CV_16UC1
       } else {
         target = (truths.back() != 0) / 255;
       }

@@ -32,6 +32,13 @@ struct EvalOptions {
   int boundary_width = 2;
 };
 
+/// Whether a model of `classes` classes (0: one sigmoid channel) against
+/// truth of `kind` is scored as a boundary model: 3 classes (labels_to_classes'
+/// background, interior, boundary) against instance truth (kLabels, kNative).
+inline bool scores_boundary_instances(int classes, TruthKind kind) {
+  return classes == 3 && kind != TruthKind::kMasks;
+}
+
 /// One image and where its truth is.
 struct EvalSample {
   std::string name;   ///< Image file name (kNative: the id).

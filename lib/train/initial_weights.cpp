@@ -13,12 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string dims(const std::vector<int>& shape) {
-  std::string s;
-  for (int d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
-  return "[" + s + "]";
-}
-
 // A new run writes last.h5, final.h5 and its ModelCheckpoint files into its output folder (with --overwrite
 // over those of the run there): initial weights from that folder may be the pretrained model it destroys (a new
 // user's fine-tuning run lost its final.h5 so).
@@ -62,7 +56,8 @@ std::vector<std::string> load_matching_weights(Trainer& trainer, const std::vect
       const auto it = there.find(weight);
       if (it == there.end()) why = "no '" + weight + "' there";
       else if (it->second->shape != w->spec.shape || it->second->values.size() != w->spec.numel())
-        why = "'" + weight + "' is " + dims(it->second->shape) + " there, " + dims(w->spec.shape) + " in the model";
+        why = "'" + weight + "' is " + shape_text(it->second->shape) + " there, " + shape_text(w->spec.shape) +
+              " in the model";
     }
     if (!why.empty()) {
       kept.push_back(name + " (" + why + ")");

@@ -643,13 +643,8 @@ void Trainer::load_weights(const std::vector<WeightRecord>& weights, const std::
     const std::string name = t0.model.layer(w.layer).name() + "/" + w.spec.name;
     if (rec.layer + "/" + rec.name != name) fail("weight " + std::to_string(i) + " is '" + rec.layer + "/" +
                                                  rec.name + "', the model expects '" + name + "'");
-    auto dims = [](const std::vector<int>& shape) {
-      std::string s;
-      for (int d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
-      return "[" + s + "]";
-    };
     if (rec.shape != w.spec.shape || rec.values.size() != w.spec.numel())
-      fail("'" + name + "' is " + dims(rec.shape) + " there, " + dims(w.spec.shape) + " in the model");
+      fail("'" + name + "' is " + shape_text(rec.shape) + " there, " + shape_text(w.spec.shape) + " in the model");
     std::copy(rec.values.begin(), rec.values.end(),
               (w.spec.trainable ? params.data() : state.data()) + w.offset);
   }
