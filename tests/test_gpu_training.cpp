@@ -6,7 +6,8 @@
 // trajectory and reaches the CPU's weights on one GPU tower (--gpus 0) and on
 // two towers sharing GPU 0 (--gpus 0,0), with and without gradient clipping
 // and with the activations whose gradient needs their input, with
-// GroupNormalization for BatchNormalization, and evaluate() agrees. Without a GPU every case skips with a warning.
+// GroupNormalization for BatchNormalization, with frozen layers (trainable:
+// false), and evaluate() agrees. Without a GPU every case skips with a warning.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -485,6 +486,27 @@ TEST_CASE("GroupNormalization and LayerNormalization networks on GPU 0 and on 0,
     REQUIRE(yaml.find(bn) != std::string::npos);
     yaml.replace(yaml.find(bn), bn.size(), norm);
     check_gpu_follows_cpu(yaml, Precision::FP32, kLossTolFp32, kWeightTolFp32);
+  }
+}
+
+TEST_CASE("frozen layers (trainable: false) on GPU 0 and on 0,0 keep their weights and follow the CPU (fp32, bf16)",
+          "[gpu][gpu_training][freeze]") {
+  TRAINER_REQUIRE_GPU();
+  // Each frozen kind's dx without its weight gradients (a convolution's backward without the filter
+  // gradient, a BatchNormalization in inference mode) carries c1's gradient.
+  const std::string yaml = tiny_frozen_config(true);
+  const TrainRun cpu = check_gpu_follows_cpu(yaml, Precision::FP32, kLossTolFp32, kWeightTolFp32);
+  check_losses(train_run("0", Precision::BF16, yaml).losses, cpu.losses, kLossTolBf16);
+  const std::vector<WeightRecord> initial = Trainer(parse_config(yaml, "tiny.yaml"), plan("cpu"), 1).weights();
+  for (const char* spec : {"0", "0,0"}) {
+    const TrainRun gpu = train_run(spec, Precision::FP32, yaml);
+    REQUIRE(gpu.records.size() == initial.size());
+    for (size_t i = 0; i < initial.size(); ++i) {
+      const std::string& layer = initial[i].layer;
+      if (layer == "c1" || layer == "out") continue;  // the layers that train
+      INFO("--gpus " << spec << ": " << layer << "/" << initial[i].name);
+      CHECK(gpu.records[i].values == initial[i].values);
+    }
   }
 }
 

@@ -45,6 +45,28 @@ model:
 )" + kTinyTraining;
 }
 
+std::string tiny_frozen_config(bool frozen) {
+  const std::string f = frozen ? "false" : "true";
+  return R"(
+model:
+  name: tiny_frozen
+  layers:
+    - {name: in, type: Input, shape: [16, 16, 3]}
+    - {name: scale, type: Rescaling, scale: 0.00392156862745098}
+    - {name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: relu}
+    - {name: bn1, type: BatchNormalization, synchronized: true, trainable: false}
+    - {name: p1, type: MaxPooling2D}
+    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same, trainable: )" + f + R"(}
+    - {name: a2, type: PReLU, shared_axes: [1, 2], alpha_initializer: glorot_uniform, trainable: )" + f + R"(}
+    - {name: s2, type: SeparableConv2D, filters: 8, kernel_size: 3, padding: same, trainable: )" + f + R"(}
+    - {name: u1, type: Conv2DTranspose, filters: 4, kernel_size: 2, strides: 2, padding: same, trainable: )" + f + R"(}
+    - {name: cat, type: Concatenate, inputs: [u1, bn1]}
+    - {name: gn, type: GroupNormalization, groups: 2, trainable: )" + f + R"(}
+    - {name: ln, type: LayerNormalization, trainable: )" + f + R"(}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+)" + std::string(kTinyTraining);
+}
+
 std::string tiny_unet_config() {
   return R"(
 model:

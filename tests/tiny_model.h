@@ -24,6 +24,14 @@ std::string tiny_unet_config();
 /// squeeze-and-excitation block (GlobalAveragePooling2D, Reshape, two Dense,
 /// a [1, 1, C] Multiply) and a GlobalMaxPooling2D channel gate.
 std::string tiny_se_config();
+/// The tiny model's topology (training as tiny_config's) with every layer
+/// between the first convolution c1 and the output frozen (trainable: false):
+/// a synchronized BatchNormalization, a Conv2D, a PReLU, a SeparableConv2D, a
+/// Conv2DTranspose, a GroupNormalization and a LayerNormalization, so that
+/// c1's gradient passes through each frozen kind's dx without its weight
+/// gradients. With `frozen` false the same layers train, but for bn1 (frozen
+/// in both: a frozen BatchNormalization computes as in inference).
+std::string tiny_frozen_config(bool frozen = true);
 /// 13 samples: random images in [0, 255], masks from a disc per sample.
 Dataset tiny_data();
 /// Trains config on data's batches {0..4}, {5..9}, {10, 11, 12}, {3, 9}

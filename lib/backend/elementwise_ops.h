@@ -125,7 +125,7 @@ void prelu_forward(const Device& d, const float* x, Shape xs, const float* alpha
 /// dx <- prelu_dx(x, alpha, dy) (when dx is not nullptr) and dalpha [ah, aw,
 /// ac] <- for each slope, the sum of prelu_dalpha_term over the elements
 /// that use it (all samples, and the shared positions), in double, summed in
-/// a fixed order (overwrites dalpha).
+/// a fixed order (overwrites dalpha; skipped when nullptr: a frozen layer).
 void prelu_backward(const Device& d, const float* x, Shape xs, const float* alpha, PReLUShape a, const float* dy,
                     float* dx, float* dalpha);
 

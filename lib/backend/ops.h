@@ -133,9 +133,11 @@ class Conv2DOp {
   /// The layer's backward: dz = dy * act'(y) (y [N, Ho, Wo, Cout], the
   /// forward's output after the activation, unused and may be nullptr for
   /// Linear; dy = dL/dy of that shape; both of type yt), then dkernel [kh, kw,
-  /// Cin / groups, Cout] and dbias [Cout] (skipped when nullptr) <- dL/dw from x and
-  /// dz, and dx [N, H, W, Cin] of type xt (skipped when nullptr) <- dL/dx from
-  /// dz, each overwritten.
+  /// Cin / groups, Cout] and dbias [Cout] (each skipped when nullptr; dbias
+  /// only with dkernel, InternalError otherwise) <- dL/dw from x and dz, and
+  /// dx [N, H, W, Cin] of type xt (skipped when nullptr) <- dL/dx from dz,
+  /// each overwritten. Nothing runs when dkernel and dx are both nullptr (a
+  /// frozen layer whose input needs no gradient).
   /// x must be the last training forward's input, unchanged (see above); dx
   /// must not alias dy or y. One call so that a GPU fuses the activation
   /// gradient with its bf16 conversion and the bias gradient

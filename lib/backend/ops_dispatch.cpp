@@ -17,12 +17,16 @@ std::unique_ptr<PoolBackend> make_max_pool2d(const Device& d, Pool2DParams p) {
 }
 std::unique_ptr<BatchNormBackend> make_batch_norm(const Device& d) { TRAINER_DISPATCH(d, make_batch_norm(d)); }
 
-/// InternalError unless act's gradient is a function of the output y, the
-/// only thing a convolution's backward reads (activation_needs_input: the
-/// layers apply those kinds themselves).
-void require_output_gradient(Activation act, const char* call) {
+/// A convolution backward's checks: InternalError unless act's gradient is a
+/// function of the output y, the only thing a convolution's backward reads
+/// (activation_needs_input: the layers apply those kinds themselves), and
+/// unless dbias comes with dkernel (a frozen layer gives neither). Returns
+/// whether the call asks for anything (dkernel or dx).
+bool backward_wanted(Activation act, const float* dkernel, const float* dbias, const void* dx, const char* call) {
   if (activation_needs_input(act.kind))
     throw InternalError(std::string(call) + ": an activation whose gradient needs its input");
+  if (dbias && !dkernel) throw InternalError(std::string(call) + ": a bias gradient without the kernel's");
+  return dkernel || dx;
 }
 
 }  // namespace
@@ -42,7 +46,7 @@ void Conv2DOp::forward(const Device& d, DType xt, const void* x, Shape xs, const
 void Conv2DOp::backward(const Device& d, Activation act, DType yt, const void* y, const void* dy, Shape ys,
                         DType xt, const void* x, Shape xs, const float* kernel, float* dkernel, float* dbias,
                         void* dx) {
-  require_output_gradient(act, "Conv2DOp::backward");
+  if (!backward_wanted(act, dkernel, dbias, dx, "Conv2DOp::backward")) return;
   on(d).backward(act, yt, y, dy, ys, xt, x, xs, kernel, dkernel, dbias, dx);
 }
 
@@ -61,7 +65,7 @@ void Conv2DTransposeOp::forward(const Device& d, DType xt, const void* x, Shape 
 void Conv2DTransposeOp::backward(const Device& d, Activation act, DType yt, const void* y, const void* dy,
                                  Shape ys, DType xt, const void* x, Shape xs, const float* kernel, float* dkernel,
                                  float* dbias, void* dx) {
-  require_output_gradient(act, "Conv2DTransposeOp::backward");
+  if (!backward_wanted(act, dkernel, dbias, dx, "Conv2DTransposeOp::backward")) return;
   on(d).backward(act, yt, y, dy, ys, xt, x, xs, kernel, dkernel, dbias, dx);
 }
 

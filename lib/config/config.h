@@ -21,6 +21,10 @@ struct LayerSpec {
   std::string name;                 ///< Unique; defaults to "<type lowercase>_<index>".
   std::string type;                 ///< Keras class name, e.g. "Conv2D" (checked against the registry).
   std::vector<std::string> inputs;  ///< Empty: the previous layer's output (none for the first layer).
+  /// Keras's `trainable` (default true). false freezes the layer: its weights
+  /// get no gradient, no optimizer update and no regularizer penalty, and a
+  /// BatchNormalization runs in inference mode (Model, nn/layer.h freeze()).
+  bool trainable = true;
   YAML::Node node;                  ///< The whole mapping.
   YAML::Mark mark;                  ///< Where the entry starts, for messages.
 };

@@ -92,6 +92,10 @@ ModelConfig read_model_section(const YAML::Node& node, const std::string& file) 
                               did_you_mean(in, defined) +
                               "; inputs refer to the names of earlier layers");
 
+    spec.trainable = lp.get_bool("trainable", true);
+    if (i == 0 && !spec.trainable)
+      lp.fail("trainable", "is false on the Input layer, which has no weights; freeze the layers after it");
+
     defined.push_back(spec.name);
     where_defined.emplace(spec.name, spec.mark);
     m.layers.push_back(std::move(spec));

@@ -87,8 +87,16 @@ class Layer {
   virtual Shape infer(const std::vector<Shape>& inputs) = 0;
   /// Weights, valid after infer(). Trainable ones first is not required.
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  /// Keras's `trainable: false` (layer.trainable = False): the model makes
+  /// every weight of the layer non-trainable (bind() then gets nullptr for
+  /// their gradients, and backward() must compute dx without them), and the
+  /// layer computes in inference mode where that differs: a frozen
+  /// BatchNormalization normalises with, and keeps, its moving statistics
+  /// (Keras 3's BatchNormalization docs). Called by the model once, before bind().
+  void freeze() { frozen_ = true; }
+  bool frozen() const { return frozen_; }
   /// Views into the tower's buffers, one per param_specs() entry, same order.
-  /// grads[i] is nullptr for non-trainable entries.
+  /// grads[i] is nullptr for non-trainable entries (all of them once frozen).
   virtual void bind(const std::vector<float*>& params, const std::vector<float*>& grads) {
     (void)params, (void)grads;
   }
@@ -139,6 +147,7 @@ class Layer {
 
  private:
   std::string name_;
+  bool frozen_ = false;
 };
 
 }  // namespace trainer

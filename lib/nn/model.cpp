@@ -28,11 +28,13 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     p.skip("name");
     p.skip("type");
     p.skip("inputs");
+    p.skip("trainable");  // LayerSpec::trainable
     LayerFactory make = find_layer_factory(spec.type);
     if (!make) p.fail("type", "is not a known layer type; known: " + join_names(layer_types()));
     Node node;
     node.layer = make(p, spec.name);
     p.finish();
+    if (!spec.trainable) node.layer->freeze();
     if (spec.type != "Input") {
       if (spec.inputs.empty()) {
         if (nodes_.empty()) p.fail("the first layer must be an Input layer");
@@ -68,6 +70,7 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
                       " holds 2^31 values or more per image; use a smaller input or fewer filters");
     for (int i : node.inputs) node.needs_grad = node.needs_grad || nodes_[size_t(i)].needs_grad;
     for (ParamSpec& ps : node.layer->param_specs()) {
+      ps.trainable = ps.trainable && spec.trainable;
       node.needs_grad = node.needs_grad || ps.trainable;
       size_t& counter = ps.trainable ? num_params_ : num_state_;
       slots_.push_back(WeightSlot{int(nodes_.size()), ps, counter});
@@ -92,6 +95,13 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     if (slots_[s].spec.trainable) grads_from_[size_t(slots_[s].layer)] = slots_[s].offset;
   for (size_t i = nodes_.size(); i-- > 0;) grads_from_[i] = std::min(grads_from_[i], grads_from_[i + 1]);
   for (const Node& node : nodes_) times_.push_back(LayerTime{node.layer->name(), node.layer->type()});
+}
+
+size_t Model::num_frozen() const {
+  size_t n = 0;
+  for (const WeightSlot& w : slots_)
+    if (nodes_[size_t(w.layer)].layer->frozen()) n += w.spec.numel();
+  return n;
 }
 
 OutputActivation Model::use_logits_output() {

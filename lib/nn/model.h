@@ -57,6 +57,8 @@ class Model {
   const std::vector<WeightSlot>& weights() const { return slots_; }
   size_t num_params() const { return num_params_; }  ///< Trainable floats.
   size_t num_state() const { return num_state_; }    ///< Non-trainable floats.
+  /// Floats of the weights of frozen layers (trainable: false; Layer::freeze), part of num_state().
+  size_t num_frozen() const;
 
   /// True when the last layer's sigmoid or softmax was removed so forward()
   /// returns logits, for losses fused with it (see strip_output_activation()).

@@ -60,6 +60,7 @@ std::vector<std::string> load_matching_weights(Trainer& trainer, const std::vect
               " in the model";
     }
     if (!why.empty()) {
+      if (model.layer(layer).frozen()) why += "; frozen by trainable: false, it keeps them for the whole run";
       kept.push_back(name + " (" + why + ")");
       continue;
     }

@@ -37,11 +37,13 @@ std::string value_text(const YAML::Node& v) {
 
 /// A layer's settings as "{key: value, ...}" in key order, so that another
 /// order of the same keys reads the same; initializers are left out (they
-/// do not matter to a run that loads its weights).
+/// do not matter to a run that loads its weights), and so is trainable
+/// (resume_differences refuses a change of it, and true is its default).
 std::string layer_text(const YAML::Node& node) {
   std::map<std::string, std::string> keys;
   for (const auto& kv : node) {
     const std::string key = kv.first.as<std::string>();
+    if (key == "trainable") continue;
     if (key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0) continue;
     keys[key] = value_text(kv.second);
   }
@@ -71,6 +73,20 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
       throw UserError(source + " was trained with " + key + " " + then_text + ", the config says " + now_text +
                       "; the optimizer's state differs (" + slot + ") and cannot carry over: set training.optimizer." +
                       key + " to " + then_text + " to resume");
+  // The gradient buffer and the optimizer's state hold the trainable weights
+  // only, so freezing or unfreezing a layer changes what the state covers.
+  std::map<std::string, bool> trainable_then;
+  for (const LayerSpec& m : then.model.layers) trainable_then[m.name] = m.trainable;
+  for (const LayerSpec& l : now.model.layers) {
+    const auto t = trainable_then.find(l.name);
+    if (t == trainable_then.end() || t->second == l.trainable) continue;
+    const auto text = [](bool v) { return std::string(v ? "true" : "false"); };
+    throw UserError(source + " was trained with layer '" + l.name + "' trainable: " + text(t->second) +
+                    ", the config says " + text(l.trainable) + "; the optimizer's state covers the trainable "
+                    "weights only and cannot carry over: set it back to " + text(t->second) + " to resume, or "
+                    "start a new run from the checkpoint's weights with --initial-weights " + source +
+                    " and another --output (Keras's load_weights before fit)");
+  }
   std::vector<std::string> out;
   auto schedule = [](const OptimizerConfig& o) {
     return o.schedule.type.empty() ? std::string("none") : schedule_text(o.schedule);

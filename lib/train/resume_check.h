@@ -12,8 +12,9 @@ namespace trainer {
 
 /// Compares now (the config given with --resume) with then (the one stored in
 /// the checkpoint at source). Throws UserError naming source when the
-/// optimizer type, amsgrad, centered, or whether SGD's or RMSprop's momentum is
-/// above 0 differs (the state slots differ and cannot carry over). Returns one line per
+/// optimizer type, amsgrad, centered, whether SGD's or RMSprop's momentum is
+/// above 0, or a layer's trainable differs (the state slots differ and cannot
+/// carry over). Returns one line per
 /// other difference among the optimizer's settings, loss, batch_size, seed,
 /// validation_split, shuffle, the data folders and each layer's keys (layers
 /// of the same name at the same place, after the Input), e.g.

@@ -155,6 +155,15 @@ void validate_for_training(const Config& config, Model& model) {
                            : ""));
     }
   }
+  if (model.num_params() == 0) {
+    std::string frozen;
+    for (const LayerSpec& l : layers)
+      if (!l.trainable) frozen += (frozen.empty() ? "'" : ", '") + l.name + "'";
+    throw UserError(config.path + ": the model has no trainable weights, so training would change nothing" +
+                    (frozen.empty() ? "; add a layer with weights (Conv2D)"
+                                    : " (trainable: false on " + frozen +
+                                          "); set trainable: true (or leave the key out) on the layers to train"));
+  }
   const AugmentationConfig& aug = config.data.augmentation;
   if (aug.rotate_90 && in.h != in.w)
     throw UserError(aug.where + ": rotate_90 turns samples by 90 degrees, which needs a square input; the Input "

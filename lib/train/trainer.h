@@ -72,8 +72,9 @@ struct BatchStats {
 /// Throws UserError naming the config place and the fix when the input is not
 /// 1 or 3 channels, the output is not [H, W, 1] at the input's size, the last
 /// layer does not end in a sigmoid, data.augmentation asks for quarter turns
-/// of a non-square input, or the ModelCheckpoint filepath names an unknown
-/// placeholder.
+/// of a non-square input, the ModelCheckpoint filepath names an unknown
+/// placeholder, or the model has no trainable weight (every layer with
+/// weights has trainable: false).
 void validate_for_training(const Config& config, Model& model);
 
 /// [start, end) of each tower's shard of a batch of `batch` samples over `towers` towers.

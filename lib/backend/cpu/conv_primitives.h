@@ -262,7 +262,8 @@ class CachedConvOp final : public ConvBackend {
     cpu::activation_forward(Device{}, act, y, ys.numel());
   }
   /// dz = dy * act'(y) into the thread's scratch (the CPU backend's activation loop), then
-  /// oneDNN's backward-weights and backward-data on it. fp32 only.
+  /// oneDNN's backward-weights (unless dkernel is nullptr: a frozen layer) and
+  /// backward-data (unless dx is nullptr) on it. fp32 only.
   void backward(Activation act, DType yt, const void* yv, const void* dyv, Shape ys, DType xt, const void* xv,
                 Shape xs, const float* kernel, float* dkernel, float* dbias, void* dxv) override {
     require_f32(xt, "a convolution on the CPU");
@@ -276,7 +277,7 @@ class CachedConvOp final : public ConvBackend {
       cpu::activation_backward(Device{}, act, y, dy, scratch, ys.numel());
       dz = scratch;
     }
-    get(xs, ys, dbias != nullptr).backward_weights(x, dz, dkernel, dbias);
+    if (dkernel) get(xs, ys, dbias != nullptr).backward_weights(x, dz, dkernel, dbias);
     if (dx) get_any_bias(xs, ys).backward_data(dz, kernel, dx);
   }
 

@@ -28,6 +28,7 @@ void prelu_forward(const Device&, const float* x, Shape xs, const float* alpha, 
 void prelu_backward(const Device&, const float* x, Shape xs, const float* alpha, PReLUShape a, const float* dy,
                     float* dx, float* dalpha) {
   if (dx) each_element(xs, a, [&](size_t e, size_t s) { dx[e] = prelu_dx(x[e], alpha[s], dy[e]); });
+  if (!dalpha) return;  // a frozen layer
   const long long slopes = (long long)a.ah * a.aw * a.ac;
   const size_t uses = xs.numel() / size_t(slopes);
 #pragma omp parallel for schedule(static)

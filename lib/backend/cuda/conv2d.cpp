@@ -32,13 +32,14 @@ class CudnnConv2D final : public ConvBackend {
   void backward(Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt, const void* x, Shape xs,
                 const float* kernel, float* dkernel, float* dbias, void* dx) override {
     if (xs.numel() == 0 || ys.numel() == 0) {
-      ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * (xs.c / p_.groups) * ys.c * sizeof(float));
+      if (dkernel) ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * (xs.c / p_.groups) * ys.c * sizeof(float));
       if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
       return;
     }
     const cudnnDataType_t xtype = cudnn_type(xt), ytype = cudnn_type(yt);
     core_.prepare_gradient(ConvSide::B, xs, ys, act, y, dy, ytype, dbias);
-    core_.backward_filter(x, xtype, xs, Staging::Reuse, nullptr, ytype, ys, Staging::Prepared, dkernel);
+    if (dkernel)  // nullptr: a frozen layer
+      core_.backward_filter(x, xtype, xs, Staging::Reuse, nullptr, ytype, ys, Staging::Prepared, dkernel);
     if (dx)
       core_.backward_data(nullptr, ytype, ys, Staging::Prepared, kernel, nullptr, Activation{}, dx, xtype, xs);
     core_.release_prepared(ConvSide::B);

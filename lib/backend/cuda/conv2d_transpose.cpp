@@ -37,13 +37,14 @@ class CudnnConv2DTranspose final : public ConvBackend {
   void backward(Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt, const void* x, Shape xs,
                 const float* kernel, float* dkernel, float* dbias, void* dx) override {
     if (xs.numel() == 0 || ys.numel() == 0) {
-      ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * ys.c * xs.c * sizeof(float));
+      if (dkernel) ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * ys.c * xs.c * sizeof(float));
       if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
       return;
     }
     const cudnnDataType_t xtype = cudnn_type(xt), ytype = cudnn_type(yt);
     core_.prepare_gradient(ConvSide::A, ys, xs, act, y, dy, ytype, dbias);
-    core_.backward_filter(nullptr, ytype, ys, Staging::Prepared, x, xtype, xs, Staging::Reuse, dkernel);
+    if (dkernel)  // nullptr: a frozen layer
+      core_.backward_filter(nullptr, ytype, ys, Staging::Prepared, x, xtype, xs, Staging::Reuse, dkernel);
     if (dx) core_.forward(nullptr, ytype, ys, Staging::Prepared, kernel, nullptr, Activation{}, dx, xtype, xs);
     core_.release_prepared(ConvSide::A);
   }

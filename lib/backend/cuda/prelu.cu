@@ -59,13 +59,14 @@ void prelu_backward(const Device& d, const float* x, Shape xs, const float* alph
   CudaContext& ctx = context(d);
   const size_t total = xs.numel(), slopes = size_t(a.ah) * size_t(a.aw) * size_t(a.ac);
   if (total == 0) {
-    ctx.zero(dalpha, slopes * sizeof(float));
+    if (dalpha) ctx.zero(dalpha, slopes * sizeof(float));
     return;
   }
   if (dx) {
     prelu_kernel<<<grid_blocks(total), kThreads, 0, ctx.stream()>>>(x, xs, alpha, a, dy, dx, total);
     TRAINER_CUDA_CHECK_LAUNCH(ctx, "prelu_backward");
   }
+  if (!dalpha) return;  // a frozen layer
   const unsigned blocks = unsigned(std::min(slopes, kMaxBlocks));
   prelu_dalpha_kernel<<<blocks, kThreads, 0, ctx.stream()>>>(x, xs, a, dy, total / slopes, slopes, dalpha);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "prelu_backward (slopes)");

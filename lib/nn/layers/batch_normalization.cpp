@@ -7,7 +7,9 @@
 // channel, m - 1 clamped to >= 1): this is what TensorFlow's fused batch-norm
 // kernel (the path Keras 2 takes for 4-D NHWC input) returns for the moving
 // average. Keras 3 and Keras 2's non-fused path use the biased variance there.
-// Inference: mean and var are the moving statistics.
+// Inference: mean and var are the moving statistics. A frozen layer
+// (trainable: false) computes as in inference in training too, and leaves its
+// moving statistics as they are, as Keras 3 does for trainable = False.
 //
 // YAML keys (Keras names and defaults): axis: -1 (or 3; nothing else),
 // momentum: 0.99, epsilon: 0.001, center: true, scale: true,
@@ -46,7 +48,7 @@ class BatchNormalization : public Layer {
  public:
   BatchNormalization(std::string name, BNOptions o) : Layer(std::move(name)), o_(std::move(o)) {}
   std::string type() const override { return "BatchNormalization"; }
-  bool collective() const override { return o_.synchronized; }
+  bool collective() const override { return o_.synchronized && !frozen(); }
   /// Inference form: the moving statistics (gamma and beta absent when scale or center is false).
   LayerDescription describe() const override {
     LayerDescription d;
@@ -95,8 +97,8 @@ class BatchNormalization : public Layer {
     const float* in = x[0]->data();
     y.resize(s);
     for (Buffer<float>* v : {&mean_, &istd_, &a_, &b_}) on_device(*v, d).resize(size_t(C));
-    batch_stats_ = ctx.training;
-    if (ctx.training) {
+    batch_stats_ = ctx.training && !frozen();
+    if (batch_stats_) {
       const bool sync = o_.synchronized && ctx.comm;
       on_device(sums_, d).resize(size_t(2) * C);
       op_.stat_sums(d, in, s, sums_.data());
@@ -117,7 +119,8 @@ class BatchNormalization : public Layer {
   ///   dx = gamma * istd * (dy - sum(dy) / m - xhat * sum(dy * xhat) / m),
   /// the sums in dx taken over all towers when synchronized (all-reduced here
   /// between the backend's reduction and its dx step). After an inference
-  /// forward the statistics are constants: dx = gamma * istd * dy.
+  /// forward (or any forward of a frozen layer) the statistics are constants:
+  /// dx = gamma * istd * dy, and a frozen layer needs no sums at all.
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     const Shape s = x[0]->shape();
@@ -125,8 +128,10 @@ class BatchNormalization : public Layer {
     const Device& d = ctx.device;
     const float* in = x[0]->data();
     on_device(sums_, d).resize(size_t(2) * C);
-    op_.grad_sums(d, in, dy.data(), s, mean_.data(), istd_.data(), sums_.data());
-    op_.param_grads(d, sums_.data(), C, dgamma_, dbeta_);
+    if (batch_stats_ || dgamma_ || dbeta_) {
+      op_.grad_sums(d, in, dy.data(), s, mean_.data(), istd_.data(), sums_.data());
+      op_.param_grads(d, sums_.data(), C, dgamma_, dbeta_);
+    }
     if (batch_stats_ && o_.synchronized && ctx.comm)
       ctx.comm->all_reduce_sum(ctx.rank, sums_.data(), sums_.size());
     if (!dx[0]) return;

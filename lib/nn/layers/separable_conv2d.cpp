@@ -97,9 +97,12 @@ class SeparableConv2D final : public Layer {
     require_sample_shape(xt.shape(), in_);
     Tensor& dz = on_device(dz_, ctx.device);
     dz.resize(z_.shape());
+    const bool want_dz = dx[0] || ddepthwise_kernel_;  // neither: a frozen layer whose input needs no gradient
     const Tensor& g = kept_.backward(ctx, c_.activation, dy, name());
     pointwise_.backward(ctx.device, fused_activation(c_.activation), DType::F32, y.raw(), g.raw(), dy.shape(),
-                        DType::F32, z_.raw(), z_.shape(), pointwise_kernel_, dpointwise_kernel_, dbias_, dz.raw());
+                        DType::F32, z_.raw(), z_.shape(), pointwise_kernel_, dpointwise_kernel_, dbias_,
+                        want_dz ? dz.raw() : nullptr);
+    if (!want_dz) return;
     if (dx[0]) dx[0]->resize(xt.shape());
     depthwise_.backward(ctx.device, Activation{}, DType::F32, nullptr, dz.raw(), dz.shape(), DType::F32, xt.raw(),
                         xt.shape(), depthwise_kernel_, ddepthwise_kernel_, nullptr, dx[0] ? dx[0]->raw() : nullptr);
