@@ -59,6 +59,7 @@ model:
     - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same, trainable: )" + f + R"(}
     - {name: a2, type: PReLU, shared_axes: [1, 2], alpha_initializer: glorot_uniform, trainable: )" + f + R"(}
     - {name: s2, type: SeparableConv2D, filters: 8, kernel_size: 3, padding: same, trainable: )" + f + R"(}
+    - {name: d2, type: DepthwiseConv2D, kernel_size: 3, padding: same, activation: gelu, trainable: )" + f + R"(}
     - {name: u1, type: Conv2DTranspose, filters: 4, kernel_size: 2, strides: 2, padding: same, trainable: )" + f + R"(}
     - {name: cat, type: Concatenate, inputs: [u1, bn1]}
     - {name: gn, type: GroupNormalization, groups: 2, trainable: )" + f + R"(}

@@ -27,6 +27,7 @@ std::string tiny_se_config();
 /// The tiny model's topology (training as tiny_config's) with every layer
 /// between the first convolution c1 and the output frozen (trainable: false):
 /// a synchronized BatchNormalization, a Conv2D, a PReLU, a SeparableConv2D, a
+/// DepthwiseConv2D with gelu (applied after it, kept_activation.h), a
 /// Conv2DTranspose, a GroupNormalization and a LayerNormalization, so that
 /// c1's gradient passes through each frozen kind's dx without its weight
 /// gradients. With `frozen` false the same layers train, but for bn1 (frozen

@@ -82,7 +82,8 @@ bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& 
                     " (with a higher --epochs once it has finished), or, instead of --resume, start a new run from "
                     "its weights with --initial-weights " + path + " and another --output");
   }
-  std::vector<std::string> differences = resume_differences(config, then, path);
+  std::vector<std::string> differences = check_resume_trainable(then, trainer.model(), path);
+  for (std::string& d : resume_differences(config, then, path)) differences.push_back(std::move(d));
   // Precision changes only GPU arithmetic (CPU towers compute in fp32 whatever it says).
   if (trainer.devices().any_gpu() && config.training.precision != then.training.precision)
     differences.push_back(std::string("training.precision is ") + precision_name(config.training.precision) +
@@ -172,6 +173,7 @@ int run_train(const TrainFlags& f) {
   }
   const bool json = f.log_format == "json";
   validate_for_training(config, model);
+  require_trainable_weights(config, model);
   // Towers and a resumed checkpoint are checked before any image is decoded, so a mismatch fails fast.
   Trainer trainer(config, towers.plan, towers.threads_per_tower);
   if (trainer.devices().any_gpu()) {
@@ -207,6 +209,11 @@ int run_train(const TrainFlags& f) {
                    config.training.initial_weights);
   } else if (!config.training.initial_weights.empty()) {
     load_initial_weights(config.training, trainer);
+  } else if (trainer.model().num_frozen() > 0) {  // Keras says nothing here; frozen layers want pretrained weights
+    spdlog::warn("layers {} are frozen (trainable: false) and start from their initializers' random values, which "
+                 "they keep for the whole run: give the pretrained weights with --initial-weights (or "
+                 "training.initial_weights), or leave trainable out",
+                 fmt::join(trainer.model().frozen_layers(), ", "));
   }
   // The model table once the config and checkpoint checks have passed, so that their errors do not follow it
   // (a bad image found while decoding still does).

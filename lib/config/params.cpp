@@ -330,6 +330,16 @@ std::vector<int> ParamReader::get_int_pair(const std::string& key,
   return get_int_list(key, 2, min, max);
 }
 
+/// For a key written as Python's keyword argument (trainable=False) whose name is one of `names`: " (YAML
+/// writes a key and its value as 'trainable: false')", Python's True, False and None as YAML's; else "".
+static std::string keyword_argument_hint(const std::string& k, const std::set<std::string>& names) {
+  const size_t eq = k.find('=');
+  if (eq == std::string::npos || !names.count(k.substr(0, eq))) return "";
+  std::string v = k.substr(eq + 1);
+  v = v == "True" ? "true" : v == "False" ? "false" : v == "None" ? "null" : v;
+  return " (YAML writes a key and its value as '" + k.substr(0, eq) + ": " + v + "')";
+}
+
 void ParamReader::finish() const {
   std::set<std::string> names = used_;
   names.insert(optional_.begin(), optional_.end());
@@ -337,8 +347,9 @@ void ParamReader::finish() const {
   for (const auto& kv : node_) {
     std::string k = kv.first.as<std::string>();
     if (used_.count(k)) continue;
-    throw UserError(yaml_location(file_, kv.first.Mark()) + ": " + what_ + ": unknown key '" + k +
-                    "'" + did_you_mean(k, known) + "; known keys: " + join_names(known));
+    const std::string hint = keyword_argument_hint(k, names);
+    throw UserError(yaml_location(file_, kv.first.Mark()) + ": " + what_ + ": unknown key '" + k + "'" +
+                    (hint.empty() ? did_you_mean(k, known) : hint) + "; known keys: " + join_names(known));
   }
 }
 

@@ -92,7 +92,8 @@ class Layer {
   /// their gradients, and backward() must compute dx without them), and the
   /// layer computes in inference mode where that differs: a frozen
   /// BatchNormalization normalises with, and keeps, its moving statistics
-  /// (Keras 3's BatchNormalization docs). Called by the model once, before bind().
+  /// (Keras 3's BatchNormalization docs). Called by the model once, before
+  /// bind(), on layers with weights only (elsewhere the key changes nothing).
   void freeze() { frozen_ = true; }
   bool frozen() const { return frozen_; }
   /// Views into the tower's buffers, one per param_specs() entry, same order.

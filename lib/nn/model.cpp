@@ -34,7 +34,6 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     Node node;
     node.layer = make(p, spec.name);
     p.finish();
-    if (!spec.trainable) node.layer->freeze();
     if (spec.type != "Input") {
       if (spec.inputs.empty()) {
         if (nodes_.empty()) p.fail("the first layer must be an Input layer");
@@ -69,12 +68,14 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
       throw UserError(yaml_location(file, spec.mark) + ": " + what + ": output shape " + node.shape.hwc() +
                       " holds 2^31 values or more per image; use a smaller input or fewer filters");
     for (int i : node.inputs) node.needs_grad = node.needs_grad || nodes_[size_t(i)].needs_grad;
-    for (ParamSpec& ps : node.layer->param_specs()) {
+    std::vector<ParamSpec> specs = node.layer->param_specs();
+    // On a layer without weights trainable changes nothing, as in Keras.
+    if (!spec.trainable && !specs.empty()) node.layer->freeze();
+    for (ParamSpec& ps : specs) {
       ps.trainable = ps.trainable && spec.trainable;
       node.needs_grad = node.needs_grad || ps.trainable;
-      size_t& counter = ps.trainable ? num_params_ : num_state_;
-      slots_.push_back(WeightSlot{int(nodes_.size()), ps, counter});
-      counter += ps.numel();
+      slots_.push_back(WeightSlot{int(nodes_.size()), ps, ps.trainable ? num_params_ : 0});
+      if (ps.trainable) num_params_ += ps.numel();
     }
     index[spec.name] = int(nodes_.size());
     nodes_.push_back(std::move(node));
@@ -85,6 +86,17 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
       throw UserError(yaml_location(file, config.layers[i].mark) + ": layer '" + config.layers[i].name + "' (" +
                       config.layers[i].type + "): activation softmax is supported on the last layer only, over "
                       "its class channels (the categorical losses take its logits); use another activation here");
+  // The state buffer holds what training changes (the moving statistics of BatchNormalization layers that are
+  // not frozen) first, then the frozen layers' weights, which never change: a step makes its towers agree on
+  // the leading part only (num_moving_state).
+  for (const bool frozen : {false, true}) {
+    for (WeightSlot& w : slots_)
+      if (!w.spec.trainable && nodes_[size_t(w.layer)].layer->frozen() == frozen) {
+        w.offset = num_state_;
+        num_state_ += w.spec.numel();
+      }
+    if (!frozen) num_moving_state_ = num_state_;
+  }
   nodes_.back().reaches_output = true;
   for (size_t i = nodes_.size(); i-- > 0;)
     if (nodes_[i].reaches_output)
@@ -102,6 +114,13 @@ size_t Model::num_frozen() const {
   for (const WeightSlot& w : slots_)
     if (nodes_[size_t(w.layer)].layer->frozen()) n += w.spec.numel();
   return n;
+}
+
+std::vector<std::string> Model::frozen_layers() const {
+  std::vector<std::string> names;
+  for (const Node& node : nodes_)
+    if (node.layer->frozen()) names.push_back(node.layer->name());
+  return names;
 }
 
 OutputActivation Model::use_logits_output() {
@@ -339,9 +358,13 @@ std::string Model::summary() const {
     if (int(s.size()) < w) s.append(size_t(w - int(s.size())), ' ');
     return s;
   };
-  std::string rule(w1 + w2 + w3 + 30, '_'), dbl(w1 + w2 + w3 + 30, '=');
+  // Keras's summary(show_trainable=True) column, shown when a layer is frozen: Y, N, or - without weights.
+  const bool show_trainable = num_frozen() > 0;
+  const int w4 = show_trainable ? 11 : 0;
+  std::string rule(w1 + w2 + w3 + w4 + 30, '_'), dbl(w1 + w2 + w3 + w4 + 30, '=');
   os << "Model: \"" << name_ << "\"\n" << rule << "\n"
-     << pad(" Layer (type)", w1) << pad("Output Shape", w2) << pad("Param #", w3) << "Connected to\n"
+     << pad(" Layer (type)", w1) << pad("Output Shape", w2) << pad("Param #", w3)
+     << (show_trainable ? pad("Trainable", w4) : "") << "Connected to\n"
      << dbl << "\n";
   size_t trainable = 0, fixed = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -353,8 +376,10 @@ std::string Model::summary() const {
       }
     std::string conn;
     for (int j : nodes_[i].inputs) conn += (conn.empty() ? "" : ", ") + nodes_[size_t(j)].layer->name();
+    const std::string mark = count == 0 ? "-" : nodes_[i].layer->frozen() ? "N" : "Y";
     os << pad(" " + nodes_[i].layer->name() + " (" + nodes_[i].layer->type() + ")", w1 - 1) << " "
-       << pad(nodes_[i].shape.hwc(), w2) << pad(with_thousands(count), w3) << conn << "\n";
+       << pad(nodes_[i].shape.hwc(), w2) << pad(with_thousands(count), w3) << (show_trainable ? pad(mark, w4) : "")
+       << conn << "\n";
   }
   os << dbl << "\n"
      << "Total params: " << with_thousands(trainable + fixed) << "\n"

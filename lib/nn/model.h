@@ -57,8 +57,14 @@ class Model {
   const std::vector<WeightSlot>& weights() const { return slots_; }
   size_t num_params() const { return num_params_; }  ///< Trainable floats.
   size_t num_state() const { return num_state_; }    ///< Non-trainable floats.
+  /// The leading floats of the state that training changes (the moving
+  /// statistics of BatchNormalization layers that are not frozen); the rest
+  /// of the state, the frozen layers' weights, keeps its values.
+  size_t num_moving_state() const { return num_moving_state_; }
   /// Floats of the weights of frozen layers (trainable: false; Layer::freeze), part of num_state().
   size_t num_frozen() const;
+  /// The names of the frozen layers (those with weights and trainable: false), in model order.
+  std::vector<std::string> frozen_layers() const;
 
   /// True when the last layer's sigmoid or softmax was removed so forward()
   /// returns logits, for losses fused with it (see strip_output_activation()).
@@ -133,7 +139,8 @@ class Model {
   /// so their all-reduce can start while backward goes on (gradient buckets).
   void backward(const Context& ctx, const Tensor& dy, const std::function<void(size_t)>& grads_ready = {});
 
-  /// Keras model.summary(): layer (type), output shape, params, connected to; totals.
+  /// Keras model.summary(): layer (type), output shape, params, connected to; totals. With
+  /// frozen layers, a Trainable column as Keras's show_trainable=True: Y, N (frozen), - (no weights).
   std::string summary() const;
 
   /// Profiling (off by default): while on, forward() and backward() add each
@@ -163,7 +170,7 @@ class Model {
   std::string name_;
   std::vector<Node> nodes_;
   std::vector<WeightSlot> slots_;
-  size_t num_params_ = 0, num_state_ = 0;
+  size_t num_params_ = 0, num_state_ = 0, num_moving_state_ = 0;
   OutputActivation stripped_ = OutputActivation::None;  ///< use_logits_output()
   bool strip_tried_ = false;
   // Per-call argument lists, kept to avoid allocating in every step.

@@ -325,13 +325,9 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     spdlog::warn("global batch {} is smaller than the {} towers: {} of them get no sample each step; raise "
                  "training.batch_size to at least {}, or use fewer towers",
                  tc.batch_size, trainer.towers(), trainer.towers() - tc.batch_size, trainer.towers());
-  if (const size_t fixed = trainer.model().num_frozen(); fixed > 0) {
-    std::vector<std::string> frozen;
-    for (int i = 0; i < trainer.model().num_layers(); ++i)
-      if (trainer.model().layer(i).frozen()) frozen.push_back(trainer.model().layer(i).name());
+  if (const size_t fixed = trainer.model().num_frozen(); fixed > 0)
     spdlog::info("frozen layers (trainable: false), their {} weight values kept as they are: {}", fixed,
-                 fmt::join(frozen, ", "));
-  }
+                 fmt::join(trainer.model().frozen_layers(), ", "));
   if (const LearningRateSchedule& ls = tc.optimizer.schedule; !ls.type.empty())
     spdlog::info("learning rate schedule {} over the optimizer's steps; log.csv's learning_rate is the rate of the "
                  "update after each epoch", schedule_text(ls));

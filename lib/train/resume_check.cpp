@@ -2,11 +2,13 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <tuple>
 
 #include "core/error.h"
+#include "nn/model.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
 
@@ -73,20 +75,6 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
       throw UserError(source + " was trained with " + key + " " + then_text + ", the config says " + now_text +
                       "; the optimizer's state differs (" + slot + ") and cannot carry over: set training.optimizer." +
                       key + " to " + then_text + " to resume");
-  // The gradient buffer and the optimizer's state hold the trainable weights
-  // only, so freezing or unfreezing a layer changes what the state covers.
-  std::map<std::string, bool> trainable_then;
-  for (const LayerSpec& m : then.model.layers) trainable_then[m.name] = m.trainable;
-  for (const LayerSpec& l : now.model.layers) {
-    const auto t = trainable_then.find(l.name);
-    if (t == trainable_then.end() || t->second == l.trainable) continue;
-    const auto text = [](bool v) { return std::string(v ? "true" : "false"); };
-    throw UserError(source + " was trained with layer '" + l.name + "' trainable: " + text(t->second) +
-                    ", the config says " + text(l.trainable) + "; the optimizer's state covers the trainable "
-                    "weights only and cannot carry over: set it back to " + text(t->second) + " to resume, or "
-                    "start a new run from the checkpoint's weights with --initial-weights " + source +
-                    " and another --output (Keras's load_weights before fit)");
-  }
   std::vector<std::string> out;
   auto schedule = [](const OptimizerConfig& o) {
     return o.schedule.type.empty() ? std::string("none") : schedule_text(o.schedule);
@@ -207,6 +195,31 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
     const auto m = before.find(l.name);
     if (m != before.end()) compare(out, "layer '" + l.name + "'", layer_text(l.node), layer_text(m->second->node));
   }
+  return out;
+}
+
+std::vector<std::string> check_resume_trainable(const Config& then, const Model& model, const std::string& source) {
+  std::map<std::string, bool> trainable_then;
+  for (const LayerSpec& m : then.model.layers) trainable_then[m.name] = m.trainable;
+  std::string changed;  // "layer 'a' trainable: false, layer 'b' trainable: true", as then
+  std::vector<std::string> out;
+  for (int i = 0; i < model.num_layers(); ++i) {
+    const Layer& l = model.layer(i);
+    const std::vector<ParamSpec> specs = l.param_specs();  // the layer's own: trainable unless state
+    const auto t = trainable_then.find(l.name());
+    if (specs.empty() || t == trainable_then.end() || t->second == !l.frozen()) continue;
+    const std::string was = t->second ? "true" : "false";
+    if (std::any_of(specs.begin(), specs.end(), [](const ParamSpec& p) { return p.trainable; }))
+      changed += (changed.empty() ? "layer '" : ", layer '") + l.name() + "' trainable: " + was;
+    else  // moving statistics only (BatchNormalization without gamma and beta): the same state, another run
+      out.push_back("layer '" + l.name() + "' trainable is " + (t->second ? "false" : "true") +
+                    " (the checkpoint's run used " + was + ")");
+  }
+  if (!changed.empty())
+    throw UserError(source + " was trained with " + changed + ", which the config changes; the optimizer's state "
+                    "covers the trainable weights only and cannot carry over: set them back to resume, or start a "
+                    "new run from the checkpoint's weights with --initial-weights " + source + " and another "
+                    "--output (Keras's load_weights before fit)");
   return out;
 }
 

@@ -71,6 +71,16 @@ std::string from_logits_fix(const LossConfig& lc) {
 
 }  // namespace
 
+void require_trainable_weights(const Config& config, const Model& model) {
+  if (model.num_params() > 0) return;
+  std::string frozen;
+  for (const std::string& name : model.frozen_layers()) frozen += (frozen.empty() ? "'" : ", '") + name + "'";
+  throw UserError(config.path + ": the model has no trainable weights, so training would change nothing" +
+                  (frozen.empty() ? "; add a layer with weights (Conv2D)"
+                                  : " (trainable: false on " + frozen +
+                                        "); set trainable: true (or leave the key out) on the layers to train"));
+}
+
 void validate_for_training(const Config& config, Model& model) {
   const auto& layers = config.model.layers;
   const std::string first = yaml_location(config.path, layers.front().mark) + ": layer '" + layers.front().name + "': ";
@@ -154,15 +164,6 @@ void validate_for_training(const Config& config, Model& model) {
                              "already)"
                            : ""));
     }
-  }
-  if (model.num_params() == 0) {
-    std::string frozen;
-    for (const LayerSpec& l : layers)
-      if (!l.trainable) frozen += (frozen.empty() ? "'" : ", '") + l.name + "'";
-    throw UserError(config.path + ": the model has no trainable weights, so training would change nothing" +
-                    (frozen.empty() ? "; add a layer with weights (Conv2D)"
-                                    : " (trainable: false on " + frozen +
-                                          "); set trainable: true (or leave the key out) on the layers to train"));
   }
   const AugmentationConfig& aug = config.data.augmentation;
   if (aug.rotate_90 && in.h != in.w)
@@ -444,7 +445,8 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
   }
   t.optimizer->finish_step();
   comm.wait_all(rank);
-  if (!t.state.empty()) comm.broadcast(rank, t.state.data(), t.state.size(), 0);
+  // Tower 0's moving statistics for all (each tower's BN saw its own shard); frozen weights never change.
+  if (const size_t moving = t.model.num_moving_state()) comm.broadcast(rank, t.state.data(), moving, 0);
   clock.lap(kUpdate);
 }
 

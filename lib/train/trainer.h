@@ -72,10 +72,16 @@ struct BatchStats {
 /// Throws UserError naming the config place and the fix when the input is not
 /// 1 or 3 channels, the output is not [H, W, 1] at the input's size, the last
 /// layer does not end in a sigmoid, data.augmentation asks for quarter turns
-/// of a non-square input, the ModelCheckpoint filepath names an unknown
-/// placeholder, or the model has no trainable weight (every layer with
-/// weights has trainable: false).
+/// of a non-square input, or the ModelCheckpoint filepath names an unknown
+/// placeholder.
 void validate_for_training(const Config& config, Model& model);
+
+/// Throws UserError naming config's file and its frozen layers when model
+/// has no trainable weight (every layer with weights has trainable: false, or
+/// none has weights): a training run would change nothing. Keras runs such a
+/// model (its TensorFlow backend warns); the train command refuses it before
+/// any data is read, while summary, evaluate, predict and export take it.
+void require_trainable_weights(const Config& config, const Model& model);
 
 /// [start, end) of each tower's shard of a batch of `batch` samples over `towers` towers.
 std::vector<std::pair<int, int>> split_batch(int batch, int towers);
