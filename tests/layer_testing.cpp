@@ -125,6 +125,8 @@ Tensor make_tensor(Shape s, const std::vector<float>& v) {
   return t;
 }
 
+std::vector<float> tensor_values(const Tensor& t) { return std::vector<float>(t.data(), t.data() + t.numel()); }
+
 Tensor random_tensor(Shape s, unsigned seed, float lo, float hi) {
   Tensor t(s);
   std::mt19937 rng(seed);

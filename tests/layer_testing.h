@@ -63,6 +63,9 @@ Tensor make_tensor(Shape s, const std::vector<float>& v);
 double loss_gradient_gap(LossKind kind, const CrossEntropyForm& form, Tensor logits, const Tensor& targets,
                          const OverlapForm& overlap = {});
 
+/// A CPU tensor's numel() values.
+std::vector<float> tensor_values(const Tensor& t);
+
 /// A tensor of shape s filled uniformly in [lo, hi) from seed.
 Tensor random_tensor(Shape s, unsigned seed, float lo = -1.f, float hi = 1.f);
 

@@ -30,6 +30,7 @@ using trainer::testing::sample_unet_config;
 using trainer::testing::tiny_config;
 using trainer::testing::tiny_data;
 using trainer::testing::tiny_frozen_config;
+using trainer::testing::tensor_values;
 
 namespace {
 
@@ -47,9 +48,6 @@ std::map<std::string, std::vector<float>> by_name(const std::vector<WeightRecord
   for (const WeightRecord& w : weights) out[w.layer + "/" + w.name] = w.values;
   return out;
 }
-
-/// A CPU tensor's values.
-std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data(), t.data() + t.numel()); }
 
 bool is_frozen_layer(const std::string& weight) {
   for (const char* l : {"bn1/", "c2/", "a2/", "s2/", "d2/", "u1/", "gn/", "ln/"})
@@ -164,13 +162,13 @@ TEST_CASE("a frozen BatchNormalization computes as in inference, keeps its stati
   frozen->forward(trainer::testing::training_context(), {&x}, y_frozen);
   CHECK(fw.params == ow.params);  // the moving statistics stay
   open->forward(Context{}, {&x}, y_open);  // inference
-  CHECK(values(y_frozen) == values(y_open));
+  CHECK(tensor_values(y_frozen) == tensor_values(y_open));
   frozen->backward(trainer::testing::training_context(), {&x}, y_frozen, dy, {&dx_frozen});
   open->backward(Context{}, {&x}, y_open, dy, {&dx_open});  // after an inference forward: gamma * istd * dy
-  CHECK(values(dx_frozen) == values(dx_open));
+  CHECK(tensor_values(dx_frozen) == tensor_values(dx_open));
   // Control: the same layer trained normalises with the batch's statistics.
   open->forward(trainer::testing::training_context(), {&x}, y_batch);
-  CHECK(values(y_batch) != values(y_open));
+  CHECK(tensor_values(y_batch) != tensor_values(y_open));
 }
 
 TEST_CASE("frozen layers keep their weights while the gradient passes through them to the layers that train",

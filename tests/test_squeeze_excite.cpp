@@ -20,7 +20,6 @@ using namespace trainer::testing;
 
 namespace {
 
-std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data(), t.data() + t.numel()); }
 
 Tensor run_forward(Layer& l, const std::vector<const Tensor*>& x) {
   Tensor y;
@@ -57,14 +56,14 @@ TEST_CASE("GlobalAveragePooling2D and GlobalMaxPooling2D: per-channel mean and m
   for (auto* l : {avg.get(), max.get()}) l->infer({Shape{0, 2, 2, 2}});
   const Tensor ya = run_forward(*avg, {&x}), ym = run_forward(*max, {&x});
   CHECK(ya.shape() == Shape{2, 1, 1, 2});
-  CHECK(values(ya) == std::vector<float>{3, 25, -2.5f, 0});
-  CHECK(values(ym) == std::vector<float>{6, 40, -1, 0});
+  CHECK(tensor_values(ya) == std::vector<float>{3, 25, -2.5f, 0});
+  CHECK(tensor_values(ym) == std::vector<float>{6, 40, -1, 0});
 
   // Mean: every pixel gets dy / 4. Max: the largest pixel, the four tied zeros a quarter each.
   const Tensor dy = make_tensor({2, 1, 1, 2}, {4, 8, 12, -16});
-  CHECK(values(run_backward(*avg, x, ya, dy)) ==
+  CHECK(tensor_values(run_backward(*avg, x, ya, dy)) ==
         std::vector<float>{1, 2, 1, 2, 1, 2, 1, 2, 3, -4, 3, -4, 3, -4, 3, -4});
-  CHECK(values(run_backward(*max, x, ym, dy)) ==
+  CHECK(tensor_values(run_backward(*max, x, ym, dy)) ==
         std::vector<float>{0, 0, 0, 0, 0, 0, 4, 8, 12, -4, 0, -4, 0, -4, 0, -4});
 
   for (auto* l : {avg.get(), max.get()}) {
@@ -109,7 +108,7 @@ TEST_CASE("Dense: the last axis of every pixel, kernel [Cin, units] with Keras's
   l->bind({kernel.data(), bias.data()}, {dk.data(), db.data()});
   const Tensor x = make_tensor({1, 1, 2, 3}, {1, 2, 4, -1, 0, 2});
   // pixel 0: [1 + 4 + 2, -1 + 0 + 12] + bias = [7.5, 10]; pixel 1: [-1 + 0 + 1, 1 + 0 + 6] + bias = [0.5, 6].
-  CHECK(values(run_forward(*l, {&x})) == std::vector<float>{7.5f, 10, 0.5f, 6});
+  CHECK(tensor_values(run_forward(*l, {&x})) == std::vector<float>{7.5f, 10, 0.5f, 6});
 
   auto g = layer_from_yaml("{type: Dense, units: 4, activation: tanh}");
   auto w = bind_random(*g, {Shape{0, 3, 2, 5}}, 2);
@@ -148,11 +147,11 @@ TEST_CASE("Reshape: target_shape with one -1, the same elements in order, and er
     const Tensor x = random_tensor({2, 2, 3, 4}, 5);
     const Tensor y = run_forward(*l, {&x});
     CHECK(y.shape() == c.out.with_batch(2));
-    CHECK(values(y) == values(x));
+    CHECK(tensor_values(y) == tensor_values(x));
     const Tensor dy = random_tensor(y.shape(), 6);
     const Tensor dx = run_backward(*l, x, y, dy);
     CHECK(dx.shape() == x.shape());
-    CHECK(values(dx) == values(dy));
+    CHECK(tensor_values(dx) == tensor_values(dy));
     CHECK(l->describe().kind == LayerKind::Reshape);
     CHECK(l->describe().output == c.out);
   }
@@ -198,7 +197,7 @@ TEST_CASE("Multiply broadcasts a [1, 1, C] input over height and width (squeeze-
     m->infer(scale_first ? std::vector<Shape>{Shape{0, 1, 1, 2}, Shape{0, 1, 2, 2}}
                          : std::vector<Shape>{Shape{0, 1, 2, 2}, Shape{0, 1, 1, 2}});
     const Tensor y = scale_first ? run_forward(*m, {&s, &f}) : run_forward(*m, {&f, &s});
-    CHECK(values(y) == std::vector<float>{10, -2, 30, -4, 10, 0, 14, 0});
+    CHECK(tensor_values(y) == std::vector<float>{10, -2, 30, -4, 10, 0, 14, 0});
     auto w = bind_random(*m, shapes, 1);
     const Tensor xw = random_tensor({2, 2, 3, 4}, 9), xn = random_tensor({2, 1, 1, 4}, 10);
     auto r = gradcheck(*m, w, scale_first ? std::vector<Tensor>{xn, xw} : std::vector<Tensor>{xw, xn}, {});
@@ -209,7 +208,7 @@ TEST_CASE("Multiply broadcasts a [1, 1, C] input over height and width (squeeze-
   CHECK(m->infer({Shape{0, 2, 3, 1}, Shape{0, 1, 1, 1}}) == Shape{0, 2, 3, 1});
   CHECK(m->infer({Shape{0, 1, 1, 1}, Shape{0, 1, 2, 2}}) == Shape{0, 1, 2, 2});
   const Tensor f = make_tensor({2, 1, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), k = make_tensor({2, 1, 1, 1}, {10, -1});
-  CHECK(values(run_forward(*m, {&k, &f})) == std::vector<float>{10, 20, 30, 40, -5, -6, -7, -8});
+  CHECK(tensor_values(run_forward(*m, {&k, &f})) == std::vector<float>{10, 20, 30, 40, -5, -6, -7, -8});
   auto w = bind_random(*m, {Shape{0, 2, 3, 4}, Shape{0, 1, 1, 1}}, 1);
   auto r = gradcheck(*m, w, {random_tensor({2, 2, 3, 4}, 13), random_tensor({2, 1, 1, 1}, 14)}, {});
   CHECK(r.max_rel_error_inputs < 1e-3);
@@ -223,15 +222,15 @@ TEST_CASE("Add broadcasts [1, 1, C] and [1, 1, 1] inputs over the others' pixels
   CHECK(add->infer({Shape{0, 1, 1, 2}, Shape{0, 1, 1, 1}, Shape{0, 1, 2, 2}}) == Shape{0, 1, 2, 2});
   const Tensor c = make_tensor({2, 1, 1, 2}, {10, 20, 30, 40}), k = make_tensor({2, 1, 1, 1}, {1, -1}),
                f = make_tensor({2, 1, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
-  CHECK(values(run_forward(*add, {&c, &k, &f})) == std::vector<float>{12, 23, 14, 25, 34, 45, 36, 47});
+  CHECK(tensor_values(run_forward(*add, {&c, &k, &f})) == std::vector<float>{12, 23, 14, 25, 34, 45, 36, 47});
   CHECK(add->describe().input_shapes.size() == 3);
   // Gradients: dy for the features, summed over the pixels (and channels) for the broadcast ones.
   const Tensor dy = make_tensor({2, 1, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
   Tensor y = run_forward(*add, {&c, &k, &f}), dc, dk, df;
   add->backward(Context{}, {&c, &k, &f}, y, dy, {&dc, &dk, &df});
-  CHECK(values(dc) == std::vector<float>{4, 6, 12, 14});
-  CHECK(values(dk) == std::vector<float>{10, 26});
-  CHECK(values(df) == values(dy));
+  CHECK(tensor_values(dc) == std::vector<float>{4, 6, 12, 14});
+  CHECK(tensor_values(dk) == std::vector<float>{10, 26});
+  CHECK(tensor_values(df) == tensor_values(dy));
   auto w = bind_random(*add, {Shape{0, 2, 3, 4}, Shape{0, 1, 1, 4}, Shape{0, 2, 3, 4}, Shape{0, 1, 1, 1}}, 1);
   auto r = gradcheck(*add, w,
                      {random_tensor({2, 2, 3, 4}, 15), random_tensor({2, 1, 1, 4}, 16), random_tensor({2, 2, 3, 4}, 17),

@@ -109,13 +109,6 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
   for (const Node& node : nodes_) times_.push_back(LayerTime{node.layer->name(), node.layer->type()});
 }
 
-size_t Model::num_frozen() const {
-  size_t n = 0;
-  for (const WeightSlot& w : slots_)
-    if (nodes_[size_t(w.layer)].layer->frozen()) n += w.spec.numel();
-  return n;
-}
-
 std::vector<std::string> Model::frozen_layers() const {
   std::vector<std::string> names;
   for (const Node& node : nodes_)

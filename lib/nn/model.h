@@ -61,8 +61,8 @@ class Model {
   /// statistics of BatchNormalization layers that are not frozen); the rest
   /// of the state, the frozen layers' weights, keeps its values.
   size_t num_moving_state() const { return num_moving_state_; }
-  /// Floats of the weights of frozen layers (trainable: false; Layer::freeze), part of num_state().
-  size_t num_frozen() const;
+  /// Floats of the weights of frozen layers (trainable: false; Layer::freeze): the state after num_moving_state().
+  size_t num_frozen() const { return num_state_ - num_moving_state_; }
   /// The names of the frozen layers (those with weights and trainable: false), in model order.
   std::vector<std::string> frozen_layers() const;
 

@@ -40,7 +40,7 @@ std::string value_text(const YAML::Node& v) {
 /// A layer's settings as "{key: value, ...}" in key order, so that another
 /// order of the same keys reads the same; initializers are left out (they
 /// do not matter to a run that loads its weights), and so is trainable
-/// (resume_differences refuses a change of it, and true is its default).
+/// (check_resume_trainable compares it where it matters; true is its default).
 std::string layer_text(const YAML::Node& node) {
   std::map<std::string, std::string> keys;
   for (const auto& kv : node) {
