@@ -85,9 +85,9 @@ int main(int argc, char** argv) {
     trainer.take_input_wait_seconds();  // count the timed steps only
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) trainer.train_step(data, idx);
-    // On a GPU, train_step may return with the last update still queued:
-    // reading the weights back waits for it (a copy of params*4 bytes, timed too).
-    if (!plan.gpus.empty()) trainer.weights();
+    // On a GPU, train_step may return with the last update still queued
+    // (torch_unet.py likewise ends its timing with torch.cuda.synchronize()).
+    trainer.synchronize();
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // Tower 0's input wait over the timed steps (ms per step) and its peak device memory (MiB; 0 on the CPU).
     const double wait_ms = 1e3 * trainer.take_input_wait_seconds()[0] / steps;
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
 #if defined(TRAINER_WITH_CUPTI)
       if (plan.gpus.empty()) throw UserError("--trace records GPU kernels; --gpus names no GPU");
       std::fflush(stdout);
-      trainer.weights();  // nothing of the earlier steps left running
+      trainer.synchronize();  // nothing of the earlier steps left running
       bench::KernelTrace recording;
       for (int i = 0; i < trace; ++i) trainer.train_step(data, idx);
       std::fprintf(stderr, "%s", recording.report(trace, 25).c_str());

@@ -569,6 +569,14 @@ Tensor Trainer::predict(const Tensor& images, int batch_size) {
   return probabilities;
 }
 
+void Trainer::synchronize() {
+  run_towers([&](int r) {
+    devices_->comm().synchronize(r);
+    const Device& d = towers_[size_t(r)]->device;
+    if (d.is_cuda()) d.ctx->synchronize();
+  });
+}
+
 std::vector<double> Trainer::take_input_wait_seconds() {
   std::vector<double> out(towers_.size());
   run_towers([&](int r) {

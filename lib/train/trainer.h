@@ -177,6 +177,12 @@ class Trainer {
 
   /// The towers' devices and communicators.
   const TowerDevices& devices() const { return *devices_; }
+  /// Returns once every tower's queued device work (kernels, copies and
+  /// collectives of the steps so far) has completed: train_step may return
+  /// with its update still running on a GPU. Nothing to wait for on CPU
+  /// towers. Throws InternalError on a device error or a collective that
+  /// outlives the communicator's timeout (Communicator::synchronize).
+  void synchronize();
   /// Per tower, the seconds it waited for input data since the last call: on
   /// a GPU the time its compute stream stalled for the upload, on the CPU the
   /// time spent copying the shard into the tower's input.
