@@ -74,3 +74,24 @@ TEST_CASE("gpus flag: bad values are user errors that say what exists", "[device
   CHECK_THROWS_WITH(plan_devices("gpu", gpus, true), Catch::Contains("is not a GPU index"));
   CHECK_THROWS_WITH(plan_devices("0", gpus, false), Catch::Contains("no CUDA training backend"));
 }
+
+TEST_CASE("gpus flag: local takes the GPU of the process's rank on its host; all splits the host's GPUs",
+          "[devices][mpi]") {
+  const std::vector<GpuInfo> gpus = {{0, "A", 1ull << 34}, {1, "B", 1ull << 34}, {2, "C", 1ull << 34},
+                                     {3, "D", 1ull << 34}};
+  CHECK(plan_devices("local", gpus, true).gpus == std::vector<int>{0});  // a process alone
+  CHECK(plan_devices("local", gpus, true, 3, 4).gpus == std::vector<int>{3});
+  CHECK(plan_devices("all", gpus, true, 0, 2).gpus == std::vector<int>{0, 1});
+  CHECK(plan_devices("all", gpus, true, 1, 2).gpus == std::vector<int>{2, 3});
+  CHECK(plan_devices("all", gpus, true, 2, 3).gpus == std::vector<int>{2, 3});  // 4 over 3: blocks of 1, 1, 2
+  CHECK(plan_devices("all", gpus, true, 0, 3).gpus == std::vector<int>{0});
+  CHECK(plan_devices("1,2", gpus, true, 1, 2).gpus == std::vector<int>{1, 2});  // a list is taken as is
+  CHECK_THROWS_WITH(plan_devices("local", gpus, true, 4, 5),
+                    Catch::Contains("process 4 of this host's 5") && Catch::Contains("no GPU 4") &&
+                        Catch::Contains("at most 4 processes per host"));
+  CHECK_THROWS_WITH(plan_devices("all", gpus, true, 0, 5), Catch::Contains("cannot be split among its 5 processes"));
+  const DevicePlan cpu = plan_devices("local", {}, false, 1, 2);  // no GPU: one CPU tower, with a warning
+  CHECK(cpu.cpu_towers == 1);
+  REQUIRE(cpu.warnings.size() == 1);
+  CHECK_THAT(cpu.warnings[0], Catch::Contains("--gpus local: no GPU found"));
+}

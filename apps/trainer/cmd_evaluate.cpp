@@ -33,6 +33,7 @@ const char* kind_name(TruthKind k) {
 }
 
 int run_evaluate(const EvaluateFlags& f) {
+  require_one_process("evaluate");
   check_threshold(f.threshold, "--threshold");
   EvalOptions o;
   if (!f.masks.empty()) {

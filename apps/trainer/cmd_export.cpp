@@ -61,6 +61,7 @@ Command add_export(CLI::App& app) {
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required()->check(non_empty_path());
   cmd->add_option("--output,-o", f->output, "ONNX file to write")->required()->check(non_empty_path());
   return {cmd, [f] {
+            require_one_process("export");
             install_exit_handlers();  // Ctrl-C leaves no temporary file
             check_output(f->output);
             Towers one;

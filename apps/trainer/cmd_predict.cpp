@@ -18,6 +18,7 @@ struct PredictFlags {
 };
 
 int run_predict(const PredictFlags& f) {
+  require_one_process("predict");
   check_threshold(f.options.threshold, "--threshold");
   const std::vector<std::string> images = without_prediction_outputs(list_image_files(f.input, "--input"),
                                                                      f.options.output_dir);

@@ -135,6 +135,23 @@ void print_json_result(const FitResult& r) {
   std::printf("]}\n");
 }
 
+/// A process of an MPI run other than rank 0: its log keeps errors only, each naming the process (rank 0
+/// speaks for the run; the others would repeat it).
+void quiet_follower(const ProcessGroup& world) {
+  spdlog::set_level(spdlog::level::err);
+  spdlog::set_pattern("[%H:%M:%S] rank " + std::to_string(world.rank()) + " (" + world.host() + "): %^%l%$: %v");
+}
+
+/// Rank 0 logs the run's processes once: each one's host and towers, e.g.
+/// "world: 2 processes, 2 towers (global batch split over all): rank 0 on a (1 CPU tower), rank 1 on b (...)".
+void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& trainer) {
+  const std::vector<std::string> each = world.all_gather(world.host() + " (" + plan.describe() + ")");
+  std::string list;
+  for (size_t r = 0; r < each.size(); ++r) list += fmt::format("{}rank {} on {}", r ? ", " : "", r, each[r]);
+  spdlog::info("world: {} process(es), {} towers, gradients summed {}: {}", world.size(), trainer.world_towers(),
+               trainer.devices().reduction(), list);
+}
+
 int run_train(const TrainFlags& f) {
   if (f.config.empty()) throw UserError("--config is required; run 'trainer --help' for usage");
   Config config = load_config(f.config);
@@ -142,7 +159,10 @@ int run_train(const TrainFlags& f) {
   if (!f.resume.empty() && !f.initial_weights.empty())
     throw UserError("--initial-weights starts a new run from a checkpoint's weights, --resume continues the run "
                     "that a checkpoint holds (with its weights): pass one of them");
-  const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given);  // a bad --gpus fails before any output
+  // Under mpirun or srun, the run's processes (nullptr alone); rank 0 alone prints and writes.
+  const std::unique_ptr<ProcessGroup> world = join_world(config.training.collective_timeout);
+  if (world && world->rank() != 0) quiet_follower(*world);
+  const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given, world.get());  // a bad --gpus fails early
   Model model(config.model, config.path);                   // validates layers and shapes before any work
   // A new run must not overwrite another run's files: refused before any output, as the command line's
   // other errors. A resumed run is checked once its checkpoint has been read (below).
@@ -175,7 +195,9 @@ int run_train(const TrainFlags& f) {
   validate_for_training(config, model);
   require_trainable_weights(config, model);
   // Towers and a resumed checkpoint are checked before any image is decoded, so a mismatch fails fast.
-  Trainer trainer(config, towers.plan, towers.threads_per_tower);
+  Trainer trainer(config, towers.plan, towers.threads_per_tower, world.get());
+  if (world) log_world(*world, towers.plan, trainer);
+  const bool voice = !world || world->rank() == 0;
   if (trainer.devices().any_gpu()) {
     int bf16 = 0;  // layers whose activations tower 0 stores in bf16 (docs/gpu.md)
     for (int i = 0; i < trainer.model().num_layers(); ++i) bf16 += trainer.model().activation_type(i) == DType::BF16;
@@ -195,7 +217,7 @@ int run_train(const TrainFlags& f) {
     if (!load_resume(*resume, f.resume, config, trainer, resume_run_folder)) {  // nothing left to train
       FitResult done;
       done.epochs_run = resume->epoch;
-      if (json) print_json_result(done);
+      if (json && voice) print_json_result(done);
       return 0;
     }
     // A resumed run writing elsewhere must not overwrite another run's files either, nor one resumed in
@@ -217,7 +239,7 @@ int run_train(const TrainFlags& f) {
   }
   // The model table once the config and checkpoint checks have passed, so that their errors do not follow it
   // (a bad image found while decoding still does).
-  (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
+  if (voice) (json ? std::cerr : std::cout) << model.summary() << std::flush;  // stdout holds only JSON lines then
   const std::atomic<int>& stop = install_stop_handlers();
 
   opt.classes = vopt.classes = trainer.classes();
@@ -233,22 +255,27 @@ int run_train(const TrainFlags& f) {
   warn_missing_classes(data, opt);
 
   FitOptions fit_options;
-  fit_options.progress_bar = isatty(fileno(stdout));
+  // mpirun hands its processes a terminal and merges their output: plain lines there.
+  fit_options.progress_bar = isatty(fileno(stdout)) && !world;
   fit_options.json = json;
   fit_options.stop = &stop;
   fit_options.resume = resume.get();
   fit_options.resume_path = f.resume;
   fit_options.resume_run_folder = resume_run_folder;
   if (validation_folders) fit_options.validation = &validation;
-  if (stop.load()) {  // stopped while the data loaded: nothing to save yet
-    spdlog::warn("stopped by signal {} before training started; nothing was written", stop.load());
+  fit_options.world = world.get();
+  double signal = stop.load();  // every process stops here if any was asked to while the data loaded
+  if (world && world->size() > 1) world->all_reduce_max(&signal, 1);
+  if (signal > 0) {  // stopped while the data loaded: nothing to save yet
+    spdlog::warn("stopped by signal {} before training started; nothing was written", int(signal));
     FitResult none;
     none.epochs_run = resume ? resume->epoch : 0;
-    none.stop_signal = stop.load();
-    if (json) print_json_result(none);
-    return 128 + stop.load();
+    none.stop_signal = int(signal);
+    if (json && voice) print_json_result(none);
+    return 128 + int(signal);
   }
   const FitResult result = fit(config, trainer, data, fit_options);
+  if (!voice) return result.stop_signal ? 128 + result.stop_signal : 0;
   const char* how = result.stop_signal ? " (stopped by a signal)" : result.stopped_early ? " (early stopping)" : "";
   if (json) {
     print_json_result(result);

@@ -71,7 +71,15 @@ struct Towers {
 /// gpus_given: --gpus was on the command line; without it the default `all`
 /// falling back to the CPU on a machine without GPUs is logged as info, not
 /// as a warning (it is what the user asked for by giving nothing).
-Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given);
+/// world: the run's processes (an MPI launch; nullptr alone): `local` and
+/// `all` take this process's share of its host's GPUs, the default threads are
+/// the host's cores over its processes, and the choice is logged per process.
+Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given,
+                      const ProcessGroup* world = nullptr);
+/// UserError for a command that runs in one process (predict, evaluate,
+/// export) started by an MPI launcher as several: each would do the whole
+/// work and write the same files.
+void require_one_process(const std::string& command);
 
 /// Installs SIGINT/SIGTERM handlers: the returned flag becomes the signal's
 /// number at the first one (training stops after the current step); a second

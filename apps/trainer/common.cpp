@@ -17,16 +17,18 @@ constexpr bool kCudaTraining = true;
 constexpr bool kCudaTraining = false;
 #endif
 
-Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given) {
+Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given,
+                      const ProcessGroup* world) {
   Towers t;
   const std::vector<GpuInfo> found = list_gpus();
-  t.plan = plan_devices(gpus, found, kCudaTraining);
+  const int local_rank = world ? world->local_rank() : 0, local_size = world ? world->local_size() : 1;
+  t.plan = plan_devices(gpus, found, kCudaTraining, local_rank, local_size);
   if (!gpus_given && found.empty())  // the default --gpus all's CPU fallback (its only warning then)
     spdlog::info("no GPU found; running on the CPU (one tower; --gpus cpu:N for N towers)");
   else
     for (const auto& w : t.plan.warnings) spdlog::warn("{}", w);
   const int hardware = int(std::max(1u, std::thread::hardware_concurrency()));
-  const int cores = threads ? *threads : hardware;
+  const int cores = threads ? *threads : std::max(1, hardware / local_size);  // the host's processes share its cores
   if (cores > 2 * hardware)  // from fuzzing: --threads 4096 on 2 cores ran for minutes
     spdlog::warn("--threads {} is more than twice this machine's {} core(s); threads beyond the cores only wait for "
                  "each other: leave --threads out to use every core",
@@ -37,6 +39,14 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool 
                  *threads, t.plan.cpu_towers, t.plan.cpu_towers);
   spdlog::info("devices: {} ({} CPU thread(s) each)", t.plan.describe(), t.threads_per_tower);
   return t;
+}
+
+void require_one_process(const std::string& command) {
+  if (const Launch l = detect_launch(); l.size > 1)
+    throw UserError("trainer " + command + " runs in one process, but an MPI launcher started " +
+                    std::to_string(l.size) + " (" + l.source +
+                    "), which would each do the whole work and write the same files: run it without mpirun or "
+                    "srun (its --gpus all takes every GPU of the machine)");
 }
 
 const CLI::Validator& non_empty_path() {

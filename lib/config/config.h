@@ -236,6 +236,10 @@ struct TrainingConfig {
   /// tf32 by default, as TensorFlow (since 2.4) and PyTorch's cuDNN
   /// convolutions; CPU towers always compute in fp32.
   Precision precision = Precision::TF32;
+  /// Seconds a collective (a gradient all-reduce among GPUs, or among the
+  /// processes of an MPI run) may take before the run ends with an error
+  /// naming it: a peer died or hangs (PyTorch's init_process_group timeout).
+  double collective_timeout = 600;
   std::string output_dir = "runs/model";
   /// A checkpoint of this model whose weights a new run starts from, as
   /// Keras's model.load_weights() before fit() (fine-tuning a trained model

@@ -36,9 +36,27 @@ static bool all_digits(const std::string& s) {
   return true;
 }
 
-DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training) {
-  const std::string usage = "; use --gpus all, a list of GPU indices such as 0,2,5, cpu, or cpu:N";
+DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training,
+                        int local_rank, int local_size) {
+  const std::string usage = "; use --gpus all, local, a list of GPU indices such as 0,2,5, cpu, or cpu:N";
   DevicePlan plan;
+  const std::string process = local_size > 1 ? "process " + std::to_string(local_rank) + " of this host's " +
+                                                   std::to_string(local_size) + ": "
+                                             : "";
+  if (spec == "local") {
+    if (gpus.empty() || !cuda_training) {
+      plan.warnings.push_back("--gpus local: " + (gpus.empty() ? std::string("no GPU found") : list_found(gpus) +
+                              ", but this build has no CUDA backend") + "; running on the CPU (one tower)");
+      plan.cpu_towers = 1;
+    } else if (local_rank >= int(gpus.size())) {
+      throw UserError("--gpus local: " + process + "there is no GPU " + std::to_string(local_rank) + " for it; " +
+                      list_found(gpus) + ": start at most " + std::to_string(gpus.size()) +
+                      " processes per host (mpirun -H host:N) or use --gpus cpu");
+    } else {
+      plan.gpus.push_back(gpus[size_t(local_rank)].index);
+    }
+    return plan;
+  }
   if (spec == "cpu") {
     plan.cpu_towers = 1;
     return plan;
@@ -58,8 +76,14 @@ DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpu
       plan.warnings.push_back("--gpus all: " + list_found(gpus) +
                               ", but this build has no CUDA backend (configured without CUDA); running on the CPU");
       plan.cpu_towers = 1;
-    } else {
-      for (const auto& g : gpus) plan.gpus.push_back(g.index);
+    } else if (local_size > int(gpus.size())) {
+      throw UserError("--gpus all: " + process + "this host's " + std::to_string(gpus.size()) +
+                      " GPU(s) cannot be split among its " + std::to_string(local_size) +
+                      " processes; start at most one process per GPU (mpirun -H host:N)");
+    } else {  // the host's GPUs in contiguous blocks, one per process of the host
+      const size_t n = gpus.size(), lo = n * size_t(local_rank) / size_t(local_size),
+                   hi = n * size_t(local_rank + 1) / size_t(local_size);
+      for (size_t i = lo; i < hi; ++i) plan.gpus.push_back(gpus[i].index);
     }
     return plan;
   }

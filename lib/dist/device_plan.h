@@ -1,7 +1,11 @@
 #pragma once
 // Which devices the towers run on, from the --gpus flag:
 //   all      every visible GPU, one tower each; without one, one CPU tower
-//            (with a warning)
+//            (with a warning). Under an MPI launch with several processes on
+//            a host, the host's GPUs split among them in contiguous blocks
+//   local    the GPU whose index is this process's rank among its host's
+//            processes (an MPI launch: one process per GPU); GPU 0 alone;
+//            without GPUs, one CPU tower (with a warning)
 //   0,2,5    one tower on each of those GPUs; `--gpus 2` is the GPU with index
 //            2, not two GPUs: indices (CUDA ordinals), as Caffe and Darknet
 //            read them, not a count as Keras's multi_gpu_model(gpus=8) was
@@ -31,12 +35,16 @@ struct DevicePlan {
   std::string describe() const;
 };
 
-/// Resolves spec against the visible gpus (list_gpus()). cuda_training:
+/// Resolves spec against the visible gpus (list_gpus()) for the process of
+/// rank local_rank among local_size on this host (ProcessGroup; 0 and 1 for
+/// a process alone). cuda_training:
 /// whether this build can train on GPUs (true when built with CUDA); when it
 /// cannot, `all` falls back to the CPU with a warning and explicit GPU indices
 /// are a UserError. Throws UserError for bad syntax and for GPU indices that
 /// do not exist (listing the GPUs found: index, name, memory in GiB, or saying
-/// that none was found).
-DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training);
+/// that none was found), and when `local` or `all` finds too few GPUs for the
+/// host's processes.
+DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training,
+                        int local_rank = 0, int local_size = 1);
 
 }  // namespace trainer

@@ -28,6 +28,7 @@
 
 #include "core/device.h"
 #include "dist/communicator.h"
+#include "dist/process_group.h"
 
 namespace trainer {
 
@@ -37,5 +38,22 @@ namespace trainer {
 /// device is not a GPU, when two share an ordinal, when the build has no CUDA,
 /// or when NCCL cannot create the communicator (with NCCL's error string).
 std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& devices, double timeout_seconds);
+
+/// The NCCL communicator's place in a run of several processes: its ranks are
+/// world ranks first_rank .. first_rank + devices.size() - 1 of `ranks` in all,
+/// and process 0 makes NCCL's unique id and broadcasts it over group.
+struct NcclWorld {
+  ProcessGroup* group = nullptr;
+  int first_rank = 0;
+  int ranks = 0;
+};
+
+/// As above, one NCCL communicator over every GPU tower of world's processes
+/// (each process passes its own towers; rank i of this process is world rank
+/// world.first_rank + i). Broadcast roots are world ranks. Also throws
+/// InternalError when NCCL cannot create it, e.g. when two processes' towers
+/// share a GPU.
+std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& devices, double timeout_seconds,
+                                                     const NcclWorld& world);
 
 }  // namespace trainer

@@ -10,5 +10,11 @@ std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& 
   throw InternalError("NCCL communicator requested, but this build has no CUDA backend (configured without CUDA)");
 }
 
+std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& devices, double timeout_seconds,
+                                                     const NcclWorld& world) {
+  (void)world;
+  return make_nccl_communicator(devices, timeout_seconds);
+}
+
 }  // namespace trainer
 #endif

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -139,11 +140,13 @@ void warn_mode_against_monitor(const std::string& where, const std::string& moni
 /// path. UserError, with nothing written, when c holds a NaN or infinity
 /// (first_non_finite): the weights diverged although the loss stayed finite
 /// (a ReLU turns NaN into 0).
-std::string save(const std::string& path, const Checkpoint& c, int epoch) {
+/// write false (a process of an MPI run other than rank 0): checked, not written.
+std::string save(const std::string& path, const Checkpoint& c, int epoch, bool write) {
   if (const std::string bad = first_non_finite(c, true); !bad.empty())
     throw UserError("training diverged in epoch " + std::to_string(epoch) + ": " + bad +
                     ", although the loss stayed finite; lower training.optimizer.learning_rate or set "
                     "training.optimizer.clipnorm ('" + path + "' is not written; checkpoints written so far are kept)");
+  if (!write) return path;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);  // filepath may name a subfolder
   save_checkpoint(path, c);
@@ -304,6 +307,14 @@ void check_resume_keeps_later_epochs(const std::string& output_dir, const std::s
 
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options) {
   const TrainingConfig& tc = config.training;
+  const bool voice = !options.world || options.world->rank() == 0;  // prints and writes
+  // The signal that asks for a stop, agreed by every process (the largest any of them caught), so that all
+  // stop at the same step; 0: none.
+  auto stop_signal = [&]() -> int {
+    double v = options.stop ? double(options.stop->load()) : 0.0;
+    if (options.world && options.world->size() > 1) options.world->all_reduce_max(&v, 1);
+    return int(v);
+  };
   // Validation folders (Keras's validation_data): every pair trains; else validation_split decides.
   const auto [train_idx, val_idx] =
       options.validation ? std::make_pair(every_index(data.size()), every_index(options.validation->size()))
@@ -314,17 +325,18 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
                     std::to_string(config.data.validation_split) + " of " + std::to_string(data.size()) +
                     " pairs; lower data.validation_split or add data");
   std::error_code ec;
-  fs::create_directories(tc.output_dir, ec);
+  if (voice) fs::create_directories(tc.output_dir, ec);
   if (ec)
     throw UserError("cannot create output folder '" + tc.output_dir + "': " + ec.message() +
                     "; set training.output_dir or --output to a writable folder");
   const fs::path out_dir(tc.output_dir);
+  const int towers = trainer.world_towers();
   spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s)", train_idx.size(),
-               val_idx.size(), tc.batch_size, trainer.towers());
-  if (tc.batch_size < trainer.towers())  // from a new user: cpu:16 with batch 8 left 8 towers idle unannounced
+               val_idx.size(), tc.batch_size, towers);
+  if (tc.batch_size < towers)  // from a new user: cpu:16 with batch 8 left 8 towers idle unannounced
     spdlog::warn("global batch {} is smaller than the {} towers: {} of them get no sample each step; raise "
                  "training.batch_size to at least {}, or use fewer towers",
-                 tc.batch_size, trainer.towers(), trainer.towers() - tc.batch_size, trainer.towers());
+                 tc.batch_size, towers, towers - tc.batch_size, towers);
   if (const size_t fixed = trainer.model().num_frozen(); fixed > 0)
     spdlog::info("frozen layers (trainable: false), their {} weight values kept as they are: {}", fixed,
                  fmt::join(trainer.model().frozen_layers(), ", "));
@@ -416,7 +428,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     earlier_log = log_path;
   else if (const fs::path theirs = fs::path(run_folder) / "log.csv"; options.resume && fs::exists(theirs, ec))
     earlier_log = theirs.string();
-  CsvLogger csv(log_path, result.epochs_run, earlier_log);
+  std::optional<CsvLogger> csv;
+  if (voice) csv.emplace(log_path, result.epochs_run, earlier_log);
   const std::string last_path = (out_dir / "last.h5").string();
   const size_t batch_size = size_t(tc.batch_size);
   const int pass_steps = int((train_idx.size() + batch_size - 1) / batch_size);  // batches in one pass
@@ -424,7 +437,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (tc.steps_per_epoch > 0)
     spdlog::info("an epoch is {} steps (training.steps_per_epoch; a pass over the training set is {})", steps,
                  pass_steps);
-  Progress progress(options.progress_bar, options.json, tc.epochs, steps);
+  std::optional<Progress> progress;
+  if (voice) progress.emplace(options.progress_bar, options.json, tc.epochs, steps);
   std::vector<int> batch;
   auto remember = [&](const std::string& path) {
     if (std::find(result.files.begin(), result.files.end(), path) == result.files.end()) result.files.push_back(path);
@@ -433,7 +447,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   long long order_pass = 0;  // the pass `order` holds
   std::vector<int> order;
   for (int epoch = s.next_epoch; epoch <= tc.epochs; ++epoch) {
-    progress.start_epoch(epoch);
+    if (progress) progress->start_epoch(epoch);
     const auto t0 = std::chrono::steady_clock::now();
     auto epoch_time = [&] {
       return s.epoch_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -454,13 +468,13 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
                         ", step " + std::to_string(step + 1) +
                         "; lower training.optimizer.learning_rate (checkpoints written so far are kept)");
       s.epoch_sums.add(st);
-      progress.step(step + 1, s.epoch_sums.loss());
-      if (options.stop && options.stop->load() && step + 1 < steps) {
+      if (progress) progress->step(step + 1, s.epoch_sums.loss());
+      if (const int signal = step + 1 < steps ? stop_signal() : 0) {
         s.next_epoch = epoch;
         s.next_step = step + 1;
         s.epoch_seconds = epoch_time();
-        result.stop_signal = options.stop->load();
-        remember(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s), epoch));
+        result.stop_signal = signal;
+        remember(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s), epoch, voice));
         spdlog::warn("stopped by signal {} at epoch {}, step {}; continue with --resume {}", result.stop_signal,
                      epoch, step + 1, last_path);
         return result;
@@ -473,10 +487,10 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     if (s.reduce_lr) logs["learning_rate"] = trainer.learning_rate();  // this epoch's, as Keras 3 logs it
     if (!tc.optimizer.schedule.type.empty())  // as Keras reads optimizer.learning_rate: the next update's
       logs["learning_rate"] = trainer.learning_rate_at(trainer.iterations());
-    progress.end_epoch(logs, epoch_time(), s.epoch_sums.samples / seconds_training);
+    if (progress) progress->end_epoch(logs, epoch_time(), s.epoch_sums.samples / seconds_training);
     log_towers(epoch, trainer);
-    csv.log(epoch, logs);
-    remember(csv.path());
+    if (csv) csv->log(epoch, logs);
+    remember(log_path);
     result.epochs_run = epoch;
     result.last_logs = logs;
     s.epoch_sums = trainer.empty_stats();
@@ -503,7 +517,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     const bool save_now =
         s.policy && (!tc.model_checkpoint.save_best_only || s.policy->should_save(logs.at(tc.model_checkpoint.monitor)));
     const Checkpoint ckpt = make_checkpoint(config, trainer, epoch, logs, s);
-    remember(save(last_path, ckpt, epoch));  // first: whatever happens next, the run can be resumed
+    remember(save(last_path, ckpt, epoch, voice));  // first: whatever happens next, the run can be resumed
     if (save_now) {
       std::string name;
       try {
@@ -512,7 +526,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         throw UserError(tc.model_checkpoint.where + ": " + e.what() + " (" + last_path + " holds this epoch)");
       }
       const std::string path = (out_dir / name).string();
-      remember(save(path, tc.model_checkpoint.save_weights_only ? weights_only(ckpt) : ckpt, epoch));
+      remember(save(path, tc.model_checkpoint.save_weights_only ? weights_only(ckpt) : ckpt, epoch, voice));
       spdlog::info("epoch {}: saved {}", epoch, path);
     }
     if (stop) {
@@ -526,8 +540,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       result.stopped_early = true;
       break;
     }
-    if (options.stop && options.stop->load()) {
-      result.stop_signal = options.stop->load();
+    if (const int signal = stop_signal()) {
+      result.stop_signal = signal;
       spdlog::warn("stopped by signal {} after epoch {}; continue with --resume {}", result.stop_signal, epoch,
                    last_path);
       return result;
@@ -542,7 +556,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   final_ckpt.epoch = result.epochs_run;
   final_ckpt.logs = result.last_logs;
   final_ckpt.weights = trainer.weights();
-  result.files.push_back(save((out_dir / "final.h5").string(), final_ckpt, result.epochs_run));
+  result.files.push_back(save((out_dir / "final.h5").string(), final_ckpt, result.epochs_run, voice));
   return result;
 }
 

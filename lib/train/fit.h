@@ -33,6 +33,12 @@ struct FitOptions {
   /// validation_data): every pair of the training Dataset then trains and
   /// these validate. nullptr: validation_split decides.
   const Dataset* validation = nullptr;
+  /// The run's processes when several train together (an MPI launch; the
+  /// Trainer's world); nullptr: this process alone. Every process runs fit
+  /// alike (its decisions come from values summed over all towers, and a stop
+  /// request is agreed each step), but only world rank 0 prints progress and
+  /// writes files; FitResult is the same on every process.
+  ProcessGroup* world = nullptr;
 };
 
 struct FitResult {

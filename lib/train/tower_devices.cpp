@@ -1,26 +1,50 @@
 #include "train/tower_devices.h"
 
 #include "backend/gpu_info.h"
+#include "core/error.h"
 #include "dist/nccl_communicator.h"
+#include "dist/world_communicator.h"
 
 namespace trainer {
 
-TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double collective_timeout_s)
-    : host_comm_(plan.towers()) {
+TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double collective_timeout_s,
+                           ProcessGroup* world)
+    : world_size_(plan.towers()) {
+  const bool several = world && world->size() > 1;
+  if (several) {
+    // Each process's tower count and kind, so that every process knows where its towers sit in the world.
+    const std::vector<std::string> all = world->all_gather(std::to_string(plan.towers()) + (plan.gpus.empty() ? "c" : "g"));
+    world_size_ = 0;
+    for (int p = 0; p < int(all.size()); ++p) {
+      if (p == world->rank()) first_tower_ = world_size_;
+      world_size_ += std::stoi(all[size_t(p)]);
+      if (all[size_t(p)].back() != all[0].back())
+        throw UserError("process " + std::to_string(p) + " plans " + (all[size_t(p)].back() == 'g' ? "GPU" : "CPU") +
+                        " towers and process 0 " + (all[0].back() == 'g' ? "GPU" : "CPU") +
+                        " towers: every process of a run must train on the same kind of device (give each the "
+                        "same --gpus, e.g. local or cpu)");
+    }
+  }
   for (int r = 0; r < plan.cpu_towers; ++r) devices_.push_back(Device{});
   for (int gpu : plan.gpus) {
     contexts_.push_back(make_gpu_context(gpu, precision));
     devices_.push_back(Device{DeviceKind::CUDA, gpu, contexts_.back().get()});
   }
-  if (plan.gpus.size() >= 2 && plan.gpus_distinct()) {
+  if (several && !plan.gpus.empty()) {
+    comm_ = make_nccl_communicator(devices_, collective_timeout_s, NcclWorld{world, first_tower_, world_size_});
+    reduction_ = "NCCL over " + std::to_string(world->size()) + " processes";
+  } else if (several) {
+    comm_ = std::make_unique<WorldCommunicator>(std::make_unique<LocalCommunicator>(size(), devices_), *world);
+    reduction_ = "in-process, then MPI over " + std::to_string(world->size()) + " processes";
+  } else if (plan.gpus.size() >= 2 && plan.gpus_distinct()) {
     comm_ = make_nccl_communicator(devices_, collective_timeout_s);
     reduction_ = "NCCL";
   } else {
-    auto local = std::make_unique<LocalCommunicator>(size(), devices_);
-    local_ = local.get();
-    comm_ = std::move(local);
+    comm_ = std::make_unique<LocalCommunicator>(size(), devices_);
     reduction_ = "in-process";
   }
+  host_comm_ = std::make_unique<LocalCommunicator>(size());
+  if (several) host_comm_ = std::make_unique<WorldCommunicator>(std::move(host_comm_), *world);
 }
 
 TowerDevices::~TowerDevices() {
@@ -33,8 +57,8 @@ void TowerDevices::bind_thread(int rank) const {
 }
 
 void TowerDevices::abort(const std::string& reason) {
-  host_comm_.abort(reason);
-  if (local_) local_->abort(reason);
+  host_comm_->abort(reason);
+  comm_->abort(reason);
 }
 
 }  // namespace trainer

@@ -9,6 +9,11 @@
 //                tower, or towers sharing a GPU as with --gpus 0,0);
 //   host_comm()  sums host values (loss and metric counts) among the towers'
 //                threads, so reading them never waits for a device.
+// In a run of several processes (an MPI launch, dist/process_group.h) the
+// towers of every process form one world: GPU towers reduce through one NCCL
+// communicator over all of them, CPU towers through the in-process
+// communicator and then MPI (dist/world_communicator.h), and host_comm() sums
+// over every process's towers too.
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +22,7 @@
 #include "dist/communicator.h"
 #include "dist/device_plan.h"
 #include "dist/local_communicator.h"
+#include "dist/process_group.h"
 
 namespace trainer {
 
@@ -24,17 +30,26 @@ class TowerDevices {
  public:
   /// Creates the contexts (InternalError when a GPU cannot be initialised) and
   /// the communicators; collective_timeout_s bounds how long a GPU collective
-  /// may take before the run is ended with an error.
-  TowerDevices(const DevicePlan& plan, Precision precision, double collective_timeout_s);
+  /// may take before the run is ended with an error. world: the run's
+  /// processes (nullptr: this process alone), outliving this object; every
+  /// process passes its own plan. UserError when some processes plan GPU
+  /// towers and others CPU towers.
+  TowerDevices(const DevicePlan& plan, Precision precision, double collective_timeout_s,
+               ProcessGroup* world = nullptr);
   ~TowerDevices();
   TowerDevices(const TowerDevices&) = delete;
   TowerDevices& operator=(const TowerDevices&) = delete;
 
+  /// This process's towers.
   int size() const { return int(devices_.size()); }
+  /// Towers of every process, and the world index of this process's first
+  /// (tower r here is world tower first_tower() + r); size() and 0 alone.
+  int world_size() const { return world_size_; }
+  int first_tower() const { return first_tower_; }
   const Device& device(int rank) const { return devices_[size_t(rank)]; }
   bool any_gpu() const { return !contexts_.empty(); }
   Communicator& comm() { return *comm_; }
-  LocalCommunicator& host_comm() { return host_comm_; }
+  Communicator& host_comm() { return *host_comm_; }
   /// Binds the calling thread to rank's GPU (nothing for a CPU tower).
   void bind_thread(int rank) const;
   /// Wakes every tower blocked in a host collective with reason (a tower failed).
@@ -46,8 +61,8 @@ class TowerDevices {
   std::vector<std::unique_ptr<DeviceContext>> contexts_;
   std::vector<Device> devices_;
   std::unique_ptr<Communicator> comm_;
-  LocalCommunicator* local_ = nullptr;  ///< comm_ when it is in-process.
-  LocalCommunicator host_comm_;
+  std::unique_ptr<Communicator> host_comm_;
+  int world_size_ = 0, first_tower_ = 0;
   std::string reduction_;
 };
 

@@ -241,23 +241,20 @@ DevicePlan cpu_plan(int towers) {
   return plan;
 }
 
-/// Collectives of a GPU tower may hang; the communicator's timeout bounds them.
-constexpr double kCollectiveTimeoutSeconds = 600;
-
 }  // namespace
 
 Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
     : Trainer(config, cpu_plan(towers), threads_per_tower) {}
 
-Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower)
+Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower, ProcessGroup* world)
     : config_(config),
       loss_(loss_kind(config.training.loss.function)),
       overlap_(overlap_form(config.training.loss)),
-      devices_(std::make_unique<TowerDevices>(plan, config.training.precision, kCollectiveTimeoutSeconds)),
+      devices_(std::make_unique<TowerDevices>(plan, config.training.precision, config.training.collective_timeout,
+                                              world)),
       pool_(plan.towers(), threads_per_tower, [this](int rank, const std::string& msg) {
         const std::string reason = "tower " + std::to_string(rank) + " failed: " + msg;
         devices_->abort(reason);
-        devices_->comm().abort(reason);
       }) {
   for (int r = 0; r < devices_->size(); ++r) {
     devices_->bind_thread(r);
@@ -288,6 +285,12 @@ Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_t
 
 Trainer::~Trainer() = default;
 
+std::vector<std::pair<int, int>> Trainer::world_shards(int batch) const {
+  const auto all = split_batch(batch, world_towers());
+  const auto first = all.begin() + devices_->first_tower();
+  return {first, first + towers()};
+}
+
 void Trainer::run_towers(const std::function<void(int)>& fn) {
   pool_.run([&](int r) {
     devices_->bind_thread(r);
@@ -299,7 +302,7 @@ void Trainer::run_towers(const std::function<void(int)>& fn) {
       throw DeviceOutOfMemory(
           std::string(e.what()) + ": tower " + std::to_string(r) + " needs more memory for its shard of " +
               std::to_string(in.n) + " image(s) of " + in.hwc() + " (training.batch_size " +
-              std::to_string(config_.training.batch_size) + " over " + std::to_string(towers()) +
+              std::to_string(config_.training.batch_size) + " over " + std::to_string(world_towers()) +
               " tower(s)); lower training.batch_size (or --batch-size), use a smaller input shape, or train on "
               "more GPUs",
           e.requested_bytes, e.in_use_bytes);
@@ -459,7 +462,7 @@ ShardReduce Trainer::shard_reduce(int rank) {
 
 BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indices) {
   const int batch = int(indices.size());
-  const auto shards = split_batch(batch, towers());
+  const auto shards = world_shards(batch);
   const uint64_t step = uint64_t(iterations());
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
@@ -521,7 +524,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
     const ShardReduce reduce = shard_reduce(r);  // a pooled loss: one ratio per global batch
     for (size_t b = 0; b < indices.size(); b += size_t(batch_size)) {
       const int batch = int(std::min(indices.size() - b, size_t(batch_size)));
-      const auto [lo, hi] = split_batch(batch, towers())[size_t(r)];
+      const auto [lo, hi] = world_shards(batch)[size_t(r)];
       if (hi == lo) {
         if (reduce) join_pooled_loss(reduce);
         continue;
@@ -552,7 +555,7 @@ Tensor Trainer::predict(const Tensor& images, int batch_size) {
     devices_->comm().synchronize(r);
     for (int b = 0; b < n; b += batch_size) {
       const int batch = std::min(n - b, batch_size);
-      const auto [lo, hi] = split_batch(batch, towers())[size_t(r)];
+      const auto [lo, hi] = world_shards(batch)[size_t(r)];
       if (hi == lo) continue;
       gather(t, images, nullptr, all, b + lo, b + hi);
       Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), b + lo, batch,

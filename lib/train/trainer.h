@@ -97,12 +97,19 @@ class Trainer {
   /// 0's weights from training.seed and broadcasts them to the others.
   /// threads_per_tower: OpenMP threads each CPU tower's ops use. The Trainer
   /// keeps its own copy of config.
-  Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower);
+  /// world: the run's processes when several train together (an MPI launch;
+  /// nullptr: this process alone), outliving the Trainer. Its towers are then
+  /// this process's part of the world's (TowerDevices), batches are split over
+  /// all of them and tower 0's weights are world tower 0's.
+  Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower, ProcessGroup* world = nullptr);
   /// `towers` CPU towers.
   Trainer(const Config& config, int towers, int threads_per_tower);
   ~Trainer();
 
+  /// This process's towers, and the towers of every process of the run
+  /// (the same alone); a global batch is split over the latter.
   int towers() const { return int(towers_.size()); }
+  int world_towers() const { return devices_->world_size(); }
   /// The classes the masks hold: the output's channels K for a categorical
   /// loss, 0 for binary masks (loss_classes).
   int classes() const { return classes_; }
@@ -275,6 +282,8 @@ class Trainer {
   /// Runs fn(rank) on every tower's thread, bound to its device; a GPU running
   /// out of memory becomes a DeviceOutOfMemory naming what to lower.
   void run_towers(const std::function<void(int)>& fn);
+  /// [start, end) of each of this process's towers' shard of a global batch of `batch` samples.
+  std::vector<std::pair<int, int>> world_shards(int batch) const;
   /// Sums the gradients in buckets as backward makes them final, then scales
   /// and applies each bucket (one training step's second half).
   /// clock: laps kBackward after backward and kUpdate after the updates.

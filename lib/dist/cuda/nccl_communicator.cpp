@@ -113,7 +113,7 @@ class DeviceGuard {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(const std::vector<Device>& devices, double timeout_seconds);
+  NcclCommunicator(const std::vector<Device>& devices, double timeout_seconds, const NcclWorld& world);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -168,13 +168,15 @@ class NcclCommunicator final : public Communicator {
 
   std::vector<Rank> ranks_;
   double timeout_;
+  NcclWorld world_;  ///< Its place in a run of several processes (group null: this process alone).
   std::shared_mutex nccl_mu_;  ///< Shared: a rank's NCCL call. Exclusive: abort.
   std::atomic<bool> aborted_{false};
   std::string reason_;         ///< Written once, before aborted_ becomes true.
 };
 
-NcclCommunicator::NcclCommunicator(const std::vector<Device>& devices, double timeout_seconds)
-    : ranks_(devices.size()), timeout_(timeout_seconds) {
+NcclCommunicator::NcclCommunicator(const std::vector<Device>& devices, double timeout_seconds,
+                                   const NcclWorld& world)
+    : ranks_(devices.size()), timeout_(timeout_seconds), world_(world) {
   DeviceGuard guard;
   try {
     for (size_t i = 0; i < devices.size(); ++i) {
@@ -211,11 +213,14 @@ cudaEvent_t NcclCommunicator::make_event(Rank& r) {
 }
 
 void NcclCommunicator::create_comms() {
-  const int n = size();
-  ncclUniqueId id;
-  ncclResult_t res = ncclGetUniqueId(&id);
+  // In a run of several processes, process 0's id for all (NCCL's rendezvous goes through it).
+  const bool makes_id = !world_.group || world_.group->rank() == 0;
+  const int n = world_.group ? world_.ranks : size(), first = world_.group ? world_.first_rank : 0;
+  ncclUniqueId id{};
+  ncclResult_t res = makes_id ? ncclGetUniqueId(&id) : ncclSuccess;
   if (res != ncclSuccess)
     throw InternalError("ncclGetUniqueId failed for " + devices_text() + ": " + nccl_text(res, nullptr));
+  if (world_.group) world_.group->broadcast(&id, sizeof id, 0);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   // Nothing may throw between ncclGroupStart and ncclGroupEnd (the group is thread state).
@@ -227,7 +232,7 @@ void NcclCommunicator::create_comms() {
       cause = "cudaSetDevice(" + std::to_string(ranks_[size_t(i)].device.index) + ") failed: " + status_string(set);
       break;
     }
-    res = ncclCommInitRankConfig(&ranks_[size_t(i)].comm, n, id, i, &config);
+    res = ncclCommInitRankConfig(&ranks_[size_t(i)].comm, n, id, first + i, &config);
     if (!running_or_done(res)) error = res;
   }
   res = ncclGroupEnd();
@@ -475,6 +480,11 @@ void NcclCommunicator::release() noexcept {
 namespace trainer {
 
 std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& devices, double timeout_seconds) {
+  return make_nccl_communicator(devices, timeout_seconds, NcclWorld{});
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& devices, double timeout_seconds,
+                                                     const NcclWorld& world) {
   if (devices.empty()) throw InternalError("NCCL communicator: no devices");
   if (!(timeout_seconds > 0))
     throw InternalError("NCCL communicator: the timeout must be positive, got " + std::to_string(timeout_seconds));
@@ -489,7 +499,11 @@ std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& 
                             "; NCCL needs one rank per GPU (towers sharing a GPU reduce through the in-process "
                             "communicator)");
   }
-  return std::make_unique<cuda::NcclCommunicator>(devices, timeout_seconds);
+  if (world.group && (world.first_rank < 0 || world.first_rank + int(devices.size()) > world.ranks))
+    throw InternalError("NCCL communicator: ranks " + std::to_string(world.first_rank) + ".." +
+                        std::to_string(world.first_rank + int(devices.size()) - 1) + " of a world of " +
+                        std::to_string(world.ranks));
+  return std::make_unique<cuda::NcclCommunicator>(devices, timeout_seconds, world);
 }
 
 }  // namespace trainer

@@ -1,0 +1,67 @@
+#pragma once
+// ProcessGroup: the processes of one run started together by an MPI launcher
+// (`mpirun -np 16 -H node1:8,node2:8 trainer ...`, or `srun --mpi=pmix` under
+// Slurm), each driving its own towers; docs/multi_node.md. The launcher and
+// Open MPI do the rendezvous and the transport: this is a thin face over MPI's
+// collectives, used between the towers' own reductions (dist/world_communicator.h),
+// to share NCCL's unique id, and for the run's decisions (a stop request).
+//
+// Every process calls the collectives in the same order with the same sizes.
+// A collective that fails, or has not completed within the group's timeout
+// (another process died or hangs), throws InternalError naming this process's
+// rank and host; the process then ends without MPI_Finalize, and the launcher
+// ends the others (Open MPI aborts a job whose process exits without it).
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  /// This process's world rank in [0, size()), and the number of processes.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// This process's rank among the processes on its host, and their number
+  /// (MPI_COMM_TYPE_SHARED): `--gpus local` takes GPU local_rank().
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
+  /// This host's name (MPI_Get_processor_name).
+  virtual const std::string& host() const = 0;
+  /// In place, data[i] <- the sum over processes of data[i]; n elements.
+  virtual void all_reduce_sum(float* data, size_t n) = 0;
+  virtual void all_reduce_sum(double* data, size_t n) = 0;
+  /// In place, data[i] <- the largest data[i] of any process.
+  virtual void all_reduce_max(double* data, size_t n) = 0;
+  /// root's `bytes` bytes at data to every process's data.
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  /// Every process's text, in rank order.
+  virtual std::vector<std::string> all_gather(const std::string& text) = 0;
+};
+
+/// How this process was started: by an MPI launcher (mpirun, or srun) or not.
+struct Launch {
+  bool by_launcher = false;  ///< An MPI launcher's variables are set.
+  int size = 1;              ///< The processes it says it started (1 when it does not say).
+  std::string source;        ///< The variable that said so, e.g. "OMPI_COMM_WORLD_SIZE=2".
+};
+
+/// Reads the launcher's environment: Open MPI's mpirun (OMPI_COMM_WORLD_SIZE),
+/// PMIx or PMI (PMIX_RANK, PMI_SIZE), Slurm's srun (SLURM_NTASKS with
+/// SLURM_PROCID). `env` looks a name up (getenv by default; tests pass their own).
+Launch detect_launch(const char* (*env)(const char*) = nullptr);
+
+/// The run's process group when this process was started by an MPI launcher,
+/// else nullptr (a plain launch: one process, nothing changes). timeout_s > 0
+/// bounds each collective. Throws UserError when a launcher started several
+/// processes but this build has no MPI (the message says how to build it), and
+/// when srun started several tasks that MPI sees as worlds of one (srun
+/// without --mpi=pmix), which would each train alone into the same folder.
+std::unique_ptr<ProcessGroup> join_world(double timeout_s);
+
+/// Whether this build has MPI (configured with Open MPI found, TRAINER_MPI).
+bool mpi_built();
+
+}  // namespace trainer

@@ -1,0 +1,128 @@
+// The launch detection and the two-level world communicator, in one process:
+// an MPI launcher's environment through a fake getenv, and the other
+// processes of a world through a fake ProcessGroup that adds their known
+// contributions (test_mpi_runs.cpp runs real processes under mpirun).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "dist/local_communicator.h"
+#include "dist/process_group.h"
+#include "dist/world_communicator.h"
+
+using namespace trainer;
+
+namespace {
+
+std::map<std::string, std::string> g_env;
+
+const char* fake_env(const char* name) {
+  auto it = g_env.find(name);
+  return it == g_env.end() ? nullptr : it->second.c_str();
+}
+
+/// This process as rank 0 of two; the other process adds `other` to every sum, and a broadcast from rank 0
+/// leaves this process's values. Counts the calls, which only this process's tower 0 may make.
+class FakeGroup : public ProcessGroup {
+ public:
+  std::vector<double> other;  ///< The other process's values in every sum.
+  int calls = 0;
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  const std::string& host() const override { return host_; }
+  void all_reduce_sum(float* data, size_t n) override {
+    ++calls;
+    for (size_t i = 0; i < n; ++i) data[i] += float(other[i]);
+  }
+  void all_reduce_sum(double* data, size_t n) override {
+    ++calls;
+    for (size_t i = 0; i < n; ++i) data[i] += other[i];
+  }
+  void all_reduce_max(double* data, size_t n) override {
+    ++calls;
+    for (size_t i = 0; i < n; ++i) data[i] = std::max(data[i], other[i]);
+  }
+  void broadcast(void*, size_t, int) override { ++calls; }
+  std::vector<std::string> all_gather(const std::string& text) override { return {text, "other"}; }
+
+ private:
+  std::string host_ = "here";
+};
+
+/// Runs fn(rank) on `towers` threads at once.
+template <class F>
+void on_towers(int towers, F fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < towers; ++r) threads.emplace_back(fn, r);
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
+
+TEST_CASE("an MPI launcher is recognised from its environment", "[mpi]") {
+  g_env.clear();
+  CHECK_FALSE(detect_launch(fake_env).by_launcher);
+  g_env = {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}};
+  Launch l = detect_launch(fake_env);
+  CHECK(l.by_launcher);
+  CHECK(l.size == 2);
+  CHECK(l.source == "OMPI_COMM_WORLD_SIZE=2");
+  g_env = {{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "3"}};
+  l = detect_launch(fake_env);
+  CHECK(l.by_launcher);
+  CHECK(l.size == 4);
+  g_env = {{"SLURM_NTASKS", "1"}, {"SLURM_PROCID", "0"}};  // a one-task Slurm job is a plain run
+  CHECK_FALSE(detect_launch(fake_env).by_launcher);
+  g_env = {{"SLURM_NTASKS", "4"}};  // sbatch's shell: no task of srun
+  CHECK_FALSE(detect_launch(fake_env).by_launcher);
+  g_env = {{"PMIX_RANK", "0"}};
+  l = detect_launch(fake_env);
+  CHECK(l.by_launcher);
+  CHECK(l.size == 1);
+  g_env = {{"OMPI_COMM_WORLD_SIZE", "two"}};  // not a count: not taken as a launch
+  CHECK_FALSE(detect_launch(fake_env).by_launcher);
+  g_env.clear();
+}
+
+TEST_CASE("the world communicator sums this process's towers, then the processes, and hands every tower the sum",
+          "[mpi]") {
+  for (int towers : {1, 3}) {
+    FakeGroup group;
+    group.other = {100.0, 200.0, 0.5};
+    WorldCommunicator comm(std::make_unique<LocalCommunicator>(towers), group);
+    CHECK(comm.size() == towers);
+    std::vector<std::vector<float>> f(static_cast<size_t>(towers));
+    std::vector<std::vector<double>> d(static_cast<size_t>(towers));
+    on_towers(towers, [&](int r) {
+      f[size_t(r)] = {float(r + 1), 2.f * float(r + 1), 0.25f};
+      d[size_t(r)] = {double(r + 1), 2.0 * (r + 1), 0.25};
+      comm.all_reduce_sum(r, f[size_t(r)].data(), 3);
+      comm.all_reduce_sum(r, d[size_t(r)].data(), 3);
+    });
+    const double local1 = towers * (towers + 1) / 2.0;  // 1 + 2 + ... + towers
+    for (int r = 0; r < towers; ++r) {
+      CHECK(f[size_t(r)] == std::vector<float>{float(local1 + 100), float(2 * local1 + 200), float(0.25 * towers + 0.5)});
+      CHECK(d[size_t(r)] == std::vector<double>{local1 + 100, 2 * local1 + 200, 0.25 * towers + 0.5});
+    }
+    CHECK(group.calls == 2);  // tower 0 alone joins the processes' collectives, once per collective
+  }
+}
+
+TEST_CASE("the world communicator broadcasts world tower 0's values to every tower and refuses other roots", "[mpi]") {
+  FakeGroup group;
+  WorldCommunicator comm(std::make_unique<LocalCommunicator>(2), group);
+  std::vector<std::vector<float>> v = {{1.f, 2.f}, {7.f, 9.f}};
+  on_towers(2, [&](int r) { comm.broadcast(r, v[size_t(r)].data(), 2, 0); });
+  CHECK(v[1] == std::vector<float>{1.f, 2.f});
+  CHECK(group.calls == 1);
+  float x = 0;
+  CHECK_THROWS_AS(WorldCommunicator(std::make_unique<LocalCommunicator>(1), group).broadcast(0, &x, 1, 1),
+                  InternalError);
+}
