@@ -30,10 +30,15 @@ std::string mpi_missing() {
   return "";
 }
 
-const std::string kMpirun = "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp";
+// Every process on this machine: no ssh needed to start them (plm isolated), and shared memory without the
+// cross-process copies that containers often forbid (vader's single-copy mechanism off).
+const std::string kMpirun =
+    "mpirun --allow-run-as-root --oversubscribe --mca plm isolated --mca btl self,vader,tcp "
+    "--mca btl_vader_single_copy_mechanism none";
 
 /// The sample U-Net with a synchronized BatchNormalization and a Dropout (whose masks follow the global
-/// sample index), 64x64 on data/sample, writing to out; `training` adds lines to the training section.
+/// sample index), 64x64 on data/sample, writing to out; `training` adds lines to the training section
+/// (batch_size 6 unless they give batch_size_per_device).
 std::string mpi_config(const fs::path& out, const std::string& training) {
   const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
   return "model:\n  name: mpi_unet\n  layers:\n" + small_unet_layers() +
@@ -46,9 +51,9 @@ data:
   validation_split: 0.2
 training:
   seed: 3
-  batch_size: 6
   optimizer: {type: Adam, learning_rate: 0.01}
-  output_dir: )" + out.string() + "\n" + training;
+  output_dir: )" + out.string() + "\n" +
+         (training.find("batch_size_per_device") == std::string::npos ? "  batch_size: 6\n" : "") + training;
 }
 
 /// Every weight of a checkpoint, in order.
@@ -118,7 +123,11 @@ TEST_CASE("under mpirun, early stopping ends every rank at the same epoch as one
   TempDir tmp("mpi_early");
   const fs::path& dir = tmp.root;
   // A min_delta no epoch can beat: the stop comes after patience epochs, decided from the summed val_loss.
+  // The batch per device, with the rate scaled to the towers and warmed up (the same global batch either way).
   const std::string training = R"(  epochs: 8
+  batch_size_per_device: 3
+  learning_rate_scaling: linear
+  learning_rate_warmup_epochs: 1.5
   callbacks:
     - {type: EarlyStopping, monitor: val_loss, patience: 2, min_delta: 100}
 )";
@@ -134,6 +143,11 @@ TEST_CASE("under mpirun, early stopping ends every rank at the same epoch as one
   CHECK(count(two.err, "early stopping at epoch 3") == 1);
   CHECK(count(two.out, "Done: 3 epoch(s) (early stopping)") == 1);
   CHECK(slurp(dir / "two" / "log.csv") == slurp(dir / "one" / "log.csv"));
+  CHECK(all_weights(dir / "two" / "final.h5") == all_weights(dir / "one" / "final.h5"));
+  // The effective global batch and learning rate, printed once at the start.
+  CHECK(count(two.err, "global batch 6 over 2 tower(s) (3 per device)") == 1);
+  CHECK(count(two.err, "learning rate 0.02: learning_rate 0.01 x 2 (learning_rate_scaling linear over 2 towers), "
+                       "reached by a linear warm-up from 0.01 over the first 9 steps (1.5 epochs)") == 1);
 }
 
 TEST_CASE("a rank that is killed or hangs ends the run with a non-zero exit, named, and last.h5 intact",

@@ -217,7 +217,7 @@ void read_affine_augmentation(ParamReader& p, AugmentationConfig& a) {
 DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   ParamReader p(node, file, "data");
   // fit()'s arguments and the training section's keys, where a Keras user may put them.
-  for (const char* key : {"batch_size", "epochs", "steps_per_epoch", "class_weight", "seed"})
+  for (const char* key : {"batch_size", "batch_size_per_device", "epochs", "steps_per_epoch", "class_weight", "seed"})
     if (p.has(key))
       p.fail(key, "is a training setting here; move it to the training section: training." + std::string(key));
   DataConfig d;

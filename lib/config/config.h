@@ -213,6 +213,19 @@ bool is_categorical_loss(const std::string& function);
 struct TrainingConfig {
   int epochs = 1;
   int batch_size = 32;              ///< Global batch, split across towers.
+  /// The alternative to batch_size: each tower's batch, the global batch
+  /// being it times the towers of the run (all processes'); 0: batch_size
+  /// gives the global batch (Keras's semantics). The Trainer resolves it
+  /// into batch_size once the towers are known.
+  int batch_size_per_device = 0;
+  /// Goyal et al. 2017 ("Accurate, Large Minibatch SGD"): with
+  /// batch_size_per_device, the learning rate (tuned for one device's batch)
+  /// times k = the towers (linear) or sqrt(k) (sqrt); none: as given.
+  std::string learning_rate_scaling = "none";
+  /// Their gradual warm-up: over the first learning_rate_warmup_epochs epochs
+  /// (whole or fractional), the rate rises linearly, step by step, from the
+  /// unscaled learning rate to the scaled one. 0: none.
+  double learning_rate_warmup_epochs = 0;
   /// Batches per epoch (Keras's steps_per_epoch); 0: one pass over the
   /// training set. Epochs then take the next steps_per_epoch batches of an
   /// endless sequence of passes, each shuffled as an epoch is.

@@ -491,6 +491,13 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
       p.fail(key, "is a data setting here (Keras's fit() argument); move it to the data section: data." +
                       std::string(key));
   t.epochs = p.get_int("epochs", t.epochs, 1);
+  if (p.given("batch_size_per_device")) {
+    if (p.given("batch_size"))
+      p.fail("batch_size_per_device", "and batch_size both set the batch: give batch_size (the global batch, "
+                                      "split over the towers) or batch_size_per_device (each tower's), not both");
+    t.batch_size_per_device = p.get_int("batch_size_per_device", std::nullopt, 1);
+  }
+  p.skip("batch_size_per_device");  // known when absent too (unknown-key suggestions)
   t.batch_size = p.get_int("batch_size", t.batch_size, 1);
   if (p.given("steps_per_epoch")) t.steps_per_epoch = p.get_int("steps_per_epoch", std::nullopt, 1);
   p.skip("steps_per_epoch");  // known when absent too (unknown-key suggestions)
@@ -513,6 +520,19 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   }
   if (YAML::Node opt = p.get_node("optimizer")) t.optimizer = read_optimizer(opt, file);
   if (YAML::Node cbs = p.get_node("callbacks")) read_callbacks(cbs, file, t, has_validation);
+  t.learning_rate_scaling = p.get_string("learning_rate_scaling", "none", {"none", "linear", "sqrt"});
+  if (t.learning_rate_scaling != "none" && t.batch_size_per_device == 0)
+    p.fail("learning_rate_scaling", "scales a learning rate tuned for one device's batch to the global batch: give "
+                                    "that batch as training.batch_size_per_device (the global batch is then it "
+                                    "times the towers), or leave learning_rate_scaling out");
+  if (t.learning_rate_scaling != "none" && !t.optimizer.schedule.type.empty())
+    p.fail("learning_rate_scaling", "does not scale a learning_rate schedule (" + t.optimizer.schedule.type +
+                                    "): scale the schedule's rates in the config, or leave learning_rate_scaling out");
+  t.learning_rate_warmup_epochs = p.get_double("learning_rate_warmup_epochs", 0, 0, 1e6);
+  if (t.learning_rate_warmup_epochs > 0 && t.learning_rate_scaling == "none")
+    p.fail("learning_rate_warmup_epochs", "ramps the learning rate up to the scaled one: set learning_rate_scaling "
+                                          "(linear or sqrt), or for a warm-up of its own use a CosineDecay schedule "
+                                          "with warmup_target and warmup_steps");
   const std::string precision = p.get_string("precision", "tf32", {"fp32", "tf32", "bf16"});
   t.precision = precision == "bf16" ? Precision::BF16 : precision == "tf32" ? Precision::TF32 : Precision::FP32;
   t.collective_timeout = p.get_double("collective_timeout", t.collective_timeout, 1, 1e7);

@@ -105,7 +105,7 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
   if (s.policy) c.state_scalars["checkpoint_best"] = s.policy->best();
   if (s.reduce_lr) {
     c.state_scalars["reduce_lr_learning_rate"] = trainer.learning_rate();
-    c.state_scalars["reduce_lr_initial_rate"] = config.training.optimizer.learning_rate;
+    c.state_scalars["reduce_lr_initial_rate"] = trainer.config().training.optimizer.learning_rate;  // as scaled
     c.state_scalars["reduce_lr_best"] = s.reduce_lr->best();
     c.state_scalars["reduce_lr_wait"] = s.reduce_lr->wait();
     c.state_scalars["reduce_lr_cooldown"] = s.reduce_lr->cooldown_left();
@@ -306,7 +306,7 @@ void check_resume_keeps_later_epochs(const std::string& output_dir, const std::s
 }
 
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options) {
-  const TrainingConfig& tc = config.training;
+  const TrainingConfig& tc = trainer.config().training;  // the batch and learning rate resolved for the towers
   const bool voice = !options.world || options.world->rank() == 0;  // prints and writes
   // The signal that asks for a stop, agreed by every process (the largest any of them caught), so that all
   // stop at the same step; 0: none.
@@ -331,8 +331,9 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
                     "; set training.output_dir or --output to a writable folder");
   const fs::path out_dir(tc.output_dir);
   const int towers = trainer.world_towers();
-  spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s)", train_idx.size(),
-               val_idx.size(), tc.batch_size, towers);
+  spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s){}", train_idx.size(),
+               val_idx.size(), tc.batch_size, towers,
+               tc.batch_size_per_device ? fmt::format(" ({} per device)", tc.batch_size_per_device) : "");
   if (tc.batch_size < towers)  // from a new user: cpu:16 with batch 8 left 8 towers idle unannounced
     spdlog::warn("global batch {} is smaller than the {} towers: {} of them get no sample each step; raise "
                  "training.batch_size to at least {}, or use fewer towers",
@@ -437,6 +438,16 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (tc.steps_per_epoch > 0)
     spdlog::info("an epoch is {} steps (training.steps_per_epoch; a pass over the training set is {})", steps,
                  pass_steps);
+  if (const double k = trainer.learning_rate_scale(); k != 1.0) {
+    const auto warmup = std::llround(tc.learning_rate_warmup_epochs * steps);
+    trainer.set_learning_rate_warmup(warmup);
+    spdlog::info("learning rate {:g}: learning_rate {:g} x {:g} (learning_rate_scaling {} over {} towers){}",
+                 tc.optimizer.learning_rate, tc.optimizer.learning_rate / k, k, tc.learning_rate_scaling, towers,
+                 warmup > 0 ? fmt::format(", reached by a linear warm-up from {:g} over the first {} steps ({:g} "
+                                          "epochs)", tc.optimizer.learning_rate / k, warmup,
+                                          tc.learning_rate_warmup_epochs)
+                            : "");
+  }
   std::optional<Progress> progress;
   if (voice) progress.emplace(options.progress_bar, options.json, tc.epochs, steps);
   std::vector<int> batch;

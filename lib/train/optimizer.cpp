@@ -2,13 +2,15 @@
 
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
+#include "train/batch_scaling.h"
 #include "train/lr_schedule.h"
 
 namespace trainer {
 
 double Optimizer::learning_rate_at(int64_t t) const {
-  if (!schedule_.type.empty()) return scheduled_learning_rate(schedule_, t);
-  return lr_ / (1.0 + decay_ * double(t));
+  const double warmup = warmup_factor(t, warmup_steps_, warmup_start_);
+  if (!schedule_.type.empty()) return warmup * scheduled_learning_rate(schedule_, t);
+  return warmup * lr_ / (1.0 + decay_ * double(t));
 }
 
 void Optimizer::update(float* params, const float* grads, size_t begin, size_t end) {

@@ -48,7 +48,7 @@ class Optimizer {
   int64_t iterations() const { return iterations_; }
   /// Learning rate of the update at step t (t updates done before it): the
   /// schedule's (train/lr_schedule.h) when the config gives one, else with
-  /// Keras 2 decay lr / (1 + decay * t).
+  /// Keras 2 decay lr / (1 + decay * t); times the warm-up's factor (set_warmup).
   double learning_rate_at(int64_t t) const;
   /// Learning rate of the next step: learning_rate_at(iterations()).
   double current_learning_rate() const { return learning_rate_at(iterations_); }
@@ -58,6 +58,12 @@ class Optimizer {
   /// Replaces it (ReduceLROnPlateau, which a schedule excludes, or a resumed
   /// run's reduced rate); decay applies on top.
   void set_learning_rate(double lr) { lr_ = lr; }
+  /// A gradual warm-up (train/batch_scaling.h): the rate of step t is
+  /// multiplied by warmup_factor(t, steps, start). steps 0: none.
+  void set_warmup(int64_t steps, double start) {
+    warmup_steps_ = steps;
+    warmup_start_ = start;
+  }
   /// State for checkpoints: named flat float arrays of n values each on device(), in
   /// tf.keras 2's slot names (SGD: "momentum" when momentum > 0; Adam and AdamW: "m",
   /// "v", plus "vhat" with amsgrad; RMSprop: "rms", plus "momentum" when momentum > 0
@@ -84,6 +90,8 @@ class Optimizer {
   size_t n_;
   Device device_;
   int64_t iterations_ = 0;
+  int64_t warmup_steps_ = 0;
+  double warmup_start_ = 1.0;
 };
 
 /// Whether SGD or RMSprop under cfg keeps the "momentum" slot: its momentum, in

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "data/affine_augmentation.h"
 #include "data/augmentation.h"
+#include "train/batch_scaling.h"
 #include "train/callbacks.h"
 #include "train/fit.h"
 
@@ -256,9 +257,11 @@ Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_t
         const std::string reason = "tower " + std::to_string(rank) + " failed: " + msg;
         devices_->abort(reason);
       }) {
+  // batch_size_per_device and learning_rate_scaling need the world's towers: the optimizers take the result.
+  lr_scale_ = resolve_batch_scaling(config_.training, world_towers());
   for (int r = 0; r < devices_->size(); ++r) {
     devices_->bind_thread(r);
-    towers_.push_back(std::make_unique<Tower>(config, devices_->device(r)));
+    towers_.push_back(std::make_unique<Tower>(config_, devices_->device(r)));
   }
   classes_ = loss_classes(loss_, model().output_shape());
   for (const WeightSlot& w : model().weights())
@@ -284,6 +287,10 @@ Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_t
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::set_learning_rate_warmup(int64_t steps) {
+  for (auto& t : towers_) t->optimizer->set_warmup(steps, 1.0 / lr_scale_);
+}
 
 std::vector<std::pair<int, int>> Trainer::world_shards(int batch) const {
   const auto all = split_batch(batch, world_towers());

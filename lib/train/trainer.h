@@ -130,6 +130,13 @@ class Trainer {
   void set_learning_rate(double lr) {
     for (auto& t : towers_) t->optimizer->set_learning_rate(lr);
   }
+  /// The factor training.learning_rate_scaling applied to the learning rate
+  /// (train/batch_scaling.h; 1 without it). config() holds the resolved
+  /// batch_size and learning_rate.
+  double learning_rate_scale() const { return lr_scale_; }
+  /// Goyal et al.'s warm-up over the optimizer's first `steps` steps, from the
+  /// unscaled rate to the scaled one (nothing when the scale is 1 or steps 0).
+  void set_learning_rate_warmup(int64_t steps);
 
   /// One synchronous training step on the global batch data[indices]
   /// (images [B, H, W, C], masks [B, H, W, 1]); B >= 1. A GPU tower whose
@@ -302,7 +309,10 @@ class Trainer {
     mutable std::vector<double> sums;
   };
 
-  const Config config_;  ///< A copy: a caller's config may be a temporary (a test's parse_config(...)).
+  /// A copy (a caller's config may be a temporary, a test's parse_config(...)), with the batch and learning
+  /// rate resolved for the world's towers (resolve_batch_scaling).
+  Config config_;
+  double lr_scale_ = 1.0;  ///< learning_rate_scale()
   LossKind loss_;
   OverlapForm overlap_;  ///< Dice's and tversky's arguments.
   int classes_ = 0;  ///< classes()
