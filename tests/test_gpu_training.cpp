@@ -23,6 +23,7 @@
 #include "config/config.h"
 #include "dist/device_plan.h"
 #include "dist/local_communicator.h"
+#include "dist/process_group.h"
 #include "gpu_testing.h"
 #include "tiny_model.h"
 #include "train/trainer.h"
@@ -198,12 +199,14 @@ struct TrainRun {
 
 /// kBatches on a fresh Trainer of `yaml` (default kTinyConfig) over the
 /// devices of spec (as --gpus), convolutions in precision p.
-TrainRun train_run(const std::string& spec, Precision p, const std::string& yaml = kTinyConfig) {
+TrainRun train_run(const std::string& spec, Precision p, const std::string& yaml = kTinyConfig,
+                   ProcessGroup* world = nullptr) {
   Config config = parse_config(yaml, "tiny.yaml");
   config.training.precision = p;
   const Dataset data = tiny_data();
   const DevicePlan devices = plan(spec);
-  Trainer t(config, devices, 1);
+  Trainer t(config, devices, 1, world);
+  if (world) REQUIRE(t.devices().reduction() == "NCCL over 1 process");
   TrainRun run;
   for (const std::vector<int>& b : kBatches) run.losses.push_back(t.train_step(data, b).loss());
   run.weights = all_weights(t);
@@ -293,6 +296,34 @@ TEST_CASE("NCCL communicator over every visible GPU (a world of 1 with one GPU)"
   check_collectives(exercise(*comm, devices), comm->size());
 }
 #endif
+
+/// The process group of an MPI launch of one process (mpirun -np 1), without MPI: every collective is the
+/// identity, as MPI's are over one process.
+class LoneProcess : public ProcessGroup {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  const std::string& host() const override { return host_; }
+  void all_reduce_sum(float*, size_t) override {}
+  void all_reduce_sum(double*, size_t) override {}
+  void all_reduce_max(double*, size_t) override {}
+  void broadcast(void*, size_t, int) override {}
+  std::vector<std::string> all_gather(const std::string& text) override { return {text}; }
+
+ private:
+  std::string host_ = "here";
+};
+
+TEST_CASE("a world of one process on GPU 0 (NCCL over the world, its id through the process group) trains as a "
+          "plain run", "[gpu][gpu_training][mpi]") {
+  TRAINER_REQUIRE_GPU();
+  LoneProcess lone;
+  const TrainRun plain = train_run("0", Precision::FP32), world = train_run("0", Precision::FP32, kTinyConfig, &lone);
+  CHECK(world.losses == plain.losses);
+  CHECK(world.weights == plain.weights);
+}
 
 TEST_CASE("training on GPU 0 and on two towers of GPU 0 follows the CPU (fp32)", "[gpu][gpu_training]") {
   TRAINER_REQUIRE_GPU();

@@ -11,7 +11,7 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
                            ProcessGroup* world)
     : world_size_(plan.towers()) {
   const bool several = world && world->size() > 1;
-  if (several) {
+  if (world) {
     // Each process's tower count and kind, so that every process knows where its towers sit in the world.
     const std::vector<std::string> all = world->all_gather(std::to_string(plan.towers()) + (plan.gpus.empty() ? "c" : "g"));
     world_size_ = 0;
@@ -30,9 +30,12 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
     contexts_.push_back(make_gpu_context(gpu, precision));
     devices_.push_back(Device{DeviceKind::CUDA, gpu, contexts_.back().get()});
   }
-  if (several && !plan.gpus.empty()) {
+  if (world && !plan.gpus.empty()) {  // also a world of one process: NCCL as the many-process run uses it
+    if (!plan.gpus_distinct())
+      throw UserError("--gpus " + plan.describe() + ": under an MPI launch, a process's towers reduce through NCCL, "
+                      "which needs one GPU per tower; give each process distinct GPUs (--gpus local, or all)");
     comm_ = make_nccl_communicator(devices_, collective_timeout_s, NcclWorld{world, first_tower_, world_size_});
-    reduction_ = "NCCL over " + std::to_string(world->size()) + " processes";
+    reduction_ = "NCCL over " + std::to_string(world->size()) + (world->size() == 1 ? " process" : " processes");
   } else if (several) {
     comm_ = std::make_unique<WorldCommunicator>(std::make_unique<LocalCommunicator>(size(), devices_), *world);
     reduction_ = "in-process, then MPI over " + std::to_string(world->size()) + " processes";

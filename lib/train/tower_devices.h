@@ -11,7 +11,7 @@
 //                threads, so reading them never waits for a device.
 // In a run of several processes (an MPI launch, dist/process_group.h) the
 // towers of every process form one world: GPU towers reduce through one NCCL
-// communicator over all of them, CPU towers through the in-process
+// communicator over all of them (also when the launcher started one process), CPU towers through the in-process
 // communicator and then MPI (dist/world_communicator.h), and host_comm() sums
 // over every process's towers too.
 #include <memory>
