@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <functional>
@@ -324,6 +325,25 @@ TEST_CASE("a world of one process on GPU 0 (NCCL over the world, its id through 
   CHECK(world.losses == plain.losses);
   CHECK(world.weights == plain.weights);
 }
+
+#if defined(TRAINER_WITH_CUDA)
+/// This process as rank 0 of two whose other process never comes: MPI's part succeeds, NCCL's rendezvous waits.
+class HalfWorld : public LoneProcess {
+ public:
+  int size() const override { return 2; }
+};
+
+TEST_CASE("NCCL over a world of two processes whose peer never joins times out at creation, naming the cause",
+          "[gpu][gpu_training][mpi]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice gpu(0, Precision::FP32);
+  HalfWorld half;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(make_nccl_communicator({gpu.device}, 3.0, NcclWorld{&half, 0, 2}),
+                    Catch::Contains("NCCL initialisation for cuda:0 failed: timed out after 3 s"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+}
+#endif
 
 TEST_CASE("training on GPU 0 and on two towers of GPU 0 follows the CPU (fp32)", "[gpu][gpu_training]") {
   TRAINER_REQUIRE_GPU();

@@ -193,6 +193,38 @@ TEST_CASE("a rank that is killed or hangs ends the run with a non-zero exit, nam
   }
 }
 
+TEST_CASE("processes that find other data (a host's copy short of a file) are refused, naming the rank",
+          "[mpi][e2e]") {
+  if (const std::string why = mpi_missing(); !why.empty()) {
+    WARN("skipped: " << why);
+    return;
+  }
+  TempDir tmp("mpi_data");
+  const fs::path& dir = tmp.root;
+  // Rank 1's copy of data/sample lacks one pair (MPMD: each rank its own config).
+  const fs::path sample = fs::path(TRAINER_SOURCE_DIR) / "data" / "sample", copy = dir / "copy";
+  fs::create_directories(copy);
+  fs::copy(sample / "images", copy / "images", fs::copy_options::recursive);
+  fs::copy(sample / "masks", copy / "masks", fs::copy_options::recursive);
+  const fs::path dropped = fs::directory_iterator(copy / "images")->path();
+  fs::remove(dropped);
+  fs::remove(copy / "masks" / (dropped.stem().string() + "_mask.png"));
+  std::string other = mpi_config(dir / "run", "  epochs: 1\n");
+  for (const std::string folder : {"images", "masks"}) {
+    const std::string from = (sample / folder).string();
+    other.replace(other.find(from), from.size(), (copy / folder).string());
+  }
+  std::ofstream(dir / "rank0.yaml") << mpi_config(dir / "run", "  epochs: 1\n");
+  std::ofstream(dir / "rank1.yaml") << other;
+  const std::string binary = std::string(TRAINER_BINARY) + " --gpus cpu --threads 1 --config ";
+  const Run r = run(kMpirun, "-np 1 " + binary + (dir / "rank0.yaml").string() + " : -np 1 " + binary +
+                                 (dir / "rank1.yaml").string(), dir);
+  INFO(r.out << r.err);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.err, Catch::Contains("rank 1 (host ") && Catch::Contains("found other image/mask pairs than rank 0"));
+  CHECK_FALSE(fs::exists(dir / "run" / "last.h5"));  // refused before training
+}
+
 TEST_CASE("predict under mpirun with two processes is refused: it runs in one", "[mpi]") {
   if (const std::string why = mpi_missing(); !why.empty()) {
     WARN("skipped: " << why);

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "core/error.h"
@@ -142,6 +145,28 @@ void quiet_follower(const ProcessGroup& world) {
   spdlog::set_pattern("[%H:%M:%S] rank " + std::to_string(world.rank()) + " (" + world.host() + "): %^%l%$: %v");
 }
 
+/// Every process of an MPI run must train on the same pairs: a folder that differs on one host (a copy
+/// short of files, skip_bad_files dropping an unreadable one) would split the batches differently and leave
+/// the processes waiting for each other. UserError on every process, naming the first that differs.
+void require_same_data(ProcessGroup& world, const std::vector<const Dataset*>& sets, const DataOptions& opt) {
+  std::string mine;
+  for (const Dataset* d : sets) {
+    size_t h = 0;
+    for (const std::string& n : d->names) h = h * 1000003u + std::hash<std::string>{}(n);
+    mine += std::to_string(d->size()) + ":" + std::to_string(h) + ";";
+  }
+  const std::vector<std::string> all = world.all_gather(world.host() + "\n" + mine);
+  const std::string ours = all[0].substr(all[0].find('\n') + 1);
+  for (size_t r = 1; r < all.size(); ++r) {
+    const size_t cut = all[r].find('\n');
+    if (all[r].substr(cut + 1) != ours)
+      throw UserError("rank " + std::to_string(r) + " (host " + all[r].substr(0, cut) + ") found other image/mask "
+                      "pairs than rank 0 (host " + all[0].substr(0, all[0].find('\n')) + ") in '" + opt.images_dir +
+                      "' or the validation folders: every process of a run must see the same data at the same "
+                      "path (a shared file system, or identical copies)");
+  }
+}
+
 /// Rank 0 logs the run's processes once: each one's host and towers, e.g.
 /// "world: 2 processes, 2 towers (global batch split over all): rank 0 on a (1 CPU tower), rank 1 on b (...)".
 void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& trainer) {
@@ -161,12 +186,14 @@ int run_train(const TrainFlags& f) {
                     "that a checkpoint holds (with its weights): pass one of them");
   // Under mpirun or srun, the run's processes (nullptr alone); rank 0 alone prints and writes.
   const std::unique_ptr<ProcessGroup> world = join_world(config.training.collective_timeout);
-  if (world && world->rank() != 0) quiet_follower(*world);
+  const bool voice = !world || world->rank() == 0;
+  if (!voice) quiet_follower(*world);
   const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given, world.get());  // a bad --gpus fails early
   Model model(config.model, config.path);                   // validates layers and shapes before any work
   // A new run must not overwrite another run's files: refused before any output, as the command line's
-  // other errors. A resumed run is checked once its checkpoint has been read (below).
-  if (!f.overwrite && f.resume.empty()) check_output_holds_no_run(config.training.output_dir, "");
+  // other errors. A resumed run is checked once its checkpoint has been read (below). Rank 0 alone writes
+  // there (the others may see another file system).
+  if (voice && !f.overwrite && f.resume.empty()) check_output_holds_no_run(config.training.output_dir, "");
   DataOptions opt;
   opt.images_dir = config.data.images;
   opt.masks_dir = config.data.masks;
@@ -197,7 +224,6 @@ int run_train(const TrainFlags& f) {
   // Towers and a resumed checkpoint are checked before any image is decoded, so a mismatch fails fast.
   Trainer trainer(config, towers.plan, towers.threads_per_tower, world.get());
   if (world) log_world(*world, towers.plan, trainer);
-  const bool voice = !world || world->rank() == 0;
   if (trainer.devices().any_gpu()) {
     int bf16 = 0;  // layers whose activations tower 0 stores in bf16 (docs/gpu.md)
     for (int i = 0; i < trainer.model().num_layers(); ++i) bf16 += trainer.model().activation_type(i) == DType::BF16;
@@ -222,10 +248,12 @@ int run_train(const TrainFlags& f) {
     }
     // A resumed run writing elsewhere must not overwrite another run's files either, nor one resumed in
     // place from an earlier checkpoint (a new user's report) the later epochs of its own run.
-    if (!f.overwrite && !resumes_in_place(resume_run_folder, config.training.output_dir))
-      check_output_holds_no_run(config.training.output_dir, f.resume, resume_run_folder);
-    else if (!f.overwrite)
-      check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);
+    if (voice && !f.overwrite) {
+      if (!resumes_in_place(resume_run_folder, config.training.output_dir))
+        check_output_holds_no_run(config.training.output_dir, f.resume, resume_run_folder);
+      else
+        check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);
+    }
     if (!config.training.initial_weights.empty())
       spdlog::info("training.initial_weights ({}) is not read: the resumed checkpoint holds the weights",
                    config.training.initial_weights);
@@ -252,6 +280,7 @@ int run_train(const TrainFlags& f) {
   const Dataset data = load_dataset(opt);
   Dataset validation;
   if (validation_folders) validation = load_dataset(vopt);
+  if (world) require_same_data(*world, {&data, &validation}, opt);
   warn_missing_classes(data, opt);
 
   FitOptions fit_options;
@@ -293,7 +322,8 @@ Runner add_train(CLI::App& app) {
   app.add_option("--config,-c", f->config, "Run configuration (YAML: model, data, training)")->check(non_empty_path());
   app.add_option("--gpus", f->gpus,
                  "Devices, one tower each: all (every GPU; CPU if none), GPU indices such as 0,2,5 or 2 "
-                 "(indices, not a count; 0,0 puts two towers on GPU 0), cpu, or cpu:N (N CPU towers, N <= 64)")
+                 "(indices, not a count; 0,0 puts two towers on GPU 0), cpu, cpu:N (N CPU towers, N <= 64), or "
+                 "local (under mpirun or srun: the GPU of the process's rank on its host)")
       ->capture_default_str()
       ->each([f](const std::string&) { f->gpus_given = true; });
   app.add_option("--epochs", f->epochs, "Override training.epochs")->check(CLI::Range(1, 1000000));

@@ -13,16 +13,23 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
   const bool several = world && world->size() > 1;
   if (world) {
     // Each process's tower count and kind, so that every process knows where its towers sit in the world.
-    const std::vector<std::string> all = world->all_gather(std::to_string(plan.towers()) + (plan.gpus.empty() ? "c" : "g"));
+    // Each process's tower count, device kind (c: CPU, g: GPUs, s: GPUs of which some are shared), so that every
+    // process knows where its towers sit in the world and all refuse a bad plan together.
+    const char kind = plan.gpus.empty() ? 'c' : plan.gpus_distinct() ? 'g' : 's';
+    const std::vector<std::string> all = world->all_gather(std::to_string(plan.towers()) + kind);
     world_size_ = 0;
     for (int p = 0; p < int(all.size()); ++p) {
       if (p == world->rank()) first_tower_ = world_size_;
       world_size_ += std::stoi(all[size_t(p)]);
-      if (all[size_t(p)].back() != all[0].back())
-        throw UserError("process " + std::to_string(p) + " plans " + (all[size_t(p)].back() == 'g' ? "GPU" : "CPU") +
-                        " towers and process 0 " + (all[0].back() == 'g' ? "GPU" : "CPU") +
-                        " towers: every process of a run must train on the same kind of device (give each the "
-                        "same --gpus, e.g. local or cpu)");
+      const char k = all[size_t(p)].back();
+      if (k == 's')
+        throw UserError("process " + std::to_string(p) + "'s towers share a GPU (--gpus with a repeated index): under "
+                        "an MPI launch towers reduce through NCCL, which needs one GPU per tower; give each process "
+                        "distinct GPUs (--gpus local, or all)");
+      if ((k == 'c') != (all[0].back() == 'c'))
+        throw UserError("process " + std::to_string(p) + " plans " + (k == 'c' ? "CPU" : "GPU") + " towers and process 0 " +
+                        (k == 'c' ? "GPU" : "CPU") + " towers: every process of a run must train on the same kind "
+                        "of device (give each the same --gpus, e.g. local or cpu)");
     }
   }
   for (int r = 0; r < plan.cpu_towers; ++r) devices_.push_back(Device{});
@@ -31,9 +38,6 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
     devices_.push_back(Device{DeviceKind::CUDA, gpu, contexts_.back().get()});
   }
   if (world && !plan.gpus.empty()) {  // also a world of one process: NCCL as the many-process run uses it
-    if (!plan.gpus_distinct())
-      throw UserError("--gpus " + plan.describe() + ": under an MPI launch, a process's towers reduce through NCCL, "
-                      "which needs one GPU per tower; give each process distinct GPUs (--gpus local, or all)");
     comm_ = make_nccl_communicator(devices_, collective_timeout_s, NcclWorld{world, first_tower_, world_size_});
     reduction_ = "NCCL over " + std::to_string(world->size()) + (world->size() == 1 ? " process" : " processes");
   } else if (several) {

@@ -226,7 +226,7 @@ void NcclCommunicator::create_comms() {
   // Nothing may throw between ncclGroupStart and ncclGroupEnd (the group is thread state).
   std::string cause;
   ncclResult_t error = ncclGroupStart();
-  for (int i = 0; i < n && running_or_done(error); ++i) {
+  for (int i = 0; i < size() && running_or_done(error); ++i) {  // this process's ranks; n in the world
     const cudaError_t set = cudaSetDevice(ranks_[size_t(i)].device.index);
     if (set != cudaSuccess) {
       cause = "cudaSetDevice(" + std::to_string(ranks_[size_t(i)].device.index) + ") failed: " + status_string(set);
