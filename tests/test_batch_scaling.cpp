@@ -4,10 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "config/config.h"
 #include "core/error.h"
+#include "process_testing.h"
 #include "tiny_model.h"
 #include "train/batch_scaling.h"
 #include "train/trainer.h"
@@ -110,4 +113,14 @@ TEST_CASE("a Trainer resolves the per-device batch and scaled rate over its towe
   trainer.train_step(data, batch);
   reference.train_step(data, batch);
   CHECK(trainer.params(0) == reference.params(0));
+}
+
+TEST_CASE("--batch-size with batch_size_per_device in the config is refused, naming both", "[scaling][e2e]") {
+  TempDir tmp("batch_flag");
+  std::ofstream(tmp.root / "unet.yaml") << sample_unet_config(tmp.root / "run", "  batch_size_per_device: 2\n");
+  const Run r = run_trainer("--config " + (tmp.root / "unet.yaml").string() + " --gpus cpu --batch-size 8", tmp.root);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--batch-size sets the global batch") &&
+                        Catch::Contains("training.batch_size_per_device"));
+  CHECK_FALSE(std::filesystem::exists(tmp.root / "run"));
 }

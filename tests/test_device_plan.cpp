@@ -81,6 +81,8 @@ TEST_CASE("gpus flag: local takes the GPU of the process's rank on its host; all
                                      {3, "D", 1ull << 34}};
   CHECK(plan_devices("local", gpus, true).gpus == std::vector<int>{0});  // a process alone
   CHECK(plan_devices("local", gpus, true, 3, 4).gpus == std::vector<int>{3});
+  // The launcher bound one GPU to each process: it sees that one alone, as index 0.
+  CHECK(plan_devices("local", {{0, "A", 1ull << 34}}, true, 3, 4).gpus == std::vector<int>{0});
   CHECK(plan_devices("all", gpus, true, 0, 2).gpus == std::vector<int>{0, 1});
   CHECK(plan_devices("all", gpus, true, 1, 2).gpus == std::vector<int>{2, 3});
   CHECK(plan_devices("all", gpus, true, 2, 3).gpus == std::vector<int>{2, 3});  // 4 over 3: blocks of 1, 1, 2

@@ -74,15 +74,22 @@ TEST_CASE("an MPI launcher is recognised from its environment", "[mpi]") {
   CHECK(l.by_launcher);
   CHECK(l.size == 2);
   CHECK(l.source == "OMPI_COMM_WORLD_SIZE=2");
-  g_env = {{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "3"}};
+  // srun's tasks: a job step of 4 tasks, with or without PMIx.
+  g_env = {{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_STEP_ID", "0"}};
   l = detect_launch(fake_env);
   CHECK(l.by_launcher);
   CHECK(l.size == 4);
-  g_env = {{"SLURM_NTASKS", "1"}, {"SLURM_PROCID", "0"}};  // a one-task Slurm job is a plain run
+  g_env["PMIX_RANK"] = "3";
+  l = detect_launch(fake_env);
+  CHECK(l.by_launcher);
+  CHECK(l.size == 4);
+  CHECK(l.source == "PMIX_RANK=3, SLURM_STEP_NUM_TASKS=4");
+  // sbatch's own shell of a 4-task job (SLURM_PROCID 0, no step): a command there is a plain run.
+  g_env = {{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "0"}};
   CHECK_FALSE(detect_launch(fake_env).by_launcher);
-  g_env = {{"SLURM_NTASKS", "4"}};  // sbatch's shell: no task of srun
+  g_env = {{"SLURM_NTASKS", "1"}, {"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}};  // a one-task step
   CHECK_FALSE(detect_launch(fake_env).by_launcher);
-  g_env = {{"PMIX_RANK", "0"}};
+  g_env = {{"PMIX_RANK", "0"}};  // a PMIx launcher that names no size
   l = detect_launch(fake_env);
   CHECK(l.by_launcher);
   CHECK(l.size == 1);

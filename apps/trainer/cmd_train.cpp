@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/exit_codes.h"
 #include "core/error.h"
 #include "core/json_text.h"
 #include "data/dataset.h"
@@ -31,6 +32,7 @@ struct TrainFlags {
   bool overwrite = false;
   std::optional<int> epochs, batch_size, threads;
   std::optional<uint64_t> seed;
+  mutable bool follower = false;  ///< Set by the run: a process of an MPI run other than rank 0 (says nothing on stdout).
 };
 
 // Applies the flags to config, and to its text too, so that checkpoints store
@@ -43,6 +45,10 @@ void apply_overrides(Config& config, const TrainFlags& f) {
     changed = true;
   };
   if (f.epochs) set("training", "epochs", config.training.epochs = *f.epochs);
+  if (f.batch_size && config.training.batch_size_per_device)
+    throw UserError("--batch-size sets the global batch, but " + config.path +
+                    " gives training.batch_size_per_device (each tower's batch): change that key, or remove it (and "
+                    "learning_rate_scaling) to give the global batch");
   if (f.batch_size) set("training", "batch_size", config.training.batch_size = *f.batch_size);
   if (f.seed) set("training", "seed", config.training.seed = *f.seed);
   if (!f.output.empty()) set("training", "output_dir", config.training.output_dir = f.output);
@@ -187,6 +193,9 @@ int run_train(const TrainFlags& f) {
   // Under mpirun or srun, the run's processes (nullptr alone); rank 0 alone prints and writes.
   const std::unique_ptr<ProcessGroup> world = join_world(config.training.collective_timeout);
   const bool voice = !world || world->rank() == 0;
+  f.follower = !voice;
+  if (world && world->size() > 1)
+    set_error_origin("rank " + std::to_string(world->rank()) + " (host " + world->host() + "): ");
   if (!voice) quiet_follower(*world);
   const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given, world.get());  // a bad --gpus fails early
   Model model(config.model, config.path);                   // validates layers and shapes before any work
@@ -368,8 +377,8 @@ Runner add_train(CLI::App& app) {
     if (f->log_format != "json") return run_train(*f);
     try {
       return run_train(*f);
-    } catch (const std::exception& e) {  // a JSON consumer gets a final object too; main reports the error
-      std::printf("{\"done\": false, \"error\": %s}\n", json_string(e.what()).c_str());
+    } catch (const std::exception& e) {  // a JSON consumer gets a final object too (from rank 0); main reports the error
+      if (!f->follower) std::printf("{\"done\": false, \"error\": %s}\n", json_string(e.what()).c_str());
       std::fflush(stdout);
       throw;
     }

@@ -71,6 +71,9 @@ struct Towers {
 /// gpus_given: --gpus was on the command line; without it the default `all`
 /// falling back to the CPU on a machine without GPUs is logged as info, not
 /// as a warning (it is what the user asked for by giving nothing).
+/// The cores this process may run on (its CPU affinity mask, which a launcher
+/// may narrow; else every core).
+int usable_cores();
 /// world: the run's processes (an MPI launch; nullptr alone): `local` and
 /// `all` take this process's share of its host's GPUs, the default threads are
 /// the host's cores over its processes, and the choice is logged per process.

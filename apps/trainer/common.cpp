@@ -1,6 +1,8 @@
 // Helpers shared by the trainer's commands: towers from --gpus, models from checkpoints.
 #include <spdlog/spdlog.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -17,6 +19,13 @@ constexpr bool kCudaTraining = true;
 constexpr bool kCudaTraining = false;
 #endif
 
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given,
                       const ProcessGroup* world) {
   Towers t;
@@ -27,8 +36,12 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool 
     spdlog::info("no GPU found; running on the CPU (one tower; --gpus cpu:N for N towers)");
   else
     for (const auto& w : t.plan.warnings) spdlog::warn("{}", w);
-  const int hardware = int(std::max(1u, std::thread::hardware_concurrency()));
-  const int cores = threads ? *threads : std::max(1, hardware / local_size);  // the host's processes share its cores
+  const int hardware = usable_cores();
+  // The host's processes share its cores, unless the launcher bound each to its own (the affinity mask then
+  // holds only those: mpirun binds to a core by default with 2 processes or fewer, so --bind-to none, or
+  // --map-by ...:PE=N, gives a process more).
+  const bool bound = hardware < int(std::thread::hardware_concurrency());
+  const int cores = threads ? *threads : bound ? hardware : std::max(1, hardware / local_size);
   if (cores > 2 * hardware)  // from fuzzing: --threads 4096 on 2 cores ran for minutes
     spdlog::warn("--threads {} is more than twice this machine's {} core(s); threads beyond the cores only wait for "
                  "each other: leave --threads out to use every core",

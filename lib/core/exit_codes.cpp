@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <new>
+#include <string>
 
 #include "core/error.h"
 
@@ -20,24 +21,30 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   }
 }
 
+namespace {
+std::string g_origin;  ///< set_error_origin's text.
+}  // namespace
+
+void set_error_origin(const std::string& origin) { g_origin = origin; }
+
 int run_guarded(const std::function<int()>& body, const char* out_of_memory) {
   try {
     return body();
   } catch (const UserError& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "%serror: %s\n", g_origin.c_str(), e.what());
     return kExitUserError;
   } catch (const std::bad_alloc& e) {
     std::fflush(stdout);
     if (out_of_memory) {
-      std::fprintf(stderr, "error: %s\n", out_of_memory);
+      std::fprintf(stderr, "%serror: %s\n", g_origin.c_str(), out_of_memory);
       return kExitUserError;
     }
-    std::fprintf(stderr, "internal error: %s\n", e.what());
+    std::fprintf(stderr, "%sinternal error: %s\n", g_origin.c_str(), e.what());
     return kExitInternalError;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "internal error: %s\n", e.what());
+    std::fprintf(stderr, "%sinternal error: %s\n", g_origin.c_str(), e.what());
     return kExitInternalError;
   }
 }

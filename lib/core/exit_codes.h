@@ -5,6 +5,7 @@
 //
 // Exit codes: 0 done, 2 user error (flags, config, data, paths), 1 internal error.
 #include <functional>
+#include <string>
 #include <optional>
 
 namespace CLI {
@@ -32,5 +33,8 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
 ///                         exit 2; without: as any other exception;
 ///   other std::exception -> "internal error: <what>", exit 1.
 int run_guarded(const std::function<int()>& body, const char* out_of_memory = nullptr);
+/// Text that run_guarded puts before each error line, naming which process of
+/// a run of several wrote it (e.g. "rank 1 (host node2): "); "" by default.
+void set_error_origin(const std::string& origin);
 
 }  // namespace trainer

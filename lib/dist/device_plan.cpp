@@ -48,6 +48,8 @@ DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpu
       plan.warnings.push_back("--gpus local: " + (gpus.empty() ? std::string("no GPU found") : list_found(gpus) +
                               ", but this build has no CUDA backend") + "; running on the CPU (one tower)");
       plan.cpu_towers = 1;
+    } else if (gpus.size() == 1) {  // alone, or the launcher bound one GPU to each process (srun --gpus-per-task=1)
+      plan.gpus.push_back(gpus[0].index);
     } else if (local_rank >= int(gpus.size())) {
       throw UserError("--gpus local: " + process + "there is no GPU " + std::to_string(local_rank) + " for it; " +
                       list_found(gpus) + ": start at most " + std::to_string(gpus.size()) +

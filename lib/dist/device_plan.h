@@ -4,7 +4,9 @@
 //            (with a warning). Under an MPI launch with several processes on
 //            a host, the host's GPUs split among them in contiguous blocks
 //   local    the GPU whose index is this process's rank among its host's
-//            processes (an MPI launch: one process per GPU); GPU 0 alone;
+//            processes (an MPI launch: one process per GPU); the one GPU it
+//            sees when the launcher binds one to each process (srun
+//            --gpus-per-task=1, a CUDA_VISIBLE_DEVICES per rank); GPU 0 alone;
 //            without GPUs, one CPU tower (with a warning)
 //   0,2,5    one tower on each of those GPUs; `--gpus 2` is the GPU with index
 //            2, not two GPUs: indices (CUDA ordinals), as Caffe and Darknet

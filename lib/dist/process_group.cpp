@@ -1,5 +1,6 @@
 #include "dist/process_group.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -34,15 +35,20 @@ Launch detect_launch(const char* (*env)(const char*)) {
       return l;
     }
   }
-  if (const char* rank = env("PMIX_RANK"); rank && *rank) {  // PMIx names no size in the environment
+  // A task of srun (a job step): SLURM_STEP_NUM_TASKS. sbatch's own shell has SLURM_NTASKS and
+  // SLURM_PROCID but no step, and a command run there is a plain run.
+  const int step_tasks = positive(env("SLURM_STEP_NUM_TASKS"));
+  if (const char* rank = env("PMIX_RANK"); rank && *rank) {  // PMIx names no size in the environment; srun does
     l.by_launcher = true;
-    l.source = std::string("PMIX_RANK=") + rank;
+    l.size = std::max(1, step_tasks);
+    l.source = std::string("PMIX_RANK=") + rank +
+               (step_tasks ? ", SLURM_STEP_NUM_TASKS=" + std::to_string(step_tasks) : std::string());
     return l;
   }
-  if (const int n = positive(env("SLURM_NTASKS")); n > 1 && env("SLURM_PROCID")) {
+  if (step_tasks > 1) {
     l.by_launcher = true;
-    l.size = n;
-    l.source = "SLURM_NTASKS=" + std::to_string(n);
+    l.size = step_tasks;
+    l.source = "SLURM_STEP_NUM_TASKS=" + std::to_string(step_tasks);
   }
   return l;
 }

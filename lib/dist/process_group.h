@@ -49,8 +49,10 @@ struct Launch {
 };
 
 /// Reads the launcher's environment: Open MPI's mpirun (OMPI_COMM_WORLD_SIZE),
-/// PMIx or PMI (PMIX_RANK, PMI_SIZE), Slurm's srun (SLURM_NTASKS with
-/// SLURM_PROCID). `env` looks a name up (getenv by default; tests pass their own).
+/// PMI (PMI_SIZE), PMIx (PMIX_RANK; the size from srun's SLURM_STEP_NUM_TASKS
+/// when set), Slurm's srun (SLURM_STEP_NUM_TASKS > 1; sbatch's own shell, with
+/// no job step, is a plain run). `env` looks a name up (getenv by default;
+/// tests pass their own).
 Launch detect_launch(const char* (*env)(const char*) = nullptr);
 
 /// The run's process group when this process was started by an MPI launcher,

@@ -438,7 +438,10 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (tc.steps_per_epoch > 0)
     spdlog::info("an epoch is {} steps (training.steps_per_epoch; a pass over the training set is {})", steps,
                  pass_steps);
-  if (const double k = trainer.learning_rate_scale(); k != 1.0) {
+  if (const double k = trainer.learning_rate_scale(); k == 1.0 && tc.optimizer.schedule.type.empty()) {
+    spdlog::info("learning rate {:g}{}", tc.optimizer.learning_rate,
+                 tc.batch_size_per_device ? " (not scaled: learning_rate_scaling none)" : "");
+  } else if (k != 1.0) {
     const auto warmup = std::llround(tc.learning_rate_warmup_epochs * steps);
     trainer.set_learning_rate_warmup(warmup);
     spdlog::info("learning rate {:g}: learning_rate {:g} x {:g} (learning_rate_scaling {} over {} towers){}",
