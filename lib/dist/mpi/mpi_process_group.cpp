@@ -68,7 +68,18 @@ class MpiProcessGroup final : public ProcessGroup {
     // MPI_Finalize waits for every process and for collectives left running: after a failure, or while an
     // exception unwinds (this process stops early), it could wait forever. Leaving without it makes the
     // launcher end the job.
-    if (owns_mpi_ && !failed_ && std::uncaught_exceptions() == 0) MPI_Finalize();
+    if (!owns_mpi_ || failed_ || std::uncaught_exceptions() > 0) return;
+    // A process that failed after the last collective (rank 0 writing final.h5) never comes to the end: a
+    // barrier bounded by the timeout first, then the job is ended rather than left waiting in MPI_Finalize.
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (size_ > 1 && (MPI_Ibarrier(MPI_COMM_WORLD, &req) != MPI_SUCCESS || !wait_for(req))) {
+      std::fprintf(stderr, "rank %d (host %s): error: the other processes did not reach the end of the run within "
+                           "%g s (training.collective_timeout); ending every process\n",
+                   rank_, host_.c_str(), timeout_s_);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      return;
+    }
+    MPI_Finalize();
   }
 
   int rank() const override { return rank_; }
@@ -127,25 +138,31 @@ class MpiProcessGroup final : public ProcessGroup {
     }
   }
 
-  /// Polls req until it completes (yielding for the first millisecond, then sleeping 100 us a round);
-  /// fails after the timeout.
-  void complete(MPI_Request& req, const std::string& what) {
+  /// Polls req until it completes (yielding for the first millisecond, then sleeping 100 us a round):
+  /// false when the timeout passes first or MPI_Test fails.
+  bool wait_for(MPI_Request& req) {
     const Clock::time_point start = Clock::now();
     for (;;) {
       int done = 0;
-      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
-      if (done) return;
+      if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+      if (done) return true;
       const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-      if (waited > timeout_s_) {
-        char seconds[32];
-        std::snprintf(seconds, sizeof seconds, "%g", timeout_s_);
-        fail(what, std::string("did not complete within ") + seconds +
-                       " s (training.collective_timeout): another process died or hangs; the launcher's "
-                       "messages name a process that died");
-      }
+      if (waited > timeout_s_) return false;
       if (waited < 1e-3) std::this_thread::yield();
       else std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
+  }
+
+  /// wait_for(req), failing with what's name when it does not complete.
+  void complete(MPI_Request& req, const std::string& what) {
+    int done = 0;
+    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+    if (done || wait_for(req)) return;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", timeout_s_);
+    fail(what, std::string("did not complete within ") + seconds +
+                   " s (training.collective_timeout): another process died or hangs; the launcher's messages "
+                   "name a process that died");
   }
 
   void check(int code, const std::string& what) {
