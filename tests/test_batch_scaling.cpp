@@ -115,7 +115,7 @@ TEST_CASE("a Trainer resolves the per-device batch and scaled rate over its towe
   CHECK(trainer.params(0) == reference.params(0));
 }
 
-TEST_CASE("--batch-size with batch_size_per_device in the config is refused, naming both", "[scaling][e2e]") {
+TEST_CASE("the --batch-size flag with batch_size_per_device in the config is refused, naming both", "[scaling][e2e]") {
   TempDir tmp("batch_flag");
   std::ofstream(tmp.root / "unet.yaml") << sample_unet_config(tmp.root / "run", "  batch_size_per_device: 2\n");
   const Run r = run_trainer("--config " + (tmp.root / "unet.yaml").string() + " --gpus cpu --batch-size 8", tmp.root);

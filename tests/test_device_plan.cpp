@@ -75,7 +75,7 @@ TEST_CASE("gpus flag: bad values are user errors that say what exists", "[device
   CHECK_THROWS_WITH(plan_devices("0", gpus, false), Catch::Contains("no CUDA training backend"));
 }
 
-TEST_CASE("gpus flag: local takes the GPU of the process's rank on its host; all splits the host's GPUs",
+TEST_CASE("gpus flag: local takes the GPU of the process's rank on its host, all splits the host's GPUs",
           "[devices][mpi]") {
   const std::vector<GpuInfo> gpus = {{0, "A", 1ull << 34}, {1, "B", 1ull << 34}, {2, "C", 1ull << 34},
                                      {3, "D", 1ull << 34}};
