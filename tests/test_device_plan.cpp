@@ -92,8 +92,9 @@ TEST_CASE("gpus flag: local takes the GPU of the process's rank on its host, all
                     Catch::Contains("process 4 of this host's 5") && Catch::Contains("no GPU 4") &&
                         Catch::Contains("at most 4 processes per host"));
   CHECK_THROWS_WITH(plan_devices("all", gpus, true, 0, 5), Catch::Contains("cannot be split among its 5 processes"));
-  const DevicePlan cpu = plan_devices("local", {}, false, 1, 2);  // no GPU: one CPU tower, with a warning
-  CHECK(cpu.cpu_towers == 1);
-  REQUIRE(cpu.warnings.size() == 1);
-  CHECK_THAT(cpu.warnings[0], Catch::Contains("--gpus local: no GPU found"));
+  // local asks for a GPU: without one (or without CUDA) it is an error, not a quiet CPU run.
+  CHECK_THROWS_WITH(plan_devices("local", {}, false, 1, 2),
+                    Catch::Contains("--gpus local: process 1 of this host's 2: no GPU was found") &&
+                        Catch::Contains("use --gpus cpu"));
+  CHECK_THROWS_WITH(plan_devices("local", gpus, false), Catch::Contains("this build has no CUDA backend"));
 }

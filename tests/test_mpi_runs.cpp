@@ -186,7 +186,16 @@ TEST_CASE("under mpirun, batch_size_per_device and the scaled, warmed-up rate ma
   // The effective global batch and learning rate, printed once at the start.
   CHECK(count(p.two.err, "global batch 6 over 2 tower(s) (3 per device)") == 1);
   CHECK(count(p.two.err, "learning rate 0.02: learning_rate 0.01 x 2 (learning_rate_scaling linear over 2 towers), "
-                         "reached by a linear warm-up from 0.01 over the first 9 steps (1.5 epochs)") == 1);
+                         "reached by a linear warm-up from 0.01 over the first 9 steps (1.5 epoch(s))") == 1);
+  // Resumed in one process with one tower: half the global batch and rate, said before training goes on.
+  const fs::path last = p.two_dir / "last.h5";
+  const Run resumed = run_trainer("--config " + (tmp.root / "two.yaml").string() + " --gpus cpu --epochs 3 --resume " +
+                                      last.string(), tmp.root);
+  INFO(resumed.err);
+  CHECK(resumed.code == 0);
+  CHECK_THAT(resumed.err, Catch::Contains(last.string() + "'s run trained with a global batch of 6; this one uses 3 "
+                                          "(1 tower(s) x batch_size_per_device 3)") &&
+                              Catch::Contains("learning rate (0.01, was 0.02)"));
 }
 
 TEST_CASE("a rank that is killed or hangs ends the run with a non-zero exit, named, and last.h5 intact",

@@ -74,6 +74,7 @@ TEST_CASE("an MPI launcher is recognised from its environment", "[mpi]") {
   CHECK(l.by_launcher);
   CHECK(l.size == 2);
   CHECK(l.source == "OMPI_COMM_WORLD_SIZE=2");
+  CHECK(l.rank == 1);
   // srun's tasks: a job step of 4 tasks, with or without PMIx.
   g_env = {{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_STEP_ID", "0"}};
   l = detect_launch(fake_env);
@@ -84,6 +85,7 @@ TEST_CASE("an MPI launcher is recognised from its environment", "[mpi]") {
   CHECK(l.by_launcher);
   CHECK(l.size == 4);
   CHECK(l.source == "PMIX_RANK=3, SLURM_STEP_NUM_TASKS=4");
+  CHECK(l.rank == 3);
   // sbatch's own shell of a 4-task job (SLURM_PROCID 0, no step): a command there is a plain run.
   g_env = {{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "0"}};
   CHECK_FALSE(detect_launch(fake_env).by_launcher);

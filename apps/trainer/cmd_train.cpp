@@ -184,6 +184,8 @@ void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& train
 }
 
 int run_train(const TrainFlags& f) {
+  // One of several processes: its errors name it from the start (config errors come once per process).
+  if (const Launch l = detect_launch(); l.size > 1) set_error_origin("rank " + std::to_string(l.rank) + ": ");
   if (f.config.empty()) throw UserError("--config is required; run 'trainer --help' for usage");
   Config config = load_config(f.config);
   apply_overrides(config, f);

@@ -44,10 +44,11 @@ DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpu
                                                    std::to_string(local_size) + ": "
                                              : "";
   if (spec == "local") {
-    if (gpus.empty() || !cuda_training) {
-      plan.warnings.push_back("--gpus local: " + (gpus.empty() ? std::string("no GPU found") : list_found(gpus) +
-                              ", but this build has no CUDA backend") + "; running on the CPU (one tower)");
-      plan.cpu_towers = 1;
+    if (gpus.empty() || !cuda_training) {  // an explicit request for a GPU: no quiet fall back to the CPU
+      throw UserError("--gpus local: " + process +
+                      (gpus.empty() ? std::string("no GPU was found")
+                                    : list_found(gpus) + ", but this build has no CUDA backend") +
+                      "; use --gpus cpu for CPU towers");
     } else if (gpus.size() == 1) {  // alone, or the launcher bound one GPU to each process (srun --gpus-per-task=1)
       plan.gpus.push_back(gpus[0].index);
     } else if (local_rank >= int(gpus.size())) {

@@ -7,7 +7,7 @@
 //            processes (an MPI launch: one process per GPU); the one GPU it
 //            sees when the launcher binds one to each process (srun
 //            --gpus-per-task=1, a CUDA_VISIBLE_DEVICES per rank); GPU 0 alone;
-//            without GPUs, one CPU tower (with a warning)
+//            without a GPU (or CUDA) an error, not the CPU
 //   0,2,5    one tower on each of those GPUs; `--gpus 2` is the GPU with index
 //            2, not two GPUs: indices (CUDA ordinals), as Caffe and Darknet
 //            read them, not a count as Keras's multi_gpu_model(gpus=8) was
@@ -44,8 +44,8 @@ struct DevicePlan {
 /// cannot, `all` falls back to the CPU with a warning and explicit GPU indices
 /// are a UserError. Throws UserError for bad syntax and for GPU indices that
 /// do not exist (listing the GPUs found: index, name, memory in GiB, or saying
-/// that none was found), and when `local` or `all` finds too few GPUs for the
-/// host's processes.
+/// that none was found), and when `local` finds no GPU or `local` or `all`
+/// too few for the host's processes.
 DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training,
                         int local_rank = 0, int local_size = 1);
 

@@ -21,11 +21,19 @@ int positive(const char* text) {
 
 const char* system_env(const char* name) { return std::getenv(name); }
 
+/// A rank from text: a whole number >= 0, else 0.
+int rank_of(const char* text) { return text && std::string(text) == "0" ? 0 : positive(text); }
+
 }  // namespace
 
 Launch detect_launch(const char* (*env)(const char*)) {
   if (!env) env = system_env;
   Launch l;
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* r = env(name); r && *r) {
+      l.rank = rank_of(r);
+      break;
+    }
   // Open MPI's mpirun, then the process-management interfaces srun and other launchers set.
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
     if (const int n = positive(env(name))) {

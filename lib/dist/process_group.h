@@ -45,6 +45,7 @@ class ProcessGroup {
 struct Launch {
   bool by_launcher = false;  ///< An MPI launcher's variables are set.
   int size = 1;              ///< The processes it says it started (1 when it does not say).
+  int rank = 0;              ///< This process's rank among them, as the launcher says (0 when it does not).
   std::string source;        ///< The variable that said so, e.g. "OMPI_COMM_WORLD_SIZE=2".
 };
 

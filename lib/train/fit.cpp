@@ -96,6 +96,10 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
   c.state_scalars["epoch_loss_sum"] = s.epoch_sums.loss_sum;
   c.state_scalars["epoch_samples"] = s.epoch_sums.samples;
   c.state_scalars["epoch_seconds"] = s.epoch_seconds;
+  // The global batch and learning rate as resolved for the run's towers (batch_size_per_device,
+  // learning_rate_scaling): a resume over other towers is told when they change.
+  c.state_scalars["global_batch_size"] = trainer.config().training.batch_size;
+  c.state_scalars["learning_rate_resolved"] = trainer.config().training.optimizer.learning_rate;
   c.state_double_arrays["epoch_counts"] = s.epoch_sums.counts.v;
   if (s.early) {
     c.state_scalars["early_stopping_best"] = s.early->best();
@@ -178,6 +182,15 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
   };
   s.next_epoch = count("next_epoch", 1);
   s.next_step = count("next_step", 0);
+  const TrainingConfig& tc = trainer.config().training;
+  if (auto b = c.state_scalars.find("global_batch_size"); b != c.state_scalars.end() && b->second != tc.batch_size)
+    spdlog::warn("{}'s run trained with a global batch of {:g}; this one uses {} ({} tower(s){}): its steps, and "
+                 "with learning_rate_scaling its learning rate ({:g}, was {:g}), differ from the stopped run's",
+                 source, b->second, tc.batch_size, trainer.world_towers(),
+                 tc.batch_size_per_device ? fmt::format(" x batch_size_per_device {}", tc.batch_size_per_device) : "",
+                 tc.optimizer.learning_rate,
+                 c.state_scalars.count("learning_rate_resolved") ? c.state_scalars.at("learning_rate_resolved")
+                                                                 : tc.optimizer.learning_rate);
   s.epoch_sums.loss_sum = scalar("epoch_loss_sum", 0, 1e300);
   s.epoch_sums.samples = scalar("epoch_samples", 0, 1e18);
   s.epoch_seconds = scalar("epoch_seconds", 0, 1e18);
@@ -438,16 +451,15 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (tc.steps_per_epoch > 0)
     spdlog::info("an epoch is {} steps (training.steps_per_epoch; a pass over the training set is {})", steps,
                  pass_steps);
-  if (const double k = trainer.learning_rate_scale(); k == 1.0 && tc.optimizer.schedule.type.empty()) {
-    spdlog::info("learning rate {:g}{}", tc.optimizer.learning_rate,
-                 tc.batch_size_per_device ? " (not scaled: learning_rate_scaling none)" : "");
-  } else if (k != 1.0) {
+  if (const double k = trainer.learning_rate_scale(); tc.learning_rate_scaling == "none") {
+    if (tc.optimizer.schedule.type.empty()) spdlog::info("learning rate {:g}", tc.optimizer.learning_rate);
+  } else {
     const auto warmup = std::llround(tc.learning_rate_warmup_epochs * steps);
     trainer.set_learning_rate_warmup(warmup);
     spdlog::info("learning rate {:g}: learning_rate {:g} x {:g} (learning_rate_scaling {} over {} towers){}",
                  tc.optimizer.learning_rate, tc.optimizer.learning_rate / k, k, tc.learning_rate_scaling, towers,
                  warmup > 0 ? fmt::format(", reached by a linear warm-up from {:g} over the first {} steps ({:g} "
-                                          "epochs)", tc.optimizer.learning_rate / k, warmup,
+                                          "epoch(s))", tc.optimizer.learning_rate / k, warmup,
                                           tc.learning_rate_warmup_epochs)
                             : "");
   }
@@ -499,7 +511,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     add_logs(logs, "", s.epoch_sums, tc.metrics);
     if (has_val) add_logs(logs, "val_", trainer.evaluate(val_data, val_idx, tc.batch_size), tc.metrics);
     if (s.reduce_lr) logs["learning_rate"] = trainer.learning_rate();  // this epoch's, as Keras 3 logs it
-    if (!tc.optimizer.schedule.type.empty())  // as Keras reads optimizer.learning_rate: the next update's
+    // As Keras reads optimizer.learning_rate: the next update's (a schedule's, or a warm-up's).
+    if (!tc.optimizer.schedule.type.empty() || tc.learning_rate_warmup_epochs > 0)
       logs["learning_rate"] = trainer.learning_rate_at(trainer.iterations());
     if (progress) progress->end_epoch(logs, epoch_time(), s.epoch_sums.samples / seconds_training);
     log_towers(epoch, trainer);
