@@ -216,11 +216,19 @@ void NcclCommunicator::create_comms() {
   // In a run of several processes, process 0's id for all (NCCL's rendezvous goes through it).
   const bool makes_id = !world_.group || world_.group->rank() == 0;
   const int n = world_.group ? world_.ranks : size(), first = world_.group ? world_.first_rank : 0;
-  ncclUniqueId id{};
-  ncclResult_t res = makes_id ? ncclGetUniqueId(&id) : ncclSuccess;
+  // The id travels with process 0's result, so that a failure there ends every process at once (not after
+  // the others' timeout).
+  struct {
+    ncclUniqueId id;
+    int result;
+  } made{};
+  made.result = makes_id ? int(ncclGetUniqueId(&made.id)) : int(ncclSuccess);
+  if (world_.group) world_.group->broadcast(&made, sizeof made, 0);
+  const ncclUniqueId& id = made.id;
+  ncclResult_t res = ncclResult_t(made.result);
   if (res != ncclSuccess)
-    throw InternalError("ncclGetUniqueId failed for " + devices_text() + ": " + nccl_text(res, nullptr));
-  if (world_.group) world_.group->broadcast(&id, sizeof id, 0);
+    throw InternalError("ncclGetUniqueId failed " + std::string(makes_id ? "" : "on process 0 ") + "for " +
+                        devices_text() + ": " + nccl_text(res, nullptr));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   // Nothing may throw between ncclGroupStart and ncclGroupEnd (the group is thread state).
