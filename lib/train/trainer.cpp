@@ -306,13 +306,17 @@ void Trainer::run_towers(const std::function<void(int)>& fn) {
     } catch (const DeviceOutOfMemory& e) {
       Tower& t = *towers_[size_t(r)];
       const Shape in = t.model.input_buffer().shape();
-      throw DeviceOutOfMemory(
-          std::string(e.what()) + ": tower " + std::to_string(r) + " needs more memory for its shard of " +
-              std::to_string(in.n) + " image(s) of " + in.hwc() + " (training.batch_size " +
-              std::to_string(config_.training.batch_size) + " over " + std::to_string(world_towers()) +
-              " tower(s)); lower training.batch_size (or --batch-size), use a smaller input shape, or train on "
-              "more GPUs",
-          e.requested_bytes, e.in_use_bytes);
+      const TrainingConfig& tc = config_.training;
+      const std::string batch =
+          tc.batch_size_per_device
+              ? "training.batch_size_per_device " + std::to_string(tc.batch_size_per_device) + " on each of " +
+                    std::to_string(world_towers()) + " tower(s)); lower training.batch_size_per_device"
+              : "training.batch_size " + std::to_string(tc.batch_size) + " over " + std::to_string(world_towers()) +
+                    " tower(s)); lower training.batch_size (or --batch-size)";
+      throw DeviceOutOfMemory(std::string(e.what()) + ": tower " + std::to_string(r) +
+                                  " needs more memory for its shard of " + std::to_string(in.n) + " image(s) of " +
+                                  in.hwc() + " (" + batch + ", use a smaller input shape, or train on more GPUs",
+                              e.requested_bytes, e.in_use_bytes);
     }
   });
 }
