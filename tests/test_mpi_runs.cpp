@@ -34,6 +34,15 @@ std::string mpi_missing() {
 
 // Every process on this machine: no ssh needed to start them (plm isolated), and shared memory without the
 // cross-process copies that containers often forbid (vader's single-copy mechanism off).
+/// At the start of a test case: skips it, with a warning saying why, where mpirun cannot run.
+#define TRAINER_REQUIRE_MPI()                                   \
+  do {                                                          \
+    if (const std::string why = mpi_missing(); !why.empty()) { \
+      WARN("skipped: " << why);                                 \
+      return;                                                   \
+    }                                                           \
+  } while (0)
+
 const std::string kMpirun =
     "mpirun --allow-run-as-root --oversubscribe --mca plm isolated --mca btl self,vader,tcp "
     "--mca btl_vader_single_copy_mechanism none";
@@ -61,7 +70,8 @@ training:
 /// Every weight of a checkpoint, in order.
 std::vector<float> all_weights(const fs::path& ckpt) {
   std::vector<float> v;
-  for (const WeightRecord& w : load_checkpoint(ckpt.string()).weights) v.insert(v.end(), w.values.begin(), w.values.end());
+  for (const WeightRecord& w : load_checkpoint(ckpt.string()).weights)
+    v.insert(v.end(), w.values.begin(), w.values.end());
   return v;
 }
 
@@ -109,10 +119,7 @@ Pair train_both(const fs::path& dir, const std::string& training, int towers, in
 
 TEST_CASE("mpirun with CPU towers in each process reaches the weights of one process with all of them, rank 0 "
           "alone writing", "[mpi][e2e]") {
-  if (const std::string why = mpi_missing(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  TRAINER_REQUIRE_MPI();
   // One tower per process (MPI_Allreduce alone), and two per process (the in-process sum first); batch 7 over
   // the towers leaves uneven shards.
   for (const auto& [towers, processes] : {std::pair{2, 2}, std::pair{4, 2}}) {
@@ -148,10 +155,7 @@ TEST_CASE("mpirun with CPU towers in each process reaches the weights of one pro
 }
 
 TEST_CASE("under mpirun, early stopping ends every rank at the epoch one process stops at", "[mpi][e2e]") {
-  if (const std::string why = mpi_missing(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  TRAINER_REQUIRE_MPI();
   TempDir tmp("mpi_early");
   // val_loss falls for some epochs and then rises: the stop comes from the values summed over the towers.
   const Pair p = train_both(tmp.root, R"(  epochs: 14
@@ -169,10 +173,7 @@ TEST_CASE("under mpirun, early stopping ends every rank at the epoch one process
 }
 
 TEST_CASE("under mpirun, batch_size_per_device and the scaled, warmed-up rate match one process", "[mpi][e2e]") {
-  if (const std::string why = mpi_missing(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  TRAINER_REQUIRE_MPI();
   TempDir tmp("mpi_scaling");
   const Pair p = train_both(tmp.root, R"(  epochs: 2
   batch_size_per_device: 3
@@ -200,10 +201,7 @@ TEST_CASE("under mpirun, batch_size_per_device and the scaled, warmed-up rate ma
 
 TEST_CASE("a rank that is killed or hangs ends the run with a non-zero exit, named, and last.h5 intact",
           "[mpi][e2e]") {
-  if (const std::string why = mpi_missing(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  TRAINER_REQUIRE_MPI();
   for (const int sig : {SIGKILL, SIGSTOP}) {
     DYNAMIC_SECTION((sig == SIGKILL ? "killed" : "stopped")) {
       TempDir tmp(sig == SIGKILL ? "mpi_kill" : "mpi_hang");
@@ -242,10 +240,7 @@ TEST_CASE("a rank that is killed or hangs ends the run with a non-zero exit, nam
 }
 
 TEST_CASE("SIGTERM to one rank stops every rank after the same step, and rank 0 writes last.h5", "[mpi][e2e]") {
-  if (const std::string why = mpi_missing(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  TRAINER_REQUIRE_MPI();
   TempDir tmp("mpi_stop");
   const fs::path& dir = tmp.root;
   std::ofstream(dir / "run.yaml") << mpi_config(dir / "run", "  epochs: 100000\n  collective_timeout: 20\n");
@@ -271,10 +266,7 @@ TEST_CASE("SIGTERM to one rank stops every rank after the same step, and rank 0 
 
 TEST_CASE("processes that find other data (a host's copy short of a file) are refused, naming the rank",
           "[mpi][e2e]") {
-  if (const std::string why = mpi_missing(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  TRAINER_REQUIRE_MPI();
   TempDir tmp("mpi_data");
   const fs::path& dir = tmp.root;
   // Rank 1's copy of data/sample lacks one pair (MPMD: each rank its own config).
@@ -302,13 +294,11 @@ TEST_CASE("processes that find other data (a host's copy short of a file) are re
 }
 
 TEST_CASE("predict under mpirun with two processes is refused: it runs in one", "[mpi]") {
-  if (const std::string why = mpi_missing(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  TRAINER_REQUIRE_MPI();
   TempDir tmp("mpi_predict");
   const Run r = run(kMpirun, "-np 2 " + std::string(TRAINER_BINARY) + " predict --checkpoint x.h5 --input x --output " +
                                  (tmp.root / "p").string(), tmp.root);
   CHECK(r.code != 0);
-  CHECK_THAT(r.err, Catch::Contains("trainer predict runs in one process") && Catch::Contains("OMPI_COMM_WORLD_SIZE=2"));
+  CHECK_THAT(r.err,
+             Catch::Contains("trainer predict runs in one process") && Catch::Contains("OMPI_COMM_WORLD_SIZE=2"));
 }

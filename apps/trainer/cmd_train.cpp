@@ -32,7 +32,6 @@ struct TrainFlags {
   bool overwrite = false;
   std::optional<int> epochs, batch_size, threads;
   std::optional<uint64_t> seed;
-  mutable bool follower = false;  ///< Set by the run: a process of an MPI run other than rank 0 (says nothing on stdout).
 };
 
 // Applies the flags to config, and to its text too, so that checkpoints store
@@ -195,7 +194,6 @@ int run_train(const TrainFlags& f) {
   // Under mpirun or srun, the run's processes (nullptr alone); rank 0 alone prints and writes.
   const std::unique_ptr<ProcessGroup> world = join_world(config.training.collective_timeout);
   const bool voice = !world || world->rank() == 0;
-  f.follower = !voice;
   if (world && world->size() > 1)
     set_error_origin("rank " + std::to_string(world->rank()) + " (host " + world->host() + "): ");
   if (!voice) quiet_follower(*world);
@@ -379,8 +377,8 @@ Runner add_train(CLI::App& app) {
     if (f->log_format != "json") return run_train(*f);
     try {
       return run_train(*f);
-    } catch (const std::exception& e) {  // a JSON consumer gets a final object too (from rank 0); main reports the error
-      if (!f->follower) std::printf("{\"done\": false, \"error\": %s}\n", json_string(e.what()).c_str());
+    } catch (const std::exception& e) {  // a JSON consumer gets a final object too (rank 0's); main reports it
+      if (detect_launch().rank == 0) std::printf("{\"done\": false, \"error\": %s}\n", json_string(e.what()).c_str());
       std::fflush(stdout);
       throw;
     }

@@ -451,9 +451,10 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (tc.steps_per_epoch > 0)
     spdlog::info("an epoch is {} steps (training.steps_per_epoch; a pass over the training set is {})", steps,
                  pass_steps);
-  if (const double k = trainer.learning_rate_scale(); tc.learning_rate_scaling == "none") {
+  if (tc.learning_rate_scaling == "none") {
     if (tc.optimizer.schedule.type.empty()) spdlog::info("learning rate {:g}", tc.optimizer.learning_rate);
   } else {
+    const double k = trainer.learning_rate_scale();
     const auto warmup = std::llround(tc.learning_rate_warmup_epochs * steps);
     trainer.set_learning_rate_warmup(warmup);
     spdlog::info("learning rate {:g}: learning_rate {:g} x {:g} (learning_rate_scaling {} over {} towers){}",

@@ -12,7 +12,6 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
     : world_size_(plan.towers()) {
   const bool several = world && world->size() > 1;
   if (world) {
-    // Each process's tower count and kind, so that every process knows where its towers sit in the world.
     // Each process's tower count, device kind (c: CPU, g: GPUs, s: GPUs of which some are shared), so that every
     // process knows where its towers sit in the world and all refuse a bad plan together.
     const char kind = plan.gpus.empty() ? 'c' : plan.gpus_distinct() ? 'g' : 's';
@@ -27,9 +26,10 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
                         "an MPI launch towers reduce through NCCL, which needs one GPU per tower; give each process "
                         "distinct GPUs (--gpus local, or all)");
       if ((k == 'c') != (all[0].back() == 'c'))
-        throw UserError("process " + std::to_string(p) + " plans " + (k == 'c' ? "CPU" : "GPU") + " towers and process 0 " +
-                        (k == 'c' ? "GPU" : "CPU") + " towers: every process of a run must train on the same kind "
-                        "of device (give each the same --gpus, e.g. local or cpu)");
+        throw UserError("process " + std::to_string(p) + " plans " + (k == 'c' ? "CPU" : "GPU") +
+                        " towers and process 0 " + (k == 'c' ? "GPU" : "CPU") +
+                        " towers: every process of a run must train on the same kind of device (give each the same "
+                        "--gpus, e.g. local or cpu)");
     }
   }
   for (int r = 0; r < plan.cpu_towers; ++r) devices_.push_back(Device{});
