@@ -12,10 +12,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 
+#include <opencv2/imgcodecs.hpp>
+
 #include "dist/process_group.h"
+#include "train/trainer.h"
 #include "io/checkpoint.h"
 #include "process_testing.h"
 
@@ -67,6 +71,25 @@ training:
          (training.find("batch_size_per_device") == std::string::npos ? "  batch_size: 7\n" : "") + training;
 }
 
+/// A copy of data/sample's images/ and masks/ under dir/copy; returns dir/copy.
+fs::path copy_sample(const fs::path& dir) {
+  const fs::path sample = fs::path(TRAINER_SOURCE_DIR) / "data" / "sample", copy = dir / "copy";
+  fs::create_directories(copy);
+  fs::copy(sample / "images", copy / "images", fs::copy_options::recursive);
+  fs::copy(sample / "masks", copy / "masks", fs::copy_options::recursive);
+  return copy;
+}
+
+/// config (mpi_config's) reading its pairs from copy/images and copy/masks instead of data/sample's.
+std::string on_copy(std::string config, const fs::path& copy) {
+  const fs::path sample = fs::path(TRAINER_SOURCE_DIR) / "data" / "sample";
+  for (const std::string folder : {"images", "masks"}) {
+    const std::string from = (sample / folder).string();
+    config.replace(config.find(from), from.size(), (copy / folder).string());
+  }
+  return config;
+}
+
 /// Every weight of a checkpoint, in order.
 std::vector<float> all_weights(const fs::path& ckpt) {
   std::vector<float> v;
@@ -101,10 +124,12 @@ struct Pair {
   Run one, two;
   fs::path one_dir, two_dir;
 };
-Pair train_both(const fs::path& dir, const std::string& training, int towers, int processes) {
+/// `edit` changes both configs (data folders, data options).
+Pair train_both(const fs::path& dir, const std::string& training, int towers, int processes,
+                const std::function<std::string(std::string)>& edit = [](std::string c) { return c; }) {
   Pair p{{}, {}, dir / "one", dir / "two"};
-  std::ofstream(dir / "one.yaml") << mpi_config(p.one_dir, training);
-  std::ofstream(dir / "two.yaml") << mpi_config(p.two_dir, training);
+  std::ofstream(dir / "one.yaml") << edit(mpi_config(p.one_dir, training));
+  std::ofstream(dir / "two.yaml") << edit(mpi_config(p.two_dir, training));
   p.one = run_trainer("--config " + (dir / "one.yaml").string() + " --gpus cpu:" + std::to_string(towers) +
                           " --threads " + std::to_string(towers),
                       dir);
@@ -150,6 +175,14 @@ TEST_CASE("mpirun with CPU towers in each process reaches the weights of one pro
       CHECK(count(p.two.err, "world: 2 process(es), " + std::to_string(towers) + " towers") == 1);
       CHECK_THAT(p.two.err, Catch::Contains("rank 0 on ") && Catch::Contains("rank 1 on ") &&
                                 Catch::Contains("in-process, then MPI over 2 processes"));
+      // Rank 0 decodes only its towers' samples: the first half of the towers' shards of each batch of the 32
+      // training pairs (batches 7, 7, 7, 7, 4), and of the 8 validation pairs (7, 1), those once.
+      int train = 0, val = 0;
+      for (int b : {7, 7, 7, 7, 4}) train += split_batch(b, towers)[size_t(towers / 2 - 1)].second;
+      for (int b : {7, 1}) val += split_batch(b, towers)[size_t(towers / 2 - 1)].second;
+      CHECK(count(p.two.err, "decoded " + std::to_string(train) + " samples, waiting") == 2);  // each epoch
+      CHECK(count(p.two.err, "validate on " + std::to_string(val) + " of the 8 validation samples, decoded once") == 1);
+      CHECK(train < 32);
     }
   }
 }
@@ -270,20 +303,12 @@ TEST_CASE("processes that find other data (a host's copy short of a file) are re
   TempDir tmp("mpi_data");
   const fs::path& dir = tmp.root;
   // Rank 1's copy of data/sample lacks one pair (MPMD: each rank its own config).
-  const fs::path sample = fs::path(TRAINER_SOURCE_DIR) / "data" / "sample", copy = dir / "copy";
-  fs::create_directories(copy);
-  fs::copy(sample / "images", copy / "images", fs::copy_options::recursive);
-  fs::copy(sample / "masks", copy / "masks", fs::copy_options::recursive);
+  const fs::path copy = copy_sample(dir);
   const fs::path dropped = fs::directory_iterator(copy / "images")->path();
   fs::remove(dropped);
   fs::remove(copy / "masks" / (dropped.stem().string() + "_mask.png"));
-  std::string other = mpi_config(dir / "run", "  epochs: 1\n");
-  for (const std::string folder : {"images", "masks"}) {
-    const std::string from = (sample / folder).string();
-    other.replace(other.find(from), from.size(), (copy / folder).string());
-  }
   std::ofstream(dir / "rank0.yaml") << mpi_config(dir / "run", "  epochs: 1\n");
-  std::ofstream(dir / "rank1.yaml") << other;
+  std::ofstream(dir / "rank1.yaml") << on_copy(mpi_config(dir / "run", "  epochs: 1\n"), copy);
   const std::string binary = std::string(TRAINER_BINARY) + " --gpus cpu --threads 1 --config ";
   const Run r = run(kMpirun, "-np 1 " + binary + (dir / "rank0.yaml").string() + " : -np 1 " + binary +
                                  (dir / "rank1.yaml").string(), dir);
@@ -291,6 +316,69 @@ TEST_CASE("processes that find other data (a host's copy short of a file) are re
   CHECK(r.code != 0);
   CHECK_THAT(r.err, Catch::Contains("rank 1 (host ") && Catch::Contains("found other image/mask pairs than rank 0"));
   CHECK_FALSE(fs::exists(dir / "run" / "last.h5"));  // refused before training
+}
+
+TEST_CASE("a pair that cannot be decoded, in one rank's share of the check, is refused on every rank before "
+          "training, and with skip_bad_files every rank drops it", "[mpi][e2e]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_bad_file");
+  const fs::path& dir = tmp.root;
+  const fs::path copy = copy_sample(dir);
+  std::vector<fs::path> images;
+  for (const auto& e : fs::directory_iterator(copy / "images")) images.push_back(e.path());
+  std::sort(images.begin(), images.end());
+  const fs::path bad = images[1];  // pair 1: rank 1 checks it, rank 0 learns of it from rank 1
+  std::ofstream(bad, std::ios::binary | std::ios::trunc) << "not a png";
+
+  std::ofstream(dir / "run.yaml") << on_copy(mpi_config(dir / "run", "  epochs: 1\n"), copy);
+  const Run refused = run(kMpirun, "-np 2 " + std::string(TRAINER_BINARY) + " --gpus cpu --threads 1 --config " +
+                                       (dir / "run.yaml").string(), dir);
+  INFO(refused.out << refused.err);
+  CHECK(refused.code != 0);
+  // Every rank refuses (mpirun may end one before it prints: the first error ends the job).
+  CHECK_THAT(refused.err, Catch::Contains("1 of 40 image/mask pairs cannot be used: cannot decode '" + bad.string()));
+  CHECK_FALSE(fs::exists(dir / "run" / "last.h5"));
+
+  // Skipped: both ranks drop the same pair, and train as one process does without it.
+  const Pair p = train_both(dir, "  epochs: 1\n", 2, 2, [&](std::string c) {
+    std::string d = on_copy(c, copy);
+    return d.insert(d.find("  validation_split"), "  skip_bad_files: true\n");
+  });
+  REQUIRE(p.one.code == 0);
+  INFO(p.two.out << p.two.err);
+  REQUIRE(p.two.code == 0);
+  CHECK(all_weights(p.two_dir / "final.h5") == all_weights(p.one_dir / "final.h5"));
+  // Rank 0's warning, from rank 1's check.
+  CHECK(count(p.two.err, "1 of 40 image/mask pairs cannot be used: cannot decode '" + bad.string()) == 1);
+  CHECK_THAT(p.two.err, Catch::Contains("training on 31 samples"));
+}
+
+TEST_CASE("under mpirun, an ignored class weighs each batch's loss by the pixels counted over every rank, as one "
+          "process does", "[mpi][e2e]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_ignore");
+  const fs::path copy = copy_sample(tmp.root);
+  // Class masks: background 0, nucleus 1, and every third column of a nucleus 2, ignored: each mask counts
+  // its own number of pixels.
+  for (const auto& e : fs::directory_iterator(copy / "masks")) {
+    const cv::Mat m = cv::imread(e.path().string(), cv::IMREAD_GRAYSCALE);
+    REQUIRE(!m.empty());
+    cv::Mat classes(m.size(), CV_8UC1);
+    for (int y = 0; y < m.rows; ++y)
+      for (int x = 0; x < m.cols; ++x) classes.at<uint8_t>(y, x) = m.at<uint8_t>(y, x) > 127 ? (x % 3 ? 1 : 2) : 0;
+    REQUIRE(cv::imwrite(e.path().string(), classes));
+  }
+  const Pair p = train_both(tmp.root, "  epochs: 1\n  loss: {type: SparseCategoricalCrossentropy, ignore_class: 2}\n",
+                            2, 2, [&](std::string c) {
+    const std::string binary = "filters: 1, kernel_size: 1, activation: sigmoid}";
+    return on_copy(c.replace(c.find(binary), binary.size(), "filters: 2, kernel_size: 1, activation: softmax}"), copy);
+  });
+  INFO(p.one.err);
+  REQUIRE(p.one.code == 0);
+  INFO(p.two.out << p.two.err);
+  REQUIRE(p.two.code == 0);
+  CHECK(all_weights(p.two_dir / "final.h5") == all_weights(p.one_dir / "final.h5"));
+  CHECK(slurp(p.two_dir / "log.csv") == slurp(p.one_dir / "log.csv"));  // val_loss too
 }
 
 TEST_CASE("predict under mpirun with two processes is refused: it runs in one", "[mpi]") {

@@ -21,6 +21,7 @@
 #include "nn/model.h"
 #include "train/fit.h"
 #include "train/initial_weights.h"
+#include "world_data.h"
 
 namespace trainer::cli {
 
@@ -113,10 +114,10 @@ bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& 
 
 /// Warns for each class with no pixel in the training masks: its channel only
 /// learns "not this class". With ignore_class, binary 0/255 masks lose all
-/// their foreground that way, which the metrics then do not show.
-void warn_missing_classes(const Dataset& data, const DataOptions& opt) {
+/// their foreground that way, which the metrics then do not show. counts:
+/// each class's pixels over the training masks; masks: how many there are.
+void warn_missing_classes(const std::vector<size_t>& counts, int masks, const DataOptions& opt) {
   if (opt.classes == 0) return;
-  const std::vector<size_t> counts = class_pixel_counts(data.masks, opt.classes);
   std::vector<int> missing;
   for (int c = 0; c < opt.classes; ++c)
     if (counts[size_t(c)] == 0) missing.push_back(c);
@@ -125,7 +126,7 @@ void warn_missing_classes(const Dataset& data, const DataOptions& opt) {
   for (int c : missing) list += (list.empty() ? "" : ", ") + std::to_string(c);
   const bool only_background = int(missing.size()) == opt.classes - 1 && counts[0] > 0;
   spdlog::warn("class{} {} of {} occur{} in none of the {} training masks in '{}': the model never learns {}{}",
-               missing.size() > 1 ? "es" : "", list, opt.classes, missing.size() > 1 ? "" : "s", data.size(),
+               missing.size() > 1 ? "es" : "", list, opt.classes, missing.size() > 1 ? "" : "s", masks,
                opt.masks_dir, missing.size() > 1 ? "them" : "it",
                only_background && opt.ignore_class >= 0
                    ? "; only class 0 is left besides the ignored value " + std::to_string(opt.ignore_class) +
@@ -148,28 +149,6 @@ void print_json_result(const FitResult& r) {
 void quiet_follower(const ProcessGroup& world) {
   spdlog::set_level(spdlog::level::err);
   spdlog::set_pattern("[%H:%M:%S] rank " + std::to_string(world.rank()) + " (" + world.host() + "): %^%l%$: %v");
-}
-
-/// Every process of an MPI run must train on the same pairs: a folder that differs on one host (a copy
-/// short of files, skip_bad_files dropping an unreadable one) would split the batches differently and leave
-/// the processes waiting for each other. UserError on every process, naming the first that differs.
-void require_same_data(ProcessGroup& world, const std::vector<const Dataset*>& sets, const DataOptions& opt) {
-  std::string mine;
-  for (const Dataset* d : sets) {
-    size_t h = 0;
-    for (const std::string& n : d->names) h = h * 1000003u + std::hash<std::string>{}(n);
-    mine += std::to_string(d->size()) + ":" + std::to_string(h) + ";";
-  }
-  const std::vector<std::string> all = world.all_gather(world.host() + "\n" + mine);
-  const std::string ours = all[0].substr(all[0].find('\n') + 1);
-  for (size_t r = 1; r < all.size(); ++r) {
-    const size_t cut = all[r].find('\n');
-    if (all[r].substr(cut + 1) != ours)
-      throw UserError("rank " + std::to_string(r) + " (host " + all[r].substr(0, cut) + ") found other image/mask "
-                      "pairs than rank 0 (host " + all[0].substr(0, all[0].find('\n')) + ") in '" + opt.images_dir +
-                      "' or the validation folders: every process of a run must see the same data at the same "
-                      "path (a shared file system, or identical copies)");
-  }
 }
 
 /// Rank 0 logs the run's processes once: each one's host and towers, e.g.
@@ -286,11 +265,23 @@ int run_train(const TrainFlags& f) {
       spdlog::warn("data.validation_images is the training images' folder '{}': the run validates on pairs it "
                    "trains on", opt.images_dir);
   }
-  const Dataset data = load_dataset(opt);
-  Dataset validation;
-  if (validation_folders) validation = load_dataset(vopt);
-  if (world) require_same_data(*world, {&data, &validation}, opt);
-  warn_missing_classes(data, opt);
+  // One process holds every pair decoded; several decode per step only their towers' samples, and data
+  // (validation) then holds the names alone.
+  Dataset data, validation;
+  WorldPairs stream, validation_stream;
+  if (world && world->size() > 1) {
+    stream = open_world_pairs(*world, opt);
+    data.names = stream.stream->names();
+    warn_missing_classes(stream.class_pixels, data.size(), opt);
+    if (validation_folders) {
+      validation_stream = open_world_pairs(*world, vopt);
+      validation.names = validation_stream.stream->names();
+    }
+  } else {
+    data = load_dataset(opt);
+    if (validation_folders) validation = load_dataset(vopt);
+    if (opt.classes > 0) warn_missing_classes(class_pixel_counts(data.masks, opt.classes), data.size(), opt);
+  }
 
   FitOptions fit_options;
   // mpirun hands its processes a terminal and merges their output: plain lines there.
@@ -301,6 +292,8 @@ int run_train(const TrainFlags& f) {
   fit_options.resume_path = f.resume;
   fit_options.resume_run_folder = resume_run_folder;
   if (validation_folders) fit_options.validation = &validation;
+  fit_options.stream = stream.stream.get();
+  fit_options.validation_stream = validation_stream.stream.get();
   fit_options.world = world.get();
   double signal = stop.load();  // every process stops here if any was asked to while the data loaded
   if (world && world->size() > 1) world->all_reduce_max(&signal, 1);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <exception>
 #include <map>
+#include <numeric>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -46,10 +47,6 @@ std::vector<std::string> list_images(const DataOptions& o, const std::string& di
   return names;
 }
 
-struct Pair {
-  std::string image, mask;  // full paths
-};
-
 // " a; b; ...; and 3 more": at most 10 items, on one line (UserError messages are one line).
 std::string list_up_to_10(const std::vector<std::string>& items) {
   std::string s;
@@ -78,7 +75,7 @@ bool ends_with_suffix(const std::string& stem, const std::string& suffix) {
          stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& names) {
+std::vector<ImagePair> find_pairs(const DataOptions& o, std::vector<std::string>& names) {
   std::vector<std::string> images = list_images(o, o.images_dir, "images");
   std::vector<std::string> masks = list_images(o, o.masks_dir, "masks");
   const std::string exts = ".png, .jpg, .jpeg, .tif, .tiff (any case)";
@@ -104,7 +101,7 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
     images.swap(kept);
   }
 
-  std::vector<Pair> pairs;
+  std::vector<ImagePair> pairs;
   std::vector<std::string> missing;
   // Missing ones whose mask folder holds a file of the image's own stem (not counted when the folders are
   // one: each image would find itself).
@@ -155,9 +152,7 @@ std::vector<Pair> find_pairs(const DataOptions& o, std::vector<std::string>& nam
 
 std::vector<ImagePair> find_image_pairs(const DataOptions& o) {
   std::vector<std::string> names;
-  std::vector<ImagePair> out;
-  for (const Pair& p : find_pairs(o, names)) out.push_back({p.image, p.mask});
-  return out;
+  return find_pairs(o, names);
 }
 
 std::vector<size_t> class_pixel_counts(const Tensor& masks, int classes) {
@@ -168,68 +163,83 @@ std::vector<size_t> class_pixel_counts(const Tensor& masks, int classes) {
   return counts;
 }
 
-Dataset load_dataset(const DataOptions& o) {
+namespace {
+
+void check_options(const DataOptions& o) {
   if (o.height <= 0 || o.width <= 0 || (o.channels != 1 && o.channels != 3) || o.classes == 1 || o.classes < 0)
     throw std::invalid_argument("load_dataset: height and width must be > 0, channels 1 or 3 and classes 0 or >= 2");
-  Dataset ds;
-  std::vector<Pair> pairs = find_pairs(o, ds.names);
-  const int n = int(pairs.size());
-  ds.images.resize(Shape{n, o.height, o.width, o.channels});
-  ds.masks.resize(Shape{n, o.height, o.width, 1});
+}
 
+// Decodes pairs[which[k]] on o.threads threads into sample k of images and masks when given ([K, H, W, C] and
+// [K, H, W, 1], K = which.size()), else into one scratch sample per thread (a check, which also counts class
+// pixels). What it finds goes into `found`. `verb` ("loading", "checking"): the progress lines every ~10%;
+// "": none. Errors other than a UserError (out of memory) are rethrown after the threads join.
+void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
+                 Tensor* images, Tensor* masks, PairCheck& found, const std::string& verb) {
+  const int n = int(which.size());
+  found.pairs += n;
+  if (o.classes > 0) found.class_pixels.resize(size_t(o.classes), 0);
+  if (n == 0) return;
   int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
   threads = std::clamp(threads, 1, n);
-  spdlog::info("loading {} image/mask pairs from '{}' on {} thread{}", n, o.images_dir, threads,
-               threads > 1 ? "s" : "");
-  std::vector<std::string> errors(n);  // empty: sample decoded
-  std::atomic<int> next{0}, done{0}, low_masks{0}, thresholded{0};
-  std::mutex failure_mutex;
+  if (!verb.empty())
+    spdlog::info("{} {} image/mask pairs from '{}' on {} thread{}", verb, n, o.images_dir, threads,
+                 threads > 1 ? "s" : "");
+  const size_t image_numel = size_t(o.height) * size_t(o.width) * size_t(o.channels);
+  const size_t mask_numel = size_t(o.height) * size_t(o.width);
+  std::atomic<int> next{0}, done{0};
+  std::mutex mutex;  // guards found and failure
   std::exception_ptr failure;
   auto work = [&] {
-    for (int i = next++; i < n; i = next++) {
+    std::vector<float> scratch(images ? 0 : image_numel + mask_numel);
+    std::vector<size_t> class_pixels(found.class_pixels.size(), 0);  // this thread's
+    for (int k = next++; k < n; k = next++) {
+      const ImagePair& p = pairs[size_t(which[size_t(k)])];
+      float* image_to = images ? images->sample(k) : scratch.data();
+      float* mask_to = masks ? masks->sample(k) : scratch.data() + image_numel;
+      std::string error;
       try {
-        cv::Size image = decode_image(pairs[i].image, o.height, o.width, o.channels, ds.images.sample(i));
+        const cv::Size image = decode_image(p.image, o.height, o.width, o.channels, image_to);
         MaskValues values = MaskValues::kEmpty;
-        const cv::Size mask =
-            o.classes > 0 ? decode_class_mask(pairs[i].mask, o.height, o.width, o.classes, ds.masks.sample(i),
-                                                o.ignore_class)
-                          : decode_mask(pairs[i].mask, o.height, o.width, ds.masks.sample(i), &values);
-        if (values == MaskValues::kAnyNonzero) ++low_masks;
-        if (values == MaskValues::kThresholded) ++thresholded;
+        const cv::Size mask = o.classes > 0
+                                  ? decode_class_mask(p.mask, o.height, o.width, o.classes, mask_to, o.ignore_class)
+                                  : decode_mask(p.mask, o.height, o.width, mask_to, &values);
         if (mask != image)
-          throw UserError("mask '" + pairs[i].mask + "' is " + std::to_string(mask.width) + "x" +
-                          std::to_string(mask.height) + " but image '" + pairs[i].image + "' is " +
+          throw UserError("mask '" + p.mask + "' is " + std::to_string(mask.width) + "x" +
+                          std::to_string(mask.height) + " but image '" + p.image + "' is " +
                           std::to_string(image.width) + "x" + std::to_string(image.height) +
                           " (width x height); a mask must have its image's size");
+        for (size_t j = 0; !images && j < mask_numel; ++j)
+          if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++class_pixels[size_t(c)];
+        std::lock_guard<std::mutex> lock(mutex);
+        found.low_masks += values == MaskValues::kAnyNonzero;
+        found.thresholded += values == MaskValues::kThresholded;
       } catch (const UserError& e) {
-        errors[i] = e.what();
-      } catch (...) {  // e.g. out of memory: rethrown after the join
-        std::lock_guard<std::mutex> lock(failure_mutex);
+        std::lock_guard<std::mutex> lock(mutex);
+        found.errors[which[size_t(k)]] = e.what();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
         if (!failure) failure = std::current_exception();
       }
-      int d = ++done;
-      if (d == n || (d * 10 / n) != ((d - 1) * 10 / n)) spdlog::info("loading {}/{} images", d, n);
+      const int d = ++done;
+      if (!verb.empty() && (d == n || (d * 10 / n) != ((d - 1) * 10 / n))) spdlog::info("{} {}/{} images", verb, d, n);
     }
+    std::lock_guard<std::mutex> lock(mutex);
+    for (size_t c = 0; c < class_pixels.size(); ++c) found.class_pixels[c] += class_pixels[c];
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
-  if (low_masks > 0 && thresholded > 0)
-    spdlog::warn("{} of {} masks hold no value above half their type's maximum and are read as 0/1 masks or label "
-                 "images (every pixel > 0 is foreground), and {} are thresholded at half their maximum: "
-                 "check that the mask folder holds one kind of mask (docs/data.md)",
-                 low_masks.load(), n, thresholded.load());
-  else if (low_masks > 0)
-    spdlog::info("{} of {} masks hold no value above half their type's maximum (0/1 masks or label images): "
-                 "every pixel > 0 is foreground in them (docs/data.md)",
-                 low_masks.load(), n);
+}
 
+// Throws UserError listing the pairs that failed (found.errors) among n, with the fix; with
+// o.skip_bad_files (and skip), warns instead, and throws only when none is left.
+void report_bad_pairs(const PairCheck& found, int n, const DataOptions& o, bool skip) {
   std::vector<std::string> bad;
-  for (const auto& e : errors)
-    if (!e.empty()) bad.push_back(e);
-  if (bad.empty()) return ds;
+  for (const auto& [index, e] : found.errors) bad.push_back(e);
+  if (bad.empty()) return;
   // A fix the reasons share (their common tail from a "; " or a ", but ") is said once, after the list.
   std::string shared;
   if (bad.size() > 1) {
@@ -253,29 +263,79 @@ Dataset load_dataset(const DataOptions& o) {
   std::string what = std::to_string(bad.size()) + " of " + std::to_string(n) +
                      " image/mask pairs cannot be used:" + list_up_to_10(bad) +
                      (shared.empty() ? "" : ". For each: " + shared);
-  if (!o.skip_bad_files)
+  if (!skip)
     throw UserError(prefix(o) + section(o) + ": " + what +
                     (int(bad.size()) == n ? ". Replace or fix these files (none can be used)"
                                           : ". Replace or remove these files, or set data.skip_bad_files: true to " +
                                                 use(o) + " without them"));
   spdlog::warn("{}{}: {}. Skipping these pairs (data.skip_bad_files is true)", prefix(o), section(o), what);
   if (int(bad.size()) == n) throw UserError(prefix(o) + section(o) + ": no usable image/mask pair is left");
+}
 
+}  // namespace
+
+PairCheck check_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o) {
+  check_options(o);
+  PairCheck found;
+  decode_into(pairs, which, o, nullptr, nullptr, found, "checking");
+  return found;
+}
+
+std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& o) {
+  if (found.low_masks > 0 && found.thresholded > 0)
+    spdlog::warn("{} of {} masks hold no value above half their type's maximum and are read as 0/1 masks or label "
+                 "images (every pixel > 0 is foreground), and {} are thresholded at half their maximum: "
+                 "check that the mask folder holds one kind of mask (docs/data.md)",
+                 found.low_masks, n, found.thresholded);
+  else if (found.low_masks > 0)
+    spdlog::info("{} of {} masks hold no value above half their type's maximum (0/1 masks or label images): "
+                 "every pixel > 0 is foreground in them (docs/data.md)",
+                 found.low_masks, n);
+  report_bad_pairs(found, n, o, o.skip_bad_files);
+  std::vector<int> kept;
+  for (int i = 0; i < n; ++i)
+    if (!found.errors.count(i)) kept.push_back(i);
+  return kept;
+}
+
+Dataset decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o) {
+  check_options(o);
+  Dataset ds;
+  for (int i : which) ds.names.push_back(fs::path(pairs[size_t(i)].image).filename().string());
+  ds.images.resize(Shape{int(which.size()), o.height, o.width, o.channels});
+  ds.masks.resize(Shape{int(which.size()), o.height, o.width, 1});
+  PairCheck found;
+  decode_into(pairs, which, o, &ds.images, &ds.masks, found, "");
+  report_bad_pairs(found, int(which.size()), o, false);
+  return ds;
+}
+
+Dataset load_dataset(const DataOptions& o) {
+  check_options(o);
+  Dataset ds;
+  const std::vector<ImagePair> pairs = find_pairs(o, ds.names);
+  const int n = int(pairs.size());
+  ds.images.resize(Shape{n, o.height, o.width, o.channels});
+  ds.masks.resize(Shape{n, o.height, o.width, 1});
+  std::vector<int> all(static_cast<size_t>(n));
+  std::iota(all.begin(), all.end(), 0);
+  PairCheck found;
+  decode_into(pairs, all, o, &ds.images, &ds.masks, found, "loading");
+  const std::vector<int> kept = usable_pairs(found, n, o);
+  if (int(kept.size()) == n) return ds;
   // Drop the bad pairs, keeping order; the tensors shrink in place.
-  int kept = 0;
   std::vector<std::string> names;
-  for (int i = 0; i < n; ++i) {
-    if (!errors[i].empty()) continue;
-    if (kept != i) {
-      std::copy_n(ds.images.sample(i), ds.images.shape().sample_numel(), ds.images.sample(kept));
-      std::copy_n(ds.masks.sample(i), ds.masks.shape().sample_numel(), ds.masks.sample(kept));
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const int i = kept[k];
+    if (int(k) != i) {
+      std::copy_n(ds.images.sample(i), ds.images.shape().sample_numel(), ds.images.sample(int(k)));
+      std::copy_n(ds.masks.sample(i), ds.masks.shape().sample_numel(), ds.masks.sample(int(k)));
     }
-    names.push_back(ds.names[i]);
-    ++kept;
+    names.push_back(ds.names[size_t(i)]);
   }
   ds.names.swap(names);
-  ds.images.resize(ds.images.shape().with_batch(kept));
-  ds.masks.resize(ds.masks.shape().with_batch(kept));
+  ds.images.resize(ds.images.shape().with_batch(int(kept.size())));
+  ds.masks.resize(ds.masks.shape().with_batch(int(kept.size())));
   return ds;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Image/mask pairs from two folders, decoded with OpenCV, resized and held in
 // memory as float tensors. See docs/data.md for the matching and binarisation rules.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,5 +60,33 @@ std::vector<ImagePair> find_image_pairs(const DataOptions& options);
 /// missing or empty, a mask is missing, or a file cannot be decoded (unless
 /// skip_bad_files, which warns and drops the pair; no pair left is an error).
 Dataset load_dataset(const DataOptions& options);
+
+/// What decoding image/mask pairs found (check_pairs; load_dataset's own checks).
+struct PairCheck {
+  int pairs = 0;                      ///< Pairs decoded.
+  std::map<int, std::string> errors;  ///< Pair index -> why it cannot be used (a UserError's one-line message).
+  int low_masks = 0;    ///< Binary masks with no value above half their type's maximum (0/1 masks, label images).
+  int thresholded = 0;  ///< Binary masks thresholded at half their type's maximum.
+  std::vector<size_t> class_pixels;  ///< options.classes >= 2: each class's pixels over the masks; else empty.
+};
+
+/// Decodes pairs[which[k]] as load_dataset does, keeping nothing (each
+/// decoder thread reuses one sample's memory), with progress lines
+/// ("checking 12/60 images"): a process of a multi-process run checks its
+/// share of the pairs so before training. Never throws for a bad file (it
+/// is in the result's errors); std::invalid_argument for bad options.
+PairCheck check_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& options);
+
+/// load_dataset's rules, given what decoding all n pairs found: logs its
+/// notes on mask values, throws UserError listing the pairs that cannot be
+/// used (with the fix) unless options.skip_bad_files, which warns (and
+/// throws when none is left). Returns the usable pairs' indices 0..n-1, in order.
+std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& options);
+
+/// Sample k of the result is pairs[which[k]] decoded as load_dataset decodes
+/// (names: the image files' names), on options.threads threads, with no log
+/// line. Throws UserError naming the files when one cannot be decoded
+/// (options.skip_bad_files aside: the caller chose these pairs).
+Dataset decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& options);
 
 }  // namespace trainer

@@ -56,12 +56,54 @@ namespace {
 /// Per epoch, for each tower: the seconds it waited for input data and (GPU
 /// towers) its peak device memory, e.g.
 /// "epoch 3 towers: data wait 0.12 s, 0.10 s; peak memory 12.3 GiB, 12.3 GiB".
-void log_towers(int epoch, Trainer& trainer) {
+/// What a stream (several processes) fed this process's towers in an epoch.
+struct Decoded {
+  long long samples = 0;  ///< Samples decoded for them.
+  double wait = 0;        ///< Seconds the loop waited for those decodings.
+};
+
+/// With a stream, also what it decoded (", decoded 18 samples, waiting 0.40 s for them").
+void log_towers(int epoch, Trainer& trainer, const std::optional<Decoded>& decoded) {
   std::string waits, peaks;
   for (double w : trainer.take_input_wait_seconds()) waits += fmt::format("{}{:.2f} s", waits.empty() ? "" : ", ", w);
   for (size_t b : trainer.peak_memory_bytes())
     if (b) peaks += fmt::format("{}{:.1f} GiB", peaks.empty() ? "" : ", ", double(b) / double(1 << 30));
-  spdlog::info("epoch {} towers: data wait {}{}", epoch, waits, peaks.empty() ? "" : "; peak memory " + peaks);
+  spdlog::info("epoch {} towers: data wait {}{}{}", epoch, waits,
+               decoded ? fmt::format(", decoded {} samples, waiting {:.2f} s for them", decoded->samples,
+                                     decoded->wait)
+                       : "",
+               peaks.empty() ? "" : "; peak memory " + peaks);
+}
+
+/// The pairs of a global batch that this process's towers take (Trainer::process_shard).
+std::vector<int> own_pairs(const Trainer& trainer, const std::vector<int>& batch) {
+  const auto [lo, hi] = trainer.process_shard(int(batch.size()));
+  return {batch.begin() + lo, batch.begin() + hi};
+}
+
+/// Indices for train_step over the Dataset of own_pairs(batch): position k of the process's shard [lo, hi)
+/// reads sample k - lo; the others' positions -1 (never read here).
+std::vector<int> own_indices(const Trainer& trainer, int batch) {
+  const auto [lo, hi] = trainer.process_shard(batch);
+  std::vector<int> local(size_t(batch), -1);
+  std::iota(local.begin() + lo, local.begin() + hi, 0);
+  return local;
+}
+
+/// The validation samples this process's towers take, batch after batch of `batch_size`, decoded from stream;
+/// indices (out) gets, for each of `val`'s positions, its sample in the result (-1: another process's).
+Dataset own_validation(const Trainer& trainer, SampleStream& stream, const std::vector<int>& val, int batch_size,
+                       std::vector<int>& indices) {
+  std::vector<int> which;
+  indices.assign(val.size(), -1);
+  for (size_t first = 0; first < val.size(); first += size_t(batch_size)) {
+    const auto [lo, hi] = trainer.process_shard(int(std::min(val.size() - first, size_t(batch_size))));
+    for (int k = lo; k < hi; ++k) {
+      indices[first + size_t(k)] = int(which.size());
+      which.push_back(val[first + size_t(k)]);
+    }
+  }
+  return stream.take(which);
 }
 
 
@@ -332,7 +374,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   const auto [train_idx, val_idx] =
       options.validation ? std::make_pair(every_index(data.size()), every_index(options.validation->size()))
                          : split_validation(data.size(), config.data.validation_split);
-  const Dataset& val_data = options.validation ? *options.validation : data;
+  const Dataset& val_names = options.validation ? *options.validation : data;
+  SampleStream* const val_stream = options.validation ? options.validation_stream : options.stream;
   if (train_idx.empty())
     throw UserError(config.path + ": no training samples left after validation_split " +
                     std::to_string(config.data.validation_split) + " of " + std::to_string(data.size()) +
@@ -466,13 +509,33 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   }
   std::optional<Progress> progress;
   if (voice) progress.emplace(options.progress_bar, options.json, tc.epochs, steps);
-  std::vector<int> batch;
   auto remember = [&](const std::string& path) {
     if (std::find(result.files.begin(), result.files.end(), path) == result.files.end()) result.files.push_back(path);
   };
 
+  // The validation data as evaluate reads it: val_names' pairs in memory, or (a stream) this process's
+  // share of them, decoded once here.
+  Dataset val_own;
+  std::vector<int> val_own_idx;
+  if (val_stream && has_val) {
+    val_own = own_validation(trainer, *val_stream, val_idx, tc.batch_size, val_own_idx);
+    spdlog::info("this process's towers validate on {} of the {} validation samples, decoded once", val_own.size(),
+                 val_idx.size());
+  }
+  const Dataset& val_data = val_stream ? val_own : val_names;
+  const std::vector<int>& val_indices = val_stream ? val_own_idx : val_idx;
+
   long long order_pass = 0;  // the pass `order` holds
   std::vector<int> order;
+  // The global batch of the run's step g (counted from 0): without steps_per_epoch the pass is the epoch and
+  // the batch the step; with it, step g takes batch g % P of pass g / P + 1, P the batches of a pass.
+  auto batch_at = [&](long long g) {
+    const long long pass = g / pass_steps + 1;
+    if (pass != order_pass) order = epoch_order(train_idx, tc.seed, int(pass), config.data.shuffle), order_pass = pass;
+    const size_t b = size_t(g % pass_steps) * batch_size;
+    return std::vector<int>(order.begin() + long(b), order.begin() + long(std::min(order.size(), b + batch_size)));
+  };
+  Decoded decoded;  // with a stream: this epoch's
   for (int epoch = s.next_epoch; epoch <= tc.epochs; ++epoch) {
     if (progress) progress->start_epoch(epoch);
     const auto t0 = std::chrono::steady_clock::now();
@@ -480,16 +543,21 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       return s.epoch_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
     for (int step = s.next_step; step < steps; ++step) {
-      // Without steps_per_epoch the pass is the epoch and the batch the step.
-      // With it, step g of the whole run (the optimizer's iterations, so also
-      // after a resume with another steps_per_epoch) takes batch g % P of
-      // pass g / P + 1, P the batches of a pass.
+      // With steps_per_epoch, g counts the optimizer's iterations (so also after a resume with another
+      // steps_per_epoch).
       const long long g = tc.steps_per_epoch > 0 ? (long long)trainer.iterations() : (long long)(epoch - 1) * steps + step;
-      const long long pass = g / pass_steps + 1;
-      if (pass != order_pass) order = epoch_order(train_idx, tc.seed, int(pass), config.data.shuffle), order_pass = pass;
-      const size_t b = size_t(g % pass_steps) * batch_size;
-      batch.assign(order.begin() + long(b), order.begin() + long(std::min(order.size(), b + batch_size)));
-      const BatchStats st = trainer.train_step(data, batch);
+      const std::vector<int> batch = batch_at(g);
+      BatchStats st;
+      if (options.stream) {  // this process's samples of the batch; the next step's decode meanwhile
+        const auto t_wait = std::chrono::steady_clock::now();
+        const Dataset own = options.stream->take(own_pairs(trainer, batch));
+        decoded.wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
+        decoded.samples += own.size();
+        if (epoch < tc.epochs || step + 1 < steps) options.stream->prefetch(own_pairs(trainer, batch_at(g + 1)));
+        st = trainer.train_step(own, own_indices(trainer, int(batch.size())));
+      } else {
+        st = trainer.train_step(data, batch);
+      }
       if (!std::isfinite(st.loss()))
         throw UserError("loss became " + std::to_string(st.loss()) + " at epoch " + std::to_string(epoch) +
                         ", step " + std::to_string(step + 1) +
@@ -510,13 +578,14 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     const double seconds_training = epoch_time();
     std::map<std::string, double> logs;
     add_logs(logs, "", s.epoch_sums, tc.metrics);
-    if (has_val) add_logs(logs, "val_", trainer.evaluate(val_data, val_idx, tc.batch_size), tc.metrics);
+    if (has_val) add_logs(logs, "val_", trainer.evaluate(val_data, val_indices, tc.batch_size), tc.metrics);
     if (s.reduce_lr) logs["learning_rate"] = trainer.learning_rate();  // this epoch's, as Keras 3 logs it
     // As Keras reads optimizer.learning_rate: the next update's (a schedule's, or a warm-up's).
     if (!tc.optimizer.schedule.type.empty() || tc.learning_rate_warmup_epochs > 0)
       logs["learning_rate"] = trainer.learning_rate_at(trainer.iterations());
     if (progress) progress->end_epoch(logs, epoch_time(), s.epoch_sums.samples / seconds_training);
-    log_towers(epoch, trainer);
+    log_towers(epoch, trainer, options.stream ? std::optional<Decoded>(decoded) : std::nullopt);
+    decoded = {};
     if (csv) csv->log(epoch, logs);
     remember(log_path);
     result.epochs_run = epoch;

@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "data/dataset.h"
+#include "data/sample_stream.h"
 #include "io/checkpoint.h"
 #include "train/trainer.h"
 
@@ -39,6 +40,13 @@ struct FitOptions {
   /// request is agreed each step), but only world rank 0 prints progress and
   /// writes files; FitResult is the same on every process.
   ProcessGroup* world = nullptr;
+  /// Several processes: the training pairs, decoded per step, each process
+  /// only its towers' samples (one step ahead, while the last trains); fit's
+  /// `data` (and `validation`) then hold the pairs' names alone. The
+  /// validation samples of its towers are decoded once and kept.
+  /// validation_stream: the validation folders' pairs (with `validation`).
+  SampleStream* stream = nullptr;
+  SampleStream* validation_stream = nullptr;
 };
 
 struct FitResult {

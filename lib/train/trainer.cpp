@@ -298,6 +298,11 @@ std::vector<std::pair<int, int>> Trainer::world_shards(int batch) const {
   return {first, first + towers()};
 }
 
+std::pair<int, int> Trainer::process_shard(int batch) const {
+  const auto shards = world_shards(batch);
+  return {shards.front().first, shards.back().second};
+}
+
 void Trainer::run_towers(const std::function<void(int)>& fn) {
   pool_.run([&](int r) {
     devices_->bind_thread(r);
@@ -519,18 +524,27 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
 }
 
 BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indices, int batch_size) {
-  // With an ignored class, each batch's weight from its masks (never augmented here), once for all towers.
-  std::vector<std::optional<double>> weights((indices.size() + size_t(batch_size) - 1) / size_t(batch_size));
-  const size_t m = data.masks.shape().sample_numel();
-  for (size_t b = 0; ignores_pixels() && b < weights.size(); ++b) {
-    const size_t lo = b * size_t(batch_size), hi = std::min(indices.size(), lo + size_t(batch_size));
-    double v = 0;
-    for (size_t k = lo; k < hi; ++k) v += double(counted_pixels(data.masks.sample(indices[k]), m, classes_));
-    weights[b] = counted_pixel_weight(double(hi - lo), v);
-  }
+  const size_t batches = (indices.size() + size_t(batch_size) - 1) / size_t(batch_size);
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     devices_->comm().synchronize(r);
+    // With an ignored class, each batch's weight from its masks (never augmented here): every tower counts
+    // its shards' pixels (the only samples this process may hold), summed over the world once.
+    std::vector<std::optional<double>> weights(batches);
+    if (ignores_pixels()) {
+      std::vector<double> counted(batches, 0.0);  // integers: the sum is exact in any order
+      const size_t m = data.masks.shape().sample_numel();
+      for (size_t b = 0; b < batches; ++b) {
+        const size_t first = b * size_t(batch_size), n = std::min(indices.size() - first, size_t(batch_size));
+        const auto [lo, hi] = world_shards(int(n))[size_t(r)];
+        for (int k = lo; k < hi; ++k)
+          counted[b] += double(counted_pixels(data.masks.sample(indices[first + size_t(k)]), m, classes_));
+      }
+      devices_->host_comm().all_reduce_sum(r, counted.data(), batches);
+      for (size_t b = 0; b < batches; ++b)
+        weights[b] = counted_pixel_weight(double(std::min(indices.size() - b * size_t(batch_size), size_t(batch_size))),
+                                          counted[b]);
+    }
     t.stats = empty_stats();
     const ShardReduce reduce = shard_reduce(r);  // a pooled loss: one ratio per global batch
     for (size_t b = 0; b < indices.size(); b += size_t(batch_size)) {

@@ -110,6 +110,10 @@ class Trainer {
   /// (the same alone); a global batch is split over the latter.
   int towers() const { return int(towers_.size()); }
   int world_towers() const { return devices_->world_size(); }
+  /// [start, end): the positions of a global batch of `batch` samples that
+  /// this process's towers take (the shards of its towers, which are
+  /// consecutive in the world; the whole batch alone).
+  std::pair<int, int> process_shard(int batch) const;
   /// The classes the masks hold: the output's channels K for a categorical
   /// loss, 0 for binary masks (loss_classes).
   int classes() const { return classes_; }

@@ -1,0 +1,36 @@
+#include "data/sample_stream.h"
+
+#include <filesystem>
+#include <utility>
+
+namespace trainer {
+
+SampleStream::SampleStream(std::vector<ImagePair> pairs, DataOptions options)
+    : pairs_(std::move(pairs)), options_(std::move(options)) {}
+
+SampleStream::~SampleStream() {
+  if (pending_.valid()) pending_.wait();
+}
+
+std::vector<std::string> SampleStream::names() const {
+  std::vector<std::string> out;
+  for (const ImagePair& p : pairs_) out.push_back(std::filesystem::path(p.image).filename().string());
+  return out;
+}
+
+void SampleStream::prefetch(std::vector<int> which) {
+  if (pending_.valid()) pending_.wait();  // one decoding at a time: the loader threads are its
+  pending_which_ = std::move(which);
+  pending_ = std::async(std::launch::async, [this] { return decode_pairs(pairs_, pending_which_, options_); });
+}
+
+Dataset SampleStream::take(const std::vector<int>& which) {
+  if (pending_.valid()) {
+    if (pending_which_ == which) return pending_.get();  // rethrows its error
+    pending_.wait();  // a prefetch of other pairs: dropped, with its error
+    pending_ = {};
+  }
+  return decode_pairs(pairs_, which, options_);
+}
+
+}  // namespace trainer
