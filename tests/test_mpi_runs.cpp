@@ -262,7 +262,8 @@ TEST_CASE("a rank that is killed or hangs ends the run with a non-zero exit, nam
       if (sig == SIGKILL)
         CHECK_THAT(err, Catch::Contains("rank 1"));  // mpirun names the process that died
       else
-        CHECK_THAT(err, Catch::Contains("did not complete within 3 s") && Catch::Contains("on rank 0 of 2"));
+        CHECK_THAT(err, Catch::Contains("did not complete within 3 s") && Catch::Contains("on rank 0 of 2") &&
+                            Catch::Contains("rank 1 (host ") && Catch::Contains("did not answer within 3 s: hung"));
       // The run's last checkpoint stays whole: it loads, with finite weights.
       REQUIRE(fs::exists(dir / "run" / "last.h5"));
       const Checkpoint last = load_checkpoint((dir / "run" / "last.h5").string());

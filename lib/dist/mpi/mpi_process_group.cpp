@@ -7,16 +7,25 @@
 // MPI_Finalize (it would wait for the abandoned collective), the process ends
 // with our error and exit code, and the launcher ends the others. Errors are
 // returned (MPI_ERRORS_RETURN), not fatal, so that they carry our message.
+//
+// A collective that times out names the processes it waits for: every
+// process that timed out sends each other one, point to point on a
+// communicator of its own, the number of collectives it has entered, and
+// waits a grace period (the timeout, at most 10 s) for theirs. Those that
+// do not answer are hung (or dead); those that answer with a lower number
+// are at an earlier collective.
 // MPI's C API only: Open MPI's and MPICH's mpi.h otherwise pull in the removed C++ bindings.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "dist/mpi_process_group.h"
@@ -62,6 +71,8 @@ class MpiProcessGroup final : public ProcessGroup {
     check(MPI_Comm_rank(node, &local_rank_), "MPI_Comm_rank (node)");
     check(MPI_Comm_size(node, &local_size_), "MPI_Comm_size (node)");
     MPI_Comm_free(&node);
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &probe_), "MPI_Comm_dup");
+    hosts_ = all_gather(host_);
   }
 
   ~MpiProcessGroup() override {
@@ -97,6 +108,7 @@ class MpiProcessGroup final : public ProcessGroup {
     for (size_t done = 0; done < bytes;) {  // MPI counts are int
       const int part = int(std::min<size_t>(bytes - done, size_t(1) << 30));
       MPI_Request req = MPI_REQUEST_NULL;
+      ++entered_;
       check(MPI_Ibcast(static_cast<char*>(data) + done, part, MPI_BYTE, root, MPI_COMM_WORLD, &req), what);
       complete(req, what);
       done += size_t(part);
@@ -107,11 +119,13 @@ class MpiProcessGroup final : public ProcessGroup {
     int mine = int(text.size());
     std::vector<int> lengths(static_cast<size_t>(size_)), offsets(static_cast<size_t>(size_));
     MPI_Request req = MPI_REQUEST_NULL;
+    ++entered_;
     check(MPI_Iallgather(&mine, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD, &req), "all_gather (lengths)");
     complete(req, "all_gather (lengths)");
     int total = 0;
     for (int r = 0; r < size_; ++r) offsets[size_t(r)] = total, total += lengths[size_t(r)];
     std::string all(size_t(total), '\0');
+    ++entered_;
     check(MPI_Iallgatherv(text.data(), mine, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
                           MPI_COMM_WORLD, &req),
           "all_gather");
@@ -130,6 +144,7 @@ class MpiProcessGroup final : public ProcessGroup {
     for (size_t done = 0; done < n;) {  // MPI counts are int
       const int part = int(std::min<size_t>(n - done, size_t(1) << 30));
       MPI_Request req = MPI_REQUEST_NULL;
+      ++entered_;
       check(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + done * size_t(type_size), part, type, op,
                            MPI_COMM_WORLD, &req),
             what);
@@ -160,9 +175,53 @@ class MpiProcessGroup final : public ProcessGroup {
     if (done || wait_for(req)) return;
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", timeout_s_);
-    fail(what, std::string("did not complete within ") + seconds +
-                   " s (training.collective_timeout): another process died or hangs; the launcher's messages "
-                   "name a process that died");
+    fail(what, std::string("did not complete within ") + seconds + " s (training.collective_timeout): " +
+                   laggards());
+  }
+
+  /// After a collective timed out: which processes it waits for, found by asking every other process which
+  /// collective it is at (see the top of this file), e.g. "rank 1 (host b) did not answer within 3 s: it
+  /// hangs, or died".
+  std::string laggards() {
+    const double grace = std::min(timeout_s_, 10.0);
+    probe_entered_ = entered_;
+    const long long mine = entered_;
+    std::vector<long long> theirs(static_cast<size_t>(size_), -1);
+    std::vector<MPI_Request> sends, receives(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      sends.push_back(MPI_REQUEST_NULL);
+      if (MPI_Isend(&probe_entered_, 1, MPI_LONG_LONG, r, 0, probe_, &sends.back()) != MPI_SUCCESS ||
+          MPI_Irecv(&theirs[size_t(r)], 1, MPI_LONG_LONG, r, 0, probe_, &receives[size_t(r)]) != MPI_SUCCESS)
+        return "another process died or hangs (asking them which failed)";
+    }
+    for (const Clock::time_point start = Clock::now();
+         std::chrono::duration<double>(Clock::now() - start).count() < grace;) {
+      int all = 0;
+      if (MPI_Testall(size_, receives.data(), &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS || all) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // An answer still missing is cancelled (so that nothing writes into `theirs` later); a send left
+    // pending reads probe_entered_, which lives as long as this group.
+    std::string silent, behind;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      if (receives[size_t(r)] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&receives[size_t(r)]);
+        MPI_Wait(&receives[size_t(r)], MPI_STATUS_IGNORE);
+      }
+      const std::string who = "rank " + std::to_string(r) + " (host " + hosts_[size_t(r)] + ")";
+      if (theirs[size_t(r)] < 0) silent += (silent.empty() ? "" : ", ") + who;
+      else if (theirs[size_t(r)] < mine) behind += (behind.empty() ? "" : ", ") + who;
+    }
+    for (MPI_Request& send : sends) MPI_Request_free(&send);  // those to a hung process never complete
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", grace);
+    if (!silent.empty())
+      return silent + " did not answer within " + seconds + " s: hung, or died (the launcher's messages name a "
+             "process that died)" + (behind.empty() ? "" : "; " + behind + " answered from an earlier collective");
+    if (!behind.empty()) return behind + " answered from an earlier collective: still working on an earlier step";
+    return "every process answered from this collective (a slow network?)";
   }
 
   void check(int code, const std::string& what) {
@@ -179,6 +238,10 @@ class MpiProcessGroup final : public ProcessGroup {
   bool owns_mpi_ = false, failed_ = false;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
+  std::vector<std::string> hosts_;      ///< Every rank's host.
+  MPI_Comm probe_ = MPI_COMM_NULL;      ///< For laggards' messages, apart from the collectives'.
+  long long entered_ = 0;               ///< Collectives this process has started (each part of a large one).
+  long long probe_entered_ = 0;         ///< entered_ as laggards() sent it.
 };
 
 }  // namespace
