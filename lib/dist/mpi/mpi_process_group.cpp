@@ -12,8 +12,9 @@
 // process that timed out sends each other one, point to point on a
 // communicator of its own, the number of collectives it has entered, and
 // waits a grace period (the timeout, at most 10 s) for theirs. Those that
-// do not answer are hung (or dead); those that answer with a lower number
-// are at an earlier collective.
+// do not answer are hung, dead, or busy outside MPI; one that answers with
+// another number is at another collective (collectives match in order, so
+// that is a bug of ours, and the message says so).
 // MPI's C API only: Open MPI's and MPICH's mpi.h otherwise pull in the removed C++ bindings.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -82,6 +83,7 @@ class MpiProcessGroup final : public ProcessGroup {
     if (!owns_mpi_ || failed_ || std::uncaught_exceptions() > 0) return;
     // A process that failed after the last collective (rank 0 writing final.h5) never comes to the end: a
     // barrier bounded by the timeout first, then the job is ended rather than left waiting in MPI_Finalize.
+    if (probe_ != MPI_COMM_NULL) MPI_Comm_free(&probe_);
     MPI_Request req = MPI_REQUEST_NULL;
     if (size_ > 1 && (MPI_Ibarrier(MPI_COMM_WORLD, &req) != MPI_SUCCESS || !wait_for(req))) {
       std::fprintf(stderr, "rank %d (host %s): error: the other processes did not reach the end of the run within "
@@ -180,48 +182,51 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
   /// After a collective timed out: which processes it waits for, found by asking every other process which
-  /// collective it is at (see the top of this file), e.g. "rank 1 (host b) did not answer within 3 s: it
-  /// hangs, or died".
+  /// collective it is at (see the top of this file), e.g. "rank 1 (host b) did not answer within 3 s: hung,
+  /// died, or busy outside MPI". Called once: the group fails after it.
   std::string laggards() {
     const double grace = std::min(timeout_s_, 10.0);
-    probe_entered_ = entered_;
-    const long long mine = entered_;
+    probe_entered_ = entered_;  // the sends' buffer: a send to a hung process stays pending
     std::vector<long long> theirs(static_cast<size_t>(size_), -1);
-    std::vector<MPI_Request> sends, receives(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+    std::vector<MPI_Request> receives(static_cast<size_t>(size_), MPI_REQUEST_NULL);
     for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      sends.push_back(MPI_REQUEST_NULL);
-      if (MPI_Isend(&probe_entered_, 1, MPI_LONG_LONG, r, 0, probe_, &sends.back()) != MPI_SUCCESS ||
-          MPI_Irecv(&theirs[size_t(r)], 1, MPI_LONG_LONG, r, 0, probe_, &receives[size_t(r)]) != MPI_SUCCESS)
-        return "another process died or hangs (asking them which failed)";
+      MPI_Request send = MPI_REQUEST_NULL;
+      if (r == rank_ || MPI_Isend(&probe_entered_, 1, MPI_LONG_LONG, r, 0, probe_, &send) != MPI_SUCCESS) continue;
+      MPI_Request_free(&send);  // it completes, or not, on its own
+      MPI_Irecv(&theirs[size_t(r)], 1, MPI_LONG_LONG, r, 0, probe_, &receives[size_t(r)]);
     }
     for (const Clock::time_point start = Clock::now();
          std::chrono::duration<double>(Clock::now() - start).count() < grace;) {
-      int all = 0;
-      if (MPI_Testall(size_, receives.data(), &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS || all) break;
+      bool waiting = false;
+      for (MPI_Request& req : receives) {
+        int done = 1;
+        if (req != MPI_REQUEST_NULL && MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) req = MPI_REQUEST_NULL;
+        waiting = waiting || !done;
+      }
+      if (!waiting) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    // An answer still missing is cancelled (so that nothing writes into `theirs` later); a send left
-    // pending reads probe_entered_, which lives as long as this group.
-    std::string silent, behind;
+    std::string silent, other;
     for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      if (receives[size_t(r)] != MPI_REQUEST_NULL) {
+      if (receives[size_t(r)] != MPI_REQUEST_NULL) {  // unanswered: cancelled, so that nothing writes `theirs` later
         MPI_Cancel(&receives[size_t(r)]);
         MPI_Wait(&receives[size_t(r)], MPI_STATUS_IGNORE);
       }
-      const std::string who = "rank " + std::to_string(r) + " (host " + hosts_[size_t(r)] + ")";
-      if (theirs[size_t(r)] < 0) silent += (silent.empty() ? "" : ", ") + who;
-      else if (theirs[size_t(r)] < mine) behind += (behind.empty() ? "" : ", ") + who;
+      const std::string who =
+          "rank " + std::to_string(r) + (size_t(r) < hosts_.size() ? " (host " + hosts_[size_t(r)] + ")" : "");
+      if (r != rank_ && theirs[size_t(r)] < 0) silent += (silent.empty() ? "" : ", ") + who;
+      if (r != rank_ && theirs[size_t(r)] >= 0 && theirs[size_t(r)] != entered_)
+        other += (other.empty() ? "" : ", ") + who + " at its collective " + std::to_string(theirs[size_t(r)]);
     }
-    for (MPI_Request& send : sends) MPI_Request_free(&send);  // those to a hung process never complete
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", grace);
-    if (!silent.empty())
-      return silent + " did not answer within " + seconds + " s: hung, or died (the launcher's messages name a "
-             "process that died)" + (behind.empty() ? "" : "; " + behind + " answered from an earlier collective");
-    if (!behind.empty()) return behind + " answered from an earlier collective: still working on an earlier step";
-    return "every process answered from this collective (a slow network?)";
+    std::string out = silent.empty() ? "every other process answered: it is the network, or MPI"
+                                     : silent + " did not answer within " + seconds + " s: hung, died (the "
+                                       "launcher's messages name a process that died), or busy outside MPI";
+    if (!other.empty())  // MPI matches collectives in order: a bug of ours
+      out += "; the processes' collectives differ (this one is at its collective " + std::to_string(entered_) +
+             ", " + other + ")";
+    return out;
   }
 
   void check(int code, const std::string& what) {
