@@ -352,6 +352,28 @@ TEST_CASE("a pair that cannot be decoded, in one rank's share of the check, is r
   // Rank 0's warning, from rank 1's check.
   CHECK(count(p.two.err, "1 of 40 image/mask pairs cannot be used: cannot decode '" + bad.string()) == 1);
   CHECK_THAT(p.two.err, Catch::Contains("training on 31 samples"));
+  CHECK_THAT(p.two.err, Catch::Contains("checking 20 image/mask pairs"));  // rank 0 decoded its half alone
+}
+
+TEST_CASE("under mpirun, validation folders are split over the ranks as over one process's towers",
+          "[mpi][e2e]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_validation_folders");
+  const fs::path copy = copy_sample(tmp.root);  // validates on a copy of the training pairs
+  const Pair p = train_both(tmp.root, "  epochs: 2\n", 2, 2, [&](std::string c) {
+    const std::string split = "  validation_split: 0.2\n";
+    return c.replace(c.find(split), split.size(), "  validation_images: " + (copy / "images").string() +
+                                                      "\n  validation_masks: " + (copy / "masks").string() + "\n");
+  });
+  REQUIRE(p.one.code == 0);
+  INFO(p.two.out << p.two.err);
+  REQUIRE(p.two.code == 0);
+  CHECK(all_weights(p.two_dir / "final.h5") == all_weights(p.one_dir / "final.h5"));
+  CHECK(slurp(p.two_dir / "log.csv") == slurp(p.one_dir / "log.csv"));
+  int val = 0;  // rank 0's shards of the 40 validation pairs, batches of 7
+  for (int b : {7, 7, 7, 7, 7, 5}) val += split_batch(b, 2)[0].second;
+  CHECK(count(p.two.err, "validate on " + std::to_string(val) + " of the 40 validation samples, decoded once") == 1);
+  CHECK(count(p.two.err, "40 validation image/mask pairs in '" + (copy / "images").string()) == 1);
 }
 
 TEST_CASE("under mpirun, an ignored class weighs each batch's loss by the pixels counted over every rank, as one "

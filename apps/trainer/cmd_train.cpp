@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -270,6 +272,8 @@ int run_train(const TrainFlags& f) {
   Dataset data, validation;
   WorldPairs stream, validation_stream;
   if (world && world->size() > 1) {
+    if (opt.threads == 0)  // the host's cores shared by its processes: they decode while the towers train
+      opt.threads = vopt.threads = std::max(1, int(std::thread::hardware_concurrency()) / world->local_size());
     stream = open_world_pairs(*world, opt);
     data.names = stream.stream->names();
     warn_missing_classes(stream.class_pixels, data.size(), opt);

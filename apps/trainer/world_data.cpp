@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <sstream>
@@ -30,30 +29,32 @@ void require_same_pairs(ProcessGroup& world, const std::vector<ImagePair>& pairs
     if (found(r) != found(0))
       throw UserError("rank " + std::to_string(r) + " (host " + host(r) + ") found other image/mask pairs than "
                       "rank 0 (host " + host(0) + ") in '" + o.images_dir + "' and '" + o.masks_dir +
-                      "': every process of a run must see the same data at the same path (a shared file system, "
-                      "or identical copies)");
+                      "': every process of a run must see the same files (a shared file system, or identical "
+                      "copies)");
 }
 
 /// Every process's check merged: the errors of all pairs, the counts summed.
 PairCheck merge_checks(ProcessGroup& world, const PairCheck& mine, int classes) {
-  std::string text;  // "<pair index>\t<message>\n" per error (UserError messages are one line)
-  for (const auto& [index, why] : mine.errors) text += std::to_string(index) + "\t" + why + "\n";
+  std::string text;  // "<pair index> <message length> <message>" per error
+  for (const auto& [index, why] : mine.errors) text += std::to_string(index) + " " + std::to_string(why.size()) + " " + why;
   PairCheck all;
   for (const std::string& theirs : world.all_gather(text)) {
-    std::istringstream lines(theirs);
-    for (std::string line; std::getline(lines, line);) {
-      const size_t tab = line.find('\t');
-      all.errors[std::atoi(line.substr(0, tab).c_str())] = line.substr(tab + 1);
+    std::istringstream in(theirs);
+    int index = 0;
+    size_t length = 0;
+    while (in >> index >> length && in.get() == ' ') {
+      std::string why(length, '\0');
+      in.read(why.data(), std::streamsize(length));
+      all.errors[index] = why;
     }
   }
-  std::vector<double> counts = {double(mine.pairs), double(mine.low_masks), double(mine.thresholded)};
+  std::vector<double> counts = {double(mine.low_masks), double(mine.thresholded)};
   for (size_t c : mine.class_pixels) counts.push_back(double(c));  // exact: far below 2^53 pixels
-  counts.resize(3 + size_t(classes), 0.0);
+  counts.resize(2 + size_t(classes), 0.0);
   world.all_reduce_sum(counts.data(), counts.size());
-  all.pairs = int(counts[0]);
-  all.low_masks = int(counts[1]);
-  all.thresholded = int(counts[2]);
-  for (int c = 0; c < classes; ++c) all.class_pixels.push_back(size_t(counts[3 + size_t(c)]));
+  all.low_masks = int(counts[0]);
+  all.thresholded = int(counts[1]);
+  for (int c = 0; c < classes; ++c) all.class_pixels.push_back(size_t(counts[2 + size_t(c)]));
   return all;
 }
 
@@ -65,9 +66,9 @@ WorldPairs open_world_pairs(ProcessGroup& world, const DataOptions& o) {
   const int n = int(pairs.size());
   std::vector<int> share;
   for (int i = world.rank(); i < n; i += world.size()) share.push_back(i);
-  spdlog::info("{} image/mask pairs in '{}': each of the {} processes checks its share before training, then "
-               "decodes only the samples its towers take, step by step",
-               n, o.images_dir, world.size());
+  spdlog::info("{} {}image/mask pairs in '{}': each of the {} processes checks its share before training, then "
+               "decodes only the samples its towers take",
+               n, o.key_prefix.empty() ? "" : "validation ", o.images_dir, world.size());
   const PairCheck found = merge_checks(world, check_pairs(pairs, share, o), o.classes);
   std::vector<ImagePair> usable;
   for (int i : usable_pairs(found, n, o)) usable.push_back(pairs[size_t(i)]);

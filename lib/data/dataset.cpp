@@ -177,7 +177,6 @@ void check_options(const DataOptions& o) {
 void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
                  Tensor* images, Tensor* masks, PairCheck& found, const std::string& verb) {
   const int n = int(which.size());
-  found.pairs += n;
   if (o.classes > 0) found.class_pixels.resize(size_t(o.classes), 0);
   if (n == 0) return;
   int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
@@ -192,28 +191,29 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   std::exception_ptr failure;
   auto work = [&] {
     std::vector<float> scratch(images ? 0 : image_numel + mask_numel);
-    std::vector<size_t> class_pixels(found.class_pixels.size(), 0);  // this thread's
+    std::vector<size_t> class_pixels(images ? 0 : found.class_pixels.size(), 0);  // this thread's (a check's)
     for (int k = next++; k < n; k = next++) {
       const ImagePair& p = pairs[size_t(which[size_t(k)])];
       float* image_to = images ? images->sample(k) : scratch.data();
       float* mask_to = masks ? masks->sample(k) : scratch.data() + image_numel;
-      std::string error;
       try {
         const cv::Size image = decode_image(p.image, o.height, o.width, o.channels, image_to);
         MaskValues values = MaskValues::kEmpty;
         const cv::Size mask = o.classes > 0
                                   ? decode_class_mask(p.mask, o.height, o.width, o.classes, mask_to, o.ignore_class)
                                   : decode_mask(p.mask, o.height, o.width, mask_to, &values);
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          found.low_masks += values == MaskValues::kAnyNonzero;
+          found.thresholded += values == MaskValues::kThresholded;
+        }
         if (mask != image)
           throw UserError("mask '" + p.mask + "' is " + std::to_string(mask.width) + "x" +
                           std::to_string(mask.height) + " but image '" + p.image + "' is " +
                           std::to_string(image.width) + "x" + std::to_string(image.height) +
                           " (width x height); a mask must have its image's size");
-        for (size_t j = 0; !images && j < mask_numel; ++j)
+        for (size_t j = 0; !class_pixels.empty() && j < mask_numel; ++j)
           if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++class_pixels[size_t(c)];
-        std::lock_guard<std::mutex> lock(mutex);
-        found.low_masks += values == MaskValues::kAnyNonzero;
-        found.thresholded += values == MaskValues::kThresholded;
       } catch (const UserError& e) {
         std::lock_guard<std::mutex> lock(mutex);
         found.errors[which[size_t(k)]] = e.what();
@@ -306,7 +306,11 @@ Dataset decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>
   ds.masks.resize(Shape{int(which.size()), o.height, o.width, 1});
   PairCheck found;
   decode_into(pairs, which, o, &ds.images, &ds.masks, found, "");
-  report_bad_pairs(found, int(which.size()), o, false);
+  if (!found.errors.empty()) {
+    std::string why;
+    for (const auto& [index, e] : found.errors) why += (why.empty() ? "" : "; ") + e;
+    throw UserError(prefix(o) + section(o) + ": " + why);
+  }
   return ds;
 }
 

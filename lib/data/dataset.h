@@ -63,7 +63,6 @@ Dataset load_dataset(const DataOptions& options);
 
 /// What decoding image/mask pairs found (check_pairs; load_dataset's own checks).
 struct PairCheck {
-  int pairs = 0;                      ///< Pairs decoded.
   std::map<int, std::string> errors;  ///< Pair index -> why it cannot be used (a UserError's one-line message).
   int low_masks = 0;    ///< Binary masks with no value above half their type's maximum (0/1 masks, label images).
   int thresholded = 0;  ///< Binary masks thresholded at half their type's maximum.
@@ -85,7 +84,7 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
 
 /// Sample k of the result is pairs[which[k]] decoded as load_dataset decodes
 /// (names: the image files' names), on options.threads threads, with no log
-/// line. Throws UserError naming the files when one cannot be decoded
+/// line. Throws UserError giving each pair that cannot be decoded and why
 /// (options.skip_bad_files aside: the caller chose these pairs).
 Dataset decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& options);
 

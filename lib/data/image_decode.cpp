@@ -59,7 +59,7 @@ cv::Size decode_image(const std::string& path, int height, int width, int channe
       cv::resize(f, dst, dst.size(), 0, 0, cv::INTER_AREA);
     }
   } catch (const cv::Exception& e) {
-    throw UserError("cannot convert '" + path + "': " + e.msg);
+    throw UserError("cannot convert '" + path + "': " + e.err.substr(0, e.err.find('\n')));
   }
   return native;
 }
@@ -82,7 +82,7 @@ cv::Size decode_mask(const std::string& path, int height, int width, float* out,
     if (native != dst.size()) cv::resize(binary, binary, dst.size(), 0, 0, cv::INTER_NEAREST);
     binary.convertTo(dst, CV_32F);
   } catch (const cv::Exception& e) {
-    throw UserError("cannot convert '" + path + "': " + e.msg);
+    throw UserError("cannot convert '" + path + "': " + e.err.substr(0, e.err.find('\n')));
   }
   return native;
 }
@@ -138,7 +138,7 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
     m.convertTo(dst, CV_32F);
     if (can_ignore) dst.setTo(kIgnoredPixel, m == ignore_class);
   } catch (const cv::Exception& e) {
-    throw UserError("cannot convert '" + path + "': " + e.msg);
+    throw UserError("cannot convert '" + path + "': " + e.err.substr(0, e.err.find('\n')));
   }
   return native;
 }

@@ -1,6 +1,9 @@
 #include "data/sample_stream.h"
 
+#include "core/error.h"
+
 #include <filesystem>
+#include <string>
 #include <utility>
 
 namespace trainer {
@@ -25,12 +28,18 @@ void SampleStream::prefetch(std::vector<int> which) {
 }
 
 Dataset SampleStream::take(const std::vector<int>& which) {
-  if (pending_.valid()) {
-    if (pending_which_ == which) return pending_.get();  // rethrows its error
-    pending_.wait();  // a prefetch of other pairs: dropped, with its error
-    pending_ = {};
+  try {
+    if (pending_.valid()) {
+      if (pending_which_ == which) return pending_.get();  // rethrows its error
+      pending_.wait();  // a prefetch of other pairs: dropped, with its error
+      pending_ = {};
+    }
+    return decode_pairs(pairs_, which, options_);
+  } catch (const UserError& e) {
+    throw UserError(std::string(e.what()) + " (the run's check found every pair usable when it started: the file "
+                    "has changed since, or this host's copy differs from the one checked; every process must see "
+                    "the same files)");
   }
-  return decode_pairs(pairs_, which, options_);
 }
 
 }  // namespace trainer

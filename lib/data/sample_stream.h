@@ -28,8 +28,8 @@ class SampleStream {
   void prefetch(std::vector<int> which);
   /// Sample k of the result is pair which[k], decoded as decode_pairs does:
   /// the prefetch's result when it was for the same pairs (waiting for it),
-  /// else decoded now. Throws decode_pairs' UserError for a file that can no
-  /// longer be decoded.
+  /// else decoded now. Throws decode_pairs' UserError, saying that the file
+  /// passed the check at the start, for a file that can no longer be decoded.
   Dataset take(const std::vector<int>& which);
 
  private:

@@ -53,16 +53,16 @@ std::vector<int> epoch_order(std::vector<int> train, uint64_t seed, int epoch, b
 
 namespace {
 
-/// Per epoch, for each tower: the seconds it waited for input data and (GPU
-/// towers) its peak device memory, e.g.
-/// "epoch 3 towers: data wait 0.12 s, 0.10 s; peak memory 12.3 GiB, 12.3 GiB".
 /// What a stream (several processes) fed this process's towers in an epoch.
 struct Decoded {
   long long samples = 0;  ///< Samples decoded for them.
   double wait = 0;        ///< Seconds the loop waited for those decodings.
 };
 
-/// With a stream, also what it decoded (", decoded 18 samples, waiting 0.40 s for them").
+/// Per epoch, for each tower: the seconds it waited for input data and (GPU
+/// towers) its peak device memory, e.g.
+/// "epoch 3 towers: data wait 0.12 s, 0.10 s; peak memory 12.3 GiB, 12.3 GiB";
+/// with a stream, also what it decoded (", decoded 18 samples, waiting 0.40 s for them").
 void log_towers(int epoch, Trainer& trainer, const std::optional<Decoded>& decoded) {
   std::string waits, peaks;
   for (double w : trainer.take_input_wait_seconds()) waits += fmt::format("{}{:.2f} s", waits.empty() ? "" : ", ", w);

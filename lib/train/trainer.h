@@ -149,10 +149,12 @@ class Trainer {
   /// collective, or a failed CUDA call, raises InternalError naming the tower
   /// and the GPU. On GPU towers the host waits once per step for the forward
   /// pass (to read the loss and metric sums); the rest of the step stays queued
-  /// when it returns.
+  /// when it returns. Only the positions of this process's towers
+  /// (process_shard) are read: the others' indices may be -1.
   BatchStats train_step(const Dataset& data, const std::vector<int>& indices);
   /// Inference-mode loss and metrics over data[indices], batch_size samples
-  /// per global batch split over the towers.
+  /// per global batch split over the towers; as in train_step, only this
+  /// process's positions of each global batch are read.
   BatchStats evaluate(const Dataset& data, const std::vector<int>& indices, int batch_size);
 
   /// The weight regularizers' penalty at the current weights: the sum over
