@@ -164,8 +164,13 @@ void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& train
 }
 
 int run_train(const TrainFlags& f) {
-  // One of several processes: its errors name it from the start (config errors come once per process).
-  if (const Launch l = detect_launch(); l.size > 1) set_error_origin("rank " + std::to_string(l.rank) + ": ");
+  // One of several processes: its errors name it and its host from the start (config errors come once per
+  // process); the world, once joined, names the host as MPI does.
+  if (const Launch l = detect_launch(); l.size > 1) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    set_error_origin("rank " + std::to_string(l.rank) + " (host " + host + "): ");
+  }
   if (f.config.empty()) throw UserError("--config is required; run 'trainer --help' for usage");
   Config config = load_config(f.config);
   apply_overrides(config, f);

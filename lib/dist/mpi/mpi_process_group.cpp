@@ -157,13 +157,20 @@ class MpiProcessGroup final : public ProcessGroup {
 
   /// Polls req until it completes (yielding for the first millisecond, then sleeping 100 us a round):
   /// false when the timeout passes first or MPI_Test fails.
+  /// Sets stalled_ to the longest time between two polls: a process that was suspended (SIGSTOP) or starved of
+  /// CPU times out on waking, and laggards() then says so.
   bool wait_for(MPI_Request& req) {
     const Clock::time_point start = Clock::now();
+    Clock::time_point polled = start;
+    stalled_ = 0;
     for (;;) {
       int done = 0;
       if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
       if (done) return true;
-      const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+      const Clock::time_point now = Clock::now();
+      stalled_ = std::max(stalled_, std::chrono::duration<double>(now - polled).count());
+      polled = now;
+      const double waited = std::chrono::duration<double>(now - start).count();
       if (waited > timeout_s_) return false;
       if (waited < 1e-3) std::this_thread::yield();
       else std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -223,6 +230,11 @@ class MpiProcessGroup final : public ProcessGroup {
     std::string out = silent.empty() ? "every other process answered: it is the network, or MPI"
                                      : silent + " did not answer within " + seconds + " s: hung, died (the "
                                        "launcher's messages name a process that died), or busy outside MPI";
+    if (stalled_ > 1.0) {
+      std::snprintf(seconds, sizeof seconds, "%.1f", stalled_);
+      out += std::string("; this process itself did not run for ") + seconds + " s while it waited (suspended, or "
+             "starved of CPU): it may be the one the others waited for";
+    }
     if (!other.empty())  // MPI matches collectives in order: a bug of ours
       out += "; the processes' collectives differ (this one is at its collective " + std::to_string(entered_) +
              ", " + other + ")";
@@ -247,6 +259,7 @@ class MpiProcessGroup final : public ProcessGroup {
   MPI_Comm probe_ = MPI_COMM_NULL;      ///< For laggards' messages, apart from the collectives'.
   long long entered_ = 0;               ///< Collectives this process has started (each part of a large one).
   long long probe_entered_ = 0;         ///< entered_ as laggards() sent it.
+  double stalled_ = 0;                  ///< wait_for's longest time between two polls, in seconds.
 };
 
 }  // namespace
