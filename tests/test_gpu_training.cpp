@@ -327,10 +327,12 @@ TEST_CASE("a world of one process on GPU 0 (NCCL over the world, its id through 
 }
 
 #if defined(TRAINER_WITH_CUDA)
-/// This process as rank 0 of two whose other process never comes: MPI's part succeeds, NCCL's rendezvous waits.
+/// This process as rank 0 of two whose other process never comes: MPI's part succeeds, NCCL's rendezvous waits,
+/// and the other process does not answer (as MpiProcessGroup::unanswered says it).
 class HalfWorld : public LoneProcess {
  public:
   int size() const override { return 2; }
+  std::string unanswered() override { return "rank 1 (host b) did not answer"; }
 };
 
 TEST_CASE("NCCL over a world of two processes whose peer never joins times out at creation, naming the cause",
@@ -340,7 +342,8 @@ TEST_CASE("NCCL over a world of two processes whose peer never joins times out a
   HalfWorld half;
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(make_nccl_communicator({gpu.device}, 3.0, NcclWorld{&half, 0, 2}),
-                    Catch::Contains("NCCL initialisation for cuda:0 failed: timed out after 3 s"));
+                    Catch::Contains("NCCL initialisation for cuda:0 failed: timed out after 3 s: rank 1 (host b) "
+                                    "did not answer"));
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
 }
 #endif

@@ -39,6 +39,12 @@ class ProcessGroup {
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   /// Every process's text, in rank order.
   virtual std::vector<std::string> all_gather(const std::string& text) = 0;
+  /// After a collective of another transport (NCCL) timed out: the processes
+  /// that do not answer this one within a grace period, e.g. "rank 1 (host b)
+  /// did not answer within 10 s: hung, died, or busy outside MPI"; "" where
+  /// the group cannot tell. The group takes no collective afterwards. Safe
+  /// to call from several threads (each gets the first call's text).
+  virtual std::string unanswered() { return ""; }
 };
 
 /// How this process was started: by an MPI launcher (mpirun, or srun) or not.

@@ -165,6 +165,9 @@ class NcclCommunicator final : public Communicator {
   void release() noexcept;
   /// Names the devices: "cuda:0, cuda:1".
   std::string devices_text() const;
+  /// "timed out after 600 s<when>" and, in a run of several processes, the
+  /// ones that do not answer (ProcessGroup::unanswered; up to 10 s more).
+  std::string timed_out(const std::string& when) const;
 
   std::vector<Rank> ranks_;
   double timeout_;
@@ -253,7 +256,7 @@ void NcclCommunicator::create_comms() {
       if (res != ncclSuccess) state = res;
       if (state == ncclSuccess) break;
       if (state != ncclInProgress) error = state;
-      else if (seconds_since(since) > timeout_) cause = "timed out after " + seconds_text(timeout_) + " s";
+      else if (seconds_since(since) > timeout_) cause = timed_out("");
       else backoff(since);
     }
   }
@@ -275,6 +278,11 @@ NcclCommunicator::Rank& NcclCommunicator::enter(int rank) {
 void NcclCommunicator::throw_aborted(int rank) const {
   throw InternalError("NCCL collectives of rank " + std::to_string(rank) + " (" + ranks_[size_t(rank)].device.str() +
                       ") aborted: " + reason_);
+}
+
+std::string NcclCommunicator::timed_out(const std::string& when) const {
+  const std::string who = world_.group ? world_.group->unanswered() : "";
+  return "timed out after " + seconds_text(timeout_) + " s" + when + (who.empty() ? "" : ": " + who);
 }
 
 void NcclCommunicator::fail(int rank, const Op& op, const std::string& cause) {
@@ -302,7 +310,7 @@ ncclResult_t NcclCommunicator::settle(int rank, const Op& op, Clock::time_point 
     const ncclResult_t state = async_state(rank);
     if (state != ncclInProgress) return state;
     if (seconds_since(since) > timeout_)
-      fail(rank, op, "timed out after " + seconds_text(timeout_) + " s while NCCL was queuing it");
+      fail(rank, op, timed_out(" while NCCL was queuing it"));
     backoff(since);
   }
 }
@@ -387,7 +395,7 @@ void NcclCommunicator::check(int rank, bool block) {
         fail(rank, r.last_op, "failed: " + detail);
       }
       if (std::chrono::duration<double>(now - r.last_queued).count() > timeout_)
-        fail(rank, r.last_op, "timed out after " + seconds_text(timeout_) + " s");
+        fail(rank, r.last_op, timed_out(""));
       next_poll = now + std::chrono::milliseconds(1);
     }
     if (!block) return;

@@ -14,7 +14,8 @@
 // waits a grace period (the timeout, at most 10 s) for theirs. Those that
 // do not answer are hung, dead, or busy outside MPI; one that answers with
 // another number is at another collective (collectives match in order, so
-// that is a bug of ours, and the message says so).
+// that is a bug of ours, and the message says so). A timed-out NCCL
+// collective asks the same (unanswered()).
 // MPI's C API only: Open MPI's and MPICH's mpi.h otherwise pull in the removed C++ bindings.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -24,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,7 +107,15 @@ class MpiProcessGroup final : public ProcessGroup {
   void all_reduce_sum(double* data, size_t n) override { all_reduce(data, n, MPI_DOUBLE, MPI_SUM, "double"); }
   void all_reduce_max(double* data, size_t n) override { all_reduce(data, n, MPI_DOUBLE, MPI_MAX, "double"); }
 
+  std::string unanswered() override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    failed_ = true;  // the probe's messages are left behind: no MPI_Finalize
+    if (laggards_.empty()) stalled_ = 0;  // that of an earlier MPI collective, not of the one that timed out
+    return laggards();
+  }
+
   void broadcast(void* data, size_t bytes, int root) override {
+    const std::lock_guard<std::mutex> lock(mu_);
     const std::string what = "broadcast of " + std::to_string(bytes) + " bytes from rank " + std::to_string(root);
     for (size_t done = 0; done < bytes;) {  // MPI counts are int
       const int part = int(std::min<size_t>(bytes - done, size_t(1) << 30));
@@ -118,6 +128,7 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
   std::vector<std::string> all_gather(const std::string& text) override {
+    const std::lock_guard<std::mutex> lock(mu_);
     int mine = int(text.size());
     std::vector<int> lengths(static_cast<size_t>(size_)), offsets(static_cast<size_t>(size_));
     MPI_Request req = MPI_REQUEST_NULL;
@@ -139,6 +150,7 @@ class MpiProcessGroup final : public ProcessGroup {
 
  private:
   void all_reduce(void* data, size_t n, MPI_Datatype type, MPI_Op op, const char* type_name) {
+    const std::lock_guard<std::mutex> lock(mu_);
     const std::string what = std::string(op == MPI_MAX ? "all_reduce_max" : "all_reduce_sum") + " of " +
                              std::to_string(n) + " " + type_name + (n == 1 ? "" : "s");
     int type_size = 0;
@@ -190,8 +202,9 @@ class MpiProcessGroup final : public ProcessGroup {
 
   /// After a collective timed out: which processes it waits for, found by asking every other process which
   /// collective it is at (see the top of this file), e.g. "rank 1 (host b) did not answer within 3 s: hung,
-  /// died, or busy outside MPI". Called once: the group fails after it.
+  /// died, or busy outside MPI". Asks once (the group fails after it); later calls return the first's text.
   std::string laggards() {
+    if (!laggards_.empty()) return laggards_;
     const double grace = std::min(timeout_s_, 10.0);
     probe_entered_ = entered_;  // the sends' buffer: a send to a hung process stays pending
     std::vector<long long> theirs(static_cast<size_t>(size_), -1);
@@ -227,7 +240,7 @@ class MpiProcessGroup final : public ProcessGroup {
     }
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", grace);
-    std::string out = silent.empty() ? "every other process answered: it is the network, or MPI"
+    std::string out = silent.empty() ? "every other process answered: the network, or the collective library (MPI, NCCL), stalls"
                                      : silent + " did not answer within " + seconds + " s: hung, died (the "
                                        "launcher's messages name a process that died), or busy outside MPI";
     if (stalled_ > 1.0) {
@@ -238,7 +251,7 @@ class MpiProcessGroup final : public ProcessGroup {
     if (!other.empty())  // MPI matches collectives in order: a bug of ours
       out += "; the processes' collectives differ (this one is at its collective " + std::to_string(entered_) +
              ", " + other + ")";
-    return out;
+    return laggards_ = out;
   }
 
   void check(int code, const std::string& what) {
@@ -260,6 +273,10 @@ class MpiProcessGroup final : public ProcessGroup {
   long long entered_ = 0;               ///< Collectives this process has started (each part of a large one).
   long long probe_entered_ = 0;         ///< entered_ as laggards() sent it.
   double stalled_ = 0;                  ///< wait_for's longest time between two polls, in seconds.
+  std::string laggards_;                ///< laggards()'s text, once asked.
+  /// One MPI call at a time (MPI_THREAD_SERIALIZED): a tower's NCCL timeout may ask unanswered() while
+  /// another thread is in a collective.
+  std::mutex mu_;
 };
 
 }  // namespace
