@@ -259,6 +259,10 @@ void check_stop_inside_an_epoch(const fs::path& dir, const std::function<std::st
     fs::remove_all(dir / "part");
     Child c = start("--config " + (dir / "r.yaml").string() + " --gpus cpu --threads 1", dir);
     wait_for_lines(dir / "part" / "log.csv", 2, 60);  // epoch 1 done: the stop lands in a later epoch
+    // ... once its last.h5 is written too: a signal that comes while it is saved (slow on a loaded machine)
+    // is taken at epoch 1's end, at step 0.
+    for (int i = 0; i < 3000 && !fs::exists(dir / "part" / "last.h5"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     kill(c.pid, SIGTERM);
     const int code = wait_exit(c);
