@@ -36,7 +36,8 @@ void require_same_pairs(ProcessGroup& world, const std::vector<ImagePair>& pairs
 /// Every process's check merged: the errors of all pairs, the counts summed.
 PairCheck merge_checks(ProcessGroup& world, const PairCheck& mine, int classes) {
   std::string text;  // "<pair index> <message length> <message>" per error
-  for (const auto& [index, why] : mine.errors) text += std::to_string(index) + " " + std::to_string(why.size()) + " " + why;
+  for (const auto& [index, why] : mine.errors)
+    text += std::to_string(index) + " " + std::to_string(why.size()) + " " + why;
   PairCheck all;
   for (const std::string& theirs : world.all_gather(text)) {
     std::istringstream in(theirs);

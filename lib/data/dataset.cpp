@@ -235,8 +235,8 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
 }
 
 // Throws UserError listing the pairs that failed (found.errors) among n, with the fix; with
-// o.skip_bad_files (and skip), warns instead, and throws only when none is left.
-void report_bad_pairs(const PairCheck& found, int n, const DataOptions& o, bool skip) {
+// o.skip_bad_files, warns instead, and throws only when none is left.
+void report_bad_pairs(const PairCheck& found, int n, const DataOptions& o) {
   std::vector<std::string> bad;
   for (const auto& [index, e] : found.errors) bad.push_back(e);
   if (bad.empty()) return;
@@ -263,7 +263,7 @@ void report_bad_pairs(const PairCheck& found, int n, const DataOptions& o, bool 
   std::string what = std::to_string(bad.size()) + " of " + std::to_string(n) +
                      " image/mask pairs cannot be used:" + list_up_to_10(bad) +
                      (shared.empty() ? "" : ". For each: " + shared);
-  if (!skip)
+  if (!o.skip_bad_files)
     throw UserError(prefix(o) + section(o) + ": " + what +
                     (int(bad.size()) == n ? ". Replace or fix these files (none can be used)"
                                           : ". Replace or remove these files, or set data.skip_bad_files: true to " +
@@ -291,7 +291,7 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
     spdlog::info("{} of {} masks hold no value above half their type's maximum (0/1 masks or label images): "
                  "every pixel > 0 is foreground in them (docs/data.md)",
                  found.low_masks, n);
-  report_bad_pairs(found, n, o, o.skip_bad_files);
+  report_bad_pairs(found, n, o);
   std::vector<int> kept;
   for (int i = 0; i < n; ++i)
     if (!found.errors.count(i)) kept.push_back(i);

@@ -240,7 +240,8 @@ class MpiProcessGroup final : public ProcessGroup {
     }
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", grace);
-    std::string out = silent.empty() ? "every other process answered: the network, or the collective library (MPI, NCCL), stalls"
+    std::string out = silent.empty() ? "every other process answered: the network, or the collective library "
+                                       "(MPI, NCCL), stalls"
                                      : silent + " did not answer within " + seconds + " s: hung, died (the "
                                        "launcher's messages name a process that died), or busy outside MPI";
     if (stalled_ > 1.0) {
