@@ -10,14 +10,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include <opencv2/imgcodecs.hpp>
 
+#include "dist/mpi_process_group.h"
 #include "dist/process_group.h"
 #include "train/trainer.h"
 #include "io/checkpoint.h"
@@ -402,6 +405,35 @@ TEST_CASE("under mpirun, an ignored class weighs each batch's loss by the pixels
   REQUIRE(p.two.code == 0);
   CHECK(all_weights(p.two_dir / "final.h5") == all_weights(p.one_dir / "final.h5"));
   CHECK(slurp(p.two_dir / "log.csv") == slurp(p.one_dir / "log.csv"));  // val_loss too
+}
+
+// Started by the next test under mpirun (hidden from ctest): rank 1 is busy outside MPI for 6 s; rank 0 asks
+// unanswered() meanwhile (as a timed-out NCCL collective does), then tries a collective.
+TEST_CASE("mpirun child: unanswered() while rank 1 is busy outside MPI", "[.mpi_unanswered_child]") {
+  const std::unique_ptr<ProcessGroup> world = make_mpi_process_group(2.0);
+  if (world->rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+    return;
+  }
+  std::printf("unanswered: %s\n", world->unanswered().c_str());
+  double x = 1;
+  try {
+    world->all_reduce_max(&x, 1);
+  } catch (const std::exception& e) {
+    std::printf("after: %s\n", e.what());
+  }
+  std::fflush(stdout);
+}
+
+TEST_CASE("unanswered() names a process busy outside MPI, and the group takes no collective after it", "[mpi]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_unanswered");
+  const Run r = run(kMpirun, "-np 2 " + fs::read_symlink("/proc/self/exe").string() + " '[.mpi_unanswered_child]'",
+                    tmp.root);
+  INFO(r.out << r.err);
+  CHECK_THAT(r.out, Catch::Contains("unanswered: rank 1 (host ") && Catch::Contains("did not answer within 2 s"));
+  CHECK_THAT(r.out, Catch::Contains("after: MPI all_reduce_max of 1 double on rank 0 of 2") &&
+                        Catch::Contains("was not started: an earlier collective of this process failed"));
 }
 
 TEST_CASE("predict under mpirun with two processes is refused: it runs in one", "[mpi]") {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -167,8 +168,10 @@ int run_train(const TrainFlags& f) {
   // One of several processes: its errors name it and its host from the start (config errors come once per
   // process); the world, once joined, names the host as MPI does.
   if (const Launch l = detect_launch(); l.size > 1) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
+    char name[256] = {};
+    std::string host = gethostname(name, sizeof name - 1) == 0 ? name : "?";
+    // Open MPI's processor name drops the domain (unless told to keep it): so does this one, IP addresses aside.
+    if (!host.empty() && !std::isdigit(static_cast<unsigned char>(host[0]))) host = host.substr(0, host.find('.'));
     set_error_origin("rank " + std::to_string(l.rank) + " (host " + host + "): ");
   }
   if (f.config.empty()) throw UserError("--config is required; run 'trainer --help' for usage");

@@ -1,6 +1,6 @@
 #pragma once
 // The ProcessGroup of an MPI launch (lib/dist/mpi/mpi_process_group.cpp;
-// builds without MPI link mpi_process_group_none.cpp). Only join_world calls it.
+// builds without MPI link mpi_process_group_none.cpp). join_world calls it (and test_mpi_runs).
 #include <memory>
 
 #include "dist/process_group.h"

@@ -85,7 +85,6 @@ class MpiProcessGroup final : public ProcessGroup {
     if (!owns_mpi_ || failed_ || std::uncaught_exceptions() > 0) return;
     // A process that failed after the last collective (rank 0 writing final.h5) never comes to the end: a
     // barrier bounded by the timeout first, then the job is ended rather than left waiting in MPI_Finalize.
-    if (probe_ != MPI_COMM_NULL) MPI_Comm_free(&probe_);
     MPI_Request req = MPI_REQUEST_NULL;
     if (size_ > 1 && (MPI_Ibarrier(MPI_COMM_WORLD, &req) != MPI_SUCCESS || !wait_for(req))) {
       std::fprintf(stderr, "rank %d (host %s): error: the other processes did not reach the end of the run within "
@@ -94,6 +93,7 @@ class MpiProcessGroup final : public ProcessGroup {
       MPI_Abort(MPI_COMM_WORLD, 1);
       return;
     }
+    MPI_Comm_free(&probe_);
     MPI_Finalize();
   }
 
@@ -108,15 +108,19 @@ class MpiProcessGroup final : public ProcessGroup {
   void all_reduce_max(double* data, size_t n) override { all_reduce(data, n, MPI_DOUBLE, MPI_MAX, "double"); }
 
   std::string unanswered() override {
-    const std::lock_guard<std::mutex> lock(mu_);
+    if (size_ == 1) return "";
+    // Another thread in a collective holds the lock until that ends (its own timeout): not waited for.
+    const std::unique_lock<std::timed_mutex> lock(mu_, std::chrono::duration<double>(grace()));
+    if (!lock.owns_lock()) return "";
     failed_ = true;  // the probe's messages are left behind: no MPI_Finalize
     if (laggards_.empty()) stalled_ = 0;  // that of an earlier MPI collective, not of the one that timed out
     return laggards();
   }
 
   void broadcast(void* data, size_t bytes, int root) override {
-    const std::lock_guard<std::mutex> lock(mu_);
+    const std::lock_guard<std::timed_mutex> lock(mu_);
     const std::string what = "broadcast of " + std::to_string(bytes) + " bytes from rank " + std::to_string(root);
+    if (failed_) fail(what, "was not started: an earlier collective of this process failed");
     for (size_t done = 0; done < bytes;) {  // MPI counts are int
       const int part = int(std::min<size_t>(bytes - done, size_t(1) << 30));
       MPI_Request req = MPI_REQUEST_NULL;
@@ -128,7 +132,8 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
   std::vector<std::string> all_gather(const std::string& text) override {
-    const std::lock_guard<std::mutex> lock(mu_);
+    const std::lock_guard<std::timed_mutex> lock(mu_);
+    if (failed_) fail("all_gather", "was not started: an earlier collective of this process failed");
     int mine = int(text.size());
     std::vector<int> lengths(static_cast<size_t>(size_)), offsets(static_cast<size_t>(size_));
     MPI_Request req = MPI_REQUEST_NULL;
@@ -150,9 +155,10 @@ class MpiProcessGroup final : public ProcessGroup {
 
  private:
   void all_reduce(void* data, size_t n, MPI_Datatype type, MPI_Op op, const char* type_name) {
-    const std::lock_guard<std::mutex> lock(mu_);
+    const std::lock_guard<std::timed_mutex> lock(mu_);
     const std::string what = std::string(op == MPI_MAX ? "all_reduce_max" : "all_reduce_sum") + " of " +
                              std::to_string(n) + " " + type_name + (n == 1 ? "" : "s");
+    if (failed_) fail(what, "was not started: an earlier collective of this process failed");
     int type_size = 0;
     MPI_Type_size(type, &type_size);
     for (size_t done = 0; done < n;) {  // MPI counts are int
@@ -203,15 +209,24 @@ class MpiProcessGroup final : public ProcessGroup {
   /// After a collective timed out: which processes it waits for, found by asking every other process which
   /// collective it is at (see the top of this file), e.g. "rank 1 (host b) did not answer within 3 s: hung,
   /// died, or busy outside MPI". Asks once (the group fails after it); later calls return the first's text.
+  /// How long laggards() waits for the answers: the timeout, at most 10 s.
+  double grace() const { return std::min(timeout_s_, 10.0); }
+
   std::string laggards() {
     if (!laggards_.empty()) return laggards_;
-    const double grace = std::min(timeout_s_, 10.0);
+    const double grace = this->grace();
     probe_entered_ = entered_;  // the sends' buffer: a send to a hung process stays pending
     std::vector<long long> theirs(static_cast<size_t>(size_), -1);
     std::vector<MPI_Request> receives(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+    std::string unasked;  // those the probe could not be sent to
     for (int r = 0; r < size_; ++r) {
       MPI_Request send = MPI_REQUEST_NULL;
-      if (r == rank_ || MPI_Isend(&probe_entered_, 1, MPI_LONG_LONG, r, 0, probe_, &send) != MPI_SUCCESS) continue;
+      if (r == rank_) continue;
+      if (MPI_Isend(&probe_entered_, 1, MPI_LONG_LONG, r, 0, probe_, &send) != MPI_SUCCESS) {
+        unasked += (unasked.empty() ? "rank " : ", ") + std::to_string(r);
+        theirs[size_t(r)] = entered_;  // not named as silent: it was not asked
+        continue;
+      }
       MPI_Request_free(&send);  // it completes, or not, on its own
       MPI_Irecv(&theirs[size_t(r)], 1, MPI_LONG_LONG, r, 0, probe_, &receives[size_t(r)]);
     }
@@ -219,9 +234,9 @@ class MpiProcessGroup final : public ProcessGroup {
          std::chrono::duration<double>(Clock::now() - start).count() < grace;) {
       bool waiting = false;
       for (MPI_Request& req : receives) {
-        int done = 1;
-        if (req != MPI_REQUEST_NULL && MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) req = MPI_REQUEST_NULL;
-        waiting = waiting || !done;
+        int done = 0;  // a failed test: still waiting (cancelled below, so that nothing writes `theirs` later)
+        if (req != MPI_REQUEST_NULL && MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) continue;
+        waiting = waiting || req != MPI_REQUEST_NULL;
       }
       if (!waiting) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -240,11 +255,12 @@ class MpiProcessGroup final : public ProcessGroup {
     }
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g", grace);
-    std::string out = silent.empty() ? "every other process answered: the network, or the collective library "
-                                       "(MPI, NCCL), stalls"
+    std::string out = silent.empty() ? "every other process answered: a tower of some process never started its "
+                                       "part, or the network or the collective library (MPI, NCCL) stalls"
                                      : silent + " did not answer within " + seconds + " s: hung, died (the "
                                        "launcher's messages name a process that died), or busy outside MPI";
-    if (stalled_ > 1.0) {
+    if (!unasked.empty()) out += "; " + unasked + " could not be asked (MPI_Isend failed)";
+    if (stalled_ > timeout_s_ / 2) {  // not a long reduction inside MPI_Test: a large part of the timeout
       std::snprintf(seconds, sizeof seconds, "%.1f", stalled_);
       out += std::string("; this process itself did not run for ") + seconds + " s while it waited (suspended, or "
              "starved of CPU): it may be the one the others waited for";
@@ -277,7 +293,7 @@ class MpiProcessGroup final : public ProcessGroup {
   std::string laggards_;                ///< laggards()'s text, once asked.
   /// One MPI call at a time (MPI_THREAD_SERIALIZED): a tower's NCCL timeout may ask unanswered() while
   /// another thread is in a collective.
-  std::mutex mu_;
+  std::timed_mutex mu_;
 };
 
 }  // namespace
