@@ -50,7 +50,8 @@ TEST_CASE("decode_pairs and SampleStream give load_dataset's samples, in the ord
   const Dataset whole = load_dataset(o);
   const std::vector<ImagePair> pairs = find_image_pairs(o);
   REQUIRE(int(pairs.size()) == whole.size());
-  const Dataset some = decode_pairs(pairs, {7, 0, 31}, o);
+  Dataset some;
+  decode_pairs(pairs, {7, 0, 31}, o, some);
   REQUIRE(some.size() == 3);
   CHECK(same_sample(some, 0, whole, 7));
   CHECK(same_sample(some, 1, whole, 0));

@@ -298,9 +298,10 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
   return kept;
 }
 
-Dataset decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o) {
+void decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
+                  Dataset& ds) {
   check_options(o);
-  Dataset ds;
+  ds.names.clear();
   for (int i : which) ds.names.push_back(fs::path(pairs[size_t(i)].image).filename().string());
   ds.images.resize(Shape{int(which.size()), o.height, o.width, o.channels});
   ds.masks.resize(Shape{int(which.size()), o.height, o.width, 1});
@@ -311,7 +312,6 @@ Dataset decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>
     for (const auto& [index, e] : found.errors) why += (why.empty() ? "" : "; ") + e;
     throw UserError(prefix(o) + section(o) + ": " + why);
   }
-  return ds;
 }
 
 Dataset load_dataset(const DataOptions& o) {

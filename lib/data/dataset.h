@@ -82,10 +82,12 @@ PairCheck check_pairs(const std::vector<ImagePair>& pairs, const std::vector<int
 /// throws when none is left). Returns the usable pairs' indices 0..n-1, in order.
 std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& options);
 
-/// Sample k of the result is pairs[which[k]] decoded as load_dataset decodes
+/// Sample k of `out` becomes pairs[which[k]] decoded as load_dataset decodes
 /// (names: the image files' names), on options.threads threads, with no log
-/// line. Throws UserError giving each pair that cannot be decoded and why
-/// (options.skip_bad_files aside: the caller chose these pairs).
-Dataset decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& options);
+/// line; out's memory is reused when it holds enough. Throws UserError giving
+/// each pair that cannot be decoded and why (options.skip_bad_files aside:
+/// the caller chose these pairs).
+void decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& options,
+                  Dataset& out);
 
 }  // namespace trainer

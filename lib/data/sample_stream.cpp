@@ -24,17 +24,24 @@ std::vector<std::string> SampleStream::names() const {
 void SampleStream::prefetch(std::vector<int> which) {
   if (pending_.valid()) pending_.wait();  // one decoding at a time: the loader threads are its
   pending_which_ = std::move(which);
-  pending_ = std::async(std::launch::async, [this] { return decode_pairs(pairs_, pending_which_, options_); });
+  pending_ = std::async(std::launch::async,
+                        [this, &out = buffers_[fill_]] { decode_pairs(pairs_, pending_which_, options_, out); });
 }
 
-Dataset SampleStream::take(const std::vector<int>& which) {
+const Dataset& SampleStream::take(const std::vector<int>& which) {
+  Dataset& out = buffers_[fill_];
+  fill_ = 1 - fill_;  // the next decoding leaves `out` to the caller
   try {
     if (pending_.valid()) {
-      if (pending_which_ == which) return pending_.get();  // rethrows its error
+      if (pending_which_ == which) {
+        pending_.get();  // rethrows its error
+        return out;
+      }
       pending_.wait();  // a prefetch of other pairs: dropped, with its error
       pending_ = {};
     }
-    return decode_pairs(pairs_, which, options_);
+    decode_pairs(pairs_, which, options_, out);
+    return out;
   } catch (const UserError& e) {
     throw UserError(std::string(e.what()) + " (the run's check found every pair usable when it started: the file "
                     "has changed since, or this host's copy differs from the one checked; every process must see "

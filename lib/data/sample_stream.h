@@ -2,7 +2,7 @@
 // Image/mask pairs decoded when a training step needs them, for runs of
 // several processes: each process decodes only the samples its towers take
 // (docs/multi_node.md), one step ahead on the loader threads while the last
-// step trains, and keeps none of them.
+// step trains, into two buffers it reuses.
 #include <future>
 #include <vector>
 
@@ -24,19 +24,24 @@ class SampleStream {
   /// The pairs' image file names, as Dataset::names.
   std::vector<std::string> names() const;
 
-  /// Starts decoding pairs which[k] (indices < size()) in the background.
+  /// Starts decoding pairs which[k] (indices < size()) in the background,
+  /// into the buffer the last take() did not return.
   void prefetch(std::vector<int> which);
   /// Sample k of the result is pair which[k], decoded as decode_pairs does:
   /// the prefetch's result when it was for the same pairs (waiting for it),
-  /// else decoded now. Throws decode_pairs' UserError, saying that the file
-  /// passed the check at the start, for a file that can no longer be decoded.
-  Dataset take(const std::vector<int>& which);
+  /// else decoded now. The result stays valid until the take() after next
+  /// (a prefetch in between fills the other buffer). Throws decode_pairs'
+  /// UserError, saying that the file passed the check at the start, for a
+  /// file that can no longer be decoded.
+  const Dataset& take(const std::vector<int>& which);
 
  private:
   std::vector<ImagePair> pairs_;
   DataOptions options_;
-  std::vector<int> pending_which_;  ///< What pending_ decodes.
-  std::future<Dataset> pending_;
+  Dataset buffers_[2];
+  int fill_ = 0;                    ///< The buffer the next decoding fills.
+  std::vector<int> pending_which_;  ///< What pending_ decodes (into buffers_[fill_]).
+  std::future<void> pending_;
 };
 
 }  // namespace trainer

@@ -81,13 +81,12 @@ std::vector<int> own_pairs(const Trainer& trainer, const std::vector<int>& batch
   return {batch.begin() + lo, batch.begin() + hi};
 }
 
-/// Indices for train_step over the Dataset of own_pairs(batch): position k of the process's shard [lo, hi)
-/// reads sample k - lo; the others' positions -1 (never read here).
-std::vector<int> own_indices(const Trainer& trainer, int batch) {
+/// local <- indices for train_step over the Dataset of own_pairs(batch): position k of the process's shard
+/// [lo, hi) reads sample k - lo; the others' positions -1 (never read here).
+void own_indices(const Trainer& trainer, int batch, std::vector<int>& local) {
   const auto [lo, hi] = trainer.process_shard(batch);
-  std::vector<int> local(size_t(batch), -1);
+  local.assign(size_t(batch), -1);
   std::iota(local.begin() + lo, local.begin() + hi, 0);
-  return local;
 }
 
 /// The validation samples this process's towers take, batch after batch of `batch_size`, decoded from stream;
@@ -103,7 +102,7 @@ Dataset own_validation(const Trainer& trainer, SampleStream& stream, const std::
       which.push_back(val[first + size_t(k)]);
     }
   }
-  return stream.take(which);
+  return stream.take(which);  // a copy: the training steps reuse the stream's buffers
 }
 
 
@@ -527,14 +526,15 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
 
   long long order_pass = 0;  // the pass `order` holds
   std::vector<int> order;
-  // The global batch of the run's step g (counted from 0): without steps_per_epoch the pass is the epoch and
-  // the batch the step; with it, step g takes batch g % P of pass g / P + 1, P the batches of a pass.
-  auto batch_at = [&](long long g) {
+  // out <- the global batch of the run's step g (counted from 0): without steps_per_epoch the pass is the
+  // epoch and the batch the step; with it, step g takes batch g % P of pass g / P + 1, P the batches of a pass.
+  auto batch_at = [&](long long g, std::vector<int>& out) {
     const long long pass = g / pass_steps + 1;
     if (pass != order_pass) order = epoch_order(train_idx, tc.seed, int(pass), config.data.shuffle), order_pass = pass;
     const size_t b = size_t(g % pass_steps) * batch_size;
-    return std::vector<int>(order.begin() + long(b), order.begin() + long(std::min(order.size(), b + batch_size)));
+    out.assign(order.begin() + long(b), order.begin() + long(std::min(order.size(), b + batch_size)));
   };
+  std::vector<int> batch, next_batch, own_idx;  // kept across steps: no allocation once warm
   Decoded decoded;  // with a stream: this epoch's
   for (int epoch = s.next_epoch; epoch <= tc.epochs; ++epoch) {
     if (progress) progress->start_epoch(epoch);
@@ -546,15 +546,19 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       // With steps_per_epoch, g counts the optimizer's iterations (so also after a resume with another
       // steps_per_epoch).
       const long long g = tc.steps_per_epoch > 0 ? (long long)trainer.iterations() : (long long)(epoch - 1) * steps + step;
-      const std::vector<int> batch = batch_at(g);
+      batch_at(g, batch);
       BatchStats st;
       if (options.stream) {  // this process's samples of the batch; the next step's decode meanwhile
         const auto t_wait = std::chrono::steady_clock::now();
-        const Dataset own = options.stream->take(own_pairs(trainer, batch));
+        const Dataset& own = options.stream->take(own_pairs(trainer, batch));
         decoded.wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
         decoded.samples += own.size();
-        if (epoch < tc.epochs || step + 1 < steps) options.stream->prefetch(own_pairs(trainer, batch_at(g + 1)));
-        st = trainer.train_step(own, own_indices(trainer, int(batch.size())));
+        if (epoch < tc.epochs || step + 1 < steps) {
+          batch_at(g + 1, next_batch);
+          options.stream->prefetch(own_pairs(trainer, next_batch));
+        }
+        own_indices(trainer, int(batch.size()), own_idx);
+        st = trainer.train_step(own, own_idx);
       } else {
         st = trainer.train_step(data, batch);
       }

@@ -532,18 +532,19 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
     // its shards' pixels (the only samples this process may hold), summed over the world once.
     std::vector<std::optional<double>> weights(batches);
     if (ignores_pixels()) {
+      const auto samples = [&](size_t b) {  // in global batch b
+        return std::min(indices.size() - b * size_t(batch_size), size_t(batch_size));
+      };
       std::vector<double> counted(batches, 0.0);  // integers: the sum is exact in any order
       const size_t m = data.masks.shape().sample_numel();
       for (size_t b = 0; b < batches; ++b) {
-        const size_t first = b * size_t(batch_size), n = std::min(indices.size() - first, size_t(batch_size));
-        const auto [lo, hi] = world_shards(int(n))[size_t(r)];
+        const auto [lo, hi] = world_shards(int(samples(b)))[size_t(r)];
         for (int k = lo; k < hi; ++k)
-          counted[b] += double(counted_pixels(data.masks.sample(indices[first + size_t(k)]), m, classes_));
+          counted[b] += double(counted_pixels(data.masks.sample(indices[b * size_t(batch_size) + size_t(k)]), m,
+                                              classes_));
       }
       devices_->host_comm().all_reduce_sum(r, counted.data(), batches);
-      for (size_t b = 0; b < batches; ++b)
-        weights[b] = counted_pixel_weight(double(std::min(indices.size() - b * size_t(batch_size), size_t(batch_size))),
-                                          counted[b]);
+      for (size_t b = 0; b < batches; ++b) weights[b] = counted_pixel_weight(double(samples(b)), counted[b]);
     }
     t.stats = empty_stats();
     const ShardReduce reduce = shard_reduce(r);  // a pooled loss: one ratio per global batch
