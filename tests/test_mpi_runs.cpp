@@ -319,6 +319,9 @@ TEST_CASE("processes that find other data (a host's copy short of a file) are re
   INFO(r.out << r.err);
   CHECK(r.code != 0);
   CHECK_THAT(r.err, Catch::Contains("rank 1 (host ") && Catch::Contains("found other image/mask pairs than rank 0"));
+  // Both ranks refuse; rank 0 prints it for the run, once, and no rank ends before it has.
+  CHECK(count(r.err, "found other image/mask pairs") == 1);
+  CHECK_THAT(r.err, !Catch::Contains("): error: "));  // the run's error, not one process's
   CHECK_FALSE(fs::exists(dir / "run" / "last.h5"));  // refused before training
 }
 
@@ -339,8 +342,10 @@ TEST_CASE("a pair that cannot be decoded, in one rank's share of the check, is r
                                        (dir / "run.yaml").string(), dir);
   INFO(refused.out << refused.err);
   CHECK(refused.code != 0);
-  // Every rank refuses (mpirun may end one before it prints: the first error ends the job).
-  CHECK_THAT(refused.err, Catch::Contains("1 of 40 image/mask pairs cannot be used: cannot decode '" + bad.string()));
+  // Every rank refuses, and rank 0 prints it for all, once (rank 1 found it).
+  CHECK(count(refused.err, "1 of 40 image/mask pairs cannot be used: cannot decode '" + bad.string()) == 1);
+  CHECK_THAT(refused.err, Catch::Contains("error: " + (dir / "run.yaml").string() + ": data: ") &&
+                              !Catch::Contains("): error: "));
   CHECK_FALSE(fs::exists(dir / "run" / "last.h5"));
 
   // Skipped: both ranks drop the same pair, and train as one process does without it.
@@ -356,6 +361,48 @@ TEST_CASE("a pair that cannot be decoded, in one rank's share of the check, is r
   CHECK(count(p.two.err, "1 of 40 image/mask pairs cannot be used: cannot decode '" + bad.string()) == 1);
   CHECK_THAT(p.two.err, Catch::Contains("training on 31 samples"));
   CHECK_THAT(p.two.err, Catch::Contains("checking 20 image/mask pairs"));  // rank 0 decoded its half alone
+}
+
+TEST_CASE("under mpirun, a loss that becomes NaN stops every rank at the same step, printed once", "[mpi][e2e]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_nan");
+  const fs::path& dir = tmp.root;
+  std::string config = mpi_config(dir / "run", "  epochs: 2\n");
+  const std::string adam = "{type: Adam, learning_rate: 0.01}";
+  config.replace(config.find(adam), adam.size(), "{type: SGD, learning_rate: 1.0e+30}");
+  std::ofstream(dir / "run.yaml") << config;
+  const Run r = run(kMpirun, "-np 2 " + std::string(TRAINER_BINARY) + " --gpus cpu --threads 1 --config " +
+                                 (dir / "run.yaml").string(), dir);
+  INFO(r.out << r.err);
+  CHECK(r.code != 0);
+  CHECK(count(r.err, "loss became ") == 1);
+  CHECK_THAT(r.err, Catch::Contains("error: loss became ") && Catch::Contains("at epoch 1, step ") &&
+                        !Catch::Contains("): error: "));
+  CHECK_THAT(r.err, !Catch::Contains("did not complete within"));  // neither waited for the other
+  CHECK_FALSE(fs::exists(dir / "run" / "last.h5"));
+}
+
+TEST_CASE("summary under mpirun prints the model table once, and a config error naming the process", "[mpi]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_summary");
+  const fs::path& dir = tmp.root;
+  std::string config = mpi_config(dir / "run", "  epochs: 1\n");
+  std::ofstream(dir / "good.yaml") << config;
+  const std::string drop = "rate: 0.2";
+  std::ofstream(dir / "bad.yaml") << config.replace(config.find(drop), drop.size(), "rate: 1.5");
+  const std::string summary = "-np 2 " + std::string(TRAINER_BINARY) + " summary --config ";
+  const Run good = run(kMpirun, summary + (dir / "good.yaml").string(), dir);
+  INFO(good.out << good.err);
+  CHECK(good.code == 0);
+  CHECK(count(good.out, "Model: \"mpi_unet\"") == 1);
+  // Each process reads its own copy of the config (another host's may differ), so each error names its
+  // process (mpirun may end the other before it prints).
+  const Run bad = run(kMpirun, summary + (dir / "bad.yaml").string(), dir);
+  INFO(bad.out << bad.err);
+  CHECK(bad.code != 0);
+  CHECK_THAT(bad.err, Catch::Contains("): error: " + (dir / "bad.yaml").string()) &&
+                          Catch::Contains("layer 'drop' (Dropout)"));
+  CHECK_THAT(bad.out, !Catch::Contains("Total params"));
 }
 
 TEST_CASE("under mpirun, validation folders are split over the ranks as over one process's towers",

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -167,13 +166,7 @@ void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& train
 int run_train(const TrainFlags& f) {
   // One of several processes: its errors name it and its host from the start (config errors come once per
   // process); the world, once joined, names the host as MPI does.
-  if (const Launch l = detect_launch(); l.size > 1) {
-    char name[256] = {};
-    std::string host = gethostname(name, sizeof name - 1) == 0 ? name : "?";
-    // Open MPI's processor name drops the domain (unless told to keep it): so does this one, IP addresses aside.
-    if (!host.empty() && !std::isdigit(static_cast<unsigned char>(host[0]))) host = host.substr(0, host.find('.'));
-    set_error_origin("rank " + std::to_string(l.rank) + " (host " + host + "): ");
-  }
+  name_launched_process();
   if (f.config.empty()) throw UserError("--config is required; run 'trainer --help' for usage");
   Config config = load_config(f.config);
   apply_overrides(config, f);

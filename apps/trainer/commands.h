@@ -83,6 +83,10 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool 
 /// export) started by an MPI launcher as several: each would do the whole
 /// work and write the same files.
 void require_one_process(const std::string& command);
+/// When an MPI launcher started several processes: makes this one's error
+/// lines start with its rank and host, "rank 1 (host node2): " (from the
+/// launcher's environment and gethostname, before MPI is joined).
+void name_launched_process();
 
 /// Installs SIGINT/SIGTERM handlers: the returned flag becomes the signal's
 /// number at the first one (training stops after the current step); a second

@@ -2,13 +2,16 @@
 #include <spdlog/spdlog.h>
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <thread>
 
 #include "backend/gpu_info.h"
 #include "commands.h"
 #include "config/params.h"
+#include "core/exit_codes.h"
 
 namespace trainer::cli {
 
@@ -60,6 +63,16 @@ void require_one_process(const std::string& command) {
                     std::to_string(l.size) + " (" + l.source +
                     "), which would each do the whole work and write the same files: run it without mpirun or "
                     "srun (its --gpus all takes every GPU of the machine)");
+}
+
+void name_launched_process() {
+  const Launch l = detect_launch();
+  if (l.size <= 1) return;
+  char name[256] = {};
+  std::string host = gethostname(name, sizeof name - 1) == 0 ? name : "?";
+  // Open MPI's processor name drops the domain (unless told to keep it): so does this one, IP addresses aside.
+  if (!host.empty() && !std::isdigit(static_cast<unsigned char>(host[0]))) host = host.substr(0, host.find('.'));
+  set_error_origin("rank " + std::to_string(l.rank) + " (host " + host + "): ");
 }
 
 const CLI::Validator& non_empty_path() {

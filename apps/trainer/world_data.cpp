@@ -14,6 +14,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// Runs check, which raises the same UserError on every process or on none (it reads only what they all
+/// exchanged): printed once, by rank 0 (throw_alike).
+void alike(ProcessGroup& world, const std::function<void()>& check) {
+  try {
+    check();
+  } catch (const UserError& e) {
+    throw_alike(&world, e.what());
+  }
+}
+
 /// A process whose folders differ (a copy short of files on one host) would split the batches differently
 /// and leave the others waiting: refused on every process, naming the first that differs.
 void require_same_pairs(ProcessGroup& world, const std::vector<ImagePair>& pairs, const DataOptions& o) {
@@ -63,7 +73,7 @@ PairCheck merge_checks(ProcessGroup& world, const PairCheck& mine, int classes) 
 
 WorldPairs open_world_pairs(ProcessGroup& world, const DataOptions& o) {
   std::vector<ImagePair> pairs = find_image_pairs(o);
-  require_same_pairs(world, pairs, o);
+  alike(world, [&] { require_same_pairs(world, pairs, o); });
   const int n = int(pairs.size());
   std::vector<int> share;
   for (int i = world.rank(); i < n; i += world.size()) share.push_back(i);
@@ -72,7 +82,9 @@ WorldPairs open_world_pairs(ProcessGroup& world, const DataOptions& o) {
                n, o.key_prefix.empty() ? "" : "validation ", o.images_dir, world.size());
   const PairCheck found = merge_checks(world, check_pairs(pairs, share, o), o.classes);
   std::vector<ImagePair> usable;
-  for (int i : usable_pairs(found, n, o)) usable.push_back(pairs[size_t(i)]);
+  alike(world, [&] {
+    for (int i : usable_pairs(found, n, o)) usable.push_back(pairs[size_t(i)]);
+  });
   return {std::make_unique<SampleStream>(std::move(usable), o), found.class_pixels};
 }
 

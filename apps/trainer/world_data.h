@@ -20,12 +20,13 @@ struct WorldPairs {
 };
 
 /// Finds options' pairs (find_image_pairs); every process must find the same
-/// ones, else UserError on every process naming the first rank that differs
-/// and its host. Then process r decodes pairs r, r + P, ... (check_pairs, P
-/// processes: each pair once over the world), and the processes share what
+/// ones, else a UserError naming the first rank that differs and its host.
+/// Then process r decodes pairs r, r + P, ... (check_pairs, P processes: each
+/// pair once over the world), and the processes share what
 /// they found, so that every one applies load_dataset's rules alike
 /// (usable_pairs: the same UserError everywhere, or the same pairs dropped
-/// with data.skip_bad_files).
+/// with data.skip_bad_files). Either UserError is raised on every process,
+/// printed once by rank 0 (ReportedUserError).
 WorldPairs open_world_pairs(ProcessGroup& world, const DataOptions& options);
 
 }  // namespace trainer::cli

@@ -13,6 +13,15 @@ class UserError : public std::runtime_error {
   explicit UserError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+/// A UserError that every process of a run raised alike, from values they all
+/// exchanged, and that world rank 0 has already printed for all of them (so
+/// that a run of 64 processes prints it once): run_guarded exits 2 and prints
+/// nothing more.
+class ReportedUserError : public UserError {
+ public:
+  explicit ReportedUserError(const std::string& msg) : UserError(msg) {}
+};
+
 /// Raised when a device or library call fails for reasons the user did not cause.
 class InternalError : public std::runtime_error {
  public:

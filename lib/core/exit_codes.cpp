@@ -27,9 +27,17 @@ std::string g_origin;  ///< set_error_origin's text.
 
 void set_error_origin(const std::string& origin) { g_origin = origin; }
 
+void print_run_error(const std::string& message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+}
+
 int run_guarded(const std::function<int()>& body, const char* out_of_memory) {
   try {
     return body();
+  } catch (const ReportedUserError&) {
+    std::fflush(stdout);
+    return kExitUserError;
   } catch (const UserError& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "%serror: %s\n", g_origin.c_str(), e.what());

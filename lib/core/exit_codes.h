@@ -28,11 +28,16 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
 /// Runs body and returns its exit code. What escapes it is reported on stderr
 /// in one line, after stdout is flushed (so the line comes after what was
 /// printed before it):
+///   ReportedUserError  -> nothing more (printed already), exit 2;
 ///   UserError          -> "error: <message>", exit 2;
 ///   std::bad_alloc     -> with out_of_memory set: "error: <out_of_memory>",
 ///                         exit 2; without: as any other exception;
 ///   other std::exception -> "internal error: <what>", exit 1.
 int run_guarded(const std::function<int()>& body, const char* out_of_memory = nullptr);
+/// Prints "error: <message>" on stderr as run_guarded prints a UserError
+/// (after flushing stdout), without set_error_origin's text: an error of the
+/// whole run, which world rank 0 prints for every process (ReportedUserError).
+void print_run_error(const std::string& message);
 /// Text that run_guarded puts before each error line, naming which process of
 /// a run of several wrote it (e.g. "rank 1 (host node2): "); "" by default.
 void set_error_origin(const std::string& origin);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/exit_codes.h"
 #include "dist/mpi_process_group.h"
 
 namespace trainer {
@@ -25,6 +26,14 @@ const char* system_env(const char* name) { return std::getenv(name); }
 int rank_of(const char* text) { return text && std::string(text) == "0" ? 0 : positive(text); }
 
 }  // namespace
+
+void throw_alike(ProcessGroup* world, const std::string& message) {
+  if (!world || world->size() == 1) throw UserError(message);
+  if (world->rank() == 0) print_run_error(message);
+  double printed = 0;  // the others wait here for rank 0's line
+  world->all_reduce_sum(&printed, 1);
+  throw ReportedUserError(message);
+}
 
 Launch detect_launch(const char* (*env)(const char*)) {
   if (!env) env = system_env;

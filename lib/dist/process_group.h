@@ -47,6 +47,15 @@ class ProcessGroup {
   virtual std::string unanswered() { return ""; }
 };
 
+/// Raises the UserError `message` that every process of world raises at the
+/// same point with the same text, as one found from values they all reduced or
+/// exchanged (a bad pair of the start check, a loss that became NaN). World
+/// rank 0 prints it once for the run ("error: <message>"), no process ends
+/// before it has printed (mpirun ends the job when the first process exits),
+/// and each then throws ReportedUserError, which main prints no more. Without
+/// a world of several (nullptr, or one process): throws UserError(message).
+[[noreturn]] void throw_alike(ProcessGroup* world, const std::string& message);
+
 /// How this process was started: by an MPI launcher (mpirun, or srun) or not.
 struct Launch {
   bool by_launcher = false;  ///< An MPI launcher's variables are set.

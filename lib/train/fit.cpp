@@ -185,13 +185,15 @@ void warn_mode_against_monitor(const std::string& where, const std::string& moni
 /// path. UserError, with nothing written, when c holds a NaN or infinity
 /// (first_non_finite): the weights diverged although the loss stayed finite
 /// (a ReLU turns NaN into 0).
-/// write false (a process of an MPI run other than rank 0): checked, not written.
-std::string save(const std::string& path, const Checkpoint& c, int epoch, bool write) {
+/// The processes of world hold the same c, so all raise that error (printed
+/// once, throw_alike); only world rank 0 writes.
+std::string save(const std::string& path, const Checkpoint& c, int epoch, ProcessGroup* world) {
   if (const std::string bad = first_non_finite(c, true); !bad.empty())
-    throw UserError("training diverged in epoch " + std::to_string(epoch) + ": " + bad +
-                    ", although the loss stayed finite; lower training.optimizer.learning_rate or set "
-                    "training.optimizer.clipnorm ('" + path + "' is not written; checkpoints written so far are kept)");
-  if (!write) return path;
+    throw_alike(world, "training diverged in epoch " + std::to_string(epoch) + ": " + bad +
+                           ", although the loss stayed finite; lower training.optimizer.learning_rate or set "
+                           "training.optimizer.clipnorm ('" + path +
+                           "' is not written; checkpoints written so far are kept)");
+  if (world && world->rank() != 0) return path;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);  // filepath may name a subfolder
   save_checkpoint(path, c);
@@ -562,10 +564,11 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       } else {
         st = trainer.train_step(data, batch);
       }
-      if (!std::isfinite(st.loss()))
-        throw UserError("loss became " + std::to_string(st.loss()) + " at epoch " + std::to_string(epoch) +
-                        ", step " + std::to_string(step + 1) +
-                        "; lower training.optimizer.learning_rate (checkpoints written so far are kept)");
+      if (!std::isfinite(st.loss()))  // the loss reduced over the world: every process stops here
+        throw_alike(options.world, "loss became " + std::to_string(st.loss()) + " at epoch " +
+                                       std::to_string(epoch) + ", step " + std::to_string(step + 1) +
+                                       "; lower training.optimizer.learning_rate (checkpoints written so far are "
+                                       "kept)");
       s.epoch_sums.add(st);
       if (progress) progress->step(step + 1, s.epoch_sums.loss());
       if (const int signal = step + 1 < steps ? stop_signal() : 0) {
@@ -573,7 +576,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         s.next_step = step + 1;
         s.epoch_seconds = epoch_time();
         result.stop_signal = signal;
-        remember(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s), epoch, voice));
+        remember(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s), epoch,
+                      options.world));
         spdlog::warn("stopped by signal {} at epoch {}, step {}; continue with --resume {}", result.stop_signal,
                      epoch, step + 1, last_path);
         return result;
@@ -618,7 +622,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     const bool save_now =
         s.policy && (!tc.model_checkpoint.save_best_only || s.policy->should_save(logs.at(tc.model_checkpoint.monitor)));
     const Checkpoint ckpt = make_checkpoint(config, trainer, epoch, logs, s);
-    remember(save(last_path, ckpt, epoch, voice));  // first: whatever happens next, the run can be resumed
+    remember(save(last_path, ckpt, epoch, options.world));  // first: whatever happens next, the run can be resumed
     if (save_now) {
       std::string name;
       try {
@@ -627,7 +631,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         throw UserError(tc.model_checkpoint.where + ": " + e.what() + " (" + last_path + " holds this epoch)");
       }
       const std::string path = (out_dir / name).string();
-      remember(save(path, tc.model_checkpoint.save_weights_only ? weights_only(ckpt) : ckpt, epoch, voice));
+      remember(save(path, tc.model_checkpoint.save_weights_only ? weights_only(ckpt) : ckpt, epoch, options.world));
       spdlog::info("epoch {}: saved {}", epoch, path);
     }
     if (stop) {
@@ -657,7 +661,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   final_ckpt.epoch = result.epochs_run;
   final_ckpt.logs = result.last_logs;
   final_ckpt.weights = trainer.weights();
-  result.files.push_back(save((out_dir / "final.h5").string(), final_ckpt, result.epochs_run, voice));
+  result.files.push_back(save((out_dir / "final.h5").string(), final_ckpt, result.epochs_run, options.world));
   return result;
 }
 
