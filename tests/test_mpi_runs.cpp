@@ -190,6 +190,21 @@ TEST_CASE("mpirun with CPU towers in each process reaches the weights of one pro
   }
 }
 
+TEST_CASE("under mpirun, a weight regularizer's penalty is in the loss and val_loss once, as in one process",
+          "[mpi][e2e]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_regularizer");
+  const Pair p = train_both(tmp.root, "  epochs: 1\n", 2, 2, [](std::string c) {
+    const std::string out = "activation: sigmoid}";
+    return c.replace(c.find(out), out.size(), "activation: sigmoid, kernel_regularizer: {type: L2, l2: 0.5}}");
+  });
+  REQUIRE(p.one.code == 0);
+  INFO(p.two.out << p.two.err);
+  REQUIRE(p.two.code == 0);
+  CHECK(slurp(p.two_dir / "log.csv") == slurp(p.one_dir / "log.csv"));  // each process added it before
+  CHECK(all_weights(p.two_dir / "final.h5") == all_weights(p.one_dir / "final.h5"));
+}
+
 TEST_CASE("under mpirun, early stopping ends every rank at the epoch one process stops at", "[mpi][e2e]") {
   TRAINER_REQUIRE_MPI();
   TempDir tmp("mpi_early");

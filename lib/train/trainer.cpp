@@ -513,7 +513,8 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
       dlogits.resize(out.shape());
       t.grads.zero();  // no samples: contributes nothing
     }
-    if (r == 0) t.stats.loss_sum += penalty() * batch;  // at the weights of this forward, for every sample
+    // At the weights of this forward, for every sample; once in the world (the stats are summed over it).
+    if (devices_->first_tower() + r == 0) t.stats.loss_sum += penalty() * batch;
     clock.lap(kLoss);
     backward_and_update(r, ctx, dlogits, batch, clock);
     reduce_stats(r, t.stats);
@@ -564,7 +565,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       t.stats.samples += hi - lo;
       accumulate_metrics(out, t.y, t.stats.counts);
     }
-    if (r == 0) t.stats.loss_sum += penalty() * double(indices.size());
+    if (devices_->first_tower() + r == 0) t.stats.loss_sum += penalty() * double(indices.size());
     reduce_stats(r, t.stats);
   });
   return towers_[0]->stats;
