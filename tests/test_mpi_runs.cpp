@@ -376,6 +376,22 @@ TEST_CASE("a pair that cannot be decoded, in one rank's share of the check, is r
   CHECK(count(p.two.err, "1 of 40 image/mask pairs cannot be used: cannot decode '" + bad.string()) == 1);
   CHECK_THAT(p.two.err, Catch::Contains("training on 31 samples"));
   CHECK_THAT(p.two.err, Catch::Contains("checking 20 image/mask pairs"));  // rank 0 decoded its half alone
+
+  // Configs that differ in skip_bad_files (each process reads its own copy): rank 0 skips the pair, rank 1
+  // refuses it. Every process stops, and rank 0 prints rank 1's error once, naming it, and the final JSON object.
+  std::string skips = on_copy(mpi_config(dir / "mixed", "  epochs: 1\n"), copy);
+  std::ofstream(dir / "refuses.yaml") << skips;
+  std::ofstream(dir / "skips.yaml") << skips.insert(skips.find("  validation_split"), "  skip_bad_files: true\n");
+  const std::string binary = std::string(TRAINER_BINARY) + " --gpus cpu --threads 1 --log-format json --config ";
+  const Run mixed = run(kMpirun, "-np 1 " + binary + (dir / "skips.yaml").string() + " : -np 1 " + binary +
+                                     (dir / "refuses.yaml").string(), dir);
+  INFO(mixed.out << mixed.err);
+  CHECK(mixed.code != 0);
+  CHECK(count(mixed.err, "error: " + (dir / "refuses.yaml").string() + ": data: 1 of 40 image/mask pairs") == 1);
+  CHECK_THAT(mixed.err, Catch::Contains("rank 1 (host ") && !Catch::Contains("rank 0 (host "));
+  CHECK_THAT(mixed.out, Catch::Contains("{\"done\": false, \"error\": \"rank 1 (host ") &&
+                            Catch::EndsWith("set data.skip_bad_files: true to train without them\"}\n"));
+  CHECK_FALSE(fs::exists(dir / "mixed" / "last.h5"));
 }
 
 TEST_CASE("under mpirun, a loss that becomes NaN stops every rank at the same step, printed once", "[mpi][e2e]") {
@@ -395,6 +411,33 @@ TEST_CASE("under mpirun, a loss that becomes NaN stops every rank at the same st
                         !Catch::Contains("): error: "));
   CHECK_THAT(r.err, !Catch::Contains("did not complete within"));  // neither waited for the other
   CHECK_FALSE(fs::exists(dir / "run" / "last.h5"));
+}
+
+TEST_CASE("processes that resume from copies of a checkpoint that differ are refused, naming the rank",
+          "[mpi][e2e]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_resume_copies");
+  const fs::path& dir = tmp.root;
+  std::ofstream(dir / "run.yaml") << mpi_config(dir / "run", "  epochs: 1\n");
+  // Two hosts' copies of last.h5 at the same path (here: working folders h0 and h1): one of them stale,
+  // from another run (another seed).
+  for (const std::string seed : {"3", "4"}) {
+    const Run r = run_trainer("--config " + (dir / "run.yaml").string() + " --gpus cpu --overwrite --seed " + seed, dir);
+    REQUIRE(r.code == 0);
+    const fs::path host = dir / (seed == "3" ? "h0" : "h1");
+    fs::create_directories(host);
+    fs::copy_file(dir / "run" / "last.h5", host / "last.h5");
+  }
+  const std::string resume = std::string(TRAINER_BINARY) + " --gpus cpu --threads 1 --epochs 2 --resume last.h5 "
+                             "--config " + (dir / "run.yaml").string();
+  const Run r = run(kMpirun, "-np 1 -wdir " + (dir / "h0").string() + " " + resume + " : -np 1 -wdir " +
+                                 (dir / "h1").string() + " " + resume, dir);
+  INFO(r.out << r.err);
+  CHECK(r.code != 0);
+  CHECK(count(r.err, "rank 1 (host ") == 1);
+  CHECK_THAT(r.err, Catch::Contains(") read other contents at 'last.h5' (--resume) than rank 0 (host ") &&
+                        !Catch::Contains("): error: "));
+  CHECK(load_checkpoint((dir / "run" / "last.h5").string()).epoch == 1);  // untouched
 }
 
 TEST_CASE("summary under mpirun prints the model table once, and a config error naming the process", "[mpi]") {

@@ -31,6 +31,7 @@ const char* fake_env(const char* name) {
 class FakeGroup : public ProcessGroup {
  public:
   std::vector<double> other;  ///< The other process's values in every sum.
+  std::string gathered = "other";  ///< The other process's text in every all_gather.
   int calls = 0;
   int rank() const override { return 0; }
   int size() const override { return 2; }
@@ -50,7 +51,10 @@ class FakeGroup : public ProcessGroup {
     for (size_t i = 0; i < n; ++i) data[i] = std::max(data[i], other[i]);
   }
   void broadcast(void*, size_t, int) override { ++calls; }
-  std::vector<std::string> all_gather(const std::string& text) override { return {text, "other"}; }
+  std::vector<std::string> all_gather(const std::string& text) override {
+    ++calls;
+    return {text, gathered};
+  }
 
  private:
   std::string host_ = "here";
@@ -134,4 +138,41 @@ TEST_CASE("the world communicator broadcasts world tower 0's values to every tow
   float x = 0;
   CHECK_THROWS_AS(WorldCommunicator(std::make_unique<LocalCommunicator>(1), group).broadcast(0, &x, 1, 1),
                   InternalError);
+}
+
+TEST_CASE("check_together returns when the check passed on every process, and otherwise every process throws "
+          "once rank 0 has printed", "[mpi]") {
+  FakeGroup group;
+  group.other = {0.0};
+  const auto fails = [] { throw UserError("bad file"); };
+  const auto passes = [] {};
+  SECTION("passed everywhere: one all_gather, no error") {
+    group.gathered = "there\n";
+    check_together(&group, passes);
+    CHECK(group.calls == 1);
+  }
+  SECTION("failed here alone, or alike everywhere, or elsewhere alone: reported, after a wait for rank 0") {
+    for (const auto& [other, here_fails] :
+         {std::pair{"there\n", true}, std::pair{"there\n!bad file", true}, std::pair{"there\n!no mask", false}}) {
+      group.calls = 0;
+      group.gathered = other;
+      CHECK_THROWS_AS(here_fails ? check_together(&group, fails) : check_together(&group, passes), ReportedUserError);
+      CHECK(group.calls == 2);  // the all_gather, then the wait
+    }
+  }
+  SECTION("other exceptions pass through before any collective") {
+    CHECK_THROWS_AS(check_together(&group, [] { throw std::runtime_error("internal"); }), std::runtime_error);
+    CHECK(group.calls == 0);
+  }
+  SECTION("one process, or none: the check alone, its UserError unprinted") {
+    CHECK_THROWS_AS(check_together(nullptr, fails), UserError);
+    try {
+      check_together(nullptr, fails);
+    } catch (const ReportedUserError&) {
+      FAIL("a process alone reports nothing for main");
+    } catch (const UserError& e) {
+      CHECK(std::string(e.what()) == "bad file");
+    }
+    CHECK_THROWS_AS(throw_alike(nullptr, "nan"), UserError);
+  }
 }

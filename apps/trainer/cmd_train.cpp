@@ -164,6 +164,8 @@ void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& train
 }
 
 int run_train(const TrainFlags& f) {
+  // A JSON consumer gets a final object when the run fails too (rank 0's, with the error main prints).
+  set_json_errors(f.log_format == "json" && detect_launch().rank == 0);
   // One of several processes: its errors name it and its host from the start (config errors come once per
   // process); the world, once joined, names the host as MPI does.
   name_launched_process();
@@ -227,11 +229,18 @@ int run_train(const TrainFlags& f) {
   std::unique_ptr<Checkpoint> resume;
   std::string resume_run_folder;
   if (!f.resume.empty()) {
-    resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
-    if (const std::string bad = first_non_finite(*resume, true); !bad.empty())  // the weights are checked on load
-      throw UserError(f.resume + ": " + bad + "; the training that wrote it diverged or the file is damaged: "
-                      "resume from an earlier checkpoint (predict, evaluate and export can still use its weights)");
-    if (!load_resume(*resume, f.resume, config, trainer, resume_run_folder)) {  // nothing left to train
+    // Each process reads the file: checked together, so that one whose read fails does not leave the others
+    // waiting, and one whose copy differs (a host's stale copy) does not train other weights.
+    bool more = true;
+    check_together(world.get(), [&] {
+      resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
+      if (const std::string bad = first_non_finite(*resume, true); !bad.empty())  // the weights are checked on load
+        throw UserError(f.resume + ": " + bad + "; the training that wrote it diverged or the file is damaged: "
+                        "resume from an earlier checkpoint (predict, evaluate and export can still use its weights)");
+      more = load_resume(*resume, f.resume, config, trainer, resume_run_folder);
+    });
+    if (world) require_same_file(*world, f.resume, "--resume");
+    if (!more) {  // nothing left to train
       FitResult done;
       done.epochs_run = resume->epoch;
       if (json && voice) print_json_result(done);
@@ -249,7 +258,8 @@ int run_train(const TrainFlags& f) {
       spdlog::info("training.initial_weights ({}) is not read: the resumed checkpoint holds the weights",
                    config.training.initial_weights);
   } else if (!config.training.initial_weights.empty()) {
-    load_initial_weights(config.training, trainer);
+    check_together(world.get(), [&] { load_initial_weights(config.training, trainer); });
+    if (world) require_same_file(*world, config.training.initial_weights, config.training.initial_weights_where);
   } else if (trainer.model().num_frozen() > 0) {  // Keras says nothing here; frozen layers want pretrained weights
     spdlog::warn("layers {} are frozen (trainable: false) and start from their initializers' random values, which "
                  "they keep for the whole run: give the pretrained weights with --initial-weights (or "
@@ -371,16 +381,7 @@ Runner add_train(CLI::App& app) {
                  "to stderr)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  return [f] {
-    if (f->log_format != "json") return run_train(*f);
-    try {
-      return run_train(*f);
-    } catch (const std::exception& e) {  // a JSON consumer gets a final object too (rank 0's); main reports it
-      if (detect_launch().rank == 0) std::printf("{\"done\": false, \"error\": %s}\n", json_string(e.what()).c_str());
-      std::fflush(stdout);
-      throw;
-    }
-  };
+  return [f] { return run_train(*f); };
 }
 
 }  // namespace trainer::cli

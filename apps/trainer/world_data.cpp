@@ -3,8 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <sstream>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -14,18 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// Runs check, which raises the same UserError on every process or on none (it reads only what they all
-/// exchanged): printed once, by rank 0 (throw_alike).
-void alike(ProcessGroup& world, const std::function<void()>& check) {
-  try {
-    check();
-  } catch (const UserError& e) {
-    throw_alike(&world, e.what());
-  }
-}
-
 /// A process whose folders differ (a copy short of files on one host) would split the batches differently
-/// and leave the others waiting: refused on every process, naming the first that differs.
+/// and leave the others waiting: refused on every process (rank 0 prints it, naming its own folders), naming
+/// the first that differs.
 void require_same_pairs(ProcessGroup& world, const std::vector<ImagePair>& pairs, const DataOptions& o) {
   size_t h = 0;
   for (const ImagePair& p : pairs)  // the file names: the folders may be mounted at other paths
@@ -37,10 +30,10 @@ void require_same_pairs(ProcessGroup& world, const std::vector<ImagePair>& pairs
   const auto found = [&](size_t r) { return all[r].substr(all[r].find('\n') + 1); };
   for (size_t r = 1; r < all.size(); ++r)
     if (found(r) != found(0))
-      throw UserError("rank " + std::to_string(r) + " (host " + host(r) + ") found other image/mask pairs than "
-                      "rank 0 (host " + host(0) + ") in '" + o.images_dir + "' and '" + o.masks_dir +
-                      "': every process of a run must see the same files (a shared file system, or identical "
-                      "copies)");
+      throw_alike(&world, "rank " + std::to_string(r) + " (host " + host(r) + ") found other image/mask pairs "
+                          "than rank 0 (host " + host(0) + ") in '" + o.images_dir + "' and '" + o.masks_dir +
+                          "': every process of a run must see the same files (a shared file system, or identical "
+                          "copies)");
 }
 
 /// Every process's check merged: the errors of all pairs, the counts summed.
@@ -73,7 +66,7 @@ PairCheck merge_checks(ProcessGroup& world, const PairCheck& mine, int classes) 
 
 WorldPairs open_world_pairs(ProcessGroup& world, const DataOptions& o) {
   std::vector<ImagePair> pairs = find_image_pairs(o);
-  alike(world, [&] { require_same_pairs(world, pairs, o); });
+  require_same_pairs(world, pairs, o);
   const int n = int(pairs.size());
   std::vector<int> share;
   for (int i = world.rank(); i < n; i += world.size()) share.push_back(i);
@@ -82,10 +75,28 @@ WorldPairs open_world_pairs(ProcessGroup& world, const DataOptions& o) {
                n, o.key_prefix.empty() ? "" : "validation ", o.images_dir, world.size());
   const PairCheck found = merge_checks(world, check_pairs(pairs, share, o), o.classes);
   std::vector<ImagePair> usable;
-  alike(world, [&] {
+  check_together(&world, [&] {
     for (int i : usable_pairs(found, n, o)) usable.push_back(pairs[size_t(i)]);
   });
   return {std::make_unique<SampleStream>(std::move(usable), o), found.class_pixels};
+}
+
+void require_same_file(ProcessGroup& world, const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  size_t h = 0;
+  std::string chunk(1 << 20, '\0');
+  while (in.read(chunk.data(), std::streamsize(chunk.size())) || in.gcount() > 0)
+    h = h * 1000003u ^ std::hash<std::string_view>{}(std::string_view(chunk.data(), size_t(in.gcount())));
+  const std::string mine = in.bad() ? "unreadable" : std::to_string(h);
+  const std::vector<std::string> all = world.all_gather(world.host() + "\n" + mine);
+  const auto host = [&](size_t r) { return all[r].substr(0, all[r].find('\n')); };
+  const auto found = [&](size_t r) { return all[r].substr(all[r].find('\n') + 1); };
+  for (size_t r = 1; r < all.size(); ++r)
+    if (found(r) != found(0))
+      throw_alike(&world, "rank " + std::to_string(r) + " (host " + host(r) + ") read other contents at '" + path +
+                              "' (" + what + ") than rank 0 (host " + host(0) +
+                              "): every process of a run must read the same checkpoint (a shared file system, or "
+                              "identical copies)");
 }
 
 }  // namespace trainer::cli

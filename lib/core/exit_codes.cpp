@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/json_text.h"
 
 namespace trainer {
 
@@ -22,14 +23,25 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
 }
 
 namespace {
+
 std::string g_origin;  ///< set_error_origin's text.
+bool g_json = false;   ///< set_json_errors's choice.
+
+/// "<origin><kind>: <message>" on stderr after stdout (with the JSON object, when json).
+void print_error(const char* kind, const std::string& origin, const std::string& message, bool json) {
+  if (json) std::printf("{\"done\": false, \"error\": %s}\n", json_string(origin + message).c_str());
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s%s: %s\n", origin.c_str(), kind, message.c_str());
+}
+
 }  // namespace
 
 void set_error_origin(const std::string& origin) { g_origin = origin; }
+void set_json_errors(bool on) { g_json = on; }
 
-void print_run_error(const std::string& message) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "error: %s\n", message.c_str());
+void print_run_errors(const std::vector<RunError>& errors) {
+  for (size_t i = 0; i < errors.size(); ++i)
+    print_error("error", errors[i].origin, errors[i].message, g_json && i == 0);
 }
 
 int run_guarded(const std::function<int()>& body, const char* out_of_memory) {
@@ -39,20 +51,17 @@ int run_guarded(const std::function<int()>& body, const char* out_of_memory) {
     std::fflush(stdout);
     return kExitUserError;
   } catch (const UserError& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%serror: %s\n", g_origin.c_str(), e.what());
+    print_error("error", g_origin, e.what(), g_json);
     return kExitUserError;
   } catch (const std::bad_alloc& e) {
-    std::fflush(stdout);
     if (out_of_memory) {
-      std::fprintf(stderr, "%serror: %s\n", g_origin.c_str(), out_of_memory);
+      print_error("error", g_origin, out_of_memory, g_json);
       return kExitUserError;
     }
-    std::fprintf(stderr, "%sinternal error: %s\n", g_origin.c_str(), e.what());
+    print_error("internal error", g_origin, e.what(), g_json);
     return kExitInternalError;
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "%sinternal error: %s\n", g_origin.c_str(), e.what());
+    print_error("internal error", g_origin, e.what(), g_json);
     return kExitInternalError;
   }
 }

@@ -27,12 +27,45 @@ int rank_of(const char* text) { return text && std::string(text) == "0" ? 0 : po
 
 }  // namespace
 
+namespace {
+
+/// Rank 0 prints errors, then every process waits for it and throws them as reported.
+[[noreturn]] void report_and_throw(ProcessGroup& world, const std::vector<RunError>& errors) {
+  if (world.rank() == 0) print_run_errors(errors);
+  double printed = 0;
+  world.all_reduce_sum(&printed, 1);
+  throw ReportedUserError(errors.front().message);
+}
+
+}  // namespace
+
 void throw_alike(ProcessGroup* world, const std::string& message) {
   if (!world || world->size() == 1) throw UserError(message);
-  if (world->rank() == 0) print_run_error(message);
-  double printed = 0;  // the others wait here for rank 0's line
-  world->all_reduce_sum(&printed, 1);
-  throw ReportedUserError(message);
+  report_and_throw(*world, {{"", message}});
+}
+
+void check_together(ProcessGroup* world, const std::function<void()>& check) {
+  if (!world || world->size() == 1) return check();
+  std::string mine;  // "" when it passed
+  try {
+    check();
+  } catch (const UserError& e) {
+    mine = std::string("!") + e.what();  // "!": failed, even with an empty message
+  }
+  const std::vector<std::string> all = world->all_gather(world->host() + '\n' + mine);
+  std::vector<RunError> errors;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const size_t cut = all[r].find('\n');
+    if (cut + 1 < all[r].size())  // after the host and '\n', "!" and the message
+      errors.push_back({"rank " + std::to_string(r) + " (host " + all[r].substr(0, cut) + "): ",
+                        all[r].substr(cut + 2)});
+  }
+  if (errors.empty()) return;
+  const bool alike = errors.size() == all.size() && std::all_of(errors.begin(), errors.end(), [&](const RunError& e) {
+                       return e.message == errors[0].message;
+                     });
+  if (alike) throw_alike(world, errors[0].message);
+  report_and_throw(*world, errors);
 }
 
 Launch detect_launch(const char* (*env)(const char*)) {

@@ -12,6 +12,7 @@
 // rank and host; the process then ends without MPI_Finalize, and the launcher
 // ends the others (Open MPI aborts a job whose process exits without it).
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,13 +49,23 @@ class ProcessGroup {
 };
 
 /// Raises the UserError `message` that every process of world raises at the
-/// same point with the same text, as one found from values they all reduced or
-/// exchanged (a bad pair of the start check, a loss that became NaN). World
-/// rank 0 prints it once for the run ("error: <message>"), no process ends
-/// before it has printed (mpirun ends the job when the first process exits),
-/// and each then throws ReportedUserError, which main prints no more. Without
-/// a world of several (nullptr, or one process): throws UserError(message).
+/// same point with the same text, as one found from values they all reduced
+/// (a loss that became NaN). World rank 0 prints it once for the run ("error:
+/// <message>", print_run_errors), no process ends before it has printed
+/// (mpirun ends the job when the first process exits), and each then throws
+/// ReportedUserError, which main prints no more. Without a world of several
+/// (nullptr, or one process): throws UserError(message).
 [[noreturn]] void throw_alike(ProcessGroup* world, const std::string& message);
+
+/// Runs check on every process of world at the same point: a collective, for
+/// a check whose outcome may differ between processes (a config or file of
+/// their own). Returns when it passed everywhere. Else world rank 0 prints the
+/// errors for the run: once, as throw_alike does, when every process raised
+/// the same UserError; else each failed process's, after its rank and host.
+/// Every process then throws ReportedUserError once rank 0 has printed.
+/// Exceptions other than UserError pass through (the process ends, and the
+/// launcher ends the others). Without a world of several: check() alone.
+void check_together(ProcessGroup* world, const std::function<void()>& check);
 
 /// How this process was started: by an MPI launcher (mpirun, or srun) or not.
 struct Launch {

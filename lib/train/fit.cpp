@@ -185,14 +185,16 @@ void warn_mode_against_monitor(const std::string& where, const std::string& moni
 /// path. UserError, with nothing written, when c holds a NaN or infinity
 /// (first_non_finite): the weights diverged although the loss stayed finite
 /// (a ReLU turns NaN into 0).
-/// The processes of world hold the same c, so all raise that error (printed
-/// once, throw_alike); only world rank 0 writes.
+/// Every process of world checks its c (check_together: the error printed once
+/// when all raise it); only world rank 0 writes.
 std::string save(const std::string& path, const Checkpoint& c, int epoch, ProcessGroup* world) {
-  if (const std::string bad = first_non_finite(c, true); !bad.empty())
-    throw_alike(world, "training diverged in epoch " + std::to_string(epoch) + ": " + bad +
-                           ", although the loss stayed finite; lower training.optimizer.learning_rate or set "
-                           "training.optimizer.clipnorm ('" + path +
-                           "' is not written; checkpoints written so far are kept)");
+  check_together(world, [&] {
+    if (const std::string bad = first_non_finite(c, true); !bad.empty())
+      throw UserError("training diverged in epoch " + std::to_string(epoch) + ": " + bad +
+                      ", although the loss stayed finite; lower training.optimizer.learning_rate or set "
+                      "training.optimizer.clipnorm ('" + path + "' is not written; checkpoints written so far are "
+                      "kept)");
+  });
   if (world && world->rank() != 0) return path;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);  // filepath may name a subfolder
