@@ -376,22 +376,36 @@ TEST_CASE("a pair that cannot be decoded, in one rank's share of the check, is r
   CHECK(count(p.two.err, "1 of 40 image/mask pairs cannot be used: cannot decode '" + bad.string()) == 1);
   CHECK_THAT(p.two.err, Catch::Contains("training on 31 samples"));
   CHECK_THAT(p.two.err, Catch::Contains("checking 20 image/mask pairs"));  // rank 0 decoded its half alone
+}
 
-  // Configs that differ in skip_bad_files (each process reads its own copy): rank 0 skips the pair, rank 1
-  // refuses it. Every process stops, and rank 0 prints rank 1's error once, naming it, and the final JSON object.
-  std::string skips = on_copy(mpi_config(dir / "mixed", "  epochs: 1\n"), copy);
-  std::ofstream(dir / "refuses.yaml") << skips;
-  std::ofstream(dir / "skips.yaml") << skips.insert(skips.find("  validation_split"), "  skip_bad_files: true\n");
+TEST_CASE("processes whose configs or flags differ are refused before training, naming the setting and the rank",
+          "[mpi][e2e]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_settings");
+  const fs::path& dir = tmp.root;
+  // Each process reads its own copy of the config: here one of them sets skip_bad_files, and the flags differ.
+  std::string config = mpi_config(dir / "run", "  epochs: 1\n");
+  std::ofstream(dir / "plain.yaml") << config;
+  std::ofstream(dir / "skips.yaml") << config.insert(config.find("  validation_split"), "  skip_bad_files: true\n");
   const std::string binary = std::string(TRAINER_BINARY) + " --gpus cpu --threads 1 --log-format json --config ";
-  const Run mixed = run(kMpirun, "-np 1 " + binary + (dir / "skips.yaml").string() + " : -np 1 " + binary +
-                                     (dir / "refuses.yaml").string(), dir);
-  INFO(mixed.out << mixed.err);
-  CHECK(mixed.code != 0);
-  CHECK(count(mixed.err, "error: " + (dir / "refuses.yaml").string() + ": data: 1 of 40 image/mask pairs") == 1);
-  CHECK_THAT(mixed.err, Catch::Contains("rank 1 (host ") && !Catch::Contains("rank 0 (host "));
-  CHECK_THAT(mixed.out, Catch::Contains("{\"done\": false, \"error\": \"rank 1 (host ") &&
-                            Catch::EndsWith("set data.skip_bad_files: true to train without them\"}\n"));
-  CHECK_FALSE(fs::exists(dir / "mixed" / "last.h5"));
+  const auto mpmd = [&](const std::string& rank0, const std::string& rank1) {
+    return run(kMpirun, "-np 1 " + binary + rank0 + " : -np 1 " + binary + rank1, dir);
+  };
+  const std::string plain = (dir / "plain.yaml").string();
+  for (const auto& [r, message] : {
+           std::pair{mpmd((dir / "skips.yaml").string(), plain), "data.skip_bad_files is not given on rank 1 (host "},
+           std::pair{mpmd(plain, plain + " --epochs 3"), "training.epochs is 3 on rank 1 (host "},
+           std::pair{mpmd(plain + " --resume x.h5", plain), "--resume is not given on rank 1 (host "},
+       }) {
+    INFO(r.out << r.err);
+    CHECK(r.code != 0);
+    CHECK(count(r.err, message) == 1);  // printed once, by rank 0
+    CHECK_THAT(r.err, Catch::Contains("every process of a run must train with the same config and flags") &&
+                          !Catch::Contains("): error: "));
+    CHECK(count(r.out, "{\"done\"") == 1);  // one final JSON object, rank 0's
+    CHECK_THAT(r.out, Catch::Contains("{\"done\": false, \"error\": \"" + std::string(message)));
+  }
+  CHECK_FALSE(fs::exists(dir / "run" / "last.h5"));
 }
 
 TEST_CASE("under mpirun, a loss that becomes NaN stops every rank at the same step, printed once", "[mpi][e2e]") {

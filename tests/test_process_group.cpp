@@ -4,10 +4,15 @@
 // contributions (test_mpi_runs.cpp runs real processes under mpirun).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -59,6 +64,23 @@ class FakeGroup : public ProcessGroup {
  private:
   std::string host_ = "here";
 };
+
+/// What fn writes on stderr (file descriptor 2).
+std::string stderr_of(const std::function<void()>& fn) {
+  std::fflush(stderr);
+  std::FILE* file = std::tmpfile();
+  const int saved = dup(2);
+  dup2(fileno(file), 2);
+  fn();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::rewind(file);
+  std::string text;
+  for (int c = std::fgetc(file); c != EOF; c = std::fgetc(file)) text += char(c);
+  std::fclose(file);
+  return text;
+}
 
 /// Runs fn(rank) on `towers` threads at once.
 template <class F>
@@ -151,12 +173,18 @@ TEST_CASE("check_together returns when the check passed on every process, and ot
     check_together(&group, passes);
     CHECK(group.calls == 1);
   }
-  SECTION("failed here alone, or alike everywhere, or elsewhere alone: reported, after a wait for rank 0") {
-    for (const auto& [other, here_fails] :
-         {std::pair{"there\n", true}, std::pair{"there\n!bad file", true}, std::pair{"there\n!no mask", false}}) {
+  SECTION("failed here alone, or alike everywhere, or elsewhere alone: printed by rank 0, then reported") {
+    for (const auto& [other, here_fails, printed] :
+         {std::tuple{"there\n", true, "rank 0 (host here): error: bad file\n"},
+          std::tuple{"there\n!bad file", true, "error: bad file\n"},
+          std::tuple{"there\n!no mask", false, "rank 1 (host there): error: no mask\n"}}) {
       group.calls = 0;
       group.gathered = other;
-      CHECK_THROWS_AS(here_fails ? check_together(&group, fails) : check_together(&group, passes), ReportedUserError);
+      const std::string err = stderr_of([&] {
+        CHECK_THROWS_AS(here_fails ? check_together(&group, fails) : check_together(&group, passes),
+                        ReportedUserError);
+      });
+      CHECK(err == printed);
       CHECK(group.calls == 2);  // the all_gather, then the wait
     }
   }

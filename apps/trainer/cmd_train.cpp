@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "nn/model.h"
 #include "train/fit.h"
 #include "train/initial_weights.h"
+#include "world_checks.h"
 #include "world_data.h"
 
 namespace trainer::cli {
@@ -181,12 +183,18 @@ int run_train(const TrainFlags& f) {
   if (world && world->size() > 1)
     set_error_origin("rank " + std::to_string(world->rank()) + " (host " + world->host() + "): ");
   if (!voice) quiet_follower(*world);
+  // Processes that trained with other settings would part ways, or wait for each other forever.
+  if (world) require_same_settings(*world, config, !f.resume.empty());
   const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given, world.get());  // a bad --gpus fails early
-  Model model(config.model, config.path);                   // validates layers and shapes before any work
+  std::optional<Model> built;  // validates layers and shapes before any work
+  check_together(world.get(), [&] { built.emplace(config.model, config.path); });
+  Model& model = *built;
   // A new run must not overwrite another run's files: refused before any output, as the command line's
   // other errors. A resumed run is checked once its checkpoint has been read (below). Rank 0 alone writes
-  // there (the others may see another file system).
-  if (voice && !f.overwrite && f.resume.empty()) check_output_holds_no_run(config.training.output_dir, "");
+  // there (the others may see another file system); they stop with it.
+  check_together(world.get(), [&] {
+    if (voice && !f.overwrite && f.resume.empty()) check_output_holds_no_run(config.training.output_dir, "");
+  });
   DataOptions opt;
   opt.images_dir = config.data.images;
   opt.masks_dir = config.data.masks;
@@ -208,12 +216,16 @@ int run_train(const TrainFlags& f) {
   // Folders whose pairs do not match fail before the summary, so the error is not lost below it (names
   // only: nothing is decoded; with skip_bad_files the loading below warns, once).
   if (!opt.skip_bad_files) {
-    find_image_pairs(opt);
-    if (validation_folders) find_image_pairs(vopt);
+    check_together(world.get(), [&] {  // a host's folder may be missing
+      find_image_pairs(opt);
+      if (validation_folders) find_image_pairs(vopt);
+    });
   }
   const bool json = f.log_format == "json";
-  validate_for_training(config, model);
-  require_trainable_weights(config, model);
+  check_together(world.get(), [&] {
+    validate_for_training(config, model);
+    require_trainable_weights(config, model);
+  });
   // Towers and a resumed checkpoint are checked before any image is decoded, so a mismatch fails fast.
   Trainer trainer(config, towers.plan, towers.threads_per_tower, world.get());
   if (world) log_world(*world, towers.plan, trainer);
@@ -248,12 +260,13 @@ int run_train(const TrainFlags& f) {
     }
     // A resumed run writing elsewhere must not overwrite another run's files either, nor one resumed in
     // place from an earlier checkpoint (a new user's report) the later epochs of its own run.
-    if (voice && !f.overwrite) {
+    check_together(world.get(), [&] {
+      if (!voice || f.overwrite) return;
       if (!resumes_in_place(resume_run_folder, config.training.output_dir))
         check_output_holds_no_run(config.training.output_dir, f.resume, resume_run_folder);
       else
         check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);
-    }
+    });
     if (!config.training.initial_weights.empty())
       spdlog::info("training.initial_weights ({}) is not read: the resumed checkpoint holds the weights",
                    config.training.initial_weights);

@@ -3,12 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <sstream>
-#include <string_view>
 
 #include "core/error.h"
+#include "world_checks.h"
 
 namespace trainer::cli {
 
@@ -20,10 +18,9 @@ namespace fs = std::filesystem;
 /// and leave the others waiting: refused on every process (rank 0 prints it, naming its own folders), naming
 /// the first that differs.
 void require_same_pairs(ProcessGroup& world, const std::vector<ImagePair>& pairs, const DataOptions& o) {
-  size_t h = 0;
+  uint64_t h = fnv1a({});
   for (const ImagePair& p : pairs)  // the file names: the folders may be mounted at other paths
-    h = h * 1000003u + std::hash<std::string>{}(fs::path(p.image).filename().string() + '\n' +
-                                                fs::path(p.mask).filename().string());
+    h = fnv1a(fs::path(p.image).filename().string() + '\n' + fs::path(p.mask).filename().string() + '\n', h);
   const std::vector<std::string> all =
       world.all_gather(world.host() + "\n" + std::to_string(pairs.size()) + ":" + std::to_string(h));
   const auto host = [&](size_t r) { return all[r].substr(0, all[r].find('\n')); };
@@ -65,7 +62,8 @@ PairCheck merge_checks(ProcessGroup& world, const PairCheck& mine, int classes) 
 }  // namespace
 
 WorldPairs open_world_pairs(ProcessGroup& world, const DataOptions& o) {
-  std::vector<ImagePair> pairs = find_image_pairs(o);
+  std::vector<ImagePair> pairs;
+  check_together(&world, [&] { pairs = find_image_pairs(o); });  // a host's folder may be missing
   require_same_pairs(world, pairs, o);
   const int n = int(pairs.size());
   std::vector<int> share;
@@ -79,24 +77,6 @@ WorldPairs open_world_pairs(ProcessGroup& world, const DataOptions& o) {
     for (int i : usable_pairs(found, n, o)) usable.push_back(pairs[size_t(i)]);
   });
   return {std::make_unique<SampleStream>(std::move(usable), o), found.class_pixels};
-}
-
-void require_same_file(ProcessGroup& world, const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  size_t h = 0;
-  std::string chunk(1 << 20, '\0');
-  while (in.read(chunk.data(), std::streamsize(chunk.size())) || in.gcount() > 0)
-    h = h * 1000003u ^ std::hash<std::string_view>{}(std::string_view(chunk.data(), size_t(in.gcount())));
-  const std::string mine = in.bad() ? "unreadable" : std::to_string(h);
-  const std::vector<std::string> all = world.all_gather(world.host() + "\n" + mine);
-  const auto host = [&](size_t r) { return all[r].substr(0, all[r].find('\n')); };
-  const auto found = [&](size_t r) { return all[r].substr(all[r].find('\n') + 1); };
-  for (size_t r = 1; r < all.size(); ++r)
-    if (found(r) != found(0))
-      throw_alike(&world, "rank " + std::to_string(r) + " (host " + host(r) + ") read other contents at '" + path +
-                              "' (" + what + ") than rank 0 (host " + host(0) +
-                              "): every process of a run must read the same checkpoint (a shared file system, or "
-                              "identical copies)");
 }
 
 }  // namespace trainer::cli

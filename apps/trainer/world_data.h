@@ -29,10 +29,4 @@ struct WorldPairs {
 /// printed once by rank 0 (ReportedUserError).
 WorldPairs open_world_pairs(ProcessGroup& world, const DataOptions& options);
 
-/// Every process must read the same bytes at path (a checkpoint that `what`
-/// names, e.g. "--resume"), which each has read already: else a UserError,
-/// printed once for the run (throw_alike), naming the first process whose
-/// copy differs from rank 0's and its host. Compares a hash of the contents.
-void require_same_file(ProcessGroup& world, const std::string& path, const std::string& what);
-
 }  // namespace trainer::cli

@@ -27,9 +27,11 @@ namespace {
 std::string g_origin;  ///< set_error_origin's text.
 bool g_json = false;   ///< set_json_errors's choice.
 
-/// "<origin><kind>: <message>" on stderr after stdout (with the JSON object, when json).
+/// "<origin><kind>: <message>" on stderr after stdout; when json, first the JSON object, whose error names
+/// the origin only when it is another process's (rank 0 prints the objects).
 void print_error(const char* kind, const std::string& origin, const std::string& message, bool json) {
-  if (json) std::printf("{\"done\": false, \"error\": %s}\n", json_string(origin + message).c_str());
+  const std::string other = origin == g_origin ? "" : origin;
+  if (json) std::printf("{\"done\": false, \"error\": %s}\n", json_string(other + message).c_str());
   std::fflush(stdout);
   std::fprintf(stderr, "%s%s: %s\n", origin.c_str(), kind, message.c_str());
 }

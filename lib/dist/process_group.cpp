@@ -32,8 +32,11 @@ namespace {
 /// Rank 0 prints errors, then every process waits for it and throws them as reported.
 [[noreturn]] void report_and_throw(ProcessGroup& world, const std::vector<RunError>& errors) {
   if (world.rank() == 0) print_run_errors(errors);
-  double printed = 0;
-  world.all_reduce_sum(&printed, 1);
+  try {
+    double printed = 0;
+    world.all_reduce_sum(&printed, 1);
+  } catch (const std::exception&) {  // a process ended meanwhile: the errors are out, and the run fails with them
+  }
   throw ReportedUserError(errors.front().message);
 }
 

@@ -64,7 +64,9 @@ class ProcessGroup {
 /// the same UserError; else each failed process's, after its rank and host.
 /// Every process then throws ReportedUserError once rank 0 has printed.
 /// Exceptions other than UserError pass through (the process ends, and the
-/// launcher ends the others). Without a world of several: check() alone.
+/// launcher ends the others). check must not run collectives itself (one
+/// process could throw before one that the others enter). Without a world of
+/// several: check() alone.
 void check_together(ProcessGroup* world, const std::function<void()>& check);
 
 /// How this process was started: by an MPI launcher (mpirun, or srun) or not.
