@@ -84,8 +84,8 @@ void require_same_settings(ProcessGroup& world, const Config& config, bool resum
     first_difference(YAML::Load(g.text(r)), YAML::Load(g.text(0)), "", d);
     throw_alike(&world, d.key + " is " + d.a + " on " + g.process(r) + ", " + d.b + " on " + g.process(0) +
                             ": every process of a run must train with the same config and flags (" + config.path +
-                            " on rank 0; only the data folders, data.loader_threads, training.output_dir and "
-                            "checkpoint paths may differ)");
+                            " on rank 0; only the data folders, data.loader_threads, training.output_dir and the "
+                            "paths of --resume and initial_weights may differ)");
   }
 }
 
