@@ -19,6 +19,7 @@
 #include "dist/local_communicator.h"
 #include "dist/process_group.h"
 #include "dist/world_communicator.h"
+#include "train/tower_devices.h"
 
 using namespace trainer;
 
@@ -202,5 +203,25 @@ TEST_CASE("check_together returns when the check passed on every process, and ot
       CHECK(std::string(e.what()) == "bad file");
     }
     CHECK_THROWS_AS(throw_alike(nullptr, "nan"), UserError);
+  }
+}
+
+TEST_CASE("the processes' device plans are checked together: towers sharing a GPU, or CPU and GPU towers mixed, "
+          "are refused on every process before any device is used", "[mpi]") {
+  FakeGroup group;
+  group.other = {0.0};
+  DevicePlan shared;
+  shared.gpus = {0, 0};  // refused from the plans alone: no GPU is touched
+  group.gathered = "1c";
+  CHECK_THROWS_AS(TowerDevices(shared, Precision::FP32, 1.0, &group), ReportedUserError);
+  DevicePlan cpu;
+  cpu.cpu_towers = 1;
+  for (const std::string other : {"2s", "1g"}) {
+    group.gathered = other;
+    const std::string err = stderr_of([&] {
+      CHECK_THROWS_AS(TowerDevices(cpu, Precision::FP32, 1.0, &group), ReportedUserError);
+    });
+    CHECK_THAT(err, Catch::StartsWith("error: process 1") &&
+                        Catch::Contains(other == "2s" ? "towers share a GPU" : "plans GPU towers and process 0 CPU"));
   }
 }

@@ -21,15 +21,16 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
       if (p == world->rank()) first_tower_ = world_size_;
       world_size_ += std::stoi(all[size_t(p)]);
       const char k = all[size_t(p)].back();
+      // Every process finds these alike: printed once (throw_alike).
       if (k == 's')
-        throw UserError("process " + std::to_string(p) + "'s towers share a GPU (--gpus with a repeated index): under "
-                        "an MPI launch towers reduce through NCCL, which needs one GPU per tower; give each process "
-                        "distinct GPUs (--gpus local, or all)");
+        throw_alike(world, "process " + std::to_string(p) + "'s towers share a GPU (--gpus with a repeated index): "
+                           "under an MPI launch towers reduce through NCCL, which needs one GPU per tower; give each "
+                           "process distinct GPUs (--gpus local, or all)");
       if ((k == 'c') != (all[0].back() == 'c'))
-        throw UserError("process " + std::to_string(p) + " plans " + (k == 'c' ? "CPU" : "GPU") +
-                        " towers and process 0 " + (k == 'c' ? "GPU" : "CPU") +
-                        " towers: every process of a run must train on the same kind of device (give each the same "
-                        "--gpus, e.g. local or cpu)");
+        throw_alike(world, "process " + std::to_string(p) + " plans " + (k == 'c' ? "CPU" : "GPU") +
+                               " towers and process 0 " + (k == 'c' ? "GPU" : "CPU") +
+                               " towers: every process of a run must train on the same kind of device (give each "
+                               "the same --gpus, e.g. local or cpu)");
     }
   }
   for (int r = 0; r < plan.cpu_towers; ++r) devices_.push_back(Device{});
