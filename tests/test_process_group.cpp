@@ -213,7 +213,8 @@ TEST_CASE("the processes' device plans are checked together: towers sharing a GP
   DevicePlan shared;
   shared.gpus = {0, 0};  // refused from the plans alone: no GPU is touched
   group.gathered = "1c";
-  CHECK_THROWS_AS(TowerDevices(shared, Precision::FP32, 1.0, &group), ReportedUserError);
+  CHECK_THAT(stderr_of([&] { CHECK_THROWS_AS(TowerDevices(shared, Precision::FP32, 1.0, &group), ReportedUserError); }),
+             Catch::StartsWith("error: process 0's towers share a GPU"));
   DevicePlan cpu;
   cpu.cpu_towers = 1;
   for (const std::string other : {"2s", "1g"}) {

@@ -185,7 +185,8 @@ int run_train(const TrainFlags& f) {
   if (!voice) quiet_follower(*world);
   // Processes that trained with other settings would part ways, or wait for each other forever.
   if (world) require_same_settings(*world, config, !f.resume.empty());
-  const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given, world.get());  // a bad --gpus fails early
+  Towers towers;  // a bad --gpus fails early (each process has its own, and its own GPUs)
+  check_together(world.get(), [&] { towers = resolve_towers(f.gpus, f.threads, f.gpus_given, world.get()); });
   std::optional<Model> built;  // validates layers and shapes before any work
   check_together(world.get(), [&] { built.emplace(config.model, config.path); });
   Model& model = *built;

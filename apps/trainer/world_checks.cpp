@@ -1,9 +1,10 @@
 #include "world_checks.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <fstream>
 #include <vector>
+
+#include "config/shared_settings.h"
+#include "core/fnv1a.h"
 
 namespace trainer::cli {
 
@@ -19,74 +20,16 @@ struct Gathered {
 
 Gathered gather(ProcessGroup& world, const std::string& text) { return {world.all_gather(world.host() + "\n" + text)}; }
 
-/// node in one style, so that the same settings written in flow or block style compare equal.
-void block_style(YAML::Node node) {
-  node.SetStyle(YAML::EmitterStyle::Block);
-  if (node.IsMap())
-    for (auto it = node.begin(); it != node.end(); ++it) block_style(it->second);
-  else if (node.IsSequence())
-    for (auto it = node.begin(); it != node.end(); ++it) block_style(*it);
-}
-
-/// The settings of config that every process must share, as YAML text.
-std::string shared_settings(const Config& config, bool resumes) {
-  YAML::Node root = YAML::Load(config.text);
-  for (const char* key : {"images", "masks", "validation_images", "validation_masks", "loader_threads"})
-    if (root["data"].IsMap()) root["data"].remove(key);
-  if (YAML::Node t = root["training"]; t.IsMap()) {
-    t.remove("output_dir");
-    if (t["initial_weights"].IsMap())
-      t["initial_weights"].remove("filepath");
-    else if (t["initial_weights"])
-      t["initial_weights"] = "given";
-  }
-  root["--resume"] = resumes ? "given" : "not given";
-  block_style(root);
-  return YAML::Dump(root);
-}
-
-/// The first setting (a dotted key) where a and b differ, and each one's value there ("not given" when missing).
-struct Difference {
-  std::string key, a, b;
-};
-bool first_difference(const YAML::Node& a, const YAML::Node& b, const std::string& key, Difference& out) {
-  if (a && b && a.IsMap() && b.IsMap()) {  // (a missing key's node is invalid: tested first)
-    for (const YAML::Node* side : {&a, &b})
-      for (auto it = side->begin(); it != side->end(); ++it) {
-        const std::string name = it->first.as<std::string>();
-        if (first_difference(a[name], b[name], key.empty() ? name : key + "." + name, out)) return true;
-      }
-    return false;
-  }
-  const auto text = [](const YAML::Node& n) {
-    if (!n) return std::string("not given");
-    YAML::Emitter e;
-    e << YAML::Flow << n;
-    return std::string(e.c_str());
-  };
-  if (text(a) == text(b)) return false;
-  out = {key, text(a), text(b)};
-  return true;
-}
-
 }  // namespace
-
-uint64_t fnv1a(std::string_view bytes, uint64_t h) {
-  for (const char c : bytes) h = (h ^ uint64_t(static_cast<unsigned char>(c))) * 1099511628211ull;
-  return h;
-}
 
 void require_same_settings(ProcessGroup& world, const Config& config, bool resumes) {
   const Gathered g = gather(world, shared_settings(config, resumes));
-  for (size_t r = 1; r < g.all.size(); ++r) {
-    if (g.text(r) == g.text(0)) continue;
-    Difference d{"the settings", "", ""};
-    first_difference(YAML::Load(g.text(r)), YAML::Load(g.text(0)), "", d);
-    throw_alike(&world, d.key + " is " + d.a + " on " + g.process(r) + ", " + d.b + " on " + g.process(0) +
-                            ": every process of a run must train with the same config and flags (" + config.path +
-                            " on rank 0; only the data folders, data.loader_threads, training.output_dir and the "
-                            "paths of --resume and initial_weights may differ)");
-  }
+  for (size_t r = 1; r < g.all.size(); ++r)
+    if (const auto d = settings_difference(g.text(r), g.text(0)))
+      throw_alike(&world, d->key + " is " + d->a + " on " + g.process(r) + ", " + d->b + " on " + g.process(0) +
+                              ": every process of a run must train with the same config and flags (" +
+                              config.path + " on rank 0; only the data folders, data.loader_threads, "
+                              "training.output_dir and the paths of --resume and initial_weights may differ)");
 }
 
 void require_same_file(ProcessGroup& world, const std::string& path, const std::string& what) {

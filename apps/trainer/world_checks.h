@@ -5,28 +5,18 @@
 // process calls it at the same point; a difference is refused on every
 // process, printed once by rank 0 (throw_alike), naming the first process
 // that differs from rank 0 and its host.
-#include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "config/config.h"
 #include "dist/process_group.h"
 
 namespace trainer::cli {
 
-/// 64-bit FNV-1a of bytes, continuing from h (the offset basis by default):
-/// the same on every host and build, unlike std::hash.
-/// Source: Fowler, Noll, Vo, http://www.isthe.com/chongo/tech/comp/fnv/
-uint64_t fnv1a(std::string_view bytes, uint64_t h = 14695981039346656037ull);
-
-/// config.text (with the flags applied) must be the same on every process,
-/// less what may differ between hosts: the data folders (mounted elsewhere),
-/// data.loader_threads (each host's cores), training.output_dir (rank 0 alone
-/// writes) and the initial_weights path (its bytes are compared by
-/// require_same_file); `resumes` (whether --resume was given) too. Else a
-/// UserError naming the first setting that differs, e.g. "training.epochs is
-/// 3 on rank 1 (host b), 1 on rank 0 (host a)". Settings that differed would
-/// make the processes train differently or wait for each other forever.
+/// Every process's shared_settings must be the same: else a UserError naming
+/// the first setting that differs between rank 0 and the first process that
+/// differs, e.g. "training.epochs is 3 on rank 1 (host b), 1 on rank 0 (host
+/// a)". Settings that differed would make the processes train differently or
+/// wait for each other forever.
 void require_same_settings(ProcessGroup& world, const Config& config, bool resumes);
 
 /// Every process must read the same bytes at its path (a checkpoint that

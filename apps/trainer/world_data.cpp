@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "world_checks.h"
+#include "core/fnv1a.h"
 
 namespace trainer::cli {
 

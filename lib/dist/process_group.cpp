@@ -35,7 +35,8 @@ namespace {
   try {
     double printed = 0;
     world.all_reduce_sum(&printed, 1);
-  } catch (const std::exception&) {  // a process ended meanwhile: the errors are out, and the run fails with them
+  } catch (const std::exception&) {  // a process ended meanwhile, maybe rank 0 before it printed
+    if (world.rank() != 0) throw UserError(errors.front().origin + errors.front().message);  // printed here then
   }
   throw ReportedUserError(errors.front().message);
 }
