@@ -67,6 +67,7 @@ TEST_CASE("class_weight takes Keras's mapping or a list, 1 for classes left out"
              Catch::Contains("key 'background' is not a class index") && Catch::Contains("{0: 1.0, 1: 5.0}"));
   CHECK_THAT(config_error("[]"), Catch::Contains("is empty"));
   CHECK_THAT(config_error("balanced"), Catch::Contains("is not a class weight table"));
+  CHECK_THAT(config_error("{1: 5, 01: 2}"), Catch::Contains("class 1 is given twice (key '01')"));  // one would win
   CHECK(config_error("{0: 1}") == "accepted");
   CHECK_THAT(trainer_error(classes_config("  class_weight: {3: 2}\n")),
              Catch::Contains("gives weights to class 3, but the model has 3 classes (0..2)"));

@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "backend/gpu_info.h"
+#include "config/config.h"
+#include "io/checkpoint.h"
 #include "process_testing.h"
 
 namespace fs = std::filesystem;
@@ -488,5 +490,19 @@ TEST_CASE("a learning_rate schedule is logged per epoch and continues on resume"
   INFO(resumed.out << resumed.err);
   REQUIRE(resumed.code == 0);
   CHECK(slurp(dir / "part" / "log.csv") == log);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a flag overrides only its key, not the other uses of a YAML anchor it was written with", "[e2e]") {
+  const fs::path dir = temp_dir("e2e_alias");
+  std::ofstream(dir / "c.yaml") << sample_unet_config(dir / "run", "  epochs: 1\n  batch_size: &n 8\n"
+                                                                   "  steps_per_epoch: *n\n");
+  const Run r = run_trainer("--config " + (dir / "c.yaml").string() + " --gpus cpu --batch-size 4", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const trainer::Config stored =
+      trainer::parse_config(trainer::load_checkpoint((dir / "run" / "final.h5").string()).config_yaml, "final.h5");
+  CHECK(stored.training.batch_size == 4);
+  CHECK(stored.training.steps_per_epoch == 8);  // as the run used it: the flag changed batch_size alone
   fs::remove_all(dir);
 }

@@ -39,6 +39,12 @@ TEST_CASE("settings are compared as values: key order, number spelling, style, c
   CHECK(diff("a: {x: 1, z: null}", "a: {x: 1}") == "");  // null: left out, as the config reader takes it
   CHECK(diff("a: {x: '1'}", "a: {x: 1}") == "");  // the same number
   CHECK(diff("a: {x: true}", "a: {x: yes}") == "a.x: true | yes");  // other words stay other settings
+  // Numbers as the config reader decodes them: 010 is octal 8 for yaml-cpp, and seeds need all 64 bits.
+  CHECK(diff("a: {x: 010}", "a: {x: 10}") == "a.x: 010 | 10");
+  CHECK(diff("a: {x: 010}", "a: {x: 8}") == "");
+  CHECK(diff("a: {seed: 9007199254740993}", "a: {seed: 9007199254740992}") ==
+        "a.seed: 9007199254740993 | 9007199254740992");
+  CHECK(diff("a: {seed: 18446744073709551615}", "a: {seed: 18446744073709551615}") == "");
 }
 
 TEST_CASE("a difference is named by its dotted key, list entries by index and name or type", "[config][mpi]") {

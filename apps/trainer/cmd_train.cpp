@@ -44,7 +44,9 @@ struct TrainFlags {
 void apply_overrides(Config& config, const TrainFlags& f) {
   YAML::Node root = YAML::Load(config.text);
   bool changed = false;
+  // Removed first: assigning to a node written as an alias (*n) would change its anchor's other uses too.
   auto set = [&](const char* section, const char* key, const auto& value) {
+    root[section].remove(key);
     root[section][key] = value;
     changed = true;
   };
@@ -60,7 +62,10 @@ void apply_overrides(Config& config, const TrainFlags& f) {
   if (!f.masks.empty()) set("data", "masks", config.data.masks = f.masks);
   if (!f.initial_weights.empty()) {  // the file only: a config's skip_mismatch stays
     if (root["training"]["initial_weights"].IsMap()) {
-      root["training"]["initial_weights"]["filepath"] = config.training.initial_weights = f.initial_weights;
+      YAML::Node w = YAML::Clone(root["training"]["initial_weights"]);  // not through an alias either
+      w["filepath"] = config.training.initial_weights = f.initial_weights;
+      root["training"].remove("initial_weights");
+      root["training"]["initial_weights"] = w;
       changed = true;
     } else {
       set("training", "initial_weights", config.training.initial_weights = f.initial_weights);

@@ -24,12 +24,14 @@ Gathered gather(ProcessGroup& world, const std::string& text) { return {world.al
 
 void require_same_settings(ProcessGroup& world, const Config& config, bool resumes) {
   const Gathered g = gather(world, shared_settings(config, resumes));
-  for (size_t r = 1; r < g.all.size(); ++r)
+  for (size_t r = 1; r < g.all.size(); ++r) {
+    if (g.text(r) == g.text(0)) continue;  // the usual case: the same text, not parsed
     if (const auto d = settings_difference(g.text(r), g.text(0)))
       throw_alike(&world, d->key + " is " + d->a + " on " + g.process(r) + ", " + d->b + " on " + g.process(0) +
                               ": every process of a run must train with the same config and flags (" +
                               config.path + " on rank 0; only the data folders, data.loader_threads, "
                               "training.output_dir and the paths of --resume and initial_weights may differ)");
+  }
 }
 
 void require_same_file(ProcessGroup& world, const std::string& path, const std::string& what) {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <set>
 
 namespace trainer {
@@ -14,16 +13,17 @@ namespace {
 /// A value that counts as given: defined and not null (the config reader takes null as left out).
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 
-/// Whether two scalars are the same setting: the same text, or the same number however written.
-bool same_scalar(const std::string& a, const std::string& b) {
-  if (a == b) return true;
-  const auto number = [](const std::string& s, double& v) {
-    char* end = nullptr;
-    v = std::strtod(s.c_str(), &end);
-    return !s.empty() && end != s.c_str() && *end == '\0' && std::isfinite(v);
-  };
+/// Whether two scalars are the same setting, as the config reader decodes them: the same text, the same
+/// integer (yaml-cpp reads 010 as octal 8, and 64-bit seeds exactly), or the same finite number.
+bool same_scalar(const YAML::Node& a, const YAML::Node& b) {
+  if (a.Scalar() == b.Scalar()) return true;
+  long long i = 0, j = 0;
+  unsigned long long u = 0, v = 0;
+  if (YAML::convert<long long>::decode(a, i) && YAML::convert<long long>::decode(b, j)) return i == j;
+  if (YAML::convert<unsigned long long>::decode(a, u) && YAML::convert<unsigned long long>::decode(b, v)) return u == v;
   double x = 0, y = 0;
-  return number(a, x) && number(b, y) && x == y;
+  return YAML::convert<double>::decode(a, x) && YAML::convert<double>::decode(b, y) && std::isfinite(x) &&
+         std::isfinite(y) && x == y;
 }
 
 /// n in YAML flow style, cut at 80 characters; "not given" when absent.
@@ -74,7 +74,7 @@ bool first_difference(const YAML::Node& a, const YAML::Node& b, const std::strin
     }
     return false;
   }
-  if (a.IsScalar() && b.IsScalar() && same_scalar(a.Scalar(), b.Scalar())) return false;
+  if (a.IsScalar() && b.IsScalar() && same_scalar(a, b)) return false;
   return differ();
 }
 
@@ -85,7 +85,10 @@ std::string shared_settings(const Config& config, bool resumes) {
   if (YAML::Node d = root["data"]; d.IsMap()) {
     d.remove("loader_threads");
     for (const char* folder : {"images", "masks", "validation_images", "validation_masks"})
-      if (present(d[folder])) d[folder] = "given";
+      if (present(d[folder])) {
+        d.remove(folder);  // not assigned through an alias
+        d[folder] = "given";
+      }
   }
   if (YAML::Node t = root["training"]; t.IsMap()) {
     t.remove("output_dir");

@@ -143,11 +143,15 @@ std::vector<double> read_class_weight(const YAML::Node& node, const std::string&
   if (node.IsSequence()) {
     for (size_t i = 0; i < node.size(); ++i) weights.push_back(weight_of(node[i], "entry " + std::to_string(i)));
   } else if (node.IsMap()) {
+    std::set<int> seen;
     for (const auto& kv : node) {
       int c = -1;
       if (!kv.first.IsScalar() || !YAML::convert<int>::decode(kv.first, c) || c < 0 || c >= kMaxClassWeight)
         throw UserError(where + ": key '" + YAML::Dump(kv.first) + "' is not a class index 0.." +
                         std::to_string(kMaxClassWeight - 1) + "; " + forms);
+      if (!seen.insert(c).second)  // 1 and 01: the later one would win unseen
+        throw UserError(where + ": class " + std::to_string(c) + " is given twice (key '" + YAML::Dump(kv.first) +
+                        "'); give each class once");
       if (size_t(c) >= weights.size()) weights.resize(size_t(c) + 1, 1.0);  // Keras: 1 for classes left out
       weights[size_t(c)] = weight_of(kv.second, "class " + std::to_string(c));
     }
