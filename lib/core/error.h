@@ -13,9 +13,9 @@ class UserError : public std::runtime_error {
   explicit UserError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
-/// A UserError that every process of a run raised alike, from values they all
-/// exchanged, and that world rank 0 has already printed for all of them (so
-/// that a run of 64 processes prints it once): run_guarded exits 2 and prints
+/// A UserError of a run of several processes that world rank 0 has already
+/// printed for all of them (throw_alike, check_together: a run of 64
+/// processes prints an error they share once): run_guarded exits 2 and prints
 /// nothing more.
 class ReportedUserError : public UserError {
  public:

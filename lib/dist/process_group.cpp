@@ -25,10 +25,6 @@ const char* system_env(const char* name) { return std::getenv(name); }
 /// A rank from text: a whole number >= 0, else 0.
 int rank_of(const char* text) { return text && std::string(text) == "0" ? 0 : positive(text); }
 
-}  // namespace
-
-namespace {
-
 /// Rank 0 prints errors, then every process waits for it and throws them as reported.
 [[noreturn]] void report_and_throw(ProcessGroup& world, const std::vector<RunError>& errors) {
   if (world.rank() == 0) print_run_errors(errors);
