@@ -8,19 +8,7 @@
 
 namespace trainer::cli {
 
-namespace {
-
-/// Every process's text, each after its host and '\n'.
-struct Gathered {
-  std::vector<std::string> all;
-  std::string host(size_t r) const { return all[r].substr(0, all[r].find('\n')); }
-  std::string text(size_t r) const { return all[r].substr(all[r].find('\n') + 1); }
-  std::string process(size_t r) const { return "rank " + std::to_string(r) + " (host " + host(r) + ")"; }
-};
-
 Gathered gather(ProcessGroup& world, const std::string& text) { return {world.all_gather(world.host() + "\n" + text)}; }
-
-}  // namespace
 
 void require_same_settings(ProcessGroup& world, const Config& config, bool resumes) {
   const Gathered g = gather(world, shared_settings(config, resumes));

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fnv1a.h"
+#include "world_checks.h"
 
 namespace trainer::cli {
 
@@ -21,16 +22,13 @@ void require_same_pairs(ProcessGroup& world, const std::vector<ImagePair>& pairs
   uint64_t h = fnv1a({});
   for (const ImagePair& p : pairs)  // the file names: the folders may be mounted at other paths
     h = fnv1a(fs::path(p.image).filename().string() + '\n' + fs::path(p.mask).filename().string() + '\n', h);
-  const std::vector<std::string> all =
-      world.all_gather(world.host() + "\n" + std::to_string(pairs.size()) + ":" + std::to_string(h));
-  const auto host = [&](size_t r) { return all[r].substr(0, all[r].find('\n')); };
-  const auto found = [&](size_t r) { return all[r].substr(all[r].find('\n') + 1); };
-  for (size_t r = 1; r < all.size(); ++r)
-    if (found(r) != found(0))
-      throw_alike(&world, "rank " + std::to_string(r) + " (host " + host(r) + ") found other image/mask pairs "
-                          "than rank 0 (host " + host(0) + ") in '" + o.images_dir + "' and '" + o.masks_dir +
-                          "': every process of a run must see the same files (a shared file system, or identical "
-                          "copies)");
+  const Gathered g = gather(world, std::to_string(pairs.size()) + ":" + std::to_string(h));
+  for (size_t r = 1; r < g.all.size(); ++r)
+    if (g.text(r) != g.text(0))
+      throw_alike(&world, g.process(r) + " found other image/mask pairs than " + g.process(0) + " in '" +
+                              o.images_dir + "' and '" + o.masks_dir +
+                              "': every process of a run must see the same files (a shared file system, or "
+                              "identical copies)");
 }
 
 /// Every process's check merged: the errors of all pairs, the counts summed.

@@ -192,6 +192,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   auto work = [&] {
     std::vector<float> scratch(images ? 0 : image_numel + mask_numel);
     std::vector<size_t> class_pixels(images ? 0 : found.class_pixels.size(), 0);  // this thread's (a check's)
+    int low_masks = 0, thresholded = 0;  // this thread's
     for (int k = next++; k < n; k = next++) {
       const ImagePair& p = pairs[size_t(which[size_t(k)])];
       float* image_to = images ? images->sample(k) : scratch.data();
@@ -202,11 +203,8 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
         const cv::Size mask = o.classes > 0
                                   ? decode_class_mask(p.mask, o.height, o.width, o.classes, mask_to, o.ignore_class)
                                   : decode_mask(p.mask, o.height, o.width, mask_to, &values);
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          found.low_masks += values == MaskValues::kAnyNonzero;
-          found.thresholded += values == MaskValues::kThresholded;
-        }
+        low_masks += values == MaskValues::kAnyNonzero;
+        thresholded += values == MaskValues::kThresholded;
         if (mask != image)
           throw UserError("mask '" + p.mask + "' is " + std::to_string(mask.width) + "x" +
                           std::to_string(mask.height) + " but image '" + p.image + "' is " +
@@ -225,6 +223,8 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
       if (!verb.empty() && (d == n || (d * 10 / n) != ((d - 1) * 10 / n))) spdlog::info("{} {}/{} images", verb, d, n);
     }
     std::lock_guard<std::mutex> lock(mutex);
+    found.low_masks += low_masks;
+    found.thresholded += thresholded;
     for (size_t c = 0; c < class_pixels.size(); ++c) found.class_pixels[c] += class_pixels[c];
   };
   std::vector<std::thread> pool;

@@ -21,9 +21,9 @@ std::vector<std::string> SampleStream::names() const {
   return out;
 }
 
-void SampleStream::prefetch(std::vector<int> which) {
+void SampleStream::prefetch(const std::vector<int>& which) {
   if (pending_.valid()) pending_.wait();  // one decoding at a time: the loader threads are its
-  pending_which_ = std::move(which);
+  pending_which_ = which;  // a copy into kept memory
   pending_ = std::async(std::launch::async,
                         [this, &out = buffers_[fill_]] { decode_pairs(pairs_, pending_which_, options_, out); });
 }

@@ -26,7 +26,7 @@ class SampleStream {
 
   /// Starts decoding pairs which[k] (indices < size()) in the background,
   /// into the buffer the last take() did not return.
-  void prefetch(std::vector<int> which);
+  void prefetch(const std::vector<int>& which);
   /// Sample k of the result is pair which[k], decoded as decode_pairs does:
   /// the prefetch's result when it was for the same pairs (waiting for it),
   /// else decoded now. The result stays valid until the take() after next

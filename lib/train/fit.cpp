@@ -75,10 +75,10 @@ void log_towers(int epoch, Trainer& trainer, const std::optional<Decoded>& decod
                peaks.empty() ? "" : "; peak memory " + peaks);
 }
 
-/// The pairs of a global batch that this process's towers take (Trainer::process_shard).
-std::vector<int> own_pairs(const Trainer& trainer, const std::vector<int>& batch) {
+/// out <- the pairs of a global batch that this process's towers take (Trainer::process_shard).
+void own_pairs(const Trainer& trainer, const std::vector<int>& batch, std::vector<int>& out) {
   const auto [lo, hi] = trainer.process_shard(int(batch.size()));
-  return {batch.begin() + lo, batch.begin() + hi};
+  out.assign(batch.begin() + lo, batch.begin() + hi);
 }
 
 /// local <- indices for train_step over the Dataset of own_pairs(batch): position k of the process's shard
@@ -538,7 +538,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     const size_t b = size_t(g % pass_steps) * batch_size;
     out.assign(order.begin() + long(b), order.begin() + long(std::min(order.size(), b + batch_size)));
   };
-  std::vector<int> batch, next_batch, own_idx;  // kept across steps: no allocation once warm
+  std::vector<int> batch, next_batch, own_batch, own_idx;  // kept across steps: no allocation once warm
   Decoded decoded;  // with a stream: this epoch's
   for (int epoch = s.next_epoch; epoch <= tc.epochs; ++epoch) {
     if (progress) progress->start_epoch(epoch);
@@ -554,12 +554,14 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       BatchStats st;
       if (options.stream) {  // this process's samples of the batch; the next step's decode meanwhile
         const auto t_wait = std::chrono::steady_clock::now();
-        const Dataset& own = options.stream->take(own_pairs(trainer, batch));
+        own_pairs(trainer, batch, own_batch);
+        const Dataset& own = options.stream->take(own_batch);
         decoded.wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
         decoded.samples += own.size();
         if (epoch < tc.epochs || step + 1 < steps) {
           batch_at(g + 1, next_batch);
-          options.stream->prefetch(own_pairs(trainer, next_batch));
+          own_pairs(trainer, next_batch, own_batch);
+          options.stream->prefetch(own_batch);
         }
         own_indices(trainer, int(batch.size()), own_idx);
         st = trainer.train_step(own, own_idx);
