@@ -467,14 +467,62 @@ TEST_CASE("summary under mpirun prints the model table once, and a config error 
   INFO(good.out << good.err);
   CHECK(good.code == 0);
   CHECK(count(good.out, "Model: \"mpi_unet\"") == 1);
-  // Each process reads its own copy of the config (another host's may differ), so each error names its
-  // process (mpirun may end the other before it prints).
+  // Each process checks its own copy of the config (another host's may differ); an error all of them find
+  // is printed once, as one process prints it.
   const Run bad = run(kMpirun, summary + (dir / "bad.yaml").string(), dir);
   INFO(bad.out << bad.err);
   CHECK(bad.code != 0);
-  CHECK_THAT(bad.err, Catch::Contains("): error: " + (dir / "bad.yaml").string()) &&
-                          Catch::Contains("layer 'drop' (Dropout)"));
+  CHECK(count(bad.err, "layer 'drop' (Dropout)") == 1);
+  CHECK_THAT(bad.err, Catch::Contains("error: " + (dir / "bad.yaml").string()) && !Catch::Contains("): error: "));
   CHECK_THAT(bad.out, !Catch::Contains("Total params"));
+}
+
+TEST_CASE("a config or command-line error under mpirun is printed once, and one process's own names that process",
+          "[mpi]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_config_error");
+  const fs::path& dir = tmp.root;
+  std::string config = mpi_config(dir / "run", "  epochs: 1\n");
+  std::ofstream(dir / "good.yaml") << config;
+  std::ofstream(dir / "typo.yaml") << config.replace(config.find("  seed: 3"), 7, "  sede:");
+  const std::string train = std::string(TRAINER_BINARY) + " --gpus cpu --threads 1 --log-format json --config ";
+  const Run typo = run(kMpirun, "-np 2 " + train + (dir / "typo.yaml").string(), dir);
+  INFO(typo.out << typo.err);
+  CHECK(typo.code == 2);
+  CHECK(count(typo.err, "unknown key 'sede'") == 1);
+  CHECK_THAT(typo.err, Catch::Contains("error: " + (dir / "typo.yaml").string()) && !Catch::Contains("): error: "));
+  CHECK(count(typo.out, "{\"done\": false, \"error\": ") == 1);
+  // Two hosts' working folders (h0, h1): the config is at c.yaml on h0 only, and a flag conflicts on both.
+  fs::create_directories(dir / "h0");
+  fs::create_directories(dir / "h1");
+  fs::copy_file(dir / "typo.yaml", dir / "h0" / "c.yaml");
+  const auto on = [&](const std::string& host) { return "-np 1 -wdir " + (dir / host).string() + " " + train; };
+  const Run missing = run(kMpirun, on("h0") + "c.yaml : " + on("h1") + "c.yaml", dir);
+  INFO(missing.out << missing.err);
+  CHECK(missing.code == 2);
+  CHECK(count(missing.err, "): error: ") == 2);  // each process's own, once
+  CHECK_THAT(missing.err, Catch::Contains("rank 0 (host ") && Catch::Contains("): error: c.yaml:") &&
+                              Catch::Contains("unknown key 'sede'"));
+  CHECK_THAT(missing.err, Catch::Contains("rank 1 (host ") &&
+                              Catch::Contains("): error: c.yaml: cannot open the config file"));
+  const Run both = run(kMpirun, "-np 2 " + train + (dir / "good.yaml").string() + " --resume a.h5 --initial-weights b.h5",
+                       dir);
+  INFO(both.out << both.err);
+  CHECK(both.code == 2);
+  CHECK(count(both.err, "pass one of them") == 1);
+  // Command-line errors: every process's alike, and one process's own while the other reads its config.
+  const Run range = run(kMpirun, "-np 2 " + train + (dir / "good.yaml").string() + " --epochs 0", dir);
+  INFO(range.out << range.err);
+  CHECK(range.code == 2);
+  CHECK(count(range.err, "error: --epochs: Value 0 not in range") == 1);
+  CHECK_THAT(range.err, !Catch::Contains("): error: "));
+  const Run dash = run(kMpirun, "-np 1 " + train + (dir / "good.yaml").string() + " : -np 1 " + train +
+                                    (dir / "good.yaml").string() + " -epochs 3", dir);
+  INFO(dash.out << dash.err);
+  CHECK(dash.code == 2);
+  CHECK(count(dash.err, "error: ") == 1);
+  CHECK_THAT(dash.err, Catch::Contains("rank 1 (host ") && Catch::Contains("): error: '-epochs' has one dash"));
+  CHECK_FALSE(fs::exists(dir / "run"));
 }
 
 TEST_CASE("under mpirun, validation folders are split over the ranks as over one process's towers",

@@ -1,6 +1,7 @@
 // trainer summary --config FILE: validate a config and print its model table
 // (once, under an MPI launcher).
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
 #include "dist/process_group.h"
@@ -14,11 +15,13 @@ Command add_summary(CLI::App& app) {
   cmd->add_option("--config,-c", *path, "Run configuration (YAML)")->required()->check(non_empty_path());
   return {cmd, [path] {
             name_launched_process();
-            Config config = load_config(*path);
-            Model model(config.model, config.path);
-            // Under mpirun or srun each process checks its copy of the config; the first prints the table.
-            if (detect_launch().rank == 0) std::cout << model.summary();
-            validate_for_training(config, model);
+            // Under mpirun or srun each process checks its copy of the config; rank 0 prints the table, and
+            // an error once.
+            const ConfigInWorld in = load_config_in_world(*path);
+            std::optional<Model> model;
+            check_together(in.world.get(), [&] { model.emplace(in.config.model, in.config.path); });
+            if (!in.world || in.world->rank() == 0) std::cout << model->summary() << std::flush;
+            check_together(in.world.get(), [&] { validate_for_training(in.config, *model); });
             return 0;
           }};
 }

@@ -173,17 +173,18 @@ void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& train
 int run_train(const TrainFlags& f) {
   // A JSON consumer gets a final object when the run fails too (rank 0's, with the error main prints).
   set_json_errors(f.log_format == "json" && detect_launch().rank == 0);
-  // One of several processes: its errors name it and its host from the start (config errors come once per
-  // process); the world, once joined, names the host as MPI does.
+  // One of several processes: its errors name it and its host from the start (an error in joining them);
+  // the world, once joined, names the host as MPI does.
   name_launched_process();
-  if (f.config.empty()) throw UserError("--config is required; run 'trainer --help' for usage");
-  Config config = load_config(f.config);
-  apply_overrides(config, f);
-  if (!f.resume.empty() && !f.initial_weights.empty())
-    throw UserError("--initial-weights starts a new run from a checkpoint's weights, --resume continues the run "
-                    "that a checkpoint holds (with its weights): pass one of them");
   // Under mpirun or srun, the run's processes (nullptr alone); rank 0 alone prints and writes.
-  const std::unique_ptr<ProcessGroup> world = join_world(config.training.collective_timeout);
+  ConfigInWorld in = load_config_in_world(f.config, [&](Config& config) {
+    apply_overrides(config, f);
+    if (!f.resume.empty() && !f.initial_weights.empty())
+      throw UserError("--initial-weights starts a new run from a checkpoint's weights, --resume continues the run "
+                      "that a checkpoint holds (with its weights): pass one of them");
+  });
+  Config& config = in.config;
+  const std::unique_ptr<ProcessGroup> world = std::move(in.world);
   const bool voice = !world || world->rank() == 0;
   if (world && world->size() > 1)
     set_error_origin("rank " + std::to_string(world->rank()) + " (host " + world->host() + "): ");

@@ -88,6 +88,27 @@ void require_one_process(const std::string& command);
 /// launcher's environment and gethostname, before MPI is joined).
 void name_launched_process();
 
+/// The config every process of a run reads (its own copy), with `adjust` (the
+/// flags) applied, and the run's processes (join_world; nullptr alone),
+/// joined once the config is read: its training.collective_timeout bounds
+/// their collectives (600 s when it cannot be read). Under an MPI launcher an
+/// error in reading or adjusting the config (a UserError: YAML, keys, values)
+/// is printed once for the run by rank 0, naming the processes when only some
+/// of them found it (check_together). Throws UserError (ReportedUserError
+/// under a launcher) on such an error, and join_world's errors.
+struct ConfigInWorld {
+  Config config;
+  std::unique_ptr<ProcessGroup> world;
+};
+ConfigInWorld load_config_in_world(const std::string& path, const std::function<void(Config&)>& adjust = {});
+
+/// Prints the command-line error `message` ("error: <message>") and returns
+/// exit code 2. Under an MPI launcher of several processes the processes join
+/// first, and rank 0 prints it once for the run, or each process's own after
+/// its rank and host when only some of them have it (check_together; the
+/// others are then at their config's check, load_config_in_world).
+int report_usage_error(const std::string& message);
+
 /// Installs SIGINT/SIGTERM handlers: the returned flag becomes the signal's
 /// number at the first one (training stops after the current step); a second
 /// SIGINT exits the process at once with code 130.

@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <exception>
 #include <thread>
 
 #include "backend/gpu_info.h"
 #include "commands.h"
 #include "config/params.h"
 #include "core/exit_codes.h"
+#include "dist/process_group.h"
 
 namespace trainer::cli {
 
@@ -73,6 +76,36 @@ void name_launched_process() {
   // Open MPI's processor name drops the domain (unless told to keep it): so does this one, IP addresses aside.
   if (!host.empty() && !std::isdigit(static_cast<unsigned char>(host[0]))) host = host.substr(0, host.find('.'));
   set_error_origin("rank " + std::to_string(l.rank) + " (host " + host + "): ");
+}
+
+ConfigInWorld load_config_in_world(const std::string& path, const std::function<void(Config&)>& adjust) {
+  ConfigInWorld in;
+  std::exception_ptr error;  // reported once the processes have joined, as the errors found later are
+  try {
+    if (path.empty()) throw UserError("--config is required; run 'trainer --help' for usage");
+    in.config = load_config(path);
+    if (adjust) adjust(in.config);
+  } catch (const UserError&) {
+    error = std::current_exception();
+  }
+  in.world = join_world(error ? TrainingConfig{}.collective_timeout : in.config.training.collective_timeout);
+  check_together(in.world.get(), [&] {
+    if (error) std::rethrow_exception(error);
+  });
+  return in;
+}
+
+int report_usage_error(const std::string& message) {
+  if (detect_launch().size <= 1) {
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    return kExitUserError;
+  }
+  return run_guarded([&] {
+    name_launched_process();
+    const std::unique_ptr<ProcessGroup> world = join_world(TrainingConfig{}.collective_timeout);
+    check_together(world.get(), [&] { throw UserError(message); });
+    return kExitUserError;  // a world of one (join_world's): check_together threw
+  });
 }
 
 const CLI::Validator& non_empty_path() {

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -39,15 +40,19 @@ int main(int argc, char** argv) {
     const std::string help = chosen.empty() ? "trainer --help" : "trainer " + chosen.front()->get_name() + " --help";
     return "error: " + what + "; run '" + help + "' for usage\n";
   });
-  if (const std::string one_dash = cli::single_dash_long_flag(app, argc, argv); !one_dash.empty()) {
-    std::fprintf(stderr, "error: %s\n", one_dash.c_str());
-    return kExitUserError;
+  std::string usage = cli::single_dash_long_flag(app, argc, argv);  // a command-line error, else ""
+  if (usage.empty()) {
+    std::ostringstream parse_error;  // "error: <what>\n" (the failure message above)
+    if (const std::optional<int> code = parse_command_line(app, argc, argv, parse_error)) {
+      if (*code != kExitUserError) return *code;  // --help, --version
+      usage = parse_error.str();
+      usage = usage.substr(usage.rfind("error: ", 0) == 0 ? 7 : 0);
+      usage.erase(usage.find_last_not_of('\n') + 1);
+    } else {
+      usage = cli::misplaced_flags(app);
+    }
   }
-  if (const std::optional<int> code = parse_command_line(app, argc, argv)) return *code;
-  if (const std::string misplaced = cli::misplaced_flags(app); !misplaced.empty()) {
-    std::fprintf(stderr, "error: %s\n", misplaced.c_str());
-    return kExitUserError;
-  }
+  if (!usage.empty()) return cli::report_usage_error(usage);
   return run_guarded(
       [&] {
         for (const auto& command : commands)

@@ -10,14 +10,14 @@
 
 namespace trainer {
 
-std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, std::ostream& err) {
   try {
     app.parse(argc, argv);
     return std::nullopt;
   } catch (const CLI::Success& e) {  // --help, --help-all, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    app.exit(e, std::cout, err);
     return kExitUserError;
   }
 }

@@ -5,6 +5,7 @@
 //
 // Exit codes: 0 done, 2 user error (flags, config, data, paths), 1 internal error.
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,9 +23,9 @@ inline constexpr int kExitUserError = 2;
 /// Parses the command line into app. Returns std::nullopt when the program
 /// should go on, else the exit code to return at once: 0 after --help or
 /// --version (printed on stdout by app.exit), 2 after a parse error (printed on
-/// stderr by app.exit with the app's failure_message: CLI11's default is
+/// err (default std::cerr) by app.exit with the app's failure_message: CLI11's default is
 /// "<what>\nRun with --help for more information.").
-std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, std::ostream& err = std::cerr);
 
 /// Runs body and returns its exit code. What escapes it is reported on stderr
 /// in one line, after stdout is flushed (so the line comes after what was
