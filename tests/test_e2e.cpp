@@ -12,6 +12,7 @@
 
 #include "backend/gpu_info.h"
 #include "config/config.h"
+#include "core/build_id.h"
 #include "io/checkpoint.h"
 #include "process_testing.h"
 
@@ -341,6 +342,9 @@ TEST_CASE("summary validates a config and prints the model table", "[e2e]") {
   r = run_trainer("--help", dir);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("--gpus"));
+  r = run_trainer("--version", dir);  // the build: version and commit
+  CHECK(r.code == 0);
+  CHECK(r.out == "trainer " + std::string(trainer::build_id()) + "\n");
   fs::remove_all(dir);
 }
 

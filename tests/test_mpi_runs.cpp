@@ -20,6 +20,7 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include "core/build_id.h"
 #include "dist/mpi_process_group.h"
 #include "dist/process_group.h"
 #include "train/trainer.h"
@@ -522,6 +523,35 @@ TEST_CASE("a config or command-line error under mpirun is printed once, and one 
   CHECK(dash.code == 2);
   CHECK(count(dash.err, "error: ") == 1);
   CHECK_THAT(dash.err, Catch::Contains("rank 1 (host ") && Catch::Contains("): error: '-epochs' has one dash"));
+  CHECK_FALSE(fs::exists(dir / "run"));
+}
+
+TEST_CASE("processes that run other builds of trainer are refused, naming both builds", "[mpi]") {
+  TRAINER_REQUIRE_MPI();
+  TempDir tmp("mpi_build");
+  const fs::path& dir = tmp.root;
+  std::ofstream(dir / "run.yaml") << mpi_config(dir / "run", "  epochs: 1\n");
+  // Another build: a copy of this trainer whose build id (its version, here) is changed in place.
+  const std::string id = build_id();
+  std::string other = id;
+  other[0] = other[0] == '9' ? '8' : '9';
+  std::string bytes = slurp(TRAINER_BINARY);
+  size_t changed = 0;
+  for (size_t at = bytes.find(id); at != std::string::npos; at = bytes.find(id, at + 1), ++changed)
+    bytes.replace(at, id.size(), other);
+  REQUIRE(changed > 0);
+  std::ofstream(dir / "trainer", std::ios::binary) << bytes;
+  fs::permissions(dir / "trainer", fs::perms::owner_all);
+  const Run version = run((dir / "trainer").string(), "--version", dir);
+  CHECK(version.out == "trainer " + other + "\n");
+  const std::string flags = " --gpus cpu --threads 1 --config " + (dir / "run.yaml").string();
+  const Run r = run(kMpirun, "-np 1 " + std::string(TRAINER_BINARY) + flags + " : -np 1 " +
+                                 (dir / "trainer").string() + flags, dir);
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  CHECK(count(r.err, "error: ") == 1);
+  CHECK_THAT(r.err, Catch::Contains(") runs trainer " + other + ", rank 0 (host ") &&
+                        Catch::Contains(") trainer " + id + ": every process of a run must run the same build"));
   CHECK_FALSE(fs::exists(dir / "run"));
 }
 

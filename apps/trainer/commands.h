@@ -88,14 +88,18 @@ void require_one_process(const std::string& command);
 /// launcher's environment and gethostname, before MPI is joined).
 void name_launched_process();
 
+/// join_world(timeout_s), then require_same_build over the processes joined:
+/// what every command that runs under an MPI launcher joins with.
+std::unique_ptr<ProcessGroup> join_run(double timeout_s);
+
 /// The config every process of a run reads (its own copy), with `adjust` (the
-/// flags) applied, and the run's processes (join_world; nullptr alone),
+/// flags) applied, and the run's processes (join_run; nullptr alone),
 /// joined once the config is read: its training.collective_timeout bounds
 /// their collectives (600 s when it cannot be read). Under an MPI launcher an
 /// error in reading or adjusting the config (a UserError: YAML, keys, values)
 /// is printed once for the run by rank 0, naming the processes when only some
 /// of them found it (check_together). Throws UserError (ReportedUserError
-/// under a launcher) on such an error, and join_world's errors.
+/// under a launcher) on such an error, and join_run's errors.
 struct ConfigInWorld {
   Config config;
   std::unique_ptr<ProcessGroup> world;

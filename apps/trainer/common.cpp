@@ -15,6 +15,7 @@
 #include "config/params.h"
 #include "core/exit_codes.h"
 #include "dist/process_group.h"
+#include "world_checks.h"
 
 namespace trainer::cli {
 
@@ -78,6 +79,12 @@ void name_launched_process() {
   set_error_origin("rank " + std::to_string(l.rank) + " (host " + host + "): ");
 }
 
+std::unique_ptr<ProcessGroup> join_run(double timeout_s) {
+  std::unique_ptr<ProcessGroup> world = join_world(timeout_s);
+  if (world) require_same_build(*world);  // the first collective: other builds may take others after it
+  return world;
+}
+
 ConfigInWorld load_config_in_world(const std::string& path, const std::function<void(Config&)>& adjust) {
   ConfigInWorld in;
   std::exception_ptr error;  // reported once the processes have joined, as the errors found later are
@@ -88,7 +95,7 @@ ConfigInWorld load_config_in_world(const std::string& path, const std::function<
   } catch (const UserError&) {
     error = std::current_exception();
   }
-  in.world = join_world(error ? TrainingConfig{}.collective_timeout : in.config.training.collective_timeout);
+  in.world = join_run(error ? TrainingConfig{}.collective_timeout : in.config.training.collective_timeout);
   check_together(in.world.get(), [&] {
     if (error) std::rethrow_exception(error);
   });
@@ -102,9 +109,9 @@ int report_usage_error(const std::string& message) {
   }
   return run_guarded([&] {
     name_launched_process();
-    const std::unique_ptr<ProcessGroup> world = join_world(TrainingConfig{}.collective_timeout);
+    const std::unique_ptr<ProcessGroup> world = join_run(TrainingConfig{}.collective_timeout);
     check_together(world.get(), [&] { throw UserError(message); });
-    return kExitUserError;  // a world of one (join_world's): check_together threw
+    return kExitUserError;  // not reached: check_together threw
   });
 }
 

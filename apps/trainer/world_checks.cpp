@@ -4,11 +4,21 @@
 #include <vector>
 
 #include "config/shared_settings.h"
+#include "core/build_id.h"
 #include "core/fnv1a.h"
 
 namespace trainer::cli {
 
 Gathered gather(ProcessGroup& world, const std::string& text) { return {world.all_gather(world.host() + "\n" + text)}; }
+
+void require_same_build(ProcessGroup& world) {
+  const Gathered g = gather(world, build_id());
+  for (size_t r = 1; r < g.all.size(); ++r)
+    if (g.text(r) != g.text(0))
+      throw_alike(&world, g.process(r) + " runs trainer " + g.text(r) + ", " + g.process(0) + " trainer " +
+                              g.text(0) + ": every process of a run must run the same build (build the same "
+                              "commit on every host, or share one build; 'trainer --version' names it)");
+}
 
 void require_same_settings(ProcessGroup& world, const Config& config, bool resumes) {
   const Gathered g = gather(world, shared_settings(config, resumes));

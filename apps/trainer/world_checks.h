@@ -24,6 +24,13 @@ struct Gathered {
 /// Every process's text, with its host (a collective: ProcessGroup::all_gather).
 Gathered gather(ProcessGroup& world, const std::string& text);
 
+/// Every process must run the same build of trainer (build_id: its version
+/// and commit): else a UserError naming the first process whose build differs
+/// from rank 0's, its host and both builds. Other builds may run other
+/// collectives, and wait for each other forever. Builds of one commit with
+/// other local changes ("modified") are not told apart.
+void require_same_build(ProcessGroup& world);
+
 /// Every process's shared_settings must be the same: else a UserError naming
 /// the first setting that differs between rank 0 and the first process that
 /// differs, e.g. "training.epochs is 3 on rank 1 (host b), 1 on rank 0 (host

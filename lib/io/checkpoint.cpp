@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <sys/stat.h>
 
+#include "core/build_id.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/hdf5_util.h"
@@ -84,6 +85,7 @@ void write_file(const std::string& tmp, const Checkpoint& ckpt) {
   h5::Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "creating file");
   h5::write_string(file, "trainer_format", kFormat);
   h5::write_int64(file, "format_version", kVersion);
+  h5::write_string(file, "trainer_version", build_id());  // as Keras's keras_version: which build wrote it
   h5::write_string(file, "model_config", ckpt.config_yaml);
   h5::write_int64(file, "epoch", ckpt.epoch);
   {

@@ -13,6 +13,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "core/build_id.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
 
@@ -570,7 +571,7 @@ void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, c
   onnx::ModelProto proto;
   proto.set_ir_version(kIrVersion);
   proto.set_producer_name("trainer");
-  proto.set_producer_version("0.1.0");
+  proto.set_producer_version(build_id());
   onnx::OperatorSetIdProto* opset = proto.add_opset_import();
   opset->set_domain("");
   opset->set_version(kOpset);
