@@ -23,16 +23,18 @@ constexpr size_t kMaxConfigNodes = 1000000;
 /// Bytes a config file may hold (a real one holds a few KB).
 constexpr size_t kMaxConfigBytes = size_t(16) << 20;
 
-// yaml-cpp keeps the first of two equal keys and drops the second silently;
-// a config where `epochs` appears twice is almost certainly a mistake.
-// `visited` counts the nodes walked, aliases expanded, against kMaxConfigNodes.
-void reject_duplicate_keys(const YAML::Node& node, const std::string& file, size_t& visited) {
+// Refuses keys yaml-cpp reads otherwise than a user means: of two equal keys
+// it keeps the first and drops the second silently (a config where `epochs`
+// appears twice is almost certainly a mistake), and it takes YAML 1.1's merge
+// key '<<' as a key like any other. `visited` counts the nodes walked, aliases
+// expanded, against kMaxConfigNodes.
+void check_keys(const YAML::Node& node, const std::string& file, size_t& visited) {
   if (++visited > kMaxConfigNodes)
     throw UserError(file + ": the config holds more than " + std::to_string(kMaxConfigNodes) +
                     " YAML values once its aliases (*name) are expanded; a config holds a few hundred: remove "
                     "the aliases that repeat others");
   if (node.IsSequence()) {
-    for (const auto& e : node) reject_duplicate_keys(e, file, visited);
+    for (const auto& e : node) check_keys(e, file, visited);
   } else if (node.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
     for (const auto& kv : node) {
@@ -40,12 +42,16 @@ void reject_duplicate_keys(const YAML::Node& node, const std::string& file, size
         throw UserError(yaml_location(file, kv.first.Mark()) +
                         ": a key must be a plain name, not a list or mapping; write 'name: value'");
       std::string key = kv.first.Scalar();
+      if (key == "<<")
+        throw UserError(yaml_location(file, kv.first.Mark()) +
+                        ": merge keys ('<<: *anchor') are not supported by the config reader (yaml-cpp): write the "
+                        "keys out, or give a whole value by its anchor ('optimizer: *adam')");
       auto [it, fresh] = seen.emplace(key, kv.first.Mark());
       if (!fresh)
         throw UserError(yaml_location(file, kv.first.Mark()) + ": duplicate key '" + key +
                         "' (first given at line " + std::to_string(it->second.line + 1) +
                         "); keep only one");
-      reject_duplicate_keys(kv.second, file, visited);
+      check_keys(kv.second, file, visited);
     }
   }
 }
@@ -113,7 +119,7 @@ Config parse_config(const std::string& text, const std::string& path) {
   if (!root.IsDefined() || root.IsNull())
     throw UserError(path + ": the config is empty; it needs the sections model, data and training");
   size_t visited = 0;
-  reject_duplicate_keys(root, path, visited);
+  check_keys(root, path, visited);
 
   ParamReader top(root, path, "config");
   auto section = [&](const char* key, const char* needs) {
