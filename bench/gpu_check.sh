@@ -39,10 +39,10 @@ mkdir -p .git/info && touch .git/info/exclude
 # unit_tests looks for data under the source path compiled into it: the
 # device script links that path to the tree it runs in.
 pwd > .devbundle/source_dir
-# What the binaries were built from, for the device summary (a bundle older
-# than the tree it travels with would test old code).
-{ git rev-parse --short HEAD; git status --porcelain --untracked-files=no | grep -q . && echo "(uncommitted changes)"; } |
-  tr '\n' ' ' > .devbundle/built_from || true
+# What the binaries were built from (their build id: commit and sources), for
+# the device summary (a bundle older than the tree it travels with would test
+# old code).
+build-gpu/trainer --version > .devbundle/built_from
 
 bash -n bench/gpu_check_device.sh
 if [ ! -f configs/unet.yaml ] || [ ! -d data/sample/images ]; then

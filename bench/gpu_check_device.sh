@@ -283,7 +283,7 @@ test_totals() {
 
 {
   echo "GPU check of issue #3, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)"
-  echo "binaries built from commit $(cat "$bundle/built_from" 2>/dev/null || echo '(unknown: rerun bench/gpu_check.sh)')"
+  echo "binaries: $(cat "$bundle/built_from" 2>/dev/null || echo '(unknown: rerun bench/gpu_check.sh)')"
   echo
   cat "$steps_file"
   echo

@@ -124,7 +124,6 @@ TEST_CASE("checkpoint layout has the documented Keras-like attributes", "[checkp
   CHECK(H5Aexists_by_name(f, "model_weights/conv2d_1", "weight_names", H5P_DEFAULT) > 0);
   CHECK(H5Aexists_by_name(f, "logs", "val_loss", H5P_DEFAULT) > 0);
   CHECK(h5::read_string(f, "trainer_version") == build_id());  // as Keras's keras_version
-  CHECK_THAT(build_id(), Catch::StartsWith("0.1.0 (") && Catch::EndsWith(")"));
   hid_t ds = H5Dopen2(f, "model_weights/conv2d_1/kernel", H5P_DEFAULT);
   REQUIRE(ds >= 0);
   hid_t sp = H5Dget_space(ds);

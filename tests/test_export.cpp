@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "config/config.h"
+#include "core/build_id.h"
 #include "data/image_decode.h"
 #include "io/checkpoint.h"
 #include "io/onnx_export.h"
@@ -255,6 +256,8 @@ training: {epochs: 1}
   onnx::ModelProto model;
   std::ifstream in(path, std::ios::binary);
   REQUIRE(model.ParseFromIstream(&in));
+  CHECK(model.producer_name() == "trainer");
+  CHECK(model.producer_version() == build_id());  // the build that wrote it
   std::map<std::string, float> scalars;
   for (const onnx::TensorProto& t : model.graph().initializer())
     if (t.float_data_size() == 1) scalars[t.name()] = t.float_data(0);

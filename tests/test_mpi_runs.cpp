@@ -476,6 +476,15 @@ TEST_CASE("summary under mpirun prints the model table once, and a config error 
   CHECK(count(bad.err, "layer 'drop' (Dropout)") == 1);
   CHECK_THAT(bad.err, Catch::Contains("error: " + (dir / "bad.yaml").string()) && !Catch::Contains("): error: "));
   CHECK_THAT(bad.out, !Catch::Contains("Total params"));
+  // One process's copy alone is bad: its error names it.
+  const std::string one = std::string(TRAINER_BINARY) + " summary --config ";
+  const Run mixed = run(kMpirun, "-np 1 " + one + (dir / "good.yaml").string() + " : -np 1 " + one +
+                                     (dir / "bad.yaml").string(), dir);
+  INFO(mixed.out << mixed.err);
+  CHECK(mixed.code == 2);
+  CHECK(count(mixed.err, "error: ") == 1);
+  CHECK_THAT(mixed.err, Catch::Contains("rank 1 (host ") && Catch::Contains("): error: " + (dir / "bad.yaml").string()));
+  CHECK_THAT(mixed.out, !Catch::Contains("Total params"));
 }
 
 TEST_CASE("a config or command-line error under mpirun is printed once, and one process's own names that process",
@@ -511,6 +520,7 @@ TEST_CASE("a config or command-line error under mpirun is printed once, and one 
   INFO(both.out << both.err);
   CHECK(both.code == 2);
   CHECK(count(both.err, "pass one of them") == 1);
+  CHECK_THAT(both.err, !Catch::Contains("): error: "));
   // Command-line errors: every process's alike, and one process's own while the other reads its config.
   const Run range = run(kMpirun, "-np 2 " + train + (dir / "good.yaml").string() + " --epochs 0", dir);
   INFO(range.out << range.err);
@@ -524,6 +534,18 @@ TEST_CASE("a config or command-line error under mpirun is printed once, and one 
   CHECK(count(dash.err, "error: ") == 1);
   CHECK_THAT(dash.err, Catch::Contains("rank 1 (host ") && Catch::Contains("): error: '-epochs' has one dash"));
   CHECK_FALSE(fs::exists(dir / "run"));
+  // A process with an error waits for the others only so long: here rank 0 prints the version and ends
+  // without joining. Either the error is printed by rank 1 itself after kJoinWaitSeconds (30), or mpirun
+  // ends the run when rank 0 ends (it names it); no hang either way (timeout's 124).
+  const Run alone = run("timeout", "120 " + kMpirun + " -np 1 " + std::string(TRAINER_BINARY) + " --version : -np 1 " +
+                                       train + (dir / "good.yaml").string() + " --bogus", dir);
+  INFO(alone.out << alone.err);
+  CHECK((alone.code != 0 && alone.code != 124));
+  CHECK(count(alone.err, "unexpected argument(s) for 'trainer': --bogus") <= 1);
+  if (count(alone.err, "--bogus") == 1)
+    CHECK_THAT(alone.err, Catch::Contains("rank 1 (host ") && Catch::Contains("the others did not join it within 30 s"));
+  else
+    CHECK_THAT(alone.err, Catch::Contains("process rank 0"));
 }
 
 TEST_CASE("processes that run other builds of trainer are refused, naming both builds", "[mpi]") {

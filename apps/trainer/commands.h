@@ -5,6 +5,7 @@
 // mistakes (main prints them as one "error: ..." line and exits with 2).
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -83,14 +84,28 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool 
 /// export) started by an MPI launcher as several: each would do the whole
 /// work and write the same files.
 void require_one_process(const std::string& command);
-/// When an MPI launcher started several processes: makes this one's error
-/// lines start with its rank and host, "rank 1 (host node2): " (from the
-/// launcher's environment and gethostname, before MPI is joined).
+/// When an MPI launcher started several processes, this one's rank and host,
+/// "rank 1 (host node2): " (from the launcher's environment and gethostname,
+/// before MPI is joined); else "".
+std::string launched_process_name();
+/// Makes this process's error lines start with launched_process_name().
 void name_launched_process();
 
-/// join_world(timeout_s), then require_same_build over the processes joined:
-/// what every command that runs under an MPI launcher joins with.
-std::unique_ptr<ProcessGroup> join_run(double timeout_s);
+/// Seconds a process that found an error before joining the others waits for
+/// them (join_run) before it prints the error itself and exits.
+inline constexpr int kJoinWaitSeconds = 30;
+
+/// What every command that runs under an MPI launcher joins with: the run's
+/// processes (join_world(timeout_s); nullptr alone), once their builds are
+/// compared (require_same_build) and `found`, an error this process found
+/// before joining (a command-line or config error; null: none), is reported
+/// together with the others' (check_together: rank 0 prints the errors once
+/// for the run), which throws then. A process that found one waits for the
+/// others at most kJoinWaitSeconds, then prints it itself and exits with 2:
+/// one that ended without joining (--version on one rank of an MPMD launch)
+/// would hold it in MPI_Init, which no timeout bounds. When joining fails
+/// (srun without --mpi=pmix, a build without MPI), `found` is thrown instead.
+std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_ptr& found);
 
 /// The config every process of a run reads (its own copy), with `adjust` (the
 /// flags) applied, and the run's processes (join_run; nullptr alone),

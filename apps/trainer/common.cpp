@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <thread>
 
@@ -69,19 +71,44 @@ void require_one_process(const std::string& command) {
                     "srun (its --gpus all takes every GPU of the machine)");
 }
 
-void name_launched_process() {
+std::string launched_process_name() {
   const Launch l = detect_launch();
-  if (l.size <= 1) return;
+  if (l.size <= 1) return "";
   char name[256] = {};
   std::string host = gethostname(name, sizeof name - 1) == 0 ? name : "?";
   // Open MPI's processor name drops the domain (unless told to keep it): so does this one, IP addresses aside.
   if (!host.empty() && !std::isdigit(static_cast<unsigned char>(host[0]))) host = host.substr(0, host.find('.'));
-  set_error_origin("rank " + std::to_string(l.rank) + " (host " + host + "): ");
+  return "rank " + std::to_string(l.rank) + " (host " + host + "): ";
 }
 
-std::unique_ptr<ProcessGroup> join_run(double timeout_s) {
-  std::unique_ptr<ProcessGroup> world = join_world(timeout_s);
-  if (world) require_same_build(*world);  // the first collective: other builds may take others after it
+void name_launched_process() { set_error_origin(launched_process_name()); }
+
+std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_ptr& found) {
+  if (found && detect_launch().size > 1) {
+    std::string message;
+    try {
+      std::rethrow_exception(found);
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    std::thread([message] {
+      std::this_thread::sleep_for(std::chrono::seconds(kJoinWaitSeconds));
+      print_run_errors({{launched_process_name(), message + " (printed by this process: the others did not join "
+                                                            "it within " + std::to_string(kJoinWaitSeconds) + " s)"}});
+      std::_Exit(kExitUserError);
+    }).detach();
+  }
+  std::unique_ptr<ProcessGroup> world;
+  try {
+    world = join_world(timeout_s);
+  } catch (const UserError&) {
+    if (found) std::rethrow_exception(found);  // the first mistake, which may be the cause of this one
+    throw;
+  }
+  if (world) require_same_build(*world);  // first: other builds may run other collectives after it
+  check_together(world.get(), [&] {
+    if (found) std::rethrow_exception(found);
+  });
   return world;
 }
 
@@ -95,10 +122,7 @@ ConfigInWorld load_config_in_world(const std::string& path, const std::function<
   } catch (const UserError&) {
     error = std::current_exception();
   }
-  in.world = join_run(error ? TrainingConfig{}.collective_timeout : in.config.training.collective_timeout);
-  check_together(in.world.get(), [&] {
-    if (error) std::rethrow_exception(error);
-  });
+  in.world = join_run(error ? TrainingConfig{}.collective_timeout : in.config.training.collective_timeout, error);
   return in;
 }
 
@@ -109,9 +133,8 @@ int report_usage_error(const std::string& message) {
   }
   return run_guarded([&] {
     name_launched_process();
-    const std::unique_ptr<ProcessGroup> world = join_run(TrainingConfig{}.collective_timeout);
-    check_together(world.get(), [&] { throw UserError(message); });
-    return kExitUserError;  // not reached: check_together threw
+    join_run(TrainingConfig{}.collective_timeout, std::make_exception_ptr(UserError(message)));
+    return kExitUserError;  // not reached: join_run threw the error, once reported
   });
 }
 

@@ -12,12 +12,17 @@ namespace trainer::cli {
 Gathered gather(ProcessGroup& world, const std::string& text) { return {world.all_gather(world.host() + "\n" + text)}; }
 
 void require_same_build(ProcessGroup& world) {
-  const Gathered g = gather(world, build_id());
+  const std::string tag = "trainer ";  // a process whose text lacks it runs a trainer from before this check
+  const Gathered g = gather(world, tag + build_id());
+  const auto build = [&](size_t r) {
+    return g.text(r).rfind(tag, 0) == 0 ? g.text(r) : std::string("an older trainer (one without a build id)");
+  };
   for (size_t r = 1; r < g.all.size(); ++r)
     if (g.text(r) != g.text(0))
-      throw_alike(&world, g.process(r) + " runs trainer " + g.text(r) + ", " + g.process(0) + " trainer " +
-                              g.text(0) + ": every process of a run must run the same build (build the same "
-                              "commit on every host, or share one build; 'trainer --version' names it)");
+      throw_alike(&world, g.process(r) + " runs " + build(r) + ", " + g.process(0) + " " + build(0) +
+                              ": every process of a run must run the same build, from the same sources (build the "
+                              "same commit, without local changes, on every host, or share one build; 'trainer "
+                              "--version' names it)");
 }
 
 void require_same_settings(ProcessGroup& world, const Config& config, bool resumes) {

@@ -1,6 +1,6 @@
 #pragma once
 // What every process of a run of several (an MPI launch) must share before
-// it trains: the settings of its config and flags, and the bytes of the
+// it trains: its build, the settings of its config and flags, and the bytes of the
 // checkpoints it reads (docs/multi_node.md). Each check is a collective: every
 // process calls it at the same point; a difference is refused on every
 // process, printed once by rank 0 (throw_alike), naming the first process
@@ -24,11 +24,10 @@ struct Gathered {
 /// Every process's text, with its host (a collective: ProcessGroup::all_gather).
 Gathered gather(ProcessGroup& world, const std::string& text);
 
-/// Every process must run the same build of trainer (build_id: its version
-/// and commit): else a UserError naming the first process whose build differs
-/// from rank 0's, its host and both builds. Other builds may run other
-/// collectives, and wait for each other forever. Builds of one commit with
-/// other local changes ("modified") are not told apart.
+/// Every process must run the same build of trainer (build_id: its version,
+/// commit and sources): else refused, naming the first
+/// process whose build differs from rank 0's, its host and both builds.
+/// Other builds may run other collectives, and wait for each other forever.
 void require_same_build(ProcessGroup& world);
 
 /// Every process's shared_settings must be the same: else a UserError naming

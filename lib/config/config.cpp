@@ -42,7 +42,7 @@ void check_keys(const YAML::Node& node, const std::string& file, size_t& visited
         throw UserError(yaml_location(file, kv.first.Mark()) +
                         ": a key must be a plain name, not a list or mapping; write 'name: value'");
       std::string key = kv.first.Scalar();
-      if (key == "<<")
+      if (key == "<<" && kv.first.Tag() != "!")  // "!": quoted, a plain key
         throw UserError(yaml_location(file, kv.first.Mark()) +
                         ": merge keys ('<<: *anchor') are not supported by the config reader (yaml-cpp): write the "
                         "keys out, or give a whole value by its anchor ('optimizer: *adam')");

@@ -4,11 +4,13 @@
 
 namespace trainer {
 
-/// The version and the source this binary was built from: "0.1.0 (git
-/// 1a2b3c4d5e6f)", with ", modified" after the commit when tracked files
-/// differed from it, or "0.1.0 (no git)" when built outside a git checkout.
-/// Printed by --version, stored in checkpoints (root attribute
-/// trainer_version) and compared between the processes of a run.
+/// The version and the source this binary was built from, e.g. "0.1.0 (git
+/// 1a2b3c4d5e6f; sources 9f8e7d6c5b4a)": the git commit (", modified" after
+/// it when tracked files differed from it; no commit outside a git checkout)
+/// and a hash of the source files compiled in, which differs wherever the
+/// sources do. Printed by --version, stored in checkpoints (root attribute
+/// trainer_version) and ONNX files (producer_version), and compared between
+/// the processes of a run.
 const char* build_id();
 
 }  // namespace trainer
