@@ -29,11 +29,18 @@ void require_same_settings(ProcessGroup& world, const Config& config, bool resum
   const Gathered g = gather(world, shared_settings(config, resumes));
   for (size_t r = 1; r < g.all.size(); ++r) {
     if (g.text(r) == g.text(0)) continue;  // the usual case: the same text, not parsed
-    if (const auto d = settings_difference(g.text(r), g.text(0)))
+    if (const auto d = settings_difference(g.text(r), g.text(0))) {
+      // The comparison reads the texts, not the reader's defaults: a key left out on one side only may be one
+      // written out at its default on the other.
+      const bool left_out = (d->a == "not given") != (d->b == "not given") && d->key != "--resume";
       throw_alike(&world, d->key + " is " + d->a + " on " + g.process(r) + ", " + d->b + " on " + g.process(0) +
                               ": every process of a run must train with the same config and flags (" +
                               config.path + " on rank 0; only the data folders, data.loader_threads, "
-                              "training.output_dir and the paths of --resume and initial_weights may differ)");
+                              "training.output_dir and the paths of --resume and initial_weights may differ)" +
+                              (left_out ? "; a key left out differs from one written out, even at its default: "
+                                          "write it in every process's config, or in none"
+                                        : ""));
+    }
   }
 }
 
