@@ -297,6 +297,8 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"a YAML merge key", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "{<<: &sgd {type: SGD}, momentum: 0.9}"),
        "cfg.yaml:32:15: merge keys ('<<: *anchor') are not supported by the config reader (yaml-cpp): write the keys "
        "out"},
+      {"a quoted '<<', a plain key", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "{type: SGD, '<<': 1}"),
+       "cfg.yaml:32:26: training.optimizer (SGD): unknown key '<<'"},
       {"section not a mapping", edit("data:\n  images: imgs\n  masks: msks\n  validation_split: 0.1",
                                      "data: [imgs, msks]"),
        "cfg.yaml:22:7: data: expected a mapping of 'key: value' pairs"},

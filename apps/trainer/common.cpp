@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <thread>
 
 #include "backend/gpu_info.h"
@@ -84,6 +86,8 @@ std::string launched_process_name() {
 void name_launched_process() { set_error_origin(launched_process_name()); }
 
 std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_ptr& found) {
+  // Set once join_world has returned: the collectives after it are bounded by timeout_s.
+  const auto joined = std::make_shared<std::atomic<bool>>(false);
   if (found && detect_launch().size > 1) {
     std::string message;
     try {
@@ -91,20 +95,23 @@ std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_pt
     } catch (const std::exception& e) {
       message = e.what();
     }
-    std::thread([message] {
+    // Named now: getenv while MPI_Init may set the environment would race.
+    std::thread([joined, origin = launched_process_name(), message] {
       std::this_thread::sleep_for(std::chrono::seconds(kJoinWaitSeconds));
-      print_run_errors({{launched_process_name(), message + " (printed by this process: the others did not join "
-                                                            "it within " + std::to_string(kJoinWaitSeconds) + " s)"}});
+      if (joined->load()) return;
+      print_run_errors({{origin, message + " (printed by this process: the others did not join it within " +
+                                     std::to_string(kJoinWaitSeconds) + " s)"}});
       std::_Exit(kExitUserError);
     }).detach();
   }
   std::unique_ptr<ProcessGroup> world;
   try {
     world = join_world(timeout_s);
-  } catch (const UserError&) {
+  } catch (...) {
     if (found) std::rethrow_exception(found);  // the first mistake, which may be the cause of this one
     throw;
   }
+  joined->store(true);
   if (world) require_same_build(*world);  // first: other builds may run other collectives after it
   check_together(world.get(), [&] {
     if (found) std::rethrow_exception(found);

@@ -12,16 +12,20 @@ namespace trainer::cli {
 Gathered gather(ProcessGroup& world, const std::string& text) { return {world.all_gather(world.host() + "\n" + text)}; }
 
 void require_same_build(ProcessGroup& world) {
-  const std::string tag = "trainer ";  // a process whose text lacks it runs a trainer from before this check
-  const Gathered g = gather(world, tag + build_id());
+  // "trainer <sources>\n<id>": what must be the same, then what names the build. A text without the tag is
+  // from a trainer older than this check.
+  const std::string tag = "trainer ";
+  const Gathered g = gather(world, tag + build_sources() + "\n" + build_id());
+  const auto sources = [&](size_t r) { return g.text(r).substr(0, g.text(r).find('\n')); };
   const auto build = [&](size_t r) {
-    return g.text(r).rfind(tag, 0) == 0 ? g.text(r) : std::string("an older trainer (one without a build id)");
+    return g.text(r).rfind(tag, 0) == 0 ? tag + g.text(r).substr(g.text(r).find('\n') + 1)
+                                        : std::string("an older trainer (one without a build id)");
   };
   for (size_t r = 1; r < g.all.size(); ++r)
-    if (g.text(r) != g.text(0))
+    if (sources(r) != sources(0))
       throw_alike(&world, g.process(r) + " runs " + build(r) + ", " + g.process(0) + " " + build(0) +
-                              ": every process of a run must run the same build, from the same sources (build the "
-                              "same commit, without local changes, on every host, or share one build; 'trainer "
+                              ": every process of a run must run a build of the same sources (build the same "
+                              "commit, without local changes, on every host, or share one build; 'trainer "
                               "--version' names it)");
 }
 
@@ -37,8 +41,8 @@ void require_same_settings(ProcessGroup& world, const Config& config, bool resum
                               ": every process of a run must train with the same config and flags (" +
                               config.path + " on rank 0; only the data folders, data.loader_threads, "
                               "training.output_dir and the paths of --resume and initial_weights may differ)" +
-                              (left_out ? "; a key left out differs from one written out, even at its default: "
-                                          "write it in every process's config, or in none"
+                              (left_out ? "; a key left out differs from one given, even at its default: give "
+                                          "it on every process (in the config or as a flag), or on none"
                                         : ""));
     }
   }

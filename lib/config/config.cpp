@@ -42,7 +42,8 @@ void check_keys(const YAML::Node& node, const std::string& file, size_t& visited
         throw UserError(yaml_location(file, kv.first.Mark()) +
                         ": a key must be a plain name, not a list or mapping; write 'name: value'");
       std::string key = kv.first.Scalar();
-      if (key == "<<" && kv.first.Tag() != "!")  // "!": quoted, a plain key
+      // Plain (tag "?") or tagged !!merge; quoted or tagged otherwise, it is a key like any other.
+      if (key == "<<" && (kv.first.Tag() == "?" || kv.first.Tag() == "tag:yaml.org,2002:merge"))
         throw UserError(yaml_location(file, kv.first.Mark()) +
                         ": merge keys ('<<: *anchor') are not supported by the config reader (yaml-cpp): write the "
                         "keys out, or give a whole value by its anchor ('optimizer: *adam')");
