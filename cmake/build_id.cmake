@@ -1,19 +1,18 @@
 # Run at every build (cmake -P, from the trainer_build_id target): writes OUT,
-# the definitions of trainer::build_id() and trainer::build_sources()
-# (lib/core/build_id.h):
-# - build_id(), e.g. "0.1.0 (git 1a2b3c4d5e6f; sources 9f8e7d6c5b4a)": VERSION,
-#   the git commit SOURCE_DIR is checked out at (", modified" when its tracked
-#   files differ from it; left out when SOURCE_DIR is not the top of a git
-#   checkout that GIT, the git program, can read: an exported copy, or a
-#   checkout git refuses as another user's), and the sources hash;
-# - build_sources(), e.g. "0.1.0 (sources 9f8e7d6c5b4a)": VERSION and the
-#   sources hash alone, what two builds must share to run together.
-# The sources hash: the first 12 hex digits of a SHA-256 over the files the
-# build compiles or reads (CMakeLists.txt, cmake/*.cmake, and the .cpp, .h,
-# .cu and .cuh files under apps/ and lib/, hidden ones aside: editors' lock
-# and swap files), each file's path and contents. It tells apart builds that
-# the commit does not (local changes, new files git does not track, no git),
-# and is the same for the same sources in any folder, with or without git.
+# the definition of trainer::build_id() (lib/core/build_id.h), e.g.
+# "0.1.0 (git 1a2b3c4d5e6f; sources 9f8e7d6c5b4a)":
+# - VERSION, the project's version;
+# - the git commit SOURCE_DIR is checked out at (", modified" when its tracked
+#   files differ from it); left out when SOURCE_DIR is not the top of a git
+#   checkout that GIT, the git program, can read (an exported copy, or a
+#   checkout git refuses as another user's);
+# - the sources hash: the first 12 hex digits of a SHA-256 over the files the
+#   build compiles or reads (CMakeLists.txt, cmake/*.cmake, and the .cpp, .h,
+#   .cu and .cuh files under apps/ and lib/, hidden ones aside, as the build
+#   leaves them out: editors' lock and swap files), each file's path and
+#   contents. It tells apart builds that the commit does not (local changes,
+#   new files git does not track, no git), and is the same for the same
+#   sources in any folder, with or without git.
 # OUT is rewritten only when its text changes, so a build of the same sources
 # recompiles nothing.
 cmake_minimum_required(VERSION 3.20)  # its policies: GLOB_RECURSE follows no directory symlink (CMP0009)
@@ -26,13 +25,13 @@ if(GIT)
     file(REAL_PATH "${SOURCE_DIR}" source)
     file(REAL_PATH "${top}" top)
     if(top STREQUAL source)  # not a copy inside another project's checkout
-      execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" rev-parse --short=12 HEAD
+      execute_process(COMMAND "${GIT}" -C "${SOURCE_DIR}" rev-parse HEAD
                       OUTPUT_VARIABLE head RESULT_VARIABLE failed OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
       execute_process(COMMAND "${GIT}" --no-optional-locks -C "${SOURCE_DIR}" status --porcelain
                               --untracked-files=no
                       OUTPUT_VARIABLE changes RESULT_VARIABLE status_failed ERROR_QUIET)
       if(NOT failed AND NOT status_failed)
-        set(commit "${head}")
+        string(SUBSTRING "${head}" 0 12 commit)
         if(NOT changes STREQUAL "")
           string(APPEND commit ", modified")
         endif()
@@ -57,13 +56,12 @@ endforeach()
 string(SHA256 all "${digests}")
 string(SUBSTRING "${all}" 0 12 all)
 
-set(sources_id "${VERSION} (sources ${all})")
 if(commit STREQUAL "")
-  set(id "${sources_id}")
+  set(id "${VERSION} (sources ${all})")
 else()
   set(id "${VERSION} (git ${commit}; sources ${all})")
 endif()
-set(text "// Written by cmake/build_id.cmake at build time.\n#include \"core/build_id.h\"\n\nnamespace trainer {\n\nconst char* build_id() { return \"${id}\"; }\n\nconst char* build_sources() { return \"${sources_id}\"; }\n\n}  // namespace trainer\n")
+set(text "// Written by cmake/build_id.cmake at build time.\n#include \"core/build_id.h\"\n\nnamespace trainer {\n\nconst char* build_id() { return \"${id}\"; }\n\n}  // namespace trainer\n")
 set(old "")
 if(EXISTS "${OUT}")
   file(READ "${OUT}" old)

@@ -104,8 +104,8 @@ inline constexpr int kJoinWaitSeconds = 30;
 /// others to join at most kJoinWaitSeconds, then prints it itself and exits
 /// with 2: one that ended without joining (--version on one rank of an MPMD
 /// launch) would hold it in MPI_Init, which no timeout bounds. When joining
-/// fails (srun without --mpi=pmix, a build without MPI, MPI_Init's errors),
-/// `found` is thrown instead.
+/// fails (srun without --mpi=pmix, a build without MPI, an MPI error that
+/// returns), `found` is thrown instead.
 std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_ptr& found);
 
 /// The config every process of a run reads (its own copy), with `adjust` (the

@@ -86,8 +86,10 @@ std::string launched_process_name() {
 void name_launched_process() { set_error_origin(launched_process_name()); }
 
 std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_ptr& found) {
-  // Set once join_world has returned: the collectives after it are bounded by timeout_s.
-  const auto joined = std::make_shared<std::atomic<bool>>(false);
+  // Who reports `found` if the others do not join: the wait below (kFired), or, once join_world has returned
+  // or failed (kSettled), this thread; the first to leave kWaiting.
+  enum State : int { kWaiting, kSettled, kFired };
+  const auto state = std::make_shared<std::atomic<int>>(kWaiting);
   if (found && detect_launch().size > 1) {
     std::string message;
     try {
@@ -96,22 +98,29 @@ std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_pt
       message = e.what();
     }
     // Named now: getenv while MPI_Init may set the environment would race.
-    std::thread([joined, origin = launched_process_name(), message] {
+    std::thread([state, origin = launched_process_name(), message] {
       std::this_thread::sleep_for(std::chrono::seconds(kJoinWaitSeconds));
-      if (joined->load()) return;
+      int waiting = kWaiting;
+      if (!state->compare_exchange_strong(waiting, kFired)) return;
       print_run_errors({{origin, message + " (printed by this process: the others did not join it within " +
                                      std::to_string(kJoinWaitSeconds) + " s)"}});
       std::_Exit(kExitUserError);
     }).detach();
   }
+  const auto settle = [&] {  // the wait has printed, or prints now, and ends the process
+    int waiting = kWaiting;
+    if (!state->compare_exchange_strong(waiting, kSettled))
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  };
   std::unique_ptr<ProcessGroup> world;
   try {
     world = join_world(timeout_s);
   } catch (...) {
+    settle();
     if (found) std::rethrow_exception(found);  // the first mistake, which may be the cause of this one
     throw;
   }
-  joined->store(true);
+  settle();
   if (world) require_same_build(*world);  // first: other builds may run other collectives after it
   check_together(world.get(), [&] {
     if (found) std::rethrow_exception(found);

@@ -11,18 +11,26 @@ namespace trainer::cli {
 
 Gathered gather(ProcessGroup& world, const std::string& text) { return {world.all_gather(world.host() + "\n" + text)}; }
 
+namespace {
+
+/// What two builds must share to run together, from a build_id: "0.1.0 sources 9f8e7d6c5b4a)" of "0.1.0 (git
+/// 1a2b3c4d5e6f; sources 9f8e7d6c5b4a)" or "0.1.0 (sources 9f8e7d6c5b4a)"; the whole id when it names no
+/// sources.
+std::string sources_of(const std::string& id) {
+  const size_t at = id.find("sources ");
+  return at == std::string::npos ? id : id.substr(0, id.find(' ')) + " " + id.substr(at);
+}
+
+}  // namespace
+
 void require_same_build(ProcessGroup& world) {
-  // "trainer <sources>\n<id>": what must be the same, then what names the build. A text without the tag is
-  // from a trainer older than this check.
-  const std::string tag = "trainer ";
-  const Gathered g = gather(world, tag + build_sources() + "\n" + build_id());
-  const auto sources = [&](size_t r) { return g.text(r).substr(0, g.text(r).find('\n')); };
+  const std::string tag = "trainer ";  // a process whose text lacks it runs a trainer from before this check
+  const Gathered g = gather(world, tag + build_id());
   const auto build = [&](size_t r) {
-    return g.text(r).rfind(tag, 0) == 0 ? tag + g.text(r).substr(g.text(r).find('\n') + 1)
-                                        : std::string("an older trainer (one without a build id)");
+    return g.text(r).rfind(tag, 0) == 0 ? g.text(r) : std::string("an older trainer (one without a build id)");
   };
   for (size_t r = 1; r < g.all.size(); ++r)
-    if (sources(r) != sources(0))
+    if (sources_of(g.text(r)) != sources_of(g.text(0)))
       throw_alike(&world, g.process(r) + " runs " + build(r) + ", " + g.process(0) + " " + build(0) +
                               ": every process of a run must run a build of the same sources (build the same "
                               "commit, without local changes, on every host, or share one build; 'trainer "

@@ -24,10 +24,9 @@ struct Gathered {
 /// Every process's text, with its host (a collective: ProcessGroup::all_gather).
 Gathered gather(ProcessGroup& world, const std::string& text);
 
-/// Every process must run a build of the same sources (build_sources: the
-/// version and the sources hash): else refused, naming the first
-/// process whose build differs from rank 0's, its host and both builds
-/// (build_id: with the commit).
+/// Every process must run a build of the same sources (the version and the
+/// sources hash of build_id; the commit may differ): else refused, naming the
+/// first process whose build differs from rank 0's, its host and both builds.
 /// Other builds may run other collectives, and wait for each other forever.
 void require_same_build(ProcessGroup& world);
 
