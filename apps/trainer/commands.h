@@ -124,9 +124,9 @@ ConfigInWorld load_config_in_world(const std::string& path, const std::function<
 
 /// Prints the command-line error `message` ("error: <message>") and returns
 /// exit code 2. Under an MPI launcher of several processes the processes join
-/// first, and rank 0 prints it once for the run, or each process's own after
-/// its rank and host when only some of them have it (check_together; the
-/// others are then at their config's check, load_config_in_world).
+/// first (join_run; the others are then in load_config_in_world's), and rank
+/// 0 prints it once for the run, or each process's own after its rank and
+/// host when only some of them have it.
 int report_usage_error(const std::string& message);
 
 /// Installs SIGINT/SIGTERM handlers: the returned flag becomes the signal's

@@ -1,10 +1,10 @@
 #pragma once
 // What every process of a run of several (an MPI launch) must share before
-// it trains: its build, the settings of its config and flags, and the bytes of the
-// checkpoints it reads (docs/multi_node.md). Each check is a collective: every
-// process calls it at the same point; a difference is refused on every
-// process, printed once by rank 0 (throw_alike), naming the first process
-// that differs from rank 0 and its host.
+// it trains: its build, the settings of its config and flags, and the bytes
+// of the checkpoints it reads (docs/multi_node.md). Each check is a
+// collective: every process calls it at the same point; a difference is
+// refused on every process, printed once by rank 0 (throw_alike), naming the
+// first process that differs from rank 0 and its host.
 #include <string>
 #include <vector>
 

@@ -22,9 +22,9 @@ inline constexpr int kExitUserError = 2;
 
 /// Parses the command line into app. Returns std::nullopt when the program
 /// should go on, else the exit code to return at once: 0 after --help or
-/// --version (printed on stdout by app.exit), 2 after a parse error (printed on
-/// err (default std::cerr) by app.exit with the app's failure_message: CLI11's default is
-/// "<what>\nRun with --help for more information.").
+/// --version (printed on stdout by app.exit), 2 after a parse error (printed
+/// on err, std::cerr by default, by app.exit with the app's failure_message:
+/// CLI11's default is "<what>\nRun with --help for more information.").
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, std::ostream& err = std::cerr);
 
 /// Runs body and returns its exit code. What escapes it is reported on stderr
