@@ -568,8 +568,8 @@ void copy_binary_as(const std::string& from, const std::string& by, const fs::pa
 
 }  // namespace
 
-TEST_CASE("processes that run builds of other sources are refused, naming both builds; another commit alone is "
-          "not", "[mpi]") {
+TEST_CASE("processes that run builds of other sources are refused, naming both builds, but not for another commit "
+          "alone", "[mpi]") {
   TRAINER_REQUIRE_MPI();
   TempDir tmp("mpi_build");
   const fs::path& dir = tmp.root;
