@@ -187,7 +187,7 @@ int run_train(const TrainFlags& f) {
   const std::unique_ptr<ProcessGroup> world = std::move(in.world);
   const bool voice = !world || world->rank() == 0;
   if (world && world->size() > 1)
-    set_error_origin("rank " + std::to_string(world->rank()) + " (host " + world->host() + "): ");
+    set_error_origin(process_name(world->rank(), world->host()) + ": ");
   if (!voice) quiet_follower(*world);
   // Processes that trained with other settings would part ways, or wait for each other forever.
   if (world) require_same_settings(*world, config, !f.resume.empty());

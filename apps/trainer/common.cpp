@@ -80,7 +80,7 @@ std::string launched_process_name() {
   std::string host = gethostname(name, sizeof name - 1) == 0 ? name : "?";
   // Open MPI's processor name drops the domain (unless told to keep it): so does this one, IP addresses aside.
   if (!host.empty() && !std::isdigit(static_cast<unsigned char>(host[0]))) host = host.substr(0, host.find('.'));
-  return "rank " + std::to_string(l.rank) + " (host " + host + "): ";
+  return process_name(l.rank, host) + ": ";
 }
 
 void name_launched_process() { set_error_origin(launched_process_name()); }

@@ -9,8 +9,6 @@
 
 namespace trainer::cli {
 
-Gathered gather(ProcessGroup& world, const std::string& text) { return {world.all_gather(world.host() + "\n" + text)}; }
-
 namespace {
 
 /// What two builds must share to run together, from a build_id: "0.1.0 sources 9f8e7d6c5b4a)" of "0.1.0 (git

@@ -6,23 +6,11 @@
 // refused on every process, printed once by rank 0 (throw_alike), naming the
 // first process that differs from rank 0 and its host.
 #include <string>
-#include <vector>
 
 #include "config/config.h"
 #include "dist/process_group.h"
 
 namespace trainer::cli {
-
-/// Every process's text after its host and '\n' (gather), read back by rank.
-struct Gathered {
-  std::vector<std::string> all;
-  std::string host(size_t r) const { return all[r].substr(0, all[r].find('\n')); }
-  std::string text(size_t r) const { return all[r].substr(all[r].find('\n') + 1); }
-  /// "rank 1 (host b)".
-  std::string process(size_t r) const { return "rank " + std::to_string(r) + " (host " + host(r) + ")"; }
-};
-/// Every process's text, with its host (a collective: ProcessGroup::all_gather).
-Gathered gather(ProcessGroup& world, const std::string& text);
 
 /// Every process must run a build of the same sources (the version and the
 /// sources hash of build_id; the commit may differ): else refused, naming the

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/fnv1a.h"
-#include "world_checks.h"
+#include "dist/process_group.h"
 
 namespace trainer::cli {
 

@@ -39,6 +39,12 @@ int rank_of(const char* text) { return text && std::string(text) == "0" ? 0 : po
 
 }  // namespace
 
+std::string process_name(int rank, const std::string& host) {
+  return "rank " + std::to_string(rank) + " (host " + host + ")";
+}
+
+Gathered gather(ProcessGroup& world, const std::string& text) { return {world.all_gather(world.host() + "\n" + text)}; }
+
 void throw_alike(ProcessGroup* world, const std::string& message) {
   if (!world || world->size() == 1) throw UserError(message);
   report_and_throw(*world, {{"", message}});
@@ -52,16 +58,12 @@ void check_together(ProcessGroup* world, const std::function<void()>& check) {
   } catch (const UserError& e) {
     mine = std::string("!") + e.what();  // "!": failed, even with an empty message
   }
-  const std::vector<std::string> all = world->all_gather(world->host() + '\n' + mine);
+  const Gathered g = gather(*world, mine);
   std::vector<RunError> errors;
-  for (size_t r = 0; r < all.size(); ++r) {
-    const size_t cut = all[r].find('\n');
-    if (cut + 1 < all[r].size())  // after the host and '\n', "!" and the message
-      errors.push_back({"rank " + std::to_string(r) + " (host " + all[r].substr(0, cut) + "): ",
-                        all[r].substr(cut + 2)});
-  }
+  for (size_t r = 0; r < g.all.size(); ++r)
+    if (const std::string text = g.text(r); !text.empty()) errors.push_back({g.process(r) + ": ", text.substr(1)});
   if (errors.empty()) return;
-  const bool alike = errors.size() == all.size() && std::all_of(errors.begin(), errors.end(), [&](const RunError& e) {
+  const bool alike = errors.size() == g.all.size() && std::all_of(errors.begin(), errors.end(), [&](const RunError& e) {
                        return e.message == errors[0].message;
                      });
   if (alike) throw_alike(world, errors[0].message);

@@ -48,6 +48,20 @@ class ProcessGroup {
   virtual std::string unanswered() { return ""; }
 };
 
+/// How errors and checks name a process of a run: "rank 1 (host node2)".
+std::string process_name(int rank, const std::string& host);
+
+/// Every process's text after its host and '\n' (gather), read back by rank.
+struct Gathered {
+  std::vector<std::string> all;
+  std::string host(size_t r) const { return all[r].substr(0, all[r].find('\n')); }
+  std::string text(size_t r) const { return all[r].substr(all[r].find('\n') + 1); }
+  /// process_name of rank r: "rank 1 (host b)".
+  std::string process(size_t r) const { return process_name(int(r), host(r)); }
+};
+/// Every process's text, with its host (a collective: ProcessGroup::all_gather).
+Gathered gather(ProcessGroup& world, const std::string& text);
+
 /// Raises the UserError `message` that every process of world raises at the
 /// same point with the same text, as one found from values they all reduced
 /// (a loss that became NaN). World rank 0 prints it once for the run ("error:
