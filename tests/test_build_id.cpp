@@ -71,6 +71,10 @@ TEST_CASE("the build id names the sources compiled in, however git sees them", "
   CHECK(id_of(src, "", out) != changed);
   fs::remove(src / "lib/core/new_pending_local.cpp");
   CHECK(id_of(src, "", out) == changed);
+  std::ofstream(src / "lib/core/events.proto") << "syntax = \"proto3\";\n";  // compiled by protoc
+  CHECK(id_of(src, "", out) != changed);
+  fs::remove(src / "lib/core/events.proto");
+  CHECK(id_of(src, "", out) == changed);
   CHECK(fs::last_write_time(out) != written);
   // Files the build does not compile do not count: hidden ones, which it leaves out too (an editor's backup,
   // its lock: a dangling link), and other kinds.

@@ -186,9 +186,25 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "'centered' is an argument of Keras's RMSprop, not of Adam"},
       {"a Keras callback trainer covers itself", edit("callbacks:\n", "callbacks:\n    - {type: CSVLogger, filename: log.csv}\n"),
        "'type' is Keras's CSVLogger: trainer always writes <output_dir>/log.csv in CSVLogger's format"},
-      {"TensorBoard", edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, log_dir: logs}\n"),
-       "writes no TensorBoard event files: <output_dir>/log.csv holds every epoch's values, and "
-       "data_tools/plot_curves draws them; remove this entry"},
+      {"TensorBoard's log_dir outside the output folder",
+       edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, log_dir: ../logs}\n"),
+       "training.callbacks[0] (TensorBoard): 'log_dir' '../logs' leaves the output folder; it is a name inside "
+       "training.output_dir"},
+      {"TensorBoard's update_freq 0", edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, update_freq: 0}\n"),
+       "training.callbacks[0] (TensorBoard): 'update_freq' must be in [1, "},
+      {"TensorBoard's update_freq as another word",
+       edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, update_freq: step}\n"),
+       "training.callbacks[0] (TensorBoard): 'update_freq' must be an integer, got 'step'"},
+      {"TensorBoard's write_images", edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, write_images: true}\n"),
+       "'write_images' is true, which draws each weight as an image; that is not supported: the weights' histograms "
+       "are (histogram_freq)"},
+      {"TensorBoard's profile_batch", edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, profile_batch: [10, 20]}\n"),
+       "'profile_batch' is [10, 20]; profiling through TensorBoard is not supported"},
+      {"TensorBoard's embeddings_freq", edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, embeddings_freq: 1}\n"),
+       "'embeddings_freq' must be 0: the Projector's embeddings need an Embedding layer"},
+      {"two TensorBoards",
+       edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard}\n    - {type: TensorBoard, log_dir: tb}\n"),
+       "training.callbacks[1] (TensorBoard): 'type' is TensorBoard again; give at most one TensorBoard"},
       {"a fit() argument under training", edit("  seed: 7\n", "  seed: 7\n  validation_split: 0.2\n"),
        "cfg.yaml:30:21: training: 'validation_split' is a data setting here (Keras's fit() argument); move it to the "
        "data section: data.validation_split"},
@@ -253,9 +269,12 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        edit("    - {type: EarlyStopping", "    - 'EarlyStopping(patience=5)'\n    - {type: EarlyStopping"),
        "training.callbacks[0]: 'EarlyStopping(patience=5)' is Python; write the mapping {type: EarlyStopping, "
        "patience: 5}"},
-      {"an unsupported callback as a string",
-       edit("    - {type: EarlyStopping", "    - TensorBoard\n    - {type: EarlyStopping"),
-       "training.callbacks[0]: 'TensorBoard' is Keras's TensorBoard: trainer writes no TensorBoard event files"},
+      {"a callback trainer covers itself, as a string",
+       edit("    - {type: EarlyStopping", "    - TerminateOnNaN\n    - {type: EarlyStopping"),
+       "training.callbacks[0]: 'TerminateOnNaN' is Keras's TerminateOnNaN: trainer always stops at a non-finite "
+       "training loss"},
+      {"a callback's bare name", edit("    - {type: EarlyStopping", "    - TensorBoard\n    - {type: EarlyStopping"),
+       "training.callbacks[0]: 'TensorBoard' is not a mapping; write {type: TensorBoard} with its keys"},
       {"Python's None for the seed", edit("seed: 7", "seed: None"),
        "'seed' must be a non-negative integer, got 'None' (Python's None is YAML's null, which leaves the default 0)"},
       {"Keras's list of losses", edit("loss: binary_crossentropy", "loss: [binary_crossentropy, dice]"),
@@ -477,6 +496,39 @@ TEST_CASE("config: ReduceLROnPlateau takes Keras's arguments and defaults", "[co
   CHECK_THROWS_WITH(parse("{type: ReduceLROnPlateau, cooldown: -1}"), Catch::Contains("'cooldown' must be in [0, "));
   CHECK_THROWS_WITH(parse("{type: ReduceLROnPlateau, epsilon: 0.01}"),  // Keras 2's name
                     Catch::Contains("unknown key 'epsilon' (did you mean 'min_delta'?)"));
+}
+
+TEST_CASE("config: TensorBoard takes Keras 3's arguments and defaults", "[config]") {
+  const std::string base =
+      "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1}]}\n"
+      "data: {images: a, masks: b}\n"
+      "training: {callbacks: [";
+  const auto parse = [&](const std::string& cb) { return parse_config(base + cb + "]}\n", "t.yaml").training; };
+  CHECK_FALSE(parse("{type: EarlyStopping, monitor: loss}").tensorboard.enabled);
+  const TensorBoardConfig d = parse("{type: TensorBoard}").tensorboard;
+  CHECK(d.enabled);
+  CHECK(d.log_dir == "logs");
+  CHECK(d.update_freq == 0);
+  CHECK(d.histogram_freq == 0);
+  CHECK_FALSE(d.write_steps_per_second);
+  CHECK_THAT(d.where, Catch::StartsWith("t.yaml:3:24: training.callbacks[0] (TensorBoard)"));
+  // Keras's defaults written out, and its arguments that change nothing here, are accepted.
+  const TensorBoardConfig k = parse("{type: TensorBoard, log_dir: tb/run1, histogram_freq: 2, write_graph: false, "
+                                    "write_images: false, write_steps_per_second: true, update_freq: epoch, "
+                                    "profile_batch: 0, embeddings_freq: 0, embeddings_metadata: null}")
+                                  .tensorboard;
+  CHECK(k.log_dir == "tb/run1");
+  CHECK(k.histogram_freq == 2);
+  CHECK(k.write_steps_per_second);
+  CHECK(k.update_freq == 0);
+  CHECK(parse("{type: TensorBoard, update_freq: batch}").tensorboard.update_freq == 1);
+  CHECK(parse("{type: TensorBoard, update_freq: 100}").tensorboard.update_freq == 100);
+  CHECK_THROWS_WITH(parse("{type: TensorBoard, log_dir: /tmp/logs}"),
+                    Catch::Contains("'log_dir' '/tmp/logs' leaves the output folder"));
+  CHECK_THROWS_WITH(parse("{type: TensorBoard, log_dir: ''}"), Catch::Contains("'log_dir' must not be empty"));
+  CHECK_THROWS_WITH(parse("{type: TensorBoard, histogram_freq: -1}"), Catch::Contains("'histogram_freq' must be in [0, "));
+  CHECK_THROWS_WITH(parse("{type: TensorBoard, logdir: logs}"),  // TensorFlow 1's name
+                    Catch::Contains("unknown key 'logdir' (did you mean 'log_dir'?)"));
 }
 
 TEST_CASE("config: training.precision picks the GPU convolution arithmetic", "[config]") {

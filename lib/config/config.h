@@ -144,6 +144,17 @@ struct ModelCheckpointConfig {
   std::string mode_where;           ///< The same at its mode (or the entry when mode is absent).
 };
 
+/// keras.callbacks.TensorBoard's arguments and defaults (Keras 3), as far as
+/// they apply: event files for `tensorboard --logdir` (lib/train/tensorboard.h).
+struct TensorBoardConfig {
+  bool enabled = false;
+  std::string log_dir = "logs";     ///< Relative to output_dir; its train/ and validation/ folders hold the files.
+  int update_freq = 0;              ///< 0: 'epoch' (epoch_* scalars only); N: also batch_* every N steps ('batch' = 1).
+  int histogram_freq = 0;           ///< Weight histograms every N epochs (0: none).
+  bool write_steps_per_second = false;  ///< Also epoch_steps_per_second (and batch_steps_per_second).
+  std::string where;                ///< "<file>:<line>:<col>: training.callbacks[i] (TensorBoard)" of log_dir.
+};
+
 /// tf.keras.callbacks.ReduceLROnPlateau's arguments and defaults.
 struct ReduceLROnPlateauConfig {
   bool enabled = false;
@@ -245,6 +256,7 @@ struct TrainingConfig {
   EarlyStoppingConfig early_stopping;
   ModelCheckpointConfig model_checkpoint;
   ReduceLROnPlateauConfig reduce_lr;
+  TensorBoardConfig tensorboard;
   /// Convolution arithmetic on GPUs (fp32 | tf32 | bf16, see core/device.h);
   /// tf32 by default, as TensorFlow (since 2.4) and PyTorch's cuDNN
   /// convolutions; CPU towers always compute in fp32.

@@ -318,9 +318,6 @@ std::string covered_callback(const std::string& type) {
   if (type == "TerminateOnNaN")
     return "trainer always stops at a non-finite training loss (an error naming the epoch and step; checkpoints "
            "written so far are kept)";
-  if (type == "TensorBoard")
-    return "trainer writes no TensorBoard event files: <output_dir>/log.csv holds every epoch's values, and "
-           "data_tools/plot_curves draws them";
   if (type == "BackupAndRestore")
     return "trainer writes <output_dir>/last.h5 after every epoch: continue an interrupted run with --resume "
            "<output_dir>/last.h5";
@@ -332,12 +329,62 @@ std::string covered_callback(const std::string& type) {
   return "";
 }
 
+/// Fails at key unless path (its value) names a place inside training.output_dir: relative, without "..",
+/// and without control characters (which a file name cannot hold safely). example: valid values, for the fix.
+void require_inside_output_dir(ParamReader& p, const std::string& key, const std::string& path,
+                               const std::string& example) {
+  if (std::any_of(path.begin(), path.end(), [](char ch) { return (unsigned char)ch < 0x20; }))
+    p.fail(key, "holds a control character (such as \\0 or a newline), which a file name cannot hold safely; e.g. " +
+                    example);
+  const std::filesystem::path fp(path);
+  bool escapes = false;
+  for (const auto& part : fp) escapes = escapes || part == "..";
+  if (fp.is_absolute() || escapes)
+    p.fail(key, "'" + path + "' leaves the output folder; it is a name inside training.output_dir (set output_dir "
+                "or --output to choose the folder), e.g. " + example);
+}
+
+/// keras.callbacks.TensorBoard's arguments into c; p reads the callback's mapping.
+void read_tensorboard(ParamReader& p, TensorBoardConfig& c) {
+  if (c.enabled) p.fail("type", "is TensorBoard again; give at most one TensorBoard");
+  c.enabled = true;
+  c.where = p.where("log_dir") + ": " + p.what();
+  c.log_dir = p.get_string("log_dir", c.log_dir);
+  if (c.log_dir.empty()) p.fail("log_dir", "must not be empty; e.g. 'logs'");
+  require_inside_output_dir(p, "log_dir", c.log_dir, "'logs' or 'tensorboard/run1'");
+  if (p.has_optional("update_freq") && p.given("update_freq")) {  // 'epoch', 'batch' or a number of batches
+    const YAML::Node v = p.get_node("update_freq");
+    const std::string text = v.IsScalar() ? v.Scalar() : YAML::Dump(v);
+    if (text == "batch") c.update_freq = 1;
+    else if (text != "epoch") c.update_freq = p.get_int("update_freq", std::nullopt, 1);
+  }
+  c.histogram_freq = p.get_int("histogram_freq", c.histogram_freq, 0);
+  c.write_steps_per_second = p.get_bool("write_steps_per_second", c.write_steps_per_second);
+  // Keras's graph is its tf.function's; trainer has none to write (`trainer summary` prints the model).
+  p.get_bool("write_graph", true);
+  if (p.get_bool("write_images", false))
+    p.fail("write_images", "is true, which draws each weight as an image; that is not supported: the weights' "
+                           "histograms are (histogram_freq); remove write_images");
+  if (p.has_optional("profile_batch") && p.given("profile_batch")) {
+    const YAML::Node v = p.get_node("profile_batch");
+    if (!v.IsScalar() || v.Scalar() != "0")
+      p.fail("profile_batch", "is " + YAML::Dump(v) + "; profiling through TensorBoard is not supported (0, Keras's "
+                              "default, only): bench/unet_throughput's --profile and --trace time each "
+                              "layer and kernel (docs/gpu.md, Measuring); remove profile_batch");
+  }
+  if (p.get_int("embeddings_freq", 0, 0) != 0)
+    p.fail("embeddings_freq", "must be 0: the Projector's embeddings need an Embedding layer, which segmentation "
+                              "models here do not have; remove embeddings_freq");
+  if (p.has_optional("embeddings_metadata") && p.given("embeddings_metadata"))
+    p.fail("embeddings_metadata", "is for the Projector's embeddings, which are not written; remove it");
+}
+
 void read_callbacks(const YAML::Node& node, const std::string& file, TrainingConfig& t,
                     bool has_validation) {
   if (!node.IsSequence())
     throw UserError(yaml_location(file, node.Mark()) +
                     ": training.callbacks: must be a list, e.g. '- {type: EarlyStopping, patience: 10}'");
-  const std::vector<std::string> types = {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau"};
+  const std::vector<std::string> types = {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau", "TensorBoard"};
   for (size_t i = 0; i < node.size(); ++i) {
     const std::string what = "training.callbacks[" + std::to_string(i) + "]";
     if (node[i].IsScalar()) {  // a notebook's EarlyStopping(patience=5), or a bare class name
@@ -394,6 +441,8 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       c.min_delta = p.get_double("min_delta", c.min_delta, 0.0);
       c.cooldown = p.get_int("cooldown", c.cooldown, 0);
       c.min_lr = p.get_double("min_lr", c.min_lr, 0.0);
+    } else if (type == "TensorBoard") {
+      read_tensorboard(p, t.tensorboard);
     } else {
       auto& c = t.model_checkpoint;
       if (c.enabled) p.fail("type", "is ModelCheckpoint again; give at most one ModelCheckpoint");
@@ -401,15 +450,8 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       if (node[i]["filepath"]) c.where = yaml_location(file, node[i]["filepath"].Mark()) + ": " + what + " (ModelCheckpoint)";
       c.filepath = p.get_string("filepath", std::nullopt);
       if (c.filepath.empty()) p.fail("filepath", "must not be empty; e.g. 'best.h5'");
-      if (std::any_of(c.filepath.begin(), c.filepath.end(), [](char ch) { return (unsigned char)ch < 0x20; }))
-        p.fail("filepath", "holds a control character (such as \\0 or a newline), which a file name cannot "
-                           "hold safely; e.g. 'best.h5'");
+      require_inside_output_dir(p, "filepath", c.filepath, "'best.h5' or 'ck/best.h5'");
       const std::filesystem::path fp(c.filepath);
-      bool escapes = false;
-      for (const auto& part : fp) escapes = escapes || part == "..";
-      if (fp.is_absolute() || escapes)
-        p.fail("filepath", "'" + c.filepath + "' leaves the output folder; it is a name inside training.output_dir "
-                           "(set output_dir or --output to choose the folder), e.g. 'best.h5' or 'ck/best.h5'");
       if (fp.extension() == ".keras")
         p.fail("filepath", "'" + c.filepath + "': checkpoints are HDF5 files (docs/checkpoint.md), not Keras 3's "
                            ".keras archives; name it '" + std::filesystem::path(fp).replace_extension(".h5").string() + "'");

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "train/callbacks.h"
 #include "train/csv_logger.h"
+#include "train/tensorboard.h"
 #include "train/lr_schedule.h"
 #include "train/progress.h"
 
@@ -490,6 +491,11 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     earlier_log = theirs.string();
   std::optional<CsvLogger> csv;
   if (voice) csv.emplace(log_path, result.epochs_run, earlier_log);
+  std::optional<TensorBoardLogger> tensorboard;
+  if (voice && tc.tensorboard.enabled) {
+    tensorboard.emplace((out_dir / tc.tensorboard.log_dir).string(), tc.tensorboard, !options.resume);
+    spdlog::info("TensorBoard: event files in {} (tensorboard --logdir {})", tensorboard->folder(), out_dir.string());
+  }
   const std::string last_path = (out_dir / "last.h5").string();
   const size_t batch_size = size_t(tc.batch_size);
   const int pass_steps = int((train_idx.size() + batch_size - 1) / batch_size);  // batches in one pass
@@ -550,6 +556,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       // With steps_per_epoch, g counts the optimizer's iterations (so also after a resume with another
       // steps_per_epoch).
       const long long g = tc.steps_per_epoch > 0 ? (long long)trainer.iterations() : (long long)(epoch - 1) * steps + step;
+      const auto t_step = std::chrono::steady_clock::now();
       batch_at(g, batch);
       BatchStats st;
       if (options.stream) {  // this process's samples of the batch; the next step's decode meanwhile
@@ -574,6 +581,13 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
                                        "; lower training.optimizer.learning_rate (checkpoints written so far are "
                                        "kept)");
       s.epoch_sums.add(st);
+      if (tensorboard && tc.tensorboard.update_freq > 0) {
+        std::map<std::string, double> so_far;
+        add_logs(so_far, "", s.epoch_sums, tc.metrics);
+        tensorboard->on_train_batch_end(
+            trainer.iterations(), so_far,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count());
+      }
       if (progress) progress->step(step + 1, s.epoch_sums.loss());
       if (const int signal = step + 1 < steps ? stop_signal() : 0) {
         s.next_epoch = epoch;
@@ -599,6 +613,13 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     log_towers(epoch, trainer, options.stream ? std::optional<Decoded>(decoded) : std::nullopt);
     decoded = {};
     if (csv) csv->log(epoch, logs);
+    if (tensorboard)
+      tensorboard->on_epoch_end(epoch, logs,
+                                logs.count("learning_rate") ? logs.at("learning_rate")
+                                                            : trainer.learning_rate_at(trainer.iterations()),
+                                steps / seconds_training,
+                                tensorboard->wants_weights(epoch) ? trainer.weights() : std::vector<WeightRecord>{});
+    if (tensorboard) remember(tensorboard->folder());
     remember(log_path);
     result.epochs_run = epoch;
     result.last_logs = logs;

@@ -1,0 +1,58 @@
+#pragma once
+// TensorBoard event files: the files TensorFlow's tf.summary writers and
+// Keras's TensorBoard callback write, which `tensorboard --logdir` reads.
+// A file is a sequence of TFRecord records, each holding one serialized Event
+// protocol buffer (lib/io/tensorboard_event.proto):
+//   uint64 length, uint32 masked_crc32c(length), length bytes, uint32 masked_crc32c(bytes)
+// with integers little-endian (TensorFlow's tensorflow/core/lib/io/record_writer.cc
+// and crc32c.h define the framing and the mask).
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+/// CRC-32C (Castagnoli polynomial 0x1EDC6F41, reflected, as iSCSI and
+/// TFRecord use it; computed by Boost.CRC) of n bytes, masked as TFRecord
+/// stores it: ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2^32).
+uint32_t masked_crc32c(const void* data, size_t n);
+
+/// One event file, written as the run goes: every event is flushed to disk
+/// when added, so `tensorboard --logdir` shows it at once and a killed run
+/// keeps what it wrote. One writer per folder and process (Keras keeps one
+/// for <log_dir>/train and one for <log_dir>/validation).
+class EventFileWriter {
+ public:
+  /// Creates folder dir (and its parents) and in it the file
+  /// "events.out.tfevents.<unix seconds>.<host>.<pid>.<n>.v2" (n counts this
+  /// process's writers, so two never share a name), starting with the event
+  /// that names the format ("brain.Event:2"). Throws UserError naming dir or
+  /// the file, the system's reason and the fix when either cannot be made.
+  explicit EventFileWriter(const std::string& dir);
+
+  /// Adds a scalar (TensorBoard's Scalars tab) named tag at step, stored as
+  /// a float32 simple_value as tf.summary's v1 scalars are (TensorBoard reads
+  /// these as its scalar plugin's data). Throws UserError naming the file when
+  /// the write fails (a full disk).
+  void scalar(const std::string& tag, double value, int64_t step);
+
+  /// Adds a histogram (TensorBoard's Histograms and Distributions tabs) of
+  /// values named tag at step: min, max, count, sum and sum of squares of the
+  /// finite values, counted into `buckets` buckets of equal width from min to
+  /// max (tf.summary.histogram's default is 30); a single bucket when all
+  /// values are equal; nothing counted for no finite value. Throws as scalar().
+  void histogram(const std::string& tag, const std::vector<float>& values, int64_t step, int buckets = 30);
+
+  /// The file's path.
+  const std::string& path() const { return path_; }
+
+ private:
+  /// Frames the serialized event as a TFRecord, appends and flushes it.
+  void write_record(const std::string& event);
+
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace trainer

@@ -1,0 +1,65 @@
+#pragma once
+// The TensorBoard callback (keras.callbacks.TensorBoard, Keras 3): the run's
+// losses, metrics, learning rate and weight histograms as event files that
+// `tensorboard --logdir <output_dir>` shows. As Keras: the training values in
+// <log_dir>/train, the validation values (their val_ prefix dropped, so that
+// loss and val_loss share one chart) in <log_dir>/validation, scalars named
+// epoch_<name> at the epoch counted from 0, and with update_freq batch_<name>
+// at the step. World rank 0 alone writes (fit).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "io/checkpoint.h"
+#include "io/event_file.h"
+
+namespace trainer {
+
+class TensorBoardLogger {
+ public:
+  /// Writes under folder root (output_dir / log_dir). The train/ writer is
+  /// made at once, so that a folder that cannot be written fails before the
+  /// first step (UserError naming it, from EventFileWriter); validation/ is
+  /// made with the first validation values. A resumed run adds new files
+  /// beside its earlier ones (TensorBoard shows a folder's files as one
+  /// series); a new run (start_over) first removes the event files of an
+  /// earlier run from train/ and validation/ (files named
+  /// events.out.tfevents.*), as it overwrites that run's log.csv, and says so.
+  TensorBoardLogger(const std::string& root, const TensorBoardConfig& cfg, bool start_over);
+
+  /// After a training step: with update_freq N, when iteration (the
+  /// optimizer's steps so far, counted over resumes) is a multiple of N,
+  /// writes batch_<name> for each of logs (the loss and metrics over the
+  /// epoch's steps so far, as Keras's batch logs) at step iteration, and with
+  /// write_steps_per_second batch_steps_per_second (1 / step_seconds, that
+  /// step's time in seconds). Throws UserError when a write fails.
+  void on_train_batch_end(int64_t iteration, const std::map<std::string, double>& logs, double step_seconds);
+
+  /// Whether on_epoch_end wants the weights after epoch (1-based): every
+  /// histogram_freq epochs, from the first (Keras's epoch % histogram_freq == 0, counted from 0).
+  bool wants_weights(int epoch) const;
+
+  /// After epoch (1-based; written at step epoch - 1, as Keras): epoch_<name>
+  /// for each of logs (val_ ones into validation/, learning_rate left to
+  /// learning_rate), epoch_learning_rate (the rate the next update uses, as
+  /// Keras reads optimizer.learning_rate), with write_steps_per_second
+  /// epoch_steps_per_second, and when wants_weights(epoch) a histogram
+  /// "<layer>/<weight>/histogram" of each of weights (e.g.
+  /// "conv2d_1/kernel/histogram"). Throws UserError when a write fails.
+  void on_epoch_end(int epoch, const std::map<std::string, double>& logs, double learning_rate,
+                    double steps_per_second, const std::vector<WeightRecord>& weights);
+
+  /// The folder written to (root).
+  const std::string& folder() const { return root_; }
+
+ private:
+  std::string root_;
+  TensorBoardConfig cfg_;
+  EventFileWriter train_;
+  std::unique_ptr<EventFileWriter> validation_;
+};
+
+}  // namespace trainer

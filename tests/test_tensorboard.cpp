@@ -1,0 +1,267 @@
+// The TensorBoard callback: event files framed as TFRecords with CRC-32C,
+// their Events read back, and a run on the embedded sample whose event files
+// hold log.csv's values (and, where Python's tensorboard package is installed,
+// TensorBoard's own reader agrees).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/event_file.h"
+#include "lib/io/tensorboard_event.pb.h"
+#include "process_testing.h"
+#include "train/tensorboard.h"
+
+namespace fs = std::filesystem;
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+/// n little-endian bytes at p as an unsigned integer.
+uint64_t little_endian(const char* p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | uint8_t(p[i]);
+  return v;
+}
+
+/// The Events of the event file at path, each record's two CRCs checked.
+std::vector<tensorboard::Event> read_events(const fs::path& path) {
+  const std::string bytes = slurp(path);
+  std::vector<tensorboard::Event> events;
+  size_t at = 0;
+  while (at < bytes.size()) {
+    REQUIRE(at + 12 <= bytes.size());
+    const uint64_t n = little_endian(&bytes[at], 8);
+    CHECK(little_endian(&bytes[at + 8], 4) == masked_crc32c(&bytes[at], 8));
+    REQUIRE(at + 12 + n + 4 <= bytes.size());
+    CHECK(little_endian(&bytes[at + 12 + n], 4) == masked_crc32c(&bytes[at + 12], n));
+    tensorboard::Event e;
+    REQUIRE(e.ParseFromString(bytes.substr(at + 12, n)));
+    events.push_back(e);
+    at += 12 + n + 4;
+  }
+  return events;
+}
+
+/// The single event file in folder.
+fs::path event_file_in(const fs::path& folder) {
+  std::vector<fs::path> files;
+  for (const auto& f : fs::directory_iterator(folder)) files.push_back(f.path());
+  REQUIRE(files.size() == 1);
+  CHECK(files[0].filename().string().rfind("events.out.tfevents.", 0) == 0);
+  return files[0];
+}
+
+/// tag -> (step -> value) of the scalars in the event file at path.
+std::map<std::string, std::map<int64_t, float>> scalars(const fs::path& path) {
+  std::map<std::string, std::map<int64_t, float>> out;
+  for (const auto& e : read_events(path))
+    if (e.has_summary())
+      for (const auto& v : e.summary().value())
+        if (v.value_case() == tensorboard::Summary::Value::kSimpleValue) out[v.tag()][e.step()] = v.simple_value();
+  return out;
+}
+
+/// The rows of a log.csv: column name -> values in epoch order.
+std::map<std::string, std::vector<double>> csv_columns(const fs::path& path) {
+  std::ifstream in(path);
+  std::string line, cell;
+  std::getline(in, line);
+  std::vector<std::string> names;
+  for (std::istringstream h(line); std::getline(h, cell, ',');) names.push_back(cell);
+  std::map<std::string, std::vector<double>> cols;
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    for (size_t i = 0; std::getline(row, cell, ','); ++i) cols[names.at(i)].push_back(std::stod(cell));
+  }
+  return cols;
+}
+
+}  // namespace
+
+TEST_CASE("tensorboard: the records' checksum is TFRecord's masked CRC-32C", "[tensorboard]") {
+  // CRC-32C's check value (RFC 3720's polynomial) over "123456789" is 0xE3069283; TFRecord masks it.
+  const uint32_t crc = 0xE3069283u;
+  CHECK(masked_crc32c("123456789", 9) == uint32_t(((crc >> 15) | (crc << 17)) + 0xa282ead8u));
+  // RFC 3720, B.4: 32 bytes of zeros give 0x8A9136AA.
+  const char zeros[32] = {};
+  const uint32_t z = 0x8A9136AAu;
+  CHECK(masked_crc32c(zeros, 32) == uint32_t(((z >> 15) | (z << 17)) + 0xa282ead8u));
+}
+
+TEST_CASE("tensorboard: an event file holds framed Events of scalars and histograms", "[tensorboard]") {
+  TempDir dir("tb_file");
+  std::string path;
+  {
+    EventFileWriter w((dir.root / "a" / "train").string());  // parents are made
+    path = w.path();
+    w.scalar("epoch_loss", 0.25, 3);
+    w.histogram("c1/kernel/histogram", {-1.0f, 0.0f, 0.5f, 1.0f, 1.0f, NAN}, 3, 4);
+    w.histogram("c1/bias/histogram", {0.5f, 0.5f}, 4);
+    w.histogram("empty/histogram", {}, 5);
+  }
+  CHECK(fs::path(path).parent_path() == dir.root / "a" / "train");
+  const std::vector<tensorboard::Event> events = read_events(path);
+  REQUIRE(events.size() == 5);
+  CHECK(events[0].file_version() == "brain.Event:2");
+  CHECK(events[0].wall_time() > 1.6e9);  // seconds since 1970
+
+  REQUIRE(events[1].summary().value_size() == 1);
+  CHECK(events[1].step() == 3);
+  CHECK(events[1].summary().value(0).tag() == "epoch_loss");
+  CHECK(events[1].summary().value(0).simple_value() == 0.25f);
+
+  const tensorboard::HistogramProto& h = events[2].summary().value(0).histo();
+  CHECK(events[2].summary().value(0).tag() == "c1/kernel/histogram");
+  CHECK(h.min() == -1.0);
+  CHECK(h.max() == 1.0);
+  CHECK(h.num() == 5);  // the NaN is left out
+  CHECK(h.sum() == 1.5);
+  CHECK(h.sum_squares() == 3.25);
+  // Four buckets of width 0.5 from -1: (-1, -0.5], (-0.5, 0], (0, 0.5], (0.5, 1].
+  REQUIRE(h.bucket_limit_size() == 4);
+  CHECK(h.bucket_limit(0) == -0.5);
+  CHECK(h.bucket_limit(3) == 1.0);
+  CHECK(std::vector<double>(h.bucket().begin(), h.bucket().end()) == std::vector<double>{1, 1, 1, 2});
+
+  const tensorboard::HistogramProto& c = events[3].summary().value(0).histo();  // all values equal: one bucket
+  CHECK(c.min() == 0.5);
+  CHECK(c.max() == 0.5);
+  REQUIRE(c.bucket_size() == 1);
+  CHECK(c.bucket(0) == 2);
+  CHECK(c.bucket_limit(0) == 0.5);
+
+  const tensorboard::HistogramProto& e = events[4].summary().value(0).histo();
+  CHECK(e.num() == 0);
+  CHECK(e.bucket_size() == 0);
+}
+
+TEST_CASE("tensorboard: a folder that cannot be made is an error naming it", "[tensorboard]") {
+  TempDir dir("tb_blocked");
+  std::ofstream(dir.root / "logs") << "a file where the folder would go";
+  CHECK_THROWS_AS(EventFileWriter((dir.root / "logs" / "train").string()), UserError);
+  CHECK_THROWS_WITH(EventFileWriter((dir.root / "logs" / "train").string()),
+                    Catch::Contains("cannot create the TensorBoard folder '" + (dir.root / "logs" / "train").string()) &&
+                        Catch::Contains("set the TensorBoard callback's log_dir to another folder"));
+}
+
+TEST_CASE("tensorboard: the callback splits training and validation values as Keras does", "[tensorboard]") {
+  TempDir dir("tb_logger");
+  TensorBoardConfig cfg;
+  cfg.enabled = true;
+  cfg.update_freq = 2;
+  cfg.histogram_freq = 2;
+  cfg.write_steps_per_second = true;
+  const std::vector<WeightRecord> weights = {{"c1", "kernel", {1, 1, 1, 2}, {0.5f, -0.5f}}, {"c1", "bias", {2}, {0, 1}}};
+  {
+    TensorBoardLogger tb(dir.root.string(), cfg, true);
+    for (int64_t it = 1; it <= 3; ++it) tb.on_train_batch_end(it, {{"loss", 1.0 / double(it)}}, 0.25);
+    CHECK(tb.wants_weights(1));
+    CHECK_FALSE(tb.wants_weights(2));
+    CHECK(tb.wants_weights(3));
+    tb.on_epoch_end(1, {{"loss", 0.5}, {"dice", 0.25}, {"val_loss", 0.75}, {"learning_rate", 0.1}}, 0.01, 4.0, weights);
+    tb.on_epoch_end(2, {{"loss", 0.4}, {"val_loss", 0.7}}, 0.001, 5.0, {});
+  }
+  const auto train = scalars(event_file_in(dir.root / "train"));
+  CHECK(train.at("batch_loss") == std::map<int64_t, float>{{2, 0.5f}});  // every second step only
+  CHECK(train.at("batch_steps_per_second") == std::map<int64_t, float>{{2, 4.0f}});
+  CHECK(train.at("epoch_loss") == std::map<int64_t, float>{{0, 0.5f}, {1, 0.4f}});  // epochs counted from 0
+  CHECK(train.at("epoch_dice") == std::map<int64_t, float>{{0, 0.25f}});
+  // The rate given, not the logs' learning_rate (ReduceLROnPlateau's rate of the epoch just trained).
+  CHECK(train.at("epoch_learning_rate") == std::map<int64_t, float>{{0, 0.01f}, {1, 0.001f}});
+  CHECK(train.at("epoch_steps_per_second") == std::map<int64_t, float>{{0, 4.0f}, {1, 5.0f}});
+  CHECK(train.count("learning_rate") == 0);
+  CHECK(train.count("epoch_val_loss") == 0);
+  const auto validation = scalars(event_file_in(dir.root / "validation"));
+  CHECK(validation.size() == 1);
+  CHECK(validation.at("epoch_loss") == std::map<int64_t, float>{{0, 0.75f}, {1, 0.7f}});  // val_ dropped
+  std::vector<std::string> histograms;
+  for (const auto& e : read_events(event_file_in(dir.root / "train")))
+    for (const auto& v : e.summary().value())
+      if (v.has_histo()) histograms.push_back(v.tag() + "@" + std::to_string(e.step()));
+  CHECK(histograms == std::vector<std::string>{"c1/kernel/histogram@0", "c1/bias/histogram@0"});
+
+  // A resumed run adds a file beside the earlier one; a new run starts over.
+  { TensorBoardLogger resumed(dir.root.string(), cfg, false); }
+  int files = 0;
+  for (const auto& f : fs::directory_iterator(dir.root / "train")) files += f.is_regular_file();
+  CHECK(files == 2);
+  std::ofstream(dir.root / "train" / "notes.txt") << "not an event file";
+  { TensorBoardLogger fresh(dir.root.string(), cfg, true); }
+  CHECK(fs::exists(dir.root / "train" / "notes.txt"));
+  fs::remove(dir.root / "train" / "notes.txt");
+  event_file_in(dir.root / "train");  // the new run's file alone
+  CHECK(fs::is_empty(dir.root / "validation"));
+}
+
+TEST_CASE("tensorboard: a run on real images writes log.csv's values as TensorBoard's scalars", "[tensorboard][e2e]") {
+  TempDir dir("tb_run");
+  std::ofstream(dir.root / "unet.yaml") << sample_unet_config(dir.root / "run", R"(  epochs: 2
+  batch_size: 8
+  metrics: [mean_iou]
+  callbacks:
+    - {type: TensorBoard, update_freq: batch, histogram_freq: 1}
+)");
+  const Run r = run_trainer("--config " + (dir.root / "unet.yaml").string() + " --gpus cpu --threads 1", dir.root);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.err + r.out, Catch::Contains("TensorBoard: event files in " + (dir.root / "run" / "logs").string()));
+  CHECK_THAT(r.out, Catch::Contains((dir.root / "run" / "logs").string()));  // among the files written
+  const auto csv = csv_columns(dir.root / "run" / "log.csv");
+  const fs::path train_file = event_file_in(dir.root / "run" / "logs" / "train");
+  const auto train = scalars(train_file);
+  const auto validation = scalars(event_file_in(dir.root / "run" / "logs" / "validation"));
+  for (const char* name : {"loss", "mean_iou"}) {
+    INFO(name);
+    const std::vector<double>& column = csv.at(name);
+    const std::vector<double>& val_column = csv.at(std::string("val_") + name);
+    REQUIRE(column.size() == 2);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      CHECK(train.at(std::string("epoch_") + name).at(epoch) == float(column[size_t(epoch)]));
+      CHECK(validation.at(std::string("epoch_") + name).at(epoch) == float(val_column[size_t(epoch)]));
+    }
+  }
+  CHECK(train.at("epoch_learning_rate").at(1) == 0.01f);
+  // 32 training pairs in batches of 8: steps 1 to 8, the epoch's last step's batch_loss its epoch_loss.
+  const auto& batch_loss = train.at("batch_loss");
+  REQUIRE(batch_loss.size() == 8);
+  CHECK(batch_loss.begin()->first == 1);
+  CHECK(batch_loss.at(4) == train.at("epoch_loss").at(0));
+  CHECK(batch_loss.at(8) == train.at("epoch_loss").at(1));
+  int histograms = 0;
+  for (const auto& e : read_events(train_file))
+    for (const auto& v : e.summary().value()) histograms += v.has_histo() && v.tag() == "out/kernel/histogram";
+  CHECK(histograms == 2);
+
+  // TensorBoard's own reader, where Python's tensorboard package is installed (TRAINER_TENSORBOARD_PYTHON
+  // names a Python that has it; else python3).
+  const char* env = std::getenv("TRAINER_TENSORBOARD_PYTHON");
+  const std::string python = env && *env ? env : "python3";
+  if (run(python, "-c 'import tensorboard'", fresh_subdir(dir.root, "probe")).code != 0) {
+    WARN("not checked with TensorBoard's reader: " << python << " has no tensorboard package");
+    return;
+  }
+  const std::string script = R"(
+import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ea = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0, "histograms": 0})
+ea.Reload()
+print(" ".join("%s@%d=%.9g" % (t, e.step, e.value) for t in ["epoch_loss"] for e in ea.Scalars(t)))
+print("histograms", len(ea.Histograms("out/kernel/histogram")))
+)";
+  std::ofstream(dir.root / "read.py") << script;
+  const Run tb = run(python, (dir.root / "read.py").string() + " " + (dir.root / "run" / "logs" / "train").string(),
+                     fresh_subdir(dir.root, "tb"));
+  INFO(tb.out << tb.err);
+  REQUIRE(tb.code == 0);
+  char expected[128];
+  std::snprintf(expected, sizeof expected, "epoch_loss@0=%.9g epoch_loss@1=%.9g", double(train.at("epoch_loss").at(0)),
+                double(train.at("epoch_loss").at(1)));
+  CHECK_THAT(tb.out, Catch::Contains(expected) && Catch::Contains("histograms 2"));
+}
