@@ -714,6 +714,11 @@ TEST_CASE("config: YAML aliases that expand without end are rejected", "[config]
   CHECK_THROWS_WITH(parse_config(bomb + kGood, "bomb.yaml"),
                     Catch::Matchers::Contains("bomb.yaml: the config holds more than 1000000 YAML values once its "
                                               "aliases (*name) are expanded"));
+  // From a review: an alias inside its own anchor made a cycle, walked until the stack overflowed (SIGSEGV).
+  CHECK_THROWS_WITH(parse_config("a: &x [*x]\n" + kGood, "cycle.yaml"),
+                    Catch::Matchers::Contains("cycle.yaml:1:4: values nested more than 100 levels deep") &&
+                        Catch::Matchers::Contains("'a: &x [*x]', nests without end: give the value itself"));
+  CHECK_THROWS_WITH(parse_config("a: &x {b: *x}\n" + kGood, "cycle.yaml"), Catch::Matchers::Contains("nests without end"));
   // A trailing '---' with nothing (or a comment) after it is not a second document.
   CHECK(parse_config(kGood + "---\n# end\n", "dash.yaml").model.layers.size() == 6);
   // An alias used a few times is fine.

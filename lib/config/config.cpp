@@ -20,6 +20,9 @@ namespace {
 /// Nodes a config may hold once YAML aliases are expanded (a real one holds a
 /// few hundred; ten levels of nine-fold aliases in 1 KB would hold 9^10).
 constexpr size_t kMaxConfigNodes = 1000000;
+/// Levels a config may nest values (a real one nests fewer than ten): an alias
+/// inside its own anchor ('a: &x [*x]') nests without end.
+constexpr int kMaxConfigDepth = 100;
 /// Bytes a config file may hold (a real one holds a few KB).
 constexpr size_t kMaxConfigBytes = size_t(16) << 20;
 
@@ -27,14 +30,19 @@ constexpr size_t kMaxConfigBytes = size_t(16) << 20;
 // it keeps the first and drops the second silently (a config where `epochs`
 // appears twice is almost certainly a mistake), and it takes YAML 1.1's merge
 // key '<<' as a key like any other. `visited` counts the nodes walked, aliases
-// expanded, against kMaxConfigNodes.
-void check_keys(const YAML::Node& node, const std::string& file, size_t& visited) {
+// expanded, against kMaxConfigNodes; depth is node's level (0 at the root),
+// against kMaxConfigDepth.
+void check_keys(const YAML::Node& node, const std::string& file, size_t& visited, int depth = 0) {
   if (++visited > kMaxConfigNodes)
     throw UserError(file + ": the config holds more than " + std::to_string(kMaxConfigNodes) +
                     " YAML values once its aliases (*name) are expanded; a config holds a few hundred: remove "
                     "the aliases that repeat others");
+  if (depth > kMaxConfigDepth)
+    throw UserError(yaml_location(file, node.Mark()) + ": values nested more than " +
+                    std::to_string(kMaxConfigDepth) + " levels deep (a config nests fewer than ten); an alias inside "
+                    "its own anchor, as in 'a: &x [*x]', nests without end: give the value itself");
   if (node.IsSequence()) {
-    for (const auto& e : node) check_keys(e, file, visited);
+    for (const auto& e : node) check_keys(e, file, visited, depth + 1);
   } else if (node.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
     for (const auto& kv : node) {
@@ -52,7 +60,7 @@ void check_keys(const YAML::Node& node, const std::string& file, size_t& visited
         throw UserError(yaml_location(file, kv.first.Mark()) + ": duplicate key '" + key +
                         "' (first given at line " + std::to_string(it->second.line + 1) +
                         "); keep only one");
-      check_keys(kv.second, file, visited);
+      check_keys(kv.second, file, visited, depth + 1);
     }
   }
 }
