@@ -299,6 +299,25 @@ TEST_CASE("evaluate against the competition's per-nucleus mask folders", "[evalu
                                      fs::directory_iterator());
     CHECK(std::stoi(rows[i + 1][1]) == masks);  // one nucleus per mask file
   }
+  // An earlier --csv is replaced; any other file is not (from a review: --csv naming the checkpoint replaced it).
+  const std::string again = "evaluate --checkpoint " + f.checkpoint.string() + " --native " + (dir / "dsb").string() +
+                            " --gpus cpu --csv ";
+  const Run twice = run_trainer(again + csv.string(), dir);
+  INFO(twice.out << twice.err);
+  CHECK(twice.code == 0);
+  CHECK(read_csv(csv) == rows);
+  const std::string checkpoint_bytes = slurp(f.checkpoint);
+  const Run onto_checkpoint = run_trainer(again + f.checkpoint.string(), dir);
+  CHECK(onto_checkpoint.code == 2);
+  CHECK_THAT(onto_checkpoint.err, Catch::Contains("is an HDF5 file (a checkpoint?) that would be replaced; --csv "
+                                                  "writes the per-image scores as CSV"));
+  CHECK(slurp(f.checkpoint) == checkpoint_bytes);
+  std::ofstream(dir / "unet.yaml") << "model: {}\n";
+  const Run onto_config = run_trainer(again + (dir / "unet.yaml").string(), dir);
+  CHECK(onto_config.code == 2);
+  CHECK_THAT(onto_config.err, Catch::Contains("--csv '" + (dir / "unet.yaml").string() + "' exists and is not an "
+                                              "earlier evaluate --csv"));
+  CHECK(slurp(dir / "unet.yaml") == "model: {}\n");
 }
 
 TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them", "[predict][evaluate]") {

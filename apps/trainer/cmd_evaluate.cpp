@@ -4,11 +4,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "commands.h"
-#include "io/atomic_file.h"
 #include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/predict.h"
 
@@ -32,6 +35,24 @@ const char* kind_name(TruthKind k) {
   return k == TruthKind::kMasks ? "masks" : k == TruthKind::kLabels ? "label images" : "DSB 2018 mask folders";
 }
 
+/// UserError, before any work, when --csv cannot be written or names an
+/// existing file other than an earlier --csv of evaluate (whose first line
+/// is kScoresCsvHeader): a mistyped --csv must not replace the checkpoint
+/// being evaluated, a config or an image.
+void check_csv_output(const std::string& csv) {
+  check_output_path(csv, "--csv");
+  refuse_to_replace_checkpoint(csv, "--csv writes the per-image scores as CSV; choose another --csv, e.g. scores.csv");
+  std::error_code ec;
+  if (!std::filesystem::exists(csv, ec)) return;
+  std::ifstream in(csv);
+  std::string first;
+  std::getline(in, first);
+  if (first != kScoresCsvHeader)
+    throw UserError("--csv '" + csv + "' exists and is not an earlier evaluate --csv (its first line is not '" +
+                    kScoresCsvHeader + "'), which evaluate would replace: choose another --csv, e.g. scores.csv, or "
+                    "delete the file first");
+}
+
 int run_evaluate(const EvaluateFlags& f) {
   require_one_process("evaluate");
   check_threshold(f.threshold, "--threshold");
@@ -47,7 +68,7 @@ int run_evaluate(const EvaluateFlags& f) {
   }
   if (o.kind != TruthKind::kNative && f.images.empty())
     throw UserError(std::string("evaluate ") + o.flag + " needs --images DIR (the images the truth belongs to)");
-  if (!f.csv.empty()) check_output_path(f.csv, "--csv");  // before the work, not after it
+  if (!f.csv.empty()) check_csv_output(f.csv);  // before the work, not after it
 
   const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given);
   LoadedModel m = load_model(f.checkpoint, towers);

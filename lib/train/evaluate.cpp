@@ -200,7 +200,7 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
 void write_scores_csv(const EvalResult& r, const std::string& path) {
   std::ostringstream csv;
   csv.precision(6);
-  csv << "image,n_true,n_pred,score,precision_50,precision_75\n";
+  csv << kScoresCsvHeader << '\n';
   for (size_t i = 0; i < r.samples.size(); ++i) {
     const InstanceScore& s = r.scores[i];
     csv << r.samples[i].name << ',' << s.n_true << ',' << s.n_pred << ',' << s.score << ',' << s.precision[0] << ','

@@ -84,8 +84,11 @@ cv::Mat load_truth(const EvalOptions& options, const EvalSample& sample);
 /// than a 3-class one with other truth than masks.
 EvalResult evaluate_images(Trainer& trainer, const EvalOptions& options);
 
+/// The first line of write_scores_csv's files.
+inline constexpr const char* kScoresCsvHeader = "image,n_true,n_pred,score,precision_50,precision_75";
+
 /// Writes the per-image scores as CSV to path atomically: header
-/// image,n_true,n_pred,score,precision_50,precision_75 and one row per image.
+/// kScoresCsvHeader and one row per image.
 /// Throws UserError naming path when it cannot be written.
 void write_scores_csv(const EvalResult& result, const std::string& path);
 
