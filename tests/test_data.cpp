@@ -344,6 +344,32 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
     CHECK_THAT(e, Catch::Matchers::Contains("2 of 2 images have no mask") &&
                       !Catch::Matchers::Contains("file of their own name"));
   }
+  SECTION("one folder of both without a mask suffix: each image would be its own mask") {
+    // From a review: every image paired with itself, and the run trained on it.
+    write(d.images / "a.png", flat_mask(4, 4));
+    o.masks_dir = o.images_dir;
+    o.mask_suffix = "";
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("cfg.yaml: data.masks: '" + o.images_dir + "' is the images' "
+                                                      "folder and data.mask_suffix is empty, so each image would be "
+                                                      "its own mask"));
+  }
+  SECTION("a link to nothing, or to itself, named as an image") {
+    // From a review: such an entry was dropped without a word, or failed naming only the folder.
+    write(d.images / "a.png", flat_mask(4, 4));
+    write(d.masks / "a_mask.png", flat_mask(4, 4));
+    fs::create_symlink(d.images / "gone.png", d.images / "b.png");
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("cfg.yaml: data.images: '" + (d.images / "b.png").string() +
+                                                      "' is not a file that can be read (") &&
+                                Catch::Matchers::Contains("a link to nothing or to itself?): fix or remove it"));
+    fs::remove(d.images / "b.png");
+    fs::create_symlink(d.images / "b.png", d.images / "b.png");
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("'" + (d.images / "b.png").string() + "' is not a file that "
+                                                      "can be read (Too many levels of symbolic links"));
+    fs::remove(d.images / "b.png");
+    fs::create_symlink(d.masks / "gone.txt", d.images / "notes.txt");  // not named as an image: ignored
+    fs::create_directories(d.images / "more.png");                     // a folder: ignored
+    CHECK(load_dataset(o).names == std::vector<std::string>{"a.png"});
+  }
   SECTION("wrong mask suffix matches nothing") {
     write(d.images / "a.png", flat_mask(4, 4));
     write(d.masks / "a-mask.png", flat_mask(4, 4));

@@ -40,10 +40,8 @@ std::vector<std::string> list_images(const DataOptions& o, const std::string& di
                     "; fix the path (relative paths start at the working directory '" +
                     fs::current_path(ec).string() + "')");
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_regular_file(ec) && is_image_file(e.path().string())) names.push_back(e.path().filename().string());
-  if (ec) throw UserError(prefix(o) + "data." + o.key_prefix + key + ": cannot list folder '" + dir + "': " + ec.message());
-  std::sort(names.begin(), names.end());
+  for (const std::string& path : images_in_folder(dir, prefix(o) + "data." + o.key_prefix + key))
+    names.push_back(fs::path(path).filename().string());
   return names;
 }
 
@@ -89,6 +87,10 @@ std::vector<ImagePair> find_pairs(const DataOptions& o, std::vector<std::string>
   // Images and masks may share one folder: then the masks are not images.
   std::error_code ec;
   if (fs::equivalent(o.images_dir, o.masks_dir, ec)) {
+    if (o.mask_suffix.empty())
+      throw UserError(prefix(o) + "data." + o.key_prefix + "masks: '" + o.masks_dir + "' is the images' folder and "
+                      "data.mask_suffix is empty, so each image would be its own mask: give the masks' own folder, "
+                      "or the end of a mask's name in this one (mask_suffix: _mask for a.png's a_mask.png)");
     std::vector<std::string> kept;
     for (const auto& name : images) {
       std::string stem = fs::path(name).stem().string();

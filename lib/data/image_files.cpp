@@ -29,13 +29,29 @@ std::vector<std::string> list_image_files(const std::string& input, const std::s
                       "); pass an image or a folder of images");
     return {input};
   }
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(input, ec))
-    if (e.is_regular_file(ec) && is_image_file(e.path().string())) files.push_back(e.path().string());
-  if (ec) throw UserError("cannot list " + flag + " folder '" + input + "': " + ec.message());
+  std::vector<std::string> files = images_in_folder(input, flag);
   if (files.empty())
     throw UserError(flag + " folder '" + input + "' holds no images (looked for " + kExtensions +
                     "); fix the path or add images");
+  return files;
+}
+
+std::vector<std::string> images_in_folder(const std::string& dir, const std::string& what) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (!is_image_file(p.string())) continue;
+    std::error_code entry_ec;  // its own: the listing's must not be overwritten (nor cleared)
+    const fs::file_status st = fs::status(p, entry_ec);
+    if (st.type() == fs::file_type::regular) files.push_back(p.string());
+    else if (st.type() != fs::file_type::directory)
+      throw UserError(what + ": '" + p.string() + "' is not a file that can be read (" +
+                      (entry_ec ? entry_ec.message() : std::string("a pipe, socket or device")) +
+                      "; a link to nothing or to itself?): fix or remove it");
+  }
+  if (ec) throw UserError(what + ": cannot list folder '" + dir + "': " + ec.message());
   std::sort(files.begin(), files.end());
   return files;
 }

@@ -9,6 +9,14 @@ namespace trainer {
 /// formats the data loader reads (docs/data.md).
 bool is_image_file(const std::string& path);
 
+/// The image files (is_image_file names) directly in folder dir, as paths
+/// dir/name in name order; other files and subfolders are ignored. what
+/// starts messages (e.g. "data.images"). Throws UserError "<what>: ..." naming
+/// the folder when it cannot be listed, or naming the entry when one with an
+/// image's name is neither a folder nor a regular file (a link to nothing or
+/// to itself, a pipe, a device), which would otherwise be dropped or read forever.
+std::vector<std::string> images_in_folder(const std::string& dir, const std::string& what);
+
 /// The images named by `input`: the file itself, or the image files directly
 /// in the folder (sorted by name; other files ignored). flag names the option
 /// in messages (e.g. "--input"). Throws UserError naming the path and the fix
