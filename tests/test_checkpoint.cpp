@@ -248,7 +248,32 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
   CHECK_THROWS_WITH(load_checkpoint(noweights),
                     Catch::Contains(noweights) && Catch::Contains("missing group '/model_weights'"));
 
-  for (const std::string& p : {missing, empty, text, half, foreign, noweights})
+  // From a review: a weight claiming 2^33 values (a dataset allocated late, so the file stays small) overflowed
+  // the shape's int and was reported as running out of memory.
+  const std::string huge = dir / "huge.h5";
+  write_all(huge, bytes);
+  {
+    hid_t f = H5Fopen(huge.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    REQUIRE(H5Ldelete(f, "model_weights/conv2d_1/bias", H5P_DEFAULT) >= 0);
+    const hsize_t dims[2] = {hsize_t(1) << 31, 4};
+    hid_t space = H5Screate_simple(2, dims, nullptr);
+    hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+    REQUIRE(H5Pset_alloc_time(plist, H5D_ALLOC_TIME_LATE) >= 0);
+    hid_t ds = H5Dcreate2(f, "model_weights/conv2d_1/bias", H5T_IEEE_F32LE, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+    REQUIRE(ds >= 0);
+    H5Dclose(ds);
+    H5Pclose(plist);
+    H5Sclose(space);
+    H5Fclose(f);
+  }
+  CHECK(std::filesystem::file_size(huge) < (1u << 20));
+  CHECK_THROWS_WITH(load_checkpoint(huge),
+                    Catch::Contains("checkpoint '" + huge + "' is not a valid trainer checkpoint: dataset "
+                                    "'/model_weights/conv2d_1/bias' claims more than 2^31 values, more than any weight "
+                                    "holds; the file is damaged"));
+
+  for (const std::string& p : {missing, empty, text, half, foreign, noweights, huge})
     CHECK_THROWS_AS(load_checkpoint(p), UserError);
   // A run folder given for a checkpoint: its .h5 files are named, last.h5 and final.h5 first, six at most.
   save_checkpoint(dir / "last.h5", sample_checkpoint());
@@ -257,7 +282,7 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
                     Catch::Contains("it is a folder; give the path of a .h5 file written by trainer, one of: " +
                                     (dir / "last.h5") + ", " + (dir / "final.h5") + ", " + (dir / "empty.h5") + ", ") &&
                         Catch::Contains(dir / "good.h5") && !Catch::Contains("missing.h5") &&
-                        Catch::EndsWith(" and 2 more"));
+                        Catch::EndsWith(" and 3 more"));
   const std::string none = dir / "none";
   std::filesystem::create_directory(none);
   CHECK_THROWS_WITH(load_checkpoint(none), Catch::Contains("it is a folder") && Catch::Contains("(the folder holds none)"));
