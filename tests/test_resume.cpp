@@ -408,9 +408,32 @@ TEST_CASE("a checkpoint's run folder is found beside it or its ModelCheckpoint s
   CHECK_FALSE(elsewhere);
   CHECK(last == ".");
   // The refusal to resume into another run's folder names the checkpoint's run folder.
-  CHECK_THROWS_WITH(check_output_holds_no_run((dir / "run").string(), "ep1.h5", ".."),
+  CHECK_THROWS_WITH(check_output_holds_no_run((dir / "run").string(), "ep1.h5", "", ".."),
                     Catch::Contains("(--output .. when it holds that run)"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("a folder holding only ModelCheckpoint files holds a run", "[resume]") {
+  // From a review: a new run into a folder with an earlier run's best.h5 (its last.h5, log.csv and final.h5
+  // moved away) replaced the best model without a word.
+  trainer::testing::TempDir dir("only_checkpoints");
+  const std::string out = dir.root.string();
+  std::ofstream(dir.root / "best.h5") << "h5";
+  std::ofstream(dir.root / "notes.h5") << "h5";
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", ""));
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", "other.h5"));
+  CHECK_THROWS_WITH(check_output_holds_no_run(out, "", "best.h5"),
+                    Catch::Contains("output folder '" + out + "' holds an earlier run (best.h5), which a new run "
+                                    "would overwrite: choose another --output, or pass --overwrite"));
+  // A pattern matches the names it could write: {epoch} as digits, a logged value as a number.
+  fs::create_directories(dir.root / "ck");
+  for (const char* name : {"ep01-0.1234.h5", "ep02-1e-05.h5", "ep03-nan.h5", "ep04-0.5.h5", "epx-0.5.h5"})
+    std::ofstream(dir.root / "ck" / name) << "h5";
+  CHECK_THROWS_WITH(check_output_holds_no_run(out, "", "ck/ep{epoch:02d}-{val_loss:.4f}.h5"),
+                    Catch::Contains("holds an earlier run (ck/ep01-0.1234.h5, ck/ep02-1e-05.h5, ck/ep03-nan.h5 and "
+                                    "1 more checkpoints)"));
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", "ck/ep{epoch}.h5"));  // no name of that shape
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", "{epoch}/best.h5"));   // a placeholder in the folder: not looked for
 }
 
 TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
@@ -453,6 +476,9 @@ TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
        "training state 'next_epoch' is 1e+300"},
       {more + edited("half_epoch.h5", [](Checkpoint& c) { c.state_scalars["next_epoch"] = 2.5; }),
        "'next_epoch' is 2.5, not a whole number"},
+      // From a review: an edited next_step logged a made-up epoch (loss 0, mean_iou 1).
+      {more + edited("steps.h5", [](Checkpoint& c) { c.state_scalars["next_step"] = 1000; }),
+       "steps.h5: training state 'next_step' is 1000 with 'epoch_samples' 0, which no run writes"},
       {more + edited("iters.h5", [](Checkpoint& c) { c.state_scalars["optimizer_iterations"] = -5; }),
        "training state 'optimizer_iterations' is -5"},
       {more + edited("best.h5", [](Checkpoint& c) { c.state_arrays["best_params"].resize(3); }),

@@ -81,6 +81,12 @@ void apply_overrides(Config& config, const TrainFlags& f) {
   if (changed) config.text = "# " + config.path + " with command-line overrides\n" + YAML::Dump(root) + "\n";
 }
 
+// The config's ModelCheckpoint filepath, "" without one.
+std::string checkpoint_pattern(const Config& config) {
+  const ModelCheckpointConfig& c = config.training.model_checkpoint;
+  return c.enabled ? c.filepath : "";
+}
+
 // Gives trainer the checkpoint's weights and optimizer state, after reporting
 // how the config differs from the one the checkpoint's run used, and sets
 // run_folder to the checkpoint's run folder (run_folder_of, from the
@@ -200,7 +206,8 @@ int run_train(const TrainFlags& f) {
   // other errors. A resumed run is checked once its checkpoint has been read (below). Rank 0 alone writes
   // there (the others may see another file system); they stop with it.
   check_together(world.get(), [&] {
-    if (voice && !f.overwrite && f.resume.empty()) check_output_holds_no_run(config.training.output_dir, "");
+    if (voice && !f.overwrite && f.resume.empty())
+      check_output_holds_no_run(config.training.output_dir, "", checkpoint_pattern(config));
   });
   DataOptions opt;
   opt.images_dir = config.data.images;
@@ -270,7 +277,7 @@ int run_train(const TrainFlags& f) {
     check_together(world.get(), [&] {
       if (!voice || f.overwrite) return;
       if (!resumes_in_place(resume_run_folder, config.training.output_dir))
-        check_output_holds_no_run(config.training.output_dir, f.resume, resume_run_folder);
+        check_output_holds_no_run(config.training.output_dir, f.resume, checkpoint_pattern(config), resume_run_folder);
       else
         check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);
     });

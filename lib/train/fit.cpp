@@ -7,12 +7,14 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
+#include <regex>
 
 #include "core/error.h"
 #include "train/callbacks.h"
@@ -240,6 +242,12 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
   s.epoch_sums.loss_sum = scalar("epoch_loss_sum", 0, 1e300);
   s.epoch_sums.samples = scalar("epoch_samples", 0, 1e18);
   s.epoch_seconds = scalar("epoch_seconds", 0, 1e18);
+  // A run stopped within an epoch saved the sums of its steps; one stopped at an epoch's end, none. (From a
+  // review: an edited next_step with no samples logged a made-up epoch of loss 0.)
+  if ((s.next_step > 0) != (s.epoch_sums.samples > 0))
+    throw UserError(source + ": training state 'next_step' is " + std::to_string(s.next_step) +
+                    " with 'epoch_samples' " + fmt::format("{}", s.epoch_sums.samples) +
+                    ", which no run writes (the steps done in an epoch and their samples go together)" + kDamagedState);
   std::vector<double>& counts = s.epoch_sums.counts.v;
   auto stored = c.state_double_arrays.find("epoch_counts");
   if (stored == c.state_double_arrays.end()) {  // written before 2026-12-02: binary counts as scalars
@@ -320,12 +328,48 @@ bool resumes_in_place(const std::string& run_folder, const std::string& output_d
   return !ec && a == b;
 }
 
+namespace {
+
+/// The files in output_dir that a ModelCheckpoint of filepath (its pattern, relative to output_dir; "" for
+/// none) could have written, as paths relative to output_dir in name order: in the pattern's folder, the
+/// names that match it with {epoch...} as digits and another {name...} as a number's text. A placeholder in
+/// the folder part matches nothing.
+std::vector<std::string> checkpoint_files(const fs::path& output_dir, const std::string& filepath) {
+  const fs::path pattern(filepath);
+  const fs::path folder = pattern.parent_path();
+  const std::string name = pattern.filename().string();
+  std::vector<std::string> out;
+  if (filepath.empty() || folder.string().find('{') != std::string::npos) return out;
+  std::string re;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const size_t close = name[i] == '{' ? name.find('}', i) : std::string::npos;
+    if (close != std::string::npos) {
+      re += name.compare(i + 1, 5, "epoch") == 0 ? "[0-9]+" : "[-+.0-9a-zA-Z]+";
+      i = close;
+    } else {
+      if (std::strchr(".^$|()[]{}*+?\\", name[i])) re += '\\';
+      re += name[i];
+    }
+  }
+  const std::regex match(re);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(output_dir / folder, ec))
+    if (std::regex_match(e.path().filename().string(), match)) out.push_back((folder / e.path().filename()).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
 void check_output_holds_no_run(const std::string& output_dir, const std::string& resume,
-                               const std::string& resume_run_folder) {
+                               const std::string& checkpoint_filepath, const std::string& resume_run_folder) {
   std::string found;
   std::error_code ec;
   for (const char* name : kRunFiles)
     if (fs::exists(fs::path(output_dir) / name, ec)) found += std::string(found.empty() ? "" : ", ") + name;
+  const std::vector<std::string> checkpoints = checkpoint_files(output_dir, checkpoint_filepath);
+  for (size_t i = 0; i < checkpoints.size() && i < 3; ++i) found += (found.empty() ? "" : ", ") + checkpoints[i];
+  if (checkpoints.size() > 3) found += " and " + std::to_string(checkpoints.size() - 3) + " more checkpoints";
   if (found.empty()) return;
   const std::string last = (fs::path(output_dir) / "last.h5").string();
   std::string ways = "choose another --output, or pass --overwrite to start over in it";
