@@ -2,6 +2,7 @@
 // (the embedded sample) in which the loss falls and checkpoints appear; exit
 // codes and messages for bad flags and configs.
 #include <catch2/catch.hpp>
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -63,6 +64,38 @@ TEST_CASE("training on real images lowers the loss and writes checkpoints", "[e2
 // The second run goes into the first one's folder: refused (nothing touched,
 // nothing printed before the error) until --overwrite. It also asks for bf16, which CPU towers do not do: a
 // warning says so and the losses stay fp32's. The default (tf32) warns not.
+TEST_CASE("a read-only output folder is refused before the first step", "[e2e]") {
+  // From a new user: a folder without write permission failed at the first epoch's log.csv, after the epoch.
+  TempDir dir("e2e_read_only");
+  fs::create_directories(dir.root / "ro");
+  fs::permissions(dir.root / "ro", fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                                       fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  std::ofstream(dir.root / "unet.yaml") << small_unet(dir.root / "ro");
+  std::string as_user;  // root writes anywhere: run as nobody
+  if (::geteuid() == 0) {
+    if (run("/bin/sh", "-c 'command -v setpriv'", dir.root).code != 0) {
+      WARN("skipped: running as root without setpriv to run as another user");
+      return;
+    }
+    as_user = "--reuid=65534 --regid=65534 --clear-groups " TRAINER_BINARY " ";
+  }
+  const std::string args = "--config " + (dir.root / "unet.yaml").string() + " --gpus cpu --epochs 1";
+  const Run r = as_user.empty() ? run_trainer(args, dir.root) : run("setpriv", as_user + args, dir.root);
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("error: cannot write in the output folder '" + (dir.root / "ro").string() +
+                                    "': Permission denied; make it writable, or set training.output_dir or --output "
+                                    "to a writable folder"));
+  CHECK_THAT(r.out, !Catch::Contains("Epoch 1/1"));
+  CHECK(fs::is_empty(dir.root / "ro"));
+  // A folder to be made is probed where it would be made.
+  std::ofstream(dir.root / "deeper.yaml") << small_unet(dir.root / "ro" / "a" / "b");
+  const std::string deeper = "--config " + (dir.root / "deeper.yaml").string() + " --gpus cpu --epochs 1";
+  const Run d = as_user.empty() ? run_trainer(deeper, dir.root) : run("setpriv", as_user + deeper, dir.root);
+  CHECK(d.code == 2);
+  CHECK_THAT(d.err, Catch::Contains("cannot write in the output folder '" + (dir.root / "ro").string() + "'"));
+}
+
 TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   fs::path dir = temp_dir("e2e_towers");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
@@ -73,7 +106,7 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   REQUIRE(!last.empty());
   Run refused = run_trainer(cfg + " --gpus cpu:2", dir);
   CHECK(refused.code == 2);
-  CHECK_THAT(refused.err, Catch::Contains("holds an earlier run (last.h5, log.csv, final.h5)") &&
+  CHECK_THAT(refused.err, Catch::Contains("holds an earlier run (last.h5, log.csv, final.h5, best-01.h5") &&
                               Catch::Contains("--resume " + (dir / "run" / "last.h5").string()) &&
                               Catch::Contains("--overwrite"));
   CHECK_THAT(refused.out, !Catch::Contains("Total params"));  // refused before the model summary

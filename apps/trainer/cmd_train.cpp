@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/json_text.h"
 #include "data/dataset.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "train/resume_check.h"
 #include "nn/model.h"
@@ -206,7 +207,11 @@ int run_train(const TrainFlags& f) {
   // other errors. A resumed run is checked once its checkpoint has been read (below). Rank 0 alone writes
   // there (the others may see another file system); they stop with it.
   check_together(world.get(), [&] {
-    if (voice && !f.overwrite && f.resume.empty())
+    if (!voice) return;
+    // A read-only folder would otherwise fail at the first epoch's log.csv, after hours on a big model.
+    check_writable_folder(config.training.output_dir, "the output folder",
+                          "make it writable, or set training.output_dir or --output to a writable folder");
+    if (!f.overwrite && f.resume.empty())
       check_output_holds_no_run(config.training.output_dir, "", checkpoint_pattern(config));
   });
   DataOptions opt;

@@ -1,8 +1,10 @@
 #include "io/atomic_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -65,6 +67,22 @@ void commit_temp(const std::string& tmp, const std::string& dest) {
     fs::remove(tmp, ec);
     throw UserError("cannot write '" + dest + "': " + ec.message() + "; check that the output folder is writable");
   }
+}
+
+void check_writable_folder(const std::string& dir, const std::string& what, const std::string& fix) {
+  std::error_code ec;
+  fs::path folder = fs::absolute(dir, ec);
+  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder != folder.parent_path())
+    folder = folder.parent_path();
+  if (!fs::is_directory(folder, ec)) return;  // a file in the way: creating the folder names it
+  const fs::path probe = folder / (".trainer-write-test-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 && errno != EEXIST) {  // EEXIST: a probe of a killed process of this pid, in a writable folder
+    const int err = errno;
+    throw UserError("cannot write in " + what + " '" + folder.string() + "': " + std::strerror(err) + "; " + fix);
+  }
+  if (fd >= 0) ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void check_output_path(const std::string& dest, const std::string& flag) {

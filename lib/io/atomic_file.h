@@ -33,6 +33,13 @@ void remove_pending_temp() noexcept;
 /// dest, the errno text and the fix (a writable folder).
 void commit_temp(const std::string& tmp, const std::string& dest);
 
+/// Checks, before any work, that files can be created in folder dir or, when
+/// it does not exist yet, in its nearest existing parent (where it would be
+/// created), by creating and removing a file there: a read-only folder or
+/// file system is then found at once, not after the first epoch. Throws
+/// UserError "cannot write in <what> '<folder>': <reason>; <fix>".
+void check_writable_folder(const std::string& dir, const std::string& what, const std::string& fix);
+
 /// Checks, before any work, that dest could be written: its folder (the
 /// working directory for a bare file name) exists and dest is not a folder.
 /// Throws UserError "<flag>: ..." naming the folder and the fix.
