@@ -326,6 +326,11 @@ TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 13
   wait_for_lines(dir / "run" / "log.csv", 2, 60);
   kill(c.pid, SIGINT);
   REQUIRE(wait_exit(c) == 130);
+  // Said when the signal came (a new user saw nothing for 16 s of a slow step, and pressed Ctrl-C again).
+  const std::string err = slurp(dir / "err.txt");
+  CHECK_THAT(err, Catch::Contains("stopping: finishing this step, then writing last.h5 (Ctrl-C again exits at once, "
+                                  "without it)"));
+  CHECK(err.find("stopping: finishing") < err.find("stopped by signal 2"));
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --epochs 3 --resume " +
                   (dir / "run" / "last.h5").string(),
               dir) == 0);

@@ -1,5 +1,6 @@
 // SIGINT/SIGTERM handling. Training: the first signal asks the run to stop
-// after the current step (it then writes last.h5 and exits with 128 + signal);
+// after the current step, which it says at once (it then writes last.h5 and
+// exits with 128 + signal);
 // a second SIGINT exits at once with 130. Export and predict: exit at once,
 // saying so.
 // Either way a temporary file being written is deleted first.
@@ -22,7 +23,11 @@ extern "C" void on_stop_signal(int sig) {
     remove_pending_temp();  // a checkpoint being written: its temporary file (unlink(2))
     _exit(130);
   }
-  g_stop.store(sig);
+  if (g_stop.exchange(sig) == 0) {  // said at once: a step can take seconds, and silence invites a second Ctrl-C
+    static const char msg[] = "\nstopping: finishing this step, then writing last.h5 (Ctrl-C again exits at once, "
+                              "without it)\n";
+    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+  }
 }
 }  // namespace
 
