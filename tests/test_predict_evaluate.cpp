@@ -361,4 +361,19 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
   }
   CHECK_FALSE(fs::exists(dir / "out"));
   CHECK_FALSE(fs::exists(dir / "x"));  // not even created empty for an image that does not decode
+
+  // An image that does not decode after others were written: what is written is said, and how to go on.
+  fs::create_directories(dir / "mixed");
+  const fs::path first = *fs::directory_iterator(f.images);
+  fs::copy_file(first, dir / "mixed" / first.filename());
+  std::ofstream(dir / "mixed" / "zzz.png") << "not a png";
+  const Run mixed = run_trainer("predict" + ckpt + " --input " + (dir / "mixed").string() + " --output " +
+                                    (dir / "mixed_out").string() + " --batch-size 1 --gpus cpu", dir);
+  INFO(mixed.out << mixed.err);
+  CHECK(mixed.code == 2);
+  CHECK_THAT(mixed.err, Catch::Contains("zzz.png") &&
+                            Catch::Contains("; the 1 file(s) of the images before it are written in '" +
+                                            (dir / "mixed_out").string() + "': once it is fixed or removed, predict "
+                                            "again with --overwrite"));
+  CHECK(fs::exists(dir / "mixed_out" / (first.stem().string() + "_mask.png")));
 }

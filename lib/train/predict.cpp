@@ -238,8 +238,15 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
         write_outputs(chunk[i], probability_map(probs, int(i), m.sizes[i]), options, classes, written);
       spdlog::info("predicted {}/{} image(s)", lo + chunk.size(), n);
     }
-  } catch (...) {
+  } catch (const UserError& e) {
     // An image that cannot be decoded before anything was written: no empty folder left behind.
+    if (created && fs::is_empty(options.output_dir, ec)) fs::remove(options.output_dir, ec);
+    if (written.empty()) throw;
+    // Else what was written is said, and how to go on (a new user's rerun was refused by files not mentioned).
+    throw UserError(std::string(e.what()) + "; the " + std::to_string(written.size()) + " file(s) of the images " +
+                    "before it are written in '" + options.output_dir + "': once it is fixed or removed, predict " +
+                    "again with --overwrite");
+  } catch (...) {
     if (created && fs::is_empty(options.output_dir, ec)) fs::remove(options.output_dir, ec);
     throw;
   }
