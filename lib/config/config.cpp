@@ -26,6 +26,21 @@ constexpr int kMaxConfigDepth = 100;
 /// Bytes a config file may hold (a real one holds a few KB).
 constexpr size_t kMaxConfigBytes = size_t(16) << 20;
 
+// The fix for a duplicate key such as '2)' in a { } mapping: the end of a
+// Python tuple, whose comma YAML took as the mapping's, as in
+// {kernel_size: (2, 2), strides: (2, 2)}: "(2, 2)" becomes the value "(2"
+// and the key "2)", and the second tuple repeats that key.
+std::string split_tuple_fix(const YAML::Node& map, const std::string& key) {
+  for (const auto& kv : map)
+    if (kv.second.IsScalar() && kv.second.Scalar().rfind('(', 0) == 0 && kv.second.Scalar().back() != ')') {
+      const std::string name = kv.first.Scalar(), tuple = kv.second.Scalar() + ", " + key;
+      return "'" + name + ": " + tuple + "' is a Python tuple, whose comma splits a { } entry in two ('" + name +
+             ": " + kv.second.Scalar() + "' and a key '" + key + "'): write it as a YAML list, " + name + ": [" +
+             tuple.substr(1, tuple.size() - 2) + "]";
+    }
+  return "keep only one";
+}
+
 // Refuses keys yaml-cpp reads otherwise than a user means: of two equal keys
 // it keeps the first and drops the second silently (a config where `epochs`
 // appears twice is almost certainly a mistake), and it takes YAML 1.1's merge
@@ -58,8 +73,8 @@ void check_keys(const YAML::Node& node, const std::string& file, size_t& visited
       auto [it, fresh] = seen.emplace(key, kv.first.Mark());
       if (!fresh)
         throw UserError(yaml_location(file, kv.first.Mark()) + ": duplicate key '" + key +
-                        "' (first given at line " + std::to_string(it->second.line + 1) +
-                        "); keep only one");
+                        "' (first given at line " + std::to_string(it->second.line + 1) + "); " +
+                        (key.size() > 1 && key.back() == ')' ? split_tuple_fix(node, key) : "keep only one"));
       check_keys(kv.second, file, visited, depth + 1);
     }
   }
@@ -236,8 +251,8 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
     if (p.has(key))
       p.fail(key, "is a training setting here; move it to the training section: training." + std::string(key));
   DataConfig d;
-  d.images = p.get_string("images", std::nullopt);
-  d.masks = p.get_string("masks", std::nullopt);
+  d.images = p.get_path("images", std::nullopt);
+  d.masks = p.get_path("masks", std::nullopt);
   d.mask_suffix = p.get_string("mask_suffix", d.mask_suffix);
   for (const char* ext : {".png", ".tif", ".tiff", ".jpg", ".jpeg", ".bmp"})
     if (const std::string e = ext; d.mask_suffix.size() >= e.size() &&
@@ -250,8 +265,8 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
     p.fail("validation_split", "must be in [0, 1), the fraction of pairs held out (e.g. 0.1), got " +
                                    fmt::format("{}", d.validation_split));
   if (p.has_optional("validation_images") | p.has_optional("validation_masks")) {  // both known either way
-    d.validation_images = p.get_string("validation_images", std::nullopt);
-    d.validation_masks = p.get_string("validation_masks", std::nullopt);
+    d.validation_images = p.get_path("validation_images", std::nullopt);
+    d.validation_masks = p.get_path("validation_masks", std::nullopt);
     if (d.validation_images.empty() || d.validation_masks.empty())
       p.fail(d.validation_images.empty() ? "validation_images" : "validation_masks",
              "is empty; name the folder of validation images and the folder of their masks");

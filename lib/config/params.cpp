@@ -5,6 +5,8 @@
 #include <cmath>
 #include <sstream>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "core/error.h"
 
 namespace trainer {
@@ -244,8 +246,9 @@ double ParamReader::get_double(const std::string& key, std::optional<double> def
     fail(key, "must be a number, got '" + text + "'" + hint);
   }
   if (x < min || x > max) {
-    std::string lo = min <= -1e300 ? "-inf" : YAML::Dump(YAML::Node(min));
-    std::string hi = max >= 1e300 ? "inf" : YAML::Dump(YAML::Node(max));
+    // The default bounds, +-1e300, are the finite numbers a config may give (1e308 is above them).
+    std::string lo = fmt::format("{}", min);
+    std::string hi = fmt::format("{}", max);
     fail(key, "must be in [" + lo + ", " + hi + "], got " + YAML::Dump(v));
   }
   return x;
@@ -272,6 +275,14 @@ std::string ParamReader::get_string(const std::string& key, std::optional<std::s
   std::string s = v.as<std::string>();
   if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), s) == allowed.end())
     fail(key, "is '" + s + "'" + did_you_mean(s, allowed) + "; use one of: " + join_names(allowed));
+  return s;
+}
+
+std::string ParamReader::get_path(const std::string& key, std::optional<std::string> def) {
+  std::string s = get_string(key, std::move(def));
+  if (std::any_of(s.begin(), s.end(), [](char ch) { return (unsigned char)ch < 0x20; }))
+    fail(key, "holds a control character (such as \\0 or a newline), which a path cannot hold safely; write the "
+              "path without escapes");
   return s;
 }
 

@@ -66,6 +66,10 @@ class ParamReader {
   /// String; when allowed is non-empty the value must be one of them.
   std::string get_string(const std::string& key, std::optional<std::string> def,
                          const std::vector<std::string>& allowed = {});
+  /// A file or folder path: get_string, refusing control characters (such
+  /// as a \0 or a newline from a double-quoted YAML escape), which a path
+  /// cannot hold safely and which would cut or split the messages naming it.
+  std::string get_path(const std::string& key, std::optional<std::string> def);
   /// A string or a list of strings.
   std::vector<std::string> get_string_list(const std::string& key,
                                            std::optional<std::vector<std::string>> def);

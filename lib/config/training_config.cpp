@@ -329,13 +329,10 @@ std::string covered_callback(const std::string& type) {
   return "";
 }
 
-/// Fails at key unless path (its value) names a place inside training.output_dir: relative, without "..",
-/// and without control characters (which a file name cannot hold safely). example: valid values, for the fix.
+/// Fails at key unless path (its value, read by get_path) names a place inside training.output_dir:
+/// relative and without "..". example: valid values, for the fix.
 void require_inside_output_dir(ParamReader& p, const std::string& key, const std::string& path,
                                const std::string& example) {
-  if (std::any_of(path.begin(), path.end(), [](char ch) { return (unsigned char)ch < 0x20; }))
-    p.fail(key, "holds a control character (such as \\0 or a newline), which a file name cannot hold safely; e.g. " +
-                    example);
   const std::filesystem::path fp(path);
   bool escapes = false;
   for (const auto& part : fp) escapes = escapes || part == "..";
@@ -349,7 +346,7 @@ void read_tensorboard(ParamReader& p, TensorBoardConfig& c) {
   if (c.enabled) p.fail("type", "is TensorBoard again; give at most one TensorBoard");
   c.enabled = true;
   c.where = p.where("log_dir") + ": " + p.what();
-  c.log_dir = p.get_string("log_dir", c.log_dir);
+  c.log_dir = p.get_path("log_dir", c.log_dir);
   if (c.log_dir.empty()) p.fail("log_dir", "must not be empty; e.g. 'logs'");
   require_inside_output_dir(p, "log_dir", c.log_dir, "'logs' or 'tensorboard/run1'");
   if (p.has_optional("update_freq") && p.given("update_freq")) {  // 'epoch', 'batch' or a number of batches
@@ -448,7 +445,7 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       if (c.enabled) p.fail("type", "is ModelCheckpoint again; give at most one ModelCheckpoint");
       c.enabled = true;
       if (node[i]["filepath"]) c.where = yaml_location(file, node[i]["filepath"].Mark()) + ": " + what + " (ModelCheckpoint)";
-      c.filepath = p.get_string("filepath", std::nullopt);
+      c.filepath = p.get_path("filepath", std::nullopt);
       if (c.filepath.empty()) p.fail("filepath", "must not be empty; e.g. 'best.h5'");
       require_inside_output_dir(p, "filepath", c.filepath, "'best.h5' or 'ck/best.h5'");
       const std::filesystem::path fp(c.filepath);
@@ -496,9 +493,18 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
   std::vector<std::string> out;
   for (const auto& e : items) {
     std::string at = yaml_location(file, e.Mark()) + ": training.metrics: ";
-    if (e.IsMap() && e["type"] && e["type"].IsScalar())
+    if (e.IsMap() && e["type"] && e["type"].IsScalar()) {
+      const std::string type = ascii_lower(e["type"].Scalar());
+      const bool iou = type.rfind("meaniou", 0) == 0 || type.rfind("binaryiou", 0) == 0;
+      // Keras's IoU class by the loss's kind (a new user with a binary loss was pointed at mean_iou).
+      const std::string example = !iou ? "e.g. mean_iou for Keras's MeanIoU with a categorical loss, binary_iou "
+                                         "with a binary one"
+                                  : categorical ? "mean_iou, Keras's MeanIoU with this categorical loss"
+                                                : "binary_iou, Keras's BinaryIoU(target_class_ids=[0, 1]) or "
+                                                  "MeanIoU(num_classes=2) with this binary loss";
       throw UserError(at + "'" + e["type"].Scalar() + "' is written as a mapping; write the metric's name (" +
-                      "e.g. mean_iou for Keras's MeanIoU: the number of classes comes from the model)");
+                      example + ": the number of classes comes from the model)");
+    }
     if (!e.IsScalar()) throw UserError(at + "each entry must be a metric name");
     std::string m = e.Scalar();
     std::vector<std::string> known = kMetrics;
@@ -582,20 +588,20 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   const std::string precision = p.get_string("precision", "tf32", {"fp32", "tf32", "bf16"});
   t.precision = precision == "bf16" ? Precision::BF16 : precision == "tf32" ? Precision::TF32 : Precision::FP32;
   t.collective_timeout = p.get_double("collective_timeout", t.collective_timeout, 1, 1e7);
-  t.output_dir = p.get_string("output_dir", t.output_dir);
+  t.output_dir = p.get_path("output_dir", t.output_dir);
   if (t.output_dir.empty()) p.fail("output_dir", "must not be empty; e.g. 'runs/unet'");
   if (p.given("initial_weights")) {  // a path, or Keras's load_weights arguments {filepath, skip_mismatch}
     t.initial_weights_where = p.where("initial_weights") + ": training.initial_weights";
     const YAML::Node v = p.get_node("initial_weights");
     if (v.IsMap()) {
       ParamReader w(v, file, "training.initial_weights");
-      t.initial_weights = w.get_string("filepath", std::nullopt);
+      t.initial_weights = w.get_path("filepath", std::nullopt);
       t.initial_weights_skip_mismatch = w.get_bool("skip_mismatch", false);
       w.skip("by_name");  // Keras 2's h5 switch for skip_mismatch: weights are always matched by layer name here
       if (t.initial_weights.empty()) w.fail("filepath", "must not be empty: a checkpoint, e.g. 'runs/pre/final.h5'");
       w.finish();
     } else {
-      t.initial_weights = p.get_string("initial_weights", std::nullopt);
+      t.initial_weights = p.get_path("initial_weights", std::nullopt);
       if (t.initial_weights.empty())
         p.fail("initial_weights", "must not be empty: a checkpoint of this model, e.g. 'runs/pretrained/final.h5', "
                                   "a mapping {filepath: ..., skip_mismatch: true}, or null for the initializers");
