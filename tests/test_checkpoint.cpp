@@ -283,6 +283,11 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
                                     (dir / "last.h5") + ", " + (dir / "final.h5") + ", " + (dir / "empty.h5") + ", ") &&
                         Catch::Contains(dir / "good.h5") && !Catch::Contains("missing.h5") &&
                         Catch::EndsWith(" and 3 more"));
+  // A file that is not there (final.h5 of a stopped run, from a new user): its folder's checkpoints are named.
+  CHECK_THROWS_WITH(load_checkpoint(dir / "run.h5"),
+                    Catch::Contains("cannot read checkpoint '" + (dir / "run.h5") + "': No such file or directory; "
+                                    "give the path of a .h5 file written by trainer, e.g. one of its folder's: " +
+                                    (dir / "last.h5") + ", " + (dir / "final.h5") + ", "));
   const std::string none = dir / "none";
   std::filesystem::create_directory(none);
   CHECK_THROWS_WITH(load_checkpoint(none), Catch::Contains("it is a folder") && Catch::Contains("(the folder holds none)"));

@@ -160,6 +160,14 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
             "    - {type: Conv2D, filters: 4, kernel_size: (2, 2), strides: (2, 2)}\n    - type: MaxPooling2D\n"),
        "cfg.yaml:11:68: duplicate key '2)' (first given at line 11); 'kernel_size: (2, 2)' is a Python tuple, whose comma splits a { } "
        "entry in two ('kernel_size: (2' and a key '2)'): write it as a YAML list, kernel_size: [2, 2]"},
+      {"the images folder under another name", edit("  images: imgs\n", "  train_images: imgs\n"),
+       "data: 'images' is required; add 'images: <value>' ('train_images' is there: did you mean 'images'?)"},
+      {"the data section under another name", edit("data:\n", "dataset:\n"),
+       "section 'data' is missing; add 'data:' with 'images: <folder>' and 'masks: <folder>' ('dataset' is there: "
+       "did you mean 'data'?)"},
+      {"the devices in the config", edit("  seed: 7\n", "  seed: 7\n  gpus: 2\n"),
+       "training: 'gpus' is the command-line flag --gpus here (e.g. trainer --config unet.yaml --gpus all), not a "
+       "config key; remove it"},
       {"a tab in the indentation", edit("  seed: 7\n", "\tseed: 7\n"),
        "YAML syntax error: "},
       {"a tab in the indentation, named", edit("  seed: 7\n", "\tseed: 7\n"),

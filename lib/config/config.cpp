@@ -148,7 +148,8 @@ Config parse_config(const std::string& text, const std::string& path) {
   ParamReader top(root, path, "config");
   auto section = [&](const char* key, const char* needs) {
     YAML::Node n = top.get_node(key);
-    if (!n) top.fail(std::string("section '") + key + "' is missing; add '" + key + ":' with " + needs);
+    if (!n)
+      top.fail(std::string("section '") + key + "' is missing; add '" + key + ":' with " + needs + top.given_instead(key));
     return n;
   };
   YAML::Node model = section("model", "'layers:', a list starting with {type: Input, shape: [H, W, C]}");

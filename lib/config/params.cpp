@@ -162,20 +162,25 @@ void ParamReader::fail(const std::string& msg) const {
   throw UserError(yaml_location(file_, node_.Mark()) + ": " + what_ + ": " + msg);
 }
 
+std::string ParamReader::given_instead(const std::string& key) const {
+  std::string hint;
+  const std::string k = ascii_lower(key);
+  for (const auto& kv : node_) {
+    const std::string present = kv.first.as<std::string>(), p = ascii_lower(present);
+    // A key read already ('name', 'type', ...) is no misspelling of this one.
+    if (used_.count(present) || present == "name" || present == "type" || present == "inputs") continue;
+    const bool near = !did_you_mean(present, {key}).empty();
+    // Another name around it: train_images, images_dir, dataset for data.
+    const bool around = p.size() > k.size() && (p.rfind(k, 0) == 0 || p.compare(p.size() - k.size(), k.size(), k) == 0);
+    if (near || around) hint = " ('" + present + "' is there: did you mean '" + key + "'?)";
+  }
+  return hint;
+}
+
 YAML::Node ParamReader::value(const std::string& key, bool required) {
   used_.insert(key);
   YAML::Node v = node_[key];
-  if (!v && required) {
-    std::string hint;
-    for (const auto& kv : node_) {
-      std::string present = kv.first.as<std::string>();
-      // A key read already ('name', 'type', ...) is no misspelling of this one.
-      if (!used_.count(present) && present != "name" && present != "type" && present != "inputs" &&
-          !did_you_mean(present, {key}).empty())
-        hint = " ('" + present + "' is there: did you mean '" + key + "'?)";
-    }
-    fail("'" + key + "' is required; add '" + key + ": <value>'" + hint);
-  }
+  if (!v && required) fail("'" + key + "' is required; add '" + key + ": <value>'" + given_instead(key));
   if (v && v.IsNull()) fail(key, "has no value");
   return v;
 }

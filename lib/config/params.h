@@ -89,6 +89,10 @@ class ParamReader {
   [[noreturn]] void fail(const std::string& key, const std::string& msg) const;
   /// Throws at the mapping itself.
   [[noreturn]] void fail(const std::string& msg) const;
+  /// For a key that is absent: " ('<other>' is there: did you mean '<key>'?)"
+  /// when an unread key of the mapping is a misspelling of it (edit distance
+  /// 2) or holds it with more around it (train_images, dataset for data); else "".
+  std::string given_instead(const std::string& key) const;
   /// "file:line:col" of the key's value (or of the mapping when absent).
   std::string where(const std::string& key) const;
   const std::string& file() const { return file_; }

@@ -542,6 +542,11 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
     if (p.has(key))
       p.fail(key, "is a data setting here (Keras's fit() argument); move it to the data section: data." +
                       std::string(key));
+  // The devices are chosen per launch, not per model (Keras's multi_gpu_model(gpus=...) took them in code).
+  for (const char* flag : {"gpus", "threads"})
+    if (p.has(flag))
+      p.fail(flag, std::string("is the command-line flag --") + flag + " here (e.g. trainer --config unet.yaml --" +
+                       flag + (flag[0] == 'g' ? " all" : " 8") + "), not a config key; remove it");
   t.epochs = p.get_int("epochs", t.epochs, 1);
   if (p.given("batch_size_per_device")) {
     if (p.given("batch_size"))

@@ -258,30 +258,47 @@ std::string shape_text(const std::vector<int>& shape) {
   return "[" + s + "]";
 }
 
+namespace {
+
+/// "<folder>/last.h5, <folder>/final.h5, <folder>/best.h5 and 3 more": the .h5 files in folder, last.h5 and
+/// final.h5 first, six at most (a ModelCheckpoint filepath with {epoch} writes one per epoch); "" for none.
+std::string checkpoints_in(const std::string& folder) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(folder, ec))
+    if (e.path().extension() == ".h5" && e.is_regular_file(ec)) names.push_back(e.path().filename().string());
+  auto rank = [](const std::string& n) { return n == "last.h5" ? 0 : n == "final.h5" ? 1 : 2; };
+  std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    return std::make_pair(rank(a), a) < std::make_pair(rank(b), b);
+  });
+  constexpr size_t kShown = 6;
+  std::string list;
+  for (size_t i = 0; i < std::min(names.size(), kShown); ++i)
+    list += (list.empty() ? "" : ", ") + (std::filesystem::path(folder) / names[i]).string();
+  if (names.size() > kShown) list += " and " + std::to_string(names.size() - kShown) + " more";
+  return list;
+}
+
+}  // namespace
+
 Checkpoint load_checkpoint(const std::string& path) {
   const std::string where = "checkpoint '" + path + "'";
   struct stat st {};
   const bool found = ::stat(path.c_str(), &st) == 0;
-  if (found && S_ISDIR(st.st_mode)) {  // a run folder: name its checkpoints, last.h5 and final.h5 first
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(path, ec))
-      if (e.path().extension() == ".h5" && e.is_regular_file(ec)) names.push_back(e.path().filename().string());
-    auto rank = [](const std::string& n) { return n == "last.h5" ? 0 : n == "final.h5" ? 1 : 2; };
-    std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
-      return std::make_pair(rank(a), a) < std::make_pair(rank(b), b);
-    });
-    constexpr size_t kShown = 6;  // a ModelCheckpoint filepath with {epoch} writes one file per epoch
-    std::string list;
-    for (size_t i = 0; i < std::min(names.size(), kShown); ++i)
-      list += (list.empty() ? "" : ", ") + (std::filesystem::path(path) / names[i]).string();
-    if (names.size() > kShown) list += " and " + std::to_string(names.size() - kShown) + " more";
+  if (found && S_ISDIR(st.st_mode)) {  // a run folder: name its checkpoints
+    const std::string list = checkpoints_in(path);
     throw UserError("cannot read " + where + ": it is a folder; give the path of a .h5 file written by trainer" +
-                    (names.empty() ? std::string(" (the folder holds none)") : ", one of: " + list));
+                    (list.empty() ? std::string(" (the folder holds none)") : ", one of: " + list));
   }
-  if (!found || !S_ISREG(st.st_mode))
-    throw UserError("cannot read " + where + ": " + (found ? std::string("not a regular file") : errno_text()) +
-                    "; give the path of a .h5 file written by trainer");
+  if (!found) {  // a run that was stopped has no final.h5: name what its folder holds
+    const std::string reason = errno_text();  // before the listing sets errno
+    const std::string parent = std::filesystem::path(path).parent_path().string();
+    const std::string list = checkpoints_in(parent.empty() ? "." : parent);
+    throw UserError("cannot read " + where + ": " + reason + "; give the path of a .h5 file written by trainer" +
+                    (list.empty() ? std::string() : ", e.g. one of its folder's: " + list));
+  }
+  if (!S_ISREG(st.st_mode))
+    throw UserError("cannot read " + where + ": not a regular file; give the path of a .h5 file written by trainer");
   h5::QuietErrors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw UserError(where + " is not an HDF5 file (" + std::to_string(st.st_size) +
