@@ -154,7 +154,8 @@ TEST_CASE("mpirun with CPU towers in each process reaches the weights of one pro
   for (const auto& [towers, processes] : {std::pair{2, 2}, std::pair{4, 2}}) {
     DYNAMIC_SECTION(processes << " processes, " << towers << " towers") {
       TempDir tmp("mpi_same");
-      const Pair p = train_both(tmp.root, "  epochs: 2\n", towers, processes);
+      const Pair p = train_both(tmp.root, "  epochs: 2\n  callbacks:\n    - {type: TensorBoard, update_freq: batch}\n",
+                                towers, processes);
       REQUIRE(p.one.code == 0);
       INFO(p.two.out << p.two.err);
       REQUIRE(p.two.code == 0);
@@ -172,6 +173,16 @@ TEST_CASE("mpirun with CPU towers in each process reaches the weights of one pro
         CHECK(worst < 1e-4);
       }
       CHECK(count(log_two, "\n") == 3);  // the header and two epochs: one process wrote it
+      // One TensorBoard writer per folder, holding what one process writes: the same tags and steps, so the same
+      // bytes in all (the records' sizes do not depend on the values).
+      for (const char* sub : {"train", "validation"}) {
+        INFO(sub);
+        std::vector<fs::path> files;
+        for (const auto& f : fs::directory_iterator(p.two_dir / "logs" / sub)) files.push_back(f.path());
+        REQUIRE(files.size() == 1);
+        const fs::path mine = *fs::directory_iterator(p.one_dir / "logs" / sub);
+        CHECK(fs::file_size(files[0]) == fs::file_size(mine));
+      }
       // One voice: the model table, the epoch lines and the closing list once; the world once, naming both ranks.
       CHECK(count(p.two.out, "Model: \"mpi_unet\"") == 1);
       CHECK(count(p.two.out, "Epoch 2/2") == 1);
