@@ -248,15 +248,15 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
   CHECK_THROWS_WITH(load_checkpoint(noweights),
                     Catch::Contains(noweights) && Catch::Contains("missing group '/model_weights'"));
 
-  // From a review: a weight claiming 2^33 values (a dataset allocated late, so the file stays small) overflowed
-  // the shape's int and was reported as running out of memory.
+  // From a review: a weight claiming 2^31 values or more (a dataset allocated late, so the file stays small)
+  // overflowed the shape's int and was reported as running out of memory.
   const std::string huge = dir / "huge.h5";
   write_all(huge, bytes);
   {
     hid_t f = H5Fopen(huge.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     REQUIRE(f >= 0);
     REQUIRE(H5Ldelete(f, "model_weights/conv2d_1/bias", H5P_DEFAULT) >= 0);
-    const hsize_t dims[2] = {hsize_t(1) << 31, 4};
+    const hsize_t dims[2] = {hsize_t(1) << 31, 1};  // 2^31: one more than an int holds
     hid_t space = H5Screate_simple(2, dims, nullptr);
     hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
     REQUIRE(H5Pset_alloc_time(plist, H5D_ALLOC_TIME_LATE) >= 0);
@@ -270,7 +270,7 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
   CHECK(std::filesystem::file_size(huge) < (1u << 20));
   CHECK_THROWS_WITH(load_checkpoint(huge),
                     Catch::Contains("checkpoint '" + huge + "' is not a valid trainer checkpoint: dataset "
-                                    "'/model_weights/conv2d_1/bias' claims more than 2^31 values, more than any weight "
+                                    "'/model_weights/conv2d_1/bias' claims 2^31 values or more, more than any weight "
                                     "holds; the file is damaged"));
 
   for (const std::string& p : {missing, empty, text, half, foreign, noweights, huge})

@@ -158,10 +158,19 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"two Python tuples in one { } layer",
        edit("    - type: MaxPooling2D\n",
             "    - {type: Conv2D, filters: 4, kernel_size: (2, 2), strides: (2, 2)}\n    - type: MaxPooling2D\n"),
-       "cfg.yaml:11:68: duplicate key '2)' (first given at line 11); 'kernel_size: (2, 2)' is a Python tuple, whose comma splits a { } "
-       "entry in two ('kernel_size: (2' and a key '2)'): write it as a YAML list, kernel_size: [2, 2]"},
+       "cfg.yaml:11:68: duplicate key '2)' (first given at line 11); 'strides: (2, 2)' is a Python tuple, whose comma "
+       "splits a { } entry in two ('strides: (2' and a key '2)'): write it as a YAML list, strides: [2, 2]"},
       {"the images folder under another name", edit("  images: imgs\n", "  train_images: imgs\n"),
        "data: 'images' is required; add 'images: <value>' ('train_images' is there: did you mean 'images'?)"},
+      {"three Python tuples in one { } layer",
+       edit("    - type: MaxPooling2D\n", "    - {type: Conv2D, filters: 4, kernel_size: (3, 3), strides: (2, 2), "
+                                         "dilation_rate: (2, 2)}\n    - type: MaxPooling2D\n"),
+       "duplicate key '2)' (first given at line 11); 'dilation_rate: (2, 2)' is a Python tuple"},
+      {"a Python tuple of three in one { } layer",
+       edit("    - type: MaxPooling2D\n", "    - {type: Conv2D, filters: 4, kernel_size: (3, 3, 3), strides: (2, 2, 3)}\n"
+                                         "    - type: MaxPooling2D\n"),
+       "duplicate key '3)' (first given at line 11); a Python tuple in { } is split at its commas into entries; write "
+       "tuples as YAML lists, e.g. [2, 2]"},
       {"the data section under another name", edit("data:\n", "dataset:\n"),
        "section 'data' is missing; add 'data:' with 'images: <folder>' and 'masks: <folder>' ('dataset' is there: "
        "did you mean 'data'?)"},
@@ -519,6 +528,15 @@ TEST_CASE("config: ReduceLROnPlateau takes Keras's arguments and defaults", "[co
                     Catch::Contains("unknown key 'epsilon' (did you mean 'min_delta'?)"));
 }
 
+TEST_CASE("config: a missing key is not said to be misspelt as a known one", "[config]") {
+  // From a review: with validation_images given, a missing images read "did you mean 'images'?" of it.
+  std::string text = kGood;
+  text.replace(text.find("  images: imgs\n"), 15, "  validation_images: vi\n  validation_masks: vm\n");
+  text.replace(text.find("  validation_split: 0.1\n"), 24, "");
+  CHECK_THROWS_WITH(parse_config(text, "v.yaml"), Catch::Contains("data: 'images' is required; add 'images: <value>'") &&
+                                                      !Catch::Contains("did you mean"));
+}
+
 TEST_CASE("config: TensorBoard takes Keras 3's arguments and defaults", "[config]") {
   const std::string base =
       "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1}]}\n"
@@ -542,6 +560,10 @@ TEST_CASE("config: TensorBoard takes Keras 3's arguments and defaults", "[config
   CHECK(k.histogram_freq == 2);
   CHECK(k.write_steps_per_second);
   CHECK(k.update_freq == 0);
+  CHECK(parse("{type: TensorBoard, profile_batch: [0, 0]}").tensorboard.enabled);  // Keras's ways to say none
+  CHECK(parse("{type: TensorBoard, profile_batch: '0,0'}").tensorboard.enabled);
+  CHECK_THROWS_WITH(parse("{type: TensorBoard, profile_batch: '5,8'}"),
+                    Catch::Contains("'profile_batch' is 5,8; profiling through TensorBoard is not supported"));
   CHECK(parse("{type: TensorBoard, update_freq: batch}").tensorboard.update_freq == 1);
   CHECK(parse("{type: TensorBoard, update_freq: 100}").tensorboard.update_freq == 100);
   CHECK_THROWS_WITH(parse("{type: TensorBoard, log_dir: /tmp/logs}"),

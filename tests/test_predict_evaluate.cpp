@@ -372,8 +372,8 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
   INFO(mixed.out << mixed.err);
   CHECK(mixed.code == 2);
   CHECK_THAT(mixed.err, Catch::Contains("zzz.png") &&
-                            Catch::Contains("; the 1 file(s) of the images before it are written in '" +
-                                            (dir / "mixed_out").string() + "': once it is fixed or removed, predict "
-                                            "again with --overwrite"));
+                            Catch::Contains("; 1 output file(s) were written into '" +
+                                            (dir / "mixed_out").string() + "' before this error: once it is dealt "
+                                            "with, predict again with --overwrite (or into another --output)"));
   CHECK(fs::exists(dir / "mixed_out" / (first.stem().string() + "_mask.png")));
 }

@@ -328,8 +328,8 @@ TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 13
   REQUIRE(wait_exit(c) == 130);
   // Said when the signal came (a new user saw nothing for 16 s of a slow step, and pressed Ctrl-C again).
   const std::string err = slurp(dir / "err.txt");
-  CHECK_THAT(err, Catch::Contains("stopping: finishing this step, then writing last.h5 (Ctrl-C again exits at once, "
-                                  "without it)"));
+  CHECK_THAT(err, Catch::Contains("stopping: finishing this step, then writing last.h5 (a second Ctrl-C exits at "
+                                  "once, without it)"));
   CHECK(err.find("stopping: finishing") < err.find("stopped by signal 2"));
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --epochs 3 --resume " +
                   (dir / "run" / "last.h5").string(),
@@ -413,32 +413,47 @@ TEST_CASE("a checkpoint's run folder is found beside it or its ModelCheckpoint s
   CHECK_FALSE(elsewhere);
   CHECK(last == ".");
   // The refusal to resume into another run's folder names the checkpoint's run folder.
-  CHECK_THROWS_WITH(check_output_holds_no_run((dir / "run").string(), "ep1.h5", "", ".."),
+  CHECK_THROWS_WITH(check_output_holds_no_run((dir / "run").string(), "ep1.h5", TrainingConfig{}, ".."),
                     Catch::Contains("(--output .. when it holds that run)"));
   fs::remove_all(dir);
 }
 
-TEST_CASE("a folder holding only ModelCheckpoint files holds a run", "[resume]") {
+TEST_CASE("a folder holding only ModelCheckpoint or TensorBoard files holds a run", "[resume]") {
   // From a review: a new run into a folder with an earlier run's best.h5 (its last.h5, log.csv and final.h5
   // moved away) replaced the best model without a word.
   trainer::testing::TempDir dir("only_checkpoints");
   const std::string out = dir.root.string();
+  auto with = [](const std::string& filepath) {
+    TrainingConfig t;
+    t.model_checkpoint.enabled = !filepath.empty();
+    t.model_checkpoint.filepath = filepath;
+    return t;
+  };
   std::ofstream(dir.root / "best.h5") << "h5";
   std::ofstream(dir.root / "notes.h5") << "h5";
-  CHECK_NOTHROW(check_output_holds_no_run(out, "", ""));
-  CHECK_NOTHROW(check_output_holds_no_run(out, "", "other.h5"));
-  CHECK_THROWS_WITH(check_output_holds_no_run(out, "", "best.h5"),
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", with("")));
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", with("other.h5")));
+  CHECK_THROWS_WITH(check_output_holds_no_run(out, "", with("best.h5")),
                     Catch::Contains("output folder '" + out + "' holds an earlier run (best.h5), which a new run "
                                     "would overwrite: choose another --output, or pass --overwrite"));
   // A pattern matches the names it could write: {epoch} as digits, a logged value as a number.
   fs::create_directories(dir.root / "ck");
   for (const char* name : {"ep01-0.1234.h5", "ep02-1e-05.h5", "ep03-nan.h5", "ep04-0.5.h5", "epx-0.5.h5"})
     std::ofstream(dir.root / "ck" / name) << "h5";
-  CHECK_THROWS_WITH(check_output_holds_no_run(out, "", "ck/ep{epoch:02d}-{val_loss:.4f}.h5"),
+  CHECK_THROWS_WITH(check_output_holds_no_run(out, "", with("ck/ep{epoch:02d}-{val_loss:.4f}.h5")),
                     Catch::Contains("holds an earlier run (ck/ep01-0.1234.h5, ck/ep02-1e-05.h5, ck/ep03-nan.h5 and "
                                     "1 more checkpoints)"));
-  CHECK_NOTHROW(check_output_holds_no_run(out, "", "ck/ep{epoch}.h5"));  // no name of that shape
-  CHECK_NOTHROW(check_output_holds_no_run(out, "", "{epoch}/best.h5"));   // a placeholder in the folder: not looked for
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", with("ck/ep{epoch}.h5")));  // no name of that shape
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", with("{epoch}/best.h5")));   // a placeholder in the folder: not looked for
+  // Event files in the TensorBoard folder (from a review: a new run removed a Keras project's logs/train).
+  TrainingConfig tb = with("");
+  tb.tensorboard.enabled = true;
+  fs::create_directories(dir.root / "logs" / "train");
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", tb));
+  std::ofstream(dir.root / "logs" / "train" / "events.out.tfevents.1.host.1.v2") << "x";
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", with("")));  // without the callback: not this run's files
+  CHECK_THROWS_WITH(check_output_holds_no_run(out, "", tb),
+                    Catch::Contains("holds an earlier run (logs/ (1 TensorBoard event file(s)))"));
 }
 
 TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {

@@ -49,12 +49,12 @@ std::vector<tensorboard::Event> read_events(const fs::path& path) {
   return events;
 }
 
-/// The single event file in folder.
+/// The single event file in folder (other files aside).
 fs::path event_file_in(const fs::path& folder) {
   std::vector<fs::path> files;
-  for (const auto& f : fs::directory_iterator(folder)) files.push_back(f.path());
+  for (const auto& f : fs::directory_iterator(folder))
+    if (f.path().filename().string().rfind("events.out.tfevents.", 0) == 0) files.push_back(f.path());
   REQUIRE(files.size() == 1);
-  CHECK(files[0].filename().string().rfind("events.out.tfevents.", 0) == 0);
   return files[0];
 }
 
@@ -160,44 +160,86 @@ TEST_CASE("tensorboard: the callback splits training and validation values as Ke
   cfg.write_steps_per_second = true;
   const std::vector<WeightRecord> weights = {{"c1", "kernel", {1, 1, 1, 2}, {0.5f, -0.5f}}, {"c1", "bias", {2}, {0, 1}}};
   {
-    TensorBoardLogger tb(dir.root.string(), cfg, true);
+    TensorBoardLogger tb(dir.root.string(), cfg, {});
     for (int64_t it = 1; it <= 3; ++it) tb.on_train_batch_end(it, {{"loss", 1.0 / double(it)}}, 0.25);
     CHECK(tb.wants_weights(1));
     CHECK_FALSE(tb.wants_weights(2));
     CHECK(tb.wants_weights(3));
-    tb.on_epoch_end(1, {{"loss", 0.5}, {"dice", 0.25}, {"val_loss", 0.75}, {"learning_rate", 0.1}}, 0.01, 4.0, weights);
-    tb.on_epoch_end(2, {{"loss", 0.4}, {"val_loss", 0.7}}, 0.001, 5.0, {});
+    tb.on_epoch_end(1, 3, {{"loss", 0.5}, {"dice", 0.25}, {"val_loss", 0.75}, {"learning_rate", 0.1}}, 0.01, 4.0,
+                    weights);
+    tb.on_epoch_end(2, 6, {{"loss", 0.4}, {"val_loss", 0.7}}, 0.001, 5.0, {});
   }
   const auto train = scalars(event_file_in(dir.root / "train"));
   CHECK(train.at("batch_loss") == std::map<int64_t, float>{{2, 0.5f}});  // every second step only
   CHECK(train.at("batch_steps_per_second") == std::map<int64_t, float>{{2, 4.0f}});
   CHECK(train.at("epoch_loss") == std::map<int64_t, float>{{0, 0.5f}, {1, 0.4f}});  // epochs counted from 0
   CHECK(train.at("epoch_dice") == std::map<int64_t, float>{{0, 0.25f}});
-  // The rate given, not the logs' learning_rate (ReduceLROnPlateau's rate of the epoch just trained).
+  // The rate given (the next update's), not the logs' learning_rate (ReduceLROnPlateau's of the epoch trained).
   CHECK(train.at("epoch_learning_rate") == std::map<int64_t, float>{{0, 0.01f}, {1, 0.001f}});
   CHECK(train.at("epoch_steps_per_second") == std::map<int64_t, float>{{0, 4.0f}, {1, 5.0f}});
   CHECK(train.count("learning_rate") == 0);
   CHECK(train.count("epoch_val_loss") == 0);
   const auto validation = scalars(event_file_in(dir.root / "validation"));
-  CHECK(validation.size() == 1);
+  CHECK(validation.size() == 2);
   CHECK(validation.at("epoch_loss") == std::map<int64_t, float>{{0, 0.75f}, {1, 0.7f}});  // val_ dropped
+  CHECK(validation.at("evaluation_loss_vs_iterations") == std::map<int64_t, float>{{3, 0.75f}, {6, 0.7f}});
   std::vector<std::string> histograms;
   for (const auto& e : read_events(event_file_in(dir.root / "train")))
     for (const auto& v : e.summary().value())
       if (v.has_histo()) histograms.push_back(v.tag() + "@" + std::to_string(e.step()));
   CHECK(histograms == std::vector<std::string>{"c1/kernel/histogram@0", "c1/bias/histogram@0"});
+}
 
-  // A resumed run adds a file beside the earlier one; a new run starts over.
-  { TensorBoardLogger resumed(dir.root.string(), cfg, false); }
-  int files = 0;
-  for (const auto& f : fs::directory_iterator(dir.root / "train")) files += f.is_regular_file();
-  CHECK(files == 2);
-  std::ofstream(dir.root / "train" / "notes.txt") << "not an event file";
-  { TensorBoardLogger fresh(dir.root.string(), cfg, true); }
-  CHECK(fs::exists(dir.root / "train" / "notes.txt"));
-  fs::remove(dir.root / "train" / "notes.txt");
-  event_file_in(dir.root / "train");  // the new run's file alone
-  CHECK(fs::is_empty(dir.root / "validation"));
+TEST_CASE("tensorboard: a resumed run carries its checkpoint's events, a new run starts empty", "[tensorboard]") {
+  TempDir dir("tb_resume");
+  TensorBoardConfig cfg;
+  cfg.enabled = true;
+  cfg.update_freq = 1;
+  const fs::path run = dir.root / "run";
+  {
+    TensorBoardLogger tb(run.string(), cfg, {});
+    for (int epoch = 1; epoch <= 3; ++epoch) {
+      for (int64_t it = 2 * epoch - 1; it <= 2 * epoch; ++it) tb.on_train_batch_end(it, {{"loss", double(it)}}, 0);
+      tb.on_epoch_end(epoch, 2 * epoch, {{"loss", double(epoch)}, {"val_loss", 10.0 * epoch}}, 0.01, 1, {});
+    }
+  }
+  // A crash while the last record was written: TensorBoard's readers stop there, and so does the carrying.
+  std::ofstream(event_file_in(run / "train"), std::ios::app | std::ios::binary) << std::string("\x20\0\0\0", 4);
+  const fs::path old_train = event_file_in(run / "train"), old_validation = event_file_in(run / "validation");
+
+  // In place from a checkpoint of epoch 1 taken at step 3 (a stop within epoch 2): epoch 1's values and the
+  // steps up to 3 stay, in one new file per folder; the rest (a branch drops it, a crash would repeat it) goes.
+  {
+    TensorBoardLogger tb(run.string(), cfg, {run.string(), 1, 3});
+    tb.on_train_batch_end(4, {{"loss", 40.0}}, 0);
+  }
+  CHECK_FALSE(fs::exists(old_train));
+  CHECK_FALSE(fs::exists(old_validation));
+  const fs::path train_file = event_file_in(run / "train");
+  CHECK(read_events(train_file)[0].file_version() == "brain.Event:2");
+  const auto train = scalars(train_file);
+  CHECK(train.at("batch_loss") == std::map<int64_t, float>{{1, 1.f}, {2, 2.f}, {3, 3.f}, {4, 40.f}});
+  CHECK(train.at("epoch_loss") == std::map<int64_t, float>{{0, 1.f}});
+  CHECK(train.at("epoch_learning_rate") == std::map<int64_t, float>{{0, 0.01f}});
+  const auto validation = scalars(event_file_in(run / "validation"));
+  CHECK(validation.at("epoch_loss") == std::map<int64_t, float>{{0, 10.f}});
+  CHECK(validation.at("evaluation_loss_vs_iterations") == std::map<int64_t, float>{{2, 10.f}});
+
+  // Elsewhere: the run's events up to the checkpoint are copied; the other folder's own are replaced.
+  const fs::path branch = dir.root / "branch";
+  fs::create_directories(branch / "train");
+  std::ofstream(branch / "train" / "events.out.tfevents.1.host.1.v2") << "another run's";
+  std::ofstream(branch / "train" / "notes.txt") << "not an event file";
+  { TensorBoardLogger tb(branch.string(), cfg, {run.string(), 1, 2}); }
+  CHECK(fs::exists(branch / "train" / "notes.txt"));
+  CHECK(scalars(event_file_in(branch / "train")).at("batch_loss") == std::map<int64_t, float>{{1, 1.f}, {2, 2.f}});
+  CHECK(event_files_in((run / "train").string()).size() == 1);  // the source is left as it was
+
+  // A new run: the earlier run's event files go, others stay.
+  { TensorBoardLogger tb(branch.string(), cfg, {}); }
+  CHECK(read_events(event_file_in(branch / "train")).size() == 1);  // its version alone
+  CHECK(fs::exists(branch / "train" / "notes.txt"));
+  CHECK(fs::is_empty(branch / "validation"));
 }
 
 TEST_CASE("tensorboard: a run on real images writes log.csv's values as TensorBoard's scalars", "[tensorboard][e2e]") {
@@ -207,6 +249,7 @@ TEST_CASE("tensorboard: a run on real images writes log.csv's values as TensorBo
   metrics: [mean_iou]
   callbacks:
     - {type: TensorBoard, update_freq: batch, histogram_freq: 1}
+    - {type: ReduceLROnPlateau, patience: 0, min_delta: 100, factor: 0.5}
 )");
   const Run r = run_trainer("--config " + (dir.root / "unet.yaml").string() + " --gpus cpu --threads 1", dir.root);
   INFO(r.out << r.err);
@@ -227,7 +270,10 @@ TEST_CASE("tensorboard: a run on real images writes log.csv's values as TensorBo
       CHECK(validation.at(std::string("epoch_") + name).at(epoch) == float(val_column[size_t(epoch)]));
     }
   }
-  CHECK(train.at("epoch_learning_rate").at(1) == 0.01f);
+  // ReduceLROnPlateau halves the rate after epoch 2 (epoch 1 is its first best): log.csv has the rate each epoch
+  // trained with, TensorBoard the next update's, as Keras's optimizer.learning_rate.
+  CHECK(csv.at("learning_rate") == std::vector<double>{0.01, 0.01});
+  CHECK(train.at("epoch_learning_rate") == std::map<int64_t, float>{{0, 0.01f}, {1, 0.005f}});
   // 32 training pairs in batches of 8: steps 1 to 8, the epoch's last step's batch_loss its epoch_loss.
   const auto& batch_loss = train.at("batch_loss");
   REQUIRE(batch_loss.size() == 8);
@@ -264,4 +310,29 @@ print("histograms", len(ea.Histograms("out/kernel/histogram")))
   std::snprintf(expected, sizeof expected, "epoch_loss@0=%.9g epoch_loss@1=%.9g", double(train.at("epoch_loss").at(0)),
                 double(train.at("epoch_loss").at(1)));
   CHECK_THAT(tb.out, Catch::Contains(expected) && Catch::Contains("histograms 2"));
+}
+
+TEST_CASE("tensorboard: a resumed run's event files continue as its log.csv does", "[tensorboard][e2e]") {
+  TempDir dir("tb_resume_run");
+  std::ofstream(dir.root / "unet.yaml") << sample_unet_config(dir.root / "run", R"(  epochs: 2
+  batch_size: 8
+  callbacks:
+    - {type: TensorBoard, update_freq: batch}
+)");
+  const std::string args = "--config " + (dir.root / "unet.yaml").string() + " --gpus cpu --threads 1";
+  REQUIRE(run_trainer(args, dir.root).code == 0);
+  const Run r = run_trainer(args + " --epochs 3 --resume " + (dir.root / "run" / "last.h5").string(), dir.root);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  // 8 batch_loss, 2 epoch_loss and 2 epoch_learning_rate in train/, 2 epoch_loss and 2 evaluation_loss in validation/.
+  CHECK_THAT(r.err, Catch::Contains("TensorBoard: 16 value(s) of the first 2 epoch(s) carried over from"));
+  const auto csv = csv_columns(dir.root / "run" / "log.csv");
+  const auto train = scalars(event_file_in(dir.root / "run" / "logs" / "train"));  // one file: the runs joined
+  REQUIRE(csv.at("loss").size() == 3);
+  REQUIRE(train.at("epoch_loss").size() == 3);
+  for (int epoch = 0; epoch < 3; ++epoch) CHECK(train.at("epoch_loss").at(epoch) == float(csv.at("loss")[size_t(epoch)]));
+  const auto& batch_loss = train.at("batch_loss");  // 4 steps an epoch, each once
+  CHECK(batch_loss.size() == 12);
+  CHECK(batch_loss.rbegin()->first == 12);
+  CHECK(scalars(event_file_in(dir.root / "run" / "logs" / "validation")).at("epoch_loss").size() == 3);
 }

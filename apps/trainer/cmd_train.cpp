@@ -82,12 +82,6 @@ void apply_overrides(Config& config, const TrainFlags& f) {
   if (changed) config.text = "# " + config.path + " with command-line overrides\n" + YAML::Dump(root) + "\n";
 }
 
-// The config's ModelCheckpoint filepath, "" without one.
-std::string checkpoint_pattern(const Config& config) {
-  const ModelCheckpointConfig& c = config.training.model_checkpoint;
-  return c.enabled ? c.filepath : "";
-}
-
 // Gives trainer the checkpoint's weights and optimizer state, after reporting
 // how the config differs from the one the checkpoint's run used, and sets
 // run_folder to the checkpoint's run folder (run_folder_of, from the
@@ -212,7 +206,7 @@ int run_train(const TrainFlags& f) {
     check_writable_folder(config.training.output_dir, "the output folder",
                           "make it writable, or set training.output_dir or --output to a writable folder");
     if (!f.overwrite && f.resume.empty())
-      check_output_holds_no_run(config.training.output_dir, "", checkpoint_pattern(config));
+      check_output_holds_no_run(config.training.output_dir, "", config.training);
   });
   DataOptions opt;
   opt.images_dir = config.data.images;
@@ -282,7 +276,7 @@ int run_train(const TrainFlags& f) {
     check_together(world.get(), [&] {
       if (!voice || f.overwrite) return;
       if (!resumes_in_place(resume_run_folder, config.training.output_dir))
-        check_output_holds_no_run(config.training.output_dir, f.resume, checkpoint_pattern(config), resume_run_folder);
+        check_output_holds_no_run(config.training.output_dir, f.resume, config.training, resume_run_folder);
       else
         check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);
     });
@@ -352,6 +346,7 @@ int run_train(const TrainFlags& f) {
     if (json && voice) print_json_result(none);
     return 128 + int(signal);
   }
+  if (voice) announce_stops();
   const FitResult result = fit(config, trainer, data, fit_options);
   if (!voice) return result.stop_signal ? 128 + result.stop_signal : 0;
   const char* how = result.stop_signal ? " (stopped by a signal)" : result.stopped_early ? " (early stopping)" : "";

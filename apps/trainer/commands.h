@@ -133,6 +133,11 @@ int report_usage_error(const std::string& message);
 /// number at the first one (training stops after the current step); a second
 /// SIGINT exits the process at once with code 130.
 const std::atomic<int>& install_stop_handlers();
+/// From now on the first stop signal is acknowledged at once on stderr
+/// ("stopping: finishing this step, then writing last.h5 ..."): called when
+/// the training loop starts, by the process that speaks (world rank 0).
+/// Before, a stop ends the run before training with its own message.
+void announce_stops();
 /// For commands that write files and have nothing to finish (export, predict):
 /// SIGINT/SIGTERM delete the temporary file being written, if any, and exit
 /// with 128 + signal at once.

@@ -1,6 +1,6 @@
 // SIGINT/SIGTERM handling. Training: the first signal asks the run to stop
-// after the current step, which it says at once (it then writes last.h5 and
-// exits with 128 + signal);
+// after the current step, which rank 0 says at once once training has begun
+// (it then writes last.h5 and exits with 128 + signal);
 // a second SIGINT exits at once with 130. Export and predict: exit at once,
 // saying so.
 // Either way a temporary file being written is deleted first.
@@ -14,7 +14,9 @@ namespace trainer::cli {
 
 namespace {
 std::atomic<int> g_stop{0};
+std::atomic<bool> g_announce{false};  ///< announce_stops() was called
 static_assert(std::atomic<int>::is_always_lock_free, "the handler needs a lock-free flag");
+static_assert(std::atomic<bool>::is_always_lock_free, "the handler needs a lock-free flag");
 
 extern "C" void on_stop_signal(int sig) {
   if (sig == SIGINT && g_stop.load() != 0) {
@@ -23,9 +25,10 @@ extern "C" void on_stop_signal(int sig) {
     remove_pending_temp();  // a checkpoint being written: its temporary file (unlink(2))
     _exit(130);
   }
-  if (g_stop.exchange(sig) == 0) {  // said at once: a step can take seconds, and silence invites a second Ctrl-C
-    static const char msg[] = "\nstopping: finishing this step, then writing last.h5 (Ctrl-C again exits at once, "
-                              "without it)\n";
+  // Said at once: a step can take seconds, and silence invites the second Ctrl-C that skips the checkpoint.
+  if (g_stop.exchange(sig) == 0 && g_announce.load()) {
+    static const char msg[] = "\nstopping: finishing this step, then writing last.h5 (a second Ctrl-C exits at "
+                              "once, without it)\n";
     (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
   }
 }
@@ -38,6 +41,8 @@ extern "C" void on_exit_signal(int sig) {
   (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
   _exit(128 + sig);
 }
+
+void announce_stops() { g_announce.store(true); }
 
 void install_exit_handlers() {
   struct sigaction sa {};

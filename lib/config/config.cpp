@@ -29,16 +29,16 @@ constexpr size_t kMaxConfigBytes = size_t(16) << 20;
 // The fix for a duplicate key such as '2)' in a { } mapping: the end of a
 // Python tuple, whose comma YAML took as the mapping's, as in
 // {kernel_size: (2, 2), strides: (2, 2)}: "(2, 2)" becomes the value "(2"
-// and the key "2)", and the second tuple repeats that key.
-std::string split_tuple_fix(const YAML::Node& map, const std::string& key) {
-  for (const auto& kv : map)
-    if (kv.second.IsScalar() && kv.second.Scalar().rfind('(', 0) == 0 && kv.second.Scalar().back() != ')') {
-      const std::string name = kv.first.Scalar(), tuple = kv.second.Scalar() + ", " + key;
-      return "'" + name + ": " + tuple + "' is a Python tuple, whose comma splits a { } entry in two ('" + name +
-             ": " + kv.second.Scalar() + "' and a key '" + key + "'): write it as a YAML list, " + name + ": [" +
-             tuple.substr(1, tuple.size() - 2) + "]";
-    }
-  return "keep only one";
+// and the key "2)", and the second tuple repeats that key. name, start: the
+// entry read just before the duplicate (its key, and its value when a scalar),
+// the tuple's start when it has two items.
+std::string split_tuple_fix(const std::string& name, const std::string& start, const std::string& key) {
+  if (start.size() < 2 || start[0] != '(' || start.back() == ')')  // three items or more: no sure list to give
+    return "a Python tuple in { } is split at its commas into entries; write tuples as YAML lists, e.g. [2, 2]";
+  const std::string tuple = start + ", " + key;
+  return "'" + name + ": " + tuple + "' is a Python tuple, whose comma splits a { } entry in two ('" + name + ": " +
+         start + "' and a key '" + key + "'): write it as a YAML list, " + name + ": [" +
+         tuple.substr(1, tuple.size() - 2) + "]";
 }
 
 // Refuses keys yaml-cpp reads otherwise than a user means: of two equal keys
@@ -60,6 +60,8 @@ void check_keys(const YAML::Node& node, const std::string& file, size_t& visited
     for (const auto& e : node) check_keys(e, file, visited, depth + 1);
   } else if (node.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
+    std::string before_key, before_value;  // the previous entry's key, and its value when a scalar
+    // (as text: assigning a YAML::Node to another rebinds nothing, it changes the tree)
     for (const auto& kv : node) {
       if (!kv.first.IsScalar())
         throw UserError(yaml_location(file, kv.first.Mark()) +
@@ -74,7 +76,10 @@ void check_keys(const YAML::Node& node, const std::string& file, size_t& visited
       if (!fresh)
         throw UserError(yaml_location(file, kv.first.Mark()) + ": duplicate key '" + key +
                         "' (first given at line " + std::to_string(it->second.line + 1) + "); " +
-                        (key.size() > 1 && key.back() == ')' ? split_tuple_fix(node, key) : "keep only one"));
+                        (key.size() > 1 && key.back() == ')' ? split_tuple_fix(before_key, before_value, key)
+                                                               : "keep only one"));
+      before_key = key;
+      before_value = kv.second.IsScalar() ? kv.second.Scalar() : "";
       check_keys(kv.second, file, visited, depth + 1);
     }
   }
@@ -252,6 +257,8 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
     if (p.has(key))
       p.fail(key, "is a training setting here; move it to the training section: training." + std::string(key));
   DataConfig d;
+  // Known before 'images' is looked for, so that a missing 'images' is not said to be misspelt as them.
+  const bool validation_folders = p.has_optional("validation_images") | p.has_optional("validation_masks");
   d.images = p.get_path("images", std::nullopt);
   d.masks = p.get_path("masks", std::nullopt);
   d.mask_suffix = p.get_string("mask_suffix", d.mask_suffix);
@@ -265,7 +272,7 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   if (!(d.validation_split >= 0.0 && d.validation_split < 1.0))
     p.fail("validation_split", "must be in [0, 1), the fraction of pairs held out (e.g. 0.1), got " +
                                    fmt::format("{}", d.validation_split));
-  if (p.has_optional("validation_images") | p.has_optional("validation_masks")) {  // both known either way
+  if (validation_folders) {
     d.validation_images = p.get_path("validation_images", std::nullopt);
     d.validation_masks = p.get_path("validation_masks", std::nullopt);
     if (d.validation_images.empty() || d.validation_masks.empty())

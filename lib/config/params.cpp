@@ -167,8 +167,10 @@ std::string ParamReader::given_instead(const std::string& key) const {
   const std::string k = ascii_lower(key);
   for (const auto& kv : node_) {
     const std::string present = kv.first.as<std::string>(), p = ascii_lower(present);
-    // A key read already ('name', 'type', ...) is no misspelling of this one.
-    if (used_.count(present) || present == "name" || present == "type" || present == "inputs") continue;
+    // A key read or known already ('name', 'type', validation_images, ...) is no misspelling of this one.
+    if (used_.count(present) || optional_.count(present) || present == "name" || present == "type" ||
+        present == "inputs")
+      continue;
     const bool near = !did_you_mean(present, {key}).empty();
     // Another name around it: train_images, images_dir, dataset for data.
     const bool around = p.size() > k.size() && (p.rfind(k, 0) == 0 || p.compare(p.size() - k.size(), k.size(), k) == 0);

@@ -90,7 +90,8 @@ class ParamReader {
   /// Throws at the mapping itself.
   [[noreturn]] void fail(const std::string& msg) const;
   /// For a key that is absent: " ('<other>' is there: did you mean '<key>'?)"
-  /// when an unread key of the mapping is a misspelling of it (edit distance
+  /// when a key of the mapping that no getter or has_optional() has asked
+  /// for is a misspelling of it (edit distance
   /// 2) or holds it with more around it (train_images, dataset for data); else "".
   std::string given_instead(const std::string& key) const;
   /// "file:line:col" of the key's value (or of the mapping when absent).

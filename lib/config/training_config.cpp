@@ -364,7 +364,11 @@ void read_tensorboard(ParamReader& p, TensorBoardConfig& c) {
                            "histograms are (histogram_freq); remove write_images");
   if (p.has_optional("profile_batch") && p.given("profile_batch")) {
     const YAML::Node v = p.get_node("profile_batch");
-    if (!v.IsScalar() || v.Scalar() != "0")
+    // Keras disables profiling with 0, and with a range of zeros: [0, 0] or its legacy string "0,0".
+    const bool zeros = v.IsScalar() ? (v.Scalar() == "0" || v.Scalar() == "0,0")
+                                    : v.IsSequence() && v.size() == 2 && v[0].IsScalar() && v[0].Scalar() == "0" &&
+                                          v[1].IsScalar() && v[1].Scalar() == "0";
+    if (!zeros)
       p.fail("profile_batch", "is " + YAML::Dump(v) + "; profiling through TensorBoard is not supported (0, Keras's "
                               "default, only): bench/unet_throughput's --profile and --trace time each "
                               "layer and kernel (docs/gpu.md, Measuring); remove profile_batch");

@@ -79,7 +79,10 @@ void check_writable_folder(const std::string& dir, const std::string& what, cons
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
   if (fd < 0 && errno != EEXIST) {  // EEXIST: a probe of a killed process of this pid, in a writable folder
     const int err = errno;
-    throw UserError("cannot write in " + what + " '" + folder.string() + "': " + std::strerror(err) + "; " + fix);
+    const bool made_here = fs::path(dir) != folder && fs::absolute(dir, ec) != folder;  // dir is still to be made
+    throw UserError("cannot " + (made_here ? "create " + what + " '" + dir + "' in '" + folder.string() + "'"
+                                           : "write in " + what + " '" + folder.string() + "'") +
+                    ": " + std::strerror(err) + "; " + fix);
   }
   if (fd >= 0) ::close(fd);
   ::unlink(probe.c_str());

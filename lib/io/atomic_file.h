@@ -37,7 +37,8 @@ void commit_temp(const std::string& tmp, const std::string& dest);
 /// it does not exist yet, in its nearest existing parent (where it would be
 /// created), by creating and removing a file there: a read-only folder or
 /// file system is then found at once, not after the first epoch. Throws
-/// UserError "cannot write in <what> '<folder>': <reason>; <fix>".
+/// UserError "cannot write in <what> '<dir>': <reason>; <fix>", or "cannot
+/// create <what> '<dir>' in '<parent>': ..." when dir is still to be made.
 void check_writable_folder(const std::string& dir, const std::string& what, const std::string& fix);
 
 /// Checks, before any work, that dest could be written: its folder (the

@@ -23,9 +23,10 @@ namespace {
 
 constexpr const char* kFormat = "trainer-checkpoint";
 constexpr long long kVersion = 1;
-/// Values a weight or optimizer array may claim (2^31, 8 GiB of float32; the largest U-Net weight holds a few
-/// million): a damaged or crafted shape must not become an allocation of any size (or an overflowed one).
-constexpr hsize_t kMaxArrayValues = hsize_t(1) << 31;
+/// Values a weight or optimizer array may claim (2^31 - 1, the largest shape an int holds, 8 GiB of float32;
+/// the largest U-Net weight holds a few million): a damaged or crafted shape must not become an allocation
+/// of any size, nor an overflowed one.
+constexpr hsize_t kMaxArrayValues = (hsize_t(1) << 31) - 1;
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -193,7 +194,7 @@ std::vector<WeightRecord> read_weights(hid_t file) {
       size_t count = 1;
       for (hsize_t d : dims) {
         if (d > kMaxArrayValues || (d > 0 && count > kMaxArrayValues / d))
-          throw h5::H5Failure("dataset '" + dpath + "' claims more than 2^31 values, more than any weight holds");
+          throw h5::H5Failure("dataset '" + dpath + "' claims 2^31 values or more, more than any weight holds");
         w.shape.push_back(int(d));
         count *= size_t(d);
       }
@@ -224,7 +225,7 @@ void read_state(hid_t file, Checkpoint& ckpt) {
     const hssize_t count = H5Sget_simple_extent_npoints(space);
     if (count < 0 || H5Sget_simple_extent_ndims(space) != 1) throw h5::H5Failure(where + " is not a 1-D array");
     if (hsize_t(count) > kMaxArrayValues)
-      throw h5::H5Failure(where + " claims more than 2^31 values, more than any optimizer state holds");
+      throw h5::H5Failure(where + " claims 2^31 values or more, more than any optimizer state holds");
     h5::Handle type(H5Dget_type(ds), H5Tclose, "type of " + where);
     const bool doubles = H5Tget_class(type) == H5T_FLOAT && H5Tget_size(type) == 8;  // float64: exact counts
     void* data = nullptr;

@@ -18,6 +18,16 @@ namespace trainer {
 /// stores it: ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2^32).
 uint32_t masked_crc32c(const void* data, size_t n);
 
+/// The serialized Events of the event file at path, in file order, up to the
+/// first record that is cut short or fails its CRC (a run killed while writing
+/// leaves a partial last record; TensorBoard stops there too); nothing for a
+/// file that cannot be read.
+std::vector<std::string> read_event_records(const std::string& path);
+
+/// The event files (names starting "events.out.tfevents.") in folder dir,
+/// in name order (their names start with the seconds they were made at).
+std::vector<std::string> event_files_in(const std::string& dir);
+
 /// One event file, written as the run goes: every event is flushed to disk
 /// when added, so `tensorboard --logdir` shows it at once and a killed run
 /// keeps what it wrote. One writer per folder and process (Keras keeps one
@@ -43,6 +53,10 @@ class EventFileWriter {
   /// max (tf.summary.histogram's default is 30); a single bucket when all
   /// values are equal; nothing counted for no finite value. Throws as scalar().
   void histogram(const std::string& tag, const std::vector<float>& values, int64_t step, int buckets = 30);
+
+  /// Adds an event as read by read_event_records (another file's, carried
+  /// into this one). Throws as scalar().
+  void add_serialized(const std::string& event) { write_record(event); }
 
   /// The file's path.
   const std::string& path() const { return path_; }

@@ -17,6 +17,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "io/event_file.h"
 #include "train/callbacks.h"
 #include "train/csv_logger.h"
 #include "train/tensorboard.h"
@@ -361,13 +362,22 @@ std::vector<std::string> checkpoint_files(const fs::path& output_dir, const std:
 
 }  // namespace
 
-void check_output_holds_no_run(const std::string& output_dir, const std::string& resume,
-                               const std::string& checkpoint_filepath, const std::string& resume_run_folder) {
+void check_output_holds_no_run(const std::string& output_dir, const std::string& resume, const TrainingConfig& tc,
+                               const std::string& resume_run_folder) {
   std::string found;
   std::error_code ec;
   for (const char* name : kRunFiles)
     if (fs::exists(fs::path(output_dir) / name, ec)) found += std::string(found.empty() ? "" : ", ") + name;
-  const std::vector<std::string> checkpoints = checkpoint_files(output_dir, checkpoint_filepath);
+  if (tc.tensorboard.enabled) {
+    const fs::path logs = fs::path(output_dir) / tc.tensorboard.log_dir;
+    const size_t events = event_files_in((logs / "train").string()).size() +
+                          event_files_in((logs / "validation").string()).size();
+    if (events > 0)
+      found += (found.empty() ? "" : ", ") + (fs::path(tc.tensorboard.log_dir) / "").string() + " (" +
+               std::to_string(events) + " TensorBoard event file(s))";
+  }
+  const std::vector<std::string> checkpoints =
+      checkpoint_files(output_dir, tc.model_checkpoint.enabled ? tc.model_checkpoint.filepath : "");
   for (size_t i = 0; i < checkpoints.size() && i < 3; ++i) found += (found.empty() ? "" : ", ") + checkpoints[i];
   if (checkpoints.size() > 3) found += " and " + std::to_string(checkpoints.size() - 3) + " more checkpoints";
   if (found.empty()) return;
@@ -537,7 +547,10 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (voice) csv.emplace(log_path, result.epochs_run, earlier_log);
   std::optional<TensorBoardLogger> tensorboard;
   if (voice && tc.tensorboard.enabled) {
-    tensorboard.emplace((out_dir / tc.tensorboard.log_dir).string(), tc.tensorboard, !options.resume);
+    TensorBoardStart start;
+    if (options.resume)  // the checkpoint's run's events up to it, as log.csv's rows
+      start = {(fs::path(run_folder) / tc.tensorboard.log_dir).string(), s.next_epoch - 1, trainer.iterations()};
+    tensorboard.emplace((out_dir / tc.tensorboard.log_dir).string(), tc.tensorboard, start);
     spdlog::info("TensorBoard: event files in {} (tensorboard --logdir {})", tensorboard->folder(), out_dir.string());
   }
   const std::string last_path = (out_dir / "last.h5").string();
@@ -657,13 +670,6 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     log_towers(epoch, trainer, options.stream ? std::optional<Decoded>(decoded) : std::nullopt);
     decoded = {};
     if (csv) csv->log(epoch, logs);
-    if (tensorboard)
-      tensorboard->on_epoch_end(epoch, logs,
-                                logs.count("learning_rate") ? logs.at("learning_rate")
-                                                            : trainer.learning_rate_at(trainer.iterations()),
-                                steps / seconds_training,
-                                tensorboard->wants_weights(epoch) ? trainer.weights() : std::vector<WeightRecord>{});
-    if (tensorboard) remember(tensorboard->folder());
     remember(log_path);
     result.epochs_run = epoch;
     result.last_logs = logs;
@@ -687,6 +693,12 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         spdlog::info("epoch {}: ReduceLROnPlateau: {} did not improve (patience {}); learning rate {:g} -> {:g}",
                      epoch, tc.reduce_lr.monitor, tc.reduce_lr.patience, lr, next);
       }
+    }
+    if (tensorboard) {  // after ReduceLROnPlateau: its epoch_learning_rate is the next update's, as Keras's
+      tensorboard->on_epoch_end(epoch, trainer.iterations(), logs, trainer.learning_rate_at(trainer.iterations()),
+                                steps / seconds_training,
+                                tensorboard->wants_weights(epoch) ? trainer.weights() : std::vector<WeightRecord>{});
+      remember(tensorboard->folder());
     }
     const bool save_now =
         s.policy && (!tc.model_checkpoint.save_best_only || s.policy->should_save(logs.at(tc.model_checkpoint.monitor)));

@@ -89,16 +89,17 @@ std::string run_folder_of(const std::string& checkpoint, const std::string& chec
 /// run's files lie in run/.
 bool resumes_in_place(const std::string& run_folder, const std::string& output_dir);
 
-/// UserError when output_dir holds an earlier run (one of kRunFiles, or a
-/// file that the ModelCheckpoint filepath pattern checkpoint_filepath could
-/// have written, e.g. best.h5 or ep03.h5; "": none), whose checkpoints and log
-/// a new run there (resume "": none), or a run resumed from another folder's
-/// checkpoint, would overwrite; the message names the files (up to three
-/// checkpoints) and the fixes: --resume its last.h5 (a new run, when there is
-/// one), --output resume_run_folder, the checkpoint's run folder (a resumed
-/// run), another --output, or --overwrite. A missing or empty folder is fine.
-void check_output_holds_no_run(const std::string& output_dir, const std::string& resume,
-                               const std::string& checkpoint_filepath, const std::string& resume_run_folder = "");
+/// UserError when output_dir holds an earlier run (one of kRunFiles, a file
+/// that tc's ModelCheckpoint filepath pattern could have written, e.g.
+/// best.h5 or ep03.h5, or event files in its TensorBoard log_dir's train/ or
+/// validation/), whose files a new run there (resume "": none), or a run
+/// resumed from another folder's checkpoint, would overwrite; the message
+/// names the files (up to three checkpoints) and the fixes: --resume its
+/// last.h5 (a new run, when there is one), --output resume_run_folder, the
+/// checkpoint's run folder (a resumed run), another --output, or
+/// --overwrite. A missing or empty folder is fine.
+void check_output_holds_no_run(const std::string& output_dir, const std::string& resume, const TrainingConfig& tc,
+                               const std::string& resume_run_folder = "");
 
 /// The epochs (1-based) that the log.csv in folder holds rows for: one more
 /// than the largest 0-based epoch in its first column; 0 without a log.

@@ -18,17 +18,30 @@
 
 namespace trainer {
 
+/// What a run's TensorBoard folder starts from.
+struct TensorBoardStart {
+  /// For a resumed run, the event folder (run folder / log_dir) of the run
+  /// its checkpoint belongs to (the output folder itself when resumed in
+  /// place); "" for a new run.
+  std::string resumed_from;
+  int epochs_done = 0;          ///< Epochs that run had finished at the checkpoint.
+  int64_t iterations_done = 0;  ///< Its optimizer steps at the checkpoint.
+};
+
 class TensorBoardLogger {
  public:
-  /// Writes under folder root (output_dir / log_dir). The train/ writer is
-  /// made at once, so that a folder that cannot be written fails before the
-  /// first step (UserError naming it, from EventFileWriter); validation/ is
-  /// made with the first validation values. A resumed run adds new files
-  /// beside its earlier ones (TensorBoard shows a folder's files as one
-  /// series); a new run (start_over) first removes the event files of an
-  /// earlier run from train/ and validation/ (files named
-  /// events.out.tfevents.*), as it overwrites that run's log.csv, and says so.
-  TensorBoardLogger(const std::string& root, const TensorBoardConfig& cfg, bool start_over);
+  /// Writes under folder root (output_dir / log_dir), in one new file per
+  /// folder, as log.csv is kept: a new run's folders start empty; a resumed
+  /// run's start with the events of start.resumed_from up to the checkpoint
+  /// (epoch values of its first epochs_done epochs, batch values up to step
+  /// iterations_done; a damaged last record ends a file), so that
+  /// TensorBoard shows neither the epochs a branch drops nor the steps after
+  /// a crash twice. The new files are written before the earlier event files
+  /// in root's train/ and validation/ are removed (said at info level): a
+  /// failure in between loses none. The train/ file is made at once, so that
+  /// a folder that cannot be written fails before the first step (UserError
+  /// naming it, from EventFileWriter).
+  TensorBoardLogger(const std::string& root, const TensorBoardConfig& cfg, const TensorBoardStart& start);
 
   /// After a training step: with update_freq N, when iteration (the
   /// optimizer's steps so far, counted over resumes) is a multiple of N,
@@ -42,24 +55,28 @@ class TensorBoardLogger {
   /// histogram_freq epochs, from the first (Keras's epoch % histogram_freq == 0, counted from 0).
   bool wants_weights(int epoch) const;
 
-  /// After epoch (1-based; written at step epoch - 1, as Keras): epoch_<name>
-  /// for each of logs (val_ ones into validation/, learning_rate left to
-  /// learning_rate), epoch_learning_rate (the rate the next update uses, as
-  /// Keras reads optimizer.learning_rate), with write_steps_per_second
-  /// epoch_steps_per_second, and when wants_weights(epoch) a histogram
-  /// "<layer>/<weight>/histogram" of each of weights (e.g.
-  /// "conv2d_1/kernel/histogram"). Throws UserError when a write fails.
-  void on_epoch_end(int epoch, const std::map<std::string, double>& logs, double learning_rate,
+  /// After epoch (1-based; written at step epoch - 1, as Keras), iteration
+  /// the optimizer's steps so far: epoch_<name> for each of logs (val_ ones
+  /// into validation/, where Keras 3's evaluation_<name>_vs_iterations at
+  /// step iteration join them; logs' learning_rate left out), then
+  /// epoch_learning_rate = learning_rate (the caller gives the rate the next
+  /// update uses, as Keras reads optimizer.learning_rate), with
+  /// write_steps_per_second epoch_steps_per_second, and when
+  /// wants_weights(epoch) a histogram "<layer>/<weight>/histogram" of each of
+  /// weights (e.g. "conv2d_1/kernel/histogram"). Throws UserError when a write fails.
+  void on_epoch_end(int epoch, int64_t iteration, const std::map<std::string, double>& logs, double learning_rate,
                     double steps_per_second, const std::vector<WeightRecord>& weights);
 
   /// The folder written to (root).
   const std::string& folder() const { return root_; }
 
  private:
+  /// The validation/ writer, made when first needed.
+  EventFileWriter& validation();
+
   std::string root_;
   TensorBoardConfig cfg_;
-  EventFileWriter train_;
-  std::unique_ptr<EventFileWriter> validation_;
+  std::unique_ptr<EventFileWriter> train_, validation_;
 };
 
 }  // namespace trainer
