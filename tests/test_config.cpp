@@ -562,6 +562,7 @@ TEST_CASE("config: TensorBoard takes Keras 3's arguments and defaults", "[config
   CHECK(k.update_freq == 0);
   CHECK(parse("{type: TensorBoard, profile_batch: [0, 0]}").tensorboard.enabled);  // Keras's ways to say none
   CHECK(parse("{type: TensorBoard, profile_batch: '0,0'}").tensorboard.enabled);
+  CHECK(parse("{type: TensorBoard, profile_batch: '0, 0'}").tensorboard.enabled);
   CHECK_THROWS_WITH(parse("{type: TensorBoard, profile_batch: '5,8'}"),
                     Catch::Contains("'profile_batch' is 5,8; profiling through TensorBoard is not supported"));
   CHECK(parse("{type: TensorBoard, update_freq: batch}").tensorboard.update_freq == 1);

@@ -20,6 +20,7 @@
 #include "io/checkpoint.h"
 #include "train/fit.h"
 #include "train/instance_metrics.h"
+#include "io/event_file.h"
 #include "process_testing.h"
 
 namespace fs = std::filesystem;
@@ -445,15 +446,23 @@ TEST_CASE("a folder holding only ModelCheckpoint or TensorBoard files holds a ru
                                     "1 more checkpoints)"));
   CHECK_NOTHROW(check_output_holds_no_run(out, "", with("ck/ep{epoch}.h5")));  // no name of that shape
   CHECK_NOTHROW(check_output_holds_no_run(out, "", with("{epoch}/best.h5")));   // a placeholder in the folder: not looked for
-  // Event files in the TensorBoard folder (from a review: a new run removed a Keras project's logs/train).
+  // Event files of finished epochs in the TensorBoard folder (from a review: a new run removed a Keras project's
+  // logs/train); batch values alone are what a run that failed in its first epoch leaves, for its rerun.
   TrainingConfig tb = with("");
   tb.tensorboard.enabled = true;
-  fs::create_directories(dir.root / "logs" / "train");
   CHECK_NOTHROW(check_output_holds_no_run(out, "", tb));
-  std::ofstream(dir.root / "logs" / "train" / "events.out.tfevents.1.host.1.v2") << "x";
+  {
+    EventFileWriter w((dir.root / "logs" / "train").string());
+    w.scalar("batch_loss", 0.5, 1);
+  }
+  CHECK_NOTHROW(check_output_holds_no_run(out, "", tb));
+  {
+    EventFileWriter w((dir.root / "logs" / "validation").string());
+    w.scalar("epoch_loss", 0.5, 0);
+  }
   CHECK_NOTHROW(check_output_holds_no_run(out, "", with("")));  // without the callback: not this run's files
   CHECK_THROWS_WITH(check_output_holds_no_run(out, "", tb),
-                    Catch::Contains("holds an earlier run (logs/ (1 TensorBoard event file(s)))"));
+                    Catch::Contains("holds an earlier run (logs/ (TensorBoard event files))"));
 }
 
 TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {

@@ -235,6 +235,23 @@ TEST_CASE("tensorboard: a resumed run carries its checkpoint's events, a new run
   CHECK(scalars(event_file_in(branch / "train")).at("batch_loss") == std::map<int64_t, float>{{1, 1.f}, {2, 2.f}});
   CHECK(event_files_in((run / "train").string()).size() == 1);  // the source is left as it was
 
+  // A copy left beside the run's file (a resume that failed while carrying, or files an older trainer added
+  // side by side): each value is carried once. Histograms are kept by epoch, also of a layer named batch_....
+  const fs::path copy = run / "train" / "events.out.tfevents.9999999999.host.1.0.v2";
+  fs::copy_file(event_file_in(run / "train"), copy);
+  {
+    EventFileWriter w((run / "train").string());
+    w.histogram("batch_normalization_1/gamma/histogram", {1.f}, 0);
+    w.histogram("batch_normalization_1/gamma/histogram", {1.f}, 1);
+  }
+  { TensorBoardLogger tb(run.string(), cfg, {run.string(), 1, 3}); }
+  std::map<std::string, int> values;
+  for (const auto& e : read_events(event_file_in(run / "train")))
+    for (const auto& v : e.summary().value()) ++values[v.tag() + "@" + std::to_string(e.step())];
+  CHECK(values == std::map<std::string, int>{{"batch_loss@1", 1}, {"batch_loss@2", 1}, {"batch_loss@3", 1},
+                                             {"epoch_loss@0", 1}, {"epoch_learning_rate@0", 1},
+                                             {"batch_normalization_1/gamma/histogram@0", 1}});
+
   // A new run: the earlier run's event files go, others stay.
   { TensorBoardLogger tb(branch.string(), cfg, {}); }
   CHECK(read_events(event_file_in(branch / "train")).size() == 1);  // its version alone

@@ -365,7 +365,9 @@ void read_tensorboard(ParamReader& p, TensorBoardConfig& c) {
   if (p.has_optional("profile_batch") && p.given("profile_batch")) {
     const YAML::Node v = p.get_node("profile_batch");
     // Keras disables profiling with 0, and with a range of zeros: [0, 0] or its legacy string "0,0".
-    const bool zeros = v.IsScalar() ? (v.Scalar() == "0" || v.Scalar() == "0,0")
+    std::string text = v.IsScalar() ? v.Scalar() : "";
+    text.erase(std::remove(text.begin(), text.end(), ' '), text.end());  // "0, 0" as "0,0"
+    const bool zeros = v.IsScalar() ? (text == "0" || text == "0,0")
                                     : v.IsSequence() && v.size() == 2 && v[0].IsScalar() && v[0].Scalar() == "0" &&
                                           v[1].IsScalar() && v[1].Scalar() == "0";
     if (!zeros)

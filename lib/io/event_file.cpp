@@ -1,5 +1,6 @@
 #include "io/event_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <boost/crc.hpp>
@@ -149,6 +150,16 @@ void EventFileWriter::histogram(const std::string& tag, const std::vector<float>
   h->set_sum(sum);
   h->set_sum_squares(squares);
   write_record(e.SerializeAsString());
+}
+
+void EventFileWriter::sync() {
+  const int fd = ::open(path_.c_str(), O_RDONLY);
+  const bool ok = fd >= 0 && ::fsync(fd) == 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok)
+    throw UserError("cannot write the TensorBoard event file '" + path_ + "' to disk: " + std::strerror(err) +
+                    "; free some disk space, or set the TensorBoard callback's log_dir to another folder");
 }
 
 void EventFileWriter::write_record(const std::string& event) {

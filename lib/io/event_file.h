@@ -58,6 +58,10 @@ class EventFileWriter {
   /// into this one). Throws as scalar().
   void add_serialized(const std::string& event) { write_record(event); }
 
+  /// Makes what was written durable (fsync(2)), before files it replaces
+  /// are removed. Throws UserError naming the file when that fails.
+  void sync();
+
   /// The file's path.
   const std::string& path() const { return path_; }
 

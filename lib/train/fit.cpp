@@ -17,7 +17,6 @@
 #include <regex>
 
 #include "core/error.h"
-#include "io/event_file.h"
 #include "train/callbacks.h"
 #include "train/csv_logger.h"
 #include "train/tensorboard.h"
@@ -368,14 +367,11 @@ void check_output_holds_no_run(const std::string& output_dir, const std::string&
   std::error_code ec;
   for (const char* name : kRunFiles)
     if (fs::exists(fs::path(output_dir) / name, ec)) found += std::string(found.empty() ? "" : ", ") + name;
-  if (tc.tensorboard.enabled) {
-    const fs::path logs = fs::path(output_dir) / tc.tensorboard.log_dir;
-    const size_t events = event_files_in((logs / "train").string()).size() +
-                          event_files_in((logs / "validation").string()).size();
-    if (events > 0)
-      found += (found.empty() ? "" : ", ") + (fs::path(tc.tensorboard.log_dir) / "").string() + " (" +
-               std::to_string(events) + " TensorBoard event file(s))";
-  }
+  // Event files of finished epochs (a run that failed in its first epoch leaves batch values alone, which its
+  // rerun may replace).
+  if (tc.tensorboard.enabled && holds_epoch_values((fs::path(output_dir) / tc.tensorboard.log_dir).string()))
+    found += (found.empty() ? "" : ", ") + (fs::path(tc.tensorboard.log_dir) / "").string() +
+             " (TensorBoard event files)";
   const std::vector<std::string> checkpoints =
       checkpoint_files(output_dir, tc.model_checkpoint.enabled ? tc.model_checkpoint.filepath : "");
   for (size_t i = 0; i < checkpoints.size() && i < 3; ++i) found += (found.empty() ? "" : ", ") + checkpoints[i];

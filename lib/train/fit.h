@@ -91,8 +91,8 @@ bool resumes_in_place(const std::string& run_folder, const std::string& output_d
 
 /// UserError when output_dir holds an earlier run (one of kRunFiles, a file
 /// that tc's ModelCheckpoint filepath pattern could have written, e.g.
-/// best.h5 or ep03.h5, or event files in its TensorBoard log_dir's train/ or
-/// validation/), whose files a new run there (resume "": none), or a run
+/// best.h5 or ep03.h5, or event files holding finished epochs in its
+/// TensorBoard log_dir, holds_epoch_values), whose files a new run there (resume "": none), or a run
 /// resumed from another folder's checkpoint, would overwrite; the message
 /// names the files (up to three checkpoints) and the fixes: --resume its
 /// last.h5 (a new run, when there is one), --output resume_run_folder, the

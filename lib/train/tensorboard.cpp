@@ -1,6 +1,8 @@
 #include "train/tensorboard.h"
 
 #include <filesystem>
+#include <map>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -12,23 +14,32 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Whether an event of the run that start names happened by its checkpoint: a batch_ value (or Keras's
-/// evaluation_*_vs_iterations) at a step up to iterations_done, any other (epoch values, histograms) at an
-/// epoch below epochs_done. Events without a summary (a file's version) are not carried.
-bool before_checkpoint(const tensorboard::Event& e, const TensorBoardStart& start) {
-  if (!e.has_summary() || e.summary().value_size() == 0) return false;
-  const std::string& tag = e.summary().value(0).tag();
-  const bool by_step = tag.rfind("batch_", 0) == 0 || tag.find("_vs_iterations") != std::string::npos;
-  return by_step ? e.step() <= start.iterations_done : e.step() < start.epochs_done;
+/// Whether an event is a value at an optimizer step (batch_<name>, Keras's evaluation_<name>_vs_iterations), not
+/// at an epoch (epoch_<name>, histograms, whose tags are "<layer>/<weight>/histogram": a layer's name may start
+/// with batch_, as Keras's batch_normalization_1).
+bool at_step(const tensorboard::Summary::Value& v) {
+  const std::string& tag = v.tag();
+  const std::string suffix = "_vs_iterations";
+  return !v.has_histo() && (tag.rfind("batch_", 0) == 0 ||
+                            (tag.size() > suffix.size() && tag.compare(tag.size() - suffix.size(), suffix.size(), suffix) == 0));
 }
 
-/// The serialized events of folder's event files that happened by start's checkpoint, in file order.
+/// The serialized events of folder's event files that happened by start's checkpoint (a value at a step up
+/// to iterations_done, any other at an epoch below epochs_done), one per tag and step: a later file's
+/// replaces an earlier's (a copy left by a run that failed while carrying them, or files that an older
+/// trainer added beside each other on resume). In the order first seen.
 std::vector<std::string> carried_events(const fs::path& folder, const TensorBoardStart& start) {
   std::vector<std::string> kept;
+  std::map<std::pair<std::string, int64_t>, size_t> at;  // (tag, step) -> index in kept
   for (const std::string& file : event_files_in(folder.string()))
     for (std::string& record : read_event_records(file)) {
       tensorboard::Event e;
-      if (e.ParseFromString(record) && before_checkpoint(e, start)) kept.push_back(std::move(record));
+      if (!e.ParseFromString(record) || !e.has_summary() || e.summary().value_size() == 0) continue;
+      const tensorboard::Summary::Value& v = e.summary().value(0);
+      if (at_step(v) ? e.step() > start.iterations_done : e.step() >= start.epochs_done) continue;
+      const auto [it, fresh] = at.emplace(std::make_pair(v.tag(), e.step()), kept.size());
+      if (fresh) kept.push_back(std::move(record));
+      else kept[it->second] = std::move(record);
     }
   return kept;
 }
@@ -49,13 +60,30 @@ TensorBoardLogger::TensorBoardLogger(const std::string& root, const TensorBoardC
   train_ = std::make_unique<EventFileWriter>(train.string());
   for (const std::string& e : carried_train) train_->add_serialized(e);
   for (const std::string& e : carried_val) validation().add_serialized(e);
+  train_->sync();  // on disk before the files it replaces are gone
+  if (validation_) validation_->sync();
   std::error_code ec;
   for (const std::string& f : earlier) fs::remove(f, ec);
-  if (!start.resumed_from.empty())
+  if (!start.resumed_from.empty() && carried_train.empty() && start.epochs_done > 0)
+    spdlog::warn("TensorBoard: no values of the resumed run in {} (it wrote none there, or to another log_dir); "
+                 "its curves start at epoch {}", start.resumed_from, start.epochs_done + 1);
+  else if (!start.resumed_from.empty())
     spdlog::info("TensorBoard: {} value(s) of the first {} epoch(s) carried over from {}",
                  carried_train.size() + carried_val.size(), start.epochs_done, start.resumed_from);
   else if (!earlier.empty())
     spdlog::info("TensorBoard: removed the {} event file(s) of an earlier run from {}", earlier.size(), root);
+}
+
+bool holds_epoch_values(const std::string& root) {
+  for (const char* sub : {"train", "validation"})
+    for (const std::string& file : event_files_in((fs::path(root) / sub).string()))
+      for (const std::string& record : read_event_records(file)) {
+        tensorboard::Event e;
+        if (e.ParseFromString(record) && e.has_summary() && e.summary().value_size() > 0 &&
+            !at_step(e.summary().value(0)))
+          return true;
+      }
+  return false;
 }
 
 EventFileWriter& TensorBoardLogger::validation() {

@@ -28,6 +28,12 @@ struct TensorBoardStart {
   int64_t iterations_done = 0;  ///< Its optimizer steps at the checkpoint.
 };
 
+/// Whether the event files in root's train/ or validation/ hold a value of a
+/// finished epoch (an epoch_ value or a histogram, not only batch values):
+/// TensorBoard's record of a run, as log.csv is one. A run that failed within
+/// its first epoch leaves none, and its rerun may replace its files.
+bool holds_epoch_values(const std::string& root);
+
 class TensorBoardLogger {
  public:
   /// Writes under folder root (output_dir / log_dir), in one new file per
