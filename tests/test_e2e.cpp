@@ -323,6 +323,15 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   r = run_trainer("--checkpoint a.h5 predict --input b --output c", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("put --checkpoint after 'predict'"));
+  // A config given without --config (from a new user: "--config is required" alone).
+  r = run_trainer("summary unet.yaml", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("error: --config is required (a config is given with --config: --config "
+                                    "unet.yaml); run 'trainer summary --help' for usage"));
+  r = run_trainer("unet.yml --epochs 2", dir);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("unexpected argument(s) for 'trainer': unet.yml (a config is given with --config: "
+                                    "--config unet.yml)"));
   // A command's missing flag points to that command's --help.
   r = run_trainer("predict --checkpoint a.h5 --input b", dir);
   CHECK(r.code == 2);

@@ -48,6 +48,11 @@ const CLI::Validator& non_empty_path();
 /// flags of the command they were given to (the subcommand chosen in
 /// `failed`, else `failed` itself); CLI11 lists them reversed, without one.
 std::string unexpected_arguments(const CLI::App& failed);
+/// " (a config is given with --config: --config <arg>)" when the command
+/// takes --config, was not given it, and an argument left over by the parse
+/// of failed (or of its command) names a .yaml or .yml file, as
+/// `trainer summary unet.yaml` does; else "".
+std::string config_without_flag(const CLI::App& failed);
 
 /// "" unless a command (predict, ...) was chosen in app and flags were given
 /// before it: the training run's (`trainer --gpus 1 predict ...`, which

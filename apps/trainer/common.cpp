@@ -11,12 +11,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
 #include "backend/gpu_info.h"
 #include "commands.h"
 #include "config/params.h"
+#include "core/ascii.h"
 #include "core/exit_codes.h"
 #include "dist/process_group.h"
 #include "world_checks.h"
@@ -162,6 +164,21 @@ const CLI::Validator& non_empty_path() {
       },
       "", "non_empty_path");
   return check;
+}
+
+std::string config_without_flag(const CLI::App& failed) {
+  const std::vector<CLI::App*> chosen = failed.get_subcommands();
+  const CLI::Option* config = (chosen.empty() ? failed : *chosen.front()).get_option_no_throw("--config");
+  if (!config || config->count() > 0) return "";
+  std::vector<std::string> extra = failed.remaining();
+  for (const CLI::App* sub : failed.get_subcommands())
+    for (const std::string& arg : sub->remaining()) extra.push_back(arg);
+  for (const std::string& arg : extra) {
+    const std::string ext = ascii_lower(std::filesystem::path(arg).extension().string());
+    if (arg.rfind("-", 0) != 0 && (ext == ".yaml" || ext == ".yml"))
+      return " (a config is given with --config: --config " + arg + ")";
+  }
+  return "";
 }
 
 std::string unexpected_arguments(const CLI::App& failed) {

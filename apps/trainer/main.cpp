@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
     // `trainer --config C summary` fails as "--config is required": the flag sits before the command.
     if (const std::string misplaced = cli::misplaced_flags(app); !misplaced.empty()) return "error: " + misplaced + "\n";
     const std::string what =
-        dynamic_cast<const CLI::ExtrasError*>(&e) && failed ? cli::unexpected_arguments(*failed) : e.what();
+        (dynamic_cast<const CLI::ExtrasError*>(&e) && failed ? cli::unexpected_arguments(*failed) : e.what()) +
+        (failed ? cli::config_without_flag(*failed) : "");
     const std::vector<CLI::App*> chosen = app.get_subcommands();  // the command's own usage when one was given
     const std::string help = chosen.empty() ? "trainer --help" : "trainer " + chosen.front()->get_name() + " --help";
     return "error: " + what + "; run '" + help + "' for usage\n";
