@@ -267,6 +267,14 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   INFO(m.out << m.err);
   REQUIRE(m.code == 0);
   CHECK(printed(m.out, R"(mean_iou: ([0-9.]+))") == Approx(iou).margin(2e-4));
+  CHECK_THAT(m.err, !Catch::Contains("label images"));
+  // Label images passed as masks: the same foreground, but touching nuclei merge; warned (from a new user).
+  const Run as_masks = run_trainer(base + " --masks " + kFlat + "/labels --mask-suffix _labels --gpus cpu", dir);
+  INFO(as_masks.out << as_masks.err);
+  REQUIRE(as_masks.code == 0);
+  CHECK_THAT(as_masks.err, Catch::Contains(std::to_string(kIds.size()) + " of " + std::to_string(kIds.size()) +
+                                           " mask(s) hold the values 1..N of label images") &&
+                               Catch::Contains("pass label images with --labels instead of --masks"));
 
   // The same binary masks passed as labels: warned, as their nuclei would all be one object.
   CHECK_THAT(r.err, !Catch::Contains("binary masks?"));

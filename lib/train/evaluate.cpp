@@ -69,7 +69,7 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& o) {
   return samples;
 }
 
-cv::Mat load_truth(const EvalOptions& o, const EvalSample& s) {
+cv::Mat load_truth(const EvalOptions& o, const EvalSample& s, bool* label_like) {
   if (o.kind == TruthKind::kNative) return dsb_label_map(o.truth_dir, s.truth);
   if (o.kind == TruthKind::kMasks) {
     // The mask's own size first (decode_mask writes at a given size), then the binarised mask at that size.
@@ -80,6 +80,12 @@ cv::Mat load_truth(const EvalOptions& o, const EvalSample& s) {
       raw.release();  // reported below as undecodable
     }
     if (raw.empty()) throw UserError("cannot decode mask '" + s.truth + "' (corrupt, truncated or not an image)");
+    if (label_like && raw.channels() == 1) {
+      double highest = 0;
+      cv::minMaxLoc(raw, nullptr, &highest);
+      *label_like = highest != 1 && highest != 255 && highest != 65535 &&
+                    cv::countNonZero((raw > 0) & (raw < highest)) > 0;
+    }
     cv::Mat binary(raw.size(), CV_32FC1);
     decode_mask(s.truth, raw.rows, raw.cols, binary.ptr<float>());
     cv::Mat mask8;
@@ -136,7 +142,8 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
   const Shape input = trainer.model().input_shape();
   if (o.tta) log_tta(input);
   const size_t n = result.samples.size();
-  size_t mask_like = 0;  // label images that look like binary masks
+  size_t mask_like = 0;   // label images that look like binary masks
+  size_t label_like = 0;  // masks that look like label images
   // Chunks of one global batch: the truth is decoded once and not all of it held at once.
   for (size_t lo = 0; lo < n; lo += size_t(o.batch_size)) {
     const size_t hi = std::min(n, lo + size_t(o.batch_size));
@@ -156,8 +163,10 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
                                                 trainer.config().training.loss.ignore_class), size);
         continue;
       }
-      truths.push_back(load_truth(o, s));
+      bool labels = false;
+      truths.push_back(load_truth(o, s, &labels));
       if (o.kind == TruthKind::kLabels && looks_like_mask(truths.back())) ++mask_like;
+      label_like += labels;
       check_size(s, truths.back().size(), size);
       cv::Mat target, small;  // boundary classes 0/1/2, else the foreground 0/1, at the image's size
       if (boundary) {
@@ -189,6 +198,10 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
     }
     spdlog::info("evaluated {}/{} image(s)", hi, n);
   }
+  if (label_like > 0)
+    spdlog::warn("{} of {} mask(s) hold the values 1..N of label images: as masks, touching nuclei merge into one "
+                 "object in the instance score; pass label images with --labels instead of --masks",
+                 label_like, n);
   if (mask_like > 0)
     spdlog::warn("{} of {} label image(s) hold only 0 and one of 255 or 65535: binary masks? As labels all "
                  "nuclei of such an image are one object; pass binary masks with --masks, which splits them by "
