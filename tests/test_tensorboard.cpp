@@ -142,6 +142,27 @@ TEST_CASE("tensorboard: an event file holds framed Events of scalars and histogr
   CHECK(e.bucket_size() == 0);
 }
 
+TEST_CASE("tensorboard: the validation folder is made at once, and other runs' event folders are found",
+          "[tensorboard]") {
+  TempDir dir("tb_folders");
+  TensorBoardConfig cfg;
+  cfg.enabled = true;
+  fs::create_directories(dir.root / "logs");
+  std::ofstream(dir.root / "logs" / "validation") << "a file in the way";
+  CHECK_THROWS_WITH(TensorBoardLogger((dir.root / "logs").string(), cfg, {}),
+                    Catch::Contains("cannot create the TensorBoard folder '" + (dir.root / "logs" / "validation").string()));
+  fs::remove(dir.root / "logs" / "validation");
+  { TensorBoardLogger tb((dir.root / "logs").string(), cfg, {}); }
+  CHECK(fs::is_directory(dir.root / "logs" / "validation"));
+  { EventFileWriter w((dir.root / "fit" / "20240101" / "train").string()); }
+  TrainingConfig t;
+  CHECK(other_event_folders(dir.root.string(), t) ==
+        std::vector<std::string>{(dir.root / "fit" / "20240101" / "train").string(), (dir.root / "logs" / "train").string()});
+  t.tensorboard = cfg;
+  CHECK(other_event_folders(dir.root.string(), t) ==
+        std::vector<std::string>{(dir.root / "fit" / "20240101" / "train").string()});
+}
+
 TEST_CASE("tensorboard: a folder that cannot be made is an error naming it", "[tensorboard]") {
   TempDir dir("tb_blocked");
   std::ofstream(dir.root / "logs") << "a file where the folder would go";
@@ -174,7 +195,7 @@ TEST_CASE("tensorboard: the callback splits training and validation values as Ke
   CHECK(train.at("batch_steps_per_second") == std::map<int64_t, float>{{2, 4.0f}});
   CHECK(train.at("epoch_loss") == std::map<int64_t, float>{{0, 0.5f}, {1, 0.4f}});  // epochs counted from 0
   CHECK(train.at("epoch_dice") == std::map<int64_t, float>{{0, 0.25f}});
-  // The rate given (the next update's), not the logs' learning_rate (ReduceLROnPlateau's of the epoch trained).
+  // The rate given, not the logs' learning_rate: fit decides which.
   CHECK(train.at("epoch_learning_rate") == std::map<int64_t, float>{{0, 0.01f}, {1, 0.001f}});
   CHECK(train.at("epoch_steps_per_second") == std::map<int64_t, float>{{0, 4.0f}, {1, 5.0f}});
   CHECK(train.count("learning_rate") == 0);
@@ -252,6 +273,18 @@ TEST_CASE("tensorboard: a resumed run carries its checkpoint's events, a new run
                                              {"epoch_loss@0", 1}, {"epoch_learning_rate@0", 1},
                                              {"batch_normalization_1/gamma/histogram@0", 1}});
 
+  // A record that fails its checksum in the middle (not a crash's cut): carried up to it, warned, and the file kept
+  // out of TensorBoard's way (from a new user: the values after it vanished with the file).
+  {
+    const fs::path f = event_file_in(run / "train");
+    std::string bytes = slurp(f);
+    bytes[bytes.size() / 2] = char(bytes[bytes.size() / 2] ^ 0x5a);
+    std::ofstream(f, std::ios::binary | std::ios::trunc) << bytes;
+    { TensorBoardLogger tb(run.string(), cfg, {run.string(), 1, 3}); }
+    CHECK(fs::exists(run / "train" / fs::path(f).filename().string().replace(0, 19, "events.out.tf-events-damaged")));
+    CHECK(event_files_in((run / "train").string()).size() == 1);  // the new file alone is read
+  }
+
   // A new run: the earlier run's event files go, others stay.
   { TensorBoardLogger tb(branch.string(), cfg, {}); }
   CHECK(read_events(event_file_in(branch / "train")).size() == 1);  // its version alone
@@ -287,10 +320,10 @@ TEST_CASE("tensorboard: a run on real images writes log.csv's values as TensorBo
       CHECK(validation.at(std::string("epoch_") + name).at(epoch) == float(val_column[size_t(epoch)]));
     }
   }
-  // ReduceLROnPlateau halves the rate after epoch 2 (epoch 1 is its first best): log.csv has the rate each epoch
-  // trained with, TensorBoard the next update's, as Keras's optimizer.learning_rate.
+  // ReduceLROnPlateau halves the rate after epoch 2 (epoch 1 is its first best): TensorBoard's learning rate is
+  // log.csv's, the rate each epoch trained with (from a new user: one name, two values, was confusing).
   CHECK(csv.at("learning_rate") == std::vector<double>{0.01, 0.01});
-  CHECK(train.at("epoch_learning_rate") == std::map<int64_t, float>{{0, 0.01f}, {1, 0.005f}});
+  CHECK(train.at("epoch_learning_rate") == std::map<int64_t, float>{{0, 0.01f}, {1, 0.01f}});
   // 32 training pairs in batches of 8: steps 1 to 8, the epoch's last step's batch_loss its epoch_loss.
   const auto& batch_loss = train.at("batch_loss");
   REQUIRE(batch_loss.size() == 8);
@@ -352,4 +385,13 @@ TEST_CASE("tensorboard: a resumed run's event files continue as its log.csv does
   CHECK(batch_loss.size() == 12);
   CHECK(batch_loss.rbegin()->first == 12);
   CHECK(scalars(event_file_in(dir.root / "run" / "logs" / "validation")).at("epoch_loss").size() == 3);
+
+  // --overwrite with a config without the callback leaves those files, and says so (from a new user).
+  std::ofstream(dir.root / "plain.yaml") << sample_unet_config(dir.root / "run", "  epochs: 1\n  batch_size: 8\n");
+  const Run plain = run_trainer("--config " + (dir.root / "plain.yaml").string() + " --gpus cpu --threads 1 --overwrite",
+                                dir.root);
+  INFO(plain.out << plain.err);
+  CHECK(plain.code == 0);
+  CHECK_THAT(plain.err, Catch::Contains("--overwrite keeps the TensorBoard event files in " +
+                                        (dir.root / "run" / "logs" / "train").string() + " and 1 more folder(s)"));
 }

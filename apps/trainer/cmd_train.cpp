@@ -22,6 +22,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "train/resume_check.h"
+#include "train/tensorboard.h"
 #include "nn/model.h"
 #include "train/fit.h"
 #include "train/initial_weights.h"
@@ -207,6 +208,13 @@ int run_train(const TrainFlags& f) {
                           "make it writable, or set training.output_dir or --output to a writable folder");
     if (!f.overwrite && f.resume.empty())
       check_output_holds_no_run(config.training.output_dir, "", config.training);
+    if (f.overwrite)  // an earlier run's event files that this run does not replace (from a new user)
+      if (const std::vector<std::string> stale = other_event_folders(config.training.output_dir, config.training);
+          !stale.empty())
+        spdlog::warn("--overwrite keeps the TensorBoard event files in {}{}, which tensorboard --logdir {} shows "
+                     "beside this run; remove them if they are an earlier run's", stale.front(),
+                     stale.size() > 1 ? " and " + std::to_string(stale.size() - 1) + " more folder(s)" : "",
+                     config.training.output_dir);
   });
   DataOptions opt;
   opt.images_dir = config.data.images;

@@ -352,11 +352,21 @@ void read_tensorboard(ParamReader& p, TensorBoardConfig& c) {
   if (p.has_optional("update_freq") && p.given("update_freq")) {  // 'epoch', 'batch' or a number of batches
     const YAML::Node v = p.get_node("update_freq");
     const std::string text = v.IsScalar() ? v.Scalar() : YAML::Dump(v);
-    if (text == "batch") c.update_freq = 1;
-    else if (text != "epoch") c.update_freq = p.get_int("update_freq", std::nullopt, 1);
+    if (text == "batch") {
+      c.update_freq = 1;
+    } else if (text != "epoch") {
+      int n = 0;
+      if (!v.IsScalar() || !YAML::convert<int>::decode(v, n))
+        p.fail("update_freq", "is '" + text + "'; use 'epoch' (values at each epoch's end), 'batch' (every step) or "
+                              "a number of steps, e.g. 100");
+      c.update_freq = p.get_int("update_freq", std::nullopt, 1);
+    }
   }
   c.histogram_freq = p.get_int("histogram_freq", c.histogram_freq, 0);
   c.write_steps_per_second = p.get_bool("write_steps_per_second", c.write_steps_per_second);
+  if (p.has("write_grads"))
+    p.fail("write_grads", "is Keras 2's gradient histograms, which TensorFlow 2's Keras dropped; it is not supported: "
+                          "remove it (histogram_freq gives the weights' histograms)");
   // Keras's graph is its tf.function's; trainer has none to write (`trainer summary` prints the model).
   p.get_bool("write_graph", true);
   if (p.get_bool("write_images", false))
@@ -482,6 +492,20 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
       read_mode(c.mode, c.mode_where);
     }
     p.finish();
+  }
+  // TensorBoard's folder must not be one of the run's own files (from a new user: log_dir: log.csv failed after
+  // the first epoch).
+  if (t.tensorboard.enabled) {
+    const auto normal = [](const std::string& path) {
+      std::string n = std::filesystem::path(path).lexically_normal().string();
+      return n.size() > 1 && n.back() == '/' ? n.substr(0, n.size() - 1) : n;
+    };
+    std::vector<std::string> files = {"log.csv", "last.h5", "final.h5"};
+    if (t.model_checkpoint.enabled) files.push_back(normal(t.model_checkpoint.filepath));
+    for (const std::string& f : files)
+      if (normal(t.tensorboard.log_dir) == f)
+        throw UserError(t.tensorboard.where + ": 'log_dir' '" + t.tensorboard.log_dir + "' is the name of the run's " +
+                        f + " file; choose another folder inside output_dir, e.g. 'logs'");
   }
 }
 

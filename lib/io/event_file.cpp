@@ -50,24 +50,32 @@ uint32_t masked_crc32c(const void* data, size_t n) {
   return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
-std::vector<std::string> read_event_records(const std::string& path) {
+std::vector<std::string> read_event_records(const std::string& path, bool* damaged) {
   std::ifstream in(path, std::ios::binary);
   std::vector<std::string> events;
+  bool bad = false;
   char head[12];
   while (in.read(head, sizeof head)) {
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(head[i]);
     uint32_t crc = 0;
     for (int i = 11; i >= 8; --i) crc = (crc << 8) | uint8_t(head[i]);
-    if (crc != masked_crc32c(head, 8) || n > (uint64_t(1) << 30)) break;  // a damaged length: nothing after it is sure
+    if (crc != masked_crc32c(head, 8) || n > (uint64_t(1) << 30)) {  // a damaged length: nothing after it is sure
+      bad = true;
+      break;
+    }
     std::string event(size_t(n), '\0');
     char tail[4];
-    if (!in.read(event.data(), std::streamsize(n)) || !in.read(tail, sizeof tail)) break;
+    if (!in.read(event.data(), std::streamsize(n)) || !in.read(tail, sizeof tail)) break;  // cut short by the end
     crc = 0;
     for (int i = 3; i >= 0; --i) crc = (crc << 8) | uint8_t(tail[i]);
-    if (crc != masked_crc32c(event.data(), event.size())) break;
+    if (crc != masked_crc32c(event.data(), event.size())) {
+      bad = true;
+      break;
+    }
     events.push_back(std::move(event));
   }
+  if (damaged) *damaged = bad;
   return events;
 }
 

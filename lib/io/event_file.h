@@ -21,8 +21,10 @@ uint32_t masked_crc32c(const void* data, size_t n);
 /// The serialized Events of the event file at path, in file order, up to the
 /// first record that is cut short or fails its CRC (a run killed while writing
 /// leaves a partial last record; TensorBoard stops there too); nothing for a
-/// file that cannot be read.
-std::vector<std::string> read_event_records(const std::string& path);
+/// file that cannot be read. damaged (when given) is set to whether reading
+/// stopped at a record that fails its CRC, not at the end of the file or a
+/// record cut short by it.
+std::vector<std::string> read_event_records(const std::string& path, bool* damaged = nullptr);
 
 /// The event files (names starting "events.out.tfevents.") in folder dir,
 /// in name order (their names start with the seconds they were made at).

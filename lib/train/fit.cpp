@@ -690,8 +690,10 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
                      epoch, tc.reduce_lr.monitor, tc.reduce_lr.patience, lr, next);
       }
     }
-    if (tensorboard) {  // after ReduceLROnPlateau: its epoch_learning_rate is the next update's, as Keras's
-      tensorboard->on_epoch_end(epoch, trainer.iterations(), logs, trainer.learning_rate_at(trainer.iterations()),
+    if (tensorboard) {  // epoch_learning_rate: log.csv's learning_rate where it has one, else the rate
+      tensorboard->on_epoch_end(epoch, trainer.iterations(), logs,
+                                logs.count("learning_rate") ? logs.at("learning_rate")
+                                                            : trainer.learning_rate_at(trainer.iterations()),
                                 steps / seconds_training,
                                 tensorboard->wants_weights(epoch) ? trainer.weights() : std::vector<WeightRecord>{});
       remember(tensorboard->folder());

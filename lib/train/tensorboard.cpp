@@ -1,11 +1,13 @@
 #include "train/tensorboard.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
+#include "core/error.h"
 #include "lib/io/tensorboard_event.pb.h"
 
 namespace trainer {
@@ -28,11 +30,15 @@ bool at_step(const tensorboard::Summary::Value& v) {
 /// to iterations_done, any other at an epoch below epochs_done), one per tag and step: a later file's
 /// replaces an earlier's (a copy left by a run that failed while carrying them, or files that an older
 /// trainer added beside each other on resume). In the order first seen.
-std::vector<std::string> carried_events(const fs::path& folder, const TensorBoardStart& start) {
+std::vector<std::string> carried_events(const fs::path& folder, const TensorBoardStart& start,
+                                        std::vector<std::string>& damaged) {
   std::vector<std::string> kept;
   std::map<std::pair<std::string, int64_t>, size_t> at;  // (tag, step) -> index in kept
-  for (const std::string& file : event_files_in(folder.string()))
-    for (std::string& record : read_event_records(file)) {
+  for (const std::string& file : event_files_in(folder.string())) {
+    bool bad = false;
+    std::vector<std::string> records = read_event_records(file, &bad);
+    if (bad) damaged.push_back(file);
+    for (std::string& record : records) {
       tensorboard::Event e;
       if (!e.ParseFromString(record) || !e.has_summary() || e.summary().value_size() == 0) continue;
       const tensorboard::Summary::Value& v = e.summary().value(0);
@@ -41,7 +47,16 @@ std::vector<std::string> carried_events(const fs::path& folder, const TensorBoar
       if (fresh) kept.push_back(std::move(record));
       else kept[it->second] = std::move(record);
     }
+  }
   return kept;
+}
+
+/// path with "tfevents" in its name replaced by "tf-events-damaged": TensorBoard reads every file whose name
+/// holds "tfevents", and this one no more.
+fs::path damaged_name(const fs::path& path) {
+  std::string name = path.filename().string();
+  name.replace(name.find("tfevents"), 8, "tf-events-damaged");
+  return path.parent_path() / name;
 }
 
 }  // namespace
@@ -50,11 +65,18 @@ TensorBoardLogger::TensorBoardLogger(const std::string& root, const TensorBoardC
                                      const TensorBoardStart& start)
     : root_(root), cfg_(cfg) {
   const fs::path train = fs::path(root) / "train", val = fs::path(root) / "validation";
-  std::vector<std::string> carried_train, carried_val;
+  std::vector<std::string> carried_train, carried_val, damaged;
   if (!start.resumed_from.empty()) {
-    carried_train = carried_events(fs::path(start.resumed_from) / "train", start);
-    carried_val = carried_events(fs::path(start.resumed_from) / "validation", start);
+    carried_train = carried_events(fs::path(start.resumed_from) / "train", start, damaged);
+    carried_val = carried_events(fs::path(start.resumed_from) / "validation", start, damaged);
   }
+  // The validation folder too is made now (its file with the first value): one that cannot be made fails here.
+  std::error_code made;
+  fs::create_directories(val, made);
+  if (made || !fs::is_directory(val))
+    throw UserError("cannot create the TensorBoard folder '" + val.string() + "': " +
+                    (made ? made.message() : std::string("a file of that name is in the way")) +
+                    "; remove it, or set the TensorBoard callback's log_dir to another folder");
   std::vector<std::string> earlier = event_files_in(train.string());
   for (std::string& f : event_files_in(val.string())) earlier.push_back(std::move(f));
   train_ = std::make_unique<EventFileWriter>(train.string());
@@ -63,15 +85,44 @@ TensorBoardLogger::TensorBoardLogger(const std::string& root, const TensorBoardC
   train_->sync();  // on disk before the files it replaces are gone
   if (validation_) validation_->sync();
   std::error_code ec;
-  for (const std::string& f : earlier) fs::remove(f, ec);
+  for (const std::string& f : earlier)
+    if (std::find(damaged.begin(), damaged.end(), f) == damaged.end()) fs::remove(f, ec);
+  for (const std::string& f : damaged) {  // kept for a look, out of TensorBoard's way when it is in this folder
+    const fs::path kept = fs::equivalent(fs::path(f).parent_path().parent_path(), root, ec) ? damaged_name(f) : fs::path(f);
+    if (kept != fs::path(f)) fs::rename(f, kept, ec);
+    spdlog::warn("TensorBoard: {} is damaged (a record fails its checksum): its values after that are not carried "
+                 "over; the file is kept as {}", f, kept.string());
+  }
   if (!start.resumed_from.empty() && carried_train.empty() && start.epochs_done > 0)
     spdlog::warn("TensorBoard: no values of the resumed run in {} (it wrote none there, or to another log_dir); "
-                 "its curves start at epoch {}", start.resumed_from, start.epochs_done + 1);
+                 "its curves start at step {} (epoch {})", start.resumed_from, start.epochs_done,
+                 start.epochs_done + 1);
   else if (!start.resumed_from.empty())
     spdlog::info("TensorBoard: {} value(s) of the first {} epoch(s) carried over from {}",
                  carried_train.size() + carried_val.size(), start.epochs_done, start.resumed_from);
   else if (!earlier.empty())
     spdlog::info("TensorBoard: removed the {} event file(s) of an earlier run from {}", earlier.size(), root);
+}
+
+std::vector<std::string> other_event_folders(const std::string& output_dir, const TrainingConfig& tc) {
+  std::vector<fs::path> mine;
+  if (tc.tensorboard.enabled)
+    for (const char* sub : {"train", "validation"})
+      mine.push_back((fs::path(output_dir) / tc.tensorboard.log_dir / sub).lexically_normal());
+  std::vector<std::string> out;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(output_dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    if (it.depth() >= 4) it.disable_recursion_pending();
+    const fs::path& p = it->path();
+    if (p.filename().string().find("tfevents") == std::string::npos || !it->is_regular_file(ec)) continue;
+    const fs::path folder = p.parent_path().lexically_normal();
+    if (std::find(mine.begin(), mine.end(), folder) == mine.end() &&
+        std::find(out.begin(), out.end(), folder.string()) == out.end())
+      out.push_back(folder.string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 bool holds_epoch_values(const std::string& root) {

@@ -34,17 +34,28 @@ struct TensorBoardStart {
 /// its first epoch leaves none, and its rerun may replace its files.
 bool holds_epoch_values(const std::string& root);
 
+/// The folders below output_dir (4 levels at most) holding TensorBoard
+/// event files, other than tc's TensorBoard log_dir's train/ and validation/
+/// (all of them when tc has no TensorBoard callback), in name order: an
+/// earlier run's that a run with --overwrite leaves, which
+/// `tensorboard --logdir output_dir` would show beside it.
+std::vector<std::string> other_event_folders(const std::string& output_dir, const TrainingConfig& tc);
+
 class TensorBoardLogger {
  public:
   /// Writes under folder root (output_dir / log_dir), in one new file per
   /// folder, as log.csv is kept: a new run's folders start empty; a resumed
   /// run's start with the events of start.resumed_from up to the checkpoint
   /// (epoch values of its first epochs_done epochs, batch values up to step
-  /// iterations_done; a damaged last record ends a file), so that
-  /// TensorBoard shows neither the epochs a branch drops nor the steps after
-  /// a crash twice. The new files are written before the earlier event files
-  /// in root's train/ and validation/ are removed (said at info level): a
-  /// failure in between loses none. The train/ file is made at once, so that
+  /// iterations_done; one value per tag and step, a later file's over an
+  /// earlier's; a record cut short ends a file), so that TensorBoard shows
+  /// neither the epochs a branch drops nor the steps after a crash twice. The
+  /// new files are written and synced before the earlier event files in
+  /// root's train/ and validation/ are removed (said at info level): a
+  /// failure in between loses none. A file with a record that fails its
+  /// checksum is carried up to it, said in a warning, and kept (renamed so
+  /// that TensorBoard no longer reads it, when it is in root). Both folders
+  /// are made at once. The train/ file is made at once, so that
   /// a folder that cannot be written fails before the first step (UserError
   /// naming it, from EventFileWriter).
   TensorBoardLogger(const std::string& root, const TensorBoardConfig& cfg, const TensorBoardStart& start);
@@ -65,8 +76,8 @@ class TensorBoardLogger {
   /// the optimizer's steps so far: epoch_<name> for each of logs (val_ ones
   /// into validation/, where Keras 3's evaluation_<name>_vs_iterations at
   /// step iteration join them; logs' learning_rate left out), then
-  /// epoch_learning_rate = learning_rate (the caller gives the rate the next
-  /// update uses, as Keras reads optimizer.learning_rate), with
+  /// epoch_learning_rate = learning_rate (fit gives log.csv's learning_rate
+  /// where the logs hold one, else the rate of the optimizer), with
   /// write_steps_per_second epoch_steps_per_second, and when
   /// wants_weights(epoch) a histogram "<layer>/<weight>/histogram" of each of
   /// weights (e.g. "conv2d_1/kernel/histogram"). Throws UserError when a write fails.
