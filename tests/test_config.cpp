@@ -225,11 +225,6 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, update_freq: step}\n"),
        "training.callbacks[0] (TensorBoard): 'update_freq' is 'step'; use 'epoch' (values at each epoch's end), "
        "'batch' (every step) or a number of steps, e.g. 100"},
-      {"TensorBoard's folder named as the run's log", edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, log_dir: log.csv}\n"),
-       "training.callbacks[0] (TensorBoard): 'log_dir' 'log.csv' is the name of the run's log.csv file; choose "
-       "another folder inside output_dir, e.g. 'logs'"},
-      {"TensorBoard's folder named as the checkpoint", edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, log_dir: ./best.h5/}\n"),
-       "'log_dir' './best.h5/' is the name of the run's best.h5 file"},
       {"Keras 2's write_grads", edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, write_grads: false}\n"),
        "'write_grads' is Keras 2's gradient histograms, which TensorFlow 2's Keras dropped"},
       {"TensorBoard's write_images", edit("callbacks:\n", "callbacks:\n    - {type: TensorBoard, write_images: true}\n"),

@@ -140,6 +140,24 @@ TEST_CASE("tensorboard: an event file holds framed Events of scalars and histogr
   const tensorboard::HistogramProto& e = events[4].summary().value(0).histo();
   CHECK(e.num() == 0);
   CHECK(e.bucket_size() == 0);
+
+  // read_event_records: a cut last record and a zero-filled tail (a power loss) end the file; a checksum that
+  // fails is damage.
+  const std::string bytes = slurp(path);
+  bool damaged = true;
+  CHECK(read_event_records(path, &damaged).size() == 5);
+  CHECK_FALSE(damaged);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 3);
+  CHECK(read_event_records(path, &damaged).size() == 4);
+  CHECK_FALSE(damaged);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes << std::string(4096, '\0');
+  CHECK(read_event_records(path, &damaged).size() == 5);
+  CHECK_FALSE(damaged);
+  std::string flipped = bytes;
+  flipped[bytes.size() - 10] = char(flipped[bytes.size() - 10] ^ 1);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << flipped;
+  CHECK(read_event_records(path, &damaged).size() == 4);
+  CHECK(damaged);
 }
 
 TEST_CASE("tensorboard: the validation folder is made at once, and other runs' event folders are found",

@@ -97,3 +97,27 @@ TEST_CASE("a checkpoint filepath naming one of the run's own files is rejected",
   }
   CHECK(error_of("[8, 8, 1]", kOut, "  callbacks:\n    - {type: ModelCheckpoint, filepath: 'ck/last.h5'}\n").empty());
 }
+
+TEST_CASE("a TensorBoard log_dir naming one of the run's files is rejected for training", "[validate][tensorboard]") {
+  // From a new user: log_dir: log.csv failed after the first epoch.
+  const std::string checkpoint = "    - {type: ModelCheckpoint, filepath: ck/best.h5}\n";
+  for (const char* dir : {"log.csv", "./last.h5/", "final.h5/x", "ck/best.h5", "ck//best.h5/."}) {
+    INFO(dir);
+    CHECK_THAT(error_of("[8, 8, 1]", kOut,
+                        "  callbacks:\n" + checkpoint + "    - {type: TensorBoard, log_dir: '" + dir + "'}\n"),
+               Catch::Contains("v.yaml:12:") && Catch::Contains("(TensorBoard): 'log_dir' '" + std::string(dir) +
+                                                                "' is (or lies in) the run's file") &&
+                   Catch::Contains("choose another folder inside output_dir, e.g. 'logs'"));
+  }
+  for (const char* dir : {"logs", "./logs/", ".", "ck", "ck/tb", "last.h5x", "logs/log.csv"}) {
+    INFO(dir);
+    CHECK(error_of("[8, 8, 1]", kOut, "  callbacks:\n" + checkpoint + "    - {type: TensorBoard, log_dir: '" + dir +
+                                          "'}\n")
+              .empty());
+  }
+  // A checkpoint's stored config with such a log_dir still parses (predict, evaluate and export read it).
+  CHECK_NOTHROW(parse_config("model:\n  layers:\n    - {type: Input, shape: [4, 4, 1]}\n    - " + kOut +
+                                 "\ndata: {images: a, masks: b}\ntraining:\n  callbacks:\n"
+                                 "    - {type: TensorBoard, log_dir: final.h5}\n",
+                             "v.yaml"));
+}

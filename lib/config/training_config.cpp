@@ -493,20 +493,6 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
     }
     p.finish();
   }
-  // TensorBoard's folder must not be one of the run's own files (from a new user: log_dir: log.csv failed after
-  // the first epoch).
-  if (t.tensorboard.enabled) {
-    const auto normal = [](const std::string& path) {
-      std::string n = std::filesystem::path(path).lexically_normal().string();
-      return n.size() > 1 && n.back() == '/' ? n.substr(0, n.size() - 1) : n;
-    };
-    std::vector<std::string> files = {"log.csv", "last.h5", "final.h5"};
-    if (t.model_checkpoint.enabled) files.push_back(normal(t.model_checkpoint.filepath));
-    for (const std::string& f : files)
-      if (normal(t.tensorboard.log_dir) == f)
-        throw UserError(t.tensorboard.where + ": 'log_dir' '" + t.tensorboard.log_dir + "' is the name of the run's " +
-                        f + " file; choose another folder inside output_dir, e.g. 'logs'");
-  }
 }
 
 /// training.metrics; `categorical`: the loss is a categorical one, whose

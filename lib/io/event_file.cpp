@@ -60,6 +60,8 @@ std::vector<std::string> read_event_records(const std::string& path, bool* damag
     for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(head[i]);
     uint32_t crc = 0;
     for (int i = 11; i >= 8; --i) crc = (crc << 8) | uint8_t(head[i]);
+    // Zeros where a record would start: a file system's zero-filled tail after a power loss, an end, not damage.
+    if (std::all_of(head, head + sizeof head, [](char c) { return c == 0; })) break;
     if (crc != masked_crc32c(head, 8) || n > (uint64_t(1) << 30)) {  // a damaged length: nothing after it is sure
       bad = true;
       break;

@@ -22,8 +22,9 @@ uint32_t masked_crc32c(const void* data, size_t n);
 /// first record that is cut short or fails its CRC (a run killed while writing
 /// leaves a partial last record; TensorBoard stops there too); nothing for a
 /// file that cannot be read. damaged (when given) is set to whether reading
-/// stopped at a record that fails its CRC, not at the end of the file or a
-/// record cut short by it.
+/// stopped at a record that fails its CRC, not at the end of the file, a
+/// record cut short by it, or zeros where a record would start (the tail a
+/// file system may leave after a power loss).
 std::vector<std::string> read_event_records(const std::string& path, bool* damaged = nullptr);
 
 /// The event files (names starting "events.out.tfevents.") in folder dir,

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/class_mask.h"
+#include "core/ascii.h"
 #include "core/error.h"
 #include "data/boundary_classes.h"
 #include "data/boundary_objects.h"
@@ -80,7 +81,9 @@ cv::Mat load_truth(const EvalOptions& o, const EvalSample& s, bool* label_like) 
       raw.release();  // reported below as undecodable
     }
     if (raw.empty()) throw UserError("cannot decode mask '" + s.truth + "' (corrupt, truncated or not an image)");
-    if (label_like && raw.channels() == 1) {
+    // JPEG is lossy (a 0/1 mask comes back with 2s and 3s): never label images.
+    const std::string ext = ascii_lower(fs::path(s.truth).extension().string());
+    if (label_like && raw.channels() == 1 && ext != ".jpg" && ext != ".jpeg") {
       double highest = 0;
       cv::minMaxLoc(raw, nullptr, &highest);
       *label_like = highest != 1 && highest != 255 && highest != 65535 &&

@@ -61,9 +61,9 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& options);
 /// The objects of a sample's truth at the image's own size: CV_16UC1 or
 /// CV_32SC1 [H, W], 0 background. Throws UserError naming the file when it
 /// cannot be decoded or is not a single-channel 8- or 16-bit label image.
-/// label_like (when given) is set, for --masks, to whether the mask holds
-/// two or more values between 0 and a maximum that is neither 1, 255 nor
-/// 65535: the 1..N of a label image, whose touching nuclei would merge as a
+/// label_like (when given) is set, for --masks, to whether the mask (not a
+/// JPEG, whose compression adds values) holds two or more values between 0
+/// and a maximum that is neither 1, 255 nor 65535: the 1..N of a label image, whose touching nuclei would merge as a
 /// mask's connected objects.
 cv::Mat load_truth(const EvalOptions& options, const EvalSample& sample, bool* label_like = nullptr);
 

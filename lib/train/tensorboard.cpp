@@ -84,15 +84,26 @@ TensorBoardLogger::TensorBoardLogger(const std::string& root, const TensorBoardC
   for (const std::string& e : carried_val) validation().add_serialized(e);
   train_->sync();  // on disk before the files it replaces are gone
   if (validation_) validation_->sync();
+  // A damaged file is kept for a look: renamed out of TensorBoard's reading when it is one of this folder's
+  // (the same file however its path was spelled), else left where it is, in the other run's folder.
   std::error_code ec;
-  for (const std::string& f : earlier)
-    if (std::find(damaged.begin(), damaged.end(), f) == damaged.end()) fs::remove(f, ec);
-  for (const std::string& f : damaged) {  // kept for a look, out of TensorBoard's way when it is in this folder
-    const fs::path kept = fs::equivalent(fs::path(f).parent_path().parent_path(), root, ec) ? damaged_name(f) : fs::path(f);
-    if (kept != fs::path(f)) fs::rename(f, kept, ec);
+  const auto is_damaged = [&](const std::string& f) {
+    return std::any_of(damaged.begin(), damaged.end(), [&](const std::string& d) { return fs::equivalent(f, d, ec); });
+  };
+  for (const std::string& f : earlier) {
+    if (!is_damaged(f)) {
+      fs::remove(f, ec);
+      continue;
+    }
+    const fs::path kept = damaged_name(f);
+    fs::rename(f, kept, ec);
     spdlog::warn("TensorBoard: {} is damaged (a record fails its checksum): its values after that are not carried "
-                 "over; the file is kept as {}", f, kept.string());
+                 "over; the file is {}", f, ec ? "left as it is (" + ec.message() + ")" : "kept as " + kept.string());
   }
+  for (const std::string& d : damaged)
+    if (std::none_of(earlier.begin(), earlier.end(), [&](const std::string& f) { return fs::equivalent(f, d, ec); }))
+      spdlog::warn("TensorBoard: {} is damaged (a record fails its checksum): its values after that are not "
+                   "carried over", d);
   if (!start.resumed_from.empty() && carried_train.empty() && start.epochs_done > 0)
     spdlog::warn("TensorBoard: no values of the resumed run in {} (it wrote none there, or to another log_dir); "
                  "its curves start at step {} (epoch {})", start.resumed_from, start.epochs_done,

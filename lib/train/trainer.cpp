@@ -195,6 +195,26 @@ void validate_for_training(const Config& config, Model& model) {
                         ", which the checkpoint would overwrite (or be overwritten by); choose another name, e.g. "
                         "'best.h5'");
   }
+  // TensorBoard's folder must be none of the run's files, nor lie in one (from a new user: log_dir: log.csv
+  // failed after the first epoch). Checked for training only: a checkpoint's stored config is not refused.
+  const TensorBoardConfig& tb = config.training.tensorboard;
+  if (tb.enabled) {
+    const auto parts = [](const std::string& path) {  // the path's parts, "." and trailing "/" gone
+      std::vector<std::string> out;
+      for (const auto& part : std::filesystem::path(path).lexically_normal())
+        if (!part.empty() && part != ".") out.push_back(part.string());
+      return out;
+    };
+    std::vector<std::vector<std::string>> files;
+    for (const char* own : kRunFiles) files.push_back({own});
+    if (mc.enabled && mc.filepath.find('{') == std::string::npos) files.push_back(parts(mc.filepath));
+    const std::vector<std::string> dir = parts(tb.log_dir);
+    for (const auto& f : files)
+      if (!f.empty() && dir.size() >= f.size() && std::equal(f.begin(), f.end(), dir.begin()))
+        throw UserError(tb.where + ": 'log_dir' '" + tb.log_dir + "' is (or lies in) the run's file " +
+                        std::filesystem::path(f.back()).string() + "; choose another folder inside output_dir, "
+                        "e.g. 'logs'");
+  }
 }
 
 Trainer::Tower::Tower(const Config& config, const Device& d)
