@@ -41,6 +41,13 @@ std::string little_endian(T n) {
   return bytes;
 }
 
+/// The n-byte little-endian unsigned integer at p.
+uint64_t from_little_endian(const char* p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | uint8_t(p[i]);
+  return v;
+}
+
 }  // namespace
 
 uint32_t masked_crc32c(const void* data, size_t n) {
@@ -56,22 +63,17 @@ std::vector<std::string> read_event_records(const std::string& path, bool* damag
   bool bad = false;
   char head[12];
   while (in.read(head, sizeof head)) {
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(head[i]);
-    uint32_t crc = 0;
-    for (int i = 11; i >= 8; --i) crc = (crc << 8) | uint8_t(head[i]);
+    const uint64_t n = from_little_endian(head, 8);
     // Zeros where a record would start: a file system's zero-filled tail after a power loss, an end, not damage.
     if (std::all_of(head, head + sizeof head, [](char c) { return c == 0; })) break;
-    if (crc != masked_crc32c(head, 8) || n > (uint64_t(1) << 30)) {  // a damaged length: nothing after it is sure
+    if (from_little_endian(head + 8, 4) != masked_crc32c(head, 8) || n > (uint64_t(1) << 30)) {  // a damaged length: nothing after it is sure
       bad = true;
       break;
     }
     std::string event(size_t(n), '\0');
     char tail[4];
     if (!in.read(event.data(), std::streamsize(n)) || !in.read(tail, sizeof tail)) break;  // cut short by the end
-    crc = 0;
-    for (int i = 3; i >= 0; --i) crc = (crc << 8) | uint8_t(tail[i]);
-    if (crc != masked_crc32c(event.data(), event.size())) {
+    if (from_little_endian(tail, 4) != masked_crc32c(event.data(), event.size())) {
       bad = true;
       break;
     }

@@ -28,6 +28,13 @@ namespace {
 
 std::string size_str(cv::Size s) { return std::to_string(s.width) + "x" + std::to_string(s.height); }
 
+/// Whether single-channel img holds a value between 0 and its maximum, which goes into highest: the 1..N of a
+/// label image, not the one value of a binary mask.
+bool holds_values_below_max(const cv::Mat& img, double& highest) {
+  cv::minMaxLoc(img, nullptr, &highest);
+  return cv::countNonZero((img > 0) & (img < highest)) > 0;
+}
+
 void check_size(const EvalSample& s, cv::Size truth, cv::Size image) {
   if (truth != image)
     throw UserError("truth '" + s.truth + "' is " + size_str(truth) + " but its image '" + s.image + "' is " +
@@ -85,9 +92,8 @@ cv::Mat load_truth(const EvalOptions& o, const EvalSample& s, bool* label_like) 
     const std::string ext = ascii_lower(fs::path(s.truth).extension().string());
     if (label_like && raw.channels() == 1 && ext != ".jpg" && ext != ".jpeg") {
       double highest = 0;
-      cv::minMaxLoc(raw, nullptr, &highest);
-      *label_like = highest != 1 && highest != 255 && highest != 65535 &&
-                    cv::countNonZero((raw > 0) & (raw < highest)) > 0;
+      const bool between = holds_values_below_max(raw, highest);
+      *label_like = between && highest != 1 && highest != 255 && highest != 65535;
     }
     cv::Mat binary(raw.size(), CV_32FC1);
     decode_mask(s.truth, raw.rows, raw.cols, binary.ptr<float>());
@@ -117,9 +123,8 @@ namespace {
 /// would count all its nuclei as one object.
 bool looks_like_mask(const cv::Mat& labels) {
   double highest = 0;
-  cv::minMaxLoc(labels, nullptr, &highest);
-  if (highest != 255 && highest != 65535) return false;
-  return cv::countNonZero((labels > 0) & (labels < highest)) == 0;
+  const bool between = holds_values_below_max(labels, highest);
+  return (highest == 255 || highest == 65535) && !between;
 }
 
 }  // namespace

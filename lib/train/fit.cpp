@@ -634,7 +634,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
                                        "; lower training.optimizer.learning_rate (checkpoints written so far are "
                                        "kept)");
       s.epoch_sums.add(st);
-      if (tensorboard && tc.tensorboard.update_freq > 0) {
+      if (tensorboard && tensorboard->wants_batch(trainer.iterations())) {  // the logs built only when written
         std::map<std::string, double> so_far;
         add_logs(so_far, "", s.epoch_sums, tc.metrics);
         tensorboard->on_train_batch_end(

@@ -26,6 +26,13 @@ bool at_step(const tensorboard::Summary::Value& v) {
                             (tag.size() > suffix.size() && tag.compare(tag.size() - suffix.size(), suffix.size(), suffix) == 0));
 }
 
+/// The first value of the Event serialized in record (parsed into e), or nullptr for an event without one
+/// (a file's version) or a record that does not parse.
+const tensorboard::Summary::Value* first_value(const std::string& record, tensorboard::Event& e) {
+  if (!e.ParseFromString(record) || !e.has_summary() || e.summary().value_size() == 0) return nullptr;
+  return &e.summary().value(0);
+}
+
 /// The serialized events of folder's event files that happened by start's checkpoint (a value at a step up
 /// to iterations_done, any other at an epoch below epochs_done), one per tag and step: a later file's
 /// replaces an earlier's (a copy left by a run that failed while carrying them, or files that an older
@@ -40,10 +47,9 @@ std::vector<std::string> carried_events(const fs::path& folder, const TensorBoar
     if (bad) damaged.push_back(file);
     for (std::string& record : records) {
       tensorboard::Event e;
-      if (!e.ParseFromString(record) || !e.has_summary() || e.summary().value_size() == 0) continue;
-      const tensorboard::Summary::Value& v = e.summary().value(0);
-      if (at_step(v) ? e.step() > start.iterations_done : e.step() >= start.epochs_done) continue;
-      const auto [it, fresh] = at.emplace(std::make_pair(v.tag(), e.step()), kept.size());
+      const tensorboard::Summary::Value* v = first_value(record, e);
+      if (!v || (at_step(*v) ? e.step() > start.iterations_done : e.step() >= start.epochs_done)) continue;
+      const auto [it, fresh] = at.emplace(std::make_pair(v->tag(), e.step()), kept.size());
       if (fresh) kept.push_back(std::move(record));
       else kept[it->second] = std::move(record);
     }
@@ -87,23 +93,24 @@ TensorBoardLogger::TensorBoardLogger(const std::string& root, const TensorBoardC
   // A damaged file is kept for a look: renamed out of TensorBoard's reading when it is one of this folder's
   // (the same file however its path was spelled), else left where it is, in the other run's folder.
   std::error_code ec;
-  const auto is_damaged = [&](const std::string& f) {
-    return std::any_of(damaged.begin(), damaged.end(), [&](const std::string& d) { return fs::equivalent(f, d, ec); });
+  const auto among = [&](const std::vector<std::string>& files, const std::string& f) {
+    return std::any_of(files.begin(), files.end(), [&](const std::string& g) { return fs::equivalent(f, g, ec); });
+  };
+  const auto warn_damaged = [](const std::string& f, const std::string& fate) {
+    spdlog::warn("TensorBoard: {} is damaged (a record fails its checksum): its values after that are not carried "
+                 "over{}", f, fate);
   };
   for (const std::string& f : earlier) {
-    if (!is_damaged(f)) {
+    if (!among(damaged, f)) {
       fs::remove(f, ec);
       continue;
     }
     const fs::path kept = damaged_name(f);
     fs::rename(f, kept, ec);
-    spdlog::warn("TensorBoard: {} is damaged (a record fails its checksum): its values after that are not carried "
-                 "over; the file is {}", f, ec ? "left as it is (" + ec.message() + ")" : "kept as " + kept.string());
+    warn_damaged(f, ec ? "; the file is left as it is (" + ec.message() + ")" : "; the file is kept as " + kept.string());
   }
   for (const std::string& d : damaged)
-    if (std::none_of(earlier.begin(), earlier.end(), [&](const std::string& f) { return fs::equivalent(f, d, ec); }))
-      spdlog::warn("TensorBoard: {} is damaged (a record fails its checksum): its values after that are not "
-                   "carried over", d);
+    if (!among(earlier, d)) warn_damaged(d, "");
   if (!start.resumed_from.empty() && carried_train.empty() && start.epochs_done > 0)
     spdlog::warn("TensorBoard: no values of the resumed run in {} (it wrote none there, or to another log_dir); "
                  "its curves start at step {} (epoch {})", start.resumed_from, start.epochs_done,
@@ -141,9 +148,8 @@ bool holds_epoch_values(const std::string& root) {
     for (const std::string& file : event_files_in((fs::path(root) / sub).string()))
       for (const std::string& record : read_event_records(file)) {
         tensorboard::Event e;
-        if (e.ParseFromString(record) && e.has_summary() && e.summary().value_size() > 0 &&
-            !at_step(e.summary().value(0)))
-          return true;
+        const tensorboard::Summary::Value* v = first_value(record, e);
+        if (v && !at_step(*v)) return true;
       }
   return false;
 }
@@ -153,9 +159,13 @@ EventFileWriter& TensorBoardLogger::validation() {
   return *validation_;
 }
 
+bool TensorBoardLogger::wants_batch(int64_t iteration) const {
+  return cfg_.update_freq > 0 && iteration % cfg_.update_freq == 0;
+}
+
 void TensorBoardLogger::on_train_batch_end(int64_t iteration, const std::map<std::string, double>& logs,
                                            double step_seconds) {
-  if (cfg_.update_freq <= 0 || iteration % cfg_.update_freq != 0) return;
+  if (!wants_batch(iteration)) return;
   for (const auto& [name, value] : logs) train_->scalar("batch_" + name, value, iteration);
   if (cfg_.write_steps_per_second && step_seconds > 0)
     train_->scalar("batch_steps_per_second", 1.0 / step_seconds, iteration);

@@ -60,6 +60,10 @@ class TensorBoardLogger {
   /// naming it, from EventFileWriter).
   TensorBoardLogger(const std::string& root, const TensorBoardConfig& cfg, const TensorBoardStart& start);
 
+  /// Whether on_train_batch_end writes at iteration: with update_freq N, on
+  /// the multiples of N (so that the caller builds the logs only then).
+  bool wants_batch(int64_t iteration) const;
+
   /// After a training step: with update_freq N, when iteration (the
   /// optimizer's steps so far, counted over resumes) is a multiple of N,
   /// writes batch_<name> for each of logs (the loss and metrics over the
