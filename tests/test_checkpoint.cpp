@@ -315,3 +315,30 @@ TEST_CASE("the temporary file being written is what a second SIGINT's exit remov
   CHECK(std::filesystem::exists(tmp));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("write_file_atomic and write_file_durable: the new bytes or the old file, and the reason", "[checkpoint]") {
+  TempDir dir;
+  const std::string p = dir / "out.csv";
+  write_file_atomic(p, "first");
+  CHECK(read_all(p) == "first");
+  write_file_durable(p, "second, synced");
+  CHECK(read_all(p) == "second, synced");
+  CHECK(dir.files() == std::vector<std::string>{"out.csv"});
+
+  SECTION("the rename fails: the errno text of the rename, not of removing the temporary file") {
+    // A folder holding a file in dest's place: rename(2) fails with EISDIR.
+    const std::string blocked = dir / "blocked";
+    std::filesystem::create_directories(blocked + "/inside");
+    CHECK_THROWS_WITH(write_file_atomic(blocked, "x"),
+                      Catch::Contains("cannot write '" + blocked + "'") && Catch::Contains("directory") &&
+                          !Catch::Contains("Success"));
+    CHECK_THROWS_AS(write_file_durable(blocked, "x"), UserError);
+    std::filesystem::remove_all(blocked);
+  }
+  SECTION("a missing folder: the errno text and the fix") {
+    CHECK_THROWS_WITH(write_file_durable(dir / "gone/out.csv", "x"),
+                      Catch::Contains("No such file or directory") && Catch::Contains("writable"));
+  }
+  CHECK(read_all(p) == "second, synced");
+  CHECK(dir.files() == std::vector<std::string>{"out.csv"});  // no temporary file left
+}

@@ -5,9 +5,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <opencv2/imgcodecs.hpp>
 #include <vector>
 
@@ -64,8 +64,9 @@ void commit_temp(const std::string& tmp, const std::string& dest) {
   std::error_code ec;
   fs::rename(tmp, dest, ec);
   if (ec) {
+    const std::string reason = ec.message();  // before remove() reuses ec
     fs::remove(tmp, ec);
-    throw UserError("cannot write '" + dest + "': " + ec.message() + "; check that the output folder is writable");
+    throw UserError("cannot write '" + dest + "': " + reason + "; check that the output folder is writable");
   }
 }
 
@@ -99,18 +100,46 @@ void check_output_path(const std::string& dest, const std::string& flag) {
                     (fs::path(dest) / "out.png").string());
 }
 
+namespace {
+
+/// Writes bytes to tmp (made or truncated), fsync(2)ing it when durable, then
+/// commit_temp(tmp, dest). UserError naming dest, the step and the errno text.
+void write_then_commit(const std::string& dest, const std::string& tmp, const std::string& bytes, bool durable) {
+  auto fail = [&](const std::string& step, int fd, int err) {
+    if (fd >= 0) ::close(fd);
+    std::remove(tmp.c_str());
+    throw UserError("cannot write '" + dest + "': " + step + " '" + tmp + "': " + std::strerror(err) +
+                    "; check that the output folder exists, is writable and has space");
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw UserError("cannot write '" + dest + "': " + std::strerror(err) +
+                    "; check that the output folder exists and is writable");
+  }
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("writing", fd, errno);
+    done += size_t(n);
+  }
+  if (durable && ::fsync(fd) != 0) fail("syncing", fd, errno);
+  if (::close(fd) != 0) fail("closing", -1, errno);
+  commit_temp(tmp, dest);
+}
+
+}  // namespace
+
 void write_file_atomic(const std::string& dest, const std::string& bytes) {
   const std::string tmp = temp_path(dest);
   const PendingTemp pending(tmp);
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  out.close();
-  if (!out) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw UserError("cannot write '" + tmp + "'; check that the output folder exists, is writable and has space");
-  }
-  commit_temp(tmp, dest);
+  write_then_commit(dest, tmp, bytes, false);
+}
+
+void write_file_durable(const std::string& dest, const std::string& bytes) {
+  const std::string tmp = temp_path(dest);
+  const PendingTemp pending(tmp);
+  write_then_commit(dest, tmp, bytes, true);
 }
 
 namespace {

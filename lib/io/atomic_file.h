@@ -50,6 +50,11 @@ void check_output_path(const std::string& dest, const std::string& flag);
 /// naming the file when it cannot be written (missing or read-only folder, full disk).
 void write_file_atomic(const std::string& dest, const std::string& bytes);
 
+/// As write_file_atomic, with the data fsync(2)ed before the rename, so that
+/// after a power loss dest holds the old file or the whole new one (for files
+/// that are expensive to remake: exported models).
+void write_file_durable(const std::string& dest, const std::string& bytes);
+
 /// Encodes img (8- or 16-bit, 1, 3 or 4 channels, BGR order as cv::imwrite
 /// takes it) as PNG and writes it to dest atomically (temp_path + commit_temp).
 /// Throws InternalError when OpenCV cannot encode img, UserError naming the

@@ -1,14 +1,9 @@
 #include "io/onnx_export.h"
 
-#include <fcntl.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -520,41 +515,6 @@ void add_layer(GraphBuilder& b, const std::string& name, const LayerDescription&
   throw std::invalid_argument("export_onnx: layer '" + name + "' has an unknown kind");
 }
 
-/// Writes bytes to path atomically (temp file in the same folder, fsync, rename).
-void write_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = temp_path(path);
-  const PendingTemp pending(tmp);  // removed by a second SIGINT's immediate exit
-  auto fail = [&](const std::string& what, int err) {
-    std::remove(tmp.c_str());
-    throw UserError("cannot write '" + path + "': " + what + ": " + std::strerror(err) +
-                    "; check that the folder exists, is writable and has space");
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) {
-    const int err = errno;
-    throw UserError("cannot write '" + path + "': " + std::strerror(err) +
-                    "; check that the folder exists and is writable");
-  }
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      fail("writing '" + tmp + "'", err);
-    }
-    done += size_t(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail("syncing '" + tmp + "'", err);
-  }
-  if (::close(fd) != 0) fail("closing '" + tmp + "'", errno);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming '" + tmp + "'", errno);
-}
-
 }  // namespace
 
 void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, const std::string& path,
@@ -613,7 +573,7 @@ void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, c
   }
   std::string bytes;
   if (!proto.SerializeToString(&bytes)) throw InternalError("export_onnx: cannot serialise the ONNX model");
-  write_atomically(path, bytes);
+  write_file_durable(path, bytes);
 }
 
 }  // namespace trainer
