@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <opencv2/imgcodecs.hpp>
 #include <stdexcept>
 
@@ -93,4 +94,15 @@ TEST_CASE("boundary_classes splits touching objects and marks their edges", "[da
   cv::imwrite((dir.root / "binary" / "zz_labels.png").string(), one);
   CHECK(convert_labels_to_classes((dir.root / "binary").string(), (dir.root / "o3").string(), "_labels", "_mask", 2)
             .size() == 2);
+  // A colour image or a damaged file among the label images: named, nothing written.
+  const std::string bad = (dir.root / "binary" / "zz_labels.png").string();
+  cv::imwrite(bad, cv::Mat(8, 8, CV_8UC3, cv::Scalar(0, 1, 2)));
+  CHECK_THROWS_WITH(convert_labels_to_classes((dir.root / "binary").string(), (dir.root / "o4").string(), "_labels",
+                                              "_mask", 2),
+                    Catch::Contains("label image '" + bad + "' has 3 channels"));
+  std::ofstream(bad, std::ios::binary | std::ios::trunc) << "\x89PNG cut short";
+  CHECK_THROWS_WITH(convert_labels_to_classes((dir.root / "binary").string(), (dir.root / "o4").string(), "_labels",
+                                              "_mask", 2),
+                    Catch::Contains("cannot decode '" + bad + "' (corrupt, truncated or not an image)"));
+  CHECK_FALSE(fs::exists(dir.root / "o4"));
 }

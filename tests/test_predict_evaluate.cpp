@@ -335,6 +335,15 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
   fs::create_directories(dir / "empty");
   fs::create_directories(dir / "broken");
   std::ofstream(dir / "broken" / "cells.png") << "not a png";
+  // Truth files named for the first image, one colour and one damaged: --labels and --masks name them.
+  const fs::path first_image = *fs::directory_iterator(f.images);
+  const std::string stem = first_image.stem().string();
+  for (const char* folder : {"colour", "damaged"}) fs::create_directories(dir / folder);
+  cv::imwrite((dir / "colour" / (stem + "_labels.png")).string(), cv::Mat(8, 8, CV_8UC3, cv::Scalar(0, 1, 2)));
+  std::ofstream(dir / "damaged" / (stem + "_mask.png")) << "\x89PNG cut short";
+  const std::string first_only = " --images " + (dir / "first").string();
+  fs::create_directories(dir / "first");
+  fs::copy_file(first_image, dir / "first" / first_image.filename());
   const std::string ckpt = " --checkpoint " + f.checkpoint.string();
   const std::string in = " --input " + f.images.string() + " --output " + (dir / "out").string();
   const std::string images = " --images " + f.images.string();
@@ -360,6 +369,9 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
       {"evaluate" + ckpt + images + " --labels " + kFlat + "/labels --threshold 2", "--threshold 2 is outside"},
       {"evaluate" + ckpt + " --native " + (dir / "empty").string(), "holds no id folders"},
       {"evaluate" + ckpt + images + " --native " + (dir / "empty").string(), "--images excludes --native"},
+      {"evaluate" + ckpt + first_only + " --labels " + (dir / "colour").string(), "_labels.png' has 3 channels"},
+      {"evaluate" + ckpt + first_only + " --masks " + (dir / "damaged").string() + " --mask-suffix _mask",
+       "_mask.png' (corrupt, truncated or not an image)"},
   };
   for (const auto& c : cases) {
     const Run r = run_trainer(c.args + " --gpus cpu", dir);

@@ -1,11 +1,11 @@
 #include "data/boundary_classes.h"
 
 #include <filesystem>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
 #include "core/error.h"
+#include "data/image_decode.h"
 #include "data/image_files.h"
 #include "io/atomic_file.h"
 
@@ -52,17 +52,7 @@ std::vector<std::string> convert_labels_to_classes(const std::string& labels_dir
   // Every file is read and checked before any mask is written: a refusal leaves --output as it was.
   std::vector<cv::Mat> classes;
   for (const std::string& file : files) {
-    cv::Mat labels;
-    try {
-      labels = cv::imread(file, cv::IMREAD_UNCHANGED);
-    } catch (const cv::Exception& e) {
-      throw UserError("cannot decode label image '" + file + "': " + e.err);
-    }
-    if (labels.empty())
-      throw UserError("cannot decode label image '" + file + "' (corrupt, truncated or not an image)");
-    if (labels.channels() != 1 || (labels.depth() != CV_8U && labels.depth() != CV_16U))
-      throw UserError("label image '" + file + "' is not a single-channel 8- or 16-bit image; label images "
-                      "hold 0 for background and 1..N for the objects");
+    const cv::Mat labels = read_label_image(file);
     // One value over several separate objects: a binary mask (0/255 or 0/1), whose touching nuclei are one.
     double lo = 0, hi = 0;
     cv::minMaxLoc(labels, &lo, &hi, nullptr, nullptr, labels != 0);

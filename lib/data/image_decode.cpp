@@ -11,8 +11,15 @@ namespace trainer {
 
 namespace {
 
-// The file as OpenCV decodes it: 8U or 16U, 1, 3 (BGR) or 4 (BGRA) channels.
-cv::Mat read(const std::string& path) {
+// Colour conversion code from the file's channels (1, 3 BGR, 4 BGRA) to `to` (1 gray, 3 RGB); -1: none.
+int conversion(int from, int to) {
+  if (to == 3) return from == 1 ? cv::COLOR_GRAY2RGB : from == 3 ? cv::COLOR_BGR2RGB : cv::COLOR_BGRA2RGB;
+  return from == 1 ? -1 : from == 3 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGRA2GRAY;
+}
+
+}  // namespace
+
+cv::Mat read_image_file(const std::string& path) {
   cv::Mat m;
   try {
     m = cv::imread(path, cv::IMREAD_UNCHANGED);
@@ -35,16 +42,17 @@ cv::Mat read(const std::string& path) {
   return m;
 }
 
-// Colour conversion code from the file's channels (1, 3 BGR, 4 BGRA) to `to` (1 gray, 3 RGB); -1: none.
-int conversion(int from, int to) {
-  if (to == 3) return from == 1 ? cv::COLOR_GRAY2RGB : from == 3 ? cv::COLOR_BGR2RGB : cv::COLOR_BGRA2RGB;
-  return from == 1 ? -1 : from == 3 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGRA2GRAY;
+cv::Mat read_label_image(const std::string& path) {
+  cv::Mat labels = read_image_file(path);
+  if (labels.channels() != 1)
+    throw UserError("label image '" + path + "' has " + std::to_string(labels.channels()) +
+                    " channels; label images are single-channel 8- or 16-bit images holding 0 for background and "
+                    "1..N for the objects (pass binary masks with --masks)");
+  return labels;
 }
 
-}  // namespace
-
 cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out) {
-  cv::Mat m = read(path);
+  cv::Mat m = read_image_file(path);
   const cv::Size native = m.size();
   try {
     int code = conversion(m.channels(), channels);
@@ -65,7 +73,12 @@ cv::Size decode_image(const std::string& path, int height, int width, int channe
 }
 
 cv::Size decode_mask(const std::string& path, int height, int width, float* out, MaskValues* values) {
-  cv::Mat m = read(path);
+  return binarize_mask(read_image_file(path), path, height, width, out, values);
+}
+
+cv::Size binarize_mask(const cv::Mat& file, const std::string& path, int height, int width, float* out,
+                       MaskValues* values) {
+  cv::Mat m = file;
   const cv::Size native = m.size();
   try {
     int code = conversion(m.channels(), 1);
@@ -94,7 +107,7 @@ static const std::string kBinaryFix =
 
 cv::Size decode_class_mask(const std::string& path, int height, int width, int classes, float* out,
                            int ignore_class) {
-  cv::Mat m = read(path);
+  cv::Mat m = read_image_file(path);
   const cv::Size native = m.size();
   try {
     if (m.channels() > 1) {

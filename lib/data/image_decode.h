@@ -6,6 +6,17 @@
 
 namespace trainer {
 
+/// Reads path as OpenCV decodes it (cv::IMREAD_UNCHANGED): 8- or 16-bit,
+/// with 1 (gray), 3 (BGR) or 4 (BGRA) channels. Throws UserError naming the
+/// file when it cannot be decoded (missing, damaged, too large for OpenCV) or
+/// has another pixel type or channel count, with the fix.
+cv::Mat read_image_file(const std::string& path);
+
+/// read_image_file of an instance label image (0 background, 1..N one
+/// object each): single-channel 8U or 16U, as stored. Throws UserError as
+/// read_image_file, and naming the file when it has colour channels.
+cv::Mat read_label_image(const std::string& path);
+
 /// Decodes path (PNG/JPEG/TIFF, 8- or 16-bit, gray, BGR or BGRA as OpenCV
 /// reads them; alpha dropped), converts to RGB (channels 3) or gray (channels
 /// 1, ITU-R BT.601 weights as cv::COLOR_BGR2GRAY), scales 16-bit values by
@@ -30,6 +41,11 @@ enum class MaskValues {
 /// (when given) says which rule applied. Returns the file's own size.
 /// Throws UserError as decode_image.
 cv::Size decode_mask(const std::string& path, int height, int width, float* out, MaskValues* values = nullptr);
+
+/// decode_mask of an image read_image_file(path) already gave (file: 8U or
+/// 16U, 1, 3 or 4 channels, unchanged); path names it in errors.
+cv::Size binarize_mask(const cv::Mat& file, const std::string& path, int height, int width, float* out,
+                       MaskValues* values = nullptr);
 
 /// Decodes a class mask for a model of `classes` classes (2..kMaxClasses):
 /// a single-channel 8- or 16-bit image whose pixels are class indices

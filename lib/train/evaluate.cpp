@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <map>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
@@ -80,14 +79,8 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& o) {
 cv::Mat load_truth(const EvalOptions& o, const EvalSample& s, bool* label_like) {
   if (o.kind == TruthKind::kNative) return dsb_label_map(o.truth_dir, s.truth);
   if (o.kind == TruthKind::kMasks) {
-    // The mask's own size first (decode_mask writes at a given size), then the binarised mask at that size.
-    cv::Mat raw;
-    try {
-      raw = cv::imread(s.truth, cv::IMREAD_UNCHANGED);
-    } catch (const cv::Exception&) {
-      raw.release();  // reported below as undecodable
-    }
-    if (raw.empty()) throw UserError("cannot decode mask '" + s.truth + "' (corrupt, truncated or not an image)");
+    // Read once: its values (label images?), then binarised at its own size.
+    const cv::Mat raw = read_image_file(s.truth);
     // JPEG is lossy (a 0/1 mask comes back with 2s and 3s): never label images.
     const std::string ext = ascii_lower(fs::path(s.truth).extension().string());
     if (label_like && raw.channels() == 1 && ext != ".jpg" && ext != ".jpeg") {
@@ -96,22 +89,12 @@ cv::Mat load_truth(const EvalOptions& o, const EvalSample& s, bool* label_like) 
       *label_like = between && highest != 1 && highest != 255 && highest != 65535;
     }
     cv::Mat binary(raw.size(), CV_32FC1);
-    decode_mask(s.truth, raw.rows, raw.cols, binary.ptr<float>());
+    binarize_mask(raw, s.truth, raw.rows, raw.cols, binary.ptr<float>());
     cv::Mat mask8;
     binary.convertTo(mask8, CV_8U);
     return connected_objects(mask8);
   }
-  cv::Mat labels;
-  try {
-    labels = cv::imread(s.truth, cv::IMREAD_UNCHANGED);
-  } catch (const cv::Exception& e) {
-    throw UserError("cannot decode label image '" + s.truth + "': " + e.msg);
-  }
-  if (labels.empty())
-    throw UserError("cannot decode label image '" + s.truth + "' (corrupt, truncated or not an image)");
-  if (labels.channels() != 1 || (labels.depth() != CV_8U && labels.depth() != CV_16U))
-    throw UserError("label image '" + s.truth + "' is not a single-channel 8- or 16-bit image; label images hold "
-                    "0 for background and 1..N for the nuclei (pass binary masks with --masks)");
+  cv::Mat labels = read_label_image(s.truth);
   if (labels.depth() == CV_8U) labels.convertTo(labels, CV_16U);
   return labels;
 }
