@@ -560,6 +560,8 @@ TEST_CASE("config: TensorBoard takes Keras 3's arguments and defaults", "[config
                                     "profile_batch: 0, embeddings_freq: 0, embeddings_metadata: null}")
                                   .tensorboard;
   CHECK(k.log_dir == "tb/run1");
+  CHECK_FALSE(k.write_graph);
+  CHECK(d.write_graph);  // Keras's default
   CHECK(k.histogram_freq == 2);
   CHECK(k.write_steps_per_second);
   CHECK(k.update_freq == 0);

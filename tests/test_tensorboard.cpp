@@ -352,6 +352,33 @@ TEST_CASE("tensorboard: a run on real images writes log.csv's values as TensorBo
   for (const auto& e : read_events(train_file))
     for (const auto& v : e.summary().value()) histograms += v.has_histo() && v.tag() == "out/kernel/histogram";
   CHECK(histograms == 2);
+  // write_graph (Keras's default): the layers as a graph, the skip connection an edge into cat.
+  std::map<std::string, tensorboard::NodeDef> nodes;
+  int graphs = 0;
+  for (const auto& e : read_events(train_file)) {
+    if (e.graph_def().empty()) continue;
+    ++graphs;
+    tensorboard::GraphDef g;
+    REQUIRE(g.ParseFromString(e.graph_def()));
+    for (const auto& n : g.node()) nodes[n.name()] = n;
+  }
+  CHECK(graphs == 1);
+  CHECK(nodes.size() == 9);
+  REQUIRE(nodes.count("cat"));
+  CHECK(nodes.at("cat").op() == "Concatenate");
+  CHECK(std::vector<std::string>(nodes.at("cat").input().begin(), nodes.at("cat").input().end()) ==
+        std::vector<std::string>{"u1", "c1"});
+  CHECK(nodes.at("out").input_size() == 1);
+  CHECK(nodes.at("out").input(0) == "c3");
+  CHECK(nodes.at("input").input_size() == 0);
+  const auto& c2 = nodes.at("c2").attr();
+  CHECK(c2.at("filters").s() == "16");
+  CHECK(c2.at("activation").s() == "relu");
+  CHECK(c2.at("params").i() == 3 * 3 * 8 * 16 + 16);
+  CHECK_FALSE(c2.count("type"));
+  std::vector<int64_t> dims;
+  for (const auto& d : c2.at("_output_shapes").list().shape(0).dim()) dims.push_back(d.size());
+  CHECK(dims == std::vector<int64_t>{-1, 32, 32, 16});
 
   // TensorBoard's own reader, where Python's tensorboard package is installed (TRAINER_TENSORBOARD_PYTHON
   // names a Python that has it; else python3).
@@ -368,6 +395,7 @@ ea = EventAccumulator(sys.argv[1], size_guidance={"scalars": 0, "histograms": 0}
 ea.Reload()
 print(" ".join("%s@%d=%.9g" % (t, e.step, e.value) for t in ["epoch_loss"] for e in ea.Scalars(t)))
 print("histograms", len(ea.Histograms("out/kernel/histogram")))
+print("graph", " ".join("%s:%s<%s" % (n.name, n.op, ",".join(n.input)) for n in ea.Graph().node))
 )";
   std::ofstream(dir.root / "read.py") << script;
   const Run tb = run(python, (dir.root / "read.py").string() + " " + (dir.root / "run" / "logs" / "train").string(),
@@ -377,7 +405,9 @@ print("histograms", len(ea.Histograms("out/kernel/histogram")))
   char expected[128];
   std::snprintf(expected, sizeof expected, "epoch_loss@0=%.9g epoch_loss@1=%.9g", double(train.at("epoch_loss").at(0)),
                 double(train.at("epoch_loss").at(1)));
-  CHECK_THAT(tb.out, Catch::Contains(expected) && Catch::Contains("histograms 2"));
+  CHECK_THAT(tb.out, Catch::Contains(expected) && Catch::Contains("histograms 2") &&
+                        Catch::Contains("graph input:Input< scale:Rescaling<input ") &&
+                        Catch::Contains(" cat:Concatenate<u1,c1 "));
 }
 
 TEST_CASE("tensorboard: a resumed run's event files continue as its log.csv does", "[tensorboard][e2e]") {

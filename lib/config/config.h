@@ -152,6 +152,7 @@ struct TensorBoardConfig {
   int update_freq = 0;              ///< 0: 'epoch' (epoch_* scalars only); N: also batch_* every N steps ('batch' = 1).
   int histogram_freq = 0;           ///< Weight histograms every N epochs (0: none).
   bool write_steps_per_second = false;  ///< Also epoch_steps_per_second (and batch_steps_per_second).
+  bool write_graph = true;          ///< The model's layers as a graph in train/ (TensorBoard's Graphs tab).
   std::string where;                ///< "<file>:<line>:<col>: training.callbacks[i] (TensorBoard)" of log_dir.
 };
 

@@ -367,8 +367,7 @@ void read_tensorboard(ParamReader& p, TensorBoardConfig& c) {
   if (p.has("write_grads"))
     p.fail("write_grads", "is Keras 2's gradient histograms, which TensorFlow 2's Keras dropped; it is not supported: "
                           "remove it (histogram_freq gives the weights' histograms)");
-  // Keras's graph is its tf.function's; trainer has none to write (`trainer summary` prints the model).
-  p.get_bool("write_graph", true);
+  c.write_graph = p.get_bool("write_graph", c.write_graph);
   if (p.get_bool("write_images", false))
     p.fail("write_images", "is true, which draws each weight as an image; that is not supported: the weights' "
                            "histograms are (histogram_freq); remove write_images");

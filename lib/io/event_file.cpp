@@ -124,6 +124,14 @@ void EventFileWriter::scalar(const std::string& tag, double value, int64_t step)
   write_record(e.SerializeAsString());
 }
 
+void EventFileWriter::graph(const std::string& graph_def) {
+  tensorboard::Event e;
+  e.set_wall_time(wall_time());
+  e.set_step(0);
+  e.set_graph_def(graph_def);
+  write_record(e.SerializeAsString());
+}
+
 void EventFileWriter::histogram(const std::string& tag, const std::vector<float>& values, int64_t step,
                                 int buckets) {
   tensorboard::Event e;

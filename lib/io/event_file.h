@@ -57,6 +57,10 @@ class EventFileWriter {
   /// values are equal; nothing counted for no finite value. Throws as scalar().
   void histogram(const std::string& tag, const std::vector<float>& values, int64_t step, int buckets = 30);
 
+  /// Adds a graph (TensorBoard's Graphs tab): graph_def is a serialized
+  /// GraphDef, written at step 0 as tf.summary.graph does. Throws as scalar().
+  void graph(const std::string& graph_def);
+
   /// Adds an event as read by read_event_records (another file's, carried
   /// into this one). Throws as scalar().
   void add_serialized(const std::string& event) { write_record(event); }

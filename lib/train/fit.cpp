@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "train/callbacks.h"
 #include "train/csv_logger.h"
+#include "train/model_graph.h"
 #include "train/tensorboard.h"
 #include "train/lr_schedule.h"
 #include "train/progress.h"
@@ -547,6 +548,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     if (options.resume)  // the checkpoint's run's events up to it, as log.csv's rows
       start = {(fs::path(run_folder) / tc.tensorboard.log_dir).string(), s.next_epoch - 1, trainer.iterations()};
     tensorboard.emplace((out_dir / tc.tensorboard.log_dir).string(), tc.tensorboard, start);
+    if (tc.tensorboard.write_graph) tensorboard->graph(model_graph_def(trainer.model(), trainer.config().model));
     spdlog::info("TensorBoard: event files in {} (tensorboard --logdir {})", tensorboard->folder(), out_dir.string());
   }
   const std::string last_path = (out_dir / "last.h5").string();

@@ -159,6 +159,10 @@ EventFileWriter& TensorBoardLogger::validation() {
   return *validation_;
 }
 
+void TensorBoardLogger::graph(const std::string& graph_def) {
+  train_->graph(graph_def);
+}
+
 bool TensorBoardLogger::wants_batch(int64_t iteration) const {
   return cfg_.update_freq > 0 && iteration % cfg_.update_freq == 0;
 }

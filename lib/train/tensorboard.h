@@ -60,6 +60,11 @@ class TensorBoardLogger {
   /// naming it, from EventFileWriter).
   TensorBoardLogger(const std::string& root, const TensorBoardConfig& cfg, const TensorBoardStart& start);
 
+  /// Writes graph_def (a serialized GraphDef, model_graph_def) into train/,
+  /// where TensorBoard's Graphs tab shows it (Keras's write_graph). Throws
+  /// UserError when the write fails.
+  void graph(const std::string& graph_def);
+
   /// Whether on_train_batch_end writes at iteration: with update_freq N, on
   /// the multiples of N (so that the caller builds the logs only then).
   bool wants_batch(int64_t iteration) const;
