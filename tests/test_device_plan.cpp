@@ -77,9 +77,11 @@ TEST_CASE("gpus flag: bad values are user errors that say what exists", "[device
 
 TEST_CASE("gpus flag: local takes the GPU of the process's rank on its host, all splits the host's GPUs",
           "[devices][mpi]") {
-  const std::vector<GpuInfo> gpus = {{0, "A", 1ull << 34}, {1, "B", 1ull << 34}, {2, "C", 1ull << 34},
-                                     {3, "D", 1ull << 34}};
+  const std::vector<GpuInfo> gpus = {{0, "A", 1ull << 34, "GPU-a"}, {1, "B", 1ull << 34, "GPU-b"},
+                                     {2, "C", 1ull << 34, "GPU-c"}, {3, "D", 1ull << 34, "GPU-d"}};
   CHECK(plan_devices("local", gpus, true).gpus == std::vector<int>{0});  // a process alone
+  // The UUIDs of the GPUs planned, which the processes compare (TowerDevices).
+  CHECK(plan_devices("2,1", gpus, true).gpu_ids == std::vector<std::string>{"GPU-c", "GPU-b"});
   CHECK(plan_devices("local", gpus, true, 3, 4).gpus == std::vector<int>{3});
   // The launcher bound one GPU to each process: it sees that one alone, as index 0.
   CHECK(plan_devices("local", {{0, "A", 1ull << 34}}, true, 3, 4).gpus == std::vector<int>{0});

@@ -212,17 +212,26 @@ TEST_CASE("the processes' device plans are checked together: towers sharing a GP
   group.other = {0.0};
   DevicePlan shared;
   shared.gpus = {0, 0};  // refused from the plans alone: no GPU is touched
-  group.gathered = "1c";
+  group.gathered = "there\n1c";
   CHECK_THAT(stderr_of([&] { CHECK_THROWS_AS(TowerDevices(shared, Precision::FP32, 1.0, &group), ReportedUserError); }),
              Catch::StartsWith("error: process 0's towers share a GPU"));
   DevicePlan cpu;
   cpu.cpu_towers = 1;
-  for (const std::string other : {"2s", "1g"}) {
-    group.gathered = other;
+  for (const std::string other : {"2s GPU-a GPU-a", "1g GPU-a"}) {
+    group.gathered = "there\n" + other;
     const std::string err = stderr_of([&] {
       CHECK_THROWS_AS(TowerDevices(cpu, Precision::FP32, 1.0, &group), ReportedUserError);
     });
     CHECK_THAT(err, Catch::StartsWith("error: process 1") &&
-                        Catch::Contains(other == "2s" ? "towers share a GPU" : "plans GPU towers and process 0 CPU"));
+                        Catch::Contains(other[1] == 's' ? "towers share a GPU" : "plans GPU towers and process 0 CPU"));
   }
+  // From a review: two processes that each see one GPU only, the same one (no launcher binding), both took it
+  // with --gpus local; NCCL then failed with "invalid usage". The GPUs' UUIDs name the physical GPU.
+  DevicePlan one;
+  one.gpus = {0};
+  one.gpu_ids = {"GPU-5f0c"};
+  group.gathered = "there\n1g GPU-5f0c";
+  CHECK_THAT(stderr_of([&] { CHECK_THROWS_AS(TowerDevices(one, Precision::FP32, 1.0, &group), ReportedUserError); }),
+             Catch::StartsWith("error: rank 0 (host here) and rank 1 (host there) would both train on GPU GPU-5f0c") &&
+                 Catch::Contains("srun --gpus-per-task=1"));
 }

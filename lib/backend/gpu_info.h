@@ -13,6 +13,9 @@ struct GpuInfo {
   int index = 0;             ///< CUDA device ordinal.
   std::string name;          ///< e.g. "NVIDIA H200".
   size_t memory_bytes = 0;   ///< Total device memory.
+  /// "GPU-<32 hex digits>" as nvidia-smi -L prints it: the physical GPU (or
+  /// MIG instance) whatever its index in a process's CUDA_VISIBLE_DEVICES.
+  std::string uuid;
 };
 
 /// The visible GPUs; empty when built without CUDA, when no driver is loaded or

@@ -36,7 +36,10 @@ static bool all_digits(const std::string& s) {
   return true;
 }
 
-DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training,
+namespace {
+
+/// plan_devices without gpu_ids.
+DevicePlan plan_indices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training,
                         int local_rank, int local_size) {
   const std::string usage = "; use --gpus all, local, a list of GPU indices such as 0,2,5, cpu, or cpu:N";
   DevicePlan plan;
@@ -111,6 +114,17 @@ DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpu
                       " (CUDA_VISIBLE_DEVICES is honoured). --gpus takes GPU indices, not a count: --gpus all "
                       "uses every GPU, --gpus cpu the CPU");
   }
+  return plan;
+}
+
+}  // namespace
+
+DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training,
+                        int local_rank, int local_size) {
+  DevicePlan plan = plan_indices(spec, gpus, cuda_training, local_rank, local_size);
+  for (int idx : plan.gpus)
+    for (const GpuInfo& g : gpus)
+      if (g.index == idx) plan.gpu_ids.push_back(g.uuid);
   return plan;
 }
 

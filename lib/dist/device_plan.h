@@ -28,6 +28,7 @@ namespace trainer {
 struct DevicePlan {
   int cpu_towers = 0;            ///< Number of CPU towers (0 when GPUs are used).
   std::vector<int> gpus;         ///< GPU ordinals, one tower each (repeats allowed).
+  std::vector<std::string> gpu_ids;  ///< gpus' GpuInfo::uuid, in the same order.
   std::vector<std::string> warnings;
   int towers() const { return cpu_towers + int(gpus.size()); }
   /// True when no GPU appears twice in gpus, so that the towers can reduce

@@ -1,5 +1,10 @@
 #include "train/tower_devices.h"
 
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "backend/gpu_info.h"
 #include "core/error.h"
 #include "dist/nccl_communicator.h"
@@ -12,25 +17,51 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
     : world_size_(plan.towers()) {
   const bool several = world && world->size() > 1;
   if (world) {
-    // Each process's tower count, device kind (c: CPU, g: GPUs, s: GPUs of which some are shared), so that every
-    // process knows where its towers sit in the world and all refuse a bad plan together.
+    // Each process's tower count, device kind (c: CPU, g: GPUs, s: GPUs of which some are shared) and GPUs' UUIDs,
+    // so that every process knows where its towers sit in the world and all refuse a bad plan together.
     const char kind = plan.gpus.empty() ? 'c' : plan.gpus_distinct() ? 'g' : 's';
-    const std::vector<std::string> all = world->all_gather(std::to_string(plan.towers()) + kind);
+    std::string ids;
+    for (const std::string& id : plan.gpu_ids) ids += " " + id;
+    const Gathered all = gather(*world, std::to_string(plan.towers()) + kind + ids);
+    struct Entry {
+      int towers = 0;
+      char kind = 'c';
+      std::vector<std::string> ids;
+    };
+    std::vector<Entry> entries;
+    for (size_t p = 0; p < all.all.size(); ++p) {
+      std::istringstream in(all.text(p));
+      std::string head, id;
+      in >> head;
+      entries.push_back({std::stoi(head), head.back(), {}});
+      while (in >> id) entries.back().ids.push_back(id);
+    }
+    std::map<std::string, int> owner;  // GPU UUID -> the first process planning it
     world_size_ = 0;
-    for (int p = 0; p < int(all.size()); ++p) {
+    for (int p = 0; p < int(entries.size()); ++p) {
+      const Entry& e = entries[size_t(p)];
       if (p == world->rank()) first_tower_ = world_size_;
-      world_size_ += std::stoi(all[size_t(p)]);
-      const char k = all[size_t(p)].back();
+      world_size_ += e.towers;
       // Every process finds these alike: printed once (throw_alike).
-      if (k == 's')
+      if (e.kind == 's')
         throw_alike(world, "process " + std::to_string(p) + "'s towers share a GPU (--gpus with a repeated index): "
                            "under an MPI launch towers reduce through NCCL, which needs one GPU per tower; give each "
                            "process distinct GPUs (--gpus local, or all)");
-      if ((k == 'c') != (all[0].back() == 'c'))
-        throw_alike(world, "process " + std::to_string(p) + " plans " + (k == 'c' ? "CPU" : "GPU") +
-                               " towers and process 0 " + (k == 'c' ? "GPU" : "CPU") +
+      if ((e.kind == 'c') != (entries[0].kind == 'c'))
+        throw_alike(world, "process " + std::to_string(p) + " plans " + (e.kind == 'c' ? "CPU" : "GPU") +
+                               " towers and process 0 " + (e.kind == 'c' ? "GPU" : "CPU") +
                                " towers: every process of a run must train on the same kind of device (give each "
                                "the same --gpus, e.g. local or cpu)");
+      for (const std::string& id : e.ids) {
+        const auto [first, fresh] = owner.emplace(id, p);
+        if (!fresh)
+          throw_alike(world, all.process(size_t(first->second)) + " and " + all.process(size_t(p)) +
+                                 " would both train on GPU " + id + ", and NCCL needs one GPU per tower: give "
+                                 "each process of a host its own GPUs (--gpus local or all, which split the GPUs "
+                                 "a process sees by its rank on the host; where each process sees one GPU only, "
+                                 "its launcher must bind a different one to each, as srun --gpus-per-task=1 does), "
+                                 "or start at most one process per GPU on each host (mpirun -H host:N)");
+      }
     }
   }
   for (int r = 0; r < plan.cpu_towers; ++r) devices_.push_back(Device{});
