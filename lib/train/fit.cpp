@@ -645,6 +645,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       }
       if (progress) progress->step(step + 1, s.epoch_sums.loss());
       if (const int signal = step + 1 < steps ? stop_signal() : 0) {
+        trainer.synchronize();  // the last steps' collectives polled, with their timeout, before the weights are read
         s.next_epoch = epoch;
         s.next_step = step + 1;
         s.epoch_seconds = epoch_time();
@@ -656,6 +657,9 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         return result;
       }
     }
+    // The epoch's last collectives end here, polled with their timeout: reading weights or metrics back from a GPU
+    // waits on its stream alone, which would wait for ever on a collective that a failed peer left unfinished.
+    trainer.synchronize();
     const double seconds_training = epoch_time();
     std::map<std::string, double> logs;
     add_logs(logs, "", s.epoch_sums, tc.metrics);
