@@ -11,7 +11,6 @@
 #include <iostream>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -317,8 +316,8 @@ int run_train(const TrainFlags& f) {
   Dataset data, validation;
   WorldPairs stream, validation_stream;
   if (world && world->size() > 1) {
-    if (opt.threads == 0)  // the host's cores shared by its processes: they decode while the towers train
-      opt.threads = vopt.threads = std::max(1, int(std::thread::hardware_concurrency()) / world->local_size());
+    if (opt.threads == 0)  // this process's cores (as its towers'): they decode while the towers train
+      opt.threads = vopt.threads = process_cores(world->local_size());
     stream = open_world_pairs(*world, opt);
     data.names = stream.stream->names();
     warn_missing_classes(stream.class_pixels, data.size(), opt);

@@ -73,16 +73,18 @@ struct Towers {
   DevicePlan plan;
   int threads_per_tower = 1;
 };
+/// The cores this process uses when --threads is not given: those of its CPU
+/// affinity mask when a launcher narrowed it (mpirun binds each of 2
+/// processes or fewer to a core by default), else the host's cores over its
+/// local_size processes (at least 1).
+int process_cores(int local_size);
 /// Resolves spec (UserError for a bad one) and logs warnings and the choice.
 /// gpus_given: --gpus was on the command line; without it the default `all`
 /// falling back to the CPU on a machine without GPUs is logged as info, not
 /// as a warning (it is what the user asked for by giving nothing).
-/// The cores this process may run on (its CPU affinity mask, which a launcher
-/// may narrow; else every core).
-int usable_cores();
 /// world: the run's processes (an MPI launch; nullptr alone): `local` and
 /// `all` take this process's share of its host's GPUs, the default threads are
-/// the host's cores over its processes, and the choice is logged per process.
+/// process_cores, and the choice is logged per process.
 Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given,
                       const ProcessGroup* world = nullptr);
 /// UserError for a command that runs in one process (predict, evaluate,

@@ -32,11 +32,25 @@ constexpr bool kCudaTraining = true;
 constexpr bool kCudaTraining = false;
 #endif
 
+namespace {
+
+/// The cores this process may run on (its CPU affinity mask, which a launcher may narrow; else every core).
 int usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
   return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
+int process_cores(int local_size) {
+  const int hardware = usable_cores();
+  // The host's processes share its cores, unless the launcher bound each to its own (the affinity mask then
+  // holds only those: mpirun binds to a core by default with 2 processes or fewer, so --bind-to none, or
+  // --map-by ...:PE=N, gives a process more).
+  const bool bound = hardware < int(std::thread::hardware_concurrency());
+  return bound ? hardware : std::max(1, hardware / std::max(1, local_size));
 }
 
 Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given,
@@ -50,11 +64,7 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool 
   else
     for (const auto& w : t.plan.warnings) spdlog::warn("{}", w);
   const int hardware = usable_cores();
-  // The host's processes share its cores, unless the launcher bound each to its own (the affinity mask then
-  // holds only those: mpirun binds to a core by default with 2 processes or fewer, so --bind-to none, or
-  // --map-by ...:PE=N, gives a process more).
-  const bool bound = hardware < int(std::thread::hardware_concurrency());
-  const int cores = threads ? *threads : bound ? hardware : std::max(1, hardware / local_size);
+  const int cores = threads ? *threads : process_cores(local_size);
   if (cores > 2 * hardware)  // from fuzzing: --threads 4096 on 2 cores ran for minutes
     spdlog::warn("--threads {} is more than twice this machine's {} core(s); threads beyond the cores only wait for "
                  "each other: leave --threads out to use every core",

@@ -340,7 +340,8 @@ void Trainer::run_towers(const std::function<void(int)>& fn) {
                     " tower(s)); lower training.batch_size (or --batch-size)";
       throw DeviceOutOfMemory(std::string(e.what()) + ": tower " + std::to_string(r) +
                                   " needs more memory for its shard of " + std::to_string(in.n) + " image(s) of " +
-                                  in.hwc() + " (" + batch + ", use a smaller input shape, or train on more GPUs",
+                                  in.hwc() + " (" + batch + ", use a smaller input shape" +
+                                  (tc.batch_size_per_device ? "" : ", or train on more GPUs"),
                               e.requested_bytes, e.in_use_bytes);
     }
   });
