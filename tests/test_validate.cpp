@@ -20,6 +20,7 @@ std::string error_of(const std::string& input, const std::string& last, const st
   Model m(c.model, c.path);
   try {
     validate_for_training(c, m);
+    check_callback_files(c);
   } catch (const UserError& e) {
     return e.what();
   }
@@ -58,12 +59,11 @@ TEST_CASE("a val_* placeholder without validation data is rejected before traini
                                     "\ndata: {images: a, masks: b}\ntraining:\n  callbacks:\n"
                                     "    - {type: ModelCheckpoint, filepath: 'm-{val_loss:.2f}.h5'}\n",
                                 "v.yaml");
-  Model m(c.model, c.path);
-  CHECK_THROWS_WITH(validate_for_training(c, m), Catch::Contains("v.yaml:8:") &&
-                                                     Catch::Contains("unknown name 'val_loss'") &&
-                                                     Catch::Contains("known: epoch, loss") &&
-                                                     Catch::Contains("(val_* values need validation data: set "
-                                                                     "data.validation_split or"));
+  CHECK_THROWS_WITH(check_callback_files(c), Catch::Contains("v.yaml:8:") &&
+                                                 Catch::Contains("unknown name 'val_loss'") &&
+                                                 Catch::Contains("known: epoch, loss") &&
+                                                 Catch::Contains("(val_* values need validation data: set "
+                                                                 "data.validation_split or"));
 }
 
 TEST_CASE("untrainable models are rejected with the place and the fix", "[validate]") {
@@ -115,9 +115,13 @@ TEST_CASE("a TensorBoard log_dir naming one of the run's files is rejected for t
                                           "'}\n")
               .empty());
   }
-  // A checkpoint's stored config with such a log_dir still parses (predict, evaluate and export read it).
-  CHECK_NOTHROW(parse_config("model:\n  layers:\n    - {type: Input, shape: [4, 4, 1]}\n    - " + kOut +
-                                 "\ndata: {images: a, masks: b}\ntraining:\n  callbacks:\n"
-                                 "    - {type: TensorBoard, log_dir: final.h5}\n",
-                             "v.yaml"));
+  // A checkpoint's stored config with such a log_dir still loads: predict, evaluate and export build their towers
+  // from it, which check the model alone (from a review: the towers refused it).
+  const Config stored = parse_config("model:\n  layers:\n    - {type: Input, shape: [4, 4, 1]}\n    - " + kOut +
+                                         "\ndata: {images: a, masks: b}\ntraining:\n  callbacks:\n"
+                                         "    - {type: TensorBoard, log_dir: final.h5}\n",
+                                     "v.yaml");
+  Model m(stored.model, stored.path);
+  CHECK_NOTHROW(validate_for_training(stored, m));
+  CHECK_THROWS_WITH(check_callback_files(stored), Catch::Contains("'log_dir' 'final.h5' is (or lies in)"));
 }

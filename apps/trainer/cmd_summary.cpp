@@ -21,7 +21,10 @@ Command add_summary(CLI::App& app) {
             std::optional<Model> model;
             check_together(in.world.get(), [&] { model.emplace(in.config.model, in.config.path); });
             if (!in.world || in.world->rank() == 0) std::cout << model->summary() << std::flush;
-            check_together(in.world.get(), [&] { validate_for_training(in.config, *model); });
+            check_together(in.world.get(), [&] {
+              validate_for_training(in.config, *model);
+              check_callback_files(in.config);
+            });
             return 0;
           }};
 }

@@ -244,6 +244,7 @@ int run_train(const TrainFlags& f) {
   const bool json = f.log_format == "json";
   check_together(world.get(), [&] {
     validate_for_training(config, model);
+    check_callback_files(config);
     require_trainable_weights(config, model);
   });
   // Towers and a resumed checkpoint are checked before any image is decoded, so a mismatch fails fast.

@@ -170,6 +170,9 @@ void validate_for_training(const Config& config, Model& model) {
   if (aug.rotate_90 && in.h != in.w)
     throw UserError(aug.where + ": rotate_90 turns samples by 90 degrees, which needs a square input; the Input "
                     "shape is " + in.hwc() + ": make its height and width equal or set rotate_90: false");
+}
+
+void check_callback_files(const Config& config) {
   const ModelCheckpointConfig& mc = config.training.model_checkpoint;
   if (mc.enabled) {
     // The names an epoch's logs will hold: val_* only with validation data.
@@ -196,7 +199,7 @@ void validate_for_training(const Config& config, Model& model) {
                         "'best.h5'");
   }
   // TensorBoard's folder must be none of the run's files, nor lie in one (from a new user: log_dir: log.csv
-  // failed after the first epoch). Checked for training only: a checkpoint's stored config is not refused.
+  // failed after the first epoch).
   const TensorBoardConfig& tb = config.training.tensorboard;
   if (tb.enabled) {
     const auto parts = [](const std::string& path) {  // the path's parts, "." and trailing "/" gone

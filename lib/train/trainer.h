@@ -71,10 +71,18 @@ struct BatchStats {
 /// switches its output to logits (the loss is fused with the final sigmoid).
 /// Throws UserError naming the config place and the fix when the input is not
 /// 1 or 3 channels, the output is not [H, W, 1] at the input's size, the last
-/// layer does not end in a sigmoid, data.augmentation asks for quarter turns
-/// of a non-square input, or the ModelCheckpoint filepath names an unknown
-/// placeholder.
+/// layer does not end in a sigmoid, or data.augmentation asks for quarter
+/// turns of a non-square input.
 void validate_for_training(const Config& config, Model& model);
+
+/// Checks the files the callbacks of config would write, for a training run
+/// (train, summary) only: a checkpoint's stored config is never refused for
+/// them, so predict, evaluate and export read checkpoints of any run. Throws
+/// UserError naming the config place and the fix when the ModelCheckpoint
+/// filepath names an unknown placeholder or is (or lies in) one of the run's
+/// own files (log.csv, last.h5, final.h5), or the TensorBoard log_dir is (or
+/// lies in) one of them or the ModelCheckpoint file.
+void check_callback_files(const Config& config);
 
 /// Throws UserError naming config's file and its frozen layers when model
 /// has no trainable weight (every layer with weights has trainable: false, or
