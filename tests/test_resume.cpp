@@ -332,10 +332,26 @@ TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 13
   CHECK_THAT(err, Catch::Contains("stopping: finishing this step, then writing last.h5 (a second Ctrl-C exits at "
                                   "once, without it)"));
   CHECK(err.find("stopping: finishing") < err.find("stopped by signal 2"));
+  // The continuation is the run's own command with --resume (a new user resumed without the -o it had had).
+  CHECK_THAT(err, Catch::Contains("continue with: " + std::string(TRAINER_BINARY) + " --config " +
+                                  (dir / "c.yaml").string() + " --gpus cpu:2 --resume " +
+                                  (dir / "run" / "last.h5").string() + "\n"));
+  // Resumed by a config of another output_dir, without --output: a branch, said with the way to stay in place.
+  std::ofstream(dir / "other.yaml") << config(dir / "other", 40);
+  fs::create_directories(dir / "branch");
+  REQUIRE(run("--config " + (dir / "other.yaml").string() + " --gpus cpu --epochs 3 --resume " +
+                  (dir / "run" / "last.h5").string(),
+              dir / "branch") == 0);
+  CHECK_THAT(slurp(dir / "branch" / "err.txt"),
+             Catch::Contains("resuming the run of '" + (dir / "run").string() + "' into '" + (dir / "other").string() +
+                             "' (the config's output_dir): a branch of that run, whose own folder stays as it is; "
+                             "to continue it in its own folder, pass --output " + (dir / "run").string()));
+  CHECK_FALSE(fs::exists(dir / "run" / "final.h5"));
   REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --epochs 3 --resume " +
                   (dir / "run" / "last.h5").string(),
               dir) == 0);
   CHECK(fs::exists(dir / "run" / "final.h5"));
+  CHECK_THAT(slurp(dir / "err.txt"), !Catch::Contains("a branch of that run"));
   fs::remove_all(dir);
 }
 

@@ -17,6 +17,7 @@
 #include "core/exit_codes.h"
 #include "core/error.h"
 #include "core/json_text.h"
+#include "core/shell_word.h"
 #include "data/dataset.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
@@ -38,6 +39,7 @@ struct TrainFlags {
   bool overwrite = false;
   std::optional<int> epochs, batch_size, threads;
   std::optional<uint64_t> seed;
+  std::vector<std::string> command_line;  ///< argv as given
 };
 
 // Applies the flags to config, and to its text too, so that checkpoints store
@@ -288,6 +290,17 @@ int run_train(const TrainFlags& f) {
       else
         check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);
     });
+    // From a new user: a run stopped with -o, resumed without it, went on in the config's output_dir unsaid.
+    if (voice && !resumes_in_place(resume_run_folder, config.training.output_dir)) {
+      const std::string branch = "resuming the run of '" + resume_run_folder + "' into '" +
+                                 config.training.output_dir + "'" +
+                                 (f.output.empty() ? " (the config's output_dir)" : "") +
+                                 ": a branch of that run, whose own folder stays as it is";
+      if (f.output.empty())
+        spdlog::warn("{}; to continue it in its own folder, pass --output {}", branch, shell_word(resume_run_folder));
+      else
+        spdlog::info("{}", branch);
+    }
     if (!config.training.initial_weights.empty())
       spdlog::info("training.initial_weights ({}) is not read: the resumed checkpoint holds the weights",
                    config.training.initial_weights);
@@ -337,6 +350,7 @@ int run_train(const TrainFlags& f) {
   fit_options.progress_bar = isatty(fileno(stdout)) && !world;
   fit_options.json = json;
   fit_options.stop = &stop;
+  fit_options.continue_command = command_without_resume(f.command_line);
   fit_options.resume = resume.get();
   fit_options.resume_path = f.resume;
   fit_options.resume_run_folder = resume_run_folder;
@@ -369,8 +383,9 @@ int run_train(const TrainFlags& f) {
 
 }  // namespace
 
-Runner add_train(CLI::App& app) {
+Runner add_train(CLI::App& app, const std::vector<std::string>& args) {
   auto f = std::make_shared<TrainFlags>();
+  f->command_line = args;
   app.add_option("--config,-c", f->config, "Run configuration (YAML: model, data, training)")->check(non_empty_path());
   app.add_option("--gpus", f->gpus,
                  "Devices, one tower each: all (every GPU; CPU if none), GPU indices such as 0,2,5 or 2 "

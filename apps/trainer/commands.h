@@ -27,7 +27,9 @@ struct Command {
 };
 
 /// Training, on the top-level flags: trainer --config FILE --gpus SPEC ...
-Runner add_train(CLI::App& app);
+/// args: the command line as given (argv), from which a stopped run's
+/// continuation is printed (command_without_resume).
+Runner add_train(CLI::App& app, const std::vector<std::string>& args);
 /// trainer summary --config FILE
 Command add_summary(CLI::App& app);
 /// trainer export --checkpoint CKPT --output FILE.onnx

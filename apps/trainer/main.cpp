@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   CLI::App app{"trainer: trains image-segmentation networks described in YAML on every GPU "
                "of a machine (or on CPU towers).\nExit codes: 0 done, 2 user error, 1 internal error, 130/143 stopped by SIGINT/SIGTERM (after writing last.h5)."};
   app.set_version_flag("--version", std::string("trainer ") + build_id());
-  const cli::Runner train = cli::add_train(app);
+  const cli::Runner train = cli::add_train(app, std::vector<std::string>(argv, argv + argc));
   const std::vector<cli::Command> commands = {
       cli::add_summary(app),
       cli::add_predict(app),

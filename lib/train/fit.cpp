@@ -17,6 +17,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "core/shell_word.h"
 #include "train/callbacks.h"
 #include "train/csv_logger.h"
 #include "train/model_graph.h"
@@ -294,6 +295,11 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
                       kDamagedState);
   }
   spdlog::info("resuming from {}: epoch {}, step {}", source, s.next_epoch, s.next_step);
+}
+
+/// The command that continues a stopped run from last (FitOptions::continue_command).
+std::string continue_with(const FitOptions& options, const std::string& last) {
+  return (options.continue_command.empty() ? "" : options.continue_command + " ") + "--resume " + shell_word(last);
 }
 
 }  // namespace
@@ -652,8 +658,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         result.stop_signal = signal;
         remember(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s), epoch,
                       options.world));
-        spdlog::warn("stopped by signal {} at epoch {}, step {}; continue with --resume {}", result.stop_signal,
-                     epoch, step + 1, last_path);
+        spdlog::warn("stopped by signal {} at epoch {}, step {}; continue with: {}", result.stop_signal, epoch,
+                     step + 1, continue_with(options, last_path));
         return result;
       }
     }
@@ -732,8 +738,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     }
     if (const int signal = stop_signal()) {
       result.stop_signal = signal;
-      spdlog::warn("stopped by signal {} after epoch {}; continue with --resume {}", result.stop_signal, epoch,
-                   last_path);
+      spdlog::warn("stopped by signal {} after epoch {}; continue with: {}", result.stop_signal, epoch,
+                   continue_with(options, last_path));
       return result;
     }
   }

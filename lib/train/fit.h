@@ -20,6 +20,12 @@ struct FitOptions {
   bool progress_bar = false;            ///< Redraw a progress bar on stdout (when it is a terminal).
   bool json = false;                    ///< One JSON object per epoch on stdout instead of text lines.
   const std::atomic<int>* stop = nullptr;  ///< When it becomes non-zero (a signal number), stop after the current step.
+  /// The command that continues this run once " --resume <last.h5>" is
+  /// appended, printed when a signal stops it: the run's own command line
+  /// without --resume, --overwrite and --initial-weights (its -o, --images,
+  /// --epochs... kept, which the checkpoint alone does not give back).
+  /// "": the hint names --resume <last.h5> alone.
+  std::string continue_command;
   /// Continue the run this checkpoint was saved from. The caller has already
   /// given the trainer its weights and optimizer state (Trainer::load_weights,
   /// Trainer::load_optimizer, before loading data, so a mismatch fails fast);
