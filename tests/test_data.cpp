@@ -212,6 +212,45 @@ TEST_CASE("data: 0/1 masks and label images take every object as foreground", "[
     }
 }
 
+TEST_CASE("data: a mask drawn in the alpha channel is read from it, and masks that are all empty are warned about",
+          "[data]") {
+  // From a new user: RGBA masks of black colour whose nuclei are in alpha (an annotation tool's export) read as
+  // all background, and the run trained to dice 0 without a word.
+  TempData d;
+  for (const char* name : {"a.png", "b.png"}) write(d.images / name, cv::Mat(2, 2, CV_8UC3, cv::Scalar(9)));
+  cv::Mat alpha(2, 2, CV_8UC4, cv::Scalar(0, 0, 0, 0));
+  alpha.at<cv::Vec4b>(0, 1)[3] = 255;
+  write(d.masks / "a_mask.png", alpha);
+  // A coloured RGBA mask keeps the colour rule (alpha dropped): red on half-transparent.
+  cv::Mat coloured(2, 2, CV_8UC4, cv::Scalar(0, 0, 0, 128));
+  coloured.at<cv::Vec4b>(1, 0) = cv::Vec4b(255, 255, 255, 128);
+  write(d.masks / "b_mask.png", coloured);
+  const auto load = [&](std::string& log_text) {
+    std::ostringstream log;
+    const std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
+    spdlog::set_default_logger(
+        std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+    Dataset ds = load_dataset(d.options(2, 2));
+    spdlog::set_default_logger(before);
+    log_text = log.str();
+    return ds;
+  };
+  std::string log;
+  const Dataset ds = load(log);
+  const float expect[2][4] = {{0, 1, 0, 0}, {0, 0, 1, 0}};
+  for (int n = 0; n < 2; ++n)
+    for (int k = 0; k < 4; ++k) {
+      INFO(ds.names[size_t(n)] << " pixel " << k);
+      CHECK(at(ds.masks, n, k / 2, k % 2, 0) == expect[n][k]);
+    }
+  CHECK_THAT(log, !Catch::Contains("is empty"));
+  // Every mask empty: said, with the folder.
+  for (const char* name : {"a_mask.png", "b_mask.png"}) write(d.masks / name, flat_mask(2, 2, 0));
+  load(log);
+  CHECK_THAT(log, Catch::Contains("every one of the 2 masks in '" + d.masks.string() + "' is empty") &&
+                      Catch::Contains("dice stays 0"));
+}
+
 TEST_CASE("data: images resize with INTER_AREA, masks with INTER_NEAREST", "[data]") {
   TempData d;
   // 8x8 image and mask of 2x2 blocks; at 4x4 each output pixel is one block.

@@ -47,13 +47,14 @@ PairCheck merge_checks(ProcessGroup& world, const PairCheck& mine, int classes) 
       all.errors[index] = why;
     }
   }
-  std::vector<double> counts = {double(mine.low_masks), double(mine.thresholded)};
+  std::vector<double> counts = {double(mine.low_masks), double(mine.thresholded), double(mine.empty_masks)};
   for (size_t c : mine.class_pixels) counts.push_back(double(c));  // exact: far below 2^53 pixels
-  counts.resize(2 + size_t(classes), 0.0);
+  counts.resize(3 + size_t(classes), 0.0);
   world.all_reduce_sum(counts.data(), counts.size());
   all.low_masks = int(counts[0]);
   all.thresholded = int(counts[1]);
-  for (int c = 0; c < classes; ++c) all.class_pixels.push_back(size_t(counts[2 + size_t(c)]));
+  all.empty_masks = int(counts[2]);
+  for (int c = 0; c < classes; ++c) all.class_pixels.push_back(size_t(counts[3 + size_t(c)]));
   return all;
 }
 

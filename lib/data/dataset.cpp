@@ -194,7 +194,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   auto work = [&] {
     std::vector<float> scratch(images ? 0 : image_numel + mask_numel);
     std::vector<size_t> class_pixels(images ? 0 : found.class_pixels.size(), 0);  // this thread's (a check's)
-    int low_masks = 0, thresholded = 0;  // this thread's
+    int low_masks = 0, thresholded = 0, empty = 0;  // this thread's
     for (int k = next++; k < n; k = next++) {
       const ImagePair& p = pairs[size_t(which[size_t(k)])];
       float* image_to = images ? images->sample(k) : scratch.data();
@@ -205,13 +205,14 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
         const cv::Size mask = o.classes > 0
                                   ? decode_class_mask(p.mask, o.height, o.width, o.classes, mask_to, o.ignore_class)
                                   : decode_mask(p.mask, o.height, o.width, mask_to, &values);
-        low_masks += values == MaskValues::kAnyNonzero;
-        thresholded += values == MaskValues::kThresholded;
         if (mask != image)
           throw UserError("mask '" + p.mask + "' is " + std::to_string(mask.width) + "x" +
                           std::to_string(mask.height) + " but image '" + p.image + "' is " +
                           std::to_string(image.width) + "x" + std::to_string(image.height) +
                           " (width x height); a mask must have its image's size");
+        low_masks += values == MaskValues::kAnyNonzero;
+        thresholded += values == MaskValues::kThresholded;
+        empty += o.classes == 0 && values == MaskValues::kEmpty;
         for (size_t j = 0; !class_pixels.empty() && j < mask_numel; ++j)
           if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++class_pixels[size_t(c)];
       } catch (const UserError& e) {
@@ -227,6 +228,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
     std::lock_guard<std::mutex> lock(mutex);
     found.low_masks += low_masks;
     found.thresholded += thresholded;
+    found.empty_masks += empty;
     for (size_t c = 0; c < class_pixels.size(); ++c) found.class_pixels[c] += class_pixels[c];
   };
   std::vector<std::thread> pool;
@@ -297,6 +299,12 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
   std::vector<int> kept;
   for (int i = 0; i < n; ++i)
     if (!found.errors.count(i)) kept.push_back(i);
+  // From a new user: masks that all decoded to nothing trained to dice 0 without a word.
+  if (o.classes == 0 && !kept.empty() && found.empty_masks == int(kept.size()))
+    spdlog::warn("{}{}: every one of the {} masks in '{}' is empty (no pixel above 0), so the model can only learn "
+                 "background and its dice stays 0: check that the folder and mask_suffix name the masks, and that "
+                 "they mark the objects with values above 0 (docs/data.md)",
+                 prefix(o), section(o), kept.size(), o.masks_dir);
   return kept;
 }
 

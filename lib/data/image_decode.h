@@ -33,7 +33,9 @@ enum class MaskValues {
   kAnyNonzero,   ///< None above half (0/1 values, or labels 1..K): > 0 is foreground.
 };
 
-/// Decodes a mask file: gray as above, then pixel > half the type's maximum
+/// Decodes a mask file: gray as above (an RGBA file whose colour is one value
+/// everywhere and whose alpha varies, a shape drawn in the alpha channel:
+/// its alpha channel), then pixel > half the type's maximum
 /// (127 for 8-bit, 32767 for 16-bit) -> 1, else 0; a mask with no pixel
 /// above half (0/1 values, or a label image 0 = background, 1..K = one
 /// object each) takes every pixel > 0 as 1 instead. Resized with
