@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "process_testing.h"
+#include "train/evaluate.h"
 
 namespace fs = std::filesystem;
 using namespace trainer::testing;
@@ -268,6 +269,22 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   REQUIRE(m.code == 0);
   CHECK(printed(m.out, R"(mean_iou: ([0-9.]+))") == Approx(iou).margin(2e-4));
   CHECK_THAT(m.err, !Catch::Contains("label images"));
+  // Images and masks in one folder, as training takes them (from a new user): the masks are not images.
+  fs::create_directories(dir / "together");
+  for (const auto& id : kIds) {
+    fs::create_symlink(kFlat + "/train_im/" + id + ".png", dir / "together" / (id + ".png"));
+    fs::create_symlink(kFlat + "/train_mask/" + id + "_mask.png", dir / "together" / (id + "_mask.png"));
+  }
+  const std::string together = " --images " + (dir / "together").string();
+  const Run one = run_trainer(base.substr(0, base.find(" --images ")) + together + " --masks " +
+                                  (dir / "together").string() + " --gpus cpu",
+                              dir);
+  INFO(one.out << one.err);
+  REQUIRE(one.code == 0);
+  CHECK(printed(one.out, R"(mean_iou: ([0-9.]+))") == Approx(iou).margin(2e-4));
+  // A checkpoint of masks named as their images (data.mask_suffix ''): each image would be its own truth.
+  trainer::EvalOptions own{trainer::TruthKind::kMasks, (dir / "together").string(), (dir / "together").string(), "", "--masks"};
+  CHECK_THROWS_WITH(trainer::find_eval_samples(own), Catch::Contains("is the images' folder and --mask-suffix is empty"));
   // Label images passed as masks: the same foreground, but touching nuclei merge; warned (from a new user).
   const Run as_masks = run_trainer(base + " --masks " + kFlat + "/labels --mask-suffix _labels --gpus cpu", dir);
   INFO(as_masks.out << as_masks.err);

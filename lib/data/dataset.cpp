@@ -91,16 +91,7 @@ std::vector<ImagePair> find_pairs(const DataOptions& o, std::vector<std::string>
       throw UserError(prefix(o) + "data." + o.key_prefix + "masks: '" + o.masks_dir + "' is the images' folder and "
                       "data.mask_suffix is empty, so each image would be its own mask: give the masks' own folder, "
                       "or the end of a mask's name in this one (mask_suffix: _mask for a.png's a_mask.png)");
-    std::vector<std::string> kept;
-    for (const auto& name : images) {
-      std::string stem = fs::path(name).stem().string();
-      const std::string& sfx = o.mask_suffix;
-      bool is_mask = ends_with_suffix(stem, sfx) && std::any_of(images.begin(), images.end(), [&](const std::string& n) {
-        return fs::path(n).stem().string() == stem.substr(0, stem.size() - sfx.size());
-      });
-      if (!is_mask) kept.push_back(name);
-    }
-    images.swap(kept);
+    images = without_masks(images, o.mask_suffix);
   }
 
   std::vector<ImagePair> pairs;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "core/ascii.h"
 #include "core/error.h"
@@ -54,6 +55,20 @@ std::vector<std::string> images_in_folder(const std::string& dir, const std::str
   if (ec) throw UserError(what + ": cannot list folder '" + dir + "': " + ec.message());
   std::sort(files.begin(), files.end());
   return files;
+}
+
+std::vector<std::string> without_masks(const std::vector<std::string>& files, const std::string& suffix) {
+  std::set<std::string> stems;
+  for (const auto& f : files) stems.insert(std::filesystem::path(f).stem().string());
+  std::vector<std::string> kept;
+  for (const auto& f : files) {
+    const std::string stem = std::filesystem::path(f).stem().string();
+    const bool is_mask = !suffix.empty() && stem.size() > suffix.size() &&
+                         stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+                         stems.count(stem.substr(0, stem.size() - suffix.size()));
+    if (!is_mask) kept.push_back(f);
+  }
+  return kept;
 }
 
 }  // namespace trainer

@@ -17,6 +17,12 @@ bool is_image_file(const std::string& path);
 /// to itself, a pipe, a device), which would otherwise be dropped or read forever.
 std::vector<std::string> images_in_folder(const std::string& dir, const std::string& what);
 
+/// files (names or paths) without the masks among them, for a folder that
+/// holds images and their masks: a file whose stem is another file's stem
+/// followed by suffix (a_mask.png beside a.png, for "_mask"). The order is
+/// kept; nothing is dropped for an empty suffix.
+std::vector<std::string> without_masks(const std::vector<std::string>& files, const std::string& suffix);
+
 /// The images named by `input`: the file itself, or the image files directly
 /// in the folder (sorted by name; other files ignored). flag names the option
 /// in messages (e.g. "--input"). Throws UserError naming the path and the fix

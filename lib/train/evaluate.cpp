@@ -55,7 +55,18 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& o) {
                     (fs::exists(o.truth_dir, ec) ? "is a file, not a folder" : "does not exist") + "; fix the path");
   std::map<std::string, std::string> truth_by_stem;  // first in name order wins
   for (const auto& t : list_image_files(o.truth_dir, o.flag)) truth_by_stem.emplace(fs::path(t).stem().string(), t);
-  for (const auto& image : list_image_files(o.images_dir, "--images")) {
+  std::vector<std::string> images = list_image_files(o.images_dir, "--images");
+  // Images and their truth may share one folder, as for training (from a new user): then the truth files are
+  // not images.
+  if (fs::equivalent(o.images_dir, o.truth_dir, ec)) {
+    const std::string suffix_flag = o.kind == TruthKind::kMasks ? "--mask-suffix" : "--labels-suffix";
+    if (o.suffix.empty())
+      throw UserError(o.flag + " '" + o.truth_dir + "' is the images' folder and " + suffix_flag +
+                      " is empty, so each image would be its own truth: give the truth's own folder, or the end "
+                      "of a truth file's name in this one (" + suffix_flag + " _mask for a.png's a_mask.png)");
+    images = without_masks(images, o.suffix);
+  }
+  for (const auto& image : images) {
     const std::string stem = fs::path(image).stem().string();
     auto it = truth_by_stem.find(stem + o.suffix);
     if (it == truth_by_stem.end()) {
