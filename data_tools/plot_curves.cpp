@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   app.add_option("--title", title, "Title over the panels (default: the log's path)");
   if (const std::optional<int> code = trainer::parse_command_line(app, argc, argv)) return *code;
   return trainer::run_guarded([&] {
-    trainer::check_output_path(output, "--output");
+    trainer::check_output_path(output, "--output", "curves.png");
     const trainer::viz::TrainingLog log = trainer::viz::read_training_log(log_path);
     const cv::Mat img = trainer::viz::plot_training_curves(log, title.empty() ? log_path : title);
     trainer::write_png_atomic(output, img);

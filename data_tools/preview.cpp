@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
       ->needs(ckpt);
   if (const std::optional<int> code = trainer::parse_command_line(app, argc, argv)) return *code;
   return trainer::run_guarded([&] {
-    trainer::check_output_path(output, "--output");
+    trainer::check_output_path(output, "--output", "preview.png");
     const cv::Mat grid = trainer::viz::render_preview(o);
     trainer::write_png_atomic(output, grid);
     std::printf("Wrote %s (%d x %d)\n", output.c_str(), grid.cols, grid.rows);

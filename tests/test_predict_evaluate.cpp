@@ -387,6 +387,9 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
       {"evaluate" + ckpt + " --native " + (dir / "empty").string(), "holds no id folders"},
       {"evaluate" + ckpt + images + " --native " + (dir / "empty").string(), "--images excludes --native"},
       {"evaluate" + ckpt + first_only + " --labels " + (dir / "colour").string(), "_labels.png' has 3 channels"},
+      {"evaluate" + ckpt + first_only + " --labels " + kFlat + "/labels --csv " + (dir / "empty").string(),
+       "--csv: '" + (dir / "empty").string() + "' is a folder; name the file to write, e.g. " +
+           (dir / "empty" / "scores.csv").string()},
       {"evaluate" + ckpt + first_only + " --masks " + (dir / "damaged").string() + " --mask-suffix _mask",
        "_mask.png' (corrupt, truncated or not an image)"},
   };
@@ -413,4 +416,24 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
                                             (dir / "mixed_out").string() + "' before this error: once it is dealt "
                                             "with, predict again with --overwrite (or into another --output)"));
   CHECK(fs::exists(dir / "mixed_out" / (first.stem().string() + "_mask.png")));
+}
+
+TEST_CASE("evaluate's CSV quotes image names holding commas, quotes or line breaks (RFC 4180)", "[evaluate]") {
+  // From a new user: "well A1, field 2.png" made a row of 7 fields under a header of 6.
+  trainer::EvalResult r;
+  for (const char* name : {"plain.png", "well A1, field 2.png", "q\"uote.png"}) {
+    r.samples.push_back({name, name, name});
+    r.scores.push_back({3, 2, {}, 0.5});
+  }
+  const fs::path path = case_dir("csv_quoting") / "scores.csv";
+  trainer::write_scores_csv(r, path.string());
+  std::istringstream in(slurp(path));
+  std::string header, line;
+  std::getline(in, header);
+  std::vector<std::string> rows;
+  while (std::getline(in, line)) rows.push_back(line);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0] == "plain.png,3,2,0.5,0,0");
+  CHECK(rows[1] == "\"well A1, field 2.png\",3,2,0.5,0,0");
+  CHECK(rows[2] == "\"q\"\"uote.png\",3,2,0.5,0,0");
 }

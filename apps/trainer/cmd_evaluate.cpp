@@ -40,7 +40,7 @@ const char* kind_name(TruthKind k) {
 /// is kScoresCsvHeader): a mistyped --csv must not replace the checkpoint
 /// being evaluated, a config or an image.
 void check_csv_output(const std::string& csv) {
-  check_output_path(csv, "--csv");
+  check_output_path(csv, "--csv", "scores.csv");
   refuse_to_replace_checkpoint(csv, "--csv writes the per-image scores as CSV; choose another --csv, e.g. scores.csv");
   std::error_code ec;
   if (!std::filesystem::exists(csv, ec)) return;

@@ -89,7 +89,7 @@ void check_writable_folder(const std::string& dir, const std::string& what, cons
   ::unlink(probe.c_str());
 }
 
-void check_output_path(const std::string& dest, const std::string& flag) {
+void check_output_path(const std::string& dest, const std::string& flag, const std::string& example) {
   std::error_code ec;
   const fs::path parent = fs::path(dest).parent_path();
   if (!parent.empty() && !fs::is_directory(parent, ec))
@@ -97,7 +97,7 @@ void check_output_path(const std::string& dest, const std::string& flag) {
                     (fs::exists(parent, ec) ? "is not a folder" : "does not exist") + "; create it or fix the path");
   if (fs::is_directory(dest, ec))
     throw UserError(flag + ": '" + dest + "' is a folder; name the file to write, e.g. " +
-                    (fs::path(dest) / "out.png").string());
+                    (fs::path(dest) / example).string());
 }
 
 namespace {

@@ -43,8 +43,9 @@ void check_writable_folder(const std::string& dir, const std::string& what, cons
 
 /// Checks, before any work, that dest could be written: its folder (the
 /// working directory for a bare file name) exists and dest is not a folder.
-/// Throws UserError "<flag>: ..." naming the folder and the fix.
-void check_output_path(const std::string& dest, const std::string& flag);
+/// Throws UserError "<flag>: ..." naming the folder and the fix (for a
+/// folder, a file in it named example, e.g. "scores.csv").
+void check_output_path(const std::string& dest, const std::string& flag, const std::string& example);
 
 /// Writes bytes to dest atomically (temp_path + commit_temp). Throws UserError
 /// naming the file when it cannot be written (missing or read-only folder, full disk).

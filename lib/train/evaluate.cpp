@@ -212,13 +212,26 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
   return result;
 }
 
+namespace {
+
+/// s as one CSV field (RFC 4180): in double quotes, each " doubled, when it holds a comma, a quote or a line
+/// break (an image named "well A1, field 2.png"); else as it is.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
 void write_scores_csv(const EvalResult& r, const std::string& path) {
   std::ostringstream csv;
   csv.precision(6);
   csv << kScoresCsvHeader << '\n';
   for (size_t i = 0; i < r.samples.size(); ++i) {
     const InstanceScore& s = r.scores[i];
-    csv << r.samples[i].name << ',' << s.n_true << ',' << s.n_pred << ',' << s.score << ',' << s.precision[0] << ','
+    csv << csv_field(r.samples[i].name) << ',' << s.n_true << ',' << s.n_pred << ',' << s.score << ',' << s.precision[0] << ','
         << s.precision[5] << '\n';
   }
   write_file_atomic(path, csv.str());

@@ -92,7 +92,8 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& options);
 inline constexpr const char* kScoresCsvHeader = "image,n_true,n_pred,score,precision_50,precision_75";
 
 /// Writes the per-image scores as CSV to path atomically: header
-/// kScoresCsvHeader and one row per image.
+/// kScoresCsvHeader and one row per image, its name quoted as RFC 4180 says
+/// when it holds a comma, a double quote or a line break.
 /// Throws UserError naming path when it cannot be written.
 void write_scores_csv(const EvalResult& result, const std::string& path);
 
