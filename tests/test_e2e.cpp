@@ -118,6 +118,11 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   const std::string warning = "training.precision bf16 applies to GPU towers; the CPU towers compute in fp32";
   CHECK_THAT(one.err, !Catch::Contains("applies to GPU towers"));
   CHECK_THAT(two.err, Catch::Contains(warning));
+  // The earlier run's final.h5 goes when the new run starts (from a new user: a stopped run left it beside its
+  // own files, and predict took it). (--initial-weights from the output folder is refused: nothing read goes.)
+  CHECK_THAT(one.err, !Catch::Contains("removed the earlier run's"));
+  CHECK_THAT(two.err, Catch::Contains("removed the earlier run's final.h5 from " + (dir / "run").string() +
+                                      ": this run writes its own"));
   std::vector<double> a = epoch_losses(one.out), b = epoch_losses(two.out);
   REQUIRE(a.size() == 2);
   REQUIRE(b.size() == 2);

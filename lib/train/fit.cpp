@@ -548,6 +548,19 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     earlier_log = theirs.string();
   std::optional<CsvLogger> csv;
   if (voice) csv.emplace(log_path, result.epochs_run, earlier_log);
+  // A run that does not continue its folder's own (a new run there, or a branch from elsewhere: both need
+  // --overwrite) removes the earlier run's files that it writes only at its end or at its best, under the same
+  // names: a stopped run left them beside its own (from a new user: predict took the old run's final.h5).
+  if (voice && !(options.resume && resumes_in_place(run_folder, tc.output_dir))) {
+    std::vector<std::string> stale = {"final.h5"}, removed;
+    const ModelCheckpointConfig& mc = tc.model_checkpoint;
+    if (mc.enabled && mc.filepath.find('{') == std::string::npos) stale.push_back(mc.filepath);
+    for (const std::string& name : stale)  // (initial weights are never read from the output folder)
+      if (fs::is_regular_file(out_dir / name, ec) && fs::remove(out_dir / name, ec)) removed.push_back(name);
+    if (!removed.empty())
+      spdlog::info("removed the earlier run's {} from {}: this run writes its own", fmt::join(removed, ", "),
+                   out_dir.string());
+  }
   std::optional<TensorBoardLogger> tensorboard;
   if (voice && tc.tensorboard.enabled) {
     TensorBoardStart start;
