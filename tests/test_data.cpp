@@ -342,6 +342,15 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
     CHECK_THAT(error_of(o), Catch::Matchers::Contains("but its folders hold the 2018 Data Science Bowl layout") &&
                                 Catch::Matchers::Contains("dsb_to_flat -i '" + o.images_dir + "'"));
   }
+  SECTION("two images of one name") {
+    // From a new user: h00.png and h00.jpg trained against one mask, unsaid.
+    write(d.images / "h00.png", flat_mask(4, 4));
+    write(d.images / "h00.jpg", flat_mask(4, 4));
+    write(d.masks / "h00_mask.png", flat_mask(4, 4));
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("data.images: 'h00.jpg' and 'h00.png' in '" + o.images_dir +
+                                                      "' have one name, 'h00', so both would take the mask "
+                                                      "h00_mask.*"));
+  }
   SECTION("images without masks") {
     for (int i = 0; i < 14; ++i) write(d.images / ("x" + std::to_string(10 + i) + ".png"), flat_mask(4, 4));
     write(d.masks / "x10_mask.png", flat_mask(4, 4));

@@ -93,6 +93,17 @@ std::vector<ImagePair> find_pairs(const DataOptions& o, std::vector<std::string>
                       "or the end of a mask's name in this one (mask_suffix: _mask for a.png's a_mask.png)");
     images = without_masks(images, o.mask_suffix);
   }
+  // Two images of one stem would both take its mask, and could fall one into training, one into validation.
+  std::map<std::string, std::string> image_by_stem;
+  for (const auto& name : images) {
+    const std::string stem = fs::path(name).stem().string();
+    const auto [it, fresh] = image_by_stem.emplace(stem, name);
+    if (!fresh)
+      throw UserError(prefix(o) + "data." + o.key_prefix + "images: '" + it->second + "' and '" + name + "' in '" +
+                      o.images_dir + "' have one name, '" + stem + "', so both would take the mask " + stem +
+                      o.mask_suffix + ".*, and copies of one image could be in training and validation both: keep "
+                      "one of them, or rename the other with its own mask");
+  }
 
   std::vector<ImagePair> pairs;
   std::vector<std::string> missing;

@@ -1,9 +1,11 @@
 #include "data/image_decode.h"
 
+#include <filesystem>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
+#include "core/ascii.h"
 #include "core/error.h"
 #include "core/class_mask.h"
 
@@ -139,6 +141,8 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
     if (highest >= classes) {
       const bool binary = highest == 255 || highest == 65535;
       const bool labels = !binary && m.depth() == CV_16U;  // an instance label image (1..N)?
+      const std::string ext = ascii_lower(std::filesystem::path(path).extension().string());
+      const bool jpeg = ext == ".jpg" || ext == ".jpeg";  // lossy: values between and beyond the classes at edges
       throw UserError("mask '" + path + "' holds class " + std::to_string(int(highest)) + " at pixel (x " +
                       std::to_string(at.x) + ", y " + std::to_string(at.y) + "), but the model has " +
                       std::to_string(classes) + " classes (its output channels), so mask pixels must be 0.." +
@@ -151,6 +155,8 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
                            ? "; if 255 marks pixels to ignore (void), train with {type: SparseCategoricalCrossentropy, "
                              "ignore_class: 255} in training.loss, keeping its other keys (the other categorical "
                              "losses have no ignore_class); a binary 0/255 mask? " + kBinaryFix
+                       : jpeg ? "; JPEG's lossy compression changes a class mask's values near the edges between "
+                                "classes: save the class masks as PNG"
                            : binary ? "; a binary 0/" + std::to_string(int(highest)) + " mask? " + kBinaryFix
                               : labels ? "; an instance label image (0, 1..N)? Make class masks from label images with "
                                          "build/data_tools/labels_to_classes, or renumber the mask's classes"
