@@ -351,6 +351,13 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
                                                       "' have one name, 'h00', so both would take the mask "
                                                       "h00_mask.*"));
   }
+  SECTION("images in subfolders") {
+    fs::create_directories(d.images / "plate1");
+    write(d.images / "plate1" / "a.png", flat_mask(4, 4));
+    CHECK_THAT(error_of(o), Catch::Matchers::Contains("no images in '" + o.images_dir + "'") &&
+                                Catch::Matchers::Contains("but its subfolders hold images (e.g. '" +
+                                                          (d.images / "plate1" / "a.png").string() + "')"));
+  }
   SECTION("images without masks") {
     for (int i = 0; i < 14; ++i) write(d.images / ("x" + std::to_string(10 + i) + ".png"), flat_mask(4, 4));
     write(d.masks / "x10_mask.png", flat_mask(4, 4));

@@ -53,16 +53,25 @@ std::string list_up_to_10(const std::vector<std::string>& items) {
   return s;
 }
 
-// ": '<dir>' holds the competition's layout ...; convert it ..." when a
-// folder of dir has an images/ folder (the 2018 Data Science Bowl's
-// <id>/images/<id>.png, <id>/masks/*.png), else "".
-std::string dsb_layout_hint(const std::string& dir) {
+// Why folder dir, holding no image, may still be the user's data: ", but its folders hold the 2018 Data Science
+// Bowl layout ..." when a folder of it has an images/ folder (<id>/images/<id>.png, <id>/masks/*.png), ", but its
+// subfolders hold images ..." when one holds image files; else "".
+std::string layout_hint(const std::string& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
     if (it->is_directory(ec) && fs::is_directory(it->path() / "images", ec))
       return ", but its folders hold the 2018 Data Science Bowl layout (<id>/images/, <id>/masks/): convert it "
              "to image and mask folders with build/data_tools/dsb_to_flat -i '" + dir +
              "' -o <folder> (data_tools/README.md)";
+  // From a new user: images in plate1/, plate2/ under the folder given.
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_directory(ec)) continue;
+    std::error_code inner;
+    for (fs::directory_iterator f(it->path(), inner), fend; !inner && f != fend; f.increment(inner))
+      if (is_image_file(f->path().string()))
+        return ", but its subfolders hold images (e.g. '" + f->path().string() + "'): only a folder's own files "
+               "are read, not its subfolders'; give the subfolder, or gather the images into one folder";
+  }
   return "";
 }
 
@@ -79,7 +88,7 @@ std::vector<ImagePair> find_pairs(const DataOptions& o, std::vector<std::string>
   const std::string exts = ".png, .jpg, .jpeg, .tif, .tiff (any case)";
   if (images.empty())
     throw UserError(prefix(o) + "data." + o.key_prefix + "images: no images in '" + o.images_dir + "' (looked for " + exts + ")" +
-                    dsb_layout_hint(o.images_dir) + "; fix the path or add images");
+                    layout_hint(o.images_dir) + "; fix the path or add images");
 
   std::map<std::string, std::string> mask_by_stem;  // first in name order wins
   for (const auto& m : masks) mask_by_stem.emplace(fs::path(m).stem().string(), m);
