@@ -561,6 +561,20 @@ TEST_CASE("a config or command-line error under mpirun is printed once, and one 
   CHECK_THAT(alone.err, Catch::Contains("rank 1 (host ") &&
                             Catch::Contains("): error: unexpected argument(s) for 'trainer': --bogus") &&
                             Catch::Contains("(printed by this process: the others did not join it within 30 s)"));
+  // Without an error of its own, a process waits collective_timeout for the others to join (from a review:
+  // with --version on rank 0 it waited for ever), then names the likely causes and exits with 1.
+  std::ofstream(dir / "quick.yaml") << mpi_config(dir / "quick", "  epochs: 1\n  collective_timeout: 3\n");
+  const auto start = std::chrono::steady_clock::now();
+  const Run waited = run("timeout", "120 " + kMpirun + " -np 1 " + std::string(TRAINER_BINARY) + " --version : -np 1 "
+                                        "sh -c \"sleep 3; exec " + train + (dir / "quick.yaml").string() + "\"",
+                         dir);
+  INFO(waited.out << waited.err);
+  CHECK(waited.code == 1);
+  CHECK_THAT(waited.err, Catch::Contains("rank 1 (host ") &&
+                             Catch::Contains("): error: the other processes of the run did not all join it within 3 s "
+                                             "(training.collective_timeout)"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
+  CHECK_FALSE(fs::exists(dir / "quick"));
 }
 
 namespace {

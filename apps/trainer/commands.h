@@ -112,7 +112,9 @@ inline constexpr int kJoinWaitSeconds = 30;
 /// for the run), which throws then. A process that found one waits for the
 /// others to join at most kJoinWaitSeconds, then prints it itself and exits
 /// with 2: one that ended without joining (--version on one rank of an MPMD
-/// launch) would hold it in MPI_Init, which no timeout bounds. When joining
+/// launch) would hold it in MPI_Init, which no timeout bounds. A process
+/// without one waits timeout_s (training.collective_timeout) for the others
+/// to join, then prints that they did not and exits with 1. When joining
 /// fails (srun without --mpi=pmix, a build without MPI, an MPI error that
 /// returns), `found` is thrown instead.
 std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_ptr& found);

@@ -102,21 +102,33 @@ std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_pt
   // or failed (kSettled), this thread; the first to leave kWaiting.
   enum State : int { kWaiting, kSettled, kFired };
   const auto state = std::make_shared<std::atomic<int>>(kWaiting);
-  if (found && detect_launch().size > 1) {
-    std::string message;
-    try {
-      std::rethrow_exception(found);
-    } catch (const std::exception& e) {
-      message = e.what();
+  if (detect_launch().size > 1) {
+    // With an error of its own, this process prints it after kJoinWaitSeconds; else, after timeout_s, that the
+    // others did not all join: one stopped or hung before MPI_Init, or ended without it (from a review: a
+    // process given --version, or suspended at start, left the others waiting for ever).
+    std::string message = "the other processes of the run did not all join it within " + fmt::format("{:g}", timeout_s) +
+                          " s (training.collective_timeout): one of them stopped or hung before joining, or ended "
+                          "without joining (a process given --version or --help, or a launch of other commands); "
+                          "ending this process";
+    double wait = timeout_s;
+    int code = kExitInternalError;
+    if (found) {
+      try {
+        std::rethrow_exception(found);
+      } catch (const std::exception& e) {
+        message = std::string(e.what()) + " (printed by this process: the others did not join it within " +
+                  std::to_string(kJoinWaitSeconds) + " s)";
+      }
+      wait = kJoinWaitSeconds;
+      code = kExitUserError;
     }
     // Named now: getenv while MPI_Init may set the environment would race.
-    std::thread([state, origin = launched_process_name(), message] {
-      std::this_thread::sleep_for(std::chrono::seconds(kJoinWaitSeconds));
+    std::thread([state, origin = launched_process_name(), message, wait, code] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       int waiting = kWaiting;
       if (!state->compare_exchange_strong(waiting, kFired)) return;
-      print_run_errors({{origin, message + " (printed by this process: the others did not join it within " +
-                                     std::to_string(kJoinWaitSeconds) + " s)"}});
-      std::_Exit(kExitUserError);
+      print_run_errors({{origin, message}});
+      std::_Exit(code);
     }).detach();
   }
   const auto settle = [&] {  // the wait has printed, or prints now, and ends the process
