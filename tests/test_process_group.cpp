@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -18,6 +19,7 @@
 #include "core/error.h"
 #include "dist/local_communicator.h"
 #include "dist/process_group.h"
+#include "dist/root_work.h"
 #include "dist/world_communicator.h"
 #include "train/tower_devices.h"
 
@@ -234,4 +236,31 @@ TEST_CASE("the processes' device plans are checked together: towers sharing a GP
   CHECK_THAT(stderr_of([&] { CHECK_THROWS_AS(TowerDevices(one, Precision::FP32, 1.0, &group), ReportedUserError); }),
              Catch::StartsWith("error: rank 0 (host here) and rank 1 (host there) would both train on GPU GPU-5f0c") &&
                  Catch::Contains("srun --gpus-per-task=1"));
+}
+
+TEST_CASE("rank 0's own work runs while every process takes part in an all-reduce a second, and its error is "
+          "raised on every process", "[mpi]") {
+  // From a multi-process trial: rank 0 wrote a checkpoint for longer than collective_timeout while the others
+  // waited in one collective, which ended a healthy run as if rank 0 hung.
+  FakeGroup group;
+  group.other = {0.0};       // the other process: nothing to say but "not done"
+  group.gathered = "there\n";  // and no error of its own
+  int ran = 0;
+  const auto start = std::chrono::steady_clock::now();
+  run_on_root(&group, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+    ++ran;
+  });
+  CHECK(ran == 1);
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(2300));
+  CHECK(group.calls >= 3 + 1);  // at least three heartbeats (one a second) and check_together's gather
+  CHECK(group.calls <= 5 + 1);
+  group.calls = 0;
+  const std::string err = stderr_of([&] {
+    CHECK_THROWS_AS(run_on_root(&group, [] { throw UserError("cannot write checkpoint 'last.h5': disk full"); }),
+                    ReportedUserError);
+  });
+  CHECK(err == "rank 0 (host here): error: cannot write checkpoint 'last.h5': disk full\n");
+  // Alone: the work itself, its error as it is.
+  CHECK_THROWS_WITH(run_on_root(nullptr, [] { throw UserError("disk full"); }), "disk full");
 }

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/shell_word.h"
+#include "dist/root_work.h"
 #include "train/callbacks.h"
 #include "train/csv_logger.h"
 #include "train/model_graph.h"
@@ -191,7 +192,8 @@ void warn_mode_against_monitor(const std::string& where, const std::string& moni
 /// (first_non_finite): the weights diverged although the loss stayed finite
 /// (a ReLU turns NaN into 0).
 /// Every process of world checks its c (check_together: the error printed once
-/// when all raise it); only world rank 0 writes.
+/// when all raise it); only world rank 0 writes, while the others wait
+/// (run_on_root: a failed write is raised on every process).
 std::string save(const std::string& path, const Checkpoint& c, int epoch, ProcessGroup* world) {
   check_together(world, [&] {
     if (const std::string bad = first_non_finite(c, true); !bad.empty())
@@ -200,10 +202,11 @@ std::string save(const std::string& path, const Checkpoint& c, int epoch, Proces
                       "training.optimizer.clipnorm ('" + path + "' is not written; checkpoints written so far are "
                       "kept)");
   });
-  if (world && world->rank() != 0) return path;
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);  // filepath may name a subfolder
-  save_checkpoint(path, c);
+  run_on_root(world, [&] {  // rank 0's disk time is not counted against the others' collective timeout
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);  // filepath may name a subfolder
+    save_checkpoint(path, c);
+  });
   return path;
 }
 
