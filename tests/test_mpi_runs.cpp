@@ -500,6 +500,19 @@ TEST_CASE("summary under mpirun prints the model table once, and a config error 
   CHECK(count(mixed.err, "error: ") == 1);
   CHECK_THAT(mixed.err, Catch::Contains("rank 1 (host ") && Catch::Contains("): error: " + (dir / "bad.yaml").string()));
   CHECK_THAT(mixed.out, !Catch::Contains("Total params"));
+  // Summary on one process, training on the other (from a multi-process trial: one's settings came out as the
+  // other's error): refused, naming both commands, before either does anything.
+  const Run commands = run(kMpirun, "-np 1 " + one + (dir / "good.yaml").string() + " : -np 1 " +
+                                        std::string(TRAINER_BINARY) + " --gpus cpu --config " +
+                                        (dir / "good.yaml").string(),
+                           dir);
+  INFO(commands.out << commands.err);
+  CHECK(commands.code == 2);
+  CHECK(count(commands.err, "error: ") == 1);
+  CHECK_THAT(commands.err, Catch::Contains("error: rank 1 (host ") && Catch::Contains(") runs 'trainer', rank 0 (host ") &&
+                               Catch::Contains(" 'trainer summary': every process of a run must run the same command"));
+  CHECK_THAT(commands.out, !Catch::Contains("Total params"));
+  CHECK_FALSE(fs::exists(dir / "run"));
 }
 
 TEST_CASE("a config or command-line error under mpirun is printed once, and one process's own names that process",

@@ -17,7 +17,7 @@ Command add_summary(CLI::App& app) {
             name_launched_process();
             // Under mpirun or srun each process checks its copy of the config; rank 0 prints the table, and
             // an error once.
-            const ConfigInWorld in = load_config_in_world(*path);
+            const ConfigInWorld in = load_config_in_world(*path, "trainer summary");
             std::optional<Model> model;
             check_together(in.world.get(), [&] { model.emplace(in.config.model, in.config.path); });
             if (!in.world || in.world->rank() == 0) std::cout << model->summary() << std::flush;

@@ -180,7 +180,7 @@ int run_train(const TrainFlags& f) {
   // the world, once joined, names the host as MPI does.
   name_launched_process();
   // Under mpirun or srun, the run's processes (nullptr alone); rank 0 alone prints and writes.
-  ConfigInWorld in = load_config_in_world(f.config, [&](Config& config) {
+  ConfigInWorld in = load_config_in_world(f.config, "trainer", [&](Config& config) {
     apply_overrides(config, f);
     if (!f.resume.empty() && !f.initial_weights.empty())
       throw UserError("--initial-weights starts a new run from a checkpoint's weights, --resume continues the run "

@@ -117,7 +117,8 @@ inline constexpr int kJoinWaitSeconds = 30;
 /// to join, then prints that they did not and exits with 1. When joining
 /// fails (srun without --mpi=pmix, a build without MPI, an MPI error that
 /// returns), `found` is thrown instead.
-std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_ptr& found);
+/// command: this process's, compared by require_same_build ("" when unknown).
+std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_ptr& found, const std::string& command);
 
 /// The config every process of a run reads (its own copy), with `adjust` (the
 /// flags) applied, and the run's processes (join_run; nullptr alone),
@@ -131,7 +132,9 @@ struct ConfigInWorld {
   Config config;
   std::unique_ptr<ProcessGroup> world;
 };
-ConfigInWorld load_config_in_world(const std::string& path, const std::function<void(Config&)>& adjust = {});
+/// command: the command run ("trainer", "trainer summary"), which every process must run alike.
+ConfigInWorld load_config_in_world(const std::string& path, const std::string& command,
+                                   const std::function<void(Config&)>& adjust = {});
 
 /// Prints the command-line error `message` ("error: <message>") and returns
 /// exit code 2. Under an MPI launcher of several processes the processes join

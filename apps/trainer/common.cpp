@@ -97,7 +97,7 @@ std::string launched_process_name() {
 
 void name_launched_process() { set_error_origin(launched_process_name()); }
 
-std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_ptr& found) {
+std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_ptr& found, const std::string& command) {
   // Who reports `found` if the others do not join: the wait below (kFired), or, once join_world has returned
   // or failed (kSettled), this thread; the first to leave kWaiting.
   enum State : int { kWaiting, kSettled, kFired };
@@ -145,14 +145,15 @@ std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_pt
     throw;
   }
   settle();
-  if (world) require_same_build(*world);  // first: other builds may run other collectives after it
+  if (world) require_same_build(*world, command);  // first: other builds may run other collectives after it
   check_together(world.get(), [&] {
     if (found) std::rethrow_exception(found);
   });
   return world;
 }
 
-ConfigInWorld load_config_in_world(const std::string& path, const std::function<void(Config&)>& adjust) {
+ConfigInWorld load_config_in_world(const std::string& path, const std::string& command,
+                                   const std::function<void(Config&)>& adjust) {
   ConfigInWorld in;
   std::exception_ptr error;  // reported once the processes have joined, as the errors found later are
   try {
@@ -162,7 +163,8 @@ ConfigInWorld load_config_in_world(const std::string& path, const std::function<
   } catch (const UserError&) {
     error = std::current_exception();
   }
-  in.world = join_run(error ? TrainingConfig{}.collective_timeout : in.config.training.collective_timeout, error);
+  in.world =
+      join_run(error ? TrainingConfig{}.collective_timeout : in.config.training.collective_timeout, error, command);
   return in;
 }
 
@@ -173,7 +175,7 @@ int report_usage_error(const std::string& message) {
   }
   return run_guarded([&] {
     name_launched_process();
-    join_run(TrainingConfig{}.collective_timeout, std::make_exception_ptr(UserError(message)));
+    join_run(TrainingConfig{}.collective_timeout, std::make_exception_ptr(UserError(message)), "");
     return kExitUserError;  // not reached: join_run threw the error, once reported
   });
 }

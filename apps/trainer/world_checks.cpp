@@ -21,18 +21,29 @@ std::string sources_of(const std::string& id) {
 
 }  // namespace
 
-void require_same_build(ProcessGroup& world) {
+void require_same_build(ProcessGroup& world, const std::string& command) {
   const std::string tag = "trainer ";  // a process whose text lacks it runs a trainer from before this check
-  const Gathered g = gather(world, tag + build_id());
+  const Gathered g = gather(world, tag + build_id() + "\t" + command);
   const auto build = [&](size_t r) {
-    return g.text(r).rfind(tag, 0) == 0 ? g.text(r) : std::string("an older trainer (one without a build id)");
+    const std::string id = g.text(r).substr(0, g.text(r).find('\t'));
+    return id.rfind(tag, 0) == 0 ? id : std::string("an older trainer (one without a build id)");
   };
   for (size_t r = 1; r < g.all.size(); ++r)
-    if (sources_of(g.text(r)) != sources_of(g.text(0)))
+    if (sources_of(build(r)) != sources_of(build(0)))
       throw_alike(&world, g.process(r) + " runs " + build(r) + ", " + g.process(0) + " " + build(0) +
                               ": every process of a run must run a build of the same sources (build the same "
                               "commit, without local changes, on every host, or share one build; 'trainer "
                               "--version' names it)");
+  // From a multi-process trial: summary on one process and training on another met in other collectives and
+  // printed one's settings as the other's error.
+  const auto command_of = [&](size_t r) {
+    const size_t tab = g.text(r).find('\t');
+    return tab == std::string::npos ? std::string() : g.text(r).substr(tab + 1);
+  };
+  for (size_t r = 1; r < g.all.size(); ++r)
+    if (!command_of(r).empty() && !command_of(0).empty() && command_of(r) != command_of(0))
+      throw_alike(&world, g.process(r) + " runs '" + command_of(r) + "', " + g.process(0) + " '" + command_of(0) +
+                              "': every process of a run must run the same command");
 }
 
 void require_same_settings(ProcessGroup& world, const Config& config, bool resumes) {

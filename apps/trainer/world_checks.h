@@ -16,7 +16,10 @@ namespace trainer::cli {
 /// sources hash of build_id; the commit may differ): else refused, naming the
 /// first process whose build differs from rank 0's, its host and both builds.
 /// Other builds may run other collectives, and wait for each other forever.
-void require_same_build(ProcessGroup& world);
+/// Then every process must run the same command (command: "trainer" for
+/// training, "trainer summary"; "" for a process that could not read its
+/// command line, which is not compared): else refused, naming both.
+void require_same_build(ProcessGroup& world, const std::string& command);
 
 /// Every process's shared_settings must be the same: else a UserError naming
 /// the first setting that differs between rank 0 and the first process that
