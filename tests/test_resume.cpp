@@ -767,3 +767,19 @@ TEST_CASE("resuming keeps only the log rows of the checkpoint's epochs, in any f
         "{\"done\": true, \"epochs_run\": 4, \"stopped_early\": false, \"stop_signal\": 0, \"files\": []}\n");
   fs::remove_all(dir);
 }
+
+TEST_CASE("a stop asked for in the last epoch still ends the run with final.h5", "[resume]") {
+  // From a multi-process trial: SIGTERM in the last epoch left no final.h5, and the --resume it offered found
+  // nothing left to train. One step an epoch: a signal in epoch 2 is seen only after it, the last.
+  fs::path dir = temp_dir("resume_last_epoch");
+  std::string text = config(dir / "run", 2);
+  std::ofstream(dir / "c.yaml") << text.replace(text.find("batch_size: 3"), 13, "batch_size: 64");
+  Child c = start("--config " + (dir / "c.yaml").string() + " --gpus cpu", dir);
+  wait_for_lines(dir / "run" / "log.csv", 2, 60);  // the header and epoch 1: epoch 2 is running
+  kill(c.pid, SIGTERM);
+  CHECK(wait_exit(c) == 0);
+  INFO(slurp(dir / "err.txt"));
+  CHECK(fs::exists(dir / "run" / "final.h5"));
+  CHECK(load_checkpoint((dir / "run" / "final.h5").string()).epoch == 2);
+  fs::remove_all(dir);
+}

@@ -752,7 +752,9 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       result.stopped_early = true;
       break;
     }
-    if (const int signal = stop_signal()) {
+    // After the last epoch the run is done: a stop asked for now still gets final.h5 (from a multi-process trial:
+    // it was left without one, and --resume then found nothing to train).
+    if (const int signal = epoch < tc.epochs ? stop_signal() : 0) {
       result.stop_signal = signal;
       spdlog::warn("stopped by signal {} after epoch {}; continue with: {}", result.stop_signal, epoch,
                    continue_with(options, last_path));
