@@ -346,7 +346,13 @@ TEST_CASE("processes that find other data (a host's copy short of a file) are re
                                  (dir / "rank1.yaml").string(), dir);
   INFO(r.out << r.err);
   CHECK(r.code != 0);
-  CHECK_THAT(r.err, Catch::Contains("rank 1 (host ") && Catch::Contains("found other image/mask pairs than rank 0"));
+  // Each rank's folders, and the pair that differs (from a multi-process trial: rank 0's folders were named for
+  // both, and no file).
+  CHECK_THAT(r.err, Catch::Contains("rank 1 (host ") &&
+                        Catch::Contains("found other image/mask pairs in '" + (copy / "images").string() + "' and '" +
+                                        (copy / "masks").string() + "' than rank 0 (host ") &&
+                        Catch::Contains("(the first that differs: '" + dropped.filename().string() + "' with mask '" +
+                                        dropped.stem().string() + "_mask.png', on rank 0 (host "));
   // Both ranks refuse; rank 0 prints it for the run, once, and no rank ends before it has.
   CHECK(count(r.err, "found other image/mask pairs") == 1);
   CHECK_THAT(r.err, !Catch::Contains("): error: "));  // the run's error, not one process's

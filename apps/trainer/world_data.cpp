@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fnv1a.h"
@@ -16,19 +18,45 @@ namespace {
 namespace fs = std::filesystem;
 
 /// A process whose folders differ (a copy short of files on one host) would split the batches differently
-/// and leave the others waiting: refused on every process (rank 0 prints it, naming its own folders), naming
-/// the first that differs.
+/// and leave the others waiting: refused on every process (rank 0 prints it), naming each one's folders and
+/// the first pair that differs.
 void require_same_pairs(ProcessGroup& world, const std::vector<ImagePair>& pairs, const DataOptions& o) {
   uint64_t h = fnv1a({});
-  for (const ImagePair& p : pairs)  // the file names: the folders may be mounted at other paths
-    h = fnv1a(fs::path(p.image).filename().string() + '\n' + fs::path(p.mask).filename().string() + '\n', h);
-  const Gathered g = gather(world, std::to_string(pairs.size()) + ":" + std::to_string(h));
-  for (size_t r = 1; r < g.all.size(); ++r)
-    if (g.text(r) != g.text(0))
-      throw_alike(&world, g.process(r) + " found other image/mask pairs than " + g.process(0) + " in '" +
-                              o.images_dir + "' and '" + o.masks_dir +
-                              "': every process of a run must see the same files (a shared file system, or "
-                              "identical copies)");
+  std::string names;  // "<image>\t<mask>\n" per pair: the file names, as the folders may be mounted at other paths
+  for (const ImagePair& p : pairs)
+    names += fs::path(p.image).filename().string() + '\t' + fs::path(p.mask).filename().string() + '\n';
+  h = fnv1a(names, h);
+  const Gathered g = gather(world, std::to_string(pairs.size()) + ":" + std::to_string(h) + "\t" + o.images_dir +
+                                       "' and '" + o.masks_dir);
+  const auto key = [&](size_t r) { return g.text(r).substr(0, g.text(r).find('\t')); };
+  const auto folders = [&](size_t r) { return "'" + g.text(r).substr(g.text(r).find('\t') + 1) + "'"; };
+  size_t r = 1;
+  while (r < g.all.size() && key(r) == key(0)) ++r;
+  if (r == g.all.size()) return;
+  // Every process found the difference: the lists, to name the first pair that differs (from a multi-process
+  // trial: the message named rank 0's folders for both, and no file).
+  const std::vector<std::string> lists = world.all_gather(names);
+  const auto lines = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  const std::vector<std::string> mine = lines(lists[r]), first = lines(lists[0]);
+  const std::set<std::string> in_mine(mine.begin(), mine.end()), in_first(first.begin(), first.end());
+  std::string differs;
+  const auto alone = [&](const std::string& line, size_t who) {
+    differs = " (the first that differs: '" + line.substr(0, line.find('\t')) + "' with mask '" +
+              line.substr(line.find('\t') + 1) + "', on " + g.process(who) + " alone)";
+  };
+  for (const std::string& line : first)
+    if (differs.empty() && !in_mine.count(line)) alone(line, 0);
+  for (const std::string& line : mine)
+    if (differs.empty() && !in_first.count(line)) alone(line, r);
+  throw_alike(&world, g.process(r) + " found other image/mask pairs in " + folders(r) + " than " + g.process(0) +
+                          " in " + folders(0) + differs +
+                          ": every process of a run must see the same files (a shared file system, or identical "
+                          "copies)");
 }
 
 /// Every process's check merged: the errors of all pairs, the counts summed.
