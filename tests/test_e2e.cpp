@@ -2,6 +2,7 @@
 // (the embedded sample) in which the loss falls and checkpoints appear; exit
 // codes and messages for bad flags and configs.
 #include <catch2/catch.hpp>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
@@ -113,6 +114,15 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   CHECK_THAT(refused.out, !Catch::Contains("Total params"));  // refused before the model summary
   CHECK(slurp(dir / "run" / "last.h5") == last);
   CHECK(slurp(dir / "run" / "best-01.h5") == best);
+  // A temporary file of a process killed while writing is removed; one of a live process is not its to remove.
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  REQUIRE(dead > 0);
+  REQUIRE(waitpid(dead, nullptr, 0) == dead);
+  const fs::path left = dir / "run" / ("last.h5.tmp-" + std::to_string(dead));
+  const fs::path live = dir / "run" / ("log.csv.tmp-" + std::to_string(getpid()));
+  std::ofstream(left) << "half a checkpoint";
+  std::ofstream(live) << "being written";
   Run two = run_trainer(cfg + " --gpus cpu:2 --precision bf16 --overwrite", dir);
   REQUIRE(two.code == 0);
   const std::string warning = "training.precision bf16 applies to GPU towers; the CPU towers compute in fp32";
@@ -123,6 +133,10 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   CHECK_THAT(one.err, !Catch::Contains("removed the earlier run's"));
   CHECK_THAT(two.err, Catch::Contains("removed the earlier run's final.h5 from " + (dir / "run").string() +
                                       ": this run writes its own"));
+  CHECK_FALSE(fs::exists(left));
+  CHECK_THAT(two.err, Catch::Contains("removed 1 temporary file(s) left by a run killed while writing: " +
+                                      left.string()));
+  CHECK(fs::exists(live));
   std::vector<double> a = epoch_losses(one.out), b = epoch_losses(two.out);
   REQUIRE(a.size() == 2);
   REQUIRE(b.size() == 2);

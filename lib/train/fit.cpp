@@ -1,9 +1,13 @@
 #include "train/fit.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -305,6 +309,32 @@ std::string continue_with(const FitOptions& options, const std::string& last) {
   return (options.continue_command.empty() ? "" : options.continue_command + " ") + "--resume " + shell_word(last);
 }
 
+/// Removes the temporary files ("<file>.tmp-<pid>", io/atomic_file.h) that a process killed while writing a
+/// checkpoint or log.csv left in output_dir (or the ModelCheckpoint's folder in it): those of a pid that runs
+/// no more on this machine. Said at info level (from a multi-process trial: a 250 MB last.h5.tmp-<pid> stayed
+/// after a SIGKILL, run after run).
+void remove_dead_temporaries(const fs::path& output_dir, const ModelCheckpointConfig& mc) {
+  std::vector<fs::path> folders = {output_dir};
+  const fs::path sub = fs::path(mc.filepath).parent_path();
+  if (mc.enabled && !sub.empty() && sub.string().find('{') == std::string::npos) folders.push_back(output_dir / sub);
+  const std::regex temporary(R"(.+\.(h5|csv)\.tmp-([0-9]{1,9}))");
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const fs::path& folder : folders)
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      std::smatch m;
+      const std::string name = it->path().filename().string();
+      if (!std::regex_match(name, m, temporary) || !it->is_regular_file(ec)) continue;
+      const pid_t pid = pid_t(std::stol(m[2].str()));
+      if (pid == getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to tell)
+      std::error_code gone;
+      if (fs::remove(it->path(), gone)) removed.push_back(it->path().string());
+    }
+  if (!removed.empty())
+    spdlog::info("removed {} temporary file(s) left by a run killed while writing: {}", removed.size(),
+                 fmt::join(removed, ", "));
+}
+
 }  // namespace
 
 std::string run_folder_of(const std::string& checkpoint, const std::string& checkpoint_filepath) {
@@ -551,6 +581,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     earlier_log = theirs.string();
   std::optional<CsvLogger> csv;
   if (voice) csv.emplace(log_path, result.epochs_run, earlier_log);
+  if (voice) remove_dead_temporaries(out_dir, tc.model_checkpoint);
   // A run that does not continue its folder's own (a new run there, or a branch from elsewhere: both need
   // --overwrite) removes the earlier run's files that it writes only at its end or at its best, under the same
   // names: a stopped run left them beside its own (from a new user: predict took the old run's final.h5).
