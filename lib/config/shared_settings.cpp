@@ -93,8 +93,10 @@ std::string shared_settings(const Config& config, bool resumes) {
   if (YAML::Node t = root["training"]; t.IsMap()) {
     t.remove("output_dir");
     t.remove("initial_weights");  // as read: a path, or {filepath, skip_mismatch}
-    if (!config.training.initial_weights.empty())
+    if (!config.training.initial_weights.empty()) {  // the file given (its path may differ), and how it is read
+      t["initial_weights"]["filepath"] = "given";
       t["initial_weights"]["skip_mismatch"] = config.training.initial_weights_skip_mismatch;
+    }
   }
   root["--resume"] = resumes ? "given" : "not given";
   return YAML::Dump(root);
