@@ -269,7 +269,9 @@ void check_stop_inside_an_epoch(const fs::path& dir, const std::function<std::st
     const int code = wait_exit(c);
     if (code == 0) continue;  // the run ended before the signal (a fresh-clone CI run did): another delay
     REQUIRE(code == 143);
-    CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--resume"));
+    CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("--resume") &&
+                                           Catch::Contains("stopping on SIGTERM: finishing this step") &&
+                                           !Catch::Contains("Ctrl-C"));
     CHECK_FALSE(fs::exists(dir / "part" / "final.h5"));
     stopped = load_checkpoint((dir / "part" / "last.h5").string());
     if (stopped.state_scalars.at("next_step") > 0) break;

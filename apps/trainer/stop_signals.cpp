@@ -27,9 +27,12 @@ extern "C" void on_stop_signal(int sig) {
   }
   // Said at once: a step can take seconds, and silence invites the second Ctrl-C that skips the checkpoint.
   if (g_stop.exchange(sig) == 0 && g_announce.load()) {
-    static const char msg[] = "\nstopping: finishing this step, then writing last.h5 (a second Ctrl-C exits at "
-                              "once, without it)\n";
-    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+    static const char interrupt[] = "\nstopping: finishing this step, then writing last.h5 (a second Ctrl-C exits "
+                                    "at once, without it)\n";
+    // SIGTERM: a scheduler's, or the launcher's when another process of the run ended (then it ends this one too).
+    static const char term[] = "\nstopping on SIGTERM: finishing this step, then writing last.h5\n";
+    if (sig == SIGINT) (void)!write(STDERR_FILENO, interrupt, sizeof interrupt - 1);
+    else (void)!write(STDERR_FILENO, term, sizeof term - 1);
   }
 }
 }  // namespace
