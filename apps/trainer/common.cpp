@@ -80,9 +80,10 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool 
 void require_one_process(const std::string& command) {
   if (const Launch l = detect_launch(); l.size > 1)
     throw UserError("trainer " + command + " runs in one process, but an MPI launcher started " +
-                    std::to_string(l.size) + " (" + l.source +
-                    "), which would each do the whole work and write the same files: run it without mpirun or "
-                    "srun (its --gpus all takes every GPU of the machine)");
+                    std::to_string(l.size) + " (" + l.source + "), which would each do the whole work" +
+                    (command == "evaluate" ? "" : " and write the same files") +
+                    ": run it without mpirun or srun" +
+                    (command == "export" ? "" : " (its --gpus all takes every GPU of the machine)"));
 }
 
 std::string launched_process_name() {
