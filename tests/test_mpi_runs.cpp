@@ -506,6 +506,14 @@ TEST_CASE("summary under mpirun prints the model table once, and a config error 
   CHECK(count(mixed.err, "error: ") == 1);
   CHECK_THAT(mixed.err, Catch::Contains("rank 1 (host ") && Catch::Contains("): error: " + (dir / "bad.yaml").string()));
   CHECK_THAT(mixed.out, !Catch::Contains("Total params"));
+  // Two valid configs that differ: refused, as for training.
+  std::string other = mpi_config(dir / "run", "  epochs: 2\n");
+  std::ofstream(dir / "other.yaml") << other;
+  const Run differ = run(kMpirun, "-np 1 " + one + (dir / "good.yaml").string() + " : -np 1 " + one +
+                                      (dir / "other.yaml").string(), dir);
+  INFO(differ.out << differ.err);
+  CHECK(differ.code == 2);
+  CHECK_THAT(differ.err, Catch::Contains("training.epochs is 2 on rank 1 (host "));
   // Summary on one process, training on the other (from a multi-process trial: one's settings came out as the
   // other's error): refused, naming both commands, before either does anything.
   const Run commands = run(kMpirun, "-np 1 " + one + (dir / "good.yaml").string() + " : -np 1 " +
