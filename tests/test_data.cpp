@@ -217,14 +217,19 @@ TEST_CASE("data: a mask drawn in the alpha channel is read from it, and masks th
   // From a new user: RGBA masks of black colour whose nuclei are in alpha (an annotation tool's export) read as
   // all background, and the run trained to dice 0 without a word.
   TempData d;
-  for (const char* name : {"a.png", "b.png"}) write(d.images / name, cv::Mat(2, 2, CV_8UC3, cv::Scalar(9)));
+  for (const char* name : {"a.png", "b.png", "c.png"}) write(d.images / name, cv::Mat(2, 2, CV_8UC3, cv::Scalar(9)));
   cv::Mat alpha(2, 2, CV_8UC4, cv::Scalar(0, 0, 0, 0));
   alpha.at<cv::Vec4b>(0, 1)[3] = 255;
   write(d.masks / "a_mask.png", alpha);
-  // A coloured RGBA mask keeps the colour rule (alpha dropped): red on half-transparent.
+  // A mask whose colour varies keeps the colour rule (alpha dropped): white on black, half-transparent.
   cv::Mat coloured(2, 2, CV_8UC4, cv::Scalar(0, 0, 0, 128));
   coloured.at<cv::Vec4b>(1, 0) = cv::Vec4b(255, 255, 255, 128);
   write(d.masks / "b_mask.png", coloured);
+  // A shape in the alpha channel over red (BGR 0, 0, 255) everywhere: its alpha too (from a review: a colour
+  // other than gray was taken as gray, all foreground).
+  cv::Mat red(2, 2, CV_8UC4, cv::Scalar(0, 0, 255, 0));
+  red.at<cv::Vec4b>(1, 1)[3] = 255;
+  write(d.masks / "c_mask.png", red);
   const auto load = [&](std::string& log_text) {
     std::ostringstream log;
     const std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
@@ -237,17 +242,17 @@ TEST_CASE("data: a mask drawn in the alpha channel is read from it, and masks th
   };
   std::string log;
   const Dataset ds = load(log);
-  const float expect[2][4] = {{0, 1, 0, 0}, {0, 0, 1, 0}};
-  for (int n = 0; n < 2; ++n)
+  const float expect[3][4] = {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}};
+  for (int n = 0; n < 3; ++n)
     for (int k = 0; k < 4; ++k) {
       INFO(ds.names[size_t(n)] << " pixel " << k);
       CHECK(at(ds.masks, n, k / 2, k % 2, 0) == expect[n][k]);
     }
   CHECK_THAT(log, !Catch::Contains("is empty"));
   // Every mask empty: said, with the folder.
-  for (const char* name : {"a_mask.png", "b_mask.png"}) write(d.masks / name, flat_mask(2, 2, 0));
+  for (const char* name : {"a_mask.png", "b_mask.png", "c_mask.png"}) write(d.masks / name, flat_mask(2, 2, 0));
   load(log);
-  CHECK_THAT(log, Catch::Contains("every one of the 2 masks in '" + d.masks.string() + "' is empty") &&
+  CHECK_THAT(log, Catch::Contains("every one of the 3 masks in '" + d.masks.string() + "' is empty") &&
                       Catch::Contains("dice stays 0"));
 }
 

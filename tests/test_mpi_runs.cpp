@@ -322,6 +322,7 @@ TEST_CASE("SIGTERM to one rank stops every rank after the same step, and rank 0 
   INFO(err << slurp(dir / "out.txt"));
   CHECK(code != 0);  // both ranks end with 143; mpirun reports a non-zero exit
   CHECK_THAT(err, Catch::Contains("stopped by signal 15") &&
+                      Catch::Contains("continue with, as each process of the same mpirun or srun launch: ") &&
                       Catch::Contains(" --gpus cpu --threads 1 --resume " + (dir / "run" / "last.h5").string()));
   CHECK_THAT(err, !Catch::Contains("did not complete within"));  // no rank waited for the other
   // Rank 0, never signalled, stopped and wrote the run's state: it loads, and --resume would continue it.

@@ -75,10 +75,10 @@ struct Towers {
   DevicePlan plan;
   int threads_per_tower = 1;
 };
-/// The cores this process uses when --threads is not given: those of its CPU
-/// affinity mask when a launcher narrowed it (mpirun binds each of 2
-/// processes or fewer to a core by default), else the host's cores over its
-/// local_size processes (at least 1).
+/// The cores this process uses when --threads is not given: the host's cores
+/// over its local_size processes, and at most those of its CPU affinity mask
+/// (a launcher's binding: mpirun binds each of 2 processes or fewer to a
+/// core by default); at least 1.
 int process_cores(int local_size);
 /// Resolves spec (UserError for a bad one) and logs warnings and the choice.
 /// gpus_given: --gpus was on the command line; without it the default `all`

@@ -45,12 +45,11 @@ int usable_cores() {
 }  // namespace
 
 int process_cores(int local_size) {
-  const int hardware = usable_cores();
-  // The host's processes share its cores, unless the launcher bound each to its own (the affinity mask then
-  // holds only those: mpirun binds to a core by default with 2 processes or fewer, so --bind-to none, or
-  // --map-by ...:PE=N, gives a process more).
-  const bool bound = hardware < int(std::thread::hardware_concurrency());
-  return bound ? hardware : std::max(1, hardware / std::max(1, local_size));
+  // The host's cores shared by its processes, and at most those of the affinity mask: mpirun binds each of 2
+  // processes or fewer to a core, more to a socket that several then share (from a review: 8 processes on 2
+  // sockets of 32 cores each ran 32 threads, 4 times the cores), and --map-by ...:PE=N gives each N.
+  const int host = int(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, std::min(usable_cores(), host / std::max(1, local_size)));
 }
 
 Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given,

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -35,14 +36,21 @@ void require_same_pairs(ProcessGroup& world, const std::vector<ImagePair>& pairs
   if (r == g.all.size()) return;
   // Every process found the difference: the lists, to name the first pair that differs (from a multi-process
   // trial: the message named rank 0's folders for both, and no file).
-  const std::vector<std::string> lists = world.all_gather(names);
+  const auto list_of = [&](int root) {  // root's list, on every process (not every list on every process)
+    uint64_t size = names.size();
+    world.broadcast(&size, sizeof size, root);
+    std::string list = world.rank() == root ? names : std::string(size_t(size), '\0');
+    world.broadcast(list.data(), list.size(), root);
+    return list;
+  };
+  const std::vector<std::string> lists = {list_of(0), list_of(int(r))};
   const auto lines = [](const std::string& text) {
     std::vector<std::string> out;
     std::istringstream in(text);
     for (std::string line; std::getline(in, line);) out.push_back(line);
     return out;
   };
-  const std::vector<std::string> mine = lines(lists[r]), first = lines(lists[0]);
+  const std::vector<std::string> mine = lines(lists[1]), first = lines(lists[0]);
   const std::set<std::string> in_mine(mine.begin(), mine.end()), in_first(first.begin(), first.end());
   std::string differs;
   const auto alone = [&](const std::string& line, size_t who) {

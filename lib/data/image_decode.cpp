@@ -86,10 +86,13 @@ cv::Size binarize_mask(const cv::Mat& file, const std::string& path, int height,
     if (m.channels() == 4) {  // a shape drawn in the alpha channel over one colour (annotation tools' export)
       std::vector<cv::Mat> planes;
       cv::split(m, planes);
-      double lo = 0, hi = 0, alpha_lo = 0, alpha_hi = 0;
-      cv::minMaxLoc(planes[0], &lo, &hi);
-      bool one_colour = lo == hi;
-      for (int c = 1; c < 3 && one_colour; ++c) one_colour = cv::countNonZero(planes[size_t(c)] != planes[0]) == 0;
+      bool one_colour = true;  // each of B, G and R one value everywhere (red is one colour too)
+      for (int c = 0; c < 3 && one_colour; ++c) {
+        double lo = 0, hi = 0;
+        cv::minMaxLoc(planes[size_t(c)], &lo, &hi);
+        one_colour = lo == hi;
+      }
+      double alpha_lo = 0, alpha_hi = 0;
       cv::minMaxLoc(planes[3], &alpha_lo, &alpha_hi);
       if (one_colour && alpha_lo != alpha_hi) m = planes[3];
     }

@@ -304,20 +304,25 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
   spdlog::info("resuming from {}: epoch {}, step {}", source, s.next_epoch, s.next_step);
 }
 
-/// The command that continues a stopped run from last (FitOptions::continue_command).
+/// "continue with: <command>", the command that continues a stopped run from last
+/// (FitOptions::continue_command), run by each process under the launcher when the run has several.
 std::string continue_with(const FitOptions& options, const std::string& last) {
-  return (options.continue_command.empty() ? "" : options.continue_command + " ") + "--resume " + shell_word(last);
+  const bool several = options.world && options.world->size() > 1;
+  return std::string("continue with") + (several ? ", as each process of the same mpirun or srun launch" : "") +
+         ": " + (options.continue_command.empty() ? "" : options.continue_command + " ") + "--resume " +
+         shell_word(last);
 }
 
 /// Removes the temporary files ("<file>.tmp-<pid>", io/atomic_file.h) that a process killed while writing a
-/// checkpoint or log.csv left in output_dir (or the ModelCheckpoint's folder in it): those of a pid that runs
+/// checkpoint (.h5) or log.csv left in output_dir (or the ModelCheckpoint's folder in it): those of a pid that runs
 /// no more on this machine. Said at info level (from a multi-process trial: a 250 MB last.h5.tmp-<pid> stayed
 /// after a SIGKILL, run after run).
 void remove_dead_temporaries(const fs::path& output_dir, const ModelCheckpointConfig& mc) {
   std::vector<fs::path> folders = {output_dir};
   const fs::path sub = fs::path(mc.filepath).parent_path();
   if (mc.enabled && !sub.empty() && sub.string().find('{') == std::string::npos) folders.push_back(output_dir / sub);
-  const std::regex temporary(R"(.+\.(h5|csv)\.tmp-([0-9]{1,9}))");
+  // Checkpoints and log.csv: a run's own files (evaluate's CSV there may be another live process's, elsewhere).
+  const std::regex temporary(R"((.+\.h5|log\.csv)\.tmp-([0-9]{1,9}))");
   std::vector<std::string> removed;
   std::error_code ec;
   for (const fs::path& folder : folders)
@@ -575,22 +580,29 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   const std::string run_folder = options.resume_run_folder.empty() && options.resume
                                      ? run_folder_of(options.resume_path, "")  // a caller that did not look
                                      : options.resume_run_folder;
-  if (options.resume && resumes_in_place(run_folder, tc.output_dir))
+  const bool in_place = options.resume && resumes_in_place(run_folder, tc.output_dir);
+  if (in_place)
     earlier_log = log_path;
   else if (const fs::path theirs = fs::path(run_folder) / "log.csv"; options.resume && fs::exists(theirs, ec))
     earlier_log = theirs.string();
+  // Resumed in place from a checkpoint before the run's last epoch (with --overwrite): the later epochs go.
+  const bool rewinds = in_place && logged_epochs(out_dir.string()) > result.epochs_run;
   std::optional<CsvLogger> csv;
   if (voice) csv.emplace(log_path, result.epochs_run, earlier_log);
   if (voice) remove_dead_temporaries(out_dir, tc.model_checkpoint);
-  // A run that does not continue its folder's own (a new run there, or a branch from elsewhere: both need
-  // --overwrite) removes the earlier run's files that it writes only at its end or at its best, under the same
-  // names: a stopped run left them beside its own (from a new user: predict took the old run's final.h5).
-  if (voice && !(options.resume && resumes_in_place(run_folder, tc.output_dir))) {
+  // A run that does not continue its folder's own run (a new run there, a branch from elsewhere, or a rewind
+  // to an earlier checkpoint: all need --overwrite) removes the earlier run's files that it writes only at its
+  // end or at its best, under the same names: a stopped run left them beside its own (from a new user: predict
+  // took the old run's final.h5). Never the checkpoint it resumes from.
+  if (voice && (!in_place || rewinds)) {
     std::vector<std::string> stale = {"final.h5"}, removed;
     const ModelCheckpointConfig& mc = tc.model_checkpoint;
     if (mc.enabled && mc.filepath.find('{') == std::string::npos) stale.push_back(mc.filepath);
-    for (const std::string& name : stale)  // (initial weights are never read from the output folder)
-      if (fs::is_regular_file(out_dir / name, ec) && fs::remove(out_dir / name, ec)) removed.push_back(name);
+    for (const std::string& name : stale) {  // (initial weights are never read from the output folder)
+      const fs::path p = out_dir / name;
+      if (!fs::is_regular_file(p, ec) || (options.resume && fs::equivalent(p, options.resume_path, ec))) continue;
+      if (fs::remove(p, ec)) removed.push_back(name);
+    }
     if (!removed.empty())
       spdlog::info("removed the earlier run's {} from {}: this run writes its own", fmt::join(removed, ", "),
                    out_dir.string());
@@ -705,8 +717,8 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         result.stop_signal = signal;
         remember(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s), epoch,
                       options.world));
-        spdlog::warn("stopped by signal {} at epoch {}, step {}; continue with: {}", result.stop_signal, epoch,
-                     step + 1, continue_with(options, last_path));
+        spdlog::warn("stopped by signal {} at epoch {}, step {}; {}", result.stop_signal, epoch, step + 1,
+                     continue_with(options, last_path));
         return result;
       }
     }
@@ -787,7 +799,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     // it was left without one, and --resume then found nothing to train).
     if (const int signal = epoch < tc.epochs ? stop_signal() : 0) {
       result.stop_signal = signal;
-      spdlog::warn("stopped by signal {} after epoch {}; continue with: {}", result.stop_signal, epoch,
+      spdlog::warn("stopped by signal {} after epoch {}; {}", result.stop_signal, epoch,
                    continue_with(options, last_path));
       return result;
     }
