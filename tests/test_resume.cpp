@@ -794,7 +794,7 @@ TEST_CASE("a stop asked for in the last epoch still ends the run with final.h5",
   fs::remove_all(dir);
 }
 
-TEST_CASE("--overwrite never removes the checkpoint a run resumes from", "[resume]") {
+TEST_CASE("a resume with --overwrite never removes the checkpoint it resumes from", "[resume]") {
   // From a review: a ModelCheckpoint file ck/best.h5 in a folder without the run's other files is a branch of
   // its own folder, and --overwrite removed it as the earlier run's best.h5.
   fs::path dir = temp_dir("resume_keeps_source");
