@@ -437,3 +437,22 @@ TEST_CASE("evaluate's CSV quotes image names holding commas, quotes or line brea
   CHECK(rows[1] == "\"well A1, field 2.png\",3,2,0.5,0,0");
   CHECK(rows[2] == "\"q\"\"uote.png\",3,2,0.5,0,0");
 }
+
+TEST_CASE("predict on a folder of images and their masks predicts the images alone", "[predict]") {
+  // From a new user: in the layout training takes (a.png beside a_mask.png) the masks were predicted too, as
+  // <stem>_mask_mask.png.
+  const Fixture& f = fixture();
+  const fs::path dir = case_dir("predict_together");
+  fs::create_directories(dir / "in");
+  const std::string id = kIds[0];
+  fs::create_symlink(kFlat + "/train_im/" + id + ".png", dir / "in" / (id + ".png"));
+  fs::create_symlink(kFlat + "/train_mask/" + id + "_mask.png", dir / "in" / (id + "_mask.png"));
+  const Run r = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " + (dir / "in").string() +
+                                " --output " + (dir / "out").string() + " --gpus cpu",
+                            dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("left out the 1 mask(s) beside their images"));
+  CHECK(fs::exists(dir / "out" / (id + "_mask.png")));
+  CHECK_FALSE(fs::exists(dir / "out" / (id + "_mask_mask.png")));
+}

@@ -1,5 +1,8 @@
 // trainer predict --checkpoint CKPT --input FILE_OR_DIR --output DIR: masks at each image's own size.
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.h"
 #include "data/image_files.h"
@@ -20,10 +23,18 @@ struct PredictFlags {
 int run_predict(const PredictFlags& f) {
   require_one_process("predict");
   check_threshold(f.options.threshold, "--threshold");
-  const std::vector<std::string> images = without_prediction_outputs(list_image_files(f.input, "--input"),
-                                                                     f.options.output_dir);
+  std::vector<std::string> images = without_prediction_outputs(list_image_files(f.input, "--input"),
+                                                               f.options.output_dir);
   const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given);
   LoadedModel m = load_model(f.checkpoint, towers);
+  // A folder of images and their masks, as training takes it (from a new user: the masks were predicted too).
+  if (std::error_code ec; std::filesystem::is_directory(f.input, ec)) {
+    const std::vector<std::string> kept = without_masks(images, m.config->data.mask_suffix);
+    if (kept.size() < images.size())
+      spdlog::info("left out the {} mask(s) beside their images in '{}' (<stem>{}.*, the checkpoint's "
+                   "data.mask_suffix)", images.size() - kept.size(), f.input, m.config->data.mask_suffix);
+    images = kept;
+  }
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
   PredictOptions options = f.options;
   options.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
