@@ -21,6 +21,7 @@
 #include "data/dataset.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "io/folder_lock.h"
 #include "train/resume_check.h"
 #include "train/tensorboard.h"
 #include "nn/model.h"
@@ -368,6 +369,12 @@ int run_train(const TrainFlags& f) {
     if (json && voice) print_json_result(none);
     return 128 + int(signal);
   }
+  // One run at a time in a folder (from a new user: a second one, resumed from the first's last.h5 while it
+  // ran, overwrote its checkpoints, and the first one's epochs were lost).
+  std::optional<FolderLock> lock;
+  check_together(world.get(), [&] {
+    if (voice) lock.emplace(config.training.output_dir);
+  });
   if (voice) announce_stops();
   const FitResult result = fit(config, trainer, data, fit_options);
   if (!voice) return result.stop_signal ? 128 + result.stop_signal : 0;
