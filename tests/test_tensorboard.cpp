@@ -443,3 +443,25 @@ TEST_CASE("tensorboard: a resumed run's event files continue as its log.csv does
   CHECK_THAT(plain.err, Catch::Contains("--overwrite keeps the TensorBoard event files in " +
                                         (dir.root / "run" / "logs" / "train").string() + " and 1 more folder(s)"));
 }
+
+TEST_CASE("tensorboard: a resume carries no event files of another run, told from log.csv's losses",
+          "[tensorboard]") {
+  // From a new user: a run with --overwrite and no TensorBoard callback left the replaced run's event files, and
+  // its resume carried them as its own history.
+  TempDir dir("tb_foreign");
+  TensorBoardConfig cfg;
+  cfg.enabled = true;
+  const fs::path run = dir.root / "run";
+  {
+    TensorBoardLogger tb(run.string(), cfg, {});
+    for (int epoch = 1; epoch <= 2; ++epoch)
+      tb.on_epoch_end(epoch, 2 * epoch, {{"loss", 0.5 * epoch}, {"val_loss", 0.25 * epoch}}, 0.01, 1, {});
+  }
+  TensorBoardStart same{run.string(), 2, 4, {{0, 0.5}, {1, 1.0000001}}};  // log.csv's decimals
+  { TensorBoardLogger tb(run.string(), cfg, same); }
+  CHECK(scalars(event_file_in(run / "train")).at("epoch_loss") == std::map<int64_t, float>{{0, 0.5f}, {1, 1.f}});
+  TensorBoardStart other{run.string(), 2, 4, {{0, 0.5}, {1, 1.5}}};  // the resumed run's epoch 2 had loss 1.5
+  { TensorBoardLogger tb(run.string(), cfg, other); }
+  CHECK(scalars(event_file_in(run / "train")).count("epoch_loss") == 0);
+  CHECK(event_files_in((run / "validation").string()).empty());  // the other run's removed, none carried
+}

@@ -24,6 +24,7 @@
 #include "core/shell_word.h"
 #include "dist/root_work.h"
 #include "train/callbacks.h"
+#include "viz/training_log.h"
 #include "train/csv_logger.h"
 #include "train/model_graph.h"
 #include "train/tensorboard.h"
@@ -340,6 +341,23 @@ void remove_dead_temporaries(const fs::path& output_dir, const ModelCheckpointCo
                  fmt::join(removed, ", "));
 }
 
+/// The loss column of the log.csv at path by epoch (0-based); empty when path is "" or cannot be read.
+std::map<int64_t, double> logged_losses(const std::string& path) {
+  std::map<int64_t, double> out;
+  if (path.empty()) return out;
+  try {
+    const viz::TrainingLog log = viz::read_training_log(path);
+    const auto column = std::find(log.columns.begin(), log.columns.end(), "loss");
+    if (column == log.columns.end()) return out;
+    const std::vector<double>& values = log.values[size_t(column - log.columns.begin())];
+    for (size_t row = 0; row < log.epochs.size() && row < values.size(); ++row)
+      out[int64_t(log.epochs[row])] = values[row];
+  } catch (const UserError&) {
+    out.clear();  // a log the run could not have written: nothing to check against
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string run_folder_of(const std::string& checkpoint, const std::string& checkpoint_filepath) {
@@ -610,8 +628,10 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   std::optional<TensorBoardLogger> tensorboard;
   if (voice && tc.tensorboard.enabled) {
     TensorBoardStart start;
-    if (options.resume)  // the checkpoint's run's events up to it, as log.csv's rows
-      start = {(fs::path(run_folder) / tc.tensorboard.log_dir).string(), s.next_epoch - 1, trainer.iterations()};
+    if (options.resume) {  // the checkpoint's run's events up to it, as log.csv's rows
+      start = {(fs::path(run_folder) / tc.tensorboard.log_dir).string(), s.next_epoch - 1, trainer.iterations(), {}};
+      start.losses = logged_losses(earlier_log);
+    }
     tensorboard.emplace((out_dir / tc.tensorboard.log_dir).string(), tc.tensorboard, start);
     if (tc.tensorboard.write_graph) tensorboard->graph(model_graph_def(trainer.model(), trainer.config().model));
     spdlog::info("TensorBoard: event files in {} (tensorboard --logdir {})", tensorboard->folder(), out_dir.string());

@@ -1,6 +1,7 @@
 #include "train/tensorboard.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <utility>
@@ -76,6 +77,24 @@ TensorBoardLogger::TensorBoardLogger(const std::string& root, const TensorBoardC
     carried_train = carried_events(fs::path(start.resumed_from) / "train", start, damaged);
     carried_val = carried_events(fs::path(start.resumed_from) / "validation", start, damaged);
   }
+  // From a new user: a run with --overwrite and no TensorBoard callback left the replaced run's event files, and
+  // its resume carried them as its own history.
+  bool foreign = false;
+  for (const std::string& record : carried_train) {
+    tensorboard::Event e;
+    const tensorboard::Summary::Value* v = first_value(record, e);
+    const auto logged = v && v->tag() == "epoch_loss" ? start.losses.find(e.step()) : start.losses.end();
+    if (logged == start.losses.end() || std::abs(v->simple_value() - logged->second) <=
+                                            1e-4 * std::max(1.0, std::abs(logged->second)))
+      continue;
+    spdlog::warn("TensorBoard: the event files in {} are of another run (epoch_loss {:g} at epoch {}, where the "
+                 "resumed run's log.csv has loss {:g}): not carried over; this run's curves start at epoch {}",
+                 start.resumed_from, v->simple_value(), e.step(), logged->second, start.epochs_done + 1);
+    carried_train.clear();
+    carried_val.clear();
+    foreign = true;
+    break;
+  }
   // The validation folder too is made now (its file with the first value): one that cannot be made fails here.
   std::error_code made;
   fs::create_directories(val, made);
@@ -111,7 +130,7 @@ TensorBoardLogger::TensorBoardLogger(const std::string& root, const TensorBoardC
   }
   for (const std::string& d : damaged)
     if (!among(earlier, d)) warn_damaged(d, "");
-  if (!start.resumed_from.empty() && carried_train.empty() && start.epochs_done > 0)
+  if (!start.resumed_from.empty() && carried_train.empty() && start.epochs_done > 0 && !foreign)
     spdlog::warn("TensorBoard: no values of the resumed run in {} (it wrote none there, or to another log_dir); "
                  "its curves start at step {} (epoch {})", start.resumed_from, start.epochs_done,
                  start.epochs_done + 1);

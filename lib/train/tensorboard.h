@@ -26,6 +26,10 @@ struct TensorBoardStart {
   std::string resumed_from;
   int epochs_done = 0;          ///< Epochs that run had finished at the checkpoint.
   int64_t iterations_done = 0;  ///< Its optimizer steps at the checkpoint.
+  /// That run's log.csv loss by epoch (0-based), to tell its event files from
+  /// those of a run that --overwrite replaced there (whose event files it left:
+  /// it had no TensorBoard callback, or another log_dir); empty: not checked.
+  std::map<int64_t, double> losses;
 };
 
 /// Whether the event files in root's train/ or validation/ hold a value of a
@@ -55,7 +59,9 @@ class TensorBoardLogger {
   /// failure in between loses none. A file with a record that fails its
   /// checksum is carried up to it, said in a warning, and kept (renamed so
   /// that TensorBoard no longer reads it, when it is in root). Both folders
-  /// are made at once. The train/ file is made at once, so that
+  /// are made at once. When a carried epoch_loss differs from start.losses
+  /// (relative 1e-4), the files are another run's: nothing is carried, and a
+  /// warning says so. The train/ file is made at once, so that
   /// a folder that cannot be written fails before the first step (UserError
   /// naming it, from EventFileWriter).
   TensorBoardLogger(const std::string& root, const TensorBoardConfig& cfg, const TensorBoardStart& start);
