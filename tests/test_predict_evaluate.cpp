@@ -84,6 +84,13 @@ double printed(const std::string& out, const std::string& pattern) {
   return std::stod(m[1]);
 }
 
+/// Links the DSB image id and its binary mask into folder (<id>.png, <id>_mask.png), as training's one-folder
+/// layout holds them.
+void link_image_and_mask(const std::string& id, const fs::path& folder) {
+  fs::create_symlink(kFlat + "/train_im/" + id + ".png", folder / (id + ".png"));
+  fs::create_symlink(kFlat + "/train_mask/" + id + "_mask.png", folder / (id + "_mask.png"));
+}
+
 }  // namespace
 
 TEST_CASE("predict writes masks at each image's own size, and probabilities and overlays on request",
@@ -271,10 +278,7 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   CHECK_THAT(m.err, !Catch::Contains("label images"));
   // Images and masks in one folder, as training takes them (from a new user): the masks are not images.
   fs::create_directories(dir / "together");
-  for (const auto& id : kIds) {
-    fs::create_symlink(kFlat + "/train_im/" + id + ".png", dir / "together" / (id + ".png"));
-    fs::create_symlink(kFlat + "/train_mask/" + id + "_mask.png", dir / "together" / (id + "_mask.png"));
-  }
+  for (const auto& id : kIds) link_image_and_mask(id, dir / "together");
   const std::string together = " --images " + (dir / "together").string();
   const Run one = run_trainer(base.substr(0, base.find(" --images ")) + together + " --masks " +
                                   (dir / "together").string() + " --gpus cpu",
@@ -445,8 +449,7 @@ TEST_CASE("predict on a folder of images and their masks predicts the images alo
   const fs::path dir = case_dir("predict_together");
   fs::create_directories(dir / "in");
   const std::string id = kIds[0];
-  fs::create_symlink(kFlat + "/train_im/" + id + ".png", dir / "in" / (id + ".png"));
-  fs::create_symlink(kFlat + "/train_mask/" + id + "_mask.png", dir / "in" / (id + "_mask.png"));
+  link_image_and_mask(id, dir / "in");
   const Run r = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " + (dir / "in").string() +
                                 " --output " + (dir / "out").string() + " --gpus cpu",
                             dir);

@@ -604,7 +604,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   else if (const fs::path theirs = fs::path(run_folder) / "log.csv"; options.resume && fs::exists(theirs, ec))
     earlier_log = theirs.string();
   // Resumed in place from a checkpoint before the run's last epoch (with --overwrite): the later epochs go.
-  const bool rewinds = in_place && logged_epochs(out_dir.string()) > result.epochs_run;
+  const bool rewinds = voice && in_place && logged_epochs(out_dir.string()) > result.epochs_run;
   std::optional<CsvLogger> csv;
   if (voice) csv.emplace(log_path, result.epochs_run, earlier_log);
   if (voice) remove_dead_temporaries(out_dir, tc.model_checkpoint);
