@@ -316,3 +316,31 @@ TEST_CASE("CsvLogger continuing a log with other columns keeps every earlier val
   CHECK(std::string((std::istreambuf_iterator<char>(again)), {}) == text + "3,0.0005,0.2,NA\n");
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("CsvLogger replaces the file at once: a replaced run's rows do not outlive this run's start",
+          "[callbacks]") {
+  // From a new user: an --overwrite run stopped in its first epoch left the old run's rows in log.csv.
+  const std::string dir = "/tmp/trainer_csv_start_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/log.csv";
+  const auto read = [&] {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  {
+    CsvLogger old(path);
+    for (int e = 1; e <= 3; ++e) old.log(e, {{"loss", 1.0 / e}});
+  }
+  REQUIRE(read() == "epoch,loss\n0,1\n1,0.5\n2,0.333333333\n");
+  {
+    CsvLogger rewound(path, 1, path);  // resumed from epoch 1's checkpoint: epochs 2 and 3 go now
+    CHECK(read() == "epoch,loss\n0,1\n");
+  }
+  {
+    CsvLogger fresh(path);  // a new run: nothing of the old one stays
+    CHECK_FALSE(std::filesystem::exists(path));
+    fresh.log(1, {{"loss", 0.25}});
+  }
+  CHECK(read() == "epoch,loss\n0,0.25\n");
+  std::filesystem::remove_all(dir);
+}

@@ -14,6 +14,18 @@
 namespace trainer {
 
 CsvLogger::CsvLogger(std::string path, int finished_epochs, const std::string& earlier) : path_(std::move(path)) {
+  read_kept(finished_epochs, earlier);
+  // As Keras's CSVLogger truncates its file at train begin: the rows of a run this one replaces (or of its
+  // epochs after the checkpoint) must not stand in the log until this run's first epoch ends.
+  std::error_code ec;
+  if (!kept_.empty())
+    write_file_atomic(path_, kept_);
+  else if (!std::filesystem::remove(path_, ec) && ec)
+    throw UserError("cannot remove the earlier training log '" + path_ + "': " + ec.message() +
+                    "; check that its folder is writable");
+}
+
+void CsvLogger::read_kept(int finished_epochs, const std::string& earlier) {
   if (finished_epochs <= 0 || earlier.empty() || !std::filesystem::exists(earlier)) return;
   std::ifstream in(earlier);
   if (!in) throw UserError("cannot read the training log '" + earlier + "' to continue it");

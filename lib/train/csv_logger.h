@@ -17,8 +17,10 @@ class CsvLogger {
   /// the log they were written to (earlier; may be path itself, or the log
   /// beside the checkpoint when the run moves to a new folder): its header
   /// and the rows of those epochs are copied first, later rows dropped, so
-  /// the log never holds an epoch twice. Throws UserError naming the file
-  /// when it cannot be read or written.
+  /// the log never holds an epoch twice. The file at path is replaced by
+  /// those rows at once (removed when there are none), as Keras truncates it
+  /// at train begin. Throws UserError naming the file when it cannot be read
+  /// or written.
   CsvLogger(std::string path, int finished_epochs = 0, const std::string& earlier = "");
   /// Writes the row of epoch (1-based, as printed; written 0-based as Keras does).
   /// The first row's names fix the columns (with the carried-over log's, if
@@ -28,6 +30,8 @@ class CsvLogger {
   const std::string& path() const { return path_; }
 
  private:
+  /// Fills kept_ from earlier's header and rows of epochs < finished_epochs.
+  void read_kept(int finished_epochs, const std::string& earlier);
   std::string path_;
   std::string kept_;  ///< Header and rows carried over from the earlier log.
   std::ofstream out_;
