@@ -128,10 +128,11 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
   const std::string warning = "training.precision bf16 applies to GPU towers; the CPU towers compute in fp32";
   CHECK_THAT(one.err, !Catch::Contains("applies to GPU towers"));
   CHECK_THAT(two.err, Catch::Contains(warning));
-  // The earlier run's final.h5 goes when the new run starts (from a new user: a stopped run left it beside its
-  // own files, and predict took it). (--initial-weights from the output folder is refused: nothing read goes.)
+  // The earlier run's final.h5 and last.h5 go when the new run starts (from a new user: a stopped run left
+  // them beside its own files, and predict took final.h5). (--initial-weights from the output folder is
+  // refused: nothing read goes.)
   CHECK_THAT(one.err, !Catch::Contains("removed the earlier run's"));
-  CHECK_THAT(two.err, Catch::Contains("removed the earlier run's final.h5 from " + (dir / "run").string() +
+  CHECK_THAT(two.err, Catch::Contains("removed the earlier run's final.h5, last.h5 from " + (dir / "run").string() +
                                       ": this run writes its own"));
   CHECK_FALSE(fs::exists(left));
   CHECK_THAT(two.err, Catch::Contains("removed 1 temporary file(s) left by a run killed while writing: " +

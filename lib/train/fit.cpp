@@ -609,11 +609,11 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (voice) csv.emplace(log_path, result.epochs_run, earlier_log);
   if (voice) remove_dead_temporaries(out_dir, tc.model_checkpoint);
   // A run that does not continue its folder's own run (a new run there, a branch from elsewhere, or a rewind
-  // to an earlier checkpoint: all need --overwrite) removes the earlier run's files that it writes only at its
-  // end or at its best, under the same names: a stopped run left them beside its own (from a new user: predict
-  // took the old run's final.h5). Never the checkpoint it resumes from.
+  // to an earlier checkpoint: all need --overwrite) removes the earlier run's checkpoints that it writes under
+  // the same names, as log.csv's rows went above: a run killed before its first epoch's end left them beside its
+  // own files (from a new user: predict took the old run's final.h5). Never the checkpoint it resumes from.
   if (voice && (!in_place || rewinds)) {
-    std::vector<std::string> stale = {"final.h5"}, removed;
+    std::vector<std::string> stale = {"final.h5", "last.h5"}, removed;
     const ModelCheckpointConfig& mc = tc.model_checkpoint;
     if (mc.enabled && mc.filepath.find('{') == std::string::npos) stale.push_back(mc.filepath);
     for (const std::string& name : stale) {  // (initial weights are never read from the output folder)
