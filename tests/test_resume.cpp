@@ -357,6 +357,32 @@ TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 13
   fs::remove_all(dir);
 }
 
+TEST_CASE("a second SIGINT exits at once and gives the command that continues from last.h5", "[resume]") {
+  fs::path dir = temp_dir("resume_second_sigint");
+  std::ofstream(dir / "c.yaml") << config(dir / "run", 40);
+  for (int attempt = 0;; ++attempt) {
+    fs::remove_all(dir / "run");
+    Child c = start("--config " + (dir / "c.yaml").string() + " --gpus cpu", dir);
+    wait_for_lines(dir / "run" / "log.csv", 2, 60);  // epoch 1's last.h5 is there
+    kill(c.pid, SIGINT);
+    // Once the first is handled (two pending SIGINTs are one), and before the step ends, nearly always.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (slurp(dir / "err.txt").find("stopping: finishing") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    kill(c.pid, SIGINT);
+    REQUIRE(wait_exit(c) == 130);
+    const std::string err = slurp(dir / "err.txt");
+    if (err.find("interrupted again") == std::string::npos && attempt < 3) continue;  // the first had ended it
+    CHECK_THAT(err, Catch::Contains("interrupted again: exiting now without a checkpoint (the last one stays)\n"
+                                    "continue with: " + std::string(TRAINER_BINARY) + " --config " +
+                                    (dir / "c.yaml").string() + " --gpus cpu --resume " +
+                                    (dir / "run" / "last.h5").string() + "\n"));
+    break;
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("SIGKILL while checkpoints are written leaves the previous ones readable", "[resume]") {
   fs::path dir = temp_dir("resume_sigkill");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 1000,

@@ -375,7 +375,10 @@ int run_train(const TrainFlags& f) {
   check_together(world.get(), [&] {
     if (voice) lock.emplace(config.training.output_dir);
   });
-  if (voice) announce_stops();
+  if (voice) {
+    const std::string last = (std::filesystem::path(config.training.output_dir) / "last.h5").string();
+    announce_stops(last, continue_with(fit_options, last));
+  }
   const FitResult result = fit(config, trainer, data, fit_options);
   if (!voice) return result.stop_signal ? 128 + result.stop_signal : 0;
   const char* how = result.stop_signal ? " (stopped by a signal)" : result.stopped_early ? " (early stopping)" : "";

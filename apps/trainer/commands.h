@@ -150,8 +150,10 @@ const std::atomic<int>& install_stop_handlers();
 /// From now on the first stop signal is acknowledged at once on stderr
 /// ("stopping: finishing this step, then writing last.h5 ..."): called when
 /// the training loop starts, by the process that speaks (world rank 0).
-/// Before, a stop ends the run before training with its own message.
-void announce_stops();
+/// Before, a stop ends the run before training with its own message. A
+/// second SIGINT then prints continue_hint (train/fit.h's continue_with) when
+/// the run's last checkpoint `last` exists at that moment.
+void announce_stops(const std::string& last, const std::string& continue_hint);
 /// For commands that write files and have nothing to finish (export, predict):
 /// SIGINT/SIGTERM delete the temporary file being written, if any, and exit
 /// with 128 + signal at once.

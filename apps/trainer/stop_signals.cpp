@@ -1,7 +1,8 @@
 // SIGINT/SIGTERM handling. Training: the first signal asks the run to stop
 // after the current step, which rank 0 says at once once training has begun
 // (it then writes last.h5 and exits with 128 + signal);
-// a second SIGINT exits at once with 130. Export and predict: exit at once,
+// a second SIGINT exits at once with 130, giving the command that continues
+// from last.h5 when there is one. Export and predict: exit at once,
 // saying so.
 // Either way a temporary file being written is deleted first.
 #include <signal.h>
@@ -15,13 +16,20 @@ namespace trainer::cli {
 namespace {
 std::atomic<int> g_stop{0};
 std::atomic<bool> g_announce{false};  ///< announce_stops() was called
+// Set by announce_stops() before g_announce, never changed after: the handler reads them.
+std::string g_last;  ///< The run's last.h5.
+std::string g_hint;  ///< "\ncontinue with: ... --resume <g_last>\n"
 static_assert(std::atomic<int>::is_always_lock_free, "the handler needs a lock-free flag");
 static_assert(std::atomic<bool>::is_always_lock_free, "the handler needs a lock-free flag");
 
 extern "C" void on_stop_signal(int sig) {
   if (sig == SIGINT && g_stop.load() != 0) {
-    static const char msg[] = "\ninterrupted again: exiting now without a checkpoint (the last one stays)\n";
-    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);  // write(2) is async-signal-safe
+    static const char msg[] = "\ninterrupted again: exiting now without a checkpoint (the last one stays)";
+    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);  // write(2) and access(2) are async-signal-safe
+    if (g_announce.load() && access(g_last.c_str(), F_OK) == 0)
+      (void)!write(STDERR_FILENO, g_hint.data(), g_hint.size());
+    else
+      (void)!write(STDERR_FILENO, "\n", 1);
     remove_pending_temp();  // a checkpoint being written: its temporary file (unlink(2))
     _exit(130);
   }
@@ -45,7 +53,11 @@ extern "C" void on_exit_signal(int sig) {
   _exit(128 + sig);
 }
 
-void announce_stops() { g_announce.store(true); }
+void announce_stops(const std::string& last, const std::string& continue_hint) {
+  g_last = last;
+  g_hint = "\n" + continue_hint + "\n";
+  g_announce.store(true);
+}
 
 void install_exit_handlers() {
   struct sigaction sa {};

@@ -305,15 +305,6 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
   spdlog::info("resuming from {}: epoch {}, step {}", source, s.next_epoch, s.next_step);
 }
 
-/// "continue with: <command>", the command that continues a stopped run from last
-/// (FitOptions::continue_command), run by each process under the launcher when the run has several.
-std::string continue_with(const FitOptions& options, const std::string& last) {
-  const bool several = options.world && options.world->size() > 1;
-  return std::string("continue with") + (several ? ", as each process of the same mpirun or srun launch" : "") +
-         ": " + (options.continue_command.empty() ? "" : options.continue_command + " ") + "--resume " +
-         shell_word(last);
-}
-
 /// Removes the temporary files ("<file>.tmp-<pid>", io/atomic_file.h) that a process killed while writing a
 /// checkpoint (.h5) or log.csv left in output_dir (or the ModelCheckpoint's folder in it): those of a pid that runs
 /// no more on this machine. Said at info level (from a multi-process trial: a 250 MB last.h5.tmp-<pid> stayed
@@ -381,6 +372,13 @@ std::string run_folder_of(const std::string& checkpoint, const std::string& chec
   if (fs::path(checkpoint).is_absolute() || cwd.empty()) return run.string();
   const fs::path relative = run.lexically_relative(cwd);  // in the form the user gave
   return relative.empty() ? run.string() : relative.string();
+}
+
+std::string continue_with(const FitOptions& options, const std::string& last) {
+  const bool several = options.world && options.world->size() > 1;
+  return std::string("continue with") + (several ? ", as each process of the same mpirun or srun launch" : "") +
+         ": " + (options.continue_command.empty() ? "" : options.continue_command + " ") + "--resume " +
+         shell_word(last);
 }
 
 bool resumes_in_place(const std::string& run_folder, const std::string& output_dir) {

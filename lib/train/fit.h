@@ -63,6 +63,11 @@ struct FitResult {
   std::vector<std::string> files;            ///< Files written, in order.
 };
 
+/// "continue with: <command>": the command that continues a stopped run from
+/// its checkpoint last (FitOptions::continue_command, then --resume last),
+/// to be run by each process under the launcher when the run has several.
+std::string continue_with(const FitOptions& options, const std::string& last);
+
 /// Keras validation_split: the first int(N * (1 - split)) pairs (in name order)
 /// train, the rest validate. Returns {train, validation} indices.
 std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double validation_split);
