@@ -85,13 +85,25 @@ void apply_overrides(Config& config, const TrainFlags& f) {
   if (changed) config.text = "# " + config.path + " with command-line overrides\n" + YAML::Dump(root) + "\n";
 }
 
+// Whether the checkpoint's run was ended by its EarlyStopping (then: its
+// stored config) and config's EarlyStopping would end it again at once: the
+// wait counter (watched epochs without improvement) has reached the patience
+// of both. Raising the patience, or removing EarlyStopping, trains on.
+bool early_stopping_ended(const Checkpoint& ckpt, const Config& then, const Config& config) {
+  const auto wait = ckpt.state_scalars.find("early_stopping_wait");
+  if (wait == ckpt.state_scalars.end()) return false;
+  const EarlyStoppingConfig &was = then.training.early_stopping, &is = config.training.early_stopping;
+  return was.enabled && is.enabled && wait->second >= was.patience && wait->second >= is.patience;
+}
+
 // Gives trainer the checkpoint's weights and optimizer state, after reporting
 // how the config differs from the one the checkpoint's run used, and sets
 // run_folder to the checkpoint's run folder (run_folder_of, from the
-// ModelCheckpoint filepath of the run that wrote it). Returns false (after a
-// warning) when the checkpoint has already trained config's epochs.
-bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& config, Trainer& trainer,
-                 std::string& run_folder) {
+// ModelCheckpoint filepath of the run that wrote it). Returns the run's result
+// (after a warning) when it has nothing left to train: the checkpoint has
+// trained config's epochs, or EarlyStopping ended its run and would again.
+std::optional<FitResult> load_resume(const Checkpoint& ckpt, const std::string& path, const Config& config,
+                                     Trainer& trainer, std::string& run_folder) {
   const Config then = parse_config(ckpt.config_yaml, path + " (its stored config)");
   run_folder = run_folder_of(path, then.training.model_checkpoint.filepath);
   trainer.load_weights(ckpt.weights, path);  // another model fails here, before any talk of settings
@@ -113,6 +125,9 @@ bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& 
   for (const auto& d : differences)
     spdlog::warn("resuming with other settings: {}; the run continues but is no longer the one that was stopped", d);
   trainer.load_optimizer(ckpt, path);
+  FitResult done;
+  done.epochs_run = ckpt.epoch;
+  done.last_logs = ckpt.logs;
   auto next = ckpt.state_scalars.find("next_epoch");
   // An out-of-range or NaN value is left to fit's checks, which name it (int() of it would be undefined).
   if (next != ckpt.state_scalars.end() && next->second >= 1 && next->second <= double(1 << 30) &&
@@ -120,9 +135,19 @@ bool load_resume(const Checkpoint& ckpt, const std::string& path, const Config& 
     spdlog::warn("{} has already trained {} epoch(s), at least training.epochs ({}); nothing to do: raise "
                  "--epochs to train further",
                  path, int(next->second) - 1, config.training.epochs);
-    return false;
+    return done;
   }
-  return true;
+  // From a new user's trial: resuming an early-stopped run trained one more epoch, to be stopped again.
+  if (early_stopping_ended(ckpt, then, config)) {
+    const EarlyStoppingConfig& es = config.training.early_stopping;
+    spdlog::warn("EarlyStopping ended the run of {} at epoch {} ({} did not improve for {} epoch(s); patience {}); "
+                 "nothing to do: raise the EarlyStopping patience above {} to train further",
+                 path, ckpt.epoch, es.monitor, int(ckpt.state_scalars.at("early_stopping_wait")), es.patience,
+                 int(ckpt.state_scalars.at("early_stopping_wait")));
+    done.stopped_early = true;
+    return done;
+  }
+  return std::nullopt;
 }
 
 /// Warns for each class with no pixel in the training masks: its channel only
@@ -267,19 +292,17 @@ int run_train(const TrainFlags& f) {
   if (!f.resume.empty()) {
     // Each process reads the file: checked together, so that one whose read fails does not leave the others
     // waiting, and one whose copy differs (a host's stale copy) does not train other weights.
-    bool more = true;
+    std::optional<FitResult> done;  // set when nothing is left to train
     check_together(world.get(), [&] {
       resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
       if (const std::string bad = first_non_finite(*resume, true); !bad.empty())  // the weights are checked on load
         throw UserError(f.resume + ": " + bad + "; the training that wrote it diverged or the file is damaged: "
                         "resume from an earlier checkpoint (predict, evaluate and export can still use its weights)");
-      more = load_resume(*resume, f.resume, config, trainer, resume_run_folder);
+      done = load_resume(*resume, f.resume, config, trainer, resume_run_folder);
     });
     if (world) require_same_file(*world, f.resume, "--resume");
-    if (!more) {  // nothing left to train
-      FitResult done;
-      done.epochs_run = resume->epoch;
-      if (json && voice) print_json_result(done);
+    if (done) {
+      if (json && voice) print_json_result(*done);
       return 0;
     }
     // A resumed run writing elsewhere must not overwrite another run's files either, nor one resumed in
