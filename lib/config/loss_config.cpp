@@ -120,7 +120,7 @@ LossConfig read_loss(ParamReader& training) {
   LossConfig l;
   l.where = training.where("loss") + ": training.loss";
   if (!training.given("loss")) {
-    if (training.has("loss")) training.fail("loss", "has no value; use one of: " + join_names(known_losses()));
+    if (training.has_optional("loss")) training.fail("loss", "has no value; use one of: " + join_names(known_losses()));
     return l;
   }
   const YAML::Node node = training.get_node("loss");
