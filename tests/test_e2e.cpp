@@ -267,7 +267,7 @@ TEST_CASE("EarlyStopping's baseline and start_from_epoch stop where Keras 3's ru
   CHECK(int(loss.size()) == keras_stop + 1);
   CHECK_THAT(r.out + r.err, Catch::Contains("early stopping at epoch " + std::to_string(keras_stop + 1) +
                                             ": loss did not beat the baseline 100 in " + std::to_string(wait) +
-                                            " epochs"));
+                                            (wait == 1 ? " epoch" : " epochs")));
   // Resumed, the run stays ended (from a new user: it trained one more epoch, to be stopped again), until the
   // patience is raised: then the wait goes on from where it was.
   const std::string log = slurp(dir / "run" / "log.csv"), last = (dir / "run" / "last.h5").string();
@@ -276,7 +276,7 @@ TEST_CASE("EarlyStopping's baseline and start_from_epoch stop where Keras 3's ru
   CHECK(again.code == 0);
   CHECK_THAT(again.err, Catch::Contains("EarlyStopping ended the run of " + last + " at epoch " +
                                         std::to_string(keras_stop + 1) + " (loss did not improve for " +
-                                        std::to_string(wait) + " epoch(s); patience 1); nothing to do: raise the "
+                                        std::to_string(wait) + (wait == 1 ? " epoch" : " epochs") + "; patience 1); nothing to do: raise the "
                                         "EarlyStopping patience above " + std::to_string(wait) + " to train further"));
   CHECK(again.out == "{\"done\": true, \"epochs_run\": " + std::to_string(keras_stop + 1) +
                          ", \"stopped_early\": true, \"stop_signal\": 0, \"files\": []}\n");

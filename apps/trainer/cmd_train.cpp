@@ -140,10 +140,10 @@ std::optional<FitResult> load_resume(const Checkpoint& ckpt, const std::string& 
   // From a new user's trial: resuming an early-stopped run trained one more epoch, to be stopped again.
   if (early_stopping_ended(ckpt, then, config)) {
     const EarlyStoppingConfig& es = config.training.early_stopping;
-    spdlog::warn("EarlyStopping ended the run of {} at epoch {} ({} did not improve for {} epoch(s); patience {}); "
+    const int wait = int(ckpt.state_scalars.at("early_stopping_wait"));
+    spdlog::warn("EarlyStopping ended the run of {} at epoch {} ({} did not improve for {} epoch{}; patience {}); "
                  "nothing to do: raise the EarlyStopping patience above {} to train further",
-                 path, ckpt.epoch, es.monitor, int(ckpt.state_scalars.at("early_stopping_wait")), es.patience,
-                 int(ckpt.state_scalars.at("early_stopping_wait")));
+                 path, ckpt.epoch, es.monitor, wait, wait == 1 ? "" : "s", es.patience, wait);
     done.stopped_early = true;
     return done;
   }

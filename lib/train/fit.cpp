@@ -803,13 +803,15 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       spdlog::info("epoch {}: saved {}", epoch, path);
     }
     if (stop) {
+      const int wait = s.early->wait();  // watched epochs without improvement: patience's, or more after a resume
+      const std::string epochs_waited = std::to_string(wait) + (wait == 1 ? " epoch" : " epochs");
       if (s.early->below_baseline())
-        spdlog::info("early stopping at epoch {}: {} did not beat the baseline {:g} in {} epochs (best {:.4f} at "
-                     "epoch {})", epoch, tc.early_stopping.monitor, *tc.early_stopping.baseline, s.early->wait(),
+        spdlog::info("early stopping at epoch {}: {} did not beat the baseline {:g} in {} (best {:.4f} at "
+                     "epoch {})", epoch, tc.early_stopping.monitor, *tc.early_stopping.baseline, epochs_waited,
                      s.early->best(), s.early->best_epoch());
       else
-        spdlog::info("early stopping at epoch {}: {} did not improve for {} epochs (best {:.4f} at epoch {})", epoch,
-                     tc.early_stopping.monitor, tc.early_stopping.patience, s.early->best(), s.early->best_epoch());
+        spdlog::info("early stopping at epoch {}: {} did not improve for {} (best {:.4f} at epoch {})", epoch,
+                     tc.early_stopping.monitor, epochs_waited, s.early->best(), s.early->best_epoch());
       result.stopped_early = true;
       break;
     }
