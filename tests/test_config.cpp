@@ -463,8 +463,12 @@ TEST_CASE("config: defaults of a minimal config", "[config]") {
   CHECK(t.seed == 0);
   CHECK(t.loss.function == "binary_crossentropy");
   CHECK(t.metrics.empty());
-  CHECK(t.optimizer.type == "SGD");
-  CHECK(t.optimizer.learning_rate == Approx(0.01));
+  CHECK(t.optimizer.type == "RMSprop");  // Keras's Model.compile(optimizer="rmsprop")
+  CHECK(t.optimizer.learning_rate == Approx(0.001));
+  CHECK(t.optimizer.rho == Approx(0.9));
+  CHECK(t.optimizer.momentum == 0.0);
+  CHECK(t.optimizer.epsilon == Approx(1e-7));
+  CHECK_FALSE(t.optimizer.centered);
   CHECK_FALSE(t.early_stopping.enabled);
   // A checkpoint of every epoch needs no validation data (its monitor is unused).
   CHECK(t.model_checkpoint.enabled);

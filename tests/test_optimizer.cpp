@@ -39,6 +39,7 @@ double decayed(const OptimizerConfig& c, int it) { return c.learning_rate / (1 +
 
 TEST_CASE("SGD without momentum: w -= lr_t g with Keras 2 decay", "[optimizer]") {
   OptimizerConfig c;
+  c.type = "SGD";
   c.learning_rate = 0.1;
   c.decay = 0.5;
   // Hand value of one step: 1 - 0.1 * 0.5 = 0.95.
@@ -57,6 +58,7 @@ TEST_CASE("SGD without momentum: w -= lr_t g with Keras 2 decay", "[optimizer]")
 TEST_CASE("SGD momentum and nesterov follow keras.optimizers.SGD", "[optimizer]") {
   for (bool nesterov : {false, true}) {
     OptimizerConfig c;
+    c.type = "SGD";
     c.learning_rate = 0.05;
     c.momentum = 0.9;
     c.nesterov = nesterov;
@@ -117,6 +119,7 @@ TEST_CASE("AdamW and weight_decay: w -= lr_t * weight_decay * w before the updat
   }
   // SGD with weight_decay, applied by buckets as the towers do.
   OptimizerConfig c;
+  c.type = "SGD";
   c.learning_rate = 0.1;
   c.weight_decay = 0.2;
   auto opt = make_optimizer(c, kStart.size(), Device{});
@@ -253,6 +256,7 @@ TEST_CASE("optimizer state carries Keras slot names and restores iterations", "[
     return n;
   };
   OptimizerConfig c;
+  c.type = "SGD";
   CHECK(names(*make_optimizer(c, 4, Device{})).empty());
   c.momentum = 0.9;
   CHECK(names(*make_optimizer(c, 4, Device{})) == std::vector<std::string>{"momentum"});
@@ -391,6 +395,7 @@ TEST_CASE("learning-rate schedules give keras.optimizers.schedules' values", "[o
 
 TEST_CASE("an optimizer with a schedule takes each step's rate from it (iterations = steps done)", "[optimizer]") {
   OptimizerConfig c;
+  c.type = "SGD";
   c.schedule.type = "PiecewiseConstantDecay";
   c.schedule.boundaries = {0, 1};
   c.schedule.values = {0.1, 0.01, 0.001};  // steps 0, 1, 2

@@ -98,8 +98,10 @@ struct LearningRateSchedule {
 };
 
 struct OptimizerConfig {
-  std::string type = "SGD";         ///< SGD | Adam | AdamW | RMSprop (Keras class names).
-  double learning_rate = 0.01;      ///< Keras default per type: SGD 0.01, Adam 0.001, RMSprop 0.001.
+  /// SGD | Adam | AdamW | RMSprop (Keras class names); RMSprop when the config
+  /// names none, as Keras's Model.compile(optimizer="rmsprop").
+  std::string type = "RMSprop";
+  double learning_rate = 0.001;     ///< Keras default per type: SGD 0.01, Adam 0.001, RMSprop 0.001.
   /// learning_rate given as a schedule (learning_rate then holds its
   /// initial_learning_rate, or PiecewiseConstantDecay's first value).
   LearningRateSchedule schedule;

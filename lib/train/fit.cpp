@@ -641,9 +641,12 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   if (tc.steps_per_epoch > 0)
     spdlog::info("an epoch is {} steps (training.steps_per_epoch; a pass over the training set is {})", steps,
                  pass_steps);
-  if (tc.learning_rate_scaling == "none") {
-    if (tc.optimizer.schedule.type.empty()) spdlog::info("learning rate {:g}", tc.optimizer.learning_rate);
-  } else {
+  // Named: without training.optimizer it is Keras's default, RMSprop, which a user may not expect.
+  if (tc.learning_rate_scaling == "none" && tc.optimizer.schedule.type.empty())
+    spdlog::info("optimizer {}, learning rate {:g}", tc.optimizer.type, tc.optimizer.learning_rate);
+  else
+    spdlog::info("optimizer {}", tc.optimizer.type);
+  if (tc.learning_rate_scaling != "none") {
     const double k = trainer.learning_rate_scale();
     const auto warmup = std::llround(tc.learning_rate_warmup_epochs * steps);
     trainer.set_learning_rate_warmup(warmup);
