@@ -344,3 +344,34 @@ TEST_CASE("CsvLogger replaces the file at once: a replaced run's rows do not out
   CHECK(read() == "epoch,loss\n0,0.25\n");
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("CsvLogger writes a resumed checkpoint's missing last row from its logs, and warns of other gaps",
+          "[callbacks]") {
+  // From a batch-job trial: a process killed between last.h5 and its log row, or a run moved without its
+  // log.csv, went on with rows missing and not a word.
+  const std::string dir = "/tmp/trainer_csv_missing_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/log.csv", moved = dir + "/moved.csv";
+  const auto read = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  {
+    CsvLogger first(path);
+    first.log(1, {{"loss", 0.5}, {"val_loss", 0.6}});
+    first.log(2, {{"loss", 0.4}, {"val_loss", 0.55}});
+  }
+  {
+    CsvLogger resumed(path, 3, path, {{"loss", 0.3}, {"val_loss", 0.5}});  // epoch 3's row was never written
+    CHECK(read(path) == "epoch,loss,val_loss\n0,0.5,0.6\n1,0.4,0.55\n2,0.3,0.5\n");
+  }
+  {
+    CsvLogger same(path, 3, path, {{"loss", 0.3}, {"val_loss", 0.5}});  // nothing missing: nothing added
+    CHECK(read(path) == "epoch,loss,val_loss\n0,0.5,0.6\n1,0.4,0.55\n2,0.3,0.5\n");
+  }
+  {
+    CsvLogger fresh(moved, 3, "", {{"loss", 0.3}});  // no earlier log: the checkpoint's row alone
+    CHECK(read(moved) == "epoch,loss\n2,0.3\n");
+  }
+  std::filesystem::remove_all(dir);
+}

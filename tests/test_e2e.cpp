@@ -199,6 +199,25 @@ TEST_CASE("a callback's mode against its monitor (max on a loss) draws a warning
   fs::remove_all(dir);
 }
 
+TEST_CASE("an epoch whose checkpoints cannot be written leaves no log row and no epoch line (ulimit -f)", "[e2e]") {
+  // From a batch-job trial: the row and the epoch's line came before last.h5, so a full disk (or a kill between
+  // them) left log.csv an epoch ahead of last.h5, and a resume took the run for one going back. prlimit gives a
+  // file-size limit between log.csv's size and the checkpoint's; SIGXFSZ is ignored, so the write fails cleanly.
+  fs::path dir = temp_dir("e2e_fsize");
+  std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
+  const Run r = run("prlimit --fsize=40000 " + std::string(TRAINER_BINARY),
+                    "--config " + (dir / "unet.yaml").string() + " --gpus cpu --epochs 2", dir);
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("error: cannot write checkpoint") && Catch::Contains("File too large"));
+  CHECK_FALSE(fs::exists(dir / "run" / "log.csv"));
+  CHECK_FALSE(fs::exists(dir / "run" / "last.h5"));
+  CHECK_THAT(r.out, !Catch::Contains("Epoch 1/2"));
+  for (const auto& e : fs::directory_iterator(dir / "run"))
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has Keras's columns", "[e2e]") {
   fs::path dir = temp_dir("e2e_json");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");

@@ -230,9 +230,13 @@ TEST_CASE("ReduceLROnPlateau lowers the rate in the log, and a resumed run keeps
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("ReduceLROnPlateau: the carried learning rate 0.0015 becomes "
                                                      "0.003 (learning_rate is 0.006, was 0.003)"));
   const std::vector<double> fast = csv_column(slurp(dir / "fast" / "log.csv"), "learning_rate");
-  REQUIRE(fast.size() == 2);  // epochs 5 and 6 (no log beside part4.h5 to carry over)
-  CHECK(fast[0] == Approx(0.003).epsilon(1e-12));
-  CHECK(fast[1] == Approx(0.0015).epsilon(1e-12));
+  // Epoch 4's row from part4.h5's logs (no log beside it to carry over; its rate as the run logged it), 5 and 6.
+  REQUIRE(fast.size() == 3);
+  CHECK(fast[0] == Approx(0.0015).epsilon(1e-12));
+  CHECK(fast[1] == Approx(0.003).epsilon(1e-12));
+  CHECK(fast[2] == Approx(0.0015).epsilon(1e-12));
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("holds the rows of 1 of the 4 epoch(s) the checkpoint has "
+                                                     "trained (there is no earlier log): the other rows stay missing"));
   std::ofstream(dir / "none.yaml") << config(dir / "none", 6);
   CHECK(run("--config " + (dir / "none.yaml").string() + " --gpus cpu --threads 2 --resume " + part4, dir) == 0);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("ReduceLROnPlateau is off (the checkpoint's run used "
@@ -380,6 +384,23 @@ TEST_CASE("a second SIGINT exits at once and gives the command that continues fr
                                     (dir / "run" / "last.h5").string() + "\n"));
     break;
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("SIGHUP (the terminal closed) stops the run as SIGTERM does, with last.h5 and exit 129", "[resume]") {
+  // From a batch-job trial: SIGHUP killed the run mid-write, leaving a temporary file and log.csv ahead of last.h5.
+  fs::path dir = temp_dir("resume_sighup");
+  std::ofstream(dir / "c.yaml") << config(dir / "run", 40);
+  Child c = start("--config " + (dir / "c.yaml").string() + " --gpus cpu", dir);
+  wait_for_lines(dir / "run" / "log.csv", 2, 60);
+  kill(c.pid, SIGHUP);
+  CHECK(wait_exit(c) == 129);
+  const std::string err = slurp(dir / "err.txt");
+  CHECK_THAT(err, Catch::Contains("stopping on SIGHUP (the terminal closed): finishing this step, then writing "
+                                  "last.h5") &&
+                      Catch::Contains("continue with: "));
+  const Checkpoint last = load_checkpoint((dir / "run" / "last.h5").string());
+  CHECK(last.epoch >= 1);
   fs::remove_all(dir);
 }
 

@@ -143,9 +143,10 @@ ConfigInWorld load_config_in_world(const std::string& path, const std::string& c
 /// host when only some of them have it.
 int report_usage_error(const std::string& message);
 
-/// Installs SIGINT/SIGTERM handlers: the returned flag becomes the signal's
-/// number at the first one (training stops after the current step); a second
-/// SIGINT exits the process at once with code 130.
+/// Installs SIGINT/SIGTERM/SIGHUP handlers (SIGHUP only when not ignored, as
+/// under nohup): the returned flag becomes the signal's number at the first
+/// one (training stops after the current step); a second SIGINT exits the
+/// process at once with code 130.
 const std::atomic<int>& install_stop_handlers();
 /// From now on the first stop signal is acknowledged at once on stderr
 /// ("stopping: finishing this step, then writing last.h5 ..."): called when
@@ -155,9 +156,13 @@ const std::atomic<int>& install_stop_handlers();
 /// the run's last checkpoint `last` exists at that moment.
 void announce_stops(const std::string& last, const std::string& continue_hint);
 /// For commands that write files and have nothing to finish (export, predict):
-/// SIGINT/SIGTERM delete the temporary file being written, if any, and exit
-/// with 128 + signal at once.
+/// SIGINT/SIGTERM/SIGHUP delete the temporary file being written, if any, and
+/// exit with 128 + signal at once.
 void install_exit_handlers();
+/// SIGXFSZ ignored, for every command: a write past the file-size limit
+/// (ulimit -f) then fails with EFBIG, which the writers report as an error
+/// naming the file and leave no partial file, instead of the process dying.
+void ignore_file_size_signal();
 
 /// trainer::load_model (train/load_model.h) on the towers of --gpus.
 /// UserError naming path for a missing, corrupt or foreign checkpoint.

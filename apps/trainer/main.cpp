@@ -1,6 +1,7 @@
 // trainer: trains an image-segmentation network described in a YAML file on
 // every device of the machine. Thin main: flags (CLI11), config, data, run.
-// Exit codes: 0 done, 2 user error (flags, config, data), 1 internal error, 128 + signal when stopped by SIGINT/SIGTERM.
+// Exit codes: 0 done, 2 user error (flags, config, data), 1 internal error, 128 + signal when stopped by
+// SIGINT/SIGTERM/SIGHUP.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -17,11 +18,12 @@
 using namespace trainer;
 
 int main(int argc, char** argv) {
+  cli::ignore_file_size_signal();
   spdlog::set_default_logger(spdlog::stderr_color_mt("trainer"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$: %v");
 
   CLI::App app{"trainer: trains image-segmentation networks described in YAML on every GPU "
-               "of a machine (or on CPU towers).\nExit codes: 0 done, 2 user error, 1 internal error, 130/143 stopped by SIGINT/SIGTERM (after writing last.h5)."};
+               "of a machine (or on CPU towers).\nExit codes: 0 done, 2 user error, 1 internal error, 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP (after writing last.h5)."};
   app.set_version_flag("--version", std::string("trainer ") + build_id());
   const cli::Runner train = cli::add_train(app, std::vector<std::string>(argv, argv + argc));
   const std::vector<cli::Command> commands = {

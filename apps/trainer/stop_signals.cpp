@@ -1,4 +1,4 @@
-// SIGINT/SIGTERM handling. Training: the first signal asks the run to stop
+// SIGINT/SIGTERM/SIGHUP handling. Training: the first signal asks the run to stop
 // after the current step, which rank 0 says at once once training has begun
 // (it then writes last.h5 and exits with 128 + signal);
 // a second SIGINT exits at once with 130, giving the command that continues
@@ -39,11 +39,22 @@ extern "C" void on_stop_signal(int sig) {
                                     "at once, without it)\n";
     // SIGTERM: a scheduler's, or the launcher's when another process of the run ended (then it ends this one too).
     static const char term[] = "\nstopping on SIGTERM: finishing this step, then writing last.h5\n";
+    // SIGHUP: the terminal or ssh session the run was started from closed (nohup or tmux keep it running).
+    static const char hup[] = "\nstopping on SIGHUP (the terminal closed): finishing this step, then writing "
+                              "last.h5\n";
     if (sig == SIGINT) (void)!write(STDERR_FILENO, interrupt, sizeof interrupt - 1);
+    else if (sig == SIGHUP) (void)!write(STDERR_FILENO, hup, sizeof hup - 1);
     else (void)!write(STDERR_FILENO, term, sizeof term - 1);
   }
 }
 }  // namespace
+
+/// Whether SIGHUP is ignored (nohup): then left so. (SIGINT and SIGTERM are handled whatever their state, as
+/// a background job of a script, started with SIGINT ignored, must still stop on kill -INT.)
+static bool hangup_ignored() {
+  struct sigaction now {};
+  return sigaction(SIGHUP, nullptr, &now) == 0 && now.sa_handler == SIG_IGN;
+}
 
 extern "C" void on_exit_signal(int sig) {
   remove_pending_temp();
@@ -65,6 +76,7 @@ void install_exit_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  if (!hangup_ignored()) sigaction(SIGHUP, &sa, nullptr);
 }
 
 const std::atomic<int>& install_stop_handlers() {
@@ -74,7 +86,10 @@ const std::atomic<int>& install_stop_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  if (!hangup_ignored()) sigaction(SIGHUP, &sa, nullptr);
   return g_stop;
 }
+
+void ignore_file_size_signal() { signal(SIGXFSZ, SIG_IGN); }
 
 }  // namespace trainer::cli

@@ -13,31 +13,6 @@
 
 namespace trainer {
 
-CsvLogger::CsvLogger(std::string path, int finished_epochs, const std::string& earlier) : path_(std::move(path)) {
-  read_kept(finished_epochs, earlier);
-  // As Keras's CSVLogger truncates its file at train begin: the rows of a run this one replaces (or of its
-  // epochs after the checkpoint) must not stand in the log until this run's first epoch ends.
-  std::error_code ec;
-  if (!kept_.empty())
-    write_file_atomic(path_, kept_);
-  else if (!std::filesystem::remove(path_, ec) && ec)
-    throw UserError("cannot remove the earlier training log '" + path_ + "': " + ec.message() +
-                    "; check that its folder is writable");
-}
-
-void CsvLogger::read_kept(int finished_epochs, const std::string& earlier) {
-  if (finished_epochs <= 0 || earlier.empty() || !std::filesystem::exists(earlier)) return;
-  std::ifstream in(earlier);
-  if (!in) throw UserError("cannot read the training log '" + earlier + "' to continue it");
-  std::string line;
-  if (!std::getline(in, line) || line.rfind("epoch,", 0) != 0) return;  // not a log of ours: start anew
-  kept_ = line + '\n';
-  while (std::getline(in, line)) {
-    int epoch = -1;
-    if (std::sscanf(line.c_str(), "%d,", &epoch) == 1 && epoch >= 0 && epoch < finished_epochs) kept_ += line + '\n';
-  }
-}
-
 namespace {
 
 std::vector<std::string> split_commas(const std::string& line) {
@@ -48,7 +23,72 @@ std::vector<std::string> split_commas(const std::string& line) {
   return cells;
 }
 
+/// The row of epoch (1-based; written 0-based) with columns' values of logs, "NA" where one is missing.
+std::string format_row(int epoch, const std::vector<std::string>& columns, const std::map<std::string, double>& logs) {
+  std::string row = std::to_string(epoch - 1);
+  char buf[40];
+  for (const auto& c : columns) {
+    const auto it = logs.find(c);
+    if (it == logs.end()) {
+      row += ",NA";
+      continue;
+    }
+    std::snprintf(buf, sizeof buf, ",%.9g", it->second);
+    row += buf;
+  }
+  return row + '\n';
+}
+
 }  // namespace
+
+CsvLogger::CsvLogger(std::string path, int finished_epochs, const std::string& earlier,
+                     const std::map<std::string, double>& last_logs)
+    : path_(std::move(path)) {
+  std::set<int> logged = read_kept(finished_epochs, earlier);
+  // The last finished epoch's row, when a process killed after writing the checkpoint did not write it (or the
+  // run moved without its log): from the checkpoint's logs.
+  if (finished_epochs > 0 && !logged.count(finished_epochs - 1) && !last_logs.empty()) {
+    if (kept_.empty()) {  // no log at all: the header from the checkpoint's names
+      std::string header = "epoch";
+      for (const auto& kv : last_logs) header += "," + kv.first;
+      kept_ = header + '\n';
+    }
+    const std::vector<std::string> cells = split_commas(kept_.substr(0, kept_.find('\n')));
+    kept_ += format_row(finished_epochs, std::vector<std::string>(cells.begin() + 1, cells.end()), last_logs);
+    logged.insert(finished_epochs - 1);
+    spdlog::info("{}: the row of epoch {} was missing; written from the checkpoint's logs", path_, finished_epochs);
+  }
+  if (finished_epochs > 0 && int(logged.size()) < finished_epochs)
+    spdlog::warn("{} holds the rows of {} of the {} epoch(s) the checkpoint has trained ({}): the other rows stay "
+                 "missing", path_, logged.size(), finished_epochs,
+                 earlier.empty() ? "there is no earlier log" : "read from " + earlier);
+  // As Keras's CSVLogger truncates its file at train begin: the rows of a run this one replaces (or of its
+  // epochs after the checkpoint) must not stand in the log until this run's first epoch ends.
+  std::error_code ec;
+  if (!kept_.empty())
+    write_file_atomic(path_, kept_);
+  else if (!std::filesystem::remove(path_, ec) && ec)
+    throw UserError("cannot remove the earlier training log '" + path_ + "': " + ec.message() +
+                    "; check that its folder is writable");
+}
+
+std::set<int> CsvLogger::read_kept(int finished_epochs, const std::string& earlier) {
+  std::set<int> epochs;
+  if (finished_epochs <= 0 || earlier.empty() || !std::filesystem::exists(earlier)) return epochs;
+  std::ifstream in(earlier);
+  if (!in) throw UserError("cannot read the training log '" + earlier + "' to continue it");
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("epoch,", 0) != 0) return epochs;  // not a log of ours: start anew
+  kept_ = line + '\n';
+  while (std::getline(in, line)) {
+    int epoch = -1;
+    if (std::sscanf(line.c_str(), "%d,", &epoch) == 1 && epoch >= 0 && epoch < finished_epochs) {
+      kept_ += line + '\n';
+      epochs.insert(epoch);
+    }
+  }
+  return epochs;
+}
 
 void CsvLogger::log(int epoch, const std::map<std::string, double>& logs) {
   if (!out_.is_open()) {
@@ -92,18 +132,7 @@ void CsvLogger::log(int epoch, const std::map<std::string, double>& logs) {
     out_.open(path_, std::ios::app);
     if (!out_) throw UserError("cannot write the training log '" + path_ + "'; check that its folder is writable");
   }
-  out_ << epoch - 1;
-  char buf[40];
-  for (const auto& c : columns_) {
-    const auto it = logs.find(c);
-    if (it == logs.end()) {
-      out_ << ",NA";
-      continue;
-    }
-    std::snprintf(buf, sizeof buf, ",%.9g", it->second);
-    out_ << buf;
-  }
-  out_ << '\n';
+  out_ << format_row(epoch, columns_, logs);
   out_.flush();
 }
 

@@ -5,6 +5,7 @@
 // each epoch ends, so a killed run keeps every finished epoch.
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,15 +14,19 @@ namespace trainer {
 class CsvLogger {
  public:
   /// A log at path, created when the first row is written. To continue a
-  /// resumed run, give the number of epochs the checkpoint had finished and
-  /// the log they were written to (earlier; may be path itself, or the log
-  /// beside the checkpoint when the run moves to a new folder): its header
-  /// and the rows of those epochs are copied first, later rows dropped, so
-  /// the log never holds an epoch twice. The file at path is replaced by
-  /// those rows at once (removed when there are none), as Keras truncates it
-  /// at train begin. Throws UserError naming the file when it cannot be read
-  /// or written.
-  CsvLogger(std::string path, int finished_epochs = 0, const std::string& earlier = "");
+  /// resumed run, give the number of epochs the checkpoint had finished, the
+  /// log they were written to (earlier; may be path itself, or the log
+  /// beside the checkpoint when the run moves to a new folder) and the
+  /// checkpoint's logs (those of its last finished epoch): the header and the
+  /// rows of those epochs are copied first, later rows dropped, so the log
+  /// never holds an epoch twice; the last epoch's row, when it alone is
+  /// missing (a process killed between the checkpoint and the row), is
+  /// written from last_logs; other missing rows are warned about. The file at
+  /// path is replaced by those rows at once (removed when there are none), as
+  /// Keras truncates it at train begin. Throws UserError naming the file when
+  /// it cannot be read or written.
+  CsvLogger(std::string path, int finished_epochs = 0, const std::string& earlier = "",
+            const std::map<std::string, double>& last_logs = {});
   /// Writes the row of epoch (1-based, as printed; written 0-based as Keras does).
   /// The first row's names fix the columns (with the carried-over log's, if
   /// they differ: every column of both, the earlier rows' missing cells "NA");
@@ -30,8 +35,9 @@ class CsvLogger {
   const std::string& path() const { return path_; }
 
  private:
-  /// Fills kept_ from earlier's header and rows of epochs < finished_epochs.
-  void read_kept(int finished_epochs, const std::string& earlier);
+  /// Fills kept_ from earlier's header and rows of epochs < finished_epochs
+  /// (0-based, as written); returns those epochs.
+  std::set<int> read_kept(int finished_epochs, const std::string& earlier);
   std::string path_;
   std::string kept_;  ///< Header and rows carried over from the earlier log.
   std::ofstream out_;

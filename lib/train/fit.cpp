@@ -604,7 +604,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   // Resumed in place from a checkpoint before the run's last epoch (with --overwrite): the later epochs go.
   const bool rewinds = voice && in_place && logged_epochs(out_dir.string()) > result.epochs_run;
   std::optional<CsvLogger> csv;
-  if (voice) csv.emplace(log_path, result.epochs_run, earlier_log);
+  if (voice) csv.emplace(log_path, result.epochs_run, earlier_log, result.last_logs);
   if (voice) remove_dead_temporaries(out_dir, tc.model_checkpoint);
   // A run that does not continue its folder's own run (a new run there, a branch from elsewhere, or a rewind
   // to an earlier checkpoint: all need --overwrite) removes the earlier run's checkpoints that it writes under
@@ -754,11 +754,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     // As Keras reads optimizer.learning_rate: the next update's (a schedule's, or a warm-up's).
     if (!tc.optimizer.schedule.type.empty() || tc.learning_rate_warmup_epochs > 0)
       logs["learning_rate"] = trainer.learning_rate_at(trainer.iterations());
-    if (progress) progress->end_epoch(logs, epoch_time(), s.epoch_sums.samples / seconds_training);
-    log_towers(epoch, trainer, options.stream ? std::optional<Decoded>(decoded) : std::nullopt);
-    decoded = {};
-    if (csv) csv->log(epoch, logs);
-    remember(log_path);
+    const double seconds = epoch_time(), samples_per_second = s.epoch_sums.samples / seconds_training;
     result.epochs_run = epoch;
     result.last_logs = logs;
     s.epoch_sums = trainer.empty_stats();
@@ -774,14 +770,42 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
         s.best_state = trainer.state(0);
       }
     }
+    std::string reduced;  // said after the epoch's line
     if (s.reduce_lr) {
       const double lr = trainer.learning_rate(), next = s.reduce_lr->on_epoch_end(logs.at(tc.reduce_lr.monitor), lr);
       if (next != lr) {
         trainer.set_learning_rate(next);
-        spdlog::info("epoch {}: ReduceLROnPlateau: {} did not improve (patience {}); learning rate {:g} -> {:g}",
-                     epoch, tc.reduce_lr.monitor, tc.reduce_lr.patience, lr, next);
+        reduced = fmt::format("epoch {}: ReduceLROnPlateau: {} did not improve (patience {}); learning rate {:g} -> "
+                              "{:g}", epoch, tc.reduce_lr.monitor, tc.reduce_lr.patience, lr, next);
       }
     }
+    // The files of the epoch, in an order that a process killed between any two of them (or a full disk) leaves
+    // consistent for --resume (from a batch-job trial: log.csv one epoch ahead of last.h5 made the resume take
+    // the run for one going back, and remove its best.h5): the ModelCheckpoint file, whose policy state last.h5
+    // holds; last.h5; then log.csv's row, which a resume from last.h5 writes again if it is missing; and only
+    // then the epoch's line and TensorBoard values, so that a script seeing the line finds the files written.
+    const bool save_now =
+        s.policy && (!tc.model_checkpoint.save_best_only || s.policy->should_save(logs.at(tc.model_checkpoint.monitor)));
+    const Checkpoint ckpt = make_checkpoint(config, trainer, epoch, logs, s);
+    std::string saved;
+    if (save_now) {
+      std::string name;
+      try {
+        name = format_filepath(tc.model_checkpoint.filepath, epoch, logs);
+      } catch (const UserError& e) {
+        throw UserError(tc.model_checkpoint.where + ": " + e.what() + " (" + last_path + " holds the epoch before)");
+      }
+      saved = (out_dir / name).string();
+      remember(save(saved, tc.model_checkpoint.save_weights_only ? weights_only(ckpt) : ckpt, epoch, options.world));
+    }
+    remember(save(last_path, ckpt, epoch, options.world));
+    if (csv) csv->log(epoch, logs);
+    remember(log_path);
+    if (progress) progress->end_epoch(logs, seconds, samples_per_second);
+    log_towers(epoch, trainer, options.stream ? std::optional<Decoded>(decoded) : std::nullopt);
+    decoded = {};
+    if (!reduced.empty()) spdlog::info("{}", reduced);
+    if (!saved.empty()) spdlog::info("epoch {}: saved {}", epoch, saved);
     if (tensorboard) {  // epoch_learning_rate: log.csv's learning_rate where it has one, else the rate
       tensorboard->on_epoch_end(epoch, trainer.iterations(), logs,
                                 logs.count("learning_rate") ? logs.at("learning_rate")
@@ -789,21 +813,6 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
                                 steps / seconds_training,
                                 tensorboard->wants_weights(epoch) ? trainer.weights() : std::vector<WeightRecord>{});
       remember(tensorboard->folder());
-    }
-    const bool save_now =
-        s.policy && (!tc.model_checkpoint.save_best_only || s.policy->should_save(logs.at(tc.model_checkpoint.monitor)));
-    const Checkpoint ckpt = make_checkpoint(config, trainer, epoch, logs, s);
-    remember(save(last_path, ckpt, epoch, options.world));  // first: whatever happens next, the run can be resumed
-    if (save_now) {
-      std::string name;
-      try {
-        name = format_filepath(tc.model_checkpoint.filepath, epoch, logs);
-      } catch (const UserError& e) {
-        throw UserError(tc.model_checkpoint.where + ": " + e.what() + " (" + last_path + " holds this epoch)");
-      }
-      const std::string path = (out_dir / name).string();
-      remember(save(path, tc.model_checkpoint.save_weights_only ? weights_only(ckpt) : ckpt, epoch, options.world));
-      spdlog::info("epoch {}: saved {}", epoch, path);
     }
     if (stop) {
       const int wait = s.early->wait();  // watched epochs without improvement: patience's, or more after a resume
