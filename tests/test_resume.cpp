@@ -404,6 +404,36 @@ TEST_CASE("SIGHUP (the terminal closed) stops the run as SIGTERM does, with last
   fs::remove_all(dir);
 }
 
+TEST_CASE("a run whose folder got another run's files while its data loaded is refused once it locks it",
+          "[resume]") {
+  // From a batch-job trial: a run started and ended in the folder while this one loaded 596 images, and this
+  // one then overwrote it without --overwrite (the folder was checked before the loading, the lock taken after).
+  fs::path dir = temp_dir("resume_late_check");
+  const std::string flat = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat";
+  std::ofstream(dir / "c.yaml") << config(dir / "run", 1);
+  for (int attempt = 0;; ++attempt) {
+    fs::remove_all(dir / "run");
+    Child c = start("--config " + (dir / "c.yaml").string() + " --gpus cpu --threads 1 --images " + flat +
+                        "/train_im --masks " + flat + "/train_mask",
+                    dir);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (slurp(dir / "err.txt").find("loading 596 image/mask pairs") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    fs::create_directories(dir / "run");
+    std::ofstream(dir / "run" / "log.csv") << "epoch,loss\n0,0.5\n";  // the other run's, meanwhile
+    const int code = wait_exit(c);
+    const std::string err = slurp(dir / "err.txt");
+    if (code == 0 && attempt < 3) continue;  // the loading ended before the file came: not the case tested
+    INFO(err);
+    CHECK(code == 2);
+    CHECK_THAT(err, Catch::Contains("holds an earlier run (log.csv"));
+    CHECK(slurp(dir / "run" / "log.csv") == "epoch,loss\n0,0.5\n");
+    break;
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("SIGKILL while checkpoints are written leaves the previous ones readable", "[resume]") {
   fs::path dir = temp_dir("resume_sigkill");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 1000,

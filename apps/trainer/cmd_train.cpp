@@ -199,6 +199,21 @@ void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& train
                trainer.devices().reduction(), list);
 }
 
+/// Without --overwrite, UserError when the output folder holds another run's files that this run would write
+/// over (check_output_holds_no_run), or, resumed in place (resume: the checkpoint read from f.resume, of the
+/// run in resume_run_folder; nullptr for a new run), later epochs of its own run (check_resume_keeps_later_epochs).
+void check_output_folder(const TrainFlags& f, const Config& config, const Checkpoint* resume,
+                         const std::string& resume_run_folder) {
+  if (f.overwrite) return;
+  const std::string& out = config.training.output_dir;
+  if (!resume)
+    check_output_holds_no_run(out, "", config.training);
+  else if (!resumes_in_place(resume_run_folder, out))
+    check_output_holds_no_run(out, f.resume, config.training, resume_run_folder);
+  else
+    check_resume_keeps_later_epochs(out, f.resume, resume->epoch);
+}
+
 int run_train(const TrainFlags& f) {
   // A JSON consumer gets a final object when the run fails too (rank 0's, with the error main prints).
   set_json_errors(f.log_format == "json" && detect_launch().rank == 0);
@@ -233,8 +248,7 @@ int run_train(const TrainFlags& f) {
     // A read-only folder would otherwise fail at the first epoch's log.csv, after hours on a big model.
     check_writable_folder(config.training.output_dir, "the output folder",
                           "make it writable, or set training.output_dir or --output to a writable folder");
-    if (!f.overwrite && f.resume.empty())
-      check_output_holds_no_run(config.training.output_dir, "", config.training);
+    if (f.resume.empty()) check_output_folder(f, config, nullptr, "");
     if (f.overwrite)  // an earlier run's event files that this run does not replace (from a new user)
       if (const std::vector<std::string> stale = other_event_folders(config.training.output_dir, config.training);
           !stale.empty())
@@ -308,11 +322,7 @@ int run_train(const TrainFlags& f) {
     // A resumed run writing elsewhere must not overwrite another run's files either, nor one resumed in
     // place from an earlier checkpoint (a new user's report) the later epochs of its own run.
     check_together(world.get(), [&] {
-      if (!voice || f.overwrite) return;
-      if (!resumes_in_place(resume_run_folder, config.training.output_dir))
-        check_output_holds_no_run(config.training.output_dir, f.resume, config.training, resume_run_folder);
-      else
-        check_resume_keeps_later_epochs(config.training.output_dir, f.resume, resume->epoch);
+      if (voice) check_output_folder(f, config, resume.get(), resume_run_folder);
     });
     // From a new user: a run stopped with -o, resumed without it, went on in the config's output_dir unsaid.
     if (voice && !resumes_in_place(resume_run_folder, config.training.output_dir)) {
@@ -394,9 +404,13 @@ int run_train(const TrainFlags& f) {
   }
   // One run at a time in a folder (from a new user: a second one, resumed from the first's last.h5 while it
   // ran, overwrote its checkpoints, and the first one's epochs were lost).
+  // Checked again once locked (from a batch-job trial: a run that started and ended there while this one
+  // loaded its data was overwritten without --overwrite).
   std::optional<FolderLock> lock;
   check_together(world.get(), [&] {
-    if (voice) lock.emplace(config.training.output_dir);
+    if (!voice) return;
+    lock.emplace(config.training.output_dir);
+    check_output_folder(f, config, resume.get(), resume_run_folder);
   });
   if (voice) {
     const std::string last = (std::filesystem::path(config.training.output_dir) / "last.h5").string();
