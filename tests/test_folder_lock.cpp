@@ -1,4 +1,4 @@
-// One training run at a time in an output folder (io/folder_lock.h).
+// One training run (or predict) at a time in an output folder (io/folder_lock.h).
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
@@ -30,4 +30,22 @@ TEST_CASE("a second run into a folder that a run holds is refused, naming the ho
     CHECK_NOTHROW(FolderLock(dir.string()));  // released when the holder ends
   }
   fs::remove_all(dir.parent_path());
+}
+
+TEST_CASE("a second predict into a folder that one writes is refused until it ends", "[checkpoint][predict]") {
+  // From a batch-job trial: two predicts into one folder left a mixture of both, each exiting with 0.
+  const fs::path dir = fs::temp_directory_path() / ("trainer_dirlock_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::optional<DirectoryLock> first;
+    first.emplace(dir.string(), "predict");
+    CHECK_THROWS_WITH(DirectoryLock(dir.string(), "predict"),
+                      Catch::Contains("output folder '" + dir.string() + "' is being written by another predict") &&
+                          Catch::Contains("choose another --output"));
+    first.reset();
+    CHECK_NOTHROW(DirectoryLock(dir.string(), "predict"));
+  }
+  CHECK(fs::is_empty(dir));  // no file of its own
+  CHECK_THROWS_WITH(DirectoryLock((dir / "missing").string(), "predict"), Catch::Contains("cannot open"));
+  fs::remove_all(dir);
 }

@@ -40,6 +40,24 @@ FolderLock::FolderLock(const std::string& dir) {
   if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, me.data(), me.size(), 0);
 }
 
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) {
+  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) throw UserError("cannot open the output folder '" + dir + "': " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  const int err = errno;
+  ::close(fd_);
+  fd_ = -1;
+  if (err == ENOLCK || err == EOPNOTSUPP || err == EINVAL) return;  // no locks here: unlocked
+  if (err != EWOULDBLOCK)
+    throw UserError("cannot lock the output folder '" + dir + "': " + std::strerror(err) + "; check the folder");
+  throw UserError("output folder '" + dir + "' is being written by another " + what + ", whose files this one " +
+                  "would mix with its own: wait for it to end, or choose another --output");
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 FolderLock::~FolderLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
 }

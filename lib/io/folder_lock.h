@@ -6,6 +6,22 @@
 
 namespace trainer {
 
+/// For writers that leave no file of their own beside their outputs
+/// (predict): an flock(2) on the folder itself, held while the object lives.
+/// Throws UserError naming dir when another process holds it (what: the
+/// writer, e.g. "predict", for the message), or when dir cannot be opened; a
+/// file system without locks is not an error.
+class DirectoryLock {
+ public:
+  DirectoryLock(const std::string& dir, const std::string& what);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 class FolderLock {
  public:
   /// Creates folder dir (and its parents) and locks dir/.trainer.lock, which

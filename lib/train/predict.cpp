@@ -13,6 +13,7 @@
 #include "data/image_decode.h"
 #include "backend/train_math.h"
 #include "io/atomic_file.h"
+#include "io/folder_lock.h"
 #include "train/tta.h"
 
 namespace trainer {
@@ -216,12 +217,16 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
   if (options.batch_size < 1) throw UserError("--batch-size must be at least 1");
   check_stems(paths);
   const int classes = trainer.classes();
-  check_no_overwrite(paths, options, classes);
+  check_no_overwrite(paths, options, classes);  // before the folder is made
   std::error_code ec;
   const bool created = fs::create_directories(options.output_dir, ec);
   if (ec || !fs::is_directory(options.output_dir, ec))
     throw UserError("cannot create output folder '" + options.output_dir + "'" +
                     (ec ? ": " + ec.message() : std::string()) + "; pass a writable --output folder");
+  // One predict at a time in a folder, checked again once locked (from a batch-job trial: two into one folder
+  // left a mixture of both, each saying it had written all of its files).
+  const DirectoryLock lock(options.output_dir, "predict");
+  check_no_overwrite(paths, options, classes);
 
   const Shape input = trainer.model().input_shape();
   if (options.tta) log_tta(input);
