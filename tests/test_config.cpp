@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "config/config.h"
+#include "nn/model.h"
 #include "nn/registry.h"
 #include "config/sections.h"
 #include "core/error.h"
@@ -812,4 +813,31 @@ TEST_CASE("config: a checkpoint given as the config is named as one", "[config]"
   CHECK_THROWS_WITH(parse_config(hdf5, "runs/a/final.h5"),
                     Catch::Contains("runs/a/final.h5 is an HDF5 file (a checkpoint?), not a YAML config") &&
                         Catch::Contains("--resume"));
+}
+
+TEST_CASE("config: null (Python's None) where Keras's default is None means that default", "[config]") {
+  // From a new user: activation=None, MaxPooling2D's strides=None, Dropout's seed=None and metrics or
+  // callbacks of None were refused as "has no value".
+  const Config c = parse_config(
+      "model: {layers: [{type: Input, shape: [8, 8, 1]},\n"
+      "  {type: Conv2D, filters: 2, kernel_size: 3, padding: same, activation: null},\n"
+      "  {type: MaxPooling2D, pool_size: 2, strides: null},\n"
+      "  {type: Dropout, rate: 0.1, seed: null},\n"
+      "  {type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}]}\n"
+      "data: {images: a, masks: b}\n"
+      "training: {metrics: null, callbacks: null}\n",
+      "none.yaml");
+  CHECK(c.training.metrics.empty());
+  CHECK_FALSE(c.training.early_stopping.enabled);
+  const Model m(c.model, c.path);
+  CHECK(m.layer_output_shape(2).h == 4);  // strides = pool_size
+  // A Python None left as it is gets the fix.
+  CHECK_THROWS_WITH(Model(parse_config(
+                              "model: {layers: [{type: Input, shape: [8, 8, 1]},\n"
+                              "  {type: Conv2D, filters: 1, kernel_size: 1, activation: None}]}\n"
+                              "data: {images: a, masks: b}\ntraining: {}\n",
+                              "py.yaml")
+                              .model,
+                          "py.yaml"),
+                    Catch::Contains("'activation' is Python's None, which YAML writes as null"));
 }

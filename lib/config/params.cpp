@@ -190,6 +190,7 @@ YAML::Node ParamReader::value(const std::string& key, bool required) {
 YAML::Node ParamReader::get_node(const std::string& key) { return value(key, false); }
 
 bool ParamReader::given(const std::string& key) {
+  optional_.insert(key);  // a key looked for is known (suggestions), given or not
   const YAML::Node v = node_[key];
   if (v && v.IsNull()) used_.insert(key);
   return v && !v.IsNull();

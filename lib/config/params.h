@@ -55,7 +55,8 @@ class ParamReader {
   /// (has() alone also checks for keys that are refused).
   bool has_optional(const std::string& key);
   /// Whether key is present with a value other than null (Keras's None, which
-  /// means "the default"); a null key counts as read.
+  /// means "the default"); a null key counts as read, and key is known (as
+  /// with has_optional) either way.
   bool given(const std::string& key);
   /// Integer in [min, max]; required when def is empty.
   int get_int(const std::string& key, std::optional<int> def, int min = INT_MIN, int max = INT_MAX);

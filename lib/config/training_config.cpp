@@ -586,12 +586,13 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
     t.class_weight_where = p.where("class_weight") + ": training.class_weight";
     t.class_weight = read_class_weight(p.get_node("class_weight"), t.class_weight_where);
   }
-  if (YAML::Node metrics = p.get_node("metrics")) {
+  if (p.given("metrics")) {  // null: Keras's None, no metrics
+    const YAML::Node metrics = p.get_node("metrics");
     t.metrics = read_metrics(metrics, file, is_categorical_loss(t.loss.function));
     t.metrics_where = yaml_location(file, metrics.Mark()) + ": training.metrics";
   }
   if (YAML::Node opt = p.get_node("optimizer")) t.optimizer = read_optimizer(opt, file);
-  if (YAML::Node cbs = p.get_node("callbacks")) read_callbacks(cbs, file, t, has_validation);
+  if (p.given("callbacks")) read_callbacks(p.get_node("callbacks"), file, t, has_validation);  // null: none
   t.learning_rate_scaling = p.get_string("learning_rate_scaling", "none", {"none", "linear", "sqrt"});
   if (t.learning_rate_scaling != "none" && t.batch_size_per_device == 0)
     p.fail("learning_rate_scaling", "scales a learning rate tuned for one device's batch to the global batch: give "

@@ -51,6 +51,8 @@ namespace {
 /// Why a Keras activation trainer lacks is missing, and what to use; "" for
 /// other names.
 std::string missing_activation_hint(const std::string& s) {
+  if (s == "None")
+    return "is Python's None, which YAML writes as null: the same as linear, the default (no activation)";
   if (s == "log_softmax")
     return "is 'log_softmax', which is not supported; end the model with 'softmax' (the categorical losses "
            "take its logits) or with 'sigmoid' on a 1-filter output for binary masks";
@@ -73,14 +75,15 @@ Activation read_activation(ParamReader& p, bool& softmax, const std::string& key
   std::vector<std::string> names = activation_names();
   for (const ActivationAlias& a : kAliases) names.push_back(a.alias);
   names.push_back("softmax");
-  if (p.has(key)) {
+  if (p.given(key)) {
     YAML::Node v = p.get_node(key);
     if (v.IsScalar()) {
       const std::string hint = missing_activation_hint(v.Scalar());
       if (!hint.empty()) p.fail(key, hint + ". Supported: " + join_names(names));
     }
   }
-  const std::string name = p.get_string(key, std::string("linear"), names);
+  // Keras's activation=None (null here) is linear, as is leaving the key out.
+  const std::string name = p.given(key) ? p.get_string(key, std::nullopt, names) : std::string("linear");
   softmax = name == "softmax";
   return softmax ? Activation{} : activation_from_name(name);
 }

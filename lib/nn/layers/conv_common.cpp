@@ -56,8 +56,8 @@ Shape conv_output_shape(const Shape& in, const Conv2DParams& g, int filters) {
 Pool2DParams read_pool_params(ParamReader& p) {
   Pool2DParams g;
   std::vector<int> pool = p.get_int_pair("pool_size", std::vector<int>{2, 2}, 1, 1024);
-  // Keras: strides None means strides = pool_size.
-  std::vector<int> s = p.get_int_pair("strides", pool, 1, 1024);
+  // Keras: strides None (null, or left out) means strides = pool_size.
+  std::vector<int> s = p.given("strides") ? p.get_int_pair("strides", pool, 1, 1024) : pool;
   g.ph = pool[0], g.pw = pool[1];
   g.stride_h = s[0], g.stride_w = s[1];
   g.same_padding = p.get_string("padding", std::string("valid"), {"valid", "same"}) == "same";

@@ -98,7 +98,8 @@ std::unique_ptr<Layer> make(ParamReader& p, const std::string& name, bool spatia
   if (!(rate >= 0.0 && rate < 1.0))
     p.fail("rate", "must be in [0, 1) (the fraction dropped; 1 would drop everything), got " +
                        fmt::format("{}", rate));
-  uint64_t seed = p.has_optional("seed") ? uint64_t(int64_t(p.get_int("seed", std::nullopt))) : fnv1a(name);
+  // null is Keras's seed=None: the default.
+  uint64_t seed = p.given("seed") ? uint64_t(int64_t(p.get_int("seed", std::nullopt))) : fnv1a(name);
   p.skip("seed");  // known when absent too (unknown-key suggestions)
   return std::make_unique<Dropout>(name, rate, seed, spatial);
 }
