@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -19,7 +20,10 @@ using namespace trainer;
 
 int main(int argc, char** argv) {
   cli::ignore_file_size_signal();
-  spdlog::set_default_logger(spdlog::stderr_color_mt("trainer"));
+  // NO_COLOR (no-color.org): present and not empty, no colour even on a terminal.
+  const char* no_color = std::getenv("NO_COLOR");
+  spdlog::set_default_logger(spdlog::stderr_color_mt(
+      "trainer", no_color && *no_color ? spdlog::color_mode::never : spdlog::color_mode::automatic));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$: %v");
 
   CLI::App app{"trainer: trains image-segmentation networks described in YAML on every GPU "

@@ -1,5 +1,7 @@
 #include "train/progress.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 
 #include "core/json_text.h"
@@ -30,12 +32,20 @@ std::string format_logs(const std::map<std::string, double>& logs) {
 
 void Progress::start_epoch(int epoch) {
   epoch_ = epoch;
+  last_line_ = std::chrono::steady_clock::now();
   if (bar_) std::printf("Epoch %d/%d\n", epoch, epochs_);
   std::fflush(stdout);
 }
 
 void Progress::step(int step, double loss) {
-  if (!bar_) return;
+  if (!bar_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (step < steps_ && now - last_line_ >= quiet_limit_) {
+      spdlog::info("epoch {}/{}: step {}/{}, loss {:.4f}", epoch_, epochs_, step, steps_, loss);
+      last_line_ = now;
+    }
+    return;
+  }
   const int width = 30, done = step * width / steps_;
   std::string bar(size_t(done), '=');
   if (done < width) bar += '>' + std::string(size_t(width - done - 1), '.');

@@ -5,6 +5,10 @@
 //   Epoch 3/30 - 52 steps - 35.2s - 11.8 images/s - loss: 0.4123 - val_loss: 0.3512 ...
 // or, in JSON mode (for scripts), one JSON object per epoch:
 //   {"epoch": 3, "epochs": 30, "steps": 52, "seconds": 35.2, "images_per_s": 11.8, "loss": 0.4123, ...}
+// Without a bar, an epoch longer than a minute also logs its progress on
+// stderr once a minute, so that a log (or a CI job that ends a job after
+// minutes without output) sees the run go on.
+#include <chrono>
 #include <map>
 #include <string>
 
@@ -12,9 +16,12 @@ namespace trainer {
 
 class Progress {
  public:
-  /// bar: redraw a progress bar (ignored with json); json: JSON lines instead of text.
-  Progress(bool bar, bool json, int epochs, int steps)
-      : bar_(bar && !json), json_(json), epochs_(epochs), steps_(steps) {}
+  /// bar: redraw a progress bar (ignored with json); json: JSON lines instead
+  /// of text; quiet_limit: without a bar, the longest time an epoch goes on
+  /// without a line on stderr ("epoch 3/30: step 40/52, loss 0.4123").
+  Progress(bool bar, bool json, int epochs, int steps,
+           std::chrono::steady_clock::duration quiet_limit = std::chrono::minutes(1))
+      : bar_(bar && !json), json_(json), epochs_(epochs), steps_(steps), quiet_limit_(quiet_limit) {}
   void start_epoch(int epoch);
   /// After step (1-based) of the epoch; loss: running mean over the epoch.
   void step(int step, double loss);
@@ -25,6 +32,8 @@ class Progress {
  private:
   bool bar_, json_;
   int epochs_, steps_, epoch_ = 0;
+  std::chrono::steady_clock::duration quiet_limit_;
+  std::chrono::steady_clock::time_point last_line_;  ///< The epoch's start or its last stderr line.
 };
 
 /// "loss: 0.4123 - mean_iou: 0.5012 - val_loss: ..." (train entries first, then val_).
