@@ -799,6 +799,16 @@ TEST_CASE("SpatialDropout2D drops whole channels per sample, as Keras's noise sh
   CHECK(r.max_rel_error_inputs < 1e-3);
   CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: 0.2, data_format: channels_first}"),
                     Catch::Contains("channels_last"));
+  // Keras's get_config() has data_format on every 2-D layer (from a new user: unknown on Conv2D and pooling).
+  for (const char* layer :
+       {"{type: Conv2D, filters: 2, kernel_size: 3", "{type: Conv2DTranspose, filters: 2, kernel_size: 2",
+        "{type: MaxPooling2D", "{type: AveragePooling2D", "{type: UpSampling2D"}) {
+    INFO(layer);
+    CHECK_NOTHROW(layer_from_yaml(std::string(layer) + ", data_format: channels_last}"));
+    CHECK_NOTHROW(layer_from_yaml(std::string(layer) + ", data_format: null}"));
+    CHECK_THROWS_WITH(layer_from_yaml(std::string(layer) + ", data_format: channels_first}"),
+                      Catch::Contains("'data_format' must be channels_last (tensors here are [N, H, W, C]"));
+  }
   CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: 1}"), Catch::Contains("'rate' must be in [0, 1)"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: -0.1}"), Catch::Contains("must be in [0, 1)"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: 0.1, seedd: 7}"),

@@ -1,5 +1,6 @@
 #include "nn/layers/conv_common.h"
 
+#include "nn/data_format.h"
 #include "nn/initializers.h"
 
 namespace trainer {
@@ -13,6 +14,7 @@ ConvConfig read_conv_config(ParamReader& p) {
 }
 
 void read_conv_geometry(ParamReader& p, ConvConfig& c) {
+  read_data_format(p);
   std::vector<int> k = p.get_int_pair("kernel_size", std::nullopt, 1, 1024);
   std::vector<int> s = p.get_int_pair("strides", std::vector<int>{1, 1}, 1, 1024);
   c.geom.kh = k[0], c.geom.kw = k[1];
@@ -55,6 +57,7 @@ Shape conv_output_shape(const Shape& in, const Conv2DParams& g, int filters) {
 
 Pool2DParams read_pool_params(ParamReader& p) {
   Pool2DParams g;
+  read_data_format(p);
   std::vector<int> pool = p.get_int_pair("pool_size", std::vector<int>{2, 2}, 1, 1024);
   // Keras: strides None (null, or left out) means strides = pool_size.
   std::vector<int> s = p.given("strides") ? p.get_int_pair("strides", pool, 1, 1024) : pool;

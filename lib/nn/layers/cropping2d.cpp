@@ -9,6 +9,7 @@
 // the decoder's size this way.
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
+#include "nn/data_format.h"
 #include "nn/layers/border_common.h"
 #include "nn/registry.h"
 
@@ -67,7 +68,7 @@ class Cropping2D : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_cropping2d(ParamReader& p, const std::string& name) {
-  p.get_string("data_format", std::string("channels_last"), {"channels_last"});  // NHWC only
+  read_data_format(p);
   return std::make_unique<Cropping2D>(name, read_border(p, "cropping", 0));
 }
 

@@ -20,6 +20,7 @@
 #include "backend/elementwise_ops.h"
 #include "core/buffer.h"
 #include "core/error.h"
+#include "nn/data_format.h"
 #include "nn/layers/on_device.h"
 #include "nn/registry.h"
 
@@ -109,9 +110,7 @@ std::unique_ptr<Layer> make(ParamReader& p, const std::string& name, bool spatia
 std::unique_ptr<Layer> make_dropout(ParamReader& p, const std::string& name) { return make(p, name, false); }
 
 std::unique_ptr<Layer> make_spatial_dropout2d(ParamReader& p, const std::string& name) {
-  if (p.given("data_format") && p.get_string("data_format", std::nullopt) != "channels_last")
-    p.fail("data_format", "must be channels_last (tensors here are [N, H, W, C])");
-  p.skip("data_format");
+  read_data_format(p);
   return make(p, name, true);
 }
 

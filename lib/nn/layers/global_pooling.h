@@ -7,6 +7,7 @@
 // Keras.
 #include "config/params.h"
 #include "core/error.h"
+#include "nn/data_format.h"
 #include "nn/layer.h"
 
 namespace trainer {
@@ -38,7 +39,7 @@ class GlobalPooling2D : public Layer {
 /// [N, 1, 1, C]) and data_format (channels_last only). UserError for another value.
 inline void read_global_pooling_keys(ParamReader& p) {
   p.get_bool("keepdims", false);
-  p.get_string("data_format", std::string("channels_last"), {"channels_last"});  // NHWC only
+  read_data_format(p);
 }
 
 }  // namespace trainer

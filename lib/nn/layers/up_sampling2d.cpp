@@ -8,6 +8,7 @@
 // UserError.
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
+#include "nn/data_format.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -66,6 +67,7 @@ class UpSampling2D : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_up_sampling2d(ParamReader& p, const std::string& name) {
+  read_data_format(p);
   std::vector<int> size = p.get_int_pair("size", std::vector<int>{2, 2}, 1, 1024);
   const std::string interp = p.get_string("interpolation", std::string("nearest"));
   if (interp == "bicubic" || interp == "lanczos3" || interp == "lanczos5" || interp == "area")

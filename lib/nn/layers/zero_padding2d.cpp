@@ -9,6 +9,7 @@
 // crop_forward.
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
+#include "nn/data_format.h"
 #include "nn/layers/border_common.h"
 #include "nn/registry.h"
 
@@ -64,7 +65,7 @@ class ZeroPadding2D : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_zero_padding2d(ParamReader& p, const std::string& name) {
-  p.get_string("data_format", std::string("channels_last"), {"channels_last"});  // NHWC only
+  read_data_format(p);
   return std::make_unique<ZeroPadding2D>(name, read_border(p, "padding", 1));
 }
 
