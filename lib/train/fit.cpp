@@ -658,7 +658,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
                             : "");
   }
   std::optional<Progress> progress;
-  if (voice) progress.emplace(options.progress_bar, options.json, tc.epochs, steps);
+  if (voice) progress.emplace(options.progress_bar, options.json, tc.epochs, steps, tc.metrics);
   auto remember = [&](const std::string& path) {
     if (std::find(result.files.begin(), result.files.end(), path) == result.files.end()) result.files.push_back(path);
   };

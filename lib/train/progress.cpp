@@ -2,25 +2,30 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "core/json_text.h"
 
 namespace trainer {
 
-std::string format_logs(const std::map<std::string, double>& logs) {
+std::string format_logs(const std::map<std::string, double>& logs, const std::vector<std::string>& metrics) {
   std::string out;
   char buf[96];
-  for (int val = 0; val < 2; ++val) {
-    // loss first within each group, then the metrics alphabetically
-    for (int pass = 0; pass < 2; ++pass)
-      for (const auto& [k, v] : logs) {
-        bool is_val = k.rfind("val_", 0) == 0;
-        bool is_loss = k == (is_val ? "val_loss" : "loss");
-        if (k == "learning_rate" || is_val != bool(val) || is_loss != (pass == 0)) continue;
-        std::snprintf(buf, sizeof buf, "%s%s: %.4f", out.empty() ? "" : " - ", k.c_str(), v);
-        out += buf;
-      }
+  const auto add = [&](const std::string& k, double v) {
+    std::snprintf(buf, sizeof buf, "%s%s: %.4f", out.empty() ? "" : " - ", k.c_str(), v);
+    out += buf;
+  };
+  for (const std::string prefix : {"", "val_"}) {
+    // loss first within each group, then the metrics in the config's order, then any others by name
+    std::vector<std::string> order = {prefix + "loss"};
+    for (const auto& m : metrics) order.push_back(prefix + m);
+    for (const auto& k : order)
+      if (const auto it = logs.find(k); it != logs.end()) add(k, it->second);
+    for (const auto& [k, v] : logs)
+      if (k != "learning_rate" && (k.rfind("val_", 0) == 0) == !prefix.empty() &&
+          std::find(order.begin(), order.end(), k) == order.end())
+        add(k, v);
   }
   // Last, as Keras 3 prints it; %g, since 1e-05 would read 0.0000.
   if (auto lr = logs.find("learning_rate"); lr != logs.end()) {
@@ -64,7 +69,7 @@ void Progress::end_epoch(const std::map<std::string, double>& logs, double secon
   }
   if (bar_) std::printf("\r\033[K");
   std::printf("Epoch %d/%d - %d step%s - %.1fs - %.1f images/s - %s\n", epoch_, epochs_, steps_,
-              steps_ == 1 ? "" : "s", seconds, images_per_second, format_logs(logs).c_str());
+              steps_ == 1 ? "" : "s", seconds, images_per_second, format_logs(logs, metrics_).c_str());
   std::fflush(stdout);
 }
 

@@ -11,17 +11,20 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace trainer {
 
 class Progress {
  public:
   /// bar: redraw a progress bar (ignored with json); json: JSON lines instead
-  /// of text; quiet_limit: without a bar, the longest time an epoch goes on
-  /// without a line on stderr ("epoch 3/30: step 40/52, loss 0.4123").
-  Progress(bool bar, bool json, int epochs, int steps,
+  /// of text; metrics: the config's, in its order (format_logs); quiet_limit:
+  /// without a bar, the longest time an epoch goes on without a line on
+  /// stderr ("epoch 3/30: step 40/52, loss 0.4123").
+  Progress(bool bar, bool json, int epochs, int steps, std::vector<std::string> metrics = {},
            std::chrono::steady_clock::duration quiet_limit = std::chrono::minutes(1))
-      : bar_(bar && !json), json_(json), epochs_(epochs), steps_(steps), quiet_limit_(quiet_limit) {}
+      : bar_(bar && !json), json_(json), epochs_(epochs), steps_(steps), metrics_(std::move(metrics)),
+        quiet_limit_(quiet_limit) {}
   void start_epoch(int epoch);
   /// After step (1-based) of the epoch; loss: running mean over the epoch.
   void step(int step, double loss);
@@ -32,11 +35,14 @@ class Progress {
  private:
   bool bar_, json_;
   int epochs_, steps_, epoch_ = 0;
+  std::vector<std::string> metrics_;
   std::chrono::steady_clock::duration quiet_limit_;
   std::chrono::steady_clock::time_point last_line_;  ///< The epoch's start or its last stderr line.
 };
 
-/// "loss: 0.4123 - mean_iou: 0.5012 - val_loss: ..." (train entries first, then val_).
-std::string format_logs(const std::map<std::string, double>& logs);
+/// "loss: 0.4123 - mean_iou: 0.5012 - val_loss: ..." as Keras prints them: the
+/// training entries, loss first, then the metrics in metrics' order (the
+/// config's), then the val_ entries alike, then learning_rate.
+std::string format_logs(const std::map<std::string, double>& logs, const std::vector<std::string>& metrics);
 
 }  // namespace trainer
