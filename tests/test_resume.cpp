@@ -888,3 +888,26 @@ TEST_CASE("a resume with --overwrite never removes the checkpoint it resumes fro
   CHECK(fs::exists(dir / "two" / "final.h5"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("a checkpoint of a run without training.optimizer from before RMSprop became the default says how to "
+          "resume it", "[resume]") {
+  fs::path dir = temp_dir("resume_old_default");
+  std::string text = config(dir / "run", 2);
+  text.replace(text.find("optimizer: {type: Adam, learning_rate: 0.003}"), 45, "optimizer: {type: SGD}");
+  std::ofstream(dir / "c.yaml") << text;
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --epochs 1", dir) == 0);
+  // As the old default wrote it: SGD(0.01) with no slots, and a stored config without the key.
+  Checkpoint old = load_checkpoint((dir / "run" / "last.h5").string());
+  const std::string key = "  optimizer: {type: SGD}\n";
+  REQUIRE(old.config_yaml.find(key) != std::string::npos);
+  old.config_yaml.erase(old.config_yaml.find(key), key.size());
+  save_checkpoint((dir / "run" / "last.h5").string(), old);
+  text.erase(text.find(key), key.size());
+  std::ofstream(dir / "now.yaml") << text;
+  CHECK(run("--config " + (dir / "now.yaml").string() + " --gpus cpu --resume " + (dir / "run" / "last.h5").string(),
+            dir) == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("its run's config names no optimizer, which before 2026-12-05 "
+                                                     "meant SGD with learning rate 0.01") &&
+                                         Catch::Contains("add 'optimizer: {type: SGD, learning_rate: 0.01}'"));
+  fs::remove_all(dir);
+}

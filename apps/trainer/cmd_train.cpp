@@ -124,7 +124,18 @@ std::optional<FitResult> load_resume(const Checkpoint& ckpt, const std::string& 
                           " (the checkpoint's run used " + precision_name(then.training.precision) + ")");
   for (const auto& d : differences)
     spdlog::warn("resuming with other settings: {}; the run continues but is no longer the one that was stopped", d);
-  trainer.load_optimizer(ckpt, path);
+  try {
+    trainer.load_optimizer(ckpt, path);
+  } catch (const UserError& e) {
+    // Until 2026-12-05 a config without training.optimizer trained with SGD(0.01); now Keras's RMSprop(0.001).
+    const YAML::Node stored = YAML::Load(ckpt.config_yaml)["training"];
+    bool slots = false;  // SGD without momentum keeps none
+    for (const auto& kv : ckpt.state_arrays) slots |= kv.first.rfind("optimizer_", 0) == 0;
+    if (!stored.IsMap() || stored["optimizer"] || slots) throw;
+    throw UserError(std::string(e.what()) + "; its run's config names no optimizer, which before 2026-12-05 "
+                    "meant SGD with learning rate 0.01 (now RMSprop, Keras's default): add 'optimizer: {type: "
+                    "SGD, learning_rate: 0.01}' to the training section to resume it");
+  }
   FitResult done;
   done.epochs_run = ckpt.epoch;
   done.last_logs = ckpt.logs;
