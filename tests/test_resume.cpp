@@ -326,13 +326,22 @@ TEST_CASE("a 3-class model stopped inside an epoch resumes with its confusion co
   fs::remove_all(dir);
 }
 
+namespace {
+
+// Trains config(dir / "run", 40) on gpus, sends sig once epoch 1 has ended, and returns the exit code.
+int stop_after_epoch_1(const fs::path& dir, const std::string& gpus, int sig) {
+  std::ofstream(dir / "c.yaml") << config(dir / "run", 40);
+  Child c = start("--config " + (dir / "c.yaml").string() + " --gpus " + gpus, dir);
+  wait_for_lines(dir / "run" / "log.csv", 2, 60);
+  kill(c.pid, sig);
+  return wait_exit(c);
+}
+
+}  // namespace
+
 TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 130", "[resume]") {
   fs::path dir = temp_dir("resume_towers");
-  std::ofstream(dir / "c.yaml") << config(dir / "run", 40);
-  Child c = start("--config " + (dir / "c.yaml").string() + " --gpus cpu:2", dir);
-  wait_for_lines(dir / "run" / "log.csv", 2, 60);
-  kill(c.pid, SIGINT);
-  REQUIRE(wait_exit(c) == 130);
+  REQUIRE(stop_after_epoch_1(dir, "cpu:2", SIGINT) == 130);
   // Said when the signal came (a new user saw nothing for 16 s of a slow step, and pressed Ctrl-C again).
   const std::string err = slurp(dir / "err.txt");
   CHECK_THAT(err, Catch::Contains("stopping: finishing this step, then writing last.h5 (a second Ctrl-C exits at "
@@ -390,11 +399,7 @@ TEST_CASE("a second SIGINT exits at once and gives the command that continues fr
 TEST_CASE("SIGHUP (the terminal closed) stops the run as SIGTERM does, with last.h5 and exit 129", "[resume]") {
   // From a batch-job trial: SIGHUP killed the run mid-write, leaving a temporary file and log.csv ahead of last.h5.
   fs::path dir = temp_dir("resume_sighup");
-  std::ofstream(dir / "c.yaml") << config(dir / "run", 40);
-  Child c = start("--config " + (dir / "c.yaml").string() + " --gpus cpu", dir);
-  wait_for_lines(dir / "run" / "log.csv", 2, 60);
-  kill(c.pid, SIGHUP);
-  CHECK(wait_exit(c) == 129);
+  CHECK(stop_after_epoch_1(dir, "cpu", SIGHUP) == 129);
   const std::string err = slurp(dir / "err.txt");
   CHECK_THAT(err, Catch::Contains("stopping on SIGHUP (the terminal closed): finishing this step, then writing "
                                   "last.h5") &&
