@@ -121,6 +121,9 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "cfg.yaml:11:13: model.layers[2]: 'type' is 'MaxPoling2D', not a known layer type (did "
        "you mean 'MaxPooling2D'?); known types: Input, Rescaling, Conv2D"},
       // Keras's own spellings (from a new user's trial).
+      {"Keras's get_config name of the Input", edit("type: Input\n", "type: InputLayer\n"),
+       "'type' is 'InputLayer', not a known layer type (InputLayer is what Keras's get_config calls the Input: "
+       "write {type: Input, shape: [H, W, C]}, its batch_shape without the batch)"},
       {"PyTorch spelling of a layer type", edit("type: MaxPooling2D", "type: MaxPooling2d"),
        "'type' is 'MaxPooling2d', not a known layer type (did you mean 'MaxPooling2D'?)"},
       {"snake_case callback", edit("type: EarlyStopping", "type: early_stopping"),

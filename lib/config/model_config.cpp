@@ -58,7 +58,10 @@ ModelConfig read_model_section(const YAML::Node& node, const std::string& file) 
       lp.fail("type", "is '" + spec.type + "', not a known layer type" + did_you_mean(spec.type, types) +
                           (spec.type == "Lambda" ? " (for Lambda(lambda x: x / 255) use {type: Rescaling, scale: "
                                                    "0.00392156862745098})"
-                                                 : "") +
+                           : spec.type == "InputLayer"
+                               ? " (InputLayer is what Keras's get_config calls the Input: write {type: Input, "
+                                 "shape: [H, W, C]}, its batch_shape without the batch)"
+                               : "") +
                           "; known types: " + join_names(types));
     if (i == 0 && spec.type != "Input")
       lp.fail("type", "is '" + spec.type +
