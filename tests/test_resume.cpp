@@ -84,6 +84,25 @@ void wait_for_lines(const fs::path& file, int lines, double seconds) {
   }
 }
 
+// The values of column `name` of a CSV log, row by row.
+std::vector<double> csv_column(const std::string& csv, const std::string& name) {
+  std::istringstream in(csv);
+  std::string line, cell;
+  std::getline(in, line);
+  std::istringstream header(line);
+  int col = -1;
+  for (int i = 0; std::getline(header, cell, ','); ++i)
+    if (cell == name) col = i;
+  REQUIRE(col >= 0);
+  std::vector<double> out;
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    for (int i = 0; i <= col; ++i) std::getline(row, cell, ',');
+    out.push_back(std::stod(cell));
+  }
+  return out;
+}
+
 void require_same_weights(const fs::path& a, const fs::path& b) {
   Checkpoint x = load_checkpoint(a.string()), y = load_checkpoint(b.string());
   REQUIRE(x.weights.size() == y.weights.size());
@@ -111,6 +130,13 @@ TEST_CASE("resuming at an epoch boundary ends with the weights of an uninterrupt
   const std::string csv = slurp(dir / "part" / "log.csv");
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 5);  // header + 4 epochs, appended across the two runs
   CHECK(csv == slurp(dir / "full" / "log.csv"));            // the same losses and metrics, digit for digit
+  // restore_best_weights: final.h5 holds the best val_loss epoch's weights, and says so with that epoch's logs
+  // (from a new user: it said epoch 4 with epoch 4's logs over epoch 3's weights), also across the resume.
+  const std::vector<double> val = csv_column(csv, "val_loss");
+  const auto best = std::min_element(val.begin(), val.end());
+  const Checkpoint final_ckpt = load_checkpoint((dir / "part" / "final.h5").string());
+  CHECK(final_ckpt.epoch == int(best - val.begin()) + 1);
+  CHECK(final_ckpt.logs.at("val_loss") == Approx(*best).epsilon(1e-8));
   fs::remove_all(dir);
 }
 
@@ -161,29 +187,6 @@ TEST_CASE("steps_per_epoch: short epochs take the next batches of the same shuff
   require_same_weights(dir / "long" / "final.h5", dir / "mixed" / "final.h5");
   fs::remove_all(dir);
 }
-
-namespace {
-
-// The values of column `name` of a CSV log, row by row.
-std::vector<double> csv_column(const std::string& csv, const std::string& name) {
-  std::istringstream in(csv);
-  std::string line, cell;
-  std::getline(in, line);
-  std::istringstream header(line);
-  int col = -1;
-  for (int i = 0; std::getline(header, cell, ','); ++i)
-    if (cell == name) col = i;
-  REQUIRE(col >= 0);
-  std::vector<double> out;
-  while (std::getline(in, line)) {
-    std::istringstream row(line);
-    for (int i = 0; i <= col; ++i) std::getline(row, cell, ',');
-    out.push_back(std::stod(cell));
-  }
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("ReduceLROnPlateau lowers the rate in the log, and a resumed run keeps its rate and counters", "[resume]") {
   fs::path dir = temp_dir("resume_plateau");
@@ -287,6 +290,11 @@ void check_stop_inside_an_epoch(const fs::path& dir, const std::function<std::st
                   (dir / "part" / "last.h5").string(),
               dir) == 0);
   require_same_weights(dir / "full" / "final.h5", dir / "part" / "final.h5");
+  // final.h5 says the epoch of its weights (restore_best_weights) with that epoch's logs, across the resume too.
+  const Checkpoint full = load_checkpoint((dir / "full" / "final.h5").string());
+  const Checkpoint part = load_checkpoint((dir / "part" / "final.h5").string());
+  CHECK(full.epoch == part.epoch);
+  CHECK(full.logs == part.logs);
   // The interrupted epoch's sums were saved too, so every logged figure matches.
   CHECK(slurp(dir / "part" / "log.csv") == slurp(dir / "full" / "log.csv"));
 }

@@ -37,6 +37,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// training_state attributes "best_log_<name>": the logs of the epoch whose weights best_params holds.
+constexpr const char* kBestLogPrefix = "best_log_";
+
 /// 0, 1, ..., n - 1.
 std::vector<int> every_index(int n) {
   std::vector<int> v(size_t(std::max(n, 0)));
@@ -132,6 +135,7 @@ struct RunState {
   std::unique_ptr<CheckpointPolicy> policy;
   std::unique_ptr<ReduceLROnPlateau> reduce_lr;
   std::vector<float> best_params, best_state;  ///< For restore_best_weights.
+  std::map<std::string, double> best_logs;     ///< Their epoch's logs, for final.h5 ({} in older checkpoints).
 };
 
 /// A checkpoint of the current weights, logs and (for resuming) everything in s.
@@ -169,6 +173,7 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
   if (!s.best_params.empty()) {
     c.state_arrays["best_params"] = s.best_params;
     c.state_arrays["best_state"] = s.best_state;
+    for (const auto& [name, value] : s.best_logs) c.state_scalars[kBestLogPrefix + name] = value;
   }
   return c;
 }
@@ -292,6 +297,8 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
     s.reduce_lr->restore(scalar("reduce_lr_best"), count("reduce_lr_wait", 0), count("reduce_lr_cooldown", 0));
   }
   if (c.state_arrays.count("best_params")) {
+    for (const auto& [key, value] : c.state_scalars)
+      if (key.rfind(kBestLogPrefix, 0) == 0) s.best_logs[key.substr(std::strlen(kBestLogPrefix))] = value;
     s.best_params = c.state_arrays.at("best_params");
     auto st = c.state_arrays.find("best_state");
     s.best_state = st == c.state_arrays.end() ? std::vector<float>{} : st->second;
@@ -768,6 +775,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       if (s.early->improved() && tc.early_stopping.restore_best_weights) {
         s.best_params = trainer.params(0);
         s.best_state = trainer.state(0);
+        s.best_logs = logs;
       }
     }
     std::string reduced;  // said after the epoch's line
@@ -836,14 +844,18 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       return result;
     }
   }
-  if (s.early && tc.early_stopping.restore_best_weights && !s.best_params.empty()) {
-    spdlog::info("restoring the weights of epoch {} (best {})", s.early->best_epoch(), tc.early_stopping.monitor);
-    trainer.set_weights(s.best_params, s.best_state);
-  }
   Checkpoint final_ckpt;
   final_ckpt.config_yaml = config.text;
   final_ckpt.epoch = result.epochs_run;
   final_ckpt.logs = result.last_logs;
+  if (s.early && tc.early_stopping.restore_best_weights && !s.best_params.empty()) {
+    spdlog::info("restoring the weights of epoch {} (best {})", s.early->best_epoch(), tc.early_stopping.monitor);
+    trainer.set_weights(s.best_params, s.best_state);
+    if (!s.best_logs.empty()) {  // final.h5 then says which epoch its weights are of, with that epoch's logs
+      final_ckpt.epoch = s.early->best_epoch();
+      final_ckpt.logs = s.best_logs;
+    }
+  }
   final_ckpt.weights = trainer.weights();
   result.files.push_back(save((out_dir / "final.h5").string(), final_ckpt, result.epochs_run, options.world));
   return result;
