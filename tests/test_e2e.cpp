@@ -290,6 +290,8 @@ TEST_CASE("EarlyStopping's baseline and start_from_epoch stop where Keras 3's ru
   // Resumed, the run stays ended (from a new user: it trained one more epoch, to be stopped again), until the
   // patience is raised: then the wait goes on from where it was.
   const std::string log = slurp(dir / "run" / "log.csv"), last = (dir / "run" / "last.h5").string();
+  // ... and a run that ended without its final.h5 (a process killed before it) gets it then (from a review).
+  fs::remove(dir / "run" / "final.h5");
   const Run again = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu:2 --log-format json "
                                 "--resume " + last, dir);
   CHECK(again.code == 0);
@@ -298,7 +300,10 @@ TEST_CASE("EarlyStopping's baseline and start_from_epoch stop where Keras 3's ru
                                         std::to_string(wait) + (wait == 1 ? " epoch" : " epochs") + "; patience 1); nothing to do: raise the "
                                         "EarlyStopping patience above " + std::to_string(wait) + " to train further"));
   CHECK(again.out == "{\"done\": true, \"epochs_run\": " + std::to_string(keras_stop + 1) +
-                         ", \"stopped_early\": true, \"stop_signal\": 0, \"files\": []}\n");
+                         ", \"stopped_early\": true, \"stop_signal\": 0, \"files\": [\"" +
+                         (dir / "run" / "final.h5").string() + "\"]}\n");
+  REQUIRE(fs::exists(dir / "run" / "final.h5"));
+  CHECK(trainer::load_checkpoint((dir / "run" / "final.h5").string()).epoch == keras_stop + 1);
   CHECK(slurp(dir / "run" / "log.csv") == log);
   std::string patient = slurp(dir / "unet.yaml");
   patient.replace(patient.find("patience: 1"), 11, "patience: " + std::to_string(wait + 1));
@@ -307,6 +312,26 @@ TEST_CASE("EarlyStopping's baseline and start_from_epoch stop where Keras 3's ru
   INFO(on.err);
   CHECK(on.code == 0);
   CHECK_THAT(on.out + on.err, Catch::Contains("early stopping at epoch " + std::to_string(keras_stop + 2)));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a run stopped by a signal with EarlyStopping's patience 0 resumes and trains on", "[e2e][callbacks]") {
+  // From a review: its wait counter is 0 after an improving epoch, 0 >= patience 0, and the resume took the run
+  // for one that EarlyStopping had ended. Only a run that EarlyStopping ended says so in its checkpoint.
+  fs::path dir = temp_dir("e2e_patience_0");
+  std::ofstream(dir / "unet.yaml") << trainer::testing::sample_unet_config(
+      dir / "run", "  epochs: 3\n  callbacks:\n    - {type: EarlyStopping, monitor: loss}\n");
+  REQUIRE(run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu --epochs 1", dir).code == 0);
+  const trainer::Checkpoint one = trainer::load_checkpoint((dir / "run" / "last.h5").string());
+  REQUIRE(one.state_scalars.at("early_stopping_wait") == 0);
+  CHECK_FALSE(one.state_scalars.count("early_stopped"));
+  const Run on = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu --resume " +
+                                 (dir / "run" / "last.h5").string(),
+                             dir);
+  INFO(on.err);
+  CHECK(on.code == 0);
+  CHECK_THAT(on.err, !Catch::Contains("EarlyStopping ended the run"));
+  CHECK(trainer::load_checkpoint((dir / "run" / "last.h5").string()).epoch >= 2);
   fs::remove_all(dir);
 }
 

@@ -85,15 +85,15 @@ void apply_overrides(Config& config, const TrainFlags& f) {
   if (changed) config.text = "# " + config.path + " with command-line overrides\n" + YAML::Dump(root) + "\n";
 }
 
-// Whether the checkpoint's run was ended by its EarlyStopping (then: its
-// stored config) and config's EarlyStopping would end it again at once: the
-// wait counter (watched epochs without improvement) has reached the patience
-// of both. Raising the patience, or removing EarlyStopping, trains on.
-bool early_stopping_ended(const Checkpoint& ckpt, const Config& then, const Config& config) {
-  const auto wait = ckpt.state_scalars.find("early_stopping_wait");
-  if (wait == ckpt.state_scalars.end()) return false;
-  const EarlyStoppingConfig &was = then.training.early_stopping, &is = config.training.early_stopping;
-  return was.enabled && is.enabled && wait->second >= was.patience && wait->second >= is.patience;
+// Whether EarlyStopping ended the checkpoint's run at its epoch (the
+// checkpoint says so: training_state/early_stopped) and config's
+// EarlyStopping would end it again at once: its wait counter (watched epochs
+// without improvement) has reached config's patience. Raising the patience,
+// or removing EarlyStopping, trains on.
+bool early_stopping_ended(const Checkpoint& ckpt, const Config& config) {
+  const auto flag = ckpt.state_scalars.find("early_stopped"), wait = ckpt.state_scalars.find("early_stopping_wait");
+  return flag != ckpt.state_scalars.end() && flag->second == 1 && wait != ckpt.state_scalars.end() &&
+         config.training.early_stopping.enabled && wait->second >= config.training.early_stopping.patience;
 }
 
 // Gives trainer the checkpoint's weights and optimizer state, after reporting
@@ -149,9 +149,9 @@ std::optional<FitResult> load_resume(const Checkpoint& ckpt, const std::string& 
     return done;
   }
   // From a new user's trial: resuming an early-stopped run trained one more epoch, to be stopped again.
-  if (early_stopping_ended(ckpt, then, config)) {
+  if (early_stopping_ended(ckpt, config)) {
     const EarlyStoppingConfig& es = config.training.early_stopping;
-    const int wait = int(ckpt.state_scalars.at("early_stopping_wait"));
+    const int wait = int(std::min(ckpt.state_scalars.at("early_stopping_wait"), 1e9));
     spdlog::warn("EarlyStopping ended the run of {} at epoch {} ({} did not improve for {} epoch{}; patience {}); "
                  "nothing to do: raise the EarlyStopping patience above {} to train further",
                  path, ckpt.epoch, es.monitor, wait, wait == 1 ? "" : "s", es.patience, wait);
@@ -327,6 +327,10 @@ int run_train(const TrainFlags& f) {
     });
     if (world) require_same_file(*world, f.resume, "--resume");
     if (done) {
+      // A run that ended before its final.h5 was written gets it now (in its own folder: a branch writes nothing).
+      if (resumes_in_place(resume_run_folder, config.training.output_dir))
+        if (const std::string written = finish_ended_run(config, trainer, *resume, world.get()); !written.empty())
+          done->files.push_back(written);
       if (json && voice) print_json_result(*done);
       return 0;
     }

@@ -39,6 +39,8 @@ namespace {
 
 /// training_state attributes "best_log_<name>": the logs of the epoch whose weights best_params holds.
 constexpr const char* kBestLogPrefix = "best_log_";
+/// training_state attribute set to 1 in the checkpoints of the epoch at which EarlyStopping ended the run.
+constexpr const char* kEarlyStoppedKey = "early_stopped";
 
 /// 0, 1, ..., n - 1.
 std::vector<int> every_index(int n) {
@@ -136,6 +138,7 @@ struct RunState {
   std::unique_ptr<ReduceLROnPlateau> reduce_lr;
   std::vector<float> best_params, best_state;  ///< For restore_best_weights.
   std::map<std::string, double> best_logs;     ///< Their epoch's logs, for final.h5 ({} in older checkpoints).
+  bool early_stopped = false;                  ///< EarlyStopping ended the run at the last finished epoch.
 };
 
 /// A checkpoint of the current weights, logs and (for resuming) everything in s.
@@ -161,6 +164,7 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
     c.state_scalars["early_stopping_best"] = s.early->best();
     c.state_scalars["early_stopping_best_epoch"] = s.early->best_epoch();
     c.state_scalars["early_stopping_wait"] = s.early->wait();
+    if (s.early_stopped) c.state_scalars[kEarlyStoppedKey] = 1;
   }
   if (s.policy) c.state_scalars["checkpoint_best"] = s.policy->best();
   if (s.reduce_lr) {
@@ -218,6 +222,28 @@ std::string save(const std::string& path, const Checkpoint& c, int epoch, Proces
     save_checkpoint(path, c);
   });
   return path;
+}
+
+/// Writes final.h5 into config's output folder and returns its path: the trainer's weights after epochs_run
+/// epochs (logs: that epoch's), or, with restore_best_weights and best weights kept in s, those, restored into
+/// the trainer, with their epoch and logs when s has them (older checkpoints: the last epoch's).
+std::string save_final(const Config& config, Trainer& trainer, int epochs_run, const std::map<std::string, double>& logs,
+                       const RunState& s, ProcessGroup* world) {
+  const TrainingConfig& tc = config.training;
+  Checkpoint final_ckpt;
+  final_ckpt.config_yaml = config.text;
+  final_ckpt.epoch = epochs_run;
+  final_ckpt.logs = logs;
+  if (s.early && tc.early_stopping.restore_best_weights && !s.best_params.empty()) {
+    spdlog::info("restoring the weights of epoch {} (best {})", s.early->best_epoch(), tc.early_stopping.monitor);
+    trainer.set_weights(s.best_params, s.best_state);
+    if (!s.best_logs.empty()) {  // final.h5 then says which epoch its weights are of, with that epoch's logs
+      final_ckpt.epoch = s.early->best_epoch();
+      final_ckpt.logs = s.best_logs;
+    }
+  }
+  final_ckpt.weights = trainer.weights();
+  return save((fs::path(tc.output_dir) / "final.h5").string(), final_ckpt, epochs_run, world);
 }
 
 /// Restores s (and a reduced learning rate) from a checkpoint written by
@@ -771,7 +797,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
 
     bool stop = false;
     if (s.early) {
-      stop = s.early->on_epoch_end(epoch, logs.at(tc.early_stopping.monitor));
+      stop = s.early_stopped = s.early->on_epoch_end(epoch, logs.at(tc.early_stopping.monitor));
       if (s.early->improved() && tc.early_stopping.restore_best_weights) {
         s.best_params = trainer.params(0);
         s.best_state = trainer.state(0);
@@ -844,21 +870,35 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       return result;
     }
   }
-  Checkpoint final_ckpt;
-  final_ckpt.config_yaml = config.text;
-  final_ckpt.epoch = result.epochs_run;
-  final_ckpt.logs = result.last_logs;
-  if (s.early && tc.early_stopping.restore_best_weights && !s.best_params.empty()) {
-    spdlog::info("restoring the weights of epoch {} (best {})", s.early->best_epoch(), tc.early_stopping.monitor);
-    trainer.set_weights(s.best_params, s.best_state);
-    if (!s.best_logs.empty()) {  // final.h5 then says which epoch its weights are of, with that epoch's logs
-      final_ckpt.epoch = s.early->best_epoch();
-      final_ckpt.logs = s.best_logs;
-    }
-  }
-  final_ckpt.weights = trainer.weights();
-  result.files.push_back(save((out_dir / "final.h5").string(), final_ckpt, result.epochs_run, options.world));
+  result.files.push_back(save_final(config, trainer, result.epochs_run, result.last_logs, s, options.world));
   return result;
+}
+
+std::string finish_ended_run(const Config& config, Trainer& trainer, const Checkpoint& ckpt, ProcessGroup* world) {
+  const bool voice = !world || world->rank() == 0;
+  std::error_code ec;
+  const fs::path final_path = fs::path(config.training.output_dir) / "final.h5";
+  double missing = voice && !fs::exists(final_path, ec);  // rank 0's folder decides for all
+  if (world && world->size() > 1) world->all_reduce_max(&missing, 1);
+  if (missing == 0) return "";
+  RunState s;
+  s.best_params = ckpt.state_arrays.count("best_params") ? ckpt.state_arrays.at("best_params") : s.best_params;
+  s.best_state = ckpt.state_arrays.count("best_state") ? ckpt.state_arrays.at("best_state") : s.best_state;
+  for (const auto& [key, value] : ckpt.state_scalars)
+    if (key.rfind(kBestLogPrefix, 0) == 0) s.best_logs[key.substr(std::strlen(kBestLogPrefix))] = value;
+  if (config.training.early_stopping.enabled) {
+    s.early = std::make_unique<EarlyStopping>(config.training.early_stopping);
+    const auto best = ckpt.state_scalars.find("early_stopping_best");
+    const auto best_epoch = ckpt.state_scalars.find("early_stopping_best_epoch");
+    if (best != ckpt.state_scalars.end() && best_epoch != ckpt.state_scalars.end() && best_epoch->second >= 1 &&
+        best_epoch->second <= ckpt.epoch)
+      s.early->restore(best->second, int(best_epoch->second), 0);
+    else
+      s.best_params.clear();  // no best epoch to name: the checkpoint's own weights
+  }
+  if (voice) spdlog::info("{} holds no final.h5 (a process ended before writing it): written from the checkpoint",
+                          config.training.output_dir);
+  return save_final(config, trainer, ckpt.epoch, ckpt.logs, s, world);
 }
 
 }  // namespace trainer

@@ -68,6 +68,15 @@ struct FitResult {
 /// to be run by each process under the launcher when the run has several.
 std::string continue_with(const FitOptions& options, const std::string& last);
 
+/// For a resumed run with nothing left to train (its epochs done, or
+/// EarlyStopping ended it; the trainer holds ckpt's weights): writes the
+/// output folder's final.h5 when it holds none (a process that ended between
+/// the last epoch's last.h5 and final.h5), as the run would have: ckpt's
+/// weights, or with restore_best_weights the best ones it kept. Returns the
+/// file written, or "" when there was one. Every process of world calls it;
+/// rank 0's folder decides and rank 0 writes.
+std::string finish_ended_run(const Config& config, Trainer& trainer, const Checkpoint& ckpt, ProcessGroup* world);
+
 /// Keras validation_split: the first int(N * (1 - split)) pairs (in name order)
 /// train, the rest validate. Returns {train, validation} indices.
 std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double validation_split);
