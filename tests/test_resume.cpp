@@ -417,33 +417,79 @@ TEST_CASE("SIGHUP (the terminal closed) stops the run as SIGTERM does, with last
   fs::remove_all(dir);
 }
 
+namespace {
+
+// Starts trainer args (with --images/--masks of the 596 DSB images, so that loading them takes a while) in dir,
+// calls meanwhile() once it has begun to load them, and returns its exit code. attempt: retries so far; returns
+// -1 when the loading had ended before meanwhile() (the caller tries again).
+int while_loading(const fs::path& dir, const std::string& args, const std::function<void()>& meanwhile) {
+  const std::string flat = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat";
+  Child c = start(args + " --threads 1 --images " + flat + "/train_im --masks " + flat + "/train_mask", dir);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (slurp(dir / "err.txt").find("loading 596 image/mask pairs") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  meanwhile();
+  const bool late = slurp(dir / "err.txt").find("loading 596/596") != std::string::npos;
+  const int code = wait_exit(c);
+  return late && code == 0 ? -1 : code;
+}
+
+}  // namespace
+
 TEST_CASE("a run whose folder got another run's files while its data loaded is refused once it locks it",
           "[resume]") {
   // From a batch-job trial: a run started and ended in the folder while this one loaded 596 images, and this
   // one then overwrote it without --overwrite (the folder was checked before the loading, the lock taken after).
   fs::path dir = temp_dir("resume_late_check");
-  const std::string flat = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat";
   std::ofstream(dir / "c.yaml") << config(dir / "run", 1);
-  for (int attempt = 0;; ++attempt) {
+  int code = -1;
+  for (int attempt = 0; code == -1 && attempt < 4; ++attempt) {
     fs::remove_all(dir / "run");
-    Child c = start("--config " + (dir / "c.yaml").string() + " --gpus cpu --threads 1 --images " + flat +
-                        "/train_im --masks " + flat + "/train_mask",
-                    dir);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (slurp(dir / "err.txt").find("loading 596 image/mask pairs") == std::string::npos &&
-           std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    fs::create_directories(dir / "run");
-    std::ofstream(dir / "run" / "log.csv") << "epoch,loss\n0,0.5\n";  // the other run's, meanwhile
-    const int code = wait_exit(c);
-    const std::string err = slurp(dir / "err.txt");
-    if (code == 0 && attempt < 3) continue;  // the loading ended before the file came: not the case tested
-    INFO(err);
-    CHECK(code == 2);
-    CHECK_THAT(err, Catch::Contains("holds an earlier run (log.csv"));
-    CHECK(slurp(dir / "run" / "log.csv") == "epoch,loss\n0,0.5\n");
-    break;
+    code = while_loading(dir, "--config " + (dir / "c.yaml").string() + " --gpus cpu", [&] {
+      fs::create_directories(dir / "run");
+      std::ofstream(dir / "run" / "log.csv") << "epoch,loss\n0,0.5\n";  // the other run's, meanwhile
+    });
   }
+  INFO(slurp(dir / "err.txt"));
+  CHECK(code == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("holds an earlier run (log.csv"));
+  CHECK(slurp(dir / "run" / "log.csv") == "epoch,loss\n0,0.5\n");
+  // Two resumes of one last.h5: the one whose last.h5 was written again while it loaded is refused (from a
+  // review: it trained the other's epochs again from its stale copy).
+  std::ofstream(dir / "two.yaml") << config(dir / "two", 3);
+  REQUIRE(run("--config " + (dir / "two.yaml").string() + " --gpus cpu --epochs 1", dir) == 0);
+  const fs::path last = dir / "two" / "last.h5";
+  code = -1;
+  for (int attempt = 0; code == -1 && attempt < 4; ++attempt)
+    code = while_loading(dir, "--config " + (dir / "two.yaml").string() + " --gpus cpu --resume " + last.string(),
+                         [&] {
+                           fs::copy_file(last, dir / "copy.h5", fs::copy_options::overwrite_existing);
+                           fs::rename(dir / "copy.h5", last);  // as a run writing it again does
+                         });
+  INFO(slurp(dir / "err.txt"));
+  CHECK(code == 2);
+  CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains(last.string() + " has changed since this run read it"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a resume of last.h5 whose log holds a row more drops the row and removes no file", "[resume]") {
+  // From a review: a process killed between an epoch's log row and its last.h5 (the order of earlier builds)
+  // left log.csv a row ahead, and the resume took the run for a rewind and removed its best.h5.
+  fs::path dir = temp_dir("resume_row_ahead");
+  std::ofstream(dir / "c.yaml") << config(dir / "run", 3, "    - {type: ModelCheckpoint, filepath: best.h5}\n");
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --epochs 2", dir) == 0);
+  const std::string two = slurp(dir / "run" / "log.csv");
+  std::ofstream(dir / "run" / "log.csv", std::ios::app) << "2,0.5,0.5,0.5,0.5\n";
+  REQUIRE(run("--config " + (dir / "c.yaml").string() + " --gpus cpu --resume " + (dir / "run" / "last.h5").string(),
+              dir) == 0);
+  const std::string err = slurp(dir / "err.txt");
+  CHECK_THAT(err, !Catch::Contains("removed the earlier run's"));
+  CHECK_THAT(err, Catch::Contains("the row(s) of 1 epoch(s) after the checkpoint's 2 are dropped"));
+  const std::string three = slurp(dir / "run" / "log.csv");
+  CHECK(three.rfind(two, 0) == 0);
+  CHECK(std::count(three.begin(), three.end(), '\n') == 4);
+  CHECK(three.find("2,0.5,0.5,0.5,0.5") == std::string::npos);
   fs::remove_all(dir);
 }
 

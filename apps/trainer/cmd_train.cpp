@@ -1,5 +1,6 @@
 // Training (the default command): trainer --config FILE --gpus SPEC [overrides].
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -210,6 +211,15 @@ void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& train
                trainer.devices().reduction(), list);
 }
 
+/// The device, inode, size and modification time of path, as text ("" when it cannot be read): a file written
+/// again (a checkpoint is renamed over the old one) has another.
+std::string file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
 /// Without --overwrite, UserError when the output folder holds another run's files that this run would write
 /// over (check_output_holds_no_run), or, resumed in place (resume: the checkpoint read from f.resume, of the
 /// run in resume_run_folder; nullptr for a new run), later epochs of its own run (check_resume_keeps_later_epochs).
@@ -314,11 +324,13 @@ int run_train(const TrainFlags& f) {
     spdlog::warn("training.precision bf16 applies to GPU towers; the CPU towers compute in fp32");
   std::unique_ptr<Checkpoint> resume;
   std::string resume_run_folder;
+  std::string resume_file;  ///< file_identity of --resume when it was read
   if (!f.resume.empty()) {
     // Each process reads the file: checked together, so that one whose read fails does not leave the others
     // waiting, and one whose copy differs (a host's stale copy) does not train other weights.
     std::optional<FitResult> done;  // set when nothing is left to train
     check_together(world.get(), [&] {
+      resume_file = file_identity(f.resume);  // before the read: a later change is seen below
       resume = std::make_unique<Checkpoint>(load_checkpoint(f.resume));
       if (const std::string bad = first_non_finite(*resume, true); !bad.empty())  // the weights are checked on load
         throw UserError(f.resume + ": " + bad + "; the training that wrote it diverged or the file is damaged: "
@@ -426,6 +438,11 @@ int run_train(const TrainFlags& f) {
     if (!voice) return;
     lock.emplace(config.training.output_dir);
     check_output_folder(f, config, resume.get(), resume_run_folder);
+    // From a review: two resumes of one last.h5 (a retried job); the first continued the run while the second
+    // loaded its data, and the second then trained those epochs again from its stale copy.
+    if (resume && file_identity(f.resume) != resume_file)
+      throw UserError(f.resume + " has changed since this run read it: another run continued from it meanwhile "
+                      "(or wrote it again); resume again to continue from what it holds now");
   });
   if (voice) {
     const std::string last = (std::filesystem::path(config.training.output_dir) / "last.h5").string();

@@ -80,13 +80,20 @@ std::set<int> CsvLogger::read_kept(int finished_epochs, const std::string& earli
   std::string line;
   if (!std::getline(in, line) || line.rfind("epoch,", 0) != 0) return epochs;  // not a log of ours: start anew
   kept_ = line + '\n';
+  int later = 0;
   while (std::getline(in, line)) {
     int epoch = -1;
     if (std::sscanf(line.c_str(), "%d,", &epoch) == 1 && epoch >= 0 && epoch < finished_epochs) {
       kept_ += line + '\n';
       epochs.insert(epoch);
+    } else if (epoch >= finished_epochs) {
+      ++later;
     }
   }
+  std::error_code ec;
+  if (later > 0 && std::filesystem::equivalent(earlier, path_, ec))
+    spdlog::info("{}: the row(s) of {} epoch(s) after the checkpoint's {} are dropped; this run writes its own",
+                 path_, later, finished_epochs);
   return epochs;
 }
 

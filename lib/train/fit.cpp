@@ -634,8 +634,11 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     earlier_log = log_path;
   else if (const fs::path theirs = fs::path(run_folder) / "log.csv"; options.resume && fs::exists(theirs, ec))
     earlier_log = theirs.string();
-  // Resumed in place from a checkpoint before the run's last epoch (with --overwrite): the later epochs go.
-  const bool rewinds = voice && in_place && logged_epochs(out_dir.string()) > result.epochs_run;
+  // Resumed in place from a checkpoint before the run's last epoch (with --overwrite): the later epochs go. Not
+  // a resume of last.h5 itself, whose log may hold a row more (a process killed between the row and last.h5,
+  // before they were written in the other order): its extra rows go, and no file (from a review).
+  const bool resumes_last = options.resume && fs::equivalent(options.resume_path, out_dir / "last.h5", ec);
+  const bool rewinds = voice && in_place && !resumes_last && logged_epochs(out_dir.string()) > result.epochs_run;
   std::optional<CsvLogger> csv;
   if (voice) csv.emplace(log_path, result.epochs_run, earlier_log, result.last_logs);
   if (voice) remove_dead_temporaries(out_dir, tc.model_checkpoint);
