@@ -1,11 +1,13 @@
 // EarlyStopping / ModelCheckpoint / ReduceLROnPlateau decisions, filepath
 // formatting, and CsvLogger continuing a log.
 #include <catch2/catch.hpp>
+#include <sys/resource.h>
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -373,5 +375,32 @@ TEST_CASE("CsvLogger writes a resumed checkpoint's missing last row from its log
     CsvLogger fresh(moved, 3, "", {{"loss", 0.3}});  // no earlier log: the checkpoint's row alone
     CHECK(read(moved) == "epoch,loss\n2,0.3\n");
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("CsvLogger says so when a row cannot be written, instead of dropping every later row", "[callbacks]") {
+  // From a review: once an append failed (a full disk, a file-size limit), the stream's error stuck and the run
+  // went on without a log and without a word. A file-size limit of 100 bytes (SIGXFSZ ignored, as the trainer
+  // does) stands for the full disk here.
+  const std::string dir = "/tmp/trainer_csv_full_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit before{};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &before) == 0);
+  rlimit small = before;
+  small.rlim_cur = 100;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  std::string error;
+  {
+    CsvLogger log(dir + "/log.csv");
+    try {
+      for (int e = 1; e <= 20; ++e) log.log(e, {{"loss", 0.123456789}});
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, old_handler);
+  CHECK_THAT(error, Catch::Contains("cannot write the training log '" + dir + "/log.csv' (is the disk full?)"));
   std::filesystem::remove_all(dir);
 }

@@ -105,7 +105,19 @@ bool early_stopping_ended(const Checkpoint& ckpt, const Config& config) {
 // trained config's epochs, or EarlyStopping ended its run and would again.
 std::optional<FitResult> load_resume(const Checkpoint& ckpt, const std::string& path, const Config& config,
                                      Trainer& trainer, std::string& run_folder) {
-  const Config then = parse_config(ckpt.config_yaml, path + " (its stored config)");
+  Config then = parse_config(ckpt.config_yaml, path + " (its stored config)");
+  // Until 2026-12-05 a config without training.optimizer trained with SGD(0.01), which keeps no slots; now it
+  // means Keras's RMSprop(0.001). Such a checkpoint is read as what trained it (from a review).
+  bool slots = false;
+  for (const auto& kv : ckpt.state_arrays) slots |= kv.first.rfind("optimizer_", 0) == 0;
+  if (const YAML::Node stored = YAML::Load(ckpt.config_yaml)["training"];
+      stored.IsMap() && !stored["optimizer"] && !slots && ckpt.state_scalars.count("optimizer_iterations")) {
+    then.training.optimizer = OptimizerConfig{};
+    then.training.optimizer.type = "SGD";
+    then.training.optimizer.learning_rate = 0.01;
+    spdlog::info("{}: its run's config names no optimizer and it holds no optimizer slots: it trained with SGD "
+                 "(learning rate 0.01), the default before 2026-12-05 (RMSprop now)", path);
+  }
   run_folder = run_folder_of(path, then.training.model_checkpoint.filepath);
   trainer.load_weights(ckpt.weights, path);  // another model fails here, before any talk of settings
   if (!ckpt.state_scalars.count("optimizer_iterations")) {
@@ -125,18 +137,7 @@ std::optional<FitResult> load_resume(const Checkpoint& ckpt, const std::string& 
                           " (the checkpoint's run used " + precision_name(then.training.precision) + ")");
   for (const auto& d : differences)
     spdlog::warn("resuming with other settings: {}; the run continues but is no longer the one that was stopped", d);
-  try {
-    trainer.load_optimizer(ckpt, path);
-  } catch (const UserError& e) {
-    // Until 2026-12-05 a config without training.optimizer trained with SGD(0.01); now Keras's RMSprop(0.001).
-    const YAML::Node stored = YAML::Load(ckpt.config_yaml)["training"];
-    bool slots = false;  // SGD without momentum keeps none
-    for (const auto& kv : ckpt.state_arrays) slots |= kv.first.rfind("optimizer_", 0) == 0;
-    if (!stored.IsMap() || stored["optimizer"] || slots) throw;
-    throw UserError(std::string(e.what()) + "; its run's config names no optimizer, which before 2026-12-05 "
-                    "meant SGD with learning rate 0.01 (now RMSprop, Keras's default): add 'optimizer: {type: "
-                    "SGD, learning_rate: 0.01}' to the training section to resume it");
-  }
+  trainer.load_optimizer(ckpt, path);
   FitResult done;
   done.epochs_run = ckpt.epoch;
   done.last_logs = ckpt.logs;
@@ -504,7 +505,8 @@ Runner add_train(CLI::App& app, const std::vector<std::string>& args) {
       ->check(non_empty_path());
   app.add_flag("--overwrite", f->overwrite,
                "Train into an output folder that holds another run (a new run there, or one resumed from "
-               "elsewhere): its last.h5, log.csv, final.h5 and checkpoints are replaced as this run writes its own");
+               "elsewhere): its last.h5, final.h5 and fixed-name ModelCheckpoint file are removed and its log.csv "
+               "emptied when the run starts; other checkpoints are replaced as this run writes its own");
   app.add_option("--log-format", f->log_format,
                  "text: Keras-style lines; json: one JSON object per epoch on stdout (the model summary goes "
                  "to stderr)")

@@ -16,9 +16,10 @@ namespace trainer::cli {
 namespace {
 std::atomic<int> g_stop{0};
 std::atomic<bool> g_announce{false};  ///< announce_stops() was called
-// Set by announce_stops() before g_announce, never changed after: the handler reads them.
-std::string g_last;  ///< The run's last.h5.
-std::string g_hint;  ///< "\ncontinue with: ... --resume <g_last>\n"
+// Set by announce_stops() before g_announce, never changed or freed after (so that a signal during the static
+// destructors at exit does not read freed memory): the handler reads them.
+const std::string* g_last = nullptr;  ///< The run's last.h5.
+const std::string* g_hint = nullptr;  ///< "\ncontinue with: ... --resume <g_last>\n"
 static_assert(std::atomic<int>::is_always_lock_free, "the handler needs a lock-free flag");
 static_assert(std::atomic<bool>::is_always_lock_free, "the handler needs a lock-free flag");
 
@@ -26,8 +27,8 @@ extern "C" void on_stop_signal(int sig) {
   if (sig == SIGINT && g_stop.load() != 0) {
     static const char msg[] = "\ninterrupted again: exiting now without a checkpoint (the last one stays)";
     (void)!write(STDERR_FILENO, msg, sizeof msg - 1);  // write(2) and access(2) are async-signal-safe
-    if (g_announce.load() && access(g_last.c_str(), F_OK) == 0)
-      (void)!write(STDERR_FILENO, g_hint.data(), g_hint.size());
+    if (g_announce.load() && access(g_last->c_str(), F_OK) == 0)
+      (void)!write(STDERR_FILENO, g_hint->data(), g_hint->size());
     else
       (void)!write(STDERR_FILENO, "\n", 1);
     remove_pending_temp();  // a checkpoint being written: its temporary file (unlink(2))
@@ -65,8 +66,9 @@ extern "C" void on_exit_signal(int sig) {
 }
 
 void announce_stops(const std::string& last, const std::string& continue_hint) {
-  g_last = last;
-  g_hint = "\n" + continue_hint + "\n";
+  if (g_announce.load()) return;  // once: the strings are never replaced while the handler may read them
+  g_last = new std::string(last);  // never freed (above)
+  g_hint = new std::string("\n" + continue_hint + "\n");
   g_announce.store(true);
 }
 

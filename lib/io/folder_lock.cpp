@@ -22,7 +22,7 @@ FolderLock::FolderLock(const std::string& dir) {
                     "; check that the output folder is writable");
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    if (err == ENOLCK || err == EOPNOTSUPP || err == EINVAL) return;  // no locks here: unlocked, as before
+    if (err == ENOLCK || err == EOPNOTSUPP || err == EINVAL || err == ENOSYS) return;  // no locks here: unlocked, as before
     char holder[256] = {};
     const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
     ::close(fd_);
@@ -47,7 +47,7 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) {
   const int err = errno;
   ::close(fd_);
   fd_ = -1;
-  if (err == ENOLCK || err == EOPNOTSUPP || err == EINVAL) return;  // no locks here: unlocked
+  if (err == ENOLCK || err == EOPNOTSUPP || err == EINVAL || err == ENOSYS) return;  // no locks here: unlocked
   if (err != EWOULDBLOCK)
     throw UserError("cannot lock the output folder '" + dir + "': " + std::strerror(err) + "; check the folder");
   throw UserError("output folder '" + dir + "' is being written by another " + what + ", whose files this one " +

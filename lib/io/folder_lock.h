@@ -29,7 +29,7 @@ class FolderLock {
   /// naming dir and the holder when another process holds the lock (another
   /// run trains there: both would write the same last.h5 and log.csv), or
   /// when dir or the lock file cannot be made. A file system without locks
-  /// (flock fails with ENOLCK or EOPNOTSUPP) is not an error: the run goes on
+  /// (flock fails with ENOLCK, EOPNOTSUPP or ENOSYS) is not an error: the run goes on
   /// unlocked.
   explicit FolderLock(const std::string& dir);
   ~FolderLock();

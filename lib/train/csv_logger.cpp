@@ -141,6 +141,9 @@ void CsvLogger::log(int epoch, const std::map<std::string, double>& logs) {
   }
   out_ << format_row(epoch, columns_, logs);
   out_.flush();
+  if (!out_)  // a full disk, or past a file-size limit: said, not every later row lost without a word
+    throw UserError("cannot write the training log '" + path_ + "' (is the disk full?); the checkpoints of epoch " +
+                    std::to_string(epoch) + " are written: --resume its last.h5 once there is room");
 }
 
 }  // namespace trainer
