@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/image_files.h"
 
 using namespace trainer;
 namespace fs = std::filesystem;
@@ -500,4 +501,17 @@ TEST_CASE("data: skip_bad_files drops bad pairs with a warning and keeps the res
     for (int i : {1, 3, 5}) std::ofstream(d.images / ("s" + std::to_string(i) + ".png"), std::ios::trunc) << "bad";
     CHECK_THAT(error_of(o), Catch::Matchers::Contains("no usable image/mask pair is left"));
   }
+}
+
+TEST_CASE("hidden files (macOS's ._name.tif) are not images", "[data]") {
+  // From a new user: the AppleDouble file macOS writes beside each file copied from its disks failed training
+  // ("has no mask") and predict ("cannot decode").
+  TempData d;
+  write(d.images / "a.png", cv::Mat(4, 4, CV_8UC3, cv::Scalar(9, 9, 9)));
+  write(d.masks / "a_mask.png", flat_mask(4, 4));
+  std::ofstream(d.images / "._a.png") << "AppleDouble";
+  std::ofstream(d.images / ".hidden.png") << "not an image";
+  CHECK(images_in_folder(d.images.string(), "data.images") == std::vector<std::string>{(d.images / "a.png").string()});
+  CHECK(list_image_files(d.images.string(), "--input").size() == 1);
+  CHECK(load_dataset(d.options(4, 4)).size() == 1);
 }

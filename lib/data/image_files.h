@@ -10,7 +10,8 @@ namespace trainer {
 bool is_image_file(const std::string& path);
 
 /// The image files (is_image_file names) directly in folder dir, as paths
-/// dir/name in name order; other files and subfolders are ignored. what
+/// dir/name in name order; other files, hidden ones (".name", as macOS's
+/// "._name.tif" AppleDouble files) and subfolders are ignored. what
 /// starts messages (e.g. "data.images"). Throws UserError "<what>: ..." naming
 /// the folder when it cannot be listed, or naming the entry when one with an
 /// image's name is neither a folder nor a regular file (a link to nothing or
