@@ -458,4 +458,30 @@ TEST_CASE("predict on a folder of images and their masks predicts the images alo
   CHECK_THAT(r.err, Catch::Contains("left out the 1 mask(s) beside their images"));
   CHECK(fs::exists(dir / "out" / (id + "_mask.png")));
   CHECK_FALSE(fs::exists(dir / "out" / (id + "_mask_mask.png")));
+  // A checkpoint trained with masks in their own folder (mask_suffix '') says nothing of this folder's: the flag.
+  fs::rename(dir / "in" / (id + "_mask.png"), dir / "in" / (id + "-gt.png"));
+  const Run named = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " + (dir / "in").string() +
+                                    " --output " + (dir / "out2").string() + " --gpus cpu --mask-suffix -gt",
+                                dir);
+  INFO(named.out << named.err);
+  REQUIRE(named.code == 0);
+  CHECK_THAT(named.err, Catch::Contains("left out the 1 mask(s) beside their images") &&
+                            Catch::Contains("(<stem>-gt.*, --mask-suffix)"));
+  CHECK_FALSE(fs::exists(dir / "out2" / (id + "-gt_mask.png")));
+}
+
+TEST_CASE("evaluate --labels on a folder of images and their masks scores the images alone", "[evaluate]") {
+  // From a new user: the training folder's masks beside the images were taken for images without label files.
+  const Fixture& f = fixture();
+  const fs::path dir = case_dir("evaluate_labels_together");
+  fs::create_directories(dir / "in");
+  const std::string id = kIds[0];
+  link_image_and_mask(id, dir / "in");
+  const Run r = run_trainer("evaluate --checkpoint " + f.checkpoint.string() + " --images " + (dir / "in").string() +
+                                " --labels " + kFlat + "/labels --gpus cpu",
+                            dir);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("left out the 1 mask(s) beside their images in '" + (dir / "in").string()));
+  CHECK_THAT(r.out, Catch::Contains("1 image"));
 }

@@ -87,6 +87,7 @@ int run_evaluate(const EvaluateFlags& f) {
                     "' is a model of " + std::to_string(classes) + " classes evaluated against " +
                     kind_name(o.kind) + ": drop --csv");
   if (o.kind == TruthKind::kMasks && f.mask_suffix.empty()) o.suffix = m.config->data.mask_suffix;
+  o.image_mask_suffix = f.mask_suffix.empty() ? m.config->data.mask_suffix : f.mask_suffix;
   o.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
   o.tta = f.tta;
   o.boundary_width = f.boundary_width;

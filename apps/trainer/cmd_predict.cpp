@@ -15,6 +15,7 @@ namespace {
 struct PredictFlags {
   bool gpus_given = false;  ///< --gpus on the command line
   std::string checkpoint, input, gpus = "all";
+  std::optional<std::string> mask_suffix;  ///< --mask-suffix; default: the checkpoint's data.mask_suffix
   std::optional<int> threads, batch_size;
   PredictOptions options;
   bool threshold_given = false;  ///< --threshold on the command line
@@ -29,10 +30,11 @@ int run_predict(const PredictFlags& f) {
   LoadedModel m = load_model(f.checkpoint, towers);
   // A folder of images and their masks, as training takes it (from a new user: the masks were predicted too).
   if (std::error_code ec; std::filesystem::is_directory(f.input, ec)) {
-    const std::vector<std::string> kept = without_masks(images, m.config->data.mask_suffix);
+    const std::string suffix = f.mask_suffix ? *f.mask_suffix : m.config->data.mask_suffix;
+    const std::vector<std::string> kept = without_masks(images, suffix);
     if (kept.size() < images.size())
-      spdlog::info("left out the {} mask(s) beside their images in '{}' (<stem>{}.*, the checkpoint's "
-                   "data.mask_suffix)", images.size() - kept.size(), f.input, m.config->data.mask_suffix);
+      spdlog::info("left out the {} mask(s) beside their images in '{}' (<stem>{}.*, {})", images.size() - kept.size(),
+                   f.input, suffix, f.mask_suffix ? "--mask-suffix" : "the checkpoint's data.mask_suffix");
     images = kept;
   }
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
@@ -73,6 +75,9 @@ Command add_predict(CLI::App& app) {
                 "Test-time augmentation: average the predictions of the input's 8 symmetries (flips and quarter "
                 "turns; the 4 flips for a non-square input), 8 (4) times the work");
   cmd->add_flag("--overlay", f->options.overlay, "Also write <stem>_overlay.png (mask contours on the image)");
+  cmd->add_option("--mask-suffix", f->mask_suffix,
+                  "In a folder --input, files <stem><suffix>.* beside image <stem> are masks, left out (default: "
+                  "the checkpoint's data.mask_suffix; '' leaves out none)");
   cmd->add_flag("--overwrite", f->options.overwrite, "Replace output files that exist (else an error before any is written)");
   cmd->add_option("--gpus", f->gpus, "Devices, one tower each: all, GPU indices such as 0,2, cpu, or cpu:N")
       ->capture_default_str()

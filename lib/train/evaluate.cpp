@@ -65,6 +65,12 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& o) {
                       " is empty, so each image would be its own truth: give the truth's own folder, or the end "
                       "of a truth file's name in this one (" + suffix_flag + " _mask for a.png's a_mask.png)");
     images = without_masks(images, o.suffix);
+  } else if (const std::vector<std::string> kept = without_masks(images, o.image_mask_suffix);
+             kept.size() < images.size()) {
+    // The training folder's masks beside their images, with truth elsewhere (from a new user: --labels).
+    spdlog::info("left out the {} mask(s) beside their images in '{}' (<stem>{}.*, the checkpoint's "
+                 "data.mask_suffix)", images.size() - kept.size(), o.images_dir, o.image_mask_suffix);
+    images = kept;
   }
   for (const auto& image : images) {
     const std::string stem = fs::path(image).stem().string();

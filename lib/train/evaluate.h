@@ -30,6 +30,11 @@ struct EvalOptions {
   /// A boundary model's (3 classes) pixel truth from instance truth:
   /// boundary_classes at this width, as labels_to_classes --boundary-width.
   int boundary_width = 2;
+  /// The suffix of training masks that may lie beside the images
+  /// (data.mask_suffix): with truth in another folder, the images' folder's
+  /// <stem><image_mask_suffix> files of another image are left out, not
+  /// scored as images ("": none).
+  std::string image_mask_suffix;
 };
 
 /// Whether a model of `classes` classes (0: one sigmoid channel) against
