@@ -515,3 +515,23 @@ TEST_CASE("hidden files (macOS's ._name.tif) are not images", "[data]") {
   CHECK(list_image_files(d.images.string(), "--input").size() == 1);
   CHECK(load_dataset(d.options(4, 4)).size() == 1);
 }
+
+TEST_CASE("an 8-bit label image with labels above 127 is warned about, naming it", "[data]") {
+  // From a new user: 179 nuclei labelled 1..179 in an 8-bit mask; those at or below 127 became background, silently.
+  TempData d;
+  cv::Mat labels(4, 180, CV_8UC1, cv::Scalar(0));
+  for (int x = 1; x < 180; ++x) labels.col(x).setTo(x);  // labels 1..179
+  write(d.images / "a.png", cv::Mat(4, 180, CV_8UC3, cv::Scalar(9, 9, 9)));
+  write(d.masks / "a_mask.png", labels);
+  write(d.images / "b.png", cv::Mat(4, 180, CV_8UC3, cv::Scalar(9, 9, 9)));
+  write(d.masks / "b_mask.png", flat_mask(180, 4));  // 0/255: fine
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  const Dataset ds = load_dataset(d.options(4, 180));
+  spdlog::set_default_logger(before);
+  CHECK(ds.size() == 2);
+  CHECK_THAT(log.str(), Catch::Contains("1 of 2 masks (the first: '" + (d.masks / "a_mask.png").string() +
+                                        "') hold values between 0 and their largest, which is not 255"));
+}

@@ -83,14 +83,18 @@ PairCheck merge_checks(ProcessGroup& world, const PairCheck& mine, int classes) 
       all.errors[index] = why;
     }
   }
-  std::vector<double> counts = {double(mine.low_masks), double(mine.thresholded), double(mine.empty_masks)};
+  std::vector<double> counts = {double(mine.low_masks), double(mine.thresholded), double(mine.empty_masks),
+                                double(mine.label_like)};
   for (size_t c : mine.class_pixels) counts.push_back(double(c));  // exact: far below 2^53 pixels
-  counts.resize(3 + size_t(classes), 0.0);
+  counts.resize(4 + size_t(classes), 0.0);
   world.all_reduce_sum(counts.data(), counts.size());
   all.low_masks = int(counts[0]);
   all.thresholded = int(counts[1]);
   all.empty_masks = int(counts[2]);
-  for (int c = 0; c < classes; ++c) all.class_pixels.push_back(size_t(counts[3 + size_t(c)]));
+  all.label_like = int(counts[3]);
+  for (int c = 0; c < classes; ++c) all.class_pixels.push_back(size_t(counts[4 + size_t(c)]));
+  for (const std::string& first : world.all_gather(mine.first_label_like))
+    if (!first.empty() && (all.first_label_like.empty() || first < all.first_label_like)) all.first_label_like = first;
   return all;
 }
 

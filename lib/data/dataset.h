@@ -66,6 +66,8 @@ struct PairCheck {
   std::map<int, std::string> errors;  ///< Pair index -> why it cannot be used (a UserError's one-line message).
   int low_masks = 0;    ///< Binary masks with no value above half their type's maximum (0/1 masks, label images).
   int thresholded = 0;  ///< Binary masks thresholded at half their type's maximum.
+  int label_like = 0;   ///< Of those, masks that look like 8-bit label images with labels above 127 (kLabelLike).
+  std::string first_label_like;  ///< The first of them in name order ("" when none).
   int empty_masks = 0;  ///< Binary masks with no pixel above 0.
   std::vector<size_t> class_pixels;  ///< options.classes >= 2: each class's pixels over the masks; else empty.
 };

@@ -100,9 +100,12 @@ cv::Size binarize_mask(const cv::Mat& file, const std::string& path, int height,
     if (code >= 0) cv::cvtColor(m, m, code);
     double half = m.depth() == CV_16U ? 32767 : 127, highest = 0;
     cv::minMaxLoc(m, nullptr, &highest);
-    const MaskValues kind = highest == 0      ? MaskValues::kEmpty
-                            : highest <= half ? MaskValues::kAnyNonzero  // 0/1 or labels 1..K: every object counts
-                                              : MaskValues::kThresholded;
+    MaskValues kind = highest == 0      ? MaskValues::kEmpty
+                      : highest <= half ? MaskValues::kAnyNonzero  // 0/1 or labels 1..K: every object counts
+                                        : MaskValues::kThresholded;
+    if (kind == MaskValues::kThresholded && highest != (m.depth() == CV_16U ? 65535 : 255) &&
+        cv::countNonZero((m > 0) & (m < highest)) > 0)
+      kind = MaskValues::kLabelLike;
     if (kind == MaskValues::kAnyNonzero) half = 0;
     if (values) *values = kind;
     cv::Mat binary = (m > half) / 255;  // 8U: exactly 1 or 0
