@@ -535,3 +535,23 @@ TEST_CASE("an 8-bit label image with labels above 127 is warned about, naming it
   CHECK_THAT(log.str(), Catch::Contains("1 of 2 masks (the first: '" + (d.masks / "a_mask.png").string() +
                                         "') hold values between 0 and their largest, which is not 255"));
 }
+
+TEST_CASE("16-bit images of 12-bit camera data are warned about, with the Rescaling scale for their range",
+          "[data]") {
+  // From a new user: 12-bit values in 16-bit TIFFs reached 16 of 255, and nothing said so.
+  TempData d;
+  write(d.images / "a.tif", cv::Mat(4, 4, CV_16UC1, cv::Scalar(4000)));
+  write(d.masks / "a_mask.png", flat_mask(4, 4));
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  load_dataset(d.options(4, 4, 1));
+  write(d.images / "a.tif", cv::Mat(4, 4, CV_16UC1, cv::Scalar(40000)));  // the full range: nothing said
+  load_dataset(d.options(4, 4, 1));
+  spdlog::set_default_logger(before);
+  CHECK_THAT(log.str(), Catch::Contains("the 1 16-bit image(s) hold values up to 4000 of 65535 (12-bit camera "
+                                        "data?): read as value x 255 / 65535 they reach only 15.6 of 255") &&
+                            Catch::Contains("Rescaling layer scale 0.0627595 (= 65535 / (255 x 4095))"));
+  CHECK(log.str().find("40000") == std::string::npos);
+}

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <filesystem>
 #include <exception>
@@ -205,14 +206,18 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   auto work = [&] {
     std::vector<float> scratch(images ? 0 : image_numel + mask_numel);
     std::vector<size_t> class_pixels(images ? 0 : found.class_pixels.size(), 0);  // this thread's (a check's)
-    int low_masks = 0, thresholded = 0, empty = 0, label_like = 0;  // this thread's
+    int low_masks = 0, thresholded = 0, empty = 0, label_like = 0, images16 = 0;  // this thread's
+    double highest16 = -1;
     std::string first_label_like;
     for (int k = next++; k < n; k = next++) {
       const ImagePair& p = pairs[size_t(which[size_t(k)])];
       float* image_to = images ? images->sample(k) : scratch.data();
       float* mask_to = masks ? masks->sample(k) : scratch.data() + image_numel;
       try {
-        const cv::Size image = decode_image(p.image, o.height, o.width, o.channels, image_to);
+        double highest = -1;
+        const cv::Size image = decode_image(p.image, o.height, o.width, o.channels, image_to, &highest);
+        images16 += highest >= 0;
+        highest16 = std::max(highest16, highest);
         MaskValues values = MaskValues::kEmpty;
         const cv::Size mask = o.classes > 0
                                   ? decode_class_mask(p.mask, o.height, o.width, o.classes, mask_to, o.ignore_class)
@@ -242,6 +247,8 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
     found.low_masks += low_masks;
     found.thresholded += thresholded;
     found.label_like += label_like;
+    found.images16 += images16;
+    found.highest16 = std::max(found.highest16, highest16);
     if (label_like && (found.first_label_like.empty() || first_label_like < found.first_label_like))
       found.first_label_like = first_label_like;
     found.empty_masks += empty;
@@ -311,6 +318,17 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
     spdlog::info("{} of {} masks hold no value above half their type's maximum (0/1 masks or label images): "
                  "every pixel > 0 is foreground in them (docs/data.md)",
                  found.low_masks, n);
+  // From a new user: 12-bit camera data in 16-bit files reached 16 of 255, and a model trained on full-range
+  // images predicted nothing on them.
+  if (found.images16 > 0 && found.highest16 < 16384) {
+    const int bits = found.highest16 < 4096 ? 12 : 14;
+    const double full = std::ldexp(1.0, bits) - 1;
+    spdlog::warn("{}{}: the {} 16-bit image(s) hold values up to {:g} of 65535 ({}-bit camera data?): read as value x "
+                 "255 / 65535 they reach only {:.1f} of 255. For inputs in [0, 1] over their {}-bit range, give the "
+                 "model's Rescaling layer scale {:.6g} (= 65535 / (255 x {:g})) instead of 1/255 (docs/data.md)",
+                 prefix(o), section(o), found.images16, found.highest16, bits, found.highest16 * 255 / 65535, bits,
+                 65535 / (255 * full), full);
+  }
   // From a new user: an 8-bit label image of 179 nuclei lost 131 of them without a word.
   if (found.label_like > 0)
     spdlog::warn("{} of {} masks (the first: '{}') hold values between 0 and their largest, which is not 255 (or "

@@ -68,6 +68,8 @@ struct PairCheck {
   int thresholded = 0;  ///< Binary masks thresholded at half their type's maximum.
   int label_like = 0;   ///< Of those, masks that look like 8-bit label images with labels above 127 (kLabelLike).
   std::string first_label_like;  ///< The first of them in name order ("" when none).
+  int images16 = 0;        ///< 16-bit images.
+  double highest16 = -1;   ///< The largest value of the 16-bit images (-1: none).
   int empty_masks = 0;  ///< Binary masks with no pixel above 0.
   std::vector<size_t> class_pixels;  ///< options.classes >= 2: each class's pixels over the masks; else empty.
 };

@@ -53,9 +53,14 @@ cv::Mat read_label_image(const std::string& path) {
   return labels;
 }
 
-cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out) {
+cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out,
+                      double* highest16) {
   cv::Mat m = read_image_file(path);
   const cv::Size native = m.size();
+  if (highest16) {
+    *highest16 = -1;
+    if (m.depth() == CV_16U) cv::minMaxLoc(m.reshape(1), nullptr, highest16);
+  }
   try {
     int code = conversion(m.channels(), channels);
     if (code >= 0) cv::cvtColor(m, m, code);

@@ -22,9 +22,11 @@ cv::Mat read_label_image(const std::string& path);
 /// 1, ITU-R BT.601 weights as cv::COLOR_BGR2GRAY), scales 16-bit values by
 /// 255/65535, resizes with INTER_AREA and writes [height, width, channels]
 /// float32 in [0, 255] to out. Returns the file's own size (width x height).
-/// Throws UserError naming the file when it cannot be decoded or has another
-/// pixel type (e.g. 32-bit float).
-cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out);
+/// highest16, when given: set to the largest value of a 16-bit file (before
+/// scaling), -1 for an 8-bit one. Throws UserError naming the file when it
+/// cannot be decoded or has another pixel type (e.g. 32-bit float).
+cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out,
+                      double* highest16 = nullptr);
 
 /// How decode_mask read a mask's values.
 enum class MaskValues {
