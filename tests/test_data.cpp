@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/image_decode.h"
 #include "data/image_files.h"
 
 using namespace trainer;
@@ -554,4 +555,22 @@ TEST_CASE("16-bit images of 12-bit camera data are warned about, with the Rescal
                                         "data?): read as value x 255 / 65535 they reach only 15.6 of 255") &&
                             Catch::Contains("Rescaling layer scale 0.0627595 (= 65535 / (255 x 4095))"));
   CHECK(log.str().find("40000") == std::string::npos);
+}
+
+TEST_CASE("a multi-page TIFF (a z-stack) is warned about: only its first page is read", "[data]") {
+  // From a new user: a two-channel hyperstack trained on its first channel, silently.
+  TempData d;
+  const std::vector<cv::Mat> pages = {cv::Mat(4, 4, CV_8UC1, cv::Scalar(10)), cv::Mat(4, 4, CV_8UC1, cv::Scalar(200))};
+  REQUIRE(cv::imwritemulti((d.images / "stack.tif").string(), pages));
+  write(d.masks / "stack_mask.png", flat_mask(4, 4));
+  REQUIRE(tiff_pages((d.images / "stack.tif").string()) == 2);
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  const Dataset ds = load_dataset(d.options(4, 4, 1));
+  spdlog::set_default_logger(before);
+  CHECK(ds.images.sample(0)[0] == 10.f);  // the first page
+  CHECK_THAT(log.str(), Catch::Contains("1 image(s) (the first: '" + (d.images / "stack.tif").string() +
+                                        "') are TIFFs of several pages"));
 }

@@ -84,20 +84,26 @@ PairCheck merge_checks(ProcessGroup& world, const PairCheck& mine, int classes) 
     }
   }
   std::vector<double> counts = {double(mine.low_masks), double(mine.thresholded), double(mine.empty_masks),
-                                double(mine.label_like), double(mine.images16)};
+                                double(mine.label_like), double(mine.images16), double(mine.multi_page)};
   for (size_t c : mine.class_pixels) counts.push_back(double(c));  // exact: far below 2^53 pixels
-  counts.resize(5 + size_t(classes), 0.0);
+  counts.resize(6 + size_t(classes), 0.0);
   world.all_reduce_sum(counts.data(), counts.size());
   all.low_masks = int(counts[0]);
   all.thresholded = int(counts[1]);
   all.empty_masks = int(counts[2]);
   all.label_like = int(counts[3]);
   all.images16 = int(counts[4]);
-  for (int c = 0; c < classes; ++c) all.class_pixels.push_back(size_t(counts[5 + size_t(c)]));
+  all.multi_page = int(counts[5]);
+  for (int c = 0; c < classes; ++c) all.class_pixels.push_back(size_t(counts[6 + size_t(c)]));
   all.highest16 = mine.highest16;
   world.all_reduce_max(&all.highest16, 1);
-  for (const std::string& first : world.all_gather(mine.first_label_like))
-    if (!first.empty() && (all.first_label_like.empty() || first < all.first_label_like)) all.first_label_like = first;
+  const auto first_of_all = [&](const std::string& own) {  // in name order over the processes' firsts
+    std::string first;
+    for (const std::string& theirs : world.all_gather(own)) keep_first(first, theirs);
+    return first;
+  };
+  all.first_label_like = first_of_all(mine.first_label_like);
+  all.first_multi_page = first_of_all(mine.first_multi_page);
   return all;
 }
 

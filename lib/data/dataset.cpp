@@ -206,8 +206,9 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   auto work = [&] {
     std::vector<float> scratch(images ? 0 : image_numel + mask_numel);
     std::vector<size_t> class_pixels(images ? 0 : found.class_pixels.size(), 0);  // this thread's (a check's)
-    int low_masks = 0, thresholded = 0, empty = 0, label_like = 0, images16 = 0;  // this thread's
+    int low_masks = 0, thresholded = 0, empty = 0, label_like = 0, images16 = 0, multi_page = 0;  // this thread's
     double highest16 = -1;
+    std::string first_multi_page;
     std::string first_label_like;
     for (int k = next++; k < n; k = next++) {
       const ImagePair& p = pairs[size_t(which[size_t(k)])];
@@ -217,6 +218,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
         double highest = -1;
         const cv::Size image = decode_image(p.image, o.height, o.width, o.channels, image_to, &highest);
         images16 += highest >= 0;
+        if (tiff_pages(p.image) > 1) ++multi_page, keep_first(first_multi_page, p.image);
         highest16 = std::max(highest16, highest);
         MaskValues values = MaskValues::kEmpty;
         const cv::Size mask = o.classes > 0
@@ -229,7 +231,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
                           " (width x height); a mask must have its image's size");
         low_masks += values == MaskValues::kAnyNonzero;
         thresholded += values == MaskValues::kThresholded || values == MaskValues::kLabelLike;
-        if (values == MaskValues::kLabelLike && (!label_like++ || p.mask < first_label_like)) first_label_like = p.mask;
+        if (values == MaskValues::kLabelLike) ++label_like, keep_first(first_label_like, p.mask);
         empty += o.classes == 0 && values == MaskValues::kEmpty;
         for (size_t j = 0; !class_pixels.empty() && j < mask_numel; ++j)
           if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++class_pixels[size_t(c)];
@@ -247,10 +249,11 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
     found.low_masks += low_masks;
     found.thresholded += thresholded;
     found.label_like += label_like;
+    keep_first(found.first_label_like, first_label_like);
     found.images16 += images16;
     found.highest16 = std::max(found.highest16, highest16);
-    if (label_like && (found.first_label_like.empty() || first_label_like < found.first_label_like))
-      found.first_label_like = first_label_like;
+    found.multi_page += multi_page;
+    keep_first(found.first_multi_page, first_multi_page);
     found.empty_masks += empty;
     for (size_t c = 0; c < class_pixels.size(); ++c) found.class_pixels[c] += class_pixels[c];
   };
@@ -329,6 +332,12 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
                  prefix(o), section(o), found.images16, found.highest16, bits, found.highest16 * 255 / 65535, bits,
                  65535 / (255 * full), full);
   }
+  // From a new user: a DAPI + membrane hyperstack trained on its first channel, the membrane, silently.
+  if (found.multi_page > 0)
+    spdlog::warn("{}{}: {} image(s) (the first: '{}') are TIFFs of several pages (a z-stack, or channels saved as "
+                 "pages): only their first page is read; save the plane or channels to train on as one image "
+                 "(docs/data.md)",
+                 prefix(o), section(o), found.multi_page, found.first_multi_page);
   // From a new user: an 8-bit label image of 179 nuclei lost 131 of them without a word.
   if (found.label_like > 0)
     spdlog::warn("{} of {} masks (the first: '{}') hold values between 0 and their largest, which is not 255 (or "

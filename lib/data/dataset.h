@@ -62,6 +62,11 @@ std::vector<ImagePair> find_image_pairs(const DataOptions& options);
 Dataset load_dataset(const DataOptions& options);
 
 /// What decoding image/mask pairs found (check_pairs; load_dataset's own checks).
+/// first <- candidate when candidate is not "" and first is "" or after it in name order.
+inline void keep_first(std::string& first, const std::string& candidate) {
+  if (!candidate.empty() && (first.empty() || candidate < first)) first = candidate;
+}
+
 struct PairCheck {
   std::map<int, std::string> errors;  ///< Pair index -> why it cannot be used (a UserError's one-line message).
   int low_masks = 0;    ///< Binary masks with no value above half their type's maximum (0/1 masks, label images).
@@ -69,6 +74,8 @@ struct PairCheck {
   int label_like = 0;   ///< Of those, masks that look like 8-bit label images with labels above 127 (kLabelLike).
   std::string first_label_like;  ///< The first of them in name order ("" when none).
   int images16 = 0;        ///< 16-bit images.
+  int multi_page = 0;      ///< Images that are TIFFs of several pages (tiff_pages), of which the first is read.
+  std::string first_multi_page;  ///< The first of them in name order ("" when none).
   double highest16 = -1;   ///< The largest value of the 16-bit images (-1: none).
   int empty_masks = 0;  ///< Binary masks with no pixel above 0.
   std::vector<size_t> class_pixels;  ///< options.classes >= 2: each class's pixels over the masks; else empty.

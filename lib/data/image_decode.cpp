@@ -79,6 +79,16 @@ cv::Size decode_image(const std::string& path, int height, int width, int channe
   return native;
 }
 
+size_t tiff_pages(const std::string& path) {
+  const std::string ext = ascii_lower(std::filesystem::path(path).extension().string());
+  if (ext != ".tif" && ext != ".tiff") return 1;
+  try {
+    return std::max<size_t>(cv::imcount(path, cv::IMREAD_UNCHANGED), 1);
+  } catch (const cv::Exception&) {
+    return 1;  // its decoding says what is wrong
+  }
+}
+
 cv::Size decode_mask(const std::string& path, int height, int width, float* out, MaskValues* values) {
   return binarize_mask(read_image_file(path), path, height, width, out, values);
 }

@@ -28,6 +28,11 @@ cv::Mat read_label_image(const std::string& path);
 cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out,
                       double* highest16 = nullptr);
 
+/// The number of pages of a TIFF file (a z-stack, or channels saved as
+/// pages), of which decode_image reads the first; 1 for other files and for
+/// a file whose pages cannot be counted.
+size_t tiff_pages(const std::string& path);
+
 /// How decode_mask read a mask's values.
 enum class MaskValues {
   kEmpty,        ///< All 0: no foreground.
