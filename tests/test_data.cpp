@@ -520,21 +520,30 @@ TEST_CASE("hidden files (macOS's ._name.tif) are not images", "[data]") {
 TEST_CASE("an 8-bit label image with labels above 127 is warned about, naming it", "[data]") {
   // From a new user: 179 nuclei labelled 1..179 in an 8-bit mask; those at or below 127 became background, silently.
   TempData d;
-  cv::Mat labels(4, 180, CV_8UC1, cv::Scalar(0));
-  for (int x = 1; x < 180; ++x) labels.col(x).setTo(x);  // labels 1..179
-  write(d.images / "a.png", cv::Mat(4, 180, CV_8UC3, cv::Scalar(9, 9, 9)));
+  const int w = 4 * 180, h = 8;
+  cv::Mat labels(h, w, CV_8UC1, cv::Scalar(0));
+  for (int x = 4; x < w; ++x) labels.col(x).setTo(x / 4);  // labels 1..179, 4 pixels wide each
+  // A binary mask of thin anti-aliased outlines shrunk (INTER_AREA): values between 0 and 255, but no plateaus.
+  cv::Mat outline(4 * h, 4 * w, CV_8UC1, cv::Scalar(0)), shrunk;
+  for (int x = 10; x < 4 * w; x += 40) cv::circle(outline, {x, 2 * h}, 12, cv::Scalar(255), 3, cv::LINE_AA);
+  cv::resize(outline, shrunk, {w, h}, 0, 0, cv::INTER_AREA);
+  double brightest = 0;
+  cv::minMaxLoc(shrunk, nullptr, &brightest);
+  REQUIRE(brightest > 127);  // thresholded, so looked at
+  REQUIRE(cv::countNonZero((shrunk > 0) & (shrunk <= 127)) >= 16);
+  for (const char* name : {"a", "b", "c"}) write(d.images / (std::string(name) + ".png"), cv::Mat(h, w, CV_8UC3));
   write(d.masks / "a_mask.png", labels);
-  write(d.images / "b.png", cv::Mat(4, 180, CV_8UC3, cv::Scalar(9, 9, 9)));
-  write(d.masks / "b_mask.png", flat_mask(180, 4));  // 0/255: fine
+  write(d.masks / "b_mask.png", flat_mask(w, h));  // 0/255: fine
+  write(d.masks / "c_mask.png", shrunk);
   std::ostringstream log;
   const std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
   spdlog::set_default_logger(
       std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
-  const Dataset ds = load_dataset(d.options(4, 180));
+  const Dataset ds = load_dataset(d.options(h, w));
   spdlog::set_default_logger(before);
-  CHECK(ds.size() == 2);
-  CHECK_THAT(log.str(), Catch::Contains("1 of 2 masks (the first: '" + (d.masks / "a_mask.png").string() +
-                                        "') hold values between 0 and their largest, which is not 255"));
+  CHECK(ds.size() == 3);
+  CHECK_THAT(log.str(), Catch::Contains("1 of 3 masks (the first: '" + (d.masks / "a_mask.png").string() +
+                                        "') hold areas of one value at or below half"));
 }
 
 TEST_CASE("16-bit images of 12-bit camera data are warned about, with the Rescaling scale for their range",
@@ -550,11 +559,14 @@ TEST_CASE("16-bit images of 12-bit camera data are warned about, with the Rescal
   load_dataset(d.options(4, 4, 1));
   write(d.images / "a.tif", cv::Mat(4, 4, CV_16UC1, cv::Scalar(40000)));  // the full range: nothing said
   load_dataset(d.options(4, 4, 1));
+  write(d.images / "a.tif", cv::Mat(4, 4, CV_16UC1, cv::Scalar(1000)));  // 10-bit: its own scale
+  load_dataset(d.options(4, 4, 1));
   spdlog::set_default_logger(before);
-  CHECK_THAT(log.str(), Catch::Contains("the 1 16-bit image(s) hold values up to 4000 of 65535 (12-bit camera "
-                                        "data?): read as value x 255 / 65535 they reach only 15.6 of 255") &&
+  CHECK_THAT(log.str(), Catch::Contains("the 1 16-bit image(s) hold values up to 4000 of 65535 (12-bit data?): "
+                                        "read as value x 255 / 65535 they reach only 15.6 of 255") &&
                             Catch::Contains("Rescaling layer scale 0.0627595 (= 65535 / (255 x 4095))"));
   CHECK(log.str().find("40000") == std::string::npos);
+  CHECK_THAT(log.str(), Catch::Contains("(10-bit data?)") && Catch::Contains("(= 65535 / (255 x 1023))"));
 }
 
 TEST_CASE("a multi-page TIFF (a z-stack) is warned about: only its first page is read", "[data]") {

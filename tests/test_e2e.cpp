@@ -290,8 +290,15 @@ TEST_CASE("EarlyStopping's baseline and start_from_epoch stop where Keras 3's ru
   // Resumed, the run stays ended (from a new user: it trained one more epoch, to be stopped again), until the
   // patience is raised: then the wait goes on from where it was.
   const std::string log = slurp(dir / "run" / "log.csv"), last = (dir / "run" / "last.h5").string();
-  // ... and a run that ended without its final.h5 (a process killed before it) gets it then (from a review).
+  // ... and a run that ended without its final.h5 (a process killed before it) gets it then (from a review), from
+  // its last.h5 only: not from another checkpoint of the run, which may be of an earlier epoch.
   fs::remove(dir / "run" / "final.h5");
+  fs::copy_file(dir / "run" / "last.h5", dir / "run" / "other.h5");
+  const Run other = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu:2 --resume " +
+                                    (dir / "run" / "other.h5").string(), dir);
+  CHECK(other.code == 0);
+  CHECK_FALSE(fs::exists(dir / "run" / "final.h5"));
+  fs::remove(dir / "run" / "other.h5");
   const Run again = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu:2 --log-format json "
                                 "--resume " + last, dir);
   CHECK(again.code == 0);

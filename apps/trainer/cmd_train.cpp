@@ -340,10 +340,17 @@ int run_train(const TrainFlags& f) {
     });
     if (world) require_same_file(*world, f.resume, "--resume");
     if (done) {
-      // A run that ended before its final.h5 was written gets it now (in its own folder: a branch writes nothing).
-      if (resumes_in_place(resume_run_folder, config.training.output_dir))
-        if (const std::string written = finish_ended_run(config, trainer, *resume, world.get()); !written.empty())
-          done->files.push_back(written);
+      // A run that ended before its final.h5 was written gets it now, in its folder, which rank 0 decides and
+      // locks (from a review: an earlier checkpoint, a mid-epoch one, or a run still training must not get one).
+      std::optional<FolderLock> lock;
+      double finish = 0;
+      check_together(world.get(), [&] {
+        if (!voice || !lacks_final(config.training.output_dir, f.resume, *resume)) return;
+        lock.emplace(config.training.output_dir);
+        finish = lacks_final(config.training.output_dir, f.resume, *resume);  // again, once locked
+      });
+      if (world && world->size() > 1) world->all_reduce_max(&finish, 1);
+      if (finish > 0) done->files.push_back(finish_ended_run(config, trainer, *resume, world.get()));
       if (json && voice) print_json_result(*done);
       return 0;
     }
@@ -441,7 +448,8 @@ int run_train(const TrainFlags& f) {
     check_output_folder(f, config, resume.get(), resume_run_folder);
     // From a review: two resumes of one last.h5 (a retried job); the first continued the run while the second
     // loaded its data, and the second then trained those epochs again from its stale copy.
-    if (resume && file_identity(f.resume) != resume_file)
+    if (resume && resumes_in_place(resume_run_folder, config.training.output_dir) &&
+        file_identity(f.resume) != resume_file)
       throw UserError(f.resume + " has changed since this run read it: another run continued from it meanwhile "
                       "(or wrote it again); resume again to continue from what it holds now");
   });

@@ -218,7 +218,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
         double highest = -1;
         const cv::Size image = decode_image(p.image, o.height, o.width, o.channels, image_to, &highest);
         images16 += highest >= 0;
-        if (tiff_pages(p.image) > 1) ++multi_page, keep_first(first_multi_page, p.image);
+        if (!verb.empty() && tiff_pages(p.image) > 1) ++multi_page, keep_first(first_multi_page, p.image);
         highest16 = std::max(highest16, highest);
         MaskValues values = MaskValues::kEmpty;
         const cv::Size mask = o.classes > 0
@@ -323,12 +323,13 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
                  found.low_masks, n);
   // From a new user: 12-bit camera data in 16-bit files reached 16 of 255, and a model trained on full-range
   // images predicted nothing on them.
-  if (found.images16 > 0 && found.highest16 < 16384) {
-    const int bits = found.highest16 < 4096 ? 12 : 14;
+  if (found.images16 > 0 && found.highest16 > 0 && found.highest16 < 16384) {
+    const int bits = int(std::ceil(std::log2(found.highest16 + 1)));  // the fewest that hold the largest value
     const double full = std::ldexp(1.0, bits) - 1;
-    spdlog::warn("{}{}: the {} 16-bit image(s) hold values up to {:g} of 65535 ({}-bit camera data?): read as value x "
-                 "255 / 65535 they reach only {:.1f} of 255. For inputs in [0, 1] over their {}-bit range, give the "
-                 "model's Rescaling layer scale {:.6g} (= 65535 / (255 x {:g})) instead of 1/255 (docs/data.md)",
+    spdlog::warn("{}{}: the {} 16-bit image(s) hold values up to {:g} of 65535 ({}-bit data?): read as value x 255 / "
+                 "65535 they reach only {:.1f} of 255. For inputs in [0, 1] over a {}-bit range, give the model's "
+                 "Rescaling layer scale {:.6g} (= 65535 / (255 x {:g})) instead of 1/255, if every image of the "
+                 "data is such a 16-bit file (docs/data.md)",
                  prefix(o), section(o), found.images16, found.highest16, bits, found.highest16 * 255 / 65535, bits,
                  65535 / (255 * full), full);
   }
@@ -340,10 +341,10 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
                  prefix(o), section(o), found.multi_page, found.first_multi_page);
   // From a new user: an 8-bit label image of 179 nuclei lost 131 of them without a word.
   if (found.label_like > 0)
-    spdlog::warn("{} of {} masks (the first: '{}') hold values between 0 and their largest, which is not 255 (or "
-                 "65535): label images (1..N, one value per object) with values above half their type's maximum? "
-                 "Their objects labelled at or below it (1..127 in 8-bit) are read as background; save label "
-                 "images 16-bit, or as masks of 0 and 255 (docs/data.md)",
+    spdlog::warn("{} of {} masks (the first: '{}') hold areas of one value at or below half their type's maximum "
+                 "beside values above it: label images (1..N, one value per object) of more labels than that? Their "
+                 "objects labelled at or below it (1..127 in 8-bit) are read as background; save label images "
+                 "16-bit, or as masks of 0 and 255 (docs/data.md)",
                  found.label_like, n, found.first_label_like);
   report_bad_pairs(found, n, o);
   std::vector<int> kept;

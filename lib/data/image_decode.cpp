@@ -89,6 +89,23 @@ size_t tiff_pages(const std::string& path) {
   }
 }
 
+namespace {
+
+/// Whether single-channel mask m (8U or 16U) holds values in (0, half] mostly in plateaus, as a label image's
+/// objects are (each pixel one label, the same as its right and lower neighbours inside an object), not as a
+/// binary mask's anti-aliased or resized edges are (values that change from pixel to pixel).
+bool looks_like_labels(const cv::Mat& m, double half) {
+  if (m.rows < 2 || m.cols < 2) return false;
+  const cv::Mat low = (m > 0) & (m <= half);
+  const int lows = cv::countNonZero(low);
+  if (lows < 16) return false;
+  const cv::Rect inner(0, 0, m.cols - 1, m.rows - 1);
+  const cv::Mat same = low(inner) & (m(inner) == m(inner + cv::Point(1, 0))) & (m(inner) == m(inner + cv::Point(0, 1)));
+  return cv::countNonZero(same) * 2 > lows;
+}
+
+}  // namespace
+
 cv::Size decode_mask(const std::string& path, int height, int width, float* out, MaskValues* values) {
   return binarize_mask(read_image_file(path), path, height, width, out, values);
 }
@@ -118,9 +135,7 @@ cv::Size binarize_mask(const cv::Mat& file, const std::string& path, int height,
     MaskValues kind = highest == 0      ? MaskValues::kEmpty
                       : highest <= half ? MaskValues::kAnyNonzero  // 0/1 or labels 1..K: every object counts
                                         : MaskValues::kThresholded;
-    if (kind == MaskValues::kThresholded && highest != (m.depth() == CV_16U ? 65535 : 255) &&
-        cv::countNonZero((m > 0) & (m < highest)) > 0)
-      kind = MaskValues::kLabelLike;
+    if (kind == MaskValues::kThresholded && looks_like_labels(m, half)) kind = MaskValues::kLabelLike;
     if (kind == MaskValues::kAnyNonzero) half = 0;
     if (values) *values = kind;
     cv::Mat binary = (m > half) / 255;  // 8U: exactly 1 or 0

@@ -37,8 +37,8 @@ size_t tiff_pages(const std::string& path);
 enum class MaskValues {
   kEmpty,        ///< All 0: no foreground.
   kThresholded,  ///< Some pixel above half the type's maximum: > half is foreground.
-  /// Thresholded too, but its largest value is not the type's maximum and it
-  /// holds values between 0 and that: an 8-bit label image with labels above
+  /// Thresholded too, but most of its values in (0, half] form plateaus, as
+  /// objects of a label image do: an 8-bit label image with labels above
   /// 127, whose labels 1..127 are then background (warned about).
   kLabelLike,
   kAnyNonzero,   ///< None above half (0/1 values, or labels 1..K): > 0 is foreground.

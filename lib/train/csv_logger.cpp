@@ -80,10 +80,13 @@ std::set<int> CsvLogger::read_kept(int finished_epochs, const std::string& earli
   std::string line;
   if (!std::getline(in, line) || line.rfind("epoch,", 0) != 0) return epochs;  // not a log of ours: start anew
   kept_ = line + '\n';
+  const size_t cells = split_commas(line).size();
   int later = 0;
   while (std::getline(in, line)) {
     int epoch = -1;
-    if (std::sscanf(line.c_str(), "%d,", &epoch) == 1 && epoch >= 0 && epoch < finished_epochs) {
+    // A row cut short (a full disk while it was written) is left out: the checkpoint's own row is written anew.
+    if (std::sscanf(line.c_str(), "%d,", &epoch) == 1 && epoch >= 0 && epoch < finished_epochs &&
+        split_commas(line).size() == cells) {
       kept_ += line + '\n';
       epochs.insert(epoch);
     } else if (epoch >= finished_epochs) {

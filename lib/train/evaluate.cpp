@@ -68,8 +68,8 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& o) {
   } else if (const std::vector<std::string> kept = without_masks(images, o.image_mask_suffix);
              kept.size() < images.size()) {
     // The training folder's masks beside their images, with truth elsewhere (from a new user: --labels).
-    spdlog::info("left out the {} mask(s) beside their images in '{}' (<stem>{}.*, the checkpoint's "
-                 "data.mask_suffix)", images.size() - kept.size(), o.images_dir, o.image_mask_suffix);
+    spdlog::info("left out the {} mask(s) beside their images in '{}' (<stem>{}.*)", images.size() - kept.size(),
+                 o.images_dir, o.image_mask_suffix);
     images = kept;
   }
   for (const auto& image : images) {

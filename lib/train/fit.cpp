@@ -836,7 +836,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
       remember(save(saved, tc.model_checkpoint.save_weights_only ? weights_only(ckpt) : ckpt, epoch, options.world));
     }
     remember(save(last_path, ckpt, epoch, options.world));
-    if (csv) csv->log(epoch, logs);
+    run_on_root(options.world, [&] { csv->log(epoch, logs); });  // a failed row: an error on every process
     remember(log_path);
     if (progress) progress->end_epoch(logs, seconds, samples_per_second);
     log_towers(epoch, trainer, options.stream ? std::optional<Decoded>(decoded) : std::nullopt);
@@ -877,13 +877,17 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   return result;
 }
 
+bool lacks_final(const std::string& output_dir, const std::string& checkpoint, const Checkpoint& ckpt) {
+  std::error_code ec;
+  const fs::path out(output_dir);
+  const auto next_step = ckpt.state_scalars.find("next_step");
+  return fs::equivalent(checkpoint, out / "last.h5", ec) &&  // the run's own last word, not an earlier checkpoint
+         (next_step == ckpt.state_scalars.end() || next_step->second == 0) &&  // at an epoch's end
+         logged_epochs(output_dir) <= ckpt.epoch && !fs::exists(out / "final.h5", ec);
+}
+
 std::string finish_ended_run(const Config& config, Trainer& trainer, const Checkpoint& ckpt, ProcessGroup* world) {
   const bool voice = !world || world->rank() == 0;
-  std::error_code ec;
-  const fs::path final_path = fs::path(config.training.output_dir) / "final.h5";
-  double missing = voice && !fs::exists(final_path, ec);  // rank 0's folder decides for all
-  if (world && world->size() > 1) world->all_reduce_max(&missing, 1);
-  if (missing == 0) return "";
   RunState s;
   s.best_params = ckpt.state_arrays.count("best_params") ? ckpt.state_arrays.at("best_params") : s.best_params;
   s.best_state = ckpt.state_arrays.count("best_state") ? ckpt.state_arrays.at("best_state") : s.best_state;
@@ -899,7 +903,7 @@ std::string finish_ended_run(const Config& config, Trainer& trainer, const Check
     else
       s.best_params.clear();  // no best epoch to name: the checkpoint's own weights
   }
-  if (voice) spdlog::info("{} holds no final.h5 (a process ended before writing it): written from the checkpoint",
+  if (voice) spdlog::info("{} holds no final.h5 (a process ended before writing it): written from its last.h5",
                           config.training.output_dir);
   return save_final(config, trainer, ckpt.epoch, ckpt.logs, s, world);
 }

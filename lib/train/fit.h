@@ -68,13 +68,16 @@ struct FitResult {
 /// to be run by each process under the launcher when the run has several.
 std::string continue_with(const FitOptions& options, const std::string& last);
 
-/// For a resumed run with nothing left to train (its epochs done, or
-/// EarlyStopping ended it; the trainer holds ckpt's weights): writes the
-/// output folder's final.h5 when it holds none (a process that ended between
-/// the last epoch's last.h5 and final.h5), as the run would have: ckpt's
-/// weights, or with restore_best_weights the best ones it kept. Returns the
-/// file written, or "" when there was one. Every process of world calls it;
-/// rank 0's folder decides and rank 0 writes.
+/// Whether a resumed run with nothing left to train (its epochs done, or
+/// EarlyStopping ended it) lacks the final.h5 it would have written: the
+/// checkpoint (ckpt, read from path checkpoint) is output_dir's last.h5 at an
+/// epoch's end, log.csv holds no later epoch, and output_dir has no final.h5
+/// (a process ended between the last epoch's last.h5 and final.h5).
+bool lacks_final(const std::string& output_dir, const std::string& checkpoint, const Checkpoint& ckpt);
+
+/// Writes that final.h5 (the trainer holds ckpt's weights) as the run would
+/// have: ckpt's weights, or with restore_best_weights the best ones it kept.
+/// Returns its path. Every process of world calls it; rank 0 writes.
 std::string finish_ended_run(const Config& config, Trainer& trainer, const Checkpoint& ckpt, ProcessGroup* world);
 
 /// Keras validation_split: the first int(N * (1 - split)) pairs (in name order)
