@@ -375,6 +375,11 @@ TEST_CASE("CsvLogger writes a resumed checkpoint's missing last row from its log
     CsvLogger fresh(moved, 3, "", {{"loss", 0.3}});  // no earlier log: the checkpoint's row alone
     CHECK(read(moved) == "epoch,loss\n2,0.3\n");
   }
+  {
+    std::ofstream(path) << "epoch,loss,val_loss\n0,0.5,0.6\n1,0.4,0.55\n2,0.3";  // the last row cut short
+    CsvLogger cut(path, 3, path, {{"loss", 0.3}, {"val_loss", 0.5}});
+    CHECK(read(path) == "epoch,loss,val_loss\n0,0.5,0.6\n1,0.4,0.55\n2,0.3,0.5\n");
+  }
   std::filesystem::remove_all(dir);
 }
 
