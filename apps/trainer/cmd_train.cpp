@@ -350,7 +350,7 @@ int run_train(const TrainFlags& f) {
         finish = lacks_final(config.training.output_dir, f.resume, *resume);  // again, once locked
       });
       if (world && world->size() > 1) world->all_reduce_max(&finish, 1);
-      if (finish > 0) done->files.push_back(finish_ended_run(config, trainer, *resume, world.get()));
+      if (finish > 0) done->files.push_back(finish_ended_run(config, trainer, *resume, f.resume, world.get()));
       if (json && voice) print_json_result(*done);
       return 0;
     }

@@ -184,10 +184,30 @@ void check_options(const DataOptions& o) {
     throw std::invalid_argument("load_dataset: height and width must be > 0, channels 1 or 3 and classes 0 or >= 2");
 }
 
+}  // namespace
+
+void PairCheck::add(const PairCheck& other) {
+  errors.insert(other.errors.begin(), other.errors.end());
+  low_masks += other.low_masks;
+  thresholded += other.thresholded;
+  label_like += other.label_like;
+  keep_first(first_label_like, other.first_label_like);
+  images16 += other.images16;
+  multi_page += other.multi_page;
+  keep_first(first_multi_page, other.first_multi_page);
+  highest16 = std::max(highest16, other.highest16);
+  empty_masks += other.empty_masks;
+  if (class_pixels.size() < other.class_pixels.size()) class_pixels.resize(other.class_pixels.size(), 0);
+  for (size_t c = 0; c < other.class_pixels.size(); ++c) class_pixels[c] += other.class_pixels[c];
+}
+
+namespace {
+
 // Decodes pairs[which[k]] on o.threads threads into sample k of images and masks when given ([K, H, W, C] and
 // [K, H, W, 1], K = which.size()), else into one scratch sample per thread (a check, which also counts class
-// pixels). What it finds goes into `found`. `verb` ("loading", "checking"): the progress lines every ~10%;
-// "": none. Errors other than a UserError (out of memory) are rethrown after the threads join.
+// pixels). What it finds goes into `found`. `verb` ("loading", "checking"): the progress lines every ~10% and
+// the survey of the files (masks' kinds, 16-bit ranges, TIFF pages); "": neither, only the errors (each step's
+// decoding under MPI). Errors other than a UserError (out of memory) are rethrown after the threads join.
 void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
                  Tensor* images, Tensor* masks, PairCheck& found, const std::string& verb) {
   const int n = int(which.size());
@@ -205,39 +225,36 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   std::exception_ptr failure;
   auto work = [&] {
     std::vector<float> scratch(images ? 0 : image_numel + mask_numel);
-    std::vector<size_t> class_pixels(images ? 0 : found.class_pixels.size(), 0);  // this thread's (a check's)
-    int low_masks = 0, thresholded = 0, empty = 0, label_like = 0, images16 = 0, multi_page = 0;  // this thread's
-    double highest16 = -1;
-    std::string first_multi_page;
-    std::string first_label_like;
+    PairCheck mine;  // this thread's; class pixels only in a check
+    mine.class_pixels.assign(images ? 0 : found.class_pixels.size(), 0);
     for (int k = next++; k < n; k = next++) {
       const ImagePair& p = pairs[size_t(which[size_t(k)])];
       float* image_to = images ? images->sample(k) : scratch.data();
       float* mask_to = masks ? masks->sample(k) : scratch.data() + image_numel;
       try {
-        double highest = -1;
-        const cv::Size image = decode_image(p.image, o.height, o.width, o.channels, image_to, &highest);
-        images16 += highest >= 0;
-        if (!verb.empty() && tiff_pages(p.image) > 1) ++multi_page, keep_first(first_multi_page, p.image);
-        highest16 = std::max(highest16, highest);
+        double highest = -1;  // looked at when checking or loading, not per step
+        const cv::Size image =
+            decode_image(p.image, o.height, o.width, o.channels, image_to, verb.empty() ? nullptr : &highest);
+        mine.images16 += highest >= 0;
+        mine.highest16 = std::max(mine.highest16, highest);
+        if (!verb.empty() && tiff_pages(p.image) > 1) ++mine.multi_page, keep_first(mine.first_multi_page, p.image);
         MaskValues values = MaskValues::kEmpty;
         const cv::Size mask = o.classes > 0
                                   ? decode_class_mask(p.mask, o.height, o.width, o.classes, mask_to, o.ignore_class)
-                                  : decode_mask(p.mask, o.height, o.width, mask_to, &values);
+                                  : decode_mask(p.mask, o.height, o.width, mask_to, verb.empty() ? nullptr : &values);
         if (mask != image)
           throw UserError("mask '" + p.mask + "' is " + std::to_string(mask.width) + "x" +
                           std::to_string(mask.height) + " but image '" + p.image + "' is " +
                           std::to_string(image.width) + "x" + std::to_string(image.height) +
                           " (width x height); a mask must have its image's size");
-        low_masks += values == MaskValues::kAnyNonzero;
-        thresholded += values == MaskValues::kThresholded || values == MaskValues::kLabelLike;
-        if (values == MaskValues::kLabelLike) ++label_like, keep_first(first_label_like, p.mask);
-        empty += o.classes == 0 && values == MaskValues::kEmpty;
-        for (size_t j = 0; !class_pixels.empty() && j < mask_numel; ++j)
-          if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++class_pixels[size_t(c)];
+        mine.low_masks += values == MaskValues::kAnyNonzero;
+        mine.thresholded += values == MaskValues::kThresholded || values == MaskValues::kLabelLike;
+        if (values == MaskValues::kLabelLike) ++mine.label_like, keep_first(mine.first_label_like, p.mask);
+        mine.empty_masks += o.classes == 0 && values == MaskValues::kEmpty;
+        for (size_t j = 0; !mine.class_pixels.empty() && j < mask_numel; ++j)
+          if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++mine.class_pixels[size_t(c)];
       } catch (const UserError& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        found.errors[which[size_t(k)]] = e.what();
+        mine.errors[which[size_t(k)]] = e.what();
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!failure) failure = std::current_exception();
@@ -246,16 +263,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
       if (!verb.empty() && (d == n || (d * 10 / n) != ((d - 1) * 10 / n))) spdlog::info("{} {}/{} images", verb, d, n);
     }
     std::lock_guard<std::mutex> lock(mutex);
-    found.low_masks += low_masks;
-    found.thresholded += thresholded;
-    found.label_like += label_like;
-    keep_first(found.first_label_like, first_label_like);
-    found.images16 += images16;
-    found.highest16 = std::max(found.highest16, highest16);
-    found.multi_page += multi_page;
-    keep_first(found.first_multi_page, first_multi_page);
-    found.empty_masks += empty;
-    for (size_t c = 0; c < class_pixels.size(); ++c) found.class_pixels[c] += class_pixels[c];
+    found.add(mine);
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);

@@ -61,12 +61,12 @@ std::vector<ImagePair> find_image_pairs(const DataOptions& options);
 /// skip_bad_files, which warns and drops the pair; no pair left is an error).
 Dataset load_dataset(const DataOptions& options);
 
-/// What decoding image/mask pairs found (check_pairs; load_dataset's own checks).
 /// first <- candidate when candidate is not "" and first is "" or after it in name order.
 inline void keep_first(std::string& first, const std::string& candidate) {
   if (!candidate.empty() && (first.empty() || candidate < first)) first = candidate;
 }
 
+/// What decoding image/mask pairs found (check_pairs; load_dataset's own checks).
 struct PairCheck {
   std::map<int, std::string> errors;  ///< Pair index -> why it cannot be used (a UserError's one-line message).
   int low_masks = 0;    ///< Binary masks with no value above half their type's maximum (0/1 masks, label images).
@@ -79,6 +79,10 @@ struct PairCheck {
   double highest16 = -1;   ///< The largest value of the 16-bit images (-1: none).
   int empty_masks = 0;  ///< Binary masks with no pixel above 0.
   std::vector<size_t> class_pixels;  ///< options.classes >= 2: each class's pixels over the masks; else empty.
+
+  /// Adds what other found (another decoder thread's share): errors, counts
+  /// and class pixels summed, the largest 16-bit value, the first names.
+  void add(const PairCheck& other);
 };
 
 /// Decodes pairs[which[k]] as load_dataset does, keeping nothing (each

@@ -135,7 +135,8 @@ cv::Size binarize_mask(const cv::Mat& file, const std::string& path, int height,
     MaskValues kind = highest == 0      ? MaskValues::kEmpty
                       : highest <= half ? MaskValues::kAnyNonzero  // 0/1 or labels 1..K: every object counts
                                         : MaskValues::kThresholded;
-    if (kind == MaskValues::kThresholded && looks_like_labels(m, half)) kind = MaskValues::kLabelLike;
+    // Looked for only when asked (checking or loading), not in each step's decoding.
+    if (values && kind == MaskValues::kThresholded && looks_like_labels(m, half)) kind = MaskValues::kLabelLike;
     if (kind == MaskValues::kAnyNonzero) half = 0;
     if (values) *values = kind;
     cv::Mat binary = (m > half) / 255;  // 8U: exactly 1 or 0

@@ -12,6 +12,19 @@
 
 namespace trainer {
 
+namespace {
+
+/// flock(2) of fd, exclusive, without waiting. 0 when held, or when the file system has no locks (ENOLCK,
+/// EOPNOTSUPP, EINVAL, ENOSYS: the caller goes on unlocked, as before locks were taken); else the errno
+/// (EWOULDBLOCK: another process holds it).
+int try_lock(int fd) {
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return 0;
+  const int err = errno;
+  return err == ENOLCK || err == EOPNOTSUPP || err == EINVAL || err == ENOSYS ? 0 : err;
+}
+
+}  // namespace
+
 FolderLock::FolderLock(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -20,9 +33,7 @@ FolderLock::FolderLock(const std::string& dir) {
   if (fd_ < 0)
     throw UserError("cannot create '" + path + "': " + std::strerror(errno) +
                     "; check that the output folder is writable");
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    if (err == ENOLCK || err == EOPNOTSUPP || err == EINVAL || err == ENOSYS) return;  // no locks here: unlocked, as before
+  if (const int err = try_lock(fd_); err != 0) {
     char holder[256] = {};
     const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
     ::close(fd_);
@@ -43,11 +54,10 @@ FolderLock::FolderLock(const std::string& dir) {
 DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) {
   fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd_ < 0) throw UserError("cannot open the output folder '" + dir + "': " + std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-  const int err = errno;
+  const int err = try_lock(fd_);
+  if (err == 0) return;
   ::close(fd_);
   fd_ = -1;
-  if (err == ENOLCK || err == EOPNOTSUPP || err == EINVAL || err == ENOSYS) return;  // no locks here: unlocked
   if (err != EWOULDBLOCK)
     throw UserError("cannot lock the output folder '" + dir + "': " + std::strerror(err) + "; check the folder");
   throw UserError("output folder '" + dir + "' is being written by another " + what + ", whose files this one " +

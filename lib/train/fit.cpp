@@ -246,6 +246,22 @@ std::string save_final(const Config& config, Trainer& trainer, int epochs_run, c
   return save((fs::path(tc.output_dir) / "final.h5").string(), final_ckpt, epochs_run, world);
 }
 
+/// Restores s's kept best weights (restore_best_weights) and their epoch's logs from checkpoint c, if it holds
+/// them. UserError naming source when they are not of the trainer's model (a damaged or edited file).
+void restore_best(const Checkpoint& c, const std::string& source, RunState& s, const Trainer& trainer) {
+  if (!c.state_arrays.count("best_params")) return;
+  for (const auto& [key, value] : c.state_scalars)
+    if (key.rfind(kBestLogPrefix, 0) == 0) s.best_logs[key.substr(std::strlen(kBestLogPrefix))] = value;
+  s.best_params = c.state_arrays.at("best_params");
+  auto st = c.state_arrays.find("best_state");
+  s.best_state = st == c.state_arrays.end() ? std::vector<float>{} : st->second;
+  if (s.best_params.size() != trainer.model().num_params() || s.best_state.size() != trainer.model().num_state())
+    throw UserError(source + ": the kept best weights (training_state/best_params, best_state) hold " +
+                    std::to_string(s.best_params.size()) + " + " + std::to_string(s.best_state.size()) +
+                    " values, the model " + std::to_string(trainer.model().num_params()) + " + " +
+                    std::to_string(trainer.model().num_state()) + kDamagedState);
+}
+
 /// Restores s (and a reduced learning rate) from a checkpoint written by
 /// make_checkpoint. UserError naming the file and the value for state that is
 /// missing or could not have been written by a run (a damaged or edited file).
@@ -322,19 +338,7 @@ void restore(const Checkpoint& c, const std::string& source, RunState& s, Traine
                    rate, trainer.learning_rate(), now, then);
     s.reduce_lr->restore(scalar("reduce_lr_best"), count("reduce_lr_wait", 0), count("reduce_lr_cooldown", 0));
   }
-  if (c.state_arrays.count("best_params")) {
-    for (const auto& [key, value] : c.state_scalars)
-      if (key.rfind(kBestLogPrefix, 0) == 0) s.best_logs[key.substr(std::strlen(kBestLogPrefix))] = value;
-    s.best_params = c.state_arrays.at("best_params");
-    auto st = c.state_arrays.find("best_state");
-    s.best_state = st == c.state_arrays.end() ? std::vector<float>{} : st->second;
-    if (s.best_params.size() != trainer.model().num_params() || s.best_state.size() != trainer.model().num_state())
-      throw UserError(source + ": the kept best weights (training_state/best_params, best_state) hold " +
-                      std::to_string(s.best_params.size()) + " + " + std::to_string(s.best_state.size()) +
-                      " values, the model " + std::to_string(trainer.model().num_params()) + " + " +
-                      std::to_string(trainer.model().num_state()) +
-                      kDamagedState);
-  }
+  restore_best(c, source, s, trainer);
   spdlog::info("resuming from {}: epoch {}, step {}", source, s.next_epoch, s.next_step);
 }
 
@@ -886,13 +890,11 @@ bool lacks_final(const std::string& output_dir, const std::string& checkpoint, c
          logged_epochs(output_dir) <= ckpt.epoch && !fs::exists(out / "final.h5", ec);
 }
 
-std::string finish_ended_run(const Config& config, Trainer& trainer, const Checkpoint& ckpt, ProcessGroup* world) {
+std::string finish_ended_run(const Config& config, Trainer& trainer, const Checkpoint& ckpt, const std::string& source,
+                             ProcessGroup* world) {
   const bool voice = !world || world->rank() == 0;
   RunState s;
-  s.best_params = ckpt.state_arrays.count("best_params") ? ckpt.state_arrays.at("best_params") : s.best_params;
-  s.best_state = ckpt.state_arrays.count("best_state") ? ckpt.state_arrays.at("best_state") : s.best_state;
-  for (const auto& [key, value] : ckpt.state_scalars)
-    if (key.rfind(kBestLogPrefix, 0) == 0) s.best_logs[key.substr(std::strlen(kBestLogPrefix))] = value;
+  restore_best(ckpt, source, s, trainer);
   if (config.training.early_stopping.enabled) {
     s.early = std::make_unique<EarlyStopping>(config.training.early_stopping);
     const auto best = ckpt.state_scalars.find("early_stopping_best");

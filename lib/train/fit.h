@@ -77,8 +77,10 @@ bool lacks_final(const std::string& output_dir, const std::string& checkpoint, c
 
 /// Writes that final.h5 (the trainer holds ckpt's weights) as the run would
 /// have: ckpt's weights, or with restore_best_weights the best ones it kept.
-/// Returns its path. Every process of world calls it; rank 0 writes.
-std::string finish_ended_run(const Config& config, Trainer& trainer, const Checkpoint& ckpt, ProcessGroup* world);
+/// Returns its path. Every process of world calls it; rank 0 writes. UserError
+/// naming source (ckpt's path) when its best weights are not of the model.
+std::string finish_ended_run(const Config& config, Trainer& trainer, const Checkpoint& ckpt, const std::string& source,
+                             ProcessGroup* world);
 
 /// Keras validation_split: the first int(N * (1 - split)) pairs (in name order)
 /// train, the rest validate. Returns {train, validation} indices.
