@@ -13,10 +13,13 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -1008,6 +1011,57 @@ TEST_CASE("GPU regularizer sums and gradient term match the CPU", "[gpu][gpu_ops
     const std::vector<float> all = download(gd);
     CHECK_CLOSE("gradient", std::vector<float>(all.begin() + long(shift), all.begin() + long(shift + n)), gr, kArith);
   }
+}
+
+/// Spans of floats as the clipping ops take them: one start per size in `sizes`, laid end to end from base.
+std::vector<float*> spans_at(float* base, const std::vector<size_t>& sizes) {
+  std::vector<float*> out;
+  for (size_t n : sizes) out.push_back(base), base += n;
+  return out;
+}
+
+TEST_CASE("GPU clip_by_norm matches the CPU and only queues work (nothing read back)", "[gpu][gpu_ops][clipping]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  // Norms above and below the limit, an empty span, float4 tails, most ranges of the square sums.
+  const std::vector<size_t> sizes = {1, 7, 0, 2053, 300001};
+  size_t total = 0;
+  for (size_t n : sizes) total += n;
+  std::vector<float> g0 = random_values(total, 701, -0.01f, 0.01f);
+  for (size_t i = 2053 / 2; i < total; i += 97) g0[i] = 3.f;  // large norms for the last two spans
+  for (const bool global : {false, true}) {
+    INFO((global ? "global_clipnorm" : "clipnorm"));
+    const std::vector<size_t> ns = global ? std::vector<size_t>{total} : sizes;
+    std::vector<float> ref = g0;
+    const std::vector<float*> host = spans_at(ref.data(), ns);
+    clip_by_norm(Device{}, host.data(), ns.data(), ns.size(), 1.0, global);
+    REQUIRE(ref != g0);  // something was clipped
+    Buffer<float> gd = upload(g0, g.device);
+    const std::vector<float*> dev = spans_at(gd.data(), ns);
+    clip_by_norm(g.device, dev.data(), ns.data(), ns.size(), 1.0, global);
+    CHECK_CLOSE("clipped gradients", download(gd), ref, kArith);
+  }
+#if defined(TRAINER_WITH_CUDA)
+  // The compute stream held by a host function until the call returns (or a 3 s watchdog): a call that
+  // waited for the stream (a read-back) would return only after the watchdog opened it.
+  std::atomic<bool> open{false}, returned{false};
+  auto hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  Buffer<float> gd = upload(g0, g.device);
+  const std::vector<float*> dev = spans_at(gd.data(), sizes);
+  REQUIRE(cudaLaunchHostFunc(cuda::context(g.device).stream(), hold, &open) == cudaSuccess);
+  std::thread watchdog([&] {
+    for (int ms = 0; ms < 3000 && !returned; ++ms) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    open = true;
+  });
+  clip_by_norm(g.device, dev.data(), sizes.data(), sizes.size(), 1.0, false);
+  const bool returned_while_held = !open.load();
+  returned = true;
+  watchdog.join();
+  g.device.ctx->synchronize();
+  CHECK(returned_while_held);
+#endif
 }
 
 TEST_CASE("GPU Multiply and its gradients match the CPU (same shapes and a broadcast map)", "[gpu][gpu_ops]") {

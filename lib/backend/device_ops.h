@@ -89,6 +89,8 @@
                            double* sums_host);                                                              \
   void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float l1, float l2);          \
   void clip_by_value(const Device& d, float* g, size_t n, float limit);                                    \
+  void clip_by_norm(const Device& d, float* const* gs, const size_t* ns, size_t k, double limit,            \
+                    bool global);                                                                          \
   void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr);                             \
   void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* g, size_t n, float lr,    \
                          float momentum, bool nesterov);                                                    \

@@ -42,6 +42,9 @@ void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float
 void clip_by_value(const Device& d, float* g, size_t n, float limit) {
   TRAINER_DISPATCH(d, clip_by_value(d, g, n, limit));
 }
+void clip_by_norm(const Device& d, float* const* gs, const size_t* ns, size_t k, double limit, bool global) {
+  TRAINER_DISPATCH(d, clip_by_norm(d, gs, ns, k, limit, global));
+}
 void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr) {
   TRAINER_DISPATCH(d, sgd_step(d, w, g, n, lr));
 }

@@ -359,4 +359,17 @@ TRAINER_HD inline float regularized_grad(float g, float w, float l1, float l2) {
 /// stays NaN.
 TRAINER_HD inline float clipped_value(float g, float limit) { return g > limit ? limit : (g < -limit ? -limit : g); }
 
+/// The factor that Keras's gradient clipping by norm multiplies a gradient by,
+/// from the sum of its elements' squares (keras.optimizers.Optimizer.
+/// _clip_gradients): limit / max(||g||, limit), which is 1 for a norm within
+/// the limit. global false: clipnorm, one weight's gradient (tf.clip_by_norm;
+/// a NaN norm leaves it as it is). global true: global_clipnorm, every
+/// weight's (tf.clip_by_global_norm; a norm that is not finite gives NaN).
+TRAINER_HD inline float clip_norm_factor(double square_sum, double limit, bool global) {
+  if (global && !(square_sum < INFINITY)) return NAN;  // inf or NaN (a sum of squares is never negative)
+  const double norm = sqrt(square_sum);
+  const double f = limit / (norm > limit ? norm : limit);
+  return f < 1 ? float(f) : 1.f;
+}
+
 }  // namespace trainer

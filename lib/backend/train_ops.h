@@ -74,6 +74,15 @@ void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float
 
 /// g[i] <- clipped_value(g[i], limit) for n elements (Keras's clipvalue).
 void clip_by_value(const Device& d, float* g, size_t n, float limit);
+/// Keras's clipnorm (global false: each of the k spans gs[j] of ns[j] floats
+/// is one weight's gradient) or global_clipnorm (global true, k == 1: the
+/// whole gradient): every element of span j is multiplied by
+/// clip_norm_factor(sum of span j's squares, limit, global). The sums are in
+/// double over a fixed partition (abs_and_square_sums's), so every tower gets
+/// the same bits. Nothing is read back: on a GPU the sums and the factors stay
+/// on the device and the call only queues work on the compute stream. gs and
+/// ns are host arrays.
+void clip_by_norm(const Device& d, float* const* gs, const size_t* ns, size_t k, double limit, bool global);
 
 // The optimizer steps below update elements [0, n) of flat arrays on d (n == 0
 // is allowed and does nothing: an empty bucket); a state pointer documented as

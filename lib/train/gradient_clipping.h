@@ -11,8 +11,9 @@
 //                      weights (tf.clip_by_global_norm); a norm that is not
 //                      finite makes every gradient NaN, as there
 //   clipvalue v:       each element clamped to [-v, v] (tf.clip_by_value)
-// The norms are sums of squares in double (backend abs_and_square_sums): on a
-// GPU one wait for the compute stream per step, and the updates wait for
+// The norms are sums of squares in double over a fixed partition (backend
+// clip_by_norm), the same bits on every tower; on a GPU the norms and factors
+// stay on the device (the host never waits for them), and the updates wait for
 // every bucket's all-reduce, not for their own only.
 #include <cstddef>
 #include <vector>
@@ -45,7 +46,6 @@ class GradientClipping {
   float* grads_;
   std::vector<float*> starts_;       ///< Each trainable weight's gradient.
   std::vector<size_t> sizes_;
-  std::vector<double> sums_;          ///< abs_and_square_sums' [weights, 2], kept across steps.
 };
 
 }  // namespace trainer

@@ -58,6 +58,12 @@ class CudaContext final : public DeviceContext {
   /// Scratch of at least `bytes` on the device, valid until the next call
   /// (ops on the compute stream use it in turn).
   void* workspace(size_t bytes);
+  /// Copies `bytes` from device memory `src` to host memory `dst` once the
+  /// compute stream's queued work has made them: through the context's
+  /// pinned read-back buffer (a copy from pageable memory would go through the
+  /// driver's own staging, which can wait on other threads' allocations and
+  /// cuDNN calls), then waits for the compute stream. Throws InternalError.
+  void read_back(void* dst, const void* src, size_t bytes);
 
   /// Throws InternalError "<call> failed on cuda:<i>[ (layer '<name>')]: <status>".
   [[noreturn]] void fail(const char* call, const std::string& status) const;
@@ -93,6 +99,8 @@ class CudaContext final : public DeviceContext {
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> waits_, spare_waits_;  ///< Timing events around each wait.
   double waited_seconds_ = 0;              ///< Waits already collected from waits_.
   static constexpr size_t kMaxPendingWaits = 64;
+  void* readback_ = nullptr;               ///< Pinned host buffer of read_back.
+  size_t readback_bytes_ = 0;
   /// Destroys the staging buffer and events, ignoring errors (release()).
   void release_staging() noexcept;
 };

@@ -1,5 +1,6 @@
-// CudaContext's input pipeline (core/device.h: pinned_staging, upload_staged,
-// input_consumed, take_input_wait_seconds) and make_current.
+// CudaContext's pinned host memory: the input pipeline (core/device.h:
+// pinned_staging, upload_staged, input_consumed, take_input_wait_seconds), the
+// read-back of results the host needs (read_back), and make_current.
 //
 // One pinned host buffer per tower: the tower's thread gathers its next shard
 // into it while the GPU still runs the previous step, then upload_staged
@@ -10,7 +11,17 @@
 // time each tower waited for data.
 #include "backend/cuda/cuda_context.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace trainer::cuda {
+
+namespace {
+
+/// The smallest read-back buffer: the loss and metric sums of a step fit (a confusion table of 256 classes does not).
+constexpr size_t kMinReadBackBytes = 64 << 10;
+
+}  // namespace
 
 void CudaContext::make_current() { TRAINER_CUDA_CHECK(*this, cudaSetDevice(device_)); }
 
@@ -72,10 +83,27 @@ double CudaContext::take_input_wait_seconds() {
   return seconds;
 }
 
+void CudaContext::read_back(void* dst, const void* src, size_t bytes) {
+  if (!bytes) return;
+  if (bytes > readback_bytes_) {
+    // The previous read-back has completed (it waited for the stream): the buffer is free.
+    if (readback_) TRAINER_CUDA_CHECK(*this, cudaFreeHost(readback_));
+    readback_ = nullptr;
+    readback_bytes_ = 0;
+    const size_t size = std::max(bytes, kMinReadBackBytes);
+    TRAINER_CUDA_CHECK(*this, cudaHostAlloc(&readback_, size, cudaHostAllocDefault));
+    readback_bytes_ = size;
+  }
+  TRAINER_CUDA_CHECK(*this, cudaMemcpyAsync(readback_, src, bytes, cudaMemcpyDeviceToHost, compute_));
+  TRAINER_CUDA_CHECK(*this, cudaStreamSynchronize(compute_));
+  std::memcpy(dst, readback_, bytes);
+}
+
 void CudaContext::release_staging() noexcept {
-  if (pinned_) cudaFreeHost(pinned_);
-  pinned_ = nullptr;
-  pinned_bytes_ = 0;
+  for (void* p : {pinned_, readback_})
+    if (p) cudaFreeHost(p);
+  pinned_ = readback_ = nullptr;
+  pinned_bytes_ = readback_bytes_ = 0;
   for (cudaEvent_t e : {uploaded_, consumed_})
     if (e) cudaEventDestroy(e);
   uploaded_ = consumed_ = nullptr;

@@ -49,8 +49,7 @@ double fixed_partition_sum(CudaContext& ctx, Term term, size_t n, const char* wh
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) ctx.fail(what, status_string(e));
   sum_partials(ctx, partials, 1, parts, sum);
   double host = 0;
-  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(&host, sum, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream()));
-  TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
+  ctx.read_back(&host, sum, sizeof(double));
   return host;
 }
 

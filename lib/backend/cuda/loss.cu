@@ -97,9 +97,7 @@ void segmentation_sums(const Device& d, const float* z, const float* y, int n, s
                                                                     partials);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "segmentation_sums");
   sum_partials(ctx, partials, rows, parts, sums);
-  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(sums_host, sums, size_t(rows) * sizeof(double), cudaMemcpyDeviceToHost,
-                                          ctx.stream()));
-  TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
+  ctx.read_back(sums_host, sums, size_t(rows) * sizeof(double));
 }
 
 void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,

@@ -67,8 +67,7 @@ void logit_histogram(const Device& d, const float* z, const float* y, size_t n, 
                                                                                                    hist);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "logit_histogram");
   unsigned long long counts[kBins];
-  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(counts, hist, sizeof(counts), cudaMemcpyDeviceToHost, ctx.stream()));
-  TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
+  ctx.read_back(counts, hist, sizeof(counts));
   for (int b = 0; b < kBins; ++b) hist_host[b] += int64_t(counts[b]);
 }
 

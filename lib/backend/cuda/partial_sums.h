@@ -14,4 +14,9 @@ namespace trainer::cuda {
 /// meet in a fixed shuffle tree.
 void sum_partials(CudaContext& ctx, const double* partials, int rows, int parts, double* out);
 
+/// Queues abs_and_square_sums (backend/train_ops.h) on ctx's compute stream
+/// and returns the device array [k, 2] that will hold the sums (in ctx's
+/// workspace: valid until its next use); k > 0. ws and ns are host arrays.
+const double* queue_abs_and_square_sums(CudaContext& ctx, const float* const* ws, const size_t* ns, size_t k);
+
 }  // namespace trainer::cuda

@@ -5,9 +5,10 @@
 // `parts` fixed ranges (a function of n only), a block per range adds |w| and
 // w^2 in double and a fixed shared-memory tree, and sum_partials adds each
 // weight's ranges in a fixed order (rows of the widest weight's parts, the
-// unused entries zero); the partials live in the context's workspace for the
-// call, which returns after the sums reach the host (one synchronisation of
-// the compute stream for all the weights).
+// unused entries zero); the partials and sums live in the context's workspace.
+// abs_and_square_sums returns after the sums reach the host (one
+// synchronisation of the compute stream for all the weights);
+// queue_abs_and_square_sums leaves them on the device (gradient clipping).
 #include <algorithm>
 
 #include "backend/cuda/cuda_context.h"
@@ -71,9 +72,7 @@ int parts_of(size_t n) { return int(std::clamp<size_t>((n + kWeightsPerPart - 1)
 
 }  // namespace
 
-void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* ns, size_t k, double* sums_host) {
-  if (k == 0) return;
-  CudaContext& ctx = context(d);
+const double* queue_abs_and_square_sums(CudaContext& ctx, const float* const* ws, const size_t* ns, size_t k) {
   int stride = 1;
   for (size_t j = 0; j < k; ++j) stride = std::max(stride, parts_of(ns[j]));
   const size_t rows = 2 * k, partial_count = rows * size_t(stride);
@@ -88,9 +87,13 @@ void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* 
     TRAINER_CUDA_CHECK_LAUNCH(ctx, "abs_and_square_sums");
   }
   sum_partials(ctx, partials, int(rows), stride, sums);
-  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(sums_host, sums, rows * sizeof(double), cudaMemcpyDeviceToHost,
-                                          ctx.stream()));
-  TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
+  return sums;
+}
+
+void abs_and_square_sums(const Device& d, const float* const* ws, const size_t* ns, size_t k, double* sums_host) {
+  if (k == 0) return;
+  CudaContext& ctx = context(d);
+  ctx.read_back(sums_host, queue_abs_and_square_sums(ctx, ws, ns, k), 2 * k * sizeof(double));
 }
 
 void regularizer_grad(const Device& d, const float* w, float* g, size_t n, float l1, float l2) {

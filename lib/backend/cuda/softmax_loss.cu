@@ -97,9 +97,7 @@ void class_confusion(const Device& d, const float* z, const float* y, size_t n, 
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "class_confusion");
   thread_local std::vector<unsigned long long> counts;  // per tower thread: no allocation once sized
   counts.resize(bins);
-  TRAINER_CUDA_CHECK(ctx, cudaMemcpyAsync(counts.data(), table, bins * sizeof(unsigned long long),
-                                          cudaMemcpyDeviceToHost, ctx.stream()));
-  TRAINER_CUDA_CHECK(ctx, cudaStreamSynchronize(ctx.stream()));
+  ctx.read_back(counts.data(), table, bins * sizeof(unsigned long long));
   for (size_t b = 0; b < bins; ++b) confusion_host[b] += int64_t(counts[b]);
 }
 
