@@ -1,10 +1,51 @@
-// --gpus parsing and device resolution.
+// --gpus parsing and device resolution, and how the processes of a host see
+// their GPUs (through a fake process group).
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 
 #include "core/error.h"
 #include "dist/device_plan.h"
 
 using namespace trainer;
+
+namespace {
+
+/// Process `me` of a run whose processes sit on hosts[p] and see the GPUs ids[p] (UUIDs, space-separated);
+/// only all_gather is used.
+class HostsGroup : public ProcessGroup {
+ public:
+  HostsGroup(int me, std::vector<std::string> hosts, std::vector<std::string> ids)
+      : me_(me), hosts_(std::move(hosts)), ids_(std::move(ids)) {}
+  int rank() const override { return me_; }
+  int size() const override { return int(hosts_.size()); }
+  int local_rank() const override { return int(std::count(hosts_.begin(), hosts_.begin() + me_, hosts_[size_t(me_)])); }
+  int local_size() const override { return int(std::count(hosts_.begin(), hosts_.end(), hosts_[size_t(me_)])); }
+  const std::string& host() const override { return hosts_[size_t(me_)]; }
+  void all_reduce_sum(float*, size_t) override {}
+  void all_reduce_sum(double*, size_t) override {}
+  void all_reduce_max(double*, size_t) override {}
+  void broadcast(void*, size_t, int) override {}
+  std::vector<std::string> all_gather(const std::string& text) override {
+    std::vector<std::string> all;
+    for (size_t p = 0; p < hosts_.size(); ++p)
+      all.push_back(int(p) == me_ ? text : hosts_[p] + "\n" + (ids_[p].empty() ? "" : " " + ids_[p]));
+    return all;
+  }
+
+ private:
+  int me_;
+  std::vector<std::string> hosts_, ids_;
+};
+
+/// GPUs 0.. with the given UUIDs.
+std::vector<GpuInfo> gpus_with(const std::vector<std::string>& uuids) {
+  std::vector<GpuInfo> out;
+  for (size_t i = 0; i < uuids.size(); ++i) out.push_back({int(i), "H100", 80ull << 30, uuids[i]});
+  return out;
+}
+
+}  // namespace
 
 TEST_CASE("gpus flag: cpu and cpu:N give CPU towers", "[devices]") {
   CHECK(plan_devices("cpu", {}, false).cpu_towers == 1);
@@ -82,21 +123,65 @@ TEST_CASE("gpus flag: local takes the GPU of the process's rank on its host, all
   CHECK(plan_devices("local", gpus, true).gpus == std::vector<int>{0});  // a process alone
   // The UUIDs of the GPUs planned, which the processes compare (TowerDevices).
   CHECK(plan_devices("2,1", gpus, true).gpu_ids == std::vector<std::string>{"GPU-c", "GPU-b"});
-  CHECK(plan_devices("local", gpus, true, 3, 4).gpus == std::vector<int>{3});
+  CHECK(plan_devices("local", gpus, true, {3, 4}).gpus == std::vector<int>{3});
   // The launcher bound one GPU to each process: it sees that one alone, as index 0.
-  CHECK(plan_devices("local", {{0, "A", 1ull << 34}}, true, 3, 4).gpus == std::vector<int>{0});
-  CHECK(plan_devices("all", gpus, true, 0, 2).gpus == std::vector<int>{0, 1});
-  CHECK(plan_devices("all", gpus, true, 1, 2).gpus == std::vector<int>{2, 3});
-  CHECK(plan_devices("all", gpus, true, 2, 3).gpus == std::vector<int>{2, 3});  // 4 over 3: blocks of 1, 1, 2
-  CHECK(plan_devices("all", gpus, true, 0, 3).gpus == std::vector<int>{0});
-  CHECK(plan_devices("1,2", gpus, true, 1, 2).gpus == std::vector<int>{1, 2});  // a list is taken as is
-  CHECK_THROWS_WITH(plan_devices("local", gpus, true, 4, 5),
+  CHECK(plan_devices("local", {{0, "A", 1ull << 34}}, true, {3, 4}).gpus == std::vector<int>{0});
+  CHECK(plan_devices("all", gpus, true, {0, 2}).gpus == std::vector<int>{0, 1});
+  CHECK(plan_devices("all", gpus, true, {1, 2}).gpus == std::vector<int>{2, 3});
+  CHECK(plan_devices("all", gpus, true, {2, 3}).gpus == std::vector<int>{2, 3});  // 4 over 3: blocks of 1, 1, 2
+  CHECK(plan_devices("all", gpus, true, {0, 3}).gpus == std::vector<int>{0});
+  CHECK(plan_devices("1,2", gpus, true, {1, 2}).gpus == std::vector<int>{1, 2});  // a list is taken as is
+  CHECK_THROWS_WITH(plan_devices("local", gpus, true, {4, 5}),
                     Catch::Contains("process 4 of this host's 5") && Catch::Contains("no GPU 4") &&
                         Catch::Contains("at most 4 processes per host"));
-  CHECK_THROWS_WITH(plan_devices("all", gpus, true, 0, 5), Catch::Contains("cannot be split among its 5 processes"));
+  CHECK_THROWS_WITH(plan_devices("all", gpus, true, {0, 5}), Catch::Contains("cannot be split among its 5 processes"));
   // local asks for a GPU: without one (or without CUDA) it is an error, not a quiet CPU run.
-  CHECK_THROWS_WITH(plan_devices("local", {}, false, 1, 2),
+  CHECK_THROWS_WITH(plan_devices("local", {}, false, {1, 2}),
                     Catch::Contains("--gpus local: process 1 of this host's 2: no GPU was found") &&
                         Catch::Contains("use --gpus cpu"));
   CHECK_THROWS_WITH(plan_devices("local", gpus, false), Catch::Contains("this build has no CUDA backend"));
+}
+
+TEST_CASE("processes of a host that see disjoint GPUs take every GPU they see, with all and local",
+          "[devices][mpi]") {
+  // srun --ntasks-per-node=4 --gpus-per-task=2: each of a host's 4 processes sees its own 2 GPUs as 0 and 1.
+  const std::vector<std::string> hosts = {"a", "a", "a", "a", "b", "b", "b", "b"};
+  const std::vector<std::string> bound = {"G0 G1", "G2 G3", "G4 G5", "G6 G7", "G0 G1", "G2 G3", "G4 G5", "G6 G7"};
+  HostsGroup p3(3, hosts, bound), p6(6, hosts, bound);
+  const HostProcesses h3 = host_processes(&p3, gpus_with({"G6", "G7"}));
+  CHECK(h3.rank == 3);
+  CHECK(h3.size == 4);
+  CHECK(h3.own_gpus);  // the same UUIDs on host b do not count against host a
+  CHECK(host_processes(&p6, gpus_with({"G4", "G5"})).own_gpus);
+  const std::vector<GpuInfo> two = gpus_with({"G6", "G7"});
+  CHECK(plan_devices("all", two, true, h3).gpus == std::vector<int>{0, 1});
+  CHECK(plan_devices("local", two, true, h3).gpus == std::vector<int>{0, 1});
+  CHECK(plan_devices("all", two, true, h3).gpu_ids == std::vector<std::string>{"G6", "G7"});
+  // Without the binding the same layout cannot be split, and says how to bind.
+  CHECK_THROWS_WITH(plan_devices("all", two, true, HostProcesses{3, 4, false}),
+                    Catch::Contains("cannot be split") && Catch::Contains("srun --gpus-per-task=N"));
+  CHECK_THROWS_WITH(plan_devices("local", two, true, HostProcesses{3, 4, false}), Catch::Contains("no GPU 3"));
+}
+
+TEST_CASE("processes of a host that share GPUs split them as before", "[devices][mpi]") {
+  // mpirun -np 4 on a host of 4 GPUs: every process sees all 4.
+  const std::vector<std::string> hosts = {"a", "a", "a", "a"};
+  const std::string all4 = "G0 G1 G2 G3";
+  HostsGroup p1(1, hosts, {all4, all4, all4, all4});
+  const HostProcesses h = host_processes(&p1, gpus_with({"G0", "G1", "G2", "G3"}));
+  CHECK_FALSE(h.own_gpus);
+  CHECK(plan_devices("local", gpus_with({"G0", "G1", "G2", "G3"}), true, h).gpus == std::vector<int>{1});
+  // One GPU seen by two processes, the others' own: not a binding.
+  HostsGroup partial(0, {"a", "a", "a"}, {"G0 G1", "G1 G2", "G3"});
+  CHECK_FALSE(host_processes(&partial, gpus_with({"G0", "G1"})).own_gpus);
+  // A process that sees no GPU: not a binding either (its plan says so).
+  HostsGroup none(0, {"a", "a"}, {"G0", ""});
+  CHECK_FALSE(host_processes(&none, gpus_with({"G0"})).own_gpus);
+  // A process alone on its host keeps local's meaning: one GPU, the first.
+  HostsGroup alone(0, {"a", "b"}, {"G0 G1", "G0 G1"});
+  const HostProcesses a = host_processes(&alone, gpus_with({"G0", "G1"}));
+  CHECK(a.size == 1);
+  CHECK_FALSE(a.own_gpus);
+  CHECK(plan_devices("local", gpus_with({"G0", "G1"}), true, a).gpus == std::vector<int>{0});
+  CHECK_FALSE(host_processes(nullptr, gpus_with({"G0"})).own_gpus);
 }

@@ -70,7 +70,7 @@ int run_evaluate(const EvaluateFlags& f) {
     throw UserError(std::string("evaluate ") + o.flag + " needs --images DIR (the images the truth belongs to)");
   if (!f.csv.empty()) check_csv_output(f.csv);  // before the work, not after it
 
-  const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given);
+  const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given, list_gpus());
   LoadedModel m = load_model(f.checkpoint, towers);
   const int classes = m.trainer->classes();
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);

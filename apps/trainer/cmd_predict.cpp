@@ -26,7 +26,7 @@ int run_predict(const PredictFlags& f) {
   check_threshold(f.options.threshold, "--threshold");
   std::vector<std::string> images = without_prediction_outputs(list_image_files(f.input, "--input"),
                                                                f.options.output_dir);
-  const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given);
+  const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given, list_gpus());
   LoadedModel m = load_model(f.checkpoint, towers);
   // A folder of images and their masks, as training takes it (from a new user: the masks were predicted too).
   if (std::error_code ec; std::filesystem::is_directory(f.input, ec)) {

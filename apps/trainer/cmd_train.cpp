@@ -258,7 +258,9 @@ int run_train(const TrainFlags& f) {
   // Processes that trained with other settings would part ways, or wait for each other forever.
   if (world) require_same_settings(*world, config, !f.resume.empty());
   Towers towers;  // a bad --gpus fails early (each process has its own, and its own GPUs)
-  check_together(world.get(), [&] { towers = resolve_towers(f.gpus, f.threads, f.gpus_given, world.get()); });
+  const std::vector<GpuInfo> gpus = list_gpus();
+  const HostProcesses host = host_processes(world.get(), gpus);  // a collective: outside check_together
+  check_together(world.get(), [&] { towers = resolve_towers(f.gpus, f.threads, f.gpus_given, gpus, host); });
   std::optional<Model> built;  // validates layers and shapes before any work
   check_together(world.get(), [&] { built.emplace(config.model, config.path); });
   Model& model = *built;

@@ -84,11 +84,12 @@ int process_cores(int local_size);
 /// gpus_given: --gpus was on the command line; without it the default `all`
 /// falling back to the CPU on a machine without GPUs is logged as info, not
 /// as a warning (it is what the user asked for by giving nothing).
-/// world: the run's processes (an MPI launch; nullptr alone): `local` and
-/// `all` take this process's share of its host's GPUs, the default threads are
-/// process_cores, and the choice is logged per process.
+/// found: the visible GPUs (list_gpus()). host: this process among its
+/// host's (host_processes; the default: a process alone): `local` and `all`
+/// take this process's share of its host's GPUs, and the default threads are
+/// process_cores.
 Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given,
-                      const ProcessGroup* world = nullptr);
+                      const std::vector<GpuInfo>& found, const HostProcesses& host = {});
 /// UserError for a command that runs in one process (predict, evaluate,
 /// export) started by an MPI launcher as several: each would do the whole
 /// work and write the same files.

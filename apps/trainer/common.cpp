@@ -53,17 +53,15 @@ int process_cores(int local_size) {
 }
 
 Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool gpus_given,
-                      const ProcessGroup* world) {
+                      const std::vector<GpuInfo>& found, const HostProcesses& host) {
   Towers t;
-  const std::vector<GpuInfo> found = list_gpus();
-  const int local_rank = world ? world->local_rank() : 0, local_size = world ? world->local_size() : 1;
-  t.plan = plan_devices(gpus, found, kCudaTraining, local_rank, local_size);
+  t.plan = plan_devices(gpus, found, kCudaTraining, host);
   if (!gpus_given && found.empty())  // the default --gpus all's CPU fallback (its only warning then)
     spdlog::info("no GPU found; running on the CPU (one tower; --gpus cpu:N for N towers)");
   else
     for (const auto& w : t.plan.warnings) spdlog::warn("{}", w);
   const int hardware = usable_cores();
-  const int cores = threads ? *threads : process_cores(local_size);
+  const int cores = threads ? *threads : process_cores(host.size);
   if (cores > 2 * hardware)  // from fuzzing: --threads 4096 on 2 cores ran for minutes
     spdlog::warn("--threads {} is more than twice this machine's {} core(s); threads beyond the cores only wait for "
                  "each other: leave --threads out to use every core",

@@ -1,6 +1,8 @@
 #include "dist/device_plan.h"
 
 #include <cctype>
+#include <set>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -40,7 +42,8 @@ namespace {
 
 /// plan_devices without gpu_ids.
 DevicePlan plan_indices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training,
-                        int local_rank, int local_size) {
+                        const HostProcesses& host) {
+  const int local_rank = host.rank, local_size = host.size;
   const std::string usage = "; use --gpus all, local, a list of GPU indices such as 0,2,5, cpu, or cpu:N";
   DevicePlan plan;
   const std::string process = local_size > 1 ? "process " + std::to_string(local_rank) + " of this host's " +
@@ -52,8 +55,8 @@ DevicePlan plan_indices(const std::string& spec, const std::vector<GpuInfo>& gpu
                       (gpus.empty() ? std::string("no GPU was found")
                                     : list_found(gpus) + ", but this build has no CUDA backend") +
                       "; use --gpus cpu for CPU towers");
-    } else if (gpus.size() == 1) {  // alone, or the launcher bound one GPU to each process (srun --gpus-per-task=1)
-      plan.gpus.push_back(gpus[0].index);
+    } else if (gpus.size() == 1 || host.own_gpus) {  // alone, or the launcher bound GPUs to each process
+      for (const GpuInfo& g : gpus) plan.gpus.push_back(g.index);
     } else if (local_rank >= int(gpus.size())) {
       throw UserError("--gpus local: " + process + "there is no GPU " + std::to_string(local_rank) + " for it; " +
                       list_found(gpus) + ": start at most " + std::to_string(gpus.size()) +
@@ -82,10 +85,13 @@ DevicePlan plan_indices(const std::string& spec, const std::vector<GpuInfo>& gpu
       plan.warnings.push_back("--gpus all: " + list_found(gpus) +
                               ", but this build has no CUDA backend (configured without CUDA); running on the CPU");
       plan.cpu_towers = 1;
+    } else if (host.own_gpus) {  // the launcher bound these GPUs to this process
+      for (const GpuInfo& g : gpus) plan.gpus.push_back(g.index);
     } else if (local_size > int(gpus.size())) {
       throw UserError("--gpus all: " + process + "this host's " + std::to_string(gpus.size()) +
                       " GPU(s) cannot be split among its " + std::to_string(local_size) +
-                      " processes; start at most one process per GPU (mpirun -H host:N)");
+                      " processes; start at most one process per GPU (mpirun -H host:N), or bind GPUs to "
+                      "processes (srun --gpus-per-task=N)");
     } else {  // the host's GPUs in contiguous blocks, one per process of the host
       const size_t n = gpus.size(), lo = n * size_t(local_rank) / size_t(local_size),
                    hi = n * size_t(local_rank + 1) / size_t(local_size);
@@ -119,9 +125,34 @@ DevicePlan plan_indices(const std::string& spec, const std::vector<GpuInfo>& gpu
 
 }  // namespace
 
+HostProcesses host_processes(ProcessGroup* world, const std::vector<GpuInfo>& gpus) {
+  if (!world || world->size() == 1) return {};
+  HostProcesses h{world->local_rank(), world->local_size(), false};
+  std::string ids;
+  for (const GpuInfo& g : gpus) ids += " " + g.uuid;
+  const Gathered all = gather(*world, ids);  // a collective: before any early return below
+  if (h.size < 2) return h;
+  const std::string mine = all.host(size_t(world->rank()));
+  std::set<std::string> seen;
+  bool own = true;
+  for (size_t p = 0; p < all.all.size() && own; ++p) {
+    if (all.host(p) != mine) continue;
+    std::istringstream in(all.text(p));
+    std::string id;
+    int count = 0;
+    while (in >> id) {
+      ++count;
+      if (!seen.insert(id).second) own = false;  // another process of the host sees it too
+    }
+    if (count == 0) own = false;
+  }
+  h.own_gpus = own;
+  return h;
+}
+
 DevicePlan plan_devices(const std::string& spec, const std::vector<GpuInfo>& gpus, bool cuda_training,
-                        int local_rank, int local_size) {
-  DevicePlan plan = plan_indices(spec, gpus, cuda_training, local_rank, local_size);
+                        const HostProcesses& host) {
+  DevicePlan plan = plan_indices(spec, gpus, cuda_training, host);
   for (int idx : plan.gpus)
     for (const GpuInfo& g : gpus)
       if (g.index == idx) plan.gpu_ids.push_back(g.uuid);
