@@ -84,7 +84,7 @@ TEST_CASE("the warm-up rises linearly from the unscaled rate to the scaled one, 
   CHECK(warmup_factor(0, 0, 0.25) == 1.0);  // no warm-up
 }
 
-TEST_CASE("a Trainer resolves the per-device batch and scaled rate over its towers and warms up", "[scaling][towers]") {
+TEST_CASE("a Trainer resolves the per-device batch and scaled rate over its towers and warms up", "[scaling][towers][multitower]") {
   const Config config =
       parse_config(with_batch("  batch_size_per_device: 2\n  learning_rate_scaling: linear\n"
                               "  learning_rate_warmup_epochs: 1\n"),

@@ -257,7 +257,7 @@ TEST_CASE("a categorical config is checked before training: classes, softmax, me
 }
 
 TEST_CASE("N CPU towers reach one tower's weights with a softmax loss, and the metrics add up",
-          "[towers][categorical]") {
+          "[towers][categorical][multitower]") {
   const Config config = parse_config(testing::tiny_classes_config(3), "classes.yaml");
   const Dataset data = testing::tiny_class_data();
   const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}, {3, 9}};

@@ -134,7 +134,7 @@ TEST_CASE("class weights multiply each pixel's cross-entropy by its class's weig
 }
 
 TEST_CASE("class weights weigh the training loss and step, on any number of towers, and not val_loss",
-          "[class_weight][towers]") {
+          "[class_weight][towers][multitower]") {
   const Dataset data = tiny_class_data();
   const std::vector<int> batch = {0, 1, 2, 3, 4}, held_out = {5, 6, 7, 8, 9, 10, 11, 12};
   const Config plain = parse_config(classes_config(""), "cw.yaml");

@@ -98,7 +98,7 @@ TEST_CASE("a read-only output folder is refused before the first step", "[e2e]")
                                     "' in '" + (dir.root / "ro").string() + "': Permission denied"));
 }
 
-TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e]") {
+TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e][multitower]") {
   fs::path dir = temp_dir("e2e_towers");
   std::ofstream(dir / "unet.yaml") << small_unet(dir / "run");
   std::string cfg = "--config " + (dir / "unet.yaml").string() + " --epochs 2";

@@ -272,7 +272,7 @@ TEST_CASE("the focal losses stay finite at saturated logits", "[loss][focal]") {
   }
 }
 
-TEST_CASE("a focal loss trains on 1 and 2 towers to the same weights", "[loss][focal][towers]") {
+TEST_CASE("a focal loss trains on 1 and 2 towers to the same weights", "[loss][focal][towers][multitower]") {
   const Dataset binary = tiny_data(), classes = tiny_class_data();
   const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}};
   const std::pair<std::string, const Dataset*> runs[] = {

@@ -213,7 +213,7 @@ TEST_CASE("frozen layers keep their weights while the gradient passes through th
   }
 }
 
-TEST_CASE("N CPU towers with frozen layers reach the weights of one tower", "[freeze][towers]") {
+TEST_CASE("N CPU towers with frozen layers reach the weights of one tower", "[freeze][towers][multitower]") {
   // bn1 is synchronized and frozen: it calls no collective, on towers with samples or without.
   trainer::testing::check_towers_reach_one_tower(parse_config(tiny_frozen_config(true), "frozen.yaml"));
 

@@ -176,7 +176,7 @@ TEST_CASE("GradientClipping on a gradient buffer: zero and non-finite norms as K
   CHECK_FALSE(GradientClipping(optimizer_of(", clipvalue: 1"), weights, g.data(), cpu).by_norm());
 }
 
-TEST_CASE("a clipped step is the unclipped step's gradient clipped by Keras's formulas", "[clipping]") {
+TEST_CASE("a clipped step is the unclipped step's gradient clipped by Keras's formulas", "[clipping][multitower]") {
   const Dataset data = tiny_data();
   const Config plain_config = parse_config(clipping_config(""), "clip.yaml");
   Trainer plain(plain_config, 1, 1);

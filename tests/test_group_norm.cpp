@@ -163,7 +163,7 @@ TEST_CASE("GroupNormalization config errors name the fix", "[layers][group_norm]
   CHECK_THAT(layer_error("{type: GroupNormalization, epsilon: 0}", Shape{1, 4, 4, 32}), Catch::Contains("epsilon"));
 }
 
-TEST_CASE("a GroupNormalization network on N CPU towers reaches one tower's weights", "[towers][group_norm]") {
+TEST_CASE("a GroupNormalization network on N CPU towers reaches one tower's weights", "[towers][group_norm][multitower]") {
   std::string yaml = tiny_config(false);
   const std::string bn = "type: BatchNormalization, synchronized: false}";
   REQUIRE(yaml.find(bn) != std::string::npos);

@@ -178,7 +178,7 @@ TEST_CASE("a convolution-like layer with an activation that needs its input equa
 }
 
 TEST_CASE("a network of gelu, swish and mish layers on N CPU towers reaches one tower's weights",
-          "[towers][activation]") {
+          "[towers][activation][multitower]") {
   std::string yaml = tiny_config(true);
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"name: c1, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: relu",

@@ -125,7 +125,7 @@ TEST_CASE("LayerNormalization config errors name the fix", "[layers][layer_norm]
   CHECK(layer_error("{type: LayerNormalization}", Shape{1, 4, 4, 1}) == "accepted");
 }
 
-TEST_CASE("a LayerNormalization network on N CPU towers reaches one tower's weights", "[towers][layer_norm]") {
+TEST_CASE("a LayerNormalization network on N CPU towers reaches one tower's weights", "[towers][layer_norm][multitower]") {
   std::string yaml = tiny_config(false);
   const std::string bn = "type: BatchNormalization, synchronized: false}";
   REQUIRE(yaml.find(bn) != std::string::npos);

@@ -316,7 +316,7 @@ TEST_CASE("class masks with ignore_class read its pixels as ignored, and a stray
 }
 
 TEST_CASE("ignore_class: N CPU towers reach one tower's weights, and the loss and metrics leave the pixels out",
-          "[towers][categorical]") {
+          "[towers][categorical][multitower]") {
   const Config config = classes_config(3, "{type: SparseCategoricalCrossentropy, ignore_class: 255}", "softmax");
   const Dataset data = testing::tiny_ignored_class_data();
   const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}, {3, 9}};
@@ -360,7 +360,7 @@ TEST_CASE("ignore_class: N CPU towers reach one tower's weights, and the loss an
 }
 
 TEST_CASE("ignore_class: a training step's loss is the mean over the global batch's counted pixels",
-          "[loss][categorical][towers]") {
+          "[loss][categorical][towers][multitower]") {
   const Config config = ignoring_config_without_bn("");
   Dataset data = testing::tiny_ignored_class_data();
   for (size_t i = 0; i < data.masks.shape().sample_numel(); ++i) data.masks.sample(12)[i] = kIgnoredPixel;
@@ -388,7 +388,7 @@ TEST_CASE("ignore_class: a training step's loss is the mean over the global batc
   }
 }
 
-TEST_CASE("ignore_class with augmentation: the counted pixels are those of the warped masks", "[loss][augmentation]") {
+TEST_CASE("ignore_class with augmentation: the counted pixels are those of the warped masks", "[loss][augmentation][multitower]") {
   const Config config = ignoring_config_without_bn("{width_shift_range: 0.4, fill_mode: constant}");
   const Dataset data = testing::tiny_ignored_class_data();
   const std::vector<int> batch = {3, 0, 1, 2, 5};

@@ -300,7 +300,7 @@ TEST_CASE("a pooled Dice over shards that add their sums is the whole batch's lo
 }
 
 TEST_CASE("Dice and Tversky train on 1, 2 and 3 towers to one tower's weights, pooled or per image",
-          "[loss][overlap][towers]") {
+          "[loss][overlap][towers][multitower]") {
   // Batches of 5 and 3 over 2 and 3 towers, and of 2 over 3 (an empty shard):
   // a ratio over each tower's shard alone would not reach one tower's weights.
   for (const std::string loss : {"Dice", "{type: Tversky, alpha: 0.7, beta: 0.3}",
@@ -390,7 +390,7 @@ TEST_CASE("Dice and Tversky over K softmax channels are Keras's of the one-hot m
 
 TEST_CASE("a K-class softmax model trains with Dice and Tversky on towers to one tower's weights, and evaluate's "
           "loss is Keras's of predict's probabilities",
-          "[loss][overlap][categorical][towers]") {
+          "[loss][overlap][categorical][towers][multitower]") {
   // Over one-hot masks Dice (and Tversky with alpha + beta = 1) is linear in I, so shards would add up to the
   // batch even without the towers' reduce; pooled Tversky(0.7, 0.4) is not, and needs it.
   for (const std::string loss : {"Dice", "{type: Tversky, alpha: 0.7, beta: 0.4}",

@@ -114,7 +114,7 @@ void require_same_weights(const fs::path& a, const fs::path& b) {
 
 }  // namespace
 
-TEST_CASE("resuming at an epoch boundary ends with the weights of an uninterrupted run", "[resume]") {
+TEST_CASE("resuming at an epoch boundary ends with the weights of an uninterrupted run", "[resume][multitower]") {
   fs::path dir = temp_dir("resume_boundary");
   std::ofstream(dir / "c.yaml") << config(dir / "full", 4);
   std::ofstream(dir / "r.yaml") << config(dir / "part", 4);
@@ -347,7 +347,7 @@ int stop_after_epoch_1(const fs::path& dir, const std::string& gpus, int sig) {
 
 }  // namespace
 
-TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 130", "[resume]") {
+TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 130", "[resume][multitower]") {
   fs::path dir = temp_dir("resume_towers");
   REQUIRE(stop_after_epoch_1(dir, "cpu:2", SIGINT) == 130);
   // Said when the signal came (a new user saw nothing for 16 s of a slow step, and pressed Ctrl-C again).

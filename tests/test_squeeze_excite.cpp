@@ -242,7 +242,7 @@ TEST_CASE("Add broadcasts [1, 1, C] and [1, 1, 1] inputs over the others' pixels
 }
 
 
-TEST_CASE("a squeeze-and-excitation network on N CPU towers reaches the weights of one tower", "[layers][towers]") {
+TEST_CASE("a squeeze-and-excitation network on N CPU towers reaches the weights of one tower", "[layers][towers][multitower]") {
   const Config config = parse_config(tiny_se_config(), "se.yaml");
   const Dataset data = tiny_data();
   const std::vector<std::vector<int>> batches = {{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}, {3, 9}};

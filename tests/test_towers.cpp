@@ -50,7 +50,7 @@ TEST_CASE("split_batch gives near-equal contiguous shards", "[towers]") {
   CHECK(split_batch(2, 3) == P{{0, 1}, {1, 2}, {2, 2}});
 }
 
-TEST_CASE("N CPU towers reach the weights of one tower", "[towers]") {
+TEST_CASE("N CPU towers reach the weights of one tower", "[towers][multitower]") {
   const Config config = parse_config(tiny_config(true), "tiny.yaml");
   // Batches of 5, 5 (uneven over 2 and 3 towers), a short last batch of 3, and
   // a batch of 2 (smaller than 3 towers: one tower gets no sample).
@@ -71,7 +71,7 @@ TEST_CASE("N CPU towers reach the weights of one tower", "[towers]") {
   }
 }
 
-TEST_CASE("gradient buckets of any size give the same step", "[towers]") {
+TEST_CASE("gradient buckets of any size give the same step", "[towers][multitower]") {
   const Config config = parse_config(tiny_config(true), "tiny.yaml");
   const Dataset data = tiny_data();
   // {3, 9} leaves one of 3 towers without samples: it must form the same buckets.
@@ -91,7 +91,7 @@ TEST_CASE("gradient buckets of any size give the same step", "[towers]") {
   CHECK(many.second == one_bucket.second);
 }
 
-TEST_CASE("a synchronized BN whose output is unused keeps empty towers in step", "[towers]") {
+TEST_CASE("a synchronized BN whose output is unused keeps empty towers in step", "[towers][multitower]") {
   // 'dead' reaches no output: towers with samples skip its backward, so a
   // tower without samples must skip it too, or the collectives would pair up wrongly.
   std::string text = tiny_config(true);
@@ -103,7 +103,7 @@ TEST_CASE("a synchronized BN whose output is unused keeps empty towers in step",
   CHECK(max_rel_diff(train(config, 3, batches), train(config, 1, batches)) < 2e-5);
 }
 
-TEST_CASE("a synchronized BN before every trainable weight keeps empty towers in step", "[towers]") {
+TEST_CASE("a synchronized BN before every trainable weight keeps empty towers in step", "[towers][multitower]") {
   // bn0 has no gamma or beta and nothing before it trains: towers with samples
   // need no gradient there and skip its backward (Model::needs_gradient), so
   // a tower without samples must skip it too.
@@ -116,7 +116,7 @@ TEST_CASE("a synchronized BN before every trainable weight keeps empty towers in
   CHECK(max_rel_diff(train(config, 3, batches), train(config, 1, batches)) < 2e-5);
 }
 
-TEST_CASE("per-tower BatchNormalization statistics differ from one tower", "[towers]") {
+TEST_CASE("per-tower BatchNormalization statistics differ from one tower", "[towers][multitower]") {
   // Without synchronized BN each tower normalises with its own shard's
   // statistics (as Keras and DDP do), so 2 towers are not 1 tower.
   const Config config = parse_config(tiny_config(false), "tiny.yaml");
@@ -124,7 +124,7 @@ TEST_CASE("per-tower BatchNormalization statistics differ from one tower", "[tow
   CHECK(max_rel_diff(train(config, 2, batches), train(config, 1, batches)) > 1e-4);
 }
 
-TEST_CASE("evaluation sums are the same for any tower count", "[towers]") {
+TEST_CASE("evaluation sums are the same for any tower count", "[towers][multitower]") {
   const Config config = parse_config(tiny_config(true), "tiny.yaml");
   const Dataset data = tiny_data();
   std::vector<int> all(13);
@@ -137,7 +137,7 @@ TEST_CASE("evaluation sums are the same for any tower count", "[towers]") {
 }
 
 TEST_CASE("DepthwiseConv2D, SeparableConv2D and grouped Conv2D on N CPU towers reach one tower's weights",
-          "[towers][depthwise]") {
+          "[towers][depthwise][multitower]") {
   std::string yaml = tiny_config(true);
   const std::string c2 = "    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: relu}";
   REQUIRE(yaml.find(c2) != std::string::npos);

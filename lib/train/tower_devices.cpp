@@ -7,6 +7,7 @@
 
 #include "backend/gpu_info.h"
 #include "core/error.h"
+#include "dist/async_communicator.h"
 #include "dist/nccl_communicator.h"
 #include "dist/world_communicator.h"
 
@@ -78,6 +79,9 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
   } else if (plan.gpus.size() >= 2 && plan.gpus_distinct()) {
     comm_ = make_nccl_communicator(devices_, collective_timeout_s);
     reduction_ = "NCCL";
+  } else if (const auto async = plan.gpus.empty() ? async_comm_from_env() : std::nullopt) {
+    comm_ = std::make_unique<AsyncCommunicator>(size(), *async);
+    reduction_ = "in-process, asynchronous (TRAINER_TEST_ASYNC_COMM)";
   } else {
     comm_ = std::make_unique<LocalCommunicator>(size(), devices_);
     reduction_ = "in-process";

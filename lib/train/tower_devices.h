@@ -6,7 +6,9 @@
 //                the towers' own memory: NCCL when there are two or more GPU
 //                towers on distinct GPUs (NCCL forbids two ranks on one GPU),
 //                else the in-process LocalCommunicator (CPU towers, one GPU
-//                tower, or towers sharing a GPU as with --gpus 0,0);
+//                tower, or towers sharing a GPU as with --gpus 0,0); CPU
+//                towers of one process take the AsyncCommunicator instead
+//                when the environment sets TRAINER_TEST_ASYNC_COMM (tests);
 //   host_comm()  sums host values (loss and metric counts) among the towers'
 //                threads, so reading them never waits for a device.
 // In a run of several processes (an MPI launch, dist/process_group.h) the

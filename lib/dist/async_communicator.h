@@ -1,0 +1,115 @@
+#pragma once
+// AsyncCommunicator: collectives among CPU towers (threads of this process,
+// host memory) with NCCL's asynchronous semantics, so that the tests of the
+// multi-tower engine catch on the CPU what only a run on several GPUs would
+// show otherwise: a reduction's result read before wait(), a buffer written
+// while its reduction still runs, ranks calling different collectives.
+//
+// Every call queues a collective; one helper thread runs the collectives in
+// queue order, each once every rank has queued it, after a random delay of up
+// to max_delay_us (0: none). start_all_reduce_sum returns at once: the rank
+// must neither read nor write the data until wait(ticket) or wait_all has
+// returned (the helper reads every rank's input and writes the sum when it
+// runs, which may be before or long after). all_reduce_sum and broadcast
+// return once their collective, and so every earlier one, has run. Sums are
+// formed once, over the ranks in rank order, and every rank receives the same
+// bits (as LocalCommunicator's).
+//
+// The k-th collectives of all ranks must match (operation, element type,
+// count, root): a rank whose call differs from the others' makes every rank's
+// current and later calls throw InternalError naming both calls (NCCL would
+// read past a buffer or hang). abort() does the same with its reason.
+//
+// The trainer takes it in place of the in-process communicator of CPU towers
+// when the environment sets TRAINER_TEST_ASYNC_COMM (docs/towers.md;
+// tests/CMakeLists.txt runs the multi-tower tests so, `ctest -L multigpu`).
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/communicator.h"
+
+namespace trainer {
+
+/// The delays of an AsyncCommunicator.
+struct AsyncCommOptions {
+  double max_delay_us = 0;  ///< Each collective waits uniformly in [0, max_delay_us] before it runs.
+  uint64_t seed = 0;        ///< Of the delays' generator.
+};
+
+/// The options TRAINER_TEST_ASYNC_COMM asks for: "<max delay in µs>[,<seed>]",
+/// e.g. "200" or "200,7"; nullopt when the variable is unset or empty. Throws
+/// UserError naming the variable and the form for any other text.
+std::optional<AsyncCommOptions> async_comm_from_env();
+
+class AsyncCommunicator final : public Communicator {
+ public:
+  /// size ranks (at least 1). Starts the helper thread.
+  AsyncCommunicator(int size, AsyncCommOptions options);
+  /// Stops the helper; collectives not yet run are dropped.
+  ~AsyncCommunicator() override;
+  AsyncCommunicator(const AsyncCommunicator&) = delete;
+  AsyncCommunicator& operator=(const AsyncCommunicator&) = delete;
+
+  int size() const override { return size_; }
+  void all_reduce_sum(int rank, float* data, size_t n) override;
+  void all_reduce_sum(int rank, double* data, size_t n) override;
+  void broadcast(int rank, float* data, size_t n, int root) override;
+  int start_all_reduce_sum(int rank, float* data, size_t n) override;
+  /// Blocks until the reduction of ticket has run.
+  void wait(int rank, int ticket) override;
+  /// Blocks until every collective rank queued has run; its tickets restart at 0.
+  void wait_all(int rank) override;
+  void synchronize(int rank) override;
+  void abort(const std::string& reason) override;
+
+ private:
+  /// One rank's part of a collective.
+  struct Call {
+    const char* op = "";    ///< "all_reduce_sum" or "broadcast".
+    const char* type = "";  ///< "float" or "double".
+    void* data = nullptr;
+    size_t n = 0;
+    int root = -1;          ///< Broadcast root; -1 otherwise.
+  };
+  struct Collective {
+    std::vector<Call> calls;  ///< Per rank.
+    int arrived = 0;
+  };
+  /// Queues rank's call; returns its collective's sequence number. Throws
+  /// InternalError once aborted, or when the call differs from another rank's
+  /// of the same collective.
+  uint64_t enqueue(int rank, const Call& call);
+  /// Blocks until collective seq has run (InternalError once aborted).
+  void wait_for(int rank, uint64_t seq);
+  /// Marks every rank aborted with reason (mu_ held).
+  void abort_locked(const std::string& reason);
+  [[noreturn]] void throw_aborted(int rank) const;
+  void check_rank(int rank) const;
+  /// The helper thread: runs the collectives in order.
+  void run();
+  /// Runs one collective whose calls have all arrived (mu_ not held).
+  void execute(const Collective& c);
+
+  int size_;
+  AsyncCommOptions options_;
+  std::mt19937_64 delays_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Collective> pending_;  ///< Collective completed_ + i at i.
+  uint64_t completed_ = 0;          ///< Collectives with a lower sequence number have run.
+  std::vector<uint64_t> queued_;    ///< Per rank: the collectives it has queued.
+  std::vector<std::vector<uint64_t>> tickets_;  ///< Per rank: the sequence number of each ticket.
+  std::vector<char> scratch_;       ///< The helper's sum.
+  bool aborted_ = false, stopping_ = false;
+  std::string reason_;
+  std::thread helper_;
+};
+
+}  // namespace trainer
