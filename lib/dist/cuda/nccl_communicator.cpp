@@ -29,10 +29,11 @@
 // every 1 ms until it completes. An NCCL or CUDA error, or a collective still
 // running timeout_seconds after it was queued, aborts every rank's communicator
 // (ncclCommAbort: NCCL kernels waiting for a peer quit) and throws. A mutex
-// that rank calls take shared and abort takes exclusively keeps ncclCommAbort
-// from running during another thread's call on the same communicator (NCCL
-// allows one thread at a time per communicator); no NCCL call blocks, so
-// neither side waits long.
+// per rank, which the rank's calls take shared and abort takes exclusively,
+// keeps ncclCommAbort from running during another thread's call on the same
+// communicator (NCCL allows one thread at a time per communicator); the
+// aborted flag is set before any ncclCommAbort, so the ranks' next calls throw
+// at once, and an abort that hangs in NCCL holds up its own rank only.
 #include <nccl.h>
 
 #include <atomic>
@@ -140,6 +141,9 @@ class NcclCommunicator final : public Communicator {
     cudaEvent_t last = nullptr;         ///< After the newest collective; null once it completed.
     Op last_op;
     Clock::time_point last_queued;
+    /// Shared: the rank's thread in an NCCL call on comm. Exclusive: abort() on comm. One per rank, so that
+    /// an ncclCommAbort that hangs holds up its own rank's thread only, not every tower's timeout.
+    std::shared_mutex mu;
   };
 
   /// Checks rank, throws if aborted, makes the rank's GPU current.
@@ -172,7 +176,7 @@ class NcclCommunicator final : public Communicator {
   std::vector<Rank> ranks_;
   double timeout_;
   NcclWorld world_;  ///< Its place in a run of several processes (group null: this process alone).
-  std::shared_mutex nccl_mu_;  ///< Shared: a rank's NCCL call. Exclusive: abort.
+  std::mutex abort_mu_;        ///< Held while abort() marks the communicator aborted.
   std::atomic<bool> aborted_{false};
   std::string reason_;         ///< Written once, before aborted_ becomes true.
 };
@@ -295,7 +299,7 @@ void NcclCommunicator::fail(int rank, const Op& op, const std::string& cause) {
 ncclResult_t NcclCommunicator::async_state(int rank) {
   ncclResult_t state = ncclSuccess;
   {
-    std::shared_lock<std::shared_mutex> lock(nccl_mu_);
+    std::shared_lock<std::shared_mutex> lock(ranks_[size_t(rank)].mu);
     if (!aborted_.load(std::memory_order_acquire)) {
       const ncclResult_t res = ncclCommGetAsyncError(ranks_[size_t(rank)].comm, &state);
       if (res != ncclSuccess) state = res;
@@ -324,7 +328,7 @@ void NcclCommunicator::queue(int rank, const Op& op, cudaEvent_t done, Issue iss
   ncclResult_t res = ncclSuccess;
   std::string detail;
   {
-    std::shared_lock<std::shared_mutex> lock(nccl_mu_);
+    std::shared_lock<std::shared_mutex> lock(r.mu);
     if (!aborted_.load(std::memory_order_acquire)) {
       res = issue(r.comm, r.ctx->comm_stream());
       if (!running_or_done(res)) detail = nccl_text(res, r.comm);
@@ -334,7 +338,7 @@ void NcclCommunicator::queue(int rank, const Op& op, cudaEvent_t done, Issue iss
   if (res == ncclInProgress) {
     res = settle(rank, op, queued);
     if (res != ncclSuccess) {
-      std::shared_lock<std::shared_mutex> lock(nccl_mu_);
+      std::shared_lock<std::shared_mutex> lock(r.mu);
       detail = nccl_text(res, aborted_.load(std::memory_order_acquire) ? nullptr : r.comm);
     }
   }
@@ -389,7 +393,7 @@ void NcclCommunicator::check(int rank, bool block) {
       if (!running_or_done(state)) {
         std::string detail;
         {
-          std::shared_lock<std::shared_mutex> lock(nccl_mu_);
+          std::shared_lock<std::shared_mutex> lock(r.mu);
           detail = nccl_text(state, aborted_.load(std::memory_order_acquire) ? nullptr : r.comm);
         }
         fail(rank, r.last_op, "failed: " + detail);
@@ -427,12 +431,15 @@ void NcclCommunicator::synchronize(int rank) {
 }
 
 void NcclCommunicator::abort(const std::string& reason) {
-  std::unique_lock<std::shared_mutex> lock(nccl_mu_);
-  if (aborted_.load(std::memory_order_acquire)) return;
-  reason_ = reason;
-  aborted_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (aborted_.load(std::memory_order_acquire)) return;
+    reason_ = reason;
+    aborted_.store(true, std::memory_order_release);  // every rank's next call throws, without NCCL
+  }
   DeviceGuard guard;
   for (Rank& r : ranks_) {
+    std::unique_lock<std::shared_mutex> lock(r.mu);  // waits for this rank's call in NCCL only
     if (!r.comm) continue;
     // Results ignored: this is the failure path already, and the handle is gone either way.
     (void)cudaSetDevice(r.device.index);
