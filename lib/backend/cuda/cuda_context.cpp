@@ -141,9 +141,14 @@ void CudaContext::free_cached() {
 std::string CudaContext::out_of_memory_message(size_t bytes) const {
   size_t free_bytes = 0, total_bytes = 0;
   TRAINER_CUDA_CHECK(*this, cudaMemGetInfo(&free_bytes, &total_bytes));
+  // What the device holds besides this tower's blocks: other towers and processes, the CUDA and cuDNN
+  // libraries, and NCCL's buffers (hundreds of MiB to over 1 GiB per GPU with NVLink or NVSwitch).
+  const size_t held = total_bytes - free_bytes, others = held > in_use_ ? held - in_use_ : 0;
   std::string msg = "cuda:" + std::to_string(device_) + " out of memory allocating " + mib(bytes) + " MiB (" +
-                    mib(in_use_) + " MiB in use by this tower, " + std::to_string(free_bytes >> 20) + "/" +
-                    std::to_string(total_bytes >> 20) + " MiB free on the device)";
+                    mib(in_use_) + " MiB in use by this tower, " + mib(others) +
+                    " MiB by the rest: other towers and processes, CUDA, cuDNN and NCCL's buffers; " +
+                    std::to_string(free_bytes >> 20) + "/" + std::to_string(total_bytes >> 20) +
+                    " MiB free on the device)";
   if (!layer_.empty()) msg += " in layer '" + layer_ + "'";
   return msg;
 }
