@@ -420,22 +420,28 @@ void Trainer::reduce_stats(int rank, BatchStats& s) {
 
 namespace {
 
-/// Waits for the device's queued work (a GPU; CPU ops are synchronous), then reads the host clock.
-std::chrono::steady_clock::time_point synced_now(const Device& d) {
-  if (d.is_cuda()) d.ctx->synchronize();
+/// Waits for the device's queued work (a GPU; CPU ops are synchronous), then reads the host clock. The
+/// rank's collectives are polled first (Communicator::synchronize), so that a stuck one raises within the
+/// communicator's timeout instead of blocking the wait on the streams.
+std::chrono::steady_clock::time_point synced_now(const Device& d, Communicator& comm, int rank) {
+  if (d.is_cuda()) {
+    comm.synchronize(rank);
+    d.ctx->synchronize();
+  }
   return std::chrono::steady_clock::now();
 }
 
 }  // namespace
 
-Trainer::PhaseClock::PhaseClock(std::array<double, kPhases>* seconds, const Device& device)
-    : seconds_(seconds), device_(device) {
-  if (seconds_) last_ = synced_now(device_);  // earlier queued work is not this step's
+Trainer::PhaseClock::PhaseClock(std::array<double, kPhases>* seconds, const Device& device, Communicator& comm,
+                                int rank)
+    : seconds_(seconds), device_(device), comm_(comm), rank_(rank) {
+  if (seconds_) last_ = synced_now(device_, comm_, rank_);  // earlier queued work is not this step's
 }
 
 void Trainer::PhaseClock::lap(Phase p) {
   if (!seconds_) return;
-  const auto now = synced_now(device_);
+  const auto now = synced_now(device_, comm_, rank_);
   (*seconds_)[p] += std::chrono::duration<double>(now - last_).count();
   last_ = now;
 }
@@ -507,7 +513,7 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     const auto [lo, hi] = shards[size_t(r)];
-    PhaseClock clock(profiling_ && r == 0 ? &phase_seconds_ : nullptr, t.device);
+    PhaseClock clock(profiling_ && r == 0 ? &phase_seconds_ : nullptr, t.device, devices_->comm(), r);
     gather(t, data.images, &data.masks, indices, lo, hi,
            config_.data.augmentation.any() ? std::optional<uint64_t>(step) : std::nullopt);
     Communicator& comm = devices_->comm();

@@ -247,12 +247,14 @@ class Trainer {
   /// (or construction) to phase p. Does nothing when seconds is null.
   class PhaseClock {
    public:
-    PhaseClock(std::array<double, kPhases>* seconds, const Device& device);
+    PhaseClock(std::array<double, kPhases>* seconds, const Device& device, Communicator& comm, int rank);
     void lap(Phase p);
 
    private:
     std::array<double, kPhases>* seconds_;
     Device device_;
+    Communicator& comm_;  ///< The tower's collectives, polled before each wait.
+    int rank_;
     std::chrono::steady_clock::time_point last_;
   };
 
