@@ -32,8 +32,14 @@
 
 namespace trainer {
 
+/// Whether the NCCL library in use lets two ranks of a communicator share a
+/// GPU: only the tests' stand-in (tests/nccl_standin), loaded in place of
+/// libnccl, does; never the product's. Towers sharing a GPU (--gpus 0,0,0,0)
+/// then reduce through NCCL as towers on distinct GPUs do.
+bool nccl_allows_shared_gpus();
+
 /// NCCL communicator over devices (rank i = devices[i]; each CUDA, with its
-/// context, on a distinct GPU ordinal). timeout_seconds > 0: how long a queued
+/// context, on a distinct GPU ordinal unless nccl_allows_shared_gpus()). timeout_seconds > 0: how long a queued
 /// collective may take before it counts as stuck. Throws InternalError when a
 /// device is not a GPU, when two share an ordinal, when the build has no CUDA,
 /// or when NCCL cannot create the communicator (with NCCL's error string).

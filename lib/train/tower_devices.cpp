@@ -76,9 +76,9 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
   } else if (several) {
     comm_ = std::make_unique<WorldCommunicator>(std::make_unique<LocalCommunicator>(size(), devices_), *world);
     reduction_ = "in-process, then MPI over " + std::to_string(world->size()) + " processes";
-  } else if (plan.gpus.size() >= 2 && plan.gpus_distinct()) {
+  } else if (plan.gpus.size() >= 2 && (plan.gpus_distinct() || nccl_allows_shared_gpus())) {
     comm_ = make_nccl_communicator(devices_, collective_timeout_s);
-    reduction_ = "NCCL";
+    reduction_ = plan.gpus_distinct() ? "NCCL" : "NCCL (the tests' stand-in: towers share a GPU)";
   } else if (const auto async = plan.gpus.empty() ? async_comm_from_env() : std::nullopt) {
     comm_ = std::make_unique<AsyncCommunicator>(size(), *async);
     reduction_ = "in-process, asynchronous (TRAINER_TEST_ASYNC_COMM)";

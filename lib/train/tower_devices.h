@@ -4,7 +4,8 @@
 // streams, cuDNN handle and caching allocator), and the communicators:
 //   comm()       sums gradients and BN statistics and broadcasts weights, on
 //                the towers' own memory: NCCL when there are two or more GPU
-//                towers on distinct GPUs (NCCL forbids two ranks on one GPU),
+//                towers on distinct GPUs (NCCL forbids two ranks on one GPU;
+//                under the tests' NCCL stand-in, towers sharing one too),
 //                else the in-process LocalCommunicator (CPU towers, one GPU
 //                tower, or towers sharing a GPU as with --gpus 0,0); CPU
 //                towers of one process take the AsyncCommunicator instead

@@ -34,6 +34,7 @@
 // communicator (NCCL allows one thread at a time per communicator); the
 // aborted flag is set before any ncclCommAbort, so the ranks' next calls throw
 // at once, and an abort that hangs in NCCL holds up its own rank only.
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <atomic>
@@ -502,6 +503,8 @@ void NcclCommunicator::release() noexcept {
 
 namespace trainer {
 
+bool nccl_allows_shared_gpus() { return dlsym(RTLD_DEFAULT, "trainerNcclStandin") != nullptr; }
+
 std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& devices, double timeout_seconds) {
   return make_nccl_communicator(devices, timeout_seconds, NcclWorld{});
 }
@@ -515,7 +518,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& 
     if (!devices[i].is_cuda() || !devices[i].ctx)
       throw InternalError("NCCL communicator: tower " + std::to_string(i) + " is on " + devices[i].str() +
                           ", not on a GPU with a device context");
-    for (size_t j = 0; j < i; ++j)
+    for (size_t j = 0; j < i && !nccl_allows_shared_gpus(); ++j)
       if (devices[j].index == devices[i].index)
         throw InternalError("NCCL communicator: towers " + std::to_string(j) + " and " + std::to_string(i) +
                             " share " + devices[i].str() +
