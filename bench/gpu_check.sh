@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Prepares the GPU check of issue #3 on the development machine (no GPU
-# needed): builds trainer, unit_tests and unet_throughput in a Release CUDA
+# Prepares the GPU check on the development machine (no GPU needed): builds
+# trainer, unit_tests, unet_throughput and the tests' NCCL stand-in in a Release CUDA
 # build (build-gpu/, for sm_90), packs them with the libraries they need and
 # the PyTorch peer (../shared/bench/torch_unet.py) into .devbundle/ through
 # ../shared/tools/device-bundle, and prints the device tool's `run` call that
-# runs bench/gpu_check_device.sh on the GPU machine (under 5 minutes; see
+# runs bench/gpu_check_device.sh on the GPU machine (under 6 minutes; see
 # that script for the steps and what comes back in $OUT).
 #   bash bench/gpu_check.sh            (JOBS=N to change make's -j2)
 # The tree that travels is this checkout plus .devbundle/, capped at 64 MiB.
@@ -24,13 +24,13 @@ for f in "$bundle_tool" "$peer"; do
 done
 
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=ON
-make -C build-gpu -j"$jobs" trainer unit_tests unet_throughput
+make -C build-gpu -j"$jobs" trainer unit_tests unet_throughput nccl_standin
 
 # Binaries as this CMake project places them (add_executable at the top level,
 # in tests/ and in bench/).
-binaries=(build-gpu/trainer build-gpu/tests/unit_tests build-gpu/bench/unet_throughput)
+binaries=(build-gpu/trainer build-gpu/tests/unit_tests build-gpu/bench/unet_throughput build-gpu/tests/libnccl_standin.so)
 for b in "${binaries[@]}"; do
-  [ -x "$b" ] || { echo "gpu_check: $b was not built" >&2; exit 1; }
+  [ -f "$b" ] || { echo "gpu_check: $b was not built" >&2; exit 1; }
 done
 # The bundle tool appends /.devbundle/ to .git/info/exclude, which a freshly
 # laid checkout may lack.
@@ -54,6 +54,6 @@ tree=$(git ls-files -co --exclude-standard -z | du -cm --files0-from=- 2>/dev/nu
 echo
 echo "gpu_check: .devbundle/ is ${size} MiB; the rest of the travelling tree about ${tree} MiB (cap: 64 MiB together)"
 echo "gpu_check: run on the GPU machine with the device tool (from a session whose checkout is this tree):"
-echo "  run(command=\"bash bench/gpu_check_device.sh\", carry=[\".devbundle\"], timeout_s=360)"
+echo "  run(command=\"bash bench/gpu_check_device.sh\", carry=[\".devbundle\"], timeout_s=420)"
 echo "  results: \$OUT/summary.txt (printed at the end), gpu_tests.txt, train_sample.txt, throughput.txt,"
 echo "           smi_samples.csv, nvidia_smi.txt, all_logs.tar.gz"

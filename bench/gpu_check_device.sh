@@ -8,12 +8,17 @@
 # Our binaries run through .devbundle/run.sh (bundled libraries); the PyTorch
 # peer runs on the machine's own python3 outside it, so that the bundle's
 # libraries cannot shadow torch's. Steps, each under its own `timeout` and all
-# within a budget of GPU_CHECK_BUDGET_S seconds (default 285, so the whole
-# script ends in under 5 minutes); a failing step does not stop the others:
+# within a budget of GPU_CHECK_BUDGET_S seconds (default 345, so the whole
+# script ends in under 6 minutes); a failing step does not stop the others:
 #   snapshot       nvidia-smi -q and nvidia-smi topo -m
 #   unpack         run.sh unpacks the bundled libraries and lists what is missing
 #   gpu_tests      unit_tests "[gpu]~[gpu_training]" (every other GPU test: op parity)
 #   gpu_training   unit_tests "[gpu_training]" (collectives, CPU-vs-GPU training)
+#   standin_tests  unit_tests "[standin]" under LD_PRELOAD of the NCCL stand-in
+#                  (tests/nccl_standin): 2, 4 and 8 NCCL ranks on GPU 0 against
+#                  the CPU, random delays, ncclInProgress, the fault knobs
+#   scaling        bench/scaling.sh: the share of the modeled NCCL ring time of
+#                  an N-GPU machine that backward hides, seed U-Net, bf16
 #   ours_<p>, torch_<q>  the headline pairs first, bf16 then tf32:
 #                  unet_throughput of configs/unet.yaml (256x256x3), batch 32,
 #                  GPU 0, precision p, 5 warm-up + 20 timed steps, beside
@@ -49,7 +54,7 @@ cd "$(dirname "$0")/.." || exit 2
 
 OUT=${OUT:-$PWD/gpu_check_out}
 mkdir -p "$OUT"
-budget_s=${GPU_CHECK_BUDGET_S:-285}
+budget_s=${GPU_CHECK_BUDGET_S:-345}
 reserve_s=15                    # kept for the summary and the archive
 bundle=.devbundle
 bin=$bundle/bin
@@ -135,6 +140,9 @@ step gpu_tests 75 "${run_sh[@]}" "$bin/unit_tests" "[gpu]~[gpu_training]" -r con
 isolate gpu_tests "[gpu]~[gpu_training]"
 step gpu_training 75 "${run_sh[@]}" "$bin/unit_tests" "[gpu_training]" -r console --durations yes
 isolate gpu_training "[gpu_training]"
+step standin_tests 90 "${run_sh[@]}" env LD_PRELOAD="$PWD/$bin/libnccl_standin.so" "$bin/unit_tests" "[standin]" \
+  -r console --durations yes
+step scaling 100 env RUN="${run_sh[*]}" bash bench/scaling.sh "$bin/unet_throughput" "$bin/libnccl_standin.so"
 
 # The throughput runs need the seed U-Net at 256x256x3.
 if ! grep -Eq 'type: Input, name: image, shape: \[256, 256, 3\]' configs/unet.yaml; then
@@ -188,7 +196,7 @@ sampled ours_fp32 60 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet
 
 # ---- Collect ------------------------------------------------------------------
 {
-  for s in gpu_tests gpu_training; do
+  for s in gpu_tests gpu_training standin_tests; do
     echo "==== $s (rc ${rc_of[$s]:-none})"
     cat "$work/$s.log" 2>/dev/null
   done
@@ -287,10 +295,12 @@ test_totals() {
   echo
   cat "$steps_file"
   echo
-  for s in gpu_tests gpu_training; do
+  for s in gpu_tests gpu_training standin_tests; do
     echo "$s:"
     test_totals "$s"
   done
+  echo "scaling (bench/scaling.sh, rc ${rc_of[scaling]:-none}):"
+  sed 's/^/  /' "$work/scaling.log" 2>/dev/null
   for s in train_gpu0 train_gpu00 train_gpu0_tf32 train_gpu0_bf16; do
     echo "$s: log.csv"
     head -n 6 "$work/$s/log.csv" 2>/dev/null | sed 's/^/  /'

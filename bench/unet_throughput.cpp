@@ -12,6 +12,11 @@
 // times to stderr (profiling synchronizes the device after every layer, so
 // those steps are slower; they do not change the JSON line).
 //   unet_throughput --config configs/unet.yaml --batch 32 --gpus 0 --profile 5
+// --nccl-alone: one GPU tower (--gpus 0) that reduces through NCCL over a
+// world of one process, as under `mpirun -np 1`, so that its gradient buckets
+// take the NCCL path (communication stream, events, overlap with backward);
+// bench/scaling.sh runs it under the tests' NCCL stand-in, whose modeled ring
+// delays then stand for the other GPUs of an N-GPU machine.
 // --trace N (CUDA builds with CUPTI): then N more steps recorded with CUPTI
 // (kernel_trace.h), unsynchronized like the timed ones: per step the GPU's
 // busy and idle time, convolution and other kernel time and the top kernels,
@@ -27,6 +32,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "dist/device_plan.h"
+#include "dist/process_group.h"
 #include "train/trainer.h"
 #if defined(TRAINER_WITH_CUPTI)
 #include "kernel_trace.h"
@@ -34,10 +40,33 @@
 
 using namespace trainer;
 
+namespace {
+
+/// The process group of a launch of one process (mpirun -np 1), without MPI: every collective is the identity.
+class LoneProcess final : public ProcessGroup {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  const std::string& host() const override { return host_; }
+  void all_reduce_sum(float*, size_t) override {}
+  void all_reduce_sum(double*, size_t) override {}
+  void all_reduce_max(double*, size_t) override {}
+  void broadcast(void*, size_t, int) override {}
+  std::vector<std::string> all_gather(const std::string& text) override { return {text}; }
+
+ private:
+  std::string host_ = "here";
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"Training images/s of a config's model on random data"};
   std::string config_path, gpus = "all", precision_text = "tf32";
   int batch = 8, steps = 10, warmup = 2, profile = 0, trace = 0, threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  bool nccl_alone = false;
   app.add_option("--config", config_path, "Run configuration (its model and input size are measured)")->required();
   app.add_option("--gpus", gpus, "Devices, as trainer's --gpus (all, 0,1, cpu, cpu:N)")->capture_default_str();
   app.add_option("--batch", batch, "Global batch per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
@@ -48,6 +77,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--trace", trace, "Steps traced with CUPTI after the others (GPU kernel times to stderr)")
       ->check(CLI::Range(0, 1 << 20));
+  app.add_flag("--nccl-alone", nccl_alone, "One GPU tower reducing through NCCL over a world of one process");
   app.add_option("--precision", precision_text, "GPU convolution arithmetic: fp32, tf32 or bf16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
       ->capture_default_str();
@@ -69,7 +99,10 @@ int main(int argc, char** argv) {
     config.training.precision = precision;
     const DevicePlan plan = plan_devices(gpus, list_gpus(), true);
     for (const std::string& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    Trainer trainer(config, plan, std::max(1, threads / plan.towers()));
+    if (nccl_alone && (plan.gpus.size() != 1 || plan.cpu_towers))
+      throw UserError("--nccl-alone needs one GPU tower (--gpus 0), not " + plan.describe());
+    LoneProcess lone;
+    Trainer trainer(config, plan, std::max(1, threads / plan.towers()), nccl_alone ? &lone : nullptr);
     const Shape in = trainer.model().input_shape();
     Dataset data;
     data.images.resize(in.with_batch(batch));
@@ -94,10 +127,11 @@ int main(int argc, char** argv) {
     const double peak_mib = double(trainer.peak_memory_bytes()[0]) / double(1 << 20);
     std::printf("{\"config\": \"%s\", \"devices\": \"%s\", \"precision\": \"%s\", \"size\": %d, "
                 "\"batch\": %d, \"steps\": %d, \"threads\": %d, \"images_per_s\": %.3f, \"params\": %zu, "
-                "\"input_wait_ms_per_step\": %.3f, \"peak_memory_mib\": %.0f}\n",
+                "\"input_wait_ms_per_step\": %.3f, \"peak_memory_mib\": %.0f, \"reduction\": \"%s\"}\n",
                 config_path.c_str(), plan.describe().c_str(), plan.gpus.empty() ? "fp32" : precision_name(precision),
                 in.h, batch, steps, threads, batch * steps / dt,
-                trainer.model().num_params() + trainer.model().num_state(), wait_ms, peak_mib);
+                trainer.model().num_params() + trainer.model().num_state(), wait_ms, peak_mib,
+                trainer.devices().reduction().c_str());
     if (profile > 0) {
       std::fflush(stdout);
       trainer.set_profiling(true);
