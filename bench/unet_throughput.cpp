@@ -40,28 +40,6 @@
 
 using namespace trainer;
 
-namespace {
-
-/// The process group of a launch of one process (mpirun -np 1), without MPI: every collective is the identity.
-class LoneProcess final : public ProcessGroup {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  int local_rank() const override { return 0; }
-  int local_size() const override { return 1; }
-  const std::string& host() const override { return host_; }
-  void all_reduce_sum(float*, size_t) override {}
-  void all_reduce_sum(double*, size_t) override {}
-  void all_reduce_max(double*, size_t) override {}
-  void broadcast(void*, size_t, int) override {}
-  std::vector<std::string> all_gather(const std::string& text) override { return {text}; }
-
- private:
-  std::string host_ = "here";
-};
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{"Training images/s of a config's model on random data"};
   std::string config_path, gpus = "all", precision_text = "tf32";
@@ -101,7 +79,7 @@ int main(int argc, char** argv) {
     for (const std::string& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     if (nccl_alone && (plan.gpus.size() != 1 || plan.cpu_towers))
       throw UserError("--nccl-alone needs one GPU tower (--gpus 0), not " + plan.describe());
-    LoneProcess lone;
+    LoneProcessGroup lone;
     Trainer trainer(config, plan, std::max(1, threads / plan.towers()), nccl_alone ? &lone : nullptr);
     const Shape in = trainer.model().input_shape();
     Dataset data;

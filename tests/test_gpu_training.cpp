@@ -215,14 +215,6 @@ TrainRun train_run(const std::string& spec, Precision p, const std::string& yaml
   return run;
 }
 
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
-  return worst;
-}
-
 /// Per trainable weight tensor: the GPU's change over training against the
 /// CPU's, max |dgpu - dcpu| / max |dcpu| (d = trained - initial), at most
 /// tol. Unlike the losses, this sees a gradient that goes to the wrong
@@ -298,29 +290,10 @@ TEST_CASE("NCCL communicator over every visible GPU (a world of 1 with one GPU)"
 }
 #endif
 
-/// The process group of an MPI launch of one process (mpirun -np 1), without MPI: every collective is the
-/// identity, as MPI's are over one process.
-class LoneProcess : public ProcessGroup {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  int local_rank() const override { return 0; }
-  int local_size() const override { return 1; }
-  const std::string& host() const override { return host_; }
-  void all_reduce_sum(float*, size_t) override {}
-  void all_reduce_sum(double*, size_t) override {}
-  void all_reduce_max(double*, size_t) override {}
-  void broadcast(void*, size_t, int) override {}
-  std::vector<std::string> all_gather(const std::string& text) override { return {text}; }
-
- private:
-  std::string host_ = "here";
-};
-
 TEST_CASE("a world of one process on GPU 0 (NCCL over the world, its id through the process group) trains as a "
           "plain run", "[gpu][gpu_training][mpi]") {
   TRAINER_REQUIRE_GPU();
-  LoneProcess lone;
+  LoneProcessGroup lone;
   const TrainRun plain = train_run("0", Precision::FP32), world = train_run("0", Precision::FP32, kTinyConfig, &lone);
   CHECK(world.losses == plain.losses);
   CHECK(world.weights == plain.weights);
@@ -329,7 +302,7 @@ TEST_CASE("a world of one process on GPU 0 (NCCL over the world, its id through 
 #if defined(TRAINER_WITH_CUDA)
 /// This process as rank 0 of two whose other process never comes: MPI's part succeeds, NCCL's rendezvous waits,
 /// and the other process does not answer (as MpiProcessGroup::unanswered says it).
-class HalfWorld : public LoneProcess {
+class HalfWorld : public LoneProcessGroup {
  public:
   int size() const override { return 2; }
   std::string unanswered() override { return "rank 1 (host b) did not answer"; }

@@ -85,14 +85,6 @@ Result train(const std::string& yaml, const std::string& spec) {
   return r;
 }
 
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
-  return worst;
-}
-
 void check_close(const Result& gpu, const Result& cpu) {
   REQUIRE(gpu.losses.size() == cpu.losses.size());
   for (size_t i = 0; i < cpu.losses.size(); ++i) CHECK(gpu.losses[i] == Approx(cpu.losses[i]).epsilon(kLossTol));

@@ -14,6 +14,7 @@
 
 using namespace trainer;
 using trainer::testing::tiny_config;
+using trainer::testing::max_rel_diff;
 using trainer::testing::tiny_data;
 
 namespace {
@@ -32,13 +33,6 @@ std::vector<float> train(const Config& config, int towers, const std::vector<std
   for (int r = 1; r < towers; ++r) REQUIRE(t.params(r) == t.params(0));
   for (int r = 1; r < towers; ++r) REQUIRE(t.state(r) == t.state(0));
   return t.params(0);
-}
-
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(double(b[i]))));
-  return worst;
 }
 
 }  // namespace

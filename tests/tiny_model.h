@@ -6,6 +6,7 @@
 // activation path, a squeeze-and-excitation network, a softmax network of K
 // classes, and 13 image/mask pairs (binary, or of three classes).
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "data/dataset.h"
@@ -35,6 +36,9 @@ std::string tiny_se_config();
 std::string tiny_frozen_config(bool frozen = true);
 /// 13 samples: random images in [0, 255], masks from a disc per sample.
 Dataset tiny_data();
+/// max over i of |a[i] - b[i]| / max(1, |b[i]|): how far weights a are from
+/// reference weights b; infinity when the sizes differ.
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b);
 /// Trains config on data's batches {0..4}, {5..9}, {10, 11, 12}, {3, 9}
 /// (13 samples: tiny_data() by default) with 1, 2 and 3 CPU towers (Catch
 /// checks): the towers of a run hold the same bits, training moves the

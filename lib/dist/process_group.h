@@ -48,6 +48,27 @@ class ProcessGroup {
   virtual std::string unanswered() { return ""; }
 };
 
+/// The process group of a launch of one process (mpirun -np 1), without MPI:
+/// every collective is the identity, as MPI's are over one process. Lets a
+/// plain process take the paths of a launched run (NCCL over a world of one:
+/// bench/unet_throughput --nccl-alone, tests).
+class LoneProcessGroup : public ProcessGroup {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  const std::string& host() const override { return host_; }
+  void all_reduce_sum(float*, size_t) override {}
+  void all_reduce_sum(double*, size_t) override {}
+  void all_reduce_max(double*, size_t) override {}
+  void broadcast(void*, size_t, int) override {}
+  std::vector<std::string> all_gather(const std::string& text) override { return {text}; }
+
+ private:
+  std::string host_ = "here";
+};
+
 /// How errors and checks name a process of a run: "rank 1 (host node2)".
 std::string process_name(int rank, const std::string& host);
 
