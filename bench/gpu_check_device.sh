@@ -18,7 +18,8 @@
 #                  (tests/nccl_standin): 2, 4 and 8 NCCL ranks on GPU 0 against
 #                  the CPU, random delays, ncclInProgress, the fault knobs
 #   scaling        bench/scaling.sh: the share of the modeled NCCL ring time of
-#                  an N-GPU machine that backward hides, seed U-Net, bf16
+#                  an 8-GPU machine that backward hides, seed U-Net, bf16
+#                  (these two run after the headline pairs below)
 #   ours_<p>, torch_<q>  the headline pairs first, bf16 then tf32:
 #                  unet_throughput of configs/unet.yaml (256x256x3), batch 32,
 #                  GPU 0, precision p, 5 warm-up + 20 timed steps, beside
@@ -140,9 +141,6 @@ step gpu_tests 75 "${run_sh[@]}" "$bin/unit_tests" "[gpu]~[gpu_training]" -r con
 isolate gpu_tests "[gpu]~[gpu_training]"
 step gpu_training 75 "${run_sh[@]}" "$bin/unit_tests" "[gpu_training]" -r console --durations yes
 isolate gpu_training "[gpu_training]"
-step standin_tests 90 "${run_sh[@]}" env LD_PRELOAD="$PWD/$bin/libnccl_standin.so" "$bin/unit_tests" "[standin]" \
-  -r console --durations yes
-step scaling 100 env RUN="${run_sh[*]}" bash bench/scaling.sh "$bin/unet_throughput" "$bin/libnccl_standin.so"
 
 # The throughput runs need the seed U-Net at 256x256x3.
 if ! grep -Eq 'type: Input, name: image, shape: \[256, 256, 3\]' configs/unet.yaml; then
@@ -169,6 +167,11 @@ for pair in "bf16 bf16" "tf32 fp32"; do
   sampled "torch_$theirs" 45 env PYTHONUNBUFFERED=1 python3 "$bin/torch_unet.py" --batch 32 --size 256 \
     --precision "$theirs" --channels-last --steps 20 --warmup 5
 done
+# Many NCCL ranks on the one GPU (the stand-in), then the scaling table (N = 8 modeled, 3 interconnects).
+step standin_tests 80 "${run_sh[@]}" env LD_PRELOAD="$PWD/$bin/libnccl_standin.so" "$bin/unit_tests" "[standin]" \
+  -r console --durations yes
+step scaling 70 env RUN="${run_sh[*]}" RANKS=8 bash bench/scaling.sh "$bin/unet_throughput" \
+  "$bin/libnccl_standin.so"
 # A bf16 step's kernels, unsynchronized (where the GPU idles), and PyTorch's.
 step trace_bf16 40 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
   --precision bf16 --steps 2 --warmup 3 --trace 5

@@ -20,7 +20,7 @@
 #   bash bench/scaling.sh [BIN [STANDIN]]      defaults: build/bench/unet_throughput build/tests/libnccl_standin.so
 #   RUN="bash .devbundle/run.sh" bash bench/scaling.sh .devbundle/bin/unet_throughput .devbundle/bin/libnccl_standin.so
 # Environment: CONFIG (configs/unet.yaml), PRECISION (bf16), BATCHES ("4 32": images per GPU),
-# RANKS ("2 8": the N modeled), STEPS (8), WARMUP (3).
+# RANKS ("2 8": the N modeled), STEPS (8), WARMUP (3), RUN (a command prefix, split at spaces).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 bin=${1:-build/bench/unet_throughput}
@@ -42,13 +42,13 @@ measure() {
   [ $# -gt 1 ] && knobs+=(TRAINER_NCCL_STANDIN_BUS_GBPS="$2" TRAINER_NCCL_STANDIN_LATENCY_US="$3"
                           TRAINER_NCCL_STANDIN_MODEL_RANKS="$4")
   local line
-  line=$("${run_prefix[@]}" env LD_PRELOAD="$standin" "${knobs[@]}" "$bin" --config "$config" --batch "$batch" \
+  line=$(${run_prefix[@]+"${run_prefix[@]}"} env LD_PRELOAD="$standin" "${knobs[@]}" "$bin" --config "$config" --batch "$batch" \
          --gpus 0 --nccl-alone --precision "$precision" --steps "$steps" --warmup "$warmup" 2>>"$work/stderr.log" |
          tail -n 1)
   local ips ring
   ips=$(sed -n 's/.*"images_per_s": \([0-9.]*\).*/\1/p' <<< "$line")
   ring=$(awk -v s=$((steps + warmup)) '/^allreduces/ {printf "%.3f", $4 / s}' "$report" 2>/dev/null)
-  echo "${ips:-nan} ${ring:-0}"
+  echo "${ips:--} ${ring:-0}"  # "-": the run gave no figure
 }
 
 printf '%-9s %3s %6s %10s %10s %10s %8s %11s %7s\n' interconnect N batch base_ips with_ips efficiency comm_ms \
@@ -60,7 +60,7 @@ for b in $batches; do
     for n in $ranks; do
       read -r with comm < <(measure "$b" "$gbps" "$lat" "$n")
       awk -v name="$name" -v n="$n" -v b="$b" -v base="$base" -v with="$with" -v comm="$comm" 'BEGIN {
-        if (base + 0 <= 0 || with + 0 <= 0) { printf "%-9s %3d %6d %10s %10s  (a run failed: see the log)\n", name, n, b, base, with; exit }
+        if (base == "-" || with == "-" || base + 0 <= 0 || with + 0 <= 0) { printf "%-9s %3d %6d %10s %10s  (a run failed: see the log)\n", name, n, b, base, with; exit }
         t0 = 1000 * b / base; t1 = 1000 * b / with; exposed = t1 - t0
         printf "%-9s %3d %6d %10.1f %10.1f %10.3f %8.2f %11.2f %6.0f%%\n", name, n, b, base, with, t0 / t1, comm,
                exposed, comm > 0 ? 100 * (1 - exposed / comm) : 0 }'

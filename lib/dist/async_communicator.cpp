@@ -108,7 +108,8 @@ uint64_t AsyncCommunicator::enqueue(int rank, const Call& call) {
 
 void AsyncCommunicator::wait_for(int rank, uint64_t seq) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return completed_ > seq || aborted_; });
+  // Once aborted, not while the helper still writes into the ranks' buffers: the caller may free them.
+  cv_.wait(lock, [&] { return completed_ > seq || (aborted_ && !executing_); });
   if (completed_ <= seq) throw_aborted(rank);
 }
 
@@ -121,8 +122,13 @@ void AsyncCommunicator::run() {
     const Collective& c = pending_.front();  // no rank changes it now; a deque keeps it in place as others queue
     lock.unlock();
     if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(delay));
+    lock.lock();
+    if (aborted_ || stopping_) continue;  // the ranks have stopped waiting: their buffers may be gone
+    executing_ = true;
+    lock.unlock();
     execute(c);
     lock.lock();
+    executing_ = false;
     pending_.pop_front();
     ++completed_;
     cv_.notify_all();

@@ -108,6 +108,7 @@ class AsyncCommunicator final : public Communicator {
   std::vector<std::vector<uint64_t>> tickets_;  ///< Per rank: the sequence number of each ticket.
   std::vector<char> scratch_;       ///< The helper's sum.
   bool aborted_ = false, stopping_ = false;
+  bool executing_ = false;          ///< The helper is writing into the ranks' buffers (mu_ not held).
   std::string reason_;
   std::thread helper_;
 };

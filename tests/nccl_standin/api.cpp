@@ -90,7 +90,7 @@ ncclResult_t collective(const char* op, const void* send, void* recv, size_t cou
   World* w = world_of(comm);
   if (!w) return ncclInvalidArgument;
   if (type != ncclFloat && type != ncclDouble) return ncclInvalidArgument;
-  std::lock_guard<std::mutex> lock(w->mu);
+  std::unique_lock<std::mutex> lock(w->mu);  // released before the launch, which may block
   if (w->error != ncclSuccess) return w->error;
   const Record r{op, int(type), count, root};
   if (const ncclResult_t res = record(*w, comm->rank, r); res != ncclSuccess) return res;
@@ -121,13 +121,14 @@ ncclResult_t collective(const char* op, const void* send, void* recv, size_t cou
     l.ring_ns = uint64_t(moved / kn.bus_gbps + kn.latency_us * 1e3);  // bytes / (GB/s) = ns
     if (!l.broadcast && comm->rank == 0) w->allreduce_ring_ns += double(l.ring_ns), ++w->allreduces;
   }
-  if (launch_collective(l, type, stream) != cudaSuccess)
+  const bool in_progress = !comm->blocking && kn.in_progress > 0;
+  if (in_progress) comm->in_progress_left = kn.in_progress;
+  lock.unlock();
+  if (launch_collective(l, type, stream) != cudaSuccess) {
+    lock.lock();
     return fail(*w, ncclUnhandledCudaError, "the collective kernel did not launch");
-  if (!comm->blocking && kn.in_progress > 0) {
-    comm->in_progress_left = kn.in_progress;
-    return ncclInProgress;
   }
-  return ncclSuccess;
+  return in_progress ? ncclInProgress : ncclSuccess;
 }
 
 /// Marks comm's rank gone and deletes comm; frees the World once every rank that joined is gone.
@@ -190,6 +191,16 @@ Knobs read_knobs() {
 
 using standin::World;
 
+namespace {
+
+/// At load, before any CUDA context exists: up to 32 hardware queues per GPU (CUDA's default is 8), so that
+/// the three streams of each of 8 towers sharing the GPU get queues of their own. With shared queues a compute
+/// stream waiting for its bucket's reduction could block another tower's collective queued behind it on the
+/// same hardware queue, which the reduction needs: a hang that real NCCL, one rank per GPU, never meets.
+__attribute__((constructor)) void more_hardware_queues() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
+
+}  // namespace
+
 extern "C" {
 
 /// Present only in the stand-in: trainer's NCCL communicator looks it up to allow ranks sharing a GPU.
@@ -219,7 +230,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
     w.joined.assign(size_t(nranks), false);
     w.gone.assign(size_t(nranks), false);
     w.sequences.resize(size_t(nranks));
-    if (const ncclResult_t res = standin::make_device_state(w); res != ncclSuccess) return res;
+    if (const ncclResult_t res = standin::make_device_state(w); res != ncclSuccess) {
+      standin::free_device_state(w.dev);
+      standin::g_worlds.erase(std::string(id.internal, sizeof id.internal));  // no half-made clique to join
+      return res;
+    }
   }
   World& w = *slot;
   std::lock_guard<std::mutex> lock(w.mu);

@@ -41,8 +41,9 @@ __device__ void spin_for(uint64_t ns, volatile int* aborted) {
 /// Barrier `index` of every rank's blocks; false when the communicator was aborted meanwhile.
 __device__ bool barrier(const Launch& l, unsigned long long index) {
   __shared__ int ok;
+  __syncthreads();  // every thread of the block is done with the phase (and with the last barrier's `ok`)
   if (threadIdx.x == 0) {
-    __threadfence();  // this block's writes (table, outputs) before its arrival
+    __threadfence();  // the block's writes (table, outputs), ordered by the __syncthreads, before its arrival
     const unsigned long long target = (index + 1) * (unsigned long long)(l.nranks) * kBlocks;
     atomicAdd(l.dev.counter, 1ull);
     ok = 1;
@@ -81,7 +82,7 @@ __global__ void collective_kernel(Launch l) {
     lo = l.count * size_t(q) / size_t(l.nranks);
     hi = l.count * size_t(q + 1) / size_t(l.nranks);
   };
-  if (l.broadcast) {
+  if (l.broadcast) {  // every rank, the root too when out of place, copies the root's send buffer
     const T* src = static_cast<const T*>(peer(l, l.root, 0));
     if (src != out)
       for (size_t i = first; i < l.count; i += stride) out[i] = __ldcg(src + i);

@@ -101,6 +101,7 @@ class CudaContext final : public DeviceContext {
   static constexpr size_t kMaxPendingWaits = 64;
   void* readback_ = nullptr;               ///< Pinned host buffer of read_back.
   size_t readback_bytes_ = 0;
+  std::vector<void*> retired_readbacks_;   ///< Outgrown read-back buffers, freed with the context.
   /// Destroys the staging buffer and events, ignoring errors (release()).
   void release_staging() noexcept;
 };

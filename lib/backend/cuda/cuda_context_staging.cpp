@@ -86,8 +86,8 @@ double CudaContext::take_input_wait_seconds() {
 void CudaContext::read_back(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   if (bytes > readback_bytes_) {
-    // The previous read-back has completed (it waited for the stream): the buffer is free.
-    if (readback_) TRAINER_CUDA_CHECK(*this, cudaFreeHost(readback_));
+    // Kept until the context goes: cudaFreeHost would wait for the whole device, the towers' collectives too.
+    if (readback_) retired_readbacks_.push_back(readback_);
     readback_ = nullptr;
     readback_bytes_ = 0;
     const size_t size = std::max(bytes, kMinReadBackBytes);
@@ -102,6 +102,8 @@ void CudaContext::read_back(void* dst, const void* src, size_t bytes) {
 void CudaContext::release_staging() noexcept {
   for (void* p : {pinned_, readback_})
     if (p) cudaFreeHost(p);
+  for (void* p : retired_readbacks_) cudaFreeHost(p);
+  retired_readbacks_.clear();
   pinned_ = readback_ = nullptr;
   pinned_bytes_ = readback_bytes_ = 0;
   for (cudaEvent_t e : {uploaded_, consumed_})

@@ -32,8 +32,10 @@
 // per rank, which the rank's calls take shared and abort takes exclusively,
 // keeps ncclCommAbort from running during another thread's call on the same
 // communicator (NCCL allows one thread at a time per communicator); the
-// aborted flag is set before any ncclCommAbort, so the ranks' next calls throw
-// at once, and an abort that hangs in NCCL holds up its own rank only.
+// aborted flag is set before any ncclCommAbort, so the other towers' next
+// calls throw at once instead of waiting for the aborts to end. An
+// ncclCommAbort that hangs still holds up the thread that aborts (and the
+// step, which waits for every tower's thread).
 #include <dlfcn.h>
 #include <nccl.h>
 
@@ -143,7 +145,7 @@ class NcclCommunicator final : public Communicator {
     Op last_op;
     Clock::time_point last_queued;
     /// Shared: the rank's thread in an NCCL call on comm. Exclusive: abort() on comm. One per rank, so that
-    /// an ncclCommAbort that hangs holds up its own rank's thread only, not every tower's timeout.
+    /// a tower waits only for its own rank's abort, not for every rank's.
     std::shared_mutex mu;
   };
 
