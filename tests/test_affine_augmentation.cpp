@@ -17,6 +17,7 @@
 #include "data/augmentation.h"
 #include "data/dataset.h"
 #include "data/image_decode.h"
+#include "dsb_testing.h"
 #include "tiny_model.h"
 
 using namespace trainer;
@@ -273,6 +274,7 @@ TEST_CASE("affine draws stay in their ranges and are fixed by seed, step and pos
 }
 
 TEST_CASE("on a real DSB image the nuclei stay under the transformed mask", "[augmentation]") {
+  TRAINER_REQUIRE_DSB();
   const std::string flat = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat/";
   const std::string id = "00071198d059ba7f5914a526d124d28e6d010c92466da21d4a04cd5413362552";
   const int n = 128;

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "data/boundary_classes.h"
+#include "dsb_testing.h"
 #include "process_testing.h"
 
 namespace fs = std::filesystem;
@@ -23,6 +24,7 @@ const std::string kLabels = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/d
 }  // namespace
 
 TEST_CASE("boundary_classes splits touching objects and marks their edges", "[data_tools]") {
+  TRAINER_REQUIRE_DSB();
   // Two 4x4 objects side by side in an 8x6 label image with a background row above and below.
   cv::Mat labels(6, 8, CV_16UC1, cv::Scalar(0));
   labels(cv::Rect(0, 1, 4, 4)).setTo(1);

@@ -10,6 +10,7 @@
 #include "data/boundary_classes.h"
 #include "data/boundary_objects.h"
 #include "data/image_files.h"
+#include "dsb_testing.h"
 #include "train/instance_metrics.h"
 
 using namespace trainer;
@@ -38,6 +39,7 @@ TEST_CASE("boundary_objects keeps touching nuclei apart and grows each into its 
 
 TEST_CASE("boundary_objects recovers real DSB nuclei from their boundary classes better than their union does",
           "[data_tools]") {
+  TRAINER_REQUIRE_DSB();
   const std::string dir = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat/labels";
   const std::vector<std::string> files = list_image_files(dir, "labels");
   REQUIRE(files.size() >= 20);

@@ -17,6 +17,7 @@
 #include "data/boundary_classes.h"
 #include "data/boundary_objects.h"
 #include "data/image_decode.h"
+#include "dsb_testing.h"
 #include "io/checkpoint.h"
 #include "process_testing.h"
 #include "train/instance_metrics.h"
@@ -133,6 +134,7 @@ double onnx_difference(const fs::path& checkpoint, const fs::path& onnx, const f
 }  // namespace
 
 TEST_CASE("a 3-class U-Net trains and resumes on DSB images with boundary masks", "[e2e][categorical]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const std::string log = slurp(f.dir / "run" / "log.csv");
   INFO(log);
@@ -146,6 +148,7 @@ TEST_CASE("a 3-class U-Net trains and resumes on DSB images with boundary masks"
 }
 
 TEST_CASE("predict writes class-index masks, per-class probabilities and overlays", "[predict][categorical]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const fs::path out = case_dir("predict");
   Run r = run_trainer("predict --gpus cpu --checkpoint " + f.checkpoint.string() + " --input " + f.images.string() +
@@ -202,6 +205,7 @@ TEST_CASE("predict writes class-index masks, per-class probabilities and overlay
 
 TEST_CASE("evaluate a 3-class model against class masks: pixel metrics and per-class IoU",
           "[evaluate][categorical]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const fs::path out = case_dir("evaluate");
   Run r = run_trainer("evaluate --gpus cpu --checkpoint " + f.checkpoint.string() + " --images " + f.images.string() +
@@ -245,6 +249,7 @@ TEST_CASE("evaluate a 3-class model against class masks: pixel metrics and per-c
 
 TEST_CASE("evaluate a 3-class boundary model against label images: its classes' metrics and the instance score",
           "[evaluate][categorical]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const fs::path out = case_dir("evaluate_labels");
   const std::string args = "evaluate --gpus cpu --checkpoint " + f.checkpoint.string() + " --images " +
@@ -306,6 +311,7 @@ TEST_CASE("evaluate a 3-class boundary model against label images: its classes' 
 
 TEST_CASE("a softmax model exports to ONNX and OpenCV dnn gives Trainer::predict's probabilities",
           "[export][categorical]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const fs::path out = case_dir("export");
   const Run r = run_trainer("export --checkpoint " + f.checkpoint.string() + " --output " + (out / "m.onnx").string(), out);
@@ -316,6 +322,7 @@ TEST_CASE("a softmax model exports to ONNX and OpenCV dnn gives Trainer::predict
 
 TEST_CASE("a logits model with an ignored class trains, evaluates, predicts and exports through the binary",
           "[e2e][categorical][loss]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const fs::path dir = case_dir("ignore");
   // Two classes (background, nucleus interior); the boundary pixels (class 2) become 255 and are ignored.
@@ -369,6 +376,7 @@ TEST_CASE("a logits model with an ignored class trains, evaluates, predicts and 
 }
 
 TEST_CASE("binary 0/255 masks with ignore_class 255 warn that class 1 never occurs", "[e2e][categorical][loss]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const fs::path dir = case_dir("ignored_foreground");
   std::string yaml = f.config(1);

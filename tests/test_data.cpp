@@ -17,6 +17,7 @@
 #include "data/dataset.h"
 #include "data/image_decode.h"
 #include "data/image_files.h"
+#include "dsb_testing.h"
 
 using namespace trainer;
 namespace fs = std::filesystem;
@@ -70,6 +71,7 @@ const std::string kShared = TRAINER_SOURCE_DIR "/../shared/data/dsb2018/flat";
 }  // namespace
 
 TEST_CASE("data: real DSB images decode as OpenCV reads them, in RGB order", "[data]") {
+  TRAINER_REQUIRE_DSB();
   REQUIRE(fs::is_directory(kShared + "/train_im"));
   std::vector<std::string> all;
   for (const auto& e : fs::directory_iterator(kShared + "/train_im")) all.push_back(e.path().filename());

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "data/dsb_layout.h"
+#include "dsb_testing.h"
 #include "process_testing.h"
 
 namespace {
@@ -67,6 +68,7 @@ std::string error_of(const fs::path& input, const fs::path& output) {
 }  // namespace
 
 TEST_CASE("dsb_to_flat: the 12 native examples match the flat layout", "[data_tools]") {
+  TRAINER_REQUIRE_DSB();
   TempDir out("test_dsb");
   const fs::path native = kDsb + "/native", flat = kDsb + "/flat";
   convert_dsb_to_flat(native.string(), out.root.string(), "_mask");

@@ -7,6 +7,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "dsb_testing.h"
 #include "process_testing.h"
 #include "tiny_model.h"
 #include "train/evaluate.h"
@@ -28,6 +29,7 @@ double true_class_pixels(const MetricCounts& c, int t) {
 TEST_CASE("a 3-class model against label images is a boundary model, its ignore_class stays out, 4 classes are "
           "refused",
           "[evaluate][categorical]") {
+  TRAINER_REQUIRE_DSB();
   const std::string flat = std::string(TRAINER_SOURCE_DIR) + "/../shared/data/dsb2018/flat";
   const fs::path dir = testing::temp_dir("evaluate_boundary");
   fs::create_directories(dir / "images");

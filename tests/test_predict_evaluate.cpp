@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "dsb_testing.h"
 #include "process_testing.h"
 #include "train/evaluate.h"
 
@@ -95,6 +96,7 @@ void link_image_and_mask(const std::string& id, const fs::path& folder) {
 
 TEST_CASE("predict writes masks at each image's own size, and probabilities and overlays on request",
           "[predict]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const fs::path out = case_dir("predict") / "masks";  // created by predict
   const Run r = run_trainer("predict --checkpoint " + f.checkpoint.string() + " --input " + f.images.string() +
@@ -221,6 +223,7 @@ TEST_CASE("predict writes masks at each image's own size, and probabilities and 
 
 TEST_CASE("evaluate against label images prints pixel metrics and the instance score and writes a CSV",
           "[evaluate]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const fs::path dir = case_dir("evaluate");
   const fs::path csv = dir / "scores.csv";
@@ -308,6 +311,7 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
 }
 
 TEST_CASE("evaluate against the competition's per-nucleus mask folders", "[evaluate]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const fs::path dir = case_dir("native");
   fs::create_directories(dir / "dsb");
@@ -350,6 +354,7 @@ TEST_CASE("evaluate against the competition's per-nucleus mask folders", "[evalu
 }
 
 TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them", "[predict][evaluate]") {
+  TRAINER_REQUIRE_DSB();
   const Fixture& f = fixture();
   const fs::path dir = case_dir("errors");
   std::ofstream(dir / "notes.h5") << "not a checkpoint\n";
@@ -443,6 +448,7 @@ TEST_CASE("evaluate's CSV quotes image names holding commas, quotes or line brea
 }
 
 TEST_CASE("predict on a folder of images and their masks predicts the images alone", "[predict]") {
+  TRAINER_REQUIRE_DSB();
   // From a new user: in the layout training takes (a.png beside a_mask.png) the masks were predicted too, as
   // <stem>_mask_mask.png.
   const Fixture& f = fixture();
@@ -471,6 +477,7 @@ TEST_CASE("predict on a folder of images and their masks predicts the images alo
 }
 
 TEST_CASE("evaluate --labels on a folder of images and their masks scores the images alone", "[evaluate]") {
+  TRAINER_REQUIRE_DSB();
   // From a new user: the training folder's masks beside the images were taken for images without label files.
   const Fixture& f = fixture();
   const fs::path dir = case_dir("evaluate_labels_together");

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "data/boundary_classes.h"
+#include "dsb_testing.h"
 #include "io/checkpoint.h"
 #include "train/fit.h"
 #include "train/instance_metrics.h"
@@ -445,6 +446,7 @@ int while_loading(const fs::path& dir, const std::string& args, const std::funct
 
 TEST_CASE("a run whose folder got another run's files while its data loaded is refused once it locks it",
           "[resume]") {
+  TRAINER_REQUIRE_DSB();
   // From a batch-job trial: a run started and ended in the folder while this one loaded 596 images, and this
   // one then overwrote it without --overwrite (the folder was checked before the loading, the lock taken after).
   fs::path dir = temp_dir("resume_late_check");
