@@ -53,7 +53,7 @@ struct ImagePair {
 std::vector<ImagePair> find_image_pairs(const DataOptions& options);
 
 /// Finds the pairs, decodes them on options.threads threads (printing a
-/// progress line), resizes (INTER_AREA for images, INTER_NEAREST for masks)
+/// progress line), resizes (INTER_AREA for images, resize_mask for masks)
 /// and binarises masks (pixel > half the type's maximum -> 1), or with
 /// options.classes reads them as class indices (decode_class_mask).
 /// Throws UserError naming the folder/files and the fix when a folder is

@@ -7,6 +7,7 @@
 
 #include "core/ascii.h"
 #include "core/error.h"
+#include "data/mask_resize.h"
 #include "core/class_mask.h"
 
 namespace trainer {
@@ -139,10 +140,9 @@ cv::Size binarize_mask(const cv::Mat& file, const std::string& path, int height,
     if (values && kind == MaskValues::kThresholded && looks_like_labels(m, half)) kind = MaskValues::kLabelLike;
     if (kind == MaskValues::kAnyNonzero) half = 0;
     if (values) *values = kind;
-    cv::Mat binary = (m > half) / 255;  // 8U: exactly 1 or 0
+    const cv::Mat binary = (m > half) / 255;  // 8U: exactly 1 or 0
     cv::Mat dst(height, width, CV_32FC1, out);
-    if (native != dst.size()) cv::resize(binary, binary, dst.size(), 0, 0, cv::INTER_NEAREST);
-    binary.convertTo(dst, CV_32F);
+    resize_mask(binary, dst.size()).convertTo(dst, CV_32F);
   } catch (const cv::Exception& e) {
     throw UserError("cannot convert '" + path + "': " + e.err.substr(0, e.err.find('\n')));
   }
@@ -200,7 +200,7 @@ cv::Size decode_class_mask(const std::string& path, int height, int width, int c
                                        : "; give the model one output channel per class, or renumber the mask's classes"));
     }
     cv::Mat dst(height, width, CV_32FC1, out);
-    if (native != dst.size()) cv::resize(m, m, dst.size(), 0, 0, cv::INTER_NEAREST);
+    m = resize_mask(m, dst.size());
     m.convertTo(dst, CV_32F);
     if (can_ignore) dst.setTo(kIgnoredPixel, m == ignore_class);
   } catch (const cv::Exception& e) {

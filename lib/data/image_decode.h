@@ -50,7 +50,8 @@ enum class MaskValues {
 /// (127 for 8-bit, 32767 for 16-bit) -> 1, else 0; a mask with no pixel
 /// above half (0/1 values, or a label image 0 = background, 1..K = one
 /// object each) takes every pixel > 0 as 1 instead. Resized with
-/// INTER_NEAREST and written as [height, width, 1] float32 to out; *values
+/// resize_mask (data/mask_resize.h: on the image, where INTER_NEAREST shifts
+/// it) and written as [height, width, 1] float32 to out; *values
 /// (when given) says which rule applied. Returns the file's own size.
 /// Throws UserError as decode_image.
 cv::Size decode_mask(const std::string& path, int height, int width, float* out, MaskValues* values = nullptr);
@@ -64,7 +65,7 @@ cv::Size binarize_mask(const cv::Mat& file, const std::string& path, int height,
 /// a single-channel 8- or 16-bit image whose pixels are class indices
 /// 0..classes-1 (an RGB or RGBA file whose colour channels are equal counts
 /// as gray), and ignore_class (0..65535, or -1 for none) where pixels are to
-/// be ignored. Resized with INTER_NEAREST and written as [height, width, 1]
+/// be ignored. Resized with resize_mask and written as [height, width, 1]
 /// float32 class indices to out, kIgnoredPixel (data/dataset.h) where the file
 /// holds ignore_class. Returns the file's own size. Throws UserError naming
 /// the file when it cannot be decoded, is a colour image, or holds a class >=

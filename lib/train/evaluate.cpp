@@ -15,6 +15,7 @@
 #include "data/dsb_layout.h"
 #include "data/image_decode.h"
 #include "data/image_files.h"
+#include "data/mask_resize.h"
 #include "io/atomic_file.h"
 #include "train/predict.h"
 #include "train/tta.h"
@@ -182,7 +183,7 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
       } else {
         target = (truths.back() != 0) / 255;
       }
-      cv::resize(target, small, cv::Size(input.w, input.h), 0, 0, cv::INTER_NEAREST);
+      small = resize_mask(target, cv::Size(input.w, input.h));
       cv::Mat truth(input.h, input.w, CV_32FC1, chunk.masks.sample(i));
       small.convertTo(truth, CV_32F);
       // The class a boundary model was trained to ignore is left out here too, as decode_class_mask does.

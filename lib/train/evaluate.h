@@ -77,13 +77,13 @@ cv::Mat load_truth(const EvalOptions& options, const EvalSample& sample, bool* l
 /// the pixel metrics alone: no instance score (scores stays empty, score 0).
 /// A boundary model (K = 3, labels_to_classes' background, interior,
 /// boundary) also takes instance truth (kLabels, kNative): its pixel truth
-/// is boundary_classes(truth, boundary_width) resized with INTER_NEAREST,
+/// is boundary_classes(truth, boundary_width) resized with resize_mask,
 /// and its predicted objects are boundary_objects of the class map of its
 /// probabilities resized to the image's own size (predict's _mask.png).
 /// Evaluates trainer on every sample: the pixel metrics via Trainer::evaluate
 /// on the images and binary truth (object > 0; a boundary model's classes,
 /// above, its ignore_class left out) resized to the model's input
-/// (INTER_AREA and INTER_NEAREST, as the data loader does), then the instance
+/// (INTER_AREA and resize_mask, as the data loader does), then the instance
 /// score per image: probabilities resized back to the image's size
 /// (INTER_LINEAR), thresholded, 8-connected components (a boundary model's
 /// boundary_objects) against the truth's objects (instance_score). Runs the network twice per image (loss needs the

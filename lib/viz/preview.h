@@ -47,7 +47,7 @@ cv::Rect letterbox_rect(cv::Size image_size, int size);
 /// with n = min(count, pairs)). Background dark grey (40, 40, 40); letterbox
 /// bars black. Panel 0: the image (decoded as the trainer does, RGB,
 /// resized with INTER_AREA into letterbox_rect) with its mask (decoded and
-/// binarised as the trainer does, INTER_NEAREST) overlaid in green (BGR
+/// binarised and resized as the trainer does) overlaid in green (BGR
 /// 0, 255, 0; viz/overlay.h); caption: the image's file stem, cut with "..."
 /// to the panel width. With a checkpoint, panel 1: the same image with the
 /// prediction overlaid in magenta (255, 0, 255): the model (its stored config
