@@ -28,7 +28,7 @@ int run_predict(const PredictFlags& f) {
                                                                f.options.output_dir);
   const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given, list_gpus());
   LoadedModel m = load_model(f.checkpoint, towers);
-  // A folder of images and their masks, as training takes it (from a new user: the masks were predicted too).
+  // A folder of images and their masks, as training takes it: the masks are left out, not predicted.
   if (std::error_code ec; std::filesystem::is_directory(f.input, ec)) {
     const std::string suffix = f.mask_suffix ? *f.mask_suffix : m.config->data.mask_suffix;
     const std::vector<std::string> kept = without_masks(images, suffix);

@@ -107,7 +107,7 @@ std::optional<FitResult> load_resume(const Checkpoint& ckpt, const std::string& 
                                      Trainer& trainer, std::string& run_folder) {
   Config then = parse_config(ckpt.config_yaml, path + " (its stored config)");
   // Until 2026-12-05 a config without training.optimizer trained with SGD(0.01), which keeps no slots; now it
-  // means Keras's RMSprop(0.001). Such a checkpoint is read as what trained it (from a review).
+  // means Keras's RMSprop(0.001). Such a checkpoint is read as what trained it.
   bool slots = false;
   for (const auto& kv : ckpt.state_arrays) slots |= kv.first.rfind("optimizer_", 0) == 0;
   if (const YAML::Node stored = YAML::Load(ckpt.config_yaml)["training"];
@@ -273,7 +273,7 @@ int run_train(const TrainFlags& f) {
     check_writable_folder(config.training.output_dir, "the output folder",
                           "make it writable, or set training.output_dir or --output to a writable folder");
     if (f.resume.empty()) check_output_folder(f, config, nullptr, "");
-    if (f.overwrite)  // an earlier run's event files that this run does not replace (from a new user)
+    if (f.overwrite)  // an earlier run's event files that this run does not replace
       if (const std::vector<std::string> stale = other_event_folders(config.training.output_dir, config.training);
           !stale.empty())
         spdlog::warn("--overwrite keeps the TensorBoard event files in {}{}, which tensorboard --logdir {} shows "
@@ -343,7 +343,7 @@ int run_train(const TrainFlags& f) {
     if (world) require_same_file(*world, f.resume, "--resume");
     if (done) {
       // A run that ended before its final.h5 was written gets it now, in its folder, which rank 0 decides and
-      // locks (from a review: an earlier checkpoint, a mid-epoch one, or a run still training must not get one).
+      // locks: an earlier checkpoint, a mid-epoch one, or a run still training must not get one.
       std::optional<FolderLock> lock;
       double finish = 0;
       check_together(world.get(), [&] {
@@ -439,10 +439,9 @@ int run_train(const TrainFlags& f) {
     if (json && voice) print_json_result(none);
     return 128 + int(signal);
   }
-  // One run at a time in a folder (from a new user: a second one, resumed from the first's last.h5 while it
-  // ran, overwrote its checkpoints, and the first one's epochs were lost).
-  // Checked again once locked (from a batch-job trial: a run that started and ended there while this one
-  // loaded its data was overwritten without --overwrite).
+  // One run at a time in a folder: a second one, resumed from the first's last.h5 while it runs, would
+  // overwrite its checkpoints. Checked again once locked: a run that started and ended there while this one
+  // loaded its data must not be overwritten without --overwrite.
   std::optional<FolderLock> lock;
   check_together(world.get(), [&] {
     if (!voice) return;

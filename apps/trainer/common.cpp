@@ -46,8 +46,8 @@ int usable_cores() {
 
 int process_cores(int local_size) {
   // The host's cores shared by its processes, and at most those of the affinity mask: mpirun binds each of 2
-  // processes or fewer to a core, more to a socket that several then share (from a review: 8 processes on 2
-  // sockets of 32 cores each ran 32 threads, 4 times the cores), and --map-by ...:PE=N gives each N.
+  // processes or fewer to a core, more to a socket that several then share (8 processes on 2 sockets of 32
+  // cores would each run 32 threads, 4 times the cores), and --map-by ...:PE=N gives each N.
   const int host = int(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, std::min(usable_cores(), host / std::max(1, local_size)));
 }
@@ -67,7 +67,7 @@ Towers resolve_towers(const std::string& gpus, std::optional<int> threads, bool 
                  "each other: leave --threads out to use every core",
                  cores, hardware);
   t.threads_per_tower = std::max(1, cores / t.plan.towers());
-  if (threads && *threads < t.plan.cpu_towers)  // from a new user: cpu:4 --threads 1 ran 4 threads unannounced
+  if (threads && *threads < t.plan.cpu_towers)  // cpu:4 --threads 1 runs 4 threads: said
     spdlog::warn("--threads {} is fewer than the {} CPU towers; each tower runs at least 1 thread ({} in all)",
                  *threads, t.plan.cpu_towers, t.plan.cpu_towers);
   spdlog::info("devices: {} ({} CPU thread(s) each)", t.plan.describe(), t.threads_per_tower);
@@ -102,8 +102,8 @@ std::unique_ptr<ProcessGroup> join_run(double timeout_s, const std::exception_pt
   const auto state = std::make_shared<std::atomic<int>>(kWaiting);
   if (detect_launch().size > 1) {
     // With an error of its own, this process prints it after kJoinWaitSeconds; else, after timeout_s, that the
-    // others did not all join: one stopped or hung before MPI_Init, or ended without it (from a review: a
-    // process given --version, or suspended at start, left the others waiting for ever).
+    // others did not all join: one stopped or hung before MPI_Init, or ended without it (a process given
+    // --version, or suspended at start, would leave the others waiting for ever).
     std::string message = "the other processes of the run did not all join it within " + fmt::format("{:g}", timeout_s) +
                           " s (training.collective_timeout): one of them stopped or hung before joining, or ended "
                           "without joining (a process given --version or --help, or a launch of other commands); "

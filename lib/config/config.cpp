@@ -88,7 +88,7 @@ void check_keys(const YAML::Node& node, const std::string& file, size_t& visited
 }  // namespace
 
 Config parse_config(const std::string& text, const std::string& path) {
-  // HDF5's signature: a checkpoint given as the config (from a new user: "unknown escape character: \x00").
+  // HDF5's signature: a checkpoint given as the config (YAML would say "unknown escape character: \x00").
   if (text.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0)
     throw UserError(path + " is an HDF5 file (a checkpoint?), not a YAML config: give the run's config with "
                     "--config (a checkpoint goes to --resume, or to predict, evaluate and export's --checkpoint)");

@@ -143,10 +143,10 @@ std::vector<ImagePair> find_pairs(const DataOptions& o, std::vector<std::string>
                        " images have no mask in '" + o.masks_dir + "' (the mask of <stem>.<ext> is <stem>" +
                        o.mask_suffix + " with any of the extensions " + exts + "):" +
                        list_up_to_10(missing);
-    if (same_name > 0)  // from a new user: masks named as their images, with the default suffix _mask
+    if (same_name > 0)  // masks named as their images, with the default suffix _mask
       what += " (" + std::to_string(same_name) + " of them have a file of their own name in the mask folder: if the "
               "masks are named as their images, set data.mask_suffix: \"\")";
-    if (suffixed == missing.size())  // from a new user: the images option given the mask folder
+    if (suffixed == missing.size())  // the images option given the mask folder
       what += " (every one of them is named like a mask, <stem>" + o.mask_suffix + ": are data." + o.key_prefix +
               "images and data." + o.key_prefix + "masks swapped?)";
     if (!o.skip_bad_files)

@@ -44,7 +44,7 @@ std::vector<std::string> images_in_folder(const std::string& dir, const std::str
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const fs::path& p = it->path();
     // Hidden files are not images: macOS's AppleDouble "._name.tif" beside each file copied from its disks
-    // failed a whole folder (from a new user), and no tool shows them.
+    // would fail a whole folder, and no tool shows them.
     if (!is_image_file(p.string()) || p.filename().string().rfind('.', 0) == 0) continue;
     std::error_code entry_ec;  // its own: the listing's must not be overwritten (nor cleared)
     const fs::file_status st = fs::status(p, entry_ec);

@@ -57,7 +57,7 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& o) {
   std::map<std::string, std::string> truth_by_stem;  // first in name order wins
   for (const auto& t : list_image_files(o.truth_dir, o.flag)) truth_by_stem.emplace(fs::path(t).stem().string(), t);
   std::vector<std::string> images = list_image_files(o.images_dir, "--images");
-  // Images and their truth may share one folder, as for training (from a new user): then the truth files are
+  // Images and their truth may share one folder, as for training: then the truth files are
   // not images.
   if (fs::equivalent(o.images_dir, o.truth_dir, ec)) {
     const std::string suffix_flag = o.kind == TruthKind::kMasks ? "--mask-suffix" : "--labels-suffix";
@@ -68,7 +68,7 @@ std::vector<EvalSample> find_eval_samples(const EvalOptions& o) {
     images = without_masks(images, o.suffix);
   } else if (const std::vector<std::string> kept = without_masks(images, o.image_mask_suffix);
              kept.size() < images.size()) {
-    // The training folder's masks beside their images, with truth elsewhere (from a new user: --labels).
+    // The training folder's masks beside their images, with truth elsewhere (--labels).
     spdlog::info("left out the {} mask(s) beside their images in '{}' (<stem>{}.*)", images.size() - kept.size(),
                  o.images_dir, o.image_mask_suffix);
     images = kept;

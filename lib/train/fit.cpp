@@ -478,7 +478,7 @@ void check_output_holds_no_run(const std::string& output_dir, const std::string&
   const std::string last = (fs::path(output_dir) / "last.h5").string();
   std::string ways = "choose another --output, or pass --overwrite to start over in it";
   if (resume.empty() && fs::exists(last, ec)) ways = "continue it with --resume " + last + ", " + ways;
-  if (!resume.empty())  // from a new user: the checkpoint's own folder is the likely intent
+  if (!resume.empty())  // the checkpoint's own folder is the likely intent
     ways = "resume in the checkpoint's own run folder (--output " + resume_run_folder + " when it holds that run), " +
            ways;
   throw UserError("output folder '" + output_dir + "' holds an earlier run (" + found + "), which " +
@@ -542,7 +542,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s){}", train_idx.size(),
                val_idx.size(), tc.batch_size, towers,
                tc.batch_size_per_device ? fmt::format(" ({} per device)", tc.batch_size_per_device) : "");
-  if (tc.batch_size < towers)  // from a new user: cpu:16 with batch 8 left 8 towers idle unannounced
+  if (tc.batch_size < towers)  // cpu:16 with batch 8 leaves 8 towers idle: said
     spdlog::warn("global batch {} is smaller than the {} towers: {} of them get no sample each step; raise "
                  "training.batch_size to at least {}, or use fewer towers",
                  tc.batch_size, towers, towers - tc.batch_size, towers);
@@ -640,7 +640,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
     earlier_log = theirs.string();
   // Resumed in place from a checkpoint before the run's last epoch (with --overwrite): the later epochs go. Not
   // a resume of last.h5 itself, whose log may hold a row more (a process killed between the row and last.h5,
-  // before they were written in the other order): its extra rows go, and no file (from a review).
+  // before they were written in the other order): its extra rows go, and no file.
   const bool resumes_last = options.resume && fs::equivalent(options.resume_path, out_dir / "last.h5", ec);
   const bool rewinds = voice && in_place && !resumes_last && logged_epochs(out_dir.string()) > result.epochs_run;
   std::optional<CsvLogger> csv;
@@ -649,7 +649,7 @@ FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const
   // A run that does not continue its folder's own run (a new run there, a branch from elsewhere, or a rewind
   // to an earlier checkpoint: all need --overwrite) removes the earlier run's checkpoints that it writes under
   // the same names, as log.csv's rows went above: a run killed before its first epoch's end left them beside its
-  // own files (from a new user: predict took the old run's final.h5). Never the checkpoint it resumes from.
+  // own files, and predict would take the old run's final.h5. Never the checkpoint it resumes from.
   if (voice && (!in_place || rewinds)) {
     std::vector<std::string> stale = {"final.h5", "last.h5"}, removed;
     const ModelCheckpointConfig& mc = tc.model_checkpoint;

@@ -198,8 +198,8 @@ void check_callback_files(const Config& config) {
                         ", which the checkpoint would overwrite (or be overwritten by); choose another name, e.g. "
                         "'best.h5'");
   }
-  // TensorBoard's folder must be none of the run's files, nor lie in one (from a new user: log_dir: log.csv
-  // failed after the first epoch).
+  // TensorBoard's folder must be none of the run's files, nor lie in one (log_dir: log.csv would fail after the
+  // first epoch).
   const TensorBoardConfig& tb = config.training.tensorboard;
   if (tb.enabled) {
     const auto parts = [](const std::string& path) {  // the path's parts, "." and trailing "/" gone

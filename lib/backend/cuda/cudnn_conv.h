@@ -52,7 +52,7 @@ inline cudnnDataType_t cudnn_type(DType t) { return t == DType::BF16 ? CUDNN_DAT
 /// convolution (groups > 1: DepthwiseConv2D, Conv2D groups) runs in tf32 on
 /// fp32 tensors too (its layer keeps them fp32): it does few multiplies per
 /// byte, and cuDNN's fp32 grouped convolutions are its long-standing path
-/// (added 2026-12-02: not yet measured or run on a GPU).
+/// (not measured on a GPU).
 Precision conv_precision(Precision p, int cb, int groups = 1);
 /// cuDNN math type: fp32 -> CUDNN_FMA_MATH (no TF32 tensor cores), tf32 and
 /// bf16 -> CUDNN_TENSOR_OP_MATH (tensor cores; fp32 accumulation either way).
