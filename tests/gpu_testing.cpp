@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "backend/gpu_info.h"
 #include "core/error.h"
@@ -138,6 +140,22 @@ std::string Comparison::describe(const std::string& what) const {
   s << what << ": max |got - ref| = " << max_abs_error << ", max |ref| = " << max_ref << ", relative "
     << rel_error << "; worst at index " << worst << ": got " << got_at_worst << ", ref " << ref_at_worst;
   return s.str();
+}
+
+void run_ranks(int ranks, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[size_t(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace trainer::testing

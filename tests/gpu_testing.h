@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,6 +120,31 @@ long long first_difference(const std::vector<T>& a, const std::vector<T>& b) {
     if (!(a[i] == b[i])) return (long long)i;
   return -1;
 }
+
+// ---- several ranks on their own threads ----------------------------------------
+
+/// Runs fn(rank) on one thread per rank, as each tower has its own (collectives block until every rank
+/// arrives), and rethrows the first exception. fn must not use Catch macros (they are not thread-safe): it
+/// stores results for the main thread to check.
+void run_ranks(int ranks, const std::function<void(int)>& fn);
+
+/// A device buffer of a tower, filled from and read back to the host.
+template <typename T>
+struct DeviceBuffer {
+  DeviceContext& ctx;
+  size_t n;
+  T* p;
+  DeviceBuffer(DeviceContext& c, const std::vector<T>& host)
+      : ctx(c), n(host.size()), p(static_cast<T*>(c.allocate(n * sizeof(T)))) {
+    ctx.copy(p, host.data(), n * sizeof(T));
+  }
+  ~DeviceBuffer() { ctx.deallocate(p, n * sizeof(T)); }
+  std::vector<T> read() {
+    std::vector<T> h(n);
+    ctx.copy(h.data(), p, n * sizeof(T));
+    return h;
+  }
+};
 
 }  // namespace trainer::testing
 

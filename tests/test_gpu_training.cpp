@@ -39,25 +39,6 @@ namespace {
 
 // ---- Collectives -------------------------------------------------------------
 
-/// Runs fn(rank) on one thread per rank (collectives block until every rank
-/// arrives) and rethrows the first exception. fn must not use Catch macros
-/// (they are not thread-safe): it stores results for the main thread to check.
-void run_ranks(int size, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
 // Values chosen so that every sum is exact in any order: small multiples of
 // 1/4 in float, integers below 2^53 in double.
 float float_value(int rank, size_t i) { return float(i % 1000) * 0.25f + float(rank); }

@@ -11,12 +11,14 @@
 #include <mutex>
 #include <thread>
 
+#include "gpu_testing.h"
 #include "stub_device_context.h"
 #include "backend/gpu_info.h"
 #include "core/error.h"
 #include "dist/nccl_communicator.h"
 
 using namespace trainer;
+using namespace trainer::testing;
 using Catch::Contains;
 
 namespace {
@@ -33,41 +35,6 @@ struct GpuTowers {
       contexts.push_back(make_gpu_context(g.index, Precision::FP32));
       devices.push_back(Device{DeviceKind::CUDA, g.index, contexts.back().get()});
     }
-  }
-};
-
-/// Runs fn(rank) on one thread per rank; rethrows the first exception.
-void run_ranks(int ranks, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
-/// A device buffer of a tower, filled from and read back to the host.
-template <typename T>
-struct DeviceBuffer {
-  DeviceContext& ctx;
-  size_t n;
-  T* p;
-  DeviceBuffer(DeviceContext& c, const std::vector<T>& host)
-      : ctx(c), n(host.size()), p(static_cast<T*>(c.allocate(n * sizeof(T)))) {
-    ctx.copy(p, host.data(), n * sizeof(T));
-  }
-  ~DeviceBuffer() { ctx.deallocate(p, n * sizeof(T)); }
-  std::vector<T> read() {
-    std::vector<T> h(n);
-    ctx.copy(h.data(), p, n * sizeof(T));
-    return h;
   }
 };
 

@@ -127,6 +127,42 @@ TEST_CASE("2, 4 and 8 NCCL ranks on GPU 0 reach the CPU's weights, with synchron
   }
 }
 
+TEST_CASE("a collective the compute stream waits for does not queue behind a gradient bucket in flight",
+          "[gpu][standin]") {
+  TRAINER_REQUIRE_STANDIN();
+  // At a modeled 2 MB/s, a 4 MiB bucket's all-reduce over 2 ranks takes 2 s once both have arrived, while
+  // 16 floats (a synchronized BN layer's sums during backward) take 32 us. On the bucket's stream the small
+  // one would wait the 2 s.
+  Knob bus("BUS_GBPS", "0.002");
+  GpuDevice a(0, Precision::FP32), b(0, Precision::FP32);
+  auto comm = make_nccl_communicator({a.device, b.device}, 60);
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> small_s(2), bucket_s(2);
+  std::vector<std::vector<float>> small_sum(2), bucket_sum(2);
+  run_ranks(2, [&](int r) {
+    DeviceContext& ctx = *(r == 0 ? a : b).ctx;
+    DeviceBuffer<float> bucket(ctx, std::vector<float>(size_t(1) << 20, float(r + 1)));
+    DeviceBuffer<float> small(ctx, std::vector<float>(16, float(r + 1)));
+    const auto start = Clock::now();
+    comm->start_all_reduce_sum(r, bucket.p, bucket.n);
+    comm->all_reduce_sum(r, small.p, small.n);
+    small_sum[size_t(r)] = small.read();  // waits for the compute stream, which waits for the small one only
+    small_s[size_t(r)] = std::chrono::duration<double>(Clock::now() - start).count();
+    comm->wait_all(r);
+    comm->synchronize(r);
+    bucket_sum[size_t(r)] = bucket.read();
+    bucket_s[size_t(r)] = std::chrono::duration<double>(Clock::now() - start).count();
+  });
+  for (size_t r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": the small all-reduce after " << small_s[r] << " s, the bucket after " << bucket_s[r]
+                 << " s");
+    CHECK(small_sum[r] == std::vector<float>(16, 3.f));
+    CHECK(bucket_sum[r].back() == 3.f);
+    CHECK(bucket_s[r] >= 1.5);  // the bucket really was in flight
+    CHECK(small_s[r] < 1.0);
+  }
+}
+
 TEST_CASE("a random delay before every collective of the stand-in changes no weight", "[gpu][standin]") {
   TRAINER_REQUIRE_STANDIN();
   const Result cpu = train(tiny_config(true), "cpu");
@@ -176,12 +212,15 @@ TEST_CASE("a rank that never arrives ends a training run with exit code 1 and le
   TRAINER_REQUIRE_STANDIN();
   TempDir dir("standin_fault");
   const std::filesystem::path out = dir.root / "run";
-  std::ofstream(dir.root / "c.yaml") << sample_unet_config(out, "  epochs: 1\n  collective_timeout: 5\n");
+  // 32 training images in batches of 16: two steps, one gradient bucket each, per epoch.
+  std::ofstream(dir.root / "c.yaml") << sample_unet_config(out, "  epochs: 1\n  batch_size: 16\n  collective_timeout: 5\n");
   const std::string config = "--config " + (dir.root / "c.yaml").string() + " --gpus 0,0,0,0 --precision fp32";
   REQUIRE(run_trainer(config, dir.root).code == 0);
   const std::string last = slurp(out / "last.h5");
   REQUIRE(!last.empty());
-  // The resumed run's collective 0 is the weights' broadcast; rank 3 misses epoch 2's first bucket.
+  // Rank 3 queues nothing after its first collective of each NCCL communicator: of the urgent one, the
+  // resumed run's broadcast of the weights (the only one); of the buckets', epoch 2's first step. It misses
+  // epoch 2's second step.
   Knob absent("ABSENT", "3,1");
   const auto start = std::chrono::steady_clock::now();
   const Run r = run_trainer(config + " --epochs 2 --resume " + (out / "last.h5").string(), dir.root);

@@ -10,10 +10,14 @@
 // rank's calls, every rank the same collectives in the same order.
 //
 // Streams: a collective of rank r waits for the work queued so far on r's
-// compute stream, runs on r's communication stream (CudaContext::comm_stream),
-// and the compute stream's later work sees its result (all_reduce_sum,
-// broadcast: at once; start_all_reduce_sum: after wait or wait_all). The data
-// must stay allocated, and untouched by other work, until then.
+// compute stream and the compute stream's later work sees its result
+// (all_reduce_sum, broadcast: at once; start_all_reduce_sum: after wait or
+// wait_all). Started reductions (gradient buckets) run on r's communication
+// stream (CudaContext::comm_stream) through one NCCL communicator; the others
+// through a second one on CudaContext::urgent_comm_stream, so that a small
+// reduction the compute stream waits for never queues behind a bucket. The
+// data must stay allocated, and untouched by other work, until then. Creating
+// one sets NCCL_LAUNCH_ORDER_IMPLICIT=1 unless the environment has it.
 //
 // Failures: NCCL errors, CUDA errors on the communication stream and
 // collectives still running timeout_seconds after they were queued are found

@@ -194,7 +194,7 @@ using standin::World;
 namespace {
 
 /// At load, before any CUDA context exists: up to 32 hardware queues per GPU (CUDA's default is 8), so that
-/// the three streams of each of 8 towers sharing the GPU get queues of their own. With shared queues a compute
+/// the four streams of each of 8 towers sharing the GPU get queues of their own. With shared queues a compute
 /// stream waiting for its bucket's reduction could block another tower's collective queued behind it on the
 /// same hardware queue, which the reduction needs: a hang that real NCCL, one rank per GPU, never meets.
 __attribute__((constructor)) void more_hardware_queues() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }

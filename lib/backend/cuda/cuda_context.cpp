@@ -45,6 +45,9 @@ CudaContext::CudaContext(int device, Precision precision) : device_(device), pre
     TRAINER_CUDA_CHECK(*this, cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
     TRAINER_CUDA_CHECK(*this, cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
     TRAINER_CUDA_CHECK(*this, cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+    int lowest = 0, highest = 0;  // numerically: the greatest priority is the least number
+    TRAINER_CUDA_CHECK(*this, cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+    TRAINER_CUDA_CHECK(*this, cudaStreamCreateWithPriority(&urgent_, cudaStreamNonBlocking, highest));
     TRAINER_CUDA_CHECK(*this, cudnnCreate(&cudnn_));
     TRAINER_CUDA_CHECK(*this, cudnnSetStream(cudnn_, compute_));
   } catch (...) {
@@ -58,7 +61,7 @@ CudaContext::~CudaContext() { release(); }
 void CudaContext::release() noexcept {
   // Errors are ignored: this runs in the destructor, also after a device fault.
   cudaSetDevice(device_);
-  for (cudaStream_t s : {compute_, copy_, comm_})
+  for (cudaStream_t s : {compute_, copy_, comm_, urgent_})
     if (s) cudaStreamSynchronize(s);
   for (auto& block : free_) cudaFree(block.second);
   for (auto& block : live_) cudaFree(block.first);
@@ -68,10 +71,10 @@ void CudaContext::release() noexcept {
   workspace_bytes_ = in_use_ = 0;
   release_staging();
   if (cudnn_) cudnnDestroy(cudnn_);
-  for (cudaStream_t s : {compute_, copy_, comm_})
+  for (cudaStream_t s : {compute_, copy_, comm_, urgent_})
     if (s) cudaStreamDestroy(s);
   cudnn_ = nullptr;
-  compute_ = copy_ = comm_ = nullptr;
+  compute_ = copy_ = comm_ = urgent_ = nullptr;
   cudaGetLastError();  // leave no error behind for the thread's next CUDA call
 }
 
@@ -177,6 +180,7 @@ void CudaContext::synchronize() {
   TRAINER_CUDA_CHECK(*this, cudaStreamSynchronize(compute_));
   TRAINER_CUDA_CHECK(*this, cudaStreamSynchronize(copy_));
   TRAINER_CUDA_CHECK(*this, cudaStreamSynchronize(comm_));
+  TRAINER_CUDA_CHECK(*this, cudaStreamSynchronize(urgent_));
 }
 
 void* CudaContext::workspace(size_t bytes) {

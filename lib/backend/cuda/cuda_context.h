@@ -1,8 +1,10 @@
 #pragma once
 // CudaContext: one tower's execution context on one GPU (core/device.h's
 // DeviceContext): a compute stream (every op of the tower is queued on it), a
-// copy stream (input batches from pinned host memory), a communication stream
-// (gradient all-reduce), a cuDNN handle bound to the compute stream,
+// copy stream (input batches from pinned host memory), two communication
+// streams (the gradient buckets' all-reduces; the collectives the compute
+// stream waits for at once, at the GPU's highest stream priority, so that they
+// pass the buckets), a cuDNN handle bound to the compute stream,
 // a caching allocator (a step makes no cudaMalloc/cudaFree once warm) and a
 // growing workspace shared by the tower's ops (safe: they run in stream order).
 // Several contexts may share one GPU (towers --gpus 0,0). Internal to
@@ -53,7 +55,12 @@ class CudaContext final : public DeviceContext {
 
   Precision precision() const { return precision_; }
   cudaStream_t stream() const { return compute_; }
+  /// The gradient buckets' all-reduces (started during backward, waited for at the update).
   cudaStream_t comm_stream() const { return comm_; }
+  /// Collectives the compute stream waits for at once (synchronized
+  /// BatchNormalization's sums, broadcasts): their own stream, at the GPU's
+  /// highest priority, so that they never queue behind a bucket in flight.
+  cudaStream_t urgent_comm_stream() const { return urgent_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   /// Scratch of at least `bytes` on the device, valid until the next call
   /// (ops on the compute stream use it in turn).
@@ -82,7 +89,7 @@ class CudaContext final : public DeviceContext {
 
   int device_;
   Precision precision_;
-  cudaStream_t compute_ = nullptr, copy_ = nullptr, comm_ = nullptr;
+  cudaStream_t compute_ = nullptr, copy_ = nullptr, comm_ = nullptr, urgent_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   std::string layer_;
   std::multimap<size_t, void*> free_;      ///< Cached blocks by size.

@@ -1,10 +1,27 @@
 // NcclCommunicator: dist/nccl_communicator.h's Communicator of GPU towers on
 // distinct GPUs of this process, one NCCL rank per tower.
 //
-// Creation: the constructing thread creates every rank's communicator in one
-// NCCL group (ncclGetUniqueId, then ncclCommInitRankConfig per GPU between
-// ncclGroupStart and ncclGroupEnd: the single-thread, several-GPU form that
-// ncclCommInitAll uses inside), with config.blocking = 0. Non-blocking
+// Lanes: each rank has two NCCL communicators, each on its own stream of the
+// tower's CudaContext. The buckets lane (comm_stream) carries the gradient
+// buckets' all-reduces (start_all_reduce_sum); the urgent lane
+// (urgent_comm_stream, the GPU's highest stream priority) carries the
+// collectives the compute stream waits for at once (all_reduce_sum: the
+// synchronized BatchNormalization's sums; broadcast). On one stream a BN layer's
+// few kilobytes would wait behind every bucket already queued (tens of MB each)
+// and backward would stall there: overlap would turn into serialisation.
+// Every rank issues each lane's collectives in the same order, from one host
+// thread, so the two lanes' kernels are launched in the same order on every
+// GPU; NCCL_LAUNCH_ORDER_IMPLICIT=1 (set unless the user set it) makes NCCL
+// keep that launch order between the communicators of a GPU, which NCCL's
+// guide asks of concurrent communicators (one waiting for a peer that waits on
+// the other could otherwise deadlock).
+//
+// Creation: the constructing thread creates every rank's communicators, one
+// NCCL group per lane (ncclGetUniqueId, then ncclCommInitRankConfig per GPU
+// between ncclGroupStart and ncclGroupEnd: the single-thread, several-GPU form
+// that ncclCommInitAll uses inside), with config.blocking = 0; the urgent
+// lane's reductions are small, so it gets at most 2 CTAs (channels), which
+// also bounds the buffers NCCL allocates for it. Non-blocking
 // communicators never block the host: NCCL work that would (initialisation,
 // the connection set-up of a rank's first collective, finalisation) returns
 // ncclInProgress and goes on in NCCL's threads while this class polls
@@ -15,23 +32,23 @@
 // communicator when every rank issues the same collectives in the same order).
 //
 // Ordering (as llm.c overlaps its gradient all-reduce with backward): an event
-// recorded on the compute stream is waited for by the communication stream
-// before the collective; an event recorded on the communication stream after it
-// is waited for by the compute stream: at once for all_reduce_sum and
+// recorded on the compute stream is waited for by the lane's stream before the
+// collective; an event recorded on the lane's stream after it is waited for by
+// the compute stream: at once for all_reduce_sum and
 // broadcast, at wait()/wait_all() for start_all_reduce_sum. Events come from a
 // pool made per rank at construction (the ticket pool grows only when a step
 // starts more reductions than ever before), so a step creates none.
 //
-// Failure: the newest collective of a rank is the one to watch (the
-// communication stream runs in order). wait() and wait_all() look at it once
+// Failure: the newest collective of each lane of a rank is the one to watch
+// (a lane's stream runs in order). wait() and wait_all() look at them once
 // (cudaEventQuery; while it runs, ncclCommGetAsyncError and its age);
 // synchronize() polls the event every 50 us and NCCL's state and the clock
-// every 1 ms until it completes. An NCCL or CUDA error, or a collective still
-// running timeout_seconds after it was queued, aborts every rank's communicator
+// every 1 ms until they complete. An NCCL or CUDA error, or a collective still
+// running timeout_seconds after it was queued, aborts every rank's communicators
 // (ncclCommAbort: NCCL kernels waiting for a peer quit) and throws. A mutex
 // per rank, which the rank's calls take shared and abort takes exclusively,
-// keeps ncclCommAbort from running during another thread's call on the same
-// communicator (NCCL allows one thread at a time per communicator); the
+// keeps ncclCommAbort from running during another thread's call on the rank's
+// communicators (NCCL allows one thread at a time per communicator); the
 // aborted flag is set before any ncclCommAbort, so the other towers' next
 // calls throw at once instead of waiting for the aborts to end. An
 // ncclCommAbort that hangs still holds up the thread that aborts (and the
@@ -39,9 +56,11 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -58,6 +77,12 @@ using Clock = std::chrono::steady_clock;
 
 /// Ticket events made per rank at construction.
 constexpr int kInitialTickets = 32;
+
+/// A rank's two communicators (see the top of this file).
+enum Lane { kBuckets = 0, kUrgent = 1, kLanes = 2 };
+constexpr const char* kLaneNames[kLanes] = {"trainer gradient buckets", "trainer urgent collectives"};
+/// CTAs (channels) of the urgent lane: its all-reduces are a few kilobytes.
+constexpr int kUrgentCtas = 2;
 
 /// A collective as error messages name it.
 struct Op {
@@ -133,20 +158,25 @@ class NcclCommunicator final : public Communicator {
   void abort(const std::string& reason) override;
 
  private:
+  /// One communicator of a rank and its newest collective.
+  struct Channel {
+    ncclComm_t comm = nullptr;   ///< Null once aborted or destroyed.
+    cudaEvent_t last = nullptr;  ///< After the newest collective; null once it completed.
+    Op last_op;
+    Clock::time_point last_queued;
+  };
   struct Rank {
     Device device;
     CudaContext* ctx = nullptr;
-    ncclComm_t comm = nullptr;          ///< Null once aborted or destroyed.
+    std::array<Channel, kLanes> lanes;
     cudaEvent_t produced = nullptr;     ///< On the compute stream before a collective.
-    cudaEvent_t reduced = nullptr;      ///< On the comm stream after all_reduce_sum/broadcast.
-    std::vector<cudaEvent_t> tickets;   ///< On the comm stream after started reductions.
+    cudaEvent_t reduced = nullptr;      ///< On the urgent stream after all_reduce_sum/broadcast.
+    std::vector<cudaEvent_t> tickets;   ///< On the buckets stream after started reductions.
     int next_ticket = 0;
-    cudaEvent_t last = nullptr;         ///< After the newest collective; null once it completed.
-    Op last_op;
-    Clock::time_point last_queued;
-    /// Shared: the rank's thread in an NCCL call on comm. Exclusive: abort() on comm. One per rank, so that
-    /// a tower waits only for its own rank's abort, not for every rank's.
+    /// Shared: the rank's thread in an NCCL call on its communicators. Exclusive: abort() on them. One per
+    /// rank, so that a tower waits only for its own rank's abort, not for every rank's.
     std::shared_mutex mu;
+    cudaStream_t stream(Lane lane) const { return lane == kBuckets ? ctx->comm_stream() : ctx->urgent_comm_stream(); }
   };
 
   /// Checks rank, throws if aborted, makes the rank's GPU current.
@@ -154,19 +184,26 @@ class NcclCommunicator final : public Communicator {
   cudaEvent_t make_event(Rank& r);
   template <typename T>
   void reduce_now(int rank, T* data, size_t n, ncclDataType_t type, const char* type_name);
-  /// Queues issue(comm, comm_stream) after the compute stream's work, then records done after it.
+  /// Queues issue(comm, stream) of lane after the compute stream's work, then records done after it.
   template <typename Issue>
-  void queue(int rank, const Op& op, cudaEvent_t done, Issue issue);
-  /// ncclCommGetAsyncError of rank; throws if the communicator was aborted.
-  ncclResult_t async_state(int rank);
+  void queue(int rank, Lane lane, const Op& op, cudaEvent_t done, Issue issue);
+  /// ncclCommGetAsyncError of rank's lane; throws if the communicator was aborted.
+  ncclResult_t async_state(int rank, Lane lane);
   /// Polls until NCCL has queued the call that returned ncclInProgress; returns its result.
-  ncclResult_t settle(int rank, const Op& op, Clock::time_point since);
-  /// Looks at (block: waits for) the rank's newest collective; throws on failure.
+  ncclResult_t settle(int rank, Lane lane, const Op& op, Clock::time_point since);
+  /// Looks at (block: waits for) the newest collective of each of the rank's lanes; throws on failure.
   void check(int rank, bool block);
+  /// check() for one lane.
+  void check_lane(int rank, Lane lane, bool block);
   [[noreturn]] void fail(int rank, const Op& op, const std::string& cause);
   [[noreturn]] void throw_aborted(int rank) const;
-  /// Creates every rank's NCCL communicator; on failure aborts those made and throws.
+  /// Creates every rank's NCCL communicators; on failure aborts those made and throws.
   void create_comms();
+  /// Creates every rank's communicator of lane from id (world ranks first.. of n); returns the cause of a
+  /// failure, empty on success.
+  std::string create_lane(Lane lane, const ncclUniqueId& id, int n, int first);
+  /// Finalises every rank's communicators in one group; whether all finished cleanly within the timeout.
+  bool finalize_all() noexcept;
   /// Finalises and destroys the communicators, or aborts them when a
   /// collective is unfinished or finalisation fails; destroys the events.
   void release() noexcept;
@@ -223,43 +260,55 @@ cudaEvent_t NcclCommunicator::make_event(Rank& r) {
 }
 
 void NcclCommunicator::create_comms() {
-  // In a run of several processes, process 0's id for all (NCCL's rendezvous goes through it).
+  // In a run of several processes, process 0's ids for all (NCCL's rendezvous goes through it).
   const bool makes_id = !world_.group || world_.group->rank() == 0;
   const int n = world_.group ? world_.ranks : size(), first = world_.group ? world_.first_rank : 0;
-  // The id travels with process 0's result, so that a failure there ends every process at once (not after
+  // The ids travel with process 0's result, so that a failure there ends every process at once (not after
   // the others' timeout).
   struct {
-    ncclUniqueId id;
+    ncclUniqueId id[kLanes];
     int result;
   } made{};
-  made.result = makes_id ? int(ncclGetUniqueId(&made.id)) : int(ncclSuccess);
+  made.result = int(ncclSuccess);
+  for (int lane = 0; lane < kLanes && makes_id && made.result == int(ncclSuccess); ++lane)
+    made.result = int(ncclGetUniqueId(&made.id[lane]));
   if (world_.group) world_.group->broadcast(&made, sizeof made, 0);
-  const ncclUniqueId& id = made.id;
-  ncclResult_t res = ncclResult_t(made.result);
-  if (res != ncclSuccess)
+  if (made.result != int(ncclSuccess))
     throw InternalError("ncclGetUniqueId failed " + std::string(makes_id ? "" : "on process 0 ") + "for " +
-                        devices_text() + ": " + nccl_text(res, nullptr));
+                        devices_text() + ": " + nccl_text(ncclResult_t(made.result), nullptr));
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const std::string cause = create_lane(Lane(lane), made.id[lane], n, first);
+    if (cause.empty()) continue;
+    abort("NCCL could not create its communicators");
+    throw InternalError("NCCL initialisation of the " + std::string(kLaneNames[lane]) + " communicator for " +
+                        devices_text() + " failed: " + cause);
+  }
+}
+
+std::string NcclCommunicator::create_lane(Lane lane, const ncclUniqueId& id, int n, int first) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
+  config.commName = kLaneNames[lane];
+  if (lane == kUrgent) config.maxCTAs = kUrgentCtas;
   // Nothing may throw between ncclGroupStart and ncclGroupEnd (the group is thread state).
   std::string cause;
-  ncclResult_t error = ncclGroupStart();
+  ncclResult_t error = ncclGroupStart(), res = ncclSuccess;
   for (int i = 0; i < size() && running_or_done(error); ++i) {  // this process's ranks; n in the world
     const cudaError_t set = cudaSetDevice(ranks_[size_t(i)].device.index);
     if (set != cudaSuccess) {
       cause = "cudaSetDevice(" + std::to_string(ranks_[size_t(i)].device.index) + ") failed: " + status_string(set);
       break;
     }
-    res = ncclCommInitRankConfig(&ranks_[size_t(i)].comm, n, id, first + i, &config);
+    res = ncclCommInitRankConfig(&ranks_[size_t(i)].lanes[lane].comm, n, id, first + i, &config);
     if (!running_or_done(res)) error = res;
   }
   res = ncclGroupEnd();
   if (running_or_done(error)) error = res;
   const Clock::time_point since = Clock::now();
   for (Rank& r : ranks_) {
-    while (cause.empty() && running_or_done(error) && r.comm) {
+    while (cause.empty() && running_or_done(error) && r.lanes[lane].comm) {
       ncclResult_t state = ncclSuccess;
-      res = ncclCommGetAsyncError(r.comm, &state);
+      res = ncclCommGetAsyncError(r.lanes[lane].comm, &state);
       if (res != ncclSuccess) state = res;
       if (state == ncclSuccess) break;
       if (state != ncclInProgress) error = state;
@@ -267,10 +316,8 @@ void NcclCommunicator::create_comms() {
       else backoff(since);
     }
   }
-  if (cause.empty() && running_or_done(error)) return;
-  if (cause.empty()) cause = nccl_text(error, nullptr);
-  abort("NCCL could not create its communicators");
-  throw InternalError("NCCL initialisation for " + devices_text() + " failed: " + cause);
+  if (cause.empty() && !running_or_done(error)) cause = nccl_text(error, nullptr);
+  return cause;
 }
 
 NcclCommunicator::Rank& NcclCommunicator::enter(int rank) {
@@ -299,12 +346,12 @@ void NcclCommunicator::fail(int rank, const Op& op, const std::string& cause) {
   throw InternalError(msg);
 }
 
-ncclResult_t NcclCommunicator::async_state(int rank) {
+ncclResult_t NcclCommunicator::async_state(int rank, Lane lane) {
   ncclResult_t state = ncclSuccess;
   {
     std::shared_lock<std::shared_mutex> lock(ranks_[size_t(rank)].mu);
     if (!aborted_.load(std::memory_order_acquire)) {
-      const ncclResult_t res = ncclCommGetAsyncError(ranks_[size_t(rank)].comm, &state);
+      const ncclResult_t res = ncclCommGetAsyncError(ranks_[size_t(rank)].lanes[lane].comm, &state);
       if (res != ncclSuccess) state = res;
     }
   }
@@ -312,9 +359,9 @@ ncclResult_t NcclCommunicator::async_state(int rank) {
   return state;
 }
 
-ncclResult_t NcclCommunicator::settle(int rank, const Op& op, Clock::time_point since) {
+ncclResult_t NcclCommunicator::settle(int rank, Lane lane, const Op& op, Clock::time_point since) {
   for (;;) {
-    const ncclResult_t state = async_state(rank);
+    const ncclResult_t state = async_state(rank, lane);
     if (state != ncclInProgress) return state;
     if (seconds_since(since) > timeout_)
       fail(rank, op, timed_out(" while NCCL was queuing it"));
@@ -323,39 +370,41 @@ ncclResult_t NcclCommunicator::settle(int rank, const Op& op, Clock::time_point 
 }
 
 template <typename Issue>
-void NcclCommunicator::queue(int rank, const Op& op, cudaEvent_t done, Issue issue) {
+void NcclCommunicator::queue(int rank, Lane lane, const Op& op, cudaEvent_t done, Issue issue) {
   Rank& r = ranks_[size_t(rank)];
+  Channel& c = r.lanes[lane];
+  const cudaStream_t stream = r.stream(lane);
   TRAINER_CUDA_CHECK(*r.ctx, cudaEventRecord(r.produced, r.ctx->stream()));
-  TRAINER_CUDA_CHECK(*r.ctx, cudaStreamWaitEvent(r.ctx->comm_stream(), r.produced, 0));
+  TRAINER_CUDA_CHECK(*r.ctx, cudaStreamWaitEvent(stream, r.produced, 0));
   const Clock::time_point queued = Clock::now();
   ncclResult_t res = ncclSuccess;
   std::string detail;
   {
     std::shared_lock<std::shared_mutex> lock(r.mu);
     if (!aborted_.load(std::memory_order_acquire)) {
-      res = issue(r.comm, r.ctx->comm_stream());
-      if (!running_or_done(res)) detail = nccl_text(res, r.comm);
+      res = issue(c.comm, stream);
+      if (!running_or_done(res)) detail = nccl_text(res, c.comm);
     }
   }
   if (aborted_.load(std::memory_order_acquire)) throw_aborted(rank);
   if (res == ncclInProgress) {
-    res = settle(rank, op, queued);
+    res = settle(rank, lane, op, queued);
     if (res != ncclSuccess) {
       std::shared_lock<std::shared_mutex> lock(r.mu);
-      detail = nccl_text(res, aborted_.load(std::memory_order_acquire) ? nullptr : r.comm);
+      detail = nccl_text(res, aborted_.load(std::memory_order_acquire) ? nullptr : c.comm);
     }
   }
   if (res != ncclSuccess) fail(rank, op, "failed: " + detail);
-  TRAINER_CUDA_CHECK(*r.ctx, cudaEventRecord(done, r.ctx->comm_stream()));
-  r.last = done;
-  r.last_op = op;
-  r.last_queued = queued;
+  TRAINER_CUDA_CHECK(*r.ctx, cudaEventRecord(done, stream));
+  c.last = done;
+  c.last_op = op;
+  c.last_queued = queued;
 }
 
 template <typename T>
 void NcclCommunicator::reduce_now(int rank, T* data, size_t n, ncclDataType_t type, const char* type_name) {
   Rank& r = enter(rank);
-  queue(rank, Op{"all_reduce_sum", type_name, n, -1}, r.reduced, [&](ncclComm_t comm, cudaStream_t s) {
+  queue(rank, kUrgent, Op{"all_reduce_sum", type_name, n, -1}, r.reduced, [&](ncclComm_t comm, cudaStream_t s) {
     return ncclAllReduce(data, data, n, type, ncclSum, comm, s);
   });
   TRAINER_CUDA_CHECK(*r.ctx, cudaStreamWaitEvent(r.ctx->stream(), r.reduced, 0));
@@ -363,7 +412,7 @@ void NcclCommunicator::reduce_now(int rank, T* data, size_t n, ncclDataType_t ty
 
 void NcclCommunicator::broadcast(int rank, float* data, size_t n, int root) {
   Rank& r = enter(rank);
-  queue(rank, Op{"broadcast", "float", n, root}, r.reduced, [&](ncclComm_t comm, cudaStream_t s) {
+  queue(rank, kUrgent, Op{"broadcast", "float", n, root}, r.reduced, [&](ncclComm_t comm, cudaStream_t s) {
     return ncclBroadcast(data, data, n, ncclFloat, root, comm, s);
   });
   TRAINER_CUDA_CHECK(*r.ctx, cudaStreamWaitEvent(r.ctx->stream(), r.reduced, 0));
@@ -373,7 +422,7 @@ int NcclCommunicator::start_all_reduce_sum(int rank, float* data, size_t n) {
   Rank& r = enter(rank);
   const int ticket = r.next_ticket;
   if (size_t(ticket) == r.tickets.size()) r.tickets.push_back(make_event(r));
-  queue(rank, Op{"all_reduce_sum", "float", n, -1}, r.tickets[size_t(ticket)], [&](ncclComm_t comm, cudaStream_t s) {
+  queue(rank, kBuckets, Op{"all_reduce_sum", "float", n, -1}, r.tickets[size_t(ticket)], [&](ncclComm_t comm, cudaStream_t s) {
     return ncclAllReduce(data, data, n, ncclFloat, ncclSum, comm, s);
   });
   ++r.next_ticket;
@@ -381,28 +430,33 @@ int NcclCommunicator::start_all_reduce_sum(int rank, float* data, size_t n) {
 }
 
 void NcclCommunicator::check(int rank, bool block) {
+  for (int lane = 0; lane < kLanes; ++lane) check_lane(rank, Lane(lane), block);
+}
+
+void NcclCommunicator::check_lane(int rank, Lane lane, bool block) {
   Rank& r = ranks_[size_t(rank)];
+  Channel& c = r.lanes[lane];
   Clock::time_point next_poll = Clock::now();
-  while (r.last) {
-    const cudaError_t q = cudaEventQuery(r.last);
+  while (c.last) {
+    const cudaError_t q = cudaEventQuery(c.last);
     if (q == cudaSuccess) {
-      r.last = nullptr;
+      c.last = nullptr;
       break;
     }
-    if (q != cudaErrorNotReady) fail(rank, r.last_op, "failed on the device: cudaEventQuery: " + status_string(q));
+    if (q != cudaErrorNotReady) fail(rank, c.last_op, "failed on the device: cudaEventQuery: " + status_string(q));
     const Clock::time_point now = Clock::now();
     if (now >= next_poll) {
-      const ncclResult_t state = async_state(rank);
+      const ncclResult_t state = async_state(rank, lane);
       if (!running_or_done(state)) {
         std::string detail;
         {
           std::shared_lock<std::shared_mutex> lock(r.mu);
-          detail = nccl_text(state, aborted_.load(std::memory_order_acquire) ? nullptr : r.comm);
+          detail = nccl_text(state, aborted_.load(std::memory_order_acquire) ? nullptr : c.comm);
         }
-        fail(rank, r.last_op, "failed: " + detail);
+        fail(rank, c.last_op, "failed: " + detail);
       }
-      if (std::chrono::duration<double>(now - r.last_queued).count() > timeout_)
-        fail(rank, r.last_op, timed_out(""));
+      if (std::chrono::duration<double>(now - c.last_queued).count() > timeout_)
+        fail(rank, c.last_op, timed_out(""));
       next_poll = now + std::chrono::milliseconds(1);
     }
     if (!block) return;
@@ -424,7 +478,8 @@ void NcclCommunicator::wait(int rank, int ticket) {
 void NcclCommunicator::wait_all(int rank) {
   Rank& r = enter(rank);
   check(rank, false);
-  if (r.last) TRAINER_CUDA_CHECK(*r.ctx, cudaStreamWaitEvent(r.ctx->stream(), r.last, 0));
+  if (const cudaEvent_t last = r.lanes[kBuckets].last)
+    TRAINER_CUDA_CHECK(*r.ctx, cudaStreamWaitEvent(r.ctx->stream(), last, 0));
   r.next_ticket = 0;
 }
 
@@ -443,49 +498,58 @@ void NcclCommunicator::abort(const std::string& reason) {
   DeviceGuard guard;
   for (Rank& r : ranks_) {
     std::unique_lock<std::shared_mutex> lock(r.mu);  // waits for this rank's call in NCCL only
-    if (!r.comm) continue;
-    // Results ignored: this is the failure path already, and the handle is gone either way.
-    (void)cudaSetDevice(r.device.index);
-    (void)ncclCommAbort(r.comm);
-    r.comm = nullptr;
+    for (Channel& c : r.lanes) {
+      if (!c.comm) continue;
+      // Results ignored: this is the failure path already, and the handle is gone either way.
+      (void)cudaSetDevice(r.device.index);
+      (void)ncclCommAbort(c.comm);
+      c.comm = nullptr;
+    }
   }
 }
 
-void NcclCommunicator::release() noexcept {
-  bool clean = !aborted_.load(std::memory_order_acquire) && !ranks_.empty();
-  for (const Rank& r : ranks_) clean = clean && r.comm && (!r.last || cudaEventQuery(r.last) == cudaSuccess);
-  if (clean) {
-    // Non-blocking teardown: finalise all ranks in one group (they synchronise
-    // with each other), poll until NCCL has finished, then free locally.
-    ncclResult_t error = ncclGroupStart();
-    for (Rank& r : ranks_) {
-      if (!running_or_done(error) || cudaSetDevice(r.device.index) != cudaSuccess) {
-        error = ncclUnhandledCudaError;
-        break;
-      }
-      const ncclResult_t res = ncclCommFinalize(r.comm);
+bool NcclCommunicator::finalize_all() noexcept {
+  // Non-blocking teardown: finalise every communicator in one group (the ranks synchronise with each
+  // other), then poll until NCCL has finished.
+  ncclResult_t error = ncclGroupStart();
+  for (Rank& r : ranks_) {
+    if (!running_or_done(error) || cudaSetDevice(r.device.index) != cudaSuccess) {
+      error = ncclUnhandledCudaError;
+      break;
+    }
+    for (Channel& c : r.lanes) {
+      const ncclResult_t res = ncclCommFinalize(c.comm);
       if (!running_or_done(res)) error = res;
     }
-    const ncclResult_t end = ncclGroupEnd();
-    if (running_or_done(error)) error = end;
-    const Clock::time_point since = Clock::now();
-    for (Rank& r : ranks_) {
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  if (running_or_done(error)) error = end;
+  const Clock::time_point since = Clock::now();
+  for (Rank& r : ranks_)
+    for (Channel& c : r.lanes)
       while (running_or_done(error)) {
         ncclResult_t state = ncclSuccess;
-        const ncclResult_t res = ncclCommGetAsyncError(r.comm, &state);
+        const ncclResult_t res = ncclCommGetAsyncError(c.comm, &state);
         if (res != ncclSuccess) state = res;
         if (state == ncclSuccess) break;
         if (state != ncclInProgress || seconds_since(since) > timeout_) error = ncclInternalError;
         else backoff(since);
       }
-    }
-    clean = running_or_done(error);
-  }
+  return running_or_done(error);
+}
+
+void NcclCommunicator::release() noexcept {
+  bool clean = !aborted_.load(std::memory_order_acquire) && !ranks_.empty();
+  for (const Rank& r : ranks_)
+    for (const Channel& c : r.lanes) clean = clean && c.comm && (!c.last || cudaEventQuery(c.last) == cudaSuccess);
+  if (clean) clean = finalize_all();
   if (clean) {
     for (Rank& r : ranks_) {
       (void)cudaSetDevice(r.device.index);
-      (void)ncclCommDestroy(r.comm);  // finalised: frees local resources only
-      r.comm = nullptr;
+      for (Channel& c : r.lanes) {
+        (void)ncclCommDestroy(c.comm);  // finalised: frees local resources only
+        c.comm = nullptr;
+      }
     }
   } else {
     abort("the communicator was destroyed with collectives unfinished");
@@ -531,6 +595,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& 
     throw InternalError("NCCL communicator: ranks " + std::to_string(world.first_rank) + ".." +
                         std::to_string(world.first_rank + int(devices.size()) - 1) + " of a world of " +
                         std::to_string(world.ranks));
+  // Before NCCL reads it (once, at its first launch); the towers' threads have not started yet.
+  setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", 0);
   return std::make_unique<cuda::NcclCommunicator>(devices, timeout_seconds, world);
 }
 
