@@ -98,6 +98,28 @@ TEST_CASE("a started reduction leaves the data alone until it runs, and wait mak
   CHECK_THROWS_WITH(comm.wait(0, 5), Catch::Contains("waits for ticket 5 of 1 started"));
 }
 
+TEST_CASE("a collective that returns at once does not wait for an earlier started reduction", "[comm]") {
+  // As NCCL's two communicators: the started reductions (gradient buckets) and the others (BN sums) are
+  // ordered among themselves only.
+  AsyncCommunicator comm(2, AsyncCommOptions{});
+  std::vector<float> bucket0{1.f}, bucket1{2.f}, small0{3.f}, small1{4.f};
+  const int ticket = comm.start_all_reduce_sum(0, bucket0.data(), 1);
+  std::thread other([&] { comm.all_reduce_sum(1, small1.data(), 1); });
+  comm.all_reduce_sum(0, small0.data(), 1);  // returns although rank 1 has not started the bucket
+  other.join();
+  CHECK(small0 == std::vector<float>{7.f});
+  CHECK(bucket0 == std::vector<float>{1.f});
+  std::thread late([&] {
+    comm.start_all_reduce_sum(1, bucket1.data(), 1);
+    comm.wait_all(1);
+  });
+  comm.wait(0, ticket);
+  late.join();
+  CHECK(bucket0 == std::vector<float>{3.f});
+  CHECK(comm.history(0) == "sr");
+  CHECK(comm.history(1) == "rs");
+}
+
 TEST_CASE("ranks that call different collectives end every rank's call with an error naming both", "[comm]") {
   AsyncCommunicator comm(3, AsyncCommOptions{50, 1});
   const auto errors = on_ranks(3, [&](int r) {

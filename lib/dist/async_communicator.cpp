@@ -1,5 +1,6 @@
 #include "dist/async_communicator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -47,9 +48,13 @@ void sum_into_all(const std::vector<void*>& data, size_t n, T* sum) {
 }  // namespace
 
 AsyncCommunicator::AsyncCommunicator(int size, AsyncCommOptions options)
-    : size_(size), options_(options), delays_(options.seed), queued_(size_t(size), 0), tickets_(size_t(size)) {
+    : size_(size), options_(options), tickets_(size_t(std::max(size, 0))), history_(size_t(std::max(size, 0))) {
   if (size < 1) throw InternalError("AsyncCommunicator of " + std::to_string(size) + " ranks");
-  helper_ = std::thread([this] { run(); });
+  for (int k = 0; k < 2; ++k) {
+    lanes_[k].queued.assign(size_t(size), 0);
+    lanes_[k].delays.seed(options.seed + uint64_t(k));
+  }
+  for (Lane& lane : lanes_) lane.helper = std::thread([this, &lane] { run(lane); });
 }
 
 AsyncCommunicator::~AsyncCommunicator() {
@@ -58,7 +63,7 @@ AsyncCommunicator::~AsyncCommunicator() {
     stopping_ = true;
   }
   cv_.notify_all();
-  helper_.join();
+  for (Lane& lane : lanes_) lane.helper.join();
 }
 
 void AsyncCommunicator::check_rank(int rank) const {
@@ -81,21 +86,24 @@ void AsyncCommunicator::abort(const std::string& reason) {
   abort_locked(reason);
 }
 
-uint64_t AsyncCommunicator::enqueue(int rank, const Call& call) {
+uint64_t AsyncCommunicator::enqueue(int rank, int lane, const Call& call, char letter) {
   check_rank(rank);
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_) throw_aborted(rank);
-  const uint64_t seq = queued_[size_t(rank)]++;
-  while (pending_.size() <= seq - completed_) pending_.emplace_back();
-  Collective& c = pending_[seq - completed_];
+  Lane& l = lanes_[lane];
+  history_[size_t(rank)] += letter;
+  const uint64_t seq = l.queued[size_t(rank)]++;
+  while (l.pending.size() <= seq - l.completed) l.pending.emplace_back();
+  Collective& c = l.pending[seq - l.completed];
   if (c.calls.empty()) c.calls.resize(size_t(size_));
   for (int r = 0; r < size_; ++r) {
     const Call& other = c.calls[size_t(r)];
     if (*other.op == '\0') continue;  // rank r has not queued it yet
     if (std::strcmp(other.op, call.op) != 0 || std::strcmp(other.type, call.type) != 0 || other.n != call.n ||
         other.root != call.root) {
-      abort_locked("collective " + std::to_string(seq) + " differs between ranks: rank " + std::to_string(r) +
-                   " called " + describe(other) + ", rank " + std::to_string(rank) + " " + describe(call) +
+      abort_locked("collective " + std::to_string(seq) + (lane == kStarted ? " started" : "") +
+                   " differs between ranks: rank " + std::to_string(r) + " called " + describe(other) + ", rank " +
+                   std::to_string(rank) + " " + describe(call) +
                    " (every rank must call the same collectives in the same order)");
       throw_aborted(rank);
     }
@@ -106,36 +114,39 @@ uint64_t AsyncCommunicator::enqueue(int rank, const Call& call) {
   return seq;
 }
 
-void AsyncCommunicator::wait_for(int rank, uint64_t seq) {
+void AsyncCommunicator::wait_for(int rank, int lane, uint64_t seq) {
   std::unique_lock<std::mutex> lock(mu_);
-  // Once aborted, not while the helper still writes into the ranks' buffers: the caller may free them.
-  cv_.wait(lock, [&] { return completed_ > seq || (aborted_ && !executing_); });
-  if (completed_ <= seq) throw_aborted(rank);
+  const Lane& l = lanes_[lane];
+  // Once aborted, not while a helper still writes into the ranks' buffers: the caller may free them.
+  cv_.wait(lock, [&] {
+    return l.completed > seq || (aborted_ && !lanes_[kStarted].executing && !lanes_[kNow].executing);
+  });
+  if (l.completed <= seq) throw_aborted(rank);
 }
 
-void AsyncCommunicator::run() {
+void AsyncCommunicator::run(Lane& l) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || (!aborted_ && !pending_.empty() && pending_.front().arrived == size_); });
+    cv_.wait(lock, [&] { return stopping_ || (!aborted_ && !l.pending.empty() && l.pending.front().arrived == size_); });
     if (stopping_) return;
-    const double delay = std::uniform_real_distribution<double>(0.0, options_.max_delay_us)(delays_);
-    const Collective& c = pending_.front();  // no rank changes it now; a deque keeps it in place as others queue
+    const double delay = std::uniform_real_distribution<double>(0.0, options_.max_delay_us)(l.delays);
+    const Collective& c = l.pending.front();  // no rank changes it now; a deque keeps it in place as others queue
     lock.unlock();
     if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(delay));
     lock.lock();
     if (aborted_ || stopping_) continue;  // the ranks have stopped waiting: their buffers may be gone
-    executing_ = true;
+    l.executing = true;
     lock.unlock();
-    execute(c);
+    execute(l, c);
     lock.lock();
-    executing_ = false;
-    pending_.pop_front();
-    ++completed_;
+    l.executing = false;
+    l.pending.pop_front();
+    ++l.completed;
     cv_.notify_all();
   }
 }
 
-void AsyncCommunicator::execute(const Collective& c) {
+void AsyncCommunicator::execute(Lane& l, const Collective& c) {
   const Call& first = c.calls[0];
   std::vector<void*> data;
   for (const Call& call : c.calls) data.push_back(call.data);
@@ -145,28 +156,28 @@ void AsyncCommunicator::execute(const Collective& c) {
     return;
   }
   const bool is_double = std::strcmp(first.type, "double") == 0;
-  scratch_.resize(first.n * (is_double ? sizeof(double) : sizeof(float)));
-  if (is_double) sum_into_all(data, first.n, reinterpret_cast<double*>(scratch_.data()));
-  else sum_into_all(data, first.n, reinterpret_cast<float*>(scratch_.data()));
+  l.scratch.resize(first.n * (is_double ? sizeof(double) : sizeof(float)));
+  if (is_double) sum_into_all(data, first.n, reinterpret_cast<double*>(l.scratch.data()));
+  else sum_into_all(data, first.n, reinterpret_cast<float*>(l.scratch.data()));
 }
 
 void AsyncCommunicator::all_reduce_sum(int rank, float* data, size_t n) {
-  wait_for(rank, enqueue(rank, Call{"all_reduce_sum", "float", data, n, -1}));
+  wait_for(rank, kNow, enqueue(rank, kNow, Call{"all_reduce_sum", "float", data, n, -1}, 'r'));
 }
 
 void AsyncCommunicator::all_reduce_sum(int rank, double* data, size_t n) {
-  wait_for(rank, enqueue(rank, Call{"all_reduce_sum", "double", data, n, -1}));
+  wait_for(rank, kNow, enqueue(rank, kNow, Call{"all_reduce_sum", "double", data, n, -1}, 'r'));
 }
 
 void AsyncCommunicator::broadcast(int rank, float* data, size_t n, int root) {
   if (root < 0 || root >= size_)
     throw InternalError("AsyncCommunicator: broadcast from rank " + std::to_string(root) + " of " +
                         std::to_string(size_));
-  wait_for(rank, enqueue(rank, Call{"broadcast", "float", data, n, root}));
+  wait_for(rank, kNow, enqueue(rank, kNow, Call{"broadcast", "float", data, n, root}, 'b'));
 }
 
 int AsyncCommunicator::start_all_reduce_sum(int rank, float* data, size_t n) {
-  const uint64_t seq = enqueue(rank, Call{"all_reduce_sum", "float", data, n, -1});
+  const uint64_t seq = enqueue(rank, kStarted, Call{"all_reduce_sum", "float", data, n, -1}, 's');
   std::vector<uint64_t>& t = tickets_[size_t(rank)];  // the rank's own thread alone touches its tickets
   t.push_back(seq);
   return int(t.size()) - 1;
@@ -178,17 +189,28 @@ void AsyncCommunicator::wait(int rank, int ticket) {
   if (ticket < 0 || size_t(ticket) >= t.size())
     throw InternalError("AsyncCommunicator: rank " + std::to_string(rank) + " waits for ticket " +
                         std::to_string(ticket) + " of " + std::to_string(t.size()) + " started");
-  wait_for(rank, t[size_t(ticket)]);
+  wait_for(rank, kStarted, t[size_t(ticket)]);
+}
+
+void AsyncCommunicator::drain(int rank, int lane) {
+  uint64_t queued = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued = lanes_[lane].queued[size_t(rank)];
+  }
+  if (queued > 0) wait_for(rank, lane, queued - 1);
 }
 
 void AsyncCommunicator::synchronize(int rank) {
   check_rank(rank);
-  uint64_t queued = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queued = queued_[size_t(rank)];
-  }
-  if (queued > 0) wait_for(rank, queued - 1);
+  drain(rank, kStarted);
+  drain(rank, kNow);
+}
+
+std::string AsyncCommunicator::history(int rank) const {
+  check_rank(rank);
+  std::lock_guard<std::mutex> lock(mu_);
+  return history_[size_t(rank)];
 }
 
 void AsyncCommunicator::wait_all(int rank) {

@@ -5,15 +5,18 @@
 // show otherwise: a reduction's result read before wait(), a buffer written
 // while its reduction still runs, ranks calling different collectives.
 //
-// Every call queues a collective; one helper thread runs the collectives in
-// queue order, each once every rank has queued it, after a random delay of up
-// to max_delay_us (0: none). start_all_reduce_sum returns at once: the rank
-// must neither read nor write the data until wait(ticket) or wait_all has
-// returned (the helper reads every rank's input and writes the sum when it
-// runs, which may be before or long after). all_reduce_sum and broadcast
-// return once their collective, and so every earlier one, has run. Sums are
-// formed once, over the ranks in rank order, and every rank receives the same
-// bits (as LocalCommunicator's).
+// Every call queues a collective in one of two lanes, as NCCL's communicator
+// (dist/nccl_communicator.h) has one for the started reductions and one for
+// the others: per lane, a helper thread runs its collectives in queue order,
+// each once every rank has queued it, after a random delay of up to
+// max_delay_us (0: none), so a lane's collective may run before an earlier one
+// of the other lane. start_all_reduce_sum returns at once: the rank must
+// neither read nor write the data until wait(ticket) or wait_all has returned
+// (the helper reads every rank's input and writes the sum when it runs, which
+// may be before or long after). all_reduce_sum and broadcast return once their
+// collective, and so every earlier one of their lane, has run. Sums are formed
+// once, over the ranks in rank order, and every rank receives the same bits
+// (as LocalCommunicator's).
 //
 // The k-th collectives of all ranks must match (operation, element type,
 // count, root): a rank whose call differs from the others' makes every rank's
@@ -68,6 +71,9 @@ class AsyncCommunicator final : public Communicator {
   void wait_all(int rank) override;
   void synchronize(int rank) override;
   void abort(const std::string& reason) override;
+  /// Rank's calls so far, one letter each: 's' start_all_reduce_sum, 'r'
+  /// all_reduce_sum, 'b' broadcast (tests read when a step started its buckets).
+  std::string history(int rank) const;
 
  private:
   /// One rank's part of a collective.
@@ -82,35 +88,43 @@ class AsyncCommunicator final : public Communicator {
     std::vector<Call> calls;  ///< Per rank.
     int arrived = 0;
   };
-  /// Queues rank's call; returns its collective's sequence number. Throws
-  /// InternalError once aborted, or when the call differs from another rank's
-  /// of the same collective.
-  uint64_t enqueue(int rank, const Call& call);
-  /// Blocks until collective seq has run (InternalError once aborted).
-  void wait_for(int rank, uint64_t seq);
+  /// The started reductions' lane (0) or the others' (1), and its helper's state.
+  struct Lane {
+    std::deque<Collective> pending;  ///< Collective completed + i at i.
+    uint64_t completed = 0;          ///< Collectives with a lower sequence number have run.
+    std::vector<uint64_t> queued;    ///< Per rank: the collectives it has queued.
+    std::mt19937_64 delays;
+    std::vector<char> scratch;       ///< The helper's sum.
+    bool executing = false;          ///< The helper is writing into the ranks' buffers (mu_ not held).
+    std::thread helper;
+  };
+  static constexpr int kStarted = 0, kNow = 1;
+  /// Queues rank's call in lane (its letter in the history); returns its
+  /// collective's sequence number there. Throws InternalError once aborted, or
+  /// when the call differs from another rank's of the same collective.
+  uint64_t enqueue(int rank, int lane, const Call& call, char letter);
+  /// Blocks until collective seq of lane has run (InternalError once aborted).
+  void wait_for(int rank, int lane, uint64_t seq);
+  /// Blocks until rank's collectives queued in lane so far have run.
+  void drain(int rank, int lane);
   /// Marks every rank aborted with reason (mu_ held).
   void abort_locked(const std::string& reason);
   [[noreturn]] void throw_aborted(int rank) const;
   void check_rank(int rank) const;
-  /// The helper thread: runs the collectives in order.
-  void run();
+  /// Lane's helper thread: runs its collectives in order.
+  void run(Lane& lane);
   /// Runs one collective whose calls have all arrived (mu_ not held).
-  void execute(const Collective& c);
+  void execute(Lane& lane, const Collective& c);
 
   int size_;
   AsyncCommOptions options_;
-  std::mt19937_64 delays_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Collective> pending_;  ///< Collective completed_ + i at i.
-  uint64_t completed_ = 0;          ///< Collectives with a lower sequence number have run.
-  std::vector<uint64_t> queued_;    ///< Per rank: the collectives it has queued.
-  std::vector<std::vector<uint64_t>> tickets_;  ///< Per rank: the sequence number of each ticket.
-  std::vector<char> scratch_;       ///< The helper's sum.
+  Lane lanes_[2];
+  std::vector<std::vector<uint64_t>> tickets_;  ///< Per rank: the sequence number of each ticket (lane 0).
+  std::vector<std::string> history_;            ///< Per rank: history().
   bool aborted_ = false, stopping_ = false;
-  bool executing_ = false;          ///< The helper is writing into the ranks' buffers (mu_ not held).
   std::string reason_;
-  std::thread helper_;
 };
 
 }  // namespace trainer
