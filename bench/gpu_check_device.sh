@@ -19,7 +19,10 @@
 #                  the CPU, random delays, ncclInProgress, the fault knobs
 #   scaling        bench/scaling.sh: the share of the modeled NCCL ring time of
 #                  an 8-GPU machine that backward hides, seed U-Net, bf16
-#                  (these two run after the headline pairs below)
+#   scaling_bn     the same with synchronized BatchNormalization (SYNC_BN=1),
+#                  8 images per GPU over PCIe 5: buckets overlapping backward
+#                  (BN sums on NCCL's second communicator) against held until
+#                  backward ends (these three run after the headline pairs below)
 #   ours_<p>, torch_<q>  the headline pairs first, bf16 then tf32:
 #                  unet_throughput of configs/unet.yaml (256x256x3), batch 32,
 #                  GPU 0, precision p, 5 warm-up + 20 timed steps, beside
@@ -172,6 +175,8 @@ step standin_tests 80 "${run_sh[@]}" env LD_PRELOAD="$PWD/$bin/libnccl_standin.s
   -r console --durations yes
 step scaling 70 env RUN="${run_sh[*]}" RANKS=8 bash bench/scaling.sh "$bin/unet_throughput" \
   "$bin/libnccl_standin.so"
+step scaling_bn 40 env RUN="${run_sh[*]}" RANKS=8 SYNC_BN=1 BATCHES=8 INTERCONNECTS=pcie5 bash bench/scaling.sh \
+  "$bin/unet_throughput" "$bin/libnccl_standin.so"
 # A bf16 step's kernels, unsynchronized (where the GPU idles), and PyTorch's.
 step trace_bf16 40 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
   --precision bf16 --steps 2 --warmup 3 --trace 5
@@ -302,8 +307,10 @@ test_totals() {
     echo "$s:"
     test_totals "$s"
   done
-  echo "scaling (bench/scaling.sh, rc ${rc_of[scaling]:-none}):"
-  sed 's/^/  /' "$work/scaling.log" 2>/dev/null
+  for s in scaling scaling_bn; do
+    echo "$s (bench/scaling.sh, rc ${rc_of[$s]:-none}):"
+    sed 's/^/  /' "$work/$s.log" 2>/dev/null
+  done
   for s in train_gpu0 train_gpu00 train_gpu0_tf32 train_gpu0_bf16; do
     echo "$s: log.csv"
     head -n 6 "$work/$s/log.csv" 2>/dev/null | sed 's/^/  /'

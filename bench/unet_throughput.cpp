@@ -17,6 +17,9 @@
 // take the NCCL path (communication stream, events, overlap with backward);
 // bench/scaling.sh runs it under the tests' NCCL stand-in, whose modeled ring
 // delays then stand for the other GPUs of an N-GPU machine.
+// --hold-buckets: every step starts its gradient buckets' all-reduces after
+// backward instead of during it (Trainer::set_bucket_overlap(false)), for
+// bench/scaling.sh's comparison of the two.
 // --trace N (CUDA builds with CUPTI): then N more steps recorded with CUPTI
 // (kernel_trace.h), unsynchronized like the timed ones: per step the GPU's
 // busy and idle time, convolution and other kernel time and the top kernels,
@@ -44,7 +47,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Training images/s of a config's model on random data"};
   std::string config_path, gpus = "all", precision_text = "tf32";
   int batch = 8, steps = 10, warmup = 2, profile = 0, trace = 0, threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  bool nccl_alone = false;
+  bool nccl_alone = false, hold_buckets = false;
   app.add_option("--config", config_path, "Run configuration (its model and input size are measured)")->required();
   app.add_option("--gpus", gpus, "Devices, as trainer's --gpus (all, 0,1, cpu, cpu:N)")->capture_default_str();
   app.add_option("--batch", batch, "Global batch per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   app.add_option("--trace", trace, "Steps traced with CUPTI after the others (GPU kernel times to stderr)")
       ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--nccl-alone", nccl_alone, "One GPU tower reducing through NCCL over a world of one process");
+  app.add_flag("--hold-buckets", hold_buckets, "Start the gradient all-reduces after backward, not during it");
   app.add_option("--precision", precision_text, "GPU convolution arithmetic: fp32, tf32 or bf16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
       ->capture_default_str();
@@ -81,6 +85,7 @@ int main(int argc, char** argv) {
       throw UserError("--nccl-alone needs one GPU tower (--gpus 0), not " + plan.describe());
     LoneProcessGroup lone;
     Trainer trainer(config, plan, std::max(1, threads / plan.towers()), nccl_alone ? &lone : nullptr);
+    trainer.set_bucket_overlap(!hold_buckets);
     const Shape in = trainer.model().input_shape();
     Dataset data;
     data.images.resize(in.with_batch(batch));

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "config/config.h"
+#include "dist/async_communicator.h"
 #include "tiny_model.h"
 #include "train/trainer.h"
 
@@ -149,4 +151,35 @@ TEST_CASE("DepthwiseConv2D, SeparableConv2D and grouped Conv2D on N CPU towers r
   REQUIRE(max_rel_diff(fresh.params(0), one) > 1e-3);  // training moved the weights
   CHECK(max_rel_diff(two, one) < 2e-5);
   CHECK(max_rel_diff(three, one) < 2e-5);
+}
+
+TEST_CASE("a tower's first step of a batch shape starts its buckets after backward, later steps during it",
+          "[towers]") {
+  // The asynchronous communicator records each tower's calls: 's' a bucket's start, 'r' a synchronized BN
+  // layer's sums (bn1 is reduced in backward between c2's bucket and c1's), 'b' a broadcast.
+  struct AsyncEnv {
+    const char* was = std::getenv("TRAINER_TEST_ASYNC_COMM");
+    std::string value = was ? was : "";
+    AsyncEnv() { setenv("TRAINER_TEST_ASYNC_COMM", "0", 1); }
+    ~AsyncEnv() { was ? setenv("TRAINER_TEST_ASYNC_COMM", value.c_str(), 1) : unsetenv("TRAINER_TEST_ASYNC_COMM"); }
+  } env;
+  Dataset data = tiny_data();
+  Trainer t(parse_config(tiny_config(true), "tiny.yaml"), 2, 1);
+  t.set_bucket_bytes(4);  // a bucket per layer
+  const auto* comm = dynamic_cast<const AsyncCommunicator*>(&t.devices().comm());
+  REQUIRE(comm);
+  // Whether the step started a bucket before a BN reduction of its backward (the history from the first 's').
+  auto overlapped = [&](const std::vector<int>& batch) {
+    const size_t before = comm->history(1).size();
+    t.train_step(data, batch);
+    const std::string step = comm->history(1).substr(before);
+    REQUIRE(step.find('s') != std::string::npos);
+    return step.find('r', step.find('s')) != std::string::npos;
+  };
+  CHECK_FALSE(overlapped({0, 1, 2, 3}));  // cuDNN would search in this backward: no bucket spins beside it
+  CHECK(overlapped({4, 5, 6, 7}));
+  CHECK_FALSE(overlapped({0, 1, 2, 3, 4, 5}));  // a new shape (3 samples per tower)
+  CHECK(overlapped({6, 7, 8, 9, 10, 11}));
+  t.set_bucket_overlap(false);
+  CHECK_FALSE(overlapped({4, 5, 6, 7}));
 }

@@ -52,6 +52,7 @@ class TowerDevices {
   const Device& device(int rank) const { return devices_[size_t(rank)]; }
   bool any_gpu() const { return !contexts_.empty(); }
   Communicator& comm() { return *comm_; }
+  const Communicator& comm() const { return *comm_; }
   Communicator& host_comm() { return *host_comm_; }
   /// Binds the calling thread to rank's GPU (nothing for a CPU tower).
   void bind_thread(int rank) const;

@@ -467,13 +467,22 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
   const size_t total = t.grads.size(), bucket = bucket_bytes_ / sizeof(float);
   std::vector<Tower::Bucket>& buckets = t.buckets;  // kept across steps: no allocation once warm
   buckets.clear();
+  const Shape& shape = dlogits.shape();
+  const bool searched = std::find(t.searched.begin(), t.searched.end(), shape) != t.searched.end();
+  if (!searched) t.searched.push_back(shape);
+  const bool overlap = bucket_overlap_ && searched;
+  auto start = [&](size_t begin, size_t end) {
+    buckets.push_back({begin, end, overlap ? comm.start_all_reduce_sum(rank, t.grads.data() + begin, end - begin) : -1});
+  };
   size_t pending_end = total;  // [ready, pending_end) is final but not yet reducing
   t.model.backward(ctx, dlogits, [&](size_t ready) {
     if (pending_end - ready < bucket) return;
-    buckets.push_back({ready, pending_end, comm.start_all_reduce_sum(rank, t.grads.data() + ready, pending_end - ready)});
+    start(ready, pending_end);
     pending_end = ready;
   });
-  if (pending_end > 0) buckets.push_back({0, pending_end, comm.start_all_reduce_sum(rank, t.grads.data(), pending_end)});
+  if (pending_end > 0) start(0, pending_end);
+  if (!overlap)  // the same buckets, in the same order, now
+    for (Tower::Bucket& b : buckets) b.ticket = comm.start_all_reduce_sum(rank, t.grads.data() + b.begin, b.end - b.begin);
   clock.lap(kBackward);
   const float scale = 1.f / float(batch);
   for (const Tower::Bucket& b : buckets) {

@@ -22,7 +22,11 @@
 // the optimizer updates each bucket once its reduction is done (with the
 // optimizer's clipnorm or global_clipnorm, every bucket once all are done:
 // train/gradient_clipping.h). The buckets depend only on the model, so every
-// tower forms the same ones.
+// tower forms the same ones. A tower's first step on a batch shape starts its
+// buckets after its backward instead: that backward runs cuDNN's timed
+// algorithm search, which buckets spinning on the same GPU (NCCL kernels
+// waiting for slower towers) would skew towards algorithms that need fewer
+// SMs, a choice then kept for the run.
 //
 // Feeding GPU towers: each tower's thread gathers its shard into a pinned
 // host buffer and queues the upload on the copy stream; the step's compute
@@ -219,6 +223,10 @@ class Trainer {
   /// default). The result of a step does not depend on it, only how early
   /// reductions start (tests use tiny buckets to exercise many).
   void set_bucket_bytes(size_t bytes) { bucket_bytes_ = std::max(bytes, sizeof(float)); }
+  /// false: every step starts its buckets' all-reduces only after backward
+  /// (no overlap; bench/scaling.sh compares it with the default, true). The
+  /// result of a step does not depend on it.
+  void set_bucket_overlap(bool overlap) { bucket_overlap_ = overlap; }
   /// Per tower, the peak device memory held (bytes); 0 for CPU towers.
   std::vector<size_t> peak_memory_bytes() const;
 
@@ -284,6 +292,7 @@ class Trainer {
       int ticket;
     };
     std::vector<Bucket> buckets;
+    std::vector<Shape> searched;       ///< Output shapes of its steps so far (their backward has searched).
   };
   /// Copies images[indices[lo..hi)] (a host tensor) into the tower's input
   /// (and masks into t.y when given), on the tower's device: a GPU tower
@@ -307,8 +316,9 @@ class Trainer {
   void run_towers(const std::function<void(int)>& fn);
   /// [start, end) of each of this process's towers' shard of a global batch of `batch` samples.
   std::vector<std::pair<int, int>> world_shards(int batch) const;
-  /// Sums the gradients in buckets as backward makes them final, then scales
-  /// and applies each bucket (one training step's second half).
+  /// Sums the gradients in buckets as backward makes them final (after
+  /// backward on a tower's first step of a shape, or without bucket_overlap_),
+  /// then scales and applies each bucket (one training step's second half).
   /// clock: laps kBackward after backward and kUpdate after the updates.
   void backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, PhaseClock& clock);
 
@@ -335,6 +345,7 @@ class Trainer {
   std::vector<RegularizedWeight> regularized_;  ///< In parameter order (the same on every tower).
   PenaltyArgs penalty_args_;
   size_t bucket_bytes_ = kBucketBytes;
+  bool bucket_overlap_ = true;
   std::unique_ptr<TowerDevices> devices_;  ///< Destroyed after the towers (it owns their memory).
   std::vector<std::unique_ptr<Tower>> towers_;
   TowerPool pool_;
