@@ -16,7 +16,10 @@
 # U-Nets often have, and every row is measured twice: the gradient buckets'
 # all-reduces started during backward (overlap, the default) and only after it
 # (held, unet_throughput --hold-buckets). The BN layers' small all-reduces run
-# on NCCL's second communicator, so overlap should hide more than held.
+# on NCCL's second communicator. One rank stands for N here, and real NCCL
+# runs no kernel for a communicator of one rank: the stand-in's delays are
+# what makes the BN sums meet the buckets, so a real run on N GPUs is the
+# measure to trust.
 # Assumed bus bandwidths (nccl-tests' "busbw" of an all-reduce) and latencies:
 #   nvswitch  370 GB/s, 10 us  H100/H200 SXM through NVSwitch (NVLink 4: 450 GB/s per direction per GPU;
 #                              NCCL's ring reaches about 370, NVLink SHARP about 480)

@@ -98,26 +98,27 @@ TEST_CASE("a started reduction leaves the data alone until it runs, and wait mak
   CHECK_THROWS_WITH(comm.wait(0, 5), Catch::Contains("waits for ticket 5 of 1 started"));
 }
 
-TEST_CASE("a collective that returns at once does not wait for an earlier started reduction", "[comm]") {
-  // As NCCL's two communicators: the started reductions (gradient buckets) and the others (BN sums) are
-  // ordered among themselves only.
-  AsyncCommunicator comm(2, AsyncCommOptions{});
-  std::vector<float> bucket0{1.f}, bucket1{2.f}, small0{3.f}, small1{4.f};
-  const int ticket = comm.start_all_reduce_sum(0, bucket0.data(), 1);
-  std::thread other([&] { comm.all_reduce_sum(1, small1.data(), 1); });
-  comm.all_reduce_sum(0, small0.data(), 1);  // returns although rank 1 has not started the bucket
-  other.join();
-  CHECK(small0 == std::vector<float>{7.f});
-  CHECK(bucket0 == std::vector<float>{1.f});
-  std::thread late([&] {
-    comm.start_all_reduce_sum(1, bucket1.data(), 1);
-    comm.wait_all(1);
+TEST_CASE("started reductions and the other collectives run in two lanes, interleaved alike on every rank",
+          "[comm]") {
+  // As NCCL's two communicators: a started reduction (a gradient bucket) and a collective that returns at once
+  // (a BN layer's sums) are ordered among their own kind only.
+  AsyncCommunicator comm(2, AsyncCommOptions{100, 3});
+  std::vector<std::vector<float>> bucket{{1.f}, {2.f}}, small{{3.f}, {4.f}};
+  const auto errors = on_ranks(2, [&](int r) {
+    const int ticket = comm.start_all_reduce_sum(r, bucket[size_t(r)].data(), 1);
+    comm.all_reduce_sum(r, small[size_t(r)].data(), 1);
+    comm.wait(r, ticket);
   });
-  comm.wait(0, ticket);
-  late.join();
-  CHECK(bucket0 == std::vector<float>{3.f});
+  CHECK(errors == std::vector<std::string>{"", ""});
+  CHECK(small[0] == std::vector<float>{7.f});
+  CHECK(bucket[0] == std::vector<float>{3.f});
   CHECK(comm.history(0) == "sr");
-  CHECK(comm.history(1) == "rs");
+  CHECK(comm.history(1) == "sr");
+  // A rank that interleaves the kinds otherwise (under NCCL_LAUNCH_ORDER_IMPLICIT: a deadlock) is an error.
+  std::vector<float> x{1.f};
+  comm.start_all_reduce_sum(0, x.data(), 1);
+  CHECK_THROWS_WITH(comm.all_reduce_sum(1, x.data(), 1),
+                    Catch::Contains("call 2 is a collective on rank 1 and a started reduction on rank 0"));
 }
 
 TEST_CASE("ranks that call different collectives end every rank's call with an error naming both", "[comm]") {

@@ -91,6 +91,16 @@ uint64_t AsyncCommunicator::enqueue(int rank, int lane, const Call& call, char l
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_) throw_aborted(rank);
   Lane& l = lanes_[lane];
+  // The two kinds interleaved alike on every rank, as NCCL_LAUNCH_ORDER_IMPLICIT needs of two communicators.
+  const size_t k = history_[size_t(rank)].size();
+  for (int r = 0; r < size_; ++r) {
+    const std::string& other = history_[size_t(r)];
+    if (r == rank || other.size() <= k || (other[k] == 's') == (letter == 's')) continue;
+    abort_locked("call " + std::to_string(k) + " is " + (letter == 's' ? "a started reduction" : "a collective") +
+                 " on rank " + std::to_string(rank) + " and " + (other[k] == 's' ? "a started reduction" : "a collective") +
+                 " on rank " + std::to_string(r) + " (every rank must interleave the two kinds alike)");
+    throw_aborted(rank);
+  }
   history_[size_t(rank)] += letter;
   const uint64_t seq = l.queued[size_t(rank)]++;
   while (l.pending.size() <= seq - l.completed) l.pending.emplace_back();

@@ -19,7 +19,10 @@
 // (as LocalCommunicator's).
 //
 // The k-th collectives of all ranks must match (operation, element type,
-// count, root): a rank whose call differs from the others' makes every rank's
+// count, root), and so must the kind of each rank's k-th call (started or
+// not: NCCL_LAUNCH_ORDER_IMPLICIT launches the two communicators' kernels in
+// host order, so ranks that interleave them differently can deadlock): a rank
+// whose call differs from the others' makes every rank's
 // current and later calls throw InternalError naming both calls (NCCL would
 // read past a buffer or hang). abort() does the same with its reason.
 //
@@ -53,9 +56,9 @@ std::optional<AsyncCommOptions> async_comm_from_env();
 
 class AsyncCommunicator final : public Communicator {
  public:
-  /// size ranks (at least 1). Starts the helper thread.
+  /// size ranks (at least 1). Starts the helper threads.
   AsyncCommunicator(int size, AsyncCommOptions options);
-  /// Stops the helper; collectives not yet run are dropped.
+  /// Stops the helpers; collectives not yet run are dropped.
   ~AsyncCommunicator() override;
   AsyncCommunicator(const AsyncCommunicator&) = delete;
   AsyncCommunicator& operator=(const AsyncCommunicator&) = delete;

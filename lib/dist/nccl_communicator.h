@@ -15,9 +15,11 @@
 // wait_all). Started reductions (gradient buckets) run on r's communication
 // stream (CudaContext::comm_stream) through one NCCL communicator; the others
 // through a second one on CudaContext::urgent_comm_stream, so that a small
-// reduction the compute stream waits for never queues behind a bucket. The
-// data must stay allocated, and untouched by other work, until then. Creating
-// one sets NCCL_LAUNCH_ORDER_IMPLICIT=1 unless the environment has it.
+// reduction the compute stream waits for never queues behind a bucket (with
+// NCCL_LAUNCH_ORDER_IMPLICIT=1 in the environment it waits for the queued
+// buckets to start). The data must stay allocated, and untouched by other
+// work, until then. Callers issue both kinds in the same interleaved order on
+// every rank.
 //
 // Failures: NCCL errors, CUDA errors on the communication stream and
 // collectives still running timeout_seconds after they were queued are found

@@ -461,16 +461,13 @@ double Trainer::penalty() const {
   return total;
 }
 
-void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, PhaseClock& clock) {
+void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, bool overlap,
+                                  PhaseClock& clock) {
   Tower& t = *towers_[size_t(rank)];
   Communicator& comm = devices_->comm();
   const size_t total = t.grads.size(), bucket = bucket_bytes_ / sizeof(float);
   std::vector<Tower::Bucket>& buckets = t.buckets;  // kept across steps: no allocation once warm
   buckets.clear();
-  const Shape& shape = dlogits.shape();
-  const bool searched = std::find(t.searched.begin(), t.searched.end(), shape) != t.searched.end();
-  if (!searched) t.searched.push_back(shape);
-  const bool overlap = bucket_overlap_ && searched;
   auto start = [&](size_t begin, size_t end) {
     buckets.push_back({begin, end, overlap ? comm.start_all_reduce_sum(rank, t.grads.data() + begin, end - begin) : -1});
   };
@@ -519,6 +516,11 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
   const int batch = int(indices.size());
   const auto shards = world_shards(batch);
   const uint64_t step = uint64_t(iterations());
+  // The first step of a global batch size (its shards' shapes, on every tower of every process alike) holds
+  // the buckets until backward ends.
+  const bool searched = std::find(searched_batches_.begin(), searched_batches_.end(), batch) != searched_batches_.end();
+  if (!searched) searched_batches_.push_back(batch);
+  const bool overlap = bucket_overlap_ && searched;
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     const auto [lo, hi] = shards[size_t(r)];
@@ -555,7 +557,7 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     // At the weights of this forward, for every sample; once in the world (the stats are summed over it).
     if (devices_->first_tower() + r == 0) t.stats.loss_sum += penalty() * batch;
     clock.lap(kLoss);
-    backward_and_update(r, ctx, dlogits, batch, clock);
+    backward_and_update(r, ctx, dlogits, batch, overlap, clock);
     reduce_stats(r, t.stats);
     clock.lap(kStats);
   });

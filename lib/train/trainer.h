@@ -22,11 +22,15 @@
 // the optimizer updates each bucket once its reduction is done (with the
 // optimizer's clipnorm or global_clipnorm, every bucket once all are done:
 // train/gradient_clipping.h). The buckets depend only on the model, so every
-// tower forms the same ones. A tower's first step on a batch shape starts its
-// buckets after its backward instead: that backward runs cuDNN's timed
-// algorithm search, which buckets spinning on the same GPU (NCCL kernels
-// waiting for slower towers) would skew towards algorithms that need fewer
-// SMs, a choice then kept for the run.
+// tower forms the same ones. The first step of each global batch size starts
+// its buckets after backward instead, on every tower: that backward runs
+// cuDNN's timed algorithm search, which buckets spinning on the same GPU
+// (NCCL kernels waiting for slower towers) would skew towards algorithms
+// that need fewer SMs, a choice then kept for the run; and NCCL sets up its
+// connections for new sizes there, which must not run beside the other
+// communicator's collectives (dist/nccl_communicator.h). The decision depends
+// on the global batch alone, so every rank issues its collectives of both
+// kinds in the same order.
 //
 // Feeding GPU towers: each tower's thread gathers its shard into a pinned
 // host buffer and queues the upload on the copy stream; the step's compute
@@ -292,7 +296,6 @@ class Trainer {
       int ticket;
     };
     std::vector<Bucket> buckets;
-    std::vector<Shape> searched;       ///< Output shapes of its steps so far (their backward has searched).
   };
   /// Copies images[indices[lo..hi)] (a host tensor) into the tower's input
   /// (and masks into t.y when given), on the tower's device: a GPU tower
@@ -316,11 +319,11 @@ class Trainer {
   void run_towers(const std::function<void(int)>& fn);
   /// [start, end) of each of this process's towers' shard of a global batch of `batch` samples.
   std::vector<std::pair<int, int>> world_shards(int batch) const;
-  /// Sums the gradients in buckets as backward makes them final (after
-  /// backward on a tower's first step of a shape, or without bucket_overlap_),
-  /// then scales and applies each bucket (one training step's second half).
-  /// clock: laps kBackward after backward and kUpdate after the updates.
-  void backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, PhaseClock& clock);
+  /// Sums the gradients in buckets as backward makes them final (overlap), or
+  /// once backward has ended, then scales and applies each bucket (one
+  /// training step's second half). clock: laps kBackward after backward and
+  /// kUpdate after the updates.
+  void backward_and_update(int rank, const Context& ctx, Tensor& dlogits, int batch, bool overlap, PhaseClock& clock);
 
   /// A regularized trainable weight: its place in the parameter buffer and its factors.
   struct RegularizedWeight {
@@ -346,6 +349,7 @@ class Trainer {
   PenaltyArgs penalty_args_;
   size_t bucket_bytes_ = kBucketBytes;
   bool bucket_overlap_ = true;
+  std::vector<int> searched_batches_;  ///< Global batch sizes trained so far (their first backward searched).
   std::unique_ptr<TowerDevices> devices_;  ///< Destroyed after the towers (it owns their memory).
   std::vector<std::unique_ptr<Tower>> towers_;
   TowerPool pool_;

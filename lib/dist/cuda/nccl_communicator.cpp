@@ -9,12 +9,20 @@
 // synchronized BatchNormalization's sums; broadcast). On one stream a BN layer's
 // few kilobytes would wait behind every bucket already queued (tens of MB each)
 // and backward would stall there: overlap would turn into serialisation.
-// Every rank issues each lane's collectives in the same order, from one host
-// thread, so the two lanes' kernels are launched in the same order on every
-// GPU; NCCL_LAUNCH_ORDER_IMPLICIT=1 (set unless the user set it) makes NCCL
-// keep that launch order between the communicators of a GPU, which NCCL's
-// guide asks of concurrent communicators (one waiting for a peer that waits on
-// the other could otherwise deadlock).
+// NCCL's guide warns that communicators used at once can deadlock: when their
+// kernels cannot all be resident on a GPU, or when a call that synchronizes
+// the device waits for one communicator's kernel that waits for a peer held
+// up behind it. Here every rank issues each lane's collectives in the same
+// order, and (Trainer) both lanes' collectives interleaved in the same order
+// too; the urgent lane's kernels take at most 2 CTAs (channels), so both fit
+// beside each other; and the one device-synchronizing work NCCL does after
+// initialisation, setting up connections for a new message size, falls in
+// the first step of each batch size, whose buckets start only once backward
+// has ended (no urgent collective runs beside them). NCCL_LAUNCH_ORDER_IMPLICIT
+// is left as the environment sets it: with 1, NCCL launches the lanes' kernels
+// of a GPU in host order, which every rank keeps alike, but a BN layer's sums
+// then wait for every bucket queued before them to start, all but the last
+// having finished: the serialisation the urgent lane exists to avoid.
 //
 // Creation: the constructing thread creates every rank's communicators, one
 // NCCL group per lane (ncclGetUniqueId, then ncclCommInitRankConfig per GPU
@@ -60,7 +68,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -595,8 +602,6 @@ std::unique_ptr<Communicator> make_nccl_communicator(const std::vector<Device>& 
     throw InternalError("NCCL communicator: ranks " + std::to_string(world.first_rank) + ".." +
                         std::to_string(world.first_rank + int(devices.size()) - 1) + " of a world of " +
                         std::to_string(world.ranks));
-  // Before NCCL reads it (once, at its first launch); the towers' threads have not started yet.
-  setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", 0);
   return std::make_unique<cuda::NcclCommunicator>(devices, timeout_seconds, world);
 }
 
