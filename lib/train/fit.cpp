@@ -1,46 +1,30 @@
 #include "train/fit.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/types.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
-#include <climits>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
-#include <regex>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/shell_word.h"
 #include "dist/root_work.h"
-#include "train/callbacks.h"
-#include "viz/training_log.h"
-#include "train/csv_logger.h"
-#include "train/model_graph.h"
-#include "train/tensorboard.h"
-#include "train/lr_schedule.h"
+#include "train/callbacks/registry.h"
 #include "train/progress.h"
+#include "train/run_announcement.h"
+#include "train/run_folder.h"
 
 namespace trainer {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-/// training_state attributes "best_log_<name>": the logs of the epoch whose weights best_params holds.
-constexpr const char* kBestLogPrefix = "best_log_";
-/// training_state attribute set to 1 in the checkpoints of the epoch at which EarlyStopping ended the run.
-constexpr const char* kEarlyStoppedKey = "early_stopped";
 
 /// 0, 1, ..., n - 1.
 std::vector<int> every_index(int n) {
@@ -128,20 +112,16 @@ void add_logs(std::map<std::string, double>& logs, const std::string& prefix, co
   for (const auto& m : metrics) logs[prefix + m] = s.counts.value(m);
 }
 
-/// The loop's state beyond the towers: what a checkpoint must hold to resume.
+/// The loop's own state beyond the towers and the callbacks: where the run continues and the unfinished
+/// epoch's sums, which a checkpoint holds to resume.
 struct RunState {
-  int next_epoch = 1, next_step = 0;   ///< Where the run continues.
-  BatchStats epoch_sums;               ///< Sums of the unfinished epoch's steps.
-  double epoch_seconds = 0;            ///< Training time of those steps.
-  std::unique_ptr<EarlyStopping> early;
-  std::unique_ptr<CheckpointPolicy> policy;
-  std::unique_ptr<ReduceLROnPlateau> reduce_lr;
-  std::vector<float> best_params, best_state;  ///< For restore_best_weights.
-  std::map<std::string, double> best_logs;     ///< Their epoch's logs, for final.h5 ({} in older checkpoints).
-  bool early_stopped = false;                  ///< EarlyStopping ended the run at the last finished epoch.
+  int next_epoch = 1, next_step = 0;  ///< Where the run continues.
+  BatchStats epoch_sums;              ///< Sums of the unfinished epoch's steps.
+  double epoch_seconds = 0;           ///< Training time of those steps.
+  std::vector<std::unique_ptr<Callback>> callbacks;
 };
 
-/// A checkpoint of the current weights, logs and (for resuming) everything in s.
+/// A checkpoint of the current weights, logs and (for resuming) everything in s and its callbacks.
 Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
                            const std::map<std::string, double>& logs, const RunState& s) {
   Checkpoint c;
@@ -160,45 +140,8 @@ Checkpoint make_checkpoint(const Config& config, Trainer& trainer, int epoch,
   c.state_scalars["global_batch_size"] = trainer.config().training.batch_size;
   c.state_scalars["learning_rate_resolved"] = trainer.config().training.optimizer.learning_rate;
   c.state_double_arrays["epoch_counts"] = s.epoch_sums.counts.v;
-  if (s.early) {
-    c.state_scalars["early_stopping_best"] = s.early->best();
-    c.state_scalars["early_stopping_best_epoch"] = s.early->best_epoch();
-    c.state_scalars["early_stopping_wait"] = s.early->wait();
-    if (s.early_stopped) c.state_scalars[kEarlyStoppedKey] = 1;
-  }
-  if (s.policy) c.state_scalars["checkpoint_best"] = s.policy->best();
-  if (s.reduce_lr) {
-    c.state_scalars["reduce_lr_learning_rate"] = trainer.learning_rate();
-    c.state_scalars["reduce_lr_initial_rate"] = trainer.config().training.optimizer.learning_rate;  // as scaled
-    c.state_scalars["reduce_lr_best"] = s.reduce_lr->best();
-    c.state_scalars["reduce_lr_wait"] = s.reduce_lr->wait();
-    c.state_scalars["reduce_lr_cooldown"] = s.reduce_lr->cooldown_left();
-  }
-  if (!s.best_params.empty()) {
-    c.state_arrays["best_params"] = s.best_params;
-    c.state_arrays["best_state"] = s.best_state;
-    for (const auto& [name, value] : s.best_logs) c.state_scalars[kBestLogPrefix + name] = value;
-  }
+  for (const auto& cb : s.callbacks) cb->save_state(c);
   return c;
-}
-
-/// c without its training state: the config, epoch, logs and weights, which
-/// predict, evaluate and export read and --resume refuses (final.h5, and
-/// ModelCheckpoint files with save_weights_only, as Keras's weights files).
-Checkpoint weights_only(Checkpoint c) {
-  c.state_scalars.clear();
-  c.state_arrays.clear();
-  c.state_double_arrays.clear();
-  return c;
-}
-
-/// Warns, at where (the callback's mode in the config), when its explicit mode runs against its monitor: max on a
-/// loss, min on a metric (every metric here is better when larger). Keras
-/// follows such a mode too, silently; it is always a slip.
-void warn_mode_against_monitor(const std::string& where, const std::string& monitor, const std::string& mode) {
-  if (mode == "auto" || monitor_is_max(monitor, mode) == monitor_is_max(monitor, "auto")) return;
-  spdlog::warn("{}: mode {} on {} takes the {} {} as the best, the worst one; use mode {} (or auto)", where, mode,
-               monitor, mode == "max" ? "largest" : "smallest", monitor, mode == "max" ? "min" : "max");
 }
 
 /// Writes c, taken in epoch `epoch`, to path (creating its folder) and returns
@@ -225,191 +168,343 @@ std::string save(const std::string& path, const Checkpoint& c, int epoch, Proces
 }
 
 /// Writes final.h5 into config's output folder and returns its path: the trainer's weights after epochs_run
-/// epochs (logs: that epoch's), or, with restore_best_weights and best weights kept in s, those, restored into
-/// the trainer, with their epoch and logs when s has them (older checkpoints: the last epoch's).
+/// epochs (logs: that epoch's), as the callbacks' on_train_end leave them (EarlyStopping's best weights).
 std::string save_final(const Config& config, Trainer& trainer, int epochs_run, const std::map<std::string, double>& logs,
-                       const RunState& s, ProcessGroup* world) {
-  const TrainingConfig& tc = config.training;
+                       const std::vector<std::unique_ptr<Callback>>& callbacks, ProcessGroup* world) {
   Checkpoint final_ckpt;
   final_ckpt.config_yaml = config.text;
   final_ckpt.epoch = epochs_run;
   final_ckpt.logs = logs;
-  if (s.early && tc.early_stopping.restore_best_weights && !s.best_params.empty()) {
-    spdlog::info("restoring the weights of epoch {} (best {})", s.early->best_epoch(), tc.early_stopping.monitor);
-    trainer.set_weights(s.best_params, s.best_state);
-    if (!s.best_logs.empty()) {  // final.h5 then says which epoch its weights are of, with that epoch's logs
-      final_ckpt.epoch = s.early->best_epoch();
-      final_ckpt.logs = s.best_logs;
-    }
-  }
+  for (const auto& cb : callbacks) cb->on_train_end(trainer, final_ckpt);
   final_ckpt.weights = trainer.weights();
-  return save((fs::path(tc.output_dir) / "final.h5").string(), final_ckpt, epochs_run, world);
+  return save((fs::path(config.training.output_dir) / "final.h5").string(), final_ckpt, epochs_run, world);
 }
 
-/// Restores s's kept best weights (restore_best_weights) and their epoch's logs from checkpoint c, if it holds
-/// them. UserError naming source when they are not of the trainer's model (a damaged or edited file).
-void restore_best(const Checkpoint& c, const std::string& source, RunState& s, const Trainer& trainer) {
-  if (!c.state_arrays.count("best_params")) return;
-  for (const auto& [key, value] : c.state_scalars)
-    if (key.rfind(kBestLogPrefix, 0) == 0) s.best_logs[key.substr(std::strlen(kBestLogPrefix))] = value;
-  s.best_params = c.state_arrays.at("best_params");
-  auto st = c.state_arrays.find("best_state");
-  s.best_state = st == c.state_arrays.end() ? std::vector<float>{} : st->second;
-  if (s.best_params.size() != trainer.model().num_params() || s.best_state.size() != trainer.model().num_state())
-    throw UserError(source + ": the kept best weights (training_state/best_params, best_state) hold " +
-                    std::to_string(s.best_params.size()) + " + " + std::to_string(s.best_state.size()) +
-                    " values, the model " + std::to_string(trainer.model().num_params()) + " + " +
-                    std::to_string(trainer.model().num_state()) + kDamagedState);
+/// Restores the unfinished epoch's metric counts from r into counts. UserError for counts no run writes.
+void restore_counts(const StateReader& r, const Trainer& trainer, std::vector<double>& counts) {
+  const Checkpoint& c = r.checkpoint();
+  const auto stored = c.state_double_arrays.find("epoch_counts");
+  if (stored == c.state_double_arrays.end()) {  // older checkpoints: binary counts as scalars
+    for (size_t i = 0; i < counts.size(); ++i) counts[i] = r.scalar("epoch_count_" + std::to_string(i), 0, 1e18);
+    return;
+  }
+  if (stored->second.size() != counts.size())
+    r.damaged("training state 'epoch_counts' holds " + std::to_string(stored->second.size()) +
+              " metric counts where this model keeps " + std::to_string(counts.size()) +
+              (trainer.classes() > 0 ? " (for its " + std::to_string(trainer.classes()) + " classes)" : ""));
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const double v = stored->second[i];
+    if (!(v >= 0 && v <= 1e18 && v == std::floor(v)))
+      r.damaged("training state 'epoch_counts' entry " + std::to_string(i) + " is " + fmt::format("{}", v) +
+                ", which no run writes");
+    counts[i] = v;
+  }
 }
 
-/// Restores s (and a reduced learning rate) from a checkpoint written by
-/// make_checkpoint. UserError naming the file and the value for state that is
-/// missing or could not have been written by a run (a damaged or edited file).
-void restore(const Checkpoint& c, const std::string& source, RunState& s, Trainer& trainer) {
-  auto scalar = [&](const std::string& name, double lo = -HUGE_VAL, double hi = HUGE_VAL) {
-    auto it = c.state_scalars.find(name);
-    if (it == c.state_scalars.end())
-      throw UserError(source + " holds no '" + name + "' training state; resume from last.h5 or a "
-                               "ModelCheckpoint file written by this version of trainer");
-    const double v = it->second;
-    // Best values start at +-inf (the default bounds); everything else a run writes is finite.
-    if (std::isnan(v) || v < lo || v > hi)
-      throw UserError(source + ": training state '" + name + "' is " + fmt::format("{}", v) +
-                      ", which no run writes" + kDamagedState);
-    return v;
-  };
-  auto count = [&](const std::string& name, int lo) {
-    const double v = scalar(name, lo, 1 << 30);
-    if (v != std::floor(v))
-      throw UserError(source + ": training state '" + name + "' is " + fmt::format("{}", v) +
-                      ", not a whole number" + kDamagedState);
-    return int(v);
-  };
-  s.next_epoch = count("next_epoch", 1);
-  s.next_step = count("next_step", 0);
+/// Restores s and its callbacks from a checkpoint written by make_checkpoint.
+/// UserError naming the file and the value for state that is missing or
+/// could not have been written by a run (a damaged or edited file).
+void restore(const StateReader& r, RunState& s, Trainer& trainer) {
+  s.next_epoch = r.count("next_epoch", 1);
+  s.next_step = r.count("next_step", 0);
   const TrainingConfig& tc = trainer.config().training;
+  const Checkpoint& c = r.checkpoint();
   if (auto b = c.state_scalars.find("global_batch_size"); b != c.state_scalars.end() && b->second != tc.batch_size)
     spdlog::warn("{}'s run trained with a global batch of {:g}; this one uses {} ({} tower(s){}): its steps, and "
                  "with learning_rate_scaling its learning rate ({:g}, was {:g}), differ from the stopped run's",
-                 source, b->second, tc.batch_size, trainer.world_towers(),
+                 r.source(), b->second, tc.batch_size, trainer.world_towers(),
                  tc.batch_size_per_device ? fmt::format(" x batch_size_per_device {}", tc.batch_size_per_device) : "",
                  tc.optimizer.learning_rate,
                  c.state_scalars.count("learning_rate_resolved") ? c.state_scalars.at("learning_rate_resolved")
                                                                  : tc.optimizer.learning_rate);
-  s.epoch_sums.loss_sum = scalar("epoch_loss_sum", 0, 1e300);
-  s.epoch_sums.samples = scalar("epoch_samples", 0, 1e18);
-  s.epoch_seconds = scalar("epoch_seconds", 0, 1e18);
-  // A run stopped within an epoch saved the sums of its steps; one stopped at an epoch's end, none. (From a
-  // review: an edited next_step with no samples logged a made-up epoch of loss 0.)
+  s.epoch_sums.loss_sum = r.scalar("epoch_loss_sum", 0, 1e300);
+  s.epoch_sums.samples = r.scalar("epoch_samples", 0, 1e18);
+  s.epoch_seconds = r.scalar("epoch_seconds", 0, 1e18);
+  // A run stopped within an epoch saved the sums of its steps; one stopped at an epoch's end, none.
   if ((s.next_step > 0) != (s.epoch_sums.samples > 0))
-    throw UserError(source + ": training state 'next_step' is " + std::to_string(s.next_step) +
-                    " with 'epoch_samples' " + fmt::format("{}", s.epoch_sums.samples) +
-                    ", which no run writes (the steps done in an epoch and their samples go together)" + kDamagedState);
-  std::vector<double>& counts = s.epoch_sums.counts.v;
-  auto stored = c.state_double_arrays.find("epoch_counts");
-  if (stored == c.state_double_arrays.end()) {  // written before 2026-12-02: binary counts as scalars
-    for (size_t i = 0; i < counts.size(); ++i) counts[i] = scalar("epoch_count_" + std::to_string(i), 0, 1e18);
-  } else {
-    if (stored->second.size() != counts.size())
-      throw UserError(source + ": training state 'epoch_counts' holds " + std::to_string(stored->second.size()) +
-                      " metric counts where this model keeps " + std::to_string(counts.size()) +
-                      (trainer.classes() > 0 ? " (for its " + std::to_string(trainer.classes()) + " classes)" : "") +
-                      kDamagedState);
-    for (size_t i = 0; i < counts.size(); ++i) {
-      const double v = stored->second[i];
-      if (!(v >= 0 && v <= 1e18 && v == std::floor(v)))
-        throw UserError(source + ": training state 'epoch_counts' entry " + std::to_string(i) + " is " +
-                        fmt::format("{}", v) + ", which no run writes" + kDamagedState);
-      counts[i] = v;
-    }
-  }
-  if (s.early && c.state_scalars.count("early_stopping_best"))
-    s.early->restore(scalar("early_stopping_best"), count("early_stopping_best_epoch", -1),
-                     count("early_stopping_wait", 0));
-  if (s.policy && c.state_scalars.count("checkpoint_best")) s.policy->restore(scalar("checkpoint_best"));
-  if (s.reduce_lr && c.state_scalars.count("reduce_lr_learning_rate")) {
-    // The reductions so far carry over; a learning_rate changed in the config
-    // since (warned about) scales with them: rate * (configured now / configured then).
-    const double rate = scalar("reduce_lr_learning_rate", 0, 1e300);
-    const double then = scalar("reduce_lr_initial_rate", 1e-300, 1e300), now = trainer.learning_rate();
-    trainer.set_learning_rate(now == then ? rate : rate * (now / then));
-    if (now != then)
-      spdlog::warn("ReduceLROnPlateau: the carried learning rate {:g} becomes {:g} (learning_rate is {:g}, was {:g})",
-                   rate, trainer.learning_rate(), now, then);
-    s.reduce_lr->restore(scalar("reduce_lr_best"), count("reduce_lr_wait", 0), count("reduce_lr_cooldown", 0));
-  }
-  restore_best(c, source, s, trainer);
-  spdlog::info("resuming from {}: epoch {}, step {}", source, s.next_epoch, s.next_step);
+    r.damaged("training state 'next_step' is " + std::to_string(s.next_step) + " with 'epoch_samples' " +
+              fmt::format("{}", s.epoch_sums.samples) +
+              ", which no run writes (the steps done in an epoch and their samples go together)");
+  restore_counts(r, trainer, s.epoch_sums.counts.v);
+  for (const auto& cb : s.callbacks) cb->restore_state(r);
+  spdlog::info("resuming from {}: epoch {}, step {}", r.source(), s.next_epoch, s.next_step);
 }
 
-/// Removes the temporary files ("<file>.tmp-<pid>", io/atomic_file.h) that a process killed while writing a
-/// checkpoint (.h5) or log.csv left in output_dir (or the ModelCheckpoint's folder in it): those of a pid that runs
-/// no more on this machine. Said at info level (from a multi-process trial: a 250 MB last.h5.tmp-<pid> stayed
-/// after a SIGKILL, run after run).
-void remove_dead_temporaries(const fs::path& output_dir, const ModelCheckpointConfig& mc) {
-  std::vector<fs::path> folders = {output_dir};
-  const fs::path sub = fs::path(mc.filepath).parent_path();
-  if (mc.enabled && !sub.empty() && sub.string().find('{') == std::string::npos) folders.push_back(output_dir / sub);
-  // Checkpoints and log.csv: a run's own files (evaluate's CSV there may be another live process's, elsewhere).
-  const std::regex temporary(R"((.+\.h5|log\.csv)\.tmp-([0-9]{1,9}))");
-  std::vector<std::string> removed;
-  std::error_code ec;
-  for (const fs::path& folder : folders)
-    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
-      std::smatch m;
-      const std::string name = it->path().filename().string();
-      if (!std::regex_match(name, m, temporary) || !it->is_regular_file(ec)) continue;
-      const pid_t pid = pid_t(std::stol(m[2].str()));
-      if (pid == getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to tell)
-      std::error_code gone;
-      if (fs::remove(it->path(), gone)) removed.push_back(it->path().string());
-    }
-  if (!removed.empty())
-    spdlog::info("removed {} temporary file(s) left by a run killed while writing: {}", removed.size(),
-                 fmt::join(removed, ", "));
+/// The training steps of a run: the global batch of each step, in the order
+/// epoch_order gives every pass over the training samples.
+class Batches {
+ public:
+  Batches(std::vector<int> train, const Config& config, int batch_size)
+      : train_(std::move(train)), seed_(config.training.seed), shuffle_(config.data.shuffle),
+        batch_size_(size_t(batch_size)), pass_steps_(int((train_.size() + batch_size_ - 1) / batch_size_)) {}
+  /// Batches in one pass over the training samples.
+  int pass_steps() const { return pass_steps_; }
+  /// out <- the global batch of the run's step g (counted from 0): without steps_per_epoch the pass is the
+  /// epoch and the batch the step; with it, step g takes batch g % P of pass g / P + 1, P = pass_steps().
+  void at(long long g, std::vector<int>& out) {
+    const long long pass = g / pass_steps_ + 1;
+    if (pass != order_pass_) order_ = epoch_order(train_, seed_, int(pass), shuffle_), order_pass_ = pass;
+    const size_t b = size_t(g % pass_steps_) * batch_size_;
+    out.assign(order_.begin() + long(b), order_.begin() + long(std::min(order_.size(), b + batch_size_)));
+  }
+
+ private:
+  std::vector<int> train_;
+  uint64_t seed_;
+  bool shuffle_;
+  size_t batch_size_;
+  int pass_steps_;
+  long long order_pass_ = 0;  ///< The pass order_ holds.
+  std::vector<int> order_;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+/// One fit() call (fit.h): the state its parts share.
+class FitLoop {
+ public:
+  FitLoop(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options);
+  FitResult run();
+
+ private:
+  /// The signal that asks for a stop, agreed by every process (the largest any of them caught), so that all
+  /// stop at the same step; 0: none.
+  int stop_signal() const;
+  /// Logs the steps per epoch and the optimizer; starts learning_rate_scaling's warm-up.
+  void set_up_steps_and_rate();
+  /// The validation data as evaluate reads it: the pairs in memory, or (a stream) this process's share,
+  /// decoded once here.
+  void set_up_validation();
+  /// Trains epoch's steps from s_.next_step (t0: the epoch's start); returns the signal that stopped the run
+  /// within the epoch, its last.h5 written (0: the epoch's steps are done).
+  int train_steps(int epoch, Clock::time_point t0);
+  /// One training step of global step g; returns its stats over the world.
+  BatchStats step(int epoch, int step, long long g);
+  /// The finished epoch's logs: the training sums, validation, the callbacks' entries and the learning rate.
+  std::map<std::string, double> epoch_logs();
+  /// The epoch's callbacks and files, in an order that a process killed between any two (or a full disk)
+  /// leaves consistent for --resume: the callbacks' decisions and files (a ModelCheckpoint file, whose
+  /// state last.h5 holds), last.h5, log.csv's row (a resume from last.h5 writes it again if it is missing),
+  /// and only then the epoch's line and what follows it, so that a script seeing the line finds the files.
+  /// Returns whether a callback ended the run.
+  bool end_epoch(int epoch, Clock::time_point t0);
+  void remember(const std::string& path);
+
+  const Config& config_;
+  Trainer& trainer_;
+  const Dataset& data_;
+  const FitOptions& options_;
+  const TrainingConfig& tc_;  ///< The batch and learning rate resolved for the towers.
+  const bool voice_;           ///< This process prints and writes.
+  std::vector<int> train_idx_, val_idx_;
+  RunState s_;
+  std::optional<RunFolder> folder_;
+  std::optional<Batches> batches_;
+  int steps_ = 0;  ///< Steps per epoch.
+  std::optional<Progress> progress_;
+  Dataset val_own_;
+  std::vector<int> val_own_idx_;
+  FitResult result_;
+  std::vector<int> batch_, next_batch_, own_batch_, own_idx_;  // kept across steps: no allocation once warm
+  Decoded decoded_;  ///< With a stream: this epoch's.
+};
+
+FitLoop::FitLoop(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options)
+    : config_(config), trainer_(trainer), data_(data), options_(options), tc_(trainer.config().training),
+      voice_(!options.world || options.world->rank() == 0) {
+  // Validation folders (Keras's validation_data): every pair trains; else validation_split decides.
+  std::tie(train_idx_, val_idx_) =
+      options.validation ? std::make_pair(every_index(data.size()), every_index(options.validation->size()))
+                         : split_validation(data.size(), config.data.validation_split);
+  if (train_idx_.empty())
+    throw UserError(config.path + ": no training samples left after validation_split " +
+                    std::to_string(config.data.validation_split) + " of " + std::to_string(data.size()) +
+                    " pairs; lower data.validation_split or add data");
+  folder_.emplace(tc_, voice_, RunFolder::Resume{options.resume, options.resume_path, options.resume_run_folder});
+  announce_run(config, trainer, train_idx_.size(), val_idx_.size());
+  CallbackSetup setup{&config, &trainer, voice_, !val_idx_.empty(), tc_.output_dir, options.resume != nullptr,
+                      folder_->run_folder(), folder_->earlier_log()};
+  s_.epoch_sums = trainer.empty_stats();
+  s_.callbacks = make_callbacks(setup);
+  if (options.resume) restore(StateReader(*options.resume, options.resume_path), s_, trainer);
+  result_.epochs_run = s_.next_epoch - 1;
+  if (options.resume) result_.last_logs = options.resume->logs;
+  folder_->prepare(result_.epochs_run, result_.last_logs);
+  for (const auto& cb : s_.callbacks) cb->on_train_begin(TrainBegin{s_.next_epoch - 1, trainer.iterations()});
+  batches_.emplace(train_idx_, config, tc_.batch_size);
+  set_up_steps_and_rate();
+  if (voice_) progress_.emplace(options.progress_bar, options.json, tc_.epochs, steps_, tc_.metrics);
+  set_up_validation();
 }
 
-/// The loss column of the log.csv at path by epoch (0-based); empty when path is "" or cannot be read.
-std::map<int64_t, double> logged_losses(const std::string& path) {
-  std::map<int64_t, double> out;
-  if (path.empty()) return out;
-  try {
-    const viz::TrainingLog log = viz::read_training_log(path);
-    const auto column = std::find(log.columns.begin(), log.columns.end(), "loss");
-    if (column == log.columns.end()) return out;
-    const std::vector<double>& values = log.values[size_t(column - log.columns.begin())];
-    for (size_t row = 0; row < log.epochs.size() && row < values.size(); ++row)
-      out[int64_t(log.epochs[row])] = values[row];
-  } catch (const UserError&) {
-    out.clear();  // a log the run could not have written: nothing to check against
+int FitLoop::stop_signal() const {
+  double v = options_.stop ? double(options_.stop->load()) : 0.0;
+  if (options_.world && options_.world->size() > 1) options_.world->all_reduce_max(&v, 1);
+  return int(v);
+}
+
+void FitLoop::set_up_steps_and_rate() {
+  const int pass_steps = batches_->pass_steps();
+  steps_ = tc_.steps_per_epoch > 0 ? tc_.steps_per_epoch : pass_steps;
+  if (tc_.steps_per_epoch > 0)
+    spdlog::info("an epoch is {} steps (training.steps_per_epoch; a pass over the training set is {})", steps_,
+                 pass_steps);
+  // Named: without training.optimizer it is Keras's default, RMSprop, which a user may not expect.
+  if (tc_.learning_rate_scaling == "none" && tc_.optimizer.schedule.type.empty())
+    spdlog::info("optimizer {}, learning rate {:g}", tc_.optimizer.type, tc_.optimizer.learning_rate);
+  else
+    spdlog::info("optimizer {}", tc_.optimizer.type);
+  if (tc_.learning_rate_scaling == "none") return;
+  const double k = trainer_.learning_rate_scale();
+  const auto warmup = std::llround(tc_.learning_rate_warmup_epochs * steps_);
+  trainer_.set_learning_rate_warmup(warmup);
+  spdlog::info("learning rate {:g}: learning_rate {:g} x {:g} (learning_rate_scaling {} over {} towers){}",
+               tc_.optimizer.learning_rate, tc_.optimizer.learning_rate / k, k, tc_.learning_rate_scaling,
+               trainer_.world_towers(),
+               warmup > 0 ? fmt::format(", reached by a linear warm-up from {:g} over the first {} steps ({:g} "
+                                        "epoch(s))", tc_.optimizer.learning_rate / k, warmup,
+                                        tc_.learning_rate_warmup_epochs)
+                          : "");
+}
+
+void FitLoop::set_up_validation() {
+  SampleStream* const stream = options_.validation ? options_.validation_stream : options_.stream;
+  if (!stream || val_idx_.empty()) return;
+  val_own_ = own_validation(trainer_, *stream, val_idx_, tc_.batch_size, val_own_idx_);
+  spdlog::info("this process's towers validate on {} of the {} validation samples, decoded once", val_own_.size(),
+               val_idx_.size());
+}
+
+void FitLoop::remember(const std::string& path) {
+  if (std::find(result_.files.begin(), result_.files.end(), path) == result_.files.end()) result_.files.push_back(path);
+}
+
+BatchStats FitLoop::step(int epoch, int step, long long g) {
+  batches_->at(g, batch_);
+  if (!options_.stream) return trainer_.train_step(data_, batch_);
+  // This process's samples of the batch; the next step's decode meanwhile.
+  const auto t_wait = Clock::now();
+  own_pairs(trainer_, batch_, own_batch_);
+  const Dataset& own = options_.stream->take(own_batch_);
+  decoded_.wait += seconds_since(t_wait);
+  decoded_.samples += own.size();
+  if (epoch < tc_.epochs || step + 1 < steps_) {
+    batches_->at(g + 1, next_batch_);
+    own_pairs(trainer_, next_batch_, own_batch_);
+    options_.stream->prefetch(own_batch_);
   }
-  return out;
+  own_indices(trainer_, int(batch_.size()), own_idx_);
+  return trainer_.train_step(own, own_idx_);
+}
+
+int FitLoop::train_steps(int epoch, Clock::time_point t0) {
+  for (int k = s_.next_step; k < steps_; ++k) {
+    // With steps_per_epoch, g counts the optimizer's iterations (so also after a resume with another
+    // steps_per_epoch).
+    const long long g = tc_.steps_per_epoch > 0 ? (long long)trainer_.iterations() : (long long)(epoch - 1) * steps_ + k;
+    const auto t_step = Clock::now();
+    const BatchStats st = step(epoch, k, g);
+    if (!std::isfinite(st.loss()))  // the loss reduced over the world: every process stops here
+      throw_alike(options_.world, "loss became " + std::to_string(st.loss()) + " at epoch " + std::to_string(epoch) +
+                                      ", step " + std::to_string(k + 1) +
+                                      "; lower training.optimizer.learning_rate (checkpoints written so far are kept)");
+    s_.epoch_sums.add(st);
+    const BatchEnd b{trainer_.iterations(), [&] {
+                       std::map<std::string, double> so_far;
+                       add_logs(so_far, "", s_.epoch_sums, tc_.metrics);
+                       return so_far;
+                     },
+                     seconds_since(t_step)};
+    for (const auto& cb : s_.callbacks) cb->on_train_batch_end(b);
+    if (progress_) progress_->step(k + 1, s_.epoch_sums.loss());
+    const int signal = k + 1 < steps_ ? stop_signal() : 0;
+    if (!signal) continue;
+    trainer_.synchronize();  // the last steps' collectives polled, with their timeout, before the weights are read
+    s_.next_epoch = epoch;
+    s_.next_step = k + 1;
+    s_.epoch_seconds += seconds_since(t0);
+    const std::string last = folder_->last_path();
+    remember(save(last, make_checkpoint(config_, trainer_, epoch - 1, result_.last_logs, s_), epoch, options_.world));
+    spdlog::warn("stopped by signal {} at epoch {}, step {}; {}", signal, epoch, k + 1, continue_with(options_, last));
+    return signal;
+  }
+  return 0;
+}
+
+std::map<std::string, double> FitLoop::epoch_logs() {
+  std::map<std::string, double> logs;
+  add_logs(logs, "", s_.epoch_sums, tc_.metrics);
+  if (!val_idx_.empty()) {
+    const bool own = options_.validation ? options_.validation_stream : options_.stream;
+    const Dataset& val = own ? val_own_ : options_.validation ? *options_.validation : data_;
+    add_logs(logs, "val_", trainer_.evaluate(val, own ? val_own_idx_ : val_idx_, tc_.batch_size), tc_.metrics);
+  }
+  for (const auto& cb : s_.callbacks) cb->add_logs(logs);
+  // As Keras reads optimizer.learning_rate: the next update's (a schedule's, or a warm-up's).
+  if (!tc_.optimizer.schedule.type.empty() || tc_.learning_rate_warmup_epochs > 0)
+    logs["learning_rate"] = trainer_.learning_rate_at(trainer_.iterations());
+  return logs;
+}
+
+bool FitLoop::end_epoch(int epoch, Clock::time_point t0) {
+  // The epoch's last collectives end here, polled with their timeout: reading weights or metrics back from a GPU
+  // waits on its stream alone, which would wait for ever on a collective that a failed peer left unfinished.
+  trainer_.synchronize();
+  const double seconds_training = s_.epoch_seconds + seconds_since(t0);
+  std::map<std::string, double> logs = epoch_logs();
+  const double seconds = s_.epoch_seconds + seconds_since(t0), samples_per_second = s_.epoch_sums.samples / seconds_training;
+  result_.epochs_run = epoch;
+  result_.last_logs = logs;
+  s_.epoch_sums = trainer_.empty_stats();
+  s_.epoch_seconds = 0;
+  s_.next_step = 0;
+  s_.next_epoch = epoch + 1;
+  std::optional<Checkpoint> ckpt;
+  EpochEnd e{epoch, logs, trainer_,
+             [&]() -> const Checkpoint& {
+               if (!ckpt) ckpt = make_checkpoint(config_, trainer_, epoch, logs, s_);
+               return *ckpt;
+             },
+             [&](const std::string& path, const Checkpoint& c) { remember(save(path, c, epoch, options_.world)); },
+             [&](const std::string& path) { remember(path); }, trainer_.iterations(), steps_ / seconds_training, false,
+             {}};
+  for (const auto& cb : s_.callbacks) cb->on_epoch_end(e);
+  e.save(folder_->last_path(), e.checkpoint());
+  folder_->log_row(epoch, logs, options_.world);  // a failed row: an error on every process
+  remember(folder_->log_path());
+  if (progress_) progress_->end_epoch(logs, seconds, samples_per_second);
+  log_towers(epoch, trainer_, options_.stream ? std::optional<Decoded>(decoded_) : std::nullopt);
+  decoded_ = {};
+  for (const auto& cb : s_.callbacks) cb->on_epoch_logged(e);
+  if (e.stop) spdlog::info("{}", e.stop_message);
+  return e.stop;
+}
+
+FitResult FitLoop::run() {
+  for (int epoch = s_.next_epoch; epoch <= tc_.epochs; ++epoch) {
+    if (progress_) progress_->start_epoch(epoch);
+    const auto t0 = Clock::now();
+    if ((result_.stop_signal = train_steps(epoch, t0))) return result_;
+    if (end_epoch(epoch, t0)) {
+      result_.stopped_early = true;
+      break;
+    }
+    // After the last epoch the run is done: a stop asked for now still gets final.h5.
+    if (const int signal = epoch < tc_.epochs ? stop_signal() : 0) {
+      result_.stop_signal = signal;
+      spdlog::warn("stopped by signal {} after epoch {}; {}", signal, epoch,
+                   continue_with(options_, folder_->last_path()));
+      return result_;
+    }
+  }
+  result_.files.push_back(save_final(config_, trainer_, result_.epochs_run, result_.last_logs, s_.callbacks,
+                                     options_.world));
+  return result_;
 }
 
 }  // namespace
-
-std::string run_folder_of(const std::string& checkpoint, const std::string& checkpoint_filepath) {
-  std::error_code ec;
-  // Walked up from the absolute path, so that a bare name (ep1.h5 in run/ck) has folders above it.
-  const fs::path cwd = fs::current_path(ec);
-  const fs::path beside = fs::absolute(checkpoint, ec).lexically_normal().parent_path();
-  auto holds_run = [&](const fs::path& folder) {
-    for (const char* name : kRunFiles)
-      if (fs::exists(folder / name, ec)) return true;
-    return false;
-  };
-  fs::path run = beside;
-  if (!holds_run(beside)) {
-    // A ModelCheckpoint file in a subfolder: its run folder is as many levels up as the filepath's folders.
-    const fs::path sub = fs::path(checkpoint_filepath).lexically_normal().parent_path();
-    fs::path up = beside;
-    for (auto part = sub.begin(); part != sub.end(); ++part) up = up.parent_path();
-    if (!sub.empty() && holds_run(up)) run = up;
-  }
-  if (fs::path(checkpoint).is_absolute() || cwd.empty()) return run.string();
-  const fs::path relative = run.lexically_relative(cwd);  // in the form the user gave
-  return relative.empty() ? run.string() : relative.string();
-}
 
 std::string continue_with(const FitOptions& options, const std::string& last) {
   const bool several = options.world && options.world->size() > 1;
@@ -418,496 +513,23 @@ std::string continue_with(const FitOptions& options, const std::string& last) {
          shell_word(last);
 }
 
-bool resumes_in_place(const std::string& run_folder, const std::string& output_dir) {
-  std::error_code ec;
-  const fs::path a = fs::weakly_canonical(run_folder, ec);
-  if (ec) return false;
-  const fs::path b = fs::weakly_canonical(output_dir, ec);
-  return !ec && a == b;
-}
 
-namespace {
 
-/// The files in output_dir that a ModelCheckpoint of filepath (its pattern, relative to output_dir; "" for
-/// none) could have written, as paths relative to output_dir in name order: in the pattern's folder, the
-/// names that match it with {epoch...} as digits and another {name...} as a number's text. A placeholder in
-/// the folder part matches nothing.
-std::vector<std::string> checkpoint_files(const fs::path& output_dir, const std::string& filepath) {
-  const fs::path pattern(filepath);
-  const fs::path folder = pattern.parent_path();
-  const std::string name = pattern.filename().string();
-  std::vector<std::string> out;
-  if (filepath.empty() || folder.string().find('{') != std::string::npos) return out;
-  std::string re;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const size_t close = name[i] == '{' ? name.find('}', i) : std::string::npos;
-    if (close != std::string::npos) {
-      re += name.compare(i + 1, 5, "epoch") == 0 ? "[0-9]+" : "[-+.0-9a-zA-Z]+";
-      i = close;
-    } else {
-      if (std::strchr(".^$|()[]{}*+?\\", name[i])) re += '\\';
-      re += name[i];
-    }
-  }
-  const std::regex match(re);
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(output_dir / folder, ec))
-    if (std::regex_match(e.path().filename().string(), match)) out.push_back((folder / e.path().filename()).string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
-}  // namespace
 
-void check_output_holds_no_run(const std::string& output_dir, const std::string& resume, const TrainingConfig& tc,
-                               const std::string& resume_run_folder) {
-  std::string found;
-  std::error_code ec;
-  for (const char* name : kRunFiles)
-    if (fs::exists(fs::path(output_dir) / name, ec)) found += std::string(found.empty() ? "" : ", ") + name;
-  // Event files of finished epochs (a run that failed in its first epoch leaves batch values alone, which its
-  // rerun may replace).
-  if (tc.tensorboard.enabled && holds_epoch_values((fs::path(output_dir) / tc.tensorboard.log_dir).string()))
-    found += (found.empty() ? "" : ", ") + (fs::path(tc.tensorboard.log_dir) / "").string() +
-             " (TensorBoard event files)";
-  const std::vector<std::string> checkpoints =
-      checkpoint_files(output_dir, tc.model_checkpoint.enabled ? tc.model_checkpoint.filepath : "");
-  for (size_t i = 0; i < checkpoints.size() && i < 3; ++i) found += (found.empty() ? "" : ", ") + checkpoints[i];
-  if (checkpoints.size() > 3) found += " and " + std::to_string(checkpoints.size() - 3) + " more checkpoints";
-  if (found.empty()) return;
-  const std::string last = (fs::path(output_dir) / "last.h5").string();
-  std::string ways = "choose another --output, or pass --overwrite to start over in it";
-  if (resume.empty() && fs::exists(last, ec)) ways = "continue it with --resume " + last + ", " + ways;
-  if (!resume.empty())  // the checkpoint's own folder is the likely intent
-    ways = "resume in the checkpoint's own run folder (--output " + resume_run_folder + " when it holds that run), " +
-           ways;
-  throw UserError("output folder '" + output_dir + "' holds an earlier run (" + found + "), which " +
-                  (resume.empty() ? "a new run" : "resuming " + resume + " there") + " would overwrite: " + ways);
-}
-
-int logged_epochs(const std::string& folder) {
-  std::ifstream in(fs::path(folder) / "log.csv");
-  std::string line;
-  int epochs = 0;
-  std::getline(in, line);  // the header
-  while (std::getline(in, line)) {
-    char* end = nullptr;
-    const long e = std::strtol(line.c_str(), &end, 10);
-    if (end != line.c_str() && e >= 0 && e < INT_MAX) epochs = std::max(epochs, int(e) + 1);
-  }
-  return epochs;
-}
-
-void check_resume_keeps_later_epochs(const std::string& output_dir, const std::string& checkpoint, int epoch) {
-  std::error_code ec;
-  const fs::path last = fs::path(output_dir) / "last.h5";
-  if (fs::equivalent(checkpoint, last, ec)) return;
-  const int logged = logged_epochs(output_dir);
-  if (logged <= epoch) return;
-  throw UserError("resuming " + checkpoint + " (epoch " + std::to_string(epoch) + ") in its run's folder '" +
-                  output_dir + "' would overwrite the run's later epochs (log.csv holds " + std::to_string(logged) +
-                  "; last.h5 and final.h5 are theirs): continue the run with --resume " + last.string() +
-                  " (with a higher --epochs once it has finished), branch off at epoch " + std::to_string(epoch) +
-                  " into another --output (the log's first " + std::to_string(epoch) +
-                  " rows are copied), or pass --overwrite to drop the later epochs");
-}
 
 FitResult fit(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options) {
-  const TrainingConfig& tc = trainer.config().training;  // the batch and learning rate resolved for the towers
-  const bool voice = !options.world || options.world->rank() == 0;  // prints and writes
-  // The signal that asks for a stop, agreed by every process (the largest any of them caught), so that all
-  // stop at the same step; 0: none.
-  auto stop_signal = [&]() -> int {
-    double v = options.stop ? double(options.stop->load()) : 0.0;
-    if (options.world && options.world->size() > 1) options.world->all_reduce_max(&v, 1);
-    return int(v);
-  };
-  // Validation folders (Keras's validation_data): every pair trains; else validation_split decides.
-  const auto [train_idx, val_idx] =
-      options.validation ? std::make_pair(every_index(data.size()), every_index(options.validation->size()))
-                         : split_validation(data.size(), config.data.validation_split);
-  const Dataset& val_names = options.validation ? *options.validation : data;
-  SampleStream* const val_stream = options.validation ? options.validation_stream : options.stream;
-  if (train_idx.empty())
-    throw UserError(config.path + ": no training samples left after validation_split " +
-                    std::to_string(config.data.validation_split) + " of " + std::to_string(data.size()) +
-                    " pairs; lower data.validation_split or add data");
-  std::error_code ec;
-  if (voice) fs::create_directories(tc.output_dir, ec);
-  if (ec)
-    throw UserError("cannot create output folder '" + tc.output_dir + "': " + ec.message() +
-                    "; set training.output_dir or --output to a writable folder");
-  const fs::path out_dir(tc.output_dir);
-  const int towers = trainer.world_towers();
-  spdlog::info("training on {} samples, validating on {}; global batch {} over {} tower(s){}", train_idx.size(),
-               val_idx.size(), tc.batch_size, towers,
-               tc.batch_size_per_device ? fmt::format(" ({} per device)", tc.batch_size_per_device) : "");
-  if (tc.batch_size < towers)  // cpu:16 with batch 8 leaves 8 towers idle: said
-    spdlog::warn("global batch {} is smaller than the {} towers: {} of them get no sample each step; raise "
-                 "training.batch_size to at least {}, or use fewer towers",
-                 tc.batch_size, towers, towers - tc.batch_size, towers);
-  if (const size_t fixed = trainer.model().num_frozen(); fixed > 0)
-    spdlog::info("frozen layers (trainable: false), their {} weight values kept as they are: {}", fixed,
-                 fmt::join(trainer.model().frozen_layers(), ", "));
-  if (const LearningRateSchedule& ls = tc.optimizer.schedule; !ls.type.empty())
-    spdlog::info("learning rate schedule {} over the optimizer's steps; log.csv's learning_rate is the rate of the "
-                 "update after each epoch", schedule_text(ls));
-  if (const size_t regularized = trainer.regularized_weights())
-    spdlog::info("weight regularizers on {} weight(s): their penalty ({:.6g} at these weights) is part of loss and "
-                 "val_loss, as in Keras",
-                 regularized, trainer.regularization_penalty());
-  if (tc.early_stopping.enabled)
-    warn_mode_against_monitor(tc.early_stopping.mode_where, tc.early_stopping.monitor, tc.early_stopping.mode);
-  if (tc.model_checkpoint.enabled && tc.model_checkpoint.save_best_only)
-    warn_mode_against_monitor(tc.model_checkpoint.mode_where, tc.model_checkpoint.monitor, tc.model_checkpoint.mode);
-  if (tc.reduce_lr.enabled)
-    warn_mode_against_monitor(tc.reduce_lr.mode_where, tc.reduce_lr.monitor, tc.reduce_lr.mode);
-  if (const LossConfig& lc = tc.loss;
-      lc.function == "binary_focal_crossentropy" && lc.alpha_given && !lc.apply_class_balancing)
-    spdlog::warn("{}: alpha {:g} weighs nothing without apply_class_balancing: true (as in Keras); add it to weigh "
-                 "the foreground by alpha and the background by 1 - alpha",
-                 lc.where, lc.alpha);
-  if (!tc.class_weight.empty()) {
-    const std::vector<float> table = class_weight_table(tc.class_weight, trainer.classes());
-    std::vector<std::string> weights;  // every class's
-    for (size_t c = 0; c < table.size(); ++c) weights.push_back(fmt::format("{}: {:g}", c, table[c]));
-    spdlog::info("class weights {{{}}} on the training loss (by mask class); val_loss is unweighted, as in Keras",
-                 fmt::join(weights, ", "));
-  }
-  if (const OptimizerConfig& o = tc.optimizer; o.clipnorm > 0)
-    spdlog::info("gradient clipping: each weight's gradient to an L2 norm of at most {:g} (clipnorm)", o.clipnorm);
-  else if (o.global_clipnorm > 0)
-    spdlog::info("gradient clipping: all gradients to an L2 norm of at most {:g} together (global_clipnorm)",
-                 o.global_clipnorm);
-  else if (o.clipvalue > 0)
-    spdlog::info("gradient clipping: each gradient element to [-{0:g}, {0:g}] (clipvalue)", o.clipvalue);
-  if (const AugmentationConfig& a = config.data.augmentation; a.any()) {
-    std::vector<std::string> kinds;
-    if (a.horizontal_flip) kinds.push_back("random left-right flips");
-    if (a.vertical_flip) kinds.push_back("random up-down flips");
-    if (a.rotate_90) kinds.push_back("random quarter turns");
-    if (a.rotation_range > 0) kinds.push_back(fmt::format("rotations up to {:g} degrees", a.rotation_range));
-    if (a.width_shift_range > 0 || a.height_shift_range > 0)
-      kinds.push_back(fmt::format("shifts up to {:g} x {:g} (width x height; below 1 a fraction)",
-                                  a.width_shift_range, a.height_shift_range));
-    if (a.shear_range > 0) kinds.push_back(fmt::format("shears up to {:g} degrees", a.shear_range));
-    if (a.zoom_low != 1 || a.zoom_high != 1)
-      kinds.push_back(fmt::format("zooms in [{:g}, {:g}]", a.zoom_low, a.zoom_high));
-    if (a.affine())
-      kinds.push_back("fill_mode " + a.fill_mode + (a.fill_mode == "constant" ? fmt::format(" (cval {:g})", a.cval) : ""));
-    if (a.brightness()) kinds.push_back(fmt::format("brightness in [{:g}, {:g}]", a.brightness_low, a.brightness_high));
-    spdlog::info("augmenting training batches (each image with its mask): {}", fmt::join(kinds, ", "));
-  }
-
-  const bool has_val = !val_idx.empty();
-  auto needs_val = [&](const std::string& monitor) {
-    if (monitor.rfind("val_", 0) == 0 && !has_val)
-      throw UserError(config.path + ": monitor '" + monitor +
-                      "' needs validation data; set data.validation_split > 0 (or data.validation_images and "
-                      "data.validation_masks) or monitor '" + monitor.substr(4) + "'");
-  };
-  RunState s;
-  s.epoch_sums = trainer.empty_stats();
-  if (tc.early_stopping.enabled) {
-    needs_val(tc.early_stopping.monitor);
-    s.early = std::make_unique<EarlyStopping>(tc.early_stopping);
-  }
-  if (tc.model_checkpoint.enabled) {
-    if (tc.model_checkpoint.save_best_only) needs_val(tc.model_checkpoint.monitor);
-    s.policy = std::make_unique<CheckpointPolicy>(tc.model_checkpoint);
-  }
-  if (tc.reduce_lr.enabled) {
-    needs_val(tc.reduce_lr.monitor);
-    s.reduce_lr = std::make_unique<ReduceLROnPlateau>(tc.reduce_lr);
-  }
-  if (options.resume) restore(*options.resume, options.resume_path, s, trainer);
-
-  FitResult result;
-  result.epochs_run = s.next_epoch - 1;
-  if (options.resume) result.last_logs = options.resume->logs;
-  const std::string log_path = (out_dir / "log.csv").string();
-  // A run resumed in its own folder continues that folder's log; one resumed
-  // elsewhere takes the rows of the checkpoint's folder (never those of a run
-  // it overwrites with --overwrite).
-  std::string earlier_log;
-  const std::string run_folder = options.resume_run_folder.empty() && options.resume
-                                     ? run_folder_of(options.resume_path, "")  // a caller that did not look
-                                     : options.resume_run_folder;
-  const bool in_place = options.resume && resumes_in_place(run_folder, tc.output_dir);
-  if (in_place)
-    earlier_log = log_path;
-  else if (const fs::path theirs = fs::path(run_folder) / "log.csv"; options.resume && fs::exists(theirs, ec))
-    earlier_log = theirs.string();
-  // Resumed in place from a checkpoint before the run's last epoch (with --overwrite): the later epochs go. Not
-  // a resume of last.h5 itself, whose log may hold a row more (a process killed between the row and last.h5,
-  // before they were written in the other order): its extra rows go, and no file.
-  const bool resumes_last = options.resume && fs::equivalent(options.resume_path, out_dir / "last.h5", ec);
-  const bool rewinds = voice && in_place && !resumes_last && logged_epochs(out_dir.string()) > result.epochs_run;
-  std::optional<CsvLogger> csv;
-  if (voice) csv.emplace(log_path, result.epochs_run, earlier_log, result.last_logs);
-  if (voice) remove_dead_temporaries(out_dir, tc.model_checkpoint);
-  // A run that does not continue its folder's own run (a new run there, a branch from elsewhere, or a rewind
-  // to an earlier checkpoint: all need --overwrite) removes the earlier run's checkpoints that it writes under
-  // the same names, as log.csv's rows went above: a run killed before its first epoch's end left them beside its
-  // own files, and predict would take the old run's final.h5. Never the checkpoint it resumes from.
-  if (voice && (!in_place || rewinds)) {
-    std::vector<std::string> stale = {"final.h5", "last.h5"}, removed;
-    const ModelCheckpointConfig& mc = tc.model_checkpoint;
-    if (mc.enabled && mc.filepath.find('{') == std::string::npos) stale.push_back(mc.filepath);
-    for (const std::string& name : stale) {  // (initial weights are never read from the output folder)
-      const fs::path p = out_dir / name;
-      if (!fs::is_regular_file(p, ec) || (options.resume && fs::equivalent(p, options.resume_path, ec))) continue;
-      if (fs::remove(p, ec)) removed.push_back(name);
-    }
-    if (!removed.empty())
-      spdlog::info("removed the earlier run's {} from {}: this run writes its own", fmt::join(removed, ", "),
-                   out_dir.string());
-  }
-  std::optional<TensorBoardLogger> tensorboard;
-  if (voice && tc.tensorboard.enabled) {
-    TensorBoardStart start;
-    if (options.resume) {  // the checkpoint's run's events up to it, as log.csv's rows
-      start = {(fs::path(run_folder) / tc.tensorboard.log_dir).string(), s.next_epoch - 1, trainer.iterations(), {}};
-      start.losses = logged_losses(earlier_log);
-    }
-    tensorboard.emplace((out_dir / tc.tensorboard.log_dir).string(), tc.tensorboard, start);
-    if (tc.tensorboard.write_graph) tensorboard->graph(model_graph_def(trainer.model(), trainer.config().model));
-    spdlog::info("TensorBoard: event files in {} (tensorboard --logdir {})", tensorboard->folder(), out_dir.string());
-  }
-  const std::string last_path = (out_dir / "last.h5").string();
-  const size_t batch_size = size_t(tc.batch_size);
-  const int pass_steps = int((train_idx.size() + batch_size - 1) / batch_size);  // batches in one pass
-  const int steps = tc.steps_per_epoch > 0 ? tc.steps_per_epoch : pass_steps;
-  if (tc.steps_per_epoch > 0)
-    spdlog::info("an epoch is {} steps (training.steps_per_epoch; a pass over the training set is {})", steps,
-                 pass_steps);
-  // Named: without training.optimizer it is Keras's default, RMSprop, which a user may not expect.
-  if (tc.learning_rate_scaling == "none" && tc.optimizer.schedule.type.empty())
-    spdlog::info("optimizer {}, learning rate {:g}", tc.optimizer.type, tc.optimizer.learning_rate);
-  else
-    spdlog::info("optimizer {}", tc.optimizer.type);
-  if (tc.learning_rate_scaling != "none") {
-    const double k = trainer.learning_rate_scale();
-    const auto warmup = std::llround(tc.learning_rate_warmup_epochs * steps);
-    trainer.set_learning_rate_warmup(warmup);
-    spdlog::info("learning rate {:g}: learning_rate {:g} x {:g} (learning_rate_scaling {} over {} towers){}",
-                 tc.optimizer.learning_rate, tc.optimizer.learning_rate / k, k, tc.learning_rate_scaling, towers,
-                 warmup > 0 ? fmt::format(", reached by a linear warm-up from {:g} over the first {} steps ({:g} "
-                                          "epoch(s))", tc.optimizer.learning_rate / k, warmup,
-                                          tc.learning_rate_warmup_epochs)
-                            : "");
-  }
-  std::optional<Progress> progress;
-  if (voice) progress.emplace(options.progress_bar, options.json, tc.epochs, steps, tc.metrics);
-  auto remember = [&](const std::string& path) {
-    if (std::find(result.files.begin(), result.files.end(), path) == result.files.end()) result.files.push_back(path);
-  };
-
-  // The validation data as evaluate reads it: val_names' pairs in memory, or (a stream) this process's
-  // share of them, decoded once here.
-  Dataset val_own;
-  std::vector<int> val_own_idx;
-  if (val_stream && has_val) {
-    val_own = own_validation(trainer, *val_stream, val_idx, tc.batch_size, val_own_idx);
-    spdlog::info("this process's towers validate on {} of the {} validation samples, decoded once", val_own.size(),
-                 val_idx.size());
-  }
-  const Dataset& val_data = val_stream ? val_own : val_names;
-  const std::vector<int>& val_indices = val_stream ? val_own_idx : val_idx;
-
-  long long order_pass = 0;  // the pass `order` holds
-  std::vector<int> order;
-  // out <- the global batch of the run's step g (counted from 0): without steps_per_epoch the pass is the
-  // epoch and the batch the step; with it, step g takes batch g % P of pass g / P + 1, P the batches of a pass.
-  auto batch_at = [&](long long g, std::vector<int>& out) {
-    const long long pass = g / pass_steps + 1;
-    if (pass != order_pass) order = epoch_order(train_idx, tc.seed, int(pass), config.data.shuffle), order_pass = pass;
-    const size_t b = size_t(g % pass_steps) * batch_size;
-    out.assign(order.begin() + long(b), order.begin() + long(std::min(order.size(), b + batch_size)));
-  };
-  std::vector<int> batch, next_batch, own_batch, own_idx;  // kept across steps: no allocation once warm
-  Decoded decoded;  // with a stream: this epoch's
-  for (int epoch = s.next_epoch; epoch <= tc.epochs; ++epoch) {
-    if (progress) progress->start_epoch(epoch);
-    const auto t0 = std::chrono::steady_clock::now();
-    auto epoch_time = [&] {
-      return s.epoch_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    };
-    for (int step = s.next_step; step < steps; ++step) {
-      // With steps_per_epoch, g counts the optimizer's iterations (so also after a resume with another
-      // steps_per_epoch).
-      const long long g = tc.steps_per_epoch > 0 ? (long long)trainer.iterations() : (long long)(epoch - 1) * steps + step;
-      const auto t_step = std::chrono::steady_clock::now();
-      batch_at(g, batch);
-      BatchStats st;
-      if (options.stream) {  // this process's samples of the batch; the next step's decode meanwhile
-        const auto t_wait = std::chrono::steady_clock::now();
-        own_pairs(trainer, batch, own_batch);
-        const Dataset& own = options.stream->take(own_batch);
-        decoded.wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
-        decoded.samples += own.size();
-        if (epoch < tc.epochs || step + 1 < steps) {
-          batch_at(g + 1, next_batch);
-          own_pairs(trainer, next_batch, own_batch);
-          options.stream->prefetch(own_batch);
-        }
-        own_indices(trainer, int(batch.size()), own_idx);
-        st = trainer.train_step(own, own_idx);
-      } else {
-        st = trainer.train_step(data, batch);
-      }
-      if (!std::isfinite(st.loss()))  // the loss reduced over the world: every process stops here
-        throw_alike(options.world, "loss became " + std::to_string(st.loss()) + " at epoch " +
-                                       std::to_string(epoch) + ", step " + std::to_string(step + 1) +
-                                       "; lower training.optimizer.learning_rate (checkpoints written so far are "
-                                       "kept)");
-      s.epoch_sums.add(st);
-      if (tensorboard && tensorboard->wants_batch(trainer.iterations())) {  // the logs built only when written
-        std::map<std::string, double> so_far;
-        add_logs(so_far, "", s.epoch_sums, tc.metrics);
-        tensorboard->on_train_batch_end(
-            trainer.iterations(), so_far,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_step).count());
-      }
-      if (progress) progress->step(step + 1, s.epoch_sums.loss());
-      if (const int signal = step + 1 < steps ? stop_signal() : 0) {
-        trainer.synchronize();  // the last steps' collectives polled, with their timeout, before the weights are read
-        s.next_epoch = epoch;
-        s.next_step = step + 1;
-        s.epoch_seconds = epoch_time();
-        result.stop_signal = signal;
-        remember(save(last_path, make_checkpoint(config, trainer, epoch - 1, result.last_logs, s), epoch,
-                      options.world));
-        spdlog::warn("stopped by signal {} at epoch {}, step {}; {}", result.stop_signal, epoch, step + 1,
-                     continue_with(options, last_path));
-        return result;
-      }
-    }
-    // The epoch's last collectives end here, polled with their timeout: reading weights or metrics back from a GPU
-    // waits on its stream alone, which would wait for ever on a collective that a failed peer left unfinished.
-    trainer.synchronize();
-    const double seconds_training = epoch_time();
-    std::map<std::string, double> logs;
-    add_logs(logs, "", s.epoch_sums, tc.metrics);
-    if (has_val) add_logs(logs, "val_", trainer.evaluate(val_data, val_indices, tc.batch_size), tc.metrics);
-    if (s.reduce_lr) logs["learning_rate"] = trainer.learning_rate();  // this epoch's, as Keras 3 logs it
-    // As Keras reads optimizer.learning_rate: the next update's (a schedule's, or a warm-up's).
-    if (!tc.optimizer.schedule.type.empty() || tc.learning_rate_warmup_epochs > 0)
-      logs["learning_rate"] = trainer.learning_rate_at(trainer.iterations());
-    const double seconds = epoch_time(), samples_per_second = s.epoch_sums.samples / seconds_training;
-    result.epochs_run = epoch;
-    result.last_logs = logs;
-    s.epoch_sums = trainer.empty_stats();
-    s.epoch_seconds = 0;
-    s.next_step = 0;
-    s.next_epoch = epoch + 1;
-
-    bool stop = false;
-    if (s.early) {
-      stop = s.early_stopped = s.early->on_epoch_end(epoch, logs.at(tc.early_stopping.monitor));
-      if (s.early->improved() && tc.early_stopping.restore_best_weights) {
-        s.best_params = trainer.params(0);
-        s.best_state = trainer.state(0);
-        s.best_logs = logs;
-      }
-    }
-    std::string reduced;  // said after the epoch's line
-    if (s.reduce_lr) {
-      const double lr = trainer.learning_rate(), next = s.reduce_lr->on_epoch_end(logs.at(tc.reduce_lr.monitor), lr);
-      if (next != lr) {
-        trainer.set_learning_rate(next);
-        reduced = fmt::format("epoch {}: ReduceLROnPlateau: {} did not improve (patience {}); learning rate {:g} -> "
-                              "{:g}", epoch, tc.reduce_lr.monitor, tc.reduce_lr.patience, lr, next);
-      }
-    }
-    // The files of the epoch, in an order that a process killed between any two of them (or a full disk) leaves
-    // consistent for --resume (from a batch-job trial: log.csv one epoch ahead of last.h5 made the resume take
-    // the run for one going back, and remove its best.h5): the ModelCheckpoint file, whose policy state last.h5
-    // holds; last.h5; then log.csv's row, which a resume from last.h5 writes again if it is missing; and only
-    // then the epoch's line and TensorBoard values, so that a script seeing the line finds the files written.
-    const bool save_now =
-        s.policy && (!tc.model_checkpoint.save_best_only || s.policy->should_save(logs.at(tc.model_checkpoint.monitor)));
-    const Checkpoint ckpt = make_checkpoint(config, trainer, epoch, logs, s);
-    std::string saved;
-    if (save_now) {
-      std::string name;
-      try {
-        name = format_filepath(tc.model_checkpoint.filepath, epoch, logs);
-      } catch (const UserError& e) {
-        throw UserError(tc.model_checkpoint.where + ": " + e.what() + " (" + last_path + " holds the epoch before)");
-      }
-      saved = (out_dir / name).string();
-      remember(save(saved, tc.model_checkpoint.save_weights_only ? weights_only(ckpt) : ckpt, epoch, options.world));
-    }
-    remember(save(last_path, ckpt, epoch, options.world));
-    run_on_root(options.world, [&] { csv->log(epoch, logs); });  // a failed row: an error on every process
-    remember(log_path);
-    if (progress) progress->end_epoch(logs, seconds, samples_per_second);
-    log_towers(epoch, trainer, options.stream ? std::optional<Decoded>(decoded) : std::nullopt);
-    decoded = {};
-    if (!reduced.empty()) spdlog::info("{}", reduced);
-    if (!saved.empty()) spdlog::info("epoch {}: saved {}", epoch, saved);
-    if (tensorboard) {  // epoch_learning_rate: log.csv's learning_rate where it has one, else the rate
-      tensorboard->on_epoch_end(epoch, trainer.iterations(), logs,
-                                logs.count("learning_rate") ? logs.at("learning_rate")
-                                                            : trainer.learning_rate_at(trainer.iterations()),
-                                steps / seconds_training,
-                                tensorboard->wants_weights(epoch) ? trainer.weights() : std::vector<WeightRecord>{});
-      remember(tensorboard->folder());
-    }
-    if (stop) {
-      const int wait = s.early->wait();  // watched epochs without improvement: patience's, or more after a resume
-      const std::string epochs_waited = std::to_string(wait) + (wait == 1 ? " epoch" : " epochs");
-      if (s.early->below_baseline())
-        spdlog::info("early stopping at epoch {}: {} did not beat the baseline {:g} in {} (best {:.4f} at "
-                     "epoch {})", epoch, tc.early_stopping.monitor, *tc.early_stopping.baseline, epochs_waited,
-                     s.early->best(), s.early->best_epoch());
-      else
-        spdlog::info("early stopping at epoch {}: {} did not improve for {} (best {:.4f} at epoch {})", epoch,
-                     tc.early_stopping.monitor, epochs_waited, s.early->best(), s.early->best_epoch());
-      result.stopped_early = true;
-      break;
-    }
-    // After the last epoch the run is done: a stop asked for now still gets final.h5 (from a multi-process trial:
-    // it was left without one, and --resume then found nothing to train).
-    if (const int signal = epoch < tc.epochs ? stop_signal() : 0) {
-      result.stop_signal = signal;
-      spdlog::warn("stopped by signal {} after epoch {}; {}", result.stop_signal, epoch,
-                   continue_with(options, last_path));
-      return result;
-    }
-  }
-  result.files.push_back(save_final(config, trainer, result.epochs_run, result.last_logs, s, options.world));
-  return result;
-}
-
-bool lacks_final(const std::string& output_dir, const std::string& checkpoint, const Checkpoint& ckpt) {
-  std::error_code ec;
-  const fs::path out(output_dir);
-  const auto next_step = ckpt.state_scalars.find("next_step");
-  return fs::equivalent(checkpoint, out / "last.h5", ec) &&  // the run's own last word, not an earlier checkpoint
-         (next_step == ckpt.state_scalars.end() || next_step->second == 0) &&  // at an epoch's end
-         logged_epochs(output_dir) <= ckpt.epoch && !fs::exists(out / "final.h5", ec);
+  return FitLoop(config, trainer, data, options).run();
 }
 
 std::string finish_ended_run(const Config& config, Trainer& trainer, const Checkpoint& ckpt, const std::string& source,
                              ProcessGroup* world) {
   const bool voice = !world || world->rank() == 0;
-  RunState s;
-  restore_best(ckpt, source, s, trainer);
-  if (config.training.early_stopping.enabled) {
-    s.early = std::make_unique<EarlyStopping>(config.training.early_stopping);
-    const auto best = ckpt.state_scalars.find("early_stopping_best");
-    const auto best_epoch = ckpt.state_scalars.find("early_stopping_best_epoch");
-    if (best != ckpt.state_scalars.end() && best_epoch != ckpt.state_scalars.end() && best_epoch->second >= 1 &&
-        best_epoch->second <= ckpt.epoch)
-      s.early->restore(best->second, int(best_epoch->second), 0);
-    else
-      s.best_params.clear();  // no best epoch to name: the checkpoint's own weights
-  }
+  std::vector<std::unique_ptr<Callback>> callbacks;
+  if (auto early = ended_run_early_stopping(config, trainer, ckpt, source)) callbacks.push_back(std::move(early));
   if (voice) spdlog::info("{} holds no final.h5 (a process ended before writing it): written from its last.h5",
                           config.training.output_dir);
-  return save_final(config, trainer, ckpt.epoch, ckpt.logs, s, world);
+  return save_final(config, trainer, ckpt.epoch, ckpt.logs, callbacks, world);
 }
 
 }  // namespace trainer

@@ -12,6 +12,8 @@
 #include "data/dataset.h"
 #include "data/sample_stream.h"
 #include "io/checkpoint.h"
+#include "train/callback.h"
+#include "train/run_folder.h"
 #include "train/trainer.h"
 
 namespace trainer {
@@ -68,12 +70,6 @@ struct FitResult {
 /// to be run by each process under the launcher when the run has several.
 std::string continue_with(const FitOptions& options, const std::string& last);
 
-/// Whether a resumed run with nothing left to train (its epochs done, or
-/// EarlyStopping ended it) lacks the final.h5 it would have written: the
-/// checkpoint (ckpt, read from path checkpoint) is output_dir's last.h5 at an
-/// epoch's end, log.csv holds no later epoch, and output_dir has no final.h5
-/// (a process ended between the last epoch's last.h5 and final.h5).
-bool lacks_final(const std::string& output_dir, const std::string& checkpoint, const Checkpoint& ckpt);
 
 /// Writes that final.h5 (the trainer holds ckpt's weights) as the run would
 /// have: ckpt's weights, or with restore_best_weights the best ones it kept.
@@ -93,50 +89,6 @@ std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double val
 /// recomputed when a run resumes.
 std::vector<int> epoch_order(std::vector<int> train, uint64_t seed, int epoch, bool shuffle);
 
-/// Files every run writes into its output folder (fit() below): a folder
-/// holding one of them holds a run.
-inline constexpr const char* kRunFiles[] = {"last.h5", "log.csv", "final.h5"};
-/// The end of the message for training state in a checkpoint that no run writes.
-inline constexpr const char* kDamagedState = "; the file is damaged or was edited: resume from another checkpoint";
-
-/// The folder of the run that checkpoint belongs to: the checkpoint's own
-/// folder when it holds a run file (kRunFiles), else, for a ModelCheckpoint
-/// file written into a subfolder (`checkpoint_filepath`: the ModelCheckpoint
-/// filepath of the run that wrote it, from its stored config, e.g.
-/// 'ck/ep{epoch}.h5'), that many folders up when that folder holds one; else
-/// the checkpoint's own folder. Relative to the working directory (".": it)
-/// when checkpoint is, else absolute.
-std::string run_folder_of(const std::string& checkpoint, const std::string& checkpoint_filepath);
-
-/// Whether a run resumed from a checkpoint of run_folder (run_folder_of)
-/// writes into that run: run_folder is output_dir, symbolic links resolved.
-/// `--output run/ck` with a checkpoint of run/ck/ is not in place when the
-/// run's files lie in run/.
-bool resumes_in_place(const std::string& run_folder, const std::string& output_dir);
-
-/// UserError when output_dir holds an earlier run (one of kRunFiles, a file
-/// that tc's ModelCheckpoint filepath pattern could have written, e.g.
-/// best.h5 or ep03.h5, or event files holding finished epochs in its
-/// TensorBoard log_dir, holds_epoch_values), whose files a new run there (resume "": none), or a run
-/// resumed from another folder's checkpoint, would overwrite; the message
-/// names the files (up to three checkpoints) and the fixes: --resume its
-/// last.h5 (a new run, when there is one), --output resume_run_folder, the
-/// checkpoint's run folder (a resumed run), another --output, or
-/// --overwrite. A missing or empty folder is fine.
-void check_output_holds_no_run(const std::string& output_dir, const std::string& resume, const TrainingConfig& tc,
-                               const std::string& resume_run_folder = "");
-
-/// The epochs (1-based) that the log.csv in folder holds rows for: one more
-/// than the largest 0-based epoch in its first column; 0 without a log.
-int logged_epochs(const std::string& folder);
-
-/// UserError when a run resumed in place (resumes_in_place) from checkpoint,
-/// which finished `epoch` epochs, would overwrite later epochs of its run:
-/// output_dir's log.csv holds rows past `epoch`, which the resumed run drops
-/// along with last.h5 and final.h5. The message names the epochs and the
-/// fixes: --resume the folder's last.h5, another --output to branch off, or
-/// --overwrite. Resuming the folder's own last.h5 always passes.
-void check_resume_keeps_later_epochs(const std::string& output_dir, const std::string& checkpoint, int epoch);
 
 
 /// Trains for config.training.epochs (or until EarlyStopping or a stop

@@ -13,8 +13,9 @@
 #include "data/affine_augmentation.h"
 #include "data/augmentation.h"
 #include "train/batch_scaling.h"
+#include "train/callback.h"
 #include "train/callbacks.h"
-#include "train/fit.h"
+#include "train/run_folder.h"
 
 namespace trainer {
 

@@ -1,0 +1,52 @@
+#pragma once
+// The callbacks of a run (train/callback.h), made from training.callbacks:
+// the one place that knows them by name. Adding a callback: its file here,
+// a line in make_callbacks, its test.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "train/callback.h"
+
+namespace trainer {
+
+class Trainer;
+
+/// What the callbacks of a run need to know about it.
+struct CallbackSetup {
+  const Config* config = nullptr;
+  Trainer* trainer = nullptr;      ///< Its config() holds the batch and learning rate resolved for the towers.
+  bool voice = true;               ///< This process prints and writes (world rank 0).
+  bool validates = false;          ///< The run has validation samples (val_* logs).
+  std::string output_dir;
+  /// A resumed run: the folder of the run its checkpoint belongs to
+  /// (run_folder_of) and the log.csv holding that run's rows ("": none).
+  bool resumed = false;
+  std::string resume_run_folder, earlier_log;
+};
+
+/// EarlyStopping, ReduceLROnPlateau, ModelCheckpoint and (on the voice only)
+/// TensorBoard, as training.callbacks enables them, in that order (the order
+/// of their hooks). Warns of a mode that runs against its monitor. UserError
+/// naming the config when a monitor is a val_* value and the run has no
+/// validation samples.
+std::vector<std::unique_ptr<Callback>> make_callbacks(const CallbackSetup& setup);
+
+/// The EarlyStopping of a run that ended (its epochs done) before writing
+/// final.h5, restored from its last.h5 ckpt (read from source): its best
+/// weights when it kept some for restore_best_weights and names their epoch
+/// (1..ckpt.epoch), for on_train_end. nullptr without EarlyStopping. UserError
+/// naming source when the kept weights are not of the trainer's model.
+std::unique_ptr<Callback> ended_run_early_stopping(const Config& config, Trainer& trainer,
+                                                   const Checkpoint& ckpt, const std::string& source);
+
+/// Warns at where (a callback's mode in the config) when an explicit mode runs
+/// against its monitor: max on a loss, min on a metric (every metric here is
+/// better when larger). Keras follows such a mode too, silently.
+void warn_mode_against_monitor(const std::string& where, const std::string& monitor, const std::string& mode);
+
+/// UserError naming config_path when monitor is a val_* value and the run has no validation samples.
+void require_validation(const std::string& config_path, const std::string& monitor, bool validates);
+
+}  // namespace trainer
