@@ -21,8 +21,8 @@ Command add_summary(CLI::App& app) {
             const ConfigInWorld in = load_config_in_world(*path, "trainer summary");
             std::optional<Model> model;
             check_together(in.world.get(), [&] { model.emplace(in.config.model, in.config.path); });
-            // Each process validates its own copy: they must be alike, as for training (from a multi-process
-            // trial: different configs passed, and rank 0's table alone was shown).
+            // Each process validates its own copy: they must be alike, as for training (else different configs
+            // would pass, and rank 0's table alone be shown).
             if (in.world) require_same_settings(*in.world, in.config, false);
             if (!in.world || in.world->rank() == 0) std::cout << model->summary() << std::flush;
             check_together(in.world.get(), [&] {

@@ -150,7 +150,7 @@ std::optional<FitResult> load_resume(const Checkpoint& ckpt, const std::string& 
                  path, int(next->second) - 1, config.training.epochs);
     return done;
   }
-  // From a new user's trial: resuming an early-stopped run trained one more epoch, to be stopped again.
+  // A run that EarlyStopping ended has nothing left to train (another epoch would be stopped again).
   if (early_stopping_ended(ckpt, config)) {
     const EarlyStoppingConfig& es = config.training.early_stopping;
     const int wait = int(std::min(ckpt.state_scalars.at("early_stopping_wait"), 1e9));
@@ -361,7 +361,7 @@ int run_train(const TrainFlags& f) {
     check_together(world.get(), [&] {
       if (voice) check_output_folder(f, config, resume.get(), resume_run_folder);
     });
-    // From a new user: a run stopped with -o, resumed without it, went on in the config's output_dir unsaid.
+    // A run stopped with -o and resumed without it goes on in the config's output_dir: said.
     if (voice && !resumes_in_place(resume_run_folder, config.training.output_dir)) {
       const std::string branch = "resuming the run of '" + resume_run_folder + "' into '" +
                                  config.training.output_dir + "'" +
@@ -447,8 +447,8 @@ int run_train(const TrainFlags& f) {
     if (!voice) return;
     lock.emplace(config.training.output_dir);
     check_output_folder(f, config, resume.get(), resume_run_folder);
-    // From a review: two resumes of one last.h5 (a retried job); the first continued the run while the second
-    // loaded its data, and the second then trained those epochs again from its stale copy.
+    // Two resumes of one last.h5 (a retried job): the first may continue the run while the second loads its
+    // data, and the second would then train those epochs again from its stale copy.
     if (resume && resumes_in_place(resume_run_folder, config.training.output_dir) &&
         file_identity(f.resume) != resume_file)
       throw UserError(f.resume + " has changed since this run read it: another run continued from it meanwhile "

@@ -34,8 +34,8 @@ void require_same_build(ProcessGroup& world, const std::string& command) {
                               ": every process of a run must run a build of the same sources (build the same "
                               "commit, without local changes, on every host, or share one build; 'trainer "
                               "--version' names it)");
-  // From a multi-process trial: summary on one process and training on another met in other collectives and
-  // printed one's settings as the other's error.
+  // Summary on one process and training on another would meet in other collectives and print one's settings
+  // as the other's error.
   const auto command_of = [&](size_t r) {
     const size_t tab = g.text(r).find('\t');
     return tab == std::string::npos ? std::string() : g.text(r).substr(tab + 1);

@@ -34,8 +34,8 @@ void require_same_pairs(ProcessGroup& world, const std::vector<ImagePair>& pairs
   size_t r = 1;
   while (r < g.all.size() && key(r) == key(0)) ++r;
   if (r == g.all.size()) return;
-  // Every process found the difference: the lists, to name the first pair that differs (from a multi-process
-  // trial: the message named rank 0's folders for both, and no file).
+  // Every process found the difference: the lists, to name the first pair that differs (rank 0's folders alone
+  // would be named for both, and no file).
   const auto list_of = [&](int root) {  // root's list, on every process (not every list on every process)
     uint64_t size = names.size();
     world.broadcast(&size, sizeof size, root);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <exception>
 #include <map>
@@ -64,7 +65,7 @@ std::string layout_hint(const std::string& dir) {
       return ", but its folders hold the 2018 Data Science Bowl layout (<id>/images/, <id>/masks/): convert it "
              "to image and mask folders with build/data_tools/dsb_to_flat -i '" + dir +
              "' -o <folder> (data_tools/README.md)";
-  // From a new user: images in plate1/, plate2/ under the folder given.
+  // Images in plate1/, plate2/ under the folder given.
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (!it->is_directory(ec)) continue;
     std::error_code inner;
@@ -203,9 +204,34 @@ void PairCheck::add(const PairCheck& other) {
 
 namespace {
 
+/// The progress lines of a long load: "<verb> k/n images" at each tenth of n once 2 s have passed since the
+/// start, in order, and the last one when one came before. Nothing when verb is "".
+class LoadProgress {
+ public:
+  LoadProgress(const std::string& verb, int n) : verb_(verb), n_(n), start_(std::chrono::steady_clock::now()) {}
+  /// Called by any thread once it has decoded a pair.
+  void done_one() {
+    const int d = ++done_;
+    if (verb_.empty() || (d != n_ && d * 10 / n_ == (d - 1) * 10 / n_)) return;
+    const bool late = std::chrono::steady_clock::now() - start_ >= std::chrono::seconds(2);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (d <= printed_ || (d == n_ ? printed_ == 0 : !late)) return;
+    printed_ = d;
+    spdlog::info("{} {}/{} images", verb_, d, n_);
+  }
+
+ private:
+  const std::string& verb_;
+  const int n_;
+  const std::chrono::steady_clock::time_point start_;
+  std::atomic<int> done_{0};
+  std::mutex mu_;
+  int printed_ = 0;  ///< The count of the last line.
+};
+
 // Decodes pairs[which[k]] on o.threads threads into sample k of images and masks when given ([K, H, W, C] and
 // [K, H, W, 1], K = which.size()), else into one scratch sample per thread (a check, which also counts class
-// pixels). What it finds goes into `found`. `verb` ("loading", "checking"): the progress lines every ~10% and
+// pixels). What it finds goes into `found`. `verb` ("loading", "checking"): the progress lines (LoadProgress) and
 // the survey of the files (masks' kinds, 16-bit ranges, TIFF pages); "": neither, only the errors (each step's
 // decoding under MPI). Errors other than a UserError (out of memory) are rethrown after the threads join.
 void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
@@ -220,7 +246,8 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
                  threads > 1 ? "s" : "");
   const size_t image_numel = size_t(o.height) * size_t(o.width) * size_t(o.channels);
   const size_t mask_numel = size_t(o.height) * size_t(o.width);
-  std::atomic<int> next{0}, done{0};
+  std::atomic<int> next{0};
+  LoadProgress progress(verb, n);
   std::mutex mutex;  // guards found and failure
   std::exception_ptr failure;
   auto work = [&] {
@@ -259,8 +286,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
         std::lock_guard<std::mutex> lock(mutex);
         if (!failure) failure = std::current_exception();
       }
-      const int d = ++done;
-      if (!verb.empty() && (d == n || (d * 10 / n) != ((d - 1) * 10 / n))) spdlog::info("{} {}/{} images", verb, d, n);
+      progress.done_one();
     }
     std::lock_guard<std::mutex> lock(mutex);
     found.add(mine);
@@ -329,8 +355,8 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
     spdlog::info("{} of {} masks hold no value above half their type's maximum (0/1 masks or label images): "
                  "every pixel > 0 is foreground in them (docs/data.md)",
                  found.low_masks, n);
-  // From a new user: 12-bit camera data in 16-bit files reached 16 of 255, and a model trained on full-range
-  // images predicted nothing on them.
+  // 12-bit camera data in 16-bit files reaches 16 of 255, and a model trained on full-range images predicts
+  // nothing on them.
   if (found.images16 > 0 && found.highest16 > 0 && found.highest16 < 16384) {
     const int bits = int(std::ceil(std::log2(found.highest16 + 1)));  // the fewest that hold the largest value
     const double full = std::ldexp(1.0, bits) - 1;
@@ -341,13 +367,13 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
                  prefix(o), section(o), found.images16, found.highest16, bits, found.highest16 * 255 / 65535, bits,
                  65535 / (255 * full), full);
   }
-  // From a new user: a DAPI + membrane hyperstack trained on its first channel, the membrane, silently.
+  // A DAPI + membrane hyperstack would train on its first page alone, silently.
   if (found.multi_page > 0)
     spdlog::warn("{}{}: {} image(s) (the first: '{}') are TIFFs of several pages (a z-stack, or channels saved as "
                  "pages): only their first page is read; save the plane or channels to train on as one image "
                  "(docs/data.md)",
                  prefix(o), section(o), found.multi_page, found.first_multi_page);
-  // From a new user: an 8-bit label image of 179 nuclei lost 131 of them without a word.
+  // An 8-bit label image (a value per nucleus) loses the nuclei labelled above half the maximum.
   if (found.label_like > 0)
     spdlog::warn("{} of {} masks (the first: '{}') hold areas of one value at or below half their type's maximum "
                  "beside values above it: label images (1..N, one value per object) of more labels than that? Their "
@@ -358,7 +384,7 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
   std::vector<int> kept;
   for (int i = 0; i < n; ++i)
     if (!found.errors.count(i)) kept.push_back(i);
-  // From a new user: masks that all decoded to nothing trained to dice 0 without a word.
+  // Masks that all decode to nothing train to dice 0.
   if (o.classes == 0 && !kept.empty() && found.empty_masks == int(kept.size()))
     spdlog::warn("{}{}: every one of the {} masks in '{}' is empty (no pixel above 0), so the model can only learn "
                  "background and its dice stays 0: check that the folder and mask_suffix name the masks, and that "

@@ -63,11 +63,17 @@ struct Decoded {
 /// towers) its peak device memory, e.g.
 /// "epoch 3 towers: data wait 0.12 s, 0.10 s; peak memory 12.3 GiB, 12.3 GiB";
 /// with a stream, also what it decoded (", decoded 18 samples, waiting 0.40 s for them").
+/// Nothing when no tower waited 5 ms or more and none is a GPU.
 void log_towers(int epoch, Trainer& trainer, const std::optional<Decoded>& decoded) {
   std::string waits, peaks;
-  for (double w : trainer.take_input_wait_seconds()) waits += fmt::format("{}{:.2f} s", waits.empty() ? "" : ", ", w);
+  bool waited = false;
+  for (double w : trainer.take_input_wait_seconds()) {
+    waits += fmt::format("{}{:.2f} s", waits.empty() ? "" : ", ", w);
+    waited = waited || w >= 0.005;
+  }
   for (size_t b : trainer.peak_memory_bytes())
     if (b) peaks += fmt::format("{}{:.1f} GiB", peaks.empty() ? "" : ", ", double(b) / double(1 << 30));
+  if (!waited && peaks.empty() && !(decoded && decoded->wait >= 0.005)) return;
   spdlog::info("epoch {} towers: data wait {}{}{}", epoch, waits,
                decoded ? fmt::format(", decoded {} samples, waiting {:.2f} s for them", decoded->samples,
                                      decoded->wait)
@@ -363,7 +369,7 @@ void FitLoop::set_up_steps_and_rate() {
   spdlog::info("learning rate {:g}: learning_rate {:g} x {:g} (learning_rate_scaling {} over {} towers){}",
                tc_.optimizer.learning_rate, tc_.optimizer.learning_rate / k, k, tc_.learning_rate_scaling,
                trainer_.world_towers(),
-               warmup > 0 ? fmt::format(", reached by a linear warm-up from {:g} over the first {} steps ({:g} "
+               warmup > 0 && k != 1 ? fmt::format(", reached by a linear warm-up from {:g} over the first {} steps ({:g} "
                                         "epoch(s))", tc_.optimizer.learning_rate / k, warmup,
                                         tc_.learning_rate_warmup_epochs)
                           : "");

@@ -223,8 +223,8 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
   if (ec || !fs::is_directory(options.output_dir, ec))
     throw UserError("cannot create output folder '" + options.output_dir + "'" +
                     (ec ? ": " + ec.message() : std::string()) + "; pass a writable --output folder");
-  // One predict at a time in a folder, checked again once locked (from a batch-job trial: two into one folder
-  // left a mixture of both, each saying it had written all of its files).
+  // One predict at a time in a folder, checked again once locked: two into one folder would leave a mixture of
+  // both, each saying it had written all of its files.
   const DirectoryLock lock(options.output_dir, "predict");
   check_no_overwrite(paths, options, classes);
 

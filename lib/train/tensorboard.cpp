@@ -77,8 +77,8 @@ TensorBoardLogger::TensorBoardLogger(const std::string& root, const TensorBoardC
     carried_train = carried_events(fs::path(start.resumed_from) / "train", start, damaged);
     carried_val = carried_events(fs::path(start.resumed_from) / "validation", start, damaged);
   }
-  // From a new user: a run with --overwrite and no TensorBoard callback left the replaced run's event files, and
-  // its resume carried them as its own history.
+  // A run with --overwrite and no TensorBoard callback leaves the replaced run's event files, which its resume
+  // must not carry as its own history.
   bool foreign = false;
   for (const std::string& record : carried_train) {
     tensorboard::Event e;
