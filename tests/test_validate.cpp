@@ -5,6 +5,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "nn/model.h"
+#include "train/callbacks/registry.h"
 #include "train/trainer.h"
 
 using namespace trainer;

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "dist/process_group.h"
 #include "nn/model.h"
+#include "train/callbacks/registry.h"
 #include "world_checks.h"
 
 namespace trainer::cli {

@@ -26,6 +26,7 @@
 #include "train/resume_check.h"
 #include "train/tensorboard.h"
 #include "nn/model.h"
+#include "train/callbacks/registry.h"
 #include "train/fit.h"
 #include "train/initial_weights.h"
 #include "world_checks.h"

@@ -173,54 +173,6 @@ void validate_for_training(const Config& config, Model& model) {
                     "shape is " + in.hwc() + ": make its height and width equal or set rotate_90: false");
 }
 
-void check_callback_files(const Config& config) {
-  const ModelCheckpointConfig& mc = config.training.model_checkpoint;
-  if (mc.enabled) {
-    // The names an epoch's logs will hold: val_* only with validation data.
-    const bool validates = config.data.has_validation();
-    std::map<std::string, double> logs{{"loss", 0.0}};
-    if (validates) logs["val_loss"] = 0.0;
-    for (const auto& m : config.training.metrics) {
-      logs[m] = 0.0;
-      if (validates) logs["val_" + m] = 0.0;
-    }
-    if (config.training.reduce_lr.enabled || !config.training.optimizer.schedule.type.empty())
-      logs["learning_rate"] = 0.0;
-    std::string name;
-    try {
-      name = format_filepath(mc.filepath, 1, logs);
-    } catch (const UserError& e) {  // an unknown placeholder or a bad spec: say where
-      throw UserError(mc.where + ": " + e.what());
-    }
-    const std::filesystem::path first = *std::filesystem::path(name).lexically_normal().begin();
-    for (const char* own : kRunFiles)
-      if (first == own)
-        throw UserError(mc.where + ": filepath '" + mc.filepath + "' is (or lies in) the run's own " + own +
-                        ", which the checkpoint would overwrite (or be overwritten by); choose another name, e.g. "
-                        "'best.h5'");
-  }
-  // TensorBoard's folder must be none of the run's files, nor lie in one (log_dir: log.csv would fail after the
-  // first epoch).
-  const TensorBoardConfig& tb = config.training.tensorboard;
-  if (tb.enabled) {
-    const auto parts = [](const std::string& path) {  // the path's parts, "." and trailing "/" gone
-      std::vector<std::string> out;
-      for (const auto& part : std::filesystem::path(path).lexically_normal())
-        if (!part.empty() && part != ".") out.push_back(part.string());
-      return out;
-    };
-    std::vector<std::vector<std::string>> files;
-    for (const char* own : kRunFiles) files.push_back({own});
-    if (mc.enabled && mc.filepath.find('{') == std::string::npos) files.push_back(parts(mc.filepath));
-    const std::vector<std::string> dir = parts(tb.log_dir);
-    for (const auto& f : files)
-      if (!f.empty() && dir.size() >= f.size() && std::equal(f.begin(), f.end(), dir.begin()))
-        throw UserError(tb.where + ": 'log_dir' '" + tb.log_dir + "' is (or lies in) the run's file " +
-                        std::filesystem::path(f.back()).string() + "; choose another folder inside output_dir, "
-                        "e.g. 'logs'");
-  }
-}
-
 Trainer::Tower::Tower(const Config& config, const Device& d)
     : device(d),
       model(config.model, config.path),

@@ -83,15 +83,6 @@ struct BatchStats {
 /// turns of a non-square input.
 void validate_for_training(const Config& config, Model& model);
 
-/// Checks the files the callbacks of config would write, for a training run
-/// (train, summary) only: a checkpoint's stored config is never refused for
-/// them, so predict, evaluate and export read checkpoints of any run. Throws
-/// UserError naming the config place and the fix when the ModelCheckpoint
-/// filepath names an unknown placeholder or is (or lies in) one of the run's
-/// own files (log.csv, last.h5, final.h5), or the TensorBoard log_dir is (or
-/// lies in) one of them or the ModelCheckpoint file.
-void check_callback_files(const Config& config);
-
 /// Throws UserError naming config's file and its frozen layers when model
 /// has no trainable weight (every layer with weights has trainable: false, or
 /// none has weights): a training run would change nothing. Keras runs such a

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "train/callbacks.h"
 #include "train/callbacks/registry.h"
+#include "train/run_folder.h"
 
 namespace trainer {
 
@@ -66,6 +67,34 @@ class ModelCheckpointCallback final : public Callback {
 };
 
 }  // namespace
+
+void check_model_checkpoint_files(const Config& config) {
+  const ModelCheckpointConfig& mc = config.training.model_checkpoint;
+  if (mc.enabled) {
+    // The names an epoch's logs will hold: val_* only with validation data.
+    const bool validates = config.data.has_validation();
+    std::map<std::string, double> logs{{"loss", 0.0}};
+    if (validates) logs["val_loss"] = 0.0;
+    for (const auto& m : config.training.metrics) {
+      logs[m] = 0.0;
+      if (validates) logs["val_" + m] = 0.0;
+    }
+    if (config.training.reduce_lr.enabled || !config.training.optimizer.schedule.type.empty())
+      logs["learning_rate"] = 0.0;
+    std::string name;
+    try {
+      name = format_filepath(mc.filepath, 1, logs);
+    } catch (const UserError& e) {  // an unknown placeholder or a bad spec: say where
+      throw UserError(mc.where + ": " + e.what());
+    }
+    const std::filesystem::path first = *std::filesystem::path(name).lexically_normal().begin();
+    for (const char* own : kRunFiles)
+      if (first == own)
+        throw UserError(mc.where + ": filepath '" + mc.filepath + "' is (or lies in) the run's own " + own +
+                        ", which the checkpoint would overwrite (or be overwritten by); choose another name, e.g. "
+                        "'best.h5'");
+  }
+}
 
 std::unique_ptr<Callback> make_model_checkpoint(const ModelCheckpointConfig& cfg, const std::string& output_dir) {
   return std::make_unique<ModelCheckpointCallback>(cfg, output_dir);

@@ -13,6 +13,13 @@ namespace trainer {
 std::unique_ptr<Callback> make_reduce_lr_on_plateau(const ReduceLROnPlateauConfig& cfg, Trainer& trainer);
 std::unique_ptr<Callback> make_model_checkpoint(const ModelCheckpointConfig& cfg, const std::string& output_dir);
 std::unique_ptr<Callback> make_tensorboard(const CallbackSetup& setup);
+void check_model_checkpoint_files(const Config& config);
+void check_tensorboard_files(const Config& config);
+
+void check_callback_files(const Config& config) {
+  check_model_checkpoint_files(config);
+  check_tensorboard_files(config);
+}
 
 void warn_mode_against_monitor(const std::string& where, const std::string& monitor, const std::string& mode) {
   if (mode == "auto" || monitor_is_max(monitor, mode) == monitor_is_max(monitor, "auto")) return;

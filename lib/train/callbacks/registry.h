@@ -33,6 +33,15 @@ struct CallbackSetup {
 /// validation samples.
 std::vector<std::unique_ptr<Callback>> make_callbacks(const CallbackSetup& setup);
 
+/// Checks the files the callbacks of config would write, for a training run
+/// (train, summary) only: a checkpoint's stored config is never refused for
+/// them, so predict, evaluate and export read checkpoints of any run. Throws
+/// UserError naming the config place and the fix when the ModelCheckpoint
+/// filepath names an unknown placeholder or is (or lies in) one of the run's
+/// own files (log.csv, last.h5, final.h5), or the TensorBoard log_dir is (or
+/// lies in) one of them or the ModelCheckpoint file.
+void check_callback_files(const Config& config);
+
 /// The EarlyStopping of a run that ended (its epochs done) before writing
 /// final.h5, restored from its last.h5 ckpt (read from source): its best
 /// weights when it kept some for restore_best_weights and names their epoch

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "train/callbacks/registry.h"
 #include "train/model_graph.h"
+#include "train/run_folder.h"
 #include "train/tensorboard.h"
 #include "train/trainer.h"
 #include "viz/training_log.h"
@@ -78,6 +79,30 @@ class TensorBoardCallback final : public Callback {
 };
 
 }  // namespace
+
+void check_tensorboard_files(const Config& config) {
+  const ModelCheckpointConfig& mc = config.training.model_checkpoint;
+  // TensorBoard's folder must be none of the run's files, nor lie in one (log_dir: log.csv would fail after the
+  // first epoch).
+  const TensorBoardConfig& tb = config.training.tensorboard;
+  if (tb.enabled) {
+    const auto parts = [](const std::string& path) {  // the path's parts, "." and trailing "/" gone
+      std::vector<std::string> out;
+      for (const auto& part : std::filesystem::path(path).lexically_normal())
+        if (!part.empty() && part != ".") out.push_back(part.string());
+      return out;
+    };
+    std::vector<std::vector<std::string>> files;
+    for (const char* own : kRunFiles) files.push_back({own});
+    if (mc.enabled && mc.filepath.find('{') == std::string::npos) files.push_back(parts(mc.filepath));
+    const std::vector<std::string> dir = parts(tb.log_dir);
+    for (const auto& f : files)
+      if (!f.empty() && dir.size() >= f.size() && std::equal(f.begin(), f.end(), dir.begin()))
+        throw UserError(tb.where + ": 'log_dir' '" + tb.log_dir + "' is (or lies in) the run's file " +
+                        std::filesystem::path(f.back()).string() + "; choose another folder inside output_dir, "
+                        "e.g. 'logs'");
+  }
+}
 
 std::unique_ptr<Callback> make_tensorboard(const CallbackSetup& setup) {
   return std::make_unique<TensorBoardCallback>(setup);
