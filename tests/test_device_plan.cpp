@@ -107,7 +107,11 @@ TEST_CASE("gpus flag: bad values are user errors that say what exists", "[device
   CHECK_THROWS_WITH(plan_devices("3", gpus, true),
                     Catch::Contains("there is no GPU 3") &&
                         Catch::Contains("GPUs found: 0 (NVIDIA H200, 150 GiB) 1 (NVIDIA H100, 80 GiB)"));
-  CHECK_THROWS_WITH(plan_devices("1,7", gpus, true), Catch::Contains("there is no GPU 7"));
+  CHECK_THROWS_WITH(plan_devices("1,7", gpus, true), Catch::Contains("there is no GPU 7") &&
+                                                        !Catch::Contains("not a count"));  // a list is no count
+  CHECK_THROWS_WITH(plan_devices("CPU", gpus, true), Catch::Contains("did you mean 'cpu'?"));
+  CHECK_THROWS_WITH(plan_devices("Cpu:2", gpus, true), Catch::Contains("did you mean 'cpu:2'?"));
+  CHECK_THROWS_WITH(plan_devices("ALL", gpus, true), Catch::Contains("did you mean 'all'?"));
   CHECK_THROWS_WITH(plan_devices("0", {}, true), Catch::Contains("no GPU was found"));
   CHECK_THROWS_AS(plan_devices("cpu:0", {}, false), UserError);
   CHECK_THROWS_AS(plan_devices("cpu:x", {}, false), UserError);

@@ -99,6 +99,10 @@ DevicePlan plan_indices(const std::string& spec, const std::vector<GpuInfo>& gpu
     }
     return plan;
   }
+  std::string lower = spec;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (lower != spec && (lower == "all" || lower == "local" || lower == "cpu" || lower.rfind("cpu:", 0) == 0))
+    throw UserError("--gpus '" + spec + "': did you mean '" + lower + "'? (the words are lower case)" + usage);
   size_t start = 0;
   while (start <= spec.size()) {
     size_t end = spec.find(',', start);
@@ -117,8 +121,9 @@ DevicePlan plan_indices(const std::string& spec, const std::vector<GpuInfo>& gpu
     for (const auto& g : gpus) found |= g.index == idx;
     if (!found)
       throw UserError("--gpus " + spec + ": there is no GPU " + std::to_string(idx) + "; " + list_found(gpus) +
-                      " (CUDA_VISIBLE_DEVICES is honoured). --gpus takes GPU indices, not a count: --gpus all "
-                      "uses every GPU, --gpus cpu the CPU");
+                      " (CUDA_VISIBLE_DEVICES is honoured). " +
+                      (plan.gpus.size() == 1 ? "--gpus takes GPU indices, not a count: " : "") +
+                      "--gpus all uses every GPU, --gpus cpu the CPU");
   }
   return plan;
 }
