@@ -63,7 +63,7 @@ struct Decoded {
 /// towers) its peak device memory, e.g.
 /// "epoch 3 towers: data wait 0.12 s, 0.10 s; peak memory 12.3 GiB, 12.3 GiB";
 /// with a stream, also what it decoded (", decoded 18 samples, waiting 0.40 s for them").
-/// Nothing when no tower waited 5 ms or more and none is a GPU.
+/// Nothing when no tower waited 5 ms or more, none is a GPU and no stream decoded.
 void log_towers(int epoch, Trainer& trainer, const std::optional<Decoded>& decoded) {
   std::string waits, peaks;
   bool waited = false;
@@ -73,7 +73,7 @@ void log_towers(int epoch, Trainer& trainer, const std::optional<Decoded>& decod
   }
   for (size_t b : trainer.peak_memory_bytes())
     if (b) peaks += fmt::format("{}{:.1f} GiB", peaks.empty() ? "" : ", ", double(b) / double(1 << 30));
-  if (!waited && peaks.empty() && !(decoded && decoded->wait >= 0.005)) return;
+  if (!waited && peaks.empty() && !decoded) return;
   spdlog::info("epoch {} towers: data wait {}{}{}", epoch, waits,
                decoded ? fmt::format(", decoded {} samples, waiting {:.2f} s for them", decoded->samples,
                                      decoded->wait)
