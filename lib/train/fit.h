@@ -12,7 +12,6 @@
 #include "data/dataset.h"
 #include "data/sample_stream.h"
 #include "io/checkpoint.h"
-#include "train/callback.h"
 #include "train/run_folder.h"
 #include "train/trainer.h"
 

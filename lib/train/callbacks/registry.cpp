@@ -21,18 +21,25 @@ void check_callback_files(const Config& config) {
   check_tensorboard_files(config);
 }
 
+namespace {
+
+/// Warns at where (a callback's mode in the config) when an explicit mode runs against its monitor: max on a
+/// loss, min on a metric (every metric here is better when larger). Keras follows such a mode too, silently.
 void warn_mode_against_monitor(const std::string& where, const std::string& monitor, const std::string& mode) {
   if (mode == "auto" || monitor_is_max(monitor, mode) == monitor_is_max(monitor, "auto")) return;
   spdlog::warn("{}: mode {} on {} takes the {} {} as the best, the worst one; use mode {} (or auto)", where, mode,
                monitor, mode == "max" ? "largest" : "smallest", monitor, mode == "max" ? "min" : "max");
 }
 
+/// UserError naming config_path when monitor is a val_* value and the run has no validation samples.
 void require_validation(const std::string& config_path, const std::string& monitor, bool validates) {
   if (monitor.rfind("val_", 0) == 0 && !validates)
     throw UserError(config_path + ": monitor '" + monitor +
                     "' needs validation data; set data.validation_split > 0 (or data.validation_images and "
                     "data.validation_masks) or monitor '" + monitor.substr(4) + "'");
 }
+
+}  // namespace
 
 std::vector<std::unique_ptr<Callback>> make_callbacks(const CallbackSetup& setup) {
   const TrainingConfig& tc = setup.trainer->config().training;

@@ -50,12 +50,4 @@ void check_callback_files(const Config& config);
 std::unique_ptr<Callback> ended_run_early_stopping(const Config& config, Trainer& trainer,
                                                    const Checkpoint& ckpt, const std::string& source);
 
-/// Warns at where (a callback's mode in the config) when an explicit mode runs
-/// against its monitor: max on a loss, min on a metric (every metric here is
-/// better when larger). Keras follows such a mode too, silently.
-void warn_mode_against_monitor(const std::string& where, const std::string& monitor, const std::string& mode);
-
-/// UserError naming config_path when monitor is a val_* value and the run has no validation samples.
-void require_validation(const std::string& config_path, const std::string& monitor, bool validates);
-
 }  // namespace trainer
