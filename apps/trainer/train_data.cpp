@@ -1,0 +1,91 @@
+#include "train_data.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+
+namespace trainer::cli {
+
+namespace {
+
+/// Warns for each class with no pixel in the training masks: its channel only
+/// learns "not this class". With ignore_class, binary 0/255 masks lose all
+/// their foreground that way, which the metrics then do not show. counts:
+/// each class's pixels over the training masks; masks: how many there are.
+void warn_missing_classes(const std::vector<size_t>& counts, int masks, const DataOptions& opt) {
+  if (opt.classes == 0) return;
+  std::vector<int> missing;
+  for (int c = 0; c < opt.classes; ++c)
+    if (counts[size_t(c)] == 0) missing.push_back(c);
+  if (missing.empty()) return;
+  std::string list;
+  for (int c : missing) list += (list.empty() ? "" : ", ") + std::to_string(c);
+  const bool only_background = int(missing.size()) == opt.classes - 1 && counts[0] > 0;
+  spdlog::warn("class{} {} of {} occur{} in none of the {} training masks in '{}': the model never learns {}{}",
+               missing.size() > 1 ? "es" : "", list, opt.classes, missing.size() > 1 ? "" : "s", masks,
+               opt.masks_dir, missing.size() > 1 ? "them" : "it",
+               only_background && opt.ignore_class >= 0
+                   ? "; only class 0 is left besides the ignored value " + std::to_string(opt.ignore_class) +
+                         ": binary 0/" + std::to_string(opt.ignore_class) + " masks? Train them with loss: "
+                         "binary_crossentropy, or give the foreground its class index"
+                   : "");
+}
+
+}  // namespace
+
+TrainData data_options(const Config& config, const Model& model, bool folders_from_flags) {
+  TrainData d;
+  DataOptions& opt = d.train;
+  opt.images_dir = config.data.images;
+  opt.masks_dir = config.data.masks;
+  opt.mask_suffix = config.data.mask_suffix;
+  opt.height = model.input_shape().h;
+  opt.width = model.input_shape().w;
+  opt.channels = model.input_shape().c;
+  opt.ignore_class = config.training.loss.ignore_class;
+  opt.skip_bad_files = config.data.skip_bad_files;
+  opt.threads = config.data.loader_threads;
+  opt.config_path = folders_from_flags ? "--images/--masks" : config.path;
+  DataOptions& vopt = d.validation_options = opt;
+  vopt.images_dir = config.data.validation_images;
+  vopt.masks_dir = config.data.validation_masks;
+  vopt.config_path = config.path;
+  vopt.key_prefix = "validation_";
+  d.has_validation = !config.data.validation_images.empty();
+  return d;
+}
+
+void check_pairs_match(const TrainData& d) {
+  find_image_pairs(d.train);
+  if (d.has_validation) find_image_pairs(d.validation_options);
+}
+
+void load_training_data(TrainData& d, int classes, ProcessGroup* world) {
+  DataOptions &opt = d.train, &vopt = d.validation_options;
+  opt.classes = vopt.classes = classes;
+  std::error_code ec;
+  if (d.has_validation && std::filesystem::equivalent(vopt.images_dir, opt.images_dir, ec))
+    spdlog::warn("data.validation_images is the training images' folder '{}': the run validates on pairs it "
+                 "trains on", opt.images_dir);
+  if (!world || world->size() == 1) {
+    d.data = load_dataset(opt);
+    if (d.has_validation) d.validation = load_dataset(vopt);
+    if (opt.classes > 0) warn_missing_classes(class_pixel_counts(d.data.masks, opt.classes), d.data.size(), opt);
+    return;
+  }
+  if (opt.threads == 0)  // this process's cores (as its towers'): they decode while the towers train
+    opt.threads = vopt.threads = process_cores(world->local_size());
+  d.stream = open_world_pairs(*world, opt);
+  d.data.names = d.stream.stream->names();
+  warn_missing_classes(d.stream.class_pixels, d.data.size(), opt);
+  if (d.has_validation) {
+    d.validation_stream = open_world_pairs(*world, vopt);
+    d.validation.names = d.validation_stream.stream->names();
+  }
+}
+
+}  // namespace trainer::cli
