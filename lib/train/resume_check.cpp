@@ -54,10 +54,17 @@ std::string layer_text(const YAML::Node& node) {
   return "{" + text + "}";
 }
 
-}  // namespace
+/// A list of numbers as "[1, 0.5]" ("none" when empty).
+std::string numbers_text(const std::vector<double>& w) {
+  if (w.empty()) return "none";
+  std::string s;
+  for (size_t c = 0; c < w.size(); ++c) s += (c ? ", " : "[") + number_text(w[c]);
+  return s + "]";
+}
 
-std::vector<std::string> resume_differences(const Config& now, const Config& then, const std::string& source) {
-  const OptimizerConfig &a = now.training.optimizer, &b = then.training.optimizer;
+/// UserError naming source when the optimizer's state cannot carry over
+/// from b (the checkpoint's) to a: another type, or another set of slots.
+void check_optimizer_state(const OptimizerConfig& a, const OptimizerConfig& b, const std::string& source) {
   if (a.type != b.type)
     throw UserError(source + " was trained with the " + b.type + " optimizer, the config says " + a.type +
                     "; its state cannot carry over: set training.optimizer.type to " + b.type + " to resume");
@@ -75,7 +82,9 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
       throw UserError(source + " was trained with " + key + " " + then_text + ", the config says " + now_text +
                       "; the optimizer's state differs (" + slot + ") and cannot carry over: set training.optimizer." +
                       key + " to " + then_text + " to resume");
-  std::vector<std::string> out;
+}
+
+void optimizer_differences(std::vector<std::string>& out, const OptimizerConfig& a, const OptimizerConfig& b) {
   auto schedule = [](const OptimizerConfig& o) {
     return o.schedule.type.empty() ? std::string("none") : schedule_text(o.schedule);
   };
@@ -93,29 +102,21 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "training.optimizer.clipnorm", a.clipnorm, b.clipnorm);
   compare(out, "training.optimizer.global_clipnorm", a.global_clipnorm, b.global_clipnorm);
   compare(out, "training.optimizer.clipvalue", a.clipvalue, b.clipvalue);
-  compare(out, "training.loss", now.training.loss.function, then.training.loss.function);
-  compare(out, "training.loss.from_logits", now.training.loss.from_logits, then.training.loss.from_logits);
+}
+
+void loss_differences(std::vector<std::string>& out, const LossConfig& l, const LossConfig& m) {
+  compare(out, "training.loss", l.function, m.function);
+  compare(out, "training.loss.from_logits", l.from_logits, m.from_logits);
   const auto ignored = [](int c) { return c < 0 ? std::string("null") : std::to_string(c); };
-  compare(out, "training.loss.ignore_class", ignored(now.training.loss.ignore_class),
-          ignored(then.training.loss.ignore_class));
-  const LossConfig &l = now.training.loss, &m = then.training.loss;
+  compare(out, "training.loss.ignore_class", ignored(l.ignore_class), ignored(m.ignore_class));
   compare(out, "training.loss.label_smoothing", l.label_smoothing, m.label_smoothing);
   if (l.function == m.function && (l.function == "binary_focal_crossentropy" ||
                                    l.function == "categorical_focal_crossentropy")) {
     compare(out, "training.loss.gamma", l.gamma, m.gamma);
     compare(out, "training.loss.apply_class_balancing", l.apply_class_balancing, m.apply_class_balancing);
-  }
-  auto weights = [](const std::vector<double>& w) {
-    if (w.empty()) return std::string("none");
-    std::string s;
-    for (size_t c = 0; c < w.size(); ++c) s += (c ? ", " : "[") + number_text(w[c]);
-    return s + "]";
-  };
-  if (l.function == m.function && (l.function == "binary_focal_crossentropy" ||
-                                   l.function == "categorical_focal_crossentropy")) {
     // BinaryFocalCrossentropy's alpha weighs only with apply_class_balancing; CategoricalFocalCrossentropy's
     // is one number or a list per class.
-    auto alpha = [&](const LossConfig& c) { return c.alphas.empty() ? number_text(c.alpha) : weights(c.alphas); };
+    auto alpha = [](const LossConfig& c) { return c.alphas.empty() ? number_text(c.alpha) : numbers_text(c.alphas); };
     if (l.function == "categorical_focal_crossentropy" || l.apply_class_balancing || m.apply_class_balancing)
       compare(out, "training.loss.alpha", alpha(l), alpha(m));
   }
@@ -127,7 +128,12 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
     compare(out, "training.loss.alpha", number_text(l.tversky_alpha), number_text(m.tversky_alpha));
     compare(out, "training.loss.beta", number_text(l.tversky_beta), number_text(m.tversky_beta));
   }
-  compare(out, "training.class_weight", weights(now.training.class_weight), weights(then.training.class_weight));
+}
+
+/// The batches, seed and data folders, splits and order.
+void data_differences(std::vector<std::string>& out, const Config& now, const Config& then) {
+  compare(out, "training.class_weight", numbers_text(now.training.class_weight),
+          numbers_text(then.training.class_weight));
   compare(out, "training.batch_size", now.training.batch_size, then.training.batch_size);
   auto steps = [](int s) { return s > 0 ? std::to_string(s) : std::string("null (one pass per epoch)"); };
   compare(out, "training.steps_per_epoch", steps(now.training.steps_per_epoch), steps(then.training.steps_per_epoch));
@@ -139,8 +145,11 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "data.shuffle", now.data.shuffle, then.data.shuffle);
   compare(out, "data.images", now.data.images, then.data.images);
   compare(out, "data.masks", now.data.masks, then.data.masks);
-  // Callbacks whose state carries over: another setting changes what that state means.
-  const EarlyStoppingConfig &e = now.training.early_stopping, &f = then.training.early_stopping;
+}
+
+/// Callbacks whose state carries over: another setting changes what that state means.
+void callback_differences(std::vector<std::string>& out, const TrainingConfig& now, const TrainingConfig& then) {
+  const EarlyStoppingConfig &e = now.early_stopping, &f = then.early_stopping;
   auto given = [](bool on) { return std::string(on ? "on" : "off"); };
   compare(out, "EarlyStopping", given(e.enabled), given(f.enabled));
   if (e.enabled && f.enabled) {
@@ -151,7 +160,7 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
     compare(out, "EarlyStopping baseline", baseline(e.baseline), baseline(f.baseline));
     compare(out, "EarlyStopping start_from_epoch", e.start_from_epoch, f.start_from_epoch);
   }
-  const ReduceLROnPlateauConfig &r = now.training.reduce_lr, &q = then.training.reduce_lr;
+  const ReduceLROnPlateauConfig &r = now.reduce_lr, &q = then.reduce_lr;
   compare(out, "ReduceLROnPlateau", given(r.enabled), given(q.enabled));
   if (r.enabled && q.enabled) {
     compare(out, "ReduceLROnPlateau monitor", r.monitor, q.monitor);
@@ -161,7 +170,10 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
     compare(out, "ReduceLROnPlateau cooldown", r.cooldown, q.cooldown);
     compare(out, "ReduceLROnPlateau min_lr", r.min_lr, q.min_lr);
   }
-  const AugmentationConfig &x = now.data.augmentation, &y = then.data.augmentation;
+}
+
+void augmentation_differences(std::vector<std::string>& out, const AugmentationConfig& x,
+                              const AugmentationConfig& y) {
   compare(out, "data.augmentation.horizontal_flip", x.horizontal_flip, y.horizontal_flip);
   compare(out, "data.augmentation.vertical_flip", x.vertical_flip, y.vertical_flip);
   compare(out, "data.augmentation.rotate_90", x.rotate_90, y.rotate_90);
@@ -175,6 +187,10 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   compare(out, "data.augmentation.cval", x.cval, y.cval);
   compare(out, "data.augmentation.brightness_range low", x.brightness_low, y.brightness_low);
   compare(out, "data.augmentation.brightness_range high", x.brightness_high, y.brightness_high);
+}
+
+/// The Input shape, and each layer's settings (layers matched by name).
+void layer_differences(std::vector<std::string>& out, const Config& now, const Config& then) {
   // A fully convolutional model's weights fit any input size, so another
   // Input shape loads; the run is another one all the same.
   if (!now.model.layers.empty() && !then.model.layers.empty()) {
@@ -195,6 +211,19 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
     const auto m = before.find(l.name);
     if (m != before.end()) compare(out, "layer '" + l.name + "'", layer_text(l.node), layer_text(m->second->node));
   }
+}
+
+}  // namespace
+
+std::vector<std::string> resume_differences(const Config& now, const Config& then, const std::string& source) {
+  check_optimizer_state(now.training.optimizer, then.training.optimizer, source);
+  std::vector<std::string> out;
+  optimizer_differences(out, now.training.optimizer, then.training.optimizer);
+  loss_differences(out, now.training.loss, then.training.loss);
+  data_differences(out, now, then);
+  callback_differences(out, now.training, then.training);
+  augmentation_differences(out, now.data.augmentation, then.data.augmentation);
+  layer_differences(out, now, then);
   return out;
 }
 
