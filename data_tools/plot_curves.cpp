@@ -1,6 +1,6 @@
 // plot_curves: draws a training log (Keras CSVLogger format, the trainer's
 // log.csv) as one PNG: losses and metrics per epoch. Thin main: flags
-// (CLI11), then read_training_log and plot_training_curves (lib/viz/) and an
+// (CLI11), then read_training_log (lib/train/) and plot_training_curves (lib/viz/) and an
 // atomic write.
 // Exit codes: 0 done, 2 user error (flags, missing or bad log), 1 internal error.
 #include <CLI/CLI.hpp>
@@ -11,7 +11,7 @@
 #include "core/exit_codes.h"
 #include "io/atomic_file.h"
 #include "viz/curves_plot.h"
-#include "viz/training_log.h"
+#include "train/training_log.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"plot_curves: draws the training log (epoch,<metrics> CSV, as Keras's CSVLogger writes it) as "
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   if (const std::optional<int> code = trainer::parse_command_line(app, argc, argv)) return *code;
   return trainer::run_guarded([&] {
     trainer::check_output_path(output, "--output", "curves.png");
-    const trainer::viz::TrainingLog log = trainer::viz::read_training_log(log_path);
+    const trainer::TrainingLog log = trainer::read_training_log(log_path);
     const cv::Mat img = trainer::viz::plot_training_curves(log, title.empty() ? log_path : title);
     trainer::write_png_atomic(output, img);
     std::printf("Wrote %s (%zu epochs, %zu columns)\n", output.c_str(), log.epochs.size(), log.columns.size());

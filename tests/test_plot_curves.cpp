@@ -12,7 +12,7 @@
 #include "process_testing.h"
 #include "viz/chart.h"
 #include "viz/curves_plot.h"
-#include "viz/training_log.h"
+#include "train/training_log.h"
 
 namespace {
 
@@ -116,7 +116,7 @@ TEST_CASE("read_training_log: NA and empty fields are gaps, CRLF and blank lines
   TempDir dir("test_plot");
   const fs::path p = dir.root / "log.csv";
   std::ofstream(p) << "epoch,loss,val_loss\r\n0,0.5,NA\r\n\r\n1, 0.25 ,\r\n";
-  const trainer::viz::TrainingLog log = trainer::viz::read_training_log(p.string());
+  const trainer::TrainingLog log = trainer::read_training_log(p.string());
   REQUIRE(log.columns == std::vector<std::string>{"loss", "val_loss"});
   REQUIRE(log.epochs == std::vector<double>{0, 1});
   CHECK(log.values[0] == std::vector<double>{0.5, 0.25});

@@ -3,7 +3,7 @@
 #include <opencv2/core.hpp>
 #include <string>
 
-#include "viz/training_log.h"
+#include "train/training_log.h"
 
 namespace trainer::viz {
 

@@ -15,7 +15,7 @@
 #include "train/run_folder.h"
 #include "train/tensorboard.h"
 #include "train/trainer.h"
-#include "viz/training_log.h"
+#include "train/training_log.h"
 
 namespace trainer {
 
@@ -28,7 +28,7 @@ std::map<int64_t, double> logged_losses(const std::string& path) {
   std::map<int64_t, double> out;
   if (path.empty()) return out;
   try {
-    const viz::TrainingLog log = viz::read_training_log(path);
+    const TrainingLog log = read_training_log(path);
     const auto column = std::find(log.columns.begin(), log.columns.end(), "loss");
     if (column == log.columns.end()) return out;
     const std::vector<double>& values = log.values[size_t(column - log.columns.begin())];

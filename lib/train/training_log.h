@@ -1,9 +1,11 @@
 #pragma once
-// The per-epoch training log in Keras CSVLogger format, read for plotting.
+// The per-epoch training log in Keras CSVLogger format (log.csv, which
+// csv_logger.h writes), read back: for plotting, and for TensorBoard event
+// files of epochs a resumed run did not train itself.
 #include <string>
 #include <vector>
 
-namespace trainer::viz {
+namespace trainer {
 
 /// A parsed log: columns[k] has values[k][row]; NaN where the file has "NA",
 /// an empty field, "nan" or an infinity (Keras writes "NA" for a missing value).
@@ -24,4 +26,4 @@ struct TrainingLog {
 /// not a number (or the epoch is missing), or there is no epoch line.
 TrainingLog read_training_log(const std::string& path);
 
-}  // namespace trainer::viz
+}  // namespace trainer

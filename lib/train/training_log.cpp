@@ -1,4 +1,4 @@
-#include "viz/training_log.h"
+#include "train/training_log.h"
 
 #include <cerrno>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 
-namespace trainer::viz {
+namespace trainer {
 
 namespace {
 
@@ -94,4 +94,4 @@ TrainingLog read_training_log(const std::string& path) {
   return log;
 }
 
-}  // namespace trainer::viz
+}  // namespace trainer
