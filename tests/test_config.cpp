@@ -67,7 +67,8 @@ std::string edit(const std::string& from, const std::string& to, std::string s =
 
 std::string error_of(const std::string& text) {
   try {
-    parse_config(text, "cfg.yaml");
+    const Config c = parse_config(text, "cfg.yaml");
+    Model model(c.model, "cfg.yaml");  // the layers' types and keys, as every command checks them
   } catch (const UserError& e) {
     return e.what();
   }
@@ -122,7 +123,7 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "you mean 'MaxPooling2D'?); known types: Input, Rescaling, Conv2D"},
       // Keras's own spellings (from a new user's trial).
       {"Keras's get_config name of the Input", edit("type: Input\n", "type: InputLayer\n"),
-       "'type' is 'InputLayer', not a known layer type (InputLayer is what Keras's get_config calls the Input: "
+       "'type' is 'InputLayer' but the first layer must be Input (InputLayer is what Keras's get_config calls the Input: "
        "write {type: Input, shape: [H, W, C]}, its batch_shape without the batch)"},
       {"PyTorch spelling of a layer type", edit("type: MaxPooling2D", "type: MaxPooling2d"),
        "'type' is 'MaxPooling2d', not a known layer type (did you mean 'MaxPooling2D'?)"},

@@ -19,7 +19,7 @@ namespace trainer {
 /// by the layer's factory through a ParamReader.
 struct LayerSpec {
   std::string name;                 ///< Unique; defaults to "<type lowercase>_<index>".
-  std::string type;                 ///< Keras class name, e.g. "Conv2D" (checked against the registry).
+  std::string type;                 ///< Keras class name, e.g. "Conv2D" (canonical_layer_type; nn's registry checks it).
   std::vector<std::string> inputs;  ///< Empty: the previous layer's output (none for the first layer).
   /// Keras's `trainable` (default true). false freezes the layer: its weights
   /// get no gradient, no optimizer update and no regularizer penalty, and a
@@ -28,6 +28,17 @@ struct LayerSpec {
   YAML::Node node;                  ///< The whole mapping.
   YAML::Mark mark;                  ///< Where the entry starts, for messages.
 };
+
+/// The class name of a Keras alias of a layer class (MaxPool2D ->
+/// MaxPooling2D, AvgPool2D, GlobalAvgPool2D, GlobalMaxPool2D, Convolution2D,
+/// Convolution2DTranspose: the names keras.layers exports for the same
+/// classes); any other type unchanged.
+std::string canonical_layer_type(const std::string& type);
+
+/// For a Keras layer class that is no layer type here but has a way to write
+/// it (Lambda for 1/255, InputLayer, Keras's get_config name of the Input),
+/// that way in parentheses, " (for ...)"; else "".
+std::string keras_layer_hint(const std::string& type);
 
 struct ModelConfig {
   std::string name = "model";

@@ -5,7 +5,6 @@
 #include "config/params.h"
 #include "config/sections.h"
 #include "core/error.h"
-#include "nn/registry.h"
 
 namespace trainer {
 
@@ -29,6 +28,28 @@ bool valid_layer_name(const std::string& name) {
 
 }  // namespace
 
+std::string canonical_layer_type(const std::string& type) {
+  static const std::pair<const char*, const char*> aliases[] = {
+      {"MaxPool2D", "MaxPooling2D"},
+      {"AvgPool2D", "AveragePooling2D"},
+      {"GlobalAvgPool2D", "GlobalAveragePooling2D"},
+      {"GlobalMaxPool2D", "GlobalMaxPooling2D"},
+      {"Convolution2D", "Conv2D"},
+      {"Convolution2DTranspose", "Conv2DTranspose"},
+  };
+  for (const auto& [alias, name] : aliases)
+    if (type == alias) return name;
+  return type;
+}
+
+std::string keras_layer_hint(const std::string& type) {
+  if (type == "Lambda") return " (for Lambda(lambda x: x / 255) use {type: Rescaling, scale: 0.00392156862745098})";
+  if (type == "InputLayer")
+    return " (InputLayer is what Keras's get_config calls the Input: write {type: Input, shape: [H, W, C]}, its "
+           "batch_shape without the batch)";
+  return "";
+}
+
 // Default names follow Keras: snake_case of the type plus a running count of
 // the unnamed layers of that type, from 1 ("input_1", "conv2d_1", "conv2d_2",
 // "max_pooling2d_1"); a default that an earlier layer's given name already
@@ -43,7 +64,6 @@ ModelConfig read_model_section(const YAML::Node& node, const std::string& file) 
   if (!layers.IsSequence() || layers.size() == 0)
     p.fail("layers", "must be a non-empty list of layers, e.g. '- {type: Input, shape: [256, 256, 3]}'");
 
-  const std::vector<std::string> types = layer_types();
   std::map<std::string, int> count_per_type;
   std::vector<std::string> defined;  // names so far, in order
   std::map<std::string, YAML::Mark> where_defined;
@@ -54,18 +74,9 @@ ModelConfig read_model_section(const YAML::Node& node, const std::string& file) 
     spec.node = entry;
     spec.mark = entry.Mark();
     spec.type = canonical_layer_type(lp.get_string("type", std::nullopt));  // Keras's aliases: one class
-    if (!find_layer_factory(spec.type))
-      lp.fail("type", "is '" + spec.type + "', not a known layer type" + did_you_mean(spec.type, types) +
-                          (spec.type == "Lambda" ? " (for Lambda(lambda x: x / 255) use {type: Rescaling, scale: "
-                                                   "0.00392156862745098})"
-                           : spec.type == "InputLayer"
-                               ? " (InputLayer is what Keras's get_config calls the Input: write {type: Input, "
-                                 "shape: [H, W, C]}, its batch_shape without the batch)"
-                               : "") +
-                          "; known types: " + join_names(types));
     if (i == 0 && spec.type != "Input")
-      lp.fail("type", "is '" + spec.type +
-                          "' but the first layer must be Input; add '- {type: Input, shape: [H, W, C]}' first");
+      lp.fail("type", "is '" + spec.type + "' but the first layer must be Input" + keras_layer_hint(spec.type) +
+                          "; add '- {type: Input, shape: [H, W, C]}' first");
     if (i > 0 && spec.type == "Input")
       lp.fail("type", "is 'Input', which only the first layer may be (a model has one input)");
 

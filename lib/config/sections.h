@@ -12,8 +12,8 @@
 
 namespace trainer {
 
-/// model: {name, layers: [...]}. Checks each layer's type (against the
-/// registry), name (unique; default as keras_default_name) and inputs (earlier
+/// model: {name, layers: [...]}. Checks that the first layer (only) is an
+/// Input, each layer's name (unique; default as keras_default_name) and inputs (earlier
 /// layers only); the layers' own keys are left to their factories.
 ModelConfig read_model_section(const YAML::Node& node, const std::string& file);
 /// data: {images, masks, mask_suffix, validation_split, validation_images,

@@ -22,6 +22,8 @@ std::string with_thousands(size_t n) {
 
 Model::Model(const ModelConfig& config, const std::string& file) : name_(config.name) {
   std::map<std::string, int> index;
+  for (size_t i = 0; i < config.layers.size(); ++i)  // every type, before any layer reads its keys
+    require_known_layer_type(config.layers[i], file, "model.layers[" + std::to_string(i) + "]");
   for (const LayerSpec& spec : config.layers) {
     const std::string what = "layer '" + spec.name + "' (" + spec.type + ")";
     ParamReader p(spec.node, file, what);
@@ -29,10 +31,8 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     p.skip("type");
     p.skip("inputs");
     p.skip("trainable");  // LayerSpec::trainable
-    LayerFactory make = find_layer_factory(spec.type);
-    if (!make) p.fail("type", "is not a known layer type; known: " + join_names(layer_types()));
     Node node;
-    node.layer = make(p, spec.name);
+    node.layer = find_layer_factory(spec.type)(p, spec.name);
     p.finish();
     if (spec.type != "Input") {
       if (spec.inputs.empty()) {

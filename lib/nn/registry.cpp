@@ -51,24 +51,18 @@ LayerFactory find_layer_factory(const std::string& type) {
   return nullptr;
 }
 
-std::string canonical_layer_type(const std::string& type) {
-  static const std::pair<const char*, const char*> aliases[] = {
-      {"MaxPool2D", "MaxPooling2D"},
-      {"AvgPool2D", "AveragePooling2D"},
-      {"GlobalAvgPool2D", "GlobalAveragePooling2D"},
-      {"GlobalMaxPool2D", "GlobalMaxPooling2D"},
-      {"Convolution2D", "Conv2D"},
-      {"Convolution2DTranspose", "Conv2DTranspose"},
-  };
-  for (const auto& [alias, name] : aliases)
-    if (type == alias) return name;
-  return type;
-}
-
 std::vector<std::string> layer_types() {
   std::vector<std::string> out;
   for (const auto& e : registry()) out.push_back(e.type);
   return out;
+}
+
+void require_known_layer_type(const LayerSpec& spec, const std::string& file, const std::string& what) {
+  if (find_layer_factory(spec.type)) return;
+  const std::vector<std::string> types = layer_types();
+  ParamReader p(spec.node, file, what);
+  p.fail("type", "is '" + spec.type + "', not a known layer type" + did_you_mean(spec.type, types) +
+                     keras_layer_hint(spec.type) + "; known types: " + join_names(types));
 }
 
 }  // namespace trainer

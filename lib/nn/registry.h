@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "config/params.h"
 #include "nn/layer.h"
 
@@ -20,11 +21,11 @@ using LayerFactory = std::unique_ptr<Layer> (*)(ParamReader& p, const std::strin
 LayerFactory find_layer_factory(const std::string& type);
 /// All registered type names, in registration order.
 std::vector<std::string> layer_types();
-/// The registered name of a Keras alias of a layer class (MaxPool2D ->
-/// MaxPooling2D, AvgPool2D, GlobalAvgPool2D, GlobalMaxPool2D, Convolution2D,
-/// Convolution2DTranspose: the names keras.layers exports for the same
-/// classes); any other type unchanged.
-std::string canonical_layer_type(const std::string& type);
+/// UserError at spec's type (a ParamReader of spec.node in file, what: its
+/// place, e.g. "model.layers[3]") when no layer of that type is registered:
+/// the message suggests the nearest known type, a Keras way to write it
+/// (keras_layer_hint), and lists the known types.
+void require_known_layer_type(const LayerSpec& spec, const std::string& file, const std::string& what);
 
 // Factories of the built-in layers, one per file under nn/layers/.
 std::unique_ptr<Layer> make_input(ParamReader& p, const std::string& name);
