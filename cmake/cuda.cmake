@@ -1,6 +1,6 @@
 # Decides TRAINER_WITH_CUDA from TRAINER_CUDA (AUTO/ON/OFF) and, when on,
-# enables CUDA and lists the GPU-only sources (every lib/**/cuda/ folder) in
-# TRAINER_CUDA_SOURCES, which trainer_lib compiles with the rest.
+# enables CUDA; each folder of lib/ then compiles its cuda/ sources
+# (lib/CMakeLists.txt).
 set(TRAINER_WITH_CUDA OFF)
 if(NOT TRAINER_CUDA STREQUAL "OFF")
   include(CheckLanguage)
@@ -26,6 +26,4 @@ if(TRAINER_WITH_CUDA)
     set(CMAKE_CUDA_ARCHITECTURES 90)
   endif()
   enable_language(CUDA)
-  file(GLOB_RECURSE TRAINER_CUDA_SOURCES CONFIGURE_DEPENDS
-       ${CMAKE_SOURCE_DIR}/lib/*/cuda/*.cpp ${CMAKE_SOURCE_DIR}/lib/*/cuda/*.cu)
 endif()

@@ -1,6 +1,6 @@
 # Decides TRAINER_WITH_MPI from TRAINER_MPI (AUTO/ON/OFF): on when CMake finds
 # an MPI library (its C API; Debian: libopenmpi-dev). Then every lib/**/mpi/
-# source is compiled into trainer_lib (TRAINER_MPI_SOURCES); without it, runs
+# source is compiled into its folder's library (lib/CMakeLists.txt); without it, runs
 # started by mpirun or srun with several processes are refused
 # (dist/process_group.h).
 set(TRAINER_WITH_MPI OFF)
@@ -8,7 +8,6 @@ if(NOT TRAINER_MPI STREQUAL "OFF")
   find_package(MPI COMPONENTS C QUIET)
   if(MPI_C_FOUND)
     set(TRAINER_WITH_MPI ON)
-    file(GLOB_RECURSE TRAINER_MPI_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/lib/*/mpi/*.cpp)
   elseif(TRAINER_MPI STREQUAL "ON")
     message(FATAL_ERROR "TRAINER_MPI=ON but no MPI was found (install Open MPI: apt-get install libopenmpi-dev)")
   endif()

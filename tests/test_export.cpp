@@ -16,7 +16,7 @@
 #include "core/build_id.h"
 #include "data/image_decode.h"
 #include "io/checkpoint.h"
-#include "io/onnx_export.h"
+#include "nn/onnx_export.h"
 #include "process_testing.h"
 #include "train/trainer.h"
 

@@ -16,7 +16,7 @@
 #include "config/config.h"
 #include "data/affine_augmentation.h"
 #include "data/image_decode.h"
-#include "io/onnx_export.h"
+#include "nn/onnx_export.h"
 #include "process_testing.h"
 #include "tiny_model.h"
 #include "train/loss.h"

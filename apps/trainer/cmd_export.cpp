@@ -11,7 +11,7 @@
 #include "core/ascii.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
-#include "io/onnx_export.h"
+#include "nn/onnx_export.h"
 #include "nn/model.h"
 
 namespace trainer::cli {

@@ -1,6 +1,6 @@
 #pragma once
 // LayerDescription: what one layer computes in inference mode, as plain data,
-// for exporters (io/onnx_export.h) that rebuild the network in another format.
+// for exporters (nn/onnx_export.h) that rebuild the network in another format.
 // Each layer fills it from the values it was built with (Layer::describe()),
 // so no exporter re-reads the YAML or repeats a default. The weights are not
 // part of it: they are the layer's param_specs() entries (Keras names and

@@ -1,4 +1,4 @@
-#include "io/onnx_export.h"
+#include "nn/onnx_export.h"
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
