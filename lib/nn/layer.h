@@ -32,6 +32,8 @@ inline constexpr const char* kMergeSizeHint =
     "poolings)";
 
 class Communicator;
+class OnnxGraph;
+struct OnnxLayerIO;
 
 /// What a forward or backward call needs to know about the step.
 struct Context {
@@ -124,6 +126,20 @@ class Layer {
   /// was built with (for exporters). Valid after infer() (window layers report
   /// their padding for the inferred shapes).
   virtual LayerDescription describe() const = 0;
+  /// Adds what the layer computes in inference mode to g (nn/onnx_graph.h):
+  /// io.out from io.ins, NCHW tensors, with the layer's weights io.weights
+  /// (Keras names and layouts). docs/export.md lists each layer's operators.
+  /// std::invalid_argument when a weight is missing, or for a layer that has
+  /// no place in an exported graph (an Input after the first layer).
+  virtual void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const = 0;
+  /// Whether the output holds the input's values, moved, kept, resized or
+  /// pooled but not computed on (Dropout, a linear Activation, UpSampling2D,
+  /// Cropping2D, ZeroPadding2D, Reshape, the window poolings): an activation
+  /// before such a layer is still the model's output activation.
+  virtual bool passes_values() const { return identity_at_inference(); }
+  /// Whether the output is the input at inference (Dropout, a linear
+  /// Activation): an exported graph reads the input's tensor instead.
+  virtual bool identity_at_inference() const { return false; }
   /// For the last layer: if it ends in a sigmoid or a softmax, drop it (so the
   /// output is logits, for a loss fused with it) and say which.
   virtual OutputActivation strip_output_activation() { return OutputActivation::None; }

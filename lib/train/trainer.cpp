@@ -42,12 +42,7 @@ void check_logits_output(const Config& config, const Model& model) {
   int i = model.num_layers() - 1;
   for (;;) {
     const LayerDescription d = model.layer(i).describe();
-    const bool passes = d.kind == LayerKind::Identity || d.kind == LayerKind::UpSampling2D ||
-                        d.kind == LayerKind::Cropping2D || d.kind == LayerKind::ZeroPadding2D ||
-                        d.kind == LayerKind::Reshape || d.kind == LayerKind::MaxPooling2D ||
-                        d.kind == LayerKind::AveragePooling2D ||
-                        (d.kind == LayerKind::Activation && d.activation.linear() && !d.softmax);
-    if (passes && model.layer_inputs(i).size() == 1 && model.layer_inputs(i)[0] > 0) {
+    if (model.layer(i).passes_values() && model.layer_inputs(i).size() == 1 && model.layer_inputs(i)[0] > 0) {
       i = model.layer_inputs(i)[0];
       continue;
     }

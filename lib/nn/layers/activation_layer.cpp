@@ -7,6 +7,7 @@
 // the model's last layer only, as activation: softmax).
 #include "core/error.h"
 #include "nn/activation.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -26,6 +27,16 @@ class ActivationLayer : public Layer {
     d.activation = act_;
     d.softmax = softmax_;
     return d;
+  }
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    if (identity_at_inference())
+      g.node("Identity", io.ins, io.out, io.name);
+    else
+      g.output_activation(describe(), io.ins[0], io.out, io.name);
+  }
+  bool identity_at_inference() const override {
+    const LayerDescription d = describe();
+    return d.activation.linear() && !d.softmax;
   }
 
   /// One input; same shape out. UserError otherwise.

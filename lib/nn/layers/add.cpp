@@ -6,6 +6,7 @@
 #include "backend/elementwise_ops.h"
 #include "core/buffer.h"
 #include "core/error.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -22,6 +23,20 @@ class Add : public Layer {
     d.input_shapes = in_;
     d.output = out_;
     return d;
+  }
+  /// Add, chained for more inputs, each input of another shape broadcast first (OnnxGraph::broadcast).
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const LayerDescription d = describe();
+    std::vector<std::string> terms = io.ins;
+    for (size_t k = 0; k < terms.size(); ++k)
+      if (!d.input_shapes[k].same_sample(d.output))
+        terms[k] = g.broadcast(terms[k], d.input_shapes[k], d.output, io.name + "/" + std::to_string(k));
+    std::string sum = terms[0];
+    for (size_t k = 1; k < terms.size(); ++k) {
+      const std::string next = k + 1 == terms.size() ? io.out : io.name + "/sum" + std::to_string(k);
+      g.node("Add", {sum, terms[k]}, next, io.name + "/add" + std::to_string(k));
+      sum = next;
+    }
   }
 
   /// The full shape (the largest input). UserError unless there are >= 2

@@ -5,6 +5,7 @@
 #include "config/params.h"
 #include "core/error.h"
 #include "nn/layer.h"
+#include "nn/onnx_graph.h"
 #include "nn/layers/conv_common.h"
 #include "nn/registry.h"
 
@@ -24,6 +25,8 @@ class AveragePooling2D final : public Layer {
     d.pad_h = pad_h(), d.pad_w = pad_w();
     return d;
   }
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override { g.pool(describe(), io); }
+  bool passes_values() const override { return true; }
 
   /// Ho = conv_output_length(H, ph, stride_h, same) (Keras). UserError when the
   /// number of inputs is not 1 or the output would be empty.

@@ -32,6 +32,7 @@
 #include "dist/communicator.h"
 #include "nn/initializers.h"
 #include "nn/layers/on_device.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -55,6 +56,22 @@ class BatchNormalization : public Layer {
     d.kind = LayerKind::BatchNormalization;
     d.epsilon = o_.epsilon;
     return d;
+  }
+  /// BatchNormalization with the moving statistics.
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const WeightRecord& mean = io.weight("moving_mean");
+    const int64_t c = int64_t(mean.values.size());
+    const std::string& name = io.name;
+    auto it = io.weights.find("gamma");
+    const std::vector<float> gamma = it != io.weights.end() ? it->second->values : std::vector<float>(size_t(c), 1.f);
+    it = io.weights.find("beta");
+    const std::vector<float> beta = it != io.weights.end() ? it->second->values : std::vector<float>(size_t(c), 0.f);
+    g.node("BatchNormalization",
+           {io.ins[0], g.constant(name + "/gamma", {c}, gamma), g.constant(name + "/beta", {c}, beta),
+            g.constant(name + "/moving_mean", {c}, mean.values),
+            g.constant(name + "/moving_variance", {c}, io.weight("moving_variance").values)},
+           io.out, name)
+        .real("epsilon", float(describe().epsilon));
   }
 
   /// One input [H, W, C]; same shape out. UserError otherwise.

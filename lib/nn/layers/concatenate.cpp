@@ -4,6 +4,7 @@
 // the channel axis of NHWC, are accepted).
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -18,6 +19,10 @@ class Concatenate : public Layer {
     LayerDescription d;
     d.kind = LayerKind::Concatenate;
     return d;
+  }
+  /// Concat on axis 1, the channels of NCHW.
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    g.node("Concat", io.ins, io.out, io.name).integer("axis", 1);
   }
 
   /// UserError unless there are >= 2 inputs with the same H and W (the message

@@ -1,5 +1,7 @@
 #include "nn/layers/conv_common.h"
 
+#include <algorithm>
+
 #include "nn/data_format.h"
 #include "nn/initializers.h"
 
@@ -74,6 +76,73 @@ Shape pool_output_shape(const Shape& in, const Pool2DParams& p) {
     throw UserError("input is " + window_text(in.h, in.w) + " but pool_size is " + window_text(p.ph, p.pw) +
                     " with padding 'valid'; use padding: same or a smaller pool_size");
   return Shape{in.n, ho, wo, in.c};
+}
+
+namespace {
+
+/// Keras kernel [kh, kw, A, B] -> ONNX [B, A, kh, kw]. Conv2D (A = in, B = out)
+/// gives Conv's [out, in, kh, kw]; Conv2DTranspose (A = out, B = in) gives
+/// ConvTranspose's [in, out, kh, kw].
+std::vector<float> keras_kernel_to_onnx(const WeightRecord& k) {
+  const bool dense = k.shape.size() == 2;  // a Dense kernel [a, b]: a 1x1 one
+  const int kh = dense ? 1 : k.shape[0], kw = dense ? 1 : k.shape[1];
+  const int a = k.shape[k.shape.size() - 2], b = k.shape[k.shape.size() - 1];
+  std::vector<float> out(k.values.size());
+  for (int y = 0; y < kh; ++y)
+    for (int x = 0; x < kw; ++x)
+      for (int i = 0; i < a; ++i)
+        for (int o = 0; o < b; ++o)
+          out[((size_t(o) * a + i) * kh + y) * kw + x] = k.values[((size_t(y) * kw + x) * a + i) * b + o];
+  return out;
+}
+
+/// The kernel in the grouped layout: a DepthwiseConv2D's depthwise_kernel [kh, kw, Cin, M] as [kh, kw, 1, Cin * M].
+WeightRecord grouped_kernel(const OnnxLayerIO& io) {
+  const auto depthwise = io.weights.find("depthwise_kernel");
+  if (depthwise == io.weights.end()) return io.weight("kernel");
+  WeightRecord kernel = *depthwise->second;
+  kernel.shape = {kernel.shape[0], kernel.shape[1], 1, kernel.shape[2] * kernel.shape[3]};
+  return kernel;
+}
+
+}  // namespace
+
+void conv_to_onnx(OnnxGraph& g, const LayerDescription& d, const OnnxLayerIO& io) {
+  const std::string& name = io.name;
+  const WeightRecord kernel = grouped_kernel(io);
+  const bool conv = d.kind == LayerKind::Conv2D;
+  const size_t rank = kernel.shape.size();  // [kh, kw, a, c] (a per group), or a Dense layer's [a, c]
+  const int a = kernel.shape[rank - 2], c = kernel.shape[rank - 1];
+  std::vector<std::string> inputs{io.ins[0],
+                                  g.constant(name + "/kernel", {c, a, d.kh, d.kw}, keras_kernel_to_onnx(kernel))};
+  if (d.use_bias) {
+    const WeightRecord& bias = io.weight("bias");
+    inputs.push_back(g.constant(name + "/bias", {int64_t(bias.values.size())}, bias.values));
+  }
+  const bool act = !d.activation.linear() || d.softmax;
+  const std::string pre = act ? name + "/preactivation" : io.out;
+  // TensorFlow's 'same' puts the extra pixel of an odd padding at the end.
+  const PadPair ph = d.pad_h, pw = d.pad_w;
+  const int sh = conv ? 0 : std::min(ph.before, ph.after), sw = conv ? 0 : std::min(pw.before, pw.after);
+  const bool slice = !conv && (ph.before != ph.after || pw.before != pw.after);
+  const std::string conv_out = slice ? name + "/uncropped" : pre;
+  OnnxNode n = g.node(conv ? "Conv" : "ConvTranspose", inputs, conv_out, name);
+  n.ints("kernel_shape", {d.kh, d.kw}).ints("strides", {d.stride_h, d.stride_w});
+  if (conv) {
+    n.ints("pads", {ph.before, pw.before, ph.after, pw.after});
+    if (d.groups > 1) n.integer("group", d.groups);
+    if (d.dilation_h > 1 || d.dilation_w > 1) n.ints("dilations", {d.dilation_h, d.dilation_w});
+  } else {
+    n.ints("pads", {sh, sw, sh, sw});
+    // Keras gives in*stride pixels even when the kernel is smaller than the
+    // stride, ONNX (in-1)*stride + k: output_padding adds what is missing.
+    const int extra_h = std::max(0, d.stride_h - d.kh), extra_w = std::max(0, d.stride_w - d.kw);
+    if (extra_h || extra_w) n.ints("output_padding", {extra_h, extra_w});
+  }
+  if (slice)
+    g.crop(conv_out, PadPair{ph.before - sh, ph.after - sh}, PadPair{pw.before - sw, pw.after - sw}, pre,
+           name + "/crop");
+  if (act) g.output_activation(d, pre, io.out, name + "/activation");
 }
 
 }  // namespace trainer

@@ -10,6 +10,7 @@
 #include "config/params.h"
 #include "nn/activation.h"
 #include "nn/layers/kept_activation.h"
+#include "nn/onnx_graph.h"
 
 namespace trainer {
 
@@ -58,6 +59,16 @@ Pool2DParams read_pool_params(ParamReader& p);
 /// [N, Ho, Wo, C] of a pooling of `in` (conv_output_length, Keras).
 /// UserError when the output would be empty, with the fix.
 Shape pool_output_shape(const Shape& in, const Pool2DParams& p);
+
+/// Adds a convolution's inference-mode nodes to g (d: the layer's
+/// describe(), of kind Conv2D or Conv2DTranspose): Conv or ConvTranspose with
+/// the Keras kernel [kh, kw, a, b] (io.weights' "kernel", or a
+/// DepthwiseConv2D's "depthwise_kernel" [kh, kw, Cin, M] as the grouped
+/// [kh, kw, 1, Cin * M]; a Dense kernel [a, b] as 1x1) transposed to ONNX's
+/// [b, a, kh, kw], explicit pads, the "bias" when d.use_bias, then d's
+/// activation. OpenCV's dnn (4.6) rejects asymmetric ConvTranspose pads: the
+/// transposed convolution crops the symmetric part and a Slice the rest.
+void conv_to_onnx(OnnxGraph& g, const LayerDescription& d, const OnnxLayerIO& io);
 
 /// Base of Conv2D, Dense and DepthwiseConv2D (Op = Conv2DOp) and Conv2DTranspose (Op = Conv2DTransposeOp):
 /// params are {kernel, bias} (bias only with use_bias), y = act(op(x, kernel) + bias), act
@@ -134,6 +145,7 @@ class ConvLayerBase : public Layer {
   /// kind with the kernel size, strides, bias and activation, and the padding
   /// of the convolution mapping `big` pixels to `small` ones (conv_padding),
   /// as the backend applies it.
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override { conv_to_onnx(g, describe(), io); }
   LayerDescription describe_conv(LayerKind kind, const Shape& big, const Shape& small) const {
     const Conv2DParams& g = c_.geom;
     LayerDescription d;

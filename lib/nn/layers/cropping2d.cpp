@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "nn/data_format.h"
 #include "nn/layers/border_common.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -28,6 +29,11 @@ class Cropping2D : public Layer {
     d.pad_w = PadPair{p_.left, p_.right};
     return d;
   }
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const LayerDescription d = describe();
+    g.crop(io.ins[0], d.pad_h, d.pad_w, io.out, io.name);
+  }
+  bool passes_values() const override { return true; }
 
   /// One input [H, W, C] -> [H - top - bottom, W - left - right, C].
   /// UserError for another input count or when nothing would be left.

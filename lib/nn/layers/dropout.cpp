@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "nn/data_format.h"
 #include "nn/layers/on_device.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -50,6 +51,8 @@ class Dropout : public Layer {
     d.kind = LayerKind::Identity;
     return d;
   }
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override { g.node("Identity", io.ins, io.out, io.name); }
+  bool identity_at_inference() const override { return true; }
 
   /// One input; same shape out. UserError otherwise.
   Shape infer(const std::vector<Shape>& inputs) override {

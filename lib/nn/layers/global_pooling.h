@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "nn/data_format.h"
 #include "nn/layer.h"
+#include "nn/onnx_graph.h"
 
 namespace trainer {
 
@@ -22,6 +23,9 @@ class GlobalPooling2D : public Layer {
     in_ = inputs[0];
     return Shape{in_.n, 1, 1, in_.c};
   }
+  /// One window over the whole input (describe()).
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override { g.pool(describe(), io); }
+  bool passes_values() const override { return true; }
 
  protected:
   /// A pooling of `kind` with one window over the whole inferred input (what

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "nn/layers/norm_common.h"
 #include "nn/layers/on_device.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -42,6 +43,25 @@ class GroupNormalization : public SampleNormLayer {
     d.epsilon = o_.epsilon;
     d.input = in_;
     return d;
+  }
+  /// ONNX's GroupNormalization is opset 18: [N, groups, C / groups * H * W]
+  /// (NCHW keeps a group's channels together), InstanceNormalization over the
+  /// last axis, back to [N, C, H, W], then gamma and beta (channel_affine).
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const LayerDescription d = describe();
+    const Shape& s = d.input;
+    const int64_t c = s.c, groups = d.groups;
+    const std::string& name = io.name;
+    g.node("Reshape", {io.ins[0], g.int_constant(name + "/grouped_shape", {0, groups, -1})}, name + "/grouped",
+           name + "/group");
+    g.node("InstanceNormalization",
+           {name + "/grouped", g.constant(name + "/ones", {groups}, std::vector<float>(size_t(groups), 1.f)),
+            g.constant(name + "/zeros", {groups}, std::vector<float>(size_t(groups), 0.f))},
+           name + "/normalized", name + "/normalize")
+        .real("epsilon", float(d.epsilon));
+    g.node("Reshape", {name + "/normalized", g.int_constant(name + "/shape", {0, c, s.h, s.w})}, name + "/ungrouped",
+           name + "/ungroup");
+    g.channel_affine(io.weights, c, name + "/ungrouped", io.out, name);
   }
 
   /// One input [H, W, C], C a multiple of groups (groups -1 becomes C); same

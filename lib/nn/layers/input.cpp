@@ -4,6 +4,7 @@
 // The model writes each batch [N, H, W, C] straight into this layer's output
 // tensor, so forward and backward have nothing to compute: they do nothing.
 #include "core/error.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -18,6 +19,10 @@ class Input : public Layer {
     LayerDescription d;
     d.kind = LayerKind::Input;
     return d;
+  }
+  /// The graph's input itself; an Input after the first layer has no place in a graph.
+  void to_onnx(OnnxGraph&, const OnnxLayerIO& io) const override {
+    throw std::invalid_argument("export_onnx: layer '" + io.name + "' is an Input layer after the first layer");
   }
 
   /// Takes no inputs; returns the configured per-sample shape [H, W, C].

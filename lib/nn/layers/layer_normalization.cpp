@@ -19,6 +19,7 @@
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/layers/norm_common.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -36,6 +37,26 @@ class LayerNormalization : public SampleNormLayer {
     d.epsilon = o_.epsilon;
     d.input = in_;
     return d;
+  }
+  /// ONNX's LayerNormalization is opset 17: each pixel's channels as a row of
+  /// [N * H * W, 1, C] (NHWC order), InstanceNormalization over it, back to
+  /// [N, C, H, W], then gamma and beta (channel_affine).
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const LayerDescription d = describe();
+    const Shape& s = d.input;
+    const int64_t c = s.c;
+    const std::string& name = io.name;
+    g.node("Transpose", io.ins, name + "/nhwc", name + "/to_nhwc").ints("perm", {0, 2, 3, 1});
+    g.node("Reshape", {name + "/nhwc", g.int_constant(name + "/rows_shape", {-1, 1, c})}, name + "/rows",
+           name + "/to_rows");
+    g.node("InstanceNormalization",
+           {name + "/rows", g.constant(name + "/one", {1}, {1.f}), g.constant(name + "/zero", {1}, {0.f})},
+           name + "/normalized", name + "/normalize")
+        .real("epsilon", float(d.epsilon));
+    g.node("Reshape", {name + "/normalized", g.int_constant(name + "/shape", {-1, s.h, s.w, c})},
+           name + "/normalized_nhwc", name + "/from_rows");
+    g.node("Transpose", {name + "/normalized_nhwc"}, name + "/nchw", name + "/to_nchw").ints("perm", {0, 3, 1, 2});
+    g.channel_affine(io.weights, c, name + "/nchw", io.out, name);
   }
 
   /// One input [H, W, C]; same shape out. UserError otherwise.

@@ -4,6 +4,7 @@
 #include "config/params.h"
 #include "core/error.h"
 #include "nn/layer.h"
+#include "nn/onnx_graph.h"
 #include "nn/layers/conv_common.h"
 #include "nn/registry.h"
 
@@ -24,6 +25,8 @@ class MaxPooling2D final : public Layer {
     d.pad_w = conv_padding(in_.w, out_.w, p_.pw, p_.stride_w);
     return d;
   }
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override { g.pool(describe(), io); }
+  bool passes_values() const override { return true; }
 
   /// Ho = conv_output_length(H, ph, stride_h, same) (Keras). UserError when the
   /// number of inputs is not 1 or the output would be empty.

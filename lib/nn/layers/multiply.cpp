@@ -8,6 +8,7 @@
 // weights.
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -24,6 +25,16 @@ class Multiply : public Layer {
     if (mode_ != Mode::Same) d.broadcast_input = 1 - wide_;
     d.input = narrow_, d.output = out_;
     return d;
+  }
+  /// Mul, the narrow input broadcast first (OnnxGraph::broadcast).
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const LayerDescription d = describe();
+    std::vector<std::string> factors{io.ins[0], io.ins[1]};
+    if (d.broadcast_input >= 0) {
+      std::string& narrow = factors[size_t(d.broadcast_input)];
+      narrow = g.broadcast(narrow, d.input, d.output, io.name);
+    }
+    g.node("Mul", factors, io.out, io.name);
   }
 
   /// The wider input's shape. UserError unless there are 2 inputs of the same

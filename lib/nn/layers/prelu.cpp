@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "nn/initializers.h"
 #include "nn/layer.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 #include "nn/regularizer.h"
 #include "config/params.h"
@@ -25,6 +26,16 @@ class PReLU final : public Layer {
     LayerDescription d;
     d.kind = LayerKind::PReLU;
     return d;
+  }
+  /// PRelu, Keras's alpha [ah, aw, ac] as ONNX's slope [ac, ah, aw], broadcast over N, C, H, W.
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const WeightRecord& alpha = io.weight("alpha");
+    const int ah = alpha.shape[0], aw = alpha.shape[1], ac = alpha.shape[2];
+    std::vector<float> slope(alpha.values.size());
+    for (int c = 0; c < ac; ++c)
+      for (int h = 0; h < ah; ++h)
+        for (int x = 0; x < aw; ++x) slope[(size_t(c) * ah + h) * aw + x] = alpha.values[(size_t(h) * aw + x) * ac + c];
+    g.node("PRelu", {io.ins[0], g.constant(io.name + "/slope", {ac, ah, aw}, slope)}, io.out, io.name);
   }
 
   /// One input; the same shape out. UserError otherwise.

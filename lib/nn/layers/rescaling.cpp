@@ -3,6 +3,7 @@
 // scale is required, offset defaults to 0 (Keras defaults). No weights.
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -20,6 +21,17 @@ class Rescaling : public Layer {
     d.scale = scale_;
     d.offset = offset_;
     return d;
+  }
+  /// Mul by the scale, then Add of the offset when it is not 0.
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const std::string scale = g.constant(io.name + "/scale", {1}, {scale_});
+    if (offset_ == 0.f) {
+      g.node("Mul", {io.ins[0], scale}, io.out, io.name + "/mul");
+      return;
+    }
+    const std::string offset = g.constant(io.name + "/offset", {1}, {offset_});
+    g.node("Mul", {io.ins[0], scale}, io.name + "/scaled", io.name + "/mul");
+    g.node("Add", {io.name + "/scaled", offset}, io.out, io.name + "/add");
   }
 
   /// One input of any shape; the output has the same shape. UserError otherwise.

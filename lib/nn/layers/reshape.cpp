@@ -8,6 +8,7 @@
 #include "config/params.h"
 #include "core/buffer.h"
 #include "core/error.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -25,6 +26,24 @@ class Reshape final : public Layer {
     d.input = in_, d.output = out_;
     return d;
   }
+  /// Keras reshapes in NHWC order: Transpose to NHWC, Reshape, back to NCHW;
+  /// a plain Reshape where NCHW gives the same result: the channels are kept
+  /// (only the pixels are regrouped), or both shapes have one layout (1
+  /// channel or 1x1 pixels: NCHW and NHWC then order the elements alike).
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const Shape &from = in_, &to = out_;
+    const std::string& name = io.name;
+    auto one_layout = [](const Shape& s) { return s.c == 1 || (s.h == 1 && s.w == 1); };
+    if (from.c == to.c || (one_layout(from) && one_layout(to))) {
+      g.node("Reshape", {io.ins[0], g.int_constant(name + "/shape", {0, to.c, to.h, to.w})}, io.out, name);
+      return;
+    }
+    g.node("Transpose", io.ins, name + "/nhwc", name + "/to_nhwc").ints("perm", {0, 2, 3, 1});
+    g.node("Reshape", {name + "/nhwc", g.int_constant(name + "/shape", {0, to.h, to.w, to.c})}, name + "/reshaped",
+           name);
+    g.node("Transpose", {name + "/reshaped"}, io.out, name + "/to_nchw").ints("perm", {0, 3, 1, 2});
+  }
+  bool passes_values() const override { return true; }
 
   /// target_shape with its -1 filled in. UserError when the number of inputs
   /// is not 1 or the sizes do not hold the input's H*W*C values.

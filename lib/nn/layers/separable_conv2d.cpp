@@ -125,6 +125,28 @@ class SeparableConv2D final : public Layer {
     d.softmax = c_.softmax;
     return d;
   }
+  /// The depthwise convolution (no bias, linear), then a 1x1 Conv2D with the
+  /// pointwise kernel, the bias and the activation.
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const LayerDescription d = describe();
+    LayerDescription depthwise = d;
+    depthwise.kind = LayerKind::Conv2D;
+    depthwise.use_bias = false;
+    depthwise.activation = Activation{};
+    depthwise.softmax = false;
+    const std::string between = io.name + "/depthwise_output";
+    conv_to_onnx(g, depthwise,
+                 OnnxLayerIO{io.name + "/depthwise", io.ins, between,
+                             {{"depthwise_kernel", &io.weight("depthwise_kernel")}}});
+    LayerDescription pointwise = d;
+    pointwise.kind = LayerKind::Conv2D;
+    pointwise.kh = pointwise.kw = pointwise.stride_h = pointwise.stride_w = 1;
+    pointwise.dilation_h = pointwise.dilation_w = pointwise.groups = 1;
+    pointwise.pad_h = pointwise.pad_w = PadPair{};
+    OnnxLayerIO second{io.name, {between}, io.out, {{"kernel", &io.weight("pointwise_kernel")}}};
+    if (d.use_bias) second.weights["bias"] = &io.weight("bias");
+    conv_to_onnx(g, pointwise, second);
+  }
   OutputActivation strip_output_activation() override {
     return trainer::strip_output_activation(c_.activation, c_.softmax);
   }

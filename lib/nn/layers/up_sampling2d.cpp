@@ -9,6 +9,7 @@
 #include "backend/elementwise_ops.h"
 #include "core/error.h"
 #include "nn/data_format.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -28,6 +29,18 @@ class UpSampling2D : public Layer {
     d.bilinear = bilinear_;
     return d;
   }
+  /// Resize by the factors: nearest, asymmetric, floor (y[i] = x[floor(i / size)], exactly Keras's), or
+  /// linear with half-pixel centres (TensorFlow's half_pixel_centers).
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const std::string roi = g.constant(io.name + "/roi", {0}, {});
+    const std::string scales = g.constant(io.name + "/scales", {4}, {1.f, 1.f, float(sh_), float(sw_)});
+    OnnxNode n = g.node("Resize", {io.ins[0], roi, scales}, io.out, io.name);
+    if (bilinear_)
+      n.text("mode", "linear").text("coordinate_transformation_mode", "half_pixel");
+    else
+      n.text("mode", "nearest").text("coordinate_transformation_mode", "asymmetric").text("nearest_mode", "floor");
+  }
+  bool passes_values() const override { return true; }
 
   /// One input [H, W, C] -> [H*sh, W*sw, C]. UserError for another input count.
   Shape infer(const std::vector<Shape>& inputs) override {

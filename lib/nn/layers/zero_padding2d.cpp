@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "nn/data_format.h"
 #include "nn/layers/border_common.h"
+#include "nn/onnx_graph.h"
 #include "nn/registry.h"
 
 namespace trainer {
@@ -28,6 +29,14 @@ class ZeroPadding2D : public Layer {
     d.pad_w = PadPair{p_.left, p_.right};
     return d;
   }
+  /// Pad, constant: its pads are the starts of N, C, H, W, then their ends.
+  void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override {
+    const LayerDescription d = describe();
+    const PadPair h = d.pad_h, w = d.pad_w;
+    const std::string pads = g.int_constant(io.name + "/pads", {0, 0, h.before, w.before, 0, 0, h.after, w.after});
+    g.node("Pad", {io.ins[0], pads}, io.out, io.name).text("mode", "constant");
+  }
+  bool passes_values() const override { return true; }
 
   /// One input [H, W, C] -> [top + H + bottom, left + W + right, C]. UserError
   /// for another input count or a side over the size limit.
