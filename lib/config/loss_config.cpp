@@ -103,6 +103,103 @@ std::string list_of_losses_hint(const YAML::Node& node) {
                                                                     : "");
 }
 
+/// The loss class of a mapping (its 'type'; Keras's class_name and name forms refused with the fix).
+std::string loss_class(ParamReader& p, const YAML::Node& node) {
+  if (p.has("class_name"))
+    p.fail("class_name", "is Keras's serialized form; write the loss as {type: " +
+                             (node["class_name"].IsScalar() ? node["class_name"].Scalar()
+                                                            : std::string("BinaryCrossentropy")) +
+                             ", <the keys of its 'config'>}, e.g. {type: BinaryCrossentropy, from_logits: true}");
+  if (!p.has("type") && p.has("name"))
+    p.fail("'type' is required; the loss class goes in 'type' (e.g. 'type: BinaryCrossentropy'), not in 'name'");
+  return p.get_string("type", std::nullopt);
+}
+
+/// Marks every key of l.function's class known (for the unknown-key message), read or not.
+void declare_keys(ParamReader& p, const LossConfig& l) {
+  for (const char* key : {"name", "from_logits", "reduction", "axis"}) p.skip(key);
+  if (smooths_labels(l.function)) p.skip("label_smoothing");
+  if (is_focal(l.function))
+    for (const char* key : {"gamma", "alpha"}) p.skip(key);
+  if (l.function == "binary_focal_crossentropy") p.skip("apply_class_balancing");
+  if (l.function == "sparse_categorical_crossentropy") p.skip("ignore_class");
+  if (l.function == "sparse_categorical_crossentropy" && p.has("label_smoothing"))
+    p.fail("label_smoothing", "is not an argument of Keras's SparseCategoricalCrossentropy; for smoothed labels use "
+                              "type: CategoricalCrossentropy, which here takes the same class-index masks");
+}
+
+/// reduction (Keras's default only) and axis (the channels; an overlap loss's own, read_overlap_axis).
+void read_reduction_and_axis(ParamReader& p, LossConfig& l) {
+  if (p.given("reduction")) {  // Keras 3's default (and its alias mean), or tf.keras 2's
+    const std::string r = p.get_string("reduction", std::nullopt);
+    if (r != "sum_over_batch_size" && r != "mean" && r != "auto")
+      p.fail("reduction", "is '" + r + "'; only Keras's default, sum_over_batch_size (the mean over the batch's "
+                          "pixels), is supported: remove the key");
+  }
+  if (is_overlap(l.function))
+    read_overlap_axis(p, l);
+  else if (p.given("axis") && (!p.get_node("axis").IsScalar() || p.get_int("axis", std::nullopt) != -1))
+    p.fail("axis", std::string("must be -1, the channels (the only axis a loss runs over here)") +
+                       (l.function == "dice" ? "; for Keras 3's Dice, which takes axis None or [1, 2, 3], write "
+                                               "type: Dice (this lower-case dice is the per-image soft Dice)"
+                                             : ""));
+}
+
+/// tversky's alpha and beta, not both 0.
+void read_tversky(ParamReader& p, LossConfig& l) {
+  if (!(l.function == "tversky")) return;
+  l.tversky_alpha = p.get_double("alpha", 0.5, 0.0);
+  l.tversky_beta = p.get_double("beta", 0.5, 0.0);
+  if (l.tversky_alpha == 0.0 && l.tversky_beta == 0.0)
+    p.fail("alpha", "and 'beta' are both 0, which makes the loss 1 - I / (I + 1e-7): about 0 whatever the "
+                    "prediction, so nothing would train; give either a weight > 0 (0.5 and 0.5 is Dice's ratio)");
+}
+
+/// A focal loss's gamma, alpha (one number, or CategoricalFocalCrossentropy's list per class) and
+/// BinaryFocalCrossentropy's apply_class_balancing.
+void read_focal(ParamReader& p, LossConfig& l) {
+  if (!(is_focal(l.function))) return;
+  l.gamma = p.get_double("gamma", 2.0, 0.0);
+  l.alpha_given = p.given("alpha");
+  if (l.alpha_given && p.get_node("alpha").IsSequence()) {
+    if (l.function != "categorical_focal_crossentropy")
+      p.fail("alpha", "is a list, which only CategoricalFocalCrossentropy takes (one factor per class); "
+                      "BinaryFocalCrossentropy's alpha is one number in [0, 1], the foreground's weight with "
+                      "apply_class_balancing");
+    const YAML::Node list = p.get_node("alpha");
+    for (const auto& v : list) {
+      double a = 0;
+      if (!v.IsScalar() || !YAML::convert<double>::decode(v, a) || !std::isfinite(a) || a < 0)
+        p.fail("alpha", "must be a list of numbers >= 0, one per class, got " + YAML::Dump(list));
+      l.alphas.push_back(a);
+    }
+    if (l.alphas.empty()) p.fail("alpha", "is an empty list; give one number >= 0 per class, or one number");
+  } else {
+    l.alpha = p.get_double("alpha", 0.25, 0.0, 1.0);
+  }
+  if (l.function == "binary_focal_crossentropy")
+    l.apply_class_balancing = p.get_bool("apply_class_balancing", false);
+}
+
+/// SparseCategoricalCrossentropy's ignore_class: a mask value in [0, 65535]; refused on other losses.
+void read_ignore_class(ParamReader& p, LossConfig& l) {
+  if (l.function == "sparse_categorical_crossentropy" && p.given("ignore_class")) {
+    const YAML::Node v = p.get_node("ignore_class");
+    int c = 0;
+    if (!v.IsScalar() || !YAML::convert<int>::decode(v, c))
+      p.fail("ignore_class", "must be a class index (an integer), got '" + YAML::Dump(v) + "'");
+    if (c < 0)
+      p.fail("ignore_class", "is " + std::to_string(c) + ", which a mask image cannot hold (masks are 8- or 16-bit "
+                             "gray images); store the pixels to ignore as 255 and set ignore_class: 255");
+    if (c > 65535)
+      p.fail("ignore_class", "is " + std::to_string(c) + ", above 65535, the largest value of a 16-bit mask");
+    l.ignore_class = c;
+  } else if (l.function != "sparse_categorical_crossentropy" && p.has("ignore_class")) {
+    p.fail("ignore_class", "is SparseCategoricalCrossentropy's (Keras 3): use type: SparseCategoricalCrossentropy "
+                           "for class-index masks with pixels to ignore");
+  }
+}
+
 }  // namespace
 
 std::string keras_loss_class(const std::string& function) {
@@ -135,86 +232,17 @@ LossConfig read_loss(ParamReader& training) {
                               list_of_losses_hint(node));
   const std::string& file = training.file();
   ParamReader p(node, file, "training.loss");
-  if (p.has("class_name"))
-    p.fail("class_name", "is Keras's serialized form; write the loss as {type: " +
-                             (node["class_name"].IsScalar() ? node["class_name"].Scalar()
-                                                            : std::string("BinaryCrossentropy")) +
-                             ", <the keys of its 'config'>}, e.g. {type: BinaryCrossentropy, from_logits: true}");
-  if (!p.has("type") && p.has("name"))
-    p.fail("'type' is required; the loss class goes in 'type' (e.g. 'type: BinaryCrossentropy'), not in 'name'");
-  const std::string type = p.get_string("type", std::nullopt);
+  const std::string type = loss_class(p, node);
   l.function = loss_function(type);
   if (l.function.empty()) p.fail("type", unknown_loss(type));
-  // Every key of this class is known (for the unknown-key message), read or not.
-  for (const char* key : {"name", "from_logits", "reduction", "axis"}) p.skip(key);
-  if (smooths_labels(l.function)) p.skip("label_smoothing");
-  if (is_focal(l.function))
-    for (const char* key : {"gamma", "alpha"}) p.skip(key);
-  if (l.function == "binary_focal_crossentropy") p.skip("apply_class_balancing");
-  if (l.function == "sparse_categorical_crossentropy") p.skip("ignore_class");
-  if (l.function == "sparse_categorical_crossentropy" && p.has("label_smoothing"))
-    p.fail("label_smoothing", "is not an argument of Keras's SparseCategoricalCrossentropy; for smoothed labels use "
-                              "type: CategoricalCrossentropy, which here takes the same class-index masks");
+  declare_keys(p, l);
   // name: the loss object's name; the log calls it loss, as Keras's does.
   l.from_logits = p.get_bool("from_logits", false);
-  if (p.given("reduction")) {  // Keras 3's default (and its alias mean), or tf.keras 2's
-    const std::string r = p.get_string("reduction", std::nullopt);
-    if (r != "sum_over_batch_size" && r != "mean" && r != "auto")
-      p.fail("reduction", "is '" + r + "'; only Keras's default, sum_over_batch_size (the mean over the batch's "
-                          "pixels), is supported: remove the key");
-  }
-  if (is_overlap(l.function))
-    read_overlap_axis(p, l);
-  else if (p.given("axis") && (!p.get_node("axis").IsScalar() || p.get_int("axis", std::nullopt) != -1))
-    p.fail("axis", std::string("must be -1, the channels (the only axis a loss runs over here)") +
-                       (l.function == "dice" ? "; for Keras 3's Dice, which takes axis None or [1, 2, 3], write "
-                                               "type: Dice (this lower-case dice is the per-image soft Dice)"
-                                             : ""));
-  if (l.function == "tversky") {
-    l.tversky_alpha = p.get_double("alpha", 0.5, 0.0);
-    l.tversky_beta = p.get_double("beta", 0.5, 0.0);
-    if (l.tversky_alpha == 0.0 && l.tversky_beta == 0.0)
-      p.fail("alpha", "and 'beta' are both 0, which makes the loss 1 - I / (I + 1e-7): about 0 whatever the "
-                      "prediction, so nothing would train; give either a weight > 0 (0.5 and 0.5 is Dice's ratio)");
-  }
+  read_reduction_and_axis(p, l);
+  read_tversky(p, l);
   if (smooths_labels(l.function)) l.label_smoothing = p.get_double("label_smoothing", 0.0, 0.0, 1.0);
-  if (is_focal(l.function)) {
-    l.gamma = p.get_double("gamma", 2.0, 0.0);
-    l.alpha_given = p.given("alpha");
-    if (l.alpha_given && p.get_node("alpha").IsSequence()) {
-      if (l.function != "categorical_focal_crossentropy")
-        p.fail("alpha", "is a list, which only CategoricalFocalCrossentropy takes (one factor per class); "
-                        "BinaryFocalCrossentropy's alpha is one number in [0, 1], the foreground's weight with "
-                        "apply_class_balancing");
-      const YAML::Node list = p.get_node("alpha");
-      for (const auto& v : list) {
-        double a = 0;
-        if (!v.IsScalar() || !YAML::convert<double>::decode(v, a) || !std::isfinite(a) || a < 0)
-          p.fail("alpha", "must be a list of numbers >= 0, one per class, got " + YAML::Dump(list));
-        l.alphas.push_back(a);
-      }
-      if (l.alphas.empty()) p.fail("alpha", "is an empty list; give one number >= 0 per class, or one number");
-    } else {
-      l.alpha = p.get_double("alpha", 0.25, 0.0, 1.0);
-    }
-    if (l.function == "binary_focal_crossentropy")
-      l.apply_class_balancing = p.get_bool("apply_class_balancing", false);
-  }
-  if (l.function == "sparse_categorical_crossentropy" && p.given("ignore_class")) {
-    const YAML::Node v = p.get_node("ignore_class");
-    int c = 0;
-    if (!v.IsScalar() || !YAML::convert<int>::decode(v, c))
-      p.fail("ignore_class", "must be a class index (an integer), got '" + YAML::Dump(v) + "'");
-    if (c < 0)
-      p.fail("ignore_class", "is " + std::to_string(c) + ", which a mask image cannot hold (masks are 8- or 16-bit "
-                             "gray images); store the pixels to ignore as 255 and set ignore_class: 255");
-    if (c > 65535)
-      p.fail("ignore_class", "is " + std::to_string(c) + ", above 65535, the largest value of a 16-bit mask");
-    l.ignore_class = c;
-  } else if (l.function != "sparse_categorical_crossentropy" && p.has("ignore_class")) {
-    p.fail("ignore_class", "is SparseCategoricalCrossentropy's (Keras 3): use type: SparseCategoricalCrossentropy "
-                           "for class-index masks with pixels to ignore");
-  }
+  read_focal(p, l);
+  read_ignore_class(p, l);
   p.finish();
   return l;
 }

@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "config/params.h"
@@ -25,6 +26,15 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file);
 /// 89]), zoom_range (z in [0, 1) or [low, high]), fill_mode (constant,
 /// nearest, reflect, wrap), cval, brightness_range ([low, high]).
 void read_affine_augmentation(ParamReader& p, AugmentationConfig& a);
+/// training.callbacks (node: the list) into t: one reader per callback type
+/// (config/callbacks/); t.metrics must be read already (monitors name them).
+void read_callbacks(const YAML::Node& node, const std::string& file, TrainingConfig& t, bool has_validation);
+/// Fails, before 'type' is read, for a mapping (head) that names its class
+/// in 'name' instead, as Keras's get_config() does ({name: adam, ...});
+/// example: a class for the fix, e.g. "Adam".
+void require_type(ParamReader& head, const std::string& example);
+/// The metrics training.metrics may name.
+const std::vector<std::string>& metric_names();
 /// training: {epochs, batch_size, seed, loss, metrics, optimizer, callbacks,
 /// output_dir}. has_validation: DataConfig::has_validation() (val_* monitors need it).
 TrainingConfig read_training_section(const YAML::Node& node, const std::string& file,

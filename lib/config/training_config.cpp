@@ -14,11 +14,19 @@
 
 namespace trainer {
 
+const std::vector<std::string>& metric_names() {
+  static const std::vector<std::string> names = {"mean_iou", "dice", "accuracy", "precision", "recall", "binary_iou"};
+  return names;
+}
+
+void require_type(ParamReader& head, const std::string& example) {
+  if (!head.has("type") && head.has("name"))
+    head.fail("'type' is required; the class goes in 'type' (e.g. 'type: " + example + "'), not in 'name'");
+}
+
 namespace {
 
-const std::vector<std::string> kMetrics = {"mean_iou", "dice", "accuracy", "precision", "recall", "binary_iou"};
 const std::vector<std::string> kOptimizers = {"SGD", "Adam", "AdamW", "RMSprop"};
-const std::vector<std::string> kModes = {"auto", "min", "max"};
 
 
 // "sgd", "Sgd", "SGD" -> "SGD" (Keras accepts the lowercase string identifiers).
@@ -28,12 +36,6 @@ std::string canonical_optimizer(const std::string& name) {
   return "";
 }
 
-// Fails, before 'type' is read, for a mapping that names its class in 'name'
-// instead, as Keras's get_config() does ({name: adam, learning_rate: ...}).
-void require_type(ParamReader& head, const std::string& example) {
-  if (!head.has("type") && head.has("name"))
-    head.fail("'type' is required; the class goes in 'type' (e.g. 'type: " + example + "'), not in 'name'");
-}
 
 // A real > 0 that is still a normal float32 (the optimizers compute in float;
 // a smaller epsilon would become 0 and divide 0 by 0).
@@ -166,34 +168,30 @@ std::vector<double> read_class_weight(const YAML::Node& node, const std::string&
 }
 
 // optimizer: a name, or a mapping {type, <that type's Keras arguments>}.
-OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) {
-  OptimizerConfig o;
-  const std::string what = "training.optimizer";
-  std::string type;
+/// The optimizer's class (canonical_optimizer) from node: a name, or a mapping's 'type'.
+std::string optimizer_type(const YAML::Node& node, const std::string& file, const std::string& what) {
   if (node.IsScalar()) {
-    type = canonical_optimizer(node.Scalar());
+    const std::string type = canonical_optimizer(node.Scalar());
     if (type.empty())
       throw UserError(yaml_location(file, node.Mark()) + ": " + what + ": '" + node.Scalar() + "' " +
                       (python_call_mapping(node.Scalar()).empty()
                            ? "is not an optimizer" + did_you_mean(node.Scalar(), kOptimizers) + "; use one of: " +
                                  join_names(kOptimizers)
                            : "is Python; write the mapping " + python_call_mapping(node.Scalar())));
-  } else {
-    ParamReader head(node, file, what);
-    require_type(head, "Adam");
-    std::string given = head.get_string("type", std::nullopt);
-    type = canonical_optimizer(given);
-    if (type.empty())
-      head.fail("type", "is '" + given + "'" + did_you_mean(given, kOptimizers) +
-                            "; use one of: " + join_names(kOptimizers));
+    return type;
   }
-  o.type = type;
-  o.learning_rate = type == "SGD" ? 0.01 : 0.001;  // Keras defaults
-  o.weight_decay = type == "AdamW" ? 0.004 : 0.0;
-  if (node.IsScalar()) return o;
+  ParamReader head(node, file, what);
+  require_type(head, "Adam");
+  const std::string given = head.get_string("type", std::nullopt);
+  const std::string type = canonical_optimizer(given);
+  if (type.empty())
+    head.fail("type", "is '" + given + "'" + did_you_mean(given, kOptimizers) + "; use one of: " +
+                          join_names(kOptimizers));
+  return type;
+}
 
-  ParamReader p(node, file, what + " (" + type + ")");
-  p.skip("type");
+/// learning_rate: a number > 0, or a schedule mapping (its rate at step 0 goes in o.learning_rate).
+void read_learning_rate(ParamReader& p, const YAML::Node& node, const std::string& file, OptimizerConfig& o) {
   const YAML::Node lr = node["learning_rate"];
   if (lr && lr.IsMap()) {  // a schedule; learning_rate holds its rate at step 0
     p.skip("learning_rate");
@@ -211,6 +209,11 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
                                   ", " + schedule_example(named) + "}");
     o.learning_rate = positive(p, "learning_rate", o.learning_rate);
   }
+}
+
+/// decay, weight_decay, use_ema, amsgrad and centered (false on any type).
+void read_decays(ParamReader& p, OptimizerConfig& o) {
+  const std::string& type = o.type;
   o.decay = p.get_double("decay", o.decay, 0.0);
   if (o.decay > 0 && !o.schedule.type.empty())
     p.fail("decay", "is Keras 2's time-based decay, which a learning_rate schedule replaces; remove 'decay'");
@@ -230,7 +233,11 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
       p.fail(key, std::string("is an argument of Keras's ") +
                       (std::string(key) == "amsgrad" ? "Adam and AdamW" : "RMSprop") + ", not of " + type +
                       "; remove it or change the type");
-  // Gradient clipping: Keras 3 allows one of the three (null when unset; 0 sets it but clips nothing).
+}
+
+/// clipnorm, global_clipnorm, clipvalue: one of them at most (Keras 3's rule).
+void read_clipping(ParamReader& p, OptimizerConfig& o) {
+  // null when unset; 0 sets it but clips nothing.
   std::string clip_key;
   for (const char* key : {"clipnorm", "global_clipnorm", "clipvalue"}) {
     p.skip(key);
@@ -242,6 +249,11 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
     const double v = p.get_double(key, std::nullopt, 0.0);
     (clip_key == "clipnorm" ? o.clipnorm : clip_key == "global_clipnorm" ? o.global_clipnorm : o.clipvalue) = v;
   }
+}
+
+/// UserError at weight_decay when learning_rate * weight_decay reaches 1 at
+/// the schedule's peak, or a growing schedule would take it there.
+void check_weight_decay(ParamReader& p, const OptimizerConfig& o) {
   double peak = o.learning_rate;  // the largest rate a schedule reaches
   for (double v : o.schedule.values) peak = std::max(peak, v);
   if (o.schedule.warmup) peak = std::max(peak, o.schedule.warmup_target);
@@ -258,6 +270,12 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   if (peak * o.weight_decay >= 1.0)
     p.fail("weight_decay", "times learning_rate must be below 1 (each step multiplies the weights by 1 - "
                            "learning_rate * weight_decay); Keras's AdamW default is 0.004");
+}
+
+/// The arguments of o.type's own: SGD's momentum and nesterov, Adam's betas,
+/// epsilon and amsgrad, RMSprop's rho, momentum, epsilon and centered.
+void read_type_arguments(ParamReader& p, OptimizerConfig& o) {
+  const std::string& type = o.type;
   if (type == "SGD") {
     o.momentum = p.get_double("momentum", o.momentum, 0.0, 1.0);
     o.nesterov = p.get_bool("nesterov", o.nesterov);
@@ -275,223 +293,25 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
     o.epsilon = positive(p, "epsilon", o.epsilon);
     o.centered = p.get_bool("centered", o.centered);
   }
+}
+
+OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) {
+  OptimizerConfig o;
+  const std::string what = "training.optimizer";
+  const std::string type = optimizer_type(node, file, what);
+  o.type = type;
+  o.learning_rate = type == "SGD" ? 0.01 : 0.001;  // Keras defaults
+  o.weight_decay = type == "AdamW" ? 0.004 : 0.0;
+  if (node.IsScalar()) return o;
+  ParamReader p(node, file, what + " (" + type + ")");
+  p.skip("type");
+  read_learning_rate(p, node, file, o);
+  read_decays(p, o);
+  read_clipping(p, o);
+  check_weight_decay(p, o);
+  read_type_arguments(p, o);
   p.finish();  // e.g. beta_1 given to SGD
   return o;
-}
-
-// The quantities Keras logs each epoch, which is what a callback may monitor.
-std::vector<std::string> monitorable(const std::vector<std::string>& metrics, bool has_validation) {
-  std::vector<std::string> out = {"loss"};
-  for (const auto& m : metrics) out.push_back(m);
-  if (has_validation) {
-    out.push_back("val_loss");
-    for (const auto& m : metrics) out.push_back("val_" + m);
-  }
-  return out;
-}
-
-std::string read_monitor(ParamReader& p, const std::vector<std::string>& metrics,
-                         bool has_validation) {
-  std::string m = p.get_string("monitor", std::string("val_loss"));
-  auto valid = monitorable(metrics, has_validation);
-  if (std::find(valid.begin(), valid.end(), m) != valid.end()) return m;
-  auto with_val = monitorable(metrics, true);
-  if (std::find(with_val.begin(), with_val.end(), m) != with_val.end())
-    p.fail("monitor", "is '" + m +
-                          "', which needs validation data; set data.validation_split (e.g. 0.1) or "
-                          "data.validation_images and data.validation_masks, or monitor one of: " + join_names(valid));
-  const std::string bare = m.rfind("val_", 0) == 0 ? m.substr(4) : m;
-  if (std::find(kMetrics.begin(), kMetrics.end(), bare) != kMetrics.end())
-    p.fail("monitor", "is '" + m + "', but '" + bare + "' is not in training.metrics; add it there (metrics: [" +
-                          bare + "]) or monitor one of: " + join_names(valid));
-  p.fail("monitor", "is '" + m + "'" + did_you_mean(m, with_val) +
-                        "; it must be the loss or a metric listed in training.metrics: " +
-                        join_names(valid));
-}
-
-/// For a Keras callback that trainer covers another way (or not at all),
-/// what it does instead and the fix; "" for other types.
-std::string covered_callback(const std::string& type) {
-  if (type == "CSVLogger")
-    return "trainer always writes <output_dir>/log.csv in CSVLogger's format (epoch, loss, metrics, val_*, one row "
-           "per epoch)";
-  if (type == "TerminateOnNaN")
-    return "trainer always stops at a non-finite training loss (an error naming the epoch and step; checkpoints "
-           "written so far are kept)";
-  if (type == "BackupAndRestore")
-    return "trainer writes <output_dir>/last.h5 after every epoch: continue an interrupted run with --resume "
-           "<output_dir>/last.h5";
-  if (type == "LearningRateScheduler")
-    return "it takes a Python function; give training.optimizer.learning_rate a schedule instead (docs/config.md, "
-           "Learning-rate schedules)";
-  if (type == "LambdaCallback" || type == "RemoteMonitor" || type == "ProgbarLogger" || type == "History")
-    return "it is not supported (trainer logs progress itself)";
-  return "";
-}
-
-/// Fails at key unless path (its value, read by get_path) names a place inside training.output_dir:
-/// relative and without "..". example: valid values, for the fix.
-void require_inside_output_dir(ParamReader& p, const std::string& key, const std::string& path,
-                               const std::string& example) {
-  const std::filesystem::path fp(path);
-  bool escapes = false;
-  for (const auto& part : fp) escapes = escapes || part == "..";
-  if (fp.is_absolute() || escapes)
-    p.fail(key, "'" + path + "' leaves the output folder; it is a name inside training.output_dir (set output_dir "
-                "or --output to choose the folder), e.g. " + example);
-}
-
-/// keras.callbacks.TensorBoard's arguments into c; p reads the callback's mapping.
-void read_tensorboard(ParamReader& p, TensorBoardConfig& c) {
-  if (c.enabled) p.fail("type", "is TensorBoard again; give at most one TensorBoard");
-  c.enabled = true;
-  c.where = p.where("log_dir") + ": " + p.what();
-  c.log_dir = p.get_path("log_dir", c.log_dir);
-  if (c.log_dir.empty()) p.fail("log_dir", "must not be empty; e.g. 'logs'");
-  require_inside_output_dir(p, "log_dir", c.log_dir, "'logs' or 'tensorboard/run1'");
-  if (p.has_optional("update_freq") && p.given("update_freq")) {  // 'epoch', 'batch' or a number of batches
-    const YAML::Node v = p.get_node("update_freq");
-    const std::string text = v.IsScalar() ? v.Scalar() : YAML::Dump(v);
-    if (text == "batch") {
-      c.update_freq = 1;
-    } else if (text != "epoch") {
-      int n = 0;
-      if (!v.IsScalar() || !YAML::convert<int>::decode(v, n))
-        p.fail("update_freq", "is '" + text + "'; use 'epoch' (values at each epoch's end), 'batch' (every step) or "
-                              "a number of steps, e.g. 100");
-      c.update_freq = p.get_int("update_freq", std::nullopt, 1);
-    }
-  }
-  c.histogram_freq = p.get_int("histogram_freq", c.histogram_freq, 0);
-  c.write_steps_per_second = p.get_bool("write_steps_per_second", c.write_steps_per_second);
-  if (p.has("write_grads"))
-    p.fail("write_grads", "is Keras 2's gradient histograms, which TensorFlow 2's Keras dropped; it is not supported: "
-                          "remove it (histogram_freq gives the weights' histograms)");
-  c.write_graph = p.get_bool("write_graph", c.write_graph);
-  if (p.get_bool("write_images", false))
-    p.fail("write_images", "is true, which draws each weight as an image; that is not supported: the weights' "
-                           "histograms are (histogram_freq); remove write_images");
-  if (p.has_optional("profile_batch") && p.given("profile_batch")) {
-    const YAML::Node v = p.get_node("profile_batch");
-    // Keras disables profiling with 0, and with a range of zeros: [0, 0] or its legacy string "0,0".
-    std::string text = v.IsScalar() ? v.Scalar() : "";
-    text.erase(std::remove(text.begin(), text.end(), ' '), text.end());  // "0, 0" as "0,0"
-    const bool zeros = v.IsScalar() ? (text == "0" || text == "0,0")
-                                    : v.IsSequence() && v.size() == 2 && v[0].IsScalar() && v[0].Scalar() == "0" &&
-                                          v[1].IsScalar() && v[1].Scalar() == "0";
-    if (!zeros)
-      p.fail("profile_batch", "is " + YAML::Dump(v) + "; profiling through TensorBoard is not supported (0, Keras's "
-                              "default, only): bench/unet_throughput's --profile and --trace time each "
-                              "layer and kernel (docs/gpu.md, Measuring); remove profile_batch");
-  }
-  if (p.get_int("embeddings_freq", 0, 0) != 0)
-    p.fail("embeddings_freq", "must be 0: the Projector's embeddings need an Embedding layer, which segmentation "
-                              "models here do not have; remove embeddings_freq");
-  if (p.has_optional("embeddings_metadata") && p.given("embeddings_metadata"))
-    p.fail("embeddings_metadata", "is for the Projector's embeddings, which are not written; remove it");
-}
-
-void read_callbacks(const YAML::Node& node, const std::string& file, TrainingConfig& t,
-                    bool has_validation) {
-  if (!node.IsSequence())
-    throw UserError(yaml_location(file, node.Mark()) +
-                    ": training.callbacks: must be a list, e.g. '- {type: EarlyStopping, patience: 10}'");
-  const std::vector<std::string> types = {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau", "TensorBoard"};
-  for (size_t i = 0; i < node.size(); ++i) {
-    const std::string what = "training.callbacks[" + std::to_string(i) + "]";
-    if (node[i].IsScalar()) {  // a notebook's EarlyStopping(patience=5), or a bare class name
-      const std::string text = node[i].Scalar();
-      const std::string mapping = python_call_mapping(text);
-      const std::string bare = text.substr(0, text.find('('));
-      if (const std::string note = covered_callback(bare.substr(bare.rfind('.') + 1)); !note.empty())
-        throw UserError(yaml_location(file, node[i].Mark()) + ": " + what + ": '" + text + "' is Keras's " + bare +
-                        ": " + note + "; remove this entry");
-      throw UserError(yaml_location(file, node[i].Mark()) + ": " + what + ": '" + text + "' " +
-                      (mapping.empty() ? "is not a mapping; write {type: " + text + "} with its keys, e.g. "
-                                                         "{type: EarlyStopping, patience: 10}"
-                                       : "is Python; write the mapping " + mapping));
-    }
-    ParamReader head(node[i], file, what);
-    require_type(head, "EarlyStopping");
-    if (const YAML::Node v = node[i].IsMap() ? node[i]["type"] : YAML::Node(); v && v.IsScalar())
-      if (const std::string note = covered_callback(v.Scalar()); !note.empty())
-        head.fail("type", "is Keras's " + v.Scalar() + ": " + note + "; remove this entry (callbacks here: " +
-                              join_names(types) + ")");
-    std::string type = head.get_string("type", std::nullopt, types);
-    ParamReader p(node[i], file, what + " (" + type + ")");
-    auto read_mode = [&](std::string& mode, std::string& where) {  // every callback's mode, and its place
-      mode = p.get_string("mode", mode, kModes);
-      where = p.where("mode") + ": " + what + " (" + type + ")";
-    };
-    p.skip("type");
-    p.skip("verbose");  // Keras's printing switch: trainer always logs what a callback does
-    if (type == "EarlyStopping") {
-      auto& c = t.early_stopping;
-      if (c.enabled) p.fail("type", "is EarlyStopping again; give at most one EarlyStopping");
-      c.enabled = true;
-      c.monitor = read_monitor(p, t.metrics, has_validation);
-      c.min_delta = p.get_double("min_delta", c.min_delta, 0.0);
-      c.patience = p.get_int("patience", c.patience, 0);
-      read_mode(c.mode, c.mode_where);
-      c.restore_best_weights = p.get_bool("restore_best_weights", c.restore_best_weights);
-      if (p.has_optional("baseline") && p.given("baseline")) c.baseline = p.get_double("baseline", std::nullopt);
-      c.start_from_epoch = p.get_int("start_from_epoch", c.start_from_epoch, 0);
-    } else if (type == "ReduceLROnPlateau") {
-      auto& c = t.reduce_lr;
-      if (c.enabled) p.fail("type", "is ReduceLROnPlateau again; give at most one ReduceLROnPlateau");
-      if (!t.optimizer.schedule.type.empty())
-        p.fail("type", "is ReduceLROnPlateau, which sets the learning rate, but training.optimizer.learning_rate is "
-                       "a " + t.optimizer.schedule.type + " schedule (Keras refuses this too): use one or the other");
-      c.enabled = true;
-      c.monitor = read_monitor(p, t.metrics, has_validation);
-      c.factor = p.get_double("factor", c.factor, 0.0, 1.0);
-      if (c.factor <= 0.0 || c.factor >= 1.0)
-        p.fail("factor", "must be between 0 and 1 (new learning rate = learning rate * factor), got " +
-                             YAML::Dump(YAML::Node(c.factor)));
-      c.patience = p.get_int("patience", c.patience, 0);
-      read_mode(c.mode, c.mode_where);
-      c.min_delta = p.get_double("min_delta", c.min_delta, 0.0);
-      c.cooldown = p.get_int("cooldown", c.cooldown, 0);
-      c.min_lr = p.get_double("min_lr", c.min_lr, 0.0);
-    } else if (type == "TensorBoard") {
-      read_tensorboard(p, t.tensorboard);
-    } else {
-      auto& c = t.model_checkpoint;
-      if (c.enabled) p.fail("type", "is ModelCheckpoint again; give at most one ModelCheckpoint");
-      c.enabled = true;
-      if (node[i]["filepath"]) c.where = yaml_location(file, node[i]["filepath"].Mark()) + ": " + what + " (ModelCheckpoint)";
-      c.filepath = p.get_path("filepath", std::nullopt);
-      if (c.filepath.empty()) p.fail("filepath", "must not be empty; e.g. 'best.h5'");
-      require_inside_output_dir(p, "filepath", c.filepath, "'best.h5' or 'ck/best.h5'");
-      const std::filesystem::path fp(c.filepath);
-      if (fp.extension() == ".keras")
-        p.fail("filepath", "'" + c.filepath + "': checkpoints are HDF5 files (docs/checkpoint.md), not Keras 3's "
-                           ".keras archives; name it '" + std::filesystem::path(fp).replace_extension(".h5").string() + "'");
-      const std::filesystem::path leaf = fp.lexically_normal().filename();
-      if (leaf.empty() || leaf == ".")
-        p.fail("filepath", "'" + c.filepath + "' names a folder; end it with a file name, e.g. '" +
-                               (fp.lexically_normal().parent_path() / "best-{epoch:02d}.h5").string() + "'");
-      c.save_best_only = p.get_bool("save_best_only", c.save_best_only);
-      c.save_weights_only = p.get_bool("save_weights_only", c.save_weights_only);
-      // Keras 2's every-N-epochs: its default 1 is what is done here.
-      if (p.has("period") && p.get_int("period", std::nullopt, 0) != 1)
-        p.fail("period", "is Keras 2's ModelCheckpoint(period=...), saving every N epochs, which is not supported: "
-                         "checkpoints are written after every epoch (period 1, save_freq: epoch); remove period");
-      p.skip("save_freq");
-      if (p.given("save_freq")) {  // Keras's default 'epoch', or a number of batches
-        const YAML::Node v = p.get_node("save_freq");
-        if (!v.IsScalar() || v.Scalar() != "epoch")
-          p.fail("save_freq", "is " + YAML::Dump(v) + "; only 'epoch' (Keras's default) is supported: checkpoints "
-                              "are written at the end of each epoch (last.h5 too, which --resume continues from "
-                              "mid-run); remove save_freq");
-      }
-      // Without save_best_only the monitor is unused: its default needs no validation data.
-      if (c.save_best_only || p.has_optional("monitor")) c.monitor = read_monitor(p, t.metrics, has_validation);
-      else p.skip("monitor");
-      read_mode(c.mode, c.mode_where);
-    }
-    p.finish();
-  }
 }
 
 /// training.metrics; `categorical`: the loss is a categorical one, whose
@@ -511,7 +331,7 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
     if (e.IsMap() && e["type"] && e["type"].IsScalar()) {
       const std::string type = ascii_lower(e["type"].Scalar());
       const bool iou = type.rfind("meaniou", 0) == 0 || type.rfind("binaryiou", 0) == 0;
-      // Keras's IoU class by the loss's kind (a new user with a binary loss was pointed at mean_iou).
+      // Keras's IoU class by the loss's kind (a user with a binary loss was pointed at mean_iou).
       const std::string example = !iou ? "e.g. mean_iou for Keras's MeanIoU with a categorical loss, binary_iou "
                                          "with a binary one"
                                   : categorical ? "mean_iou, Keras's MeanIoU with this categorical loss"
@@ -522,13 +342,13 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
     }
     if (!e.IsScalar()) throw UserError(at + "each entry must be a metric name");
     std::string m = e.Scalar();
-    std::vector<std::string> known = kMetrics;
-    if (categorical) known.resize(3);  // kMetrics without the binary ones (precision, recall, binary_iou)
+    std::vector<std::string> known = metric_names();
+    if (categorical) known.resize(3);  // metric_names() without the binary ones (precision, recall, binary_iou)
     const bool keras_accuracy = m == "sparse_categorical_accuracy" || m == "categorical_accuracy";
     // Python's tf.keras.metrics.MeanIoU(num_classes=3): the class name, for the hints.
     std::string bare = m.substr(0, m.find('('));
     if (const size_t dot = bare.rfind('.'); dot != std::string::npos) bare = bare.substr(dot + 1);
-    if (std::find(kMetrics.begin(), kMetrics.end(), m) == kMetrics.end())
+    if (std::find(metric_names().begin(), metric_names().end(), m) == metric_names().end())
       throw UserError(at + "'" + m + "' is not a metric" +
                       (keras_accuracy ? " (Keras's '" + m + "' is 'accuracy' here)" : did_you_mean(bare, known)) +
                       (ascii_lower(bare).rfind("meaniou", 0) == 0 || ascii_lower(bare).rfind("binaryiou", 0) == 0
