@@ -293,7 +293,7 @@ TEST_CASE("ReduceLROnPlateau: min_delta, max mode, NaN, restore", "[callbacks]")
 }
 
 TEST_CASE("CsvLogger continuing a log with other columns keeps every earlier value", "[callbacks]") {
-  // From a new user's trial: adding ReduceLROnPlateau on resume started log.csv anew,
+  // Adding ReduceLROnPlateau on resume started log.csv anew,
   // dropping the finished epochs' rows.
   const std::string dir = "/tmp/trainer_csv_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
@@ -321,7 +321,7 @@ TEST_CASE("CsvLogger continuing a log with other columns keeps every earlier val
 
 TEST_CASE("CsvLogger replaces the file at once: a replaced run's rows do not outlive this run's start",
           "[callbacks]") {
-  // From a new user: an --overwrite run stopped in its first epoch left the old run's rows in log.csv.
+  // An --overwrite run stopped in its first epoch left the old run's rows in log.csv.
   const std::string dir = "/tmp/trainer_csv_start_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/log.csv";
@@ -384,7 +384,7 @@ TEST_CASE("CsvLogger writes a resumed checkpoint's missing last row from its log
 }
 
 TEST_CASE("CsvLogger says so when a row cannot be written, instead of dropping every later row", "[callbacks]") {
-  // From a review: once an append failed (a full disk, a file-size limit), the stream's error stuck and the run
+  // Once an append failed (a full disk, a file-size limit), the stream's error stuck and the run
   // went on without a log and without a word. A file-size limit of 100 bytes (SIGXFSZ ignored, as the trainer
   // does) stands for the full disk here.
   const std::string dir = "/tmp/trainer_csv_full_" + std::to_string(::getpid());

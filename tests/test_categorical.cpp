@@ -204,7 +204,7 @@ TEST_CASE("class masks are read as class indices, and a value beyond the classes
   binary[5] = 255;
   CHECK_THROWS_WITH(decode_class_mask(write_mask(dir.root, "bin.png", 4, 4, binary), 4, 4, 3, out.data()),
                     Catch::Contains("binary 0/255") && Catch::Contains("binary_crossentropy"));
-  // A JPEG class mask (from a new user: 0/1/2 saved as JPEG came back with 3s): the cause is named.
+  // A JPEG class mask (0/1/2 saved as JPEG came back with 3s): the cause is named.
   CHECK_THROWS_WITH(decode_class_mask(write_mask(dir.root, "lossy.jpg", 4, 4, std::vector<int>(16, 9)), 4, 4, 3,
                                       out.data()),
                     Catch::Contains("lossy.jpg") && Catch::Contains("save the class masks as PNG"));

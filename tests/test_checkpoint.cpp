@@ -102,7 +102,7 @@ TEST_CASE("a checkpoint with a NaN or infinite weight is refused, naming it", "[
                                       "' holds ") &&
                           Catch::Contains(" at index 1; the training that wrote it diverged or the file is damaged"));
   }
-  // The optimizer's slots: for --resume only (a new user's flipped bytes in optimizer_m resumed into NaN weights).
+  // The optimizer's slots: for --resume only (a user's flipped bytes in optimizer_m resumed into NaN weights).
   Checkpoint a = sample_checkpoint();
   a.state_arrays["optimizer_m"] = {0.5f, -1.f, std::nanf("")};
   a.state_scalars["early_stopping_best"] = INFINITY;  // a callback's best before any epoch: allowed
@@ -248,7 +248,7 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
   CHECK_THROWS_WITH(load_checkpoint(noweights),
                     Catch::Contains(noweights) && Catch::Contains("missing group '/model_weights'"));
 
-  // From a review: a weight claiming 2^31 values or more (a dataset allocated late, so the file stays small)
+  // A weight claiming 2^31 values or more (a dataset allocated late, so the file stays small)
   // overflowed the shape's int and was reported as running out of memory.
   const std::string huge = dir / "huge.h5";
   write_all(huge, bytes);
@@ -283,7 +283,7 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
                                     (dir / "last.h5") + ", " + (dir / "final.h5") + ", " + (dir / "empty.h5") + ", ") &&
                         Catch::Contains(dir / "good.h5") && !Catch::Contains("missing.h5") &&
                         Catch::EndsWith(" and 3 more"));
-  // A file that is not there (final.h5 of a stopped run, from a new user): its folder's checkpoints are named.
+  // A file that is not there (final.h5 of a stopped run): its folder's checkpoints are named.
   CHECK_THROWS_WITH(load_checkpoint(dir / "run.h5"),
                     Catch::Contains("cannot read checkpoint '" + (dir / "run.h5") + "': No such file or directory; "
                                     "give the path of a .h5 file written by trainer, e.g. one of its folder's: " +

@@ -86,13 +86,13 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
   const std::vector<Row> rows = {
       {"unknown key with did-you-mean", edit("  validation_split: 0.1", "  shufle: false"),
        "cfg.yaml:25:3: data: unknown key 'shufle' (did you mean 'shuffle'?)"},
-      // From a new user: keys the reader only looks for (validation_images) were missing from the suggestions.
+      // Keys the reader only looks for (validation_images) were missing from the suggestions.
       {"did-you-mean for a key that is only looked for", edit("  validation_split: 0.1", "  validation_image: v"),
        "cfg.yaml:25:3: data: unknown key 'validation_image' (did you mean 'validation_images'?)"},
       {"did-you-mean for ModelCheckpoint's optional monitor",
        edit("callbacks:\n", "callbacks:\n    - {type: ModelCheckpoint, filepath: b.h5, moniter: val_loss}\n"),
        "unknown key 'moniter' (did you mean 'monitor'?)"},
-      // From a new user: a misspelt loss was not matched to 'loss', which the known keys left out.
+      // A misspelt loss was not matched to 'loss', which the known keys left out.
       {"did-you-mean for the loss", edit("loss: binary_crossentropy", "losss: binary_crossentropy"),
        "training: unknown key 'losss' (did you mean 'loss'?)"},
       {"unknown top-level section", kGood + "logging: {level: info}\n",
@@ -121,7 +121,7 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"unknown layer type", edit("type: MaxPooling2D", "type: MaxPoling2D"),
        "cfg.yaml:11:13: model.layers[2]: 'type' is 'MaxPoling2D', not a known layer type (did "
        "you mean 'MaxPooling2D'?); known types: Input, Rescaling, Conv2D"},
-      // Keras's own spellings (from a new user's trial).
+      // Keras's own spellings.
       {"Keras's get_config name of the Input", edit("type: Input\n", "type: InputLayer\n"),
        "'type' is 'InputLayer' but the first layer must be Input (InputLayer is what Keras's get_config calls the Input: "
        "write {type: Input, shape: [H, W, C]}, its batch_shape without the batch)"},
@@ -189,7 +189,7 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "YAML syntax error: "},
       {"a tab in the indentation, named", edit("  seed: 7\n", "\tseed: 7\n"),
        "(line 29 is indented with a tab; YAML allows only spaces there)"},
-      // From a new user: the error pointed past the file's end.
+      // The error pointed past the file's end.
       {"an unclosed quote in a flow mapping, named",
        edit("callbacks:\n", "callbacks:\n    - {type: ModelCheckpoint, filepath: \"ep{epoch}.h5, note: \"#1\"}\n"),
        "(line 34 opens a \" that it does not close)"},
@@ -544,7 +544,7 @@ TEST_CASE("config: ReduceLROnPlateau takes Keras's arguments and defaults", "[co
 }
 
 TEST_CASE("config: a missing key is not said to be misspelt as a known one", "[config]") {
-  // From a review: with validation_images given, a missing images read "did you mean 'images'?" of it.
+  // With validation_images given, a missing images read "did you mean 'images'?" of it.
   std::string text = kGood;
   text.replace(text.find("  images: imgs\n"), 15, "  validation_images: vi\n  validation_masks: vm\n");
   text.replace(text.find("  validation_split: 0.1\n"), 24, "");
@@ -775,7 +775,7 @@ TEST_CASE("config: YAML aliases that expand without end are rejected", "[config]
   CHECK_THROWS_WITH(parse_config(bomb + kGood, "bomb.yaml"),
                     Catch::Matchers::Contains("bomb.yaml: the config holds more than 1000000 YAML values once its "
                                               "aliases (*name) are expanded"));
-  // From a review: an alias inside its own anchor made a cycle, walked until the stack overflowed (SIGSEGV).
+  // An alias inside its own anchor made a cycle, walked until the stack overflowed (SIGSEGV).
   CHECK_THROWS_WITH(parse_config("a: &x [*x]\n" + kGood, "cycle.yaml"),
                     Catch::Matchers::Contains("cycle.yaml:1:4: values nested more than 100 levels deep") &&
                         Catch::Matchers::Contains("'a: &x [*x]', nests without end: give the value itself"));
@@ -812,7 +812,7 @@ TEST_CASE("config: the product configs parse", "[config]") {
 }
 
 TEST_CASE("config: a checkpoint given as the config is named as one", "[config]") {
-  // From a new user: --config final.h5 said "YAML syntax error: unknown escape character: \x00".
+  // --config final.h5 said "YAML syntax error: unknown escape character: \x00".
   const std::string hdf5 = std::string("\x89HDF\r\n\x1a\n", 8) + std::string(32, '\0');
   CHECK_THROWS_WITH(parse_config(hdf5, "runs/a/final.h5"),
                     Catch::Contains("runs/a/final.h5 is an HDF5 file (a checkpoint?), not a YAML config") &&
@@ -820,7 +820,7 @@ TEST_CASE("config: a checkpoint given as the config is named as one", "[config]"
 }
 
 TEST_CASE("config: null (Python's None) where Keras's default is None means that default", "[config]") {
-  // From a new user: activation=None, MaxPooling2D's strides=None, Dropout's seed=None and metrics or
+  // Activation=None, MaxPooling2D's strides=None, Dropout's seed=None and metrics or
   // callbacks of None were refused as "has no value".
   const Config c = parse_config(
       "model: {layers: [{type: Input, shape: [8, 8, 1]},\n"

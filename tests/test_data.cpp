@@ -189,7 +189,7 @@ TEST_CASE("data: 16-bit, gray, RGBA, JPEG and TIFF files decode to RGB [0, 255]"
 
 TEST_CASE("data: 0/1 masks and label images take every object as foreground", "[data]") {
   // With the half-maximum threshold alone these came out all background and
-  // trained silently on empty masks (from a new user's trial).
+  // Trained silently on empty masks.
   TempData d;
   for (const char* name : {"a.png", "b.png", "c.png"}) write(d.images / name, cv::Mat(2, 2, CV_8UC3, cv::Scalar(9)));
   write(d.masks / "a_mask.png", (cv::Mat_<uint8_t>(2, 2) << 0, 1, 1, 0));  // 0/1, as numpy masks are often saved
@@ -218,7 +218,7 @@ TEST_CASE("data: 0/1 masks and label images take every object as foreground", "[
 
 TEST_CASE("data: a mask drawn in the alpha channel is read from it, and masks that are all empty are warned about",
           "[data]") {
-  // From a new user: RGBA masks of black colour whose nuclei are in alpha (an annotation tool's export) read as
+  // RGBA masks of black colour whose nuclei are in alpha (an annotation tool's export) read as
   // all background, and the run trained to dice 0 without a word.
   TempData d;
   for (const char* name : {"a.png", "b.png", "c.png"}) write(d.images / name, cv::Mat(2, 2, CV_8UC3, cv::Scalar(9)));
@@ -229,7 +229,7 @@ TEST_CASE("data: a mask drawn in the alpha channel is read from it, and masks th
   cv::Mat coloured(2, 2, CV_8UC4, cv::Scalar(0, 0, 0, 128));
   coloured.at<cv::Vec4b>(1, 0) = cv::Vec4b(255, 255, 255, 128);
   write(d.masks / "b_mask.png", coloured);
-  // A shape in the alpha channel over red (BGR 0, 0, 255) everywhere: its alpha too (from a review: a colour
+  // A shape in the alpha channel over red (BGR 0, 0, 255) everywhere: its alpha too (a colour
   // other than gray was taken as gray, all foreground).
   cv::Mat red(2, 2, CV_8UC4, cv::Scalar(0, 0, 255, 0));
   red.at<cv::Vec4b>(1, 1)[3] = 255;
@@ -352,7 +352,7 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
                                 Catch::Matchers::Contains("dsb_to_flat -i '" + o.images_dir + "'"));
   }
   SECTION("two images of one name") {
-    // From a new user: h00.png and h00.jpg trained against one mask, unsaid.
+    // H00.png and h00.jpg trained against one mask, unsaid.
     write(d.images / "h00.png", flat_mask(4, 4));
     write(d.images / "h00.jpg", flat_mask(4, 4));
     write(d.masks / "h00_mask.png", flat_mask(4, 4));
@@ -409,7 +409,7 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
                       !Catch::Matchers::Contains("file of their own name"));
   }
   SECTION("one folder of both without a mask suffix: each image would be its own mask") {
-    // From a review: every image paired with itself, and the run trained on it.
+    // Every image paired with itself, and the run trained on it.
     write(d.images / "a.png", flat_mask(4, 4));
     o.masks_dir = o.images_dir;
     o.mask_suffix = "";
@@ -418,7 +418,7 @@ TEST_CASE("data: missing, empty, unmatched and corrupt inputs are explained", "[
                                                       "its own mask"));
   }
   SECTION("a link to nothing, or to itself, named as an image") {
-    // From a review: such an entry was dropped without a word, or failed naming only the folder.
+    // Such an entry was dropped without a word, or failed naming only the folder.
     write(d.images / "a.png", flat_mask(4, 4));
     write(d.masks / "a_mask.png", flat_mask(4, 4));
     fs::create_symlink(d.images / "gone.png", d.images / "b.png");
@@ -507,7 +507,7 @@ TEST_CASE("data: skip_bad_files drops bad pairs with a warning and keeps the res
 }
 
 TEST_CASE("hidden files (macOS's ._name.tif) are not images", "[data]") {
-  // From a new user: the AppleDouble file macOS writes beside each file copied from its disks failed training
+  // The AppleDouble file macOS writes beside each file copied from its disks failed training
   // ("has no mask") and predict ("cannot decode").
   TempData d;
   write(d.images / "a.png", cv::Mat(4, 4, CV_8UC3, cv::Scalar(9, 9, 9)));
@@ -520,7 +520,7 @@ TEST_CASE("hidden files (macOS's ._name.tif) are not images", "[data]") {
 }
 
 TEST_CASE("an 8-bit label image with labels above 127 is warned about, naming it", "[data]") {
-  // From a new user: 179 nuclei labelled 1..179 in an 8-bit mask; those at or below 127 became background, silently.
+  // 179 nuclei labelled 1..179 in an 8-bit mask; those at or below 127 became background, silently.
   TempData d;
   const int w = 4 * 180, h = 8;
   cv::Mat labels(h, w, CV_8UC1, cv::Scalar(0));
@@ -550,7 +550,7 @@ TEST_CASE("an 8-bit label image with labels above 127 is warned about, naming it
 
 TEST_CASE("16-bit images of 12-bit camera data are warned about, with the Rescaling scale for their range",
           "[data]") {
-  // From a new user: 12-bit values in 16-bit TIFFs reached 16 of 255, and nothing said so.
+  // 12-bit values in 16-bit TIFFs reached 16 of 255, and nothing said so.
   TempData d;
   write(d.images / "a.tif", cv::Mat(4, 4, CV_16UC1, cv::Scalar(4000)));
   write(d.masks / "a_mask.png", flat_mask(4, 4));
@@ -572,7 +572,7 @@ TEST_CASE("16-bit images of 12-bit camera data are warned about, with the Rescal
 }
 
 TEST_CASE("a multi-page TIFF (a z-stack) is warned about: only its first page is read", "[data]") {
-  // From a new user: a two-channel hyperstack trained on its first channel, silently.
+  // A two-channel hyperstack trained on its first channel, silently.
   TempData d;
   const std::vector<cv::Mat> pages = {cv::Mat(4, 4, CV_8UC1, cv::Scalar(10)), cv::Mat(4, 4, CV_8UC1, cv::Scalar(200))};
   REQUIRE(cv::imwritemulti((d.images / "stack.tif").string(), pages));

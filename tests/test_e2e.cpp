@@ -66,7 +66,7 @@ TEST_CASE("training on real images lowers the loss and writes checkpoints", "[e2
 // nothing printed before the error) until --overwrite. It also asks for bf16, which CPU towers do not do: a
 // warning says so and the losses stay fp32's. The default (tf32) warns not.
 TEST_CASE("a read-only output folder is refused before the first step", "[e2e]") {
-  // From a new user: a folder without write permission failed at the first epoch's log.csv, after the epoch.
+  // A folder without write permission failed at the first epoch's log.csv, after the epoch.
   TempDir dir("e2e_read_only");
   fs::create_directories(dir.root / "ro");
   fs::permissions(dir.root / "ro", fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
@@ -128,7 +128,7 @@ TEST_CASE("gpus flag: cpu and cpu:2 give the same losses", "[e2e][multitower]") 
   const std::string warning = "training.precision bf16 applies to GPU towers; the CPU towers compute in fp32";
   CHECK_THAT(one.err, !Catch::Contains("applies to GPU towers"));
   CHECK_THAT(two.err, Catch::Contains(warning));
-  // The earlier run's final.h5 and last.h5 go when the new run starts (from a new user: a stopped run left
+  // The earlier run's final.h5 and last.h5 go when the new run starts (a stopped run left
   // them beside its own files, and predict took final.h5). (--initial-weights from the output folder is
   // refused: nothing read goes.)
   CHECK_THAT(one.err, !Catch::Contains("removed the earlier run's"));
@@ -237,7 +237,7 @@ TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has K
   CHECK(header == "epoch,loss,mean_iou,val_loss,val_mean_iou");
   CHECK(row1.rfind("0,", 0) == 0);  // Keras numbers CSV epochs from 0
   CHECK(row2.rfind("1,", 0) == 0);
-  // A failed run still ends stdout with one object (from a new user: a config error printed nothing there).
+  // A failed run still ends stdout with one object (a config error printed nothing there).
   std::ofstream(dir / "bad.yaml") << "model:\n  layers:\n    - {type: Input, shape: [8, 8, 1]}\n"
                                      "data: {images: a, masks: b}\ntraining: {epoch: 3}\n";
   r = run_trainer("--config " + (dir / "bad.yaml").string() + " --gpus cpu --log-format json", dir);
@@ -287,10 +287,10 @@ TEST_CASE("EarlyStopping's baseline and start_from_epoch stop where Keras 3's ru
   CHECK_THAT(r.out + r.err, Catch::Contains("early stopping at epoch " + std::to_string(keras_stop + 1) +
                                             ": loss did not beat the baseline 100 in " + std::to_string(wait) +
                                             (wait == 1 ? " epoch" : " epochs")));
-  // Resumed, the run stays ended (from a new user: it trained one more epoch, to be stopped again), until the
+  // Resumed, the run stays ended (it trained one more epoch, to be stopped again), until the
   // patience is raised: then the wait goes on from where it was.
   const std::string log = slurp(dir / "run" / "log.csv"), last = (dir / "run" / "last.h5").string();
-  // ... and a run that ended without its final.h5 (a process killed before it) gets it then (from a review), from
+  // ... and a run that ended without its final.h5 (a process killed before it) gets it then, from
   // its last.h5 only: not from another checkpoint of the run, which may be of an earlier epoch.
   fs::remove(dir / "run" / "final.h5");
   fs::copy_file(dir / "run" / "last.h5", dir / "run" / "other.h5");
@@ -323,7 +323,7 @@ TEST_CASE("EarlyStopping's baseline and start_from_epoch stop where Keras 3's ru
 }
 
 TEST_CASE("a run stopped by a signal with EarlyStopping's patience 0 resumes and trains on", "[e2e][callbacks]") {
-  // From a review: its wait counter is 0 after an improving epoch, 0 >= patience 0, and the resume took the run
+  // Its wait counter is 0 after an improving epoch, 0 >= patience 0, and the resume took the run
   // for one that EarlyStopping had ended. Only a run that EarlyStopping ended says so in its checkpoint.
   fs::path dir = temp_dir("e2e_patience_0");
   std::ofstream(dir / "unet.yaml") << trainer::testing::sample_unet_config(
@@ -402,7 +402,7 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("for 'trainer predict': --treshold 0.4 (did you mean '--threshold'?)"));
 
-  // Flags before a command: refused, not silently left to the training run (a new user's --gpus ran on the default).
+  // Flags before a command: refused, not silently left to the training run (a user's --gpus ran on the default).
   r = run_trainer("--gpus cpu:2 --epochs 3 predict --checkpoint a.h5 --input b --output c", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("error: 'trainer predict' reads only the flags after it (those before it are the "
@@ -414,7 +414,7 @@ TEST_CASE("user errors exit with 2 and a message naming the place", "[e2e]") {
   r = run_trainer("--checkpoint a.h5 predict --input b --output c", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("put --checkpoint after 'predict'"));
-  // A config given without --config (from a new user: "--config is required" alone).
+  // A config given without --config ("--config is required" alone).
   r = run_trainer("summary unet.yaml", dir);
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("error: --config is required (a config is given with --config: --config "

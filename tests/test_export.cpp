@@ -335,7 +335,7 @@ training: {epochs: 1, batch_size: 8, loss: binary_crossentropy, output_dir: )" +
                                       "replaced; export writes an ONNX file"));
   }
   CHECK(slurp(dir / "run" / "final.h5") == before);
-  // --output naming another existing file, or a folder (from a new user: the config and log.csv were replaced).
+  // --output naming another existing file, or a folder (the config and log.csv were replaced).
   const std::string config_text = slurp(dir / "tiny.yaml"), log = slurp(dir / "run" / "log.csv");
   for (const fs::path victim : {dir / "tiny.yaml", dir / "run" / "log.csv"}) {
     r = run_trainer("export" + ckpt + " --output " + victim.string(), dir);

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 
 TEST_CASE("a second run into a folder that a run holds is refused, naming the holder, until it ends",
           "[checkpoint]") {
-  // From a new user: a run resumed from another's last.h5 while that one trained overwrote its checkpoints.
+  // A run resumed from another's last.h5 while that one trained overwrote its checkpoints.
   const fs::path dir = fs::temp_directory_path() / ("trainer_lock_" + std::to_string(::getpid())) / "run";
   fs::remove_all(dir.parent_path());
   {

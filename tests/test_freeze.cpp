@@ -116,7 +116,7 @@ TEST_CASE("trainable must be a boolean, not on the Input, and some weight must t
   text.replace(text.find("{name: c1,"), 10, "{name: c1, trainable: maybe,");
   CHECK_THAT(error(text), Catch::Contains("tiny.yaml:7:") && Catch::Contains("trainable") &&
                               Catch::Contains("true or false"));
-  // Python's keyword argument, as a new user wrote it.
+  // Python's keyword argument, as a user writes it.
   text = tiny_config(false);
   text.replace(text.find("{name: c1,"), 10, "{name: c1, trainable=False,");
   CHECK_THAT(error(text), Catch::Contains("unknown key 'trainable=False' (YAML writes a key and its value as "

@@ -213,7 +213,7 @@ TEST_CASE("initial_weights of another model, a missing file or beside --resume i
   CHECK_THAT(r.err, Catch::Contains("--initial-weights starts a new run from a checkpoint's weights, --resume "
                                     "continues the run"));
 
-  // From the output folder, whose checkpoints the run replaces (a new user's --overwrite lost the pretrained
+  // From the output folder, whose checkpoints the run replaces (a user's --overwrite lost the pretrained
   // final.h5 so): refused, nothing written.
   const std::string before = slurp(pretrained);
   r = run_trainer("--config " + (dir / "a.yaml").string() + " --gpus cpu --overwrite --initial-weights " + pretrained,

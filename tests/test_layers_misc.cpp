@@ -724,7 +724,7 @@ TEST_CASE("Dropout masks depend on the global sample index, not the tower split"
 }
 
 TEST_CASE("Dropout's rate outside 0 (included) to 1 is refused as written", "[layers]") {
-  // From a new user: "got 1.200000".
+  // "got 1.200000".
   CHECK_THROWS_WITH(layer_from_yaml("{type: Dropout, rate: 1.2}"),
                     Catch::Contains("would drop everything), got 1.2") && !Catch::Contains("1.200000"));
   CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: -0.25}"), Catch::Contains("got -0.25"));
@@ -799,7 +799,7 @@ TEST_CASE("SpatialDropout2D drops whole channels per sample, as Keras's noise sh
   CHECK(r.max_rel_error_inputs < 1e-3);
   CHECK_THROWS_WITH(layer_from_yaml("{type: SpatialDropout2D, rate: 0.2, data_format: channels_first}"),
                     Catch::Contains("channels_last"));
-  // Keras's get_config() has data_format on every 2-D layer (from a new user: unknown on Conv2D and pooling).
+  // Keras's get_config() has data_format on every 2-D layer (unknown on Conv2D and pooling).
   for (const char* layer :
        {"{type: Conv2D, filters: 2, kernel_size: 3", "{type: Conv2DTranspose, filters: 2, kernel_size: 2",
         "{type: MaxPooling2D", "{type: AveragePooling2D", "{type: UpSampling2D"}) {

@@ -589,7 +589,7 @@ TEST_CASE("a config or command-line error under mpirun is printed once, and one 
   CHECK_THAT(alone.err, Catch::Contains("rank 1 (host ") &&
                             Catch::Contains("): error: unexpected argument(s) for 'trainer': --bogus") &&
                             Catch::Contains("(printed by this process: the others did not join it within 30 s)"));
-  // Without an error of its own, a process waits collective_timeout for the others to join (from a review:
+  // Without an error of its own, a process waits collective_timeout for the others to join (
   // with --version on rank 0 it waited for ever), then names the likely causes and exits with 1.
   std::ofstream(dir / "quick.yaml") << mpi_config(dir / "quick", "  epochs: 1\n  collective_timeout: 3\n");
   const auto start = std::chrono::steady_clock::now();

@@ -279,7 +279,7 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   REQUIRE(m.code == 0);
   CHECK(printed(m.out, R"(mean_iou: ([0-9.]+))") == Approx(iou).margin(2e-4));
   CHECK_THAT(m.err, !Catch::Contains("label images"));
-  // Images and masks in one folder, as training takes them (from a new user): the masks are not images.
+  // Images and masks in one folder, as training takes them: the masks are not images.
   fs::create_directories(dir / "together");
   for (const auto& id : kIds) link_image_and_mask(id, dir / "together");
   const std::string together = " --images " + (dir / "together").string();
@@ -292,7 +292,7 @@ TEST_CASE("evaluate against label images prints pixel metrics and the instance s
   // A checkpoint of masks named as their images (data.mask_suffix ''): each image would be its own truth.
   trainer::EvalOptions own{trainer::TruthKind::kMasks, (dir / "together").string(), (dir / "together").string(), "", "--masks"};
   CHECK_THROWS_WITH(trainer::find_eval_samples(own), Catch::Contains("is the images' folder and --mask-suffix is empty"));
-  // Label images passed as masks: the same foreground, but touching nuclei merge; warned (from a new user).
+  // Label images passed as masks: the same foreground, but touching nuclei merge; warned.
   const Run as_masks = run_trainer(base + " --masks " + kFlat + "/labels --mask-suffix _labels --gpus cpu", dir);
   INFO(as_masks.out << as_masks.err);
   REQUIRE(as_masks.code == 0);
@@ -332,7 +332,7 @@ TEST_CASE("evaluate against the competition's per-nucleus mask folders", "[evalu
                                      fs::directory_iterator());
     CHECK(std::stoi(rows[i + 1][1]) == masks);  // one nucleus per mask file
   }
-  // An earlier --csv is replaced; any other file is not (from a review: --csv naming the checkpoint replaced it).
+  // An earlier --csv is replaced; any other file is not (--csv naming the checkpoint replaced it).
   const std::string again = "evaluate --checkpoint " + f.checkpoint.string() + " --native " + (dir / "dsb").string() +
                             " --gpus cpu --csv ";
   const Run twice = run_trainer(again + csv.string(), dir);
@@ -428,7 +428,7 @@ TEST_CASE("bad predict and evaluate inputs exit with 2 and a message naming them
 }
 
 TEST_CASE("evaluate's CSV quotes image names holding commas, quotes or line breaks (RFC 4180)", "[evaluate]") {
-  // From a new user: "well A1, field 2.png" made a row of 7 fields under a header of 6.
+  // "well A1, field 2.png" made a row of 7 fields under a header of 6.
   trainer::EvalResult r;
   for (const char* name : {"plain.png", "well A1, field 2.png", "q\"uote.png"}) {
     r.samples.push_back({name, name, name});
@@ -449,7 +449,7 @@ TEST_CASE("evaluate's CSV quotes image names holding commas, quotes or line brea
 
 TEST_CASE("predict on a folder of images and their masks predicts the images alone", "[predict]") {
   TRAINER_REQUIRE_DSB();
-  // From a new user: in the layout training takes (a.png beside a_mask.png) the masks were predicted too, as
+  // In the layout training takes (a.png beside a_mask.png) the masks were predicted too, as
   // <stem>_mask_mask.png.
   const Fixture& f = fixture();
   const fs::path dir = case_dir("predict_together");
@@ -478,7 +478,7 @@ TEST_CASE("predict on a folder of images and their masks predicts the images alo
 
 TEST_CASE("evaluate --labels on a folder of images and their masks scores the images alone", "[evaluate]") {
   TRAINER_REQUIRE_DSB();
-  // From a new user: the training folder's masks beside the images were taken for images without label files.
+  // The training folder's masks beside the images were taken for images without label files.
   const Fixture& f = fixture();
   const fs::path dir = case_dir("evaluate_labels_together");
   fs::create_directories(dir / "in");

@@ -227,7 +227,7 @@ TEST_CASE("the processes' device plans are checked together: towers sharing a GP
     CHECK_THAT(err, Catch::StartsWith("error: process 1") &&
                         Catch::Contains(other[1] == 's' ? "towers share a GPU" : "plans GPU towers and process 0 CPU"));
   }
-  // From a review: two processes that each see one GPU only, the same one (no launcher binding), both took it
+  // Two processes that each see one GPU only, the same one (no launcher binding), both took it
   // with --gpus local; NCCL then failed with "invalid usage". The GPUs' UUIDs name the physical GPU.
   DevicePlan one;
   one.gpus = {0};

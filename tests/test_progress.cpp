@@ -31,7 +31,7 @@ TEST_CASE("without a terminal, an epoch says how far it is once per quiet limit,
 }
 
 TEST_CASE("the epoch line gives the metrics in the config's order, as Keras prints them", "[callbacks]") {
-  // From a new user: they came alphabetically (accuracy - binary_iou - dice - mean_iou).
+  // They came alphabetically (accuracy - binary_iou - dice - mean_iou).
   const std::map<std::string, double> logs = {{"loss", 0.5},      {"mean_iou", 0.25},    {"accuracy", 0.75},
                                               {"val_loss", 0.625}, {"val_mean_iou", 0.5}, {"val_accuracy", 0.875},
                                               {"learning_rate", 1e-05}};

@@ -132,7 +132,7 @@ TEST_CASE("resuming at an epoch boundary ends with the weights of an uninterrupt
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 5);  // header + 4 epochs, appended across the two runs
   CHECK(csv == slurp(dir / "full" / "log.csv"));            // the same losses and metrics, digit for digit
   // restore_best_weights: final.h5 holds the best val_loss epoch's weights, and says so with that epoch's logs
-  // (from a new user: it said epoch 4 with epoch 4's logs over epoch 3's weights), also across the resume.
+  // (it said epoch 4 with epoch 4's logs over epoch 3's weights), also across the resume.
   const std::vector<double> val = csv_column(csv, "val_loss");
   const auto best = std::min_element(val.begin(), val.end());
   const Checkpoint final_ckpt = load_checkpoint((dir / "part" / "final.h5").string());
@@ -351,12 +351,12 @@ int stop_after_epoch_1(const fs::path& dir, const std::string& gpus, int sig) {
 TEST_CASE("a checkpoint of 2 towers resumes on 1 tower, and SIGINT exits with 130", "[resume][multitower]") {
   fs::path dir = temp_dir("resume_towers");
   REQUIRE(stop_after_epoch_1(dir, "cpu:2", SIGINT) == 130);
-  // Said when the signal came (a new user saw nothing for 16 s of a slow step, and pressed Ctrl-C again).
+  // Said when the signal came (a user saw nothing for 16 s of a slow step, and pressed Ctrl-C again).
   const std::string err = slurp(dir / "err.txt");
   CHECK_THAT(err, Catch::Contains("stopping: finishing this step, then writing last.h5 (a second Ctrl-C exits at "
                                   "once, without it)"));
   CHECK(err.find("stopping: finishing") < err.find("stopped by signal 2"));
-  // The continuation is the run's own command with --resume (a new user resumed without the -o it had had).
+  // The continuation is the run's own command with --resume (a user resumed without the -o it had had).
   CHECK_THAT(err, Catch::Contains("continue with: " + std::string(TRAINER_BINARY) + " --config " +
                                   (dir / "c.yaml").string() + " --gpus cpu:2 --resume " +
                                   (dir / "run" / "last.h5").string() + "\n"));
@@ -484,7 +484,7 @@ TEST_CASE("a run whose folder got another run's files while its data loaded is r
 }
 
 TEST_CASE("a resume of last.h5 whose log holds a row more drops the row and removes no file", "[resume]") {
-  // From a review: a process killed between an epoch's log row and its last.h5 (the order of earlier builds)
+  // A process killed between an epoch's log row and its last.h5 (the order of earlier builds)
   // left log.csv a row ahead, and the resume took the run for a rewind and removed its best.h5.
   fs::path dir = temp_dir("resume_row_ahead");
   std::ofstream(dir / "c.yaml") << config(dir / "run", 3, "    - {type: ModelCheckpoint, filepath: best.h5}\n");
@@ -538,7 +538,7 @@ TEST_CASE("a diverging loss stops naming epoch and step", "[resume]") {
 
 TEST_CASE("weights that diverge while the loss stays finite stop the run before a checkpoint is written",
           "[resume]") {
-  // From a new user: Adam at 1e30 drove the kernels to inf and NaN, the ReLUs kept the loss finite, and the
+  // Adam at 1e30 drove the kernels to inf and NaN, the ReLUs kept the loss finite, and the
   // run ended with exit 0 and best.h5, last.h5 and final.h5 that trainer itself refuses to load. Here Adam
   // at 1e8 overflows its second moments (the loss stays finite; --threads fixes the sums' order).
   fs::path dir = temp_dir("resume_nan_weights");
@@ -584,7 +584,7 @@ TEST_CASE("a checkpoint's run folder is found beside it or its ModelCheckpoint s
 }
 
 TEST_CASE("a folder holding only ModelCheckpoint or TensorBoard files holds a run", "[resume]") {
-  // From a review: a new run into a folder with an earlier run's best.h5 (its last.h5, log.csv and final.h5
+  // A new run into a folder with an earlier run's best.h5 (its last.h5, log.csv and final.h5
   // moved away) replaced the best model without a word.
   trainer::testing::TempDir dir("only_checkpoints");
   const std::string out = dir.root.string();
@@ -610,7 +610,7 @@ TEST_CASE("a folder holding only ModelCheckpoint or TensorBoard files holds a ru
                                     "1 more checkpoints)"));
   CHECK_NOTHROW(check_output_holds_no_run(out, "", with("ck/ep{epoch}.h5")));  // no name of that shape
   CHECK_NOTHROW(check_output_holds_no_run(out, "", with("{epoch}/best.h5")));   // a placeholder in the folder: not looked for
-  // Event files of finished epochs in the TensorBoard folder (from a review: a new run removed a Keras project's
+  // Event files of finished epochs in the TensorBoard folder (a new run removed a Keras project's
   // logs/train); batch values alone are what a run that failed in its first epoch leaves, for its rerun.
   TrainingConfig tb = with("");
   tb.tensorboard.enabled = true;
@@ -642,7 +642,7 @@ TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
   other.replace(other.find("filters: 16"), 11, "filters: 12");
   other.replace(other.find("{type: Adam, learning_rate: 0.003}"), 34, "{type: SGD, learning_rate: 0.001}");
   std::ofstream(dir / "other.yaml") << other;
-  // Edited training state (from a new user's fuzzing: -1 crashed, NaN and 1e300 ran 2^32 epochs).
+  // Edited training state (fuzzed: -1 crashed, NaN and 1e300 ran 2^32 epochs).
   const Checkpoint good = load_checkpoint((dir / "run" / "last.h5").string());
   REQUIRE(good.state_arrays.count("best_params"));
   auto edited = [&](const std::string& file, auto edit) {
@@ -662,14 +662,14 @@ TEST_CASE("bad --resume checkpoints are user errors", "[resume]") {
        "neg.h5: training state 'next_step' is -1, which no run writes; the file is damaged or was edited"},
       {more + edited("nan.h5", [](Checkpoint& c) { c.state_scalars["next_epoch"] = std::nan(""); }),
        "training state 'next_epoch' is nan"},
-      // From a new user: flipped bytes in optimizer_m resumed silently into NaN weights.
+      // Flipped bytes in optimizer_m resumed silently into NaN weights.
       {more + edited("nan_moment.h5", [](Checkpoint& c) { c.state_arrays.at("optimizer_m")[0] = std::nanf(""); }),
        "nan_moment.h5: training state 'optimizer_m' holds nan at index 0; the training that wrote it diverged"},
       {more + edited("huge.h5", [](Checkpoint& c) { c.state_scalars["next_epoch"] = 1e300; }),
        "training state 'next_epoch' is 1e+300"},
       {more + edited("half_epoch.h5", [](Checkpoint& c) { c.state_scalars["next_epoch"] = 2.5; }),
        "'next_epoch' is 2.5, not a whole number"},
-      // From a review: an edited next_step logged a made-up epoch (loss 0, mean_iou 1).
+      // An edited next_step logged a made-up epoch (loss 0, mean_iou 1).
       {more + edited("steps.h5", [](Checkpoint& c) { c.state_scalars["next_step"] = 1000; }),
        "steps.h5: training state 'next_step' is 1000 with 'epoch_samples' 0, which no run writes"},
       {more + edited("iters.h5", [](Checkpoint& c) { c.state_scalars["optimizer_iterations"] = -5; }),
@@ -865,7 +865,7 @@ TEST_CASE("resuming keeps only the log rows of the checkpoint's epochs, in any f
   const std::string full_log = slurp(dir / "run" / "log.csv");
   // The checkpoints store the overridden seed, so resuming with it warns of nothing.
   CHECK_THAT(load_checkpoint((dir / "run" / "ep2.h5").string()).config_yaml, Catch::Contains("seed: 9"));
-  // Back to epoch 2 in the same folder would drop epochs 3 and 4 (a new user lost them so): refused, nothing
+  // Back to epoch 2 in the same folder would drop epochs 3 and 4 (a user lost them so): refused, nothing
   // touched...
   const std::string back = "--config " + (dir / "c.yaml").string() + " --gpus cpu --seed 9 --resume " +
                            (dir / "run" / "ep2.h5").string();
@@ -941,7 +941,7 @@ TEST_CASE("a stop asked for in the last epoch still ends the run with final.h5",
 }
 
 TEST_CASE("a resume with --overwrite never removes the checkpoint it resumes from", "[resume]") {
-  // From a review: a ModelCheckpoint file ck/best.h5 in a folder without the run's other files is a branch of
+  // A ModelCheckpoint file ck/best.h5 in a folder without the run's other files is a branch of
   // its own folder, and --overwrite removed it as the earlier run's best.h5.
   fs::path dir = temp_dir("resume_keeps_source");
   const std::string ck = "    - {type: ModelCheckpoint, filepath: ck/best.h5}\n";
@@ -977,9 +977,9 @@ TEST_CASE("a checkpoint of a run without training.optimizer from before RMSprop 
             dir) == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("its run's config names no optimizer and it holds no optimizer "
                                                      "slots: it trained with SGD (learning rate 0.01), the default "
-                                                     "before 2026-12-05") &&
+                                                     "of older builds") &&
                                          Catch::Contains("set training.optimizer.type to SGD"));
-  // Following that advice resumes it (from a review: the first hint led to another refusal).
+  // Following that advice resumes it.
   std::string sgd = text;
   sgd.replace(sgd.find("  output_dir:"), 0, "  optimizer: SGD\n");
   std::ofstream(dir / "sgd.yaml") << sgd;

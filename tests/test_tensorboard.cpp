@@ -292,7 +292,7 @@ TEST_CASE("tensorboard: a resumed run carries its checkpoint's events, a new run
                                              {"batch_normalization_1/gamma/histogram@0", 1}});
 
   // A record that fails its checksum in the middle (not a crash's cut): carried up to it, warned, and the file kept
-  // out of TensorBoard's way (from a new user: the values after it vanished with the file).
+  // Out of TensorBoard's way (the values after it vanished with the file).
   {
     const fs::path f = event_file_in(run / "train");
     std::string bytes = slurp(f);
@@ -339,7 +339,7 @@ TEST_CASE("tensorboard: a run on real images writes log.csv's values as TensorBo
     }
   }
   // ReduceLROnPlateau halves the rate after epoch 2 (epoch 1 is its first best): TensorBoard's learning rate is
-  // log.csv's, the rate each epoch trained with (from a new user: one name, two values, was confusing).
+  // Log.csv's, the rate each epoch trained with (one name, two values, was confusing).
   CHECK(csv.at("learning_rate") == std::vector<double>{0.01, 0.01});
   CHECK(train.at("epoch_learning_rate") == std::map<int64_t, float>{{0, 0.01f}, {1, 0.01f}});
   // 32 training pairs in batches of 8: steps 1 to 8, the epoch's last step's batch_loss its epoch_loss.
@@ -434,7 +434,7 @@ TEST_CASE("tensorboard: a resumed run's event files continue as its log.csv does
   CHECK(batch_loss.rbegin()->first == 12);
   CHECK(scalars(event_file_in(dir.root / "run" / "logs" / "validation")).at("epoch_loss").size() == 3);
 
-  // --overwrite with a config without the callback leaves those files, and says so (from a new user).
+  // --overwrite with a config without the callback leaves those files, and says so.
   std::ofstream(dir.root / "plain.yaml") << sample_unet_config(dir.root / "run", "  epochs: 1\n  batch_size: 8\n");
   const Run plain = run_trainer("--config " + (dir.root / "plain.yaml").string() + " --gpus cpu --threads 1 --overwrite",
                                 dir.root);
@@ -446,7 +446,7 @@ TEST_CASE("tensorboard: a resumed run's event files continue as its log.csv does
 
 TEST_CASE("tensorboard: a resume carries no event files of another run, told from log.csv's losses",
           "[tensorboard]") {
-  // From a new user: a run with --overwrite and no TensorBoard callback left the replaced run's event files, and
+  // A run with --overwrite and no TensorBoard callback left the replaced run's event files, and
   // its resume carried them as its own history.
   TempDir dir("tb_foreign");
   TensorBoardConfig cfg;

@@ -100,7 +100,7 @@ TEST_CASE("a checkpoint filepath naming one of the run's own files is rejected",
 }
 
 TEST_CASE("a TensorBoard log_dir naming one of the run's files is rejected for training", "[validate][tensorboard]") {
-  // From a new user: log_dir: log.csv failed after the first epoch.
+  // Log_dir: log.csv failed after the first epoch.
   const std::string checkpoint = "    - {type: ModelCheckpoint, filepath: ck/best.h5}\n";
   for (const char* dir : {"log.csv", "./last.h5/", "final.h5/x", "ck/best.h5", "ck//best.h5/."}) {
     INFO(dir);
@@ -117,7 +117,7 @@ TEST_CASE("a TensorBoard log_dir naming one of the run's files is rejected for t
               .empty());
   }
   // A checkpoint's stored config with such a log_dir still loads: predict, evaluate and export build their towers
-  // from it, which check the model alone (from a review: the towers refused it).
+  // From it, which check the model alone (the towers refused it).
   const Config stored = parse_config("model:\n  layers:\n    - {type: Input, shape: [4, 4, 1]}\n    - " + kOut +
                                          "\ndata: {images: a, masks: b}\ntraining:\n  callbacks:\n"
                                          "    - {type: TensorBoard, log_dir: final.h5}\n",

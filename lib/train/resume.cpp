@@ -25,8 +25,8 @@ bool early_stopping_ended(const Checkpoint& ckpt, const Config& config) {
 }
 
 /// The config that trained ckpt (read from path), as it trained: one that
-/// names no optimizer and holds no optimizer slots trained with SGD(0.01),
-/// the default before Keras's RMSprop(0.001) became it.
+/// names no optimizer and holds no optimizer slots was written by an older
+/// build, whose default was SGD(0.01), not Keras's RMSprop(0.001).
 Config stored_config(const Checkpoint& ckpt, const std::string& path) {
   Config then = parse_config(ckpt.config_yaml, path + " (its stored config)");
   bool slots = false;
@@ -37,7 +37,7 @@ Config stored_config(const Checkpoint& ckpt, const std::string& path) {
     then.training.optimizer.type = "SGD";
     then.training.optimizer.learning_rate = 0.01;
     spdlog::info("{}: its run's config names no optimizer and it holds no optimizer slots: it trained with SGD "
-                 "(learning rate 0.01), the default before 2026-12-05 (RMSprop now)", path);
+                 "(learning rate 0.01), the default of older builds (RMSprop now)", path);
   }
   return then;
 }

@@ -706,7 +706,7 @@ void Trainer::load_optimizer(const Checkpoint& ckpt, const std::string& source) 
     t->optimizer->set_iterations(int64_t(it->second));
     for (const auto& [name, values] : t->optimizer->state()) {
       auto slot = ckpt.state_arrays.find("optimizer_" + name);
-      // Files written on 2026-12-03 before the slot took tf.keras 2's name hold optimizer_v_hat.
+      // Files of older builds name the slot optimizer_v_hat.
       if (slot == ckpt.state_arrays.end() && name == "vhat") slot = ckpt.state_arrays.find("optimizer_v_hat");
       if (slot == ckpt.state_arrays.end() || slot->second.size() != values->size())
         throw UserError(source + ": optimizer state '" + name + "' is missing or of another size; the "
