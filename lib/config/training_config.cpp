@@ -331,7 +331,7 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
     if (e.IsMap() && e["type"] && e["type"].IsScalar()) {
       const std::string type = ascii_lower(e["type"].Scalar());
       const bool iou = type.rfind("meaniou", 0) == 0 || type.rfind("binaryiou", 0) == 0;
-      // Keras's IoU class by the loss's kind (a user with a binary loss was pointed at mean_iou).
+      // Keras's IoU class by the loss's kind (with a binary loss, mean_iou is the wrong suggestion).
       const std::string example = !iou ? "e.g. mean_iou for Keras's MeanIoU with a categorical loss, binary_iou "
                                          "with a binary one"
                                   : categorical ? "mean_iou, Keras's MeanIoU with this categorical loss"

@@ -40,7 +40,7 @@ std::vector<std::string> convert_labels_to_classes(const std::string& labels_dir
     stems.push_back(stem.substr(0, stem.size() - labels_suffix.size()));
   }
   std::error_code ec;
-  // Nothing is replaced without overwrite (a user wrote over the binary training masks so).
+  // Nothing is replaced without overwrite (the binary training masks may be what it would replace).
   std::vector<std::string> existing;
   for (const std::string& stem : stems)
     if (fs::exists(fs::path(output_dir) / (stem + mask_suffix + ".png"), ec))

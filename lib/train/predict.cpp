@@ -247,7 +247,7 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
     // An image that cannot be decoded before anything was written: no empty folder left behind.
     if (created && fs::is_empty(options.output_dir, ec)) fs::remove(options.output_dir, ec);
     if (written.empty()) throw;
-    // Else what was written is said, and how to go on (a user's rerun was refused by files not mentioned).
+    // Else what was written is said, and how to go on (a rerun is refused by the files written).
     throw UserError(std::string(e.what()) + "; " + std::to_string(written.size()) + " output file(s) were " +
                     "written into '" + options.output_dir + "' before this error: once it is dealt with, predict " +
                     "again with --overwrite (or into another --output)");
