@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
                                                          : Precision::FP32;
   try {
     Config config = load_config(config_path);
-    config.training.loss.function = "binary_crossentropy";
+    config.training.loss.kind = LossKind::BinaryCrossentropy;
     config.training.optimizer = OptimizerConfig{};
     config.training.optimizer.learning_rate = 0.03;
     config.training.optimizer.momentum = 0.9;

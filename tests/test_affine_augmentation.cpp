@@ -50,7 +50,7 @@ std::vector<float> grid(int h, int w, int c) {
   return g;
 }
 
-AugmentationConfig with_fill(const std::string& fill_mode, double cval = 0) {
+AugmentationConfig with_fill(FillMode fill_mode, double cval = 0) {
   AugmentationConfig a;
   a.rotation_range = 1;  // affine(): the warp runs
   a.fill_mode = fill_mode;
@@ -82,7 +82,7 @@ TEST_CASE("augmentation takes ImageDataGenerator's affine keys, and bad values n
   CHECK(a.shear_range == 10);
   CHECK(a.zoom_low == Approx(0.8));
   CHECK(a.zoom_high == Approx(1.2));
-  CHECK(a.fill_mode == "reflect");
+  CHECK(a.fill_mode == FillMode::Reflect);
   CHECK(a.cval == 3);
   CHECK(a.brightness_low == 0.5);
   CHECK(a.brightness_high == 1.5);
@@ -92,7 +92,7 @@ TEST_CASE("augmentation takes ImageDataGenerator's affine keys, and bad values n
   CHECK(z.zoom_low == 0.9);
   CHECK(z.zoom_high == 1.1);
   CHECK_FALSE(parse_augmentation("{zoom_range: 0, rotation_range: 0}").any());
-  CHECK(parse_augmentation("{}").fill_mode == "nearest");  // Keras's default
+  CHECK(parse_augmentation("{}").fill_mode == FillMode::Nearest);  // Keras's default
 
   CHECK_THAT(error_of("{zoom_range: 1.5}"), Catch::Contains("tiny.yaml:") && Catch::Contains("'zoom_range'") &&
                                                 Catch::Contains("[0, 1)"));
@@ -117,7 +117,7 @@ TEST_CASE("the affine matrix moves pixels as a shift, a zoom about the centre an
   const std::array<double, 6> id = affine_matrix(AffineDraw{}, h, w);
   CHECK(id == std::array<double, 6>{1, 0, 0, 0, 1, 0});
 
-  const AugmentationConfig constant = with_fill("constant", -1);
+  const AugmentationConfig constant = with_fill(FillMode::Constant, -1);
   std::vector<float> img = grid(h, w, 2), mask = grid(h, w, 1);
   AffineDraw shift;
   shift.shift_x = 2;
@@ -136,7 +136,7 @@ TEST_CASE("the affine matrix moves pixels as a shift, a zoom about the centre an
   std::vector<float> z = grid(h, w, 1);
   AffineDraw zoom;
   zoom.zoom_x = 2;
-  apply_affine(with_fill("nearest"), zoom, z.data(), nullptr, h, w, 1);
+  apply_affine(with_fill(FillMode::Nearest), zoom, z.data(), nullptr, h, w, 1);
   for (int x = 2; x <= 6; ++x) CHECK(z[size_t(3 * w + x)] == Approx(30 + 4 + 2 * (x - 4)).margin(1e-4));
   CHECK(z[size_t(3 * w + 0)] == Approx(30).margin(1e-4));  // beyond the left edge: nearest is the edge pixel
 
@@ -145,7 +145,7 @@ TEST_CASE("the affine matrix moves pixels as a shift, a zoom about the centre an
   std::vector<float> turned = grid(n, n, 3);
   AffineDraw quarter;
   quarter.theta = 90;
-  apply_affine(with_fill("constant"), quarter, turned.data(), nullptr, n, n, 3);
+  apply_affine(with_fill(FillMode::Constant), quarter, turned.data(), nullptr, n, n, 3);
   const std::vector<float> square = grid(n, n, 3);
   int matches = 0;
   for (Symmetry s = 0; s < 8; ++s) {
@@ -185,7 +185,7 @@ TEST_CASE("the affine matrix is rotation @ shift @ shear @ zoom about the centre
   AffineDraw down;
   down.shift_y = 2;
   std::vector<float> g = grid(h, w, 1);
-  apply_affine(with_fill("nearest"), down, g.data(), nullptr, h, w, 1);
+  apply_affine(with_fill(FillMode::Nearest), down, g.data(), nullptr, h, w, 1);
   CHECK(g[size_t(4 * w + 5)] == Approx(10 * 6 + 5).margin(1e-4));  // row 4 samples row 6
 }
 
@@ -203,10 +203,10 @@ TEST_CASE("fill modes reach beyond the edge: constant, nearest, reflect, wrap", 
       if (std::abs(got[i] - want[i]) > 1e-4) return false;
     return true;
   };
-  CHECK(near(first_two(with_fill("constant", 5)), {5, 5, 10}));
-  CHECK(near(first_two(with_fill("nearest")), {10, 10, 10}));
-  CHECK(near(first_two(with_fill("reflect")), {11, 10, 10}));  // ... b a | a b c ...
-  CHECK(near(first_two(with_fill("wrap")), {14, 15, 10}));
+  CHECK(near(first_two(with_fill(FillMode::Constant, 5)), {5, 5, 10}));
+  CHECK(near(first_two(with_fill(FillMode::Nearest)), {10, 10, 10}));
+  CHECK(near(first_two(with_fill(FillMode::Reflect)), {11, 10, 10}));  // ... b a | a b c ...
+  CHECK(near(first_two(with_fill(FillMode::Wrap)), {14, 15, 10}));
 }
 
 TEST_CASE("masks keep their values under random transforms, and brightness changes the image only", "[augmentation]") {

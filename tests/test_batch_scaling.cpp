@@ -67,11 +67,11 @@ TEST_CASE("the global batch is the per-device batch times the towers, the rate s
   CHECK(resolve_batch_scaling(t, 4) == 1.0);  // learning_rate_scaling none
   CHECK(t.batch_size == 12);
   CHECK(t.optimizer.learning_rate == 0.1);
-  t.learning_rate_scaling = "linear";
+  t.learning_rate_scaling = LearningRateScaling::Linear;
   CHECK(resolve_batch_scaling(t, 4) == 4.0);
   CHECK(t.optimizer.learning_rate == Approx(0.4).epsilon(1e-15));
   t.optimizer.learning_rate = 0.1;
-  t.learning_rate_scaling = "sqrt";
+  t.learning_rate_scaling = LearningRateScaling::Sqrt;
   CHECK(resolve_batch_scaling(t, 4) == 2.0);
   CHECK(t.optimizer.learning_rate == Approx(0.2).epsilon(1e-15));
 }

@@ -434,15 +434,15 @@ TEST_CASE("config: a good config gives its values and Keras's default names", "[
   CHECK(t.epochs == 3);
   CHECK(t.batch_size == 4);
   CHECK(t.seed == 7);
-  CHECK(t.loss.function == "binary_crossentropy");
+  CHECK(t.loss.kind == LossKind::BinaryCrossentropy);
   CHECK(t.metrics == std::vector<std::string>{"mean_iou"});
-  CHECK(t.optimizer.type == "SGD");
+  CHECK(t.optimizer.type == OptimizerKind::SGD);
   CHECK(t.optimizer.learning_rate == Approx(0.05));
   CHECK(t.optimizer.momentum == Approx(0.9));
   CHECK_FALSE(t.optimizer.nesterov);
   CHECK(t.early_stopping.enabled);
   CHECK(t.early_stopping.monitor == "val_mean_iou");
-  CHECK(t.early_stopping.mode == "max");
+  CHECK(t.early_stopping.mode == MonitorMode::Max);
   CHECK(t.early_stopping.patience == 2);
   CHECK_FALSE(t.early_stopping.restore_best_weights);
   CHECK(t.model_checkpoint.enabled);
@@ -466,9 +466,9 @@ TEST_CASE("config: defaults of a minimal config", "[config]") {
   CHECK(t.epochs == 1);
   CHECK(t.batch_size == 32);
   CHECK(t.seed == 0);
-  CHECK(t.loss.function == "binary_crossentropy");
+  CHECK(t.loss.kind == LossKind::BinaryCrossentropy);
   CHECK(t.metrics.empty());
-  CHECK(t.optimizer.type == "RMSprop");  // Keras's Model.compile(optimizer="rmsprop")
+  CHECK(t.optimizer.type == OptimizerKind::RMSprop);  // Keras's Model.compile(optimizer="rmsprop")
   CHECK(t.optimizer.learning_rate == Approx(0.001));
   CHECK(t.optimizer.rho == Approx(0.9));
   CHECK(t.optimizer.momentum == 0.0);
@@ -515,7 +515,7 @@ TEST_CASE("config: ReduceLROnPlateau takes Keras's arguments and defaults", "[co
   CHECK(d.monitor == "val_loss");
   CHECK(d.factor == 0.1);
   CHECK(d.patience == 10);
-  CHECK(d.mode == "auto");
+  CHECK(d.mode == MonitorMode::Auto);
   CHECK(d.min_delta == 1e-4);
   CHECK(d.cooldown == 0);
   CHECK(d.min_lr == 0.0);
@@ -528,7 +528,7 @@ TEST_CASE("config: ReduceLROnPlateau takes Keras's arguments and defaults", "[co
   CHECK(g.monitor == "val_dice");
   CHECK(g.factor == 0.5);
   CHECK(g.patience == 3);
-  CHECK(g.mode == "max");
+  CHECK(g.mode == MonitorMode::Max);
   CHECK(g.min_delta == 0.01);
   CHECK(g.cooldown == 2);
   CHECK(g.min_lr == 1e-6);
@@ -611,11 +611,11 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
                         "o.yaml")
         .training;
   };
-  CHECK(opt("sgd").optimizer.type == "SGD");
+  CHECK(opt("sgd").optimizer.type == OptimizerKind::SGD);
   CHECK(opt("sgd").seed == 18446744073709551615ull);
-  CHECK(opt("adam").optimizer.type == "Adam");
+  CHECK(opt("adam").optimizer.type == OptimizerKind::Adam);
   CHECK(opt("adam").optimizer.learning_rate == Approx(0.001));
-  CHECK(opt("RMSProp").optimizer.type == "RMSprop");
+  CHECK(opt("RMSProp").optimizer.type == OptimizerKind::RMSprop);
   CHECK(opt("RMSProp").optimizer.learning_rate == Approx(0.001));
 
   OptimizerConfig sgd = opt("{type: SGD, learning_rate: 0.03, momentum: 0.9, nesterov: true, "
@@ -638,7 +638,7 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
   CHECK_FALSE(opt("{type: SGD, amsgrad: false, centered: false}").optimizer.amsgrad);  // Keras's defaults pass
   CHECK(opt("{type: Adam, weight_decay: null}").optimizer.weight_decay == 0.0);  // Keras's None
   CHECK(opt("{type: SGD, weight_decay: 0.01}").optimizer.weight_decay == Approx(0.01));
-  CHECK(opt("adamw").optimizer.type == "AdamW");
+  CHECK(opt("adamw").optimizer.type == OptimizerKind::AdamW);
   CHECK(opt("adamw").optimizer.weight_decay == Approx(0.004));  // Keras's AdamW defaults
   CHECK(opt("adamw").optimizer.learning_rate == Approx(0.001));
   OptimizerConfig adamw = opt("{type: AdamW, weight_decay: 0.05, beta_2: 0.99}").optimizer;
@@ -651,7 +651,7 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
                     Catch::Matchers::Contains("AdamW needs a number") && Catch::Matchers::Contains("use Adam"));
   OptimizerConfig cos = opt("{type: Adam, learning_rate: {type: CosineDecay, initial_learning_rate: 0.002, "
                             "decay_steps: 500, warmup_target: null}}").optimizer;
-  CHECK(cos.schedule.type == "CosineDecay");
+  CHECK(cos.schedule.type == ScheduleKind::CosineDecay);
   CHECK(cos.schedule.decay_steps == 500);
   CHECK_FALSE(cos.schedule.warmup);  // Keras's None: no warmup
   CHECK(cos.learning_rate == Approx(0.002));  // the rate at step 0
@@ -680,7 +680,7 @@ TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type"
                  Catch::Matchers::Contains("use one of: ExponentialDecay"));
   OptimizerConfig sgdr = opt("{type: SGD, learning_rate: {type: CosineDecayRestarts, initial_learning_rate: 0.1, "
                              "first_decay_steps: 100, m_mul: 0.9}}").optimizer;
-  CHECK(sgdr.schedule.type == "CosineDecayRestarts");
+  CHECK(sgdr.schedule.type == ScheduleKind::CosineDecayRestarts);
   CHECK(sgdr.schedule.decay_steps == 100);
   CHECK(sgdr.schedule.t_mul == 2);  // Keras's defaults
   CHECK(sgdr.schedule.m_mul == Approx(0.9));
@@ -792,7 +792,7 @@ TEST_CASE("config: the product configs parse", "[config]") {
   Config big = load_config(TRAINER_SOURCE_DIR "/configs/unet.yaml");
   CHECK(big.model.layers.front().type == "Input");
   CHECK(big.model.layers.back().node["activation"].as<std::string>() == "sigmoid");
-  CHECK(big.training.optimizer.type == "SGD");
+  CHECK(big.training.optimizer.type == OptimizerKind::SGD);
   CHECK(big.training.optimizer.learning_rate == Approx(0.03));
   CHECK(big.training.optimizer.nesterov);
   CHECK(big.training.batch_size == 32);
@@ -801,7 +801,7 @@ TEST_CASE("config: the product configs parse", "[config]") {
 
   Config small = load_config(TRAINER_SOURCE_DIR "/configs/unet_small.yaml");
   CHECK(small.model.layers.front().node["shape"][0].as<int>() == 128);
-  CHECK(small.training.optimizer.type == "Adam");
+  CHECK(small.training.optimizer.type == OptimizerKind::Adam);
   CHECK(small.training.early_stopping.monitor == "val_mean_iou");
   CHECK(small.training.early_stopping.restore_best_weights);
   CHECK(small.training.metrics == std::vector<std::string>{"mean_iou", "dice", "accuracy"});

@@ -36,7 +36,7 @@ TEST_CASE("loss_kind maps the Keras names and rejects others", "[loss]") {
   CHECK(loss_kind("binary_crossentropy") == LossKind::BinaryCrossentropy);
   CHECK(loss_kind("dice") == LossKind::Dice);
   CHECK(loss_kind("bce_dice") == LossKind::BceDice);
-  CHECK_THROWS_AS(loss_kind("mse"), std::invalid_argument);
+  CHECK_FALSE(loss_kind("mse"));
 }
 
 TEST_CASE("loss values match hand formulas, summed over samples", "[loss]") {

@@ -82,17 +82,17 @@ std::vector<int> all_samples(const Dataset& d) {
 
 TEST_CASE("training.loss takes Keras's class names and its mapping with from_logits and ignore_class",
           "[config][loss]") {
-  CHECK(parse_loss("SparseCategoricalCrossentropy").function == "sparse_categorical_crossentropy");
+  CHECK(parse_loss("SparseCategoricalCrossentropy").kind == LossKind::SparseCategoricalCrossentropy);
   const LossConfig m = parse_loss("{type: SparseCategoricalCrossentropy, from_logits: true, ignore_class: 255, "
                                   "reduction: sum_over_batch_size, axis: -1, name: scce}");
-  CHECK(m.function == "sparse_categorical_crossentropy");
+  CHECK(m.kind == LossKind::SparseCategoricalCrossentropy);
   CHECK(m.from_logits);
   CHECK(m.ignore_class == 255);
   CHECK_THAT(m.where, Catch::StartsWith("classes.yaml:") && Catch::EndsWith(": training.loss"));
   const LossConfig d = parse_loss("{type: sparse_categorical_crossentropy, ignore_class: null}");
   CHECK_FALSE(d.from_logits);
   CHECK(d.ignore_class == -1);
-  CHECK(parse_loss("{type: CategoricalCrossentropy, label_smoothing: 0}").function == "categorical_crossentropy");
+  CHECK(parse_loss("{type: CategoricalCrossentropy, label_smoothing: 0}").kind == LossKind::CategoricalCrossentropy);
   CHECK(parse_loss("sparse_categorical_crossentropy").ignore_class == -1);
 
   const auto fails = [](const std::string& loss) {
@@ -122,7 +122,7 @@ TEST_CASE("training.loss takes Keras's class names and its mapping with from_log
   CHECK_THAT(fails("{type: BinaryCrossentropy, from_logit: true}"), Catch::Contains("did you mean 'from_logits'"));
   CHECK_THAT(fails("{type: SparseCategoricalCrossentropy, ignore_clas: 255}"),
              Catch::Contains("did you mean 'ignore_class'") && Catch::Contains("reduction"));
-  CHECK(parse_loss("{type: BinaryCrossentropy, reduction: mean}").function == "binary_crossentropy");
+  CHECK(parse_loss("{type: BinaryCrossentropy, reduction: mean}").kind == LossKind::BinaryCrossentropy);
   CHECK_THAT(fails("[binary_crossentropy]"), Catch::Contains("a loss name") && Catch::Contains("or a mapping"));
 }
 

@@ -94,8 +94,8 @@ TEST_CASE("precision and recall at 0.5, as keras.metrics.Precision and Recall", 
   MetricCounts none;  // nothing predicted, no foreground: Keras's divide_no_nan gives 0
   CHECK(none.precision() == 0.0);
   CHECK(none.recall() == 0.0);
-  CHECK(monitor_is_max("val_precision", "auto"));
-  CHECK(monitor_is_max("recall", "auto"));
+  CHECK(monitor_is_max("val_precision", MonitorMode::Auto));
+  CHECK(monitor_is_max("recall", MonitorMode::Auto));
 }
 
 TEST_CASE("binary_iou is Keras's BinaryIoU(target_class_ids=[0, 1]): background and foreground IoU averaged",
@@ -116,7 +116,7 @@ TEST_CASE("binary_iou is Keras's BinaryIoU(target_class_ids=[0, 1]): background 
   accumulate_metrics(zb, yb, b);
   CHECK(b.binary_iou() == 1.0);
   CHECK(MetricCounts().binary_iou() == 0.0);
-  CHECK(monitor_is_max("val_binary_iou", "auto"));
+  CHECK(monitor_is_max("val_binary_iou", MonitorMode::Auto));
   CHECK_THROWS_AS(MetricCounts(3).value("binary_iou"), std::invalid_argument);
 }
 

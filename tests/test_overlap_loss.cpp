@@ -144,10 +144,10 @@ void check_against_keras(LossKind kind, double alpha, double beta, const Tensor&
 
 TEST_CASE("Dice and Tversky take Keras 3's names, arguments and defaults", "[loss][overlap]") {
   const LossConfig dice = parse_loss("Dice");
-  CHECK(dice.function == "Dice");
-  CHECK(loss_kind(dice.function) == LossKind::KerasDice);
+  CHECK(dice.kind == LossKind::KerasDice);
+  CHECK(std::string(loss_name(dice.kind)) == "Dice");
   CHECK_FALSE(dice.per_image);
-  CHECK(parse_loss("dice").function == "dice");  // the per-image soft Dice with smooth 1 stays
+  CHECK(parse_loss("dice").kind == LossKind::Dice);  // the per-image soft Dice with smooth 1 stays
   CHECK(parse_loss("{type: Dice, axis: [1, 2, 3]}").per_image);
   CHECK(parse_loss("{type: Dice, axis: [-3, -2, -1]}").per_image);
   CHECK(parse_loss("{type: Dice, axis: [2, 1]}").per_image);  // one channel: each image's pixels
@@ -155,12 +155,12 @@ TEST_CASE("Dice and Tversky take Keras 3's names, arguments and defaults", "[los
   CHECK_FALSE(parse_loss("{type: Dice, axis: [0, 1, 2, 3], from_logits: false, name: d}").per_image);
 
   const LossConfig t = parse_loss("tversky");
-  CHECK(t.function == "tversky");
-  CHECK(loss_kind(t.function) == LossKind::Tversky);
+  CHECK(t.kind == LossKind::Tversky);
+  CHECK(std::string(loss_name(t.kind)) == "tversky");
   CHECK(t.tversky_alpha == 0.5);
   CHECK(t.tversky_beta == 0.5);
   const LossConfig u = parse_loss("{type: Tversky, alpha: 0.7, beta: 0.3, axis: [1, 2, 3]}");
-  CHECK(u.function == "tversky");
+  CHECK(u.kind == LossKind::Tversky);
   const OverlapForm f = overlap_form(u);
   CHECK(f.alpha == 0.7);
   CHECK(f.beta == 0.3);

@@ -56,8 +56,9 @@ std::string read_monitor(const CallbackInput& in) {
                         join_names(valid));
 }
 
-void read_mode(const CallbackInput& in, std::string& mode, std::string& where) {
-  mode = in.p.get_string("mode", mode, {"auto", "min", "max"});
+void read_mode(const CallbackInput& in, MonitorMode& mode, std::string& where) {
+  const std::string name = in.p.get_string("mode", std::string(mode_name(mode)), monitor_mode_names());
+  mode = MonitorMode(choice_index(name, monitor_mode_names()));
   where = in.p.where("mode") + ": " + in.what;
 }
 

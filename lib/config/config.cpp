@@ -243,7 +243,9 @@ void read_affine_augmentation(ParamReader& p, AugmentationConfig& a) {
   a.shear_range = p.get_double("shear_range", 0.0, 0.0, 89.0);
   p.skip("zoom_range");  // known (for the unknown-key message) when absent too
   if (p.given("zoom_range")) std::tie(a.zoom_low, a.zoom_high) = read_range(p, "zoom_range", true, "[0.8, 1.2]");
-  a.fill_mode = p.get_string("fill_mode", a.fill_mode, {"constant", "nearest", "reflect", "wrap"});
+  a.fill_mode = FillMode(choice_index(p.get_string("fill_mode", std::string(fill_mode_name(a.fill_mode)),
+                                                   fill_mode_names()),
+                                      fill_mode_names()));
   a.cval = p.get_double("cval", 0.0, 0.0, 255.0);
   p.skip("brightness_range");
   if (p.given("brightness_range"))

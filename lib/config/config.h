@@ -15,6 +15,24 @@
 
 namespace trainer {
 
+/// A callback's mode: which way its monitor improves. Auto: max for
+/// metrics, min for losses (Keras's rule, monitor_is_max).
+enum class MonitorMode { Auto, Min, Max };
+/// "auto", "min", "max".
+const char* mode_name(MonitorMode mode);
+
+/// Keras's fill_mode: the pixels a transform brings in from outside the
+/// image are cval (Constant), the nearest edge pixel, the image mirrored
+/// (Reflect: d c b a | a b c d), or the image repeated (Wrap).
+enum class FillMode { Constant, Nearest, Reflect, Wrap };
+/// "constant", "nearest", "reflect", "wrap".
+const char* fill_mode_name(FillMode mode);
+
+/// training.learning_rate_scaling (Goyal et al. 2017).
+enum class LearningRateScaling { None, Linear, Sqrt };
+/// "none", "linear", "sqrt".
+const char* scaling_name(LearningRateScaling scaling);
+
 /// One entry of model.layers. The layer's own keys stay in `node` and are read
 /// by the layer's factory through a ParamReader.
 struct LayerSpec {
@@ -57,7 +75,7 @@ struct AugmentationConfig {
   double height_shift_range = 0;    ///< The same, vertically (of the height).
   double shear_range = 0;           ///< Degrees: a shear by U(-r, r).
   double zoom_low = 1, zoom_high = 1;  ///< Zoom factors zx, zy each from U(low, high); above 1 zooms out.
-  std::string fill_mode = "nearest";   ///< Outside the image: constant | nearest | reflect | wrap.
+  FillMode fill_mode = FillMode::Nearest;  ///< Outside the image.
   double cval = 0;                  ///< The image's fill value of fill_mode constant (masks get 0).
   double brightness_low = 1, brightness_high = 1;  ///< Image times U(low, high), clipped to [0, 255].
   std::string where;                ///< "<file>:<line>:<col>: data.augmentation", for messages.
@@ -89,8 +107,21 @@ struct DataConfig {
 /// A learning-rate schedule of keras.optimizers.schedules, as a function of
 /// the step t (the optimizer's iterations: 0 for the first update); the
 /// formulas are in lib/train/lr_schedule.h. type "" means none.
+/// keras.optimizers.schedules' classes (None: a constant learning rate).
+enum class ScheduleKind {
+  None,
+  ExponentialDecay,
+  InverseTimeDecay,
+  PolynomialDecay,
+  PiecewiseConstantDecay,
+  CosineDecay,
+  CosineDecayRestarts
+};
+/// kind's Keras class name ("none" for None).
+const char* schedule_name(ScheduleKind kind);
+
 struct LearningRateSchedule {
-  std::string type;                  ///< ExponentialDecay | InverseTimeDecay | PolynomialDecay | PiecewiseConstantDecay | CosineDecay | CosineDecayRestarts.
+  ScheduleKind type = ScheduleKind::None;
   double initial_learning_rate = 0;  ///< All but PiecewiseConstantDecay.
   double decay_steps = 1;            ///< > 0; all but PiecewiseConstantDecay (CosineDecayRestarts: first_decay_steps).
   double decay_rate = 0;             ///< ExponentialDecay, InverseTimeDecay.
@@ -108,10 +139,14 @@ struct LearningRateSchedule {
   double warmup_steps = 0;           ///< CosineDecay.
 };
 
+/// The optimizers, by their Keras class names (optimizer_name).
+enum class OptimizerKind { SGD, Adam, AdamW, RMSprop };
+/// kind's Keras class name: "SGD", "Adam", "AdamW", "RMSprop".
+const char* optimizer_name(OptimizerKind kind);
+
 struct OptimizerConfig {
-  /// SGD | Adam | AdamW | RMSprop (Keras class names); RMSprop when the config
-  /// names none, as Keras's Model.compile(optimizer="rmsprop").
-  std::string type = "RMSprop";
+  /// RMSprop when the config names none, as Keras's Model.compile(optimizer="rmsprop").
+  OptimizerKind type = OptimizerKind::RMSprop;
   double learning_rate = 0.001;     ///< Keras default per type: SGD 0.01, Adam 0.001, RMSprop 0.001.
   /// learning_rate given as a schedule (learning_rate then holds its
   /// initial_learning_rate, or PiecewiseConstantDecay's first value).
@@ -139,7 +174,7 @@ struct EarlyStoppingConfig {
   std::string monitor = "val_loss";
   double min_delta = 0.0;
   int patience = 0;
-  std::string mode = "auto";        ///< auto | min | max (auto: max for metrics, min for losses).
+  MonitorMode mode = MonitorMode::Auto;
   bool restore_best_weights = false;
   std::optional<double> baseline;   ///< Keras's baseline: the value the monitor must beat to reset the wait.
   int start_from_epoch = 0;         ///< Keras's start_from_epoch: epochs not watched at the start (>= 0).
@@ -150,7 +185,7 @@ struct ModelCheckpointConfig {
   bool enabled = false;
   std::string filepath;             ///< May hold {epoch}, {epoch:03d}, {val_loss:.4f}, ...; relative to output_dir.
   std::string monitor = "val_loss";
-  std::string mode = "auto";
+  MonitorMode mode = MonitorMode::Auto;
   bool save_best_only = false;
   bool save_weights_only = false;   ///< The files hold the weights, config and logs only, as final.h5 (no --resume).
   std::string where;                ///< "<file>:<line>:<col>: training.callbacks[i] (ModelCheckpoint)", for messages.
@@ -175,7 +210,7 @@ struct ReduceLROnPlateauConfig {
   std::string monitor = "val_loss";
   double factor = 0.1;              ///< new_lr = lr * factor, in (0, 1).
   int patience = 10;                ///< Epochs without improvement before a reduction.
-  std::string mode = "auto";        ///< auto | min | max, as EarlyStopping's.
+  MonitorMode mode = MonitorMode::Auto;
   double min_delta = 1e-4;          ///< Smallest change that counts as an improvement.
   int cooldown = 0;                 ///< Epochs after a reduction before counting again.
   double min_lr = 0.0;              ///< The learning rate never goes below it.
@@ -183,13 +218,28 @@ struct ReduceLROnPlateauConfig {
 };
 
 /// training.loss: a loss name, or Keras's loss class and arguments as a mapping.
+/// The loss functions training.loss names, by the name the config and the
+/// logs give each (loss_name).
+enum class LossKind {
+  BinaryCrossentropy,             ///< binary_crossentropy
+  Dice,                           ///< dice: the per-image soft Dice with smooth 1 of the Keras U-Net examples
+  BceDice,                        ///< bce_dice
+  BinaryFocalCrossentropy,        ///< binary_focal_crossentropy
+  SparseCategoricalCrossentropy,  ///< sparse_categorical_crossentropy
+  CategoricalCrossentropy,        ///< categorical_crossentropy
+  CategoricalFocalCrossentropy,   ///< categorical_focal_crossentropy
+  KerasDice,                      ///< Dice: Keras 3's class (no function name)
+  Tversky                         ///< tversky
+};
+
+/// kind's name: the function name above (Dice for KerasDice).
+const char* loss_name(LossKind kind);
+/// The kind whose loss_name is name; nullopt for any other name.
+std::optional<LossKind> loss_kind(const std::string& name);
+
 struct LossConfig {
-  /// The loss function: binary_crossentropy | dice | bce_dice |
-  /// binary_focal_crossentropy | sparse_categorical_crossentropy |
-  /// categorical_crossentropy | categorical_focal_crossentropy | Dice (Keras
-  /// 3's class, which has no function name here: 'dice' is the per-image soft
-  /// Dice with smooth 1) | tversky.
-  std::string function = "binary_crossentropy";
+  /// The loss function.
+  LossKind kind = LossKind::BinaryCrossentropy;
   /// Keras's from_logits: the model's last layer outputs logits (no final
   /// sigmoid or softmax) and the loss applies the sigmoid (binary losses) or
   /// the softmax (categorical ones); false: the last layer ends in it.
@@ -224,16 +274,23 @@ struct LossConfig {
   std::string where;  ///< "<file>:<line>:<col>: training.loss", for messages
 };
 
-/// The keras.losses class of loss function `function` (BinaryCrossentropy,
+/// The keras.losses class of kind (BinaryCrossentropy,
 /// SparseCategoricalCrossentropy, CategoricalCrossentropy,
-/// BinaryFocalCrossentropy, CategoricalFocalCrossentropy), or `function`
-/// itself for dice and bce_dice, which have none: the `type` of
+/// BinaryFocalCrossentropy, CategoricalFocalCrossentropy, Dice, Tversky), or
+/// its loss_name for dice and bce_dice, which have none: the `type` of
 /// training.loss's mapping form, for messages.
-std::string keras_loss_class(const std::string& function);
-/// Whether loss function `function` is categorical (softmax over K classes,
-/// class-index masks): sparse_categorical_crossentropy,
-/// categorical_crossentropy, categorical_focal_crossentropy.
-bool is_categorical_loss(const std::string& function);
+std::string keras_loss_class(LossKind kind);
+/// Whether kind is categorical (softmax over K classes, class-index masks):
+/// sparse_categorical_crossentropy, categorical_crossentropy,
+/// categorical_focal_crossentropy. Keras 3's Dice and Tversky
+/// (is_overlap) take either form.
+bool is_categorical(LossKind kind);
+/// Whether kind is Keras 3's Dice or Tversky, which take either one sigmoid
+/// channel and binary masks, or K >= 2 softmax channels and class-index
+/// masks (Keras's one-hot targets).
+bool is_overlap(LossKind kind);
+/// Whether kind is binary_focal_crossentropy or categorical_focal_crossentropy.
+bool is_focal(LossKind kind);
 
 struct TrainingConfig {
   int epochs = 1;
@@ -246,7 +303,7 @@ struct TrainingConfig {
   /// Goyal et al. 2017 ("Accurate, Large Minibatch SGD"): with
   /// batch_size_per_device, the learning rate (tuned for one device's batch)
   /// times k = the towers (linear) or sqrt(k) (sqrt); none: as given.
-  std::string learning_rate_scaling = "none";
+  LearningRateScaling learning_rate_scaling = LearningRateScaling::None;
   /// Their gradual warm-up: over the first learning_rate_warmup_epochs epochs
   /// (whole or fractional), the rate rises linearly, step by step, from the
   /// unscaled learning rate to the scaled one. 0: none.

@@ -13,44 +13,42 @@ namespace trainer {
 
 namespace {
 
-const std::vector<std::string> kLossNames = {"binary_crossentropy",
-                                             "dice",
-                                             "bce_dice",
-                                             "binary_focal_crossentropy",
-                                             "sparse_categorical_crossentropy",
-                                             "categorical_crossentropy",
-                                             "categorical_focal_crossentropy",
-                                             "tversky"};
-/// keras.losses classes and the function each computes here.
-const std::vector<std::pair<std::string, std::string>> kLossClasses = {
-    {"BinaryCrossentropy", "binary_crossentropy"},
-    {"BinaryFocalCrossentropy", "binary_focal_crossentropy"},
-    {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
-    {"CategoricalCrossentropy", "categorical_crossentropy"},
-    {"CategoricalFocalCrossentropy", "categorical_focal_crossentropy"},
-    {"Dice", "Dice"},  // Keras 3's: 'dice' here is the per-image soft Dice of the Keras U-Net examples
-    {"Tversky", "tversky"}};
+/// Every loss kind with its name (loss_name) and its keras.losses class ("": none).
+struct LossEntry {
+  LossKind kind;
+  const char* name;
+  const char* keras_class;
+};
+const LossEntry kLosses[] = {
+    {LossKind::BinaryCrossentropy, "binary_crossentropy", "BinaryCrossentropy"},
+    {LossKind::Dice, "dice", ""},  // Keras 3's Dice is KerasDice: 'dice' is the Keras U-Net examples' soft Dice
+    {LossKind::BceDice, "bce_dice", ""},
+    {LossKind::BinaryFocalCrossentropy, "binary_focal_crossentropy", "BinaryFocalCrossentropy"},
+    {LossKind::SparseCategoricalCrossentropy, "sparse_categorical_crossentropy", "SparseCategoricalCrossentropy"},
+    {LossKind::CategoricalCrossentropy, "categorical_crossentropy", "CategoricalCrossentropy"},
+    {LossKind::CategoricalFocalCrossentropy, "categorical_focal_crossentropy", "CategoricalFocalCrossentropy"},
+    {LossKind::KerasDice, "Dice", "Dice"},
+    {LossKind::Tversky, "tversky", "Tversky"}};
 
-bool is_focal(const std::string& function) {
-  return function == "binary_focal_crossentropy" || function == "categorical_focal_crossentropy";
-}
 /// The losses with Keras's label_smoothing argument.
-bool smooths_labels(const std::string& function) {
-  return function == "binary_crossentropy" || function == "categorical_crossentropy" || is_focal(function);
+bool smooths_labels(LossKind kind) {
+  return kind == LossKind::BinaryCrossentropy || kind == LossKind::CategoricalCrossentropy || is_focal(kind);
 }
 
-/// The loss function `type` names (a function name or a Keras class), or "".
-std::string loss_function(const std::string& type) {
-  if (std::find(kLossNames.begin(), kLossNames.end(), type) != kLossNames.end()) return type;
-  for (const auto& [cls, fn] : kLossClasses)
-    if (cls == type) return fn;
-  return "";
+/// The loss `type` names (a function name or a Keras class), or nullopt.
+std::optional<LossKind> loss_function(const std::string& type) {
+  for (const LossEntry& e : kLosses)
+    if (type == e.name || (*e.keras_class && type == e.keras_class)) return e.kind;
+  return std::nullopt;
 }
 
 /// Every name training.loss takes: the functions, then the classes.
 std::vector<std::string> known_losses() {
-  std::vector<std::string> known = kLossNames;
-  for (const auto& c : kLossClasses) known.push_back(c.first);
+  std::vector<std::string> known;
+  for (const LossEntry& e : kLosses)
+    if (e.kind != LossKind::KerasDice) known.push_back(e.name);  // named by its class below
+  for (const LossEntry& e : kLosses)
+    if (*e.keras_class) known.push_back(e.keras_class);
   return known;
 }
 
@@ -62,8 +60,6 @@ std::string unknown_loss(const std::string& type) {
   return "is '" + type + "'" + did_you_mean(type, known) + "; use one of: " + join_names(known);
 }
 
-/// Keras 3's Dice and Tversky.
-bool is_overlap(const std::string& function) { return function == "Dice" || function == "tversky"; }
 
 /// Dice's and tversky's axis into l.per_image: true for the axes of one
 /// image ([1, 2, 3], in any order, negative ones counted from the end; [1, 2]
@@ -71,10 +67,9 @@ bool is_overlap(const std::string& function) { return function == "Dice" || func
 /// None (absent or null) or every axis ([0, 1, 2, 3]): one ratio over the
 /// whole batch.
 void read_overlap_axis(ParamReader& p, LossConfig& l) {
-  const std::string& function = l.function;
   if (!p.given("axis")) return;
   const YAML::Node v = p.get_node("axis");
-  const std::string takes = keras_loss_class(function) +
+  const std::string takes = keras_loss_class(l.kind) +
                             " takes None (the default: one ratio over every pixel of the batch, as Keras's) or "
                             "[1, 2, 3] (one ratio per image, then the mean over the images)";
   if (v.IsScalar() && v.Scalar() == "None")
@@ -115,15 +110,15 @@ std::string loss_class(ParamReader& p, const YAML::Node& node) {
   return p.get_string("type", std::nullopt);
 }
 
-/// Marks every key of l.function's class known (for the unknown-key message), read or not.
+/// Marks every key of l.kind's class known (for the unknown-key message), read or not.
 void declare_keys(ParamReader& p, const LossConfig& l) {
   for (const char* key : {"name", "from_logits", "reduction", "axis"}) p.skip(key);
-  if (smooths_labels(l.function)) p.skip("label_smoothing");
-  if (is_focal(l.function))
+  if (smooths_labels(l.kind)) p.skip("label_smoothing");
+  if (is_focal(l.kind))
     for (const char* key : {"gamma", "alpha"}) p.skip(key);
-  if (l.function == "binary_focal_crossentropy") p.skip("apply_class_balancing");
-  if (l.function == "sparse_categorical_crossentropy") p.skip("ignore_class");
-  if (l.function == "sparse_categorical_crossentropy" && p.has("label_smoothing"))
+  if (l.kind == LossKind::BinaryFocalCrossentropy) p.skip("apply_class_balancing");
+  if (l.kind == LossKind::SparseCategoricalCrossentropy) p.skip("ignore_class");
+  if (l.kind == LossKind::SparseCategoricalCrossentropy && p.has("label_smoothing"))
     p.fail("label_smoothing", "is not an argument of Keras's SparseCategoricalCrossentropy; for smoothed labels use "
                               "type: CategoricalCrossentropy, which here takes the same class-index masks");
 }
@@ -136,18 +131,18 @@ void read_reduction_and_axis(ParamReader& p, LossConfig& l) {
       p.fail("reduction", "is '" + r + "'; only Keras's default, sum_over_batch_size (the mean over the batch's "
                           "pixels), is supported: remove the key");
   }
-  if (is_overlap(l.function))
+  if (is_overlap(l.kind))
     read_overlap_axis(p, l);
   else if (p.given("axis") && (!p.get_node("axis").IsScalar() || p.get_int("axis", std::nullopt) != -1))
     p.fail("axis", std::string("must be -1, the channels (the only axis a loss runs over here)") +
-                       (l.function == "dice" ? "; for Keras 3's Dice, which takes axis None or [1, 2, 3], write "
+                       (l.kind == LossKind::Dice ? "; for Keras 3's Dice, which takes axis None or [1, 2, 3], write "
                                                "type: Dice (this lower-case dice is the per-image soft Dice)"
                                              : ""));
 }
 
 /// tversky's alpha and beta, not both 0.
 void read_tversky(ParamReader& p, LossConfig& l) {
-  if (!(l.function == "tversky")) return;
+  if (l.kind != LossKind::Tversky) return;
   l.tversky_alpha = p.get_double("alpha", 0.5, 0.0);
   l.tversky_beta = p.get_double("beta", 0.5, 0.0);
   if (l.tversky_alpha == 0.0 && l.tversky_beta == 0.0)
@@ -158,11 +153,11 @@ void read_tversky(ParamReader& p, LossConfig& l) {
 /// A focal loss's gamma, alpha (one number, or CategoricalFocalCrossentropy's list per class) and
 /// BinaryFocalCrossentropy's apply_class_balancing.
 void read_focal(ParamReader& p, LossConfig& l) {
-  if (!(is_focal(l.function))) return;
+  if (!is_focal(l.kind)) return;
   l.gamma = p.get_double("gamma", 2.0, 0.0);
   l.alpha_given = p.given("alpha");
   if (l.alpha_given && p.get_node("alpha").IsSequence()) {
-    if (l.function != "categorical_focal_crossentropy")
+    if (l.kind != LossKind::CategoricalFocalCrossentropy)
       p.fail("alpha", "is a list, which only CategoricalFocalCrossentropy takes (one factor per class); "
                       "BinaryFocalCrossentropy's alpha is one number in [0, 1], the foreground's weight with "
                       "apply_class_balancing");
@@ -177,13 +172,13 @@ void read_focal(ParamReader& p, LossConfig& l) {
   } else {
     l.alpha = p.get_double("alpha", 0.25, 0.0, 1.0);
   }
-  if (l.function == "binary_focal_crossentropy")
+  if (l.kind == LossKind::BinaryFocalCrossentropy)
     l.apply_class_balancing = p.get_bool("apply_class_balancing", false);
 }
 
 /// SparseCategoricalCrossentropy's ignore_class: a mask value in [0, 65535]; refused on other losses.
 void read_ignore_class(ParamReader& p, LossConfig& l) {
-  if (l.function == "sparse_categorical_crossentropy" && p.given("ignore_class")) {
+  if (l.kind == LossKind::SparseCategoricalCrossentropy && p.given("ignore_class")) {
     const YAML::Node v = p.get_node("ignore_class");
     int c = 0;
     if (!v.IsScalar() || !YAML::convert<int>::decode(v, c))
@@ -194,7 +189,7 @@ void read_ignore_class(ParamReader& p, LossConfig& l) {
     if (c > 65535)
       p.fail("ignore_class", "is " + std::to_string(c) + ", above 65535, the largest value of a 16-bit mask");
     l.ignore_class = c;
-  } else if (l.function != "sparse_categorical_crossentropy" && p.has("ignore_class")) {
+  } else if (l.kind != LossKind::SparseCategoricalCrossentropy && p.has("ignore_class")) {
     p.fail("ignore_class", "is SparseCategoricalCrossentropy's (Keras 3): use type: SparseCategoricalCrossentropy "
                            "for class-index masks with pixels to ignore");
   }
@@ -202,15 +197,33 @@ void read_ignore_class(ParamReader& p, LossConfig& l) {
 
 }  // namespace
 
-std::string keras_loss_class(const std::string& function) {
-  for (const auto& [cls, fn] : kLossClasses)
-    if (fn == function) return cls;
-  return function;
+const char* loss_name(LossKind kind) {
+  for (const LossEntry& e : kLosses)
+    if (e.kind == kind) return e.name;
+  return "?";
 }
 
-bool is_categorical_loss(const std::string& function) {
-  return function == "sparse_categorical_crossentropy" || function == "categorical_crossentropy" ||
-         function == "categorical_focal_crossentropy";
+std::optional<LossKind> loss_kind(const std::string& name) {
+  for (const LossEntry& e : kLosses)
+    if (name == e.name) return e.kind;
+  return std::nullopt;
+}
+
+std::string keras_loss_class(LossKind kind) {
+  for (const LossEntry& e : kLosses)
+    if (e.kind == kind) return *e.keras_class ? e.keras_class : e.name;
+  return loss_name(kind);
+}
+
+bool is_categorical(LossKind kind) {
+  return kind == LossKind::SparseCategoricalCrossentropy || kind == LossKind::CategoricalCrossentropy ||
+         kind == LossKind::CategoricalFocalCrossentropy;
+}
+
+bool is_overlap(LossKind kind) { return kind == LossKind::KerasDice || kind == LossKind::Tversky; }
+
+bool is_focal(LossKind kind) {
+  return kind == LossKind::BinaryFocalCrossentropy || kind == LossKind::CategoricalFocalCrossentropy;
 }
 
 LossConfig read_loss(ParamReader& training) {
@@ -222,8 +235,9 @@ LossConfig read_loss(ParamReader& training) {
   }
   const YAML::Node node = training.get_node("loss");
   if (node.IsScalar()) {
-    l.function = loss_function(node.Scalar());
-    if (l.function.empty()) training.fail("loss", unknown_loss(node.Scalar()));
+    const std::optional<LossKind> kind = loss_function(node.Scalar());
+    if (!kind) training.fail("loss", unknown_loss(node.Scalar()));
+    l.kind = *kind;
     return l;
   }
   if (!node.IsMap())
@@ -233,14 +247,15 @@ LossConfig read_loss(ParamReader& training) {
   const std::string& file = training.file();
   ParamReader p(node, file, "training.loss");
   const std::string type = loss_class(p, node);
-  l.function = loss_function(type);
-  if (l.function.empty()) p.fail("type", unknown_loss(type));
+  const std::optional<LossKind> kind = loss_function(type);
+  if (!kind) p.fail("type", unknown_loss(type));
+  l.kind = *kind;
   declare_keys(p, l);
   // name: the loss object's name; the log calls it loss, as Keras's does.
   l.from_logits = p.get_bool("from_logits", false);
   read_reduction_and_axis(p, l);
   read_tversky(p, l);
-  if (smooths_labels(l.function)) l.label_smoothing = p.get_double("label_smoothing", 0.0, 0.0, 1.0);
+  if (smooths_labels(l.kind)) l.label_smoothing = p.get_double("label_smoothing", 0.0, 0.0, 1.0);
   read_focal(p, l);
   read_ignore_class(p, l);
   p.finish();

@@ -33,6 +33,14 @@ void read_callbacks(const YAML::Node& node, const std::string& file, TrainingCon
 /// in 'name' instead, as Keras's get_config() does ({name: adam, ...});
 /// example: a class for the fix, e.g. "Adam".
 void require_type(ParamReader& head, const std::string& example);
+/// The names of MonitorMode, FillMode and LearningRateScaling, in each
+/// enum's order (choices.cpp).
+const std::vector<std::string>& monitor_mode_names();
+const std::vector<std::string>& fill_mode_names();
+const std::vector<std::string>& scaling_names();
+/// The index of value in names, which the reader has checked it is one of
+/// (InternalError otherwise).
+size_t choice_index(const std::string& value, const std::vector<std::string>& names);
 /// The metrics training.metrics may name.
 const std::vector<std::string>& metric_names();
 /// training: {epochs, batch_size, seed, loss, metrics, optimizer, callbacks,

@@ -26,14 +26,14 @@ void require_type(ParamReader& head, const std::string& example) {
 
 namespace {
 
-const std::vector<std::string> kOptimizers = {"SGD", "Adam", "AdamW", "RMSprop"};
+const std::vector<std::string> kOptimizers = {"SGD", "Adam", "AdamW", "RMSprop"};  // OptimizerKind's order
 
 
-// "sgd", "Sgd", "SGD" -> "SGD" (Keras accepts the lowercase string identifiers).
-std::string canonical_optimizer(const std::string& name) {
-  for (const auto& o : kOptimizers)
-    if (ascii_lower(o) == ascii_lower(name)) return o;
-  return "";
+// "sgd", "Sgd", "SGD" -> SGD (Keras accepts the lowercase string identifiers); nullopt for another name.
+std::optional<OptimizerKind> canonical_optimizer(const std::string& name) {
+  for (size_t i = 0; i < kOptimizers.size(); ++i)
+    if (ascii_lower(kOptimizers[i]) == ascii_lower(name)) return OptimizerKind(i);
+  return std::nullopt;
 }
 
 
@@ -46,8 +46,9 @@ double positive(ParamReader& p, const std::string& key, double def) {
   return x;
 }
 
-const std::vector<std::string> kSchedules = {"ExponentialDecay", "InverseTimeDecay", "PolynomialDecay",
-                                             "PiecewiseConstantDecay", "CosineDecay", "CosineDecayRestarts"};
+// keras.optimizers.schedules' classes, in ScheduleKind's order after None.
+const std::vector<std::string> kSchedules = {"ExponentialDecay",       "InverseTimeDecay", "PolynomialDecay",
+                                             "PiecewiseConstantDecay", "CosineDecay",      "CosineDecayRestarts"};
 
 /// The required arguments of schedule `type`, as YAML keys with example values.
 std::string schedule_example(const std::string& type) {
@@ -68,14 +69,16 @@ LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& fi
                                 "0.001, decay_steps: 1000}");
   require_type(head, "CosineDecay");
   LearningRateSchedule s;
-  s.type = head.get_string("type", std::nullopt);
-  if (std::find(kSchedules.begin(), kSchedules.end(), s.type) == kSchedules.end())
-    head.fail("type", "is '" + s.type + "'" + did_you_mean(s.type, kSchedules) +
+  const std::string type = head.get_string("type", std::nullopt);
+  const auto known = std::find(kSchedules.begin(), kSchedules.end(), type);
+  if (known == kSchedules.end())
+    head.fail("type", "is '" + type + "'" + did_you_mean(type, kSchedules) +
                           "; use one of: " + join_names(kSchedules) + " (keras.optimizers.schedules)");
-  ParamReader p(node, file, what + " (" + s.type + ")");
+  s.type = ScheduleKind(1 + (known - kSchedules.begin()));
+  ParamReader p(node, file, what + " (" + type + ")");
   p.skip("type");
   p.skip("name");  // Keras's op name: no meaning here
-  if (s.type == "PiecewiseConstantDecay") {
+  if (s.type == ScheduleKind::PiecewiseConstantDecay) {
     const YAML::Node b = p.get_node("boundaries"), v = p.get_node("values");
     if (!b || !b.IsSequence() || !v || !v.IsSequence() || v.size() != b.size() + 1 || v.size() < 1)
       p.fail("values", "must be a list with one more entry than 'boundaries' (the rate up to each boundary step, "
@@ -97,22 +100,22 @@ LearningRateSchedule read_schedule(const YAML::Node& node, const std::string& fi
     return s;
   }
   s.initial_learning_rate = p.get_double("initial_learning_rate", std::nullopt, 0.0);
-  const std::string steps_key = s.type == "CosineDecayRestarts" ? "first_decay_steps" : "decay_steps";
-  if (s.type == "CosineDecayRestarts" && p.has("decay_steps"))
+  const std::string steps_key = s.type == ScheduleKind::CosineDecayRestarts ? "first_decay_steps" : "decay_steps";
+  if (s.type == ScheduleKind::CosineDecayRestarts && p.has("decay_steps"))
     p.fail("decay_steps", "is CosineDecay's; CosineDecayRestarts calls the first period's steps first_decay_steps "
                           "(Keras's argument): rename the key");
   s.decay_steps = p.get_double(steps_key, std::nullopt);
   if (!(s.decay_steps > 0)) p.fail(steps_key, "must be greater than 0 (Keras's rule)");
-  if (s.type == "CosineDecayRestarts") {
+  if (s.type == ScheduleKind::CosineDecayRestarts) {
     s.t_mul = p.get_double("t_mul", 2.0);
     if (!(s.t_mul >= 1.0))  // Keras's formula takes the log of a negative number once shrinking periods run out
       p.fail("t_mul", "must be at least 1 (each period is t_mul times as long as the one before)");
     s.m_mul = p.get_double("m_mul", 1.0, 0.0);
     s.alpha = p.get_double("alpha", 0.0, 0.0, 1.0);
-  } else if (s.type == "ExponentialDecay" || s.type == "InverseTimeDecay") {
+  } else if (s.type == ScheduleKind::ExponentialDecay || s.type == ScheduleKind::InverseTimeDecay) {
     s.decay_rate = p.get_double("decay_rate", std::nullopt, 0.0);
     s.staircase = p.get_bool("staircase", false);
-  } else if (s.type == "PolynomialDecay") {
+  } else if (s.type == ScheduleKind::PolynomialDecay) {
     s.end_learning_rate = p.get_double("end_learning_rate", 1e-4, 0.0);
     s.power = p.get_double("power", 1.0, 0.0);
     s.cycle = p.get_bool("cycle", false);
@@ -169,25 +172,25 @@ std::vector<double> read_class_weight(const YAML::Node& node, const std::string&
 
 // optimizer: a name, or a mapping {type, <that type's Keras arguments>}.
 /// The optimizer's class (canonical_optimizer) from node: a name, or a mapping's 'type'.
-std::string optimizer_type(const YAML::Node& node, const std::string& file, const std::string& what) {
+OptimizerKind optimizer_type(const YAML::Node& node, const std::string& file, const std::string& what) {
   if (node.IsScalar()) {
-    const std::string type = canonical_optimizer(node.Scalar());
-    if (type.empty())
+    const std::optional<OptimizerKind> type = canonical_optimizer(node.Scalar());
+    if (!type)
       throw UserError(yaml_location(file, node.Mark()) + ": " + what + ": '" + node.Scalar() + "' " +
                       (python_call_mapping(node.Scalar()).empty()
                            ? "is not an optimizer" + did_you_mean(node.Scalar(), kOptimizers) + "; use one of: " +
                                  join_names(kOptimizers)
                            : "is Python; write the mapping " + python_call_mapping(node.Scalar())));
-    return type;
+    return *type;
   }
   ParamReader head(node, file, what);
   require_type(head, "Adam");
   const std::string given = head.get_string("type", std::nullopt);
-  const std::string type = canonical_optimizer(given);
-  if (type.empty())
+  const std::optional<OptimizerKind> type = canonical_optimizer(given);
+  if (!type)
     head.fail("type", "is '" + given + "'" + did_you_mean(given, kOptimizers) + "; use one of: " +
                           join_names(kOptimizers));
-  return type;
+  return *type;
 }
 
 /// learning_rate: a number > 0, or a schedule mapping (its rate at step 0 goes in o.learning_rate).
@@ -196,7 +199,7 @@ void read_learning_rate(ParamReader& p, const YAML::Node& node, const std::strin
   if (lr && lr.IsMap()) {  // a schedule; learning_rate holds its rate at step 0
     p.skip("learning_rate");
     o.schedule = read_schedule(lr, file);
-    o.learning_rate = o.schedule.type == "PiecewiseConstantDecay" ? o.schedule.values[0]
+    o.learning_rate = o.schedule.type == ScheduleKind::PiecewiseConstantDecay ? o.schedule.values[0]
                                                                   : o.schedule.initial_learning_rate;
   } else {
     std::string named;  // the longest schedule name in a Python call or a bare class name
@@ -213,13 +216,13 @@ void read_learning_rate(ParamReader& p, const YAML::Node& node, const std::strin
 
 /// decay, weight_decay, use_ema, amsgrad and centered (false on any type).
 void read_decays(ParamReader& p, OptimizerConfig& o) {
-  const std::string& type = o.type;
+  const OptimizerKind type = o.type;
   o.decay = p.get_double("decay", o.decay, 0.0);
-  if (o.decay > 0 && !o.schedule.type.empty())
+  if (o.decay > 0 && o.schedule.type != ScheduleKind::None)
     p.fail("decay", "is Keras 2's time-based decay, which a learning_rate schedule replaces; remove 'decay'");
   // Keras: weight_decay=None on every optimizer, 0.004 on AdamW. A rate times
   // the decay of 1 or more would flip or zero every weight each step.
-  if (type == "AdamW" && p.has("weight_decay") && !p.given("weight_decay"))
+  if (type == OptimizerKind::AdamW && p.has("weight_decay") && !p.given("weight_decay"))
     p.fail("weight_decay", "is null, but AdamW needs a number (Keras's default is 0.004); use Adam for no decay");
   p.skip("weight_decay");  // known (for the unknown-key message) when absent too
   if (p.given("weight_decay")) o.weight_decay = p.get_double("weight_decay", o.weight_decay, 0.0);
@@ -227,11 +230,12 @@ void read_decays(ParamReader& p, OptimizerConfig& o) {
   if (p.has("use_ema") && p.get_bool("use_ema", false))
     p.fail("use_ema", "is a Keras optimizer argument that is not supported; remove it (docs/config.md, optimizer)");
   // amsgrad (Adam, AdamW) and centered (RMSprop): false is accepted on any type, as before they were read.
-  const bool adam = type == "Adam" || type == "AdamW";
-  for (const auto& [key, owner] : {std::pair<const char*, bool>{"amsgrad", adam}, {"centered", type == "RMSprop"}})
+  const bool adam = type == OptimizerKind::Adam || type == OptimizerKind::AdamW;
+  for (const auto& [key, owner] : {std::pair<const char*, bool>{"amsgrad", adam}, {"centered", type == OptimizerKind::RMSprop}})
     if (!owner && p.has(key) && p.get_bool(key, false))
       p.fail(key, std::string("is an argument of Keras's ") +
-                      (std::string(key) == "amsgrad" ? "Adam and AdamW" : "RMSprop") + ", not of " + type +
+                      (std::string(key) == "amsgrad" ? "Adam and AdamW" : "RMSprop") + ", not of " +
+                      optimizer_name(type) +
                       "; remove it or change the type");
 }
 
@@ -257,11 +261,11 @@ void check_weight_decay(ParamReader& p, const OptimizerConfig& o) {
   double peak = o.learning_rate;  // the largest rate a schedule reaches
   for (double v : o.schedule.values) peak = std::max(peak, v);
   if (o.schedule.warmup) peak = std::max(peak, o.schedule.warmup_target);
-  if (o.schedule.type == "PolynomialDecay") peak = std::max(peak, o.schedule.end_learning_rate);
-  const bool growing = (o.schedule.type == "ExponentialDecay" && o.schedule.decay_rate > 1) ||
-                       (o.schedule.type == "CosineDecayRestarts" && o.schedule.m_mul > 1);
+  if (o.schedule.type == ScheduleKind::PolynomialDecay) peak = std::max(peak, o.schedule.end_learning_rate);
+  const bool growing = (o.schedule.type == ScheduleKind::ExponentialDecay && o.schedule.decay_rate > 1) ||
+                       (o.schedule.type == ScheduleKind::CosineDecayRestarts && o.schedule.m_mul > 1);
   if (growing && o.weight_decay > 0)
-    p.fail("weight_decay", "is given with " + std::string(o.schedule.type == "ExponentialDecay"
+    p.fail("weight_decay", "is given with " + std::string(o.schedule.type == ScheduleKind::ExponentialDecay
                                                               ? "an ExponentialDecay whose decay_rate > 1"
                                                               : "a CosineDecayRestarts whose m_mul > 1") +
                                ": the rate grows without bound, and once learning_rate * weight_decay reaches 1 "
@@ -275,11 +279,11 @@ void check_weight_decay(ParamReader& p, const OptimizerConfig& o) {
 /// The arguments of o.type's own: SGD's momentum and nesterov, Adam's betas,
 /// epsilon and amsgrad, RMSprop's rho, momentum, epsilon and centered.
 void read_type_arguments(ParamReader& p, OptimizerConfig& o) {
-  const std::string& type = o.type;
-  if (type == "SGD") {
+  const OptimizerKind type = o.type;
+  if (type == OptimizerKind::SGD) {
     o.momentum = p.get_double("momentum", o.momentum, 0.0, 1.0);
     o.nesterov = p.get_bool("nesterov", o.nesterov);
-  } else if (type == "Adam" || type == "AdamW") {
+  } else if (type == OptimizerKind::Adam || type == OptimizerKind::AdamW) {
     for (auto [key, beta] : {std::pair<std::string, double*>{"beta_1", &o.beta_1}, {"beta_2", &o.beta_2}}) {
       *beta = p.get_double(key, *beta);
       if (!(*beta >= 0.0 && *beta < 1.0))
@@ -298,12 +302,12 @@ void read_type_arguments(ParamReader& p, OptimizerConfig& o) {
 OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) {
   OptimizerConfig o;
   const std::string what = "training.optimizer";
-  const std::string type = optimizer_type(node, file, what);
+  const OptimizerKind type = optimizer_type(node, file, what);
   o.type = type;
-  o.learning_rate = type == "SGD" ? 0.01 : 0.001;  // Keras defaults
-  o.weight_decay = type == "AdamW" ? 0.004 : 0.0;
+  o.learning_rate = type == OptimizerKind::SGD ? 0.01 : 0.001;  // Keras defaults
+  o.weight_decay = type == OptimizerKind::AdamW ? 0.004 : 0.0;
   if (node.IsScalar()) return o;
-  ParamReader p(node, file, what + " (" + type + ")");
+  ParamReader p(node, file, what + " (" + optimizer_name(type) + ")");
   p.skip("type");
   read_learning_rate(p, node, file, o);
   read_decays(p, o);
@@ -408,21 +412,22 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   }
   if (p.given("metrics")) {  // null: Keras's None, no metrics
     const YAML::Node metrics = p.get_node("metrics");
-    t.metrics = read_metrics(metrics, file, is_categorical_loss(t.loss.function));
+    t.metrics = read_metrics(metrics, file, is_categorical(t.loss.kind));
     t.metrics_where = yaml_location(file, metrics.Mark()) + ": training.metrics";
   }
   if (YAML::Node opt = p.get_node("optimizer")) t.optimizer = read_optimizer(opt, file);
   if (p.given("callbacks")) read_callbacks(p.get_node("callbacks"), file, t, has_validation);  // null: none
-  t.learning_rate_scaling = p.get_string("learning_rate_scaling", "none", {"none", "linear", "sqrt"});
-  if (t.learning_rate_scaling != "none" && t.batch_size_per_device == 0)
+  t.learning_rate_scaling = LearningRateScaling(
+      choice_index(p.get_string("learning_rate_scaling", std::string("none"), scaling_names()), scaling_names()));
+  if (t.learning_rate_scaling != LearningRateScaling::None && t.batch_size_per_device == 0)
     p.fail("learning_rate_scaling", "scales a learning rate tuned for one device's batch to the global batch: give "
                                     "that batch as training.batch_size_per_device (the global batch is then it "
                                     "times the towers), or leave learning_rate_scaling out");
-  if (t.learning_rate_scaling != "none" && !t.optimizer.schedule.type.empty())
-    p.fail("learning_rate_scaling", "does not scale a learning_rate schedule (" + t.optimizer.schedule.type +
+  if (t.learning_rate_scaling != LearningRateScaling::None && t.optimizer.schedule.type != ScheduleKind::None)
+    p.fail("learning_rate_scaling", "does not scale a learning_rate schedule (" + std::string(schedule_name(t.optimizer.schedule.type)) +
                                     "): scale the schedule's rates in the config, or leave learning_rate_scaling out");
   t.learning_rate_warmup_epochs = p.get_double("learning_rate_warmup_epochs", 0, 0, 1e6);
-  if (t.learning_rate_warmup_epochs > 0 && t.learning_rate_scaling == "none")
+  if (t.learning_rate_warmup_epochs > 0 && t.learning_rate_scaling == LearningRateScaling::None)
     p.fail("learning_rate_warmup_epochs", "ramps the learning rate up to the scaled one: set learning_rate_scaling "
                                           "(linear or sqrt), or for a warm-up of its own use a CosineDecay schedule "
                                           "with warmup_target and warmup_steps");
@@ -451,6 +456,12 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   p.skip("initial_weights");  // known when absent too (unknown-key suggestions)
   p.finish();
   return t;
+}
+
+const char* optimizer_name(OptimizerKind kind) { return kOptimizers[size_t(kind)].c_str(); }
+
+const char* schedule_name(ScheduleKind kind) {
+  return kind == ScheduleKind::None ? "none" : kSchedules[size_t(kind) - 1].c_str();
 }
 
 }  // namespace trainer

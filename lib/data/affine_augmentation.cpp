@@ -26,11 +26,14 @@ double between(double lo, double hi, double u) { return lo + (hi - lo) * u; }
 /// A shift range as pixels of a side of `size` pixels: fractions below 1, pixels from 1.
 double shift_pixels(double range, int size) { return range < 1 ? range * size : range; }
 
-int border(const std::string& fill_mode) {
-  if (fill_mode == "constant") return cv::BORDER_CONSTANT;
-  if (fill_mode == "reflect") return cv::BORDER_REFLECT;
-  if (fill_mode == "wrap") return cv::BORDER_WRAP;
-  return cv::BORDER_REPLICATE;  // nearest
+int border(FillMode fill_mode) {
+  switch (fill_mode) {
+    case FillMode::Constant: return cv::BORDER_CONSTANT;
+    case FillMode::Reflect: return cv::BORDER_REFLECT;
+    case FillMode::Wrap: return cv::BORDER_WRAP;
+    case FillMode::Nearest: break;
+  }
+  return cv::BORDER_REPLICATE;
 }
 
 /// img <- img warped by m (inverse map), through a copy in `source` (warpAffine

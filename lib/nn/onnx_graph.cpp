@@ -13,35 +13,36 @@ const WeightRecord& OnnxLayerIO::weight(const std::string& key) const {
   return *it->second;
 }
 
-OnnxNode& OnnxNode::ints(const std::string& key, const std::vector<int64_t>& values) {
-  onnx::AttributeProto* a = node_.add_attribute();
+namespace {
+
+/// A new attribute of node n, named key, of type t.
+onnx::AttributeProto& attribute(onnx::NodeProto& n, const std::string& key, onnx::AttributeProto::AttributeType t) {
+  onnx::AttributeProto* a = n.add_attribute();
   a->set_name(key);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : values) a->add_ints(x);
+  a->set_type(t);
+  return *a;
+}
+
+}  // namespace
+
+OnnxNode& OnnxNode::ints(const std::string& key, const std::vector<int64_t>& values) {
+  onnx::AttributeProto& a = attribute(node_, key, onnx::AttributeProto::INTS);
+  for (int64_t x : values) a.add_ints(x);
   return *this;
 }
 
 OnnxNode& OnnxNode::integer(const std::string& key, int64_t value) {
-  onnx::AttributeProto* a = node_.add_attribute();
-  a->set_name(key);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(value);
+  attribute(node_, key, onnx::AttributeProto::INT).set_i(value);
   return *this;
 }
 
 OnnxNode& OnnxNode::real(const std::string& key, float value) {
-  onnx::AttributeProto* a = node_.add_attribute();
-  a->set_name(key);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(value);
+  attribute(node_, key, onnx::AttributeProto::FLOAT).set_f(value);
   return *this;
 }
 
 OnnxNode& OnnxNode::text(const std::string& key, const std::string& value) {
-  onnx::AttributeProto* a = node_.add_attribute();
-  a->set_name(key);
-  a->set_type(onnx::AttributeProto::STRING);
-  a->set_s(value);
+  attribute(node_, key, onnx::AttributeProto::STRING).set_s(value);
   return *this;
 }
 

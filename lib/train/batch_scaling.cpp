@@ -7,8 +7,8 @@ namespace trainer {
 double resolve_batch_scaling(TrainingConfig& t, int towers) {
   if (t.batch_size_per_device == 0) return 1.0;
   t.batch_size = t.batch_size_per_device * towers;
-  const double k = t.learning_rate_scaling == "linear" ? double(towers)
-                   : t.learning_rate_scaling == "sqrt" ? std::sqrt(double(towers))
+  const double k = t.learning_rate_scaling == LearningRateScaling::Linear ? double(towers)
+                   : t.learning_rate_scaling == LearningRateScaling::Sqrt ? std::sqrt(double(towers))
                                                         : 1.0;
   t.optimizer.learning_rate *= k;
   return k;

@@ -21,11 +21,9 @@ double worst(bool max) {
 
 }  // namespace
 
-bool monitor_is_max(const std::string& monitor, const std::string& mode) {
-  if (mode == "max") return true;
-  if (mode == "min") return false;
-  if (mode != "auto")
-    throw UserError("mode '" + mode + "' for monitor '" + monitor + "' is not one of auto, min, max");
+bool monitor_is_max(const std::string& monitor, MonitorMode mode) {
+  if (mode == MonitorMode::Max) return true;
+  if (mode == MonitorMode::Min) return false;
   const std::string name = monitor.rfind("val_", 0) == 0 ? monitor.substr(4) : monitor;
   if (contains(name, "loss")) return false;
   return contains(name, "acc") || contains(name, "iou") || contains(name, "dice") || contains(name, "precision") ||

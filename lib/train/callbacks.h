@@ -10,11 +10,11 @@
 
 namespace trainer {
 
-/// Keras's mode resolution: "max" -> true, "min" -> false; "auto" -> false when the
-/// monitor's name contains "loss", else true when it contains "acc", "iou" or "dice"
-/// (tf.keras uses "acc" only; iou/dice are this tool's maximised metrics), else false.
-/// Throws UserError for any other mode.
-bool monitor_is_max(const std::string& monitor, const std::string& mode);
+/// Keras's mode resolution: Max -> true, Min -> false; Auto -> false when the
+/// monitor's name contains "loss", else true when it contains "acc", "iou", "dice",
+/// "precision" or "recall" (tf.keras uses "acc" only; the others are this tool's
+/// maximised metrics), else false.
+bool monitor_is_max(const std::string& monitor, MonitorMode mode);
 
 /// keras.callbacks.EarlyStopping's decision (Keras 3 on_epoch_end): epochs up
 /// to start_from_epoch are not watched; on every other epoch the wait counter
@@ -32,7 +32,6 @@ bool monitor_is_max(const std::string& monitor, const std::string& mode);
 /// the best here (in Keras a first NaN does, and nothing beats it afterwards).
 class EarlyStopping {
  public:
-  /// Throws UserError for an unknown cfg.mode.
   explicit EarlyStopping(const EarlyStoppingConfig& cfg);
   /// Records the monitor's value of epoch (1-based, as the log numbers epochs;
   /// Keras's start_from_epoch counts from 0, so its epochs < start_from_epoch are
@@ -76,7 +75,6 @@ class EarlyStopping {
 /// improvement, no min_delta, as Keras).
 class CheckpointPolicy {
  public:
-  /// Throws UserError for an unknown cfg.mode.
   explicit CheckpointPolicy(const ModelCheckpointConfig& cfg);
   /// Whether to save after an epoch whose monitor is value; updates best(). NaN never improves.
   bool should_save(double value);
@@ -102,7 +100,6 @@ class CheckpointPolicy {
 /// (unlike Keras, which takes any first value, NaN too, as the best).
 class ReduceLROnPlateau {
  public:
-  /// Throws UserError for an unknown cfg.mode.
   explicit ReduceLROnPlateau(const ReduceLROnPlateauConfig& cfg);
   /// Records the monitor's value of an epoch trained at learning rate lr;
   /// returns the learning rate of the next epoch (lr, or the reduced one).

@@ -358,16 +358,16 @@ void FitLoop::set_up_steps_and_rate() {
     spdlog::info("an epoch is {} steps (training.steps_per_epoch; a pass over the training set is {})", steps_,
                  pass_steps);
   // Named: without training.optimizer it is Keras's default, RMSprop, which a user may not expect.
-  if (tc_.learning_rate_scaling == "none" && tc_.optimizer.schedule.type.empty())
-    spdlog::info("optimizer {}, learning rate {:g}", tc_.optimizer.type, tc_.optimizer.learning_rate);
+  if (tc_.learning_rate_scaling == LearningRateScaling::None && tc_.optimizer.schedule.type == ScheduleKind::None)
+    spdlog::info("optimizer {}, learning rate {:g}", optimizer_name(tc_.optimizer.type), tc_.optimizer.learning_rate);
   else
-    spdlog::info("optimizer {}", tc_.optimizer.type);
-  if (tc_.learning_rate_scaling == "none") return;
+    spdlog::info("optimizer {}", optimizer_name(tc_.optimizer.type));
+  if (tc_.learning_rate_scaling == LearningRateScaling::None) return;
   const double k = trainer_.learning_rate_scale();
   const auto warmup = std::llround(tc_.learning_rate_warmup_epochs * steps_);
   trainer_.set_learning_rate_warmup(warmup);
   spdlog::info("learning rate {:g}: learning_rate {:g} x {:g} (learning_rate_scaling {} over {} towers){}",
-               tc_.optimizer.learning_rate, tc_.optimizer.learning_rate / k, k, tc_.learning_rate_scaling,
+               tc_.optimizer.learning_rate, tc_.optimizer.learning_rate / k, k, scaling_name(tc_.learning_rate_scaling),
                trainer_.world_towers(),
                warmup > 0 && k != 1 ? fmt::format(", reached by a linear warm-up from {:g} over the first {} steps ({:g} "
                                         "epoch(s))", tc_.optimizer.learning_rate / k, warmup,
@@ -449,7 +449,7 @@ std::map<std::string, double> FitLoop::epoch_logs() {
   }
   for (const auto& cb : s_.callbacks) cb->add_logs(logs);
   // As Keras reads optimizer.learning_rate: the next update's (a schedule's, or a warm-up's).
-  if (!tc_.optimizer.schedule.type.empty() || tc_.learning_rate_warmup_epochs > 0)
+  if (tc_.optimizer.schedule.type != ScheduleKind::None || tc_.learning_rate_warmup_epochs > 0)
     logs["learning_rate"] = trainer_.learning_rate_at(trainer_.iterations());
   return logs;
 }

@@ -13,26 +13,10 @@
 
 namespace trainer {
 
-LossKind loss_kind(const std::string& name) {
-  if (name == "binary_crossentropy") return LossKind::BinaryCrossentropy;
-  if (name == "dice") return LossKind::Dice;
-  if (name == "bce_dice") return LossKind::BceDice;
-  if (name == "binary_focal_crossentropy") return LossKind::BinaryFocalCrossentropy;
-  if (name == "sparse_categorical_crossentropy") return LossKind::SparseCategoricalCrossentropy;
-  if (name == "categorical_crossentropy") return LossKind::CategoricalCrossentropy;
-  if (name == "categorical_focal_crossentropy") return LossKind::CategoricalFocalCrossentropy;
-  if (name == "Dice") return LossKind::KerasDice;
-  if (name == "tversky") return LossKind::Tversky;
-  throw std::invalid_argument("unknown loss '" + name +
-                              "' (known: binary_crossentropy, dice, bce_dice, binary_focal_crossentropy, "
-                              "sparse_categorical_crossentropy, categorical_crossentropy, "
-                              "categorical_focal_crossentropy, Dice, tversky)");
-}
-
 OverlapForm overlap_form(const LossConfig& config) {
   OverlapForm f;
   f.per_image = config.per_image;
-  if (loss_kind(config.function) == LossKind::Tversky) f.alpha = config.tversky_alpha, f.beta = config.tversky_beta;
+  if (config.kind == LossKind::Tversky) f.alpha = config.tversky_alpha, f.beta = config.tversky_beta;
   return f;
 }
 
@@ -52,7 +36,7 @@ void join_pooled_loss(const ShardReduce& reduce) {
 
 CrossEntropyForm cross_entropy_form(const LossConfig& config) {
   CrossEntropyForm f;
-  const LossKind kind = loss_kind(config.function);
+  const LossKind kind = config.kind;
   if (kind == LossKind::Dice || kind == LossKind::BceDice || kind == LossKind::SparseCategoricalCrossentropy ||
       kind == LossKind::KerasDice || kind == LossKind::Tversky)
     return f;
@@ -67,13 +51,6 @@ CrossEntropyForm cross_entropy_form(const LossConfig& config) {
   }
   return f;
 }
-
-bool is_categorical(LossKind kind) {
-  return kind == LossKind::SparseCategoricalCrossentropy || kind == LossKind::CategoricalCrossentropy ||
-         kind == LossKind::CategoricalFocalCrossentropy;
-}
-
-bool is_overlap(LossKind kind) { return kind == LossKind::KerasDice || kind == LossKind::Tversky; }
 
 int loss_classes(LossKind kind, const Shape& output) {
   return is_categorical(kind) || (is_overlap(kind) && output.c > 1) ? output.c : 0;
@@ -146,14 +123,28 @@ double overlap_ratio(LossKind kind, const OverlapForm& f, double i, double p, do
   return 1.0 - a * i / den;
 }
 
+/// segmentation_sums of logits and targets [N, H, W, C]: 4 per sample (bce, sum p y, sum p, sum y).
+std::vector<double> sample_sums(const Tensor& logits, const Tensor& targets, bool need_bce, bool need_dice) {
+  const int n = logits.shape().n;
+  std::vector<double> sums(size_t(n) * 4);
+  segmentation_sums(logits.device(), logits.data(), targets.data(), n, logits.shape().sample_numel(), need_bce,
+                    need_dice, sums.data());
+  return sums;
+}
+
+/// dlogits (when not null) <- segmentation_loss_grad with coef (3 per sample).
+void write_gradient(const Tensor& logits, const Tensor& targets, const std::vector<float>& coef, Tensor* dlogits) {
+  if (!dlogits) return;
+  dlogits->resize(logits.shape());
+  segmentation_loss_grad(logits.device(), logits.data(), targets.data(), logits.shape().n,
+                         logits.shape().sample_numel(), coef.data(), dlogits->data());
+}
+
 /// Dice and tversky (loss_sum): logits and targets of one shape [N, H, W, C].
 double overlap_loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
                         const OverlapForm& form, const ShardReduce& reduce) {
-  const Device& d = logits.device();
   const int n = logits.shape().n;
-  const size_t m = logits.shape().sample_numel();
-  std::vector<double> sums(size_t(n) * 4);
-  segmentation_sums(d, logits.data(), targets.data(), n, m, false, true, sums.data());
+  const std::vector<double> sums = sample_sums(logits, targets, false, true);
   std::vector<float> coef(size_t(n) * 3);
   double total = 0;
   if (form.per_image) {
@@ -170,10 +161,7 @@ double overlap_loss_sum(LossKind kind, const Tensor& logits, const Tensor& targe
     total = double(n) * overlap_ratio(kind, form, pooled[0], pooled[1], pooled[2], batch, coef.data());
     for (int s = 1; s < n; ++s) std::copy(coef.begin(), coef.begin() + 3, coef.begin() + size_t(s) * 3);
   }
-  if (dlogits) {
-    dlogits->resize(logits.shape());
-    segmentation_loss_grad(d, logits.data(), targets.data(), n, m, coef.data(), dlogits->data());
-  }
+  write_gradient(logits, targets, coef, dlogits);
   return total;
 }
 
@@ -234,13 +222,11 @@ double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tens
   if (kind == LossKind::BinaryFocalCrossentropy || (kind == LossKind::BinaryCrossentropy && !form.plain()))
     return sigmoid_focal_loss_sum(logits, targets, dlogits, form);
   if (is_overlap(kind)) return overlap_loss_sum(kind, logits, targets, dlogits, overlap, reduce);
-  const Device& d = logits.device();
   const bool need_bce = kind != LossKind::Dice;
   const bool need_dice = kind != LossKind::BinaryCrossentropy;
   const int n = logits.shape().n;
   const size_t m = logits.shape().sample_numel();
-  std::vector<double> sums(size_t(n) * 4);
-  segmentation_sums(d, logits.data(), targets.data(), n, m, need_bce, need_dice, sums.data());
+  const std::vector<double> sums = sample_sums(logits, targets, need_bce, need_dice);
   std::vector<float> coef(size_t(n) * 3);
   double total = 0;
   for (int s = 0; s < n; ++s) {
@@ -259,10 +245,7 @@ double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tens
     c[1] = need_dice ? float(-2.0 / den) : 0.f;
     c[2] = need_dice ? float(num / (den * den)) : 0.f;
   }
-  if (dlogits) {
-    dlogits->resize(logits.shape());
-    segmentation_loss_grad(d, logits.data(), targets.data(), n, m, coef.data(), dlogits->data());
-  }
+  write_gradient(logits, targets, coef, dlogits);
   return total;
 }
 

@@ -14,25 +14,6 @@
 
 namespace trainer {
 
-enum class LossKind {
-  BinaryCrossentropy,
-  Dice,
-  BceDice,
-  BinaryFocalCrossentropy,
-  SparseCategoricalCrossentropy,
-  CategoricalCrossentropy,
-  CategoricalFocalCrossentropy,
-  KerasDice,
-  Tversky
-};
-
-/// "binary_crossentropy" | "dice" | "bce_dice" | "binary_focal_crossentropy" |
-/// "sparse_categorical_crossentropy" | "categorical_crossentropy" |
-/// "categorical_focal_crossentropy" | "Dice" (Keras 3's class) | "tversky";
-/// std::invalid_argument naming the known names otherwise (config validation
-/// reports the user-facing error).
-LossKind loss_kind(const std::string& name);
-
 /// The overlap losses' arguments (Keras 3's Dice and Tversky): Tversky's alpha
 /// and beta (Dice ignores them), and whether each image is its own ratio
 /// (Keras's axis [1, 2, 3]) or the ratio pools every pixel of the global batch
@@ -42,8 +23,7 @@ struct OverlapForm {
   bool per_image = false;
 };
 
-/// config's OverlapForm (the defaults for the other losses); std::invalid_argument
-/// (from loss_kind) for an unknown config.function.
+/// config's OverlapForm (the defaults for the other losses).
 OverlapForm overlap_form(const LossConfig& config);
 
 /// Whether kind and form make one ratio of the whole global batch, whose
@@ -64,19 +44,6 @@ void join_pooled_loss(const ShardReduce& reduce);
 /// apply_class_balancing; plain for dice and bce_dice. Per-class alphas
 /// (config.alphas) are device data: the caller sets form.alphas.
 CrossEntropyForm cross_entropy_form(const LossConfig& config);
-
-/// Whether kind is a categorical loss: the model ends in a softmax over K >= 2
-/// class channels and the masks hold class indices 0..K-1. Masks are read as
-/// class indices for all three, and categorical_crossentropy (or its focal
-/// form) of their one-hot encoding (keras.utils.to_categorical) is computed
-/// from the indices: without label smoothing it equals
-/// sparse_categorical_crossentropy.
-bool is_categorical(LossKind kind);
-
-/// Whether kind is Keras 3's Dice or Tversky, which take either one sigmoid
-/// channel and binary masks, or K >= 2 softmax channels and class-index
-/// masks (Keras's one-hot targets; loss_classes).
-bool is_overlap(LossKind kind);
 
 /// The most classes a categorical model may have (8-bit class-index masks).
 inline constexpr int kMaxClasses = 256;

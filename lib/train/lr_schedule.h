@@ -29,7 +29,7 @@
 
 namespace trainer {
 
-/// The rate of schedule s at step t >= 0 (s.type not empty).
+/// The rate of schedule s at step t >= 0 (s.type not None).
 double scheduled_learning_rate(const LearningRateSchedule& s, int64_t t);
 
 /// One line naming the schedule and its values, as the config gives them,

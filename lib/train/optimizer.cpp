@@ -9,7 +9,7 @@ namespace trainer {
 
 double Optimizer::learning_rate_at(int64_t t) const {
   const double warmup = warmup_factor(t, warmup_steps_, warmup_start_);
-  if (!schedule_.type.empty()) return warmup * scheduled_learning_rate(schedule_, t);
+  if (schedule_.type != ScheduleKind::None) return warmup * scheduled_learning_rate(schedule_, t);
   return warmup * lr_ / (1.0 + decay_ * double(t));
 }
 
@@ -22,11 +22,13 @@ void Optimizer::update(float* params, const float* grads, size_t begin, size_t e
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, size_t n_params, const Device& d) {
-  if (cfg.type == "SGD") return make_sgd(cfg, n_params, d);
-  if (cfg.type == "Adam" || cfg.type == "AdamW") return make_adam(cfg, n_params, d);
-  if (cfg.type == "RMSprop") return make_rmsprop(cfg, n_params, d);
-  throw UserError("training.optimizer.type: unknown optimizer '" + cfg.type +
-                  "'; use one of SGD, Adam, AdamW, RMSprop (Keras class names)");
+  switch (cfg.type) {
+    case OptimizerKind::SGD: return make_sgd(cfg, n_params, d);
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW: return make_adam(cfg, n_params, d);
+    case OptimizerKind::RMSprop: return make_rmsprop(cfg, n_params, d);
+  }
+  throw InternalError("make_optimizer: an optimizer kind without a maker");
 }
 
 }  // namespace trainer

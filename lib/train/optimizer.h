@@ -97,12 +97,11 @@ class Optimizer {
 /// Whether SGD or RMSprop under cfg keeps the "momentum" slot: its momentum, in
 /// the float the update uses, is not 0 (false for Adam and AdamW, which have none).
 inline bool keeps_momentum_slot(const OptimizerConfig& cfg) {
-  return (cfg.type == "SGD" || cfg.type == "RMSprop") && float(cfg.momentum) != 0.f;
+  return (cfg.type == OptimizerKind::SGD || cfg.type == OptimizerKind::RMSprop) && float(cfg.momentum) != 0.f;
 }
 
-/// Builds cfg.type ("SGD" | "Adam" | "AdamW" | "RMSprop"; AdamW is Adam with
-/// its weight decay) for n_params parameters on device d,
-/// state zeroed. Throws UserError naming the type and the known ones for any other type.
+/// Builds cfg.type (AdamW is Adam with its weight decay) for n_params
+/// parameters on device d, state zeroed.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, size_t n_params, const Device& d);
 
 // The concrete optimizers, one per file (sgd.cpp, adam.cpp, rmsprop.cpp).

@@ -34,7 +34,7 @@ Config stored_config(const Checkpoint& ckpt, const std::string& path) {
   if (const YAML::Node stored = YAML::Load(ckpt.config_yaml)["training"];
       stored.IsMap() && !stored["optimizer"] && !slots && ckpt.state_scalars.count("optimizer_iterations")) {
     then.training.optimizer = OptimizerConfig{};
-    then.training.optimizer.type = "SGD";
+    then.training.optimizer.type = OptimizerKind::SGD;
     then.training.optimizer.learning_rate = 0.01;
     spdlog::info("{}: its run's config names no optimizer and it holds no optimizer slots: it trained with SGD "
                  "(learning rate 0.01), the default of older builds (RMSprop now)", path);

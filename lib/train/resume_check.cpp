@@ -66,8 +66,9 @@ std::string numbers_text(const std::vector<double>& w) {
 /// from b (the checkpoint's) to a: another type, or another set of slots.
 void check_optimizer_state(const OptimizerConfig& a, const OptimizerConfig& b, const std::string& source) {
   if (a.type != b.type)
-    throw UserError(source + " was trained with the " + b.type + " optimizer, the config says " + a.type +
-                    "; its state cannot carry over: set training.optimizer.type to " + b.type + " to resume");
+    throw UserError(source + " was trained with the " + optimizer_name(b.type) + " optimizer, the config says " +
+                    optimizer_name(a.type) + "; its state cannot carry over: set training.optimizer.type to " +
+                    optimizer_name(b.type) + " to resume");
   // Settings that decide which state slots exist: (key, the config's value, the checkpoint's, whether each
   // keeps the slot, the slot). SGD and RMSprop keep "momentum" only when momentum is not 0.
   const std::tuple<const char*, std::string, std::string, bool, bool, const char*> slots[] = {
@@ -86,10 +87,10 @@ void check_optimizer_state(const OptimizerConfig& a, const OptimizerConfig& b, c
 
 void optimizer_differences(std::vector<std::string>& out, const OptimizerConfig& a, const OptimizerConfig& b) {
   auto schedule = [](const OptimizerConfig& o) {
-    return o.schedule.type.empty() ? std::string("none") : schedule_text(o.schedule);
+    return o.schedule.type == ScheduleKind::None ? std::string("none") : schedule_text(o.schedule);
   };
   compare(out, "training.optimizer.learning_rate schedule", schedule(a), schedule(b));
-  if (a.schedule.type.empty() && b.schedule.type.empty())
+  if (a.schedule.type == ScheduleKind::None && b.schedule.type == ScheduleKind::None)
     compare(out, "training.optimizer.learning_rate", a.learning_rate, b.learning_rate);
   compare(out, "training.optimizer.momentum", a.momentum, b.momentum);
   compare(out, "training.optimizer.nesterov", a.nesterov, b.nesterov);
@@ -105,26 +106,25 @@ void optimizer_differences(std::vector<std::string>& out, const OptimizerConfig&
 }
 
 void loss_differences(std::vector<std::string>& out, const LossConfig& l, const LossConfig& m) {
-  compare(out, "training.loss", l.function, m.function);
+  compare(out, "training.loss", std::string(loss_name(l.kind)), std::string(loss_name(m.kind)));
   compare(out, "training.loss.from_logits", l.from_logits, m.from_logits);
   const auto ignored = [](int c) { return c < 0 ? std::string("null") : std::to_string(c); };
   compare(out, "training.loss.ignore_class", ignored(l.ignore_class), ignored(m.ignore_class));
   compare(out, "training.loss.label_smoothing", l.label_smoothing, m.label_smoothing);
-  if (l.function == m.function && (l.function == "binary_focal_crossentropy" ||
-                                   l.function == "categorical_focal_crossentropy")) {
+  if (l.kind == m.kind && is_focal(l.kind)) {
     compare(out, "training.loss.gamma", l.gamma, m.gamma);
     compare(out, "training.loss.apply_class_balancing", l.apply_class_balancing, m.apply_class_balancing);
     // BinaryFocalCrossentropy's alpha weighs only with apply_class_balancing; CategoricalFocalCrossentropy's
     // is one number or a list per class.
     auto alpha = [](const LossConfig& c) { return c.alphas.empty() ? number_text(c.alpha) : numbers_text(c.alphas); };
-    if (l.function == "categorical_focal_crossentropy" || l.apply_class_balancing || m.apply_class_balancing)
+    if (l.kind == LossKind::CategoricalFocalCrossentropy || l.apply_class_balancing || m.apply_class_balancing)
       compare(out, "training.loss.alpha", alpha(l), alpha(m));
   }
-  if (l.function == m.function && (l.function == "Dice" || l.function == "tversky")) {
+  if (l.kind == m.kind && is_overlap(l.kind)) {
     auto axis = [](bool per_image) { return std::string(per_image ? "[1, 2, 3]" : "null"); };
     compare(out, "training.loss.axis", axis(l.per_image), axis(m.per_image));
   }
-  if (l.function == m.function && l.function == "tversky") {
+  if (l.kind == m.kind && l.kind == LossKind::Tversky) {
     compare(out, "training.loss.alpha", number_text(l.tversky_alpha), number_text(m.tversky_alpha));
     compare(out, "training.loss.beta", number_text(l.tversky_beta), number_text(m.tversky_beta));
   }
@@ -183,7 +183,8 @@ void augmentation_differences(std::vector<std::string>& out, const AugmentationC
   compare(out, "data.augmentation.shear_range", x.shear_range, y.shear_range);
   compare(out, "data.augmentation.zoom_range low", x.zoom_low, y.zoom_low);
   compare(out, "data.augmentation.zoom_range high", x.zoom_high, y.zoom_high);
-  compare(out, "data.augmentation.fill_mode", x.fill_mode, y.fill_mode);
+  compare(out, "data.augmentation.fill_mode", std::string(fill_mode_name(x.fill_mode)),
+          std::string(fill_mode_name(y.fill_mode)));
   compare(out, "data.augmentation.cval", x.cval, y.cval);
   compare(out, "data.augmentation.brightness_range low", x.brightness_low, y.brightness_low);
   compare(out, "data.augmentation.brightness_range high", x.brightness_high, y.brightness_high);

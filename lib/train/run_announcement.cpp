@@ -27,7 +27,8 @@ std::string augmentation_text(const AugmentationConfig& a) {
   if (a.zoom_low != 1 || a.zoom_high != 1)
     kinds.push_back(fmt::format("zooms in [{:g}, {:g}]", a.zoom_low, a.zoom_high));
   if (a.affine())
-    kinds.push_back("fill_mode " + a.fill_mode + (a.fill_mode == "constant" ? fmt::format(" (cval {:g})", a.cval) : ""));
+    kinds.push_back(std::string("fill_mode ") + fill_mode_name(a.fill_mode) +
+                    (a.fill_mode == FillMode::Constant ? fmt::format(" (cval {:g})", a.cval) : ""));
   if (a.brightness()) kinds.push_back(fmt::format("brightness in [{:g}, {:g}]", a.brightness_low, a.brightness_high));
   return fmt::format("{}", fmt::join(kinds, ", "));
 }
@@ -47,7 +48,7 @@ void announce_run(const Config& config, const Trainer& trainer, size_t train_sam
   if (const size_t fixed = trainer.model().num_frozen(); fixed > 0)
     spdlog::info("frozen layers (trainable: false), their {} weight values kept as they are: {}", fixed,
                  fmt::join(trainer.model().frozen_layers(), ", "));
-  if (const LearningRateSchedule& ls = tc.optimizer.schedule; !ls.type.empty())
+  if (const LearningRateSchedule& ls = tc.optimizer.schedule; ls.type != ScheduleKind::None)
     spdlog::info("learning rate schedule {} over the optimizer's steps; log.csv's learning_rate is the rate of the "
                  "update after each epoch", schedule_text(ls));
   if (const size_t regularized = trainer.regularized_weights())
@@ -55,7 +56,7 @@ void announce_run(const Config& config, const Trainer& trainer, size_t train_sam
                  "val_loss, as in Keras",
                  regularized, trainer.regularization_penalty());
   if (const LossConfig& lc = tc.loss;
-      lc.function == "binary_focal_crossentropy" && lc.alpha_given && !lc.apply_class_balancing)
+      lc.kind == LossKind::BinaryFocalCrossentropy && lc.alpha_given && !lc.apply_class_balancing)
     spdlog::warn("{}: alpha {:g} weighs nothing without apply_class_balancing: true (as in Keras); add it to weigh "
                  "the foreground by alpha and the background by 1 - alpha",
                  lc.where, lc.alpha);

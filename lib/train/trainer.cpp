@@ -63,7 +63,7 @@ void check_logits_output(const Config& config, const Model& model) {
 /// How to say that the model outputs logits: from_logits in training.loss.
 std::string from_logits_fix(const LossConfig& lc) {
   return "if the model outputs logits, add from_logits: true to training.loss (" + lc.where.substr(0, lc.where.rfind(": ")) +
-         "), e.g. loss: {type: " + keras_loss_class(lc.function) + ", from_logits: true}";
+         "), e.g. loss: {type: " + keras_loss_class(lc.kind) + ", from_logits: true}";
 }
 
 }  // namespace
@@ -87,7 +87,7 @@ void validate_for_training(const Config& config, Model& model) {
     throw UserError(first + "input has " + std::to_string(in.c) +
                     " channels; images are read as gray (1) or RGB (3): use shape [H, W, 1] or [H, W, 3]");
   const LossConfig& lc = config.training.loss;
-  const LossKind loss = loss_kind(lc.function);
+  const LossKind loss = lc.kind;
   if (lc.from_logits) check_logits_output(config, model);  // then nothing is stripped below
   const std::string sizes = "[" + std::to_string(in.h) + ", " + std::to_string(in.w);
   if (loss_classes(loss, out) == 0) {
@@ -104,7 +104,7 @@ void validate_for_training(const Config& config, Model& model) {
                            : ""));
     const OutputActivation a = model.use_logits_output();
     if (!lc.from_logits && a != OutputActivation::Sigmoid)
-      throw UserError(last + "loss '" + lc.function +
+      throw UserError(last + "loss '" + loss_name(lc.kind) +
                       "' needs the last layer to end in a sigmoid (the loss is fused with it for numerical "
                       "stability); " + (a == OutputActivation::Softmax ? "replace its softmax, which is 1 on a single "
                                                                          "channel, with a sigmoid"
@@ -112,13 +112,13 @@ void validate_for_training(const Config& config, Model& model) {
                                                                              from_logits_fix(lc)));
   } else {
     if (out.c < 2 || out.c > kMaxClasses || out.h != in.h || out.w != in.w)
-      throw UserError(last + "the model outputs " + out.hwc() + " but loss '" + lc.function +
+      throw UserError(last + "the model outputs " + out.hwc() + " but loss '" + loss_name(lc.kind) +
                       "' needs one channel per class at the input size, " + sizes + ", K] with 2 <= K <= " +
                       std::to_string(kMaxClasses) + "; end the model with Conv2D filters: <classes>, "
                       "activation: softmax and keep the sizes (padding: same)" +
                       (out.c == 1 ? " (for one foreground class use loss: binary_crossentropy with a sigmoid)" : ""));
     if (!lc.from_logits && model.use_logits_output() != OutputActivation::Softmax)
-      throw UserError(last + "loss '" + lc.function +
+      throw UserError(last + "loss '" + loss_name(lc.kind) +
                       "' needs the last layer to end in a softmax over the classes (the loss is fused with it for "
                       "numerical stability); set activation: softmax, or, " + from_logits_fix(lc));
 
@@ -126,7 +126,7 @@ void validate_for_training(const Config& config, Model& model) {
       if (std::find(config.training.metrics.begin(), config.training.metrics.end(), m) !=
           config.training.metrics.end())
         throw UserError(config.training.metrics_where + ": '" + m + "' is for binary masks, not the " +
-                        std::to_string(out.c) + " classes of loss '" + lc.function +
+                        std::to_string(out.c) + " classes of loss '" + loss_name(lc.kind) +
                         "'; use accuracy, mean_iou (Keras's MeanIoU) or dice (the mean over the classes)");
     if (is_overlap(loss) && lc.axis_leaves_channels)
       throw UserError(lc.where + ": axis [1, 2] leaves out the channels, which over the model's " +
@@ -140,7 +140,7 @@ void validate_for_training(const Config& config, Model& model) {
   if (const std::vector<double>& cw = config.training.class_weight; !cw.empty()) {
     if (loss == LossKind::Dice || loss == LossKind::BceDice || is_overlap(loss))
       throw UserError(config.training.class_weight_where + ": weighs each pixel's cross-entropy, but loss '" +
-                      lc.function + "' is a ratio of sums over the pixels; use " +
+                      loss_name(lc.kind) + "' is a ratio of sums over the pixels; use " +
                       (loss_classes(loss, out) > 0 ? "sparse_categorical_crossentropy or categorical_focal_crossentropy"
                                                     : "binary_crossentropy or binary_focal_crossentropy") +
                       ", or remove class_weight");
@@ -197,7 +197,7 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
   train_form = eval_form;
   if (const std::vector<double>& cw = config.training.class_weight; !cw.empty()) {
     const std::vector<float> w =
-        class_weight_table(cw, loss_classes(loss_kind(config.training.loss.function), model.output_shape()));
+        class_weight_table(cw, loss_classes(config.training.loss.kind, model.output_shape()));
     class_weights.set_device(d);
     class_weights.resize(w.size());
     class_weights.copy_from_host(w);
@@ -220,7 +220,7 @@ Trainer::Trainer(const Config& config, int towers, int threads_per_tower)
 
 Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_tower, ProcessGroup* world)
     : config_(config),
-      loss_(loss_kind(config.training.loss.function)),
+      loss_(config.training.loss.kind),
       overlap_(overlap_form(config.training.loss)),
       devices_(std::make_unique<TowerDevices>(plan, config.training.precision, config.training.collective_timeout,
                                               world)),
@@ -710,7 +710,7 @@ void Trainer::load_optimizer(const Checkpoint& ckpt, const std::string& source) 
       if (slot == ckpt.state_arrays.end() && name == "vhat") slot = ckpt.state_arrays.find("optimizer_v_hat");
       if (slot == ckpt.state_arrays.end() || slot->second.size() != values->size())
         throw UserError(source + ": optimizer state '" + name + "' is missing or of another size; the "
-                        "checkpoint was written with another optimizer (" + config_.training.optimizer.type +
+                        "checkpoint was written with another optimizer (" + optimizer_name(config_.training.optimizer.type) +
                         " is configured)");
       values->copy_from_host(slot->second);
     }

@@ -50,7 +50,7 @@ BatchStats probability_stats(const Trainer& trainer, const Tensor& probabilities
   CrossEntropyForm form = cross_entropy_form(lc);
   const std::vector<float> alphas(lc.alphas.begin(), lc.alphas.end());  // the logits are on the host
   if (!alphas.empty()) form.alphas = alphas.data();
-  st.loss_sum = loss_sum(loss_kind(lc.function), logits, masks, nullptr, weight, form, overlap_form(lc)) +
+  st.loss_sum = loss_sum(lc.kind, logits, masks, nullptr, weight, form, overlap_form(lc)) +
                 trainer.regularization_penalty() * st.samples;
   accumulate_metrics(logits, masks, st.counts);
   return st;

@@ -28,7 +28,16 @@ std::string read_monitor(const CallbackInput& in);
 
 /// 'mode' (auto, min or max; mode keeps its default when absent) and its
 /// place for later messages (where).
-void read_mode(const CallbackInput& in, std::string& mode, std::string& where);
+void read_mode(const CallbackInput& in, MonitorMode& mode, std::string& where);
+
+/// Marks a callback of `type` given (c.enabled); UserError at 'type' when
+/// an earlier entry gave one already (at most one of each). Returns c.
+template <class CallbackConfig>
+CallbackConfig& only_one(const CallbackInput& in, CallbackConfig& c, const std::string& type) {
+  if (c.enabled) in.p.fail("type", "is " + type + " again; give at most one " + type);
+  c.enabled = true;
+  return c;
+}
 
 /// UserError at key unless path (its value) names a place inside
 /// training.output_dir: relative and without "..". example: valid values.

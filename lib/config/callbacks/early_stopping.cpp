@@ -6,9 +6,7 @@ namespace trainer {
 
 void read_early_stopping(const CallbackInput& in, TrainingConfig& t) {
   ParamReader& p = in.p;
-  auto& c = t.early_stopping;
-  if (c.enabled) p.fail("type", "is EarlyStopping again; give at most one EarlyStopping");
-  c.enabled = true;
+  auto& c = only_one(in, t.early_stopping, "EarlyStopping");
   c.monitor = read_monitor(in);
   c.min_delta = p.get_double("min_delta", c.min_delta, 0.0);
   c.patience = p.get_int("patience", c.patience, 0);

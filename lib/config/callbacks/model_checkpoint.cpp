@@ -44,9 +44,7 @@ void read_frequency(ParamReader& p) {
 
 void read_model_checkpoint(const CallbackInput& in, TrainingConfig& t) {
   ParamReader& p = in.p;
-  auto& c = t.model_checkpoint;
-  if (c.enabled) p.fail("type", "is ModelCheckpoint again; give at most one ModelCheckpoint");
-  c.enabled = true;
+  auto& c = only_one(in, t.model_checkpoint, "ModelCheckpoint");
   read_filepath(in, c);
   c.save_best_only = p.get_bool("save_best_only", c.save_best_only);
   c.save_weights_only = p.get_bool("save_weights_only", c.save_weights_only);

@@ -4,12 +4,11 @@ namespace trainer {
 
 void read_reduce_lr_on_plateau(const CallbackInput& in, TrainingConfig& t) {
   ParamReader& p = in.p;
-  auto& c = t.reduce_lr;
-  if (c.enabled) p.fail("type", "is ReduceLROnPlateau again; give at most one ReduceLROnPlateau");
-  if (!t.optimizer.schedule.type.empty())
-    p.fail("type", "is ReduceLROnPlateau, which sets the learning rate, but training.optimizer.learning_rate is "
-                   "a " + t.optimizer.schedule.type + " schedule (Keras refuses this too): use one or the other");
-  c.enabled = true;
+  auto& c = only_one(in, t.reduce_lr, "ReduceLROnPlateau");
+  if (t.optimizer.schedule.type != ScheduleKind::None)
+    p.fail("type", "is ReduceLROnPlateau, which sets the learning rate, but training.optimizer.learning_rate is a " +
+                       std::string(schedule_name(t.optimizer.schedule.type)) +
+                       " schedule (Keras refuses this too): use one or the other");
   c.monitor = read_monitor(in);
   c.factor = p.get_double("factor", c.factor, 0.0, 1.0);
   if (c.factor <= 0.0 || c.factor >= 1.0)

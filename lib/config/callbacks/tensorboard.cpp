@@ -43,9 +43,7 @@ void refuse_profiling(ParamReader& p) {
 
 void read_tensorboard(const CallbackInput& in, TrainingConfig& t) {
   ParamReader& p = in.p;
-  TensorBoardConfig& c = t.tensorboard;
-  if (c.enabled) p.fail("type", "is TensorBoard again; give at most one TensorBoard");
-  c.enabled = true;
+  TensorBoardConfig& c = only_one(in, t.tensorboard, "TensorBoard");
   c.where = p.where("log_dir") + ": " + p.what();
   c.log_dir = p.get_path("log_dir", c.log_dir);
   if (c.log_dir.empty()) p.fail("log_dir", "must not be empty; e.g. 'logs'");

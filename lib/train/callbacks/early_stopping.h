@@ -12,7 +12,6 @@ namespace trainer {
 
 class EarlyStoppingCallback final : public Callback {
  public:
-  /// Throws UserError for an unknown cfg.mode.
   EarlyStoppingCallback(const EarlyStoppingConfig& cfg, Trainer& trainer);
   /// Stops the run (EpochEnd::stop, with the reason) as EarlyStopping decides
   /// on logs[monitor]; with restore_best_weights keeps tower 0's weights and

@@ -79,7 +79,7 @@ void check_model_checkpoint_files(const Config& config) {
       logs[m] = 0.0;
       if (validates) logs["val_" + m] = 0.0;
     }
-    if (config.training.reduce_lr.enabled || !config.training.optimizer.schedule.type.empty())
+    if (config.training.reduce_lr.enabled || config.training.optimizer.schedule.type != ScheduleKind::None)
       logs["learning_rate"] = 0.0;
     std::string name;
     try {

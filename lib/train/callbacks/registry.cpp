@@ -25,10 +25,11 @@ namespace {
 
 /// Warns at where (a callback's mode in the config) when an explicit mode runs against its monitor: max on a
 /// loss, min on a metric (every metric here is better when larger). Keras follows such a mode too, silently.
-void warn_mode_against_monitor(const std::string& where, const std::string& monitor, const std::string& mode) {
-  if (mode == "auto" || monitor_is_max(monitor, mode) == monitor_is_max(monitor, "auto")) return;
-  spdlog::warn("{}: mode {} on {} takes the {} {} as the best, the worst one; use mode {} (or auto)", where, mode,
-               monitor, mode == "max" ? "largest" : "smallest", monitor, mode == "max" ? "min" : "max");
+void warn_mode_against_monitor(const std::string& where, const std::string& monitor, MonitorMode mode) {
+  if (mode == MonitorMode::Auto || monitor_is_max(monitor, mode) == monitor_is_max(monitor, MonitorMode::Auto)) return;
+  const bool max = mode == MonitorMode::Max;
+  spdlog::warn("{}: mode {} on {} takes the {} {} as the best, the worst one; use mode {} (or auto)", where,
+               mode_name(mode), monitor, max ? "largest" : "smallest", monitor, max ? "min" : "max");
 }
 
 /// UserError naming config_path when monitor is a val_* value and the run has no validation samples.
