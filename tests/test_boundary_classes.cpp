@@ -9,6 +9,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <stdexcept>
 
+#include "core/error.h"
 #include "data/boundary_classes.h"
 #include "dsb_testing.h"
 #include "process_testing.h"
@@ -37,7 +38,7 @@ TEST_CASE("boundary_classes splits touching objects and marks their edges", "[da
   CHECK((c.at<uint8_t>(2, 0) == kInterior && c.at<uint8_t>(3, 7) == kInterior));  // the image edge is no boundary
   CHECK((c.at<uint8_t>(2, 2) == kInterior && c.at<uint8_t>(3, 5) == kInterior));
   CHECK(boundary_classes(labels, 2).at<uint8_t>(2, 2) == kBoundary);  // within 2 pixels of the other object
-  CHECK_THROWS_AS(boundary_classes(labels, 0), std::invalid_argument);
+  CHECK_THROWS_AS(boundary_classes(labels, 0), InternalError);
 
   // Real DSB label images: every nucleus pixel is interior or boundary, and both occur.
   TempDir dir("boundary_dsb");

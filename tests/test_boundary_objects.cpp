@@ -7,6 +7,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <stdexcept>
 
+#include "core/error.h"
 #include "data/boundary_classes.h"
 #include "data/boundary_objects.h"
 #include "data/image_files.h"
@@ -34,7 +35,7 @@ TEST_CASE("boundary_objects keeps touching nuclei apart and grows each into its 
   classes(cv::Rect(1, 1, 2, 2)).setTo(kBoundary);
   classes.at<uint8_t>(4, 4) = 7;
   CHECK(cv::countNonZero(boundary_objects(classes)) == 0);
-  CHECK_THROWS_AS(boundary_objects(cv::Mat(2, 2, CV_16UC1, cv::Scalar(0))), std::invalid_argument);
+  CHECK_THROWS_AS(boundary_objects(cv::Mat(2, 2, CV_16UC1, cv::Scalar(0))), InternalError);
 }
 
 TEST_CASE("boundary_objects recovers real DSB nuclei from their boundary classes better than their union does",

@@ -182,7 +182,7 @@ TEST_CASE("save_checkpoint is atomic: failures leave the old file and no temp fi
   SECTION("a failure while writing the file") {
     Checkpoint bad = sample_checkpoint();
     bad.weights[2].values.pop_back();  // 3 values for a shape of 4, found after two datasets are written
-    CHECK_THROWS_AS(save_checkpoint(p, bad), std::invalid_argument);
+    CHECK_THROWS_AS(save_checkpoint(p, bad), InternalError);
   }
   SECTION("a layer's records not adjacent") {
     Checkpoint bad = sample_checkpoint();

@@ -4,6 +4,7 @@
 #include <opencv2/imgproc.hpp>
 #include <random>
 
+#include "core/error.h"
 #include "train/instance_metrics.h"
 
 using namespace trainer;
@@ -144,7 +145,7 @@ TEST_CASE("connected objects use 8-connectivity, and bad inputs are rejected", "
   CHECK(objects.at<int>(0, 0) != objects.at<int>(4, 4));
   CHECK(instance_score(objects, objects).n_true == 2);
 
-  CHECK_THROWS_AS(instance_score(cv::Mat::zeros(4, 4, CV_8UC1), blank(4, 4)), std::invalid_argument);
-  CHECK_THROWS_AS(instance_score(blank(4, 4), blank(5, 4)), std::invalid_argument);
-  CHECK_THROWS_AS(connected_objects(blank(4, 4)), std::invalid_argument);
+  CHECK_THROWS_AS(instance_score(cv::Mat::zeros(4, 4, CV_8UC1), blank(4, 4)), InternalError);
+  CHECK_THROWS_AS(instance_score(blank(4, 4), blank(5, 4)), InternalError);
+  CHECK_THROWS_AS(connected_objects(blank(4, 4)), InternalError);
 }

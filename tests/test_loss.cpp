@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/error.h"
 #include "layer_testing.h"
 #include "train/loss.h"
 
@@ -107,5 +108,5 @@ TEST_CASE("loss rejects mismatched shapes", "[loss]") {
   Tensor a(Shape{1, 2, 2, 1}), b(Shape{1, 2, 3, 1});
   a.zero();
   b.zero();
-  CHECK_THROWS_AS(loss_sum(LossKind::Dice, a, b, nullptr), std::invalid_argument);
+  CHECK_THROWS_AS(loss_sum(LossKind::Dice, a, b, nullptr), InternalError);
 }

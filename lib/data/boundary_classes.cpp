@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 cv::Mat boundary_classes(const cv::Mat& labels, int width) {
   if (labels.channels() != 1 || (labels.depth() != CV_8U && labels.depth() != CV_16U) || width < 1)
-    throw std::invalid_argument("boundary_classes: labels must be 8- or 16-bit single-channel and width >= 1");
+    throw InternalError("boundary_classes: labels must be 8- or 16-bit single-channel and width >= 1");
   const cv::Mat window = cv::getStructuringElement(cv::MORPH_RECT, cv::Size(2 * width + 1, 2 * width + 1));
   cv::Mat highest, lowest;  // the default borders leave the image edge out of both
   cv::dilate(labels, highest, window);

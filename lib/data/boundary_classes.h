@@ -18,7 +18,7 @@ enum BoundaryClass : uint8_t { kBackground = 0, kInterior = 1, kBoundary = 2 };
 /// object pixel within `width` pixels (a (2 width + 1)^2 square) of a pixel
 /// of another value (background or another object; beyond the image edge
 /// counts as the same value); kInterior for the other object pixels. Throws
-/// std::invalid_argument for another type or width < 1.
+/// InternalError for another type or width < 1.
 cv::Mat boundary_classes(const cv::Mat& labels, int width);
 
 /// For every label image <stem><labels_suffix>.<ext> in labels_dir, writes

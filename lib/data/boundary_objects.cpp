@@ -4,12 +4,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/error.h"
 #include "data/boundary_classes.h"
 
 namespace trainer {
 
 cv::Mat boundary_objects(const cv::Mat& classes) {
-  if (classes.type() != CV_8UC1) throw std::invalid_argument("boundary_objects: classes must be CV_8UC1");
+  if (classes.type() != CV_8UC1) throw InternalError("boundary_objects: classes must be CV_8UC1");
   cv::Mat objects;
   cv::connectedComponents(classes == kInterior, objects, 8, CV_32S);
   // Breadth first from every seed pixel at once, in raster order: a boundary pixel takes the label of the first

@@ -15,7 +15,7 @@ namespace trainer {
 /// going to a seed it is fewest steps from (a tie goes to one of them, the
 /// same on every run). Boundary pixels that reach no seed stay background, so a
 /// boundary-only blob is no object. Returns CV_32SC1 [H, W], 0 background,
-/// 1..N. Throws std::invalid_argument for another type.
+/// 1..N. Throws InternalError for another type.
 cv::Mat boundary_objects(const cv::Mat& classes);
 
 }  // namespace trainer

@@ -182,7 +182,7 @@ namespace {
 
 void check_options(const DataOptions& o) {
   if (o.height <= 0 || o.width <= 0 || (o.channels != 1 && o.channels != 3) || o.classes == 1 || o.classes < 0)
-    throw std::invalid_argument("load_dataset: height and width must be > 0, channels 1 or 3 and classes 0 or >= 2");
+    throw InternalError("load_dataset: height and width must be > 0, channels 1 or 3 and classes 0 or >= 2");
 }
 
 }  // namespace

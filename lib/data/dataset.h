@@ -89,7 +89,7 @@ struct PairCheck {
 /// decoder thread reuses one sample's memory), with progress lines
 /// ("checking 12/60 images"): a process of a multi-process run checks its
 /// share of the pairs so before training. Never throws for a bad file (it
-/// is in the result's errors); std::invalid_argument for bad options.
+/// is in the result's errors); InternalError for bad options.
 PairCheck check_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& options);
 
 /// load_dataset's rules, given what decoding all n pairs found: logs its

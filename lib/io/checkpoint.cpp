@@ -38,7 +38,7 @@ std::string folder_of(const std::string& path) {
 
 bool valid_name(const std::string& s) { return !s.empty() && s != "." && s.find('/') == std::string::npos; }
 
-/// Writes the weights under /model_weights (Keras's layout). Throws std::invalid_argument
+/// Writes the weights under /model_weights (Keras's layout). Throws InternalError
 /// for malformed records, h5::H5Failure for HDF5 errors.
 void write_weights(hid_t file, const std::vector<WeightRecord>& weights) {
   h5::Handle root(H5Gcreate2(file, "model_weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
@@ -48,9 +48,9 @@ void write_weights(hid_t file, const std::vector<WeightRecord>& weights) {
   size_t i = 0;
   while (i < weights.size()) {
     const std::string& layer = weights[i].layer;
-    if (!valid_name(layer)) throw std::invalid_argument("checkpoint: invalid layer name '" + layer + "'");
+    if (!valid_name(layer)) throw InternalError("checkpoint: invalid layer name '" + layer + "'");
     if (!seen.insert(layer).second)
-      throw std::invalid_argument("checkpoint: the records of layer '" + layer + "' are not adjacent");
+      throw InternalError("checkpoint: the records of layer '" + layer + "' are not adjacent");
     layers.push_back(layer);
     h5::Handle group(H5Gcreate2(root, layer.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
                      "creating group for layer '" + layer + "'");
@@ -58,18 +58,18 @@ void write_weights(hid_t file, const std::vector<WeightRecord>& weights) {
     for (; i < weights.size() && weights[i].layer == layer; ++i) {
       const WeightRecord& w = weights[i];
       const std::string where = "checkpoint: weight '" + layer + "/" + w.name + "'";
-      if (!valid_name(w.name)) throw std::invalid_argument(where + ": invalid name");
+      if (!valid_name(w.name)) throw InternalError(where + ": invalid name");
       for (const auto& n : names)
-        if (n == w.name) throw std::invalid_argument(where + " appears twice");
+        if (n == w.name) throw InternalError(where + " appears twice");
       std::vector<hsize_t> dims;
       size_t count = 1;
       for (int d : w.shape) {
-        if (d < 0) throw std::invalid_argument(where + ": negative dimension");
+        if (d < 0) throw InternalError(where + ": negative dimension");
         dims.push_back(hsize_t(d));
         count *= size_t(d);
       }
       if (count != w.values.size())
-        throw std::invalid_argument(where + ": " + std::to_string(w.values.size()) + " values for a shape of " +
+        throw InternalError(where + ": " + std::to_string(w.values.size()) + " values for a shape of " +
                                     std::to_string(count));
       h5::Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
                        H5Sclose, "dataspace of " + where);
@@ -95,7 +95,7 @@ void write_file(const std::string& tmp, const Checkpoint& ckpt) {
   {
     h5::Handle logs(H5Gcreate2(file, "logs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "creating /logs");
     for (const auto& kv : ckpt.logs) {
-      if (!valid_name(kv.first)) throw std::invalid_argument("checkpoint: invalid log name '" + kv.first + "'");
+      if (!valid_name(kv.first)) throw InternalError("checkpoint: invalid log name '" + kv.first + "'");
       h5::write_double(logs, kv.first.c_str(), kv.second);
     }
   }
@@ -104,13 +104,13 @@ void write_file(const std::string& tmp, const Checkpoint& ckpt) {
     h5::Handle group(H5Gcreate2(file, "training_state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
                      "creating /training_state");
     for (const auto& [name, value] : ckpt.state_scalars) {
-      if (!valid_name(name)) throw std::invalid_argument("checkpoint: invalid state name '" + name + "'");
+      if (!valid_name(name)) throw InternalError("checkpoint: invalid state name '" + name + "'");
       h5::write_double(group, name.c_str(), value);
     }
     // A 1-D dataset `name` of file type `stored` from n values of memory type `memory`.
     const auto write_array = [&](const std::string& name, hid_t stored, hid_t memory, size_t n, const void* data) {
       if (!valid_name(name) || ckpt.state_arrays.count(name) + ckpt.state_double_arrays.count(name) > 1)
-        throw std::invalid_argument("checkpoint: invalid or repeated state name '" + name + "'");
+        throw InternalError("checkpoint: invalid or repeated state name '" + name + "'");
       const hsize_t dims[1] = {n};
       h5::Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose, "dataspace of state '" + name + "'");
       h5::Handle ds(H5Dcreate2(group, name.c_str(), stored, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,

@@ -42,7 +42,7 @@ struct Checkpoint {
 /// and fsync'ed, then rename()d over path (and the folder fsync'ed). On any failure
 /// the temp file is removed, an existing file at path is untouched, and it throws:
 /// UserError naming the path and the errno text when the folder is missing or not
-/// writable or the rename fails; std::invalid_argument for malformed records (empty
+/// writable or the rename fails; InternalError for malformed records (empty
 /// or '/'-containing names, values.size() != product of shape, a layer's records not
 /// adjacent, repeated weight names); UserError for HDF5 write failures (e.g. a full disk).
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);

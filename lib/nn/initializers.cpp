@@ -1,4 +1,5 @@
 #include "nn/initializers.h"
+#include "core/error.h"
 
 #include <cmath>
 #include <random>
@@ -45,7 +46,7 @@ void initialize(const std::string& name, double fan_in, double fan_out, uint64_t
   } else if (name == "lecun_normal") {
     truncated_normal(rng, std::sqrt(1.f / fi) / kTruncStd, out, n);
   } else {
-    throw std::invalid_argument("unknown initializer '" + name + "'");
+    throw InternalError("unknown initializer '" + name + "'");
   }
 }
 

@@ -19,7 +19,7 @@ namespace trainer {
 const std::vector<std::string>& initializer_names();
 
 /// Fills out[0..n) for a weight with the given fans, from a generator seeded
-/// with seed. Throws std::invalid_argument for an unknown name (configs are
+/// with seed. Throws InternalError for an unknown name (configs are
 /// validated before this is reached).
 void initialize(const std::string& name, double fan_in, double fan_out, uint64_t seed, float* out, size_t n);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "core/shape.h"
 #include "core/tensor.h"
 #include "nn/layer_description.h"
@@ -129,7 +130,7 @@ class Layer {
   /// Adds what the layer computes in inference mode to g (nn/onnx_graph.h):
   /// io.out from io.ins, NCHW tensors, with the layer's weights io.weights
   /// (Keras names and layouts). docs/export.md lists each layer's operators.
-  /// std::invalid_argument when a weight is missing, or for a layer that has
+  /// InternalError when a weight is missing, or for a layer that has
   /// no place in an exported graph (an Input after the first layer).
   virtual void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const = 0;
   /// Whether the output holds the input's values, moved, kept, resized or

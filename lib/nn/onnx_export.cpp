@@ -32,7 +32,7 @@ void declare(onnx::ValueInfoProto* v, const std::string& name, int c, int h, int
 std::vector<LayerWeights> weights_by_layer(const Model& model, const std::vector<WeightRecord>& weights) {
   const std::vector<WeightSlot>& slots = model.weights();
   if (weights.size() != slots.size())
-    throw std::invalid_argument("export_onnx: " + std::to_string(weights.size()) + " weights for a model with " +
+    throw InternalError("export_onnx: " + std::to_string(weights.size()) + " weights for a model with " +
                                 std::to_string(slots.size()));
   std::vector<LayerWeights> out(size_t(model.num_layers()));
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -40,7 +40,7 @@ std::vector<LayerWeights> weights_by_layer(const Model& model, const std::vector
     const WeightRecord& w = weights[i];
     if (w.layer != model.layer(s.layer).name() || w.name != s.spec.name || w.shape != s.spec.shape ||
         w.values.size() != s.spec.numel())
-      throw std::invalid_argument("export_onnx: weight " + std::to_string(i) + " '" + w.layer + "/" + w.name +
+      throw InternalError("export_onnx: weight " + std::to_string(i) + " '" + w.layer + "/" + w.name +
                                   "' does not match the model's '" + model.layer(s.layer).name() + "/" +
                                   s.spec.name + "'");
     out[size_t(s.layer)][w.name] = &w;
@@ -53,11 +53,11 @@ std::vector<LayerWeights> weights_by_layer(const Model& model, const std::vector
 void export_onnx(const Model& model, const std::vector<WeightRecord>& weights, const std::string& path,
                  OutputActivation append) {
   if (model.output_is_logits())
-    throw std::invalid_argument("export_onnx: the model's final sigmoid or softmax was removed (output_is_logits())");
+    throw InternalError("export_onnx: the model's final sigmoid or softmax was removed (output_is_logits())");
   if (append != OutputActivation::None) {
     const LayerDescription d = model.layer(model.num_layers() - 1).describe();
     if (d.softmax || !d.activation.linear())
-      throw std::invalid_argument("export_onnx: appending a sigmoid or softmax to a last layer with its own activation");
+      throw InternalError("export_onnx: appending a sigmoid or softmax to a last layer with its own activation");
   }
   const std::vector<LayerWeights> by_layer = weights_by_layer(model, weights);
 

@@ -40,7 +40,7 @@ namespace trainer {
 /// logits), the activation its loss applies (Sigmoid, or Softmax over the
 /// channels), added after the last layer so that the output is still
 /// probabilities (the last layer's output is then "logits"); None otherwise.
-/// Throws std::invalid_argument when weights do not match the model, the
+/// Throws InternalError when weights do not match the model, the
 /// model is not in inference form (output_is_logits()), or append is given
 /// for a last layer with an activation of its own, UserError naming path
 /// when the file cannot be written (missing or read-only folder, disk full),

@@ -1,4 +1,5 @@
 #include "nn/onnx_graph.h"
+#include "core/error.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -9,7 +10,7 @@ namespace trainer {
 
 const WeightRecord& OnnxLayerIO::weight(const std::string& key) const {
   const auto it = weights.find(key);
-  if (it == weights.end()) throw std::invalid_argument("export_onnx: layer '" + name + "' has no weight '" + key + "'");
+  if (it == weights.end()) throw InternalError("export_onnx: layer '" + name + "' has no weight '" + key + "'");
   return *it->second;
 }
 
@@ -146,7 +147,7 @@ void OnnxGraph::activation(Activation a, const std::string& in, const std::strin
     default:
       break;
   }
-  throw std::invalid_argument("export_onnx: layer '" + name + "' has no activation to export");
+  throw InternalError("export_onnx: layer '" + name + "' has no activation to export");
 }
 
 void OnnxGraph::output_activation(const LayerDescription& d, const std::string& in, const std::string& out,

@@ -30,7 +30,7 @@ struct OnnxLayerIO {
   std::vector<std::string> ins;  ///< Its input tensors, in input order.
   std::string out;               ///< The tensor it computes.
   LayerWeights weights;          ///< Its weights.
-  /// The weight named key; std::invalid_argument naming the layer when it has none.
+  /// The weight named key; InternalError naming the layer when it has none.
   const WeightRecord& weight(const std::string& key) const;
 };
 
@@ -63,7 +63,7 @@ class OnnxGraph {
   std::string int_constant(const std::string& name, const std::vector<int64_t>& values);
 
   /// Adds a(in) -> out (opset 13 operators, whose formulas match
-  /// backend/elementwise_math.h). std::invalid_argument for Linear.
+  /// backend/elementwise_math.h). InternalError for Linear.
   void activation(Activation a, const std::string& in, const std::string& out, const std::string& name);
   /// Adds what follows a layer's linear part: d's activation, or its softmax
   /// over the channels (Softmax on axis 1).

@@ -1,4 +1,5 @@
 #include "train/instance_metrics.h"
+#include "core/error.h"
 
 #include <cstdint>
 #include <unordered_map>
@@ -29,7 +30,7 @@ std::vector<int> object_index(const cv::Mat& labels, int& n) {
 
 void check(const cv::Mat& m, const char* what) {
   if (m.channels() != 1 || (m.depth() != CV_16U && m.depth() != CV_32S))
-    throw std::invalid_argument(std::string("instance_score: ") + what + " must be CV_16UC1 or CV_32SC1");
+    throw InternalError(std::string("instance_score: ") + what + " must be CV_16UC1 or CV_32SC1");
 }
 
 }  // namespace
@@ -37,7 +38,7 @@ void check(const cv::Mat& m, const char* what) {
 InstanceScore instance_score(const cv::Mat& truth, const cv::Mat& pred) {
   check(truth, "truth");
   check(pred, "pred");
-  if (truth.size() != pred.size()) throw std::invalid_argument("instance_score: truth and pred sizes differ");
+  if (truth.size() != pred.size()) throw InternalError("instance_score: truth and pred sizes differ");
   InstanceScore s;
   const std::vector<int> t = object_index(truth, s.n_true), p = object_index(pred, s.n_pred);
   // Pixel counts: each object's area, and the intersections of the (true,
@@ -69,7 +70,7 @@ InstanceScore instance_score(const cv::Mat& truth, const cv::Mat& pred) {
 }
 
 cv::Mat connected_objects(const cv::Mat& binary) {
-  if (binary.type() != CV_8UC1) throw std::invalid_argument("connected_objects: binary must be CV_8UC1");
+  if (binary.type() != CV_8UC1) throw InternalError("connected_objects: binary must be CV_8UC1");
   cv::Mat labels;
   cv::connectedComponents(binary != 0, labels, 8, CV_32S);
   return labels;

@@ -29,7 +29,7 @@ struct InstanceScore {
 /// other). FP = predicted objects matched by none, FN = true objects matched by
 /// none. An image with neither true nor predicted objects scores precision 1 at
 /// every t (nothing to find, nothing found wrongly); the Kaggle text leaves that
-/// case open. Throws std::invalid_argument for other types, channel counts or
+/// case open. Throws InternalError for other types, channel counts or
 /// differing sizes.
 InstanceScore instance_score(const cv::Mat& truth, const cv::Mat& pred);
 

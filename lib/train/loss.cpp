@@ -10,6 +10,7 @@
 
 #include "backend/train_math.h"
 #include "backend/train_ops.h"
+#include "core/error.h"
 
 namespace trainer {
 
@@ -77,7 +78,7 @@ double categorical_loss_sum(const Tensor& logits, const Tensor& targets, Tensor*
                             std::optional<double> pixel_weight, CrossEntropyForm form) {
   const Shape z = logits.shape(), y = targets.shape();
   if (y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w || z.c < 2)
-    throw std::invalid_argument("loss: categorical logits " + z.nhwc() + " need class-index targets [N, H, W, 1] of "
+    throw InternalError("loss: categorical logits " + z.nhwc() + " need class-index targets [N, H, W, 1] of "
                                 "their batch and size and at least 2 classes, got " + y.nhwc());
   const Device& d = logits.device();
   const size_t pixels = targets.numel();
@@ -175,7 +176,7 @@ double softmax_overlap_loss_sum(LossKind kind, const Tensor& logits, const Tenso
                                 const OverlapForm& form, const ShardReduce& reduce) {
   const Shape z = logits.shape(), y = targets.shape();
   if (y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w)
-    throw std::invalid_argument("loss: " + logits.shape().nhwc() + " softmax logits need class-index targets "
+    throw InternalError("loss: " + logits.shape().nhwc() + " softmax logits need class-index targets "
                                 "[N, H, W, 1] of their batch and size, got " + y.nhwc());
   const Device& d = logits.device();
   CrossEntropyForm probability;
@@ -213,11 +214,11 @@ double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tens
                 std::optional<double> pixel_weight, CrossEntropyForm form, const OverlapForm& overlap,
                 const ShardReduce& reduce) {
   if (is_categorical(kind)) return categorical_loss_sum(logits, targets, dlogits, pixel_weight, form);
-  if (pixel_weight) throw std::invalid_argument("loss: a pixel weight is for the categorical losses only");
+  if (pixel_weight) throw InternalError("loss: a pixel weight is for the categorical losses only");
   if (is_overlap(kind) && logits.shape().c > 1)
     return softmax_overlap_loss_sum(kind, logits, targets, dlogits, overlap, reduce);
   if (logits.shape() != targets.shape())
-    throw std::invalid_argument("loss: logits " + logits.shape().nhwc() + " and targets " +
+    throw InternalError("loss: logits " + logits.shape().nhwc() + " and targets " +
                                 targets.shape().nhwc() + " differ in shape");
   if (kind == LossKind::BinaryFocalCrossentropy || (kind == LossKind::BinaryCrossentropy && !form.plain()))
     return sigmoid_focal_loss_sum(logits, targets, dlogits, form);

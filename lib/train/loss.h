@@ -115,7 +115,7 @@ double counted_pixel_weight(double samples, double counted);
 /// d(returned sum)/d(logits). Sums are accumulated in double. logits, targets
 /// and dlogits live on one device (logits.device()), where the work runs; the
 /// returned sum is a host value.
-/// Throws std::invalid_argument when the shapes do not match as above.
+/// Throws InternalError when the shapes do not match as above.
 /// overlap and reduce are read by Dice and tversky only.
 double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
                 std::optional<double> pixel_weight = std::nullopt, CrossEntropyForm form = {},

@@ -7,13 +7,14 @@
 #include <utility>
 
 #include "backend/train_ops.h"
+#include "core/error.h"
 
 namespace trainer {
 
 void MetricCounts::add(const MetricCounts& o) {
   if (classes_ == 0 && o.classes_ > 0 && *std::max_element(v.begin(), v.end()) == 0) *this = MetricCounts(o.classes_);
   if (o.classes_ != classes_ && o.classes_ > 0)
-    throw std::invalid_argument("metrics: counts of " + std::to_string(o.classes_) + " classes added to counts of " +
+    throw InternalError("metrics: counts of " + std::to_string(o.classes_) + " classes added to counts of " +
                                 std::to_string(classes_));
   for (size_t i = 0; i < o.v.size(); ++i) v[i] += o.v[i];
 }
@@ -51,7 +52,7 @@ double mean_over_classes(const MetricCounts& counts, bool dice) {
 }  // namespace
 
 double MetricCounts::class_iou(int c) const {
-  if (c < 0 || c >= classes_) throw std::invalid_argument("metrics: class " + std::to_string(c) + " of " +
+  if (c < 0 || c >= classes_) throw InternalError("metrics: class " + std::to_string(c) + " of " +
                                                           std::to_string(classes_));
   return class_score(*this, c, false);
 }
@@ -102,12 +103,12 @@ double MetricCounts::value(const std::string& metric) const {
   if (metric == "dice") return dice();
   if (metric == "accuracy") return accuracy();
   if ((metric == "precision" || metric == "recall" || metric == "binary_iou") && classes_ > 0)
-    throw std::invalid_argument("metric '" + metric + "' is for binary models, not " + std::to_string(classes_) +
+    throw InternalError("metric '" + metric + "' is for binary models, not " + std::to_string(classes_) +
                                 " classes");
   if (metric == "precision") return precision();
   if (metric == "recall") return recall();
   if (metric == "binary_iou") return binary_iou();
-  throw std::invalid_argument("unknown metric '" + metric +
+  throw InternalError("unknown metric '" + metric +
                               "' (known: mean_iou, dice, accuracy, precision, recall, binary_iou)");
 }
 
@@ -115,7 +116,7 @@ void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCount
   if (const int k = counts.classes(); k > 0) {
     const Shape z = logits.shape(), y = targets.shape();
     if (z.c != k || y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w)
-      throw std::invalid_argument("metrics: logits " + z.nhwc() + " and targets " + y.nhwc() + " are not [N, H, W, " +
+      throw InternalError("metrics: logits " + z.nhwc() + " and targets " + y.nhwc() + " are not [N, H, W, " +
                                   std::to_string(k) + "] and [N, H, W, 1]");
     thread_local std::vector<int64_t> confusion;  // per tower thread: no allocation once sized
     confusion.assign(size_t(k) * size_t(k), 0);
@@ -124,7 +125,7 @@ void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCount
     return;
   }
   if (logits.shape() != targets.shape())
-    throw std::invalid_argument("metrics: logits " + logits.shape().nhwc() + " and targets " +
+    throw InternalError("metrics: logits " + logits.shape().nhwc() + " and targets " +
                                 targets.shape().nhwc() + " differ in shape");
   constexpr int T = MetricCounts::kThresholds;
   static_assert(T == kLogitThresholds, "the backend's histogram has one bin per metric threshold");

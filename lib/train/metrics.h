@@ -35,7 +35,7 @@ struct MetricCounts {
   /// 0 for a binary model, else the number of classes K.
   int classes() const { return classes_; }
   /// Element-wise v += o.v; counts with no classes take o's (zero counts of a
-  /// default BatchStats). std::invalid_argument for two different class counts.
+  /// default BatchStats). InternalError for two different class counts.
   void add(const MetricCounts& o);
   /// Binary: the mean over the 10 thresholds of I_t / U_t (the foreground IoU
   /// of sigmoid(z) > t, the Kaggle DSB 2018 threshold sweep on pixels); a
@@ -67,7 +67,7 @@ struct MetricCounts {
   /// thresholded binary masks); 0 when nothing was counted. Binary models only.
   double binary_iou() const;
   /// "mean_iou" | "dice" | "accuracy" | "precision" | "recall" | "binary_iou";
-  /// std::invalid_argument otherwise, and for precision, recall or binary_iou
+  /// InternalError otherwise, and for precision, recall or binary_iou
   /// of a categorical model (config validation reports both to the user).
   double value(const std::string& metric) const;
 
@@ -82,7 +82,7 @@ struct MetricCounts {
 /// binned in one pass by the backend's logit_histogram.
 /// Categorical counts (K classes): logits [N, H, W, K], targets [N, H, W, 1]
 /// of class indices, counted by the backend's class_confusion.
-/// Throws std::invalid_argument when the shapes do not match as above.
+/// Throws InternalError when the shapes do not match as above.
 void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts);
 
 }  // namespace trainer

@@ -7,6 +7,7 @@
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
+#include "core/error.h"
 #include "viz/text.h"
 
 namespace trainer::viz {
@@ -93,7 +94,7 @@ cv::Scalar palette(int i) {
 
 std::vector<double> nice_ticks(double lo, double hi, int target, bool integer) {
   if (!(lo < hi) || !std::isfinite(lo) || !std::isfinite(hi) || target < 2)
-    throw std::invalid_argument("nice_ticks: needs finite lo < hi and target >= 2");
+    throw InternalError("nice_ticks: needs finite lo < hi and target >= 2");
   // A range only a few ulps wide would give a step too small to count with:
   // widen it to a relative 1e-9 first, and never draw more than 4 * target ticks.
   const double min_span = std::max(std::abs(lo), std::abs(hi)) * 1e-9;
@@ -115,7 +116,7 @@ bool drawable(double v) { return std::abs(v) < 1e300; }
 
 void draw_chart(cv::Mat& panel, const Chart& chart) {
   if (panel.type() != CV_8UC3 || panel.cols < 320 || panel.rows < 200)
-    throw std::invalid_argument("draw_chart: the panel must be 8-bit BGR and at least 320 x 200");
+    throw InternalError("draw_chart: the panel must be 8-bit BGR and at least 320 x 200");
   panel.setTo(kWhite);
   const cv::Rect area(kChartLeft, kChartTop, panel.cols - kChartLeft - kChartRight,
                       panel.rows - kChartTop - kChartBottom);
@@ -126,7 +127,7 @@ void draw_chart(cv::Mat& panel, const Chart& chart) {
 
   Range xr, yr;
   for (const Series& s : chart.series) {
-    if (s.xs.size() != s.ys.size()) throw std::invalid_argument("draw_chart: series '" + s.name + "' xs/ys sizes differ");
+    if (s.xs.size() != s.ys.size()) throw InternalError("draw_chart: series '" + s.name + "' xs/ys sizes differ");
     for (size_t i = 0; i < s.xs.size(); ++i)
       if (drawable(s.xs[i]) && drawable(s.ys[i])) {
         xr.add(s.xs[i]);

@@ -31,7 +31,7 @@ constexpr int kChartLeft = 72, kChartRight = 170, kChartTop = 34, kChartBottom =
 /// of magnitude below 1e300 (others, NaN and infinities included, are left
 /// out, breaking the line) with 5% padding (x padded by half a unit when integer_x); a range
 /// of one value is widened to +-5% of it (or +-0.05 around 0).
-/// Throws std::invalid_argument for a smaller panel or xs/ys of unequal size.
+/// Throws InternalError for a smaller panel or xs/ys of unequal size.
 void draw_chart(cv::Mat& panel, const Chart& chart);
 
 /// Tick positions inside [lo, hi]: the multiples of a step of 1, 2 or 5 times

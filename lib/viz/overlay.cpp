@@ -1,4 +1,5 @@
 #include "viz/overlay.h"
+#include "core/error.h"
 
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
@@ -8,7 +9,7 @@ namespace trainer::viz {
 
 void overlay_mask(cv::Mat& image, const cv::Mat& mask, const cv::Scalar& colour) {
   if (image.type() != CV_8UC3 || mask.type() != CV_8UC1 || image.size() != mask.size())
-    throw std::invalid_argument("overlay_mask: needs an 8-bit BGR image and an 8-bit mask of its size");
+    throw InternalError("overlay_mask: needs an 8-bit BGR image and an 8-bit mask of its size");
   const cv::Mat on = mask != 0;
   cv::Mat blended;
   cv::addWeighted(image, 1.0 - kOverlayAlpha, cv::Mat(image.size(), CV_8UC3, colour), kOverlayAlpha, 0.0, blended);

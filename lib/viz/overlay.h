@@ -12,7 +12,7 @@ constexpr double kOverlayAlpha = 0.35;
 /// outer and hole borders) are drawn 1 px wide in colour on the mask's own
 /// border pixels. Pixels where mask == 0 are unchanged.
 /// image: 8-bit BGR [H, W]; mask: 8-bit one channel [H, W]; colour: BGR.
-/// Throws std::invalid_argument for other types or sizes.
+/// Throws InternalError for other types or sizes.
 void overlay_mask(cv::Mat& image, const cv::Mat& mask, const cv::Scalar& colour);
 
 }  // namespace trainer::viz

@@ -163,7 +163,7 @@ cv::Rect PreviewLayout::caption(int i, int p) const {
 
 PreviewLayout preview_layout(int n, int panels, int size) {
   if (n < 1 || (panels != 1 && panels != 2) || size < 1)
-    throw std::invalid_argument("preview_layout: needs n >= 1, panels 1 or 2, size >= 1");
+    throw InternalError("preview_layout: needs n >= 1, panels 1 or 2, size >= 1");
   PreviewLayout l;
   l.n = n;
   l.panels = panels;

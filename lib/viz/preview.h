@@ -34,7 +34,7 @@ struct PreviewLayout {
   /// Caption strip under panel p of tile i.
   cv::Rect caption(int i, int p) const;
 };
-/// The layout for n >= 1 tiles; std::invalid_argument for n < 1, panels not 1 or 2, size < 1.
+/// The layout for n >= 1 tiles; InternalError for n < 1, panels not 1 or 2, size < 1.
 PreviewLayout preview_layout(int n, int panels, int size);
 
 /// Where an image of image_size goes in a size x size panel, aspect kept

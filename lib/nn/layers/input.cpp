@@ -22,7 +22,7 @@ class Input : public Layer {
   }
   /// The graph's input itself; an Input after the first layer has no place in a graph.
   void to_onnx(OnnxGraph&, const OnnxLayerIO& io) const override {
-    throw std::invalid_argument("export_onnx: layer '" + io.name + "' is an Input layer after the first layer");
+    throw InternalError("export_onnx: layer '" + io.name + "' is an Input layer after the first layer");
   }
 
   /// Takes no inputs; returns the configured per-sample shape [H, W, C].
