@@ -67,8 +67,8 @@ std::string write_mask(const fs::path& dir, const std::string& name, int h, int 
 }  // namespace
 
 TEST_CASE("sparse categorical cross-entropy is -log softmax of the true class, per sample mean", "[loss][categorical]") {
-  CHECK(loss_kind("sparse_categorical_crossentropy") == LossKind::SparseCategoricalCrossentropy);
-  CHECK(loss_kind("categorical_crossentropy") == LossKind::CategoricalCrossentropy);
+  CHECK(std::string(loss_name(LossKind::SparseCategoricalCrossentropy)) == "sparse_categorical_crossentropy");
+  CHECK(std::string(loss_name(LossKind::CategoricalCrossentropy)) == "categorical_crossentropy");
   CHECK(is_categorical(LossKind::CategoricalCrossentropy));
   CHECK_FALSE(is_categorical(LossKind::BceDice));
   CHECK(loss_classes(LossKind::SparseCategoricalCrossentropy, Shape{1, 4, 4, 5}) == 5);

@@ -977,7 +977,7 @@ TEST_CASE("a checkpoint of a run without training.optimizer from before RMSprop 
             dir) == 2);
   CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("its run's config names no optimizer and it holds no optimizer "
                                                      "slots: it trained with SGD (learning rate 0.01), the default "
-                                                     "of older builds") &&
+                                                     "when it was written") &&
                                          Catch::Contains("set training.optimizer.type to SGD"));
   // Following that advice resumes it.
   std::string sgd = text;

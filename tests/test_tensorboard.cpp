@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "io/event_file.h"
-#include "lib/io/tensorboard_event.pb.h"
+#include "io/tensorboard_event.pb.h"
 #include "process_testing.h"
 #include "train/tensorboard.h"
 

@@ -18,6 +18,7 @@
 #include "core/shell_word.h"
 #include "io/checkpoint.h"
 #include "nn/model.h"
+#include "nn/registry.h"
 #include "train/callbacks/registry.h"
 #include "train/fit.h"
 #include "train/initial_weights.h"
@@ -117,6 +118,7 @@ TrainRun::TrainRun(const TrainFlags& f) : f_(f) {
   name_launched_process();
   // Under mpirun or srun, the run's processes (nullptr alone); rank 0 alone prints and writes.
   ConfigInWorld in = load_config_in_world(f.config, "trainer", [&](Config& config) {
+    require_known_layer_types(config.model, config.path);  // as the config's own errors, before the flags'
     apply_overrides(config, f);
     if (!f.resume.empty() && !f.initial_weights.empty())
       throw UserError("--initial-weights starts a new run from a checkpoint's weights, --resume continues the run "

@@ -104,9 +104,6 @@ struct DataConfig {
   bool has_validation() const { return validation_split > 0 || !validation_images.empty(); }
 };
 
-/// A learning-rate schedule of keras.optimizers.schedules, as a function of
-/// the step t (the optimizer's iterations: 0 for the first update); the
-/// formulas are in lib/train/lr_schedule.h. type "" means none.
 /// keras.optimizers.schedules' classes (None: a constant learning rate).
 enum class ScheduleKind {
   None,
@@ -120,6 +117,9 @@ enum class ScheduleKind {
 /// kind's Keras class name ("none" for None).
 const char* schedule_name(ScheduleKind kind);
 
+/// A learning-rate schedule of keras.optimizers.schedules, as a function of
+/// the step t (the optimizer's iterations: 0 for the first update); the
+/// formulas are in lib/train/lr_schedule.h.
 struct LearningRateSchedule {
   ScheduleKind type = ScheduleKind::None;
   double initial_learning_rate = 0;  ///< All but PiecewiseConstantDecay.
@@ -217,7 +217,6 @@ struct ReduceLROnPlateauConfig {
   std::string mode_where;           ///< "<file>:<line>:<col>: training.callbacks[i] (ReduceLROnPlateau)" of mode.
 };
 
-/// training.loss: a loss name, or Keras's loss class and arguments as a mapping.
 /// The loss functions training.loss names, by the name the config and the
 /// logs give each (loss_name).
 enum class LossKind {
@@ -234,9 +233,8 @@ enum class LossKind {
 
 /// kind's name: the function name above (Dice for KerasDice).
 const char* loss_name(LossKind kind);
-/// The kind whose loss_name is name; nullopt for any other name.
-std::optional<LossKind> loss_kind(const std::string& name);
 
+/// training.loss: a loss name, or Keras's loss class and arguments as a mapping.
 struct LossConfig {
   /// The loss function.
   LossKind kind = LossKind::BinaryCrossentropy;

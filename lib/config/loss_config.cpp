@@ -203,12 +203,6 @@ const char* loss_name(LossKind kind) {
   return "?";
 }
 
-std::optional<LossKind> loss_kind(const std::string& name) {
-  for (const LossEntry& e : kLosses)
-    if (name == e.name) return e.kind;
-  return std::nullopt;
-}
-
 std::string keras_loss_class(LossKind kind) {
   for (const LossEntry& e : kLosses)
     if (e.kind == kind) return *e.keras_class ? e.keras_class : e.name;

@@ -48,7 +48,7 @@ const std::vector<std::string>& metric_names();
 TrainingConfig read_training_section(const YAML::Node& node, const std::string& file,
                                      bool has_validation);
 
-/// training.loss: a name (a loss function of LossConfig::function, or its
+/// training.loss: a name (a loss function, loss_name of a LossKind, or its
 /// Keras class: BinaryCrossentropy, BinaryFocalCrossentropy,
 /// SparseCategoricalCrossentropy, CategoricalCrossentropy,
 /// CategoricalFocalCrossentropy, Dice, Tversky), or a mapping {type,

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
-#include <filesystem>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -170,7 +169,6 @@ std::vector<double> read_class_weight(const YAML::Node& node, const std::string&
   return weights;
 }
 
-// optimizer: a name, or a mapping {type, <that type's Keras arguments>}.
 /// The optimizer's class (canonical_optimizer) from node: a name, or a mapping's 'type'.
 OptimizerKind optimizer_type(const YAML::Node& node, const std::string& file, const std::string& what) {
   if (node.IsScalar()) {
@@ -299,6 +297,7 @@ void read_type_arguments(ParamReader& p, OptimizerConfig& o) {
   }
 }
 
+// optimizer: a name, or a mapping {type, <that type's Keras arguments>}.
 OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) {
   OptimizerConfig o;
   const std::string what = "training.optimizer";

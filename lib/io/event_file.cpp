@@ -14,7 +14,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "lib/io/tensorboard_event.pb.h"
+#include "io/tensorboard_event.pb.h"
 
 namespace trainer {
 

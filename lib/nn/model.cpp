@@ -22,8 +22,7 @@ std::string with_thousands(size_t n) {
 
 Model::Model(const ModelConfig& config, const std::string& file) : name_(config.name) {
   std::map<std::string, int> index;
-  for (size_t i = 0; i < config.layers.size(); ++i)  // every type, before any layer reads its keys
-    require_known_layer_type(config.layers[i], file, "model.layers[" + std::to_string(i) + "]");
+  require_known_layer_types(config, file);  // every type, before any layer reads its keys
   for (const LayerSpec& spec : config.layers) {
     const std::string what = "layer '" + spec.name + "' (" + spec.type + ")";
     ParamReader p(spec.node, file, what);

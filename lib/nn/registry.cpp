@@ -65,4 +65,9 @@ void require_known_layer_type(const LayerSpec& spec, const std::string& file, co
                      keras_layer_hint(spec.type) + "; known types: " + join_names(types));
 }
 
+void require_known_layer_types(const ModelConfig& model, const std::string& file) {
+  for (size_t i = 0; i < model.layers.size(); ++i)
+    require_known_layer_type(model.layers[i], file, "model.layers[" + std::to_string(i) + "]");
+}
+
 }  // namespace trainer

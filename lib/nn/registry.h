@@ -26,6 +26,9 @@ std::vector<std::string> layer_types();
 /// the message suggests the nearest known type, a Keras way to write it
 /// (keras_layer_hint), and lists the known types.
 void require_known_layer_type(const LayerSpec& spec, const std::string& file, const std::string& what);
+/// require_known_layer_type for every layer of model (read from file), in
+/// order: the first unknown type is the error.
+void require_known_layer_types(const ModelConfig& model, const std::string& file);
 
 // Factories of the built-in layers, one per file under nn/layers/.
 std::unique_ptr<Layer> make_input(ParamReader& p, const std::string& name);

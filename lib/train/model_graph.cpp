@@ -3,7 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
-#include "lib/io/tensorboard_event.pb.h"
+#include "io/tensorboard_event.pb.h"
 
 namespace trainer {
 

@@ -37,7 +37,7 @@ Config stored_config(const Checkpoint& ckpt, const std::string& path) {
     then.training.optimizer.type = OptimizerKind::SGD;
     then.training.optimizer.learning_rate = 0.01;
     spdlog::info("{}: its run's config names no optimizer and it holds no optimizer slots: it trained with SGD "
-                 "(learning rate 0.01), the default of older builds (RMSprop now)", path);
+                 "(learning rate 0.01), the default when it was written (RMSprop now)", path);
   }
   return then;
 }

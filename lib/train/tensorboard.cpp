@@ -9,7 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
-#include "lib/io/tensorboard_event.pb.h"
+#include "io/tensorboard_event.pb.h"
 
 namespace trainer {
 
