@@ -28,7 +28,10 @@ void channel_sums(const Device&, const float* x, Shape xs, float* out) {
                        [out](size_t row, double sum) { out[row] = float(sum); });
 }
 
-void accumulate(const Device&, float* y, const float* x, size_t n) {
+void accumulate(const Device&, DType t, void* y_raw, const void* x_raw, size_t n) {
+  require_f32(t, "accumulate on the CPU");
+  float* y = static_cast<float*>(y_raw);
+  const float* x = static_cast<const float*>(x_raw);
   const long long m = (long long)n;
 #pragma omp parallel for simd schedule(static)
   for (long long i = 0; i < m; ++i) y[i] += x[i];
