@@ -91,18 +91,20 @@ TEST_CASE("the CPU backend refuses bf16 activations", "[dtype]") {
   CHECK_THROWS_AS(concat_channels_forward(Device{}, DType::BF16, xs, cs, 2, 4, y.raw(), 4), InternalError);
   float kernel[2 * 2] = {}, out[8] = {};
   Conv2DOp conv(Conv2DParams{});
-  CHECK_THROWS_AS(conv.forward(Device{}, DType::BF16, a.raw(), a.shape(), kernel, nullptr, Activation{},
-                               DType::F32, out, Shape{1, 2, 2, 2}),
+  CHECK_THROWS_AS(conv.forward(Device{}, a.view(), ConvWeights{kernel, nullptr}, Activation{},
+                               {out, DType::F32, Shape{1, 2, 2, 2}}),
                   InternalError);
   MaxPool2DOp pool(Pool2DParams{});
-  CHECK_THROWS_AS(pool.forward(Device{}, DType::BF16, a.raw(), a.shape(), out, Shape{1, 1, 1, 2}, true),
-                  InternalError);
+  CHECK_THROWS_AS(pool.forward(Device{}, a.view(), {out, DType::BF16, Shape{1, 1, 1, 2}}, true), InternalError);
   std::vector<float> dy(8, 1.f), grads(8);
-  CHECK_THROWS_AS(conv.backward(Device{}, Activation{}, DType::BF16, a.raw(), a.raw(), a.shape(), DType::F32,
-                                out, Shape{1, 2, 2, 2}, kernel, grads.data(), nullptr, nullptr),
-                  InternalError);
-  CHECK_THROWS_AS(pool.backward(Device{}, DType::BF16, a.raw(), Shape{1, 1, 1, 2}, b.raw(), a.shape()),
-                  InternalError);
+  ConvBackwardArgs bf16_y;
+  bf16_y.y = a.view();
+  bf16_y.dy = a.raw();
+  bf16_y.x = {out, DType::F32, Shape{1, 2, 2, 2}};
+  bf16_y.kernel = kernel;
+  bf16_y.dkernel = grads.data();
+  CHECK_THROWS_AS(conv.backward(Device{}, bf16_y), InternalError);
+  CHECK_THROWS_AS(pool.backward(Device{}, {a.raw(), DType::BF16, Shape{1, 1, 1, 2}}, b.view()), InternalError);
   void* dxs[2] = {a.raw(), b.raw()};
   CHECK_THROWS_AS(concat_channels_backward(Device{}, DType::BF16, y.raw(), 4, 4, cs, 2, dxs), InternalError);
   // fp32 still works through the same entry points.

@@ -103,15 +103,17 @@ TEST_CASE("a build without the CUDA backend rejects a CUDA device", "[towers]") 
   const Device gpu{DeviceKind::CUDA, 0, &ctx};
   float v[4] = {1.f, 2.f, 3.f, 4.f};
   CHECK_THROWS_AS(activation_forward(gpu, Activation{ActivationKind::Relu}, v, 4), InternalError);
-  CHECK_THROWS_AS(sgd_step(gpu, v, v, 4, 0.1f), InternalError);
+  OptimizerArrays step;
+  step.w = v, step.g = v, step.n = 4;
+  CHECK_THROWS_AS(sgd_step(gpu, step, SgdParams{0.1f}), InternalError);
   Conv2DOp conv(Conv2DParams{});
   const Shape s{1, 2, 2, 1};
-  CHECK_THROWS_AS(conv.forward(gpu, DType::F32, v, s, v, nullptr, Activation{}, DType::F32, v, s),
-                  InternalError);
+  const TensorView view{v, DType::F32, s};
+  CHECK_THROWS_AS(conv.forward(gpu, view, ConvWeights{v, nullptr}, Activation{}, view), InternalError);
   CHECK_THROWS_AS(accumulate(gpu, DType::F32, v, v, 4), InternalError);
   BatchNormOp bn;
   double sums[2];
-  CHECK_THROWS_AS(bn.stat_sums(gpu, v, s, sums), InternalError);
+  CHECK_THROWS_AS(bn.on(gpu).stat_sums(v, s, sums), InternalError);
   activation_forward(Device{}, Activation{ActivationKind::Relu}, v, 4);  // the CPU still works
   CHECK(v[3] == 4.f);
 }

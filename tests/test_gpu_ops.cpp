@@ -208,25 +208,36 @@ ConvResults run_conv(const Device& d, const ConvCase& c, const ConvInputs& in, C
   float* db = c.bias ? dbias.data() : nullptr;
   // The cases with a bias also apply ReLU in the forward's epilogue; the others none.
   const Activation act = c.bias ? Activation{ActivationKind::Relu} : Activation{};
+  const ConvWeights w{kernel.data(), b};
   ConvResults r;
-  op.forward(d, t.x, x.raw(), xs, kernel.data(), b, act, t.y, y.raw(), ys);
+  op.forward(d, x.view(), w, act, y.view());
   r.y = download(y);
   for (Buffer<float>* p : {&dx.buffer(), &dkernel, &dbias}) poison(*p);
-  op.backward(d, Activation{}, t.y, nullptr, dy.raw(), ys, t.x, x.raw(), xs, kernel.data(), dkernel.data(), db,
-              dx.raw());
+  ConvBackwardArgs a;
+  a.y = {nullptr, t.y, ys};
+  a.dy = dy.raw();
+  a.x = x.view();
+  a.kernel = kernel.data();
+  a.dkernel = dkernel.data();
+  a.dbias = db;
+  a.dx = dx.raw();
+  op.backward(d, a);
   r.dx = download(dx), r.dkernel = download(dkernel);
   if (c.bias) r.dbias = download(dbias);
   Tensor y1 = poisoned_tensor(ys.with_batch(1), t.y, d);
-  op.forward(d, t.x, x.raw(), xs.with_batch(1), kernel.data(), b, act, t.y, y1.raw(), ys.with_batch(1));
+  op.forward(d, {x.raw(), t.x, xs.with_batch(1)}, w, act, y1.view());
   r.y_first = download(y1);
-  op.forward(d, t.x, x.raw(), xs, kernel.data(), b, act, t.y, y.raw(), ys);
+  op.forward(d, x.view(), w, act, y.view());
   if (!in.y_act.empty()) y = make_tensor(ys, in.y_act, d, t.y);
   for (Buffer<float>* p : {&dx.buffer(), &dkernel, &dbias}) poison(*p);
-  op.backward(d, act, t.y, y.raw(), dy.raw(), ys, t.x, x.raw(), xs, kernel.data(), dkernel.data(), db, dx.raw());
+  a.act = act;
+  a.y = y.view();
+  op.backward(d, a);
   r.act_dx = download(dx), r.act_dkernel = download(dkernel);
   if (c.bias) r.act_dbias = download(dbias);
   poison(dkernel);
-  op.backward(d, act, t.y, y.raw(), dy.raw(), ys, t.x, x.raw(), xs, kernel.data(), dkernel.data(), db, nullptr);
+  a.dx = nullptr;
+  op.backward(d, a);
   r.act_dkernel_no_dx = download(dkernel);
   return r;
 }
@@ -306,13 +317,13 @@ PoolResults run_pool(const Device& d, const PoolCase& c, const std::vector<float
   MaxPool2DOp op(c.p);
   Tensor x = make_tensor(xs, xh, d, t), dy = make_tensor(ys, dyh, d, t);
   Tensor y = poisoned_tensor(ys, t, d), dx = poisoned_tensor(xs, t, d);
-  op.forward(d, t, x.raw(), xs, y.raw(), ys, false);
+  op.forward(d, x.view(), y.view(), false);
   PoolResults r;
   r.y_infer = download(y);
   poison(y.buffer());
-  op.forward(d, t, x.raw(), xs, y.raw(), ys, true);
+  op.forward(d, x.view(), y.view(), true);
   r.y_train = download(y);
-  op.backward(d, t, dy.raw(), ys, dx.raw(), xs);
+  op.backward(d, dy.view(), dx.view());
   r.dx = download(dx);
   return r;
 }
@@ -464,11 +475,19 @@ TEST_CASE("GPU convolution epilogue applies every activation as the CPU, with fp
         Tensor x = make_tensor(xs, xh, d, DType::F32), dy = make_tensor(ys, dyh, d, t);
         Tensor y = poisoned_tensor(ys, t, d), dx = poisoned_tensor(xs, DType::F32, d);
         Buffer<float> kernel = upload(kh, d), bias = upload(bh, d), dk(d, kh.size()), db(d, 8);
-        op.forward(d, DType::F32, x.raw(), xs, kernel.data(), bias.data(), a, t, y.raw(), ys);
+        op.forward(d, x.view(), ConvWeights{kernel.data(), bias.data()}, a, y.view());
         std::vector<std::vector<float>> r{download(y)};
         if (!y_act.empty()) y = make_tensor(ys, y_act, d, t);
-        op.backward(d, a, t, y.raw(), dy.raw(), ys, DType::F32, x.raw(), xs, kernel.data(), dk.data(), db.data(),
-                    dx.raw());
+        ConvBackwardArgs args;
+        args.act = a;
+        args.y = y.view();
+        args.dy = dy.raw();
+        args.x = x.view();
+        args.kernel = kernel.data();
+        args.dkernel = dk.data();
+        args.dbias = db.data();
+        args.dx = dx.raw();
+        op.backward(d, args);
         for (const auto* b : {&dx.buffer(), &dk, &db}) r.push_back(download(*b));
         return r;
       };
@@ -795,43 +814,54 @@ TEST_CASE("GPU BatchNormalization matches the CPU in every step", "[gpu][gpu_ops
       return v;
     };
 
-    op.stat_sums(d, xb.data(), s, out_sums.data());
+    BatchNormBackend& bn = op.on(d);
+    bn.stat_sums(xb.data(), s, out_sums.data());
     r.stat_sums = download(out_sums);
 
     for (bool affine : {true, false}) {
       Buffer<float> mm = upload(moving_mean, d), mv = upload(moving_var, d);
-      op.train_coefficients(d, sumsb.data(), count, C, epsilon, momentum, affine ? gb.data() : nullptr,
-                            affine ? bb.data() : nullptr, mm.data(), mv.data(), o1.data(), o2.data(),
-                            o3.data(), o4.data());
+      BatchNormChannels v;
+      v.C = C;
+      v.gamma = affine ? gb.data() : nullptr, v.beta = affine ? bb.data() : nullptr;
+      v.moving_mean = mm.data(), v.moving_var = mv.data();
+      v.mean = o1.data(), v.istd = o2.data(), v.a = o3.data(), v.b = o4.data();
+      bn.train_coefficients(sumsb.data(), count, BatchNormSettings{epsilon, momentum}, v);
       (affine ? r.train : r.train_no_affine) = outs({&mm, &mv, &o1, &o2, &o3, &o4});
     }
     {
       Buffer<float> mm = upload(moving_mean, d), mv = upload(moving_var, d);
-      op.inference_coefficients(d, C, epsilon, gb.data(), bb.data(), mm.data(), mv.data(), o1.data(), o2.data(),
-                                o3.data(), o4.data());
+      BatchNormChannels v;
+      v.C = C;
+      v.gamma = gb.data(), v.beta = bb.data(), v.moving_mean = mm.data(), v.moving_var = mv.data();
+      v.mean = o1.data(), v.istd = o2.data(), v.a = o3.data(), v.b = o4.data();
+      bn.inference_coefficients(epsilon, v);
       r.infer = outs({&o1, &o2, &o3, &o4});
     }
-    op.apply(d, xb.data(), s, ab.data(), bbias.data(), y.data());
+    bn.apply(xb.data(), s, ab.data(), bbias.data(), y.data());
     r.apply = outs({&y});
 
-    op.grad_sums(d, xb.data(), dyb.data(), s, meanb.data(), istdb.data(), out_sums.data());
+    BatchNormChannels stats;  // the inputs of the backward steps
+    stats.C = C;
+    stats.gamma = gb.data(), stats.mean = meanb.data(), stats.istd = istdb.data();
+    bn.grad_sums(xb.data(), dyb.data(), s, stats, out_sums.data());
     r.grad_sums = download(out_sums);
 
-    op.param_grads(d, sumsb.data(), C, o1.data(), o2.data());
+    bn.param_grads(sumsb.data(), C, o1.data(), o2.data());
     r.params = outs({&o1, &o2});
     o3.zero();
-    op.param_grads(d, sumsb.data(), C, nullptr, o3.data());
+    bn.param_grads(sumsb.data(), C, nullptr, o3.data());
     r.params.push_back(download(o3));
 
-    op.backward_coefficients(d, sumsb.data(), count, true, C, gb.data(), istdb.data(), o1.data(), o2.data(),
-                             o3.data());
+    BatchNormChannels k = stats;
+    k.k1 = o1.data(), k.k2 = o2.data(), k.k3 = o3.data();
+    bn.backward_coefficients(sumsb.data(), count, true, k);
     r.backward = outs({&o1, &o2, &o3});
-    op.backward_coefficients(d, sumsb.data(), count, false, C, gb.data(), istdb.data(), o1.data(), o2.data(),
-                             o3.data());
+    bn.backward_coefficients(sumsb.data(), count, false, k);
     r.backward_inference = outs({&o1, &o2, &o3});
 
-    op.backward_data(d, xb.data(), dyb.data(), s, meanb.data(), istdb.data(), k1b.data(), k2b.data(),
-                     k3b.data(), y.data());
+    BatchNormChannels given = stats;
+    given.k1 = k1b.data(), given.k2 = k2b.data(), given.k3 = k3b.data();
+    bn.backward_data(xb.data(), dyb.data(), s, given, y.data());
     r.dx = outs({&y});
     return r;
   };
@@ -924,41 +954,63 @@ TEST_CASE("GPU optimizer steps match the CPU", "[gpu][gpu_ops]") {
 
   // Runs `steps` updates of w with slots a (s1), b (s2) and c (s3, zeros:
   // amsgrad's v_hat and centered RMSprop's mg start there) on d (a and b
-  // start non-negative, as RMSprop's rms must); returns w, a, b, c.
-  using Step = void (*)(const Device&, float*, float*, float*, float*, const float*, size_t, int);
+  // start non-negative, as RMSprop's rms must); returns w, a, b, c. A step
+  // gets the arrays with w, g and n set and places the slots it uses.
+  struct Slots {
+    float *a, *b, *c;
+  };
+  using Step = void (*)(const Device&, OptimizerArrays, Slots, int);
   auto run = [&](const Device& d, Step step) {
     Buffer<float> w = upload(w0, d), a = upload(s1, d), b = upload(s2, d), c = upload(s3, d);
     for (int t = 0; t < steps; ++t) {
       Buffer<float> gb = upload(grads[size_t(t)], d);
-      step(d, w.data(), a.data(), b.data(), c.data(), gb.data(), n, t + 1);
+      OptimizerArrays arrays;
+      arrays.w = w.data(), arrays.g = gb.data(), arrays.n = n;
+      step(d, arrays, Slots{a.data(), b.data(), c.data()}, t + 1);
     }
     return std::vector<std::vector<float>>{download(w), download(a), download(b), download(c)};
   };
   const std::pair<const char*, Step> optimizers[] = {
-      {"sgd", [](const Device& d, float* w, float*, float*, float*, const float* g, size_t n, int) {
-         sgd_step(d, w, g, n, 0.1f);
+      {"sgd", [](const Device& d, OptimizerArrays x, Slots, int) { sgd_step(d, x, SgdParams{0.1f}); }},
+      {"sgd momentum",
+       [](const Device& d, OptimizerArrays x, Slots s, int) {
+         x.momentum = s.a;
+         sgd_step(d, x, SgdParams{0.1f, 0.9f, false});
        }},
-      {"sgd momentum", [](const Device& d, float* w, float* v, float*, float*, const float* g, size_t n, int) {
-         sgd_momentum_step(d, w, v, g, n, 0.1f, 0.9f, false);
+      {"sgd nesterov",
+       [](const Device& d, OptimizerArrays x, Slots s, int) {
+         x.momentum = s.a;
+         sgd_step(d, x, SgdParams{0.1f, 0.9f, true});
        }},
-      {"sgd nesterov", [](const Device& d, float* w, float* v, float*, float*, const float* g, size_t n, int) {
-         sgd_momentum_step(d, w, v, g, n, 0.1f, 0.9f, true);
+      {"adam",
+       [](const Device& d, OptimizerArrays x, Slots s, int t) {
+         x.m = s.a, x.v = s.b;
+         adam_step(d, x, AdamParams{lr_t(t), 0.9f, 0.999f, 1e-7f});
        }},
-      {"adam", [](const Device& d, float* w, float* m, float* v, float*, const float* g, size_t n, int t) {
-         adam_step(d, w, m, v, nullptr, g, n, lr_t(t), 0.9f, 0.999f, 1e-7f);
+      {"adam amsgrad",
+       [](const Device& d, OptimizerArrays x, Slots s, int t) {
+         x.m = s.a, x.v = s.b, x.v_hat = s.c;
+         adam_step(d, x, AdamParams{lr_t(t), 0.9f, 0.999f, 1e-7f});
        }},
-      {"adam amsgrad", [](const Device& d, float* w, float* m, float* v, float* v_hat, const float* g, size_t n,
-                          int t) { adam_step(d, w, m, v, v_hat, g, n, lr_t(t), 0.9f, 0.999f, 1e-7f); }},
-      {"rmsprop", [](const Device& d, float* w, float* rms, float*, float*, const float* g, size_t n, int) {
-         rmsprop_step(d, w, rms, nullptr, g, n, 1e-3f, 0.9f, 1e-7f);
+      {"rmsprop",
+       [](const Device& d, OptimizerArrays x, Slots s, int) {
+         x.rms = s.a;
+         rmsprop_step(d, x, RmspropParams{1e-3f, 0.9f, 0.f, 1e-7f});
        }},
-      {"rmsprop centered", [](const Device& d, float* w, float* rms, float*, float* mg, const float* g, size_t n,
-                              int) { rmsprop_step(d, w, rms, mg, g, n, 1e-3f, 0.9f, 1e-7f); }},
-      {"rmsprop momentum", [](const Device& d, float* w, float* rms, float* mom, float*, const float* g, size_t n,
-                              int) { rmsprop_momentum_step(d, w, rms, nullptr, mom, g, n, 1e-3f, 0.9f, 0.5f, 1e-7f); }},
+      {"rmsprop centered",
+       [](const Device& d, OptimizerArrays x, Slots s, int) {
+         x.rms = s.a, x.mg = s.c;
+         rmsprop_step(d, x, RmspropParams{1e-3f, 0.9f, 0.f, 1e-7f});
+       }},
+      {"rmsprop momentum",
+       [](const Device& d, OptimizerArrays x, Slots s, int) {
+         x.rms = s.a, x.momentum = s.b;
+         rmsprop_step(d, x, RmspropParams{1e-3f, 0.9f, 0.5f, 1e-7f});
+       }},
       {"rmsprop centered momentum",
-       [](const Device& d, float* w, float* rms, float* mom, float* mg, const float* g, size_t n, int) {
-         rmsprop_momentum_step(d, w, rms, mg, mom, g, n, 1e-3f, 0.9f, 0.5f, 1e-7f);
+       [](const Device& d, OptimizerArrays x, Slots s, int) {
+         x.rms = s.a, x.momentum = s.b, x.mg = s.c;
+         rmsprop_step(d, x, RmspropParams{1e-3f, 0.9f, 0.5f, 1e-7f});
        }},
   };
   for (const auto& [name, step] : optimizers) {
@@ -1165,23 +1217,24 @@ TEST_CASE("GPU GroupNormalization matches the CPU: statistics, forward and backw
         Buffer<double> sums(d, 2 * size_t(s.n) * size_t(s.c));
         Buffer<float> mean(d, rows), istd(d, rows), coef(d, 2 * rows), y(d, s.numel()), dx(d, s.numel());
         Buffer<float> dgamma(d, 12), dbeta(d, 12);
-        const float* gp = affine ? gb.data() : nullptr;
-        group_norm_stats(d, xb.data(), s, groups, 1e-3, sums.data(), mean.data(), istd.data());
-        group_norm_apply(d, xb.data(), s, groups, mean.data(), istd.data(), gp, affine ? bb.data() : nullptr,
-                         y.data());
-        group_norm_backward(d, xb.data(), dyb.data(), s, groups, mean.data(), istd.data(), gp, sums.data(),
-                            coef.data(), affine ? dgamma.data() : nullptr, affine ? dbeta.data() : nullptr, dx.data());
+        NormArgs a;
+        a.groups = groups, a.mean = mean.data(), a.istd = istd.data(), a.sums = sums.data(), a.coef = coef.data();
+        if (affine) a.gamma = gb.data(), a.beta = bb.data(), a.dgamma = dgamma.data(), a.dbeta = dbeta.data();
+        group_norm_stats(d, xb.data(), s, 1e-3, a);
+        group_norm_apply(d, xb.data(), s, a, y.data());
+        group_norm_backward(d, xb.data(), dyb.data(), s, a, dx.data());
         std::vector<std::vector<float>> r{download(mean), download(istd), download(y), download(dx)};
         if (affine) r.push_back(download(dgamma)), r.push_back(download(dbeta));
         if (affine) {  // no dx wanted: the same weight gradients
           Buffer<float> dgamma2(d, 12), dbeta2(d, 12);
-          group_norm_backward(d, xb.data(), dyb.data(), s, groups, mean.data(), istd.data(), gp, sums.data(),
-                              coef.data(), dgamma2.data(), dbeta2.data(), nullptr);
+          NormArgs a2 = a;
+          a2.dgamma = dgamma2.data(), a2.dbeta = dbeta2.data();
+          group_norm_backward(d, xb.data(), dyb.data(), s, a2, nullptr);
           CHECK(download(dgamma2) == download(dgamma));
           CHECK(download(dbeta2) == download(dbeta));
         }
-        group_norm_backward(d, xb.data(), dyb.data(), s, groups, mean.data(), istd.data(), gp, sums.data(),
-                            coef.data(), nullptr, nullptr, dyb.data());  // in place
+        a.dgamma = a.dbeta = nullptr;
+        group_norm_backward(d, xb.data(), dyb.data(), s, a, dyb.data());  // in place
         r.push_back(download(dyb));
         return r;
       };
@@ -1196,11 +1249,12 @@ TEST_CASE("GPU GroupNormalization matches the CPU: statistics, forward and backw
   const Shape none{0, 7, 5, 12};
   Buffer<double> sums(g.device, 0);
   Buffer<float> empty(g.device, 0), dgamma = upload(gamma, g.device), dbeta = upload(beta, g.device);
-  group_norm_stats(g.device, empty.data(), none, 3, 1e-3, sums.data(), empty.data(), empty.data());
-  group_norm_apply(g.device, empty.data(), none, 3, empty.data(), empty.data(), dgamma.data(), dbeta.data(),
-                   empty.data());
-  group_norm_backward(g.device, empty.data(), empty.data(), none, 3, empty.data(), empty.data(), dgamma.data(),
-                      sums.data(), empty.data(), dgamma.data(), dbeta.data(), empty.data());
+  NormArgs a;
+  a.groups = 3, a.mean = a.istd = a.coef = empty.data(), a.sums = sums.data();
+  a.gamma = dgamma.data(), a.beta = dbeta.data(), a.dgamma = dgamma.data(), a.dbeta = dbeta.data();
+  group_norm_stats(g.device, empty.data(), none, 1e-3, a);
+  group_norm_apply(g.device, empty.data(), none, a, empty.data());
+  group_norm_backward(g.device, empty.data(), empty.data(), none, a, empty.data());
   CHECK(download(dgamma) == std::vector<float>(12, 0.f));
   CHECK(download(dbeta) == std::vector<float>(12, 0.f));
 }
@@ -1224,23 +1278,25 @@ TEST_CASE("GPU LayerNormalization matches the CPU: statistics, forward and backw
       auto run = [&](const Device& d) {
         Buffer<float> xb = upload(x, d), dyb = upload(dy, d), gb = upload(gamma, d), bb = upload(beta, d);
         Buffer<float> mean(d, rows), istd(d, rows), y(d, n), dx(d, n), dgamma(d, size_t(C)), dbeta(d, size_t(C));
-        const float* gp = affine ? gb.data() : nullptr;
-        layer_norm_stats(d, xb.data(), rows, C, 1e-3, mean.data(), istd.data());
-        group_norm_apply(d, xb.data(), Shape{int(rows), 1, 1, C}, 1, mean.data(), istd.data(), gp,
-                         affine ? bb.data() : nullptr, y.data());
-        layer_norm_backward(d, xb.data(), dyb.data(), rows, C, mean.data(), istd.data(), gp,
-                            affine ? dgamma.data() : nullptr, affine ? dbeta.data() : nullptr, dx.data());
+        const Shape rs{int(rows), 1, 1, C};
+        NormArgs a;
+        a.mean = mean.data(), a.istd = istd.data();
+        if (affine) a.gamma = gb.data(), a.beta = bb.data(), a.dgamma = dgamma.data(), a.dbeta = dbeta.data();
+        layer_norm_stats(d, xb.data(), rs, 1e-3, a);
+        group_norm_apply(d, xb.data(), rs, a, y.data());
+        layer_norm_backward(d, xb.data(), dyb.data(), rs, a, dx.data());
         std::vector<std::vector<float>> r{download(mean), download(istd), download(y), download(dx)};
         if (affine) {
           r.push_back(download(dgamma)), r.push_back(download(dbeta));
           Buffer<float> dgamma2(d, size_t(C)), dbeta2(d, size_t(C));  // no dx wanted: the same weight gradients
-          layer_norm_backward(d, xb.data(), dyb.data(), rows, C, mean.data(), istd.data(), gp, dgamma2.data(),
-                              dbeta2.data(), nullptr);
+          NormArgs a2 = a;
+          a2.dgamma = dgamma2.data(), a2.dbeta = dbeta2.data();
+          layer_norm_backward(d, xb.data(), dyb.data(), rs, a2, nullptr);
           CHECK(download(dgamma2) == download(dgamma));
           CHECK(download(dbeta2) == download(dbeta));
         }
-        layer_norm_backward(d, xb.data(), dyb.data(), rows, C, mean.data(), istd.data(), gp, nullptr, nullptr,
-                            dyb.data());  // in place
+        a.dgamma = a.dbeta = nullptr;
+        layer_norm_backward(d, xb.data(), dyb.data(), rs, a, dyb.data());  // in place
         r.push_back(download(dyb));
         return r;
       };
@@ -1254,9 +1310,11 @@ TEST_CASE("GPU LayerNormalization matches the CPU: statistics, forward and backw
   // A tower with no sample this step: weight gradients 0.
   Buffer<float> empty(g.device, 0), dgamma = upload(std::vector<float>(12, 1.f), g.device),
                                     dbeta = upload(std::vector<float>(12, 1.f), g.device);
-  layer_norm_stats(g.device, empty.data(), 0, 12, 1e-3, empty.data(), empty.data());
-  layer_norm_backward(g.device, empty.data(), empty.data(), 0, 12, empty.data(), empty.data(), nullptr,
-                      dgamma.data(), dbeta.data(), empty.data());
+  NormArgs a;
+  a.mean = a.istd = empty.data(), a.dgamma = dgamma.data(), a.dbeta = dbeta.data();
+  const Shape none{0, 1, 1, 12};
+  layer_norm_stats(g.device, empty.data(), none, 1e-3, a);
+  layer_norm_backward(g.device, empty.data(), empty.data(), none, a, empty.data());
   CHECK(download(dgamma) == std::vector<float>(12, 0.f));
   CHECK(download(dbeta) == std::vector<float>(12, 0.f));
 }

@@ -110,9 +110,14 @@ TEST_CASE("activations that need their input are refused where only the output i
   const Activation gelu = activation_from_name("gelu");
   Conv2DOp conv(Conv2DParams{});
   float kernel[4] = {}, y[8] = {}, dy[8] = {}, x[8] = {}, dk[4] = {};
-  CHECK_THROWS_AS(conv.backward(Device{}, gelu, DType::F32, y, dy, Shape{1, 2, 2, 2}, DType::F32, x,
-                                Shape{1, 2, 2, 2}, kernel, dk, nullptr, nullptr),
-                  InternalError);
+  ConvBackwardArgs a;
+  a.act = gelu;
+  a.y = {y, DType::F32, Shape{1, 2, 2, 2}};
+  a.dy = dy;
+  a.x = {x, DType::F32, Shape{1, 2, 2, 2}};
+  a.kernel = kernel;
+  a.dkernel = dk;
+  CHECK_THROWS_AS(conv.backward(Device{}, a), InternalError);
   // A layer's backward without the training forward that kept the pre-activation names the layer.
   auto l = layer_from_yaml("{type: Conv2D, filters: 2, kernel_size: 1, activation: gelu}", "g1");
   const BoundWeights weights = bind_random(*l, {Shape{0, 2, 2, 2}}, 1);

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/math.h"
+#include "core/shape.h"
 
 namespace trainer {
 
@@ -327,16 +328,24 @@ TRAINER_HD inline float max_keeping_nan(float m, float v) { return (v > m || v !
 
 // ---- PReLU slope indexing ----------------------------------------------------
 
-/// The index into a slope tensor [ah, aw, ac] of element (h, w, c): each
-/// dimension of size 1 is shared (index 0).
-TRAINER_HD inline size_t prelu_alpha_index(int h, int w, int c, int ah, int aw, int ac) {
+/// PReLU's slope tensor alpha [ah, aw, ac] (Keras's layout): each dimension
+/// the input's size, or 1 where Keras's shared_axes shares it.
+struct PReLUShape {
+  int ah = 1, aw = 1, ac = 1;
+};
+
+/// The index into a slope tensor a of element (h, w, c): each dimension of
+/// size 1 is shared (index 0).
+TRAINER_HD inline size_t prelu_alpha_index(int h, int w, int c, PReLUShape a) {
+  const int ah = a.ah, aw = a.aw, ac = a.ac;
   return (size_t(ah == 1 ? 0 : h) * size_t(aw) + size_t(aw == 1 ? 0 : w)) * size_t(ac) + size_t(ac == 1 ? 0 : c);
 }
 
 /// Element m (0 <= m < N*H*W*C / (ah*aw*ac)) of the elements that use slope
-/// (i, j, k) of [ah, aw, ac] in an input [N, H, W, C]: their offset, enumerated
+/// (i, j, k) of a in an input [N, H, W, C] (xs): their offset, enumerated
 /// sample-major, then the shared rows, columns and channels.
-TRAINER_HD inline size_t prelu_use_offset(size_t m, int i, int j, int k, int ah, int aw, int ac, int H, int W, int C) {
+TRAINER_HD inline size_t prelu_use_offset(size_t m, int i, int j, int k, PReLUShape a, Shape xs) {
+  const int ah = a.ah, aw = a.aw, ac = a.ac, H = xs.h, W = xs.w, C = xs.c;
   const int sc = ac == 1 ? C : 1, sw = aw == 1 ? W : 1, sh = ah == 1 ? H : 1;
   const int c = ac == 1 ? int(m % size_t(sc)) : k;
   m /= size_t(sc);

@@ -37,12 +37,6 @@ inline Shape broadcast_rows_shape(Shape s, int c) {
   return c == s.c ? s : Shape{s.n, int(s.sample_numel()), 1, 1};
 }
 
-/// PReLU's slope tensor alpha [ah, aw, ac] (Keras's layout): each dimension
-/// the input's size, or 1 where Keras's shared_axes shares it.
-struct PReLUShape {
-  int ah = 1, aw = 1, ac = 1;
-};
-
 /// Integer upsampling factors of UpSampling2D.
 struct UpSample2DParams {
   int sh = 2, sw = 2;  ///< Factors along height and width.
@@ -58,6 +52,24 @@ struct DropoutParams {
   uint32_t threshold = 0;  ///< An element is kept when its 24-bit draw is >= threshold = rate * 2^24.
   float scale = 1.f;       ///< 1 / (1 - rate).
   bool per_channel = false;  ///< SpatialDropout2D: one draw per (sample, channel), for all its pixels.
+};
+
+/// The arrays of a GroupNormalization or LayerNormalization call besides its
+/// tensors, each on the device: the statistics of each normalised row (a
+/// (sample, group), or a pixel), the per-channel weights and their
+/// gradients, and GroupNormalization's scratch.
+struct NormArgs {
+  int groups = 1;                ///< GroupNormalization's channel groups (LayerNormalization: unused).
+  float* mean = nullptr;         ///< [rows].
+  float* istd = nullptr;         ///< [rows]: 1 / sqrt(var + epsilon).
+  const float* gamma = nullptr;  ///< [C], or nullptr: 1.
+  const float* beta = nullptr;   ///< [C], or nullptr: 0.
+  float* dgamma = nullptr;       ///< [C], or nullptr: not wanted.
+  float* dbeta = nullptr;        ///< [C], or nullptr: not wanted.
+  /// GroupNormalization's per (sample, channel) sums [N, C, 2], 16-byte
+  /// aligned (a GPU reads its pairs as double2; InternalError otherwise).
+  double* sums = nullptr;
+  float* coef = nullptr;  ///< GroupNormalization's backward means [N, groups, 2].
 };
 
 #define TRAINER_OP(ret, name, params, args) ret name params;
@@ -76,29 +88,62 @@ struct DropoutParams {
 /// deterministic for a fixed thread count; on a GPU, per block in a fixed
 /// order: deterministic too. The op keeps its reduction scratch; one op object
 /// must not be used from two threads at once. BatchNormBackend is one device's
-/// implementation (cpu::make_batch_norm / cuda::make_batch_norm); BatchNormOp
-/// binds to the device of its first call.
+/// implementation (cpu::make_batch_norm / cuda::make_batch_norm).
+/// One BatchNormalization layer's per-channel vectors, each [C] on the
+/// device, in the order the steps fill them.
+struct BatchNormChannels {
+  int C = 0;
+  const float* gamma = nullptr;  ///< Scale, or nullptr: 1.
+  const float* beta = nullptr;   ///< Offset, or nullptr: 0.
+  float* moving_mean = nullptr;
+  float* moving_var = nullptr;
+  float* mean = nullptr;  ///< The mean the step normalises with (the batch's or the moving one).
+  float* istd = nullptr;  ///< 1 / sqrt(var + epsilon) with that step's variance.
+  float* a = nullptr;     ///< y = x * a + b.
+  float* b = nullptr;
+  float* k1 = nullptr;  ///< dx = k1 * (dy - k2 - xhat * k3) (bn_backward).
+  float* k2 = nullptr;
+  float* k3 = nullptr;
+};
+
+/// BatchNormalization's epsilon and momentum (Keras's keys and defaults).
+struct BatchNormSettings {
+  double epsilon = 1e-3;
+  double momentum = 0.99;
+};
+
 class BatchNormBackend {
  public:
   virtual ~BatchNormBackend() = default;
+  /// sums[c] <- sum over pixels of x[., c]; sums[C + c] <- sum of x[., c]^2
+  /// (x [N, H, W, C] of shape s).
   virtual void stat_sums(const float* x, Shape s, double* sums) = 0;
-  virtual void train_coefficients(const double* sums, double count, int C, double epsilon, double momentum,
-                                  const float* gamma, const float* beta, float* moving_mean,
-                                  float* moving_var, float* mean, float* istd, float* a, float* b) = 0;
-  virtual void inference_coefficients(int C, double epsilon, const float* gamma, const float* beta,
-                                      const float* moving_mean, const float* moving_var, float* mean,
-                                      float* istd, float* a, float* b) = 0;
+  /// Training statistics from sums (sum x, sum x^2) over count > 0 pixels per
+  /// channel: v.mean, v.istd = 1 / sqrt(max(var, 0) + epsilon) with the
+  /// biased var, v.a = gamma * istd, v.b = beta - mean * a; v.moving_* <-
+  /// moving_* * momentum + batch * (1 - momentum), with the unbiased batch
+  /// variance var * count / max(count - 1, 1).
+  virtual void train_coefficients(const double* sums, double count, BatchNormSettings o,
+                                  const BatchNormChannels& v) = 0;
+  /// Inference: v.mean = moving_mean, v.istd = 1 / sqrt(moving_var +
+  /// epsilon), v.a, v.b as above.
+  virtual void inference_coefficients(double epsilon, const BatchNormChannels& v) = 0;
+  /// y [N, H, W, C] (s) <- x * a[c] + b[c].
   virtual void apply(const float* x, Shape s, const float* a, const float* b, float* y) = 0;
-  virtual void grad_sums(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
-                         double* sums) = 0;
+  /// sums[c] <- sum of dy[., c]; sums[C + c] <- sum of dy * xhat, xhat = (x -
+  /// v.mean) * v.istd (x, dy [N, H, W, C] of shape s).
+  virtual void grad_sums(const float* x, const float* dy, Shape s, const BatchNormChannels& v, double* sums) = 0;
+  /// dbeta[c] <- sums[c], dgamma[c] <- sums[C + c] (each skipped when nullptr).
   virtual void param_grads(const double* sums, int C, float* dgamma, float* dbeta) = 0;
-  virtual void backward_coefficients(const double* sums, double count, bool batch_stats, int C,
-                                     const float* gamma, const float* istd, float* k1, float* k2,
-                                     float* k3) = 0;
-  virtual void backward_data(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
-                             const float* k1, const float* k2, const float* k3, float* dx) = 0;
+  /// v.k1 = gamma * istd; with batch_stats, v.k2 = sums[c] / count and v.k3 =
+  /// sums[C + c] / count, else 0 (sums not read).
+  virtual void backward_coefficients(const double* sums, double count, bool batch_stats,
+                                     const BatchNormChannels& v) = 0;
+  /// dx [N, H, W, C] (s) <- bn_backward(dy, x, mean, istd, k1, k2, k3) per channel.
+  virtual void backward_data(const float* x, const float* dy, Shape s, const BatchNormChannels& v, float* dx) = 0;
 };
 
+/// Binds a BatchNormBackend to the device of its first call.
 class BatchNormOp {
  public:
   BatchNormOp();
@@ -106,52 +151,11 @@ class BatchNormOp {
   BatchNormOp(BatchNormOp&&) noexcept;
   BatchNormOp& operator=(BatchNormOp&&) noexcept;
 
-  /// sums[c] <- sum over pixels of x[., c]; sums[C + c] <- sum of x[., c]^2.
-  void stat_sums(const Device& d, const float* x, Shape s, double* sums) { on(d).stat_sums(x, s, sums); }
-  /// Training statistics from sums (sum x, sum x^2) over count > 0 pixels per
-  /// channel: mean, istd = 1 / sqrt(max(var, 0) + epsilon) with the biased var,
-  /// a = gamma * istd, b = beta - mean * a; moving_* <- moving_* * momentum +
-  /// batch * (1 - momentum), with the unbiased batch variance var * count /
-  /// max(count - 1, 1).
-  void train_coefficients(const Device& d, const double* sums, double count, int C, double epsilon,
-                          double momentum, const float* gamma, const float* beta, float* moving_mean,
-                          float* moving_var, float* mean, float* istd, float* a, float* b) {
-    on(d).train_coefficients(sums, count, C, epsilon, momentum, gamma, beta, moving_mean, moving_var, mean,
-                             istd, a, b);
-  }
-  /// Inference: mean = moving_mean, istd = 1 / sqrt(moving_var + epsilon), a, b as above.
-  void inference_coefficients(const Device& d, int C, double epsilon, const float* gamma, const float* beta,
-                              const float* moving_mean, const float* moving_var, float* mean, float* istd,
-                              float* a, float* b) {
-    on(d).inference_coefficients(C, epsilon, gamma, beta, moving_mean, moving_var, mean, istd, a, b);
-  }
-  /// y [N, H, W, C] <- x * a[c] + b[c].
-  void apply(const Device& d, const float* x, Shape s, const float* a, const float* b, float* y) {
-    on(d).apply(x, s, a, b, y);
-  }
-  /// sums[c] <- sum of dy[., c]; sums[C + c] <- sum of dy * xhat, xhat = (x - mean) * istd.
-  void grad_sums(const Device& d, const float* x, const float* dy, Shape s, const float* mean,
-                 const float* istd, double* sums) {
-    on(d).grad_sums(x, dy, s, mean, istd, sums);
-  }
-  /// dbeta[c] <- sums[c], dgamma[c] <- sums[C + c] (each skipped when nullptr).
-  void param_grads(const Device& d, const double* sums, int C, float* dgamma, float* dbeta) {
-    on(d).param_grads(sums, C, dgamma, dbeta);
-  }
-  /// k1 = gamma * istd; with batch_stats, k2 = sums[c] / count and
-  /// k3 = sums[C + c] / count, else 0.
-  void backward_coefficients(const Device& d, const double* sums, double count, bool batch_stats, int C,
-                             const float* gamma, const float* istd, float* k1, float* k2, float* k3) {
-    on(d).backward_coefficients(sums, count, batch_stats, C, gamma, istd, k1, k2, k3);
-  }
-  /// dx [N, H, W, C] <- k1 * (dy - k2 - xhat * k3) (bn_backward).
-  void backward_data(const Device& d, const float* x, const float* dy, Shape s, const float* mean,
-                     const float* istd, const float* k1, const float* k2, const float* k3, float* dx) {
-    on(d).backward_data(x, dy, s, mean, istd, k1, k2, k3, dx);
-  }
+  /// The backend for d (made on the first call; every later call must pass
+  /// the same device).
+  BatchNormBackend& on(const Device& d);
 
  private:
-  BatchNormBackend& on(const Device& d);
   std::unique_ptr<BatchNormBackend> impl_;
 };
 

@@ -25,6 +25,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/shape.h"
+#include "core/tensor_view.h"
 
 namespace trainer {
 
@@ -91,30 +92,49 @@ struct Pool2DParams {
   bool same_padding = false;
 };
 
+/// A convolution's fp32 weights on the device, in Keras's layout (see the op
+/// classes below for each one's kernel shape).
+struct ConvWeights {
+  const float* kernel = nullptr;
+  const float* bias = nullptr;  ///< [Cout], or nullptr: no bias.
+};
+
+/// What a convolution's backward reads and writes (Conv2DOp::backward).
+struct ConvBackwardArgs {
+  Activation act;  ///< The forward's fused activation.
+  /// The forward's output after act [N, Ho, Wo, Cout]: its type and shape
+  /// always, its data only when act is not Linear (nullptr otherwise).
+  ConstTensorView y;
+  const void* dy = nullptr;       ///< dL/dy, of y's type and shape.
+  ConstTensorView x;              ///< The last training forward's input [N, H, W, Cin], unchanged.
+  const float* kernel = nullptr;  ///< The forward's kernel.
+  float* dkernel = nullptr;       ///< dL/dkernel (kernel's shape), or nullptr: not wanted (a frozen layer).
+  float* dbias = nullptr;         ///< dL/dbias [Cout], or nullptr; only with dkernel.
+  void* dx = nullptr;             ///< dL/dx, of x's type and shape, or nullptr: not wanted.
+};
+
 /// One device's implementation of a convolution-like op (Conv2D or
 /// Conv2DTranspose), made by cpu::make_conv2d / cuda::make_conv2d and friends
 /// (backend/device_ops.h). Arguments as the op classes below.
 class ConvBackend {
  public:
   virtual ~ConvBackend() = default;
-  virtual void forward(DType xt, const void* x, Shape xs, const float* kernel, const float* bias, Activation act,
-                       DType yt, void* y, Shape ys) = 0;
-  virtual void backward(Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt, const void* x,
-                        Shape xs, const float* kernel, float* dkernel, float* dbias, void* dx) = 0;
+  virtual void forward(ConstTensorView x, ConvWeights w, Activation act, TensorView y) = 0;
+  virtual void backward(const ConvBackwardArgs& a) = 0;
 };
 
 /// One device's implementation of MaxPool2DOp. Arguments as MaxPool2DOp's.
 class PoolBackend {
  public:
   virtual ~PoolBackend() = default;
-  virtual void forward(DType t, const void* x, Shape xs, void* y, Shape ys, bool training) = 0;
-  virtual void backward(DType t, const void* dy, Shape ys, void* dx, Shape xs) = 0;
+  virtual void forward(ConstTensorView x, TensorView y, bool training) = 0;
+  virtual void backward(ConstTensorView dy, TensorView dx) = 0;
 };
 
 /// 2-D convolution (cross-correlation, as Keras's Conv2D).
-///   x [N, H, W, Cin] of type xt, kernel [kh, kw, Cin / groups, Cout] (Keras layout),
-///   bias [Cout] or nullptr, y [N, Ho, Wo, Cout] of type yt with Ho =
-///   conv_output_length(H, kh, ...). xt and yt may differ (a bf16 GPU tower's
+///   x [N, H, W, Cin], kernel [kh, kw, Cin / groups, Cout] (Keras layout),
+///   bias [Cout] or nullptr, y [N, Ho, Wo, Cout] with Ho =
+///   conv_output_length(H, kh, ...). x's and y's types may differ (a bf16 GPU tower's
 ///   first convolution reads fp32 and writes bf16); the arithmetic follows the
 ///   context's precision, not the storage types.
 /// The caller passes consistent shapes (the layer's shape inference checked
@@ -128,24 +148,19 @@ class Conv2DOp {
   Conv2DOp& operator=(Conv2DOp&&) noexcept;
 
   /// y <- act(conv(x, kernel) + bias) (on a GPU in one pass after the convolution).
-  void forward(const Device& d, DType xt, const void* x, Shape xs, const float* kernel, const float* bias,
-               Activation act, DType yt, void* y, Shape ys);
-  /// The layer's backward: dz = dy * act'(y) (y [N, Ho, Wo, Cout], the
-  /// forward's output after the activation, unused and may be nullptr for
-  /// Linear; dy = dL/dy of that shape; both of type yt), then dkernel [kh, kw,
-  /// Cin / groups, Cout] and dbias [Cout] (each skipped when nullptr; dbias
-  /// only with dkernel, InternalError otherwise) <- dL/dw from x and dz, and
-  /// dx [N, H, W, Cin] of type xt (skipped when nullptr) <- dL/dx from dz,
-  /// each overwritten. Nothing runs when dkernel and dx are both nullptr (a
-  /// frozen layer whose input needs no gradient).
+  void forward(const Device& d, ConstTensorView x, ConvWeights w, Activation act, TensorView y);
+  /// The layer's backward (ConvBackwardArgs): dz = dy * act'(y), then
+  /// dkernel [kh, kw, Cin / groups, Cout] and dbias [Cout] <- dL/dw from x and
+  /// dz (dbias only with dkernel, InternalError otherwise), and dx [N, H, W,
+  /// Cin] <- dL/dx from dz, each overwritten. Nothing runs when dkernel and
+  /// dx are both nullptr (a frozen layer whose input needs no gradient).
   /// x must be the last training forward's input, unchanged (see above); dx
   /// must not alias dy or y. One call so that a GPU fuses the activation
   /// gradient with its bf16 conversion and the bias gradient
   /// (cuda/conv_epilogue.h); the CPU runs the three steps. InternalError for
   /// an act whose gradient needs its input (activation_needs_input: the
   /// layers run those linear and apply them themselves, nn/layers/kept_activation.h).
-  void backward(const Device& d, Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt,
-                const void* x, Shape xs, const float* kernel, float* dkernel, float* dbias, void* dx);
+  void backward(const Device& d, const ConvBackwardArgs& a);
 
  private:
   ConvBackend& on(const Device& d);
@@ -167,12 +182,10 @@ class Conv2DTransposeOp {
   Conv2DTransposeOp& operator=(Conv2DTransposeOp&&) noexcept;
 
   /// y <- act(conv_transpose(x, kernel) + bias) (on a GPU in one pass after the convolution).
-  void forward(const Device& d, DType xt, const void* x, Shape xs, const float* kernel, const float* bias,
-               Activation act, DType yt, void* y, Shape ys);
+  void forward(const Device& d, ConstTensorView x, ConvWeights w, Activation act, TensorView y);
   /// The layer's backward, as Conv2DOp::backward: y, dy [N, Ho, Wo, Cout],
   /// dkernel [kh, kw, Cout, Cin], dbias [Cout], dx [N, H, W, Cin].
-  void backward(const Device& d, Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt,
-                const void* x, Shape xs, const float* kernel, float* dkernel, float* dbias, void* dx);
+  void backward(const Device& d, const ConvBackwardArgs& a);
 
  private:
   ConvBackend& on(const Device& d);
@@ -182,7 +195,7 @@ class Conv2DTransposeOp {
 
 /// Max pooling, as Keras's MaxPooling2D: x [N, H, W, C] -> y [N, Ho, Wo, C],
 /// Ho = conv_output_length(H, ph, stride_h, same), x, y and their gradients
-/// all of type t. Padded pixels never win.
+/// all of one type. Padded pixels never win.
 /// Library failures raise InternalError naming the call, the device and the layer.
 class MaxPool2DOp {
  public:
@@ -193,11 +206,11 @@ class MaxPool2DOp {
 
   /// y <- maxpool(x). With training = true the op remembers this call for
   /// backward() (on the CPU where each maximum came from; on a GPU x and y).
-  void forward(const Device& d, DType t, const void* x, Shape xs, void* y, Shape ys, bool training);
+  void forward(const Device& d, ConstTensorView x, TensorView y, bool training);
   /// dx [N, H, W, C] <- dL/dx from dy [N, Ho, Wo, C] (overwrites dx): each dy
   /// goes to the position of its maximum in the last training forward() call,
   /// which must have had the same shapes.
-  void backward(const Device& d, DType t, const void* dy, Shape ys, void* dx, Shape xs);
+  void backward(const Device& d, ConstTensorView dy, TensorView dx);
 
  private:
   PoolBackend& on(const Device& d);

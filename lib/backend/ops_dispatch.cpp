@@ -22,11 +22,11 @@ std::unique_ptr<BatchNormBackend> make_batch_norm(const Device& d) { TRAINER_DIS
 /// (activation_needs_input: the layers apply those kinds themselves), and
 /// unless dbias comes with dkernel (a frozen layer gives neither). Returns
 /// whether the call asks for anything (dkernel or dx).
-bool backward_wanted(Activation act, const float* dkernel, const float* dbias, const void* dx, const char* call) {
-  if (activation_needs_input(act.kind))
+bool backward_wanted(const ConvBackwardArgs& a, const char* call) {
+  if (activation_needs_input(a.act.kind))
     throw InternalError(std::string(call) + ": an activation whose gradient needs its input");
-  if (dbias && !dkernel) throw InternalError(std::string(call) + ": a bias gradient without the kernel's");
-  return dkernel || dx;
+  if (a.dbias && !a.dkernel) throw InternalError(std::string(call) + ": a bias gradient without the kernel's");
+  return a.dkernel || a.dx;
 }
 
 }  // namespace
@@ -39,15 +39,11 @@ ConvBackend& Conv2DOp::on(const Device& d) {
   if (!impl_) impl_ = make_conv2d(d, p_);
   return *impl_;
 }
-void Conv2DOp::forward(const Device& d, DType xt, const void* x, Shape xs, const float* kernel, const float* bias,
-                       Activation act, DType yt, void* y, Shape ys) {
-  on(d).forward(xt, x, xs, kernel, bias, act, yt, y, ys);
+void Conv2DOp::forward(const Device& d, ConstTensorView x, ConvWeights w, Activation act, TensorView y) {
+  on(d).forward(x, w, act, y);
 }
-void Conv2DOp::backward(const Device& d, Activation act, DType yt, const void* y, const void* dy, Shape ys,
-                        DType xt, const void* x, Shape xs, const float* kernel, float* dkernel, float* dbias,
-                        void* dx) {
-  if (!backward_wanted(act, dkernel, dbias, dx, "Conv2DOp::backward")) return;
-  on(d).backward(act, yt, y, dy, ys, xt, x, xs, kernel, dkernel, dbias, dx);
+void Conv2DOp::backward(const Device& d, const ConvBackwardArgs& a) {
+  if (backward_wanted(a, "Conv2DOp::backward")) on(d).backward(a);
 }
 
 Conv2DTransposeOp::Conv2DTransposeOp(Conv2DParams p) : p_(p) {}
@@ -58,15 +54,11 @@ ConvBackend& Conv2DTransposeOp::on(const Device& d) {
   if (!impl_) impl_ = make_conv2d_transpose(d, p_);
   return *impl_;
 }
-void Conv2DTransposeOp::forward(const Device& d, DType xt, const void* x, Shape xs, const float* kernel,
-                                const float* bias, Activation act, DType yt, void* y, Shape ys) {
-  on(d).forward(xt, x, xs, kernel, bias, act, yt, y, ys);
+void Conv2DTransposeOp::forward(const Device& d, ConstTensorView x, ConvWeights w, Activation act, TensorView y) {
+  on(d).forward(x, w, act, y);
 }
-void Conv2DTransposeOp::backward(const Device& d, Activation act, DType yt, const void* y, const void* dy,
-                                 Shape ys, DType xt, const void* x, Shape xs, const float* kernel, float* dkernel,
-                                 float* dbias, void* dx) {
-  if (!backward_wanted(act, dkernel, dbias, dx, "Conv2DTransposeOp::backward")) return;
-  on(d).backward(act, yt, y, dy, ys, xt, x, xs, kernel, dkernel, dbias, dx);
+void Conv2DTransposeOp::backward(const Device& d, const ConvBackwardArgs& a) {
+  if (backward_wanted(a, "Conv2DTransposeOp::backward")) on(d).backward(a);
 }
 
 MaxPool2DOp::MaxPool2DOp(Pool2DParams p) : p_(p) {}
@@ -77,11 +69,11 @@ PoolBackend& MaxPool2DOp::on(const Device& d) {
   if (!impl_) impl_ = make_max_pool2d(d, p_);
   return *impl_;
 }
-void MaxPool2DOp::forward(const Device& d, DType t, const void* x, Shape xs, void* y, Shape ys, bool training) {
-  on(d).forward(t, x, xs, y, ys, training);
+void MaxPool2DOp::forward(const Device& d, ConstTensorView x, TensorView y, bool training) {
+  on(d).forward(x, y, training);
 }
-void MaxPool2DOp::backward(const Device& d, DType t, const void* dy, Shape ys, void* dx, Shape xs) {
-  on(d).backward(t, dy, ys, dx, xs);
+void MaxPool2DOp::backward(const Device& d, ConstTensorView dy, TensorView dx) {
+  on(d).backward(dy, dx);
 }
 
 BatchNormOp::BatchNormOp() = default;

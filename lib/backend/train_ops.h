@@ -19,6 +19,37 @@ namespace trainer {
 /// Number of metric thresholds (0.50, 0.55, ..., 0.95).
 inline constexpr int kLogitThresholds = 10;
 
+/// The flat arrays one optimizer step updates, each [n] on the device: the
+/// weights, their gradient and the optimizer's slots (Keras's slot names);
+/// a slot the step does not use is nullptr.
+struct OptimizerArrays {
+  float* w = nullptr;
+  const float* g = nullptr;
+  size_t n = 0;
+  float* momentum = nullptr;  ///< SGD's and RMSprop's "momentum" (the velocity).
+  float* m = nullptr;         ///< Adam's "m": the first moment.
+  float* v = nullptr;         ///< Adam's "v": the second moment.
+  float* v_hat = nullptr;     ///< Adam's "vhat": amsgrad's running maximum of v, or nullptr (no amsgrad).
+  float* rms = nullptr;       ///< RMSprop's "rms": the mean square.
+  float* mg = nullptr;        ///< RMSprop's "mg": the mean gradient (centered), or nullptr.
+};
+
+/// keras.optimizers.SGD's step: learning rate, momentum (0: plain SGD) and nesterov.
+struct SgdParams {
+  float lr = 0.f, momentum = 0.f;
+  bool nesterov = false;
+};
+
+/// keras.optimizers.Adam's step with the bias-corrected rate lr_t.
+struct AdamParams {
+  float lr_t = 0.f, beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;
+};
+
+/// keras.optimizers.RMSprop's step: learning rate, rho, momentum (0: none) and epsilon.
+struct RmspropParams {
+  float lr = 0.f, rho = 0.9f, momentum = 0.f, epsilon = 1e-7f;
+};
+
 #define TRAINER_OP(ret, name, params, args) ret name params;
 #include "backend/train_ops.inc"
 #undef TRAINER_OP

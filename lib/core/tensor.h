@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "core/tensor_view.h"
 
 namespace trainer {
 
@@ -85,6 +86,9 @@ class Tensor {
   /// Device pointer to the elements, of either type.
   void* raw() { return buf_.data(); }
   const void* raw() const { return buf_.data(); }
+  /// The elements, type and shape, for the backend ops.
+  TensorView view() { return {raw(), dtype_, shape_}; }
+  ConstTensorView view() const { return {raw(), dtype_, shape_}; }
   /// Pointer to sample i (row-major NHWC).
   float* sample(int i) { return data() + size_t(i) * shape_.sample_numel(); }
   const float* sample(int i) const { return data() + size_t(i) * shape_.sample_numel(); }

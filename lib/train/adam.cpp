@@ -25,9 +25,11 @@ class Adam final : public Optimizer {
     const double t = double(iterations_ + 1);
     const float lr_t =
         float(current_learning_rate() * std::sqrt(1.0 - std::pow(b2_, t)) / (1.0 - std::pow(b1_, t)));
-    adam_step(device_, w + begin, m_.data() + begin, v_.data() + begin,
-              v_hat_.size() ? v_hat_.data() + begin : nullptr, g + begin, end - begin, lr_t, float(b1_), float(b2_),
-              float(eps_));
+    OptimizerArrays a;
+    a.w = w + begin, a.g = g + begin, a.n = end - begin;
+    a.m = m_.data() + begin, a.v = v_.data() + begin;
+    if (v_hat_.size()) a.v_hat = v_hat_.data() + begin;
+    adam_step(device_, a, AdamParams{lr_t, float(b1_), float(b2_), float(eps_)});
   }
 
   std::vector<std::pair<std::string, Buffer<float>*>> state() override {

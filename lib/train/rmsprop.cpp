@@ -21,12 +21,12 @@ class RmsProp final : public Optimizer {
   }
 
   void apply(float* w, const float* g, size_t begin, size_t end) override {
-    const float lr = float(current_learning_rate());
-    const size_t n = end - begin;
-    float* mg = mg_.size() ? mg_.data() + begin : nullptr;
-    if (momentum_ == 0.f) rmsprop_step(device_, w + begin, rms_.data() + begin, mg, g + begin, n, lr, rho_, eps_);
-    else rmsprop_momentum_step(device_, w + begin, rms_.data() + begin, mg, mom_.data() + begin, g + begin, n, lr,
-                               rho_, momentum_, eps_);
+    OptimizerArrays a;
+    a.w = w + begin, a.g = g + begin, a.n = end - begin;
+    a.rms = rms_.data() + begin;
+    if (mg_.size()) a.mg = mg_.data() + begin;
+    if (momentum_ != 0.f) a.momentum = mom_.data() + begin;
+    rmsprop_step(device_, a, RmspropParams{float(current_learning_rate()), rho_, momentum_, eps_});
   }
 
   std::vector<std::pair<std::string, Buffer<float>*>> state() override {

@@ -18,9 +18,10 @@ class Sgd final : public Optimizer {
   }
 
   void apply(float* w, const float* g, size_t begin, size_t end) override {
-    const float lr = float(current_learning_rate());
-    if (momentum_ == 0.f) sgd_step(device_, w + begin, g + begin, end - begin, lr);
-    else sgd_momentum_step(device_, w + begin, velocity_.data() + begin, g + begin, end - begin, lr, momentum_, nesterov_);
+    OptimizerArrays a;
+    a.w = w + begin, a.g = g + begin, a.n = end - begin;
+    if (momentum_ != 0.f) a.momentum = velocity_.data() + begin;
+    sgd_step(device_, a, SgdParams{float(current_learning_rate()), momentum_, nesterov_});
   }
 
   std::vector<std::pair<std::string, Buffer<float>*>> state() override {

@@ -28,33 +28,27 @@ class BatchNormCpu final : public BatchNormBackend {
     });
   }
 
-  void train_coefficients(const double* sums, double count, int C, double epsilon, double momentum,
-                          const float* gamma, const float* beta, float* moving_mean, float* moving_var,
-                          float* mean, float* istd, float* a, float* b) override {
-    const double unbias = count / std::max(count - 1.0, 1.0), mom = momentum;
+  void train_coefficients(const double* sums, double count, BatchNormSettings o,
+                          const BatchNormChannels& v) override {
+    const int C = v.C;
+    const double unbias = count / std::max(count - 1.0, 1.0), mom = o.momentum;
     for (int c = 0; c < C; ++c) {
       const double m = sums[c] / count;
       const double var = std::max(sums[C + c] / count - m * m, 0.0);
-      mean[c] = float(m);
-      istd[c] = float(1.0 / std::sqrt(var + epsilon));
-      moving_mean[c] = float(moving_mean[c] * mom + m * (1.0 - mom));
-      moving_var[c] = float(moving_var[c] * mom + var * unbias * (1.0 - mom));
+      v.mean[c] = float(m);
+      v.istd[c] = float(1.0 / std::sqrt(var + o.epsilon));
+      v.moving_mean[c] = float(v.moving_mean[c] * mom + m * (1.0 - mom));
+      v.moving_var[c] = float(v.moving_var[c] * mom + var * unbias * (1.0 - mom));
     }
-    for (int c = 0; c < C; ++c) {
-      a[c] = (gamma ? gamma[c] : 1.f) * istd[c];
-      b[c] = (beta ? beta[c] : 0.f) - mean[c] * a[c];
-    }
+    scale_and_offset(v);
   }
 
-  void inference_coefficients(int C, double epsilon, const float* gamma, const float* beta,
-                              const float* moving_mean, const float* moving_var, float* mean, float* istd,
-                              float* a, float* b) override {
-    for (int c = 0; c < C; ++c) {
-      mean[c] = moving_mean[c];
-      istd[c] = float(1.0 / std::sqrt(double(moving_var[c]) + epsilon));
-      a[c] = (gamma ? gamma[c] : 1.f) * istd[c];
-      b[c] = (beta ? beta[c] : 0.f) - mean[c] * a[c];
+  void inference_coefficients(double epsilon, const BatchNormChannels& v) override {
+    for (int c = 0; c < v.C; ++c) {
+      v.mean[c] = v.moving_mean[c];
+      v.istd[c] = float(1.0 / std::sqrt(double(v.moving_var[c]) + epsilon));
     }
+    scale_and_offset(v);
   }
 
   void apply(const float* x, Shape s, const float* a, const float* b, float* y) override {
@@ -69,9 +63,9 @@ class BatchNormCpu final : public BatchNormBackend {
     }
   }
 
-  void grad_sums(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
-                 double* sums) override {
+  void grad_sums(const float* x, const float* dy, Shape s, const BatchNormChannels& v, double* sums) override {
     const int C = s.c;
+    const float *mean = v.mean, *istd = v.istd;
     channel_sums((long long)s.n * s.h * s.w, C, sums, [=](long long p, double* s1, double* s2) {
       const float* xr = x + p * C;
       const float* gr = dy + p * C;
@@ -89,18 +83,19 @@ class BatchNormCpu final : public BatchNormBackend {
     }
   }
 
-  void backward_coefficients(const double* sums, double count, bool batch_stats, int C, const float* gamma,
-                             const float* istd, float* k1, float* k2, float* k3) override {
+  void backward_coefficients(const double* sums, double count, bool batch_stats,
+                             const BatchNormChannels& v) override {
+    const int C = v.C;
     for (int c = 0; c < C; ++c) {
-      k1[c] = (gamma ? gamma[c] : 1.f) * istd[c];
-      k2[c] = batch_stats ? float(sums[c] / count) : 0.f;
-      k3[c] = batch_stats ? float(sums[C + c] / count) : 0.f;
+      v.k1[c] = (v.gamma ? v.gamma[c] : 1.f) * v.istd[c];
+      v.k2[c] = batch_stats ? float(sums[c] / count) : 0.f;
+      v.k3[c] = batch_stats ? float(sums[C + c] / count) : 0.f;
     }
   }
 
-  void backward_data(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
-                     const float* k1, const float* k2, const float* k3, float* dx) override {
+  void backward_data(const float* x, const float* dy, Shape s, const BatchNormChannels& v, float* dx) override {
     const int C = s.c;
+    const float *mean = v.mean, *istd = v.istd, *k1 = v.k1, *k2 = v.k2, *k3 = v.k3;
     const long long P = (long long)s.n * s.h * s.w;
 #pragma omp parallel for schedule(static)
     for (long long p = 0; p < P; ++p) {
@@ -113,6 +108,13 @@ class BatchNormCpu final : public BatchNormBackend {
   }
 
  private:
+  /// v.a = gamma * istd, v.b = beta - mean * a, per channel.
+  static void scale_and_offset(const BatchNormChannels& v) {
+    for (int c = 0; c < v.C; ++c) {
+      v.a[c] = (v.gamma ? v.gamma[c] : 1.f) * v.istd[c];
+      v.b[c] = (v.beta ? v.beta[c] : 0.f) - v.mean[c] * v.a[c];
+    }
+  }
   /// out[c] = sum_p f, out[C + c] = sum_p g over P pixels, fg(p, s1, s2) adding
   /// pixel p's terms to s1[C] and s2[C].
   template <class F>

@@ -253,32 +253,28 @@ class CachedConvOp final : public ConvBackend {
 
   /// The convolution on oneDNN, then the activation (the CPU backend's own
   /// loop, as for every other layer). fp32 only (InternalError for bf16).
-  void forward(DType xt, const void* xv, Shape xs, const float* kernel, const float* bias, Activation act, DType yt,
-               void* yv, Shape ys) override {
-    require_f32(xt, "a convolution on the CPU");
-    require_f32(yt, "a convolution on the CPU");
-    float* y = static_cast<float*>(yv);
-    get(xs, ys, bias != nullptr).forward(static_cast<const float*>(xv), kernel, bias, y);
-    cpu::activation_forward(Device{}, act, y, ys.numel());
+  void forward(ConstTensorView x, ConvWeights w, Activation act, TensorView y) override {
+    const char* what = "a convolution on the CPU";
+    float* out = y.f32(what);
+    get(x.shape, y.shape, w.bias != nullptr).forward(x.f32(what), w.kernel, w.bias, out);
+    cpu::activation_forward(Device{}, act, out, y.shape.numel());
   }
   /// dz = dy * act'(y) into the thread's scratch (the CPU backend's activation loop), then
   /// oneDNN's backward-weights (unless dkernel is nullptr: a frozen layer) and
   /// backward-data (unless dx is nullptr) on it. fp32 only.
-  void backward(Activation act, DType yt, const void* yv, const void* dyv, Shape ys, DType xt, const void* xv,
-                Shape xs, const float* kernel, float* dkernel, float* dbias, void* dxv) override {
-    require_f32(xt, "a convolution on the CPU");
-    require_f32(yt, "a convolution on the CPU");
-    const float *y = static_cast<const float*>(yv), *dy = static_cast<const float*>(dyv),
-                *x = static_cast<const float*>(xv);
-    float* dx = static_cast<float*>(dxv);
-    const float* dz = dy;
-    if (!act.linear()) {
+  void backward(const ConvBackwardArgs& a) override {
+    const char* what = "a convolution on the CPU";
+    const Shape xs = a.x.shape, ys = a.y.shape;
+    const float* dz = static_cast<const float*>(a.dy);
+    require_f32(a.y.dtype, what);
+    require_f32(a.x.dtype, what);
+    if (!a.act.linear()) {
       float* scratch = thread_scratch(ys.numel());
-      cpu::activation_backward(Device{}, act, y, dy, scratch, ys.numel());
+      cpu::activation_backward(Device{}, a.act, a.y.f32(what), dz, scratch, ys.numel());
       dz = scratch;
     }
-    if (dkernel) get(xs, ys, dbias != nullptr).backward_weights(x, dz, dkernel, dbias);
-    if (dx) get_any_bias(xs, ys).backward_data(dz, kernel, dx);
+    if (a.dkernel) get(xs, ys, a.dbias != nullptr).backward_weights(a.x.f32(what), dz, a.dkernel, a.dbias);
+    if (a.dx) get_any_bias(xs, ys).backward_data(dz, a.kernel, static_cast<float*>(a.dx));
   }
 
  private:

@@ -19,8 +19,9 @@ struct SumPair {
 
 }  // namespace
 
-void group_norm_stats(const Device&, const float* x, Shape s, int groups, double epsilon, double* sums, float* mean,
-                      float* istd) {
+void group_norm_stats(const Device&, const float* x, Shape s, double epsilon, const NormArgs& a) {
+  const int groups = a.groups;
+  double* sums = a.sums;
   fold_sample_channels(
       s, SumPair{},
       [x](SumPair acc, size_t e) {
@@ -38,13 +39,14 @@ void group_norm_stats(const Device&, const float* x, Shape s, int groups, double
         s1 += sums[2 * row], s2 += sums[2 * row + 1];
       }
       const double mu = s1 / m, var = std::max(s2 / m - mu * mu, 0.0);
-      mean[n * groups + g] = float(mu);
-      istd[n * groups + g] = float(1.0 / std::sqrt(var + epsilon));
+      a.mean[n * groups + g] = float(mu);
+      a.istd[n * groups + g] = float(1.0 / std::sqrt(var + epsilon));
     }
 }
 
-void group_norm_apply(const Device&, const float* x, Shape s, int groups, const float* mean, const float* istd,
-                      const float* gamma, const float* beta, float* y) {
+void group_norm_apply(const Device&, const float* x, Shape s, const NormArgs& a, float* y) {
+  const int groups = a.groups;
+  const float *mean = a.mean, *istd = a.istd, *gamma = a.gamma, *beta = a.beta;
   const size_t C = size_t(s.c), per = C / size_t(groups);
   for_sample_channel_elements(s, [=](size_t e, size_t row) {
     const size_t c = row % C, ng = row / C * size_t(groups) + c / per;
@@ -52,9 +54,11 @@ void group_norm_apply(const Device&, const float* x, Shape s, int groups, const 
   });
 }
 
-void group_norm_backward(const Device&, const float* x, const float* dy, Shape s, int groups, const float* mean,
-                         const float* istd, const float* gamma, double* sums, float* coef, float* dgamma,
-                         float* dbeta, float* dx) {
+void group_norm_backward(const Device&, const float* x, const float* dy, Shape s, const NormArgs& a, float* dx) {
+  const int groups = a.groups;
+  const float *mean = a.mean, *istd = a.istd, *gamma = a.gamma;
+  double* sums = a.sums;
+  float* coef = a.coef;
   const size_t C = size_t(s.c), per = C / size_t(groups);
   // Per (sample, channel): sum dy and sum dy * xhat.
   fold_sample_channels(
@@ -69,8 +73,8 @@ void group_norm_backward(const Device&, const float* x, const float* dy, Shape s
   for (size_t c = 0; c < C; ++c) {  // over the samples in order
     double db = 0, dg = 0;
     for (int n = 0; n < s.n; ++n) db += sums[2 * (size_t(n) * C + c)], dg += sums[2 * (size_t(n) * C + c) + 1];
-    if (dbeta) dbeta[c] = float(db);
-    if (dgamma) dgamma[c] = float(dg);
+    if (a.dbeta) a.dbeta[c] = float(db);
+    if (a.dgamma) a.dgamma[c] = float(dg);
   }
   if (!dx) return;
   const double m = double(s.h) * s.w * double(per);

@@ -18,16 +18,17 @@ constexpr size_t kRowsPerBlock = 256;
 
 }  // namespace
 
-void layer_norm_stats(const Device&, const float* x, size_t rows, int C, double epsilon, float* mean,
-                      float* istd) {
-  const size_t Cs = size_t(C);
+void layer_norm_stats(const Device&, const float* x, Shape s, double epsilon, const NormArgs& a) {
+  const size_t rows = size_t(s.n) * size_t(s.h) * size_t(s.w), Cs = size_t(s.c);
+  const int C = s.c;
+  float *mean = a.mean, *istd = a.istd;
 #pragma omp parallel for schedule(static)
   for (long long r = 0; r < (long long)rows; ++r) {
     const float* v = x + size_t(r) * Cs;
     double s1 = 0, s2 = 0;
     for (size_t c = 0; c < Cs; ++c) {
-      const double a = v[c];
-      s1 += a, s2 += a * a;
+      const double e = v[c];
+      s1 += e, s2 += e * e;
     }
     const double mu = s1 / double(C), var = std::max(s2 / double(C) - mu * mu, 0.0);
     mean[r] = float(mu);
@@ -35,9 +36,11 @@ void layer_norm_stats(const Device&, const float* x, size_t rows, int C, double 
   }
 }
 
-void layer_norm_backward(const Device&, const float* x, const float* dy, size_t rows, int C, const float* mean,
-                         const float* istd, const float* gamma, float* dgamma, float* dbeta, float* dx) {
-  const size_t Cs = size_t(C);
+void layer_norm_backward(const Device&, const float* x, const float* dy, Shape s, const NormArgs& a, float* dx) {
+  const size_t rows = size_t(s.n) * size_t(s.h) * size_t(s.w), Cs = size_t(s.c);
+  const int C = s.c;
+  const float *mean = a.mean, *istd = a.istd, *gamma = a.gamma;
+  float *dgamma = a.dgamma, *dbeta = a.dbeta;
   if (dgamma || dbeta) {  // before dx, which may overwrite dy
     const size_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     std::vector<double> partial(blocks * 2 * Cs, 0.0);  // [blocks, C, 2]: sum dy, sum dy * xhat

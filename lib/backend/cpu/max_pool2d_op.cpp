@@ -109,13 +109,13 @@ class PoolPrimitives {
 class MaxPool2DCpu final : public PoolBackend {
  public:
   explicit MaxPool2DCpu(Pool2DParams p) : p_(p) {}
-  void forward(DType t, const void* x, Shape xs, void* y, Shape ys, bool training) override {
-    require_f32(t, "MaxPooling2D on the CPU");
-    get(xs, ys).forward(static_cast<const float*>(x), static_cast<float*>(y), training);
+  void forward(ConstTensorView x, TensorView y, bool training) override {
+    const char* what = "MaxPooling2D on the CPU";
+    get(x.shape, y.shape).forward(x.f32(what), y.f32(what), training);
   }
-  void backward(DType t, const void* dy, Shape ys, void* dx, Shape xs) override {
-    require_f32(t, "MaxPooling2D on the CPU");
-    get(xs, ys).backward(static_cast<const float*>(dy), static_cast<float*>(dx));
+  void backward(ConstTensorView dy, TensorView dx) override {
+    const char* what = "MaxPooling2D on the CPU";
+    get(dx.shape, dy.shape).backward(dy.f32(what), dx.f32(what));
   }
 
  private:

@@ -5,44 +5,46 @@
 
 namespace trainer::cpu {
 
-void sgd_step(const Device&, float* w, const float* g, size_t n, float lr) {
-  const long long m = (long long)n;
+void sgd_step(const Device&, const OptimizerArrays& a, SgdParams p) {
+  const long long m = (long long)a.n;
+  float* w = a.w;
+  const float* g = a.g;
+  if (p.momentum == 0.f) {
 #pragma omp parallel for schedule(static)
-  for (long long i = 0; i < m; ++i) w[i] -= lr * g[i];
+    for (long long i = 0; i < m; ++i) w[i] -= p.lr * g[i];
+    return;
+  }
+  float* velocity = a.momentum;
+#pragma omp parallel for schedule(static)
+  for (long long i = 0; i < m; ++i) sgd_momentum_update(w[i], velocity[i], g[i], p.lr, p.momentum, p.nesterov);
 }
 
-void sgd_momentum_step(const Device&, float* w, float* velocity, const float* g, size_t n, float lr,
-                       float momentum, bool nesterov) {
-  const long long m = (long long)n;
-#pragma omp parallel for schedule(static)
-  for (long long i = 0; i < m; ++i) sgd_momentum_update(w[i], velocity[i], g[i], lr, momentum, nesterov);
-}
-
-void adam_step(const Device&, float* w, float* m, float* v, float* v_hat, const float* g, size_t n, float lr_t,
-               float b1, float b2, float epsilon) {
-  const long long k = (long long)n;
+void adam_step(const Device&, const OptimizerArrays& a, AdamParams p) {
+  const long long k = (long long)a.n;
+  float *w = a.w, *m = a.m, *v = a.v, *v_hat = a.v_hat;
+  const float* g = a.g;
   if (v_hat) {
 #pragma omp parallel for schedule(static)
-    for (long long i = 0; i < k; ++i) amsgrad_update(w[i], m[i], v[i], v_hat[i], g[i], lr_t, b1, b2, epsilon);
+    for (long long i = 0; i < k; ++i)
+      amsgrad_update(w[i], m[i], v[i], v_hat[i], g[i], p.lr_t, p.beta_1, p.beta_2, p.epsilon);
     return;
   }
 #pragma omp parallel for schedule(static)
-  for (long long i = 0; i < k; ++i) adam_update(w[i], m[i], v[i], g[i], lr_t, b1, b2, epsilon);
+  for (long long i = 0; i < k; ++i) adam_update(w[i], m[i], v[i], g[i], p.lr_t, p.beta_1, p.beta_2, p.epsilon);
 }
 
-void rmsprop_step(const Device&, float* w, float* rms, float* mg, const float* g, size_t n, float lr, float rho,
-                  float epsilon) {
-  const long long m = (long long)n;
+void rmsprop_step(const Device&, const OptimizerArrays& a, RmspropParams p) {
+  const long long m = (long long)a.n;
+  float *w = a.w, *rms = a.rms, *mg = a.mg, *mom = a.momentum;
+  const float* g = a.g;
+  if (p.momentum == 0.f) {
 #pragma omp parallel for schedule(static)
-  for (long long i = 0; i < m; ++i) rmsprop_update(w[i], rms[i], mg ? mg + i : nullptr, g[i], lr, rho, epsilon);
-}
-
-void rmsprop_momentum_step(const Device&, float* w, float* rms, float* mg, float* mom, const float* g, size_t n,
-                           float lr, float rho, float momentum, float epsilon) {
-  const long long m = (long long)n;
+    for (long long i = 0; i < m; ++i) rmsprop_update(w[i], rms[i], mg ? mg + i : nullptr, g[i], p.lr, p.rho, p.epsilon);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (long long i = 0; i < m; ++i)
-    rmsprop_momentum_update(w[i], rms[i], mg ? mg + i : nullptr, mom[i], g[i], lr, rho, momentum, epsilon);
+    rmsprop_momentum_update(w[i], rms[i], mg ? mg + i : nullptr, mom[i], g[i], p.lr, p.rho, p.momentum, p.epsilon);
 }
 
 }  // namespace trainer::cpu

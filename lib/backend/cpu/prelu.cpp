@@ -16,7 +16,7 @@ void each_element(Shape xs, PReLUShape a, F f) {
     for (int h = 0; h < xs.h; ++h)
       for (int w = 0; w < xs.w; ++w)
         for (int c = 0; c < xs.c; ++c)
-          f(((size_t(n) * xs.h + h) * xs.w + w) * xs.c + c, prelu_alpha_index(h, w, c, a.ah, a.aw, a.ac));
+          f(((size_t(n) * xs.h + h) * xs.w + w) * xs.c + c, prelu_alpha_index(h, w, c, a));
 }
 
 }  // namespace
@@ -36,7 +36,7 @@ void prelu_backward(const Device&, const float* x, Shape xs, const float* alpha,
     const int k = int(s % a.ac), j = int(s / a.ac % a.aw), i = int(s / a.ac / a.aw);
     double sum = 0;
     for (size_t m = 0; m < uses; ++m) {
-      const size_t e = prelu_use_offset(m, i, j, k, a.ah, a.aw, a.ac, xs.h, xs.w, xs.c);
+      const size_t e = prelu_use_offset(m, i, j, k, a, xs);
       sum += prelu_dalpha_term(x[e], dy[e]);
     }
     dalpha[s] = float(sum);

@@ -99,41 +99,36 @@ __global__ void channel_partials_kernel(Terms terms, long long P, int C, int par
   }
 }
 
-/// See BatchNormOp::train_coefficients (the CPU's formulas, one thread per channel).
-__global__ void train_coefficients_kernel(const double* sums, double count, int C, double epsilon,
-                                          double momentum, const float* gamma, const float* beta,
-                                          float* moving_mean, float* moving_var, float* mean, float* istd,
-                                          float* a, float* b) {
-  const int c = int(blockIdx.x * blockDim.x + threadIdx.x);
+/// Channel c's mean and istd, then a and b from them.
+__device__ void set_coefficients(const BatchNormChannels& v, int c, float mean_c, float istd_c) {
+  v.mean[c] = mean_c;
+  v.istd[c] = istd_c;
+  const float a_c = (v.gamma ? v.gamma[c] : 1.f) * istd_c;
+  v.a[c] = a_c;
+  v.b[c] = (v.beta ? v.beta[c] : 0.f) - mean_c * a_c;
+}
+
+/// See BatchNormBackend::train_coefficients (the CPU's formulas, one thread per channel).
+__global__ void train_coefficients_kernel(const double* sums, double count, BatchNormSettings o,
+                                          BatchNormChannels v) {
+  const int c = int(blockIdx.x * blockDim.x + threadIdx.x), C = v.C;
   if (c >= C) return;
-  const double unbias = count / std_max(count - 1.0, 1.0), mom = momentum;
+  const double unbias = count / std_max(count - 1.0, 1.0), mom = o.momentum;
   const double m = sums[c] / count;
   const double var = std_max(sums[C + c] / count - m * m, 0.0);
-  const float mean_c = float(m), istd_c = float(1.0 / sqrt(var + epsilon));
-  mean[c] = mean_c;
-  istd[c] = istd_c;
-  moving_mean[c] = float(moving_mean[c] * mom + m * (1.0 - mom));
-  moving_var[c] = float(moving_var[c] * mom + var * unbias * (1.0 - mom));
-  const float a_c = (gamma ? gamma[c] : 1.f) * istd_c;
-  a[c] = a_c;
-  b[c] = (beta ? beta[c] : 0.f) - mean_c * a_c;
+  v.moving_mean[c] = float(v.moving_mean[c] * mom + m * (1.0 - mom));
+  v.moving_var[c] = float(v.moving_var[c] * mom + var * unbias * (1.0 - mom));
+  set_coefficients(v, c, float(m), float(1.0 / sqrt(var + o.epsilon)));
 }
 
-/// See BatchNormOp::inference_coefficients.
-__global__ void inference_coefficients_kernel(int C, double epsilon, const float* gamma, const float* beta,
-                                              const float* moving_mean, const float* moving_var, float* mean,
-                                              float* istd, float* a, float* b) {
+/// See BatchNormBackend::inference_coefficients.
+__global__ void inference_coefficients_kernel(double epsilon, BatchNormChannels v) {
   const int c = int(blockIdx.x * blockDim.x + threadIdx.x);
-  if (c >= C) return;
-  const float mean_c = moving_mean[c], istd_c = float(1.0 / sqrt(double(moving_var[c]) + epsilon));
-  mean[c] = mean_c;
-  istd[c] = istd_c;
-  const float a_c = (gamma ? gamma[c] : 1.f) * istd_c;
-  a[c] = a_c;
-  b[c] = (beta ? beta[c] : 0.f) - mean_c * a_c;
+  if (c >= v.C) return;
+  set_coefficients(v, c, v.moving_mean[c], float(1.0 / sqrt(double(v.moving_var[c]) + epsilon)));
 }
 
-/// See BatchNormOp::param_grads.
+/// See BatchNormBackend::param_grads.
 __global__ void param_grads_kernel(const double* sums, int C, float* dgamma, float* dbeta) {
   const int c = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (c >= C) return;
@@ -141,15 +136,14 @@ __global__ void param_grads_kernel(const double* sums, int C, float* dgamma, flo
   if (dgamma) dgamma[c] = float(sums[C + c]);
 }
 
-/// See BatchNormOp::backward_coefficients (sums is not read without batch_stats).
-__global__ void backward_coefficients_kernel(const double* sums, double count, bool batch_stats, int C,
-                                             const float* gamma, const float* istd, float* k1, float* k2,
-                                             float* k3) {
-  const int c = int(blockIdx.x * blockDim.x + threadIdx.x);
+/// See BatchNormBackend::backward_coefficients (sums is not read without batch_stats).
+__global__ void backward_coefficients_kernel(const double* sums, double count, bool batch_stats,
+                                             BatchNormChannels v) {
+  const int c = int(blockIdx.x * blockDim.x + threadIdx.x), C = v.C;
   if (c >= C) return;
-  k1[c] = (gamma ? gamma[c] : 1.f) * istd[c];
-  k2[c] = batch_stats ? float(sums[c] / count) : 0.f;
-  k3[c] = batch_stats ? float(sums[C + c] / count) : 0.f;
+  v.k1[c] = (v.gamma ? v.gamma[c] : 1.f) * v.istd[c];
+  v.k2[c] = batch_stats ? float(sums[c] / count) : 0.f;
+  v.k3[c] = batch_stats ? float(sums[C + c] / count) : 0.f;
 }
 
 /// y[i] <- bn_apply(x[i], a[c], b[c]), c = i % C (quad(): C % 4 == 0).
@@ -211,21 +205,16 @@ class BatchNormCuda final : public BatchNormBackend {
 
   void stat_sums(const float* x, Shape s, double* sums) override { channel_sums(StatTerms{x}, s, sums); }
 
-  void train_coefficients(const double* sums, double count, int C, double epsilon, double momentum,
-                          const float* gamma, const float* beta, float* moving_mean, float* moving_var,
-                          float* mean, float* istd, float* a, float* b) override {
-    if (C <= 0) return;
-    train_coefficients_kernel<<<channel_blocks(C), kThreads, 0, ctx_.stream()>>>(
-        sums, count, C, epsilon, momentum, gamma, beta, moving_mean, moving_var, mean, istd, a, b);
+  void train_coefficients(const double* sums, double count, BatchNormSettings o,
+                          const BatchNormChannels& v) override {
+    if (v.C <= 0) return;
+    train_coefficients_kernel<<<channel_blocks(v.C), kThreads, 0, ctx_.stream()>>>(sums, count, o, v);
     TRAINER_CUDA_CHECK_LAUNCH(ctx_, "batch_norm train_coefficients");
   }
 
-  void inference_coefficients(int C, double epsilon, const float* gamma, const float* beta,
-                              const float* moving_mean, const float* moving_var, float* mean, float* istd,
-                              float* a, float* b) override {
-    if (C <= 0) return;
-    inference_coefficients_kernel<<<channel_blocks(C), kThreads, 0, ctx_.stream()>>>(
-        C, epsilon, gamma, beta, moving_mean, moving_var, mean, istd, a, b);
+  void inference_coefficients(double epsilon, const BatchNormChannels& v) override {
+    if (v.C <= 0) return;
+    inference_coefficients_kernel<<<channel_blocks(v.C), kThreads, 0, ctx_.stream()>>>(epsilon, v);
     TRAINER_CUDA_CHECK_LAUNCH(ctx_, "batch_norm inference_coefficients");
   }
 
@@ -237,9 +226,8 @@ class BatchNormCuda final : public BatchNormBackend {
     TRAINER_CUDA_CHECK_LAUNCH(ctx_, "batch_norm apply");
   }
 
-  void grad_sums(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
-                 double* sums) override {
-    channel_sums(GradTerms{x, dy, mean, istd}, s, sums);
+  void grad_sums(const float* x, const float* dy, Shape s, const BatchNormChannels& v, double* sums) override {
+    channel_sums(GradTerms{x, dy, v.mean, v.istd}, s, sums);
   }
 
   void param_grads(const double* sums, int C, float* dgamma, float* dbeta) override {
@@ -248,16 +236,15 @@ class BatchNormCuda final : public BatchNormBackend {
     TRAINER_CUDA_CHECK_LAUNCH(ctx_, "batch_norm param_grads");
   }
 
-  void backward_coefficients(const double* sums, double count, bool batch_stats, int C, const float* gamma,
-                             const float* istd, float* k1, float* k2, float* k3) override {
-    if (C <= 0) return;
-    backward_coefficients_kernel<<<channel_blocks(C), kThreads, 0, ctx_.stream()>>>(
-        sums, count, batch_stats, C, gamma, istd, k1, k2, k3);
+  void backward_coefficients(const double* sums, double count, bool batch_stats,
+                             const BatchNormChannels& v) override {
+    if (v.C <= 0) return;
+    backward_coefficients_kernel<<<channel_blocks(v.C), kThreads, 0, ctx_.stream()>>>(sums, count, batch_stats, v);
     TRAINER_CUDA_CHECK_LAUNCH(ctx_, "batch_norm backward_coefficients");
   }
 
-  void backward_data(const float* x, const float* dy, Shape s, const float* mean, const float* istd,
-                     const float* k1, const float* k2, const float* k3, float* dx) override {
+  void backward_data(const float* x, const float* dy, Shape s, const BatchNormChannels& v, float* dx) override {
+    const float *mean = v.mean, *istd = v.istd, *k1 = v.k1, *k2 = v.k2, *k3 = v.k3;
     const size_t n = s.numel();
     if (n == 0) return;
     const bool vec = s.c % 4 == 0 && aligned16(x, dy, mean, istd, k1, k2, k3, dx);

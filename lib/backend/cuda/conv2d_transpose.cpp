@@ -24,28 +24,30 @@ class CudnnConv2DTranspose final : public ConvBackend {
  public:
   CudnnConv2DTranspose(const Device& d, Conv2DParams p) : ctx_(context(d)), p_(p), core_(d, p) {}
 
-  void forward(DType xt, const void* x, Shape xs, const float* kernel, const float* bias, Activation act, DType yt,
-               void* y, Shape ys) override {
-    if (xs.numel() == 0 || ys.numel() == 0) return;
-    core_.backward_data(x, cudnn_type(xt), xs, Staging::Keep, kernel, bias, act, y, cudnn_type(yt), ys);
+  void forward(ConstTensorView x, ConvWeights w, Activation act, TensorView y) override {
+    if (x.shape.numel() == 0 || y.shape.numel() == 0) return;
+    core_.backward_data(ConvInput{x.data, cudnn_type(x.dtype), x.shape, Staging::Keep}, w, act,
+                        ConvOutput{y.data, cudnn_type(y.dtype), y.shape});
     core_.forget(ConvSide::A);  // the last step's gradient is not this one's
   }
 
   /// dz = dy * act'(y) made once in cuDNN's type with dbias on the way
   /// (ConvCore::prepare_gradient on side A, y's), then the filter and data
   /// gradients from it.
-  void backward(Activation act, DType yt, const void* y, const void* dy, Shape ys, DType xt, const void* x, Shape xs,
-                const float* kernel, float* dkernel, float* dbias, void* dx) override {
+  void backward(const ConvBackwardArgs& a) override {
+    const Shape xs = a.x.shape, ys = a.y.shape;
+    float *dkernel = a.dkernel, *dbias = a.dbias;
     if (xs.numel() == 0 || ys.numel() == 0) {
       if (dkernel) ctx_.zero(dkernel, size_t(p_.kh) * p_.kw * ys.c * xs.c * sizeof(float));
       if (dbias) ctx_.zero(dbias, size_t(ys.c) * sizeof(float));
       return;
     }
-    const cudnnDataType_t xtype = cudnn_type(xt), ytype = cudnn_type(yt);
-    core_.prepare_gradient(ConvSide::A, ys, xs, act, y, dy, ytype, dbias);
+    const cudnnDataType_t xtype = cudnn_type(a.x.dtype), ytype = cudnn_type(a.y.dtype);
+    core_.prepare_gradient(ConvSide::A, ys, xs, a.act, a.y.data, a.dy, ytype, dbias);
+    const ConvInput dz{nullptr, ytype, ys, Staging::Prepared};
     if (dkernel)  // nullptr: a frozen layer
-      core_.backward_filter(nullptr, ytype, ys, Staging::Prepared, x, xtype, xs, Staging::Reuse, dkernel);
-    if (dx) core_.forward(nullptr, ytype, ys, Staging::Prepared, kernel, nullptr, Activation{}, dx, xtype, xs);
+      core_.backward_filter(dz, ConvInput{a.x.data, xtype, xs, Staging::Reuse}, dkernel);
+    if (a.dx) core_.forward(dz, ConvWeights{a.kernel, nullptr}, Activation{}, ConvOutput{a.dx, xtype, xs});
     core_.release_prepared(ConvSide::A);
   }
 

@@ -298,8 +298,11 @@ void ConvCore::unstage_output(const Plan& p, ConvSide side, const void* src, voi
   conv_epilogue(ctx_, src, p.type, bias, act, dst, dst_type, rows, s.c);
 }
 
-void ConvCore::forward(const void* a, cudnnDataType_t a_type, Shape as, Staging a_staging, const float* kernel,
-                       const float* bias, Activation act, void* b, cudnnDataType_t b_type, Shape bs) {
+void ConvCore::forward(ConvInput in, ConvWeights w, Activation act, ConvOutput out) {
+  const void* a = in.data;
+  void* b = out.data;
+  const cudnnDataType_t a_type = in.type, b_type = out.type;
+  const Shape as = in.shape, bs = out.shape;
   Plan& p = plan(as, bs);
   auto& candidates = searched<cudnnConvolutionFwdAlgo_t, cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
       p, p.fwd, "cudnnFindConvolutionForwardAlgorithmEx", [&](SearchBuffers& buf, auto* perf, int* count) {
@@ -312,23 +315,25 @@ void ConvCore::forward(const void* a, cudnnDataType_t a_type, Shape as, Staging 
     WorkspaceLayout layout;
     const size_t ws_at = layout.add(algo.workspace);
     const size_t w_at = layout.add(p.w_bytes);
-    const size_t a_at = layout.add(a_staging == Staging::Transient ? staged_bytes(p, ConvSide::A, a_type) : 0);
+    const size_t a_at = layout.add(in.staging == Staging::Transient ? staged_bytes(p, ConvSide::A, a_type) : 0);
     const size_t b_at = layout.add(staged_bytes(p, ConvSide::B, b_type));
     char* ws = layout.base(ctx_);
-    const void* a_in = stage_input(p, ConvSide::A, a, a_type, a_staging, ws + a_at);
-    keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c / p_.groups, bs.c, ws + w_at, p.type);
+    const void* a_in = stage_input(p, ConvSide::A, a, a_type, in.staging, ws + a_at);
+    keras_to_cudnn_filter(ctx_, w.kernel, p_.kh * p_.kw, as.c / p_.groups, bs.c, ws + w_at, p.type);
     void* b_out = staged(p, ConvSide::B, b_type) ? static_cast<void*>(ws + b_at) : b;
     const cudnnStatus_t st =
         cudnnConvolutionForward(ctx_.cudnn(), &kOne, p.a.get(), a_in, p.w.get(), ws + w_at, p.conv.get(), algo.algo,
                                 ws + ws_at, algo.workspace, &kZero, p.b.get(), b_out);
-    if (st == CUDNN_STATUS_SUCCESS) unstage_output(p, ConvSide::B, b_out, b, b_type, bias, act);
+    if (st == CUDNN_STATUS_SUCCESS) unstage_output(p, ConvSide::B, b_out, b, b_type, w.bias, act);
     return st;
   });
 }
 
-void ConvCore::backward_data(const void* db, cudnnDataType_t db_type, Shape bs, Staging db_staging,
-                             const float* kernel, const float* bias, Activation act, void* da,
-                             cudnnDataType_t da_type, Shape as) {
+void ConvCore::backward_data(ConvInput in, ConvWeights w, Activation act, ConvOutput out) {
+  const void* db = in.data;
+  void* da = out.data;
+  const cudnnDataType_t db_type = in.type, da_type = out.type;
+  const Shape bs = in.shape, as = out.shape;
   Plan& p = plan(as, bs);
   auto& candidates =
       searched<cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
@@ -341,22 +346,25 @@ void ConvCore::backward_data(const void* db, cudnnDataType_t db_type, Shape bs, 
     WorkspaceLayout layout;
     const size_t ws_at = layout.add(algo.workspace);
     const size_t w_at = layout.add(p.w_bytes);
-    const size_t b_at = layout.add(db_staging == Staging::Transient ? staged_bytes(p, ConvSide::B, db_type) : 0);
+    const size_t b_at = layout.add(in.staging == Staging::Transient ? staged_bytes(p, ConvSide::B, db_type) : 0);
     const size_t a_at = layout.add(staged_bytes(p, ConvSide::A, da_type));
     char* ws = layout.base(ctx_);
-    const void* b_in = stage_input(p, ConvSide::B, db, db_type, db_staging, ws + b_at);
-    keras_to_cudnn_filter(ctx_, kernel, p_.kh * p_.kw, as.c / p_.groups, bs.c, ws + w_at, p.type);
+    const void* b_in = stage_input(p, ConvSide::B, db, db_type, in.staging, ws + b_at);
+    keras_to_cudnn_filter(ctx_, w.kernel, p_.kh * p_.kw, as.c / p_.groups, bs.c, ws + w_at, p.type);
     void* a_out = staged(p, ConvSide::A, da_type) ? static_cast<void*>(ws + a_at) : da;
     const cudnnStatus_t st =
         cudnnConvolutionBackwardData(ctx_.cudnn(), &kOne, p.w.get(), ws + w_at, p.b.get(), b_in, p.conv.get(),
                                      algo.algo, ws + ws_at, algo.workspace, &kZero, p.a.get(), a_out);
-    if (st == CUDNN_STATUS_SUCCESS) unstage_output(p, ConvSide::A, a_out, da, da_type, bias, act);
+    if (st == CUDNN_STATUS_SUCCESS) unstage_output(p, ConvSide::A, a_out, da, da_type, w.bias, act);
     return st;
   });
 }
 
-void ConvCore::backward_filter(const void* a, cudnnDataType_t a_type, Shape as, Staging a_staging, const void* db,
-                               cudnnDataType_t db_type, Shape bs, Staging db_staging, float* dkernel) {
+void ConvCore::backward_filter(ConvInput in, ConvInput grad, float* dkernel) {
+  const void *a = in.data, *db = grad.data;
+  const cudnnDataType_t a_type = in.type, db_type = grad.type;
+  const Shape as = in.shape, bs = grad.shape;
+  const Staging a_staging = in.staging, db_staging = grad.staging;
   Plan& p = plan(as, bs);
   auto& candidates = searched<cudnnConvolutionBwdFilterAlgo_t, cudnnConvolutionBwdFilterAlgoPerf_t,
                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(

@@ -101,6 +101,22 @@ enum class Staging {
               ///< pointer passed is ignored); InternalError when there is none.
 };
 
+/// A tensor a ConvCore call reads: its data (ignored with Staging::Prepared),
+/// cuDNN type, NHWC shape and staging.
+struct ConvInput {
+  const void* data = nullptr;
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  Shape shape;
+  Staging staging = Staging::Transient;
+};
+
+/// A tensor a ConvCore call writes (overwrites): its data, cuDNN type and NHWC shape.
+struct ConvOutput {
+  void* data = nullptr;
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  Shape shape;
+};
+
 /// The cross-correlation b = conv(a, kernel) of TensorFlow/Keras with its two
 /// gradients, on cuDNN:
 ///   a [N, Ha, Wa, Ca], b [N, Hb, Wb, Cb], kernel [kh, kw, Ca / groups, Cb] (Keras
@@ -151,20 +167,14 @@ class ConvCore {
   ConvCore(const ConvCore&) = delete;
   ConvCore& operator=(const ConvCore&) = delete;
 
-  /// b (of b_type) <- act(conv(a, kernel) + bias) (a of a_type; overwrites b;
-  /// bias [Cb] or nullptr), the bias and activation applied in the pass that
-  /// writes b (conv_epilogue.h). With Staging::Prepared, a is ignored.
-  void forward(const void* a, cudnnDataType_t a_type, Shape as, Staging a_staging, const float* kernel,
-               const float* bias, Activation act, void* b, cudnnDataType_t b_type, Shape bs);
-  /// da [N, Ha, Wa, Ca] (of da_type) <- act(dL/da + bias) from db = dL/db
-  /// [N, Hb, Wb, Cb] (of db_type) (overwrites da; bias [Ca] or nullptr:
-  /// Conv2DTranspose's forward). With Staging::Prepared, db is ignored.
-  void backward_data(const void* db, cudnnDataType_t db_type, Shape bs, Staging db_staging, const float* kernel,
-                     const float* bias, Activation act, void* da, cudnnDataType_t da_type, Shape as);
-  /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from a and db (of their types;
-  /// overwrites it). An input passed with Staging::Prepared is ignored.
-  void backward_filter(const void* a, cudnnDataType_t a_type, Shape as, Staging a_staging, const void* db,
-                       cudnnDataType_t db_type, Shape bs, Staging db_staging, float* dkernel);
+  /// b <- act(conv(a, w.kernel) + w.bias) (w.bias [Cb] or nullptr), the bias
+  /// and activation applied in the pass that writes b (conv_epilogue.h).
+  void forward(ConvInput a, ConvWeights w, Activation act, ConvOutput b);
+  /// da [N, Ha, Wa, Ca] <- act(dL/da + w.bias) from db = dL/db [N, Hb, Wb,
+  /// Cb] (w.bias [Ca] or nullptr: Conv2DTranspose's forward).
+  void backward_data(ConvInput db, ConvWeights w, Activation act, ConvOutput da);
+  /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from a and db (overwrites it).
+  void backward_filter(ConvInput a, ConvInput db, float* dkernel);
   /// Makes side's gradient for this step's backward calls, which then take
   /// it with Staging::Prepared: g = dy * act'(y) (y, the forward's output on
   /// that side, and dy, both of y_type in that side's shape; Linear: y

@@ -145,12 +145,13 @@ double2* sum_pairs(double* sums, const char* op) {
 
 }  // namespace
 
-void group_norm_stats(const Device& d, const float* x, Shape s, int groups, double epsilon, double* sums, float* mean,
-                      float* istd) {
+void group_norm_stats(const Device& d, const float* x, Shape s, double epsilon, const NormArgs& a) {
   if (s.numel() == 0) return;
+  const int groups = a.groups;
+  float *mean = a.mean, *istd = a.istd;
   CudaContext& ctx = context(d);
   const unsigned long long C = (unsigned long long)s.c, per = C / (unsigned long long)groups;
-  double2* pairs = sum_pairs(sums, "group_norm_stats");
+  double2* pairs = sum_pairs(a.sums, "group_norm_stats");
   reduce_sample_channels(ctx, PairSumOp{x, nullptr, nullptr, nullptr, C, per, (unsigned long long)groups}, s, pairs);
   const int items = s.n * groups;
   group_stats_kernel<<<grid_blocks(size_t(items)), kThreads, 0, ctx.stream()>>>(pairs, s.n, s.c, groups,
@@ -159,26 +160,24 @@ void group_norm_stats(const Device& d, const float* x, Shape s, int groups, doub
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "group_norm_stats");
 }
 
-void group_norm_apply(const Device& d, const float* x, Shape s, int groups, const float* mean, const float* istd,
-                      const float* gamma, const float* beta, float* y) {
+void group_norm_apply(const Device& d, const float* x, Shape s, const NormArgs& a, float* y) {
   const size_t n = s.numel();
   if (n == 0) return;
   CudaContext& ctx = context(d);
-  const unsigned long long C = (unsigned long long)s.c;
-  launch_elementwise(ctx.stream(),
-                     GroupApply{x, mean, istd, gamma, beta, y, s.sample_numel(), C, C / (unsigned long long)groups,
-                                (unsigned long long)groups},
+  const unsigned long long C = (unsigned long long)s.c, G = (unsigned long long)a.groups;
+  launch_elementwise(ctx.stream(), GroupApply{x, a.mean, a.istd, a.gamma, a.beta, y, s.sample_numel(), C, C / G, G},
                      n, false);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "group_norm_apply");
 }
 
-void group_norm_backward(const Device& d, const float* x, const float* dy, Shape s, int groups, const float* mean,
-                         const float* istd, const float* gamma, double* sums, float* coef, float* dgamma,
-                         float* dbeta, float* dx) {
+void group_norm_backward(const Device& d, const float* x, const float* dy, Shape s, const NormArgs& a, float* dx) {
   CudaContext& ctx = context(d);
+  const int groups = a.groups;
+  const float *mean = a.mean, *istd = a.istd, *gamma = a.gamma;
+  float *dgamma = a.dgamma, *dbeta = a.dbeta, *coef = a.coef;
   const unsigned long long C = (unsigned long long)s.c, per = C / (unsigned long long)groups,
                            G = (unsigned long long)groups;
-  double2* pairs = sum_pairs(sums, "group_norm_backward");
+  double2* pairs = sum_pairs(a.sums, "group_norm_backward");
   if (s.numel() == 0) {  // no samples: the weight gradients are 0
     if (dgamma) TRAINER_CUDA_CHECK(ctx, cudaMemsetAsync(dgamma, 0, size_t(s.c) * sizeof(float), ctx.stream()));
     if (dbeta) TRAINER_CUDA_CHECK(ctx, cudaMemsetAsync(dbeta, 0, size_t(s.c) * sizeof(float), ctx.stream()));

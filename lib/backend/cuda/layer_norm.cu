@@ -84,17 +84,20 @@ unsigned row_blocks(size_t rows) { return grid_blocks(rows * kWarp); }
 
 }  // namespace
 
-void layer_norm_stats(const Device& d, const float* x, size_t rows, int C, double epsilon, float* mean,
-                      float* istd) {
+void layer_norm_stats(const Device& d, const float* x, Shape s, double epsilon, const NormArgs& a) {
+  const size_t rows = size_t(s.n) * size_t(s.h) * size_t(s.w);
   if (rows == 0) return;
   CudaContext& ctx = context(d);
-  layer_stats_kernel<<<row_blocks(rows), kThreads, 0, ctx.stream()>>>(x, rows, C, epsilon, mean, istd);
+  layer_stats_kernel<<<row_blocks(rows), kThreads, 0, ctx.stream()>>>(x, rows, s.c, epsilon, a.mean, a.istd);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "layer_norm_stats");
 }
 
-void layer_norm_backward(const Device& d, const float* x, const float* dy, size_t rows, int C, const float* mean,
-                         const float* istd, const float* gamma, float* dgamma, float* dbeta, float* dx) {
+void layer_norm_backward(const Device& d, const float* x, const float* dy, Shape s, const NormArgs& a, float* dx) {
   CudaContext& ctx = context(d);
+  const size_t rows = size_t(s.n) * size_t(s.h) * size_t(s.w);
+  const int C = s.c;
+  const float *mean = a.mean, *istd = a.istd, *gamma = a.gamma;
+  float *dgamma = a.dgamma, *dbeta = a.dbeta;
   if (rows == 0) {  // no samples: the weight gradients are 0
     if (dgamma) TRAINER_CUDA_CHECK(ctx, cudaMemsetAsync(dgamma, 0, size_t(C) * sizeof(float), ctx.stream()));
     if (dbeta) TRAINER_CUDA_CHECK(ctx, cudaMemsetAsync(dbeta, 0, size_t(C) * sizeof(float), ctx.stream()));

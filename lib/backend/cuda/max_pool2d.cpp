@@ -37,7 +37,11 @@ class MaxPool2DKernels final : public PoolBackend {
  public:
   MaxPool2DKernels(const Device& d, Pool2DParams p) : ctx_(context(d)), p_(p), padded_x_(d) {}
 
-  void forward(DType t, const void* x, Shape xs, void* y, Shape ys, bool training) override {
+  void forward(ConstTensorView xv, TensorView yv, bool training) override {
+    const DType t = xv.dtype;
+    const void* x = xv.data;
+    void* y = yv.data;
+    const Shape xs = xv.shape, ys = yv.shape;
     if (training) last_ = Last{};
     if (xs.numel() == 0 || ys.numel() == 0) {
       if (training) last_ = Last{true, nullptr, nullptr, xs, ys, t};
@@ -63,7 +67,11 @@ class MaxPool2DKernels final : public PoolBackend {
     if (training) last_ = Last{true, src, y, xs, ys, t};
   }
 
-  void backward(DType t, const void* dy, Shape ys, void* dx, Shape xs) override {
+  void backward(ConstTensorView dyv, TensorView dxv) override {
+    const DType t = dyv.dtype;
+    const void* dy = dyv.data;
+    void* dx = dxv.data;
+    const Shape xs = dxv.shape, ys = dyv.shape;
     if (!last_.valid || last_.xs != xs || last_.ys != ys || last_.type != t)
       ctx_.fail("MaxPool2D backward", "no training forward() with " + std::string(dtype_name(t)) + " input " +
                                           xs.nhwc() + " and output " + ys.nhwc() + " precedes this backward()");

@@ -131,46 +131,36 @@ struct RmspropMomentumStep {
 
 }  // namespace
 
-void sgd_step(const Device& d, float* w, const float* g, size_t n, float lr) {
-  if (n == 0) return;
+void sgd_step(const Device& d, const OptimizerArrays& a, SgdParams p) {
+  if (a.n == 0) return;
   CudaContext& ctx = context(d);
-  launch_elementwise(ctx.stream(), SgdStep{w, g, lr}, n, aligned16(w, g));
+  if (p.momentum == 0.f)
+    launch_elementwise(ctx.stream(), SgdStep{a.w, a.g, p.lr}, a.n, aligned16(a.w, a.g));
+  else
+    launch_elementwise(ctx.stream(), SgdMomentumStep{a.w, a.momentum, a.g, p.lr, p.momentum, p.nesterov}, a.n,
+                       aligned16(a.w, a.momentum, a.g));
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "sgd_step");
 }
 
-void sgd_momentum_step(const Device& d, float* w, float* velocity, const float* g, size_t n, float lr,
-                       float momentum, bool nesterov) {
-  if (n == 0) return;
+void adam_step(const Device& d, const OptimizerArrays& a, AdamParams p) {
+  if (a.n == 0) return;
   CudaContext& ctx = context(d);
-  launch_elementwise(ctx.stream(), SgdMomentumStep{w, velocity, g, lr, momentum, nesterov}, n,
-                     aligned16(w, velocity, g));
-  TRAINER_CUDA_CHECK_LAUNCH(ctx, "sgd_momentum_step");
-}
-
-void adam_step(const Device& d, float* w, float* m, float* v, float* v_hat, const float* g, size_t n, float lr_t,
-               float b1, float b2, float epsilon) {
-  if (n == 0) return;
-  CudaContext& ctx = context(d);
-  launch_elementwise(ctx.stream(), AdamStep{w, m, v, v_hat, g, lr_t, b1, b2, epsilon}, n,
-                     aligned16(w, m, v, v_hat, g));
+  launch_elementwise(ctx.stream(), AdamStep{a.w, a.m, a.v, a.v_hat, a.g, p.lr_t, p.beta_1, p.beta_2, p.epsilon}, a.n,
+                     aligned16(a.w, a.m, a.v, a.v_hat, a.g));
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "adam_step");
 }
 
-void rmsprop_step(const Device& d, float* w, float* rms, float* mg, const float* g, size_t n, float lr, float rho,
-                  float epsilon) {
-  if (n == 0) return;
+void rmsprop_step(const Device& d, const OptimizerArrays& a, RmspropParams p) {
+  if (a.n == 0) return;
   CudaContext& ctx = context(d);
-  launch_elementwise(ctx.stream(), RmspropStep{w, rms, mg, g, lr, rho, epsilon}, n, aligned16(w, rms, mg, g));
+  if (p.momentum == 0.f)
+    launch_elementwise(ctx.stream(), RmspropStep{a.w, a.rms, a.mg, a.g, p.lr, p.rho, p.epsilon}, a.n,
+                       aligned16(a.w, a.rms, a.mg, a.g));
+  else
+    launch_elementwise(ctx.stream(),
+                       RmspropMomentumStep{a.w, a.rms, a.mg, a.momentum, a.g, p.lr, p.rho, p.momentum, p.epsilon}, a.n,
+                       aligned16(a.w, a.rms, a.mg, a.momentum, a.g));
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "rmsprop_step");
-}
-
-void rmsprop_momentum_step(const Device& d, float* w, float* rms, float* mg, float* mom, const float* g, size_t n,
-                           float lr, float rho, float momentum, float epsilon) {
-  if (n == 0) return;
-  CudaContext& ctx = context(d);
-  launch_elementwise(ctx.stream(), RmspropMomentumStep{w, rms, mg, mom, g, lr, rho, momentum, epsilon}, n,
-                     aligned16(w, rms, mg, mom, g));
-  TRAINER_CUDA_CHECK_LAUNCH(ctx, "rmsprop_momentum_step");
 }
 
 }  // namespace trainer::cuda

@@ -16,7 +16,7 @@ __global__ void prelu_kernel(const float* x, Shape xs, const float* alpha, PReLU
                              size_t total) {
   for (size_t e = size_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += size_t(gridDim.x) * blockDim.x) {
     const NhwcIndex i = nhwc_index(e, xs.h, xs.w, xs.c);
-    const float s = alpha[prelu_alpha_index(i.h, i.w, i.c, a.ah, a.aw, a.ac)];
+    const float s = alpha[prelu_alpha_index(i.h, i.w, i.c, a)];
     out[e] = dy ? prelu_dx(x[e], s, dy[e]) : prelu_value(x[e], s);
   }
 }
@@ -30,7 +30,7 @@ __global__ void prelu_dalpha_kernel(const float* x, Shape xs, PReLUShape a, cons
               i = int(s / size_t(a.ac) / size_t(a.aw));
     double sum = 0;
     for (size_t m = threadIdx.x; m < uses; m += kThreads) {
-      const size_t e = prelu_use_offset(m, i, j, k, a.ah, a.aw, a.ac, xs.h, xs.w, xs.c);
+      const size_t e = prelu_use_offset(m, i, j, k, a, xs);
       sum += prelu_dalpha_term(x[e], dy[e]);
     }
     sh[threadIdx.x] = sum;

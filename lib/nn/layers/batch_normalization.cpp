@@ -118,17 +118,15 @@ class BatchNormalization : public Layer {
     if (batch_stats_) {
       const bool sync = o_.synchronized && ctx.comm;
       on_device(sums_, d).resize(size_t(2) * C);
-      op_.stat_sums(d, in, s, sums_.data());
+      op_.on(d).stat_sums(in, s, sums_.data());
       if (sync) ctx.comm->all_reduce_sum(ctx.rank, sums_.data(), sums_.size());
       count_ = double(sync ? ctx.global_batch : s.n) * s.h * s.w;
       if (count_ == 0) return;  // Every tower is empty: nothing to normalise or learn from.
-      op_.train_coefficients(d, sums_.data(), count_, C, o_.epsilon, o_.momentum, gamma_, beta_, moving_mean_,
-                             moving_var_, mean_.data(), istd_.data(), a_.data(), b_.data());
+      op_.on(d).train_coefficients(sums_.data(), count_, BatchNormSettings{o_.epsilon, o_.momentum}, channels());
     } else {
-      op_.inference_coefficients(d, C, o_.epsilon, gamma_, beta_, moving_mean_, moving_var_, mean_.data(),
-                                 istd_.data(), a_.data(), b_.data());
+      op_.on(d).inference_coefficients(o_.epsilon, channels());
     }
-    op_.apply(d, in, s, a_.data(), b_.data(), y.data());
+    op_.on(d).apply(in, s, a_.data(), b_.data(), y.data());
   }
 
   /// Batch statistics (Ioffe & Szegedy 2015, section 3), m = count, xhat = (x - mean) * istd:
@@ -146,8 +144,8 @@ class BatchNormalization : public Layer {
     const float* in = x[0]->data();
     on_device(sums_, d).resize(size_t(2) * C);
     if (batch_stats_ || dgamma_ || dbeta_) {
-      op_.grad_sums(d, in, dy.data(), s, mean_.data(), istd_.data(), sums_.data());
-      op_.param_grads(d, sums_.data(), C, dgamma_, dbeta_);
+      op_.on(d).grad_sums(in, dy.data(), s, channels(), sums_.data());
+      op_.on(d).param_grads(sums_.data(), C, dgamma_, dbeta_);
     }
     if (batch_stats_ && o_.synchronized && ctx.comm)
       ctx.comm->all_reduce_sum(ctx.rank, sums_.data(), sums_.size());
@@ -155,13 +153,23 @@ class BatchNormalization : public Layer {
     dx[0]->resize(s);
     if (s.numel() == 0) return;
     for (Buffer<float>* v : {&k1_, &k2_, &k3_}) on_device(*v, d).resize(size_t(C));
-    op_.backward_coefficients(d, sums_.data(), count_, batch_stats_, C, gamma_, istd_.data(), k1_.data(),
-                              k2_.data(), k3_.data());
-    op_.backward_data(d, in, dy.data(), s, mean_.data(), istd_.data(), k1_.data(), k2_.data(), k3_.data(),
-                      dx[0]->data());
+    op_.on(d).backward_coefficients(sums_.data(), count_, batch_stats_, channels());
+    op_.on(d).backward_data(in, dy.data(), s, channels(), dx[0]->data());
   }
 
  private:
+  /// The per-channel vectors for the backend (those not allocated yet are nullptr).
+  BatchNormChannels channels() {
+    BatchNormChannels v;
+    v.C = c_;
+    v.gamma = gamma_, v.beta = beta_;
+    v.moving_mean = moving_mean_, v.moving_var = moving_var_;
+    v.mean = mean_.data(), v.istd = istd_.data();
+    v.a = a_.data(), v.b = b_.data();
+    v.k1 = k1_.data(), v.k2 = k2_.data(), v.k3 = k3_.data();
+    return v;
+  }
+
   BNOptions o_;
   int c_ = 0;
   float *gamma_ = nullptr, *beta_ = nullptr, *dgamma_ = nullptr, *dbeta_ = nullptr;

@@ -104,8 +104,7 @@ class ConvLayerBase : public Layer {
     require_sample_shape(xt.shape(), in_);
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
-    op_.forward(ctx.device, xt.dtype(), xt.raw(), xt.shape(), kernel_, bias_, fused_activation(c_.activation),
-                y.dtype(), y.raw(), ys);
+    op_.forward(ctx.device, xt.view(), ConvWeights{kernel_, bias_}, fused_activation(c_.activation), y.view());
     kept_.forward(ctx, c_.activation, y);
     if (c_.softmax) softmax_channels(ctx.device, y.data(), y.numel() / size_t(ys.c), ys.c);
   }
@@ -124,9 +123,16 @@ class ConvLayerBase : public Layer {
       require_type(*dx[0], xt.dtype());
       dx[0]->resize(xt.shape());
     }
-    const Tensor& g = kept_.backward(ctx, c_.activation, dy, name());
-    op_.backward(ctx.device, fused_activation(c_.activation), y.dtype(), y.raw(), g.raw(), dy.shape(), xt.dtype(),
-                 xt.raw(), xt.shape(), kernel_, dkernel_, dbias_, dx[0] ? dx[0]->raw() : nullptr);
+    ConvBackwardArgs a;
+    a.act = fused_activation(c_.activation);
+    a.y = {y.raw(), y.dtype(), dy.shape()};
+    a.dy = kept_.backward(ctx, c_.activation, dy, name()).raw();
+    a.x = xt.view();
+    a.kernel = kernel_;
+    a.dkernel = dkernel_;
+    a.dbias = dbias_;
+    a.dx = dx[0] ? dx[0]->raw() : nullptr;
+    op_.backward(ctx.device, a);
   }
 
   OutputActivation strip_output_activation() override {

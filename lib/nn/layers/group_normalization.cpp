@@ -84,22 +84,22 @@ class GroupNormalization : public SampleNormLayer {
 
  protected:
   size_t rows(Shape s) const override { return size_t(s.n) * size_t(groups_); }
-  void compute_stats(const Device& d, const Tensor& x, float* mean, float* istd) override {
+  void compute_stats(const Device& d, const Tensor& x, NormArgs a) override {
     const Shape s = x.shape();
     on_device(sums_, d).resize(size_t(2) * size_t(s.n) * size_t(s.c));
-    group_norm_stats(d, x.data(), s, groups_, o_.epsilon, sums_.data(), mean, istd);
+    a.groups = groups_, a.sums = sums_.data();
+    group_norm_stats(d, x.data(), s, o_.epsilon, a);
   }
-  void apply(const Device& d, const Tensor& x, const float* mean, const float* istd, const float* gamma,
-             const float* beta, float* y) override {
-    group_norm_apply(d, x.data(), x.shape(), groups_, mean, istd, gamma, beta, y);
+  void apply(const Device& d, const Tensor& x, NormArgs a, float* y) override {
+    a.groups = groups_;
+    group_norm_apply(d, x.data(), x.shape(), a, y);
   }
-  void compute_grads(const Device& d, const Tensor& x, const Tensor& dy, const float* mean, const float* istd,
-                     const float* gamma, float* dgamma, float* dbeta, float* dx) override {
+  void compute_grads(const Device& d, const Tensor& x, const Tensor& dy, NormArgs a, float* dx) override {
     const Shape s = x.shape();
     on_device(sums_, d).resize(size_t(2) * size_t(s.n) * size_t(s.c));
     on_device(coef_, d).resize(size_t(2) * rows(s));
-    group_norm_backward(d, x.data(), dy.data(), s, groups_, mean, istd, gamma, sums_.data(), coef_.data(), dgamma,
-                        dbeta, dx);
+    a.groups = groups_, a.sums = sums_.data(), a.coef = coef_.data();
+    group_norm_backward(d, x.data(), dy.data(), s, a, dx);
   }
 
  private:

@@ -69,22 +69,21 @@ class LayerNormalization : public SampleNormLayer {
 
  protected:
   size_t rows(Shape s) const override { return size_t(s.n) * size_t(s.h) * size_t(s.w); }
-  void compute_stats(const Device& d, const Tensor& x, float* mean, float* istd) override {
-    layer_norm_stats(d, x.data(), rows(x.shape()), x.shape().c, o_.epsilon, mean, istd);
+  void compute_stats(const Device& d, const Tensor& x, NormArgs a) override {
+    layer_norm_stats(d, x.data(), x.shape(), o_.epsilon, a);
   }
   /// group_norm_apply of x seen as [rows, 1, 1, C] with one group: a row's statistics for its C values.
-  void apply(const Device& d, const Tensor& x, const float* mean, const float* istd, const float* gamma,
-             const float* beta, float* y) override {
+  void apply(const Device& d, const Tensor& x, NormArgs a, float* y) override {
     const size_t n = rows(x.shape());
     if (n > size_t(INT_MAX))
       throw UserError("layer '" + name() + "': " + std::to_string(n) +
                       " pixels in one tower's batch are more than LayerNormalization handles (2^31 - 1); lower "
                       "training.batch_size");
-    group_norm_apply(d, x.data(), Shape{int(n), 1, 1, x.shape().c}, 1, mean, istd, gamma, beta, y);
+    a.groups = 1;
+    group_norm_apply(d, x.data(), Shape{int(n), 1, 1, x.shape().c}, a, y);
   }
-  void compute_grads(const Device& d, const Tensor& x, const Tensor& dy, const float* mean, const float* istd,
-                     const float* gamma, float* dgamma, float* dbeta, float* dx) override {
-    layer_norm_backward(d, x.data(), dy.data(), rows(x.shape()), x.shape().c, mean, istd, gamma, dgamma, dbeta, dx);
+  void compute_grads(const Device& d, const Tensor& x, const Tensor& dy, NormArgs a, float* dx) override {
+    layer_norm_backward(d, x.data(), dy.data(), x.shape(), a, dx);
   }
 };
 

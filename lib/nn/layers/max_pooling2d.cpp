@@ -47,7 +47,7 @@ class MaxPooling2D final : public Layer {
     require_type(y, xt.dtype());
     Shape ys = out_.with_batch(xt.shape().n);
     y.resize(ys);
-    op_.forward(ctx.device, xt.dtype(), xt.raw(), xt.shape(), y.raw(), ys, ctx.training);
+    op_.forward(ctx.device, xt.view(), y.view(), ctx.training);
   }
 
   /// Routes dy to the maxima of the last training forward (see MaxPool2DOp).
@@ -58,7 +58,7 @@ class MaxPooling2D final : public Layer {
     require_sample_shape(xt.shape(), in_);
     dx[0]->resize(xt.shape());
     require_type(*dx[0], dy.dtype());
-    op_.backward(ctx.device, dy.dtype(), dy.raw(), dy.shape(), dx[0]->raw(), xt.shape());
+    op_.backward(ctx.device, dy.view(), dx[0]->view());
   }
 
  private:

@@ -54,8 +54,9 @@ void SampleNormLayer::forward(const Context& ctx, const std::vector<const Tensor
   const size_t n = rows(x[0]->shape());
   on_device(st.mean, d).resize(n);
   on_device(st.istd, d).resize(n);
-  compute_stats(d, *x[0], st.mean.data(), st.istd.data());
-  apply(d, *x[0], st.mean.data(), st.istd.data(), gamma_, beta_, y.data());
+  const NormArgs a = args(st);
+  compute_stats(d, *x[0], a);
+  apply(d, *x[0], a, y.data());
 }
 
 void SampleNormLayer::backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&,
@@ -63,8 +64,15 @@ void SampleNormLayer::backward(const Context& ctx, const std::vector<const Tenso
   if (train_.mean.size() != rows(x[0]->shape()))
     throw InternalError("layer '" + name() + "': backward without its training forward's statistics");
   if (dx[0]) dx[0]->resize(x[0]->shape());
-  compute_grads(ctx.device, *x[0], dy, train_.mean.data(), train_.istd.data(), gamma_, dgamma_, dbeta_,
-                dx[0] ? dx[0]->data() : nullptr);
+  compute_grads(ctx.device, *x[0], dy, args(train_), dx[0] ? dx[0]->data() : nullptr);
+}
+
+NormArgs SampleNormLayer::args(Stats& st) const {
+  NormArgs a;
+  a.mean = st.mean.data(), a.istd = st.istd.data();
+  a.gamma = gamma_, a.beta = beta_;
+  a.dgamma = dgamma_, a.dbeta = dbeta_;
+  return a;
 }
 
 }  // namespace trainer

@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "backend/elementwise_ops.h"
 #include "config/params.h"
 #include "core/buffer.h"
 #include "nn/layer.h"
@@ -51,14 +52,13 @@ class SampleNormLayer : public Layer {
  protected:
   /// The number of groups (statistics) of an x of shape s.
   virtual size_t rows(Shape s) const = 0;
-  /// mean, istd [rows(x)] of x's groups.
-  virtual void compute_stats(const Device& d, const Tensor& x, float* mean, float* istd) = 0;
+  /// a.mean, a.istd [rows(x)] of x's groups. The derived layer adds what
+  /// else its ops need to a (NormArgs: the statistics and weights are set).
+  virtual void compute_stats(const Device& d, const Tensor& x, NormArgs a) = 0;
   /// y <- gn_apply of every element of x with its group's statistics.
-  virtual void apply(const Device& d, const Tensor& x, const float* mean, const float* istd, const float* gamma,
-                     const float* beta, float* y) = 0;
-  /// dgamma, dbeta (each skipped when nullptr) and dx (skipped when nullptr).
-  virtual void compute_grads(const Device& d, const Tensor& x, const Tensor& dy, const float* mean,
-                             const float* istd, const float* gamma, float* dgamma, float* dbeta, float* dx) = 0;
+  virtual void apply(const Device& d, const Tensor& x, NormArgs a, float* y) = 0;
+  /// a.dgamma, a.dbeta (each skipped when nullptr) and dx (skipped when nullptr).
+  virtual void compute_grads(const Device& d, const Tensor& x, const Tensor& dy, NormArgs a, float* dx) = 0;
 
   NormOptions o_;
   Shape in_;  ///< The per-sample input shape, set by infer().
@@ -70,6 +70,8 @@ class SampleNormLayer : public Layer {
     Buffer<float> mean, istd;
   };
   Stats train_, inference_;  ///< Of the last training forward, and of the last inference one.
+  /// st's statistics with the weights and their gradients.
+  NormArgs args(Stats& st) const;
 };
 
 }  // namespace trainer

@@ -79,10 +79,9 @@ class SeparableConv2D final : public Layer {
     Tensor& z = ctx.training ? on_device(z_, ctx.device) : inference_z;
     z.resize(mid_.with_batch(n));
     y.resize(out_.with_batch(n));
-    depthwise_.forward(ctx.device, DType::F32, xt.raw(), xt.shape(), depthwise_kernel_, nullptr, Activation{},
-                       DType::F32, z.raw(), z.shape());
-    pointwise_.forward(ctx.device, DType::F32, z.raw(), z.shape(), pointwise_kernel_, bias_,
-                       fused_activation(c_.activation), DType::F32, y.raw(), y.shape());
+    depthwise_.forward(ctx.device, xt.view(), ConvWeights{depthwise_kernel_, nullptr}, Activation{}, z.view());
+    pointwise_.forward(ctx.device, z.view(), ConvWeights{pointwise_kernel_, bias_}, fused_activation(c_.activation),
+                       y.view());
     kept_.forward(ctx, c_.activation, y);
     if (c_.softmax) softmax_channels(ctx.device, y.data(), y.numel() / size_t(out_.c), out_.c);
   }
@@ -98,14 +97,26 @@ class SeparableConv2D final : public Layer {
     Tensor& dz = on_device(dz_, ctx.device);
     dz.resize(z_.shape());
     const bool want_dz = dx[0] || ddepthwise_kernel_;  // neither: a frozen layer whose input needs no gradient
-    const Tensor& g = kept_.backward(ctx, c_.activation, dy, name());
-    pointwise_.backward(ctx.device, fused_activation(c_.activation), DType::F32, y.raw(), g.raw(), dy.shape(),
-                        DType::F32, z_.raw(), z_.shape(), pointwise_kernel_, dpointwise_kernel_, dbias_,
-                        want_dz ? dz.raw() : nullptr);
+    ConvBackwardArgs pointwise;
+    pointwise.act = fused_activation(c_.activation);
+    pointwise.y = {y.raw(), DType::F32, dy.shape()};
+    pointwise.dy = kept_.backward(ctx, c_.activation, dy, name()).raw();
+    pointwise.x = z_.view();
+    pointwise.kernel = pointwise_kernel_;
+    pointwise.dkernel = dpointwise_kernel_;
+    pointwise.dbias = dbias_;
+    pointwise.dx = want_dz ? dz.raw() : nullptr;
+    pointwise_.backward(ctx.device, pointwise);
     if (!want_dz) return;
     if (dx[0]) dx[0]->resize(xt.shape());
-    depthwise_.backward(ctx.device, Activation{}, DType::F32, nullptr, dz.raw(), dz.shape(), DType::F32, xt.raw(),
-                        xt.shape(), depthwise_kernel_, ddepthwise_kernel_, nullptr, dx[0] ? dx[0]->raw() : nullptr);
+    ConvBackwardArgs depthwise;
+    depthwise.y = {nullptr, DType::F32, dz.shape()};
+    depthwise.dy = dz.raw();
+    depthwise.x = xt.view();
+    depthwise.kernel = depthwise_kernel_;
+    depthwise.dkernel = ddepthwise_kernel_;
+    depthwise.dx = dx[0] ? dx[0]->raw() : nullptr;
+    depthwise_.backward(ctx.device, depthwise);
   }
 
   /// Kind SeparableConv2D with the depthwise convolution's window and padding
