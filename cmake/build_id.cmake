@@ -9,7 +9,7 @@
 # - the sources hash: the first 12 hex digits of a SHA-256 over the files the
 #   build compiles or reads (CMakeLists.txt, lib/CMakeLists.txt, which holds
 #   the libraries' compile flags, cmake/*.cmake, and the .cpp, .h,
-#   .cu, .cuh and .proto files under apps/ and lib/, hidden ones aside, as the build
+#   .inc (the backend's op lists), .cu, .cuh and .proto files under apps/ and lib/, hidden ones aside, as the build
 #   leaves them out: editors' lock and swap files), each file's path and
 #   contents. It tells apart builds that the commit does not (local changes,
 #   new files git does not track, no git), and is the same for the same
@@ -43,7 +43,7 @@ endif()
 
 file(GLOB_RECURSE sources LIST_DIRECTORIES false RELATIVE "${SOURCE_DIR}"
      "${SOURCE_DIR}/apps/*.cpp" "${SOURCE_DIR}/apps/*.h" "${SOURCE_DIR}/lib/*.cpp" "${SOURCE_DIR}/lib/*.h"
-     "${SOURCE_DIR}/lib/*.cu" "${SOURCE_DIR}/lib/*.cuh" "${SOURCE_DIR}/lib/*.proto"
+     "${SOURCE_DIR}/lib/*.inc" "${SOURCE_DIR}/lib/*.cu" "${SOURCE_DIR}/lib/*.cuh" "${SOURCE_DIR}/lib/*.proto"
      "${SOURCE_DIR}/cmake/*.cmake" "${SOURCE_DIR}/lib/CMakeLists.txt")
 list(APPEND sources CMakeLists.txt)
 list(FILTER sources EXCLUDE REGEX "(^|/)\\.")  # hidden files: an editor's .#name lock or .name.swp

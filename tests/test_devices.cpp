@@ -105,7 +105,7 @@ TEST_CASE("a build without the CUDA backend rejects a CUDA device", "[towers]") 
   CHECK_THROWS_AS(activation_forward(gpu, Activation{ActivationKind::Relu}, v, 4), InternalError);
   OptimizerArrays step;
   step.w = v, step.g = v, step.n = 4;
-  CHECK_THROWS_AS(sgd_step(gpu, step, SgdParams{0.1f}), InternalError);
+  CHECK_THROWS_AS(sgd_step(gpu, step, SgdParams{0.1f, 0.f, false}), InternalError);
   Conv2DOp conv(Conv2DParams{});
   const Shape s{1, 2, 2, 1};
   const TensorView view{v, DType::F32, s};

@@ -971,7 +971,7 @@ TEST_CASE("GPU optimizer steps match the CPU", "[gpu][gpu_ops]") {
     return std::vector<std::vector<float>>{download(w), download(a), download(b), download(c)};
   };
   const std::pair<const char*, Step> optimizers[] = {
-      {"sgd", [](const Device& d, OptimizerArrays x, Slots, int) { sgd_step(d, x, SgdParams{0.1f}); }},
+      {"sgd", [](const Device& d, OptimizerArrays x, Slots, int) { sgd_step(d, x, SgdParams{0.1f, 0.f, false}); }},
       {"sgd momentum",
        [](const Device& d, OptimizerArrays x, Slots s, int) {
          x.momentum = s.a;

@@ -5,7 +5,7 @@
 // declare every function of the op lists (backend/elementwise_ops.inc,
 // backend/train_ops.inc) with the public signature and contract, and the
 // factories of the op classes' per-device implementations; the dispatch
-// (backend/op_dispatch.cpp and ops_dispatch.cpp) calls one or the other by
+// (backend/op_list_dispatch.cpp and ops_dispatch.cpp) calls one or the other by
 // the device's kind. Internal to lib/backend.
 #include <memory>
 

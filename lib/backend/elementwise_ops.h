@@ -5,7 +5,7 @@
 // UpSampling2D, Cropping2D, Dropout, GroupNormalization, LayerNormalization
 // and BatchNormalization. Layers call these functions with their tower's
 // Device and never loop over tensor elements themselves; the dispatch
-// (backend/op_dispatch.cpp) calls the CPU implementation (OpenMP loops in
+// (backend/op_list_dispatch.cpp) calls the CPU implementation (OpenMP loops in
 // backend/cpu/, one file per op family) or the CUDA one (kernels in
 // backend/cuda/, queued on the tower's compute stream). Each function is
 // declared once, with its contract, in backend/elementwise_ops.inc (see
@@ -59,7 +59,7 @@ struct DropoutParams {
 /// (sample, group), or a pixel), the per-channel weights and their
 /// gradients, and GroupNormalization's scratch.
 struct NormArgs {
-  int groups = 1;                ///< GroupNormalization's channel groups (LayerNormalization: unused).
+  int groups = 1;                ///< The channel groups of group_norm_* (LayerNormalization's apply: 1).
   float* mean = nullptr;         ///< [rows].
   float* istd = nullptr;         ///< [rows]: 1 / sqrt(var + epsilon).
   const float* gamma = nullptr;  ///< [C], or nullptr: 1.
@@ -78,17 +78,6 @@ struct NormArgs {
 
 // ---- BatchNormalization (backend/cpu/batch_norm.cpp) ---------------------
 
-/// Batch normalisation over the channel axis of x [N, H, W, C], split so that
-/// the caller can all-reduce the per-channel sums between the steps
-/// (synchronized BN): the reductions produce sums[2C] in double, the
-/// coefficient steps turn (reduced) sums into per-channel vectors [C], the
-/// apply steps use them. Every array is on the device (gamma / beta may be
-/// nullptr: 1 and 0); counts are host values. On the CPU, per-channel sums are
-/// taken per thread over static pixel ranges and added in thread order:
-/// deterministic for a fixed thread count; on a GPU, per block in a fixed
-/// order: deterministic too. The op keeps its reduction scratch; one op object
-/// must not be used from two threads at once. BatchNormBackend is one device's
-/// implementation (cpu::make_batch_norm / cuda::make_batch_norm).
 /// One BatchNormalization layer's per-channel vectors, each [C] on the
 /// device, in the order the steps fill them.
 struct BatchNormChannels {
@@ -106,12 +95,22 @@ struct BatchNormChannels {
   float* k3 = nullptr;
 };
 
-/// BatchNormalization's epsilon and momentum (Keras's keys and defaults).
+/// BatchNormalization's epsilon and momentum (Keras's keys; the layer's values).
 struct BatchNormSettings {
-  double epsilon = 1e-3;
-  double momentum = 0.99;
+  double epsilon = 0, momentum = 0;
 };
 
+/// Batch normalisation over the channel axis of x [N, H, W, C], split so that
+/// the caller can all-reduce the per-channel sums between the steps
+/// (synchronized BN): the reductions produce sums[2C] in double, the
+/// coefficient steps turn (reduced) sums into per-channel vectors [C], the
+/// apply steps use them. Every array is on the device (gamma / beta may be
+/// nullptr: 1 and 0); counts are host values. On the CPU, per-channel sums are
+/// taken per thread over static pixel ranges and added in thread order:
+/// deterministic for a fixed thread count; on a GPU, per block in a fixed
+/// order: deterministic too. The op keeps its reduction scratch; one op object
+/// must not be used from two threads at once. BatchNormBackend is one device's
+/// implementation (cpu::make_batch_norm / cuda::make_batch_norm).
 class BatchNormBackend {
  public:
   virtual ~BatchNormBackend() = default;

@@ -103,7 +103,7 @@ struct ConvWeights {
 struct ConvBackwardArgs {
   Activation act;  ///< The forward's fused activation.
   /// The forward's output after act [N, Ho, Wo, Cout]: its type and shape
-  /// always, its data only when act is not Linear (nullptr otherwise).
+  /// always; its data is read only when act is not Linear (may be nullptr then).
   ConstTensorView y;
   const void* dy = nullptr;       ///< dL/dy, of y's type and shape.
   ConstTensorView x;              ///< The last training forward's input [N, H, W, Cin], unchanged.

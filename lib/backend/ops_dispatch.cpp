@@ -29,6 +29,12 @@ bool backward_wanted(const ConvBackwardArgs& a, const char* call) {
   return a.dkernel || a.dx;
 }
 
+/// InternalError unless a and b have one type (pooling only selects values).
+void require_same_type(ConstTensorView a, ConstTensorView b, const char* call) {
+  if (a.dtype != b.dtype)
+    throw InternalError(std::string(call) + ": " + dtype_name(a.dtype) + " in, " + dtype_name(b.dtype) + " out");
+}
+
 }  // namespace
 
 Conv2DOp::Conv2DOp(Conv2DParams p) : p_(p) {}
@@ -70,9 +76,11 @@ PoolBackend& MaxPool2DOp::on(const Device& d) {
   return *impl_;
 }
 void MaxPool2DOp::forward(const Device& d, ConstTensorView x, TensorView y, bool training) {
+  require_same_type(x, y, "MaxPool2DOp::forward");
   on(d).forward(x, y, training);
 }
 void MaxPool2DOp::backward(const Device& d, ConstTensorView dy, TensorView dx) {
+  require_same_type(dy, dx, "MaxPool2DOp::backward");
   on(d).backward(dy, dx);
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Backend ops of the training loop: the loss's per-sample sums and gradient,
 // the metrics' logit histogram and the optimizers' updates, on a tower's
-// device (dispatch in backend/op_dispatch.cpp; CPU in backend/cpu/, CUDA in
+// device (dispatch in backend/op_list_dispatch.cpp; CPU in backend/cpu/, CUDA in
 // backend/cuda/), each declared once, with its contract, in
 // backend/train_ops.inc. Per-element math comes from train-side TRAINER_HD functions
 // (backend/train_math.h), shared by both devices. Pointers are on the device d
@@ -34,7 +34,11 @@ struct OptimizerArrays {
   float* mg = nullptr;        ///< RMSprop's "mg": the mean gradient (centered), or nullptr.
 };
 
-/// keras.optimizers.SGD's step: learning rate, momentum (0: plain SGD) and nesterov.
+// The optimizers' coefficients for one step (keras.optimizers' names; no
+// defaults: the caller gives each).
+
+/// keras.optimizers.SGD's step: learning rate, momentum and nesterov (both
+/// used with the momentum slot only).
 struct SgdParams {
   float lr = 0.f, momentum = 0.f;
   bool nesterov = false;
@@ -42,12 +46,13 @@ struct SgdParams {
 
 /// keras.optimizers.Adam's step with the bias-corrected rate lr_t.
 struct AdamParams {
-  float lr_t = 0.f, beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;
+  float lr_t = 0.f, beta_1 = 0.f, beta_2 = 0.f, epsilon = 0.f;
 };
 
-/// keras.optimizers.RMSprop's step: learning rate, rho, momentum (0: none) and epsilon.
+/// keras.optimizers.RMSprop's step: learning rate, rho, momentum (used with
+/// the momentum slot only) and epsilon.
 struct RmspropParams {
-  float lr = 0.f, rho = 0.9f, momentum = 0.f, epsilon = 1e-7f;
+  float lr = 0.f, rho = 0.f, momentum = 0.f, epsilon = 0.f;
 };
 
 #define TRAINER_OP(ret, name, params, args) ret name params;

@@ -3,7 +3,7 @@
 //   rms = rho rms + (1 - rho) g^2; s = rms, or centered: mg = rho mg + (1 - rho) g, s = rms - mg^2
 //   momentum == 0: w = w - lr * g / sqrt(s + epsilon)
 //   momentum  > 0: mom = momentum mom + lr * g / sqrt(s + epsilon); w = w - mom
-// backend rmsprop_step / rmsprop_momentum_step.
+// backend rmsprop_step.
 #include "backend/train_ops.h"
 #include "train/optimizer.h"
 

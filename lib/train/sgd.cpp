@@ -2,7 +2,7 @@
 //   velocity = momentum * velocity - lr * g
 //   w = w + momentum * velocity - lr * g   (nesterov)
 //   w = w + velocity                       (otherwise)
-// and w = w - lr * g when momentum is 0 (backend sgd_step / sgd_momentum_step).
+// and w = w - lr * g when momentum is 0 (backend sgd_step).
 #include "backend/train_ops.h"
 #include "train/optimizer.h"
 

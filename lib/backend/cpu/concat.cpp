@@ -5,33 +5,34 @@
 
 namespace trainer::cpu {
 
-// fp32 only, as every CPU op (InternalError otherwise).
-void concat_channels_forward(const Device&, DType t, const void* const* xs, const int* cs, size_t k, long long P,
-                             void* y, int cy) {
+void concat_channels_forward(const Device&, DType t, const void* const* xv, const int* cs, size_t k, long long P,
+                             void* yv, int cy) {
   require_f32(t, "Concatenate on the CPU");
-  const size_t e = dtype_size(t);
+  const float* const* xs = reinterpret_cast<const float* const*>(xv);
+  float* y = static_cast<float*>(yv);
 #pragma omp parallel for schedule(static)
   for (long long p = 0; p < P; ++p) {
-    char* dst = static_cast<char*>(y) + size_t(p) * cy * e;
+    float* dst = y + p * cy;
     for (size_t i = 0; i < k; ++i) {
-      const size_t row = size_t(cs[i]) * e;
-      std::memcpy(dst, static_cast<const char*>(xs[i]) + size_t(p) * row, row);
-      dst += row;
+      const int c = cs[i];
+      std::memcpy(dst, xs[i] + p * c, size_t(c) * sizeof(float));
+      dst += c;
     }
   }
 }
 
-void concat_channels_backward(const Device&, DType t, const void* dy, int cy, long long P, const int* cs, size_t k,
-                              void* const* dxs) {
+void concat_channels_backward(const Device&, DType t, const void* dyv, int cy, long long P, const int* cs, size_t k,
+                              void* const* dxv) {
   require_f32(t, "Concatenate on the CPU");
-  const size_t e = dtype_size(t);
+  const float* dy = static_cast<const float*>(dyv);
+  float* const* dxs = reinterpret_cast<float* const*>(dxv);
 #pragma omp parallel for schedule(static)
   for (long long p = 0; p < P; ++p) {
-    const char* src = static_cast<const char*>(dy) + size_t(p) * cy * e;
+    const float* src = dy + p * cy;
     for (size_t i = 0; i < k; ++i) {
-      const size_t row = size_t(cs[i]) * e;
-      if (dxs[i]) std::memcpy(static_cast<char*>(dxs[i]) + size_t(p) * row, src, row);
-      src += row;
+      const int c = cs[i];
+      if (dxs[i]) std::memcpy(dxs[i] + p * c, src, size_t(c) * sizeof(float));
+      src += c;
     }
   }
 }

@@ -255,8 +255,9 @@ class CachedConvOp final : public ConvBackend {
   /// loop, as for every other layer). fp32 only (InternalError for bf16).
   void forward(ConstTensorView x, ConvWeights w, Activation act, TensorView y) override {
     const char* what = "a convolution on the CPU";
+    const float* in = x.f32(what);
     float* out = y.f32(what);
-    get(x.shape, y.shape, w.bias != nullptr).forward(x.f32(what), w.kernel, w.bias, out);
+    get(x.shape, y.shape, w.bias != nullptr).forward(in, w.kernel, w.bias, out);
     cpu::activation_forward(Device{}, act, out, y.shape.numel());
   }
   /// dz = dy * act'(y) into the thread's scratch (the CPU backend's activation loop), then

@@ -111,11 +111,15 @@ class MaxPool2DCpu final : public PoolBackend {
   explicit MaxPool2DCpu(Pool2DParams p) : p_(p) {}
   void forward(ConstTensorView x, TensorView y, bool training) override {
     const char* what = "MaxPooling2D on the CPU";
-    get(x.shape, y.shape).forward(x.f32(what), y.f32(what), training);
+    const float* in = x.f32(what);
+    float* out = y.f32(what);
+    get(x.shape, y.shape).forward(in, out, training);
   }
   void backward(ConstTensorView dy, TensorView dx) override {
     const char* what = "MaxPooling2D on the CPU";
-    get(dx.shape, dy.shape).backward(dy.f32(what), dx.f32(what));
+    const float* g = dy.f32(what);
+    float* out = dx.f32(what);
+    get(dx.shape, dy.shape).backward(g, out);
   }
 
  private:

@@ -9,7 +9,7 @@ void sgd_step(const Device&, const OptimizerArrays& a, SgdParams p) {
   const long long m = (long long)a.n;
   float* w = a.w;
   const float* g = a.g;
-  if (p.momentum == 0.f) {
+  if (!a.momentum) {
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < m; ++i) w[i] -= p.lr * g[i];
     return;
@@ -37,7 +37,7 @@ void rmsprop_step(const Device&, const OptimizerArrays& a, RmspropParams p) {
   const long long m = (long long)a.n;
   float *w = a.w, *rms = a.rms, *mg = a.mg, *mom = a.momentum;
   const float* g = a.g;
-  if (p.momentum == 0.f) {
+  if (!mom) {
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < m; ++i) rmsprop_update(w[i], rms[i], mg ? mg + i : nullptr, g[i], p.lr, p.rho, p.epsilon);
     return;

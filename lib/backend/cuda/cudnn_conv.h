@@ -167,14 +167,15 @@ class ConvCore {
   ConvCore(const ConvCore&) = delete;
   ConvCore& operator=(const ConvCore&) = delete;
 
-  /// b <- act(conv(a, w.kernel) + w.bias) (w.bias [Cb] or nullptr), the bias
-  /// and activation applied in the pass that writes b (conv_epilogue.h).
-  void forward(ConvInput a, ConvWeights w, Activation act, ConvOutput b);
-  /// da [N, Ha, Wa, Ca] <- act(dL/da + w.bias) from db = dL/db [N, Hb, Wb,
-  /// Cb] (w.bias [Ca] or nullptr: Conv2DTranspose's forward).
-  void backward_data(ConvInput db, ConvWeights w, Activation act, ConvOutput da);
-  /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from a and db (overwrites it).
-  void backward_filter(ConvInput a, ConvInput db, float* dkernel);
+  /// out (b) <- act(conv(in (a), w.kernel) + w.bias) (w.bias [Cb] or nullptr),
+  /// the bias and activation applied in the pass that writes b (conv_epilogue.h).
+  void forward(ConvInput in, ConvWeights w, Activation act, ConvOutput out);
+  /// out (da [N, Ha, Wa, Ca]) <- act(dL/da + w.bias) from in (db = dL/db
+  /// [N, Hb, Wb, Cb]) (w.bias [Ca] or nullptr: Conv2DTranspose's forward).
+  void backward_data(ConvInput in, ConvWeights w, Activation act, ConvOutput out);
+  /// dkernel [kh, kw, Ca, Cb] <- dL/dkernel from in (a) and grad (db)
+  /// (overwrites it).
+  void backward_filter(ConvInput in, ConvInput grad, float* dkernel);
   /// Makes side's gradient for this step's backward calls, which then take
   /// it with Staging::Prepared: g = dy * act'(y) (y, the forward's output on
   /// that side, and dy, both of y_type in that side's shape; Linear: y

@@ -134,7 +134,7 @@ struct RmspropMomentumStep {
 void sgd_step(const Device& d, const OptimizerArrays& a, SgdParams p) {
   if (a.n == 0) return;
   CudaContext& ctx = context(d);
-  if (p.momentum == 0.f)
+  if (!a.momentum)
     launch_elementwise(ctx.stream(), SgdStep{a.w, a.g, p.lr}, a.n, aligned16(a.w, a.g));
   else
     launch_elementwise(ctx.stream(), SgdMomentumStep{a.w, a.momentum, a.g, p.lr, p.momentum, p.nesterov}, a.n,
@@ -153,7 +153,7 @@ void adam_step(const Device& d, const OptimizerArrays& a, AdamParams p) {
 void rmsprop_step(const Device& d, const OptimizerArrays& a, RmspropParams p) {
   if (a.n == 0) return;
   CudaContext& ctx = context(d);
-  if (p.momentum == 0.f)
+  if (!a.momentum)
     launch_elementwise(ctx.stream(), RmspropStep{a.w, a.rms, a.mg, a.g, p.lr, p.rho, p.epsilon}, a.n,
                        aligned16(a.w, a.rms, a.mg, a.g));
   else

@@ -111,6 +111,7 @@ class BatchNormalization : public Layer {
     const Shape s = x[0]->shape();
     const int C = c_;
     const Device& d = ctx.device;
+    BatchNormBackend& bn = op_.on(d);
     const float* in = x[0]->data();
     y.resize(s);
     for (Buffer<float>* v : {&mean_, &istd_, &a_, &b_}) on_device(*v, d).resize(size_t(C));
@@ -118,15 +119,15 @@ class BatchNormalization : public Layer {
     if (batch_stats_) {
       const bool sync = o_.synchronized && ctx.comm;
       on_device(sums_, d).resize(size_t(2) * C);
-      op_.on(d).stat_sums(in, s, sums_.data());
+      bn.stat_sums(in, s, sums_.data());
       if (sync) ctx.comm->all_reduce_sum(ctx.rank, sums_.data(), sums_.size());
       count_ = double(sync ? ctx.global_batch : s.n) * s.h * s.w;
       if (count_ == 0) return;  // Every tower is empty: nothing to normalise or learn from.
-      op_.on(d).train_coefficients(sums_.data(), count_, BatchNormSettings{o_.epsilon, o_.momentum}, channels());
+      bn.train_coefficients(sums_.data(), count_, BatchNormSettings{o_.epsilon, o_.momentum}, channels());
     } else {
-      op_.on(d).inference_coefficients(o_.epsilon, channels());
+      bn.inference_coefficients(o_.epsilon, channels());
     }
-    op_.on(d).apply(in, s, a_.data(), b_.data(), y.data());
+    bn.apply(in, s, a_.data(), b_.data(), y.data());
   }
 
   /// Batch statistics (Ioffe & Szegedy 2015, section 3), m = count, xhat = (x - mean) * istd:
@@ -141,11 +142,12 @@ class BatchNormalization : public Layer {
     const Shape s = x[0]->shape();
     const int C = c_;
     const Device& d = ctx.device;
+    BatchNormBackend& bn = op_.on(d);
     const float* in = x[0]->data();
     on_device(sums_, d).resize(size_t(2) * C);
     if (batch_stats_ || dgamma_ || dbeta_) {
-      op_.on(d).grad_sums(in, dy.data(), s, channels(), sums_.data());
-      op_.on(d).param_grads(sums_.data(), C, dgamma_, dbeta_);
+      bn.grad_sums(in, dy.data(), s, channels(), sums_.data());
+      bn.param_grads(sums_.data(), C, dgamma_, dbeta_);
     }
     if (batch_stats_ && o_.synchronized && ctx.comm)
       ctx.comm->all_reduce_sum(ctx.rank, sums_.data(), sums_.size());
@@ -153,8 +155,8 @@ class BatchNormalization : public Layer {
     dx[0]->resize(s);
     if (s.numel() == 0) return;
     for (Buffer<float>* v : {&k1_, &k2_, &k3_}) on_device(*v, d).resize(size_t(C));
-    op_.on(d).backward_coefficients(sums_.data(), count_, batch_stats_, channels());
-    op_.on(d).backward_data(in, dy.data(), s, channels(), dx[0]->data());
+    bn.backward_coefficients(sums_.data(), count_, batch_stats_, channels());
+    bn.backward_data(in, dy.data(), s, channels(), dx[0]->data());
   }
 
  private:

@@ -99,7 +99,7 @@ class SeparableConv2D final : public Layer {
     const bool want_dz = dx[0] || ddepthwise_kernel_;  // neither: a frozen layer whose input needs no gradient
     ConvBackwardArgs pointwise;
     pointwise.act = fused_activation(c_.activation);
-    pointwise.y = {y.raw(), DType::F32, dy.shape()};
+    pointwise.y = {y.raw(), y.dtype(), dy.shape()};
     pointwise.dy = kept_.backward(ctx, c_.activation, dy, name()).raw();
     pointwise.x = z_.view();
     pointwise.kernel = pointwise_kernel_;
@@ -110,7 +110,7 @@ class SeparableConv2D final : public Layer {
     if (!want_dz) return;
     if (dx[0]) dx[0]->resize(xt.shape());
     ConvBackwardArgs depthwise;
-    depthwise.y = {nullptr, DType::F32, dz.shape()};
+    depthwise.y = {nullptr, dz.dtype(), dz.shape()};
     depthwise.dy = dz.raw();
     depthwise.x = xt.view();
     depthwise.kernel = depthwise_kernel_;
