@@ -63,13 +63,14 @@ struct Decoded {
 /// towers) its peak device memory, e.g.
 /// "epoch 3 towers: data wait 0.12 s, 0.10 s; peak memory 12.3 GiB, 12.3 GiB";
 /// with a stream, also what it decoded (", decoded 18 samples, waiting 0.40 s for them").
-/// Nothing when no tower waited 5 ms or more, none is a GPU and no stream decoded.
+/// Nothing when no tower waited 0.1 s or more (a CPU tower's copy of a few
+/// batches takes milliseconds), none is a GPU and no stream decoded.
 void log_towers(int epoch, Trainer& trainer, const std::optional<Decoded>& decoded) {
   std::string waits, peaks;
   bool waited = false;
   for (double w : trainer.take_input_wait_seconds()) {
     waits += fmt::format("{}{:.2f} s", waits.empty() ? "" : ", ", w);
-    waited = waited || w >= 0.005;
+    waited = waited || w >= 0.1;
   }
   for (size_t b : trainer.peak_memory_bytes())
     if (b) peaks += fmt::format("{}{:.1f} GiB", peaks.empty() ? "" : ", ", double(b) / double(1 << 30));
