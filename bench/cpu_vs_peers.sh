@@ -35,7 +35,7 @@ for model in "small 16 128 8 configs/unet_small.yaml" "seed 64 256 4 configs/une
       echo "$name $precision round $round/$rounds" >&2
       ours=$(build/bench/unet_throughput --config "$config" --batch "$batch" --steps "$steps" --gpus cpu \
         --precision "$precision")
-      keras=$("$py" "$shared/keras_unet.py" --width "$width" --size "$size" --batch "$batch" --steps "$steps" \
+      keras=$(TF_CPP_MIN_LOG_LEVEL=3 "$py" "$shared/keras_unet.py" --width "$width" --size "$size" --batch "$batch" --steps "$steps" \
         --precision "$precision")
       torch=$("$py" "$shared/torch_unet.py" --width "$width" --size "$size" --batch "$batch" --steps "$steps" \
         --device cpu --channels-last --precision "$precision")
@@ -56,6 +56,6 @@ print(f"images/s, median of {len(next(iter(rows.values()))['trainer'])} alternat
 print(f"{'model':8}{'precision':>10}{'trainer':>10}{'Keras':>10}{'PyTorch':>10}{'vs Keras':>10}{'vs PyTorch':>12}")
 for (name, precision), r in rows.items():
     m = {k: statistics.median(v) for k, v in r.items()}
-    print(f"{name:8}{precision:>10}{m['trainer']:>10.1f}{m['keras']:>10.1f}{m['torch']:>10.1f}"
+    print(f"{name:8}{precision:>10}{m['trainer']:>10.2f}{m['keras']:>10.2f}{m['torch']:>10.2f}"
           f"{m['trainer'] / m['keras']:>9.2f}x{m['trainer'] / m['torch']:>11.2f}x")
 PY
