@@ -5,8 +5,9 @@
 //   unet_throughput --config configs/unet_small.yaml --batch 8 --gpus cpu
 // --gpus defaults to all (every GPU, else one CPU tower), as trainer's.
 //   unet_throughput --config configs/unet.yaml --batch 32 --gpus 0 --precision bf16
-// --gpus takes what trainer's --gpus takes; --precision sets the GPU
-// convolutions' arithmetic (training.precision; the CPU always runs fp32).
+// --gpus takes what trainer's --gpus takes; --precision sets the
+// convolutions' arithmetic (training.precision; the JSON line names what the
+// towers compute in: a CPU without AVX512-BF16 or AMX, and tf32 on a CPU, give fp32).
 // --profile N: after the timed steps (the JSON line is printed first), N more
 // steps with Trainer::set_profiling on, and tower 0's per-phase and per-layer
 // times to stderr (profiling synchronizes the device after every layer, so
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--nccl-alone", nccl_alone, "One GPU tower reducing through NCCL over a world of one process");
   app.add_flag("--hold-buckets", hold_buckets, "Start the gradient all-reduces after backward, not during it");
-  app.add_option("--precision", precision_text, "GPU convolution arithmetic: fp32, tf32 or bf16")
+  app.add_option("--precision", precision_text, "Convolution arithmetic: fp32, tf32 or bf16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
       ->capture_default_str();
   try {
@@ -111,7 +112,7 @@ int main(int argc, char** argv) {
     std::printf("{\"config\": \"%s\", \"devices\": \"%s\", \"precision\": \"%s\", \"size\": %d, "
                 "\"batch\": %d, \"steps\": %d, \"threads\": %d, \"images_per_s\": %.3f, \"params\": %zu, "
                 "\"input_wait_ms_per_step\": %.3f, \"peak_memory_mib\": %.0f, \"reduction\": \"%s\"}\n",
-                config_path.c_str(), plan.describe().c_str(), plan.gpus.empty() ? "fp32" : precision_name(precision),
+                config_path.c_str(), plan.describe().c_str(), precision_name(trainer.devices().device(0).precision),
                 in.h, batch, steps, threads, batch * steps / dt,
                 trainer.model().num_params() + trainer.model().num_state(), wait_ms, peak_mib,
                 trainer.devices().reduction().c_str());

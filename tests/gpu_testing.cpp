@@ -50,21 +50,6 @@ Tensor make_tensor(Shape s, const std::vector<float>& host, const Device& d) {
   return t;
 }
 
-uint16_t float_to_bf16(float v) {
-  uint32_t u = 0;
-  std::memcpy(&u, &v, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);  // NaN: quiet, never rounded to inf
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
-float bf16_to_float(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float v = 0;
-  std::memcpy(&v, &u, sizeof v);
-  return v;
-}
-
 std::vector<float> round_bf16(std::vector<float> v) {
   for (float& x : v) x = round_bf16(x);
   return v;

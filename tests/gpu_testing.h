@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/buffer.h"
 #include "core/device.h"
 #include "core/dtype.h"
@@ -50,18 +51,10 @@ std::vector<float> random_values(size_t n, unsigned seed, float lo = -1.f, float
 /// A tensor of shape s on device d holding host (s.numel() values).
 Tensor make_tensor(Shape s, const std::vector<float>& host, const Device& d);
 
-// ---- bf16 on the host --------------------------------------------------------
+// ---- bf16 on the host (float_to_bf16, bf16_to_float, round_bf16: core/bf16.h) ---
 
-/// The bf16 bits of v rounded to nearest even, as __float2bfloat16_rn: the top
-/// 16 bits of v's binary32 after adding 0x7fff plus the lowest kept bit (so a
-/// finite value beyond bf16's largest rounds to infinity). NaN stays NaN (its
-/// sign and top mantissa bits kept, made quiet; the GPU may return another
-/// NaN, 0x7fff).
-uint16_t float_to_bf16(float v);
-/// The float of bf16 bits h (exact: h becomes the top 16 bits of a binary32).
-float bf16_to_float(uint16_t h);
-/// v rounded to the nearest bf16 value (ties to even), as a float.
-inline float round_bf16(float v) { return bf16_to_float(float_to_bf16(v)); }
+using trainer::round_bf16;  // the float overload beside the vector one below
+
 /// Every value of v rounded to bf16, as floats (the host inputs of a CPU
 /// reference that should see what a bf16 tensor holds).
 std::vector<float> round_bf16(std::vector<float> v);

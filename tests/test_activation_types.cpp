@@ -1,16 +1,15 @@
 // Activation storage types (core/dtype.h): a Tensor's type and its byte
-// size, the CPU backend's refusal of bf16, which layers of a model
-// Model::set_activation_type stores as bf16 (the seed U-Net, and the
-// demotions around fp32-only layers, Uniform layers and the model's ends),
-// and that CPU towers stay fp32 whatever training.precision says. The bf16
-// arithmetic itself runs on a GPU only (test_gpu_ops.cpp, test_gpu_training.cpp).
+// size, which layers of a model Model::set_activation_type stores as bf16
+// (the seed U-Net, and the demotions around fp32-only layers, Uniform layers
+// and the model's ends), and which precision CPU towers take. The bf16
+// arithmetic itself: test_cpu_bf16.cpp, test_gpu_ops.cpp, test_gpu_training.cpp.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <map>
 #include <string>
 
-#include "backend/elementwise_ops.h"
+#include "backend/cpu_info.h"
 #include "backend/ops.h"
 #include "config/config.h"
 #include "core/error.h"
@@ -77,40 +76,6 @@ TEST_CASE("a bf16 tensor holds 2 bytes an element and has no fp32 view", "[dtype
   t.resize(Shape{2, 3, 3, 1});  // resize keeps the type
   CHECK(t.dtype() == DType::BF16);
   CHECK(t.buffer().size() == 9);
-}
-
-TEST_CASE("the CPU backend refuses bf16 activations", "[dtype]") {
-  Tensor a(Shape{1, 2, 2, 2}), b(Shape{1, 2, 2, 2});
-  a.set_dtype(DType::BF16);
-  b.set_dtype(DType::BF16);
-  CHECK_THROWS_AS(accumulate(Device{}, DType::BF16, a.raw(), b.raw(), a.numel()), InternalError);
-  const void* xs[2] = {a.raw(), b.raw()};
-  const int cs[2] = {2, 2};
-  Tensor y(Shape{1, 2, 2, 4});
-  y.set_dtype(DType::BF16);
-  CHECK_THROWS_AS(concat_channels_forward(Device{}, DType::BF16, xs, cs, 2, 4, y.raw(), 4), InternalError);
-  float kernel[2 * 2] = {}, out[8] = {};
-  Conv2DOp conv(Conv2DParams{});
-  CHECK_THROWS_AS(conv.forward(Device{}, a.view(), ConvWeights{kernel, nullptr}, Activation{},
-                               {out, DType::F32, Shape{1, 2, 2, 2}}),
-                  InternalError);
-  MaxPool2DOp pool(Pool2DParams{});
-  CHECK_THROWS_AS(pool.forward(Device{}, a.view(), {out, DType::BF16, Shape{1, 1, 1, 2}}, true), InternalError);
-  std::vector<float> dy(8, 1.f), grads(8);
-  ConvBackwardArgs bf16_y;
-  bf16_y.y = a.view();
-  bf16_y.dy = a.raw();
-  bf16_y.x = {out, DType::F32, Shape{1, 2, 2, 2}};
-  bf16_y.kernel = kernel;
-  bf16_y.dkernel = grads.data();
-  CHECK_THROWS_AS(conv.backward(Device{}, bf16_y), InternalError);
-  CHECK_THROWS_AS(pool.backward(Device{}, {a.raw(), DType::BF16, Shape{1, 1, 1, 2}}, b.view()), InternalError);
-  void* dxs[2] = {a.raw(), b.raw()};
-  CHECK_THROWS_AS(concat_channels_backward(Device{}, DType::BF16, y.raw(), 4, 4, cs, 2, dxs), InternalError);
-  // fp32 still works through the same entry points.
-  std::vector<float> u(8, 1.f), v(8, 2.f);
-  accumulate(Device{}, DType::F32, u.data(), v.data(), u.size());
-  CHECK(u[7] == 3.f);
 }
 
 TEST_CASE("a bf16 U-Net keeps bf16 between its convolutions and fp32 at both ends", "[dtype]") {
@@ -224,14 +189,25 @@ TEST_CASE("a Uniform layer at the output keeps its inputs fp32", "[dtype]") {
   CHECK(types["p1"] == "fp32");
 }
 
-TEST_CASE("CPU towers keep fp32 activations under training.precision bf16", "[dtype]") {
+TEST_CASE("CPU towers store bf16 activations under training.precision bf16 where the CPU has bf16 arithmetic",
+          "[dtype]") {
   Config c = cfg(R"(    - {name: in, type: Input, shape: [8, 8, 1]}
-    - {name: c1, type: Conv2D, filters: 2, kernel_size: 3, padding: same}
-    - {name: c2, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+    - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same}
+    - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same}
+    - {name: c3, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
 )");
   c.training.precision = Precision::BF16;
   Trainer t(c, 2, 1);
-  for (int i = 0; i < t.model().num_layers(); ++i) CHECK(t.model().activation_type(i) == DType::F32);
+  const DType inside = cpu_has_bf16() ? DType::BF16 : DType::F32;
+  CHECK(t.devices().device(0).precision == (cpu_has_bf16() ? Precision::BF16 : Precision::FP32));
+  CHECK(t.model().activation_type(0) == DType::F32);
+  CHECK(t.model().activation_type(1) == inside);
+  CHECK(t.model().activation_type(2) == DType::F32);  // feeds the one-filter output layer
+  CHECK(t.model().activation_type(3) == DType::F32);
+  c.training.precision = Precision::TF32;  // CPUs have no tf32: fp32
+  Trainer f(c, 1, 1);
+  CHECK(f.devices().device(0).precision == Precision::FP32);
+  for (int i = 0; i < f.model().num_layers(); ++i) CHECK(f.model().activation_type(i) == DType::F32);
 }
 
 TEST_CASE("every shipped config and odd DAGs get a bf16 plan every layer can run", "[dtype]") {

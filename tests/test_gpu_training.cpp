@@ -26,6 +26,7 @@
 #include "dist/local_communicator.h"
 #include "dist/process_group.h"
 #include "gpu_testing.h"
+#include "training_compare.h"
 #include "tiny_model.h"
 #include "train/trainer.h"
 #if defined(TRAINER_WITH_CUDA)
@@ -134,99 +135,13 @@ void check_collectives(const CollectiveResults& res, int size) {
 
 // ---- Training ----------------------------------------------------------------
 
-/// Tolerances of the training comparisons (fp32): loss per step relative to
-/// the CPU's, weights |gpu - cpu| / max(1, |cpu|). Five SGD steps carry the
-/// convolutions' ~1e-6 summation-order differences forward; 1e-3 leaves room
-/// for a ReLU or a pooling maximum that flips on a near tie.
-constexpr double kLossTolFp32 = 1e-3, kWeightTolFp32 = 1e-3;
-/// Loss per step in reduced precision: tf32 and bf16 round the convolutions'
-/// inputs by up to 2^-11 and 2^-8 relative, and a bf16 tower also stores the
-/// activations between its bf16-capable layers in bf16 (2^-8 each); the
-/// loss, metrics, weights and optimizer stay fp32.
-constexpr double kLossTolTf32 = 1e-2, kLossTolBf16 = 5e-2;
-/// A weight tensor's change over the five bf16 steps against the CPU's,
-/// relative to its largest change (check_weight_changes): the roundings above
-/// give a few percent; a lost or misrouted gradient gives tens of percent.
-constexpr double kWeightChangeTolBf16 = 0.1;
 /// evaluate(): the loss, and each metric pixel count (a logit within float
 /// rounding of a threshold may fall on either side of it).
 constexpr double kEvalLossTol = 1e-4, kEvalCountTol = 3;
 
-// Every layer type of the U-Net, plus synchronized BN and Dropout (tiny_model.h).
-const std::string kTinyConfig = trainer::testing::tiny_config(true);
-
 const std::string kTinyUnetConfig = trainer::testing::tiny_unet_config();
 
 const std::string kTinySeConfig = trainer::testing::tiny_se_config();
-
-// Batches of 5, 5 (uneven over 2 towers), a short one of 3, one of 2 (a
-// sample per tower), and a shuffled one.
-const std::vector<std::vector<int>> kBatches = {
-    {0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12}, {3, 9}, {12, 0, 7, 2, 5}};
-
-DevicePlan plan(const std::string& spec) { return plan_devices(spec, list_gpus(), true); }
-
-/// Every weight value of a trainer, in model order.
-std::vector<float> all_weights(const Trainer& t) {
-  std::vector<float> v;
-  for (const WeightRecord& w : t.weights()) v.insert(v.end(), w.values.begin(), w.values.end());
-  return v;
-}
-
-struct TrainRun {
-  std::vector<double> losses;
-  std::vector<float> weights;
-  std::vector<WeightRecord> records;  ///< The same weights per tensor.
-};
-
-/// kBatches on a fresh Trainer of `yaml` (default kTinyConfig) over the
-/// devices of spec (as --gpus), convolutions in precision p.
-TrainRun train_run(const std::string& spec, Precision p, const std::string& yaml = kTinyConfig,
-                   ProcessGroup* world = nullptr) {
-  Config config = parse_config(yaml, "tiny.yaml");
-  config.training.precision = p;
-  const Dataset data = tiny_data();
-  const DevicePlan devices = plan(spec);
-  Trainer t(config, devices, 1, world);
-  if (world) REQUIRE(t.devices().reduction() == "NCCL over 1 process");
-  TrainRun run;
-  for (const std::vector<int>& b : kBatches) run.losses.push_back(t.train_step(data, b).loss());
-  run.weights = all_weights(t);
-  run.records = t.weights();
-  return run;
-}
-
-/// Per trainable weight tensor: the GPU's change over training against the
-/// CPU's, max |dgpu - dcpu| / max |dcpu| (d = trained - initial), at most
-/// tol. Unlike the losses, this sees a gradient that goes to the wrong
-/// tensor or is lost (a skip connection's sum), which moves that tensor's
-/// change by a large fraction of itself.
-void check_weight_changes(const std::vector<WeightRecord>& got, const std::vector<WeightRecord>& ref,
-                          const std::vector<WeightRecord>& initial, double tol) {
-  REQUIRE(got.size() == ref.size());
-  REQUIRE(initial.size() == ref.size());
-  for (size_t r = 0; r < ref.size(); ++r) {
-    const std::vector<float>&g = got[r].values, &c = ref[r].values, &w0 = initial[r].values;
-    REQUIRE(g.size() == c.size());
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < c.size(); ++i) {
-      diff = std::max(diff, std::abs((double(g[i]) - w0[i]) - (double(c[i]) - w0[i])));
-      scale = std::max(scale, std::abs(double(c[i]) - w0[i]));
-    }
-    if (scale == 0) continue;  // untouched (non-trainable state that does not move)
-    INFO(ref[r].layer << "/" << ref[r].name << ": max |dgpu - dcpu| / max |dcpu| = " << diff / scale);
-    CHECK(diff <= tol * scale);
-  }
-}
-
-void check_losses(const std::vector<double>& got, const std::vector<double>& ref, double tol) {
-  REQUIRE(got.size() == ref.size());
-  for (size_t i = 0; i < ref.size(); ++i) {
-    INFO("step " << i + 1 << ": loss " << got[i] << ", CPU " << ref[i]);
-    CHECK(std::isfinite(got[i]));
-    CHECK(std::abs(got[i] - ref[i]) <= tol * std::abs(ref[i]));
-  }
-}
 
 /// Trains yaml on the CPU (fp32) and on GPU 0 and two towers of GPU 0 (in
 /// precision p), checking the GPU runs' losses (loss_tol) and weight changes

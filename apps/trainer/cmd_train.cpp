@@ -39,7 +39,9 @@ Runner add_train(CLI::App& app, const std::vector<std::string>& args) {
   app.add_option("--output,-o", f->output, "Override training.output_dir")->check(non_empty_path());
   app.add_option("--images", f->images, "Override data.images (folder of images)")->check(non_empty_path());
   app.add_option("--masks", f->masks, "Override data.masks (folder of masks)")->check(non_empty_path());
-  app.add_option("--precision", f->precision, "Override training.precision (GPU convolutions): fp32, tf32, bf16")
+  app.add_option("--precision", f->precision,
+                 "Override training.precision (convolutions; bf16 on GPUs and on CPUs with AVX512-BF16 or AMX): "
+                 "fp32, tf32, bf16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   app.add_option("--threads", f->threads,
                  "CPU threads in all, divided among the towers, at least 1 each (default: every core)")

@@ -58,17 +58,17 @@ void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& train
                trainer.devices().reduction(), list);
 }
 
-/// The precision GPU towers compute in (or that bf16 does not apply to CPU towers).
-void log_precision(const Trainer& trainer, Precision precision) {
-  if (trainer.devices().any_gpu()) {
-    int bf16 = 0;  // layers whose activations tower 0 stores in bf16 (docs/gpu.md)
-    for (int i = 0; i < trainer.model().num_layers(); ++i) bf16 += trainer.model().activation_type(i) == DType::BF16;
-    spdlog::info("GPU towers: convolutions in {}, {} of {} layers' activations in bf16, gradients summed {}",
-                 precision_name(precision), bf16, trainer.model().num_layers(), trainer.devices().reduction());
-  } else if (precision == Precision::BF16) {
-    // tf32 (the default) asks for no more than fp32 gives; bf16 asks for savings a CPU tower does not make.
-    spdlog::warn("training.precision bf16 applies to GPU towers; the CPU towers compute in fp32");
-  }
+/// The precision the towers compute in, and how many layers tower 0 stores in
+/// bf16 (docs/gpu.md, docs/cpu.md); for CPU towers only when they compute in
+/// bf16 (TowerDevices warns when a CPU cannot).
+void log_precision(const Trainer& trainer) {
+  const Device& d = trainer.devices().device(0);
+  if (!d.is_cuda() && d.precision != Precision::BF16) return;
+  int bf16 = 0;
+  for (int i = 0; i < trainer.model().num_layers(); ++i) bf16 += trainer.model().activation_type(i) == DType::BF16;
+  spdlog::info("{} towers: convolutions in {}, {} of {} layers' activations in bf16, gradients summed {}",
+               d.is_cuda() ? "GPU" : "CPU", precision_name(d.precision), bf16, trainer.model().num_layers(),
+               trainer.devices().reduction());
 }
 
 /// One training command, step by step (run_train calls them in order).
@@ -161,7 +161,7 @@ void TrainRun::build_trainer() {
   // Towers and a resumed checkpoint are checked before any image is decoded, so a mismatch fails fast.
   trainer_ = std::make_unique<Trainer>(config_, towers_.plan, towers_.threads_per_tower, world_.get());
   if (world_) log_world(*world_, towers_.plan, *trainer_);
-  log_precision(*trainer_, config_.training.precision);
+  log_precision(*trainer_);
 }
 
 std::optional<int> TrainRun::start_weights() {

@@ -11,12 +11,14 @@ namespace trainer {
 
 enum class DeviceKind { CPU, CUDA };
 
-/// Arithmetic of the convolutions on a GPU (config key training.precision):
-/// fp32: IEEE fp32 throughout; tf32: convolutions on tensor cores in TF32
-/// (10-bit mantissa inputs, fp32 accumulation); bf16: convolutions on tensor
-/// cores with bf16 inputs and fp32 accumulation, activations between the
-/// layers that take them stored in bf16 (core/dtype.h), fp32 master weights,
-/// fp32 optimizer state, fp32 loss and metrics. The CPU backend always runs fp32.
+/// Arithmetic of the convolutions (config key training.precision): fp32:
+/// IEEE fp32 throughout; tf32 (GPUs only; CPU towers compute fp32): tensor
+/// cores in TF32 (10-bit mantissa inputs, fp32 accumulation); bf16:
+/// convolutions with bf16 inputs and fp32 accumulation, fp32 master weights,
+/// fp32 optimizer state, fp32 loss and metrics. On a GPU the activations
+/// between the layers that take them are stored in bf16 (core/dtype.h); on a
+/// CPU (AVX512-BF16 or AMX through oneDNN) activations stay fp32 and each
+/// convolution rounds its input and output gradient to bf16 as it reads them.
 enum class Precision { FP32, TF32, BF16 };
 
 /// "fp32" | "tf32" | "bf16".
@@ -68,6 +70,10 @@ struct Device {
   DeviceKind kind = DeviceKind::CPU;
   int index = -1;                 ///< CUDA ordinal; -1 for the CPU.
   DeviceContext* ctx = nullptr;   ///< The tower's context; non-null for CUDA.
+  /// What the tower's convolutions compute in: training.precision, except
+  /// FP32 on a CPU without bf16 arithmetic and for tf32 on a CPU (a CUDA
+  /// backend reads its context's, the same).
+  Precision precision = Precision::FP32;
   bool is_cuda() const { return kind == DeviceKind::CUDA; }
   /// "cpu" or "cuda:<index>".
   std::string str() const { return is_cuda() ? "cuda:" + std::to_string(index) : "cpu"; }

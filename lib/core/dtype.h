@@ -6,7 +6,8 @@
 // flow between bf16-capable layers (Conv2D, Conv2DTranspose, MaxPooling2D,
 // Concatenate) as bfloat16, as PyTorch's autocast does
 // (Model::set_activation_type, called by the trainer's towers).
-// The CPU backend computes in fp32 only.
+// The CPU backend takes fp32 tensors only (its bf16 convolutions round their
+// inputs inside: core/device.h, Precision).
 #include <cstddef>
 
 #include "core/error.h"

@@ -47,8 +47,7 @@ Config stored_config(const Checkpoint& ckpt, const std::string& path) {
 void warn_differences(const Config& config, const Config& then, const Trainer& trainer, const std::string& path) {
   std::vector<std::string> differences = check_resume_trainable(then, trainer.model(), path);
   for (std::string& d : resume_differences(config, then, path)) differences.push_back(std::move(d));
-  // Precision changes only GPU arithmetic (CPU towers compute in fp32 whatever it says).
-  if (trainer.devices().any_gpu() && config.training.precision != then.training.precision)
+  if (config.training.precision != then.training.precision)
     differences.push_back(std::string("training.precision is ") + precision_name(config.training.precision) +
                           " (the checkpoint's run used " + precision_name(then.training.precision) + ")");
   for (const auto& d : differences)

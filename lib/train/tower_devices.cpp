@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
+#include "backend/cpu_info.h"
 #include "backend/gpu_info.h"
 #include "core/error.h"
 #include "dist/async_communicator.h"
@@ -65,10 +68,13 @@ TowerDevices::TowerDevices(const DevicePlan& plan, Precision precision, double c
       }
     }
   }
-  for (int r = 0; r < plan.cpu_towers; ++r) devices_.push_back(Device{});
+  const Precision on_cpu = cpu_precision(precision);
+  if (plan.cpu_towers > 0 && precision == Precision::BF16 && on_cpu != precision)
+    spdlog::warn("training.precision bf16: this CPU has neither AVX512-BF16 nor AMX, so its towers compute in fp32");
+  for (int r = 0; r < plan.cpu_towers; ++r) devices_.push_back(Device{DeviceKind::CPU, -1, nullptr, on_cpu});
   for (int gpu : plan.gpus) {
     contexts_.push_back(make_gpu_context(gpu, precision));
-    devices_.push_back(Device{DeviceKind::CUDA, gpu, contexts_.back().get()});
+    devices_.push_back(Device{DeviceKind::CUDA, gpu, contexts_.back().get(), precision});
   }
   if (world && !plan.gpus.empty()) {  // also a world of one process: NCCL as the many-process run uses it
     comm_ = make_nccl_communicator(devices_, collective_timeout_s, NcclWorld{world, first_tower_, world_size_});

@@ -178,8 +178,8 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
   validate_for_training(config, model);
   model.set_device(d);
   // bf16 towers keep bf16 activations between the layers that take them (as
-  // PyTorch's autocast); the CPU backend computes in fp32 only.
-  model.set_activation_type(d.is_cuda() && config.training.precision == Precision::BF16 ? DType::BF16 : DType::F32);
+  // PyTorch's autocast and Keras's mixed_bfloat16 do).
+  model.set_activation_type(d.precision == Precision::BF16 ? DType::BF16 : DType::F32);
   y.set_device(d);
   staged.set_device(d);
   params.zero();

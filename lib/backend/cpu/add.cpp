@@ -1,10 +1,22 @@
 // Add (element-wise sum of k tensors, or one value per (sample, channel)
-// added over the pixels, and its gradient) and gradient accumulation on the
-// CPU (OpenMP).
+// added over the pixels, and its gradient) and gradient accumulation (fp32 or
+// bf16) on the CPU (OpenMP).
 #include "backend/cpu/sample_channel_fold.h"
 #include "backend/device_ops.h"
+#include "core/bf16.h"
 
 namespace trainer::cpu {
+
+namespace {
+
+/// y <- bf16(y + x), the sum in fp32.
+void accumulate_bf16(uint16_t* y, const uint16_t* x, size_t n) {
+  const long long m = (long long)n;
+#pragma omp parallel for simd schedule(static)
+  for (long long i = 0; i < m; ++i) y[i] = float_to_bf16(bf16_to_float(y[i]) + bf16_to_float(x[i]));
+}
+
+}  // namespace
 
 void add_forward(const Device&, const float* const* xs, size_t k, float* y, size_t n) {
   const long long m = (long long)n;
@@ -29,7 +41,7 @@ void channel_sums(const Device&, const float* x, Shape xs, float* out) {
 }
 
 void accumulate(const Device&, DType t, void* y_raw, const void* x_raw, size_t n) {
-  require_f32(t, "accumulate on the CPU");
+  if (t == DType::BF16) return accumulate_bf16(static_cast<uint16_t*>(y_raw), static_cast<const uint16_t*>(x_raw), n);
   float* y = static_cast<float*>(y_raw);
   const float* x = static_cast<const float*>(x_raw);
   const long long m = (long long)n;

@@ -1,4 +1,5 @@
-// Channel concatenation and its inverse on the CPU (OpenMP over pixels).
+// Channel concatenation and its inverse on the CPU (OpenMP over pixels), for
+// either activation type (a pixel's channels are copied as bytes).
 #include <cstring>
 
 #include "backend/device_ops.h"
@@ -7,32 +8,32 @@ namespace trainer::cpu {
 
 void concat_channels_forward(const Device&, DType t, const void* const* xv, const int* cs, size_t k, long long P,
                              void* yv, int cy) {
-  require_f32(t, "Concatenate on the CPU");
-  const float* const* xs = reinterpret_cast<const float* const*>(xv);
-  float* y = static_cast<float*>(yv);
+  const size_t e = dtype_size(t);
+  const char* const* xs = reinterpret_cast<const char* const*>(xv);
+  char* y = static_cast<char*>(yv);
 #pragma omp parallel for schedule(static)
   for (long long p = 0; p < P; ++p) {
-    float* dst = y + p * cy;
+    char* dst = y + size_t(p) * size_t(cy) * e;
     for (size_t i = 0; i < k; ++i) {
-      const int c = cs[i];
-      std::memcpy(dst, xs[i] + p * c, size_t(c) * sizeof(float));
-      dst += c;
+      const size_t bytes = size_t(cs[i]) * e;
+      std::memcpy(dst, xs[i] + size_t(p) * bytes, bytes);
+      dst += bytes;
     }
   }
 }
 
 void concat_channels_backward(const Device&, DType t, const void* dyv, int cy, long long P, const int* cs, size_t k,
                               void* const* dxv) {
-  require_f32(t, "Concatenate on the CPU");
-  const float* dy = static_cast<const float*>(dyv);
-  float* const* dxs = reinterpret_cast<float* const*>(dxv);
+  const size_t e = dtype_size(t);
+  const char* dy = static_cast<const char*>(dyv);
+  char* const* dxs = reinterpret_cast<char* const*>(dxv);
 #pragma omp parallel for schedule(static)
   for (long long p = 0; p < P; ++p) {
-    const float* src = dy + p * cy;
+    const char* src = dy + size_t(p) * size_t(cy) * e;
     for (size_t i = 0; i < k; ++i) {
-      const int c = cs[i];
-      if (dxs[i]) std::memcpy(dxs[i] + p * c, src, size_t(c) * sizeof(float));
-      src += c;
+      const size_t bytes = size_t(cs[i]) * e;
+      if (dxs[i]) std::memcpy(dxs[i] + size_t(p) * bytes, src, bytes);
+      src += bytes;
     }
   }
 }

@@ -2,7 +2,7 @@
 // backward_weights with NHWC activations and the Keras kernel [kh, kw, in, out]
 // (oneDNN tag hwio; with groups, [kh, kw, in / groups, out] as oneDNN's grouped
 // weights {g, out / g, in / g, kh, kw} in tag hwigo).
-#include "backend/cpu/conv_primitives.h"
+#include "backend/cpu/cached_conv_op.h"
 #include "backend/device_ops.h"
 
 namespace trainer::cpu {
@@ -29,8 +29,9 @@ ConvProblem conv_problem(Shape xs, Shape ys, const Conv2DParams& p, bool with_bi
 
 }  // namespace
 
-std::unique_ptr<ConvBackend> make_conv2d(const Device&, Conv2DParams p) {
-  return std::make_unique<ConvOp>(p, dnnl::algorithm::convolution_direct, conv_problem);
+std::unique_ptr<ConvBackend> make_conv2d(const Device& d, Conv2DParams p) {
+  return std::make_unique<ConvOp>(p, dnnl::algorithm::convolution_direct, conv_problem,
+                                  d.precision == Precision::BF16);
 }
 
 }  // namespace trainer::cpu

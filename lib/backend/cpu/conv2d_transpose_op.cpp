@@ -1,7 +1,7 @@
 // Conv2DTransposeOp's CPU backend on oneDNN: deconvolution_forward /
 // backward_data / backward_weights with NHWC activations and the Keras kernel
 // [kh, kw, out, in].
-#include "backend/cpu/conv_primitives.h"
+#include "backend/cpu/cached_conv_op.h"
 #include "backend/device_ops.h"
 
 namespace trainer::cpu {
@@ -23,8 +23,9 @@ ConvProblem deconv_problem(Shape xs, Shape ys, const Conv2DParams& p, bool with_
 
 }  // namespace
 
-std::unique_ptr<ConvBackend> make_conv2d_transpose(const Device&, Conv2DParams p) {
-  return std::make_unique<ConvOp>(p, dnnl::algorithm::deconvolution_direct, deconv_problem);
+std::unique_ptr<ConvBackend> make_conv2d_transpose(const Device& d, Conv2DParams p) {
+  return std::make_unique<ConvOp>(p, dnnl::algorithm::deconvolution_direct, deconv_problem,
+                                  d.precision == Precision::BF16);
 }
 
 }  // namespace trainer::cpu

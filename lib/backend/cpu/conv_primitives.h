@@ -4,11 +4,14 @@
 // backward-weights, with NHWC activations and weights kept in Keras's layout
 // at the interface. oneDNN picks its own weight format inside ('any'); the
 // weights are reordered to and from Keras's layout around each call (a few
-// kilobytes, negligible next to the convolution). Internal to backend/cpu.
+// kilobytes, negligible next to the convolution). In bf16 (CPU towers with
+// training.precision bf16) the activations are rounded to bf16 on their way
+// in and every output stays fp32. Internal to backend/cpu.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "backend/cpu/dnnl_context.h"
@@ -27,6 +30,12 @@ struct ConvProblem {
   dnnl::memory::dims dilates;  ///< oneDNN's dilation: pixels skipped between taps (Keras's dilation_rate - 1).
   dnnl::memory::desc user_weights;  ///< Keras layout of the kernel.
   bool with_bias = true;
+  bool relu = false;  ///< The forward applies max(0, y) as a post-op (oneDNN eltwise_relu).
+  /// Types of src and diff_dst (and of the weights inside): f32, or bf16 with
+  /// fp32 accumulation.
+  dnnl::memory::data_type compute = dnnl::memory::data_type::f32;
+  /// Types of dst and diff_src as the caller holds them: f32, or bf16 where compute is bf16.
+  dnnl::memory::data_type dst_type = dnnl::memory::data_type::f32, diff_src_type = dnnl::memory::data_type::f32;
 };
 
 /// The problem for input xs [N, H, W, Cin] and output ys [N, Ho, Wo, Cout]:
@@ -48,15 +57,6 @@ inline ConvProblem make_conv_problem(Shape xs, Shape ys, const Conv2DParams& p, 
   pb.with_bias = with_bias;
   return pb;
 }
-
-/// Cache key of a convolution-like problem.
-struct ConvKey {
-  Shape xs, ys;
-  bool with_bias;
-  bool operator==(const ConvKey& o) const {
-    return xs == o.xs && ys == o.ys && with_bias == o.with_bias;
-  }
-};
 
 /// A tensor (weights, or an activation where the library wants its own
 /// layout) as the caller holds it and as a primitive wants it; `lib` is `user`
@@ -95,15 +95,25 @@ inline bool strided_1x1(const ConvProblem& pb) {
   return pb.weights[r - 2] == 1 && pb.weights[r - 1] == 1 && (pb.strides[0] > 1 || pb.strides[1] > 1);
 }
 
+/// Whether a primitive is oneDNN's reference (plain C++) implementation.
+template <class PD>
+bool reference_impl(const PD& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 /// Forward, backward-data and backward-weights primitives of one problem, with
 /// their memory objects and argument maps built once; each call only sets
 /// data handles and executes. Fwd/BwdData/BwdWeights are oneDNN's
-/// convolution_* or deconvolution_* primitives (their v2 descs share signatures).
+/// convolution_* or deconvolution_* primitives (their v2 descs share
+/// signatures). Activations are NHWC of the problem's types (ConvProblem:
+/// compute, dst_type, diff_src_type); with bf16 compute the weights are rounded to bf16
+/// inside, and accumulation, diff_weights and diff_bias stay fp32 (oneDNN's
+/// bf16 convolutions).
 template <class Fwd, class BwdData, class BwdWeights>
 class ConvPrimitives {
   using md = dnnl::memory::desc;
   using tag = dnnl::memory::format_tag;
-  static constexpr auto f32 = dnnl::memory::data_type::f32;
+  using dt = dnnl::memory::data_type;
 
  public:
   /// Builds the forward primitive; backward ones are built on first use.
@@ -111,17 +121,11 @@ class ConvPrimitives {
   ConvPrimitives(const ConvProblem& pb, dnnl::algorithm algo) : pb_(pb), algo_(algo) {
     try {
       auto& eng = cpu_engine();
-      md src_md(pb.src, f32, tag::nhwc), dst_md(pb.dst, f32, tag::nhwc);
-      md w_any(pb.weights, f32, tag::any), b_md(pb.bias, f32, tag::a);
-      auto d = pb.with_bias ? typename Fwd::desc(dnnl::prop_kind::forward_training, algo, src_md,
-                                                 w_any, b_md, dst_md, pb.strides, pb.dilates, pb.pad_l, pb.pad_r)
-                            : typename Fwd::desc(dnnl::prop_kind::forward_training, algo, src_md,
-                                                 w_any, dst_md, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
-      fwd_pd_ = typename Fwd::primitive_desc(d, user_scratchpad_attr(), eng);
+      fwd_pd_ = make_fwd_pd(pb, algo);
       fwd_ = Fwd(fwd_pd_);
-      src_ = dnnl::memory(src_md, eng, DNNL_MEMORY_NONE);
-      dst_ = dnnl::memory(dst_md, eng, DNNL_MEMORY_NONE);
-      bias_ = dnnl::memory(b_md, eng, DNNL_MEMORY_NONE);
+      src_ = dnnl::memory(fwd_pd_.src_desc(), eng, DNNL_MEMORY_NONE);
+      dst_ = dnnl::memory(fwd_pd_.dst_desc(), eng, DNNL_MEMORY_NONE);
+      bias_ = dnnl::memory(md(pb.bias, dt::f32, tag::a), eng, DNNL_MEMORY_NONE);
       fwd_w_.emplace(pb.user_weights, fwd_pd_.weights_desc(), true);
       fwd_scratch_ = dnnl::memory(fwd_pd_.scratchpad_desc(), eng);
       fwd_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, fwd_w_->lib}, {DNNL_ARG_DST, dst_},
@@ -132,31 +136,46 @@ class ConvPrimitives {
     }
   }
 
-  /// y <- op(x, w) (+ b). Pointers as described by the problem.
-  void forward(const float* x, const float* w, const float* b, float* y) {
+  /// Whether oneDNN runs all three passes of pb (its compute type bf16) with
+  /// its optimized kernels (not its reference ones, far slower than fp32).
+  static bool bf16_ready(const ConvProblem& pb, dnnl::algorithm algo) {
+    try {
+      const auto f = make_fwd_pd(pb, algo);
+      return !reference_impl(f) && !reference_impl(make_bwd_data_pd(pb, algo, f)) &&
+             !reference_impl(make_bwd_weights_pd(pb, algo, f));
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }
+
+  const ConvProblem& problem() const { return pb_; }
+
+  /// y <- op(x, w) (+ b) (then max(0, y) with pb.relu): x [N, H, W, Cin] of
+  /// type compute, y [N, Ho, Wo, Cout] of type dst_type, w and b fp32.
+  void forward(const void* x, const float* w, const float* b, void* y) {
     fwd_w_->user.set_data_handle(const_cast<float*>(w));
     fwd_w_->reorder_in();
-    src_.set_data_handle(const_cast<float*>(x));
+    src_.set_data_handle(const_cast<void*>(x));
     dst_.set_data_handle(y);
     if (pb_.with_bias) bias_.set_data_handle(const_cast<float*>(b));
     execute(fwd_, fwd_args_, "forward");
   }
 
-  /// dx <- dL/dx from dy.
-  void backward_data(const float* dy, const float* w, float* dx) {
+  /// dx (type diff_src_type) <- dL/dx from dz (dL/d(pre-activation output), type compute).
+  void backward_data(const void* dz, const float* w, void* dx) {
     if (!bwd_data_) build_backward_data();
     bd_w_->user.set_data_handle(const_cast<float*>(w));
     bd_w_->reorder_in();
-    bd_diff_dst_.set_data_handle(const_cast<float*>(dy));
+    bd_diff_dst_.set_data_handle(const_cast<void*>(dz));
     bd_diff_src_.set_data_handle(dx);
     execute(*bwd_data_, bd_args_, "backward-data");
   }
 
-  /// dw (and db when the problem has a bias) <- dL/dw from x and dy.
-  void backward_weights(const float* x, const float* dy, float* dw, float* db) {
+  /// dw (and db when the problem has a bias; both fp32) <- dL/dw from x and dz (compute type).
+  void backward_weights(const void* x, const void* dz, float* dw, float* db) {
     if (!bwd_w_) build_backward_weights();
-    bw_src_->user.set_data_handle(const_cast<float*>(x));
-    bw_diff_dst_->user.set_data_handle(const_cast<float*>(dy));
+    bw_src_->user.set_data_handle(const_cast<void*>(x));
+    bw_diff_dst_->user.set_data_handle(const_cast<void*>(dz));
     bw_src_->reorder_in();
     bw_diff_dst_->reorder_in();
     bw_w_->user.set_data_handle(dw);
@@ -166,17 +185,49 @@ class ConvPrimitives {
   }
 
  private:
+  static typename Fwd::primitive_desc make_fwd_pd(const ConvProblem& pb, dnnl::algorithm algo) {
+    const md src(pb.src, pb.compute, tag::nhwc), dst(pb.dst, pb.dst_type, tag::nhwc);
+    const md w(pb.weights, pb.compute, tag::any), b(pb.bias, dt::f32, tag::a);
+    const auto prop = dnnl::prop_kind::forward_training;
+    auto d = pb.with_bias ? typename Fwd::desc(prop, algo, src, w, b, dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r)
+                          : typename Fwd::desc(prop, algo, src, w, dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
+    dnnl::primitive_attr attr = user_scratchpad_attr();
+    if (pb.relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      attr.set_post_ops(ops);
+    }
+    return typename Fwd::primitive_desc(d, attr, cpu_engine());
+  }
+
+  static typename BwdData::primitive_desc make_bwd_data_pd(const ConvProblem& pb, dnnl::algorithm algo,
+                                                           const typename Fwd::primitive_desc& hint) {
+    const md diff_src(pb.src, pb.diff_src_type, tag::nhwc), diff_dst(pb.dst, pb.compute, tag::nhwc);
+    const md w(pb.weights, pb.compute, tag::any);
+    typename BwdData::desc d(algo, diff_src, w, diff_dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
+    return typename BwdData::primitive_desc(d, user_scratchpad_attr(), cpu_engine(), hint);
+  }
+
+  /// See strided_1x1: those problems take the library's activation layout.
+  static typename BwdWeights::primitive_desc make_bwd_weights_pd(const ConvProblem& pb, dnnl::algorithm algo,
+                                                                 const typename Fwd::primitive_desc& hint) {
+    const tag act = strided_1x1(pb) ? tag::any : tag::nhwc;
+    const md src(pb.src, pb.compute, act), diff_dst(pb.dst, pb.compute, act);
+    const md dw(pb.weights, dt::f32, tag::any), db(pb.bias, dt::f32, tag::a);
+    auto d = pb.with_bias
+                 ? typename BwdWeights::desc(algo, src, dw, db, diff_dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r)
+                 : typename BwdWeights::desc(algo, src, dw, diff_dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
+    return typename BwdWeights::primitive_desc(d, user_scratchpad_attr(), cpu_engine(), hint);
+  }
+
   void build_backward_data() {
     try {
       auto& eng = cpu_engine();
-      md src_md(pb_.src, f32, tag::nhwc), dst_md(pb_.dst, f32, tag::nhwc);
-      md w_any(pb_.weights, f32, tag::any);
-      typename BwdData::desc d(algo_, src_md, w_any, dst_md, pb_.strides, pb_.dilates, pb_.pad_l, pb_.pad_r);
-      typename BwdData::primitive_desc pd(d, user_scratchpad_attr(), eng, fwd_pd_);
+      const auto pd = make_bwd_data_pd(pb_, algo_, fwd_pd_);
       bwd_data_ = BwdData(pd);
       bd_w_.emplace(pb_.user_weights, pd.weights_desc(), true);
-      bd_diff_src_ = dnnl::memory(src_md, eng, DNNL_MEMORY_NONE);
-      bd_diff_dst_ = dnnl::memory(dst_md, eng, DNNL_MEMORY_NONE);
+      bd_diff_src_ = dnnl::memory(pd.diff_src_desc(), eng, DNNL_MEMORY_NONE);
+      bd_diff_dst_ = dnnl::memory(pd.diff_dst_desc(), eng, DNNL_MEMORY_NONE);
       bd_scratch_ = dnnl::memory(pd.scratchpad_desc(), eng);
       bd_args_ = {{DNNL_ARG_DIFF_DST, bd_diff_dst_}, {DNNL_ARG_WEIGHTS, bd_w_->lib},
                   {DNNL_ARG_DIFF_SRC, bd_diff_src_}, {DNNL_ARG_SCRATCHPAD, bd_scratch_}};
@@ -188,23 +239,12 @@ class ConvPrimitives {
   void build_backward_weights() {
     try {
       auto& eng = cpu_engine();
-      md src_md(pb_.src, f32, tag::nhwc), dst_md(pb_.dst, f32, tag::nhwc);
-      md w_any(pb_.weights, f32, tag::any), b_md(pb_.bias, f32, tag::a);
-      // See strided_1x1: those problems take the library's activation layout.
-      const bool own_layout = strided_1x1(pb_);
-      const md src_lib = own_layout ? md(pb_.src, f32, tag::any) : src_md;
-      const md dst_lib = own_layout ? md(pb_.dst, f32, tag::any) : dst_md;
-      auto d = pb_.with_bias
-                   ? typename BwdWeights::desc(algo_, src_lib, w_any, b_md, dst_lib, pb_.strides,
-                                               pb_.dilates, pb_.pad_l, pb_.pad_r)
-                   : typename BwdWeights::desc(algo_, src_lib, w_any, dst_lib, pb_.strides, pb_.dilates,
-                                               pb_.pad_l, pb_.pad_r);
-      typename BwdWeights::primitive_desc pd(d, user_scratchpad_attr(), eng, fwd_pd_);
+      const auto pd = make_bwd_weights_pd(pb_, algo_, fwd_pd_);
       bwd_w_ = BwdWeights(pd);
       bw_w_.emplace(pb_.user_weights, pd.diff_weights_desc(), false);
-      bw_src_.emplace(src_md, pd.src_desc(), true);
-      bw_diff_dst_.emplace(dst_md, pd.diff_dst_desc(), true);
-      bw_bias_ = dnnl::memory(b_md, eng, DNNL_MEMORY_NONE);
+      bw_src_.emplace(md(pb_.src, pb_.compute, tag::nhwc), pd.src_desc(), true);
+      bw_diff_dst_.emplace(md(pb_.dst, pb_.compute, tag::nhwc), pd.diff_dst_desc(), true);
+      bw_bias_ = dnnl::memory(md(pb_.bias, dt::f32, tag::a), eng, DNNL_MEMORY_NONE);
       bw_scratch_ = dnnl::memory(pd.scratchpad_desc(), eng);
       bw_args_ = {{DNNL_ARG_SRC, bw_src_->lib}, {DNNL_ARG_DIFF_DST, bw_diff_dst_->lib},
                   {DNNL_ARG_DIFF_WEIGHTS, bw_w_->lib}, {DNNL_ARG_SCRATCHPAD, bw_scratch_}};
@@ -232,68 +272,6 @@ class ConvPrimitives {
   std::optional<MemoryPair> bw_src_, bw_diff_dst_;
   dnnl::memory bw_bias_, bw_scratch_;
   std::unordered_map<int, dnnl::memory> bw_args_;
-};
-
-/// The case-dependent part of an op's problem: for input shape xs and output
-/// shape ys, the padding of the convolution and the layout of the caller's
-/// kernel (make_conv_problem does the rest).
-using ConvProblemFn = ConvProblem (*)(Shape xs, Shape ys, const Conv2DParams& p, bool with_bias);
-
-/// The CPU backend of Conv2DOp and Conv2DTransposeOp (backend/ops.h):
-/// ConvPrimitives cached per (input shape, output shape, bias), built from
-/// problem() and algo on first use; each call forwards to its entry. Arguments
-/// as in ops.h.
-template <class Fwd, class BwdData, class BwdWeights>
-class CachedConvOp final : public ConvBackend {
-  using Prims = ConvPrimitives<Fwd, BwdData, BwdWeights>;
-
- public:
-  CachedConvOp(Conv2DParams p, dnnl::algorithm algo, ConvProblemFn problem)
-      : p_(p), algo_(algo), problem_(problem) {}
-
-  /// The convolution on oneDNN, then the activation (the CPU backend's own
-  /// loop, as for every other layer). fp32 only (InternalError for bf16).
-  void forward(ConstTensorView x, ConvWeights w, Activation act, TensorView y) override {
-    const char* what = "a convolution on the CPU";
-    const float* in = x.f32(what);
-    float* out = y.f32(what);
-    get(x.shape, y.shape, w.bias != nullptr).forward(in, w.kernel, w.bias, out);
-    cpu::activation_forward(Device{}, act, out, y.shape.numel());
-  }
-  /// dz = dy * act'(y) into the thread's scratch (the CPU backend's activation loop), then
-  /// oneDNN's backward-weights (unless dkernel is nullptr: a frozen layer) and
-  /// backward-data (unless dx is nullptr) on it. fp32 only.
-  void backward(const ConvBackwardArgs& a) override {
-    const char* what = "a convolution on the CPU";
-    const Shape xs = a.x.shape, ys = a.y.shape;
-    const float* dz = static_cast<const float*>(a.dy);
-    require_f32(a.y.dtype, what);
-    require_f32(a.x.dtype, what);
-    if (!a.act.linear()) {
-      float* scratch = thread_scratch(ys.numel());
-      cpu::activation_backward(Device{}, a.act, a.y.f32(what), dz, scratch, ys.numel());
-      dz = scratch;
-    }
-    if (a.dkernel) get(xs, ys, a.dbias != nullptr).backward_weights(a.x.f32(what), dz, a.dkernel, a.dbias);
-    if (a.dx) get_any_bias(xs, ys).backward_data(dz, a.kernel, static_cast<float*>(a.dx));
-  }
-
- private:
-  Prims& get(Shape xs, Shape ys, bool with_bias) {
-    return cache_.get(ConvKey{xs, ys, with_bias}, [&] {
-      return std::make_unique<Prims>(problem_(xs, ys, p_, with_bias), algo_);
-    });
-  }
-  /// Backward-data ignores the bias: reuse the forward's entry, whichever it is.
-  Prims& get_any_bias(Shape xs, Shape ys) {
-    if (Prims* c = cache_.find(ConvKey{xs, ys, true})) return *c;
-    return get(xs, ys, false);
-  }
-
-  Conv2DParams p_;
-  dnnl::algorithm algo_;
-  ConvProblemFn problem_;
-  PrimitiveCache<ConvKey, Prims> cache_;
 };
 
 }  // namespace trainer::cpu

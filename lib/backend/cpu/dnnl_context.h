@@ -2,6 +2,7 @@
 // The oneDNN engine and streams every CPU op uses (internal to backend/cpu).
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <array>
 #include <memory>
 #include <unordered_map>
 #include <utility>
@@ -28,6 +29,24 @@ void execute(dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>&
 /// dz in backward), so that the ops of a tower (all run by its one thread, in
 /// turn) share one buffer of the largest size instead of holding one each.
 float* thread_scratch(size_t n);
+
+/// thread_scratch cut into K parts of bytes[k] bytes each (a part of 0 bytes
+/// gets nullptr), every part 64-byte aligned; valid until the next
+/// thread_scratch call on this thread.
+template <size_t K>
+std::array<void*, K> thread_scratch_parts(const std::array<size_t, K>& bytes) {
+  constexpr size_t kAlign = 64;
+  std::array<size_t, K> at{};
+  size_t total = 0;
+  for (size_t k = 0; k < K; ++k) {
+    at[k] = total;
+    total += (bytes[k] + kAlign - 1) / kAlign * kAlign;
+  }
+  char* base = reinterpret_cast<char*>(thread_scratch(total / sizeof(float)));
+  std::array<void*, K> parts{};
+  for (size_t k = 0; k < K; ++k) parts[k] = bytes[k] ? base + at[k] : nullptr;
+  return parts;
+}
 
 /// Primitive attributes with a user-managed scratchpad (the op owns its buffer).
 dnnl::primitive_attr user_scratchpad_attr();

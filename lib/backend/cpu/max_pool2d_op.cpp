@@ -1,5 +1,6 @@
 // MaxPool2DOp's CPU backend on oneDNN: pooling_forward / pooling_backward
-// (algorithm pooling_max) on NHWC tensors. Training forward keeps oneDNN's
+// (algorithm pooling_max) on NHWC tensors of either activation type (fp32 or
+// bf16; oneDNN's bf16 max pooling is exact: it only selects). Training forward keeps oneDNN's
 // workspace (the position of each maximum), which backward consumes.
 #include <optional>
 
@@ -12,22 +13,23 @@ namespace {
 
 using md = dnnl::memory::desc;
 using tag = dnnl::memory::format_tag;
-constexpr auto f32 = dnnl::memory::data_type::f32;
 
 struct PoolKey {
   Shape xs, ys;
-  bool operator==(const PoolKey& o) const { return xs == o.xs && ys == o.ys; }
+  DType t;
+  bool operator==(const PoolKey& o) const { return xs == o.xs && ys == o.ys && t == o.t; }
 };
 
 /// The primitives of one input shape; the inference and backward ones are
 /// built on first use.
 class PoolPrimitives {
  public:
-  PoolPrimitives(const Pool2DParams& p, Shape xs, Shape ys) {
+  PoolPrimitives(const Pool2DParams& p, Shape xs, Shape ys, DType t) {
+    const auto type = t == DType::BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
     PadPair ph = conv_padding(xs.h, ys.h, p.ph, p.stride_h);
     PadPair pw = conv_padding(xs.w, ys.w, p.pw, p.stride_w);
-    src_md_ = md({xs.n, xs.c, xs.h, xs.w}, f32, tag::nhwc);
-    dst_md_ = md({ys.n, ys.c, ys.h, ys.w}, f32, tag::nhwc);
+    src_md_ = md({xs.n, xs.c, xs.h, xs.w}, type, tag::nhwc);
+    dst_md_ = md({ys.n, ys.c, ys.h, ys.w}, type, tag::nhwc);
     strides_ = {p.stride_h, p.stride_w};
     kernel_ = {p.ph, p.pw};
     pad_l_ = {ph.before, pw.before};
@@ -47,8 +49,8 @@ class PoolPrimitives {
     }
   }
 
-  void forward(const float* x, float* y, bool training) {
-    src_.set_data_handle(const_cast<float*>(x));
+  void forward(const void* x, void* y, bool training) {
+    src_.set_data_handle(const_cast<void*>(x));
     dst_.set_data_handle(y);
     if (training) return execute(train_, train_args_, "max-pooling forward");
     if (!infer_) {
@@ -66,7 +68,7 @@ class PoolPrimitives {
     execute(*infer_, infer_args_, "max-pooling forward");
   }
 
-  void backward(const float* dy, float* dx) {
+  void backward(const void* dy, void* dx) {
     if (!bwd_) {
       try {
         auto& eng = cpu_engine();
@@ -83,7 +85,7 @@ class PoolPrimitives {
         throw_dnnl_setup_error("max-pooling backward setup", e);
       }
     }
-    diff_dst_.set_data_handle(const_cast<float*>(dy));
+    diff_dst_.set_data_handle(const_cast<void*>(dy));
     diff_src_.set_data_handle(dx);
     execute(*bwd_, bwd_args_, "max-pooling backward");
   }
@@ -104,27 +106,25 @@ class PoolPrimitives {
   std::unordered_map<int, dnnl::memory> train_args_, infer_args_, bwd_args_;
 };
 
-/// The backend: PoolPrimitives cached per (input shape, output shape); fp32
-/// only (InternalError for bf16).
+/// The backend: PoolPrimitives cached per (input shape, output shape, type);
+/// x and y (dy and dx) of one type. InternalError when they differ.
 class MaxPool2DCpu final : public PoolBackend {
  public:
   explicit MaxPool2DCpu(Pool2DParams p) : p_(p) {}
   void forward(ConstTensorView x, TensorView y, bool training) override {
-    const char* what = "MaxPooling2D on the CPU";
-    const float* in = x.f32(what);
-    float* out = y.f32(what);
-    get(x.shape, y.shape).forward(in, out, training);
+    get(x.shape, y.shape, same_type(x.dtype, y.dtype)).forward(x.data, y.data, training);
   }
   void backward(ConstTensorView dy, TensorView dx) override {
-    const char* what = "MaxPooling2D on the CPU";
-    const float* g = dy.f32(what);
-    float* out = dx.f32(what);
-    get(dx.shape, dy.shape).backward(g, out);
+    get(dx.shape, dy.shape, same_type(dx.dtype, dy.dtype)).backward(dy.data, dx.data);
   }
 
  private:
-  PoolPrimitives& get(Shape xs, Shape ys) {
-    return cache_.get(PoolKey{xs, ys}, [&] { return std::make_unique<PoolPrimitives>(p_, xs, ys); });
+  static DType same_type(DType a, DType b) {
+    if (a != b) throw InternalError("MaxPooling2D on the CPU takes an input and output of one type");
+    return a;
+  }
+  PoolPrimitives& get(Shape xs, Shape ys, DType t) {
+    return cache_.get(PoolKey{xs, ys, t}, [&] { return std::make_unique<PoolPrimitives>(p_, xs, ys, t); });
   }
   Pool2DParams p_;
   PrimitiveCache<PoolKey, PoolPrimitives> cache_;

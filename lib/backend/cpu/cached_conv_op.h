@@ -1,0 +1,125 @@
+#pragma once
+// CachedConvOp: the CPU backend of Conv2DOp and Conv2DTransposeOp
+// (backend/ops.h) over ConvPrimitives, with fp32 or bf16 activations.
+// Internal to backend/cpu.
+#include <memory>
+
+#include "backend/cpu/bf16_convert.h"
+#include "backend/cpu/conv_primitives.h"
+
+namespace trainer::cpu {
+
+/// The case-dependent part of an op's problem: for input shape xs and output
+/// shape ys, the padding of the convolution and the layout of the caller's
+/// kernel (make_conv_problem does the rest).
+using ConvProblemFn = ConvProblem (*)(Shape xs, Shape ys, const Conv2DParams& p, bool with_bias);
+
+/// Cache key of a convolution-like problem: shapes, bias, the activations'
+/// types and whether the forward fuses a ReLU.
+struct ConvKey {
+  Shape xs, ys;
+  bool with_bias = true;
+  DType x = DType::F32, y = DType::F32;
+  bool relu = false;
+  bool operator==(const ConvKey& o) const {
+    return xs == o.xs && ys == o.ys && with_bias == o.with_bias && x == o.x && y == o.y && relu == o.relu;
+  }
+};
+
+/// ConvPrimitives cached per ConvKey, built from problem() and algo on first
+/// use. A plain ReLU runs as oneDNN's post-op; any other activation in the
+/// CPU backend's own pass. With bf16 wanted (Device::precision) a problem
+/// that oneDNN runs in bf16 (ConvPrimitives::bf16_ready) reads and writes the
+/// activations in their own types, rounding an fp32 input to bf16 in this
+/// thread's scratch; any other problem computes in fp32, converting bf16
+/// activations through the scratch. Arguments as in ops.h.
+template <class Fwd, class BwdData, class BwdWeights>
+class CachedConvOp final : public ConvBackend {
+  using Prims = ConvPrimitives<Fwd, BwdData, BwdWeights>;
+
+ public:
+  CachedConvOp(Conv2DParams p, dnnl::algorithm algo, ConvProblemFn problem, bool bf16)
+      : p_(p), algo_(algo), problem_(problem), bf16_(bf16) {}
+
+  void forward(ConstTensorView x, ConvWeights w, Activation act, TensorView y) override {
+    const bool relu = plain_relu(act);
+    Prims& prims = get({x.shape, y.shape, w.bias != nullptr, x.dtype, y.dtype, relu});
+    const DType compute = dtype_of(prims.problem().compute), dst = dtype_of(prims.problem().dst_type);
+    const size_t nx = x.shape.numel(), ny = y.shape.numel();
+    const auto parts = thread_scratch_parts<2>(
+        {x.dtype != compute ? nx * dtype_size(compute) : 0, y.dtype != dst ? ny * dtype_size(dst) : 0});
+    const void* src = x.data;
+    if (parts[0]) convert(x.dtype, x.data, compute, parts[0], nx), src = parts[0];
+    void* out = parts[1] ? parts[1] : y.data;
+    prims.forward(src, w.kernel, w.bias, out);
+    if (!relu) typed_activation_forward(act, dst, out, ny);
+    if (parts[1]) convert(dst, out, y.dtype, y.data, ny);
+  }
+
+  /// dz = dy * act'(y) in the compute type (one pass; none for a linear
+  /// activation on dy of that type), then backward-weights (unless dkernel
+  /// is nullptr: a frozen layer) and backward-data (unless dx is nullptr).
+  void backward(const ConvBackwardArgs& a) override {
+    const Shape xs = a.x.shape, ys = a.y.shape;
+    const ConvKey key{xs, ys, a.dbias != nullptr, a.x.dtype, a.y.dtype, plain_relu(a.act)};
+    Prims* pw = a.dkernel ? &get(key) : nullptr;
+    Prims* pd = a.dx ? &get_any_bias(key) : nullptr;
+    if (!pw && !pd) return;
+    const DType compute = dtype_of((pw ? pw : pd)->problem().compute);
+    const DType diff_src = pd ? dtype_of(pd->problem().diff_src_type) : a.x.dtype;
+    const size_t nx = xs.numel(), ny = ys.numel();
+    const auto parts = thread_scratch_parts<3>({a.act.linear() && a.y.dtype == compute ? 0 : ny * dtype_size(compute),
+                                                pw && a.x.dtype != compute ? nx * dtype_size(compute) : 0,
+                                                pd && a.x.dtype != diff_src ? nx * dtype_size(diff_src) : 0});
+    const void* dz = a.dy;
+    if (parts[0]) typed_activation_backward(a.act, a.y.dtype, a.y.data, a.dy, compute, parts[0], ny), dz = parts[0];
+    if (pw) {
+      const void* x = a.x.data;
+      if (parts[1]) convert(a.x.dtype, x, compute, parts[1], nx), x = parts[1];
+      pw->backward_weights(x, dz, a.dkernel, a.dbias);
+    }
+    if (pd) {
+      pd->backward_data(dz, a.kernel, parts[2] ? parts[2] : a.dx);
+      if (parts[2]) convert(diff_src, parts[2], a.x.dtype, a.dx, nx);
+    }
+  }
+
+ private:
+  using dt = dnnl::memory::data_type;
+  static DType dtype_of(dt t) { return t == dt::bf16 ? DType::BF16 : DType::F32; }
+  static dt dnnl_type(DType t) { return t == DType::BF16 ? dt::bf16 : dt::f32; }
+  /// max(0, y), which oneDNN applies as a post-op.
+  static bool plain_relu(Activation a) { return a.kind == ActivationKind::Relu; }
+
+  /// The problem of key, computing in bf16 where wanted and oneDNN has it
+  /// for these shapes and types (the same answer whatever the bias and ReLU,
+  /// so that the entries of one shape agree).
+  ConvProblem problem(const ConvKey& k) const {
+    ConvProblem pb = problem_(k.xs, k.ys, p_, k.with_bias);
+    pb.relu = k.relu;
+    if (bf16_) {
+      ConvProblem probe = problem_(k.xs, k.ys, p_, true);
+      probe.compute = dt::bf16, probe.dst_type = dnnl_type(k.y), probe.diff_src_type = dnnl_type(k.x);
+      if (Prims::bf16_ready(probe, algo_)) pb.compute = probe.compute, pb.dst_type = probe.dst_type, pb.diff_src_type = probe.diff_src_type;
+    }
+    return pb;
+  }
+  Prims& get(const ConvKey& k) {
+    return cache_.get(k, [&] { return std::make_unique<Prims>(problem(k), algo_); });
+  }
+  /// Backward-data ignores the bias: reuse the forward's entry, whichever it is.
+  Prims& get_any_bias(ConvKey k) {
+    k.with_bias = true;
+    if (Prims* c = cache_.find(k)) return *c;
+    k.with_bias = false;
+    return get(k);
+  }
+
+  Conv2DParams p_;
+  dnnl::algorithm algo_;
+  ConvProblemFn problem_;
+  bool bf16_;
+  PrimitiveCache<ConvKey, Prims> cache_;
+};
+
+}  // namespace trainer::cpu
