@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
     Config config = load_config(config_path);
     config.training.loss.kind = LossKind::BinaryCrossentropy;
     config.training.optimizer = OptimizerConfig{};
+    config.training.optimizer.type = OptimizerKind::SGD;  // as the peers (OptimizerConfig's default is RMSprop)
     config.training.optimizer.learning_rate = 0.03;
     config.training.optimizer.momentum = 0.9;
     config.training.optimizer.nesterov = true;

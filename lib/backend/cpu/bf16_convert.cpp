@@ -24,42 +24,53 @@ void with_storage(DType t, P* p, F&& f) {
   else f(static_cast<Float*>(p));
 }
 
+/// The loops, one per (activation kind, storage types), flattened (every call
+/// inlined: activation_dx and the conversions would otherwise stay calls in
+/// the deepest instantiations, and the loop would not vectorize).
+/// The Activation is made inside the loop so that its kind is a constant in
+/// OpenMP's outlined function (one made outside would be read through a
+/// pointer there, and every element would take activation_value's switch).
+template <ActivationKind K, class T>
+__attribute__((flatten)) void forward_loop(Activation a, T* y, long long m) {
+  const float alpha = a.alpha, beta = a.beta;
+#pragma omp parallel for simd schedule(static)
+  for (long long i = 0; i < m; ++i) store(y, i, activation_value(Activation{K, alpha, beta}, load(y, i)));
+}
+
+template <ActivationKind K, class T, class U>
+__attribute__((flatten)) void backward_loop(Activation a, const T* y, const T* dy, U* dz, long long m) {
+  const float alpha = a.alpha, beta = a.beta;
+#pragma omp parallel for simd schedule(static)
+  for (long long i = 0; i < m; ++i) store(dz, i, activation_dx(Activation{K, alpha, beta}, load(y, i), load(dy, i)));
+}
+
+template <class T, class U>
+__attribute__((flatten)) void convert_loop(const T* x, U* y, long long m) {
+#pragma omp parallel for simd schedule(static)
+  for (long long i = 0; i < m; ++i) store(y, i, load(x, i));
+}
+
 }  // namespace
 
 void convert(DType from, const void* x, DType to, void* y, size_t n) {
   if (from == to) return void(std::memcpy(y, x, n * dtype_size(from)));
   const long long m = (long long)n;
-  with_storage(from, x, [&](auto in) {
-    with_storage(to, y, [&](auto out) {
-#pragma omp parallel for simd schedule(static)
-      for (long long i = 0; i < m; ++i) store(out, i, load(in, i));
-    });
-  });
+  with_storage(from, x, [&](auto in) { with_storage(to, y, [&](auto out) { convert_loop(in, out, m); }); });
 }
 
 void typed_activation_forward(Activation a, DType t, void* y, size_t n) {
   if (a.linear()) return;
   const long long m = (long long)n;
-  with_kind(a.kind, [&](auto k) {
-    const Activation f{k, a.alpha, a.beta};
-    with_storage(t, y, [&](auto v) {
-#pragma omp parallel for simd schedule(static)
-      for (long long i = 0; i < m; ++i) store(v, i, activation_value(f, load(v, i)));
-    });
-  });
+  with_kind(a.kind, [&](auto k) { with_storage(t, y, [&](auto v) { forward_loop<decltype(k)::value>(a, v, m); }); });
 }
 
 void typed_activation_backward(Activation a, DType t, const void* y, const void* dy, DType out, void* dz, size_t n) {
   if (a.linear()) return convert(t, dy, out, dz, n);
   const long long m = (long long)n;
   with_kind(a.kind, [&](auto k) {
-    const Activation f{k, a.alpha, a.beta};
     with_storage(t, y, [&](auto yv) {
       const auto* g = static_cast<decltype(yv)>(dy);
-      with_storage(out, dz, [&](auto dv) {
-#pragma omp parallel for simd schedule(static)
-        for (long long i = 0; i < m; ++i) store(dv, i, activation_dx(f, load(yv, i), load(g, i)));
-      });
+      with_storage(out, dz, [&](auto dv) { backward_loop<decltype(k)::value>(a, yv, g, dv, m); });
     });
   });
 }
