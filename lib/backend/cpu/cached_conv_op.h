@@ -4,7 +4,7 @@
 // Internal to backend/cpu.
 #include <memory>
 
-#include "backend/cpu/bf16_convert.h"
+#include "backend/cpu/typed_passes.h"
 #include "backend/cpu/conv_primitives.h"
 
 namespace trainer::cpu {

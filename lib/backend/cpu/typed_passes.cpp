@@ -1,4 +1,4 @@
-#include "backend/cpu/bf16_convert.h"
+#include "backend/cpu/typed_passes.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,7 +1,10 @@
 #pragma once
-// Passes between fp32 and bf16 activations around the CPU's bf16
-// convolutions (OpenMP; rounding to nearest even as core/bf16.h). Tensors are
-// flat arrays of n elements of the stated DType. Internal to backend/cpu.
+// Element-wise passes over activations of either type (fp32 or bf16): the
+// activations' forward and backward (every fp32 activation of the CPU
+// backend too) and the conversions around bf16 convolutions. OpenMP, one
+// vectorized loop per activation kind and types; bf16 values are computed in
+// fp32 and rounded to nearest even (core/bf16.h). Tensors are flat arrays of
+// n elements of the stated DType. Internal to backend/cpu.
 #include <cstddef>
 
 #include "backend/elementwise_math.h"
