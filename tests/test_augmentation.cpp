@@ -48,6 +48,26 @@ std::vector<float> apply(Symmetry s, const std::vector<float>& src, int h, int w
 
 }  // namespace
 
+TEST_CASE("every symmetry moves each pixel with all its channels as the grid definition says", "[augmentation]") {
+  // OpenCV's flip and transpose for most channel counts, the per-pixel copy for 5 and 7.
+  for (int c : {1, 2, 3, 4, 5, 6, 7, 8}) {
+    const int n = 5;
+    const std::vector<float> g = grid(n, n, c);
+    for (Symmetry s = 0; s < 8; ++s) {
+      INFO("channels " << c << ", symmetry " << s);
+      const std::vector<float> got = apply(s, g, n, n, c);
+      bool same = true;
+      for (int y = 0; y < n; ++y)
+        for (int x = 0; x < n; ++x) {
+          int sy = (s & 2) ? n - 1 - y : y, sx = (s & 1) ? n - 1 - x : x;
+          if (s & 4) std::swap(sy, sx);
+          for (int k = 0; k < c; ++k) same = same && got[size_t((y * n + x) * c + k)] == g[size_t((sy * n + sx) * c + k)];
+        }
+      CHECK(same);
+    }
+  }
+}
+
 TEST_CASE("augmentation settings allow the symmetries they name", "[augmentation]") {
   CHECK(allowed(aug(false, false, false)) == std::set<Symmetry>{0});
   CHECK(allowed(aug(true, false, false)) == std::set<Symmetry>{0, 1});

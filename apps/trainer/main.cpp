@@ -2,6 +2,7 @@
 // every device of the machine. Thin main: flags (CLI11), config, data, run.
 // Exit codes: 0 done, 2 user error (flags, config, data), 1 internal error, 128 + signal when stopped by
 // SIGINT/SIGTERM/SIGHUP.
+#include <opencv2/core.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -20,6 +21,10 @@ using namespace trainer;
 
 int main(int argc, char** argv) {
   cli::ignore_file_size_signal();
+  // OpenCV's own thread pool stays off: trainer decodes, resizes and augments
+  // on its threads (data.threads, the towers' OpenMP threads), where a pool
+  // per OpenCV call would compete with them for the same cores.
+  cv::setNumThreads(0);
   // NO_COLOR (no-color.org): present and not empty, no colour even on a terminal.
   const char* no_color = std::getenv("NO_COLOR");
   spdlog::set_default_logger(spdlog::stderr_color_mt(

@@ -1,5 +1,7 @@
 #include "data/augmentation.h"
 
+#include <opencv2/core.hpp>
+
 #include <algorithm>
 
 #include "backend/elementwise_math.h"
@@ -47,6 +49,16 @@ Symmetry inverse_symmetry(Symmetry s) {
   return kTranspose | ((s & kFlipX) ? kFlipY : 0u) | ((s & kFlipY) ? kFlipX : 0u);
 }
 
+namespace {
+
+/// OpenCV's flip code for a symmetry's flips (1: left-right, 0: up-down, -1: both).
+int flip_code(Symmetry s) { return (s & kFlipX) && (s & kFlipY) ? -1 : (s & kFlipX) ? 1 : 0; }
+
+/// Whether cv::transpose takes pixels of c floats (its element sizes).
+bool transposable(int c) { return c == 1 || c == 2 || c == 3 || c == 4 || c == 6 || c == 8; }
+
+}  // namespace
+
 void apply_symmetry(Symmetry s, const float* src, float* dst, int h, int w, int c) {
   if ((s & kTranspose) && h != w)
     throw InternalError("a transposing symmetry of a " + std::to_string(h) + "x" + std::to_string(w) + " sample");
@@ -55,12 +67,20 @@ void apply_symmetry(Symmetry s, const float* src, float* dst, int h, int w, int 
     std::copy(src, src + size_t(h) * row, dst);
     return;
   }
+  // OpenCV's flip and transpose move rows and pixels with SIMD copies; dst = flip(transpose(src)).
+  const cv::Mat from(h, w, CV_32FC(c), const_cast<float*>(src));
+  cv::Mat to(h, w, CV_32FC(c), dst);
+  if (!(s & kTranspose)) return cv::flip(from, to, flip_code(s));
+  if (transposable(c)) {
+    cv::transpose(from, to);
+    if (s & (kFlipX | kFlipY)) cv::flip(to, to, flip_code(s));
+    return;
+  }
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
-      int sy = (s & kFlipY) ? h - 1 - y : y, sx = (s & kFlipX) ? w - 1 - x : x;
-      if (s & kTranspose) std::swap(sy, sx);
-      const float* from = src + size_t(sy) * row + size_t(sx) * size_t(c);
-      std::copy(from, from + c, dst + size_t(y) * row + size_t(x) * size_t(c));
+      const int sy = (s & kFlipY) ? h - 1 - y : y, sx = (s & kFlipX) ? w - 1 - x : x;
+      const float* from_px = src + size_t(sx) * row + size_t(sy) * size_t(c);  // transposed: row sx, column sy
+      std::copy(from_px, from_px + c, dst + size_t(y) * row + size_t(x) * size_t(c));
     }
 }
 

@@ -1,0 +1,122 @@
+// Per-core speed of the input pipeline's stages, in images/s on one thread,
+// and the cores they take to feed N GPUs. For each input size (128 and 256
+// px, RGB): decoding a file into a sample (data/image_decode.h: OpenCV's
+// decoder, then the resize to the input size), the gather of a held sample
+// into a batch (Trainer::gather's copy), a flip (data.augmentation's
+// horizontal_flip), a quarter turn (rotate_90), Keras's affine transform
+// (rotation_range 20, zoom_range 0.1) and brightness_range [0.8, 1.2] (both
+// data/affine_augmentation.h), each of these two after the gather copy
+// they transform, and all of them per sample (a quarter turn, then the
+// affine transform and the brightness in one apply_affine), as
+// Trainer::gather runs them. OpenCV's own thread pool is off
+// (cv::setNumThreads(0)), as in trainer, so each figure is one core's.
+//   input_pipeline [--images DIR] [--gpus 8] [--rate 1250] [--seconds 1]
+// --rate is what each GPU trains, in images/s (1,250: the seed U-Net in bf16
+// on one H200, docs/gpu.md). The last columns give the cores a run needs at
+// that rate with every augmentation on: with the data held in memory, and
+// decoded per step (multi-process runs, docs/multi_node.md: decoding too).
+#include <CLI/CLI.hpp>
+#include <opencv2/core.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "data/affine_augmentation.h"
+#include "data/augmentation.h"
+#include "data/image_decode.h"
+#include "data/image_files.h"
+
+using namespace trainer;
+
+namespace {
+
+/// Calls f(i) for i = 0, 1, ... for about `seconds` (at least 3 calls) and
+/// returns the calls per second.
+double rate(double seconds, const std::function<void(size_t)>& f) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  size_t n = 0;
+  double elapsed = 0;
+  while (n < 3 || elapsed < seconds) {
+    f(n++);
+    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  }
+  return double(n) / elapsed;
+}
+
+/// The stages' rates (images/s on one core) at one input size; affine,
+/// brightness and all include the gather's copy.
+struct Rates {
+  double decode = 0, gather = 0, flip = 0, turn = 0, affine = 0, brightness = 0, all = 0;
+};
+
+Rates measure(const std::vector<std::string>& files, int size, double seconds) {
+  const int c = 3;
+  const size_t n = size_t(size) * size_t(size) * c;
+  std::vector<float> held(n * files.size()), out(n), mask(size_t(size) * size_t(size));
+  for (size_t i = 0; i < files.size(); ++i) decode_image(files[i], size, size, c, held.data() + i * n);
+  const auto sample = [&](size_t i) { return held.data() + (i % files.size()) * n; };
+  Rates r;
+  r.decode = rate(seconds, [&](size_t i) { decode_image(files[i % files.size()], size, size, c, out.data()); });
+  r.gather = rate(seconds, [&](size_t i) { apply_symmetry(0, sample(i), out.data(), size, size, c); });
+  r.flip = rate(seconds, [&](size_t i) { apply_symmetry(1, sample(i), out.data(), size, size, c); });
+  r.turn = rate(seconds, [&](size_t i) { apply_symmetry(5, sample(i), out.data(), size, size, c); });
+  // Each transforms a fresh copy (a transform applied to its own output again
+  // and again would drift: repeated dimming reaches subnormal floats).
+  const auto augmented = [&](const AugmentationConfig& cfg, Symmetry s) {
+    return rate(seconds, [&](size_t i) {
+      apply_symmetry(s, sample(i), out.data(), size, size, c);
+      apply_affine(cfg, draw_affine(cfg, 1, i, 0, size, size), out.data(), mask.data(), size, size, c);
+    });
+  };
+  AugmentationConfig affine, bright, both;
+  affine.rotation_range = both.rotation_range = 20;
+  affine.zoom_low = both.zoom_low = 0.9, affine.zoom_high = both.zoom_high = 1.1;
+  bright.brightness_low = both.brightness_low = 0.8, bright.brightness_high = both.brightness_high = 1.2;
+  r.affine = augmented(affine, 0);
+  r.brightness = augmented(bright, 0);
+  r.all = augmented(both, 5);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Per-core images/s of the input pipeline's stages, and the cores to feed N GPUs"};
+  std::string images = "data/sample/images";
+  int gpus = 8;
+  double per_gpu = 1250, seconds = 1;
+  app.add_option("--images", images, "Folder of image files to decode (PNG/JPEG/TIFF)")->capture_default_str();
+  app.add_option("--gpus", gpus, "GPUs to feed")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--rate", per_gpu, "Images/s each GPU trains")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--seconds", seconds, "Seconds per measurement")->check(CLI::PositiveNumber)->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    cv::setNumThreads(0);  // one core per figure, as trainer runs OpenCV on its own threads
+    const std::vector<std::string> files = images_in_folder(images, "--images");
+    const double need = gpus * per_gpu;
+    std::printf("images/s on one core (%zu files of %s), and cores for %d GPUs at %.0f images/s each\n",
+                files.size(), images.c_str(), gpus, per_gpu);
+    std::printf("%6s %8s %8s %8s %8s %8s %11s %8s %11s %13s\n", "size", "decode", "gather", "flip", "turn90",
+                "affine", "brightness", "all", "cores held", "cores decoded");
+    for (int size : {128, 256}) {
+      const Rates r = measure(files, size, seconds);
+      std::printf("%6d %8.0f %8.0f %8.0f %8.0f %8.0f %11.0f %8.0f %11.1f %13.1f\n", size, r.decode, r.gather, r.flip,
+                  r.turn, r.affine, r.brightness, r.all, need / r.all, need * (1 / r.all + 1 / r.decode));
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
