@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <opencv2/imgcodecs.hpp>
@@ -15,6 +16,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/held_samples.h"
 #include "data/image_decode.h"
 #include "data/image_files.h"
 #include "dsb_testing.h"
@@ -61,9 +63,27 @@ std::string error_of(const DataOptions& o) {
   return "(no error)";
 }
 
+/// Image sample n of held images (data/held_samples.h) as float32, at (y, x, c).
 float at(const Tensor& t, int n, int y, int x, int c) {
   const Shape& s = t.shape();
-  return t.data()[((size_t(n) * s.h + y) * s.w + x) * s.c + c];
+  std::vector<float> v(s.sample_numel());
+  image_sample_to_float(t, n, v.data());
+  return v[(size_t(y) * s.w + x) * s.c + c];
+}
+
+/// Mask sample n of held masks as float32 (kIgnoredPixel for an ignored pixel), at (y, x).
+float mask_at(const Tensor& t, int n, int y, int x) {
+  const Shape& s = t.shape();
+  std::vector<float> v(s.sample_numel());
+  mask_sample_to_float(t, n, v.data());
+  return v[size_t(y) * s.w + x];
+}
+
+/// Every mask value of held masks, as float32.
+std::vector<float> mask_values(const Tensor& t) {
+  std::vector<float> all(t.numel());
+  for (int n = 0; n < t.shape().n; ++n) mask_sample_to_float(t, n, all.data() + size_t(n) * t.shape().sample_numel());
+  return all;
 }
 
 const std::string kShared = TRAINER_SOURCE_DIR "/../shared/data/dsb2018/flat";
@@ -98,11 +118,14 @@ TEST_CASE("data: real DSB images decode as OpenCV reads them, in RGB order", "[d
     cv::Mat mask = cv::imread((d.masks / (fs::path(picked[i]).stem().string() + "_mask.png")).string(),
                               cv::IMREAD_GRAYSCALE);
     int wrong = 0, foreground = 0;
+    std::vector<float> image(256 * 256 * 3), held_mask(256 * 256);
+    image_sample_to_float(ds.images, i, image.data());
+    mask_sample_to_float(ds.masks, i, held_mask.data());
     for (int y = 0; y < 256; ++y)
       for (int x = 0; x < 256; ++x) {
         cv::Vec3b p = bgr.at<cv::Vec3b>(y, x);
-        for (int c = 0; c < 3; ++c) wrong += at(ds.images, i, y, x, c) != float(p[2 - c]);
-        wrong += at(ds.masks, i, y, x, 0) != (mask.at<uint8_t>(y, x) > 127 ? 1.f : 0.f);
+        for (int c = 0; c < 3; ++c) wrong += image[size_t((y * 256 + x) * 3 + c)] != float(p[2 - c]);
+        wrong += held_mask[size_t(y * 256 + x)] != (mask.at<uint8_t>(y, x) > 127 ? 1.f : 0.f);
         foreground += mask.at<uint8_t>(y, x) > 127;
       }
     CHECK(wrong == 0);
@@ -113,9 +136,8 @@ TEST_CASE("data: real DSB images decode as OpenCV reads them, in RGB order", "[d
   Dataset small = load_dataset(d.options(64, 96));
   CHECK(small.images.shape() == Shape{3, 64, 96, 3});
   double full = 0, part = 0;
-  for (size_t k = 0; k < ds.masks.numel(); ++k) full += ds.masks.data()[k];
-  for (size_t k = 0; k < small.masks.numel(); ++k) {
-    float v = small.masks.data()[k];
+  for (float v : mask_values(ds.masks)) full += v;
+  for (float v : mask_values(small.masks)) {
     REQUIRE((v == 0.f || v == 1.f));
     part += v;
   }
@@ -151,34 +173,37 @@ TEST_CASE("data: 16-bit, gray, RGBA, JPEG and TIFF files decode to RGB [0, 255]"
   Dataset ds = load_dataset(d.options(2, 2));
   REQUIRE(ds.names == std::vector<std::string>{"D.TIF", "a.png", "b.png", "c.jpg"});
   const int D = 0, A = 1, B = 2, C = 3;
+  // Held as uint16 for the 16-bit files, the 8-bit ones widened (B, C read back exactly below).
+  CHECK(ds.images.dtype() == DType::U16);
+  CHECK(ds.masks.dtype() == DType::U8);
   for (int c = 0; c < 3; ++c) {
     CHECK(at(ds.images, A, 0, 0, c) == 0.f);
     CHECK(at(ds.images, A, 0, 1, c) == Approx(255.f));
     CHECK(at(ds.images, A, 1, 0, c) == Approx(1.f));
     CHECK(at(ds.images, A, 1, 1, c) == Approx(1000 * 255.0 / 65535));
   }
-  CHECK(at(ds.masks, A, 0, 0, 0) == 0.f);
-  CHECK(at(ds.masks, A, 0, 1, 0) == 1.f);
-  CHECK(at(ds.masks, A, 1, 0, 0) == 1.f);
-  CHECK(at(ds.masks, A, 1, 1, 0) == 0.f);
+  CHECK(mask_at(ds.masks, A, 0, 0) == 0.f);
+  CHECK(mask_at(ds.masks, A, 0, 1) == 1.f);
+  CHECK(mask_at(ds.masks, A, 1, 0) == 1.f);
+  CHECK(mask_at(ds.masks, A, 1, 1) == 0.f);
 
   CHECK(at(ds.images, B, 1, 1, 0) == 30.f);
   CHECK(at(ds.images, B, 1, 1, 1) == 20.f);
   CHECK(at(ds.images, B, 1, 1, 2) == 10.f);
-  CHECK(at(ds.masks, B, 0, 0, 0) == 0.f);
-  CHECK(at(ds.masks, B, 0, 1, 0) == 1.f);
-  CHECK(at(ds.masks, B, 1, 0, 0) == 1.f);
-  CHECK(at(ds.masks, B, 1, 1, 0) == 0.f);
+  CHECK(mask_at(ds.masks, B, 0, 0) == 0.f);
+  CHECK(mask_at(ds.masks, B, 0, 1) == 1.f);
+  CHECK(mask_at(ds.masks, B, 1, 0) == 1.f);
+  CHECK(mask_at(ds.masks, B, 1, 1) == 0.f);
 
   CHECK(at(ds.images, C, 0, 0, 0) == Approx(50).margin(4));
   CHECK(at(ds.images, C, 0, 0, 1) == Approx(100).margin(4));
   CHECK(at(ds.images, C, 0, 0, 2) == Approx(200).margin(4));
-  CHECK(at(ds.masks, C, 0, 0, 0) == 1.f);
+  CHECK(mask_at(ds.masks, C, 0, 0) == 1.f);
 
   CHECK(at(ds.images, D, 0, 0, 0) == Approx(255.f));
   CHECK(at(ds.images, D, 0, 0, 1) == Approx(128.f));
   CHECK(at(ds.images, D, 0, 0, 2) == 0.f);
-  CHECK(at(ds.masks, D, 0, 0, 0) == 0.f);
+  CHECK(mask_at(ds.masks, D, 0, 0) == 0.f);
 
   // channels 1: BGRA (10, 20, 30) -> gray 0.299 R + 0.587 G + 0.114 B = 21.85, rounded by OpenCV.
   Dataset gray = load_dataset(d.options(2, 2, 1));
@@ -212,7 +237,7 @@ TEST_CASE("data: 0/1 masks and label images take every object as foreground", "[
   for (int n = 0; n < 3; ++n)
     for (int k = 0; k < 4; ++k) {
       INFO(ds.names[size_t(n)] << " pixel " << k);
-      CHECK(at(ds.masks, n, k / 2, k % 2, 0) == expect[n][k]);
+      CHECK(mask_at(ds.masks, n, k / 2, k % 2) == expect[n][k]);
     }
 }
 
@@ -250,7 +275,7 @@ TEST_CASE("data: a mask drawn in the alpha channel is read from it, and masks th
   for (int n = 0; n < 3; ++n)
     for (int k = 0; k < 4; ++k) {
       INFO(ds.names[size_t(n)] << " pixel " << k);
-      CHECK(at(ds.masks, n, k / 2, k % 2, 0) == expect[n][k]);
+      CHECK(mask_at(ds.masks, n, k / 2, k % 2) == expect[n][k]);
     }
   CHECK_THAT(log, !Catch::Contains("is empty"));
   // Every mask empty: said, with the folder.
@@ -280,12 +305,12 @@ TEST_CASE("data: images resize with INTER_AREA, masks with INTER_NEAREST", "[dat
       CHECK(at(ds.images, 0, y, x, 2) == Approx(b));       // B channel is last in RGB
       CHECK(at(ds.images, 0, y, x, 1) == Approx(10 * b));
       CHECK(at(ds.images, 0, y, x, 0) == Approx(2 * (y + x) + 1));  // mean of x+y over the block
-      CHECK(at(ds.masks, 0, y, x, 0) == (b % 3 == 0 ? 1.f : 0.f));
+      CHECK(mask_at(ds.masks, 0, y, x) == (b % 3 == 0 ? 1.f : 0.f));
     }
   // Upsizing keeps masks binary too.
   Dataset big = load_dataset(d.options(13, 11));
   CHECK(big.masks.shape() == Shape{1, 13, 11, 1});
-  for (size_t k = 0; k < big.masks.numel(); ++k) REQUIRE((big.masks.data()[k] == 0.f || big.masks.data()[k] == 1.f));
+  for (float v : mask_values(big.masks)) REQUIRE((v == 0.f || v == 1.f));
 }
 
 TEST_CASE("data: images and masks may share one folder", "[data]") {
@@ -296,7 +321,39 @@ TEST_CASE("data: images and masks may share one folder", "[data]") {
   o.masks_dir = o.images_dir;
   Dataset ds = load_dataset(o);
   CHECK(ds.names == std::vector<std::string>{"a.png"});
-  CHECK(ds.masks.data()[0] == 1.f);
+  CHECK(mask_at(ds.masks, 0, 0, 0) == 1.f);
+}
+
+TEST_CASE("data: the sample is held as it is stored, a byte per channel and one per mask pixel", "[data]") {
+  DataOptions o;
+  o.images_dir = TRAINER_SOURCE_DIR "/data/sample/images";
+  o.masks_dir = TRAINER_SOURCE_DIR "/data/sample/masks";
+  o.height = o.width = 128;
+  o.channels = 3;
+  const Dataset ds = load_dataset(o);
+  REQUIRE(ds.size() == 40);
+  CHECK(ds.images.dtype() == DType::U8);
+  CHECK(ds.masks.dtype() == DType::U8);
+  // docs/data.md: N x H x W x (C + 1) bytes for 8-bit files, 2.6 MB here (float32 held 10.5 MB).
+  CHECK(ds.images.bytes() + ds.masks.bytes() == size_t(40) * 128 * 128 * (3 + 1));
+  // A sample reads back as decode_image gives it, which predict and evaluate use.
+  std::vector<float> decoded(128 * 128 * 3), held(decoded.size());
+  decode_image(o.images_dir + "/" + ds.names[5], 128, 128, 3, decoded.data());
+  image_sample_to_float(ds.images, 5, held.data());
+  CHECK(held == decoded);
+  // Class masks beyond 255 classes take 16 bits; the ignored pixel survives either way.
+  CHECK(mask_storage(0) == DType::U8);
+  CHECK(mask_storage(255) == DType::U8);
+  CHECK(mask_storage(256) == DType::U16);
+  for (DType t : {DType::U8, DType::U16}) {
+    Tensor masks(Shape{1, 1, 4, 1});
+    masks.set_dtype(t);
+    const float values[4] = {0.f, 1.f, 254.f, kIgnoredPixel};
+    store_mask_sample(values, masks, 0);
+    std::vector<float> back(4);
+    mask_sample_to_float(masks, 0, back.data());
+    CHECK(back == std::vector<float>(values, values + 4));
+  }
 }
 
 TEST_CASE("data: thread count does not change the result", "[data]") {
@@ -313,8 +370,9 @@ TEST_CASE("data: thread count does not change the result", "[data]") {
   Dataset five = load_dataset(o);
   REQUIRE(one.size() == 12);
   CHECK(one.names == five.names);
-  CHECK(std::equal(one.images.data(), one.images.data() + one.images.numel(), five.images.data()));
-  CHECK(std::equal(one.masks.data(), one.masks.data() + one.masks.numel(), five.masks.data()));
+  REQUIRE(one.images.dtype() == five.images.dtype());
+  CHECK(std::memcmp(one.images.raw(), five.images.raw(), one.images.bytes()) == 0);
+  CHECK(mask_values(one.masks) == mask_values(five.masks));
   CHECK(at(five.images, 7, 4, 6, 0) == 21.f);  // sample 7 is im17: R = 3 * 7
 }
 
@@ -497,8 +555,8 @@ TEST_CASE("data: skip_bad_files drops bad pairs with a warning and keeps the res
   CHECK(at(ds.images, 0, 2, 2, 0) == 10.f);
   CHECK(at(ds.images, 1, 2, 2, 0) == 30.f);
   CHECK(at(ds.images, 2, 2, 2, 0) == 50.f);
-  CHECK(at(ds.masks, 2, 0, 0, 0) == 1.f);
-  CHECK(at(ds.masks, 1, 0, 0, 0) == 0.f);
+  CHECK(mask_at(ds.masks, 2, 0, 0) == 1.f);
+  CHECK(mask_at(ds.masks, 1, 0, 0) == 0.f);
 
   SECTION("nothing left is an error") {
     for (int i : {1, 3, 5}) std::ofstream(d.images / ("s" + std::to_string(i) + ".png"), std::ios::trunc) << "bad";
@@ -584,7 +642,7 @@ TEST_CASE("a multi-page TIFF (a z-stack) is warned about: only its first page is
       std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
   const Dataset ds = load_dataset(d.options(4, 4, 1));
   spdlog::set_default_logger(before);
-  CHECK(ds.images.sample(0)[0] == 10.f);  // the first page
+  CHECK(at(ds.images, 0, 0, 0, 0) == 10.f);  // the first page
   CHECK_THAT(log.str(), Catch::Contains("1 image(s) (the first: '" + (d.images / "stack.tif").string() +
                                         "') are TIFFs of several pages"));
 }

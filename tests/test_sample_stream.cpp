@@ -3,6 +3,8 @@
 // decode_pairs and SampleStream give its samples, on data/sample.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -31,10 +33,10 @@ const fs::path kSample = fs::path(TRAINER_SOURCE_DIR) / "data" / "sample";
 
 /// Whether sample k of a is sample i of b, bit for bit (image, mask and name).
 bool same_sample(const Dataset& a, int k, const Dataset& b, int i) {
-  const size_t img = a.images.shape().sample_numel(), msk = a.masks.shape().sample_numel();
-  return a.names[size_t(k)] == b.names[size_t(i)] &&
-         std::equal(a.images.sample(k), a.images.sample(k) + img, b.images.sample(i)) &&
-         std::equal(a.masks.sample(k), a.masks.sample(k) + msk, b.masks.sample(i));
+  return a.names[size_t(k)] == b.names[size_t(i)] && a.images.dtype() == b.images.dtype() &&
+         a.masks.dtype() == b.masks.dtype() &&
+         std::memcmp(a.images.raw_sample(k), b.images.raw_sample(i), a.images.sample_bytes()) == 0 &&
+         std::memcmp(a.masks.raw_sample(k), b.masks.raw_sample(i), a.masks.sample_bytes()) == 0;
 }
 
 std::vector<int> all_of(int n) {

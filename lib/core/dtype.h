@@ -17,12 +17,18 @@ namespace trainer {
 enum class DType {
   F32,   ///< IEEE binary32.
   BF16,  ///< bfloat16: the top 16 bits of a binary32 (8-bit exponent, 7-bit mantissa), rounded to nearest even.
+  /// Unsigned 8- and 16-bit integers: decoded samples held on the host as
+  /// their files store them (data/dataset.h, Dataset); no op takes them.
+  U8,
+  U16,
 };
 
-/// Bytes of one element: 4 (F32) or 2 (BF16).
-constexpr size_t dtype_size(DType t) { return t == DType::BF16 ? 2 : 4; }
-/// "fp32" | "bf16".
-constexpr const char* dtype_name(DType t) { return t == DType::BF16 ? "bf16" : "fp32"; }
+/// Bytes of one element: 4 (F32), 2 (BF16, U16) or 1 (U8).
+constexpr size_t dtype_size(DType t) { return t == DType::F32 ? 4 : t == DType::U8 ? 1 : 2; }
+/// "fp32" | "bf16" | "uint8" | "uint16".
+constexpr const char* dtype_name(DType t) {
+  return t == DType::F32 ? "fp32" : t == DType::BF16 ? "bf16" : t == DType::U8 ? "uint8" : "uint16";
+}
 
 /// Throws InternalError "<what> takes fp32 tensors, got bf16" unless t is F32
 /// (for code paths that compute in fp32 only, such as every CPU op).

@@ -89,9 +89,14 @@ class Tensor {
   /// The elements, type and shape, for the backend ops.
   TensorView view() { return {raw(), dtype_, shape_}; }
   ConstTensorView view() const { return {raw(), dtype_, shape_}; }
-  /// Pointer to sample i (row-major NHWC).
+  /// Pointer to sample i (row-major NHWC) of an fp32 tensor.
   float* sample(int i) { return data() + size_t(i) * shape_.sample_numel(); }
   const float* sample(int i) const { return data() + size_t(i) * shape_.sample_numel(); }
+  /// Pointer to sample i's elements, of any type.
+  void* raw_sample(int i) { return static_cast<char*>(raw()) + size_t(i) * sample_bytes(); }
+  const void* raw_sample(int i) const { return static_cast<const char*>(raw()) + size_t(i) * sample_bytes(); }
+  /// Bytes of one sample's elements.
+  size_t sample_bytes() const { return shape_.sample_numel() * dtype_size(dtype_); }
   /// The underlying buffer of 4-byte words (host copies of an fp32 tensor:
   /// buffer().to_host(); a bf16 tensor packs two elements per word, the
   /// lower-addressed one first).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <exception>
 #include <map>
@@ -17,6 +18,7 @@
 #include "backend/train_math.h"
 #include "core/error.h"
 #include "data/image_files.h"
+#include "data/held_samples.h"
 #include "data/image_decode.h"
 
 namespace trainer {
@@ -172,9 +174,12 @@ std::vector<ImagePair> find_image_pairs(const DataOptions& o) {
 
 std::vector<size_t> class_pixel_counts(const Tensor& masks, int classes) {
   std::vector<size_t> counts(size_t(std::max(classes, 0)), 0);
-  const float* m = masks.data();
-  for (size_t i = 0; i < masks.numel(); ++i)
-    if (const int c = class_index(m[i], classes); c >= 0) ++counts[size_t(c)];
+  std::vector<float> m(masks.shape().sample_numel());
+  for (int i = 0; i < masks.shape().n; ++i) {
+    mask_sample_to_float(masks, i, m.data());
+    for (float v : m)
+      if (const int c = class_index(v, classes); c >= 0) ++counts[size_t(c)];
+  }
   return counts;
 }
 
@@ -234,6 +239,33 @@ class LoadProgress {
 // pixels). What it finds goes into `found`. `verb` ("loading", "checking"): the progress lines (LoadProgress) and
 // the survey of the files (masks' kinds, 16-bit ranges, TIFF pages); "": neither, only the errors (each step's
 // decoding under MPI). Errors other than a UserError (out of memory) are rethrown after the threads join.
+/// Copies decoded pixels into sample k of held images (U8 or U16); false,
+/// copying nothing, for 16-bit pixels while the images hold U8.
+bool hold_image(const cv::Mat& pixels, Tensor& images, int k) {
+  const Shape s = images.shape();
+  const bool held16 = images.dtype() == DType::U16;
+  if (pixels.depth() == CV_16U && !held16) return false;
+  cv::Mat to(s.h, s.w, held16 ? CV_16UC(s.c) : CV_8UC(s.c), images.raw_sample(k));
+  if (pixels.depth() == to.depth()) pixels.copyTo(to);
+  else pixels.convertTo(to, CV_16U, 257);  // 255 -> 65535: the same value on pixels_to_float's scale
+  return true;
+}
+
+/// Images held as U8 become U16, each 8-bit sample widened by 257, and take
+/// the 16-bit samples of wide (by sample index).
+void widen_images(Tensor& images, const std::map<int, cv::Mat>& wide) {
+  const Shape s = images.shape();
+  Tensor u16;
+  u16.set_dtype(DType::U16);
+  u16.resize(s);
+  for (int i = 0; i < s.n; ++i) {
+    cv::Mat to(s.h, s.w, CV_16UC(s.c), u16.raw_sample(i));
+    if (const auto it = wide.find(i); it != wide.end()) it->second.copyTo(to);
+    else cv::Mat(s.h, s.w, CV_8UC(s.c), images.raw_sample(i)).convertTo(to, CV_16U, 257);
+  }
+  images = std::move(u16);
+}
+
 void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
                  Tensor* images, Tensor* masks, PairCheck& found, const std::string& verb) {
   const int n = int(which.size());
@@ -244,31 +276,34 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   if (!verb.empty())
     spdlog::info("{} {} image/mask pairs from '{}' on {} thread{}", verb, n, o.images_dir, threads,
                  threads > 1 ? "s" : "");
-  const size_t image_numel = size_t(o.height) * size_t(o.width) * size_t(o.channels);
   const size_t mask_numel = size_t(o.height) * size_t(o.width);
   std::atomic<int> next{0};
   LoadProgress progress(verb, n);
   std::mutex mutex;  // guards found and failure
   std::exception_ptr failure;
+  std::map<int, cv::Mat> wide;  // 16-bit samples while images hold U8 (guarded by mutex)
   auto work = [&] {
-    std::vector<float> scratch(images ? 0 : image_numel + mask_numel);
+    std::vector<float> mask_to(mask_numel);
     PairCheck mine;  // this thread's; class pixels only in a check
     mine.class_pixels.assign(images ? 0 : found.class_pixels.size(), 0);
     for (int k = next++; k < n; k = next++) {
       const ImagePair& p = pairs[size_t(which[size_t(k)])];
-      float* image_to = images ? images->sample(k) : scratch.data();
-      float* mask_to = masks ? masks->sample(k) : scratch.data() + image_numel;
       try {
         double highest = -1;  // looked at when checking or loading, not per step
-        const cv::Size image =
-            decode_image(p.image, o.height, o.width, o.channels, image_to, verb.empty() ? nullptr : &highest);
+        const DecodedImage decoded =
+            decode_image_pixels(p.image, o.height, o.width, o.channels, verb.empty() ? nullptr : &highest);
+        const cv::Size image = decoded.native;
+        if (images && !hold_image(decoded.pixels, *images, k)) {
+          std::lock_guard<std::mutex> lock(mutex);
+          wide[k] = decoded.pixels;
+        }
         mine.images16 += highest >= 0;
         mine.highest16 = std::max(mine.highest16, highest);
         if (!verb.empty() && tiff_pages(p.image) > 1) ++mine.multi_page, keep_first(mine.first_multi_page, p.image);
         MaskValues values = MaskValues::kEmpty;
         const cv::Size mask = o.classes > 0
-                                  ? decode_class_mask(p.mask, o.height, o.width, o.classes, mask_to, o.ignore_class)
-                                  : decode_mask(p.mask, o.height, o.width, mask_to, verb.empty() ? nullptr : &values);
+                                  ? decode_class_mask(p.mask, o.height, o.width, o.classes, mask_to.data(), o.ignore_class)
+                                  : decode_mask(p.mask, o.height, o.width, mask_to.data(), verb.empty() ? nullptr : &values);
         if (mask != image)
           throw UserError("mask '" + p.mask + "' is " + std::to_string(mask.width) + "x" +
                           std::to_string(mask.height) + " but image '" + p.image + "' is " +
@@ -278,6 +313,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
         mine.thresholded += values == MaskValues::kThresholded || values == MaskValues::kLabelLike;
         if (values == MaskValues::kLabelLike) ++mine.label_like, keep_first(mine.first_label_like, p.mask);
         mine.empty_masks += o.classes == 0 && values == MaskValues::kEmpty;
+        if (masks) store_mask_sample(mask_to.data(), *masks, k);
         for (size_t j = 0; !mine.class_pixels.empty() && j < mask_numel; ++j)
           if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++mine.class_pixels[size_t(c)];
       } catch (const UserError& e) {
@@ -296,6 +332,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   work();
   for (auto& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
+  if (!wide.empty()) widen_images(*images, wide);
 }
 
 // Throws UserError listing the pairs that failed (found.errors) among n, with the fix; with
@@ -393,13 +430,25 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
   return kept;
 }
 
+namespace {
+
+/// Room for n samples of o's size in ds: images as U8 (decode_into widens
+/// them to U16 for 16-bit files), masks as mask_storage(o.classes).
+void hold(Dataset& ds, int n, const DataOptions& o) {
+  ds.images.set_dtype(DType::U8);
+  ds.images.resize(Shape{n, o.height, o.width, o.channels});
+  ds.masks.set_dtype(mask_storage(o.classes));
+  ds.masks.resize(Shape{n, o.height, o.width, 1});
+}
+
+}  // namespace
+
 void decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
                   Dataset& ds) {
   check_options(o);
   ds.names.clear();
   for (int i : which) ds.names.push_back(fs::path(pairs[size_t(i)].image).filename().string());
-  ds.images.resize(Shape{int(which.size()), o.height, o.width, o.channels});
-  ds.masks.resize(Shape{int(which.size()), o.height, o.width, 1});
+  hold(ds, int(which.size()), o);
   PairCheck found;
   decode_into(pairs, which, o, &ds.images, &ds.masks, found, "");
   if (!found.errors.empty()) {
@@ -414,8 +463,7 @@ Dataset load_dataset(const DataOptions& o) {
   Dataset ds;
   const std::vector<ImagePair> pairs = find_pairs(o, ds.names);
   const int n = int(pairs.size());
-  ds.images.resize(Shape{n, o.height, o.width, o.channels});
-  ds.masks.resize(Shape{n, o.height, o.width, 1});
+  hold(ds, n, o);
   std::vector<int> all(static_cast<size_t>(n));
   std::iota(all.begin(), all.end(), 0);
   PairCheck found;
@@ -427,8 +475,8 @@ Dataset load_dataset(const DataOptions& o) {
   for (size_t k = 0; k < kept.size(); ++k) {
     const int i = kept[k];
     if (int(k) != i) {
-      std::copy_n(ds.images.sample(i), ds.images.shape().sample_numel(), ds.images.sample(int(k)));
-      std::copy_n(ds.masks.sample(i), ds.masks.shape().sample_numel(), ds.masks.sample(int(k)));
+      std::memcpy(ds.images.raw_sample(int(k)), ds.images.raw_sample(i), ds.images.sample_bytes());
+      std::memcpy(ds.masks.raw_sample(int(k)), ds.masks.raw_sample(i), ds.masks.sample_bytes());
     }
     names.push_back(ds.names[size_t(i)]);
   }

@@ -32,8 +32,13 @@ struct DataOptions {
 
 struct Dataset {
   std::vector<std::string> names;    ///< Image file names (no folder), sorted; names[i] is sample i.
-  Tensor images;                     ///< [N, H, W, C], float32 in [0, 255] (16-bit input scaled by 255/65535), RGB order.
-  Tensor masks;                      ///< [N, H, W, 1], float32, exactly 0 or 1 (or class indices 0..K-1, and kIgnoredPixel).
+  /// [N, H, W, C], RGB order, held as data/held_samples.h says (U8, U16 for
+  /// 16-bit files; F32 in [0, 255] when made in memory); image_sample_to_float
+  /// reads a sample as float32 in [0, 255].
+  Tensor images;
+  /// [N, H, W, 1]: 0 or 1, or class indices 0..K-1 and ignored pixels, held as
+  /// mask_storage(K) (F32 when made in memory); mask_sample_to_float reads one.
+  Tensor masks;
   int size() const { return int(names.size()); }
 };
 

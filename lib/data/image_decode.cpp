@@ -54,10 +54,10 @@ cv::Mat read_label_image(const std::string& path) {
   return labels;
 }
 
-cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out,
-                      double* highest16) {
-  cv::Mat m = read_image_file(path);
-  const cv::Size native = m.size();
+DecodedImage decode_image_pixels(const std::string& path, int height, int width, int channels, double* highest16) {
+  DecodedImage d{read_image_file(path), {}};
+  cv::Mat& m = d.pixels;
+  d.native = m.size();
   if (highest16) {
     *highest16 = -1;
     if (m.depth() == CV_16U) cv::minMaxLoc(m.reshape(1), nullptr, highest16);
@@ -65,19 +65,23 @@ cv::Size decode_image(const std::string& path, int height, int width, int channe
   try {
     int code = conversion(m.channels(), channels);
     if (code >= 0) cv::cvtColor(m, m, code);
-    const double scale = m.depth() == CV_16U ? 255.0 / 65535.0 : 1.0;
-    cv::Mat dst(height, width, CV_32FC(channels), out);  // writes into out
-    if (native == dst.size()) {
-      m.convertTo(dst, CV_32F, scale);
-    } else {
-      cv::Mat f;
-      m.convertTo(f, CV_32F, scale);
-      cv::resize(f, dst, dst.size(), 0, 0, cv::INTER_AREA);
-    }
+    if (d.native != cv::Size(width, height)) cv::resize(m, m, cv::Size(width, height), 0, 0, cv::INTER_AREA);
   } catch (const cv::Exception& e) {
     throw UserError("cannot convert '" + path + "': " + e.err.substr(0, e.err.find('\n')));
   }
-  return native;
+  return d;
+}
+
+void pixels_to_float(const cv::Mat& pixels, float* out) {
+  cv::Mat dst(pixels.rows, pixels.cols, CV_32FC(pixels.channels()), out);  // writes into out
+  pixels.convertTo(dst, CV_32F, pixels.depth() == CV_16U ? 255.0 / 65535.0 : 1.0);
+}
+
+cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out,
+                      double* highest16) {
+  const DecodedImage d = decode_image_pixels(path, height, width, channels, highest16);
+  pixels_to_float(d.pixels, out);
+  return d.native;
 }
 
 size_t tiff_pages(const std::string& path) {

@@ -1,6 +1,7 @@
 #pragma once
-// Decoding of one image or mask file with OpenCV into a float buffer, with the
-// rules of docs/data.md (8/16-bit, gray/RGB/RGBA, RGB order, binarised masks).
+// Decoding of one image or mask file with OpenCV (into its pixels or a float
+// buffer), with the rules of docs/data.md (8/16-bit, gray/RGB/RGBA, RGB
+// order, binarised masks).
 #include <opencv2/core.hpp>
 #include <string>
 
@@ -17,14 +18,31 @@ cv::Mat read_image_file(const std::string& path);
 /// read_image_file, and naming the file when it has colour channels.
 cv::Mat read_label_image(const std::string& path);
 
+/// A decoded image: its pixels, and the file's own size (width x height).
+struct DecodedImage {
+  cv::Mat pixels;
+  cv::Size native;
+};
+
 /// Decodes path (PNG/JPEG/TIFF, 8- or 16-bit, gray, BGR or BGRA as OpenCV
 /// reads them; alpha dropped), converts to RGB (channels 3) or gray (channels
-/// 1, ITU-R BT.601 weights as cv::COLOR_BGR2GRAY), scales 16-bit values by
-/// 255/65535, resizes with INTER_AREA and writes [height, width, channels]
-/// float32 in [0, 255] to out. Returns the file's own size (width x height).
-/// highest16, when given: set to the largest value of a 16-bit file (before
-/// scaling), -1 for an 8-bit one. Throws UserError naming the file when it
-/// cannot be decoded or has another pixel type (e.g. 32-bit float).
+/// 1, ITU-R BT.601 weights as cv::COLOR_BGR2GRAY) and resizes with INTER_AREA
+/// to [height, width], in the file's own type: pixels are CV_8UC(channels)
+/// or CV_16UC(channels) (resizing rounds to that type's integers, as a Keras
+/// pipeline that holds its resized images in a uint8 array does). highest16, when
+/// given: set to the largest value of a 16-bit file (before resizing), -1
+/// for an 8-bit one. Throws UserError naming the file when it cannot be
+/// decoded or has another pixel type (e.g. 32-bit float).
+DecodedImage decode_image_pixels(const std::string& path, int height, int width, int channels,
+                                 double* highest16 = nullptr);
+
+/// out [rows, cols, channels] <- pixels (CV_8U or CV_16U, any channels) as
+/// float32 in [0, 255]: 8-bit values as they are, 16-bit ones scaled by
+/// 255/65535 (OpenCV's convertTo).
+void pixels_to_float(const cv::Mat& pixels, float* out);
+
+/// decode_image_pixels, then pixels_to_float into out [height, width,
+/// channels]. Returns the file's own size.
 cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out,
                       double* highest16 = nullptr);
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "backend/elementwise_ops.h"
 #include "backend/train_ops.h"
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "data/affine_augmentation.h"
 #include "data/augmentation.h"
+#include "data/held_samples.h"
 #include "train/batch_scaling.h"
 #include "train/callback.h"
 #include "train/callbacks.h"
@@ -314,8 +316,15 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
     const Symmetry sym =
         augment_step ? draw_symmetry(config_.data.augmentation, config_.training.seed, *augment_step, uint64_t(lo + k))
                      : 0;
-    apply_symmetry(sym, images.sample(i), image_to, in.h, in.w, in.c);
-    if (mask_to) apply_symmetry(sym, masks->sample(i), mask_to, in.h, in.w, masks->shape().c);
+    // As float32 into the batch (data/held_samples.h), through the thread's scratch when turned.
+    thread_local std::vector<float> scratch;
+    if (sym) scratch.resize(std::max(img, msk));
+    image_sample_to_float(images, i, sym ? scratch.data() : image_to);
+    if (sym) apply_symmetry(sym, scratch.data(), image_to, in.h, in.w, in.c);
+    if (mask_to) {
+      mask_sample_to_float(*masks, i, sym ? scratch.data() : mask_to);
+      if (sym) apply_symmetry(sym, scratch.data(), mask_to, in.h, in.w, masks->shape().c);
+    }
     const AugmentationConfig& aug = config_.data.augmentation;
     if (augment_step && (aug.affine() || aug.brightness()))
       apply_affine(aug, draw_affine(aug, config_.training.seed, *augment_step, uint64_t(lo + k), in.h, in.w),
@@ -526,12 +535,13 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
         return std::min(indices.size() - b * size_t(batch_size), size_t(batch_size));
       };
       std::vector<double> counted(batches, 0.0);  // integers: the sum is exact in any order
-      const size_t m = data.masks.shape().sample_numel();
+      std::vector<float> mask(data.masks.shape().sample_numel());
       for (size_t b = 0; b < batches; ++b) {
         const auto [lo, hi] = world_shards(int(samples(b)))[size_t(r)];
-        for (int k = lo; k < hi; ++k)
-          counted[b] += double(counted_pixels(data.masks.sample(indices[b * size_t(batch_size) + size_t(k)]), m,
-                                              classes_));
+        for (int k = lo; k < hi; ++k) {
+          mask_sample_to_float(data.masks, indices[b * size_t(batch_size) + size_t(k)], mask.data());
+          counted[b] += double(counted_pixels(mask.data(), mask.size(), classes_));
+        }
       }
       devices_->host_comm().all_reduce_sum(r, counted.data(), batches);
       for (size_t b = 0; b < batches; ++b) weights[b] = counted_pixel_weight(double(samples(b)), counted[b]);

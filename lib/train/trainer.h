@@ -288,8 +288,9 @@ class Trainer {
     };
     std::vector<Bucket> buckets;
   };
-  /// Copies images[indices[lo..hi)] (a host tensor) into the tower's input
-  /// (and masks into t.y when given), on the tower's device: a GPU tower
+  /// Copies images[indices[lo..hi)] (a host tensor, held as
+  /// data/held_samples.h says) into the tower's input as float32 (and masks
+  /// into t.y when given), on the tower's device: a GPU tower
   /// gathers into its pinned buffer and uploads on the copy stream. With
   /// augment_step (training with data.augmentation), each image and its mask
   /// are copied through the symmetry draw_symmetry gives that step and the

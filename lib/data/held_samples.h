@@ -1,0 +1,33 @@
+#pragma once
+// How a Dataset holds its decoded samples on the host, and their conversion
+// to float32 as they are copied into a batch. Images [N, H, W, C] are held
+// as their files store them: U8 for 8-bit files, U16 when any file is
+// 16-bit (an 8-bit one then widened by 257, so that both read back on one
+// scale); masks [N, H, W, 1] as U8 (U16 beyond 255 classes), the type's
+// largest value marking an ignored pixel. A dataset made in memory (tests,
+// benchmarks) may hold F32 tensors, read as they are.
+#include <cstddef>
+
+#include "core/tensor.h"
+
+namespace trainer {
+
+/// The type masks of `classes` classes (0: binary) are held in: U8 up to 255
+/// classes (values 0..254, 255 ignored), else U16.
+DType mask_storage(int classes);
+
+/// out [H, W, C] <- sample i of held images as float32 in [0, 255]: U8
+/// values as they are, U16 ones times 255/65535 (data/image_decode.h,
+/// pixels_to_float), F32 copied. InternalError for a bf16 tensor.
+void image_sample_to_float(const Tensor& images, int i, float* out);
+
+/// out [H, W, 1] <- sample i of held masks as float32: U8/U16 values as they
+/// are, the type's largest as kIgnoredPixel (core/class_mask.h); F32 copied.
+/// InternalError for a bf16 tensor.
+void mask_sample_to_float(const Tensor& masks, int i, float* out);
+
+/// Sample i of masks (U8 or U16, mask_storage) <- n float32 mask values:
+/// 0/1, class indices, or kIgnoredPixel (stored as the type's largest).
+void store_mask_sample(const float* values, Tensor& masks, int i);
+
+}  // namespace trainer
