@@ -6,10 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <fstream>
 #include <vector>
 
+#include "backend/cpu/typed_passes.h"
 #include "backend/cpu_info.h"
 #include "backend/elementwise_ops.h"
 #include "backend/ops.h"
@@ -131,6 +133,25 @@ TEST_CASE("accumulate, Concatenate and MaxPooling2D on the CPU take bf16 activat
       CHECK(download(yt) == y32);
       CHECK(download(dxt) == dx32);
     }
+  }
+}
+
+TEST_CASE("ReLU's bf16 gradient pass on the bits gives the float path's values", "[cpu_bf16]") {
+  // y: +0, -0, the smallest subnormal, 1, a negative, +inf, -inf, NaN; dy: values of both signs and infinities.
+  const std::vector<uint16_t> ys = {0x0000, 0x8000, 0x0001, 0x3f80, 0xbf80, 0x7f80, 0xff80, 0x7fc0};
+  const std::vector<float> dys = {0.f, -0.f, 1.5f, -2.25f, 1e-30f, INFINITY, -INFINITY};
+  std::vector<uint16_t> y, dy;
+  for (uint16_t a : ys)
+    for (float b : dys) y.push_back(a), dy.push_back(float_to_bf16(b));
+  std::vector<uint16_t> on_bits(y.size());
+  std::vector<float> in_float(y.size());
+  const Activation relu{ActivationKind::Relu};
+  cpu::typed_activation_backward(relu, DType::BF16, y.data(), dy.data(), DType::BF16, on_bits.data(), y.size());
+  cpu::typed_activation_backward(relu, DType::BF16, y.data(), dy.data(), DType::F32, in_float.data(), y.size());
+  for (size_t i = 0; i < y.size(); ++i) {
+    INFO("y bits " << y[i] << ", dy bits " << dy[i]);
+    CHECK(on_bits[i] == float_to_bf16(in_float[i]));
+    CHECK(on_bits[i] == (bf16_to_float(y[i]) > 0.f ? dy[i] : 0));
   }
 }
 

@@ -44,6 +44,14 @@ __attribute__((flatten)) void backward_loop(Activation a, const T* y, const T* d
   for (long long i = 0; i < m; ++i) store(dz, i, activation_dx(Activation{K, alpha, beta}, load(y, i), load(dy, i)));
 }
 
+/// ReLU's gradient on bf16 y and dy into bf16 dz, on the bits: dz = dy where
+/// y > 0 (bits 0x0001..0x7f80: positive, up to +inf, not NaN), else +0; the
+/// same bits as backward_loop's float path, in 16-bit lanes.
+void relu_backward_bf16(const uint16_t* y, const uint16_t* dy, uint16_t* dz, long long m) {
+#pragma omp parallel for simd schedule(static)
+  for (long long i = 0; i < m; ++i) dz[i] = uint16_t(y[i] - 1u) < 0x7f80u ? dy[i] : uint16_t(0);
+}
+
 template <class T, class U>
 __attribute__((flatten)) void convert_loop(const T* x, U* y, long long m) {
 #pragma omp parallel for simd schedule(static)
@@ -67,6 +75,9 @@ void typed_activation_forward(Activation a, DType t, void* y, size_t n) {
 void typed_activation_backward(Activation a, DType t, const void* y, const void* dy, DType out, void* dz, size_t n) {
   if (a.linear()) return convert(t, dy, out, dz, n);
   const long long m = (long long)n;
+  if (a.kind == ActivationKind::Relu && t == DType::BF16 && out == DType::BF16)
+    return relu_backward_bf16(static_cast<const uint16_t*>(y), static_cast<const uint16_t*>(dy),
+                              static_cast<uint16_t*>(dz), m);
   with_kind(a.kind, [&](auto k) {
     with_storage(t, y, [&](auto yv) {
       const auto* g = static_cast<decltype(yv)>(dy);
