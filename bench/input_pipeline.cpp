@@ -1,8 +1,8 @@
 // Per-core speed of the input pipeline's stages, in images/s on one thread,
 // and the cores they take to feed N GPUs. For each input size (128 and 256
-// px, RGB): decoding a file into a sample (data/image_decode.h: OpenCV's
-// decoder, then the resize to the input size), the gather of a held sample
-// into a batch (Trainer::gather's copy), a flip (data.augmentation's
+// px, RGB): decoding a file into a held uint8 sample (data/image_decode.h:
+// OpenCV's decoder, then the resize to the input size), the gather of a held
+// sample into a float32 batch (Trainer::gather's copy), a flip (data.augmentation's
 // horizontal_flip), a quarter turn (rotate_90), Keras's affine transform
 // (rotation_range 20, zoom_range 0.1) and brightness_range [0.8, 1.2] (both
 // data/affine_augmentation.h), each of these two after the gather copy
@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "config/config.h"
-#include "core/error.h"
 #include "data/affine_augmentation.h"
 #include "data/augmentation.h"
+#include "data/held_samples.h"
 #include "data/image_decode.h"
 #include "data/image_files.h"
 
@@ -57,21 +57,33 @@ struct Rates {
 };
 
 Rates measure(const std::vector<std::string>& files, int size, double seconds) {
-  const int c = 3;
+  const int c = 3, count = int(files.size());
   const size_t n = size_t(size) * size_t(size) * c;
-  std::vector<float> held(n * files.size()), out(n), mask(size_t(size) * size_t(size));
-  for (size_t i = 0; i < files.size(); ++i) decode_image(files[i], size, size, c, held.data() + i * n);
-  const auto sample = [&](size_t i) { return held.data() + (i % files.size()) * n; };
+  // Held as a Dataset holds 8-bit files (data/held_samples.h); decoding into it as decode_into does.
+  Tensor held;
+  held.set_dtype(DType::U8);
+  held.resize(Shape{count, size, size, c});
+  const auto decode = [&](int i) {
+    const cv::Mat pixels = decode_image_pixels(files[size_t(i)], size, size, c).pixels;
+    pixels.copyTo(cv::Mat(size, size, CV_8UC(c), held.raw_sample(i)));
+  };
+  for (int i = 0; i < count; ++i) decode(i);
+  std::vector<float> out(n), turned(n), mask(size_t(size) * size_t(size));
+  // Trainer::gather's copy: float32 from the held sample, through a scratch sample when flipped or turned.
+  const auto gather = [&](size_t i, Symmetry s) {
+    image_sample_to_float(held, int(i % size_t(count)), s ? turned.data() : out.data());
+    if (s) apply_symmetry(s, turned.data(), out.data(), size, size, c);
+  };
   Rates r;
-  r.decode = rate(seconds, [&](size_t i) { decode_image(files[i % files.size()], size, size, c, out.data()); });
-  r.gather = rate(seconds, [&](size_t i) { apply_symmetry(0, sample(i), out.data(), size, size, c); });
-  r.flip = rate(seconds, [&](size_t i) { apply_symmetry(1, sample(i), out.data(), size, size, c); });
-  r.turn = rate(seconds, [&](size_t i) { apply_symmetry(5, sample(i), out.data(), size, size, c); });
+  r.decode = rate(seconds, [&](size_t i) { decode(int(i % size_t(count))); });
+  r.gather = rate(seconds, [&](size_t i) { gather(i, 0); });
+  r.flip = rate(seconds, [&](size_t i) { gather(i, 1); });
+  r.turn = rate(seconds, [&](size_t i) { gather(i, 5); });
   // Each transforms a fresh copy (a transform applied to its own output again
   // and again would drift: repeated dimming reaches subnormal floats).
   const auto augmented = [&](const AugmentationConfig& cfg, Symmetry s) {
     return rate(seconds, [&](size_t i) {
-      apply_symmetry(s, sample(i), out.data(), size, size, c);
+      gather(i, s);
       apply_affine(cfg, draw_affine(cfg, 1, i, 0, size, size), out.data(), mask.data(), size, size, c);
     });
   };

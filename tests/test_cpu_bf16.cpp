@@ -89,7 +89,7 @@ ConvResult run_conv(const Device& d, DType tx, DType ty, Activation act) {
 
 }  // namespace
 
-TEST_CASE("accumulate, Concatenate and MaxPooling2D on the CPU take bf16 activations", "[cpu_bf16]") {
+TEST_CASE("accumulate and Concatenate on the CPU take bf16 activations", "[cpu_bf16]") {
   const Shape a_shape{1, 3, 4, 2}, b_shape{1, 3, 4, 3};
   const std::vector<float> a = round_bf16(random_values(a_shape.numel(), 5)),
                            b = round_bf16(random_values(b_shape.numel(), 6));
@@ -116,7 +116,11 @@ TEST_CASE("accumulate, Concatenate and MaxPooling2D on the CPU take bf16 activat
     concat_channels_backward(kCpu, t, y.raw(), 5, 12, cs, 2, dxs);
     CHECK(download(da) == a);
   }
-  // MaxPooling2D selects: bf16 gives exactly the fp32 result on the same values.
+}
+
+TEST_CASE("MaxPooling2D on the CPU gives on bf16 activations the fp32 result on the same values", "[cpu_bf16]") {
+  REQUIRE_CPU_BF16();  // oneDNN's bf16 pooling wants AVX-512, which a CPU without bf16 arithmetic may lack
+  // Non-overlapping 2x2 windows: the forward selects and each gradient lands once, so both are exact.
   const Shape xs{2, 4, 6, 3}, ys{2, 2, 3, 3};
   const std::vector<float> x = round_bf16(random_values(xs.numel(), 7)), dy = round_bf16(random_values(ys.numel(), 8));
   std::vector<float> y32, dx32;
@@ -173,6 +177,31 @@ TEST_CASE("a bf16 convolution on the CPU follows the fp32 one on the same bf16 i
       check_near(got.dbias, ref.dbias, act.linear() ? 1e-5 : 1.0 / 64);
     }
   }
+}
+
+TEST_CASE("a bf16 convolution on the CPU rounds what it reads: it computes in bf16, not fp32", "[cpu_bf16]") {
+  REQUIRE_CPU_BF16();
+  // fp32 input and output with values that bf16 cannot hold: an fp32 computation would agree with the
+  // reference to ~1e-6; one in bf16 differs by the input's and kernel's rounding (up to 2^-8 relative each).
+  const Shape xs{2, 6, 5, 8}, ys{2, 6, 5, 8};
+  Conv2DParams p;
+  p.kh = p.kw = 3;
+  p.same_padding = true;
+  const std::vector<float> x = random_values(xs.numel(), 11), kernel = random_values(3 * 3 * 8 * 8, 12, -0.5f, 0.5f);
+  std::vector<float> ref(ys.numel()), got(ys.numel());
+  for (const Device* d : {&kCpu, &kCpuBf16}) {
+    Conv2DOp conv(p);
+    conv.forward(*d, {x.data(), DType::F32, xs}, ConvWeights{kernel.data(), nullptr}, Activation{},
+                 {d == &kCpu ? ref.data() : got.data(), DType::F32, ys});
+  }
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff = std::max(diff, std::abs(double(got[i]) - ref[i]));
+    scale = std::max(scale, std::abs(double(ref[i])));
+  }
+  INFO("max |bf16 - fp32| = " << diff << ", max |fp32| = " << scale);
+  CHECK(diff > 1e-4 * scale);
+  CHECK(diff <= scale / 64);
 }
 
 TEST_CASE("a U-Net trained on a bf16 CPU tower follows the fp32 one", "[cpu_bf16]") {

@@ -336,11 +336,28 @@ TEST_CASE("data: the sample is held as it is stored, a byte per channel and one 
   CHECK(ds.masks.dtype() == DType::U8);
   // docs/data.md: N x H x W x (C + 1) bytes for 8-bit files, 2.6 MB here (float32 held 10.5 MB).
   CHECK(ds.images.bytes() + ds.masks.bytes() == size_t(40) * 128 * 128 * (3 + 1));
-  // A sample reads back as decode_image gives it, which predict and evaluate use.
+  // A sample holds the file resized as it is stored (8-bit, INTER_AREA), in RGB order, and reads back as
+  // decode_image gives it, which predict and evaluate use.
+  cv::Mat rgb, small;
+  cv::cvtColor(cv::imread(o.images_dir + "/" + ds.names[5], cv::IMREAD_COLOR), rgb, cv::COLOR_BGR2RGB);
+  cv::resize(rgb, small, cv::Size(128, 128), 0, 0, cv::INTER_AREA);
+  REQUIRE(small.isContinuous());
+  CHECK(std::memcmp(small.data, ds.images.raw_sample(5), ds.images.sample_bytes()) == 0);
   std::vector<float> decoded(128 * 128 * 3), held(decoded.size());
   decode_image(o.images_dir + "/" + ds.names[5], 128, 128, 3, decoded.data());
   image_sample_to_float(ds.images, 5, held.data());
   CHECK(held == decoded);
+  // An 8-bit first file and a 16-bit later one: the images become uint16, the 8-bit one widened by 257,
+  // and both read back on one scale.
+  TempData mixed;
+  write(mixed.images / "a.png", cv::Mat(2, 2, CV_8UC1, cv::Scalar(200)));
+  write(mixed.images / "b.png", cv::Mat(2, 2, CV_16UC1, cv::Scalar(1000)));
+  for (const char* name : {"a", "b"}) write(mixed.masks / (std::string(name) + "_mask.png"), flat_mask(2, 2));
+  const Dataset both = load_dataset(mixed.options(2, 2, 1));
+  CHECK(both.images.dtype() == DType::U16);
+  CHECK(static_cast<const uint16_t*>(both.images.raw_sample(0))[0] == 200 * 257);
+  CHECK(at(both.images, 0, 1, 1, 0) == 200.f);
+  CHECK(at(both.images, 1, 1, 1, 0) == Approx(1000 * 255.0 / 65535));
   // Class masks beyond 255 classes take 16 bits; the ignored pixel survives either way.
   CHECK(mask_storage(0) == DType::U8);
   CHECK(mask_storage(255) == DType::U8);

@@ -15,10 +15,10 @@ enum class DeviceKind { CPU, CUDA };
 /// IEEE fp32 throughout; tf32 (GPUs only; CPU towers compute fp32): tensor
 /// cores in TF32 (10-bit mantissa inputs, fp32 accumulation); bf16:
 /// convolutions with bf16 inputs and fp32 accumulation, fp32 master weights,
-/// fp32 optimizer state, fp32 loss and metrics. On a GPU the activations
-/// between the layers that take them are stored in bf16 (core/dtype.h); on a
-/// CPU (AVX512-BF16 or AMX through oneDNN) activations stay fp32 and each
-/// convolution rounds its input and output gradient to bf16 as it reads them.
+/// fp32 optimizer state, fp32 loss and metrics, and the activations between
+/// the layers that take them stored in bf16 (core/dtype.h); on a CPU, with
+/// AVX512-BF16 or AMX through oneDNN, every convolution oneDNN has a bf16
+/// kernel for computes in bf16, rounding an fp32 input as it reads it.
 enum class Precision { FP32, TF32, BF16 };
 
 /// "fp32" | "tf32" | "bf16".

@@ -1,13 +1,12 @@
 #pragma once
 // DType: how a tensor's elements are stored. Parameters, gradients of the
 // weights, optimizer state, loss and metrics are always fp32; activations
-// (layer outputs and their gradients) are fp32 everywhere except on a GPU
-// tower with training.precision bf16, where the model stores the tensors that
-// flow between bf16-capable layers (Conv2D, Conv2DTranspose, MaxPooling2D,
-// Concatenate) as bfloat16, as PyTorch's autocast does
-// (Model::set_activation_type, called by the trainer's towers).
-// The CPU backend takes fp32 tensors only (its bf16 convolutions round their
-// inputs inside: core/device.h, Precision).
+// (layer outputs and their gradients) are fp32 except on a tower with
+// training.precision bf16 (a GPU, or a CPU with AVX512-BF16 or AMX), where the
+// model stores the tensors that flow between bf16-capable layers (Conv2D,
+// Conv2DTranspose, MaxPooling2D, Concatenate, Cropping2D, ZeroPadding2D) as
+// bfloat16, as PyTorch's autocast does (Model::set_activation_type, called by
+// the trainer's towers).
 #include <cstddef>
 
 #include "core/error.h"
@@ -30,8 +29,8 @@ constexpr const char* dtype_name(DType t) {
   return t == DType::F32 ? "fp32" : t == DType::BF16 ? "bf16" : t == DType::U8 ? "uint8" : "uint16";
 }
 
-/// Throws InternalError "<what> takes fp32 tensors, got bf16" unless t is F32
-/// (for code paths that compute in fp32 only, such as every CPU op).
+/// Throws InternalError "<what> takes fp32 tensors, got <t>" unless t is F32
+/// (for code paths that compute in fp32 only, such as most CPU ops).
 inline void require_f32(DType t, const char* what) {
   if (t != DType::F32) throw InternalError(std::string(what) + " takes fp32 tensors, got " + dtype_name(t));
 }

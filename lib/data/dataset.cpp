@@ -234,11 +234,6 @@ class LoadProgress {
   int printed_ = 0;  ///< The count of the last line.
 };
 
-// Decodes pairs[which[k]] on o.threads threads into sample k of images and masks when given ([K, H, W, C] and
-// [K, H, W, 1], K = which.size()), else into one scratch sample per thread (a check, which also counts class
-// pixels). What it finds goes into `found`. `verb` ("loading", "checking"): the progress lines (LoadProgress) and
-// the survey of the files (masks' kinds, 16-bit ranges, TIFF pages); "": neither, only the errors (each step's
-// decoding under MPI). Errors other than a UserError (out of memory) are rethrown after the threads join.
 /// Copies decoded pixels into sample k of held images (U8 or U16); false,
 /// copying nothing, for 16-bit pixels while the images hold U8.
 bool hold_image(const cv::Mat& pixels, Tensor& images, int k) {
@@ -266,6 +261,30 @@ void widen_images(Tensor& images, const std::map<int, cv::Mat>& wide) {
   images = std::move(u16);
 }
 
+/// Decodes pair p's mask into out [H, W] as float32 (0/1, or class indices
+/// and kIgnoredPixel) and, with survey, counts its kind in mine. UserError
+/// when the mask's own size is not its image's (`image`) or as decode_mask.
+void decode_pair_mask(const ImagePair& p, const DataOptions& o, cv::Size image, bool survey, float* out,
+                      PairCheck& mine) {
+  MaskValues values = MaskValues::kEmpty;
+  const cv::Size mask = o.classes > 0 ? decode_class_mask(p.mask, o.height, o.width, o.classes, out, o.ignore_class)
+                                      : decode_mask(p.mask, o.height, o.width, out, survey ? &values : nullptr);
+  if (mask != image)
+    throw UserError("mask '" + p.mask + "' is " + std::to_string(mask.width) + "x" + std::to_string(mask.height) +
+                    " but image '" + p.image + "' is " + std::to_string(image.width) + "x" +
+                    std::to_string(image.height) + " (width x height); a mask must have its image's size");
+  mine.low_masks += values == MaskValues::kAnyNonzero;
+  mine.thresholded += values == MaskValues::kThresholded || values == MaskValues::kLabelLike;
+  if (values == MaskValues::kLabelLike) ++mine.label_like, keep_first(mine.first_label_like, p.mask);
+  mine.empty_masks += o.classes == 0 && values == MaskValues::kEmpty;
+}
+
+// Decodes pairs[which[k]] on o.threads threads into sample k of images and masks when given ([K, H, W, C] of
+// U8 or U16 and [K, H, W, 1] of mask_storage, K = which.size(); images held U8 become U16 when a 16-bit file
+// comes), else into nothing (a check, which also counts class pixels). What it finds goes into `found`. `verb`
+// ("loading", "checking"): the progress lines (LoadProgress) and the survey of the files (masks' kinds, 16-bit
+// ranges, TIFF pages); "": neither, only the errors (each step's decoding under MPI). Errors other than a
+// UserError (out of memory) are rethrown after the threads join.
 void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
                  Tensor* images, Tensor* masks, PairCheck& found, const std::string& verb) {
   const int n = int(which.size());
@@ -292,7 +311,6 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
         double highest = -1;  // looked at when checking or loading, not per step
         const DecodedImage decoded =
             decode_image_pixels(p.image, o.height, o.width, o.channels, verb.empty() ? nullptr : &highest);
-        const cv::Size image = decoded.native;
         if (images && !hold_image(decoded.pixels, *images, k)) {
           std::lock_guard<std::mutex> lock(mutex);
           wide[k] = decoded.pixels;
@@ -300,19 +318,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
         mine.images16 += highest >= 0;
         mine.highest16 = std::max(mine.highest16, highest);
         if (!verb.empty() && tiff_pages(p.image) > 1) ++mine.multi_page, keep_first(mine.first_multi_page, p.image);
-        MaskValues values = MaskValues::kEmpty;
-        const cv::Size mask = o.classes > 0
-                                  ? decode_class_mask(p.mask, o.height, o.width, o.classes, mask_to.data(), o.ignore_class)
-                                  : decode_mask(p.mask, o.height, o.width, mask_to.data(), verb.empty() ? nullptr : &values);
-        if (mask != image)
-          throw UserError("mask '" + p.mask + "' is " + std::to_string(mask.width) + "x" +
-                          std::to_string(mask.height) + " but image '" + p.image + "' is " +
-                          std::to_string(image.width) + "x" + std::to_string(image.height) +
-                          " (width x height); a mask must have its image's size");
-        mine.low_masks += values == MaskValues::kAnyNonzero;
-        mine.thresholded += values == MaskValues::kThresholded || values == MaskValues::kLabelLike;
-        if (values == MaskValues::kLabelLike) ++mine.label_like, keep_first(mine.first_label_like, p.mask);
-        mine.empty_masks += o.classes == 0 && values == MaskValues::kEmpty;
+        decode_pair_mask(p, o, decoded.native, !verb.empty(), mask_to.data(), mine);
         if (masks) store_mask_sample(mask_to.data(), *masks, k);
         for (size_t j = 0; !mine.class_pixels.empty() && j < mask_numel; ++j)
           if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++mine.class_pixels[size_t(c)];
@@ -432,10 +438,17 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
 
 namespace {
 
-/// Room for n samples of o's size in ds: images as U8 (decode_into widens
-/// them to U16 for 16-bit files), masks as mask_storage(o.classes).
-void hold(Dataset& ds, int n, const DataOptions& o) {
-  ds.images.set_dtype(DType::U8);
+/// Room for n samples of o's size in ds: images as U16 when `first` (the
+/// first pair's image, "" for none) is 16-bit, else U8 (decode_into widens
+/// them when a later file is 16-bit), so that a 16-bit dataset is not held
+/// twice on its way in; masks as mask_storage(o.classes).
+void hold(Dataset& ds, int n, const DataOptions& o, const std::string& first) {
+  bool sixteen = false;
+  try {
+    sixteen = !first.empty() && read_image_file(first).depth() == CV_16U;
+  } catch (const UserError&) {  // decode_into reports the file
+  }
+  ds.images.set_dtype(sixteen ? DType::U16 : DType::U8);
   ds.images.resize(Shape{n, o.height, o.width, o.channels});
   ds.masks.set_dtype(mask_storage(o.classes));
   ds.masks.resize(Shape{n, o.height, o.width, 1});
@@ -448,7 +461,7 @@ void decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& w
   check_options(o);
   ds.names.clear();
   for (int i : which) ds.names.push_back(fs::path(pairs[size_t(i)].image).filename().string());
-  hold(ds, int(which.size()), o);
+  hold(ds, int(which.size()), o, which.empty() ? "" : pairs[size_t(which[0])].image);
   PairCheck found;
   decode_into(pairs, which, o, &ds.images, &ds.masks, found, "");
   if (!found.errors.empty()) {
@@ -463,7 +476,7 @@ Dataset load_dataset(const DataOptions& o) {
   Dataset ds;
   const std::vector<ImagePair> pairs = find_pairs(o, ds.names);
   const int n = int(pairs.size());
-  hold(ds, n, o);
+  hold(ds, n, o, pairs.empty() ? "" : pairs[0].image);
   std::vector<int> all(static_cast<size_t>(n));
   std::iota(all.begin(), all.end(), 0);
   PairCheck found;

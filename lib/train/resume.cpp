@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "backend/cpu_info.h"
 #include "core/error.h"
 #include "train/resume_check.h"
 #include "train/run_folder.h"
@@ -47,7 +48,9 @@ Config stored_config(const Checkpoint& ckpt, const std::string& path) {
 void warn_differences(const Config& config, const Config& then, const Trainer& trainer, const std::string& path) {
   std::vector<std::string> differences = check_resume_trainable(then, trainer.model(), path);
   for (std::string& d : resume_differences(config, then, path)) differences.push_back(std::move(d));
-  if (config.training.precision != then.training.precision)
+  // CPU towers compute fp32 and tf32 alike (cpu_precision).
+  const auto effective = [&](Precision p) { return trainer.devices().any_gpu() ? p : cpu_precision(p); };
+  if (effective(config.training.precision) != effective(then.training.precision))
     differences.push_back(std::string("training.precision is ") + precision_name(config.training.precision) +
                           " (the checkpoint's run used " + precision_name(then.training.precision) + ")");
   for (const auto& d : differences)

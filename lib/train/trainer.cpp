@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <vector>
 
@@ -300,6 +301,45 @@ void Trainer::run_towers(const std::function<void(int)>& fn) {
   });
 }
 
+namespace {
+
+/// What Trainer::gather copies: held samples (data/held_samples.h), the
+/// batch's sample order from position lo, and the augmentation of a
+/// training step (none without augment_step).
+struct GatherSource {
+  const Tensor& images;
+  const Tensor* masks;
+  const std::vector<int>& indices;
+  int lo;
+  std::optional<uint64_t> augment_step;
+  const AugmentationConfig& augmentation;
+  uint64_t seed;
+  Shape in;  ///< The model's input (one sample).
+};
+
+/// Sample indices[lo + k] as float32 into image_to (and its mask into
+/// mask_to, unless nullptr), through the thread's scratch when turned, then
+/// warped as the step draws for position lo + k.
+void copy_sample(const GatherSource& s, int k, float* image_to, float* mask_to) {
+  const int i = s.indices[size_t(s.lo + k)];
+  const Shape in = s.in;
+  const Symmetry sym = s.augment_step ? draw_symmetry(s.augmentation, s.seed, *s.augment_step, uint64_t(s.lo + k)) : 0;
+  thread_local std::vector<float> scratch;
+  if (sym) scratch.resize(std::max(in.sample_numel(), s.masks ? s.masks->shape().sample_numel() : 0));
+  image_sample_to_float(s.images, i, sym ? scratch.data() : image_to);
+  if (sym) apply_symmetry(sym, scratch.data(), image_to, in.h, in.w, in.c);
+  if (mask_to) {
+    mask_sample_to_float(*s.masks, i, sym ? scratch.data() : mask_to);
+    if (sym) apply_symmetry(sym, scratch.data(), mask_to, in.h, in.w, s.masks->shape().c);
+  }
+  const AugmentationConfig& aug = s.augmentation;
+  if (s.augment_step && (aug.affine() || aug.brightness()))
+    apply_affine(aug, draw_affine(aug, s.seed, *s.augment_step, uint64_t(s.lo + k), in.h, in.w), image_to, mask_to,
+                 in.h, in.w, in.c);
+}
+
+}  // namespace
+
 void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices,
                      int lo, int hi, std::optional<uint64_t> augment_step) {
   const auto start = std::chrono::steady_clock::now();
@@ -308,27 +348,12 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
     throw InternalError("images " + images.shape().hwc() + " do not match the model input " + in.hwc());
   const int n = hi - lo;
   const size_t img = in.sample_numel(), msk = masks ? masks->shape().sample_numel() : 0;
-  // Host copy of sample k's image and mask into host memory, transformed when augmenting.
+  const GatherSource source{images, masks, indices, lo, augment_step, config_.data.augmentation,
+                            config_.training.seed, in};
   // With an ignored class, the shard's counted pixels as the loss sees them (after augmentation).
   const bool count = masks && ignores_pixels();
-  const auto copy_sample = [&](int k, float* image_to, float* mask_to) -> size_t {
-    const int i = indices[size_t(lo + k)];
-    const Symmetry sym =
-        augment_step ? draw_symmetry(config_.data.augmentation, config_.training.seed, *augment_step, uint64_t(lo + k))
-                     : 0;
-    // As float32 into the batch (data/held_samples.h), through the thread's scratch when turned.
-    thread_local std::vector<float> scratch;
-    if (sym) scratch.resize(std::max(img, msk));
-    image_sample_to_float(images, i, sym ? scratch.data() : image_to);
-    if (sym) apply_symmetry(sym, scratch.data(), image_to, in.h, in.w, in.c);
-    if (mask_to) {
-      mask_sample_to_float(*masks, i, sym ? scratch.data() : mask_to);
-      if (sym) apply_symmetry(sym, scratch.data(), mask_to, in.h, in.w, masks->shape().c);
-    }
-    const AugmentationConfig& aug = config_.data.augmentation;
-    if (augment_step && (aug.affine() || aug.brightness()))
-      apply_affine(aug, draw_affine(aug, config_.training.seed, *augment_step, uint64_t(lo + k), in.h, in.w),
-                   image_to, mask_to, in.h, in.w, in.c);
+  const auto copy = [&](int k, float* image_to, float* mask_to) -> size_t {
+    copy_sample(source, k, image_to, mask_to);
     return count ? counted_pixels(mask_to, msk, classes_) : 0;
   };
   size_t counted = 0;
@@ -337,30 +362,43 @@ void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const 
   if (masks) t.y.resize(masks->shape().with_batch(n));
   if (t.device.is_cuda()) {
     // Gather into pinned memory, upload on the copy stream, then unpack on the compute stream.
-    DeviceContext& ctx = *t.device.ctx;
-    const size_t floats = size_t(n) * (img + msk);
-    float* pinned = static_cast<float*>(ctx.pinned_staging(floats * sizeof(float)));
-    // The tower's OpenMP threads copy samples in parallel (a 256x256x3 batch of 32 is 25 MB).
+    float* pinned = static_cast<float*>(t.device.ctx->pinned_staging(size_t(n) * (img + msk) * sizeof(float)));
+    // The tower's OpenMP threads copy samples in parallel (a 256x256x3 batch of 32 is 25 MB); an error
+    // leaves the loop as an exception after it, never from a thread.
+    std::exception_ptr failure;
 #pragma omp parallel for schedule(static) reduction(+ : counted)
-    for (int k = 0; k < n; ++k)
-      counted += copy_sample(k, pinned + size_t(k) * img, masks ? pinned + size_t(n) * img + size_t(k) * msk : nullptr);
+    for (int k = 0; k < n; ++k) {
+      try {
+        counted += copy(k, pinned + size_t(k) * img, masks ? pinned + size_t(n) * img + size_t(k) * msk : nullptr);
+      } catch (...) {
+#pragma omp critical(gather_failure)
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    if (failure) std::rethrow_exception(failure);
     t.counted_pixels = double(counted);
-    const float* before = t.staged.data();
-    t.staged.resize(floats);
-    // A new block may come from the allocator's cache, freed by compute work
-    // still queued: the copy stream must wait for all of it, not only for the
-    // last input's use.
-    if (t.staged.data() != before) ctx.input_consumed();
-    ctx.upload_staged(t.staged.data(), floats * sizeof(float));
-    device_copy(t.device, x.data(), t.device, t.staged.data(), size_t(n) * img * sizeof(float));
-    if (masks) device_copy(t.device, t.y.data(), t.device, t.staged.data() + size_t(n) * img, size_t(n) * msk * sizeof(float));
-    ctx.input_consumed();
+    upload_gathered(t, n, img, msk);
     return;
   }
   // A CPU tower's input and labels are host memory.
-  for (int k = 0; k < n; ++k) counted += copy_sample(k, x.sample(k), masks ? t.y.sample(k) : nullptr);
+  for (int k = 0; k < n; ++k) counted += copy(k, x.sample(k), masks ? t.y.sample(k) : nullptr);
   t.counted_pixels = double(counted);
   t.input_wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void Trainer::upload_gathered(Tower& t, int n, size_t img, size_t msk) {
+  DeviceContext& ctx = *t.device.ctx;
+  const size_t floats = size_t(n) * (img + msk);
+  const float* before = t.staged.data();
+  t.staged.resize(floats);
+  // A new block may come from the allocator's cache, freed by compute work
+  // still queued: the copy stream must wait for all of it, not only for the
+  // last input's use.
+  if (t.staged.data() != before) ctx.input_consumed();
+  ctx.upload_staged(t.staged.data(), floats * sizeof(float));
+  device_copy(t.device, t.model.input_buffer().data(), t.device, t.staged.data(), size_t(n) * img * sizeof(float));
+  if (msk) device_copy(t.device, t.y.data(), t.device, t.staged.data() + size_t(n) * img, size_t(n) * msk * sizeof(float));
+  ctx.input_consumed();
 }
 
 void Trainer::reduce_stats(int rank, BatchStats& s) {

@@ -297,6 +297,10 @@ class Trainer {
   /// sample's position lo + k in the global batch.
   void gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices, int lo, int hi,
               std::optional<uint64_t> augment_step = std::nullopt);
+  /// A GPU tower's gathered samples (n images of img floats, then n masks of
+  /// msk floats, in its pinned staging buffer) uploaded on the copy stream and
+  /// unpacked into its input and t.y on the compute stream.
+  void upload_gathered(Tower& t, int n, size_t img, size_t msk);
   /// regularization_penalty() on tower 0's weights (tower 0 alone computes
   /// it: the towers hold the same weights), the calling thread bound to its
   /// device.

@@ -5,8 +5,10 @@
 // at the interface. oneDNN picks its own weight format inside ('any'); the
 // weights are reordered to and from Keras's layout around each call (a few
 // kilobytes, negligible next to the convolution). In bf16 (CPU towers with
-// training.precision bf16) the activations are rounded to bf16 on their way
-// in and every output stays fp32. Internal to backend/cpu.
+// training.precision bf16) the activations are read in bf16, the weights
+// rounded to bf16 inside, accumulation and weight gradients are fp32, and the
+// activations written (output, input gradient) are of the caller's types.
+// Internal to backend/cpu.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <memory>
@@ -95,10 +97,10 @@ inline bool strided_1x1(const ConvProblem& pb) {
   return pb.weights[r - 2] == 1 && pb.weights[r - 1] == 1 && (pb.strides[0] > 1 || pb.strides[1] > 1);
 }
 
-/// Whether a primitive is oneDNN's reference (plain C++) implementation.
+/// Whether a primitive is, or wraps, oneDNN's reference (plain C++) implementation.
 template <class PD>
 bool reference_impl(const PD& pd) {
-  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+  return std::string(pd.impl_info_str()).find("ref") != std::string::npos;  // a deconvolution's: "conv:any+ref:any"
 }
 
 /// Forward, backward-data and backward-weights primitives of one problem, with

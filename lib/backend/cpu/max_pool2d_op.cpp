@@ -1,6 +1,7 @@
 // MaxPool2DOp's CPU backend on oneDNN: pooling_forward / pooling_backward
 // (algorithm pooling_max) on NHWC tensors of either activation type (fp32 or
-// bf16; oneDNN's bf16 max pooling is exact: it only selects). Training forward keeps oneDNN's
+// bf16; the bf16 forward only selects, so it is exact; the gradient of
+// overlapping windows is summed and rounded to bf16). Training forward keeps oneDNN's
 // workspace (the position of each maximum), which backward consumes.
 #include <optional>
 

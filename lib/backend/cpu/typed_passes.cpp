@@ -46,10 +46,14 @@ __attribute__((flatten)) void backward_loop(Activation a, const T* y, const T* d
 
 /// ReLU's gradient on bf16 y and dy into bf16 dz, on the bits: dz = dy where
 /// y > 0 (bits 0x0001..0x7f80: positive, up to +inf, not NaN), else +0; the
-/// same bits as backward_loop's float path, in 16-bit lanes.
+/// same bits as backward_loop's float path, in 16-bit lanes (but for a
+/// signalling NaN dy, which passes here unquieted).
 void relu_backward_bf16(const uint16_t* y, const uint16_t* dy, uint16_t* dz, long long m) {
 #pragma omp parallel for simd schedule(static)
-  for (long long i = 0; i < m; ++i) dz[i] = uint16_t(y[i] - 1u) < 0x7f80u ? dy[i] : uint16_t(0);
+  for (long long i = 0; i < m; ++i) {
+    const int16_t v = int16_t(y[i]);  // signed compares and a mask: what SSE/AVX vectorize on 16-bit lanes
+    dz[i] = uint16_t(dy[i] & uint16_t(-int16_t(v > 0 && v <= 0x7f80)));
+  }
 }
 
 template <class T, class U>
