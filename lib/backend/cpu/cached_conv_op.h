@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "backend/cpu/typed_passes.h"
+#include "backend/cpu/conv_algorithm.h"
 #include "backend/cpu/conv_primitives.h"
 
 namespace trainer::cpu {
@@ -29,10 +30,12 @@ struct ConvKey {
 /// ConvPrimitives cached per ConvKey, built from problem() and algo on first
 /// use. A plain ReLU runs as oneDNN's post-op; any other activation in the
 /// CPU backend's own pass. With bf16 wanted (Device::precision) a problem
-/// that oneDNN runs in bf16 (ConvPrimitives::bf16_ready) reads and writes the
-/// activations in their own types, rounding an fp32 input to bf16 in this
-/// thread's scratch; any other problem computes in fp32, converting bf16
-/// activations through the scratch. Arguments as in ops.h.
+/// that oneDNN runs in bf16 (ConvPrimitives::fast_kernels) reads and writes
+/// the activations in their own types, rounding an fp32 input to bf16 in
+/// this thread's scratch; any other problem computes in fp32, converting bf16
+/// activations through the scratch. An fp32 convolution runs on oneDNN's
+/// Winograd kernels where winograd_pays and oneDNN has them for it, else on
+/// its direct ones. Arguments as in ops.h.
 template <class Fwd, class BwdData, class BwdWeights>
 class CachedConvOp final : public ConvBackend {
   using Prims = ConvPrimitives<Fwd, BwdData, BwdWeights>;
@@ -93,19 +96,25 @@ class CachedConvOp final : public ConvBackend {
 
   /// The problem of key, computing in bf16 where wanted and oneDNN has it
   /// for these shapes and types (the same answer whatever the bias and ReLU,
-  /// so that the entries of one shape agree).
+  /// so that the entries of one shape agree), on Winograd where that pays.
   ConvProblem problem(const ConvKey& k) const {
     ConvProblem pb = problem_(k.xs, k.ys, p_, k.with_bias);
     pb.relu = k.relu;
+    pb.algo = algo_;
     if (bf16_) {
       ConvProblem probe = problem_(k.xs, k.ys, p_, true);
-      probe.compute = dt::bf16, probe.dst_type = dnnl_type(k.y), probe.diff_src_type = dnnl_type(k.x);
-      if (Prims::bf16_ready(probe, algo_)) pb.compute = probe.compute, pb.dst_type = probe.dst_type, pb.diff_src_type = probe.diff_src_type;
+      probe.algo = algo_, probe.compute = dt::bf16, probe.dst_type = dnnl_type(k.y), probe.diff_src_type = dnnl_type(k.x);
+      if (Prims::fast_kernels(probe)) pb.compute = probe.compute, pb.dst_type = probe.dst_type, pb.diff_src_type = probe.diff_src_type;
+    }
+    if (algo_ == dnnl::algorithm::convolution_direct && winograd_pays(pb)) {
+      ConvProblem wino = pb;
+      wino.algo = dnnl::algorithm::convolution_winograd;
+      if (Prims::fast_kernels(wino)) pb.algo = wino.algo;
     }
     return pb;
   }
   Prims& get(const ConvKey& k) {
-    return cache_.get(k, [&] { return std::make_unique<Prims>(problem(k), algo_); });
+    return cache_.get(k, [&] { return std::make_unique<Prims>(problem(k)); });
   }
   /// Backward-data ignores the bias: reuse the forward's entry, whichever it is.
   Prims& get_any_bias(ConvKey k) {

@@ -4,13 +4,16 @@
 // backward-weights, with NHWC activations and weights kept in Keras's layout
 // at the interface. oneDNN picks its own weight format inside ('any'); the
 // weights are reordered to and from Keras's layout around each call (a few
-// kilobytes, negligible next to the convolution). In bf16 (CPU towers with
-// training.precision bf16) the activations are read in bf16, the weights
-// rounded to bf16 inside, accumulation and weight gradients are fp32, and the
-// activations written (output, input gradient) are of the caller's types.
-// Internal to backend/cpu.
+// kilobytes, negligible next to the convolution). A Winograd convolution
+// (ConvProblem::algo) takes its activations in oneDNN's blocked layout too,
+// reordered around each call through this thread's primitive scratch. In
+// bf16 (CPU towers with training.precision bf16) the activations are read in
+// bf16, the weights rounded to bf16 inside, accumulation and weight gradients
+// are fp32, and the activations written (output, input gradient) are of the
+// caller's types. Internal to backend/cpu.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +36,9 @@ struct ConvProblem {
   dnnl::memory::desc user_weights;  ///< Keras layout of the kernel.
   bool with_bias = true;
   bool relu = false;  ///< The forward applies max(0, y) as a post-op (oneDNN eltwise_relu).
+  /// oneDNN's algorithm: convolution_direct / deconvolution_direct, or
+  /// convolution_winograd (conv_algorithm.h says when).
+  dnnl::algorithm algo = dnnl::algorithm::convolution_direct;
   /// Types of src and diff_dst (and of the weights inside): f32, or bf16 with
   /// fp32 accumulation.
   dnnl::memory::data_type compute = dnnl::memory::data_type::f32;
@@ -62,26 +68,52 @@ inline ConvProblem make_conv_problem(Shape xs, Shape ys, const Conv2DParams& p, 
 
 /// A tensor (weights, or an activation where the library wants its own
 /// layout) as the caller holds it and as a primitive wants it; `lib` is `user`
-/// itself when the formats agree, else a library-owned buffer with a cached
-/// reorder between the two.
+/// itself when the formats agree, else a buffer in the library's layout with
+/// a cached reorder between the two: owned by the pair, or (per_call) bound
+/// to a caller's buffer before each use (bind_per_call).
 struct MemoryPair {
   dnnl::memory user, lib;
   std::optional<dnnl::reorder> to_lib, to_user;
-  MemoryPair(const dnnl::memory::desc& user_md, const dnnl::memory::desc& lib_md, bool into_lib) {
+  bool per_call = false;
+  MemoryPair(const dnnl::memory::desc& user_md, const dnnl::memory::desc& lib_md, bool into_lib,
+             bool lib_per_call = false) {
     user = dnnl::memory(user_md, cpu_engine(), DNNL_MEMORY_NONE);
     if (user_md == lib_md) {
       lib = user;
-    } else {
-      lib = dnnl::memory(lib_md, cpu_engine());
-      if (into_lib) to_lib = dnnl::reorder(user, lib);
-      else to_user = dnnl::reorder(lib, user);
+      return;
     }
+    per_call = lib_per_call;
+    lib = per_call ? dnnl::memory(lib_md, cpu_engine(), DNNL_MEMORY_NONE) : dnnl::memory(lib_md, cpu_engine());
+    if (into_lib) to_lib = dnnl::reorder(user, lib);
+    else to_user = dnnl::reorder(lib, user);
   }
+  /// Bytes of the library's buffer that bind_per_call wants (0 when it needs none).
+  size_t per_call_bytes() const { return per_call ? lib.get_desc().get_size() : 0; }
   /// Copies the user's data into the library's layout (nothing when they agree).
   void reorder_in() {
     if (to_lib) execute(*to_lib, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, lib}}, "reorder");
   }
+  /// Copies the library's result into the user's layout (nothing when they agree).
+  void reorder_out() {
+    if (to_user) execute(*to_user, {{DNNL_ARG_FROM, lib}, {DNNL_ARG_TO, user}}, "reorder");
+  }
 };
+
+/// Points a pass's scratchpad and its pairs' per-call library buffers
+/// (MemoryPair::per_call; a null pair is skipped) into this thread's
+/// primitive scratch, each 64-byte aligned.
+inline void bind_per_call(dnnl::memory& scratchpad, std::initializer_list<MemoryPair*> pairs) {
+  constexpr size_t kAlign = 64;
+  const auto round = [](size_t b) { return (b + kAlign - 1) / kAlign * kAlign; };
+  size_t total = round(scratchpad.get_desc().get_size());
+  for (MemoryPair* p : pairs)
+    if (p) total += round(p->per_call_bytes());
+  char* at = static_cast<char*>(thread_primitive_scratch(total));
+  scratchpad.set_data_handle(at);
+  at += round(scratchpad.get_desc().get_size());
+  for (MemoryPair* p : pairs)
+    if (p && p->per_call) p->lib.set_data_handle(at), at += round(p->per_call_bytes());
+}
 
 /// Whether oneDNN's backward-weights must not see this problem's activations
 /// in NHWC: a 1x1 kernel with a stride above 1, where oneDNN 2.x's 1x1
@@ -97,6 +129,16 @@ inline bool strided_1x1(const ConvProblem& pb) {
   return pb.weights[r - 2] == 1 && pb.weights[r - 1] == 1 && (pb.strides[0] > 1 || pb.strides[1] > 1);
 }
 
+/// Whether pb runs on oneDNN's Winograd kernels, which take activations in
+/// its blocked layout only.
+inline bool winograd(const ConvProblem& pb) { return pb.algo == dnnl::algorithm::convolution_winograd; }
+
+/// Whether a pass of pb takes its activations in the library's layout (tag
+/// any) rather than NHWC; backward_weights says whether the pass is that one.
+inline bool library_activations(const ConvProblem& pb, bool backward_weights) {
+  return winograd(pb) || (backward_weights && strided_1x1(pb));
+}
+
 /// Whether a primitive is, or wraps, oneDNN's reference (plain C++) implementation.
 template <class PD>
 bool reference_impl(const PD& pd) {
@@ -110,7 +152,8 @@ bool reference_impl(const PD& pd) {
 /// signatures). Activations are NHWC of the problem's types (ConvProblem:
 /// compute, dst_type, diff_src_type); with bf16 compute the weights are rounded to bf16
 /// inside, and accumulation, diff_weights and diff_bias stay fp32 (oneDNN's
-/// bf16 convolutions).
+/// bf16 convolutions). Scratchpads and activations in the library's layout
+/// live in this thread's primitive scratch for the call only.
 template <class Fwd, class BwdData, class BwdWeights>
 class ConvPrimitives {
   using md = dnnl::memory::desc;
@@ -120,17 +163,17 @@ class ConvPrimitives {
  public:
   /// Builds the forward primitive; backward ones are built on first use.
   /// Throws InternalError when oneDNN rejects the problem.
-  ConvPrimitives(const ConvProblem& pb, dnnl::algorithm algo) : pb_(pb), algo_(algo) {
+  explicit ConvPrimitives(const ConvProblem& pb) : pb_(pb) {
     try {
       auto& eng = cpu_engine();
-      fwd_pd_ = make_fwd_pd(pb, algo);
+      fwd_pd_ = make_fwd_pd(pb);
       fwd_ = Fwd(fwd_pd_);
-      src_ = dnnl::memory(fwd_pd_.src_desc(), eng, DNNL_MEMORY_NONE);
-      dst_ = dnnl::memory(fwd_pd_.dst_desc(), eng, DNNL_MEMORY_NONE);
+      src_.emplace(md(pb.src, pb.compute, tag::nhwc), fwd_pd_.src_desc(), true, true);
+      dst_.emplace(md(pb.dst, pb.dst_type, tag::nhwc), fwd_pd_.dst_desc(), false, true);
       bias_ = dnnl::memory(md(pb.bias, dt::f32, tag::a), eng, DNNL_MEMORY_NONE);
       fwd_w_.emplace(pb.user_weights, fwd_pd_.weights_desc(), true);
-      fwd_scratch_ = dnnl::memory(fwd_pd_.scratchpad_desc(), eng);
-      fwd_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, fwd_w_->lib}, {DNNL_ARG_DST, dst_},
+      fwd_scratch_ = dnnl::memory(fwd_pd_.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
+      fwd_args_ = {{DNNL_ARG_SRC, src_->lib}, {DNNL_ARG_WEIGHTS, fwd_w_->lib}, {DNNL_ARG_DST, dst_->lib},
                    {DNNL_ARG_SCRATCHPAD, fwd_scratch_}};
       if (pb.with_bias) fwd_args_[DNNL_ARG_BIAS] = bias_;
     } catch (const dnnl::error& e) {
@@ -138,13 +181,14 @@ class ConvPrimitives {
     }
   }
 
-  /// Whether oneDNN runs all three passes of pb (its compute type bf16) with
-  /// its optimized kernels (not its reference ones, far slower than fp32).
-  static bool bf16_ready(const ConvProblem& pb, dnnl::algorithm algo) {
+  /// Whether oneDNN runs all three passes of pb with its optimized kernels
+  /// (not its reference ones, far slower than fp32 in bf16): false also
+  /// where it has no kernel for pb at all (a Winograd problem it rejects).
+  static bool fast_kernels(const ConvProblem& pb) {
     try {
-      const auto f = make_fwd_pd(pb, algo);
-      return !reference_impl(f) && !reference_impl(make_bwd_data_pd(pb, algo, f)) &&
-             !reference_impl(make_bwd_weights_pd(pb, algo, f));
+      const auto f = make_fwd_pd(pb);
+      return !reference_impl(f) && !reference_impl(make_bwd_data_pd(pb, f)) &&
+             !reference_impl(make_bwd_weights_pd(pb, f));
     } catch (const dnnl::error&) {
       return false;
     }
@@ -157,10 +201,13 @@ class ConvPrimitives {
   void forward(const void* x, const float* w, const float* b, void* y) {
     fwd_w_->user.set_data_handle(const_cast<float*>(w));
     fwd_w_->reorder_in();
-    src_.set_data_handle(const_cast<void*>(x));
-    dst_.set_data_handle(y);
+    bind_per_call(fwd_scratch_, {&*src_, &*dst_});
+    src_->user.set_data_handle(const_cast<void*>(x));
+    dst_->user.set_data_handle(y);
     if (pb_.with_bias) bias_.set_data_handle(const_cast<float*>(b));
+    src_->reorder_in();
     execute(fwd_, fwd_args_, "forward");
+    dst_->reorder_out();
   }
 
   /// dx (type diff_src_type) <- dL/dx from dz (dL/d(pre-activation output), type compute).
@@ -168,14 +215,18 @@ class ConvPrimitives {
     if (!bwd_data_) build_backward_data();
     bd_w_->user.set_data_handle(const_cast<float*>(w));
     bd_w_->reorder_in();
-    bd_diff_dst_.set_data_handle(const_cast<void*>(dz));
-    bd_diff_src_.set_data_handle(dx);
+    bind_per_call(bd_scratch_, {&*bd_diff_dst_, &*bd_diff_src_});
+    bd_diff_dst_->user.set_data_handle(const_cast<void*>(dz));
+    bd_diff_src_->user.set_data_handle(dx);
+    bd_diff_dst_->reorder_in();
     execute(*bwd_data_, bd_args_, "backward-data");
+    bd_diff_src_->reorder_out();
   }
 
   /// dw (and db when the problem has a bias; both fp32) <- dL/dw from x and dz (compute type).
   void backward_weights(const void* x, const void* dz, float* dw, float* db) {
     if (!bwd_w_) build_backward_weights();
+    bind_per_call(bw_scratch_, {&*bw_src_, &*bw_diff_dst_});
     bw_src_->user.set_data_handle(const_cast<void*>(x));
     bw_diff_dst_->user.set_data_handle(const_cast<void*>(dz));
     bw_src_->reorder_in();
@@ -183,16 +234,21 @@ class ConvPrimitives {
     bw_w_->user.set_data_handle(dw);
     if (pb_.with_bias) bw_bias_.set_data_handle(db);
     execute(*bwd_w_, bw_args_, "backward-weights");
-    if (bw_w_->to_user) execute(*bw_w_->to_user, {{DNNL_ARG_FROM, bw_w_->lib}, {DNNL_ARG_TO, bw_w_->user}}, "weight reorder");
+    bw_w_->reorder_out();
   }
 
  private:
-  static typename Fwd::primitive_desc make_fwd_pd(const ConvProblem& pb, dnnl::algorithm algo) {
-    const md src(pb.src, pb.compute, tag::nhwc), dst(pb.dst, pb.dst_type, tag::nhwc);
+  static tag activations(const ConvProblem& pb, bool backward_weights) {
+    return library_activations(pb, backward_weights) ? tag::any : tag::nhwc;
+  }
+
+  static typename Fwd::primitive_desc make_fwd_pd(const ConvProblem& pb) {
+    const tag act = activations(pb, false);
+    const md src(pb.src, pb.compute, act), dst(pb.dst, pb.dst_type, act);
     const md w(pb.weights, pb.compute, tag::any), b(pb.bias, dt::f32, tag::a);
     const auto prop = dnnl::prop_kind::forward_training;
-    auto d = pb.with_bias ? typename Fwd::desc(prop, algo, src, w, b, dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r)
-                          : typename Fwd::desc(prop, algo, src, w, dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
+    auto d = pb.with_bias ? typename Fwd::desc(prop, pb.algo, src, w, b, dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r)
+                          : typename Fwd::desc(prop, pb.algo, src, w, dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
     dnnl::primitive_attr attr = user_scratchpad_attr();
     if (pb.relu) {
       dnnl::post_ops ops;
@@ -202,37 +258,36 @@ class ConvPrimitives {
     return typename Fwd::primitive_desc(d, attr, cpu_engine());
   }
 
-  static typename BwdData::primitive_desc make_bwd_data_pd(const ConvProblem& pb, dnnl::algorithm algo,
+  static typename BwdData::primitive_desc make_bwd_data_pd(const ConvProblem& pb,
                                                            const typename Fwd::primitive_desc& hint) {
-    const md diff_src(pb.src, pb.diff_src_type, tag::nhwc), diff_dst(pb.dst, pb.compute, tag::nhwc);
+    const tag act = activations(pb, false);
+    const md diff_src(pb.src, pb.diff_src_type, act), diff_dst(pb.dst, pb.compute, act);
     const md w(pb.weights, pb.compute, tag::any);
-    typename BwdData::desc d(algo, diff_src, w, diff_dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
+    typename BwdData::desc d(pb.algo, diff_src, w, diff_dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
     return typename BwdData::primitive_desc(d, user_scratchpad_attr(), cpu_engine(), hint);
   }
 
-  /// See strided_1x1: those problems take the library's activation layout.
-  static typename BwdWeights::primitive_desc make_bwd_weights_pd(const ConvProblem& pb, dnnl::algorithm algo,
+  static typename BwdWeights::primitive_desc make_bwd_weights_pd(const ConvProblem& pb,
                                                                  const typename Fwd::primitive_desc& hint) {
-    const tag act = strided_1x1(pb) ? tag::any : tag::nhwc;
+    const tag act = activations(pb, true);
     const md src(pb.src, pb.compute, act), diff_dst(pb.dst, pb.compute, act);
     const md dw(pb.weights, dt::f32, tag::any), db(pb.bias, dt::f32, tag::a);
     auto d = pb.with_bias
-                 ? typename BwdWeights::desc(algo, src, dw, db, diff_dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r)
-                 : typename BwdWeights::desc(algo, src, dw, diff_dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
+                 ? typename BwdWeights::desc(pb.algo, src, dw, db, diff_dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r)
+                 : typename BwdWeights::desc(pb.algo, src, dw, diff_dst, pb.strides, pb.dilates, pb.pad_l, pb.pad_r);
     return typename BwdWeights::primitive_desc(d, user_scratchpad_attr(), cpu_engine(), hint);
   }
 
   void build_backward_data() {
     try {
-      auto& eng = cpu_engine();
-      const auto pd = make_bwd_data_pd(pb_, algo_, fwd_pd_);
+      const auto pd = make_bwd_data_pd(pb_, fwd_pd_);
       bwd_data_ = BwdData(pd);
       bd_w_.emplace(pb_.user_weights, pd.weights_desc(), true);
-      bd_diff_src_ = dnnl::memory(pd.diff_src_desc(), eng, DNNL_MEMORY_NONE);
-      bd_diff_dst_ = dnnl::memory(pd.diff_dst_desc(), eng, DNNL_MEMORY_NONE);
-      bd_scratch_ = dnnl::memory(pd.scratchpad_desc(), eng);
-      bd_args_ = {{DNNL_ARG_DIFF_DST, bd_diff_dst_}, {DNNL_ARG_WEIGHTS, bd_w_->lib},
-                  {DNNL_ARG_DIFF_SRC, bd_diff_src_}, {DNNL_ARG_SCRATCHPAD, bd_scratch_}};
+      bd_diff_src_.emplace(md(pb_.src, pb_.diff_src_type, tag::nhwc), pd.diff_src_desc(), false, true);
+      bd_diff_dst_.emplace(md(pb_.dst, pb_.compute, tag::nhwc), pd.diff_dst_desc(), true, true);
+      bd_scratch_ = dnnl::memory(pd.scratchpad_desc(), cpu_engine(), DNNL_MEMORY_NONE);
+      bd_args_ = {{DNNL_ARG_DIFF_DST, bd_diff_dst_->lib}, {DNNL_ARG_WEIGHTS, bd_w_->lib},
+                  {DNNL_ARG_DIFF_SRC, bd_diff_src_->lib}, {DNNL_ARG_SCRATCHPAD, bd_scratch_}};
     } catch (const dnnl::error& e) {
       throw_dnnl_setup_error("backward-data setup", e);
     }
@@ -241,13 +296,13 @@ class ConvPrimitives {
   void build_backward_weights() {
     try {
       auto& eng = cpu_engine();
-      const auto pd = make_bwd_weights_pd(pb_, algo_, fwd_pd_);
+      const auto pd = make_bwd_weights_pd(pb_, fwd_pd_);
       bwd_w_ = BwdWeights(pd);
       bw_w_.emplace(pb_.user_weights, pd.diff_weights_desc(), false);
-      bw_src_.emplace(md(pb_.src, pb_.compute, tag::nhwc), pd.src_desc(), true);
-      bw_diff_dst_.emplace(md(pb_.dst, pb_.compute, tag::nhwc), pd.diff_dst_desc(), true);
+      bw_src_.emplace(md(pb_.src, pb_.compute, tag::nhwc), pd.src_desc(), true, true);
+      bw_diff_dst_.emplace(md(pb_.dst, pb_.compute, tag::nhwc), pd.diff_dst_desc(), true, true);
       bw_bias_ = dnnl::memory(md(pb_.bias, dt::f32, tag::a), eng, DNNL_MEMORY_NONE);
-      bw_scratch_ = dnnl::memory(pd.scratchpad_desc(), eng);
+      bw_scratch_ = dnnl::memory(pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
       bw_args_ = {{DNNL_ARG_SRC, bw_src_->lib}, {DNNL_ARG_DIFF_DST, bw_diff_dst_->lib},
                   {DNNL_ARG_DIFF_WEIGHTS, bw_w_->lib}, {DNNL_ARG_SCRATCHPAD, bw_scratch_}};
       if (pb_.with_bias) bw_args_[DNNL_ARG_DIFF_BIAS] = bw_bias_;
@@ -257,21 +312,19 @@ class ConvPrimitives {
   }
 
   ConvProblem pb_;
-  dnnl::algorithm algo_;
   typename Fwd::primitive_desc fwd_pd_;
   Fwd fwd_;
-  dnnl::memory src_, dst_, bias_, fwd_scratch_;
-  std::optional<MemoryPair> fwd_w_;
+  dnnl::memory bias_, fwd_scratch_;
+  std::optional<MemoryPair> fwd_w_, src_, dst_;
   std::unordered_map<int, dnnl::memory> fwd_args_;
 
   std::optional<BwdData> bwd_data_;
-  std::optional<MemoryPair> bd_w_;
-  dnnl::memory bd_diff_src_, bd_diff_dst_, bd_scratch_;
+  std::optional<MemoryPair> bd_w_, bd_diff_src_, bd_diff_dst_;
+  dnnl::memory bd_scratch_;
   std::unordered_map<int, dnnl::memory> bd_args_;
 
   std::optional<BwdWeights> bwd_w_;
-  std::optional<MemoryPair> bw_w_;
-  std::optional<MemoryPair> bw_src_, bw_diff_dst_;
+  std::optional<MemoryPair> bw_w_, bw_src_, bw_diff_dst_;
   dnnl::memory bw_bias_, bw_scratch_;
   std::unordered_map<int, dnnl::memory> bw_args_;
 };

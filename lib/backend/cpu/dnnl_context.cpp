@@ -37,6 +37,13 @@ float* thread_scratch(size_t n) {
   return scratch.data();
 }
 
+void* thread_primitive_scratch(size_t bytes) {
+  thread_local Buffer<float> scratch;
+  const size_t n = (bytes + sizeof(float) - 1) / sizeof(float);
+  if (n > scratch.size()) scratch.resize(n);
+  return scratch.data();
+}
+
 dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -30,6 +30,13 @@ void execute(dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>&
 /// turn) share one buffer of the largest size instead of holding one each.
 float* thread_scratch(size_t n);
 
+/// This thread's buffer of at least `bytes` bytes for what a oneDNN primitive
+/// needs during one execution only (its scratchpad, activations reordered
+/// into the library's layout), shared by the primitives of a tower as
+/// thread_scratch is but separate from it, so that an op may hold parts of
+/// thread_scratch across the call. Valid until the next call on this thread.
+void* thread_primitive_scratch(size_t bytes);
+
 /// thread_scratch cut into K parts of bytes[k] bytes each (a part of 0 bytes
 /// gets nullptr), every part 64-byte aligned; valid until the next
 /// thread_scratch call on this thread.
