@@ -54,21 +54,25 @@ struct ConvResult {
   std::vector<float> y, dx, dkernel, dbias;
 };
 
-/// A 3x3 'same' Conv2D (relu, or linear) of x [2, 6, 5, 4] -> [2, 6, 5, 8] on
-/// device d, x and y (dy, dx) stored in types tx and ty, inputs rounded to bf16.
-ConvResult run_conv(const Device& d, DType tx, DType ty, Activation act) {
-  const Shape xs{2, 6, 5, 4}, ys{2, 6, 5, 8};
+/// A 3x3 'same' Conv2D (relu, or linear) of x [2, 6, 5, 4] -> [2, 6, 5, 8],
+/// or (transpose) a Conv2DTranspose with kernel 2 and strides 2 -> [2, 12, 10, 8],
+/// on device d, x and y (dy, dx) stored in types tx and ty, inputs rounded to bf16.
+ConvResult run_conv(const Device& d, DType tx, DType ty, Activation act, bool transpose = false) {
+  const Shape xs{2, 6, 5, 4}, ys = transpose ? Shape{2, 12, 10, 8} : Shape{2, 6, 5, 8};
   Conv2DParams p;
-  p.kh = p.kw = 3;
+  p.kh = p.kw = transpose ? 2 : 3;
+  p.stride_h = p.stride_w = transpose ? 2 : 1;
   p.same_padding = true;
   const std::vector<float> x = round_bf16(random_values(xs.numel(), 1));
   const std::vector<float> dy = round_bf16(random_values(ys.numel(), 2));
-  const std::vector<float> kernel = round_bf16(random_values(3 * 3 * 4 * 8, 3, -0.5f, 0.5f));
+  const std::vector<float> kernel = round_bf16(random_values(size_t(p.kh) * p.kw * 4 * 8, 3, -0.5f, 0.5f));
   const std::vector<float> bias = random_values(8, 4, -0.1f, 0.1f);
   Tensor xt = make_tensor(xs, x, d, tx), yt = make_tensor(ys, std::vector<float>(ys.numel()), d, ty);
   Tensor dyt = make_tensor(ys, dy, d, ty), dxt = make_tensor(xs, std::vector<float>(xs.numel()), d, tx);
   Conv2DOp conv(p);
-  conv.forward(d, xt.view(), ConvWeights{kernel.data(), bias.data()}, act, yt.view());
+  Conv2DTransposeOp deconv(p);
+  if (transpose) deconv.forward(d, xt.view(), ConvWeights{kernel.data(), bias.data()}, act, yt.view());
+  else conv.forward(d, xt.view(), ConvWeights{kernel.data(), bias.data()}, act, yt.view());
   ConvResult r;
   r.dkernel.resize(kernel.size());
   r.dbias.resize(bias.size());
@@ -81,7 +85,8 @@ ConvResult run_conv(const Device& d, DType tx, DType ty, Activation act) {
   a.dkernel = r.dkernel.data();
   a.dbias = r.dbias.data();
   a.dx = dxt.raw();
-  conv.backward(d, a);
+  if (transpose) deconv.backward(d, a);
+  else conv.backward(d, a);
   r.y = download(yt);
   r.dx = download(dxt);
   return r;
@@ -161,20 +166,23 @@ TEST_CASE("ReLU's bf16 gradient pass on the bits gives the float path's values",
 
 TEST_CASE("a bf16 convolution on the CPU follows the fp32 one on the same bf16 inputs", "[cpu_bf16]") {
   REQUIRE_CPU_BF16();
-  for (Activation act : {Activation{ActivationKind::Relu}, Activation{}, Activation{ActivationKind::Elu, 1.f}}) {
-    const ConvResult ref = run_conv(kCpu, DType::F32, DType::F32, act);
-    // bf16 in and out (between two convolutions), fp32 in (after Rescaling), fp32 out (before a thin layer).
-    for (auto [tx, ty] : {std::pair{DType::BF16, DType::BF16}, std::pair{DType::F32, DType::BF16},
-                          std::pair{DType::BF16, DType::F32}}) {
-      INFO("activation " << int(act.kind) << ", x " << dtype_name(tx) << ", y " << dtype_name(ty));
-      const ConvResult got = run_conv(kCpuBf16, tx, ty, act);
-      // Inputs and kernel are bf16 values already, so only the accumulation
-      // order and the rounding of what is stored in bf16 (2^-8 relative,
-      // and dz = dy * act'(y) rounded before backward) differ.
-      check_near(got.y, ref.y, ty == DType::BF16 ? 1.0 / 128 : 1e-5);
-      check_near(got.dx, ref.dx, act.linear() && tx == DType::F32 ? 1e-5 : 1.0 / 64);
-      check_near(got.dkernel, ref.dkernel, act.linear() ? 1e-5 : 1.0 / 64);
-      check_near(got.dbias, ref.dbias, act.linear() ? 1e-5 : 1.0 / 64);
+  for (bool transpose : {false, true}) {
+    for (Activation act : {Activation{ActivationKind::Relu}, Activation{}, Activation{ActivationKind::Elu, 1.f}}) {
+      const ConvResult ref = run_conv(kCpu, DType::F32, DType::F32, act, transpose);
+      // bf16 in and out (between two convolutions), fp32 in (after Rescaling), fp32 out (before a thin layer).
+      for (auto [tx, ty] : {std::pair{DType::BF16, DType::BF16}, std::pair{DType::F32, DType::BF16},
+                            std::pair{DType::BF16, DType::F32}}) {
+        INFO((transpose ? "Conv2DTranspose" : "Conv2D") << ", activation " << int(act.kind) << ", x "
+                                                        << dtype_name(tx) << ", y " << dtype_name(ty));
+        const ConvResult got = run_conv(kCpuBf16, tx, ty, act, transpose);
+        // Inputs and kernel are bf16 values already, so only the accumulation
+        // order and the rounding of what is stored in bf16 (2^-8 relative,
+        // and dz = dy * act'(y) rounded before backward) differ.
+        check_near(got.y, ref.y, ty == DType::BF16 ? 1.0 / 128 : 1e-5);
+        check_near(got.dx, ref.dx, act.linear() && tx == DType::F32 ? 1e-5 : 1.0 / 64);
+        check_near(got.dkernel, ref.dkernel, act.linear() ? 1e-5 : 1.0 / 64);
+        check_near(got.dbias, ref.dbias, act.linear() ? 1e-5 : 1.0 / 64);
+      }
     }
   }
 }

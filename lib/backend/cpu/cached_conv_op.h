@@ -27,8 +27,8 @@ struct ConvKey {
   }
 };
 
-/// ConvPrimitives cached per ConvKey, built from problem() and algo on first
-/// use. A plain ReLU runs as oneDNN's post-op; any other activation in the
+/// Prims (ConvPrimitives, or PatchDeconvPrimitives: the same interface)
+/// cached per ConvKey, built from problem() and algo on first use. A plain ReLU runs as oneDNN's post-op; any other activation in the
 /// CPU backend's own pass. With bf16 wanted (Device::precision) a problem
 /// that oneDNN runs in bf16 (ConvPrimitives::fast_kernels) reads and writes
 /// the activations in their own types, rounding an fp32 input to bf16 in
@@ -36,10 +36,8 @@ struct ConvKey {
 /// activations through the scratch. An fp32 convolution runs on oneDNN's
 /// Winograd kernels where winograd_pays and oneDNN has them for it, else on
 /// its direct ones. Arguments as in ops.h.
-template <class Fwd, class BwdData, class BwdWeights>
+template <class Prims>
 class CachedConvOp final : public ConvBackend {
-  using Prims = ConvPrimitives<Fwd, BwdData, BwdWeights>;
-
  public:
   CachedConvOp(Conv2DParams p, dnnl::algorithm algo, ConvProblemFn problem, bool bf16)
       : p_(p), algo_(algo), problem_(problem), bf16_(bf16) {}

@@ -9,8 +9,8 @@ namespace trainer::cpu {
 
 namespace {
 
-using ConvOp = CachedConvOp<dnnl::convolution_forward, dnnl::convolution_backward_data,
-                            dnnl::convolution_backward_weights>;
+using ConvOp = CachedConvOp<
+    ConvPrimitives<dnnl::convolution_forward, dnnl::convolution_backward_data, dnnl::convolution_backward_weights>>;
 
 /// Padding of the input (x -> y); the kernel [kh, kw, in, out] is oneDNN's
 /// hwio, a grouped one [kh, kw, in / g, out] its hwigo (out = g x out / g, group major).

@@ -1,15 +1,18 @@
 // Conv2DTransposeOp's CPU backend on oneDNN: deconvolution_forward /
 // backward_data / backward_weights with NHWC activations and the Keras kernel
-// [kh, kw, out, in].
+// [kh, kw, out, in]; one whose kernel equals its strides as inner products
+// (patch_deconv_primitives.h).
 #include "backend/cpu/cached_conv_op.h"
+#include "backend/cpu/patch_deconv_primitives.h"
 #include "backend/device_ops.h"
 
 namespace trainer::cpu {
 
 namespace {
 
-using ConvOp = CachedConvOp<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
-                            dnnl::deconvolution_backward_weights>;
+using DeconvOp = CachedConvOp<ConvPrimitives<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
+                                             dnnl::deconvolution_backward_weights>>;
+using PatchDeconvOp = CachedConvOp<PatchDeconvPrimitives>;
 
 /// Padding of the convolution this one transposes (y -> x); the Keras kernel
 /// [kh, kw, out, in] as strides over oneDNN's {out, in, kh, kw}.
@@ -24,8 +27,9 @@ ConvProblem deconv_problem(Shape xs, Shape ys, const Conv2DParams& p, bool with_
 }  // namespace
 
 std::unique_ptr<ConvBackend> make_conv2d_transpose(const Device& d, Conv2DParams p) {
-  return std::make_unique<ConvOp>(p, dnnl::algorithm::deconvolution_direct, deconv_problem,
-                                  d.precision == Precision::BF16);
+  const bool bf16 = d.precision == Precision::BF16;
+  if (patch_deconv(p)) return std::make_unique<PatchDeconvOp>(p, dnnl::algorithm::deconvolution_direct, deconv_problem, bf16);
+  return std::make_unique<DeconvOp>(p, dnnl::algorithm::deconvolution_direct, deconv_problem, bf16);
 }
 
 }  // namespace trainer::cpu

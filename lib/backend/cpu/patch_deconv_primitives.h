@@ -1,0 +1,100 @@
+#pragma once
+// A transposed convolution whose kernel equals its strides (the U-Net's
+// Conv2DTranspose with kernel_size 2 and strides 2) as oneDNN inner
+// products: every input pixel writes its own kh x kw patch of the output and
+// no two patches overlap, so with M = N * H * W pixels and K = kh * kw * Cout
+//   T [M, K] = x [M, Cin] . kernel^T + bias (tiled),  y = depth-to-space(T),
+// and backward, with dT = space-to-depth(dz),
+//   dx [M, Cin] = dT . kernel,  dkernel [K, Cin] = dT^T . x,  dbias = sum of dT.
+// The Keras kernel [kh, kw, Cout, Cin] is that [K, Cin] matrix as it lies in
+// memory, so the kernel and its gradient need no transposition. oneDNN 2.6's
+// deconvolution forward in fp32 and its bf16 backward-weights run these at a
+// fraction of the inner products' speed (docs/cpu.md). Internal to backend/cpu.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu/conv_primitives.h"
+
+namespace trainer::cpu {
+
+/// Whether a transposed convolution of p is one PatchDeconvPrimitives runs:
+/// kernel equal to the strides, undilated, ungrouped.
+inline bool patch_deconv(const Conv2DParams& p) {
+  return p.kh == p.stride_h && p.kw == p.stride_w && p.dilation_h == 1 && p.dilation_w == 1 && p.groups == 1;
+}
+
+/// Forward, backward-data and backward-weights of one patch transposed
+/// convolution (patch_deconv) for one ConvProblem (its padding is zero and
+/// ignored), with the interface of ConvPrimitives: NHWC activations of the
+/// problem's types, the Keras kernel and bias in fp32, dkernel and dbias
+/// fp32. T and dT live in this thread's primitive scratch for the call.
+class PatchDeconvPrimitives {
+  using md = dnnl::memory::desc;
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+
+ public:
+  /// Builds the forward primitive; backward ones are built on first use.
+  /// Throws InternalError when oneDNN rejects the problem.
+  explicit PatchDeconvPrimitives(const ConvProblem& pb);
+
+  /// Whether oneDNN runs all three inner products of pb with optimized
+  /// kernels (not its reference ones).
+  static bool fast_kernels(const ConvProblem& pb);
+
+  const ConvProblem& problem() const { return pb_; }
+
+  /// y [N, H * kh, W * kw, Cout] (dst_type) <- patches of x [N, H, W, Cin]
+  /// (compute type) times the kernel, plus the bias (then max(0, y) with pb.relu).
+  void forward(const void* x, const float* w, const float* b, void* y);
+  /// dx (diff_src_type) <- dL/dx from dz (dL/d(pre-activation output), compute type).
+  void backward_data(const void* dz, const float* w, void* dx);
+  /// dw [kh, kw, Cout, Cin] and db [Cout] (when the problem has a bias) <- dL/dw from x and dz.
+  void backward_weights(const void* x, const void* dz, float* dw, float* db);
+
+ private:
+  /// Sizes of the problem: M pixels in, Cin, K = kh * kw * Cout, Cout, and
+  /// the 6-D views {N, H, kh, W, kw, Cout} of T [M, K] and of y [N, H kh, W kw, Cout].
+  struct Geometry {
+    dnnl::memory::dim m, cin, k, cout;
+    dims view, t_strides, y_strides;
+  };
+  static Geometry geometry(const ConvProblem& pb);
+  static dnnl::inner_product_forward::primitive_desc make_fwd_pd(const ConvProblem& pb);
+  static dnnl::inner_product_backward_data::primitive_desc make_bwd_data_pd(
+      const ConvProblem& pb, const dnnl::inner_product_forward::primitive_desc& hint);
+  static dnnl::inner_product_backward_weights::primitive_desc make_bwd_weights_pd(
+      const ConvProblem& pb, const dnnl::inner_product_forward::primitive_desc& hint);
+  void build_backward_data();
+  void build_backward_weights();
+  /// dT (in the scratch after the pass's own needs) <- space-to-depth(dz).
+  void gather_patches(const void* dz);
+
+  ConvProblem pb_;
+  Geometry g_;
+  dnnl::inner_product_forward::primitive_desc fwd_pd_;
+  dnnl::inner_product_forward fwd_;
+  std::optional<MemoryPair> fwd_w_, t_to_y_;  ///< t_to_y_: T (lib, per call) -> y's view (user).
+  dnnl::memory src_, bias_, fwd_scratch_;
+  std::vector<float> tiled_bias_;  ///< The bias repeated for each of the kh x kw taps [K].
+  std::unordered_map<int, dnnl::memory> fwd_args_;
+
+  std::optional<MemoryPair> dz_to_dt_;  ///< dz's view (user) -> dT (lib, per call), in the compute type.
+
+  std::optional<dnnl::inner_product_backward_data> bwd_data_;
+  std::optional<MemoryPair> bd_w_;
+  dnnl::memory bd_diff_src_, bd_scratch_;
+  std::unordered_map<int, dnnl::memory> bd_args_;
+
+  std::optional<dnnl::inner_product_backward_weights> bwd_w_;
+  std::optional<MemoryPair> bw_w_;
+  dnnl::memory bw_src_, bw_bias_, bw_scratch_;
+  std::vector<float> tap_dbias_;  ///< dbias of each of the kh x kw taps [K].
+  std::unordered_map<int, dnnl::memory> bw_args_;
+};
+
+}  // namespace trainer::cpu
