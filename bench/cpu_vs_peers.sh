@@ -9,11 +9,12 @@
 # trainer's ratio to each peer. Needs a build (scripts/setup.sh) and installs
 # the peers from PyPI into a venv ($TRAINER_PEERS_VENV, default
 # ~/.cache/trainer/peers-venv) when they are missing.
-#   bash bench/cpu_vs_peers.sh [rounds] [steps]
+#   bash bench/cpu_vs_peers.sh [rounds] [steps] [models: "small seed" (default), "small" or "seed"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 steps=${2:-10}
+models=${3:-small seed}
 shared=../shared/bench
 [ -x build/bench/unet_throughput ] || { echo "build first: bash scripts/setup.sh" >&2; exit 2; }
 [ -f "$shared/keras_unet.py" ] || { echo "the peers' scripts are missing: $shared (../shared/bench)" >&2; exit 2; }
@@ -30,6 +31,7 @@ trap 'rm -f "$results"' EXIT
 # name width size batch config
 for model in "small 16 128 8 configs/unet_small.yaml" "seed 64 256 4 configs/unet.yaml"; do
   read -r name width size batch config <<<"$model"
+  [[ " $models " == *" $name "* ]] || continue
   for round in $(seq "$rounds"); do
     for precision in fp32 bf16; do
       echo "$name $precision round $round/$rounds" >&2

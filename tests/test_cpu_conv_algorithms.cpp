@@ -160,8 +160,11 @@ cpu::ConvProblem problem_of(const OpCase& c) {
   pb.src = {c.xs.n, c.xs.c, c.xs.h, c.xs.w};
   pb.dst = {c.ys.n, c.ys.c, c.ys.h, c.ys.w};
   pb.weights = {c.ys.c, c.xs.c, 3, 3};
+  pb.bias = {c.ys.c};
   pb.strides = {1, 1};
   pb.dilates = {0, 0};
+  const dnnl::memory::dim pad = c.ys.h == c.xs.h ? 1 : 0;  // 'same' or 'valid'
+  pb.pad_l = pb.pad_r = {pad, pad};
   return pb;
 }
 

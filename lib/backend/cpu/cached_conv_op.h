@@ -66,6 +66,7 @@ class CachedConvOp final : public ConvBackend {
     Prims* pw = a.dkernel ? &get(key) : nullptr;
     Prims* pd = a.dx ? &get_any_bias(key) : nullptr;
     if (!pw && !pd) return;
+    const uint64_t call = ++backward_calls_;
     const DType compute = dtype_of((pw ? pw : pd)->problem().compute);
     const DType diff_src = pd ? dtype_of(pd->problem().diff_src_type) : a.x.dtype;
     const size_t nx = xs.numel(), ny = ys.numel();
@@ -77,10 +78,10 @@ class CachedConvOp final : public ConvBackend {
     if (pw) {
       const void* x = a.x.data;
       if (parts[1]) convert(a.x.dtype, x, compute, parts[1], nx), x = parts[1];
-      pw->backward_weights(x, dz, a.dkernel, a.dbias);
+      pw->backward_weights(x, dz, a.dkernel, a.dbias, call);
     }
     if (pd) {
-      pd->backward_data(dz, a.kernel, parts[2] ? parts[2] : a.dx);
+      pd->backward_data(dz, a.kernel, parts[2] ? parts[2] : a.dx, call);
       if (parts[2]) convert(diff_src, parts[2], a.x.dtype, a.dx, nx);
     }
   }
@@ -127,6 +128,7 @@ class CachedConvOp final : public ConvBackend {
   ConvProblemFn problem_;
   bool bf16_;
   PrimitiveCache<ConvKey, Prims> cache_;
+  uint64_t backward_calls_ = 0;  ///< Names each backward call (the primitives share dz's reorder within one).
 };
 
 }  // namespace trainer::cpu

@@ -13,13 +13,13 @@
 // caller's types. Internal to backend/cpu.
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/dnnl_memory.h"
 #include "backend/device_ops.h"
 #include "backend/ops.h"
 #include "core/buffer.h"
@@ -64,55 +64,6 @@ inline ConvProblem make_conv_problem(Shape xs, Shape ys, const Conv2DParams& p, 
   pb.user_weights = user_weights;
   pb.with_bias = with_bias;
   return pb;
-}
-
-/// A tensor (weights, or an activation where the library wants its own
-/// layout) as the caller holds it and as a primitive wants it; `lib` is `user`
-/// itself when the formats agree, else a buffer in the library's layout with
-/// a cached reorder between the two: owned by the pair, or (per_call) bound
-/// to a caller's buffer before each use (bind_per_call).
-struct MemoryPair {
-  dnnl::memory user, lib;
-  std::optional<dnnl::reorder> to_lib, to_user;
-  bool per_call = false;
-  MemoryPair(const dnnl::memory::desc& user_md, const dnnl::memory::desc& lib_md, bool into_lib,
-             bool lib_per_call = false) {
-    user = dnnl::memory(user_md, cpu_engine(), DNNL_MEMORY_NONE);
-    if (user_md == lib_md) {
-      lib = user;
-      return;
-    }
-    per_call = lib_per_call;
-    lib = per_call ? dnnl::memory(lib_md, cpu_engine(), DNNL_MEMORY_NONE) : dnnl::memory(lib_md, cpu_engine());
-    if (into_lib) to_lib = dnnl::reorder(user, lib);
-    else to_user = dnnl::reorder(lib, user);
-  }
-  /// Bytes of the library's buffer that bind_per_call wants (0 when it needs none).
-  size_t per_call_bytes() const { return per_call ? lib.get_desc().get_size() : 0; }
-  /// Copies the user's data into the library's layout (nothing when they agree).
-  void reorder_in() {
-    if (to_lib) execute(*to_lib, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, lib}}, "reorder");
-  }
-  /// Copies the library's result into the user's layout (nothing when they agree).
-  void reorder_out() {
-    if (to_user) execute(*to_user, {{DNNL_ARG_FROM, lib}, {DNNL_ARG_TO, user}}, "reorder");
-  }
-};
-
-/// Points a pass's scratchpad and its pairs' per-call library buffers
-/// (MemoryPair::per_call; a null pair is skipped) into this thread's
-/// primitive scratch, each 64-byte aligned.
-inline void bind_per_call(dnnl::memory& scratchpad, std::initializer_list<MemoryPair*> pairs) {
-  constexpr size_t kAlign = 64;
-  const auto round = [](size_t b) { return (b + kAlign - 1) / kAlign * kAlign; };
-  size_t total = round(scratchpad.get_desc().get_size());
-  for (MemoryPair* p : pairs)
-    if (p) total += round(p->per_call_bytes());
-  char* at = static_cast<char*>(thread_primitive_scratch(total));
-  scratchpad.set_data_handle(at);
-  at += round(scratchpad.get_desc().get_size());
-  for (MemoryPair* p : pairs)
-    if (p && p->per_call) p->lib.set_data_handle(at), at += round(p->per_call_bytes());
 }
 
 /// Whether oneDNN's backward-weights must not see this problem's activations
@@ -168,12 +119,12 @@ class ConvPrimitives {
       auto& eng = cpu_engine();
       fwd_pd_ = make_fwd_pd(pb);
       fwd_ = Fwd(fwd_pd_);
-      src_.emplace(md(pb.src, pb.compute, tag::nhwc), fwd_pd_.src_desc(), true, true);
+      src_.emplace(md(pb.src, pb.compute, tag::nhwc), fwd_pd_.src_desc());
       dst_.emplace(md(pb.dst, pb.dst_type, tag::nhwc), fwd_pd_.dst_desc(), false, true);
       bias_ = dnnl::memory(md(pb.bias, dt::f32, tag::a), eng, DNNL_MEMORY_NONE);
       fwd_w_.emplace(pb.user_weights, fwd_pd_.weights_desc(), true);
       fwd_scratch_ = dnnl::memory(fwd_pd_.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
-      fwd_args_ = {{DNNL_ARG_SRC, src_->lib}, {DNNL_ARG_WEIGHTS, fwd_w_->lib}, {DNNL_ARG_DST, dst_->lib},
+      fwd_args_ = {{DNNL_ARG_SRC, src_->lib()}, {DNNL_ARG_WEIGHTS, fwd_w_->lib}, {DNNL_ARG_DST, dst_->lib},
                    {DNNL_ARG_SCRATCHPAD, fwd_scratch_}};
       if (pb.with_bias) fwd_args_[DNNL_ARG_BIAS] = bias_;
     } catch (const dnnl::error& e) {
@@ -201,36 +152,35 @@ class ConvPrimitives {
   void forward(const void* x, const float* w, const float* b, void* y) {
     fwd_w_->user.set_data_handle(const_cast<float*>(w));
     fwd_w_->reorder_in();
-    bind_per_call(fwd_scratch_, {&*src_, &*dst_});
-    src_->user.set_data_handle(const_cast<void*>(x));
+    bind_per_call(fwd_scratch_, {&*dst_});
+    src_->get(x, ++forward_stamp_);
     dst_->user.set_data_handle(y);
     if (pb_.with_bias) bias_.set_data_handle(const_cast<float*>(b));
-    src_->reorder_in();
     execute(fwd_, fwd_args_, "forward");
     dst_->reorder_out();
   }
 
-  /// dx (type diff_src_type) <- dL/dx from dz (dL/d(pre-activation output), type compute).
-  void backward_data(const void* dz, const float* w, void* dx) {
+  /// dx (type diff_src_type) <- dL/dx from dz (dL/d(pre-activation output),
+  /// type compute). `call` names the backward call: backward_weights with
+  /// the same dz and call shares dz's reorder.
+  void backward_data(const void* dz, const float* w, void* dx, uint64_t call) {
     if (!bwd_data_) build_backward_data();
     bd_w_->user.set_data_handle(const_cast<float*>(w));
     bd_w_->reorder_in();
-    bind_per_call(bd_scratch_, {&*bd_diff_dst_, &*bd_diff_src_});
-    bd_diff_dst_->user.set_data_handle(const_cast<void*>(dz));
+    bind_per_call(bd_scratch_, {&*bd_diff_src_});
+    bd_dz_->get(dz, call);
     bd_diff_src_->user.set_data_handle(dx);
-    bd_diff_dst_->reorder_in();
     execute(*bwd_data_, bd_args_, "backward-data");
     bd_diff_src_->reorder_out();
   }
 
-  /// dw (and db when the problem has a bias; both fp32) <- dL/dw from x and dz (compute type).
-  void backward_weights(const void* x, const void* dz, float* dw, float* db) {
+  /// dw (and db when the problem has a bias; both fp32) <- dL/dw from x and
+  /// dz (compute type); x is the last forward's input (its reorder reused).
+  void backward_weights(const void* x, const void* dz, float* dw, float* db, uint64_t call) {
     if (!bwd_w_) build_backward_weights();
-    bind_per_call(bw_scratch_, {&*bw_src_, &*bw_diff_dst_});
-    bw_src_->user.set_data_handle(const_cast<void*>(x));
-    bw_diff_dst_->user.set_data_handle(const_cast<void*>(dz));
-    bw_src_->reorder_in();
-    bw_diff_dst_->reorder_in();
+    bind_per_call(bw_scratch_, {});
+    bw_src_->get(x, forward_stamp_);
+    bw_dz_->get(dz, call);
     bw_w_->user.set_data_handle(dw);
     if (pb_.with_bias) bw_bias_.set_data_handle(db);
     execute(*bwd_w_, bw_args_, "backward-weights");
@@ -284,9 +234,9 @@ class ConvPrimitives {
       bwd_data_ = BwdData(pd);
       bd_w_.emplace(pb_.user_weights, pd.weights_desc(), true);
       bd_diff_src_.emplace(md(pb_.src, pb_.diff_src_type, tag::nhwc), pd.diff_src_desc(), false, true);
-      bd_diff_dst_.emplace(md(pb_.dst, pb_.compute, tag::nhwc), pd.diff_dst_desc(), true, true);
+      bd_dz_ = kept(dz_, bd_dz_own_, md(pb_.dst, pb_.compute, tag::nhwc), pd.diff_dst_desc());
       bd_scratch_ = dnnl::memory(pd.scratchpad_desc(), cpu_engine(), DNNL_MEMORY_NONE);
-      bd_args_ = {{DNNL_ARG_DIFF_DST, bd_diff_dst_->lib}, {DNNL_ARG_WEIGHTS, bd_w_->lib},
+      bd_args_ = {{DNNL_ARG_DIFF_DST, bd_dz_->lib()}, {DNNL_ARG_WEIGHTS, bd_w_->lib},
                   {DNNL_ARG_DIFF_SRC, bd_diff_src_->lib}, {DNNL_ARG_SCRATCHPAD, bd_scratch_}};
     } catch (const dnnl::error& e) {
       throw_dnnl_setup_error("backward-data setup", e);
@@ -299,11 +249,11 @@ class ConvPrimitives {
       const auto pd = make_bwd_weights_pd(pb_, fwd_pd_);
       bwd_w_ = BwdWeights(pd);
       bw_w_.emplace(pb_.user_weights, pd.diff_weights_desc(), false);
-      bw_src_.emplace(md(pb_.src, pb_.compute, tag::nhwc), pd.src_desc(), true, true);
-      bw_diff_dst_.emplace(md(pb_.dst, pb_.compute, tag::nhwc), pd.diff_dst_desc(), true, true);
+      bw_src_ = kept(src_, bw_src_own_, md(pb_.src, pb_.compute, tag::nhwc), pd.src_desc());
+      bw_dz_ = kept(dz_, bw_dz_own_, md(pb_.dst, pb_.compute, tag::nhwc), pd.diff_dst_desc());
       bw_bias_ = dnnl::memory(md(pb_.bias, dt::f32, tag::a), eng, DNNL_MEMORY_NONE);
       bw_scratch_ = dnnl::memory(pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
-      bw_args_ = {{DNNL_ARG_SRC, bw_src_->lib}, {DNNL_ARG_DIFF_DST, bw_diff_dst_->lib},
+      bw_args_ = {{DNNL_ARG_SRC, bw_src_->lib()}, {DNNL_ARG_DIFF_DST, bw_dz_->lib()},
                   {DNNL_ARG_DIFF_WEIGHTS, bw_w_->lib}, {DNNL_ARG_SCRATCHPAD, bw_scratch_}};
       if (pb_.with_bias) bw_args_[DNNL_ARG_DIFF_BIAS] = bw_bias_;
     } catch (const dnnl::error& e) {
@@ -311,20 +261,34 @@ class ConvPrimitives {
     }
   }
 
+  /// The kept input in layout lib: `shared` (created first) when its layout
+  /// is lib, else `own`.
+  static KeptInput* kept(std::optional<KeptInput>& shared, std::optional<KeptInput>& own, const md& user,
+                         const md& lib) {
+    if (!shared) return &shared.emplace(user, lib);
+    if (shared->lib_desc() == lib) return &*shared;
+    return &own.emplace(user, lib);
+  }
+
   ConvProblem pb_;
   typename Fwd::primitive_desc fwd_pd_;
   Fwd fwd_;
   dnnl::memory bias_, fwd_scratch_;
-  std::optional<MemoryPair> fwd_w_, src_, dst_;
+  std::optional<MemoryPair> fwd_w_, dst_;
+  /// The forward's input and the backward's dz in the passes' layouts, kept
+  /// (see KeptInput) and shared by the passes whose layouts agree.
+  std::optional<KeptInput> src_, bw_src_own_, dz_, bw_dz_own_, bd_dz_own_;
+  KeptInput *bw_src_ = nullptr, *bw_dz_ = nullptr, *bd_dz_ = nullptr;
+  uint64_t forward_stamp_ = 0;  ///< Counts forward calls (src_'s stamps).
   std::unordered_map<int, dnnl::memory> fwd_args_;
 
   std::optional<BwdData> bwd_data_;
-  std::optional<MemoryPair> bd_w_, bd_diff_src_, bd_diff_dst_;
+  std::optional<MemoryPair> bd_w_, bd_diff_src_;
   dnnl::memory bd_scratch_;
   std::unordered_map<int, dnnl::memory> bd_args_;
 
   std::optional<BwdWeights> bwd_w_;
-  std::optional<MemoryPair> bw_w_, bw_src_, bw_diff_dst_;
+  std::optional<MemoryPair> bw_w_;
   dnnl::memory bw_bias_, bw_scratch_;
   std::unordered_map<int, dnnl::memory> bw_args_;
 };

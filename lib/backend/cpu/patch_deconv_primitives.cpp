@@ -85,7 +85,7 @@ PatchDeconvPrimitives::PatchDeconvPrimitives(const ConvProblem& pb) : pb_(pb), g
     fwd_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, fwd_w_->lib},
                  {DNNL_ARG_DST, matrix(g_.m, g_.k, pb.dst_type)}, {DNNL_ARG_SCRATCHPAD, fwd_scratch_}};
     if (pb.with_bias) fwd_args_[DNNL_ARG_BIAS] = bias_;
-    dz_to_dt_.emplace(md(g_.view, pb.compute, g_.y_strides), md(g_.view, pb.compute, g_.t_strides), true, true);
+    dt_.emplace(md(g_.view, pb.compute, g_.y_strides), md(g_.view, pb.compute, g_.t_strides));
   } catch (const dnnl::error& e) {
     throw_dnnl_setup_error("patch transposed convolution setup", e);
   }
@@ -106,27 +106,20 @@ void PatchDeconvPrimitives::forward(const void* x, const float* w, const float* 
   t_to_y_->reorder_out();
 }
 
-void PatchDeconvPrimitives::gather_patches(const void* dz) {
-  dz_to_dt_->user.set_data_handle(const_cast<void*>(dz));
-  dz_to_dt_->reorder_in();
-}
-
-void PatchDeconvPrimitives::backward_data(const void* dz, const float* w, void* dx) {
+void PatchDeconvPrimitives::backward_data(const void* dz, const float* w, void* dx, uint64_t call) {
   if (!bwd_data_) build_backward_data();
   bd_w_->user.set_data_handle(const_cast<float*>(w));
   bd_w_->reorder_in();
-  bind_per_call(bd_scratch_, {&*dz_to_dt_});
-  gather_patches(dz);
-  bd_args_[DNNL_ARG_DIFF_DST].set_data_handle(dz_to_dt_->lib.get_data_handle());
+  bind_per_call(bd_scratch_, {});
+  bd_args_[DNNL_ARG_DIFF_DST].set_data_handle(dt_->get(dz, call).get_data_handle());
   bd_diff_src_.set_data_handle(dx);
   execute(*bwd_data_, bd_args_, "patch transposed convolution backward-data");
 }
 
-void PatchDeconvPrimitives::backward_weights(const void* x, const void* dz, float* dw, float* db) {
+void PatchDeconvPrimitives::backward_weights(const void* x, const void* dz, float* dw, float* db, uint64_t call) {
   if (!bwd_w_) build_backward_weights();
-  bind_per_call(bw_scratch_, {&*dz_to_dt_});
-  gather_patches(dz);
-  bw_args_[DNNL_ARG_DIFF_DST].set_data_handle(dz_to_dt_->lib.get_data_handle());
+  bind_per_call(bw_scratch_, {});
+  bw_args_[DNNL_ARG_DIFF_DST].set_data_handle(dt_->get(dz, call).get_data_handle());
   bw_src_.set_data_handle(const_cast<void*>(x));
   bw_w_->user.set_data_handle(dw);
   execute(*bwd_w_, bw_args_, "patch transposed convolution backward-weights");

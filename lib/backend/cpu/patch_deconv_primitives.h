@@ -9,7 +9,9 @@
 // The Keras kernel [kh, kw, Cout, Cin] is that [K, Cin] matrix as it lies in
 // memory, so the kernel and its gradient need no transposition. oneDNN 2.6's
 // deconvolution forward in fp32 and its bf16 backward-weights run these at a
-// fraction of the inner products' speed (docs/cpu.md). Internal to backend/cpu.
+// fraction of the inner products' speed (docs/cpu.md). T lives in this
+// thread's primitive scratch for the call; dT is kept from one backward pass
+// to the other. Internal to backend/cpu.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <optional>
@@ -30,7 +32,7 @@ inline bool patch_deconv(const Conv2DParams& p) {
 /// convolution (patch_deconv) for one ConvProblem (its padding is zero and
 /// ignored), with the interface of ConvPrimitives: NHWC activations of the
 /// problem's types, the Keras kernel and bias in fp32, dkernel and dbias
-/// fp32. T and dT live in this thread's primitive scratch for the call.
+/// fp32.
 class PatchDeconvPrimitives {
   using md = dnnl::memory::desc;
   using tag = dnnl::memory::format_tag;
@@ -51,10 +53,11 @@ class PatchDeconvPrimitives {
   /// y [N, H * kh, W * kw, Cout] (dst_type) <- patches of x [N, H, W, Cin]
   /// (compute type) times the kernel, plus the bias (then max(0, y) with pb.relu).
   void forward(const void* x, const float* w, const float* b, void* y);
-  /// dx (diff_src_type) <- dL/dx from dz (dL/d(pre-activation output), compute type).
-  void backward_data(const void* dz, const float* w, void* dx);
+  /// dx (diff_src_type) <- dL/dx from dz (dL/d(pre-activation output),
+  /// compute type); backward_weights with the same dz and call shares dT.
+  void backward_data(const void* dz, const float* w, void* dx, uint64_t call);
   /// dw [kh, kw, Cout, Cin] and db [Cout] (when the problem has a bias) <- dL/dw from x and dz.
-  void backward_weights(const void* x, const void* dz, float* dw, float* db);
+  void backward_weights(const void* x, const void* dz, float* dw, float* db, uint64_t call);
 
  private:
   /// Sizes of the problem: M pixels in, Cin, K = kh * kw * Cout, Cout, and
@@ -71,8 +74,6 @@ class PatchDeconvPrimitives {
       const ConvProblem& pb, const dnnl::inner_product_forward::primitive_desc& hint);
   void build_backward_data();
   void build_backward_weights();
-  /// dT (in the scratch after the pass's own needs) <- space-to-depth(dz).
-  void gather_patches(const void* dz);
 
   ConvProblem pb_;
   Geometry g_;
@@ -83,7 +84,8 @@ class PatchDeconvPrimitives {
   std::vector<float> tiled_bias_;  ///< The bias repeated for each of the kh x kw taps [K].
   std::unordered_map<int, dnnl::memory> fwd_args_;
 
-  std::optional<MemoryPair> dz_to_dt_;  ///< dz's view (user) -> dT (lib, per call), in the compute type.
+  /// dT = space-to-depth(dz) in the compute type, kept for the backward call's other pass.
+  std::optional<KeptInput> dt_;
 
   std::optional<dnnl::inner_product_backward_data> bwd_data_;
   std::optional<MemoryPair> bd_w_;
