@@ -1,14 +1,13 @@
 // Per-core speed of the input pipeline's stages, in images/s on one thread,
 // and the cores they take to feed N GPUs. For each input size (128 and 256
 // px, RGB): decoding a file into a held uint8 sample (data/image_decode.h:
-// OpenCV's decoder, then the resize to the input size), the gather of a held
-// sample into a float32 batch (Trainer::gather's copy), a flip (data.augmentation's
-// horizontal_flip), a quarter turn (rotate_90), Keras's affine transform
-// (rotation_range 20, zoom_range 0.1) and brightness_range [0.8, 1.2] (both
-// data/affine_augmentation.h), each of these two after the gather copy
-// they transform, and all of them per sample (a quarter turn, then the
-// affine transform and the brightness in one apply_affine), as
-// Trainer::gather runs them. OpenCV's own thread pool is off
+// OpenCV's decoder, then the resize to the input size), and Trainer::gather's
+// copy of a held uint8 sample and its uint8 mask into float32
+// (data/training_sample.h): plain, with a flip (data.augmentation's
+// horizontal_flip), with a quarter turn (rotate_90), with Keras's affine
+// transform (rotation_range 20, zoom_range 0.1), with brightness_range
+// [0.8, 1.2], and with all of them (a quarter turn and the affine transform
+// as one warp in uint8, then the conversion with the brightness). OpenCV's own thread pool is off
 // (cv::setNumThreads(0)), as in trainer, so each figure is one core's.
 //   input_pipeline [--images DIR] [--gpus 8] [--rate 1250] [--seconds 1]
 // --rate is what each GPU trains, in images/s (1,250: the seed U-Net in bf16
@@ -28,7 +27,7 @@
 #include "config/config.h"
 #include "data/affine_augmentation.h"
 #include "data/augmentation.h"
-#include "data/held_samples.h"
+#include "data/training_sample.h"
 #include "data/image_decode.h"
 #include "data/image_files.h"
 
@@ -50,8 +49,9 @@ double rate(double seconds, const std::function<void(size_t)>& f) {
   return double(n) / elapsed;
 }
 
-/// The stages' rates (images/s on one core) at one input size; affine,
-/// brightness and all include the gather's copy.
+/// The stages' rates (images/s on one core) at one input size; every rate
+/// but decode's is the gather's copy of an image and its mask with (or
+/// without) that augmentation.
 struct Rates {
   double decode = 0, gather = 0, flip = 0, turn = 0, affine = 0, brightness = 0, all = 0;
 };
@@ -68,32 +68,31 @@ Rates measure(const std::vector<std::string>& files, int size, double seconds) {
     pixels.copyTo(cv::Mat(size, size, CV_8UC(c), held.raw_sample(i)));
   };
   for (int i = 0; i < count; ++i) decode(i);
-  std::vector<float> out(n), turned(n), mask(size_t(size) * size_t(size));
-  // Trainer::gather's copy: float32 from the held sample, through a scratch sample when flipped or turned.
-  const auto gather = [&](size_t i, Symmetry s) {
-    image_sample_to_float(held, int(i % size_t(count)), s ? turned.data() : out.data());
-    if (s) apply_symmetry(s, turned.data(), out.data(), size, size, c);
+  Tensor masks;
+  masks.set_dtype(DType::U8);
+  masks.resize(Shape{count, size, size, 1});
+  cv::Mat(count * size, size, CV_8UC1, masks.raw_sample(0)).setTo(1);
+  std::vector<float> out(n), mask(size_t(size) * size_t(size));
+  // Trainer::gather's copy of sample i with cfg's augmentations drawn for step i, symmetry s.
+  const auto copy = [&](size_t i, const AugmentationConfig& cfg, Symmetry s) {
+    SampleAugmentation a;
+    a.symmetry = s;
+    a.warp = cfg.affine();
+    if (cfg.affine() || cfg.brightness()) a.draw = draw_affine(cfg, 1, i, 0, size, size);
+    augmented_sample_to_float(cfg, a, held, &masks, int(i % size_t(count)), out.data(), mask.data());
   };
-  Rates r;
-  r.decode = rate(seconds, [&](size_t i) { decode(int(i % size_t(count))); });
-  r.gather = rate(seconds, [&](size_t i) { gather(i, 0); });
-  r.flip = rate(seconds, [&](size_t i) { gather(i, 1); });
-  r.turn = rate(seconds, [&](size_t i) { gather(i, 5); });
-  // Each transforms a fresh copy (a transform applied to its own output again
-  // and again would drift: repeated dimming reaches subnormal floats).
-  const auto augmented = [&](const AugmentationConfig& cfg, Symmetry s) {
-    return rate(seconds, [&](size_t i) {
-      gather(i, s);
-      apply_affine(cfg, draw_affine(cfg, 1, i, 0, size, size), out.data(), mask.data(), size, size, c);
-    });
-  };
-  AugmentationConfig affine, bright, both;
+  AugmentationConfig none, affine, bright, both;
   affine.rotation_range = both.rotation_range = 20;
   affine.zoom_low = both.zoom_low = 0.9, affine.zoom_high = both.zoom_high = 1.1;
   bright.brightness_low = both.brightness_low = 0.8, bright.brightness_high = both.brightness_high = 1.2;
-  r.affine = augmented(affine, 0);
-  r.brightness = augmented(bright, 0);
-  r.all = augmented(both, 5);
+  Rates r;
+  r.decode = rate(seconds, [&](size_t i) { decode(int(i % size_t(count))); });
+  r.gather = rate(seconds, [&](size_t i) { copy(i, none, 0); });
+  r.flip = rate(seconds, [&](size_t i) { copy(i, none, 1); });
+  r.turn = rate(seconds, [&](size_t i) { copy(i, none, 5); });
+  r.affine = rate(seconds, [&](size_t i) { copy(i, affine, 0); });
+  r.brightness = rate(seconds, [&](size_t i) { copy(i, bright, 0); });
+  r.all = rate(seconds, [&](size_t i) { copy(i, both, 5); });
   return r;
 }
 

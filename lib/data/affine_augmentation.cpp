@@ -36,14 +36,6 @@ int border(FillMode fill_mode) {
   return cv::BORDER_REPLICATE;
 }
 
-/// img <- img warped by m (inverse map), through a copy in `source` (warpAffine
-/// reads and writes other buffers; one source per thread and kind of plane, so
-/// that it is allocated once).
-void warp(cv::Mat& img, cv::Mat& source, const cv::Mat& m, int interpolation, int border_mode, double fill) {
-  img.copyTo(source);
-  cv::warpAffine(source, img, m, img.size(), interpolation | cv::WARP_INVERSE_MAP, border_mode, cv::Scalar::all(fill));
-}
-
 }  // namespace
 
 AffineDraw draw_affine(const AugmentationConfig& cfg, uint64_t seed, uint64_t step, uint64_t position, int h, int w) {
@@ -73,18 +65,28 @@ std::array<double, 6> affine_matrix(const AffineDraw& d, int h, int w) {
   return {a00, a01, cx - a00 * cx - a01 * cy + tx, a10, a11, cy - a10 * cx - a11 * cy + ty};
 }
 
+std::array<double, 6> compose(const std::array<double, 6>& o, const std::array<double, 6>& i) {
+  return {o[0] * i[0] + o[1] * i[3], o[0] * i[1] + o[1] * i[4], o[0] * i[2] + o[1] * i[5] + o[2],
+          o[3] * i[0] + o[4] * i[3], o[3] * i[1] + o[4] * i[4], o[3] * i[2] + o[4] * i[5] + o[5]};
+}
+
+void warp_sample(const AugmentationConfig& cfg, const std::array<double, 6>& m, double cval_scale, const cv::Mat& image,
+                 cv::Mat& image_out, const cv::Mat& mask, cv::Mat& mask_out) {
+  const cv::Mat map(2, 3, CV_64F, const_cast<double*>(m.data()));
+  const int b = border(cfg.fill_mode), inverse = cv::WARP_INVERSE_MAP;
+  cv::warpAffine(image, image_out, map, image.size(), cv::INTER_LINEAR | inverse, b, cv::Scalar::all(cfg.cval * cval_scale));
+  if (!mask.empty()) cv::warpAffine(mask, mask_out, map, mask.size(), cv::INTER_NEAREST | inverse, b, cv::Scalar::all(0));
+}
+
 void apply_affine(const AugmentationConfig& cfg, const AffineDraw& d, float* image, float* mask, int h, int w, int c) {
   cv::Mat img(h, w, CV_32FC(c), image);
   if (cfg.affine()) {
-    const std::array<double, 6> a = affine_matrix(d, h, w);
-    const cv::Mat m(2, 3, CV_64F, const_cast<double*>(a.data()));
-    const int b = border(cfg.fill_mode);
+    // warpAffine reads and writes other buffers: the sample goes through one copy per thread.
     thread_local cv::Mat image_source, mask_source;
-    warp(img, image_source, m, cv::INTER_LINEAR, b, cfg.cval);
-    if (mask) {
-      cv::Mat msk(h, w, CV_32FC1, mask);
-      warp(msk, mask_source, m, cv::INTER_NEAREST, b, 0.0);
-    }
+    img.copyTo(image_source);
+    cv::Mat msk = mask ? cv::Mat(h, w, CV_32FC1, mask) : cv::Mat();
+    if (mask) msk.copyTo(mask_source);
+    warp_sample(cfg, affine_matrix(d, h, w), 1.0, image_source, img, mask ? mask_source : cv::Mat(), msk);
   }
   if (d.brightness != 1) {
     const float f = float(d.brightness);

@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdint>
 
+#include <opencv2/core.hpp>
+
 #include "config/config.h"
 
 namespace trainer {
@@ -36,6 +38,21 @@ AffineDraw draw_affine(const AugmentationConfig& cfg, uint64_t seed, uint64_t st
 /// cos s]]; each shift along the axis its range names (docs/config.md says
 /// where Keras differs).
 std::array<double, 6> affine_matrix(const AffineDraw& d, int h, int w);
+
+/// The map p -> outer(inner(p)) of two maps in affine_matrix's form (an
+/// output pixel's source under inner, then that point's source under outer).
+std::array<double, 6> compose(const std::array<double, 6>& outer, const std::array<double, 6>& inner);
+
+/// image_out [h, w, c] <- image warped by m (each output pixel's source, as
+/// affine_matrix) bilinearly, outside the image cfg.fill_mode with cfg.cval
+/// times cval_scale (the held type's units per pixel value: 1, or 65535 /
+/// 255 for 16-bit pixels); mask_out <- mask [h, w, 1] by nearest neighbour
+/// (fill 0) unless mask is empty. Any OpenCV element type; the outputs are
+/// (re)allocated as their inputs and must not share their data. An 8- or
+/// 16-bit image is interpolated in OpenCV's fixed point and rounded to whole
+/// values.
+void warp_sample(const AugmentationConfig& cfg, const std::array<double, 6>& m, double cval_scale, const cv::Mat& image,
+                 cv::Mat& image_out, const cv::Mat& mask, cv::Mat& mask_out);
 
 /// Transforms one sample in place: image [h, w, c] (float 0..255, c 1 or 3)
 /// resampled bilinearly and multiplied by d.brightness (clipped to [0, 255]);

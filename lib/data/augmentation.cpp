@@ -3,6 +3,8 @@
 #include <opencv2/core.hpp>
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 
 #include "backend/elementwise_math.h"
 #include "core/error.h"
@@ -54,34 +56,48 @@ namespace {
 /// OpenCV's flip code for a symmetry's flips (1: left-right, 0: up-down, -1: both).
 int flip_code(Symmetry s) { return (s & kFlipX) && (s & kFlipY) ? -1 : (s & kFlipX) ? 1 : 0; }
 
-/// Whether cv::transpose takes pixels of c floats (its element sizes).
-bool transposable(int c) { return c == 1 || c == 2 || c == 3 || c == 4 || c == 6 || c == 8; }
+/// Whether cv::transpose takes pixels of this many bytes (its element sizes).
+bool transposable(size_t bytes) {
+  for (size_t b : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32})
+    if (bytes == b) return true;
+  return false;
+}
 
 }  // namespace
 
-void apply_symmetry(Symmetry s, const float* src, float* dst, int h, int w, int c) {
+void apply_symmetry(Symmetry s, const cv::Mat& src, cv::Mat& dst) {
+  const int h = src.rows, w = src.cols;
   if ((s & kTranspose) && h != w)
     throw InternalError("a transposing symmetry of a " + std::to_string(h) + "x" + std::to_string(w) + " sample");
-  const size_t row = size_t(w) * size_t(c);
-  if (s == 0) {
-    std::copy(src, src + size_t(h) * row, dst);
-    return;
-  }
+  dst.create(h, w, src.type());
+  if (s == 0) return src.copyTo(dst);
   // OpenCV's flip and transpose move rows and pixels with SIMD copies; dst = flip(transpose(src)).
-  const cv::Mat from(h, w, CV_32FC(c), const_cast<float*>(src));
-  cv::Mat to(h, w, CV_32FC(c), dst);
-  if (!(s & kTranspose)) return cv::flip(from, to, flip_code(s));
-  if (transposable(c)) {
-    cv::transpose(from, to);
-    if (s & (kFlipX | kFlipY)) cv::flip(to, to, flip_code(s));
+  if (!(s & kTranspose)) return cv::flip(src, dst, flip_code(s));
+  const size_t px = src.elemSize();
+  if (transposable(px)) {
+    cv::transpose(src, dst);
+    if (s & (kFlipX | kFlipY)) cv::flip(dst, dst, flip_code(s));
     return;
   }
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
       const int sy = (s & kFlipY) ? h - 1 - y : y, sx = (s & kFlipX) ? w - 1 - x : x;
-      const float* from_px = src + size_t(sx) * row + size_t(sy) * size_t(c);  // transposed: row sx, column sy
-      std::copy(from_px, from_px + c, dst + size_t(y) * row + size_t(x) * size_t(c));
+      std::memcpy(dst.ptr(y, x), src.ptr(sx, sy), px);  // transposed: row sx, column sy
     }
+}
+
+void apply_symmetry(Symmetry s, const float* src, float* dst, int h, int w, int c) {
+  cv::Mat to(h, w, CV_32FC(c), dst);
+  apply_symmetry(s, cv::Mat(h, w, CV_32FC(c), const_cast<float*>(src)), to);
+}
+
+std::array<double, 6> symmetry_matrix(Symmetry s, int h, int w) {
+  // Flips first: x' = w - 1 - x, y' = h - 1 - y; then a transpose reads row x', column y'.
+  const std::array<double, 3> fx = (s & kFlipX) ? std::array<double, 3>{-1, 0, w - 1.0} : std::array<double, 3>{1, 0, 0};
+  const std::array<double, 3> fy = (s & kFlipY) ? std::array<double, 3>{0, -1, h - 1.0} : std::array<double, 3>{0, 1, 0};
+  const auto& col = (s & kTranspose) ? fy : fx;  // the source column's row of the matrix
+  const auto& row = (s & kTranspose) ? fx : fy;
+  return {col[0], col[1], col[2], row[0], row[1], row[2]};
 }
 
 }  // namespace trainer

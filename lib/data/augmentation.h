@@ -6,7 +6,10 @@
 // special). Each sample's transform is drawn from (seed, training step, the
 // sample's position in the global batch), so it does not depend on how the
 // batch is split over towers, and a resumed run draws the same ones.
+#include <array>
 #include <cstdint>
+
+#include <opencv2/core.hpp>
 
 #include "config/config.h"
 
@@ -43,5 +46,14 @@ Symmetry inverse_symmetry(Symmetry s);
 /// (y, x) per Symmetry). s with bit 2 needs h == w (InternalError otherwise);
 /// src and dst must not overlap.
 void apply_symmetry(Symmetry s, const float* src, float* dst, int h, int w, int c);
+
+/// apply_symmetry on an OpenCV image of any element type; dst is
+/// (re)allocated to src's size and type and must not share src's data.
+void apply_symmetry(Symmetry s, const cv::Mat& src, cv::Mat& dst);
+
+/// s as the map from an output pixel (x, y) of an h x w image to its source
+/// pixel, {m0, .., m5}: source = (m0 x + m1 y + m2, m3 x + m4 y + m5) (the
+/// form of affine_matrix in data/affine_augmentation.h).
+std::array<double, 6> symmetry_matrix(Symmetry s, int h, int w);
 
 }  // namespace trainer

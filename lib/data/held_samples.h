@@ -6,6 +6,8 @@
 // scale); masks [N, H, W, 1] as U8 (U16 beyond 255 classes), the type's
 // largest value marking an ignored pixel. A dataset made in memory (tests,
 // benchmarks) may hold F32 tensors, read as they are.
+#include <opencv2/core.hpp>
+
 #include <cstddef>
 
 #include "core/tensor.h"
@@ -15,6 +17,21 @@ namespace trainer {
 /// The type masks of `classes` classes (0: binary) are held in: U8 up to 255
 /// classes (values 0..254, 255 ignored), else U16.
 DType mask_storage(int classes);
+
+/// Sample i of held images or masks (U8, U16 or F32) as an OpenCV image over
+/// the tensor's memory ([H, W] of C-channel pixels). InternalError for bf16.
+cv::Mat held_sample(const Tensor& held, int i);
+
+/// out [H, W, C] <- pixels (a held_sample, or one transformed in its type)
+/// as float32 in [0, 255] times brightness, clipped to [0, 255] when
+/// brightness is not 1: U8 values as they are, U16 ones times 255/65535, F32
+/// as they are.
+void held_pixels_to_float(const cv::Mat& pixels, float brightness, float* out);
+
+/// out [H, W, 1] <- mask pixels (a held_sample of masks, or one transformed
+/// in its type) as float32: U8/U16 values as they are, the type's largest as
+/// kIgnoredPixel (core/class_mask.h); F32 as they are.
+void held_mask_to_float(const cv::Mat& mask, float* out);
 
 /// out [H, W, C] <- sample i of held images as float32 in [0, 255]: U8
 /// values as they are, U16 ones times 255/65535 (data/image_decode.h,

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "data/affine_augmentation.h"
 #include "data/augmentation.h"
+#include "data/training_sample.h"
 #include "data/held_samples.h"
 #include "train/batch_scaling.h"
 #include "train/callback.h"
@@ -318,24 +319,19 @@ struct GatherSource {
 };
 
 /// Sample indices[lo + k] as float32 into image_to (and its mask into
-/// mask_to, unless nullptr), through the thread's scratch when turned, then
-/// warped as the step draws for position lo + k.
+/// mask_to, unless nullptr), augmented as the step draws for position lo + k
+/// (data/training_sample.h).
 void copy_sample(const GatherSource& s, int k, float* image_to, float* mask_to) {
   const int i = s.indices[size_t(s.lo + k)];
-  const Shape in = s.in;
-  const Symmetry sym = s.augment_step ? draw_symmetry(s.augmentation, s.seed, *s.augment_step, uint64_t(s.lo + k)) : 0;
-  thread_local std::vector<float> scratch;
-  if (sym) scratch.resize(std::max(in.sample_numel(), s.masks ? s.masks->shape().sample_numel() : 0));
-  image_sample_to_float(s.images, i, sym ? scratch.data() : image_to);
-  if (sym) apply_symmetry(sym, scratch.data(), image_to, in.h, in.w, in.c);
-  if (mask_to) {
-    mask_sample_to_float(*s.masks, i, sym ? scratch.data() : mask_to);
-    if (sym) apply_symmetry(sym, scratch.data(), mask_to, in.h, in.w, s.masks->shape().c);
+  SampleAugmentation a;
+  if (s.augment_step) {
+    const AugmentationConfig& aug = s.augmentation;
+    const uint64_t step = *s.augment_step, position = uint64_t(s.lo + k);
+    a.symmetry = draw_symmetry(aug, s.seed, step, position);
+    a.warp = aug.affine();
+    if (aug.affine() || aug.brightness()) a.draw = draw_affine(aug, s.seed, step, position, s.in.h, s.in.w);
   }
-  const AugmentationConfig& aug = s.augmentation;
-  if (s.augment_step && (aug.affine() || aug.brightness()))
-    apply_affine(aug, draw_affine(aug, s.seed, *s.augment_step, uint64_t(s.lo + k), in.h, in.w), image_to, mask_to,
-                 in.h, in.w, in.c);
+  augmented_sample_to_float(s.augmentation, a, s.images, s.masks, i, image_to, mask_to);
 }
 
 }  // namespace
