@@ -28,7 +28,7 @@ struct ConvKey {
 };
 
 /// Prims (ConvPrimitives, or PatchDeconvPrimitives: the same interface)
-/// cached per ConvKey, built from problem() and algo on first use. A plain ReLU runs as oneDNN's post-op; any other activation in the
+/// cached per ConvKey, built from problem(key) on first use. A plain ReLU runs as oneDNN's post-op; any other activation in the
 /// CPU backend's own pass. With bf16 wanted (Device::precision) a problem
 /// that oneDNN runs in bf16 (ConvPrimitives::fast_kernels) reads and writes
 /// the activations in their own types, rounding an fp32 input to bf16 in
@@ -52,7 +52,7 @@ class CachedConvOp final : public ConvBackend {
     const void* src = x.data;
     if (parts[0]) convert(x.dtype, x.data, compute, parts[0], nx), src = parts[0];
     void* out = parts[1] ? parts[1] : y.data;
-    prims.forward(src, w.kernel, w.bias, out);
+    prims.forward(src, w.kernel, w.bias, out, ++forward_calls_);
     if (!relu) typed_activation_forward(act, dst, out, ny);
     if (parts[1]) convert(dst, out, y.dtype, y.data, ny);
   }
@@ -78,7 +78,7 @@ class CachedConvOp final : public ConvBackend {
     if (pw) {
       const void* x = a.x.data;
       if (parts[1]) convert(a.x.dtype, x, compute, parts[1], nx), x = parts[1];
-      pw->backward_weights(x, dz, a.dkernel, a.dbias, call);
+      pw->backward_weights(x, dz, a.dkernel, a.dbias, forward_calls_, call);
     }
     if (pd) {
       pd->backward_data(dz, a.kernel, parts[2] ? parts[2] : a.dx, call);
@@ -86,16 +86,10 @@ class CachedConvOp final : public ConvBackend {
     }
   }
 
- private:
-  using dt = dnnl::memory::data_type;
-  static DType dtype_of(dt t) { return t == dt::bf16 ? DType::BF16 : DType::F32; }
-  static dt dnnl_type(DType t) { return t == DType::BF16 ? dt::bf16 : dt::f32; }
-  /// max(0, y), which oneDNN applies as a post-op.
-  static bool plain_relu(Activation a) { return a.kind == ActivationKind::Relu; }
-
-  /// The problem of key, computing in bf16 where wanted and oneDNN has it
-  /// for these shapes and types (the same answer whatever the bias and ReLU,
-  /// so that the entries of one shape agree), on Winograd where that pays.
+  /// The oneDNN problem a call of key runs: computing in bf16 where wanted
+  /// and oneDNN has it for these shapes and types (the same answer whatever
+  /// the bias and ReLU, so that the entries of one shape agree), on Winograd
+  /// where winograd_pays and oneDNN has its kernels, else on direct kernels.
   ConvProblem problem(const ConvKey& k) const {
     ConvProblem pb = problem_(k.xs, k.ys, p_, k.with_bias);
     pb.relu = k.relu;
@@ -112,6 +106,14 @@ class CachedConvOp final : public ConvBackend {
     }
     return pb;
   }
+
+ private:
+  using dt = dnnl::memory::data_type;
+  static DType dtype_of(dt t) { return t == dt::bf16 ? DType::BF16 : DType::F32; }
+  static dt dnnl_type(DType t) { return t == DType::BF16 ? dt::bf16 : dt::f32; }
+  /// max(0, y), which oneDNN applies as a post-op.
+  static bool plain_relu(Activation a) { return a.kind == ActivationKind::Relu; }
+
   Prims& get(const ConvKey& k) {
     return cache_.get(k, [&] { return std::make_unique<Prims>(problem(k)); });
   }
@@ -128,7 +130,10 @@ class CachedConvOp final : public ConvBackend {
   ConvProblemFn problem_;
   bool bf16_;
   PrimitiveCache<ConvKey, Prims> cache_;
-  uint64_t backward_calls_ = 0;  ///< Names each backward call (the primitives share dz's reorder within one).
+  /// Name each forward and backward call, so that the primitives reuse an
+  /// input's reorder only within the forward it belongs to and its backward
+  /// (KeptInput).
+  uint64_t forward_calls_ = 0, backward_calls_ = 0;
 };
 
 }  // namespace trainer::cpu

@@ -9,12 +9,11 @@ namespace trainer::cpu {
 /// ones counting the reorders from and to NHWC around each pass: a 3x3
 /// ungrouped, undilated, stride-1 convolution with 32 or more input and
 /// output channels, both multiples of 16 (the kernels' block), on an output
-/// of 16 x 16 pixels or more. Measured on AVX-512 (2 cores, oneDNN 2.6),
-/// forward + backward-data + backward-weights with the reorders, batch 8:
-/// 1.3x to 2x at 16 to 64 px with 32 to 256 channels, 1.6x to 2.8x at 16 to
-/// 256 px with 64 to 1024 channels (batch 4); no gain at 8 x 8 or with 16
-/// channels, where the transforms and reorders outweigh the saved
-/// multiplications. Winograd's transforms add rounding: see docs/cpu.md.
+/// of 16 x 16 pixels or more. On AVX-512 (oneDNN 2.6) forward,
+/// backward-data and backward-weights with the reorders run 1.3x to 2.8x
+/// faster there than on the direct kernels; at 8 x 8 or with 16 channels the
+/// transforms and reorders outweigh the saved multiplications (figures and
+/// Winograd's rounding: docs/cpu.md).
 inline bool winograd_pays(const ConvProblem& pb) {
   if (pb.compute != dnnl::memory::data_type::f32 || pb.weights.size() != 4) return false;
   const auto o = pb.weights[0], i = pb.weights[1];

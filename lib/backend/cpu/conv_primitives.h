@@ -5,8 +5,10 @@
 // at the interface. oneDNN picks its own weight format inside ('any'); the
 // weights are reordered to and from Keras's layout around each call (a few
 // kilobytes, negligible next to the convolution). A Winograd convolution
-// (ConvProblem::algo) takes its activations in oneDNN's blocked layout too,
-// reordered around each call through this thread's primitive scratch. In
+// (ConvProblem::algo) takes its activations in oneDNN's blocked layout too:
+// its input and dz are reordered into copies it keeps (KeptInput, so that
+// each is reordered once a step), its output and input gradient through this
+// thread's primitive scratch. In
 // bf16 (CPU towers with training.precision bf16) the activations are read in
 // bf16, the weights rounded to bf16 inside, accumulation and weight gradients
 // are fp32, and the activations written (output, input gradient) are of the
@@ -103,8 +105,9 @@ bool reference_impl(const PD& pd) {
 /// signatures). Activations are NHWC of the problem's types (ConvProblem:
 /// compute, dst_type, diff_src_type); with bf16 compute the weights are rounded to bf16
 /// inside, and accumulation, diff_weights and diff_bias stay fp32 (oneDNN's
-/// bf16 convolutions). Scratchpads and activations in the library's layout
-/// live in this thread's primitive scratch for the call only.
+/// bf16 convolutions). Scratchpads and outputs in the library's layout live
+/// in this thread's primitive scratch for the call only; inputs in the
+/// library's layout are kept (see the file comment).
 template <class Fwd, class BwdData, class BwdWeights>
 class ConvPrimitives {
   using md = dnnl::memory::desc;
@@ -115,6 +118,14 @@ class ConvPrimitives {
   /// Builds the forward primitive; backward ones are built on first use.
   /// Throws InternalError when oneDNN rejects the problem.
   explicit ConvPrimitives(const ConvProblem& pb) : pb_(pb) {
+    build_forward();
+  }
+  ConvPrimitives(const ConvPrimitives&) = delete;  // bw_src_ and the other pointers point into the object
+  ConvPrimitives& operator=(const ConvPrimitives&) = delete;
+
+ private:
+  void build_forward() {
+    const ConvProblem& pb = pb_;
     try {
       auto& eng = cpu_engine();
       fwd_pd_ = make_fwd_pd(pb);
@@ -132,6 +143,7 @@ class ConvPrimitives {
     }
   }
 
+ public:
   /// Whether oneDNN runs all three passes of pb with its optimized kernels
   /// (not its reference ones, far slower than fp32 in bf16): false also
   /// where it has no kernel for pb at all (a Winograd problem it rejects).
@@ -145,15 +157,18 @@ class ConvPrimitives {
     }
   }
 
+  /// The problem these primitives run (types and algorithm as built).
   const ConvProblem& problem() const { return pb_; }
 
   /// y <- op(x, w) (+ b) (then max(0, y) with pb.relu): x [N, H, W, Cin] of
   /// type compute, y [N, Ho, Wo, Cout] of type dst_type, w and b fp32.
-  void forward(const void* x, const float* w, const float* b, void* y) {
+  /// forward_stamp names the call (a new number each forward of the op):
+  /// backward_weights with the same x and stamp reuses x's reorder.
+  void forward(const void* x, const float* w, const float* b, void* y, uint64_t forward_stamp) {
     fwd_w_->user.set_data_handle(const_cast<float*>(w));
     fwd_w_->reorder_in();
     bind_per_call(fwd_scratch_, {&*dst_});
-    src_->get(x, ++forward_stamp_);
+    src_->get(x, forward_stamp);
     dst_->user.set_data_handle(y);
     if (pb_.with_bias) bias_.set_data_handle(const_cast<float*>(b));
     execute(fwd_, fwd_args_, "forward");
@@ -175,11 +190,12 @@ class ConvPrimitives {
   }
 
   /// dw (and db when the problem has a bias; both fp32) <- dL/dw from x and
-  /// dz (compute type); x is the last forward's input (its reorder reused).
-  void backward_weights(const void* x, const void* dz, float* dw, float* db, uint64_t call) {
+  /// dz (compute type); forward_stamp is the op's last forward's (x's
+  /// reorder reused when that forward ran here on x), call as in backward_data.
+  void backward_weights(const void* x, const void* dz, float* dw, float* db, uint64_t forward_stamp, uint64_t call) {
     if (!bwd_w_) build_backward_weights();
     bind_per_call(bw_scratch_, {});
-    bw_src_->get(x, forward_stamp_);
+    bw_src_->get(x, forward_stamp);
     bw_dz_->get(dz, call);
     bw_w_->user.set_data_handle(dw);
     if (pb_.with_bias) bw_bias_.set_data_handle(db);
@@ -279,7 +295,6 @@ class ConvPrimitives {
   /// (see KeptInput) and shared by the passes whose layouts agree.
   std::optional<KeptInput> src_, bw_src_own_, dz_, bw_dz_own_, bd_dz_own_;
   KeptInput *bw_src_ = nullptr, *bw_dz_ = nullptr, *bd_dz_ = nullptr;
-  uint64_t forward_stamp_ = 0;  ///< Counts forward calls (src_'s stamps).
   std::unordered_map<int, dnnl::memory> fwd_args_;
 
   std::optional<BwdData> bwd_data_;

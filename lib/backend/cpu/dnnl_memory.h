@@ -23,6 +23,9 @@ struct MemoryPair {
   dnnl::memory user, lib;
   std::optional<dnnl::reorder> to_lib, to_user;
   bool per_call = false;
+  /// user_md: the caller's layout; lib_md: the primitive's; into_lib: the
+  /// reorder runs user -> lib (an input), else lib -> user (an output);
+  /// lib_per_call: lib gets no buffer of its own (bind_per_call binds one).
   MemoryPair(const dnnl::memory::desc& user_md, const dnnl::memory::desc& lib_md, bool into_lib,
              bool lib_per_call = false) {
     user = dnnl::memory(user_md, cpu_engine(), DNNL_MEMORY_NONE);
@@ -49,7 +52,8 @@ struct MemoryPair {
 
 /// Points a pass's scratchpad and its pairs' per-call library buffers
 /// (MemoryPair::per_call; a null pair is skipped) into this thread's
-/// primitive scratch, each 64-byte aligned.
+/// primitive scratch, each 64-byte aligned; they stay valid until the next
+/// bind_per_call (thread_primitive_scratch call) on this thread.
 inline void bind_per_call(dnnl::memory& scratchpad, std::initializer_list<MemoryPair*> pairs) {
   constexpr size_t kAlign = 64;
   const auto round = [](size_t b) { return (b + kAlign - 1) / kAlign * kAlign; };
@@ -84,6 +88,7 @@ class KeptInput {
   }
   /// The memory the primitive reads (for its argument map; get() fills it).
   const dnnl::memory& lib() const { return pair_.lib; }
+  /// The primitive's layout of the tensor.
   dnnl::memory::desc lib_desc() const { return pair_.lib.get_desc(); }
 
  private:

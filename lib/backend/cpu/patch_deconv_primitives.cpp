@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace trainer::cpu {
 
 namespace {
@@ -71,6 +73,9 @@ bool PatchDeconvPrimitives::fast_kernels(const ConvProblem& pb) {
 }
 
 PatchDeconvPrimitives::PatchDeconvPrimitives(const ConvProblem& pb) : pb_(pb), g_(geometry(pb)) {
+  const dnnl::memory::dims want{pb.src[0], g_.cout, pb.src[2] * pb.weights[2], pb.src[3] * pb.weights[3]};
+  if (pb.dst != want || pb.weights.size() != 4)
+    throw InternalError("a patch transposed convolution whose output is not its input times its kernel");
   try {
     auto& eng = cpu_engine();
     fwd_pd_ = make_fwd_pd(pb);
@@ -91,10 +96,11 @@ PatchDeconvPrimitives::PatchDeconvPrimitives(const ConvProblem& pb) : pb_(pb), g
   }
 }
 
-void PatchDeconvPrimitives::forward(const void* x, const float* w, const float* b, void* y) {
+void PatchDeconvPrimitives::forward(const void* x, const float* w, const float* b, void* y, uint64_t) {
   fwd_w_->user.set_data_handle(const_cast<float*>(w));
   fwd_w_->reorder_in();
   bind_per_call(fwd_scratch_, {&*t_to_y_});
+  t_to_y_->user.set_data_handle(y);  // first: where the two layouts agree (kh = 1 or W = 1), T is y itself
   fwd_args_[DNNL_ARG_DST].set_data_handle(t_to_y_->lib.get_data_handle());
   src_.set_data_handle(const_cast<void*>(x));
   if (pb_.with_bias) {
@@ -102,7 +108,6 @@ void PatchDeconvPrimitives::forward(const void* x, const float* w, const float* 
     bias_.set_data_handle(tiled_bias_.data());
   }
   execute(fwd_, fwd_args_, "patch transposed convolution forward");
-  t_to_y_->user.set_data_handle(y);
   t_to_y_->reorder_out();
 }
 
@@ -116,7 +121,8 @@ void PatchDeconvPrimitives::backward_data(const void* dz, const float* w, void* 
   execute(*bwd_data_, bd_args_, "patch transposed convolution backward-data");
 }
 
-void PatchDeconvPrimitives::backward_weights(const void* x, const void* dz, float* dw, float* db, uint64_t call) {
+void PatchDeconvPrimitives::backward_weights(const void* x, const void* dz, float* dw, float* db, uint64_t,
+                                             uint64_t call) {
   if (!bwd_w_) build_backward_weights();
   bind_per_call(bw_scratch_, {});
   bw_args_[DNNL_ARG_DIFF_DST].set_data_handle(dt_->get(dz, call).get_data_handle());

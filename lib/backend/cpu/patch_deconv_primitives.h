@@ -8,8 +8,8 @@
 //   dx [M, Cin] = dT . kernel,  dkernel [K, Cin] = dT^T . x,  dbias = sum of dT.
 // The Keras kernel [kh, kw, Cout, Cin] is that [K, Cin] matrix as it lies in
 // memory, so the kernel and its gradient need no transposition. oneDNN 2.6's
-// deconvolution forward in fp32 and its bf16 backward-weights run these at a
-// fraction of the inner products' speed (docs/cpu.md). T lives in this
+// deconvolution runs its fp32 forward and its bf16 backward-weights at a
+// fifth to a third of the inner products' speed (docs/cpu.md). T lives in this
 // thread's primitive scratch for the call; dT is kept from one backward pass
 // to the other. Internal to backend/cpu.
 #include <oneapi/dnnl/dnnl.hpp>
@@ -41,23 +41,28 @@ class PatchDeconvPrimitives {
 
  public:
   /// Builds the forward primitive; backward ones are built on first use.
-  /// Throws InternalError when oneDNN rejects the problem.
+  /// Throws InternalError when oneDNN rejects the problem or its output is
+  /// not [N, Cout, H kh, W kw] (not a patch transposed convolution).
   explicit PatchDeconvPrimitives(const ConvProblem& pb);
+  PatchDeconvPrimitives(const PatchDeconvPrimitives&) = delete;
+  PatchDeconvPrimitives& operator=(const PatchDeconvPrimitives&) = delete;
 
   /// Whether oneDNN runs all three inner products of pb with optimized
   /// kernels (not its reference ones).
   static bool fast_kernels(const ConvProblem& pb);
 
+  /// The problem these primitives run (types as built).
   const ConvProblem& problem() const { return pb_; }
 
   /// y [N, H * kh, W * kw, Cout] (dst_type) <- patches of x [N, H, W, Cin]
   /// (compute type) times the kernel, plus the bias (then max(0, y) with pb.relu).
-  void forward(const void* x, const float* w, const float* b, void* y);
+  void forward(const void* x, const float* w, const float* b, void* y, uint64_t forward_stamp);
   /// dx (diff_src_type) <- dL/dx from dz (dL/d(pre-activation output),
   /// compute type); backward_weights with the same dz and call shares dT.
   void backward_data(const void* dz, const float* w, void* dx, uint64_t call);
-  /// dw [kh, kw, Cout, Cin] and db [Cout] (when the problem has a bias) <- dL/dw from x and dz.
-  void backward_weights(const void* x, const void* dz, float* dw, float* db, uint64_t call);
+  /// dw [kh, kw, Cout, Cin] and db [Cout] (when the problem has a bias) <- dL/dw from x and dz
+  /// (forward_stamp: unused here, the interface of ConvPrimitives).
+  void backward_weights(const void* x, const void* dz, float* dw, float* db, uint64_t forward_stamp, uint64_t call);
 
  private:
   /// Sizes of the problem: M pixels in, Cin, K = kh * kw * Cout, Cout, and
