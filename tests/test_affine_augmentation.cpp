@@ -19,8 +19,10 @@
 #include "data/image_decode.h"
 #include "dsb_testing.h"
 #include "tiny_model.h"
+#include "data_testing.h"
 
 using namespace trainer;
+using namespace trainer::testing;
 
 namespace {
 

@@ -20,8 +20,10 @@
 #include "data/image_decode.h"
 #include "data/image_files.h"
 #include "dsb_testing.h"
+#include "data_testing.h"
 
 using namespace trainer;
+using namespace trainer::testing;
 namespace fs = std::filesystem;
 
 namespace {

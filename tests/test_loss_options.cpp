@@ -23,9 +23,11 @@
 #include "train/resume_check.h"
 #include "train/trainer.h"
 #include "train/tta.h"
+#include "data_testing.h"
 
 namespace fs = std::filesystem;
 using namespace trainer;
+using namespace trainer::testing;
 using testing::tiny_class_data;
 using testing::tiny_classes_config;
 using testing::temp_dir;

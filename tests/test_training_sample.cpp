@@ -11,8 +11,10 @@
 #include "core/class_mask.h"
 #include "data/held_samples.h"
 #include "data/training_sample.h"
+#include "data_testing.h"
 
 using namespace trainer;
+using namespace trainer::testing;
 
 namespace {
 
@@ -78,7 +80,8 @@ constexpr int kSide = 24, kChannels = 3;
 
 }  // namespace
 
-TEST_CASE("a sample's symmetry and warp as one composed warp follow the two, one after the other", "[augmentation]") {
+TEST_CASE("a sample's symmetry and warp as one composed warp follow the two, one after the other (nearest and reflect fills)",
+          "[augmentation]") {
   // A smooth image (at most 3.6 per pixel) and a mask of diagonal bands: OpenCV places each warp's
   // sampling points on a 1/32-pixel grid, so the two ways differ by up to 1/32 pixel of movement.
   const Tensor images = held(DType::F32, kSide, kChannels, [](int y, int x, int k) { return 60 + 3 * x + 2 * y + 20 * k; });

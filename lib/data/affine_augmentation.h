@@ -44,23 +44,18 @@ std::array<double, 6> affine_matrix(const AffineDraw& d, int h, int w);
 std::array<double, 6> compose(const std::array<double, 6>& outer, const std::array<double, 6>& inner);
 
 /// image_out [h, w, c] <- image warped by m (each output pixel's source, as
-/// affine_matrix) bilinearly, outside the image cfg.fill_mode with cfg.cval
-/// times cval_scale (the held type's units per pixel value: 1, or 65535 /
-/// 255 for 16-bit pixels); mask_out <- mask [h, w, 1] by nearest neighbour
-/// (fill 0) unless mask is empty. Any OpenCV element type; the outputs are
+/// affine_matrix) bilinearly; mask_out <- mask [h, w, 1] by nearest
+/// neighbour unless mask is empty, so binary masks stay 0/1 and class masks
+/// keep their classes (and ignored pixels). Outside the image,
+/// cfg.fill_mode: constant (the image cfg.cval times cval_scale, the held
+/// type's units per pixel value: 1, or 65535 / 255 for 16-bit pixels; the
+/// mask 0), nearest (the edge pixel), reflect (d c b a | a b c d), wrap
+/// (periodic, a b c d | a b c d). Any OpenCV element type; the outputs are
 /// (re)allocated as their inputs and must not share their data. An 8- or
 /// 16-bit image is interpolated in OpenCV's fixed point and rounded to whole
 /// values.
 void warp_sample(const AugmentationConfig& cfg, const std::array<double, 6>& m, double cval_scale, const cv::Mat& image,
                  cv::Mat& image_out, const cv::Mat& mask, cv::Mat& mask_out);
 
-/// Transforms one sample in place: image [h, w, c] (float 0..255, c 1 or 3)
-/// resampled bilinearly and multiplied by d.brightness (clipped to [0, 255]);
-/// mask [h, w, 1] (may be null) with the same geometry by nearest neighbour,
-/// so binary masks stay 0/1 and class masks keep their classes (and ignored
-/// pixels). Outside the image, cfg.fill_mode: constant (the image cfg.cval,
-/// the mask 0), nearest (the edge pixel), reflect (d c b a | a b c d), wrap
-/// (periodic, a b c d | a b c d).
-void apply_affine(const AugmentationConfig& cfg, const AffineDraw& d, float* image, float* mask, int h, int w, int c);
 
 }  // namespace trainer

@@ -92,6 +92,8 @@ void apply_symmetry(Symmetry s, const float* src, float* dst, int h, int w, int 
 }
 
 std::array<double, 6> symmetry_matrix(Symmetry s, int h, int w) {
+  if ((s & kTranspose) && h != w)
+    throw InternalError("a transposing symmetry of a " + std::to_string(h) + "x" + std::to_string(w) + " sample");
   // Flips first: x' = w - 1 - x, y' = h - 1 - y; then a transpose reads row x', column y'.
   const std::array<double, 3> fx = (s & kFlipX) ? std::array<double, 3>{-1, 0, w - 1.0} : std::array<double, 3>{1, 0, 0};
   const std::array<double, 3> fy = (s & kFlipY) ? std::array<double, 3>{0, -1, h - 1.0} : std::array<double, 3>{0, 1, 0};

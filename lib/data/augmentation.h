@@ -53,7 +53,8 @@ void apply_symmetry(Symmetry s, const cv::Mat& src, cv::Mat& dst);
 
 /// s as the map from an output pixel (x, y) of an h x w image to its source
 /// pixel, {m0, .., m5}: source = (m0 x + m1 y + m2, m3 x + m4 y + m5) (the
-/// form of affine_matrix in data/affine_augmentation.h).
+/// form of affine_matrix in data/affine_augmentation.h). s with bit 2 needs
+/// h == w (InternalError otherwise).
 std::array<double, 6> symmetry_matrix(Symmetry s, int h, int w);
 
 }  // namespace trainer

@@ -64,10 +64,6 @@ void held_mask_to_float(const cv::Mat& mask, float* out) {
   throw InternalError("masks held as OpenCV depth " + std::to_string(mask.depth()));
 }
 
-void image_sample_to_float(const Tensor& images, int i, float* out) {
-  held_pixels_to_float(held_sample(images, i), 1.f, out);
-}
-
 void mask_sample_to_float(const Tensor& masks, int i, float* out) { held_mask_to_float(held_sample(masks, i), out); }
 
 void store_mask_sample(const float* values, Tensor& masks, int i) {

@@ -33,11 +33,6 @@ void held_pixels_to_float(const cv::Mat& pixels, float brightness, float* out);
 /// kIgnoredPixel (core/class_mask.h); F32 as they are.
 void held_mask_to_float(const cv::Mat& mask, float* out);
 
-/// out [H, W, C] <- sample i of held images as float32 in [0, 255]: U8
-/// values as they are, U16 ones times 255/65535 (data/image_decode.h,
-/// pixels_to_float), F32 copied. InternalError for a bf16 tensor.
-void image_sample_to_float(const Tensor& images, int i, float* out);
-
 /// out [H, W, 1] <- sample i of held masks as float32: U8/U16 values as they
 /// are, the type's largest as kIgnoredPixel (core/class_mask.h); F32 copied.
 /// InternalError for a bf16 tensor.

@@ -22,10 +22,10 @@ struct SampleAugmentation {
 /// image_to [H, W, C] and mask_to [H, W, 1] (unless nullptr) <- held sample
 /// i of images (and masks) with a applied (cfg: fill_mode and cval), as
 /// float32: the image in [0, 255] (bilinear in the held type: an 8- or 16-bit
-/// image rounds each warped pixel to a whole value, within half a gray level
-/// of interpolating in float32), the mask by nearest neighbour (kIgnoredPixel
-/// kept). InternalError for a transposing symmetry of a non-square sample or
-/// samples held as bf16.
+/// image rounds each warped pixel, and cfg.cval, to a whole value of its
+/// type, within half a gray level of interpolating in float32), the mask by
+/// nearest neighbour (kIgnoredPixel kept). InternalError for a transposing
+/// symmetry of a non-square sample or samples held as bf16.
 void augmented_sample_to_float(const AugmentationConfig& cfg, const SampleAugmentation& a, const Tensor& images,
                                const Tensor* masks, int i, float* image_to, float* mask_to);
 
