@@ -98,6 +98,20 @@ bool reference_impl(const PD& pd) {
   return std::string(pd.impl_info_str()).find("ref") != std::string::npos;  // a deconvolution's: "conv:any+ref:any"
 }
 
+/// Whether oneDNN has kernels for all three passes of pb, as the primitive
+/// descriptors fwd(pb), bwd_data(pb, fwd's) and bwd_weights(pb, fwd's) make
+/// them, and none is its reference implementation (far slower than fp32 in
+/// bf16): the test behind ConvPrimitives::fast_kernels and its kin.
+template <class MakeFwd, class MakeBwdData, class MakeBwdWeights>
+bool fast_passes(const ConvProblem& pb, MakeFwd fwd, MakeBwdData bwd_data, MakeBwdWeights bwd_weights) {
+  try {
+    const auto f = fwd(pb);
+    return !reference_impl(f) && !reference_impl(bwd_data(pb, f)) && !reference_impl(bwd_weights(pb, f));
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 /// Forward, backward-data and backward-weights primitives of one problem, with
 /// their memory objects and argument maps built once; each call only sets
 /// data handles and executes. Fwd/BwdData/BwdWeights are oneDNN's
@@ -148,13 +162,7 @@ class ConvPrimitives {
   /// (not its reference ones, far slower than fp32 in bf16): false also
   /// where it has no kernel for pb at all (a Winograd problem it rejects).
   static bool fast_kernels(const ConvProblem& pb) {
-    try {
-      const auto f = make_fwd_pd(pb);
-      return !reference_impl(f) && !reference_impl(make_bwd_data_pd(pb, f)) &&
-             !reference_impl(make_bwd_weights_pd(pb, f));
-    } catch (const dnnl::error&) {
-      return false;
-    }
+    return fast_passes(pb, make_fwd_pd, make_bwd_data_pd, make_bwd_weights_pd);
   }
 
   /// The problem these primitives run (types and algorithm as built).

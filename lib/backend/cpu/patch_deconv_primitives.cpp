@@ -63,13 +63,7 @@ dnnl::inner_product_backward_weights::primitive_desc PatchDeconvPrimitives::make
 }
 
 bool PatchDeconvPrimitives::fast_kernels(const ConvProblem& pb) {
-  try {
-    const auto f = make_fwd_pd(pb);
-    return !reference_impl(f) && !reference_impl(make_bwd_data_pd(pb, f)) &&
-           !reference_impl(make_bwd_weights_pd(pb, f));
-  } catch (const dnnl::error&) {
-    return false;
-  }
+  return fast_passes(pb, make_fwd_pd, make_bwd_data_pd, make_bwd_weights_pd);
 }
 
 PatchDeconvPrimitives::PatchDeconvPrimitives(const ConvProblem& pb) : pb_(pb), g_(geometry(pb)) {
