@@ -1,6 +1,5 @@
 #include "data/affine_augmentation.h"
 
-#include <algorithm>
 #include <cmath>
 #include <opencv2/imgproc.hpp>
 

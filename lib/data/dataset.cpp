@@ -242,7 +242,7 @@ bool hold_image(const cv::Mat& pixels, Tensor& images, int k) {
   if (pixels.depth() == CV_16U && !held16) return false;
   cv::Mat to(s.h, s.w, held16 ? CV_16UC(s.c) : CV_8UC(s.c), images.raw_sample(k));
   if (pixels.depth() == to.depth()) pixels.copyTo(to);
-  else pixels.convertTo(to, CV_16U, 257);  // 255 -> 65535: the same value on pixels_to_float's scale
+  else pixels.convertTo(to, CV_16U, 257);  // 255 -> 65535: the same value on held_pixels_to_float's scale
   return true;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/ascii.h"
 #include "core/error.h"
+#include "data/held_samples.h"
 #include "data/mask_resize.h"
 #include "core/class_mask.h"
 
@@ -72,15 +73,10 @@ DecodedImage decode_image_pixels(const std::string& path, int height, int width,
   return d;
 }
 
-void pixels_to_float(const cv::Mat& pixels, float* out) {
-  cv::Mat dst(pixels.rows, pixels.cols, CV_32FC(pixels.channels()), out);  // writes into out
-  pixels.convertTo(dst, CV_32F, pixels.depth() == CV_16U ? 255.0 / 65535.0 : 1.0);
-}
-
 cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out,
                       double* highest16) {
   const DecodedImage d = decode_image_pixels(path, height, width, channels, highest16);
-  pixels_to_float(d.pixels, out);
+  held_pixels_to_float(d.pixels, 1.f, out);
   return d.native;
 }
 

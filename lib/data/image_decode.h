@@ -36,13 +36,9 @@ struct DecodedImage {
 DecodedImage decode_image_pixels(const std::string& path, int height, int width, int channels,
                                  double* highest16 = nullptr);
 
-/// out [rows, cols, channels] <- pixels (CV_8U or CV_16U, any channels) as
-/// float32 in [0, 255]: 8-bit values as they are, 16-bit ones scaled by
-/// 255/65535 (OpenCV's convertTo).
-void pixels_to_float(const cv::Mat& pixels, float* out);
-
-/// decode_image_pixels, then pixels_to_float into out [height, width,
-/// channels]. Returns the file's own size.
+/// decode_image_pixels, then held_pixels_to_float (data/held_samples.h:
+/// 8-bit values as they are, 16-bit ones times 255/65535) into out
+/// [height, width, channels]. Returns the file's own size.
 cv::Size decode_image(const std::string& path, int height, int width, int channels, float* out,
                       double* highest16 = nullptr);
 
