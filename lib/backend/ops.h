@@ -64,6 +64,15 @@ PadPair conv_padding(int big, int small, int k, int s);
 /// in place rather than converting.
 constexpr int kMinBf16Filters = 8;
 
+/// Whether a convolution with `filters` filters (as for kMinBf16Filters) cut
+/// into `groups` groups computes in bf16 when its device's precision is bf16:
+/// at least kMinBf16Filters filters, ungrouped. Every backend and the layers'
+/// activation types (ConvLayerBase::dtype_support) follow it; otherwise the
+/// convolution runs on fp32 tensors (tf32 on a GPU, fp32 on a CPU, where
+/// AMX tiles are 16 outputs wide and the conversions cost more than a
+/// one-filter convolution).
+constexpr bool bf16_convolution(int filters, int groups) { return filters >= kMinBf16Filters && groups == 1; }
+
 /// Geometry of Conv2D / Conv2DTranspose: kernel size, strides, padding,
 /// dilation (Keras's dilation_rate; Conv2D only, and only with strides 1).
 struct Conv2DParams {

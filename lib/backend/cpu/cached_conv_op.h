@@ -30,7 +30,7 @@ struct ConvKey {
 /// Prims (ConvPrimitives, or PatchDeconvPrimitives: the same interface)
 /// cached per ConvKey, built from problem(key) on first use. A plain ReLU runs as oneDNN's post-op; any other activation in the
 /// CPU backend's own pass. With bf16 wanted (Device::precision) a problem
-/// that oneDNN runs in bf16 (ConvPrimitives::fast_kernels) reads and writes
+/// that bf16_convolution allows and oneDNN runs in bf16 (ConvPrimitives::fast_kernels) reads and writes
 /// the activations in their own types, rounding an fp32 input to bf16 in
 /// this thread's scratch; any other problem computes in fp32, converting bf16
 /// activations through the scratch. An fp32 convolution runs on oneDNN's
@@ -86,15 +86,17 @@ class CachedConvOp final : public ConvBackend {
     }
   }
 
-  /// The oneDNN problem a call of key runs: computing in bf16 where wanted
-  /// and oneDNN has it for these shapes and types (the same answer whatever
+  /// The oneDNN problem a call of key runs: computing in bf16 where wanted,
+  /// bf16_convolution allows (ops.h: a one-filter mask layer computes in
+  /// fp32) and oneDNN has it for these shapes and types (the same answer whatever
   /// the bias and ReLU, so that the entries of one shape agree), on Winograd
   /// where winograd_pays and oneDNN has its kernels, else on direct kernels.
   ConvProblem problem(const ConvKey& k) const {
     ConvProblem pb = problem_(k.xs, k.ys, p_, k.with_bias);
     pb.relu = k.relu;
     pb.algo = algo_;
-    if (bf16_) {
+    const int filters = algo_ == dnnl::algorithm::deconvolution_direct ? k.xs.c : k.ys.c;
+    if (bf16_ && bf16_convolution(filters, p_.groups)) {
       ConvProblem probe = problem_(k.xs, k.ys, p_, true);
       probe.algo = algo_, probe.compute = dt::bf16, probe.dst_type = dnnl_type(k.y), probe.diff_src_type = dnnl_type(k.x);
       if (Prims::fast_kernels(probe)) pb.compute = probe.compute, pb.dst_type = probe.dst_type, pb.diff_src_type = probe.diff_src_type;

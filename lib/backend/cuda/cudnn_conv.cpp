@@ -133,7 +133,7 @@ cudnnDataType_t conv_data_type(Precision p) { return p == Precision::BF16 ? CUDN
 cudnnMathType_t conv_math_type(Precision p) { return p == Precision::FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH; }
 
 Precision conv_precision(Precision p, int cb, int groups) {
-  return p == Precision::BF16 && (cb < kMinBf16Filters || groups > 1) ? Precision::TF32 : p;
+  return p == Precision::BF16 && !bf16_convolution(cb, groups) ? Precision::TF32 : p;
 }
 
 /// Descriptors, padding and algorithms of one (as, bs) pair.

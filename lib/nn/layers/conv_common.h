@@ -86,14 +86,14 @@ class ConvLayerBase : public Layer {
   }
 
   /// Reads and writes either type, independently (the backend converts);
-  /// fp32 only when the convolution has fewer than kMinBf16Filters filters
-  /// (cuDNN's K), which a GPU runs in tf32 on fp32 tensors.
-  /// Grouped convolutions (DepthwiseConv2D, Conv2D groups) stay fp32 too: they
-  /// move few bytes per multiply, and cuDNN's grouped bf16 algorithms are not
-  /// needed for that. A layer whose activation needs its input writes fp32
+  /// fp32 where bf16_convolution says no (fewer than kMinBf16Filters
+  /// filters, cuDNN's K, which a GPU runs in tf32 and a CPU in fp32 on fp32
+  /// tensors). Grouped convolutions (DepthwiseConv2D, Conv2D groups) stay
+  /// fp32 too: they move few bytes per multiply, and cuDNN's grouped bf16
+  /// algorithms are not needed for that. A layer whose activation needs its input writes fp32
   /// (kept_activation.h applies the activation to fp32 values) from either type.
   DTypeSupport dtype_support() const override {
-    if (conv_filters() < kMinBf16Filters || c_.geom.groups > 1) return DTypeSupport::F32Only;
+    if (!bf16_convolution(conv_filters(), c_.geom.groups)) return DTypeSupport::F32Only;
     return activation_needs_input(c_.activation.kind) ? DTypeSupport::AnyInput : DTypeSupport::Any;
   }
 
