@@ -1,11 +1,15 @@
-// MaxPool2DOp's CPU backend on oneDNN: pooling_forward / pooling_backward
-// (algorithm pooling_max) on NHWC tensors of either activation type (fp32 or
-// bf16; the bf16 forward only selects, so it is exact; the gradient of
-// overlapping windows is summed and rounded to bf16). Training forward keeps oneDNN's
-// workspace (the position of each maximum), which backward consumes.
+// MaxPool2DOp's CPU backend on NHWC tensors of either activation type (fp32
+// or bf16; the bf16 forward only selects, so it is exact; the gradient of
+// overlapping windows is summed and rounded to bf16): 2x2 windows with
+// stride 2 and no padding on our own pass (max_pool_2x2.h, which reads the
+// training forward's x and y again in backward), any other pooling on
+// oneDNN's pooling_forward / pooling_backward (algorithm pooling_max), whose
+// training forward keeps a workspace (the position of each maximum) for
+// backward.
 #include <optional>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/max_pool_2x2.h"
 #include "backend/device_ops.h"
 
 namespace trainer::cpu {
@@ -107,16 +111,24 @@ class PoolPrimitives {
   std::unordered_map<int, dnnl::memory> train_args_, infer_args_, bwd_args_;
 };
 
-/// The backend: PoolPrimitives cached per (input shape, output shape, type);
-/// x and y (dy and dx) of one type. InternalError when they differ.
+/// The backend: max_pool_2x2 where it applies, else PoolPrimitives cached per
+/// (input shape, output shape, type); x and y (dy and dx) of one type.
+/// InternalError when they differ, or on a 2x2 backward without a training
+/// forward.
 class MaxPool2DCpu final : public PoolBackend {
  public:
   explicit MaxPool2DCpu(Pool2DParams p) : p_(p) {}
   void forward(ConstTensorView x, TensorView y, bool training) override {
-    get(x.shape, y.shape, same_type(x.dtype, y.dtype)).forward(x.data, y.data, training);
+    const DType t = same_type(x.dtype, y.dtype);
+    if (!max_pool_2x2_applies(p_, x.shape, y.shape)) return get(x.shape, y.shape, t).forward(x.data, y.data, training);
+    max_pool_2x2_forward({t, x.shape, y.shape}, x.data, y.data);
+    if (training) trained_x_ = x.data, trained_y_ = y.data;
   }
   void backward(ConstTensorView dy, TensorView dx) override {
-    get(dx.shape, dy.shape, same_type(dx.dtype, dy.dtype)).backward(dy.data, dx.data);
+    const DType t = same_type(dx.dtype, dy.dtype);
+    if (!max_pool_2x2_applies(p_, dx.shape, dy.shape)) return get(dx.shape, dy.shape, t).backward(dy.data, dx.data);
+    if (!trained_x_) throw InternalError("MaxPooling2D backward on the CPU before a training forward");
+    max_pool_2x2_backward({t, dx.shape, dy.shape}, trained_x_, trained_y_, dy.data, dx.data);
   }
 
  private:
@@ -129,6 +141,10 @@ class MaxPool2DCpu final : public PoolBackend {
   }
   Pool2DParams p_;
   PrimitiveCache<PoolKey, PoolPrimitives> cache_;
+  /// x and y of the last training forward on max_pool_2x2 (ops.h: they are
+  /// unchanged until backward).
+  const void* trained_x_ = nullptr;
+  const void* trained_y_ = nullptr;
 };
 
 }  // namespace
