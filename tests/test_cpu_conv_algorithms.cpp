@@ -209,6 +209,12 @@ TEST_CASE("CPU 3x3 convolutions with many channels run on Winograd and match the
       WARN("skipped: oneDNN has no Winograd kernels on this CPU (they need AVX-512)");
       return;
     }
+    // Its backward makes dz from the ReLU's y and dy straight in Winograd's layout, which the
+    // check below then covers.
+    cpu::ConvPrimitives<dnnl::convolution_forward, dnnl::convolution_backward_data, dnnl::convolution_backward_weights>
+        prims(chosen);
+    const std::vector<float> y(c.ys.numel()), dy(c.ys.numel());
+    CHECK(prims.keep_relu_gradient(y.data(), dy.data(), 1, true, true));
     // Winograd's transforms round more than the direct sums (about 1.3e-6
     // of the largest value here, where the direct path gives 5e-7).
     check_conv3x3(c, same, 4e-6);

@@ -58,8 +58,10 @@ class CachedConvOp final : public ConvBackend {
   }
 
   /// dz = dy * act'(y) in the compute type (one pass; none for a linear
-  /// activation on dy of that type), then backward-weights (unless dkernel
-  /// is nullptr: a frozen layer) and backward-data (unless dx is nullptr).
+  /// activation on dy of that type, and made in the passes' own layout where
+  /// they take a blocked one: keep_relu_gradient), then backward-weights
+  /// (unless dkernel is nullptr: a frozen layer) and backward-data (unless
+  /// dx is nullptr).
   void backward(const ConvBackwardArgs& a) override {
     const Shape xs = a.x.shape, ys = a.y.shape;
     const ConvKey key{xs, ys, a.dbias != nullptr, a.x.dtype, a.y.dtype, plain_relu(a.act)};
@@ -70,10 +72,12 @@ class CachedConvOp final : public ConvBackend {
     const DType compute = dtype_of((pw ? pw : pd)->problem().compute);
     const DType diff_src = pd ? dtype_of(pd->problem().diff_src_type) : a.x.dtype;
     const size_t nx = xs.numel(), ny = ys.numel();
-    const auto parts = thread_scratch_parts<3>({a.act.linear() && a.y.dtype == compute ? 0 : ny * dtype_size(compute),
+    const bool blocked_dz = key.relu && a.y.dtype == DType::F32 && keep_relu_gradient(pw, pd, a, call);
+    const bool dz_pass = !blocked_dz && !(a.act.linear() && a.y.dtype == compute);
+    const auto parts = thread_scratch_parts<3>({dz_pass ? ny * dtype_size(compute) : 0,
                                                 pw && a.x.dtype != compute ? nx * dtype_size(compute) : 0,
                                                 pd && a.x.dtype != diff_src ? nx * dtype_size(diff_src) : 0});
-    const void* dz = a.dy;
+    const void* dz = a.dy;  // with blocked_dz: the key of the passes' kept dz
     if (parts[0]) typed_activation_backward(a.act, a.y.dtype, a.y.data, a.dy, compute, parts[0], ny), dz = parts[0];
     if (pw) {
       const void* x = a.x.data;
@@ -115,6 +119,16 @@ class CachedConvOp final : public ConvBackend {
   static dt dnnl_type(DType t) { return t == DType::BF16 ? dt::bf16 : dt::f32; }
   /// max(0, y), which oneDNN applies as a post-op.
   static bool plain_relu(Activation a) { return a.kind == ActivationKind::Relu; }
+
+  /// Prims::keep_relu_gradient for the passes this backward runs (pw: the
+  /// weights', pd: the data's; one call when they share primitives), all or
+  /// none: false when one of them cannot take it.
+  static bool keep_relu_gradient(Prims* pw, Prims* pd, const ConvBackwardArgs& a, uint64_t call) {
+    const auto* y = static_cast<const float*>(a.y.data);
+    const auto* dy = static_cast<const float*>(a.dy);
+    if (pw == pd || !pw || !pd) return (pw ? pw : pd)->keep_relu_gradient(y, dy, call, pw != nullptr, pd != nullptr);
+    return pw->keep_relu_gradient(y, dy, call, true, false) && pd->keep_relu_gradient(y, dy, call, false, true);
+  }
 
   Prims& get(const ConvKey& k) {
     return cache_.get(k, [&] { return std::make_unique<Prims>(problem(k)); });

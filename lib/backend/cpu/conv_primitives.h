@@ -20,6 +20,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "backend/cpu/blocked_relu_gradient.h"
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/dnnl_memory.h"
 #include "backend/device_ops.h"
@@ -195,6 +196,23 @@ class ConvPrimitives {
     bd_diff_src_->user.set_data_handle(dx);
     execute(*bwd_data_, bd_args_, "backward-data");
     bd_diff_src_->reorder_out();
+  }
+
+  /// Makes dz = relu_backward(y, dy) (y and dy: the ReLU forward's output
+  /// and its gradient, [N, Ho, Wo, Cout] NHWC fp32) straight in the layout
+  /// the backward passes read it in, kept for `call`; the passes named
+  /// (weights, data) then take dy as their dz with that call. Returns false,
+  /// doing nothing, unless the problem is fp32 with a fused ReLU and those
+  /// passes share one dz in nChw16c (Winograd's layout).
+  bool keep_relu_gradient(const float* y, const float* dy, uint64_t call, bool weights, bool data) {
+    if (pb_.compute != dt::f32 || !pb_.relu || pb_.dst[1] % 16 != 0 || !(weights || data)) return false;
+    if (weights && !bwd_w_) build_backward_weights();
+    if (data && !bwd_data_) build_backward_data();
+    KeptInput* dz = weights ? bw_dz_ : bd_dz_;
+    if ((weights && data && bw_dz_ != bd_dz_) || dz->lib_desc() != md(pb_.dst, dt::f32, tag::aBcd16b)) return false;
+    const Shape s{int(pb_.dst[0]), int(pb_.dst[2]), int(pb_.dst[3]), int(pb_.dst[1])};
+    dz->put(dy, call, [&](float* out) { relu_gradient_to_nchw16c(y, dy, s, out); });
+    return true;
   }
 
   /// dw (and db when the problem has a bias; both fp32) <- dL/dw from x and

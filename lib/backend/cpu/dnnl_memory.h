@@ -86,6 +86,15 @@ class KeptInput {
     }
     return pair_.lib;
   }
+  /// Fills the kept copy through fill(its float data, in the library's
+  /// layout) and records it as user's data under stamp, so that get(user,
+  /// stamp) returns it without a reorder: for a tensor made straight in the
+  /// library's layout. Only where the layouts differ (a copy exists).
+  template <class Fill>
+  void put(const void* user, uint64_t stamp, Fill fill) {
+    fill(static_cast<float*>(pair_.lib.get_data_handle()));
+    from_ = user, stamp_ = stamp;
+  }
   /// The memory the primitive reads (for its argument map; get() fills it).
   const dnnl::memory& lib() const { return pair_.lib; }
   /// The primitive's layout of the tensor.

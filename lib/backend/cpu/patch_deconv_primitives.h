@@ -63,6 +63,10 @@ class PatchDeconvPrimitives {
   /// dw [kh, kw, Cout, Cin] and db [Cout] (when the problem has a bias) <- dL/dw from x and dz
   /// (forward_stamp: unused here, the interface of ConvPrimitives).
   void backward_weights(const void* x, const void* dz, float* dw, float* db, uint64_t forward_stamp, uint64_t call);
+  /// Always false: the interface of ConvPrimitives, whose Winograd passes
+  /// take dz in a blocked layout; these read it in NHWC, so there is no
+  /// reorder to fold the ReLU gradient into.
+  bool keep_relu_gradient(const float*, const float*, uint64_t, bool, bool) { return false; }
 
  private:
   /// Sizes of the problem: M pixels in, Cin, K = kh * kw * Cout, Cout, and
