@@ -6,7 +6,8 @@
 # bf16), for the small U-Net (width 16, 128x128, batch 8) and the seed U-Net
 # (width 64, 256x256, batch 4). The runs alternate (trainer, Keras, PyTorch)
 # for `rounds` rounds; each cell is the median, and the last columns are
-# trainer's ratio to each peer. Needs a build (scripts/setup.sh) and installs
+# trainer's ratio to each peer (of the medians), followed by the range of
+# each round's own trainer / Keras ratio. Needs a build (scripts/setup.sh) and installs
 # the peers from PyPI into a venv ($TRAINER_PEERS_VENV, default
 # ~/.cache/trainer/peers-venv) when they are missing.
 #   bash bench/cpu_vs_peers.sh [rounds] [steps] [models: "small seed" (default), "small" or "seed"]
@@ -60,4 +61,10 @@ for (name, precision), r in rows.items():
     m = {k: statistics.median(v) for k, v in r.items()}
     print(f"{name:8}{precision:>10}{m['trainer']:>10.2f}{m['keras']:>10.2f}{m['torch']:>10.2f}"
           f"{m['trainer'] / m['keras']:>9.2f}x{m['trainer'] / m['torch']:>11.2f}x")
+# Each round's own ratios (a round's runs follow each other, the rounds
+# spread over the whole run): how far the machine's drift moves them.
+print("per-round trainer / Keras ratios (min, median, max):")
+for (name, precision), r in rows.items():
+    q = [t / k for t, k in zip(r["trainer"], r["keras"])]
+    print(f"  {name} {precision}: {min(q):.2f}x {statistics.median(q):.2f}x {max(q):.2f}x")
 PY
