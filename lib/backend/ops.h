@@ -130,6 +130,13 @@ class ConvBackend {
   virtual ~ConvBackend() = default;
   virtual void forward(ConstTensorView x, ConvWeights w, Activation act, TensorView y) = 0;
   virtual void backward(const ConvBackwardArgs& a) = 0;
+  /// Whether x [N, H, W, Cin] -> y (shapes xs, ys; types x, y) runs on
+  /// kernels that read and write Layout::Blocked16 activations as they are
+  /// (the CPU's Winograd convolutions). Default: false.
+  virtual bool takes_blocked(Shape xs, Shape ys, DType x, DType y) {
+    (void)xs, (void)ys, (void)x, (void)y;
+    return false;
+  }
 };
 
 /// One device's implementation of MaxPool2DOp. Arguments as MaxPool2DOp's.
@@ -170,6 +177,12 @@ class Conv2DOp {
   /// an act whose gradient needs its input (activation_needs_input: the
   /// layers run those linear and apply them themselves, nn/layers/kept_activation.h).
   void backward(const Device& d, const ConvBackwardArgs& a);
+  /// Whether on d this convolution from xs to ys (activation types x, y)
+  /// reads and writes Layout::Blocked16 activations without reordering them
+  /// (a CPU Winograd convolution: backend/cpu/conv_algorithm.h); the op
+  /// takes views of either layout on any device where it says so, and of
+  /// NHWC only elsewhere.
+  bool takes_blocked(const Device& d, Shape xs, Shape ys, DType x, DType y);
 
  private:
   ConvBackend& on(const Device& d);
@@ -195,6 +208,8 @@ class Conv2DTransposeOp {
   /// The layer's backward, as Conv2DOp::backward: y, dy [N, Ho, Wo, Cout],
   /// dkernel [kh, kw, Cout, Cin], dbias [Cout], dx [N, H, W, Cin].
   void backward(const Device& d, const ConvBackwardArgs& a);
+  /// As Conv2DOp::takes_blocked (false on every device today).
+  bool takes_blocked(const Device& d, Shape xs, Shape ys, DType x, DType y);
 
  private:
   ConvBackend& on(const Device& d);

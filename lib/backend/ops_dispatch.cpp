@@ -51,6 +51,9 @@ void Conv2DOp::forward(const Device& d, ConstTensorView x, ConvWeights w, Activa
 void Conv2DOp::backward(const Device& d, const ConvBackwardArgs& a) {
   if (backward_wanted(a, "Conv2DOp::backward")) on(d).backward(a);
 }
+bool Conv2DOp::takes_blocked(const Device& d, Shape xs, Shape ys, DType x, DType y) {
+  return on(d).takes_blocked(xs, ys, x, y);
+}
 
 Conv2DTransposeOp::Conv2DTransposeOp(Conv2DParams p) : p_(p) {}
 Conv2DTransposeOp::~Conv2DTransposeOp() = default;
@@ -65,6 +68,9 @@ void Conv2DTransposeOp::forward(const Device& d, ConstTensorView x, ConvWeights 
 }
 void Conv2DTransposeOp::backward(const Device& d, const ConvBackwardArgs& a) {
   if (backward_wanted(a, "Conv2DTransposeOp::backward")) on(d).backward(a);
+}
+bool Conv2DTransposeOp::takes_blocked(const Device& d, Shape xs, Shape ys, DType x, DType y) {
+  return on(d).takes_blocked(xs, ys, x, y);
 }
 
 MaxPool2DOp::MaxPool2DOp(Pool2DParams p) : p_(p) {}

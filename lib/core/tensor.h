@@ -1,6 +1,6 @@
 #pragma once
-// Tensor: an owning buffer with an NHWC Shape and an element type (DType,
-// fp32 unless set otherwise), on one device (see core/buffer.h). resize()
+// Tensor: an owning buffer with an NHWC Shape, an element type (DType,
+// fp32 unless set otherwise) and a Layout (NHWC unless set), on one device (see core/buffer.h). resize()
 // keeps the allocation when the new size fits, so a training step that reuses
 // its tensors allocates nothing after the first step. Copy construction gives
 // a tensor on the source's device; assignment keeps the destination's device
@@ -21,7 +21,7 @@ class Tensor {
   explicit Tensor(Shape s, Device d = {}) : buf_(d) { resize(s); }
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
-  Tensor(const Tensor& o) : shape_(o.shape_), dtype_(o.dtype_), buf_(o.buf_) {}
+  Tensor(const Tensor& o) : shape_(o.shape_), dtype_(o.dtype_), layout_(o.layout_), buf_(o.buf_) {}
   Tensor& operator=(const Tensor& o) {
     if (this != &o) copy_from(o);
     return *this;
@@ -43,10 +43,16 @@ class Tensor {
     dtype_ = t;
     resize(shape_);
   }
-  /// Resizes to o's shape and type and copies o's contents (o may be on another device).
+  /// How the elements lie in memory (NHWC unless set; see Layout): set
+  /// once, as the type, by whoever plans the tensor (Model), kept across
+  /// resizes and storage changes.
+  Layout layout() const { return layout_; }
+  void set_layout(Layout l) { layout_ = l; }
+  /// Resizes to o's shape, type and layout and copies o's contents (o may be on another device).
   void copy_from(const Tensor& o) {
     shape_ = o.shape_;
     dtype_ = o.dtype_;
+    layout_ = o.layout_;
     buf_.copy_from(o.buf_);
   }
   void zero() { buf_.zero(); }
@@ -87,8 +93,8 @@ class Tensor {
   void* raw() { return buf_.data(); }
   const void* raw() const { return buf_.data(); }
   /// The elements, type and shape, for the backend ops.
-  TensorView view() { return {raw(), dtype_, shape_}; }
-  ConstTensorView view() const { return {raw(), dtype_, shape_}; }
+  TensorView view() { return {raw(), dtype_, shape_, layout_}; }
+  ConstTensorView view() const { return {raw(), dtype_, shape_, layout_}; }
   /// Pointer to sample i (row-major NHWC) of an fp32 tensor.
   float* sample(int i) { return data() + size_t(i) * shape_.sample_numel(); }
   const float* sample(int i) const { return data() + size_t(i) * shape_.sample_numel(); }
@@ -108,6 +114,7 @@ class Tensor {
   static size_t words(size_t n, DType t) { return (n * dtype_size(t) + 3) / 4; }
   Shape shape_;
   DType dtype_ = DType::F32;
+  Layout layout_ = Layout::NHWC;
   Buffer<float> buf_;
 };
 

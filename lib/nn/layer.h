@@ -120,6 +120,17 @@ class Layer {
   virtual void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                         const Tensor& dy, const std::vector<Tensor*>& dx) = 0;
 
+  /// Whether on device d, with input and output types `in` and `out`, the
+  /// layer reads its input and writes its output in Layout::Blocked16
+  /// without reordering them (a CPU Winograd convolution). The model keeps
+  /// that layout between two such layers (Model::set_activation_layouts)
+  /// and then passes them tensors of either layout; every other layer gets
+  /// NHWC only. Default: false.
+  virtual bool takes_blocked(const Device& d, DType in, DType out) {
+    (void)d, (void)in, (void)out;
+    return false;
+  }
+
   /// True when forward/backward call collectives (synchronized BN): the model
   /// then calls them even on a tower with no samples this step (n = 0).
   virtual bool collective() const { return false; }

@@ -164,6 +164,26 @@ void Model::set_activation_type(DType t) {
   }
 }
 
+void Model::set_activation_layouts(const Device& d) {
+  const size_t last = nodes_.size() - 1;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    // Only CPU convolutions take the layout; a GPU's are not asked (and not built here).
+    bool blocked = !d.is_cuda() && i > 0 && i < last && node.inputs.size() == 1 && node.consumers.size() == 1;
+    if (blocked) {
+      Node& next = nodes_[size_t(node.consumers[0])];
+      const DType in = nodes_[size_t(node.inputs[0])].out.dtype(), mid = node.out.dtype();
+      blocked = next.inputs.size() == 1 && node.layer->takes_blocked(d, in, mid) &&
+                next.layer->takes_blocked(d, mid, next.out.dtype());
+    }
+    node.out.set_layout(blocked ? Layout::Blocked16 : Layout::NHWC);
+    node.grad.set_layout(node.out.layout());
+  }
+  for (Node& node : nodes_)
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      node.dx_scratch[k].set_layout(nodes_[size_t(node.inputs[k])].out.layout());
+}
+
 namespace {
 
 /// Names the layer queuing work on a GPU, for error messages ("" after the pass).

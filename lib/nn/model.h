@@ -101,6 +101,15 @@ class Model {
   void set_activation_type(DType t);
   /// The type of layer i's output (and its gradient).
   DType activation_type(int i) const { return nodes_[size_t(i)].out.dtype(); }
+  /// Keeps a layer's output and its gradient in Layout::Blocked16 where that
+  /// layer and its only consumer both take the layout on device d
+  /// (Layer::takes_blocked: two CPU Winograd convolutions in a row, whose
+  /// reorders to and from NHWC between them are then skipped); NHWC
+  /// elsewhere, always at the input and the output. Call it on the model's
+  /// device after set_activation_type(), before forward().
+  void set_activation_layouts(const Device& d);
+  /// The layout of layer i's output (and its gradient).
+  Layout activation_layout(int i) const { return nodes_[size_t(i)].out.layout(); }
   /// Whether backward() computes the gradient of layer i's output: only where
   /// layer i or a layer feeding it (directly or not) has trainable weights, so
   /// the Input, a Rescaling right after it and the first convolution's input

@@ -184,6 +184,9 @@ Trainer::Tower::Tower(const Config& config, const Device& d)
   // bf16 towers keep bf16 activations between the layers that take them (as
   // PyTorch's autocast and Keras's mixed_bfloat16 do).
   model.set_activation_type(d.precision == Precision::BF16 ? DType::BF16 : DType::F32);
+  // Two Winograd convolutions in a row on a CPU pass their activations in
+  // oneDNN's blocked layout (no reorders between them).
+  model.set_activation_layouts(d);
   y.set_device(d);
   staged.set_device(d);
   params.zero();

@@ -3,6 +3,7 @@
 // (backend/ops.h) over ConvPrimitives, with fp32 or bf16 activations.
 // Internal to backend/cpu.
 #include <memory>
+#include <string>
 
 #include "backend/cpu/typed_passes.h"
 #include "backend/cpu/conv_algorithm.h"
@@ -16,14 +17,16 @@ namespace trainer::cpu {
 using ConvProblemFn = ConvProblem (*)(Shape xs, Shape ys, const Conv2DParams& p, bool with_bias);
 
 /// Cache key of a convolution-like problem: shapes, bias, the activations'
-/// types and whether the forward fuses a ReLU.
+/// types and layouts, and whether the forward fuses a ReLU.
 struct ConvKey {
   Shape xs, ys;
   bool with_bias = true;
   DType x = DType::F32, y = DType::F32;
   bool relu = false;
+  Layout x_layout = Layout::NHWC, y_layout = Layout::NHWC;
   bool operator==(const ConvKey& o) const {
-    return xs == o.xs && ys == o.ys && with_bias == o.with_bias && x == o.x && y == o.y && relu == o.relu;
+    return xs == o.xs && ys == o.ys && with_bias == o.with_bias && x == o.x && y == o.y && relu == o.relu &&
+           x_layout == o.x_layout && y_layout == o.y_layout;
   }
 };
 
@@ -44,7 +47,7 @@ class CachedConvOp final : public ConvBackend {
 
   void forward(ConstTensorView x, ConvWeights w, Activation act, TensorView y) override {
     const bool relu = plain_relu(act);
-    Prims& prims = get({x.shape, y.shape, w.bias != nullptr, x.dtype, y.dtype, relu});
+    Prims& prims = get({x.shape, y.shape, w.bias != nullptr, x.dtype, y.dtype, relu, x.layout, y.layout});
     const DType compute = dtype_of(prims.problem().compute), dst = dtype_of(prims.problem().dst_type);
     const size_t nx = x.shape.numel(), ny = y.shape.numel();
     const auto parts = thread_scratch_parts<2>(
@@ -64,7 +67,7 @@ class CachedConvOp final : public ConvBackend {
   /// dx is nullptr).
   void backward(const ConvBackwardArgs& a) override {
     const Shape xs = a.x.shape, ys = a.y.shape;
-    const ConvKey key{xs, ys, a.dbias != nullptr, a.x.dtype, a.y.dtype, plain_relu(a.act)};
+    const ConvKey key{xs, ys, a.dbias != nullptr, a.x.dtype, a.y.dtype, plain_relu(a.act), a.x.layout, a.y.layout};
     Prims* pw = a.dkernel ? &get(key) : nullptr;
     Prims* pd = a.dx ? &get_any_bias(key) : nullptr;
     if (!pw && !pd) return;
@@ -90,6 +93,12 @@ class CachedConvOp final : public ConvBackend {
     }
   }
 
+  /// Whether the problem of xs -> ys runs on Winograd (with a bias and a
+  /// ReLU, as U-Nets have; neither changes the algorithm).
+  bool takes_blocked(Shape xs, Shape ys, DType x, DType y) override {
+    return winograd(problem(ConvKey{xs, ys, true, x, y, true}));
+  }
+
   /// The oneDNN problem a call of key runs: computing in bf16 where wanted,
   /// bf16_convolution allows (ops.h: a one-filter mask layer computes in
   /// fp32) and oneDNN has it for these shapes and types (the same answer whatever
@@ -99,6 +108,7 @@ class CachedConvOp final : public ConvBackend {
     ConvProblem pb = problem_(k.xs, k.ys, p_, k.with_bias);
     pb.relu = k.relu;
     pb.algo = algo_;
+    pb.blocked_src = blocked(k.x_layout, k.xs), pb.blocked_dst = blocked(k.y_layout, k.ys);
     const int filters = algo_ == dnnl::algorithm::deconvolution_direct ? k.xs.c : k.ys.c;
     if (bf16_ && bf16_convolution(filters, p_.groups)) {
       ConvProblem probe = problem_(k.xs, k.ys, p_, true);
@@ -119,6 +129,14 @@ class CachedConvOp final : public ConvBackend {
   static dt dnnl_type(DType t) { return t == DType::BF16 ? dt::bf16 : dt::f32; }
   /// max(0, y), which oneDNN applies as a post-op.
   static bool plain_relu(Activation a) { return a.kind == ActivationKind::Relu; }
+  /// Whether an activation of shape s is held in Layout::Blocked16;
+  /// InternalError when its channels are not a multiple of 16.
+  static bool blocked(Layout l, Shape s) {
+    if (l != Layout::Blocked16) return false;
+    if (s.c % 16 != 0) throw InternalError("a convolution's activation of " + std::to_string(s.c) +
+                                           " channels in the 16-channel blocked layout");
+    return true;
+  }
 
   /// Prims::keep_relu_gradient for the passes this backward runs (pw: the
   /// weights', pd: the data's; one call when they share primitives), all or

@@ -1,14 +1,15 @@
 #pragma once
 // oneDNN primitives of one convolution-like problem (convolution or
 // deconvolution) for one input shape: forward, backward-data and
-// backward-weights, with NHWC activations and weights kept in Keras's layout
-// at the interface. oneDNN picks its own weight format inside ('any'); the
+// backward-weights, with NHWC activations (or Layout::Blocked16 ones where
+// the caller holds them so) and weights kept in Keras's layout at the
+// interface. oneDNN picks its own weight format inside ('any'); the
 // weights are reordered to and from Keras's layout around each call (a few
 // kilobytes, negligible next to the convolution). A Winograd convolution
 // (ConvProblem::algo) takes its activations in oneDNN's blocked layout too:
-// its input and dz are reordered into copies it keeps (KeptInput, so that
-// each is reordered once a step), its output and input gradient through this
-// thread's primitive scratch. In
+// those the caller holds in another layout are reordered, its input and dz
+// into copies it keeps (KeptInput, so that each is reordered once a step),
+// its output and input gradient through this thread's primitive scratch. In
 // bf16 (CPU towers with training.precision bf16) the activations are read in
 // bf16, the weights rounded to bf16 inside, accumulation and weight gradients
 // are fp32, and the activations written (output, input gradient) are of the
@@ -47,6 +48,9 @@ struct ConvProblem {
   dnnl::memory::data_type compute = dnnl::memory::data_type::f32;
   /// Types of dst and diff_src as the caller holds them: f32, or bf16 where compute is bf16.
   dnnl::memory::data_type dst_type = dnnl::memory::data_type::f32, diff_src_type = dnnl::memory::data_type::f32;
+  /// The caller holds x and dx (blocked_src), y and dy (blocked_dst) in
+  /// Layout::Blocked16 (oneDNN's nChw16c) rather than NHWC.
+  bool blocked_src = false, blocked_dst = false;
 };
 
 /// The problem for input xs [N, H, W, Cin] and output ys [N, Ho, Wo, Cout]:
@@ -145,8 +149,8 @@ class ConvPrimitives {
       auto& eng = cpu_engine();
       fwd_pd_ = make_fwd_pd(pb);
       fwd_ = Fwd(fwd_pd_);
-      src_.emplace(md(pb.src, pb.compute, tag::nhwc), fwd_pd_.src_desc());
-      dst_.emplace(md(pb.dst, pb.dst_type, tag::nhwc), fwd_pd_.dst_desc(), false, true);
+      src_.emplace(md(pb.src, pb.compute, user_tag(pb.blocked_src)), fwd_pd_.src_desc());
+      dst_.emplace(md(pb.dst, pb.dst_type, user_tag(pb.blocked_dst)), fwd_pd_.dst_desc(), false, true);
       bias_ = dnnl::memory(md(pb.bias, dt::f32, tag::a), eng, DNNL_MEMORY_NONE);
       fwd_w_.emplace(pb.user_weights, fwd_pd_.weights_desc(), true);
       fwd_scratch_ = dnnl::memory(fwd_pd_.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
@@ -202,10 +206,11 @@ class ConvPrimitives {
   /// and its gradient, [N, Ho, Wo, Cout] NHWC fp32) straight in the layout
   /// the backward passes read it in, kept for `call`; the passes named
   /// (weights, data) then take dy as their dz with that call. Returns false,
-  /// doing nothing, unless the problem is fp32 with a fused ReLU and those
-  /// passes share one dz in nChw16c (Winograd's layout).
+  /// doing nothing, unless the problem is fp32 with a fused ReLU, y and dy
+  /// are NHWC, and those passes share one dz in nChw16c (Winograd's layout).
   bool keep_relu_gradient(const float* y, const float* dy, uint64_t call, bool weights, bool data) {
-    if (pb_.compute != dt::f32 || !pb_.relu || pb_.dst[1] % 16 != 0 || !(weights || data)) return false;
+    if (pb_.compute != dt::f32 || !pb_.relu || pb_.blocked_dst || pb_.dst[1] % 16 != 0 || !(weights || data))
+      return false;
     if (weights && !bwd_w_) build_backward_weights();
     if (data && !bwd_data_) build_backward_data();
     KeptInput* dz = weights ? bw_dz_ : bd_dz_;
@@ -233,6 +238,8 @@ class ConvPrimitives {
   static tag activations(const ConvProblem& pb, bool backward_weights) {
     return library_activations(pb, backward_weights) ? tag::any : tag::nhwc;
   }
+  /// The caller's layout of an activation (ConvProblem::blocked_src / blocked_dst).
+  static tag user_tag(bool blocked) { return blocked ? tag::aBcd16b : tag::nhwc; }
 
   static typename Fwd::primitive_desc make_fwd_pd(const ConvProblem& pb) {
     const tag act = activations(pb, false);
@@ -275,8 +282,8 @@ class ConvPrimitives {
       const auto pd = make_bwd_data_pd(pb_, fwd_pd_);
       bwd_data_ = BwdData(pd);
       bd_w_.emplace(pb_.user_weights, pd.weights_desc(), true);
-      bd_diff_src_.emplace(md(pb_.src, pb_.diff_src_type, tag::nhwc), pd.diff_src_desc(), false, true);
-      bd_dz_ = kept(dz_, bd_dz_own_, md(pb_.dst, pb_.compute, tag::nhwc), pd.diff_dst_desc());
+      bd_diff_src_.emplace(md(pb_.src, pb_.diff_src_type, user_tag(pb_.blocked_src)), pd.diff_src_desc(), false, true);
+      bd_dz_ = kept(dz_, bd_dz_own_, md(pb_.dst, pb_.compute, user_tag(pb_.blocked_dst)), pd.diff_dst_desc());
       bd_scratch_ = dnnl::memory(pd.scratchpad_desc(), cpu_engine(), DNNL_MEMORY_NONE);
       bd_args_ = {{DNNL_ARG_DIFF_DST, bd_dz_->lib()}, {DNNL_ARG_WEIGHTS, bd_w_->lib},
                   {DNNL_ARG_DIFF_SRC, bd_diff_src_->lib}, {DNNL_ARG_SCRATCHPAD, bd_scratch_}};
@@ -291,8 +298,8 @@ class ConvPrimitives {
       const auto pd = make_bwd_weights_pd(pb_, fwd_pd_);
       bwd_w_ = BwdWeights(pd);
       bw_w_.emplace(pb_.user_weights, pd.diff_weights_desc(), false);
-      bw_src_ = kept(src_, bw_src_own_, md(pb_.src, pb_.compute, tag::nhwc), pd.src_desc());
-      bw_dz_ = kept(dz_, bw_dz_own_, md(pb_.dst, pb_.compute, tag::nhwc), pd.diff_dst_desc());
+      bw_src_ = kept(src_, bw_src_own_, md(pb_.src, pb_.compute, user_tag(pb_.blocked_src)), pd.src_desc());
+      bw_dz_ = kept(dz_, bw_dz_own_, md(pb_.dst, pb_.compute, user_tag(pb_.blocked_dst)), pd.diff_dst_desc());
       bw_bias_ = dnnl::memory(md(pb_.bias, dt::f32, tag::a), eng, DNNL_MEMORY_NONE);
       bw_scratch_ = dnnl::memory(pd.scratchpad_desc(), eng, DNNL_MEMORY_NONE);
       bw_args_ = {{DNNL_ARG_SRC, bw_src_->lib()}, {DNNL_ARG_DIFF_DST, bw_dz_->lib()},

@@ -70,6 +70,7 @@ PatchDeconvPrimitives::PatchDeconvPrimitives(const ConvProblem& pb) : pb_(pb), g
   const dnnl::memory::dims want{pb.src[0], g_.cout, pb.src[2] * pb.weights[2], pb.src[3] * pb.weights[3]};
   if (pb.dst != want || pb.weights.size() != 4)
     throw InternalError("a patch transposed convolution whose output is not its input times its kernel");
+  if (pb.blocked_src || pb.blocked_dst) throw InternalError("a patch transposed convolution on blocked activations");
   try {
     auto& eng = cpu_engine();
     fwd_pd_ = make_fwd_pd(pb);

@@ -41,8 +41,9 @@ class PatchDeconvPrimitives {
 
  public:
   /// Builds the forward primitive; backward ones are built on first use.
-  /// Throws InternalError when oneDNN rejects the problem or its output is
-  /// not [N, Cout, H kh, W kw] (not a patch transposed convolution).
+  /// Throws InternalError when oneDNN rejects the problem, its output is
+  /// not [N, Cout, H kh, W kw] (not a patch transposed convolution) or its
+  /// activations are not NHWC.
   explicit PatchDeconvPrimitives(const ConvProblem& pb);
   PatchDeconvPrimitives(const PatchDeconvPrimitives&) = delete;
   PatchDeconvPrimitives& operator=(const PatchDeconvPrimitives&) = delete;

@@ -125,7 +125,7 @@ class ConvLayerBase : public Layer {
     }
     ConvBackwardArgs a;
     a.act = fused_activation(c_.activation);
-    a.y = {y.raw(), y.dtype(), dy.shape()};
+    a.y = {y.raw(), y.dtype(), dy.shape(), y.layout()};
     a.dy = kept_.backward(ctx, c_.activation, dy, name()).raw();
     a.x = xt.view();
     a.kernel = kernel_;
@@ -133,6 +133,13 @@ class ConvLayerBase : public Layer {
     a.dbias = dbias_;
     a.dx = dx[0] ? dx[0]->raw() : nullptr;
     op_.backward(ctx.device, a);
+  }
+
+  /// The op's answer (Conv2DOp::takes_blocked) for a convolution whose
+  /// activation the op applies itself (not softmax, not one kept_ applies).
+  bool takes_blocked(const Device& d, DType in, DType out) override {
+    if (c_.softmax || activation_needs_input(c_.activation.kind)) return false;
+    return op_.takes_blocked(d, in_.with_batch(1), out_.with_batch(1), in, out);
   }
 
   OutputActivation strip_output_activation() override {

@@ -1,0 +1,85 @@
+// Activations in oneDNN's blocked layout between CPU Winograd convolutions
+// (Layout::Blocked16, Model::set_activation_layouts): which edges of a model
+// take it, and that a model with them computes what the same model with NHWC
+// everywhere does, output and weight gradients alike, over several steps.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/tensor.h"
+#include "nn/model.h"
+
+using namespace trainer;
+
+namespace {
+
+// c1 -> c2 -> c3 are Winograd-sized (3x3, 32 and 48 channels, 20x20); c3's
+// consumer is a 1x1 convolution and p1's a pooling, which take NHWC only.
+const char* const kLayers = R"(    - {name: in, type: Input, shape: [20, 20, 32]}
+    - {name: c1, type: Conv2D, filters: 32, kernel_size: 3, padding: same, activation: relu}
+    - {name: c2, type: Conv2D, filters: 32, kernel_size: 3, padding: same, activation: relu}
+    - {name: c3, type: Conv2D, filters: 48, kernel_size: 3, padding: same, activation: relu}
+    - {name: c4, type: Conv2D, filters: 16, kernel_size: 1, activation: linear}
+)";
+
+Config config() {
+  return parse_config(std::string("model:\n  layers:\n") + kLayers + "data: {images: a, masks: b}\ntraining: {epochs: 1}\n",
+                      "m.yaml");
+}
+
+Tensor random_tensor(Shape s, unsigned seed) {
+  Tensor t(s);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (size_t i = 0; i < t.numel(); ++i) t.data()[i] = u(rng);
+  return t;
+}
+
+/// A model on the CPU with the same weights (seed 5) as every other one made here.
+struct Run {
+  Model m;
+  std::vector<float> params, grads, state;
+  explicit Run(bool layouts) : m(config().model, "m.yaml") {
+    params.resize(m.num_params()), grads.resize(m.num_params()), state.resize(m.num_state());
+    m.set_device(Device{});
+    m.set_activation_type(DType::F32);
+    if (layouts) m.set_activation_layouts(Device{});
+    m.bind(params.data(), grads.data(), state.data());
+    m.initialize(5, params.data(), state.data());
+  }
+  /// One training step's forward of x and backward of dy; the output.
+  std::vector<float> step(const Tensor& x, const Tensor& dy) {
+    Context ctx;
+    ctx.training = true;
+    const Tensor& y = m.forward(ctx, x);
+    std::vector<float> out(y.data(), y.data() + y.numel());
+    m.backward(ctx, dy);
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("CPU Winograd convolutions in a row pass blocked activations and compute what NHWC ones do", "[model]") {
+  Run blocked(true), plain(false);
+  if (blocked.m.activation_layout(1) != Layout::Blocked16) {
+    WARN("skipped: oneDNN has no Winograd kernels on this CPU (they need AVX-512)");
+    return;
+  }
+  CHECK(blocked.m.activation_layout(0) == Layout::NHWC);  // the input
+  CHECK(blocked.m.activation_layout(2) == Layout::Blocked16);
+  CHECK(blocked.m.activation_layout(3) == Layout::NHWC);  // c4 (1x1) reads NHWC
+  CHECK(blocked.m.activation_layout(4) == Layout::NHWC);  // the output
+  for (int i = 0; i < plain.m.num_layers(); ++i) CHECK(plain.m.activation_layout(i) == Layout::NHWC);
+  for (unsigned step = 0; step < 3; ++step) {  // new values in the same buffers each step
+    INFO("step " << step);
+    const Tensor x = random_tensor(Shape{2, 20, 20, 32}, 10 + step), dy = random_tensor(Shape{2, 20, 20, 16}, 20 + step);
+    CHECK(blocked.step(x, dy) == plain.step(x, dy));
+    CHECK(blocked.grads == plain.grads);  // the same reorders' values: equal to the bit
+    for (size_t i = 0; i < blocked.params.size(); ++i)  // as an optimizer would, so the steps differ
+      blocked.params[i] -= 0.01f * blocked.grads[i], plain.params[i] -= 0.01f * plain.grads[i];
+  }
+}
