@@ -4,12 +4,12 @@
 // everywhere does, output and weight gradients alike, over several steps.
 #include <catch2/catch.hpp>
 
-#include <random>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
 #include "core/tensor.h"
+#include "gpu_testing.h"
 #include "nn/model.h"
 
 using namespace trainer;
@@ -30,13 +30,7 @@ Config config() {
                       "m.yaml");
 }
 
-Tensor random_tensor(Shape s, unsigned seed) {
-  Tensor t(s);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (size_t i = 0; i < t.numel(); ++i) t.data()[i] = u(rng);
-  return t;
-}
+Tensor random_tensor(Shape s, unsigned seed) { return testing::make_tensor(s, testing::random_values(s.numel(), seed), Device{}); }
 
 /// A model on the CPU with the same weights (seed 5) as every other one made here.
 struct Run {
