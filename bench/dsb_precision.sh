@@ -20,24 +20,25 @@ trainer=${TRAINER:-build/trainer}
 [ -d ../shared/data/dsb2018/flat/train_im ] || { echo "the DSB images are missing: ../shared/data/dsb2018/flat" >&2; exit 2; }
 mkdir -p "$out"
 config="$out/unet_small_dsb_fixed.yaml"
-# The config without its callbacks: every run trains all epochs.
-sed -e '/^  callbacks:/,/^  output_dir:/{/^  output_dir:/!d}' configs/unet_small_dsb.yaml > "$config"
+# The config without its callbacks (the key and its indented list): every run trains all epochs.
+awk '/^  callbacks:/ {skip = 1; next} skip && /^    / {next} {skip = 0; print}' configs/unet_small_dsb.yaml > "$config"
+grep -q callbacks "$config" && { echo "could not remove the callbacks from configs/unet_small_dsb.yaml" >&2; exit 2; }
 for seed in $seeds; do
   for precision in fp32 bf16; do
-    run="$out/$precision-$seed"
+    run="$out/$precision-$seed-$epochs"
     [ -f "$run/final.h5" ] && continue  # done in an earlier call
     echo "seed $seed $precision" >&2
     "$trainer" --config "$config" --gpus cpu --precision "$precision" --seed "$seed" --epochs "$epochs" \
       --output "$run" --overwrite > "$run.log" 2>&1
   done
 done
-python3 - "$out" "$from" $seeds <<'PY'
+python3 - "$out" "$from" "$epochs" $seeds <<'PY'
 import csv, statistics, sys
-out, start, seeds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+out, start, planned, seeds = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 def curve(run):
     with open(f"{out}/{run}/log.csv") as f:
         return [float(r["val_mean_iou"]) for r in csv.DictReader(f)]
-c = {p: [curve(f"{p}-{s}") for s in seeds] for p in ("fp32", "bf16")}
+c = {p: [curve(f"{p}-{s}-{planned}") for s in seeds] for p in ("fp32", "bf16")}
 epochs = min(len(v) for runs in c.values() for v in runs)
 print(f"validation mean_iou, mean of seeds {' '.join(seeds)}")
 print(f"{'epoch':>5} {'fp32':>7} {'bf16':>7} {'bf16-fp32':>10} {'fp32 seed spread':>17}")
@@ -49,6 +50,8 @@ for e in range(epochs):
     print(f"{e + 1:>5} {f:7.4f} {b:7.4f} {b - f:+10.4f} {spread:17.4f}")
     if e + 1 >= start:
         diffs.append(abs(b - f)), spreads.append(spread)
+if not diffs:
+    sys.exit(f"no epoch from {start} on: FROM_EPOCH is past the {epochs} epochs run")
 print(f"epochs {start}..{epochs}: largest |bf16 - fp32| of the means {max(diffs):.4f} (mean {statistics.mean(diffs):.4f}); "
       f"largest fp32 seed spread {max(spreads):.4f} (mean {statistics.mean(spreads):.4f})")
 PY

@@ -1,12 +1,15 @@
 // Activations in oneDNN's blocked layout between CPU Winograd convolutions
-// (Layout::Blocked16, Model::set_activation_layouts): which edges of a model
-// take it, and that a model with them computes what the same model with NHWC
-// everywhere does, output and weight gradients alike, over several steps.
+// (Layout::Blocked16, Model::set_activation_layouts): that such a
+// convolution reads and writes blocked views as blocked, which edges of a
+// model take the layout, and that a model with them computes what the same
+// model with NHWC everywhere does, output and weight gradients alike, over
+// several training steps and in inference on another batch size.
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
+#include "backend/ops.h"
 #include "config/config.h"
 #include "core/tensor.h"
 #include "gpu_testing.h"
@@ -55,7 +58,57 @@ struct Run {
   }
 };
 
+/// x [N, H, W, C] (NHWC) rearranged into Layout::Blocked16: [N, C / 16, H, W, 16].
+std::vector<float> to_blocked16(const std::vector<float>& x, Shape s) {
+  std::vector<float> out(x.size());
+  for (int n = 0; n < s.n; ++n)
+    for (int p = 0; p < s.h * s.w; ++p)
+      for (int c = 0; c < s.c; ++c)
+        out[((size_t(n) * (s.c / 16) + c / 16) * (s.h * s.w) + p) * 16 + c % 16] = x[(size_t(n) * s.h * s.w + p) * s.c + c];
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("a CPU Winograd convolution reads and writes Layout::Blocked16 views as blocked", "[conv]") {
+  const Shape xs{2, 18, 18, 32}, ys{2, 18, 18, 48};
+  Conv2DParams p;
+  p.kh = p.kw = 3;
+  p.same_padding = true;
+  Conv2DOp probe(p);
+  if (!probe.takes_blocked(Device{}, xs, ys, DType::F32, DType::F32)) {
+    WARN("skipped: oneDNN has no Winograd kernels on this CPU (they need AVX-512)");
+    return;
+  }
+  const std::vector<float> x = testing::random_values(xs.numel(), 1), dy = testing::random_values(ys.numel(), 2);
+  const std::vector<float> kernel = testing::random_values(size_t(9 * 32 * 48), 3, -0.2f, 0.2f);
+  std::vector<float> y_nhwc(ys.numel()), dx_nhwc(xs.numel());
+  for (Layout l : {Layout::NHWC, Layout::Blocked16}) {
+    INFO((l == Layout::NHWC ? "NHWC" : "blocked"));
+    const bool b = l == Layout::Blocked16;
+    const std::vector<float> xin = b ? to_blocked16(x, xs) : x, dyin = b ? to_blocked16(dy, ys) : dy;
+    std::vector<float> y(ys.numel()), dx(xs.numel()), dkernel(kernel.size());
+    Conv2DOp conv(p);
+    const Activation relu{ActivationKind::Relu};
+    conv.forward(Device{}, {xin.data(), DType::F32, xs, l}, ConvWeights{kernel.data(), nullptr}, relu,
+                 {y.data(), DType::F32, ys, l});
+    ConvBackwardArgs a;
+    a.act = relu;
+    a.y = {y.data(), DType::F32, ys, l};
+    a.dy = dyin.data();
+    a.x = {xin.data(), DType::F32, xs, l};
+    a.kernel = kernel.data();
+    a.dkernel = dkernel.data();
+    a.dx = dx.data();
+    conv.backward(Device{}, a);
+    if (!b) {
+      y_nhwc = y, dx_nhwc = dx;
+      continue;
+    }
+    CHECK(y == to_blocked16(y_nhwc, ys));
+    CHECK(dx == to_blocked16(dx_nhwc, xs));
+  }
+}
 
 TEST_CASE("CPU Winograd convolutions in a row pass blocked activations and compute what NHWC ones do", "[model]") {
   Run blocked(true), plain(false);
@@ -76,4 +129,11 @@ TEST_CASE("CPU Winograd convolutions in a row pass blocked activations and compu
     for (size_t i = 0; i < blocked.params.size(); ++i)  // as an optimizer would, so the steps differ
       blocked.params[i] -= 0.01f * blocked.grads[i], plain.params[i] -= 0.01f * plain.grads[i];
   }
+  // Inference on a smaller batch (a validation set's last one).
+  const Tensor x = random_tensor(Shape{1, 20, 20, 32}, 30);
+  Context infer;
+  const Tensor& yb = blocked.m.forward(infer, x);
+  const std::vector<float> got(yb.data(), yb.data() + yb.numel());
+  const Tensor& yp = plain.m.forward(infer, x);
+  CHECK(got == std::vector<float>(yp.data(), yp.data() + yp.numel()));
 }

@@ -2,10 +2,12 @@
 // Backend op interface for the convolution and pooling layers. Layers call these
 // op objects with their tower's Device and never see the library behind them
 // (oneDNN on the CPU, in backend/cpu/; cuDNN on a GPU, in backend/cuda/). Every
-// tensor is NHWC ([N, H, W, C], row-major) on that device; weights, bias and
-// their gradients are fp32 in Keras's layout. Activations (x, y and their
-// gradients) have the DType passed with them: fp32 or, on a GPU, bf16 (the CPU
-// backend raises InternalError for bf16). An op object binds to the device of its first call (every
+// tensor is NHWC ([N, H, W, C], row-major) on that device, but for the
+// activations a CPU Winograd convolution takes in oneDNN's blocked layout
+// (Layout::Blocked16: Conv2DOp::takes_blocked; a view carries its layout, and
+// an op that cannot take it raises InternalError); weights, bias and their
+// gradients are fp32 in Keras's layout. Activations (x, y and their
+// gradients) have the DType passed with them: fp32 or bf16. An op object binds to the device of its first call (every
 // later call must pass the same device) and caches its library primitives (on
 // a GPU: descriptors and the algorithm chosen for that shape) per input shape,
 // so repeated calls with the same shapes allocate nothing. One op object must
@@ -16,9 +18,10 @@
 // Backward reads the forward's tensors: the backward calls of an op get the x
 // (and, for pooling, the y) of its last training forward, and the caller must
 // not change their data in between (the layers guarantee it: backward sees the
-// forward's tensors). On a GPU the op relies on it: MaxPool2DOp reads x and y
-// again by pointer, and the convolutions reuse the bf16 (or padded) copy of x
-// made in forward when the pointer and shapes match.
+// forward's tensors). The ops rely on it: MaxPool2DOp reads x and y again by
+// pointer (on a GPU, and on the CPU for 2x2 windows of stride 2), and the
+// convolutions reuse the copy of x made in forward (bf16 or padded on a GPU,
+// reordered on the CPU) when the pointer and shapes match.
 #include <memory>
 
 #include "backend/elementwise_math.h"
@@ -114,12 +117,12 @@ struct ConvBackwardArgs {
   /// The forward's output after act [N, Ho, Wo, Cout]: its type and shape
   /// always; its data is read only when act is not Linear (may be nullptr then).
   ConstTensorView y;
-  const void* dy = nullptr;       ///< dL/dy, of y's type and shape.
+  const void* dy = nullptr;       ///< dL/dy, of y's type, shape and layout.
   ConstTensorView x;              ///< The last training forward's input [N, H, W, Cin], unchanged.
   const float* kernel = nullptr;  ///< The forward's kernel.
   float* dkernel = nullptr;       ///< dL/dkernel (kernel's shape), or nullptr: not wanted (a frozen layer).
   float* dbias = nullptr;         ///< dL/dbias [Cout], or nullptr; only with dkernel.
-  void* dx = nullptr;             ///< dL/dx, of x's type and shape, or nullptr: not wanted.
+  void* dx = nullptr;             ///< dL/dx, of x's type, shape and layout, or nullptr: not wanted.
 };
 
 /// One device's implementation of a convolution-like op (Conv2D or
@@ -229,7 +232,8 @@ class MaxPool2DOp {
   MaxPool2DOp& operator=(MaxPool2DOp&&) noexcept;
 
   /// y <- maxpool(x). With training = true the op remembers this call for
-  /// backward() (on the CPU where each maximum came from; on a GPU x and y).
+  /// backward() (x and y, or on the CPU for other than 2x2 windows of stride
+  /// 2 where each maximum came from).
   void forward(const Device& d, ConstTensorView x, TensorView y, bool training);
   /// dx [N, H, W, C] <- dL/dx from dy [N, Ho, Wo, C] (overwrites dx): each dy
   /// goes to the position of its maximum in the last training forward() call,

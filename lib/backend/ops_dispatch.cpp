@@ -29,10 +29,19 @@ bool backward_wanted(const ConvBackwardArgs& a, const char* call) {
   return a.dkernel || a.dx;
 }
 
-/// InternalError unless a and b have one type (pooling only selects values).
+/// InternalError when a GPU convolution gets an activation in
+/// Layout::Blocked16, which only the CPU's take (Conv2DOp::takes_blocked).
+void require_nhwc_on_gpu(const Device& d, ConstTensorView x, ConstTensorView y, const char* call) {
+  if (d.is_cuda() && (x.layout != Layout::NHWC || y.layout != Layout::NHWC))
+    throw InternalError(std::string(call) + ": a blocked activation on a GPU");
+}
+
+/// InternalError unless a and b have one type (pooling only selects values)
+/// and are NHWC.
 void require_same_type(ConstTensorView a, ConstTensorView b, const char* call) {
   if (a.dtype != b.dtype)
     throw InternalError(std::string(call) + ": " + dtype_name(a.dtype) + " in, " + dtype_name(b.dtype) + " out");
+  if (a.layout != Layout::NHWC || b.layout != Layout::NHWC) throw InternalError(std::string(call) + ": a blocked tensor");
 }
 
 }  // namespace
@@ -46,9 +55,11 @@ ConvBackend& Conv2DOp::on(const Device& d) {
   return *impl_;
 }
 void Conv2DOp::forward(const Device& d, ConstTensorView x, ConvWeights w, Activation act, TensorView y) {
+  require_nhwc_on_gpu(d, x, y, "Conv2DOp::forward");
   on(d).forward(x, w, act, y);
 }
 void Conv2DOp::backward(const Device& d, const ConvBackwardArgs& a) {
+  require_nhwc_on_gpu(d, a.x, a.y, "Conv2DOp::backward");
   if (backward_wanted(a, "Conv2DOp::backward")) on(d).backward(a);
 }
 bool Conv2DOp::takes_blocked(const Device& d, Shape xs, Shape ys, DType x, DType y) {
@@ -64,9 +75,11 @@ ConvBackend& Conv2DTransposeOp::on(const Device& d) {
   return *impl_;
 }
 void Conv2DTransposeOp::forward(const Device& d, ConstTensorView x, ConvWeights w, Activation act, TensorView y) {
+  require_nhwc_on_gpu(d, x, y, "Conv2DTransposeOp::forward");
   on(d).forward(x, w, act, y);
 }
 void Conv2DTransposeOp::backward(const Device& d, const ConvBackwardArgs& a) {
+  require_nhwc_on_gpu(d, a.x, a.y, "Conv2DTransposeOp::backward");
   if (backward_wanted(a, "Conv2DTransposeOp::backward")) on(d).backward(a);
 }
 bool Conv2DTransposeOp::takes_blocked(const Device& d, Shape xs, Shape ys, DType x, DType y) {

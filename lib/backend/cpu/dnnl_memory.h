@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "backend/cpu/dnnl_context.h"
+#include "core/error.h"
 
 namespace trainer::cpu {
 
@@ -89,9 +90,10 @@ class KeptInput {
   /// Fills the kept copy through fill(its float data, in the library's
   /// layout) and records it as user's data under stamp, so that get(user,
   /// stamp) returns it without a reorder: for a tensor made straight in the
-  /// library's layout. Only where the layouts differ (a copy exists).
+  /// library's layout. InternalError where the layouts agree (no copy exists).
   template <class Fill>
   void put(const void* user, uint64_t stamp, Fill fill) {
+    if (!pair_.to_lib) throw InternalError("KeptInput::put where the caller's layout is the library's");
     fill(static_cast<float*>(pair_.lib.get_data_handle()));
     from_ = user, stamp_ = stamp;
   }

@@ -119,30 +119,32 @@ class MaxPool2DCpu final : public PoolBackend {
  public:
   explicit MaxPool2DCpu(Pool2DParams p) : p_(p) {}
   void forward(ConstTensorView x, TensorView y, bool training) override {
-    const DType t = same_type(x.dtype, y.dtype);
-    if (!max_pool_2x2_applies(p_, x.shape, y.shape)) return get(x.shape, y.shape, t).forward(x.data, y.data, training);
-    max_pool_2x2_forward({t, x.shape, y.shape}, x.data, y.data);
-    if (training) trained_x_ = x.data, trained_y_ = y.data;
+    const Pool2x2Tensors s{same_type(x, y), x.shape, y.shape};
+    if (!max_pool_2x2_applies(p_, x.shape, y.shape)) return get(x.shape, y.shape, s.t).forward(x.data, y.data, training);
+    max_pool_2x2_forward(s, x.data, y.data);
+    if (training) trained_ = s, trained_x_ = x.data, trained_y_ = y.data;
   }
   void backward(ConstTensorView dy, TensorView dx) override {
-    const DType t = same_type(dx.dtype, dy.dtype);
-    if (!max_pool_2x2_applies(p_, dx.shape, dy.shape)) return get(dx.shape, dy.shape, t).backward(dy.data, dx.data);
-    if (!trained_x_) throw InternalError("MaxPooling2D backward on the CPU before a training forward");
-    max_pool_2x2_backward({t, dx.shape, dy.shape}, trained_x_, trained_y_, dy.data, dx.data);
+    const Pool2x2Tensors s{same_type(dx, dy), dx.shape, dy.shape};
+    if (!max_pool_2x2_applies(p_, dx.shape, dy.shape)) return get(dx.shape, dy.shape, s.t).backward(dy.data, dx.data);
+    if (!trained_x_ || s.t != trained_.t || !(s.xs == trained_.xs) || !(s.ys == trained_.ys))
+      throw InternalError("MaxPooling2D backward on the CPU without a training forward of its shapes and type");
+    max_pool_2x2_backward(s, trained_x_, trained_y_, dy.data, dx.data);
   }
 
  private:
-  static DType same_type(DType a, DType b) {
-    if (a != b) throw InternalError("MaxPooling2D on the CPU takes an input and output of one type");
-    return a;
+  static DType same_type(ConstTensorView a, ConstTensorView b) {
+    if (a.dtype != b.dtype) throw InternalError("MaxPooling2D on the CPU takes an input and output of one type");
+    return a.dtype;
   }
   PoolPrimitives& get(Shape xs, Shape ys, DType t) {
     return cache_.get(PoolKey{xs, ys, t}, [&] { return std::make_unique<PoolPrimitives>(p_, xs, ys, t); });
   }
   Pool2DParams p_;
   PrimitiveCache<PoolKey, PoolPrimitives> cache_;
-  /// x and y of the last training forward on max_pool_2x2 (ops.h: they are
-  /// unchanged until backward).
+  /// The last training forward on max_pool_2x2: its shapes and type, and x
+  /// and y (ops.h: unchanged until backward).
+  Pool2x2Tensors trained_;
   const void* trained_x_ = nullptr;
   const void* trained_y_ = nullptr;
 };

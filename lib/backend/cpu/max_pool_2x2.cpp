@@ -24,15 +24,19 @@ inline float keep(float v, bool keep) {
 }
 inline uint16_t keep(uint16_t bits, bool keep) { return uint16_t(bits & (0u - unsigned(keep))); }
 
+/// q where it is larger than p or NaN, else p: a NaN in a window wins, as
+/// in the GPU kernel.
+template <class T>
+inline T larger(T p, T q) {
+  const float vp = value(p), vq = value(q);
+  return (vq > vp || vq != vq) ? q : p;
+}
+
 /// out[c] <- the largest of the window's four pixels (top row: a, b; bottom
 /// row: d, e), channel by channel; the bits of one of them, so exact.
 template <class T>
 inline void window_max(const T* __restrict top, const T* __restrict bottom, size_t C, T* __restrict out) {
-  for (size_t c = 0; c < C; ++c) {
-    const T a = top[c], b = top[C + c], d = bottom[c], e = bottom[C + c];
-    const T ab = value(b) > value(a) ? b : a, de = value(e) > value(d) ? e : d;
-    out[c] = value(de) > value(ab) ? de : ab;
-  }
+  for (size_t c = 0; c < C; ++c) out[c] = larger(larger(top[c], top[C + c]), larger(bottom[c], bottom[C + c]));
 }
 
 /// The window's four gradients: g at the first of a, b, d, e equal to m, 0 elsewhere.

@@ -24,7 +24,8 @@ struct Pool2x2Tensors {
 /// window, stride 2, no padding.
 bool max_pool_2x2_applies(const Pool2DParams& p, Shape xs, Shape ys);
 
-/// y <- the maximum of each 2x2 window of x (exact in either type).
+/// y <- the maximum of each 2x2 window of x (exact in either type; NaN
+/// where the window holds one, as on a GPU).
 void max_pool_2x2_forward(const Pool2x2Tensors& s, const void* x, void* y);
 
 /// dx <- dy at each window's first maximum (x == y there), 0 elsewhere

@@ -136,7 +136,10 @@ class ConvLayerBase : public Layer {
   }
 
   /// The op's answer (Conv2DOp::takes_blocked) for a convolution whose
-  /// activation the op applies itself (not softmax, not one kept_ applies).
+  /// activation the op applies itself (not softmax, not one kept_ applies),
+  /// asked for a batch of one: oneDNN's Winograd choice does not depend on
+  /// the batch, and were it to, a pass would reorder the blocked tensor
+  /// (ConvProblem::blocked_src), not misread it.
   bool takes_blocked(const Device& d, DType in, DType out) override {
     if (c_.softmax || activation_needs_input(c_.activation.kind)) return false;
     return op_.takes_blocked(d, in_.with_batch(1), out_.with_batch(1), in, out);
