@@ -56,13 +56,18 @@ inline void window_grad(const T* __restrict top, const T* __restrict bottom, con
   }
 }
 
+/// Offset in x of output row r's (r = n * Ho + oh) first input row, 2 * oh of sample n.
+inline size_t window_rows(const Pool2x2Tensors& s, long long r) {
+  return (size_t(r / s.ys.h) * size_t(s.xs.h) + 2 * size_t(r % s.ys.h)) * size_t(s.xs.w) * size_t(s.xs.c);
+}
+
 template <class T>
 void forward(const Pool2x2Tensors& s, const T* x, T* y) {
   const size_t C = size_t(s.xs.c), in_row = size_t(s.xs.w) * C, out_row = size_t(s.ys.w) * C;
   const long long rows = (long long)s.ys.n * s.ys.h;
 #pragma omp parallel for schedule(static)
   for (long long r = 0; r < rows; ++r) {
-    const T* top = x + (size_t(r / s.ys.h) * size_t(s.xs.h) + 2 * size_t(r % s.ys.h)) * in_row;
+    const T* top = x + window_rows(s, r);
     T* out = y + size_t(r) * out_row;
     for (size_t ow = 0; ow < size_t(s.ys.w); ++ow) window_max(top + 2 * ow * C, top + in_row + 2 * ow * C, C, out + ow * C);
   }
@@ -74,7 +79,7 @@ void backward(const Pool2x2Tensors& s, const T* x, const T* y, const T* dy, T* d
   const long long rows = (long long)s.ys.n * s.ys.h;
 #pragma omp parallel for schedule(static)
   for (long long r = 0; r < rows; ++r) {
-    const size_t first = (size_t(r / s.ys.h) * size_t(s.xs.h) + 2 * size_t(r % s.ys.h)) * in_row;
+    const size_t first = window_rows(s, r);
     const T *top = x + first, *ys = y + size_t(r) * out_row, *dys = dy + size_t(r) * out_row;
     T* dtop = dx + first;
     for (size_t ow = 0; ow < size_t(s.ys.w); ++ow)
@@ -94,9 +99,8 @@ void backward(const Pool2x2Tensors& s, const T* x, const T* y, const T* dy, T* d
 }  // namespace
 
 bool max_pool_2x2_applies(const Pool2DParams& p, Shape xs, Shape ys) {
-  if (p.ph != 2 || p.pw != 2 || p.stride_h != 2 || p.stride_w != 2) return false;
-  const PadPair h = conv_padding(xs.h, ys.h, 2, 2), w = conv_padding(xs.w, ys.w, 2, 2);
-  return h.before == 0 && h.after == 0 && w.before == 0 && w.after == 0 && ys.h == xs.h / 2 && ys.w == xs.w / 2 &&
+  // An output of half the input (rounded down) needs no padding: (H / 2 - 1) * 2 + 2 <= H.
+  return p.ph == 2 && p.pw == 2 && p.stride_h == 2 && p.stride_w == 2 && ys.h == xs.h / 2 && ys.w == xs.w / 2 &&
          ys.n == xs.n && ys.c == xs.c;
 }
 
