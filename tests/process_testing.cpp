@@ -1,5 +1,6 @@
 #include "process_testing.h"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,17 +44,20 @@ Child start(const std::string& binary, const std::string& args, const fs::path& 
   return Child{pid};
 }
 
-int wait_exit(Child c) {
+int wait_exit(Child c, long* max_rss_kb) {
   int status = 0;
-  while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+  struct rusage usage {};
+  while (wait4(c.pid, &status, 0, &usage) < 0 && errno == EINTR) {
   }
+  if (max_rss_kb) *max_rss_kb = usage.ru_maxrss;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 Run run(const std::string& binary, const std::string& args, const fs::path& dir) {
   const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const int code = wait_exit(start(binary, args, out, err));
-  return Run{code, slurp(out), slurp(err)};
+  long rss = 0;
+  const int code = wait_exit(start(binary, args, out, err), &rss);
+  return Run{code, slurp(out), slurp(err), rss};
 }
 
 Run run_trainer(const std::string& args, const fs::path& dir) { return run(TRAINER_BINARY, args, dir); }

@@ -17,6 +17,7 @@ namespace trainer::testing {
 struct Run {
   int code;
   std::string out, err;
+  long max_rss_kb = 0;  ///< The child's peak resident memory (getrusage's ru_maxrss), KiB.
 };
 
 /// The whole content of a file, as bytes; "" when it cannot be opened.
@@ -48,8 +49,9 @@ struct Child {
 Child start(const std::string& binary, const std::string& args, const std::filesystem::path& out,
             const std::filesystem::path& err);
 
-/// Waits for the child to end and returns its exit code (see above).
-int wait_exit(Child c);
+/// Waits for the child to end and returns its exit code (see above);
+/// max_rss_kb (when given) gets its peak resident memory in KiB.
+int wait_exit(Child c, long* max_rss_kb = nullptr);
 
 /// Runs `binary args` to its end with stdout into dir/stdout.txt and stderr
 /// into dir/stderr.txt; returns its exit code and both texts.

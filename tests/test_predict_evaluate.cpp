@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -495,4 +496,45 @@ TEST_CASE("evaluate --labels on a folder of images and their masks scores the im
   CHECK(r.code == 0);
   CHECK_THAT(r.err, Catch::Contains("left out the 1 mask(s) beside their images in '" + (dir / "in").string()));
   CHECK_THAT(r.out, Catch::Contains("1 image"));
+}
+
+TEST_CASE("predict --tiles and evaluate --tiles work at each image's own size and agree", "[predict][evaluate][tiling]") {
+  TRAINER_REQUIRE_DSB();
+  const Fixture& f = fixture();
+  const fs::path dir = case_dir("tiles");
+  fs::create_directories(dir / "dsb");
+  fs::create_directories(dir / "images");
+  for (const auto& id : kNativeIds) {
+    fs::create_directory_symlink(kNative + "/" + id, dir / "dsb" / id);
+    fs::create_symlink(kNative + "/" + id + "/images/" + id + ".png", dir / "images" / (id + ".png"));
+  }
+  const Run p = run_trainer("predict --checkpoint " + f.checkpoint.string() + " -i " + (dir / "images").string() +
+                                " -o " + (dir / "masks").string() + " --tiles --tile-overlap 0.3 --batch-size 3 --gpus cpu:2",
+                            dir);
+  INFO(p.out << p.err);
+  REQUIRE(p.code == 0);
+  CHECK_THAT(p.err, Catch::Contains("in tiles of 64x64 (the model's input), overlap 0.3, gaussian blend"));
+  const fs::path csv = dir / "scores.csv";
+  const Run e = run_trainer("evaluate --checkpoint " + f.checkpoint.string() + " --native " + (dir / "dsb").string() +
+                                " --csv " + csv.string() + " --tiles --tile-overlap 0.3 --batch-size 2 --gpus cpu",
+                            dir);
+  INFO(e.out << e.err);
+  REQUIRE(e.code == 0);
+  CHECK_THAT(e.out, Catch::Contains("pixel metrics at each image's own size, in tiles: loss: "));
+  const auto rows = read_csv(csv);
+  REQUIRE(rows.size() == 3);
+  long foreground = 0;
+  for (size_t i = 0; i < kNativeIds.size(); ++i) {
+    const std::string& id = kNativeIds[i];
+    const cv::Mat image = cv::imread(kNative + "/" + id + "/images/" + id + ".png", cv::IMREAD_UNCHANGED);
+    const cv::Mat mask = cv::imread((dir / "masks" / (id + "_mask.png")).string(), cv::IMREAD_UNCHANGED);
+    REQUIRE(mask.size() == image.size());
+    foreground += cv::countNonZero(mask);
+    // evaluate's predicted nuclei are predict's mask's 8-connected components (other towers and batches: the
+    // same tiles, the same sums).
+    cv::Mat labels;
+    CHECK(rows[i + 1][0] == id);
+    CHECK(std::stoi(rows[i + 1][2]) == cv::connectedComponents(mask, labels, 8) - 1);
+  }
+  CHECK(foreground > 0);
 }

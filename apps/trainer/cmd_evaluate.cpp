@@ -28,6 +28,7 @@ struct EvaluateFlags {
   int boundary_width = 2;
   bool boundary_width_given = false;  ///< --boundary-width on the command line
   bool tta = false;
+  TileFlags tiles;
   std::optional<int> threads, batch_size;
 };
 
@@ -90,15 +91,17 @@ int run_evaluate(const EvaluateFlags& f) {
   o.image_mask_suffix = f.mask_suffix.empty() ? m.config->data.mask_suffix : f.mask_suffix;
   o.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
   o.tta = f.tta;
+  o.tiles = f.tiles.options();
   o.boundary_width = f.boundary_width;
   const EvalResult r = evaluate_images(*m.trainer, o);
 
   const Shape in = m.trainer->model().input_shape();
+  const std::string where = o.tiles ? "at each image's own size, in tiles" : fmt::format("at the model's input ({}x{})", in.w, in.h);
   std::printf("Evaluated %zu image(s) against %s in %s\n", r.samples.size(), kind_name(o.kind), o.truth_dir.c_str());
   const MetricCounts& c = r.pixel.counts;
   if (classes > 0) {
-    std::printf("pixel metrics at the model's input (%dx%d): loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f\n",
-                in.w, in.h, r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy());
+    std::printf("pixel metrics %s: loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f\n", where.c_str(),
+                r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy());
     std::printf("per-class IoU (class: TP / (TP + FP + FN); - where the class is in neither truth nor prediction):");
     for (int k = 0; k < classes; ++k) {
       const double iou = c.class_iou(k);
@@ -109,9 +112,9 @@ int run_evaluate(const EvaluateFlags& f) {
     }
     std::printf("\n");
   } else {
-    std::printf("pixel metrics at the model's input (%dx%d): loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: "
+    std::printf("pixel metrics %s: loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: "
                 "%.4f - precision: %.4f - recall: %.4f - binary_iou: %.4f\n",
-                in.w, in.h, r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall(),
+                where.c_str(), r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall(),
                 c.binary_iou());
   }
   if (!instances) return 0;
@@ -162,6 +165,7 @@ Command add_evaluate(CLI::App& app) {
       ->capture_default_str()
       ->each([f](const std::string&) { f->threshold_given = true; });
   cmd->add_flag("--tta", f->tta, "Test-time augmentation, as predict --tta");
+  add_tile_flags(cmd, f->tiles);
   cmd->add_option("--boundary-width", f->boundary_width,
                   "A 3-class boundary model against --labels or --native: the truth's boundary class width, as "
                   "labels_to_classes --boundary-width")

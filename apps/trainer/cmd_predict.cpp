@@ -19,6 +19,7 @@ struct PredictFlags {
   std::optional<int> threads, batch_size;
   PredictOptions options;
   bool threshold_given = false;  ///< --threshold on the command line
+  TileFlags tiles;
 };
 
 int run_predict(const PredictFlags& f) {
@@ -40,6 +41,7 @@ int run_predict(const PredictFlags& f) {
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
   PredictOptions options = f.options;
   options.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
+  options.tiles = f.tiles.options();
   const std::vector<std::string> files = predict_files(*m.trainer, images, options);
   std::printf("Predicted %zu image(s): %zu file(s) in %s\n", images.size(), files.size(),
               options.output_dir.c_str());
@@ -74,6 +76,7 @@ Command add_predict(CLI::App& app) {
   cmd->add_flag("--tta", f->options.tta,
                 "Test-time augmentation: average the predictions of the input's 8 symmetries (flips and quarter "
                 "turns; the 4 flips for a non-square input), 8 (4) times the work");
+  add_tile_flags(cmd, f->tiles);
   cmd->add_flag("--overlay", f->options.overlay, "Also write <stem>_overlay.png (mask contours on the image)");
   cmd->add_option("--mask-suffix", f->mask_suffix,
                   "In a folder --input, files <stem><suffix>.* beside image <stem> are masks, left out (default: "

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "data/tiling.h"
 #include "dist/device_plan.h"
 #include "train/load_model.h"
 #include "train/trainer.h"
@@ -172,5 +173,16 @@ LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers)
 /// UserError when --threshold was given (`given`) for m, a model of K classes
 /// (Trainer::classes() > 0), whose pixels take their most probable class.
 void refuse_threshold_for_classes(bool given, const LoadedModel& m, const std::string& checkpoint_path);
+
+/// predict's and evaluate's --tiles, --tile-overlap and --tile-blend.
+struct TileFlags {
+  bool tiles = false;
+  double overlap = 0.5;
+  std::string blend = "gaussian";
+  /// The TileOptions the flags ask for; nullopt without --tiles. UserError for a blend CLI11 let through.
+  std::optional<TileOptions> options() const;
+};
+/// Adds the tile flags to cmd, filling f.
+void add_tile_flags(CLI::App* cmd, TileFlags& f);
 
 }  // namespace trainer::cli

@@ -305,4 +305,25 @@ void refuse_threshold_for_classes(bool given, const LoadedModel& m, const std::s
                     "drop --threshold");
 }
 
+std::optional<TileOptions> TileFlags::options() const {
+  if (!tiles) return std::nullopt;
+  return TileOptions{overlap, parse_tile_blend(blend, "--tile-blend")};
+}
+
+void add_tile_flags(CLI::App* cmd, TileFlags& f) {
+  CLI::Option* tiles = cmd->add_flag(
+      "--tiles", f.tiles,
+      "Predict each image at its own size in tiles of the model's input size (sliding window, blended where they "
+      "overlap) instead of resizing it to the input; --batch-size then counts tiles");
+  cmd->add_option("--tile-overlap", f.overlap, "With --tiles: the fraction of a tile's side its neighbours share, in "
+                  "[0, 1)")
+      ->needs(tiles)
+      ->capture_default_str();
+  cmd->add_option("--tile-blend", f.blend, "With --tiles: how overlapping tiles are weighed: gaussian (sigma = tile "
+                  "/ 8) or linear")
+      ->check(CLI::IsMember({"gaussian", "linear"}))
+      ->needs(tiles)
+      ->capture_default_str();
+}
+
 }  // namespace trainer::cli

@@ -66,7 +66,7 @@ DecodedImage decode_image_pixels(const std::string& path, int height, int width,
   try {
     int code = conversion(m.channels(), channels);
     if (code >= 0) cv::cvtColor(m, m, code);
-    if (d.native != cv::Size(width, height)) cv::resize(m, m, cv::Size(width, height), 0, 0, cv::INTER_AREA);
+    if (height > 0 && d.native != cv::Size(width, height)) cv::resize(m, m, cv::Size(width, height), 0, 0, cv::INTER_AREA);
   } catch (const cv::Exception& e) {
     throw UserError("cannot convert '" + path + "': " + e.err.substr(0, e.err.find('\n')));
   }

@@ -27,7 +27,7 @@ struct DecodedImage {
 /// Decodes path (PNG/JPEG/TIFF, 8- or 16-bit, gray, BGR or BGRA as OpenCV
 /// reads them; alpha dropped), converts to RGB (channels 3) or gray (channels
 /// 1, ITU-R BT.601 weights as cv::COLOR_BGR2GRAY) and resizes with INTER_AREA
-/// to [height, width], in the file's own type: pixels are CV_8UC(channels)
+/// to [height, width] (height = width = 0: kept at the file's own size), in the file's own type: pixels are CV_8UC(channels)
 /// or CV_16UC(channels) (resizing rounds to that type's integers, as a Keras
 /// pipeline that holds its resized images in a uint8 array does). highest16, when
 /// given: set to the largest value of a 16-bit file (before resizing), -1

@@ -18,6 +18,7 @@
 #include "data/mask_resize.h"
 #include "io/atomic_file.h"
 #include "train/predict.h"
+#include "train/tiled_predict.h"
 #include "train/tta.h"
 
 namespace trainer {
@@ -130,9 +131,116 @@ bool looks_like_mask(const cv::Mat& labels) {
 
 }  // namespace
 
+namespace {
+
+/// What evaluate_images counts for its warnings about the truth.
+struct TruthNotes {
+  size_t mask_like = 0;   ///< Label images that look like binary masks.
+  size_t label_like = 0;  ///< Masks that look like label images.
+};
+
+/// A sample's instance truth and its pixel truth, both at the image's own size.
+struct Truth {
+  cv::Mat objects;  ///< load_truth's: 0 background, one value per object.
+  cv::Mat target;   ///< boundary_classes' 0/1/2 for a boundary model, else the foreground 0/1.
+};
+
+Truth load_instance_truth(const EvalOptions& o, const EvalSample& s, bool boundary, TruthNotes& notes) {
+  bool labels = false;
+  Truth t{load_truth(o, s, &labels), {}};
+  if (o.kind == TruthKind::kLabels && looks_like_mask(t.objects)) ++notes.mask_like;
+  notes.label_like += labels;
+  // Labels and DSB folders load as CV_16UC1.
+  t.target = boundary ? boundary_classes(t.objects, o.boundary_width) : cv::Mat((t.objects != 0) / 255);
+  return t;
+}
+
+/// out [target's H, W, 1] <- target as float pixel truth; the class a boundary model was trained to ignore
+/// becomes kIgnoredPixel, as decode_class_mask reads it.
+void store_target(const Trainer& trainer, const cv::Mat& target, bool boundary, float* out) {
+  cv::Mat truth(target.size(), CV_32FC1, out);
+  target.convertTo(truth, CV_32F);
+  if (const int ignored = trainer.config().training.loss.ignore_class; boundary && ignored >= 0 && ignored < 3)
+    truth.setTo(kIgnoredPixel, target == ignored);
+}
+
+/// The objects a prediction holds: prob (CV_32FC(K) at the image's size) thresholded into 8-connected
+/// components, or a boundary model's boundary_objects of its class map.
+cv::Mat predicted_objects(const cv::Mat& prob, bool boundary, double threshold) {
+  return boundary ? boundary_objects(class_map(prob)) : connected_objects(threshold_map(prob, threshold));
+}
+
+/// Evaluates samples [lo, hi) of r at the model's input size, as one global batch: the pixel metrics via
+/// Trainer::evaluate (or, with TTA, of the averaged probabilities), the instance scores of the probabilities
+/// resized back to each image's size.
+void evaluate_resized(Trainer& trainer, const EvalOptions& o, size_t lo, size_t hi, bool boundary,
+                      TruthNotes& notes, EvalResult& r) {
+  const Shape input = trainer.model().input_shape();
+  const int k = int(hi - lo), classes = trainer.classes();
+  Dataset chunk;
+  chunk.images = Tensor(input.with_batch(k));
+  chunk.masks = Tensor(Shape{k, input.h, input.w, 1});
+  std::vector<cv::Mat> truths;
+  std::vector<int> indices;
+  for (int i = 0; i < k; ++i) {
+    const EvalSample& s = r.samples[lo + size_t(i)];
+    chunk.names.push_back(s.name);
+    indices.push_back(i);
+    const cv::Size size = decode_image(s.image, input.h, input.w, input.c, chunk.images.sample(i));
+    if (classes > 0 && !boundary) {  // class-index masks, read as for training; no instances
+      check_size(s, decode_class_mask(s.truth, input.h, input.w, classes, chunk.masks.sample(i),
+                                      trainer.config().training.loss.ignore_class), size);
+      continue;
+    }
+    const Truth t = load_instance_truth(o, s, boundary, notes);
+    check_size(s, t.objects.size(), size);
+    truths.push_back(t.objects);
+    store_target(trainer, resize_mask(t.target, cv::Size(input.w, input.h)), boundary, chunk.masks.sample(i));
+  }
+  Tensor probs;
+  if (o.tta) {  // pixel metrics of the averaged probabilities too
+    probs = predict_tta(trainer, chunk.images, o.batch_size);
+    r.pixel.add(probability_stats(trainer, probs, chunk.masks));
+  } else {
+    r.pixel.add(trainer.evaluate(chunk, indices, o.batch_size));
+    if (!truths.empty()) probs = trainer.predict(chunk.images, o.batch_size);
+  }
+  for (size_t i = 0; i < truths.size(); ++i)
+    r.scores.push_back(
+        instance_score(truths[i], predicted_objects(probability_map(probs, int(i), truths[i].size()), boundary, o.threshold)));
+}
+
+/// Evaluates sample s at its own size, predicted in tiles (predict_tiled): the pixel metrics of its
+/// probabilities (probability_stats) against its truth at that size, and its instance score.
+void evaluate_tiled(Trainer& trainer, const EvalOptions& o, const EvalSample& s, bool boundary, TruthNotes& notes,
+                    EvalResult& r) {
+  const int classes = trainer.classes();
+  const cv::Mat pixels = decode_image_pixels(s.image, 0, 0, trainer.model().input_shape().c).pixels;
+  const int h = pixels.rows, w = pixels.cols, k = trainer.model().output_shape().c;
+  Tensor masks(Shape{1, h, w, 1}), probs(Shape{1, h, w, k});
+  cv::Mat objects;
+  if (classes > 0 && !boundary) {
+    check_size(s, decode_class_mask(s.truth, h, w, classes, masks.data(), trainer.config().training.loss.ignore_class),
+               pixels.size());
+  } else {
+    const Truth t = load_instance_truth(o, s, boundary, notes);
+    check_size(s, t.objects.size(), pixels.size());
+    store_target(trainer, t.target, boundary, masks.data());
+    objects = t.objects;
+  }
+  cv::Mat prob(h, w, CV_32FC(k), probs.data());
+  predict_tiled(trainer, pixels, TiledPrediction{*o.tiles, o.batch_size, o.tta},
+                [&](int y0, const cv::Mat& rows) { rows.copyTo(prob.rowRange(y0, y0 + rows.rows)); });
+  r.pixel.add(probability_stats(trainer, probs, masks));
+  if (!objects.empty()) r.scores.push_back(instance_score(objects, predicted_objects(prob, boundary, o.threshold)));
+}
+
+}  // namespace
+
 EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
   check_threshold(o.threshold, "--threshold");
   if (o.batch_size < 1) throw UserError("--batch-size must be at least 1");
+  if (o.tiles) check_tile_overlap(o.tiles->overlap, "--tile-overlap");
   const int classes = trainer.classes();
   // A boundary model scored against instances: its classes are labels_to_classes' (0, 1 interior, 2 boundary).
   const bool boundary = scores_boundary_instances(classes, o.kind);
@@ -148,74 +256,30 @@ EvalResult evaluate_images(Trainer& trainer, const EvalOptions& o) {
   EvalResult result;
   result.pixel = trainer.empty_stats();
   result.samples = find_eval_samples(o);
-  const Shape input = trainer.model().input_shape();
-  if (o.tta) log_tta(input);
+  if (o.tta) log_tta(trainer.model().input_shape());
+  if (o.tiles) log_tiles(trainer.model().input_shape(), *o.tiles);
   const size_t n = result.samples.size();
-  size_t mask_like = 0;   // label images that look like binary masks
-  size_t label_like = 0;  // masks that look like label images
-  // Chunks of one global batch: the truth is decoded once and not all of it held at once.
-  for (size_t lo = 0; lo < n; lo += size_t(o.batch_size)) {
-    const size_t hi = std::min(n, lo + size_t(o.batch_size));
-    const int k = int(hi - lo);
-    Dataset chunk;
-    chunk.images = Tensor(input.with_batch(k));
-    chunk.masks = Tensor(Shape{k, input.h, input.w, 1});
-    std::vector<cv::Mat> truths;
-    std::vector<int> indices;
-    for (int i = 0; i < k; ++i) {
-      const EvalSample& s = result.samples[lo + size_t(i)];
-      chunk.names.push_back(s.name);
-      indices.push_back(i);
-      const cv::Size size = decode_image(s.image, input.h, input.w, input.c, chunk.images.sample(i));
-      if (classes > 0 && !boundary) {  // class-index masks, read as for training; no instances
-        check_size(s, decode_class_mask(s.truth, input.h, input.w, classes, chunk.masks.sample(i),
-                                                trainer.config().training.loss.ignore_class), size);
-        continue;
-      }
-      bool labels = false;
-      truths.push_back(load_truth(o, s, &labels));
-      if (o.kind == TruthKind::kLabels && looks_like_mask(truths.back())) ++mask_like;
-      label_like += labels;
-      check_size(s, truths.back().size(), size);
-      cv::Mat target, small;  // boundary classes 0/1/2, else the foreground 0/1, at the image's size
-      if (boundary) {
-        target = boundary_classes(truths.back(), o.boundary_width);  // labels and DSB folders load as CV_16UC1
-      } else {
-        target = (truths.back() != 0) / 255;
-      }
-      small = resize_mask(target, cv::Size(input.w, input.h));
-      cv::Mat truth(input.h, input.w, CV_32FC1, chunk.masks.sample(i));
-      small.convertTo(truth, CV_32F);
-      // The class a boundary model was trained to ignore is left out here too, as decode_class_mask does.
-      if (const int ignored = trainer.config().training.loss.ignore_class; boundary && ignored >= 0 && ignored < 3)
-        truth.setTo(kIgnoredPixel, small == ignored);
-    }
-    Tensor probs;
-    if (o.tta) {  // pixel metrics of the averaged probabilities too
-      probs = predict_tta(trainer, chunk.images, o.batch_size);
-      result.pixel.add(probability_stats(trainer, probs, chunk.masks));
-    } else {
-      result.pixel.add(trainer.evaluate(chunk, indices, o.batch_size));
-      if (classes == 0 || boundary) probs = trainer.predict(chunk.images, o.batch_size);
-    }
-    for (int i = 0; (classes == 0 || boundary) && i < k; ++i) {
-      const cv::Mat prob = probability_map(probs, i, truths[size_t(i)].size());
-      const cv::Mat pred =
-          boundary ? boundary_objects(class_map(prob)) : connected_objects(threshold_map(prob, o.threshold));
-      result.scores.push_back(instance_score(truths[size_t(i)], pred));
-      result.score += result.scores.back().score / double(n);
-    }
+  TruthNotes notes;
+  // Chunks of one global batch (one image in tiles): the truth is decoded once and not all of it held at once.
+  const size_t chunk = o.tiles ? 1 : size_t(o.batch_size);
+  for (size_t lo = 0; lo < n; lo += chunk) {
+    const size_t hi = std::min(n, lo + chunk);
+    if (o.tiles)
+      evaluate_tiled(trainer, o, result.samples[lo], boundary, notes, result);
+    else
+      evaluate_resized(trainer, o, lo, hi, boundary, notes, result);
     spdlog::info("evaluated {}/{} image(s)", hi, n);
   }
-  if (label_like > 0)
+  for (const InstanceScore& s : result.scores) result.score += s.score / double(n);
+  if (notes.label_like > 0)
     spdlog::warn("{} of {} mask(s) hold the values 1..N of label images: as masks, touching nuclei merge into one "
                  "object in the instance score; pass label images with --labels instead of --masks",
-                 label_like, n);
-  if (mask_like > 0)
+                 notes.label_like, n);
+  if (notes.mask_like > 0)
     spdlog::warn("{} of {} label image(s) hold only 0 and one of 255 or 65535: binary masks? As labels all "
                  "nuclei of such an image are one object; pass binary masks with --masks, which splits them by "
                  "connectivity",
-                 mask_like, n);
+                 notes.mask_like, n);
   return result;
 }
 

@@ -2,8 +2,11 @@
 // Evaluation of a trained model on images with ground truth: the pixel
 // metrics of training (loss, mean_iou, dice, accuracy at the model's input
 // size) and the 2018 Data Science Bowl instance score at each image's own size.
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "data/tiling.h"
 
 #include "train/instance_metrics.h"
 #include "train/trainer.h"
@@ -27,6 +30,10 @@ struct EvalOptions {
   double threshold = 0.5;  ///< Predicted foreground = probability > threshold; in (0, 1).
   int batch_size = 1;      ///< Images per global batch, split over the towers.
   bool tta = false;        ///< Average over the input's symmetries (train/tta.h).
+  /// Predict each image at its own size in tiles (train/tiled_predict.h,
+  /// batch_size tiles per batch) and take the pixel metrics there, instead
+  /// of at the model's input size.
+  std::optional<TileOptions> tiles;
   /// A boundary model's (3 classes) pixel truth from instance truth:
   /// boundary_classes at this width, as labels_to_classes --boundary-width.
   int boundary_width = 2;
@@ -87,8 +94,11 @@ cv::Mat load_truth(const EvalOptions& options, const EvalSample& sample, bool* l
 /// score per image: probabilities resized back to the image's size
 /// (INTER_LINEAR), thresholded, 8-connected components (a boundary model's
 /// boundary_objects) against the truth's objects (instance_score). Runs the network twice per image (loss needs the
-/// logits, the instance score the probabilities). Throws UserError as
-/// find_eval_samples and load_truth, for a threshold outside (0, 1), and for a
+/// logits, the instance score the probabilities). With options.tiles, each
+/// image is predicted once at its own size in tiles instead, and its pixel
+/// metrics are probability_stats' (train/tta.h) of those probabilities
+/// against the truth at that size. Throws UserError as
+/// find_eval_samples and load_truth, for a threshold outside (0, 1), a tile overlap outside [0, 1), and for a
 /// truth whose size differs from its image's, and a categorical model other
 /// than a 3-class one with other truth than masks.
 EvalResult evaluate_images(Trainer& trainer, const EvalOptions& options);

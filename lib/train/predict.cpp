@@ -14,6 +14,7 @@
 #include "backend/train_math.h"
 #include "io/atomic_file.h"
 #include "io/folder_lock.h"
+#include "train/tiled_predict.h"
 #include "train/tta.h"
 
 namespace trainer {
@@ -127,37 +128,49 @@ void check_no_overwrite(const std::vector<std::string>& paths, const PredictOpti
                     "to replace them");
 }
 
-// Writes one probability map p (CV_32FC1 in [0, 1]) to file: float32 TIFF or 8-bit round(255 p) PNG.
-void write_probability(const std::string& file, const cv::Mat& p, const PredictOptions& o) {
-  if (o.probability_format == "tiff") {
-    write_tiff_atomic(file, p);  // float32, as computed
-    return;
-  }
-  cv::Mat p8;
-  p.convertTo(p8, CV_8U, 255.0);  // saturate_cast rounds to nearest
-  write_png_atomic(file, p8);
-}
+// What predict writes for one image, at its size: the mask and (with --probabilities) each class's probability
+// map as its file stores it, filled band of rows by band of rows.
+struct ImageOutputs {
+  cv::Mat mask;                ///< CV_8UC1: 0/255, or class indices.
+  std::vector<cv::Mat> probs;  ///< Per output channel: CV_8UC1 round(255 p) (png) or CV_32FC1 p (tiff).
 
-// Writes the outputs of one image from its probabilities prob (CV_32FC(K) at
-// the image's size; K = 1 for a binary model); appends the files to written.
-void write_outputs(const std::string& path, const cv::Mat& prob, const PredictOptions& o, int classes,
+  ImageOutputs(cv::Size size, int channels, const PredictOptions& o) : mask(size, CV_8UC1) {
+    if (!o.probabilities) return;
+    for (int c = 0; c < channels; ++c) probs.emplace_back(size, o.probability_format == "tiff" ? CV_32FC1 : CV_8UC1);
+  }
+
+  /// Rows [y0, y0 + rows.rows) from their probabilities (CV_32FC(K)).
+  void put_rows(int y0, const cv::Mat& rows, const PredictOptions& o, int classes) {
+    const cv::Range r(y0, y0 + rows.rows);
+    const cv::Mat m = classes > 0 ? class_map(rows) : threshold_map(rows, o.threshold);
+    m.copyTo(mask.rowRange(r));
+    if (probs.empty()) return;
+    std::vector<cv::Mat> planes;
+    cv::split(rows, planes);
+    for (size_t c = 0; c < planes.size(); ++c) {
+      cv::Mat to = probs[c].rowRange(r);
+      planes[c].convertTo(to, probs[c].type(), probs[c].depth() == CV_8U ? 255.0 : 1.0);  // saturate_cast rounds
+    }
+  }
+};
+
+// Writes the outputs of the image at path (out: its mask and probabilities); appends the files to written.
+void write_outputs(const std::string& path, const ImageOutputs& out, const PredictOptions& o, int classes,
                    std::vector<std::string>& written) {
   const std::vector<std::string> files = output_files(path, o, classes);  // mask, probabilities, overlay
-  const cv::Mat mask = classes > 0 ? class_map(prob) : threshold_map(prob, o.threshold);
   size_t next = 0;
   written.push_back(files[next++]);
-  write_png_atomic(written.back(), mask);
-  if (o.probabilities) {
-    std::vector<cv::Mat> planes;
-    cv::split(prob, planes);
-    for (const cv::Mat& p : planes) {
-      written.push_back(files[next++]);
-      write_probability(written.back(), p, o);
-    }
+  write_png_atomic(written.back(), out.mask);
+  for (const cv::Mat& p : out.probs) {
+    written.push_back(files[next++]);
+    if (p.depth() == CV_32F)
+      write_tiff_atomic(written.back(), p);  // float32, as computed
+    else
+      write_png_atomic(written.back(), p);
   }
   if (o.overlay) {
     written.push_back(files[next++]);
-    write_png_atomic(written.back(), overlay_image(path, mask, classes));
+    write_png_atomic(written.back(), overlay_image(path, out.mask, classes));
   }
 }
 
@@ -172,7 +185,48 @@ void check_stems(const std::vector<std::string>& paths) {
   }
 }
 
+// Predicts paths at the model's input size, batch_size images at a time, and writes their outputs resized back.
+void predict_resized_files(Trainer& trainer, const std::vector<std::string>& paths, const PredictOptions& o,
+                           std::vector<std::string>& written) {
+  const size_t n = paths.size();
+  const int classes = trainer.classes();
+  for (size_t lo = 0; lo < n; lo += size_t(o.batch_size)) {
+    const std::vector<std::string> chunk(paths.begin() + long(lo), paths.begin() + long(std::min(n, lo + size_t(o.batch_size))));
+    const ModelImages m = decode_for_model(chunk, trainer.model().input_shape());
+    const Tensor probs = o.tta ? predict_tta(trainer, m.images, o.batch_size) : trainer.predict(m.images, o.batch_size);
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      ImageOutputs out(m.sizes[i], probs.shape().c, o);
+      out.put_rows(0, probability_map(probs, int(i), m.sizes[i]), o, classes);
+      write_outputs(chunk[i], out, o, classes, written);
+    }
+    spdlog::info("predicted {}/{} image(s)", lo + chunk.size(), n);
+  }
+}
+
+// The outputs of the image at path predicted at its own size in tiles (predict_tiled), filled band by band.
+ImageOutputs tiled_outputs(Trainer& trainer, const std::string& path, const PredictOptions& o) {
+  const cv::Mat pixels = decode_image_pixels(path, 0, 0, trainer.model().input_shape().c).pixels;
+  ImageOutputs out(pixels.size(), trainer.model().output_shape().c, o);
+  predict_tiled(trainer, pixels, TiledPrediction{*o.tiles, o.batch_size, o.tta},
+                [&](int y0, const cv::Mat& rows) { out.put_rows(y0, rows, o, trainer.classes()); });
+  return out;  // the pixels freed before the files are encoded
+}
+
+// Predicts each of paths at its own size in tiles and writes its outputs.
+void predict_tiled_files(Trainer& trainer, const std::vector<std::string>& paths, const PredictOptions& o,
+                         std::vector<std::string>& written) {
+  for (size_t i = 0; i < paths.size(); ++i) {
+    write_outputs(paths[i], tiled_outputs(trainer, paths[i], o), o, trainer.classes(), written);
+    spdlog::info("predicted {}/{} image(s)", i + 1, paths.size());
+  }
+}
+
 }  // namespace
+
+void log_tiles(const Shape& input, const TileOptions& t) {
+  spdlog::info("predicting each image at its own size in tiles of {}x{} (the model's input), overlap {:g}, {} blend",
+               input.h, input.w, t.overlap, tile_blend_name(t.blend));
+}
 
 std::vector<std::string> without_prediction_outputs(const std::vector<std::string>& paths,
                                                     const std::string& output_dir) {
@@ -215,6 +269,7 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
                                        const PredictOptions& options) {
   check_threshold(options.threshold, "--threshold");
   if (options.batch_size < 1) throw UserError("--batch-size must be at least 1");
+  if (options.tiles) check_tile_overlap(options.tiles->overlap, "--tile-overlap");
   check_stems(paths);
   const int classes = trainer.classes();
   check_no_overwrite(paths, options, classes);  // before the folder is made
@@ -228,21 +283,14 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
   const DirectoryLock lock(options.output_dir, "predict");
   check_no_overwrite(paths, options, classes);
 
-  const Shape input = trainer.model().input_shape();
-  if (options.tta) log_tta(input);
+  if (options.tta) log_tta(trainer.model().input_shape());
+  if (options.tiles) log_tiles(trainer.model().input_shape(), *options.tiles);
   std::vector<std::string> written;
-  const size_t n = paths.size();
   try {
-    for (size_t lo = 0; lo < n; lo += size_t(options.batch_size)) {
-      const std::vector<std::string> chunk(paths.begin() + long(lo),
-                                           paths.begin() + long(std::min(n, lo + size_t(options.batch_size))));
-      const ModelImages m = decode_for_model(chunk, input);
-      const Tensor probs = options.tta ? predict_tta(trainer, m.images, options.batch_size)
-                                       : trainer.predict(m.images, options.batch_size);
-      for (size_t i = 0; i < chunk.size(); ++i)
-        write_outputs(chunk[i], probability_map(probs, int(i), m.sizes[i]), options, classes, written);
-      spdlog::info("predicted {}/{} image(s)", lo + chunk.size(), n);
-    }
+    if (options.tiles)
+      predict_tiled_files(trainer, paths, options, written);
+    else
+      predict_resized_files(trainer, paths, options, written);
   } catch (const UserError& e) {
     // An image that cannot be decoded before anything was written: no empty folder left behind.
     if (created && fs::is_empty(options.output_dir, ec)) fs::remove(options.output_dir, ec);

@@ -1,13 +1,16 @@
 #pragma once
 // Prediction on image files: decode at the model's input size, run the
-// towers, resize the probabilities back to each image's own size, threshold
-// and write mask, probability and overlay PNGs.
+// towers, resize the probabilities back to each image's own size (or predict
+// each image at its own size in tiles), threshold and write mask,
+// probability and overlay PNGs.
 #include <opencv2/core.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/shape.h"
 #include "core/tensor.h"
+#include "data/tiling.h"
 #include "train/trainer.h"
 
 namespace trainer {
@@ -49,7 +52,14 @@ struct PredictOptions {
   int batch_size = 1;          ///< Images per global batch, split over the towers.
   bool overwrite = false;      ///< Replace output files that exist (else UserError before any is written).
   bool tta = false;            ///< Average over the input's symmetries (train/tta.h).
+  /// Predict each image at its own size in tiles of the model's input
+  /// (train/tiled_predict.h) instead of resized to the input and back;
+  /// batch_size is then tiles per batch.
+  std::optional<TileOptions> tiles;
 };
+
+/// Logs that images are predicted at their own size in tiles of input's size, placed and blended as t says.
+void log_tiles(const Shape& input, const TileOptions& t);
 
 /// paths without the files a prediction of paths into output_dir writes
 /// itself (<output_dir>/<stem>_mask.png, _prob.png, _prob.tif, _overlay.png
@@ -70,9 +80,12 @@ std::vector<std::string> without_prediction_outputs(const std::vector<std::strin
 /// class 0..K-1 (class_map of the resized probabilities) into _mask.png
 /// instead, K probability maps <stem>_prob_<class>.png (or .tif), and the
 /// contours of the classes 1..K-1 in the overlay, each in its colour (class 0
-/// is taken as background); the threshold is not used. Every file
+/// is taken as background); the threshold is not used. With options.tiles
+/// each image is predicted at its own size by predict_tiled (batch_size
+/// tiles per batch) instead of resized to the model's input and its
+/// probabilities back, and the outputs are filled band by band. Every file
 /// is written atomically. Returns the files written, in order. Throws
-/// UserError for a threshold outside (0, 1), batch_size < 1, two inputs with
+/// UserError for a threshold outside (0, 1), batch_size < 1, a tile overlap outside [0, 1), two inputs with
 /// the same stem, an output folder that cannot be created or written, and an
 /// image that cannot be decoded (naming it).
 std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::string>& paths,
