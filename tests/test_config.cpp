@@ -845,3 +845,32 @@ TEST_CASE("config: null (Python's None) where Keras's default is None means that
                           "py.yaml"),
                     Catch::Contains("'activation' is Python's None, which YAML writes as null"));
 }
+
+TEST_CASE("data.crop: crops at native resolution, its defaults and its errors", "[config][crops]") {
+  CHECK_FALSE(parse_config(kGood, "cfg.yaml").data.crop);
+  const Config d = parse_config(edit("  validation_split: 0.1\n", "  validation_split: 0.1\n  crop: {}\n"), "cfg.yaml");
+  REQUIRE(d.data.crop);
+  CHECK(d.data.crop->scale == 1.0);
+  CHECK(d.data.crop->foreground == Approx(1.0 / 3));
+  CHECK(d.data.crop->per_image == 1);
+  CHECK(d.data.crop->tile_overlap == 0.5);
+  CHECK(d.data.crop->tile_blend == "gaussian");
+  CHECK(d.data.crop->where == "cfg.yaml:26:9: data.crop");
+  const Config c = parse_config(edit("  validation_split: 0.1\n", "  validation_split: 0.1\n  crop: {scale: 0.5, foreground: 1, per_image: 3, "
+                                     "tile_overlap: 0.25, tile_blend: linear}\n"), "cfg.yaml");
+  CHECK(c.data.crop->scale == 0.5);
+  CHECK(c.data.crop->foreground == 1.0);
+  CHECK(c.data.crop->per_image == 3);
+  CHECK(c.data.crop->tile_overlap == 0.25);
+  CHECK(c.data.crop->tile_blend == "linear");
+  const auto crop_error = [](const std::string& crop) {
+    return error_of(edit("  validation_split: 0.1\n", "  validation_split: 0.1\n  crop: " + crop + "\n"));
+  };
+  CHECK_THAT(crop_error("3"), Catch::Contains("data.crop must be a map of its settings"));
+  CHECK_THAT(crop_error("{scale: 0}"), Catch::Contains("scale"));
+  CHECK_THAT(crop_error("{foreground: 1.5}"), Catch::Contains("foreground"));
+  CHECK_THAT(crop_error("{per_image: 0}"), Catch::Contains("per_image"));
+  CHECK_THAT(crop_error("{tile_overlap: 1}"), Catch::Contains("must be below 1"));
+  CHECK_THAT(crop_error("{tile_blend: cosine}"), Catch::Contains("tile_blend"));
+  CHECK_THAT(crop_error("{foregroud: 0.5}"), Catch::Contains("foreground"));  // a suggestion
+}

@@ -79,14 +79,18 @@ TEST_CASE("predict --tiles writes each image's mask at its size and needs no flo
   INFO("peak memory " << small.max_rss_kb << " KiB (300x200) and " << large.max_rss_kb << " KiB (" << w << "x" << h
                       << "): " << extra_bytes_per_pixel << " bytes per pixel more");
   CHECK(extra_bytes_per_pixel < 4.5);
+
+  // A model trained on resized images predicts resized unless asked for tiles: a tile setting alone is an error.
+  const Run without = run_trainer("predict -i " + (d.root / "small").string() + " -o " + (d.root / "out_w").string() +
+                                      " --checkpoint " + ckpt.string() + " --gpus cpu --tile-overlap 0.5", d.root);
+  CHECK(without.code == 2);
+  CHECK_THAT(without.err, Catch::Contains("add --tiles"));
+  CHECK_FALSE(fs::exists(d.root / "out_w"));
 }
 
-TEST_CASE("predict's tile flags are checked", "[tiling][e2e]") {
+TEST_CASE("predict's tile blend is one of the blends", "[tiling][e2e]") {
   const TempDir d("tiles_flags");
   const std::string args = " --checkpoint nowhere.h5 -i nowhere -o " + (d.root / "out").string();
-  const Run without = run_trainer("predict" + args + " --tile-overlap 0.5", d.root);
-  CHECK(without.code == 2);
-  CHECK(without.err.find("--tiles") != std::string::npos);
   const Run blend = run_trainer("predict" + args + " --tiles --tile-blend cosine", d.root);
   CHECK(blend.code == 2);
   CHECK(blend.err.find("cosine") != std::string::npos);

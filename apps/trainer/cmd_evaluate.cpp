@@ -91,7 +91,7 @@ int run_evaluate(const EvaluateFlags& f) {
   o.image_mask_suffix = f.mask_suffix.empty() ? m.config->data.mask_suffix : f.mask_suffix;
   o.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
   o.tta = f.tta;
-  o.tiles = f.tiles.options();
+  o.tiles = f.tiles.options(m.config->data.crop, f.checkpoint);
   o.boundary_width = f.boundary_width;
   const EvalResult r = evaluate_images(*m.trainer, o);
 

@@ -41,7 +41,7 @@ int run_predict(const PredictFlags& f) {
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
   PredictOptions options = f.options;
   options.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
-  options.tiles = f.tiles.options();
+  options.tiles = f.tiles.options(m.config->data.crop, f.checkpoint);
   const std::vector<std::string> files = predict_files(*m.trainer, images, options);
   std::printf("Predicted %zu image(s): %zu file(s) in %s\n", images.size(), files.size(),
               options.output_dir.c_str());

@@ -177,10 +177,16 @@ void refuse_threshold_for_classes(bool given, const LoadedModel& m, const std::s
 /// predict's and evaluate's --tiles, --tile-overlap and --tile-blend.
 struct TileFlags {
   bool tiles = false;
-  double overlap = 0.5;
-  std::string blend = "gaussian";
-  /// The TileOptions the flags ask for; nullopt without --tiles. UserError for a blend CLI11 let through.
-  std::optional<TileOptions> options() const;
+  std::optional<double> overlap;
+  std::optional<std::string> blend;
+  /// The tiles to predict in: a checkpoint trained on crops (crop: its
+  /// config's data.crop) predicts in its tiles (overlap, blend, scale), and
+  /// --tiles asks for tiles of any model (default overlap 0.5, gaussian,
+  /// scale 1); --tile-overlap and --tile-blend replace those settings.
+  /// nullopt (resize to the input) for a model trained on resized images
+  /// without --tiles. UserError for --tile-overlap or --tile-blend then
+  /// (naming checkpoint), or a blend CLI11 let through.
+  std::optional<TileOptions> options(const std::optional<CropConfig>& crop, const std::string& checkpoint) const;
 };
 /// Adds the tile flags to cmd, filling f.
 void add_tile_flags(CLI::App* cmd, TileFlags& f);

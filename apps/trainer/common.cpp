@@ -305,25 +305,32 @@ void refuse_threshold_for_classes(bool given, const LoadedModel& m, const std::s
                     "drop --threshold");
 }
 
-std::optional<TileOptions> TileFlags::options() const {
-  if (!tiles) return std::nullopt;
-  return TileOptions{overlap, parse_tile_blend(blend, "--tile-blend")};
+std::optional<TileOptions> TileFlags::options(const std::optional<CropConfig>& crop,
+                                              const std::string& checkpoint) const {
+  if (!tiles && !crop) {
+    if (overlap || blend)
+      throw UserError(std::string(overlap ? "--tile-overlap" : "--tile-blend") + " sets how tiles are placed, and '" +
+                      checkpoint + "' was trained on resized images (no data.crop), which predict resizes: add "
+                      "--tiles to predict it in tiles at each image's own size");
+    return std::nullopt;
+  }
+  TileOptions t;
+  if (crop) t = TileOptions{crop->tile_overlap, parse_tile_blend(crop->tile_blend, crop->where + ".tile_blend"), crop->scale};
+  if (overlap) t.overlap = *overlap;
+  if (blend) t.blend = parse_tile_blend(*blend, "--tile-blend");
+  return t;
 }
 
 void add_tile_flags(CLI::App* cmd, TileFlags& f) {
-  CLI::Option* tiles = cmd->add_flag(
-      "--tiles", f.tiles,
-      "Predict each image at its own size in tiles of the model's input size (sliding window, blended where they "
-      "overlap) instead of resizing it to the input; --batch-size then counts tiles");
-  cmd->add_option("--tile-overlap", f.overlap, "With --tiles: the fraction of a tile's side its neighbours share, in "
-                  "[0, 1)")
-      ->needs(tiles)
-      ->capture_default_str();
-  cmd->add_option("--tile-blend", f.blend, "With --tiles: how overlapping tiles are weighed: gaussian (sigma = tile "
-                  "/ 8) or linear")
-      ->check(CLI::IsMember({"gaussian", "linear"}))
-      ->needs(tiles)
-      ->capture_default_str();
+  cmd->add_flag("--tiles", f.tiles,
+                "Predict each image at its own size in tiles of the model's input size (sliding window, blended "
+                "where they overlap) instead of resizing it to the input; --batch-size then counts tiles. A "
+                "checkpoint trained on crops (data.crop) predicts so without it");
+  cmd->add_option("--tile-overlap", f.overlap, "In tiles: the fraction of a tile's side its neighbours share, in "
+                  "[0, 1) (default: the checkpoint's data.crop.tile_overlap, else 0.5)");
+  cmd->add_option("--tile-blend", f.blend, "In tiles: how overlapping tiles are weighed: gaussian (sigma = tile / 8) "
+                  "or linear (default: the checkpoint's data.crop.tile_blend, else gaussian)")
+      ->check(CLI::IsMember({"gaussian", "linear"}));
 }
 
 }  // namespace trainer::cli

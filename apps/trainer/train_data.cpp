@@ -50,6 +50,7 @@ TrainData data_options(const Config& config, const Model& model, bool folders_fr
   opt.skip_bad_files = config.data.skip_bad_files;
   opt.threads = config.data.loader_threads;
   opt.config_path = folders_from_flags ? "--images/--masks" : config.path;
+  if (config.data.crop) opt.native_scale = config.data.crop->scale;  // each pair at its own size, for crops
   DataOptions& vopt = d.validation_options = opt;
   vopt.images_dir = config.data.validation_images;
   vopt.masks_dir = config.data.validation_masks;
@@ -74,9 +75,13 @@ void load_training_data(TrainData& d, int classes, ProcessGroup* world) {
   if (!world || world->size() == 1) {
     d.data = load_dataset(opt);
     if (d.has_validation) d.validation = load_dataset(vopt);
-    if (opt.classes > 0) warn_missing_classes(class_pixel_counts(d.data.masks, opt.classes), d.data.size(), opt);
+    if (opt.classes > 0) warn_missing_classes(class_pixel_counts(d.data, opt.classes), d.data.size(), opt);
     return;
   }
+  if (opt.native_scale > 0)
+    throw UserError(opt.config_path + ": data.crop trains one process (with any number of towers: --gpus all) and "
+                    "this run has " + std::to_string(world->size()) + " processes; start one process per machine "
+                    "with all its GPUs, or remove data.crop");
   if (opt.threads == 0)  // this process's cores (as its towers'): they decode while the towers train
     opt.threads = vopt.threads = process_cores(world->local_size());
   d.stream = open_world_pairs(*world, opt);

@@ -252,6 +252,30 @@ void read_affine_augmentation(ParamReader& p, AugmentationConfig& a) {
     std::tie(a.brightness_low, a.brightness_high) = read_range(p, "brightness_range", false, "[0.8, 1.2]");
 }
 
+namespace {
+
+/// data.crop: a map of CropConfig's keys ({} for the defaults).
+CropConfig read_crop(const YAML::Node& node, const std::string& file) {
+  CropConfig c;
+  c.where = yaml_location(file, node.Mark()) + ": data.crop";
+  if (!node.IsMap() && !(node.IsNull()))
+    throw UserError(c.where + " must be a map of its settings ({} for the defaults: scale 1, foreground 0.333, "
+                    "per_image 1, tile_overlap 0.5, tile_blend gaussian)");
+  if (node.IsNull()) return c;
+  ParamReader p(node, file, "data.crop");
+  c.scale = p.get_double("scale", c.scale, 1e-3, 1e3);
+  c.foreground = p.get_double("foreground", c.foreground, 0.0, 1.0);
+  c.per_image = p.get_int("per_image", c.per_image, 1, 10000);
+  c.tile_overlap = p.get_double("tile_overlap", c.tile_overlap, 0.0, 1.0);
+  if (c.tile_overlap >= 1.0)
+    p.fail("tile_overlap", "must be below 1 (the fraction of a tile's side that its neighbours share, e.g. 0.5)");
+  c.tile_blend = p.get_string("tile_blend", c.tile_blend, std::vector<std::string>{"gaussian", "linear"});
+  p.finish();
+  return c;
+}
+
+}  // namespace
+
 DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   ParamReader p(node, file, "data");
   // fit()'s arguments and the training section's keys, where a Keras user may put them.
@@ -288,6 +312,7 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   d.shuffle = p.get_bool("shuffle", d.shuffle);
   d.skip_bad_files = p.get_bool("skip_bad_files", d.skip_bad_files);
   d.loader_threads = p.get_int("loader_threads", d.loader_threads, 0, 1024);
+  if (YAML::Node c = p.get_node("crop")) d.crop = read_crop(c, file);
   if (YAML::Node a = p.get_node("augmentation")) {
     ParamReader ap(a, file, "data.augmentation");
     d.augmentation.where = yaml_location(file, a.Mark()) + ": data.augmentation";

@@ -88,6 +88,20 @@ struct AugmentationConfig {
   bool any() const { return horizontal_flip || vertical_flip || rotate_90 || affine() || brightness(); }
 };
 
+/// data.crop: train on crops of the model's input size taken from the images
+/// at their own resolution (times scale), and validate, predict and evaluate
+/// whole images in tiles; absent, every image is resized to the input.
+struct CropConfig {
+  double scale = 1.0;  ///< Images and masks resized by this factor before cropping and tiling (> 0).
+  /// The fraction of crops centred on a foreground pixel drawn at random
+  /// (nnU-Net's oversample_foreground_percent, 1/3); the others lie anywhere.
+  double foreground = 1.0 / 3.0;
+  int per_image = 1;          ///< Crops of each training image per epoch.
+  double tile_overlap = 0.5;  ///< Tiles of validation, predict and evaluate: the fraction of a side they share.
+  std::string tile_blend = "gaussian";  ///< "gaussian" or "linear" (data/tiling.h).
+  std::string where;          ///< "file:line: data.crop", for messages.
+};
+
 struct DataConfig {
   std::string images;               ///< Folder of images (PNG/JPEG/TIFF).
   std::string masks;                ///< Folder of masks, matched by name.
@@ -100,6 +114,7 @@ struct DataConfig {
   bool skip_bad_files = false;      ///< Warn and skip unreadable files / missing masks instead of failing.
   int loader_threads = 0;           ///< 0: one per core.
   AugmentationConfig augmentation;  ///< Training batches only.
+  std::optional<CropConfig> crop;   ///< Crops at native resolution instead of resizing.
   /// Whether a run validates: validation_split > 0 or validation folders.
   bool has_validation() const { return validation_split > 0 || !validation_images.empty(); }
 };

@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <opencv2/imgproc.hpp>
+
 #include "backend/train_math.h"
 #include "core/error.h"
 #include "data/image_files.h"
@@ -172,14 +174,30 @@ std::vector<ImagePair> find_image_pairs(const DataOptions& o) {
   return find_pairs(o, names);
 }
 
+namespace {
+
+/// counts[c] += the pixels of class c in mask (a held sample: data/held_samples.h).
+void count_classes(const cv::Mat& mask, int classes, std::vector<size_t>& counts, std::vector<float>& buffer) {
+  buffer.resize(mask.total());
+  held_mask_to_float(mask, buffer.data());
+  for (float v : buffer)
+    if (const int c = class_index(v, classes); c >= 0) ++counts[size_t(c)];
+}
+
+}  // namespace
+
 std::vector<size_t> class_pixel_counts(const Tensor& masks, int classes) {
   std::vector<size_t> counts(size_t(std::max(classes, 0)), 0);
-  std::vector<float> m(masks.shape().sample_numel());
-  for (int i = 0; i < masks.shape().n; ++i) {
-    mask_sample_to_float(masks, i, m.data());
-    for (float v : m)
-      if (const int c = class_index(v, classes); c >= 0) ++counts[size_t(c)];
-  }
+  std::vector<float> m;
+  for (int i = 0; i < masks.shape().n; ++i) count_classes(held_sample(masks, i), classes, counts, m);
+  return counts;
+}
+
+std::vector<size_t> class_pixel_counts(const Dataset& data, int classes) {
+  if (!data.native()) return class_pixel_counts(data.masks, classes);
+  std::vector<size_t> counts(size_t(std::max(classes, 0)), 0);
+  std::vector<float> m;
+  for (const cv::Mat& mask : data.native_masks) count_classes(mask, classes, counts, m);
   return counts;
 }
 
@@ -261,14 +279,15 @@ void widen_images(Tensor& images, const std::map<int, cv::Mat>& wide) {
   images = std::move(u16);
 }
 
-/// Decodes pair p's mask into out [H, W] as float32 (0/1, or class indices
-/// and kIgnoredPixel) and, with survey, counts its kind in mine. UserError
-/// when the mask's own size is not its image's (`image`) or as decode_mask.
-void decode_pair_mask(const ImagePair& p, const DataOptions& o, cv::Size image, bool survey, float* out,
+/// Decodes pair p's mask at `to` into out [to.height, to.width] as float32
+/// (0/1, or class indices and kIgnoredPixel) and, with survey, counts its kind
+/// in mine. UserError when the mask's own size is not its image's (`image`)
+/// or as decode_mask.
+void decode_pair_mask(const ImagePair& p, const DataOptions& o, cv::Size image, cv::Size to, bool survey, float* out,
                       PairCheck& mine) {
   MaskValues values = MaskValues::kEmpty;
-  const cv::Size mask = o.classes > 0 ? decode_class_mask(p.mask, o.height, o.width, o.classes, out, o.ignore_class)
-                                      : decode_mask(p.mask, o.height, o.width, out, survey ? &values : nullptr);
+  const cv::Size mask = o.classes > 0 ? decode_class_mask(p.mask, to.height, to.width, o.classes, out, o.ignore_class)
+                                      : decode_mask(p.mask, to.height, to.width, out, survey ? &values : nullptr);
   if (mask != image)
     throw UserError("mask '" + p.mask + "' is " + std::to_string(mask.width) + "x" + std::to_string(mask.height) +
                     " but image '" + p.image + "' is " + std::to_string(image.width) + "x" +
@@ -279,14 +298,29 @@ void decode_pair_mask(const ImagePair& p, const DataOptions& o, cv::Size image, 
   mine.empty_masks += o.classes == 0 && values == MaskValues::kEmpty;
 }
 
-// Decodes pairs[which[k]] on o.threads threads into sample k of images and masks when given ([K, H, W, C] of
-// U8 or U16 and [K, H, W, 1] of mask_storage, K = which.size(); images held U8 become U16 when a 16-bit file
-// comes), else into nothing (a check, which also counts class pixels). What it finds goes into `found`. `verb`
+/// The size pairs are held at: o's, or (native_scale) the file's own size times the scale, at least 1x1.
+cv::Size held_size(const DataOptions& o, cv::Size file) {
+  return o.native_scale > 0 ? scaled_size(file, o.native_scale) : cv::Size(o.width, o.height);
+}
+
+/// Native images held as 8-bit become 16-bit (times 257) when any of them is: one scale for them all.
+void widen_native(std::vector<cv::Mat>& images) {
+  const bool any16 = std::any_of(images.begin(), images.end(), [](const cv::Mat& m) { return m.depth() == CV_16U; });
+  for (cv::Mat& m : images)
+    if (any16 && m.depth() == CV_8U) m.convertTo(m, CV_16U, 257);
+}
+
+// Decodes pairs[which[k]] on o.threads threads into sample k of `into` when given (its images and masks
+// [K, H, W, C] of U8 or U16 and [K, H, W, 1] of mask_storage, K = which.size(), images held U8 becoming U16 when
+// a 16-bit file comes; with o.native_scale its native_images and native_masks, K of them), else into nothing
+// (a check, which also counts class pixels). What it finds goes into `found`. `verb`
 // ("loading", "checking"): the progress lines (LoadProgress) and the survey of the files (masks' kinds, 16-bit
 // ranges, TIFF pages); "": neither, only the errors (each step's decoding under MPI). Errors other than a
 // UserError (out of memory) are rethrown after the threads join.
 void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
-                 Tensor* images, Tensor* masks, PairCheck& found, const std::string& verb) {
+                 Dataset* into, PairCheck& found, const std::string& verb) {
+  const bool native = o.native_scale > 0;
+  Tensor* const images = into && !native ? &into->images : nullptr;
   const int n = int(which.size());
   if (o.classes > 0) found.class_pixels.resize(size_t(o.classes), 0);
   if (n == 0) return;
@@ -295,22 +329,25 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   if (!verb.empty())
     spdlog::info("{} {} image/mask pairs from '{}' on {} thread{}", verb, n, o.images_dir, threads,
                  threads > 1 ? "s" : "");
-  const size_t mask_numel = size_t(o.height) * size_t(o.width);
   std::atomic<int> next{0};
   LoadProgress progress(verb, n);
   std::mutex mutex;  // guards found and failure
   std::exception_ptr failure;
   std::map<int, cv::Mat> wide;  // 16-bit samples while images hold U8 (guarded by mutex)
   auto work = [&] {
-    std::vector<float> mask_to(mask_numel);
+    std::vector<float> mask_to;
     PairCheck mine;  // this thread's; class pixels only in a check
-    mine.class_pixels.assign(images ? 0 : found.class_pixels.size(), 0);
+    mine.class_pixels.assign(into ? 0 : found.class_pixels.size(), 0);
     for (int k = next++; k < n; k = next++) {
       const ImagePair& p = pairs[size_t(which[size_t(k)])];
       try {
         double highest = -1;  // looked at when checking or loading, not per step
-        const DecodedImage decoded =
-            decode_image_pixels(p.image, o.height, o.width, o.channels, verb.empty() ? nullptr : &highest);
+        // Native: decoded at the file's size, then scaled; else resized to o's size as it is decoded.
+        DecodedImage decoded = decode_image_pixels(p.image, native ? 0 : o.height, native ? 0 : o.width, o.channels,
+                                                   verb.empty() ? nullptr : &highest);
+        const cv::Size size = held_size(o, decoded.native);
+        if (decoded.pixels.size() != size) cv::resize(decoded.pixels, decoded.pixels, size, 0, 0, cv::INTER_AREA);
+        if (native && into) into->native_images[size_t(k)] = decoded.pixels;
         if (images && !hold_image(decoded.pixels, *images, k)) {
           std::lock_guard<std::mutex> lock(mutex);
           wide[k] = decoded.pixels;
@@ -318,9 +355,16 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
         mine.images16 += highest >= 0;
         mine.highest16 = std::max(mine.highest16, highest);
         if (!verb.empty() && tiff_pages(p.image) > 1) ++mine.multi_page, keep_first(mine.first_multi_page, p.image);
-        decode_pair_mask(p, o, decoded.native, !verb.empty(), mask_to.data(), mine);
-        if (masks) store_mask_sample(mask_to.data(), *masks, k);
-        for (size_t j = 0; !mine.class_pixels.empty() && j < mask_numel; ++j)
+        mask_to.resize(size_t(size.area()));
+        decode_pair_mask(p, o, decoded.native, size, !verb.empty(), mask_to.data(), mine);
+        if (native && into) {
+          cv::Mat& m = into->native_masks[size_t(k)];
+          m.create(size, mask_storage(o.classes) == DType::U8 ? CV_8UC1 : CV_16UC1);
+          store_mask(mask_to.data(), m);
+        } else if (into) {
+          store_mask_sample(mask_to.data(), into->masks, k);
+        }
+        for (size_t j = 0; !mine.class_pixels.empty() && j < mask_to.size(); ++j)
           if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++mine.class_pixels[size_t(c)];
       } catch (const UserError& e) {
         mine.errors[which[size_t(k)]] = e.what();
@@ -339,6 +383,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   for (auto& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
   if (!wide.empty()) widen_images(*images, wide);
+  if (native && into) widen_native(into->native_images);
 }
 
 // Throws UserError listing the pairs that failed (found.errors) among n, with the fix; with
@@ -384,7 +429,7 @@ void report_bad_pairs(const PairCheck& found, int n, const DataOptions& o) {
 PairCheck check_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o) {
   check_options(o);
   PairCheck found;
-  decode_into(pairs, which, o, nullptr, nullptr, found, "checking");
+  decode_into(pairs, which, o, nullptr, found, "checking");
   return found;
 }
 
@@ -443,6 +488,11 @@ namespace {
 /// them when a later file is 16-bit), so that a 16-bit dataset is not held
 /// twice on its way in; masks as mask_storage(o.classes).
 void hold(Dataset& ds, int n, const DataOptions& o, const std::string& first) {
+  if (o.native_scale > 0) {  // each sample its own Mat, made as it is decoded
+    ds.native_images.assign(size_t(n), cv::Mat());
+    ds.native_masks.assign(size_t(n), cv::Mat());
+    return;
+  }
   bool sixteen = false;
   try {
     sixteen = !first.empty() && read_image_file(first).depth() == CV_16U;
@@ -463,7 +513,7 @@ void decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& w
   for (int i : which) ds.names.push_back(fs::path(pairs[size_t(i)].image).filename().string());
   hold(ds, int(which.size()), o, which.empty() ? "" : pairs[size_t(which[0])].image);
   PairCheck found;
-  decode_into(pairs, which, o, &ds.images, &ds.masks, found, "");
+  decode_into(pairs, which, o, &ds, found, "");
   if (!found.errors.empty()) {
     std::string why;
     for (const auto& [index, e] : found.errors) why += (why.empty() ? "" : "; ") + e;
@@ -480,20 +530,28 @@ Dataset load_dataset(const DataOptions& o) {
   std::vector<int> all(static_cast<size_t>(n));
   std::iota(all.begin(), all.end(), 0);
   PairCheck found;
-  decode_into(pairs, all, o, &ds.images, &ds.masks, found, "loading");
+  decode_into(pairs, all, o, &ds, found, "loading");
   const std::vector<int> kept = usable_pairs(found, n, o);
   if (int(kept.size()) == n) return ds;
   // Drop the bad pairs, keeping order; the tensors shrink in place.
   std::vector<std::string> names;
   for (size_t k = 0; k < kept.size(); ++k) {
     const int i = kept[k];
-    if (int(k) != i) {
+    if (ds.native()) {
+      ds.native_images[k] = ds.native_images[size_t(i)];
+      ds.native_masks[k] = ds.native_masks[size_t(i)];
+    } else if (int(k) != i) {
       std::memcpy(ds.images.raw_sample(int(k)), ds.images.raw_sample(i), ds.images.sample_bytes());
       std::memcpy(ds.masks.raw_sample(int(k)), ds.masks.raw_sample(i), ds.masks.sample_bytes());
     }
     names.push_back(ds.names[size_t(i)]);
   }
   ds.names.swap(names);
+  if (ds.native()) {
+    ds.native_images.resize(kept.size());
+    ds.native_masks.resize(kept.size());
+    return ds;
+  }
   ds.images.resize(ds.images.shape().with_batch(int(kept.size())));
   ds.masks.resize(ds.masks.shape().with_batch(int(kept.size())));
   return ds;

@@ -1,6 +1,8 @@
 #pragma once
 // Image/mask pairs from two folders, decoded with OpenCV, resized and held in
 // memory as float tensors. See docs/data.md for the matching and binarisation rules.
+#include <opencv2/core.hpp>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +17,10 @@ struct DataOptions {
   std::string masks_dir;             ///< Folder of masks.
   std::string mask_suffix = "_mask"; ///< Image <stem>.<ext> pairs with mask <stem><suffix>.<ext2>.
   int height = 0, width = 0;         ///< Size every image and mask is resized to (pixels).
+  /// > 0: each pair is kept at its own size times this factor (INTER_AREA,
+  /// resize_mask; at least 1x1) in Dataset::native_images / native_masks
+  /// instead, for crops (data.crop); height and width are then the crops'.
+  double native_scale = 0;
   int channels = 3;                  ///< 1 (gray) or 3 (RGB); alpha is dropped.
   /// 0: binary masks (decode_mask); K >= 2: class-index masks of K classes
   /// (decode_class_mask), for a categorical loss.
@@ -39,12 +45,21 @@ struct Dataset {
   /// [N, H, W, 1]: 0 or 1, or class indices 0..K-1 and ignored pixels, held as
   /// mask_storage(K) (F32 when made in memory); mask_sample_to_float reads one.
   Tensor masks;
+  /// Loaded with DataOptions::native_scale (images and masks then empty):
+  /// sample i at its own size times the scale, held as above: images
+  /// CV_8UC(C) (CV_16UC(C) when any file is 16-bit, the 8-bit ones widened
+  /// by 257), masks CV_8UC1 or CV_16UC1 (mask_storage) of the same size.
+  std::vector<cv::Mat> native_images, native_masks;
   int size() const { return int(names.size()); }
+  /// Whether the samples are held at their own sizes (native_images).
+  bool native() const { return !native_images.empty(); }
 };
 
 /// Pixels of each class 0..classes-1 in class-index masks [N, H, W, 1]
 /// (ignored pixels and other values counted nowhere).
 std::vector<size_t> class_pixel_counts(const Tensor& masks, int classes);
+/// class_pixel_counts of data's masks, held as tensors or at their own sizes.
+std::vector<size_t> class_pixel_counts(const Dataset& data, int classes);
 
 /// An image file and its mask file: the folder joined with the file name.
 struct ImagePair {

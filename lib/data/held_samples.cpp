@@ -66,6 +66,12 @@ void held_mask_to_float(const cv::Mat& mask, float* out) {
 
 void mask_sample_to_float(const Tensor& masks, int i, float* out) { held_mask_to_float(held_sample(masks, i), out); }
 
+void store_mask(const float* values, cv::Mat& mask) {
+  if (mask.depth() == CV_8U) return float_to_mask(values, mask.total(), mask.ptr<uint8_t>());
+  if (mask.depth() == CV_16U) return float_to_mask(values, mask.total(), mask.ptr<uint16_t>());
+  throw InternalError("masks held as OpenCV depth " + std::to_string(mask.depth()));
+}
+
 void store_mask_sample(const float* values, Tensor& masks, int i) {
   const size_t n = masks.shape().sample_numel();
   if (masks.dtype() == DType::U8) return float_to_mask(values, n, static_cast<uint8_t*>(masks.raw_sample(i)));

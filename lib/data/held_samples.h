@@ -38,6 +38,10 @@ void held_mask_to_float(const cv::Mat& mask, float* out);
 /// InternalError for a bf16 tensor.
 void mask_sample_to_float(const Tensor& masks, int i, float* out);
 
+/// mask (CV_8UC1 or CV_16UC1, continuous) <- its float32 values: 0/1,
+/// class indices, or kIgnoredPixel (stored as the type's largest).
+void store_mask(const float* values, cv::Mat& mask);
+
 /// Sample i of masks (U8 or U16, mask_storage) <- n float32 mask values:
 /// 0/1, class indices, or kIgnoredPixel (stored as the type's largest).
 void store_mask_sample(const float* values, Tensor& masks, int i);

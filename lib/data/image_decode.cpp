@@ -1,5 +1,7 @@
 #include "data/image_decode.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -53,6 +55,10 @@ cv::Mat read_label_image(const std::string& path) {
                     " channels; label images are single-channel 8- or 16-bit images holding 0 for background and "
                     "1..N for the objects (pass binary masks with --masks)");
   return labels;
+}
+
+cv::Size scaled_size(cv::Size size, double scale) {
+  return {std::max(1, int(std::lround(size.width * scale))), std::max(1, int(std::lround(size.height * scale)))};
 }
 
 DecodedImage decode_image_pixels(const std::string& path, int height, int width, int channels, double* highest16) {

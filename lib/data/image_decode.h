@@ -18,6 +18,9 @@ cv::Mat read_image_file(const std::string& path);
 /// read_image_file, and naming the file when it has colour channels.
 cv::Mat read_label_image(const std::string& path);
 
+/// size times scale (> 0), each side rounded to the nearest pixel and at least 1.
+cv::Size scaled_size(cv::Size size, double scale);
+
 /// A decoded image: its pixels, and the file's own size (width x height).
 struct DecodedImage {
   cv::Mat pixels;

@@ -31,6 +31,9 @@ struct TileOptions {
   /// tiles step by at most tile * (1 - overlap) pixels.
   double overlap = 0.5;
   TileBlend blend = TileBlend::kGaussian;
+  /// The image is resized by this factor before it is tiled, and its
+  /// prediction back (data.crop's scale: the resolution the model trained at).
+  double scale = 1.0;
 };
 
 /// Checks overlap is in [0, 1); UserError naming `where` otherwise.

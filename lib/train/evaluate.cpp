@@ -216,8 +216,8 @@ void evaluate_tiled(Trainer& trainer, const EvalOptions& o, const EvalSample& s,
                     EvalResult& r) {
   const int classes = trainer.classes();
   const cv::Mat pixels = decode_image_pixels(s.image, 0, 0, trainer.model().input_shape().c).pixels;
-  const int h = pixels.rows, w = pixels.cols, k = trainer.model().output_shape().c;
-  Tensor masks(Shape{1, h, w, 1}), probs(Shape{1, h, w, k});
+  const int h = pixels.rows, w = pixels.cols;
+  Tensor masks(Shape{1, h, w, 1}), probs;
   cv::Mat objects;
   if (classes > 0 && !boundary) {
     check_size(s, decode_class_mask(s.truth, h, w, classes, masks.data(), trainer.config().training.loss.ignore_class),
@@ -228,10 +228,8 @@ void evaluate_tiled(Trainer& trainer, const EvalOptions& o, const EvalSample& s,
     store_target(trainer, t.target, boundary, masks.data());
     objects = t.objects;
   }
-  cv::Mat prob(h, w, CV_32FC(k), probs.data());
-  predict_tiled(trainer, pixels, TiledPrediction{*o.tiles, o.batch_size, o.tta},
-                [&](int y0, const cv::Mat& rows) { rows.copyTo(prob.rowRange(y0, y0 + rows.rows)); });
-  r.pixel.add(probability_stats(trainer, probs, masks));
+  r.pixel.add(tiled_stats(trainer, pixels, masks, TiledPrediction{*o.tiles, o.batch_size, o.tta}, probs));
+  const cv::Mat prob(h, w, CV_32FC(probs.shape().c), probs.data());
   if (!objects.empty()) r.scores.push_back(instance_score(objects, predicted_objects(prob, boundary, o.threshold)));
 }
 

@@ -19,6 +19,7 @@
 #include "train/progress.h"
 #include "train/run_announcement.h"
 #include "train/run_folder.h"
+#include "train/tiled_predict.h"
 
 namespace trainer {
 
@@ -41,6 +42,14 @@ std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double val
   std::iota(train.begin(), train.end(), 0);
   std::iota(val.begin(), val.end(), train_n);
   return {train, val};
+}
+
+std::vector<int> crop_ids(const std::vector<int>& train, int per_image) {
+  std::vector<int> ids;
+  ids.reserve(train.size() * size_t(per_image));
+  for (int i : train)
+    for (int d = 0; d < per_image; ++d) ids.push_back(i * per_image + d);
+  return ids;
 }
 
 std::vector<int> epoch_order(std::vector<int> train, uint64_t seed, int epoch, bool shuffle) {
@@ -246,10 +255,12 @@ class Batches {
         batch_size_(size_t(batch_size)), pass_steps_(int((train_.size() + batch_size_ - 1) / batch_size_)) {}
   /// Batches in one pass over the training samples.
   int pass_steps() const { return pass_steps_; }
+  /// The pass (1-based) that step g takes its batch from.
+  long long pass_of(long long g) const { return g / pass_steps_ + 1; }
   /// out <- the global batch of the run's step g (counted from 0): without steps_per_epoch the pass is the
   /// epoch and the batch the step; with it, step g takes batch g % P of pass g / P + 1, P = pass_steps().
   void at(long long g, std::vector<int>& out) {
-    const long long pass = g / pass_steps_ + 1;
+    const long long pass = pass_of(g);
     if (pass != order_pass_) order_ = epoch_order(train_, seed_, int(pass), shuffle_), order_pass_ = pass;
     const size_t b = size_t(g % pass_steps_) * batch_size_;
     out.assign(order_.begin() + long(b), order_.begin() + long(std::min(order_.size(), b + batch_size_)));
@@ -316,6 +327,8 @@ class FitLoop {
   FitResult result_;
   std::vector<int> batch_, next_batch_, own_batch_, own_idx_;  // kept across steps: no allocation once warm
   Decoded decoded_;  ///< With a stream: this epoch's.
+  std::optional<CropSampling> crops_;  ///< data.crop: the batches hold crop ids (data/crops.h).
+  Dataset crop_batch_;                 ///< The step's crops.
 };
 
 FitLoop::FitLoop(const Config& config, Trainer& trainer, const Dataset& data, const FitOptions& options)
@@ -340,7 +353,11 @@ FitLoop::FitLoop(const Config& config, Trainer& trainer, const Dataset& data, co
   if (options.resume) result_.last_logs = options.resume->logs;
   folder_->prepare(result_.epochs_run, result_.last_logs);
   for (const auto& cb : s_.callbacks) cb->on_train_begin(TrainBegin{s_.next_epoch - 1, trainer.iterations()});
-  batches_.emplace(train_idx_, config, tc_.batch_size);
+  if (const auto& c = config.data.crop) {
+    const Shape in = trainer.model().input_shape();
+    crops_ = CropSampling{cv::Size(in.w, in.h), c->foreground, c->per_image, tc_.seed};
+  }
+  batches_.emplace(crops_ ? crop_ids(train_idx_, crops_->per_image) : train_idx_, config, tc_.batch_size);
   set_up_steps_and_rate();
   if (voice_) progress_.emplace(options.progress_bar, options.json, tc_.epochs, steps_, tc_.metrics);
   set_up_validation();
@@ -390,6 +407,12 @@ void FitLoop::remember(const std::string& path) {
 
 BatchStats FitLoop::step(int epoch, int step, long long g) {
   batches_->at(g, batch_);
+  if (crops_) {  // one process (load_training_data): every crop of the batch, position k at sample k
+    take_crops(data_, *crops_, batches_->pass_of(g), batch_, crop_batch_);
+    own_idx_.resize(batch_.size());
+    std::iota(own_idx_.begin(), own_idx_.end(), 0);
+    return trainer_.train_step(crop_batch_, own_idx_);
+  }
   if (!options_.stream) return trainer_.train_step(data_, batch_);
   // This process's samples of the batch; the next step's decode meanwhile.
   const auto t_wait = Clock::now();
@@ -446,7 +469,10 @@ std::map<std::string, double> FitLoop::epoch_logs() {
   if (!val_idx_.empty()) {
     const bool own = options_.validation ? options_.validation_stream : options_.stream;
     const Dataset& val = own ? val_own_ : options_.validation ? *options_.validation : data_;
-    add_logs(logs, "val_", trainer_.evaluate(val, own ? val_own_idx_ : val_idx_, tc_.batch_size), tc_.metrics);
+    add_logs(logs, "val_",
+             crops_ ? evaluate_native(trainer_, val, val_idx_, crop_tiles(*config_.data.crop, tc_.batch_size))
+                    : trainer_.evaluate(val, own ? val_own_idx_ : val_idx_, tc_.batch_size),
+             tc_.metrics);
   }
   for (const auto& cb : s_.callbacks) cb->add_logs(logs);
   // As Keras reads optimizer.learning_rate: the next update's (a schedule's, or a warm-up's).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/crops.h"
 #include "data/dataset.h"
 #include "data/sample_stream.h"
 #include "io/checkpoint.h"
@@ -80,6 +81,10 @@ std::string finish_ended_run(const Config& config, Trainer& trainer, const Check
 /// Keras validation_split: the first int(N * (1 - split)) pairs (in name order)
 /// train, the rest validate. Returns {train, validation} indices.
 std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double validation_split);
+
+/// data.crop's crop ids (data/crops.h) of the training samples `train`:
+/// i * per_image + d for each i and d < per_image, in that order.
+std::vector<int> crop_ids(const std::vector<int>& train, int per_image);
 
 /// The order of the training samples in epoch (1-based; with
 /// training.steps_per_epoch, in pass: each pass over the training set has the

@@ -224,8 +224,9 @@ void predict_tiled_files(Trainer& trainer, const std::vector<std::string>& paths
 }  // namespace
 
 void log_tiles(const Shape& input, const TileOptions& t) {
-  spdlog::info("predicting each image at its own size in tiles of {}x{} (the model's input), overlap {:g}, {} blend",
-               input.h, input.w, t.overlap, tile_blend_name(t.blend));
+  spdlog::info("predicting each image at {} in tiles of {}x{} (the model's input), overlap {:g}, {} blend",
+               t.scale == 1 ? std::string("its own size") : fmt::format("{:g} times its size", t.scale), input.h,
+               input.w, t.overlap, tile_blend_name(t.blend));
 }
 
 std::vector<std::string> without_prediction_outputs(const std::vector<std::string>& paths,

@@ -190,6 +190,21 @@ void augmentation_differences(std::vector<std::string>& out, const AugmentationC
   compare(out, "data.augmentation.brightness_range high", x.brightness_high, y.brightness_high);
 }
 
+/// data.crop: whether the run trains on crops, and how they are drawn and validated.
+void crop_differences(std::vector<std::string>& out, const std::optional<CropConfig>& x,
+                      const std::optional<CropConfig>& y) {
+  auto mode = [](const std::optional<CropConfig>& c) {
+    return std::string(c ? "crops at native resolution" : "none (images resized to the Input)");
+  };
+  compare(out, "data.crop", mode(x), mode(y));
+  if (!x || !y) return;
+  compare(out, "data.crop.scale", x->scale, y->scale);
+  compare(out, "data.crop.foreground", x->foreground, y->foreground);
+  compare(out, "data.crop.per_image", x->per_image, y->per_image);
+  compare(out, "data.crop.tile_overlap", x->tile_overlap, y->tile_overlap);
+  compare(out, "data.crop.tile_blend", x->tile_blend, y->tile_blend);
+}
+
 /// The Input shape, and each layer's settings (layers matched by name).
 void layer_differences(std::vector<std::string>& out, const Config& now, const Config& then) {
   // A fully convolutional model's weights fit any input size, so another
@@ -224,6 +239,7 @@ std::vector<std::string> resume_differences(const Config& now, const Config& the
   data_differences(out, now, then);
   callback_differences(out, now.training, then.training);
   augmentation_differences(out, now.data.augmentation, then.data.augmentation);
+  crop_differences(out, now.data.crop, then.data.crop);
   layer_differences(out, now, then);
   return out;
 }

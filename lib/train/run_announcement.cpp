@@ -74,6 +74,15 @@ void announce_run(const Config& config, const Trainer& trainer, size_t train_sam
                  o.global_clipnorm);
   else if (o.clipvalue > 0)
     spdlog::info("gradient clipping: each gradient element to [-{0:g}, {0:g}] (clipvalue)", o.clipvalue);
+  if (const auto& c = config.data.crop) {
+    const Shape in = trainer.model().input_shape();
+    spdlog::info("training on crops of {}x{} (the model's input) from the images at {}, {} per image per epoch "
+                 "({} a pass), {:.0f}% of them centred on a foreground pixel; validating on whole images in tiles "
+                 "(overlap {:g}, {} blend)",
+                 in.h, in.w, c->scale == 1 ? std::string("their own size") : fmt::format("{:g} times their size", c->scale),
+                 c->per_image, train_samples * size_t(c->per_image), 100 * c->foreground, c->tile_overlap,
+                 c->tile_blend);
+  }
   if (const AugmentationConfig& a = config.data.augmentation; a.any())
     spdlog::info("augmenting training batches (each image with its mask): {}", augmentation_text(a));
 }

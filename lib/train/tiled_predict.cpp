@@ -1,11 +1,13 @@
 #include "train/tiled_predict.h"
 
 #include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include <algorithm>
 
 #include "core/error.h"
 #include "data/held_samples.h"
+#include "data/image_decode.h"
 #include "train/tta.h"
 
 namespace trainer {
@@ -27,6 +29,14 @@ struct TileBatch {
 }  // namespace
 
 void predict_tiled(Trainer& trainer, const cv::Mat& image, const TiledPrediction& p, const RowSink& sink) {
+  if (p.tiles.scale != 1) {  // tiles of the resized image; its probabilities resized back as one map
+    cv::Mat scaled, back;
+    cv::resize(image, scaled, scaled_size(image.size(), p.tiles.scale), 0, 0, cv::INTER_AREA);
+    TiledPrediction at_scale = p;
+    at_scale.tiles.scale = 1;
+    cv::resize(predict_tiled_map(trainer, scaled, at_scale), back, image.size(), 0, 0, cv::INTER_LINEAR);
+    return sink(0, back);
+  }
   const Shape in = trainer.model().input_shape(), out = trainer.model().output_shape();
   if (image.channels() != in.c || (image.depth() != CV_8U && image.depth() != CV_16U) || out.h != in.h ||
       out.w != in.w)
@@ -63,6 +73,35 @@ void predict_tiled(Trainer& trainer, const cv::Mat& image, const TiledPrediction
     }
   if (!b.at.empty()) predict_batch();
   band.finish();
+}
+
+BatchStats tiled_stats(Trainer& trainer, const cv::Mat& image, const Tensor& masks, const TiledPrediction& p,
+                       Tensor& probs) {
+  const int k = trainer.model().output_shape().c;
+  probs.resize(Shape{1, image.rows, image.cols, k});
+  cv::Mat map(image.rows, image.cols, CV_32FC(k), probs.data());
+  predict_tiled(trainer, image, p, [&](int y0, const cv::Mat& rows) { rows.copyTo(map.rowRange(y0, y0 + rows.rows)); });
+  return probability_stats(trainer, probs, masks);
+}
+
+BatchStats evaluate_native(Trainer& trainer, const Dataset& native, const std::vector<int>& indices,
+                           const TiledPrediction& p) {
+  if (!native.native()) throw InternalError("evaluate_native: a dataset not held at its images' own sizes");
+  BatchStats sum = trainer.empty_stats();
+  Tensor masks, probs;
+  for (int i : indices) {
+    const cv::Mat& mask = native.native_masks[size_t(i)];
+    masks.resize(Shape{1, mask.rows, mask.cols, 1});
+    held_mask_to_float(mask, masks.data());
+    sum.add(tiled_stats(trainer, native.native_images[size_t(i)], masks, p, probs));
+  }
+  return sum;
+}
+
+TiledPrediction crop_tiles(const CropConfig& crop, int batch_size) {
+  // Scale 1: the held samples are already at crop.scale.
+  return TiledPrediction{{crop.tile_overlap, parse_tile_blend(crop.tile_blend, crop.where + ".tile_blend"), 1.0},
+                         batch_size, false};
 }
 
 cv::Mat predict_tiled_map(Trainer& trainer, const cv::Mat& image, const TiledPrediction& p) {
