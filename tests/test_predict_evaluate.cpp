@@ -509,7 +509,7 @@ TEST_CASE("predict --tiles and evaluate --tiles work at each image's own size an
     fs::create_symlink(kNative + "/" + id + "/images/" + id + ".png", dir / "images" / (id + ".png"));
   }
   const Run p = run_trainer("predict --checkpoint " + f.checkpoint.string() + " -i " + (dir / "images").string() +
-                                " -o " + (dir / "masks").string() + " --tiles --tile-overlap 0.3 --batch-size 3 --gpus cpu:2",
+                                " -o " + (dir / "masks").string() + " --tiles --tile-overlap 0.3 --batch-size 3 --gpus cpu:2 --instances",
                             dir);
   INFO(p.out << p.err);
   REQUIRE(p.code == 0);
@@ -530,11 +530,16 @@ TEST_CASE("predict --tiles and evaluate --tiles work at each image's own size an
     const cv::Mat mask = cv::imread((dir / "masks" / (id + "_mask.png")).string(), cv::IMREAD_UNCHANGED);
     REQUIRE(mask.size() == image.size());
     foreground += cv::countNonZero(mask);
-    // evaluate's predicted nuclei are predict's mask's 8-connected components (other towers and batches: the
-    // same tiles, the same sums).
-    cv::Mat labels;
+    // evaluate's predicted nuclei are predict's instances (other towers and batches: the same tiles, the same
+    // sums), the mask's foreground each.
+    const cv::Mat labels = cv::imread((dir / "masks" / (id + "_instances.png")).string(), cv::IMREAD_UNCHANGED);
+    REQUIRE(labels.type() == CV_16UC1);
+    CHECK(cv::countNonZero((labels != 0) != (mask != 0)) == 0);
+    double n = 0;
+    cv::minMaxLoc(labels, nullptr, &n);
     CHECK(rows[i + 1][0] == id);
-    CHECK(std::stoi(rows[i + 1][2]) == cv::connectedComponents(mask, labels, 8) - 1);
+    CHECK(std::stoi(rows[i + 1][2]) == int(n));
+    CHECK(distinct_labels(labels) == int(n));
   }
   CHECK(foreground > 0);
 }

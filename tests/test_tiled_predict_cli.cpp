@@ -61,8 +61,12 @@ TEST_CASE("predict --tiles writes each image's mask at its size and needs no flo
   write_discs(d.root / "large" / "l.png", h, w);
   const std::string common = " --checkpoint " + ckpt.string() + " --gpus cpu --tiles --tile-overlap 0.25 --batch-size 8";
   const Run small = run_trainer("predict -i " + (d.root / "small").string() + " -o " + (d.root / "out_s").string() +
-                                    common, d.root);
+                                    common + " --instances", d.root);
   REQUIRE(small.code == 0);
+  const cv::Mat instances = cv::imread((d.root / "out_s" / "s_instances.png").string(), cv::IMREAD_UNCHANGED);
+  const cv::Mat small_mask = cv::imread((d.root / "out_s" / "s_mask.png").string(), cv::IMREAD_UNCHANGED);
+  REQUIRE(instances.type() == CV_16UC1);
+  CHECK(cv::countNonZero((instances != 0) != (small_mask != 0)) == 0);  // the mask's foreground, labelled
   const Run large = run_trainer("predict -i " + (d.root / "large").string() + " -o " + (d.root / "out_l").string() +
                                     common + " --probabilities", d.root);
   INFO(large.out << large.err);

@@ -29,6 +29,7 @@ struct EvaluateFlags {
   bool boundary_width_given = false;  ///< --boundary-width on the command line
   bool tta = false;
   TileFlags tiles;
+  double split_depth = InstanceSplit{}.min_depth;
   std::optional<int> threads, batch_size;
 };
 
@@ -92,6 +93,7 @@ int run_evaluate(const EvaluateFlags& f) {
   o.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
   o.tta = f.tta;
   o.tiles = f.tiles.options(m.config->data.crop, f.checkpoint);
+  o.split.min_depth = f.split_depth;
   o.boundary_width = f.boundary_width;
   const EvalResult r = evaluate_images(*m.trainer, o);
 
@@ -166,6 +168,7 @@ Command add_evaluate(CLI::App& app) {
       ->each([f](const std::string&) { f->threshold_given = true; });
   cmd->add_flag("--tta", f->tta, "Test-time augmentation, as predict --tta");
   add_tile_flags(cmd, f->tiles);
+  cmd->add_option("--split-depth", f->split_depth, kSplitDepthHelp)->check(CLI::Range(0.0, 1000.0))->capture_default_str();
   cmd->add_option("--boundary-width", f->boundary_width,
                   "A 3-class boundary model against --labels or --native: the truth's boundary class width, as "
                   "labels_to_classes --boundary-width")

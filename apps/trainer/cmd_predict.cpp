@@ -78,6 +78,13 @@ Command add_predict(CLI::App& app) {
                 "turns; the 4 flips for a non-square input), 8 (4) times the work");
   add_tile_flags(cmd, f->tiles);
   cmd->add_flag("--overlay", f->options.overlay, "Also write <stem>_overlay.png (mask contours on the image)");
+  cmd->add_option("--split-depth", f->options.split.min_depth, kSplitDepthHelp)
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  cmd->add_flag("--instances", f->options.instances,
+                "Also write <stem>_instances.png: a 16-bit label image (0 background, 1..N one per nucleus), touching "
+                "nuclei split by a watershed of the mask's distance transform (a 3-class boundary model: its "
+                "interior grown into its boundary)");
   cmd->add_option("--mask-suffix", f->mask_suffix,
                   "In a folder --input, files <stem><suffix>.* beside image <stem> are masks, left out (default: "
                   "the checkpoint's data.mask_suffix; '' leaves out none)");

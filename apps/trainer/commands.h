@@ -174,6 +174,11 @@ LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers)
 /// (Trainer::classes() > 0), whose pixels take their most probable class.
 void refuse_threshold_for_classes(bool given, const LoadedModel& m, const std::string& checkpoint_path);
 
+/// The help of predict's and evaluate's --split-depth.
+inline constexpr const char* kSplitDepthHelp =
+    "A one-channel model's touching nuclei: split where the distance to the background dips by at least this "
+    "many pixels between two centres (h-maxima watershed); 0 keeps each connected component whole";
+
 /// predict's and evaluate's --tiles, --tile-overlap and --tile-blend.
 struct TileFlags {
   bool tiles = false;

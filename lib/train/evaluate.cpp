@@ -164,10 +164,11 @@ void store_target(const Trainer& trainer, const cv::Mat& target, bool boundary, 
     truth.setTo(kIgnoredPixel, target == ignored);
 }
 
-/// The objects a prediction holds: prob (CV_32FC(K) at the image's size) thresholded into 8-connected
-/// components, or a boundary model's boundary_objects of its class map.
-cv::Mat predicted_objects(const cv::Mat& prob, bool boundary, double threshold) {
-  return boundary ? boundary_objects(class_map(prob)) : connected_objects(threshold_map(prob, threshold));
+/// The nuclei a prediction holds (predicted_instances): prob (CV_32FC(K) at the image's size) thresholded and
+/// split by the watershed, or a boundary model's boundary_objects of its class map.
+cv::Mat predicted_objects(const cv::Mat& prob, bool boundary, const EvalOptions& o) {
+  return boundary ? predicted_instances(class_map(prob), 3)
+                  : predicted_instances(threshold_map(prob, o.threshold), 0, o.split);
 }
 
 /// Evaluates samples [lo, hi) of r at the model's input size, as one global batch: the pixel metrics via
@@ -207,7 +208,7 @@ void evaluate_resized(Trainer& trainer, const EvalOptions& o, size_t lo, size_t 
   }
   for (size_t i = 0; i < truths.size(); ++i)
     r.scores.push_back(
-        instance_score(truths[i], predicted_objects(probability_map(probs, int(i), truths[i].size()), boundary, o.threshold)));
+        instance_score(truths[i], predicted_objects(probability_map(probs, int(i), truths[i].size()), boundary, o)));
 }
 
 /// Evaluates sample s at its own size, predicted in tiles (predict_tiled): the pixel metrics of its
@@ -230,7 +231,7 @@ void evaluate_tiled(Trainer& trainer, const EvalOptions& o, const EvalSample& s,
   }
   r.pixel.add(tiled_stats(trainer, pixels, masks, TiledPrediction{*o.tiles, o.batch_size, o.tta}, probs));
   const cv::Mat prob(h, w, CV_32FC(probs.shape().c), probs.data());
-  if (!objects.empty()) r.scores.push_back(instance_score(objects, predicted_objects(prob, boundary, o.threshold)));
+  if (!objects.empty()) r.scores.push_back(instance_score(objects, predicted_objects(prob, boundary, o)));
 }
 
 }  // namespace

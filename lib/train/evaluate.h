@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "data/instances.h"
 #include "data/tiling.h"
 
 #include "train/instance_metrics.h"
@@ -34,6 +35,7 @@ struct EvalOptions {
   /// batch_size tiles per batch) and take the pixel metrics there, instead
   /// of at the model's input size.
   std::optional<TileOptions> tiles;
+  InstanceSplit split;  ///< How a one-channel model's touching nuclei are split (predicted_instances).
   /// A boundary model's (3 classes) pixel truth from instance truth:
   /// boundary_classes at this width, as labels_to_classes --boundary-width.
   int boundary_width = 2;

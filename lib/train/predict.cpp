@@ -10,7 +10,9 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/error.h"
+#include "data/boundary_objects.h"
 #include "data/image_decode.h"
+#include "data/instances.h"
 #include "backend/train_math.h"
 #include "io/atomic_file.h"
 #include "io/folder_lock.h"
@@ -42,6 +44,12 @@ cv::Mat probability_map(const Tensor& probs, int i, cv::Size size) {
 }
 
 cv::Mat threshold_map(const cv::Mat& prob, double threshold) { return prob > threshold; }
+
+cv::Mat predicted_instances(const cv::Mat& mask, int classes, const InstanceSplit& split) {
+  if (classes == 0) return split_instances(mask, split);
+  if (classes == 3) return boundary_objects(mask);
+  throw InternalError("predicted_instances: a model of " + std::to_string(classes) + " classes");
+}
 
 cv::Mat class_map(const cv::Mat& prob) {
   const int k = prob.channels();
@@ -96,6 +104,7 @@ constexpr const char* kMaskSuffix = "_mask.png";
 constexpr const char* kProbSuffix = "_prob.png";
 constexpr const char* kProbTiffSuffix = "_prob.tif";
 constexpr const char* kOverlaySuffix = "_overlay.png";
+constexpr const char* kInstancesSuffix = "_instances.png";
 
 // The files write_outputs writes for the image at path, for a model of
 // `classes` classes (0: binary): mask, probabilities, overlay.
@@ -107,6 +116,7 @@ std::vector<std::string> output_files(const std::string& path, const PredictOpti
   if (o.probabilities)
     for (int c = 0; c < classes; ++c) files.push_back(base + "_prob_" + std::to_string(c) + (tiff ? ".tif" : ".png"));
   if (o.overlay) files.push_back(base + kOverlaySuffix);
+  if (o.instances) files.push_back(base + kInstancesSuffix);
   return files;
 }
 
@@ -154,6 +164,19 @@ struct ImageOutputs {
   }
 };
 
+// Labels (CV_32SC1, 0..N) as a 16-bit label image; UserError naming path beyond 65535 nuclei.
+cv::Mat instance_image(const cv::Mat& labels, const std::string& path) {
+  double n = 0;
+  cv::minMaxLoc(labels, nullptr, &n);
+  if (n > 65535)
+    throw UserError("'" + path + "' holds " + fmt::format("{:g}", n) + " predicted nuclei, more than a 16-bit label "
+                    "image (<stem>_instances.png) can number; predict it in parts (crop the image), or leave out "
+                    "--instances and split <stem>_mask.png yourself");
+  cv::Mat out;
+  labels.convertTo(out, CV_16U);
+  return out;
+}
+
 // Writes the outputs of the image at path (out: its mask and probabilities); appends the files to written.
 void write_outputs(const std::string& path, const ImageOutputs& out, const PredictOptions& o, int classes,
                    std::vector<std::string>& written) {
@@ -171,6 +194,10 @@ void write_outputs(const std::string& path, const ImageOutputs& out, const Predi
   if (o.overlay) {
     written.push_back(files[next++]);
     write_png_atomic(written.back(), overlay_image(path, out.mask, classes));
+  }
+  if (o.instances) {
+    written.push_back(files[next++]);
+    write_png_atomic(written.back(), instance_image(predicted_instances(out.mask, classes, o.split), path));
   }
 }
 
@@ -242,7 +269,7 @@ std::vector<std::string> without_prediction_outputs(const std::vector<std::strin
   for (const auto& p : paths) {
     const std::string stem = fs::path(p).stem().string();
     stems.insert(stem);
-    for (const char* suffix : {kMaskSuffix, kProbSuffix, kProbTiffSuffix, kOverlaySuffix})
+    for (const char* suffix : {kMaskSuffix, kProbSuffix, kProbTiffSuffix, kOverlaySuffix, kInstancesSuffix})
       outputs.insert(out / (stem + suffix));
   }
   // <stem>_prob_<c>.png / .tif of another input, in the output folder.
@@ -273,6 +300,10 @@ std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::
   if (options.tiles) check_tile_overlap(options.tiles->overlap, "--tile-overlap");
   check_stems(paths);
   const int classes = trainer.classes();
+  if (options.instances && classes != 0 && classes != 3)
+    throw UserError("--instances separates nuclei for one-channel (sigmoid) models and 3-class boundary models "
+                    "(labels_to_classes); this model has " + std::to_string(classes) + " classes: leave out "
+                    "--instances");
   check_no_overwrite(paths, options, classes);  // before the folder is made
   std::error_code ec;
   const bool created = fs::create_directories(options.output_dir, ec);

@@ -10,6 +10,7 @@
 
 #include "core/shape.h"
 #include "core/tensor.h"
+#include "data/instances.h"
 #include "data/tiling.h"
 #include "train/trainer.h"
 
@@ -38,6 +39,14 @@ cv::Mat threshold_map(const cv::Mat& prob, double threshold);
 /// CV_8UC1 of prob's size. prob: CV_32FC(K), 2 <= K <= 256.
 cv::Mat class_map(const cv::Mat& prob);
 
+/// The nuclei a model's mask holds, as predict --instances writes them and
+/// evaluate scores them: mask is predict's _mask.png (CV_8UC1), of a
+/// one-channel model (classes 0: 0/255, split by split_instances'
+/// watershed with split) or of a 3-class boundary model (classes 3: its class map,
+/// boundary_objects). CV_32SC1, 0 background, 1..N. InternalError for
+/// another class count.
+cv::Mat predicted_instances(const cv::Mat& mask, int classes, const InstanceSplit& split = {});
+
 /// Checks threshold is in (0, 1); UserError naming flag otherwise.
 void check_threshold(double threshold, const std::string& flag);
 
@@ -49,6 +58,10 @@ struct PredictOptions {
   /// float32 p in [0, 1] (for post-processing such as a watershed).
   std::string probability_format = "png";
   bool overlay = false;        ///< Also write <stem>_overlay.png (image with mask contours).
+  /// Also write <stem>_instances.png: predicted_instances of the mask as a
+  /// 16-bit label image (one-channel and 3-class boundary models).
+  bool instances = false;
+  InstanceSplit split;  ///< How a one-channel model's touching nuclei are split.
   int batch_size = 1;          ///< Images per global batch, split over the towers.
   bool overwrite = false;      ///< Replace output files that exist (else UserError before any is written).
   bool tta = false;            ///< Average over the input's symmetries (train/tta.h).
@@ -86,7 +99,9 @@ std::vector<std::string> without_prediction_outputs(const std::vector<std::strin
 /// probabilities back, and the outputs are filled band by band. Every file
 /// is written atomically. Returns the files written, in order. Throws
 /// UserError for a threshold outside (0, 1), batch_size < 1, a tile overlap outside [0, 1), two inputs with
-/// the same stem, an output folder that cannot be created or written, and an
+/// the same stem, --instances for a model of other than 0 or 3 classes, an
+/// image of more than 65535 predicted nuclei with --instances, an output
+/// folder that cannot be created or written, and an
 /// image that cannot be decoded (naming it).
 std::vector<std::string> predict_files(Trainer& trainer, const std::vector<std::string>& paths,
                                        const PredictOptions& options);
