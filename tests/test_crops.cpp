@@ -1,6 +1,6 @@
 // data.crop: crops of the model's input from images held at their own size
-// (times a scale): where crop_corner puts them, the mirrored padding of small
-// images, take_crops against the held images, native loading, and training
+// (times a scale): where CropSampler puts them, the mirrored padding of small
+// images, CropSampler::take against the held images, native loading, and training
 // through the binary: the same crops whatever the tower count and across a
 // resume, validation on whole images in tiles.
 #include <catch2/catch.hpp>
@@ -33,6 +33,15 @@ cv::Mat square_mask(int h, int w, int x, int y) {
   return m;
 }
 
+/// A dataset of one image held at its size: a gray image of mask's size, and mask.
+Dataset one_image(const cv::Mat& mask) {
+  Dataset d;
+  d.names = {"a.png"};
+  d.native_images = {cv::Mat(mask.size(), CV_8UC3, cv::Scalar(7, 8, 9))};
+  d.native_masks = {mask};
+  return d;
+}
+
 /// The data.crop config of the process tests' two-level U-Net on data/sample, trained `epochs` into out.
 std::string crop_config(const fs::path& out, int epochs) {
   std::string yaml = sample_unet_config(out, "  epochs: " + std::to_string(epochs) + "\n  batch_size: 4\n");
@@ -44,13 +53,15 @@ std::string crop_config(const fs::path& out, int epochs) {
 
 }  // namespace
 
-TEST_CASE("crop_corner draws windows inside the image, the same for the same (seed, pass, crop)", "[crops]") {
+TEST_CASE("CropSampler::corner draws windows inside the image, the same for the same (seed, pass, crop)", "[crops]") {
   const cv::Mat mask = square_mask(50, 70, 60, 5);
-  CropSampling s{cv::Size(16, 12), 0.0, 1, 9};
+  const Dataset image = one_image(mask);
+  CropSampling s{cv::Size(16, 12), 0.0, 200, 9};  // 200 draws of the one image
+  const CropSampler uniform(image, s);
   std::set<std::pair<int, int>> seen;
   for (int c = 0; c < 200; ++c) {
-    const cv::Point p = crop_corner(mask, s, 3, c);
-    CHECK(p == crop_corner(mask, s, 3, c));
+    const cv::Point p = uniform.corner(3, c);
+    CHECK(p == uniform.corner(3, c));
     CHECK(p.x >= 0);
     CHECK(p.y >= 0);
     CHECK(p.x + 16 <= 70);
@@ -58,14 +69,16 @@ TEST_CASE("crop_corner draws windows inside the image, the same for the same (se
     seen.insert({p.x, p.y});
   }
   CHECK(seen.size() > 150);  // spread over the image
-  CHECK(crop_corner(mask, s, 4, 0) != crop_corner(mask, s, 3, 0));
+  CHECK(uniform.corner(4, 0) != uniform.corner(3, 0));
   s.seed = 10;
-  CHECK(crop_corner(mask, s, 3, 0) != crop_corner(mask, CropSampling{cv::Size(16, 12), 0.0, 1, 9}, 3, 0));
+  CHECK(CropSampler(image, s).corner(3, 0) != uniform.corner(3, 0));
+  CHECK_THROWS_AS(uniform.corner(1, 200), InternalError);
 
   // All foreground draws: the window holds the square, moved inside the image where it is near an edge.
   s.foreground = 1.0;
+  const CropSampler centred(image, s);
   for (int c = 0; c < 50; ++c) {
-    const cv::Point p = crop_corner(mask, s, 1, c);
+    const cv::Point p = centred.corner(1, c);
     CHECK(cv::countNonZero(mask(cv::Rect(p, s.size))) > 0);
     // Centred on a pixel of the square (x 60..63, y 5..8): x - 8 and y - 6, kept inside the image (x <= 54, y >= 0).
     CHECK(p.x >= 52);
@@ -73,22 +86,42 @@ TEST_CASE("crop_corner draws windows inside the image, the same for the same (se
     CHECK(p.y <= 2);
   }
   // An empty mask draws anywhere instead.
-  CHECK_NOTHROW(crop_corner(cv::Mat::zeros(50, 70, CV_8UC1), s, 1, 0));
-  // Ignored pixels (the type's largest) are not foreground.
-  cv::Mat ignored = cv::Mat::zeros(50, 70, CV_8UC1);
-  ignored(cv::Rect(0, 0, 4, 4)).setTo(255);
-  ignored.at<uint8_t>(40, 30) = 2;  // a class index: foreground
-  for (int c = 0; c < 20; ++c) {
-    const cv::Point p = crop_corner(ignored, s, 1, c);
-    CHECK(cv::Rect(p, s.size).contains({30, 40}));
+  const Dataset empty = one_image(cv::Mat::zeros(50, 70, CV_8UC1));
+  std::set<std::pair<int, int>> anywhere;
+  for (int c = 0; c < 50; ++c) {
+    const cv::Point p = CropSampler(empty, s).corner(1, c);
+    anywhere.insert({p.x, p.y});
   }
+  CHECK(anywhere.size() > 40);
+  // Ignored pixels (the type's largest) are not foreground, in 8 and 16 bits.
+  for (int depth : {CV_8U, CV_16U}) {
+    cv::Mat ignored = cv::Mat::zeros(50, 70, CV_MAKETYPE(depth, 1));
+    ignored(cv::Rect(0, 0, 4, 4)).setTo(depth == CV_8U ? 255 : 65535);
+    if (depth == CV_8U)
+      ignored.at<uint8_t>(40, 30) = 2;  // a class index: foreground
+    else
+      ignored.at<uint16_t>(40, 30) = 300;
+    const Dataset image_with_ignored = one_image(ignored);
+    const CropSampler sampler(image_with_ignored, s);
+    for (int c = 0; c < 20; ++c) CHECK(cv::Rect(sampler.corner(1, c), s.size).contains({30, 40}));
+  }
+  // Every foreground pixel is drawn: over many draws, the windows' centres cover the whole square.
+  std::set<std::pair<int, int>> centres;
+  const Dataset square = one_image(square_mask(50, 70, 30, 20));
+  const CropSampler middle(square, CropSampling{cv::Size(16, 12), 1.0, 400, 9});
+  for (int c = 0; c < 400; ++c) {
+    const cv::Point p = middle.corner(1, c);
+    centres.insert({p.x + 8, p.y + 6});
+  }
+  CHECK(centres.size() == 16);
 }
 
 TEST_CASE("images smaller than the crop are mirrored out, as much on each side", "[crops]") {
   cv::Mat img(3, 2, CV_8UC1);
   for (int i = 0; i < 6; ++i) img.data[i] = uint8_t(10 * i);  // rows {0, 10}, {20, 30}, {40, 50}
   const CropSampling s{cv::Size(4, 5), 0.0, 1, 1};
-  const cv::Point p = crop_corner(img, s, 1, 0);
+  const Dataset small = one_image(cv::Mat::zeros(3, 2, CV_8UC1));
+  const cv::Point p = CropSampler(small, s).corner(1, 0);
   CHECK(p == cv::Point(-1, -1));  // 2 columns and 2 rows added: 1 before each
   const cv::Mat w = crop_window(img, p, s.size);
   REQUIRE(w.size() == s.size);
@@ -100,9 +133,15 @@ TEST_CASE("images smaller than the crop are mirrored out, as much on each side",
   cv::Mat big(10, 10, CV_16UC3, cv::Scalar(1, 2, 3));
   const cv::Mat v = crop_window(big, {2, 3}, {4, 4});
   CHECK(v.data == big.ptr(3, 2));
+  // A one-pixel image fills the window with its value.
+  const cv::Mat dot(1, 1, CV_8UC1, cv::Scalar(9));
+  const Dataset one_pixel = one_image(cv::Mat::zeros(1, 1, CV_8UC1));
+  const cv::Point q = CropSampler(one_pixel, s).corner(1, 0);
+  CHECK(q == cv::Point(-1, -2));
+  CHECK(cv::countNonZero(crop_window(dot, q, s.size) != 9) == 0);
 }
 
-TEST_CASE("take_crops copies each crop of the held images and masks in their types", "[crops]") {
+TEST_CASE("CropSampler::take copies each crop of the held images and masks in their types", "[crops]") {
   Dataset native;
   for (int i = 0; i < 3; ++i) {
     cv::Mat img(30 + 10 * i, 40, CV_8UC3);
@@ -112,22 +151,24 @@ TEST_CASE("take_crops copies each crop of the held images and masks in their typ
     native.names.push_back("im" + std::to_string(i) + ".png");
   }
   const CropSampling s{cv::Size(16, 16), 0.5, 2, 4};
+  const CropSampler sampler(native, s);
   const std::vector<int> ids = {5, 0, 3};  // image 2 draw 1, image 0 draw 0, image 1 draw 1
   Dataset out;
-  take_crops(native, s, 7, ids, out);
+  sampler.take(7, ids, out);
   REQUIRE(out.images.shape().nhwc() == Shape{3, 16, 16, 3}.nhwc());
   CHECK(out.images.dtype() == DType::U8);
   CHECK(out.masks.dtype() == DType::U8);
   CHECK(out.names == std::vector<std::string>{"im2.png", "im0.png", "im1.png"});
   for (int k = 0; k < 3; ++k) {
     const int i = ids[size_t(k)] / 2;
-    const cv::Point p = crop_corner(native.native_masks[size_t(i)], s, 7, ids[size_t(k)]);
+    const cv::Point p = sampler.corner(7, ids[size_t(k)]);
     const cv::Mat img(16, 16, CV_8UC3, out.images.raw_sample(k)), mask(16, 16, CV_8UC1, out.masks.raw_sample(k));
     CHECK(cv::norm(img, native.native_images[size_t(i)](cv::Rect(p, s.size)), cv::NORM_INF) == 0);
     CHECK(cv::norm(mask, native.native_masks[size_t(i)](cv::Rect(p, s.size)), cv::NORM_INF) == 0);
   }
-  CHECK_THROWS_AS(take_crops(native, s, 1, {6}, out), InternalError);
-  CHECK_THROWS_AS(take_crops(Dataset{}, s, 1, {0}, out), InternalError);
+  CHECK_THROWS_AS(sampler.take(1, {6}, out), InternalError);
+  const Dataset resized;  // held as tensors (empty here), not at its own sizes
+  CHECK_THROWS_AS(CropSampler(resized, s), InternalError);
 }
 
 TEST_CASE("load_dataset with native_scale holds each pair at its own size times the scale", "[crops][data]") {

@@ -90,6 +90,11 @@ TEST_CASE("predict --tiles writes each image's mask at its size and needs no flo
   CHECK(without.code == 2);
   CHECK_THAT(without.err, Catch::Contains("add --tiles"));
   CHECK_FALSE(fs::exists(d.root / "out_w"));
+  // --split-depth splits --instances' nuclei: alone it is an error.
+  const Run depth = run_trainer("predict -i " + (d.root / "small").string() + " -o " + (d.root / "out_d").string() +
+                                    " --checkpoint " + ckpt.string() + " --gpus cpu --split-depth 1", d.root);
+  CHECK(depth.code == 2);
+  CHECK_THAT(depth.err, Catch::Contains("add --instances"));
 }
 
 TEST_CASE("predict's tile blend is one of the blends", "[tiling][e2e]") {

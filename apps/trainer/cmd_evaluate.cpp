@@ -30,6 +30,7 @@ struct EvaluateFlags {
   bool tta = false;
   TileFlags tiles;
   double split_depth = InstanceSplit{}.min_depth;
+  bool split_given = false;  ///< --split-depth on the command line
   std::optional<int> threads, batch_size;
 };
 
@@ -55,6 +56,42 @@ void check_csv_output(const std::string& csv) {
                     "delete the file first");
 }
 
+/// Prints evaluate's figures: the truth evaluated, the pixel metrics (where they were taken), a K-class model's
+/// per-class IoU, and for one-channel and boundary models the instance score and how the nuclei were found.
+void print_result(const EvalResult& r, const EvalOptions& o, int classes, const Shape& in) {
+  const std::string where = o.tiles ? "at each image's own size, in tiles"
+                                    : fmt::format("at the model's input ({}x{})", in.w, in.h);
+  std::printf("Evaluated %zu image(s) against %s in %s\n", r.samples.size(), kind_name(o.kind), o.truth_dir.c_str());
+  const MetricCounts& c = r.pixel.counts;
+  if (classes > 0) {
+    std::printf("pixel metrics %s: loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f\n", where.c_str(),
+                r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy());
+    std::printf("per-class IoU (class: TP / (TP + FP + FN); - where the class is in neither truth nor prediction):");
+    for (int k = 0; k < classes; ++k) {
+      const double iou = c.class_iou(k);
+      if (std::isnan(iou))
+        std::printf(" %d: -", k);
+      else
+        std::printf(" %d: %.4f", k, iou);
+    }
+    std::printf("\n");
+  } else {
+    std::printf("pixel metrics %s: loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: "
+                "%.4f - precision: %.4f - recall: %.4f - binary_iou: %.4f\n",
+                where.c_str(), r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall(),
+                c.binary_iou());
+  }
+  if (classes != 0 && !scores_boundary_instances(classes, o.kind)) return;
+  const std::string objects =
+      classes == 0 ? fmt::format("mask = probability > {:g}, touching nuclei {}", o.threshold,
+                                 o.split.min_depth > 0 ? fmt::format("split at depth {:g}", o.split.min_depth)
+                                                       : std::string("not split (--split-depth 0)"))
+                   : "objects = interior components grown into the boundary; truth classes at --boundary-width " +
+                         std::to_string(o.boundary_width);
+  std::printf("instance score (DSB 2018: mean over images of the mean precision at IoU 0.50..0.95; %s): %.4f\n",
+              objects.c_str(), r.score);
+}
+
 int run_evaluate(const EvaluateFlags& f) {
   require_one_process("evaluate");
   check_threshold(f.threshold, "--threshold");
@@ -76,6 +113,7 @@ int run_evaluate(const EvaluateFlags& f) {
   LoadedModel m = load_model(f.checkpoint, towers);
   const int classes = m.trainer->classes();
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
+  refuse_split_depth(f.split_given, true, classes);
   const bool boundary = scores_boundary_instances(classes, o.kind);
   const bool instances = classes == 0 || boundary;
   if (f.boundary_width_given && !boundary)
@@ -97,35 +135,8 @@ int run_evaluate(const EvaluateFlags& f) {
   o.boundary_width = f.boundary_width;
   const EvalResult r = evaluate_images(*m.trainer, o);
 
-  const Shape in = m.trainer->model().input_shape();
-  const std::string where = o.tiles ? "at each image's own size, in tiles" : fmt::format("at the model's input ({}x{})", in.w, in.h);
-  std::printf("Evaluated %zu image(s) against %s in %s\n", r.samples.size(), kind_name(o.kind), o.truth_dir.c_str());
-  const MetricCounts& c = r.pixel.counts;
-  if (classes > 0) {
-    std::printf("pixel metrics %s: loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: %.4f\n", where.c_str(),
-                r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy());
-    std::printf("per-class IoU (class: TP / (TP + FP + FN); - where the class is in neither truth nor prediction):");
-    for (int k = 0; k < classes; ++k) {
-      const double iou = c.class_iou(k);
-      if (std::isnan(iou))
-        std::printf(" %d: -", k);
-      else
-        std::printf(" %d: %.4f", k, iou);
-    }
-    std::printf("\n");
-  } else {
-    std::printf("pixel metrics %s: loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: "
-                "%.4f - precision: %.4f - recall: %.4f - binary_iou: %.4f\n",
-                where.c_str(), r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall(),
-                c.binary_iou());
-  }
+  print_result(r, o, classes, m.trainer->model().input_shape());
   if (!instances) return 0;
-  const std::string objects =
-      classes == 0 ? "mask = probability > " + fmt::format("{:g}", o.threshold)
-                   : "objects = interior components grown into the boundary; truth classes at --boundary-width " +
-                         std::to_string(o.boundary_width);
-  std::printf("instance score (DSB 2018: mean over images of the mean precision at IoU 0.50..0.95; %s): %.4f\n",
-              objects.c_str(), r.score);
   if (!f.csv.empty()) {
     write_scores_csv(r, f.csv);
     std::printf("per-image scores: %s\n", f.csv.c_str());
@@ -168,7 +179,10 @@ Command add_evaluate(CLI::App& app) {
       ->each([f](const std::string&) { f->threshold_given = true; });
   cmd->add_flag("--tta", f->tta, "Test-time augmentation, as predict --tta");
   add_tile_flags(cmd, f->tiles);
-  cmd->add_option("--split-depth", f->split_depth, kSplitDepthHelp)->check(CLI::Range(0.0, 1000.0))->capture_default_str();
+  cmd->add_option("--split-depth", f->split_depth, kSplitDepthHelp)
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->split_given = true; });
   cmd->add_option("--boundary-width", f->boundary_width,
                   "A 3-class boundary model against --labels or --native: the truth's boundary class width, as "
                   "labels_to_classes --boundary-width")

@@ -20,6 +20,7 @@ struct PredictFlags {
   PredictOptions options;
   bool threshold_given = false;  ///< --threshold on the command line
   TileFlags tiles;
+  bool split_given = false;  ///< --split-depth on the command line
 };
 
 int run_predict(const PredictFlags& f) {
@@ -39,6 +40,7 @@ int run_predict(const PredictFlags& f) {
     images = kept;
   }
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
+  refuse_split_depth(f.split_given, f.options.instances, m.trainer->classes());
   PredictOptions options = f.options;
   options.batch_size = f.batch_size ? *f.batch_size : m.config->training.batch_size;
   options.tiles = f.tiles.options(m.config->data.crop, f.checkpoint);
@@ -80,7 +82,8 @@ Command add_predict(CLI::App& app) {
   cmd->add_flag("--overlay", f->options.overlay, "Also write <stem>_overlay.png (mask contours on the image)");
   cmd->add_option("--split-depth", f->options.split.min_depth, kSplitDepthHelp)
       ->check(CLI::Range(0.0, 1000.0))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([f](const std::string&) { f->split_given = true; });
   cmd->add_flag("--instances", f->options.instances,
                 "Also write <stem>_instances.png: a 16-bit label image (0 background, 1..N one per nucleus), touching "
                 "nuclei split by a watershed of the mask's distance transform (a 3-class boundary model: its "

@@ -179,6 +179,11 @@ inline constexpr const char* kSplitDepthHelp =
     "A one-channel model's touching nuclei: split where the distance to the background dips by at least this "
     "many pixels between two centres (h-maxima watershed); 0 keeps each connected component whole";
 
+/// UserError when --split-depth was given (`given`) where it splits nothing:
+/// without --instances (`instances` false: predict) or for a model of
+/// `classes` classes (a boundary model's nuclei come from its classes).
+void refuse_split_depth(bool given, bool instances, int classes);
+
 /// predict's and evaluate's --tiles, --tile-overlap and --tile-blend.
 struct TileFlags {
   bool tiles = false;

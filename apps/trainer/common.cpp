@@ -305,6 +305,17 @@ void refuse_threshold_for_classes(bool given, const LoadedModel& m, const std::s
                     "drop --threshold");
 }
 
+void refuse_split_depth(bool given, bool instances, int classes) {
+  if (!given) return;
+  if (!instances)
+    throw UserError("--split-depth sets how --instances splits touching nuclei: add --instances, or drop --split-depth");
+  if (classes > 0)
+    throw UserError("--split-depth splits the mask of a one-channel (sigmoid) model; this model has " +
+                    std::to_string(classes) + " classes" +
+                    (classes == 3 ? ", whose nuclei come from its interior and boundary classes" : "") +
+                    ": drop --split-depth");
+}
+
 std::optional<TileOptions> TileFlags::options(const std::optional<CropConfig>& crop,
                                               const std::string& checkpoint) const {
   if (!tiles && !crop) {
@@ -315,9 +326,9 @@ std::optional<TileOptions> TileFlags::options(const std::optional<CropConfig>& c
     return std::nullopt;
   }
   TileOptions t;
-  if (crop) t = TileOptions{crop->tile_overlap, parse_tile_blend(crop->tile_blend, crop->where + ".tile_blend"), crop->scale};
+  if (crop) t = TileOptions{crop->tile_overlap, parse_tile_blend(crop->tile_blend), crop->scale};
   if (overlap) t.overlap = *overlap;
-  if (blend) t.blend = parse_tile_blend(*blend, "--tile-blend");
+  if (blend) t.blend = parse_tile_blend(*blend);
   return t;
 }
 

@@ -34,27 +34,22 @@ class Draws {
   uint64_t state_;
 };
 
-/// The foreground pixels of mask (values above 0 but the type's largest, which marks ignored pixels), counted in
-/// row-major order; with stop_at >= 0, stops at that one, its place in *at.
-template <class T>
-long long count_foreground(const cv::Mat& mask, long long stop_at, cv::Point* at) {
+/// f(x) for each foreground pixel of mask row r: values above 0 but the type's largest (an ignored pixel).
+template <class T, class F>
+void for_foreground(const cv::Mat& mask, int r, F f) {
   const T ignored = std::numeric_limits<T>::max();
-  long long n = 0;
-  for (int y = 0; y < mask.rows; ++y) {
-    const T* m = mask.ptr<T>(y);
-    for (int x = 0; x < mask.cols; ++x)
-      if (m[x] > 0 && m[x] != ignored && n++ == stop_at) {
-        *at = {x, y};
-        return n;
-      }
-  }
-  return n;
+  const T* m = mask.ptr<T>(r);
+  for (int x = 0; x < mask.cols; ++x)
+    if (m[x] > 0 && m[x] != ignored) f(x);
 }
 
-/// The number of foreground pixels of mask; with stop_at >= 0, *at <- the stop_at-th of them in row-major order.
-long long foreground_pixels(const cv::Mat& mask, long long stop_at = -1, cv::Point* at = nullptr) {
-  return mask.depth() == CV_8U ? count_foreground<uint8_t>(mask, stop_at, at)
-                               : count_foreground<uint16_t>(mask, stop_at, at);
+/// f(x) for each foreground pixel of row r of a held mask (CV_8UC1 or CV_16UC1).
+template <class F>
+void row_foreground(const cv::Mat& mask, int r, F f) {
+  if (mask.depth() == CV_8U)
+    for_foreground<uint8_t>(mask, r, f);
+  else
+    for_foreground<uint16_t>(mask, r, f);
 }
 
 /// The corner along one axis of `length` pixels (mirrored out to `window` when shorter, as much before as
@@ -66,21 +61,47 @@ int axis_corner(int length, int window, long long position) {
 
 }  // namespace
 
-cv::Point crop_corner(const cv::Mat& mask, const CropSampling& s, long long pass, int c) {
-  Draws d(split_mix(s.seed ^ split_mix(uint64_t(pass) ^ split_mix(uint64_t(c)))));
-  const cv::Size image = mask.size(), w = s.size;
-  const int room_x = std::max(image.width, w.width) - w.width, room_y = std::max(image.height, w.height) - w.height;
-  if (d.unit() < s.foreground) {
-    if (const long long n = foreground_pixels(mask); n > 0) {
-      cv::Point p;
-      foreground_pixels(mask, d.below(n), &p);
-      // The window centred on p in the mirrored image's coordinates, moved inside it.
-      const int before_x = (std::max(image.width, w.width) - image.width) / 2,
-                before_y = (std::max(image.height, w.height) - image.height) / 2;
-      return {axis_corner(image.width, w.width, p.x + before_x - w.width / 2),
-              axis_corner(image.height, w.height, p.y + before_y - w.height / 2)};
+CropSampler::CropSampler(const Dataset& native, const CropSampling& s) : native_(native), s_(s) {
+  if (!native.native()) throw InternalError("CropSampler: a dataset not held at its images' own sizes");
+  before_row_.resize(native.native_masks.size());
+  for (size_t i = 0; i < before_row_.size(); ++i) {
+    const cv::Mat& mask = native.native_masks[i];
+    std::vector<long long>& b = before_row_[i];
+    b.assign(size_t(mask.rows) + 1, 0);
+    for (int r = 0; r < mask.rows; ++r) {
+      long long n = 0;
+      row_foreground(mask, r, [&n](int) { ++n; });
+      b[size_t(r) + 1] = b[size_t(r)] + n;
     }
   }
+}
+
+cv::Point CropSampler::foreground_pixel(int i, long long n) const {
+  const std::vector<long long>& b = before_row_[size_t(i)];
+  const int r = int(std::upper_bound(b.begin(), b.end(), n) - b.begin()) - 1;  // b[r] <= n < b[r + 1]
+  long long k = n - b[size_t(r)];
+  cv::Point at;
+  row_foreground(native_.native_masks[size_t(i)], r, [&](int x) {
+    if (k-- == 0) at = {x, r};
+  });
+  return at;
+}
+
+cv::Point CropSampler::corner(long long pass, int c) const {
+  const int i = c / s_.per_image;
+  if (c < 0 || i >= native_.size()) throw InternalError("CropSampler: crop id " + std::to_string(c) + " of no sample");
+  Draws d(split_mix(s_.seed ^ split_mix(uint64_t(pass) ^ split_mix(uint64_t(c)))));
+  const cv::Size image = native_.native_masks[size_t(i)].size(), w = s_.size;
+  const long long count = before_row_[size_t(i)].back();
+  if (d.unit() < s_.foreground && count > 0) {
+    const cv::Point p = foreground_pixel(i, d.below(count));
+    // The window centred on p in the mirrored image's coordinates, moved inside it.
+    const int before_x = (std::max(image.width, w.width) - image.width) / 2,
+              before_y = (std::max(image.height, w.height) - image.height) / 2;
+    return {axis_corner(image.width, w.width, p.x + before_x - w.width / 2),
+            axis_corner(image.height, w.height, p.y + before_y - w.height / 2)};
+  }
+  const int room_x = std::max(image.width, w.width) - w.width, room_y = std::max(image.height, w.height) - w.height;
   const long long x = d.below(room_x + 1), y = d.below(room_y + 1);
   return {axis_corner(image.width, w.width, x), axis_corner(image.height, w.height, y)};
 }
@@ -94,24 +115,20 @@ cv::Mat crop_window(const cv::Mat& img, cv::Point corner, cv::Size size) {
   return padded(cv::Rect(corner + cv::Point(left, top), size));
 }
 
-void take_crops(const Dataset& native, const CropSampling& s, long long pass, const std::vector<int>& ids,
-                Dataset& out) {
-  if (!native.native()) throw InternalError("take_crops: a dataset not held at its images' own sizes");
-  const int n = int(ids.size()), channels = native.native_images[0].channels();
-  out.images.set_dtype(native.native_images[0].depth() == CV_16U ? DType::U16 : DType::U8);
-  out.images.resize(Shape{n, s.size.height, s.size.width, channels});
-  out.masks.set_dtype(native.native_masks[0].depth() == CV_16U ? DType::U16 : DType::U8);
-  out.masks.resize(Shape{n, s.size.height, s.size.width, 1});
+void CropSampler::take(long long pass, const std::vector<int>& ids, Dataset& out) const {
+  const int n = int(ids.size()), channels = native_.native_images[0].channels();
+  out.images.set_dtype(native_.native_images[0].depth() == CV_16U ? DType::U16 : DType::U8);
+  out.images.resize(Shape{n, s_.size.height, s_.size.width, channels});
+  out.masks.set_dtype(native_.native_masks[0].depth() == CV_16U ? DType::U16 : DType::U8);
+  out.masks.resize(Shape{n, s_.size.height, s_.size.width, 1});
   out.names.clear();
   for (int k = 0; k < n; ++k) {
-    const int c = ids[size_t(k)], i = c / s.per_image;
-    if (c < 0 || i >= native.size()) throw InternalError("take_crops: crop id " + std::to_string(c) + " of no sample");
-    const cv::Mat& img = native.native_images[size_t(i)];
-    const cv::Mat& mask = native.native_masks[size_t(i)];
-    const cv::Point corner = crop_corner(mask, s, pass, c);
-    crop_window(img, corner, s.size).copyTo(cv::Mat(s.size, img.type(), out.images.raw_sample(k)));
-    crop_window(mask, corner, s.size).copyTo(cv::Mat(s.size, mask.type(), out.masks.raw_sample(k)));
-    out.names.push_back(native.names[size_t(i)]);
+    const cv::Point at = corner(pass, ids[size_t(k)]);  // checks the id
+    const size_t i = size_t(ids[size_t(k)] / s_.per_image);
+    const cv::Mat &img = native_.native_images[i], &mask = native_.native_masks[i];
+    crop_window(img, at, s_.size).copyTo(cv::Mat(s_.size, img.type(), out.images.raw_sample(k)));
+    crop_window(mask, at, s_.size).copyTo(cv::Mat(s_.size, mask.type(), out.masks.raw_sample(k)));
+    out.names.push_back(native_.names[i]);
   }
 }
 

@@ -22,27 +22,48 @@ struct CropSampling {
   uint64_t seed = 0;        ///< training.seed.
 };
 
-/// The top-left corner of crop id c's window in pass `pass` (1-based) over
-/// an image held as mask's size (mask: CV_8UC1 or CV_16UC1, foreground =
-/// values > 0 other than the type's largest, which marks ignored pixels).
-/// With probability s.foreground (and a foreground pixel in the mask), the
-/// window is centred on a foreground pixel drawn uniformly, moved inside the
-/// image; else it lies uniformly anywhere in it. An image smaller than the
-/// window along an axis counts as mirrored out to it (crop_window), so the
-/// corner is then negative along that axis: -(the pixels added before).
-/// Random numbers: SplitMix64 (Steele et al. 2014) from (seed, pass, c).
-cv::Point crop_corner(const cv::Mat& mask, const CropSampling& s, long long pass, int c);
+/// Draws the crops of a dataset held at its images' own sizes
+/// (Dataset::native()): each image's foreground pixels (mask values above 0
+/// other than the type's largest, which marks ignored pixels) are counted per
+/// row once, so a draw centred on one costs a row's scan.
+class CropSampler {
+ public:
+  /// Keeps a reference to native, which must outlive the sampler.
+  /// InternalError for a dataset not held at its own sizes.
+  CropSampler(const Dataset& native, const CropSampling& s);
+  CropSampler(Dataset&& native, const CropSampling& s) = delete;  ///< A temporary would not outlive it.
 
-/// out <- the window of img (any type) at `corner` of `size`: a view when it
-/// lies inside img, else a copy of img mirrored out (cv::BORDER_REFLECT_101)
-/// by as many pixels before as -corner gives and as many after as needed.
+  const CropSampling& sampling() const { return s_; }
+
+  /// The top-left corner of crop id c's window in pass `pass` (1-based)
+  /// over its image. With probability foreground (and a foreground pixel in
+  /// the mask), the window is centred on a foreground pixel drawn uniformly,
+  /// moved inside the image; else it lies uniformly anywhere in it. An image
+  /// smaller than the window along an axis counts as mirrored out to it
+  /// (crop_window), so the corner is then negative along that axis: -(the
+  /// pixels added before). Random numbers: SplitMix64 (Steele et al. 2014)
+  /// from (seed, pass, c). InternalError for an id beyond the dataset.
+  cv::Point corner(long long pass, int c) const;
+
+  /// out's sample k (images and masks [K, h, w, C] in native's held types,
+  /// K = ids.size(), names from native's) <- crop id ids[k] of pass `pass`;
+  /// out's memory is reused when it holds enough. InternalError for an id
+  /// beyond the dataset.
+  void take(long long pass, const std::vector<int>& ids, Dataset& out) const;
+
+ private:
+  /// (x, y) of image i's n-th foreground pixel in row-major order (n < its count).
+  cv::Point foreground_pixel(int i, long long n) const;
+
+  const Dataset& native_;
+  CropSampling s_;
+  /// Per image: the foreground pixels in its rows before row y, y = 0..rows (the last: all of them).
+  std::vector<std::vector<long long>> before_row_;
+};
+
+/// The window of img (any type) at `corner` of `size`: a view when it lies
+/// inside img, else a copy of img mirrored out (cv::BORDER_REFLECT_101) by
+/// as many pixels before as -corner gives and as many after as needed.
 cv::Mat crop_window(const cv::Mat& img, cv::Point corner, cv::Size size);
-
-/// out's sample k (images and masks [K, h, w, C] in native's held types,
-/// K = ids.size(), names from native's) <- crop id ids[k] of pass `pass`
-/// from native (Dataset::native()); out's memory is reused when it holds
-/// enough. InternalError for a dataset not held natively or an id beyond it.
-void take_crops(const Dataset& native, const CropSampling& s, long long pass, const std::vector<int>& ids,
-                Dataset& out);
 
 }  // namespace trainer

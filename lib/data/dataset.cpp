@@ -310,6 +310,47 @@ void widen_native(std::vector<cv::Mat>& images) {
     if (any16 && m.depth() == CV_8U) m.convertTo(m, CV_16U, 257);
 }
 
+/// What decode_into's threads share.
+struct DecodeJob {
+  const DataOptions& o;
+  Dataset* into;                ///< nullptr: a check.
+  bool survey;                  ///< Count the files' kinds (masks, 16-bit ranges, TIFF pages).
+  std::mutex& mutex;            ///< Guards wide.
+  std::map<int, cv::Mat>& wide; ///< 16-bit samples while the images tensor holds U8.
+};
+
+/// Decodes pair p into sample k of job.into (as decode_into says), counting what it finds in mine; mask_to is
+/// the thread's buffer. Throws UserError for a file that cannot be used.
+void decode_one(const DecodeJob& job, const ImagePair& p, int k, PairCheck& mine, std::vector<float>& mask_to) {
+  const DataOptions& o = job.o;
+  const bool native = o.native_scale > 0;
+  double highest = -1;  // looked at when checking or loading, not per step
+  // Native: decoded at the file's size, then scaled; else resized to o's size as it is decoded.
+  DecodedImage decoded = decode_image_pixels(p.image, native ? 0 : o.height, native ? 0 : o.width, o.channels,
+                                             job.survey ? &highest : nullptr);
+  const cv::Size size = held_size(o, decoded.native);
+  if (decoded.pixels.size() != size) cv::resize(decoded.pixels, decoded.pixels, size, 0, 0, cv::INTER_AREA);
+  if (native && job.into) job.into->native_images[size_t(k)] = decoded.pixels;
+  if (!native && job.into && !hold_image(decoded.pixels, job.into->images, k)) {
+    std::lock_guard<std::mutex> lock(job.mutex);
+    job.wide[k] = decoded.pixels;
+  }
+  mine.images16 += highest >= 0;
+  mine.highest16 = std::max(mine.highest16, highest);
+  if (job.survey && tiff_pages(p.image) > 1) ++mine.multi_page, keep_first(mine.first_multi_page, p.image);
+  mask_to.resize(size_t(size.area()));
+  decode_pair_mask(p, o, decoded.native, size, job.survey, mask_to.data(), mine);
+  if (native && job.into) {
+    cv::Mat& m = job.into->native_masks[size_t(k)];
+    m.create(size, mask_storage(o.classes) == DType::U8 ? CV_8UC1 : CV_16UC1);
+    store_mask(mask_to.data(), m);
+  } else if (job.into) {
+    store_mask_sample(mask_to.data(), job.into->masks, k);
+  }
+  for (size_t j = 0; !mine.class_pixels.empty() && j < mask_to.size(); ++j)
+    if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++mine.class_pixels[size_t(c)];
+}
+
 // Decodes pairs[which[k]] on o.threads threads into sample k of `into` when given (its images and masks
 // [K, H, W, C] of U8 or U16 and [K, H, W, 1] of mask_storage, K = which.size(), images held U8 becoming U16 when
 // a 16-bit file comes; with o.native_scale its native_images and native_masks, K of them), else into nothing
@@ -320,7 +361,6 @@ void widen_native(std::vector<cv::Mat>& images) {
 void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
                  Dataset* into, PairCheck& found, const std::string& verb) {
   const bool native = o.native_scale > 0;
-  Tensor* const images = into && !native ? &into->images : nullptr;
   const int n = int(which.size());
   if (o.classes > 0) found.class_pixels.resize(size_t(o.classes), 0);
   if (n == 0) return;
@@ -334,6 +374,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   std::mutex mutex;  // guards found and failure
   std::exception_ptr failure;
   std::map<int, cv::Mat> wide;  // 16-bit samples while images hold U8 (guarded by mutex)
+  const DecodeJob job{o, into, !verb.empty(), mutex, wide};
   auto work = [&] {
     std::vector<float> mask_to;
     PairCheck mine;  // this thread's; class pixels only in a check
@@ -341,31 +382,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
     for (int k = next++; k < n; k = next++) {
       const ImagePair& p = pairs[size_t(which[size_t(k)])];
       try {
-        double highest = -1;  // looked at when checking or loading, not per step
-        // Native: decoded at the file's size, then scaled; else resized to o's size as it is decoded.
-        DecodedImage decoded = decode_image_pixels(p.image, native ? 0 : o.height, native ? 0 : o.width, o.channels,
-                                                   verb.empty() ? nullptr : &highest);
-        const cv::Size size = held_size(o, decoded.native);
-        if (decoded.pixels.size() != size) cv::resize(decoded.pixels, decoded.pixels, size, 0, 0, cv::INTER_AREA);
-        if (native && into) into->native_images[size_t(k)] = decoded.pixels;
-        if (images && !hold_image(decoded.pixels, *images, k)) {
-          std::lock_guard<std::mutex> lock(mutex);
-          wide[k] = decoded.pixels;
-        }
-        mine.images16 += highest >= 0;
-        mine.highest16 = std::max(mine.highest16, highest);
-        if (!verb.empty() && tiff_pages(p.image) > 1) ++mine.multi_page, keep_first(mine.first_multi_page, p.image);
-        mask_to.resize(size_t(size.area()));
-        decode_pair_mask(p, o, decoded.native, size, !verb.empty(), mask_to.data(), mine);
-        if (native && into) {
-          cv::Mat& m = into->native_masks[size_t(k)];
-          m.create(size, mask_storage(o.classes) == DType::U8 ? CV_8UC1 : CV_16UC1);
-          store_mask(mask_to.data(), m);
-        } else if (into) {
-          store_mask_sample(mask_to.data(), into->masks, k);
-        }
-        for (size_t j = 0; !mine.class_pixels.empty() && j < mask_to.size(); ++j)
-          if (const int c = class_index(mask_to[j], o.classes); c >= 0) ++mine.class_pixels[size_t(c)];
+        decode_one(job, p, k, mine, mask_to);
       } catch (const UserError& e) {
         mine.errors[which[size_t(k)]] = e.what();
       } catch (...) {
@@ -382,7 +399,7 @@ void decode_into(const std::vector<ImagePair>& pairs, const std::vector<int>& wh
   work();
   for (auto& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
-  if (!wide.empty()) widen_images(*images, wide);
+  if (!wide.empty()) widen_images(into->images, wide);
   if (native && into) widen_native(into->native_images);
 }
 

@@ -2,6 +2,7 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include <algorithm>
 #include <queue>
 #include <tuple>
 #include <unordered_map>
@@ -13,31 +14,55 @@ namespace trainer {
 
 namespace {
 
-/// The morphological reconstruction by dilation of marker under mask (both CV_32FC1, marker <= mask): marker
-/// dilated by 3x3 and capped by mask until it stops changing.
-cv::Mat reconstruct(cv::Mat marker, const cv::Mat& mask) {
-  const cv::Mat kernel = cv::Mat::ones(3, 3, CV_8U);
-  cv::Mat next;
-  for (;;) {
-    cv::dilate(marker, next, kernel);
-    cv::min(next, mask, next);
-    if (cv::norm(next, marker, cv::NORM_INF) == 0) return marker;
-    std::swap(marker, next);
-  }
+/// The 8 neighbours of pixel (y, x) of a rows x cols grid, as offsets; f(v, u) for each inside it.
+template <class F>
+void for_neighbours(int y, int x, int rows, int cols, F f) {
+  for (int dy = -1; dy <= 1; ++dy)
+    for (int dx = -1; dx <= 1; ++dx) {
+      const int v = y + dy, u = x + dx;
+      if ((dy || dx) && v >= 0 && u >= 0 && v < rows && u < cols) f(v, u);
+    }
 }
 
-/// The markers of one component (own: CV_8UC1 0/255) with distance map dist: the regional maxima of dist's
-/// h-maxima reconstruction, 8-connected components labelled 1..m (CV_32SC1). Returns m.
+/// The h-maxima of dist over own (CV_8UC1), one marker pixel each, labelled 1..m in markers (CV_32SC1). The
+/// pixels are added from the highest distance down, joined into 8-connected regions by union-find; where two
+/// regions meet at a saddle of distance d, the one of the lower peak p (on equal peaks, the later found) ends,
+/// and its peak is a marker when p - d >= h. The last region's peak is one too. Returns m.
 int h_maxima_markers(const cv::Mat& dist, const cv::Mat& own, double h, cv::Mat& markers) {
-  cv::Mat lowered;
-  cv::max(dist - h, 0.0, lowered);
-  const cv::Mat rec = reconstruct(lowered, dist);
-  // Regional maxima of rec: where it stands above its own reconstruction from one step lower.
-  constexpr double kStep = 1e-3;
-  cv::Mat below;
-  cv::max(rec - kStep, 0.0, below);
-  const cv::Mat tops = ((rec - reconstruct(below, rec)) > kStep / 2) & own;
-  return cv::connectedComponents(tops, markers, 8, CV_32S) - 1;
+  const int rows = dist.rows, cols = dist.cols;
+  std::vector<int> order;
+  for (int i = 0; i < rows * cols; ++i)
+    if (own.data[i]) order.push_back(i);
+  const float* d = dist.ptr<float>();
+  std::stable_sort(order.begin(), order.end(), [d](int a, int b) { return d[a] > d[b]; });
+  std::vector<int> parent(size_t(rows) * size_t(cols), -1), peak(parent.size(), -1);  // peak: a root's top pixel
+  const auto root = [&](int i) {
+    while (parent[size_t(i)] != i) i = parent[size_t(i)] = parent[size_t(parent[size_t(i)])];
+    return i;
+  };
+  markers = cv::Mat::zeros(dist.size(), CV_32SC1);
+  int m = 0;
+  for (int i : order) {
+    parent[size_t(i)] = i;
+    peak[size_t(i)] = i;
+    for_neighbours(i / cols, i % cols, rows, cols, [&](int v, int u) {
+      const int j = v * cols + u;
+      if (parent[size_t(j)] < 0) return;  // not reached yet
+      int a = root(i), b = root(j);
+      if (a == b) return;
+      // a keeps the higher peak (the earlier found on a tie); b ends at this saddle.
+      if (d[peak[size_t(b)]] > d[peak[size_t(a)]] ||
+          (d[peak[size_t(b)]] == d[peak[size_t(a)]] && peak[size_t(b)] < peak[size_t(a)]))
+        std::swap(a, b);
+      if (d[peak[size_t(b)]] - d[i] >= h) markers.at<int>(peak[size_t(b)] / cols, peak[size_t(b)] % cols) = ++m;
+      parent[size_t(b)] = a;
+    });
+  }
+  if (!order.empty()) {
+    const int top = peak[size_t(root(order.front()))];
+    markers.at<int>(top / cols, top % cols) = ++m;
+  }
+  return m;
 }
 
 /// Floods own (CV_8UC1) from markers (CV_32SC1, 0 unlabelled) down dist (CV_32FC1): the pixel of highest distance
@@ -53,14 +78,11 @@ void flood(const cv::Mat& dist, const cv::Mat& own, cv::Mat& markers) {
     const auto [d, o, y, x] = queue.top();
     queue.pop();
     const int label = markers.at<int>(y, x);
-    for (int dy = -1; dy <= 1; ++dy)
-      for (int dx = -1; dx <= 1; ++dx) {
-        const int v = y + dy, u = x + dx;
-        if (v < 0 || u < 0 || v >= own.rows || u >= own.cols || !own.at<uint8_t>(v, u) || markers.at<int>(v, u))
-          continue;
-        markers.at<int>(v, u) = label;
-        queue.emplace(dist.at<float>(v, u), -order++, v, u);
-      }
+    for_neighbours(y, x, own.rows, own.cols, [&](int v, int u) {
+      if (!own.at<uint8_t>(v, u) || markers.at<int>(v, u)) return;
+      markers.at<int>(v, u) = label;
+      queue.emplace(dist.at<float>(v, u), -order++, v, u);
+    });
   }
 }
 

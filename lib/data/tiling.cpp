@@ -10,10 +10,10 @@ namespace trainer {
 
 const char* tile_blend_name(TileBlend blend) { return blend == TileBlend::kGaussian ? "gaussian" : "linear"; }
 
-TileBlend parse_tile_blend(const std::string& name, const std::string& where) {
+TileBlend parse_tile_blend(const std::string& name) {
   if (name == "gaussian") return TileBlend::kGaussian;
   if (name == "linear") return TileBlend::kLinear;
-  throw UserError(where + " '" + name + "' is not a tile blend; use gaussian or linear");
+  throw InternalError("parse_tile_blend: '" + name + "' is not a tile blend");
 }
 
 void check_tile_overlap(double overlap, const std::string& where) {

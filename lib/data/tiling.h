@@ -22,8 +22,9 @@ enum class TileBlend {
 
 /// "gaussian" or "linear".
 const char* tile_blend_name(TileBlend blend);
-/// The blend named name ("gaussian", "linear"); UserError naming `where` and the choices otherwise.
-TileBlend parse_tile_blend(const std::string& name, const std::string& where);
+/// The blend named name: "gaussian" or "linear", which the config reader and
+/// the flags admit alone (InternalError otherwise).
+TileBlend parse_tile_blend(const std::string& name);
 
 /// How an image is cut into tiles of the model's input size.
 struct TileOptions {

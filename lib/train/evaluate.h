@@ -94,8 +94,9 @@ cv::Mat load_truth(const EvalOptions& options, const EvalSample& sample, bool* l
 /// above, its ignore_class left out) resized to the model's input
 /// (INTER_AREA and resize_mask, as the data loader does), then the instance
 /// score per image: probabilities resized back to the image's size
-/// (INTER_LINEAR), thresholded, 8-connected components (a boundary model's
-/// boundary_objects) against the truth's objects (instance_score). Runs the network twice per image (loss needs the
+/// (INTER_LINEAR), thresholded, and split into nuclei by predicted_instances
+/// at options.split (a boundary model's boundary_objects) against the
+/// truth's objects (instance_score). Runs the network twice per image (loss needs the
 /// logits, the instance score the probabilities). With options.tiles, each
 /// image is predicted once at its own size in tiles instead, and its pixel
 /// metrics are probability_stats' (train/tta.h) of those probabilities

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -45,6 +46,9 @@ std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double val
 }
 
 std::vector<int> crop_ids(const std::vector<int>& train, int per_image) {
+  if (!train.empty() && (long long)(*std::max_element(train.begin(), train.end()) + 1) * per_image > INT_MAX)
+    throw UserError("data.crop.per_image " + std::to_string(per_image) + " times " + std::to_string(train.size()) +
+                    " training images is more crops than a pass can number (2^31); lower per_image");
   std::vector<int> ids;
   ids.reserve(train.size() * size_t(per_image));
   for (int i : train)
@@ -327,7 +331,7 @@ class FitLoop {
   FitResult result_;
   std::vector<int> batch_, next_batch_, own_batch_, own_idx_;  // kept across steps: no allocation once warm
   Decoded decoded_;  ///< With a stream: this epoch's.
-  std::optional<CropSampling> crops_;  ///< data.crop: the batches hold crop ids (data/crops.h).
+  std::optional<CropSampler> crops_;   ///< data.crop: the batches hold crop ids (data/crops.h).
   Dataset crop_batch_;                 ///< The step's crops.
 };
 
@@ -355,9 +359,9 @@ FitLoop::FitLoop(const Config& config, Trainer& trainer, const Dataset& data, co
   for (const auto& cb : s_.callbacks) cb->on_train_begin(TrainBegin{s_.next_epoch - 1, trainer.iterations()});
   if (const auto& c = config.data.crop) {
     const Shape in = trainer.model().input_shape();
-    crops_ = CropSampling{cv::Size(in.w, in.h), c->foreground, c->per_image, tc_.seed};
+    crops_.emplace(data, CropSampling{cv::Size(in.w, in.h), c->foreground, c->per_image, tc_.seed});
   }
-  batches_.emplace(crops_ ? crop_ids(train_idx_, crops_->per_image) : train_idx_, config, tc_.batch_size);
+  batches_.emplace(crops_ ? crop_ids(train_idx_, crops_->sampling().per_image) : train_idx_, config, tc_.batch_size);
   set_up_steps_and_rate();
   if (voice_) progress_.emplace(options.progress_bar, options.json, tc_.epochs, steps_, tc_.metrics);
   set_up_validation();
@@ -408,7 +412,7 @@ void FitLoop::remember(const std::string& path) {
 BatchStats FitLoop::step(int epoch, int step, long long g) {
   batches_->at(g, batch_);
   if (crops_) {  // one process (load_training_data): every crop of the batch, position k at sample k
-    take_crops(data_, *crops_, batches_->pass_of(g), batch_, crop_batch_);
+    crops_->take(batches_->pass_of(g), batch_, crop_batch_);
     own_idx_.resize(batch_.size());
     std::iota(own_idx_.begin(), own_idx_.end(), 0);
     return trainer_.train_step(crop_batch_, own_idx_);

@@ -83,7 +83,8 @@ std::string finish_ended_run(const Config& config, Trainer& trainer, const Check
 std::pair<std::vector<int>, std::vector<int>> split_validation(int n, double validation_split);
 
 /// data.crop's crop ids (data/crops.h) of the training samples `train`:
-/// i * per_image + d for each i and d < per_image, in that order.
+/// i * per_image + d for each i and d < per_image, in that order. UserError
+/// when they pass 2^31 - 1.
 std::vector<int> crop_ids(const std::vector<int>& train, int per_image);
 
 /// The order of the training samples in epoch (1-based; with

@@ -181,6 +181,8 @@ cv::Mat instance_image(const cv::Mat& labels, const std::string& path) {
 void write_outputs(const std::string& path, const ImageOutputs& out, const PredictOptions& o, int classes,
                    std::vector<std::string>& written) {
   const std::vector<std::string> files = output_files(path, o, classes);  // mask, probabilities, overlay
+  // The nuclei first: an image of too many is refused before any of its files is written.
+  const cv::Mat instances = o.instances ? instance_image(predicted_instances(out.mask, classes, o.split), path) : cv::Mat();
   size_t next = 0;
   written.push_back(files[next++]);
   write_png_atomic(written.back(), out.mask);
@@ -197,7 +199,7 @@ void write_outputs(const std::string& path, const ImageOutputs& out, const Predi
   }
   if (o.instances) {
     written.push_back(files[next++]);
-    write_png_atomic(written.back(), instance_image(predicted_instances(out.mask, classes, o.split), path));
+    write_png_atomic(written.back(), instances);
   }
 }
 
@@ -252,8 +254,8 @@ void predict_tiled_files(Trainer& trainer, const std::vector<std::string>& paths
 
 void log_tiles(const Shape& input, const TileOptions& t) {
   spdlog::info("predicting each image at {} in tiles of {}x{} (the model's input), overlap {:g}, {} blend",
-               t.scale == 1 ? std::string("its own size") : fmt::format("{:g} times its size", t.scale), input.h,
-               input.w, t.overlap, tile_blend_name(t.blend));
+               t.scale == 1 ? std::string("its own size") : fmt::format("{:g} times its size", t.scale), input.w,
+               input.h, t.overlap, tile_blend_name(t.blend));
 }
 
 std::vector<std::string> without_prediction_outputs(const std::vector<std::string>& paths,

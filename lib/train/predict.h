@@ -75,7 +75,7 @@ struct PredictOptions {
 void log_tiles(const Shape& input, const TileOptions& t);
 
 /// paths without the files a prediction of paths into output_dir writes
-/// itself (<output_dir>/<stem>_mask.png, _prob.png, _prob.tif, _overlay.png
+/// itself (<output_dir>/<stem>_mask.png, _prob.png, _prob.tif, _overlay.png, _instances.png
 /// and a categorical model's _prob_<class>.png / .tif of another path), so
 /// that predicting a folder into itself again does not take the last run's
 /// masks for images (paths compared after resolving . and .., symbolic links

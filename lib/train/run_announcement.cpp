@@ -79,7 +79,7 @@ void announce_run(const Config& config, const Trainer& trainer, size_t train_sam
     spdlog::info("training on crops of {}x{} (the model's input) from the images at {}, {} per image per epoch "
                  "({} a pass), {:.0f}% of them centred on a foreground pixel; validating on whole images in tiles "
                  "(overlap {:g}, {} blend)",
-                 in.h, in.w, c->scale == 1 ? std::string("their own size") : fmt::format("{:g} times their size", c->scale),
+                 in.w, in.h, c->scale == 1 ? std::string("their own size") : fmt::format("{:g} times their size", c->scale),
                  c->per_image, train_samples * size_t(c->per_image), 100 * c->foreground, c->tile_overlap,
                  c->tile_blend);
   }

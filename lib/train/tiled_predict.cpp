@@ -79,8 +79,7 @@ BatchStats tiled_stats(Trainer& trainer, const cv::Mat& image, const Tensor& mas
                        Tensor& probs) {
   const int k = trainer.model().output_shape().c;
   probs.resize(Shape{1, image.rows, image.cols, k});
-  cv::Mat map(image.rows, image.cols, CV_32FC(k), probs.data());
-  predict_tiled(trainer, image, p, [&](int y0, const cv::Mat& rows) { rows.copyTo(map.rowRange(y0, y0 + rows.rows)); });
+  predict_tiled_map(trainer, image, p, cv::Mat(image.rows, image.cols, CV_32FC(k), probs.data()));
   return probability_stats(trainer, probs, masks);
 }
 
@@ -100,12 +99,12 @@ BatchStats evaluate_native(Trainer& trainer, const Dataset& native, const std::v
 
 TiledPrediction crop_tiles(const CropConfig& crop, int batch_size) {
   // Scale 1: the held samples are already at crop.scale.
-  return TiledPrediction{{crop.tile_overlap, parse_tile_blend(crop.tile_blend, crop.where + ".tile_blend"), 1.0},
+  return TiledPrediction{{crop.tile_overlap, parse_tile_blend(crop.tile_blend), 1.0},
                          batch_size, false};
 }
 
-cv::Mat predict_tiled_map(Trainer& trainer, const cv::Mat& image, const TiledPrediction& p) {
-  cv::Mat map(image.size(), CV_32FC(trainer.model().output_shape().c));
+cv::Mat predict_tiled_map(Trainer& trainer, const cv::Mat& image, const TiledPrediction& p, cv::Mat map) {
+  map.create(image.size(), CV_32FC(trainer.model().output_shape().c));  // kept when it fits: a wrapped tensor
   predict_tiled(trainer, image, p, [&](int y0, const cv::Mat& rows) { rows.copyTo(map.rowRange(y0, y0 + rows.rows)); });
   return map;
 }

@@ -51,7 +51,9 @@ BatchStats evaluate_native(Trainer& trainer, const Dataset& native, const std::v
 /// (load_dataset's native_scale).
 TiledPrediction crop_tiles(const CropConfig& crop, int batch_size);
 
-/// predict_tiled's probabilities gathered into one map: CV_32FC(K) [H, W].
-cv::Mat predict_tiled_map(Trainer& trainer, const cv::Mat& image, const TiledPrediction& p);
+/// predict_tiled's probabilities gathered into map (CV_32FC(K) [H, W],
+/// allocated when it is not of that size and type; it may wrap a tensor's
+/// memory). Returns map.
+cv::Mat predict_tiled_map(Trainer& trainer, const cv::Mat& image, const TiledPrediction& p, cv::Mat map = {});
 
 }  // namespace trainer
