@@ -10,10 +10,12 @@ cd "$(dirname "$0")/.."
 # find_package(OpenCL REQUIRED) for its OpenCL GPU runtime, while libdnnl-dev
 # only recommends the OpenCL headers and loader; without them CMake fails.
 # protobuf-compiler, libboost-dev: the TensorBoard callback's event files (protoc, Boost.CRC).
+# nlohmann-json3-dev, libzip-dev: trainer import and export --format keras (Keras's JSON configs, .keras zips).
 # libopenmpi-dev, openmpi-bin: runs of several processes under mpirun (TRAINER_MPI=AUTO; docs/multi_node.md).
 packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev libopencv-dev
           libspdlog-dev catch2 libdnnl-dev ocl-icd-opencl-dev libhdf5-dev libonnx-dev libprotobuf-dev
-          protobuf-compiler libboost-dev libopenmpi-dev openmpi-bin)
+          protobuf-compiler libboost-dev libopenmpi-dev openmpi-bin
+          nlohmann-json3-dev libzip-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

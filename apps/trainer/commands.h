@@ -35,6 +35,8 @@ Runner add_train(CLI::App& app, const std::vector<std::string>& args);
 Command add_summary(CLI::App& app);
 /// trainer export --checkpoint CKPT --output FILE.onnx
 Command add_export(CLI::App& app);
+/// trainer import MODEL --output CONFIG.yaml
+Command add_import(CLI::App& app);
 /// trainer predict --checkpoint CKPT --input FILE_OR_DIR --output DIR
 Command add_predict(CLI::App& app);
 /// trainer evaluate --checkpoint CKPT --images DIR (--masks DIR | --labels DIR | --native DIR)

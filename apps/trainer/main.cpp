@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
       cli::add_predict(app),
       cli::add_evaluate(app),
       cli::add_export(app),
+      cli::add_import(app),
   };
   app.require_subcommand(0, 1);
 

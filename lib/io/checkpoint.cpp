@@ -182,25 +182,12 @@ std::vector<WeightRecord> read_weights(hid_t file) {
       const std::string dpath = gpath + "/" + name;
       if (!valid_name(name) || H5Lexists(group, name.c_str(), H5P_DEFAULT) <= 0)
         throw h5::H5Failure("weight_names lists '" + name + "' but dataset '" + dpath + "' is missing");
-      h5::Handle ds(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "opening dataset '" + dpath + "'");
-      h5::Handle space(H5Dget_space(ds), H5Sclose, "dataspace of '" + dpath + "'");
-      const int rank = H5Sget_simple_extent_ndims(space);
-      if (rank < 0) h5::fail("rank of '" + dpath + "'");
-      std::vector<hsize_t> dims(static_cast<size_t>(rank));
-      if (rank > 0 && H5Sget_simple_extent_dims(space, dims.data(), nullptr) < 0) h5::fail("shape of '" + dpath + "'");
+      h5::FloatArray array = h5::read_float_dataset(group, name, dpath);
       WeightRecord w;
       w.layer = layer;
       w.name = name;
-      size_t count = 1;
-      for (hsize_t d : dims) {
-        if (d > kMaxArrayValues || (d > 0 && count > kMaxArrayValues / d))
-          throw h5::H5Failure("dataset '" + dpath + "' claims 2^31 values or more, more than any weight holds");
-        w.shape.push_back(int(d));
-        count *= size_t(d);
-      }
-      w.values.resize(count);
-      if (count && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.values.data()) < 0)
-        h5::fail("reading dataset '" + dpath + "'");
+      w.shape = std::move(array.shape);
+      w.values = std::move(array.values);
       out.push_back(std::move(w));
     }
   }

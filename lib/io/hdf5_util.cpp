@@ -63,6 +63,8 @@ std::vector<std::string> read_string_values(hid_t a, const char* name) {
   if (n == 0) return out;
   if (H5Tis_variable_str(type) > 0) {
     Handle mem = string_type(true, 0);
+    // HDF5 converts no variable-length string between ASCII and UTF-8 (h5py writes bytes as ASCII).
+    if (H5Tset_cset(mem, H5Tget_cset(type)) < 0) fail("H5Tset_cset");
     std::vector<char*> ptrs(size_t(n), nullptr);
     if (H5Aread(a, mem, ptrs.data()) < 0) fail(std::string("reading attribute '") + name + "'");
     for (char* p : ptrs) {
@@ -99,6 +101,11 @@ T read_number(hid_t loc, const char* name, hid_t mem_type) {
 }
 
 herr_t collect_name(hid_t, const char* name, const H5A_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
+}
+
+herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* out) {
   static_cast<std::vector<std::string>*>(out)->push_back(name);
   return 0;
 }
@@ -177,6 +184,44 @@ std::vector<std::string> attribute_names(hid_t loc) {
   hsize_t idx = 0;
   if (H5Aiterate2(loc, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_name, &names) < 0) fail("listing attributes");
   return names;
+}
+
+std::vector<std::string> link_names(hid_t loc) {
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  if (H5Literate(loc, H5_INDEX_NAME, H5_ITER_INC, &idx, collect_link, &names) < 0) fail("listing a group");
+  return names;
+}
+
+long long attribute_size(hid_t loc, const char* name) {
+  Handle a = open_attribute(loc, name);
+  Handle space(H5Aget_space(a), H5Sclose, std::string("dataspace of attribute '") + name + "'");
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (n < 0) fail(std::string("size of attribute '") + name + "'");
+  return n;
+}
+
+FloatArray read_float_dataset(hid_t loc, const std::string& name, const std::string& path) {
+  constexpr hsize_t kMaxValues = (hsize_t(1) << 31) - 1;
+  if (H5Lexists(loc, name.c_str(), H5P_DEFAULT) <= 0) throw H5Failure("dataset '" + path + "' is missing");
+  Handle ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "opening dataset '" + path + "'");
+  Handle space(H5Dget_space(ds), H5Sclose, "dataspace of '" + path + "'");
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 0) fail("rank of '" + path + "'");
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(space, dims.data(), nullptr) < 0) fail("shape of '" + path + "'");
+  FloatArray out;
+  size_t count = 1;
+  for (hsize_t d : dims) {
+    if (d > kMaxValues || (d > 0 && count > kMaxValues / d))
+      throw H5Failure("dataset '" + path + "' claims 2^31 values or more, more than any weight holds");
+    out.shape.push_back(int(d));
+    count *= size_t(d);
+  }
+  out.values.resize(count);
+  if (count && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.values.data()) < 0)
+    fail("reading dataset '" + path + "'");
+  return out;
 }
 
 }  // namespace trainer::h5

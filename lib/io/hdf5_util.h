@@ -72,5 +72,21 @@ long long read_int64(hid_t loc, const char* name);
 double read_double(hid_t loc, const char* name);
 /// Names of all attributes of loc, in name order.
 std::vector<std::string> attribute_names(hid_t loc);
+/// Names of the links (groups, datasets) in group loc, in name order.
+std::vector<std::string> link_names(hid_t loc);
+/// The number of elements of attribute name of loc (0 for an empty array,
+/// which h5py writes for an empty list whatever its type).
+long long attribute_size(hid_t loc, const char* name);
+
+/// A float dataset's shape and values (row-major).
+struct FloatArray {
+  std::vector<int> shape;
+  std::vector<float> values;
+};
+/// Reads dataset name of loc (path: its full name, for messages) as float32,
+/// converting from its stored type (float16, float64, ...). Throws H5Failure
+/// for a missing dataset, a failed read, or 2^31 values or more (more than
+/// any weight holds).
+FloatArray read_float_dataset(hid_t loc, const std::string& name, const std::string& path);
 
 }  // namespace trainer::h5

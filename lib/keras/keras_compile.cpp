@@ -1,0 +1,179 @@
+#include "keras/keras_compile.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "keras/keras_layers.h"
+
+namespace trainer {
+
+namespace {
+
+using json = KerasJson;
+
+std::string str(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
+std::string flow(const YAML::Node& node) {
+  YAML::Emitter e;
+  e.SetMapFormat(YAML::Flow);
+  e.SetSeqFormat(YAML::Flow);
+  e << node;
+  return e.c_str();
+}
+
+/// Keras's optimizer arguments that a config need not state (their defaults and Keras-only options left off).
+bool optimizer_default(const std::string& key, const json& v) {
+  static const std::vector<std::pair<const char*, json>> defaults = {
+      {"use_ema", false}, {"ema_momentum", 0.99}, {"is_legacy_optimizer", false}, {"jit_compile", true},
+      {"jit_compile", false}, {"decay", 0.0}, {"beta_1", 0.9}, {"beta_2", 0.999}, {"epsilon", 1e-7},
+      {"amsgrad", false}, {"momentum", 0.0}, {"nesterov", false}, {"rho", 0.9}, {"centered", false},
+  };
+  if (key == "name" || v.is_null()) return true;
+  for (const auto& [k, d] : defaults)
+    if (key == k && (v == d || (v.is_number() && d.is_number() && v.get<double>() == d.get<double>()))) return true;
+  return false;
+}
+
+/// A Keras object {"class_name": C, "config": {...}} as {type: C, <arguments kept by keep>}.
+template <typename Keep>
+YAML::Node object_node(const json& v, Keep keep) {
+  YAML::Node m(YAML::NodeType::Map);
+  m["type"] = str(v, "class_name");
+  const json config = v.value("config", json::object());
+  for (const auto& [key, value] : config.items())
+    if (keep(key, value)) m[key] = yaml_value(value);
+  return m;
+}
+
+/// A function of the user's own: Keras 3 {"class_name": "function", "config": "name"}; "" otherwise.
+std::string user_function(const json& v) {
+  return str(v, "class_name") == "function" && v.contains("config") && v["config"].is_string()
+             ? v["config"].get<std::string>()
+             : std::string();
+}
+
+void translate_optimizer(const json& o, CompileTranslation& t) {
+  if (o.is_string()) {
+    t.lines.push_back("optimizer: " + o.get<std::string>());
+    return;
+  }
+  YAML::Node m = object_node(o, [](const std::string& k, const json& v) { return !optimizer_default(k, v); });
+  // tf.keras 2.11+ registers its optimizers as "Custom>Adam".
+  const std::string type = m["type"].as<std::string>();
+  if (type.rfind("Custom>", 0) == 0) m["type"] = type.substr(7);
+  t.lines.push_back("optimizer: " + flow(m));
+}
+
+void translate_loss(const json& loss, CompileTranslation& t) {
+  const std::string own = user_function(loss);
+  if (!own.empty() || (loss.is_object() && str(loss, "class_name").empty())) {
+    t.problems.push_back("loss '" + (own.empty() ? loss.dump() : own) + "' is a function of your own; trainer's "
+                         "losses are Keras's and a few more: set training.loss to one of them (docs/config.md: "
+                         "e.g. bce_dice for binary crossentropy plus dice)");
+    return;
+  }
+  if (loss.is_string()) {
+    t.lines.push_back("loss: " + loss.get<std::string>());
+    return;
+  }
+  const auto keep = [](const std::string& k, const json& v) {
+    return k != "name" && !v.is_null() && !(k == "reduction" && v == "sum_over_batch_size") &&
+           !(k == "from_logits" && v == false) && !(k == "label_smoothing" && v == 0.0) && !(k == "axis" && v == -1);
+  };
+  t.lines.push_back("loss: " + flow(object_node(loss, keep)));
+}
+
+/// A Keras metric as one of trainer's names; "" with a problem when there is none.
+std::string metric_name(const json& m, CompileTranslation& t) {
+  const std::string own = user_function(m);
+  std::string name = m.is_string() ? m.get<std::string>() : own;
+  // tf.keras 2: {"class_name": "MeanMetricWrapper", "config": {"name": "accuracy", "fn": "binary_accuracy"}}.
+  if (str(m, "class_name") == "MeanMetricWrapper") name = str(m.value("config", json::object()), "fn");
+  if (name == "accuracy" || name == "acc" || name == "binary_accuracy") return "accuracy";
+  if (name == "precision" || name == "recall" || name == "binary_iou" || name == "dice") return name;
+  if (name == "mean_iou") {
+    t.notes.push_back("metric 'mean_iou' (a function of your own) is taken as trainer's mean_iou, the DSB 2018 "
+                      "kernels' IoU averaged over the thresholds 0.5 to 0.95 (docs/config.md)");
+    return "mean_iou";
+  }
+  const std::string cls = str(m, "class_name");
+  const json c = m.value("config", json::object());
+  const bool half = c.value("thresholds", json()).is_null() || c["thresholds"] == 0.5;
+  if ((cls == "Precision" || cls == "Recall") && half && c.value("top_k", json()).is_null() &&
+      c.value("class_id", json()).is_null())
+    return cls == "Precision" ? "precision" : "recall";
+  if (cls == "BinaryAccuracy" && c.value("threshold", 0.5) == 0.5) return "accuracy";
+  if (cls == "BinaryIoU" && c.value("threshold", 0.5) == 0.5 && c.value("target_class_ids", json{0, 1}) == json{0, 1})
+    return "binary_iou";
+  if (cls == "MeanIoU" && c.value("num_classes", 0) == 2) {
+    t.notes.push_back("metric MeanIoU(num_classes=2) is taken as binary_iou (the mean IoU of background and "
+                      "foreground at 0.5: docs/config.md)");
+    return "binary_iou";
+  }
+  t.problems.push_back("metric " + (name.empty() ? (cls.empty() ? m.dump() : cls) : "'" + name + "'") +
+                       " is not one trainer computes; keep those it has (mean_iou, dice, accuracy, precision, "
+                       "recall, binary_iou) in training.metrics");
+  return "";
+}
+
+void translate_metrics(json metrics, CompileTranslation& t) {
+  if (metrics.is_object()) {  // Keras 2: {output_name: [...]}; one output
+    json all = json::array();
+    for (const auto& [k, v] : metrics.items()) all.push_back(v);
+    metrics = all;
+  }
+  if (!metrics.is_array()) metrics = json::array({metrics});
+  std::vector<std::string> names;
+  for (const json& m : metrics) {
+    if (m.is_array()) {  // one list per output
+      for (const json& inner : m)
+        if (const std::string n = metric_name(inner, t); !n.empty()) names.push_back(n);
+    } else if (const std::string n = metric_name(m, t); !n.empty()) {
+      names.push_back(n);
+    }
+  }
+  if (names.empty()) return;
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const std::string& n : names) {
+    bool seen = false;
+    for (const auto& item : list) seen |= item.as<std::string>() == n;
+    if (!seen) list.push_back(n);
+  }
+  t.lines.push_back("metrics: " + flow(list));
+}
+
+}  // namespace
+
+CompileTranslation translate_compile(const json& compile) {
+  CompileTranslation t;
+  if (!compile.is_object()) return t;
+  if (compile.contains("loss") && !compile["loss"].is_null()) translate_loss(compile["loss"], t);
+  const json optimizer = compile.contains("optimizer") ? compile["optimizer"] : compile.value("optimizer_config", json());
+  if (!optimizer.is_null()) translate_optimizer(optimizer, t);
+  if (compile.contains("metrics") && !compile["metrics"].is_null()) translate_metrics(compile["metrics"], t);
+  const std::vector<std::string> found = check_training_lines(t.lines);
+  t.problems.insert(t.problems.end(), found.begin(), found.end());
+  return t;
+}
+
+std::vector<std::string> check_training_lines(const std::vector<std::string>& lines) {
+  std::vector<std::string> problems;
+  for (const std::string& line : lines) {
+    const std::string text =
+        "model:\n  layers:\n    - {type: Input, shape: [8, 8, 1]}\n    - {type: Conv2D, filters: 1, kernel_size: 1, "
+        "activation: sigmoid}\ndata: {images: i, masks: m}\ntraining:\n  " + line + "\n";
+    try {
+      (void)parse_config(text, "imported");
+    } catch (const UserError& e) {
+      const std::string m = e.what();
+      const size_t at = m.find("training.");
+      problems.push_back(at == std::string::npos ? m : m.substr(at));
+    }
+  }
+  return problems;
+}
+
+}  // namespace trainer

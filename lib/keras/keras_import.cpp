@@ -1,0 +1,165 @@
+#include "keras/keras_import.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "keras/keras_compile.h"
+#include "keras/keras_graph.h"
+#include "keras/keras_layers.h"
+#include "nn/model.h"
+
+namespace trainer {
+
+namespace {
+
+std::string flow(const YAML::Node& node) {
+  YAML::Emitter e;
+  e.SetMapFormat(YAML::Flow);
+  e.SetSeqFormat(YAML::Flow);
+  e << node;
+  return e.c_str();
+}
+
+/// The model section: each layer one flow mapping, its notes as comments above it.
+std::string model_section(const std::string& name, const std::vector<LayerTranslation>& layers) {
+  std::ostringstream out;
+  out << "model:\n  name: " << flow(YAML::Node(name)) << "\n  layers:\n";
+  for (const LayerTranslation& t : layers) {
+    for (const std::string& note : t.notes) out << "    # " << note << "\n";
+    out << "    - " << flow(t.node) << "\n";
+  }
+  return out.str();
+}
+
+/// The loss for a model that was never compiled: binary_crossentropy, or categorical_crossentropy after a softmax.
+std::string default_loss(const std::vector<LayerTranslation>& layers) {
+  const YAML::Node last = layers.back().node;
+  return last["activation"] && last["activation"].as<std::string>() == "softmax" ? "categorical_crossentropy"
+                                                                                : "binary_crossentropy";
+}
+
+std::string training_section(const CompileTranslation& c, const std::vector<LayerTranslation>& layers,
+                             const ImportPaths& paths) {
+  std::ostringstream out;
+  out << "training:\n"
+      << "  epochs: 10      # model.fit(epochs=...): set yours\n"
+      << "  batch_size: 32  # model.fit(batch_size=...), Keras's default: the global batch, split over the towers\n";
+  bool has_loss = false;
+  for (const std::string& line : c.lines) has_loss |= line.rfind("loss:", 0) == 0;
+  if (!has_loss) out << "  loss: " << default_loss(layers) << "  # the model was not compiled: choose its loss\n";
+  for (const std::string& line : c.lines) out << "  " << line << "\n";
+  if (!paths.weights.empty())
+    out << "  # The weights the Keras file holds; remove this line to train from the initializers.\n"
+        << "  initial_weights: " << flow(YAML::Node(paths.weights)) << "\n";
+  return out.str();
+}
+
+std::string config_text(const KerasModelFile& file, const ImportPaths& paths, const std::string& model_name,
+                        const std::vector<LayerTranslation>& layers, const CompileTranslation& compile) {
+  std::ostringstream out;
+  out << "# Imported by `trainer import` from " << paths.source << " (" << keras_format_name(file.format)
+      << (file.keras_version.empty() ? "" : ", Keras " + file.keras_version) << ").\n"
+      << "# The model is the Keras model's, layer by layer with its names; training takes its compile()\n"
+      << "# arguments. Fill in the data folders and model.fit's epochs and batch size (docs/config.md).\n\n"
+      << model_section(model_name, layers) << "\n"
+      << "data:\n"
+      << "  # The image folder and the mask folder (or --images and --masks): each image's mask is the\n"
+      << "  # file of the same name (docs/data.md: mask_suffix for names such as 0a1b_mask.png).\n"
+      << "  images: images\n  masks: masks\n"
+      << "  validation_split: 0.1  # model.fit(validation_split=...): the last 10% of the pairs by name\n\n"
+      << training_section(compile, layers, paths);
+  return out.str();
+}
+
+/// One layer's weights from the file: want's names and shapes, in want's order.
+void match_layer(const KerasLayerWeights& w, const std::vector<ParamSpec>& want, std::vector<WeightRecord>& out,
+                 std::vector<std::string>& problems) {
+  if (w.arrays.size() != want.size()) {
+    problems.push_back("layer '" + w.layer + "': the file holds " + std::to_string(w.arrays.size()) +
+                       " weights, the layer has " + std::to_string(want.size()));
+    return;
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    size_t k = i;  // .keras: by order; .h5: by name
+    if (!w.names.empty()) {
+      k = size_t(std::find(w.names.begin(), w.names.end(), want[i].name) - w.names.begin());
+      if (k == w.names.size()) {
+        problems.push_back("layer '" + w.layer + "': the file has no weight '" + want[i].name + "'");
+        continue;
+      }
+    }
+    if (w.arrays[k].shape != want[i].shape) {
+      problems.push_back("layer '" + w.layer + "': weight '" + want[i].name + "' is " + shape_text(w.arrays[k].shape) +
+                         " in the file, " + shape_text(want[i].shape) + " in the model");
+      continue;
+    }
+    out.push_back({w.layer, want[i].name, want[i].shape, w.arrays[k].values});
+  }
+}
+
+/// The file's weights under the model's names and shapes, in the model's order; problems for what does not fit.
+std::vector<WeightRecord> match_weights(const KerasModelFile& file, const Model& model,
+                                        std::vector<std::string>& problems) {
+  std::vector<std::pair<std::string, std::vector<ParamSpec>>> specs;  // per layer with weights, model order
+  for (const WeightSlot& s : model.weights()) {
+    const std::string& layer = model.layer(s.layer).name();
+    if (specs.empty() || specs.back().first != layer) specs.push_back({layer, {}});
+    specs.back().second.push_back(s.spec);
+  }
+  std::map<std::string, const KerasLayerWeights*> in_file;
+  for (const KerasLayerWeights& w : file.weights) in_file[w.layer] = &w;
+  std::vector<WeightRecord> out;
+  for (const auto& [layer, want] : specs) {
+    const auto it = in_file.find(layer);
+    if (it == in_file.end()) {
+      problems.push_back("layer '" + layer + "' has weights in the model but none in the file; the file's weights "
+                         "do not belong to its model");
+      continue;
+    }
+    match_layer(*it->second, want, out, problems);
+    in_file.erase(it);
+  }
+  for (const auto& [layer, w] : in_file)
+    problems.push_back("the file holds weights for '" + layer + "', which is no layer with weights in the model");
+  return out;
+}
+
+}  // namespace
+
+ImportedModel import_keras_model(const KerasModelFile& file, const ImportPaths& paths) {
+  ImportedModel r;
+  const KerasGraph graph = read_keras_graph(file.model);
+  r.problems = graph.problems;
+  std::vector<LayerTranslation> layers;
+  for (const KerasLayer& l : graph.layers) {
+    LayerTranslation t = translate_layer(l, layers.empty() ? std::string() : graph.layers[layers.size() - 1].name);
+    if (t.problems.empty()) t.problems = check_layer_keys(t.node);
+    r.notes.insert(r.notes.end(), t.notes.begin(), t.notes.end());
+    r.problems.insert(r.problems.end(), t.problems.begin(), t.problems.end());
+    layers.push_back(std::move(t));
+  }
+  const CompileTranslation compile = translate_compile(file.compile);
+  r.notes.insert(r.notes.end(), compile.notes.begin(), compile.notes.end());
+  r.problems.insert(r.problems.end(), compile.problems.begin(), compile.problems.end());
+  if (!r.problems.empty()) return r;
+
+  const KerasJson name = file.model["config"].value("name", KerasJson("model"));
+  const ImportPaths kept = file.weights.empty() ? ImportPaths{paths.source, paths.config, ""} : paths;
+  const std::string text =
+      config_text(file, kept, name.is_string() ? name.get<std::string>() : "model", layers, compile);
+  try {
+    const Config config = parse_config(text, paths.config);
+    const Model model(config.model, paths.config);
+    if (!file.weights.empty()) r.weights = match_weights(file, model, r.problems);
+  } catch (const UserError& e) {
+    r.problems.push_back(e.what());
+  }
+  if (r.problems.empty()) r.yaml = text;
+  else r.weights.clear();
+  return r;
+}
+
+}  // namespace trainer

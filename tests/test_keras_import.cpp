@@ -1,0 +1,362 @@
+// trainer import: Keras model configs (built here as JSON in Keras 3's and
+// Keras 2's layouts) as trainer configs, Lambda functions read from their
+// CPython bytecode, and every unsupported piece reported together. The same
+// against real Keras files: tests/keras/roundtrip.sh.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "config/config.h"
+#include "keras/keras_import.h"
+#include "keras/keras_layers.h"
+#include "keras/python_lambda.h"
+#include "process_testing.h"
+
+using namespace trainer;
+using namespace trainer::testing;
+
+namespace {
+
+std::string base64(const std::string& bytes) {
+  static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 | uint8_t(bytes[i + 2]);
+    for (int k = 3; k >= 0; --k) out += abc[(v >> (6 * k)) & 63];
+  }
+  if (i < bytes.size()) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    out += abc[(v >> 18) & 63];
+    out += abc[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? abc[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::string i32(int32_t v) {
+  std::string s(4, '\0');
+  for (int k = 0; k < 4; ++k) s[size_t(k)] = char((uint32_t(v) >> (8 * k)) & 0xff);
+  return s;
+}
+
+std::string short_ascii(const std::string& s) { return "z" + std::string(1, char(s.size())) + s; }
+
+/// marshal.dumps of a CPython 3.8-3.10 code object of one argument x: argcount, posonlyargcount,
+/// kwonlyargcount, nlocals, stacksize, flags, then bytecode, consts, names, varnames, freevars,
+/// cellvars, filename, name, firstlineno, lnotab.
+std::string code_310(const std::string& bytecode, const std::string& consts) {
+  return "c" + i32(1) + i32(0) + i32(0) + i32(1) + i32(2) + i32(0x43) + "s" + i32(int32_t(bytecode.size())) +
+         bytecode + consts + std::string(")\0", 2) + ")\x01" + short_ascii("x") + std::string(")\0", 2) +
+         std::string(")\0", 2) + short_ascii("<string>") + short_ascii("<lambda>") + i32(1) + "s" + i32(0);
+}
+
+// marshal.dumps(f.__code__) in base64 of CPython 3.11.7 (as Keras's func_dump stores a Lambda's function).
+const char* kDiv255 = "4wEAAAAAAAAAAAAAAAIAAAADAAAA8wwAAACXAHwAZAF6CwAAUwCpAk7p/wAAAKkAqQHaAXhzAQAAACD6CDxzdHJpbmc++gg8bGFtYmRhPnIIAAAABQAAAHMKAAAAgACYIZhjmSeAAPMAAAAA";
+const char* kCentre = "4wEAAAAAAAAAAAAAAAIAAAADAAAA8xIAAACXAHwAZAF6CwAAZAJ6CgAAUwApA07nAAAAAADgX0DpAQAAAKkAqQHaAXhzAQAAACD6CDxzdHJpbmc++gg8bGFtYmRhPnIIAAAABQAAAHMOAAAAgACwcbg1sXnAMbF9gADzAAAAAA==";
+const char* kTwice = "4wEAAAAAAAAAAAAAAAIAAAADAAAA8wwAAACXAGQBfAB6BQAAUwApAk7pAgAAAKkAqQHaAXhzAQAAACD6CDxzdHJpbmc++gg8bGFtYmRhPnIHAAAABQAAAHMNAAAAgADQWVrQXV7RWV6AAPMAAAAA";
+const char* kNegated = "4wEAAAAAAAAAAAAAAAIAAAADAAAA8xIAAACXAGQBfAB6CgAAZAF6CwAAUwApAk7pgAAAAKkAqQHaAXhzAQAAACD6CDxzdHJpbmc++gg8bGFtYmRhPnIHAAAABQAAAHMnAAAAgADwAABmA2kD8AAAbANtA/EAAGYDbQPwAABxA3QD8QAAZQN0A4AA8wAAAAA=";
+const char* kSquare = "4wEAAAAAAAAAAAAAAAIAAAADAAAA8wwAAACXAHwAfAB6BQAAUwCpAU6pAKkB2gF4cwEAAAAg+gg8c3RyaW5nPvoIPGxhbWJkYT5yBwAAAAUAAABzDQAAAIAA0HR10Hh50XR5gADzAAAAAA==";
+const char* kGlobal = "4wEAAAAAAAAAAAAAAAIAAAADAAAA8xYAAACXAHwAdAAAAAAAAAAAAAAAegUAAFMAqQFOKQHaAWupAdoBeHMBAAAAIPoIPHN0cmluZz76CDxsYW1iZGE+cgcAAAAFAAAAcxkAAACAAPAAAFECUgL1AABVAlYC8QAAUQJWAoAA8wAAAAA=";
+const char* kCall = "4wEAAAAAAAAAAAAAAAMAAAADAAAA8yAAAACXAHQBAAAAAAAAAAAAAHwApgEAAKsBAAAAAAAAAABTAKkBTikB2gNhYnOpAdoBeHMBAAAAIPoIPHN0cmluZz76CDxsYW1iZGE+cgcAAAAFAAAAcyAAAACAAPUAAGoCbQLwAABuAm8C8QAAagJwAvQAAGoCcAKAAPMAAAAA";
+const char* kTwoArgs = "4wIAAAAAAAAAAAAAAAIAAAADAAAA8wwAAACXAHwAZAF6CwAAUwCpAk7p/wAAAKkAKQLaAXjaAXlzAgAAACAg+gg8c3RyaW5nPvoIPGxhbWJkYT5yCAAAAAUAAABzGQAAAIAA8AAASwNMA/AAAE8DUgPxAABLA1IDgADzAAAAAA==";
+
+}  // namespace
+
+TEST_CASE("a Lambda's function is read as x * scale + offset from CPython 3.11 bytecode", "[keras]") {
+  auto a = lambda_affine(kDiv255);  // lambda x: x / 255
+  REQUIRE(a);
+  CHECK(a->scale == Approx(1.0 / 255).epsilon(1e-15));
+  CHECK(a->offset == 0);
+  a = lambda_affine(kCentre);  // lambda x: x / 127.5 - 1
+  REQUIRE(a);
+  CHECK(a->scale == Approx(1 / 127.5).epsilon(1e-15));
+  CHECK(a->offset == -1);
+  a = lambda_affine(kTwice);  // lambda x: 2 * x
+  REQUIRE(a);
+  CHECK(a->scale == 2);
+  a = lambda_affine(kNegated);  // lambda x: (128 - x) / 128
+  REQUIRE(a);
+  CHECK(a->scale == Approx(-1.0 / 128));
+  CHECK(a->offset == 1);
+  CHECK_FALSE(lambda_affine(kSquare));   // x * x
+  CHECK_FALSE(lambda_affine(kGlobal));   // x * k, k a global
+  CHECK_FALSE(lambda_affine(kCall));     // abs(x)
+  CHECK_FALSE(lambda_affine(kTwoArgs));  // lambda x, y: x / 255
+}
+
+TEST_CASE("a Lambda's function is read from CPython 3.8-3.10 bytecode", "[keras]") {
+  const std::string consts255 = std::string(")\x02N") + "i" + i32(255);
+  // LOAD_FAST 0, LOAD_CONST 1, BINARY_TRUE_DIVIDE, RETURN_VALUE
+  auto a = lambda_affine(base64(code_310(std::string("\x7c\x00\x64\x01\x1b\x00\x53\x00", 8), consts255)));
+  REQUIRE(a);
+  CHECK(a->scale == Approx(1.0 / 255).epsilon(1e-15));
+  double half = 0.5;
+  std::string bits(8, '\0');
+  std::memcpy(bits.data(), &half, 8);
+  // LOAD_FAST 0, LOAD_CONST 1 (0.5 as a binary float), BINARY_MULTIPLY, RETURN_VALUE
+  a = lambda_affine(base64(code_310(std::string("\x7c\x00\x64\x01\x14\x00\x53\x00", 8), std::string(")\x02N") + "g" + bits)));
+  REQUIRE(a);
+  CHECK(a->scale == 0.5);
+  // BINARY_MULTIPLY of x by x
+  CHECK_FALSE(lambda_affine(base64(code_310(std::string("\x7c\x00\x7c\x00\x14\x00\x53\x00", 8), consts255))));
+}
+
+TEST_CASE("malformed Lambda code is refused without a crash", "[keras]") {
+  const std::string good = *base64_decode(kDiv255);
+  for (size_t cut = 0; cut < good.size(); ++cut) CHECK_FALSE(lambda_affine(base64(good.substr(0, cut))));
+  std::string flipped = good;
+  for (size_t i = 0; i < good.size(); ++i) {
+    flipped[i] = char(~good[i]);
+    (void)lambda_affine(base64(flipped));  // any answer, no crash
+    flipped[i] = good[i];
+  }
+  CHECK_FALSE(lambda_affine("not base64 !"));
+  CHECK_FALSE(lambda_affine(""));
+}
+
+namespace {
+
+using json = KerasJson;
+
+json keras_tensor(const std::string& from) {
+  return {{"class_name", "__keras_tensor__"}, {"config", {{"keras_history", {from, 0, 0}}}}};
+}
+
+/// A Keras 3 layer entry of a Functional config, reading args (tensors or constants).
+json layer3(const std::string& cls, const std::string& name, json config, json args,
+            const std::string& module = "keras.layers") {
+  config["name"] = name;
+  config["trainable"] = true;
+  config["dtype"] = {{"module", "keras"}, {"class_name", "DTypePolicy"}, {"config", {{"name", "float32"}}}};
+  json nodes = json::array();
+  if (!args.is_null()) nodes.push_back({{"args", args}, {"kwargs", json::object()}});
+  return {{"module", module}, {"class_name", cls}, {"config", config}, {"name", name}, {"inbound_nodes", nodes}};
+}
+
+json initializer(const std::string& cls) {
+  return {{"module", "keras.initializers"}, {"class_name", cls}, {"config", {{"seed", nullptr}}}};
+}
+
+json conv(int filters, int k, const std::string& activation, const std::string& init = "GlorotUniform") {
+  return {{"filters", filters}, {"kernel_size", {k, k}}, {"strides", {1, 1}}, {"padding", "same"},
+          {"data_format", "channels_last"}, {"dilation_rate", {1, 1}}, {"groups", 1}, {"activation", activation},
+          {"use_bias", true}, {"kernel_initializer", initializer(init)}, {"bias_initializer", initializer("Zeros")},
+          {"kernel_regularizer", nullptr}, {"kernel_constraint", nullptr}};
+}
+
+/// The seed notebook's network in small widths, as Keras 3's to_json() writes it.
+json seed_model() {
+  json layers = json::array();
+  layers.push_back({{"module", "keras.layers"}, {"class_name", "InputLayer"},
+                    {"config", {{"batch_shape", {nullptr, 32, 32, 3}}, {"dtype", "float32"}, {"name", "image"}}},
+                    {"name", "image"}, {"inbound_nodes", json::array()}});
+  layers.push_back(layer3("Lambda", "scale",
+                          {{"function", {{"class_name", "__lambda__"}, {"config", {{"code", kDiv255}, {"closure", nullptr}}}}},
+                           {"arguments", json::object()}},
+                          {keras_tensor("image")}));
+  layers.push_back(layer3("Conv2D", "c1", conv(4, 3, "elu", "HeNormal"), {keras_tensor("scale")}));
+  layers.push_back(layer3("Dropout", "d1", {{"rate", 0.1}, {"seed", nullptr}, {"noise_shape", nullptr}}, {keras_tensor("c1")}));
+  layers.push_back(layer3("MaxPooling2D", "p1", {{"pool_size", {2, 2}}, {"strides", {2, 2}}, {"padding", "valid"}},
+                          {keras_tensor("d1")}));
+  layers.push_back(layer3("BatchNormalization", "bn",
+                          {{"axis", -1}, {"momentum", 0.99}, {"epsilon", 0.001}, {"center", true}, {"scale", true},
+                           {"beta_initializer", initializer("Zeros")}, {"gamma_initializer", initializer("Ones")}},
+                          {keras_tensor("p1")}));
+  json up = conv(4, 2, "linear");
+  up["strides"] = {2, 2};
+  up.erase("groups");  // Conv2DTranspose has none
+  layers.push_back(layer3("Conv2DTranspose", "u1", up, {keras_tensor("bn")}));
+  layers.push_back(layer3("Concatenate", "cat", {{"axis", -1}}, {json::array({keras_tensor("u1"), keras_tensor("c1")})}));
+  layers.push_back(layer3("TrueDivide", "halve", json::object(), {keras_tensor("cat"), 2}, "keras.src.ops.numpy"));
+  layers.push_back(layer3("Conv2D", "mask", conv(1, 1, "sigmoid"), {keras_tensor("halve")}));
+  return {{"module", "keras.src.models.functional"}, {"class_name", "Functional"},
+          {"config", {{"name", "seed"}, {"layers", layers}, {"input_layers", {{"image", 0, 0}}},
+                      {"output_layers", {{"mask", 0, 0}}}}},
+          {"compile_config",
+           {{"optimizer", {{"module", "keras.optimizers"}, {"class_name", "Adam"},
+                           {"config", {{"name", "adam"}, {"learning_rate", 0.0010000000474974513}, {"beta_1", 0.9},
+                                       {"epsilon", 1e-07}, {"use_ema", false}, {"clipnorm", nullptr}}}}},
+            {"loss", "binary_crossentropy"},
+            {"metrics", {"accuracy", {{"module", "builtins"}, {"class_name", "function"}, {"config", "mean_iou"}}}}}}};
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  return all;
+}
+
+ImportedModel import_json(const json& model) {
+  return import_keras_model(parse_keras_json(model.dump(), "test"), {"seed.json", "seed.yaml", ""});
+}
+
+/// The layer named name of a config text.
+YAML::Node layer_named(const Config& c, const std::string& name) {
+  for (const LayerSpec& l : c.model.layers)
+    if (l.name == name) return l.node;
+  FAIL("no layer " << name);
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("import: the seed network in Keras 3's JSON becomes a config that reads and builds", "[keras]") {
+  const ImportedModel m = import_json(seed_model());
+  INFO(m.yaml);
+  INFO(joined(m.problems));
+  REQUIRE(m.problems.empty());
+  const Config c = parse_config(m.yaml, "seed.yaml");
+  REQUIRE(c.model.layers.size() == 10);
+  CHECK(c.model.name == "seed");
+  CHECK(layer_named(c, "image")["shape"].as<std::vector<int>>() == std::vector<int>{32, 32, 3});
+  const YAML::Node scale = layer_named(c, "scale");
+  CHECK(scale["type"].as<std::string>() == "Rescaling");
+  CHECK(scale["scale"].as<double>() == Approx(1.0 / 255).epsilon(1e-15));
+  const YAML::Node c1 = layer_named(c, "c1");
+  CHECK(c1["kernel_initializer"].as<std::string>() == "he_normal");
+  CHECK(c1["kernel_size"].as<int>() == 3);
+  CHECK(c1["activation"].as<std::string>() == "elu");
+  CHECK_FALSE(c1["strides"]);       // Keras's default
+  CHECK_FALSE(c1["bias_initializer"]);
+  CHECK_FALSE(c1["inputs"]);        // the previous layer
+  CHECK_FALSE(layer_named(c, "p1")["strides"]);  // = pool_size
+  CHECK(layer_named(c, "u1")["strides"].as<int>() == 2);
+  CHECK(layer_named(c, "cat")["inputs"].as<std::vector<std::string>>() == std::vector<std::string>{"u1", "c1"});
+  const YAML::Node halve = layer_named(c, "halve");
+  CHECK(halve["type"].as<std::string>() == "Rescaling");
+  CHECK(halve["scale"].as<double>() == 0.5);
+  CHECK(c.training.optimizer.learning_rate == Approx(1e-3).epsilon(1e-12));
+  CHECK(m.yaml.find("learning_rate: 0.001}") != std::string::npos);  // the float32 in its fewest digits
+  CHECK(c.training.metrics == std::vector<std::string>{"accuracy", "mean_iou"});
+  CHECK(m.notes.size() == 3);  // the Lambda, the division, the custom mean_iou
+}
+
+TEST_CASE("import: Keras 2's layout (inbound_nodes as lists, BatchNormalization's axis [3]) and Sequential models",
+          "[keras]") {
+  json k2 = {{"class_name", "Functional"},
+             {"config",
+              {{"name", "k2"},
+               {"layers",
+                {{{"class_name", "InputLayer"}, {"name", "input_1"},
+                  {"config", {{"batch_input_shape", {nullptr, 16, 16, 1}}, {"name", "input_1"}}}, {"inbound_nodes", json::array()}},
+                 {{"class_name", "TFOpLambda"}, {"name", "tf.math.truediv"},
+                  {"config", {{"name", "tf.math.truediv"}, {"function", "math.truediv"}, {"dtype", "float32"}}},
+                  {"inbound_nodes", {{"input_1", 0, 0, {{"y", 255.0}, {"name", nullptr}}}}}},
+                 {{"class_name", "Conv2D"}, {"name", "conv2d"}, {"config", conv(2, 3, "relu")},
+                  {"inbound_nodes", {{{"tf.math.truediv", 0, 0, json::object()}}}}},
+                 {{"class_name", "BatchNormalization"}, {"name", "bn"}, {"config", {{"axis", {3}}, {"momentum", 0.9}}},
+                  {"inbound_nodes", {{{"conv2d", 0, 0, json::object()}}}}},
+                 {{"class_name", "Concatenate"}, {"name", "cat"}, {"config", {{"axis", 3}}},
+                  {"inbound_nodes", {{{"bn", 0, 0, json::object()}, {"conv2d", 0, 0, json::object()}}}}},
+                 {{"class_name", "Conv2D"}, {"name", "out"}, {"config", conv(1, 1, "sigmoid")},
+                  {"inbound_nodes", {{{"cat", 0, 0, json::object()}}}}}}},
+               {"input_layers", {{"input_1", 0, 0}}},
+               {"output_layers", {{"out", 0, 0}}}}}};
+  ImportedModel m = import_json(k2);
+  INFO(joined(m.problems));
+  REQUIRE(m.problems.empty());
+  Config c = parse_config(m.yaml, "k2.yaml");
+  CHECK(layer_named(c, "tf.math.truediv")["scale"].as<double>() == Approx(1.0 / 255).epsilon(1e-15));
+  CHECK_FALSE(layer_named(c, "bn")["axis"]);
+  CHECK(layer_named(c, "bn")["momentum"].as<double>() == 0.9);
+  CHECK(layer_named(c, "cat")["inputs"].as<std::vector<std::string>>() == std::vector<std::string>{"bn", "conv2d"});
+  CHECK(c.training.loss.kind == LossKind::BinaryCrossentropy);  // not compiled: chosen from the sigmoid output
+
+  json seq = {{"class_name", "Sequential"},
+              {"config",
+               {{"name", "seq"},
+                {"layers",
+                 {{{"class_name", "Conv2D"}, {"config", [] {
+                     json c = conv(2, 3, "relu");
+                     c["name"] = "first";
+                     c["batch_input_shape"] = {nullptr, 8, 8, 3};
+                     return c;
+                   }()}},
+                  {{"class_name", "Conv2D"}, {"config", [] {
+                     json c = conv(1, 1, "sigmoid");
+                     c["name"] = "second";
+                     return c;
+                   }()}}}}}}};
+  m = import_json(seq);
+  INFO(joined(m.problems));
+  REQUIRE(m.problems.empty());
+  c = parse_config(m.yaml, "seq.yaml");
+  REQUIRE(c.model.layers.size() == 3);
+  CHECK(c.model.layers[0].type == "Input");
+  CHECK(c.model.layers[2].name == "second");
+}
+
+TEST_CASE("import: everything trainer cannot take is reported together, each with its layer", "[keras]") {
+  json model = seed_model();
+  json& layers = model["config"]["layers"];
+  layers[1]["config"]["function"]["config"]["code"] = kSquare;              // Lambda x * x
+  layers[2]["config"]["kernel_constraint"] = {{"class_name", "MaxNorm"}, {"config", {{"max_value", 2}}}};
+  layers[3]["config"]["dtype"] = {{"class_name", "DTypePolicy"}, {"config", {{"name", "mixed_float16"}}}};
+  layers[4]["class_name"] = "LSTM";
+  model["compile_config"]["loss"] = {{"module", "builtins"}, {"class_name", "function"}, {"config", "dice_coef_loss"}};
+  const ImportedModel m = import_json(model);
+  CHECK(m.yaml.empty());
+  const std::string all = joined(m.problems);
+  INFO(all);
+  CHECK(m.problems.size() == 5);
+  CHECK(all.find("layer 'scale' (Lambda): its function is not x * scale + offset") != std::string::npos);
+  CHECK(all.find("layer 'c1' (Conv2D)") != std::string::npos);
+  CHECK(all.find("kernel_constraint") != std::string::npos);
+  CHECK(all.find("layer 'd1' (Dropout): dtype policy 'mixed_float16'") != std::string::npos);
+  CHECK(all.find("layer 'p1' (LSTM): trainer has no LSTM layer") != std::string::npos);
+  CHECK(all.find("loss 'dice_coef_loss' is a function of your own") != std::string::npos);
+}
+
+TEST_CASE("import: two outputs, a shared layer and an input without a size are problems", "[keras]") {
+  json model = seed_model();
+  model["config"]["output_layers"] = {{"mask", 0, 0}, {"c1", 0, 0}};
+  model["config"]["layers"][0]["config"]["batch_shape"] = {nullptr, nullptr, nullptr, 3};
+  model["config"]["layers"][2]["inbound_nodes"].push_back(model["config"]["layers"][2]["inbound_nodes"][0]);
+  const ImportedModel m = import_json(model);
+  const std::string all = joined(m.problems);
+  INFO(all);
+  CHECK(all.find("2 outputs") != std::string::npos);
+  CHECK(all.find("layer 'c1' (Conv2D): called 2 times") != std::string::npos);
+  CHECK(all.find("layer 'image' (InputLayer): input shape [null,null,null,3]") != std::string::npos);
+}
+
+TEST_CASE("trainer import writes the config, refuses to replace files, and writes nothing for a model it cannot take",
+          "[keras][cli]") {
+  const auto dir = temp_dir("keras_import_cli");
+  const auto model = dir / "seed.json";
+  std::ofstream(model) << seed_model().dump();
+  const auto config = dir / "seed.yaml";
+  Run r = run_trainer("import " + model.string() + " --output " + config.string(), dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("the file holds no weights") != std::string::npos);
+  const std::string text = slurp(config);
+  CHECK(text.find("- {type: Rescaling, name: scale, scale: 0.00392156862745098}") != std::string::npos);
+  CHECK(run_trainer("summary --config " + config.string(), dir).code == 0);
+
+  r = run_trainer("import " + model.string() + " --output " + config.string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("exists; choose another name, or add --overwrite") != std::string::npos);
+  CHECK(run_trainer("import " + model.string() + " --output " + config.string() + " --overwrite", dir).code == 0);
+
+  json bad = seed_model();
+  bad["config"]["layers"][4]["class_name"] = "LSTM";
+  std::ofstream(dir / "bad.json") << bad.dump();
+  r = run_trainer("import " + (dir / "bad.json").string() + " --output " + (dir / "bad.yaml").string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("cannot be imported as it is (1 problem; nothing was written)") != std::string::npos);
+  CHECK(r.err.find("layer 'p1' (LSTM)") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "bad.yaml"));
+
+  std::ofstream(dir / "notes.txt") << "hello";
+  r = run_trainer("import " + (dir / "notes.txt").string() + " --output " + (dir / "x.yaml").string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("is not a Keras model file") != std::string::npos);
+  std::ofstream(dir / "broken.json") << "{\"class_name\": \"Functional\", \"config\": {";
+  r = run_trainer("import " + (dir / "broken.json").string() + " --output " + (dir / "x.yaml").string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("is not valid JSON") != std::string::npos);
+}
