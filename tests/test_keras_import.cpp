@@ -5,8 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <sstream>
 
 #include "config/config.h"
+#include "io/checkpoint.h"
 #include "keras/keras_import.h"
 #include "keras/keras_layers.h"
 #include "keras/python_lambda.h"
@@ -359,4 +361,44 @@ TEST_CASE("trainer import writes the config, refuses to replace files, and write
   r = run_trainer("import " + (dir / "broken.json").string() + " --output " + (dir / "x.yaml").string(), dir);
   CHECK(r.code == 2);
   CHECK(r.err.find("is not valid JSON") != std::string::npos);
+}
+
+TEST_CASE("export --format keras writes a .keras file that import reads back to the same model and weights",
+          "[keras][cli]") {
+  const auto dir = temp_dir("keras_export_cli");
+  std::ofstream(dir / "seed.json") << seed_model().dump();
+  REQUIRE(run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "seed.yaml").string(), dir).code == 0);
+  const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
+  Run r = run_trainer("--config " + (dir / "seed.yaml").string() + " --images " + sample + "/images --masks " + sample +
+                          "/masks --epochs 1 --output " + (dir / "run").string() + " --gpus cpu",
+                      dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const auto keras = dir / "seed.keras";
+  r = run_trainer("export --checkpoint " + (dir / "run" / "final.h5").string() + " --output " + keras.string(), dir);
+  REQUIRE(r.code == 0);  // the format from the name
+  CHECK(r.out.find("keras.models.load_model opens it") != std::string::npos);
+  r = run_trainer("import " + keras.string() + " --output " + (dir / "back.yaml").string(), dir);
+  REQUIRE(r.code == 0);
+  const Checkpoint trained = load_checkpoint((dir / "run" / "final.h5").string());
+  const Checkpoint back = load_checkpoint((dir / "back.weights.h5").string());
+  REQUIRE(back.weights.size() == trained.weights.size());
+  for (size_t i = 0; i < back.weights.size(); ++i) {
+    CHECK(back.weights[i].layer == trained.weights[i].layer);
+    CHECK(back.weights[i].name == trained.weights[i].name);
+    CHECK(back.weights[i].values == trained.weights[i].values);
+  }
+  const auto layer_lines = [](const std::string& text) {  // the model's entries, comments left out
+    std::istringstream in(text.substr(text.find("  layers:"), text.find("data:") - text.find("  layers:")));
+    std::string kept;
+    for (std::string line; std::getline(in, line);)
+      if (line.find('#') == std::string::npos) kept += line + "\n";
+    return kept;
+  };
+  CHECK(layer_lines(slurp(dir / "back.yaml")) == layer_lines(slurp(dir / "seed.yaml")));
+
+  r = run_trainer("export --checkpoint " + (dir / "run" / "final.h5").string() + " --format keras --output " +
+                      (dir / "seed.zip").string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("does not end in .keras, which keras.models.load_model requires") != std::string::npos);
 }

@@ -1,5 +1,6 @@
-// trainer export --checkpoint CKPT --output FILE.onnx: the trained network as
-// ONNX, final sigmoid included (format: docs/export.md).
+// trainer export --checkpoint CKPT --output FILE.onnx | FILE.keras: the
+// trained network as ONNX, final sigmoid included (docs/export.md), or as a
+// Keras 3 .keras file (--format keras; docs/from_keras.md).
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -10,7 +11,9 @@
 #include "commands.h"
 #include "core/ascii.h"
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "keras/keras_export.h"
 #include "nn/onnx_export.h"
 #include "nn/model.h"
 
@@ -48,22 +51,47 @@ void check_output(const std::string& output) {
   spdlog::warn("--output '{}' does not end in .onnx; the file is ONNX whatever its name", output);
 }
 
+/// The .keras file's output: Keras's load_model opens only names ending in .keras.
+void check_keras_output(const std::string& output) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(output, ec))
+    throw UserError("--output '" + output + "' is a folder; name the Keras file to write, e.g. " +
+                    (fs::path(output) / "unet.keras").string());
+  if (ascii_lower(fs::path(output).extension().string()) != ".keras")
+    throw UserError("--output '" + output + "' does not end in .keras, which keras.models.load_model requires; "
+                    "name it e.g. unet.keras");
+}
+
+/// "onnx" or "keras": the flag's, or the output's extension (.keras) when the flag is not given.
+std::string export_format(const std::string& flag, const std::string& output) {
+  if (!flag.empty()) return flag;
+  return ascii_lower(std::filesystem::path(output).extension().string()) == ".keras" ? "keras" : "onnx";
+}
+
 }  // namespace
 
 Command add_export(CLI::App& app) {
   struct Flags {
-    std::string checkpoint, output;
+    std::string checkpoint, output, format;
   };
   auto f = std::make_shared<Flags>();
-  CLI::App* cmd = app.add_subcommand("export", "Write a checkpoint's network as ONNX (input 'image' [N, C, H, W] "
+  CLI::App* cmd = app.add_subcommand("export", "Write a checkpoint's network as a Keras .keras file (--format keras) or as ONNX (input 'image' [N, C, H, W] "
                                                "with pixel values 0..255, output 'probability' [N, 1, H, W], or [N, K, H, W] "
                                                "for K classes)");
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint (.h5) written by training")->required()->check(non_empty_path());
-  cmd->add_option("--output,-o", f->output, "ONNX file to write")->required()->check(non_empty_path());
+  cmd->add_option("--output,-o", f->output, "File to write: ONNX, or a Keras .keras file")
+      ->required()
+      ->check(non_empty_path());
+  cmd->add_option("--format", f->format, "onnx or keras (Keras 3's .keras, which keras.models.load_model opens); "
+                                         "default: keras for an --output ending in .keras, else onnx")
+      ->check(CLI::IsMember({"onnx", "keras"}));
   return {cmd, [f] {
             require_one_process("export");
             install_exit_handlers();  // Ctrl-C leaves no temporary file
-            check_output(f->output);
+            const bool keras = export_format(f->format, f->output) == "keras";
+            if (keras) check_keras_output(f->output);
+            else check_output(f->output);
             Towers one;
             one.plan.cpu_towers = 1;
             // Checks the checkpoint against its stored config (UserError for a foreign one).
@@ -75,8 +103,16 @@ Command add_export(CLI::App& app) {
                 !loaded.config->training.loss.from_logits ? OutputActivation::None
                 : loaded.trainer->classes() > 0          ? OutputActivation::Softmax
                                                          : OutputActivation::Sigmoid;
-            export_onnx(model, loaded.trainer->weights(), f->output, append);
             const Shape in = model.input_shape(), out = model.output_shape();
+            if (keras) {
+              write_file_durable(f->output, keras_file_bytes(loaded.config->model, model, loaded.trainer->weights(),
+                                                             append));
+              std::printf("Wrote %s: keras.models.load_model opens it; input [N, %d, %d, %d] (pixel values 0..255), "
+                          "output [N, %d, %d, %d] probabilities\n",
+                          f->output.c_str(), in.h, in.w, in.c, out.h, out.w, out.c);
+              return 0;
+            }
+            export_onnx(model, loaded.trainer->weights(), f->output, append);
             std::printf("Wrote %s: input 'image' [N, %d, %d, %d] (pixel values 0..255), output 'probability' "
                         "[N, %d, %d, %d]\n",
                         f->output.c_str(), in.c, in.h, in.w, out.c, out.h, out.w);

@@ -71,12 +71,7 @@ void write_weights(hid_t file, const std::vector<WeightRecord>& weights) {
       if (count != w.values.size())
         throw InternalError(where + ": " + std::to_string(w.values.size()) + " values for a shape of " +
                                     std::to_string(count));
-      h5::Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
-                       H5Sclose, "dataspace of " + where);
-      h5::Handle ds(H5Dcreate2(group, w.name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                    H5Dclose, "creating " + where);
-      if (count && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w.values.data()) < 0)
-        h5::fail("writing " + where);
+      h5::write_float_dataset(group, w.name, dims, w.values.data(), where);
       names.push_back(w.name);
     }
     h5::write_strings(group, "weight_names", names);

@@ -224,4 +224,15 @@ FloatArray read_float_dataset(hid_t loc, const std::string& name, const std::str
   return out;
 }
 
+void write_float_dataset(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims, const float* values,
+                         const std::string& what) {
+  size_t count = 1;
+  for (hsize_t d : dims) count *= size_t(d);
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr),
+               H5Sclose, "dataspace of " + what);
+  Handle ds(H5Dcreate2(loc, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+            "creating " + what);
+  if (count && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0) fail("writing " + what);
+}
+
 }  // namespace trainer::h5

@@ -88,5 +88,10 @@ struct FloatArray {
 /// for a missing dataset, a failed read, or 2^31 values or more (more than
 /// any weight holds).
 FloatArray read_float_dataset(hid_t loc, const std::string& name, const std::string& path);
+/// Writes dataset name of loc: float32 little-endian of shape dims (a scalar
+/// when dims is empty) from values (the product of dims of them). what names
+/// it in H5Failure's message.
+void write_float_dataset(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims, const float* values,
+                         const std::string& what);
 
 }  // namespace trainer::h5

@@ -135,7 +135,8 @@ KerasGraph read_keras_graph(const json& model) {
   KerasGraph g;
   const std::string cls = str(model, "class_name");
   const json config = model.value("config", json::object());
-  if (cls == "Sequential") read_sequential(config, g);
+  g.sequential = cls == "Sequential";
+  if (g.sequential) read_sequential(config, g);
   else if (cls == "Functional" || cls == "Model") read_functional(config, g);
   else g.problems.push_back("the model is a '" + cls + "', not a Functional or Sequential model; subclassed models "
                             "hold no layer graph to import: rebuild it with the functional API");

@@ -31,6 +31,7 @@ struct KerasLayer {
 /// of another, a model nested as a layer, a Sequential model without an input
 /// shape. Each problem names its layer.
 struct KerasGraph {
+  bool sequential = false;  ///< A Sequential model (model.layers in list order); else Functional.
   std::vector<KerasLayer> layers;
   std::vector<std::string> problems;
 };

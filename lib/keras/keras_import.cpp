@@ -9,6 +9,7 @@
 #include "keras/keras_compile.h"
 #include "keras/keras_graph.h"
 #include "keras/keras_layers.h"
+#include "keras/keras_order.h"
 #include "nn/model.h"
 
 namespace trainer {
@@ -86,6 +87,8 @@ void match_layer(const KerasLayerWeights& w, const std::vector<ParamSpec>& want,
     size_t k = i;  // .keras: by order; .h5: by name
     if (!w.names.empty()) {
       k = size_t(std::find(w.names.begin(), w.names.end(), want[i].name) - w.names.begin());
+      if (k == w.names.size() && want[i].name == "depthwise_kernel")  // Keras 3's DepthwiseConv2D calls it kernel
+        k = size_t(std::find(w.names.begin(), w.names.end(), "kernel") - w.names.begin());
       if (k == w.names.size()) {
         problems.push_back("layer '" + w.layer + "': the file has no weight '" + want[i].name + "'");
         continue;
@@ -101,7 +104,7 @@ void match_layer(const KerasLayerWeights& w, const std::vector<ParamSpec>& want,
 }
 
 /// The file's weights under the model's names and shapes, in the model's order; problems for what does not fit.
-std::vector<WeightRecord> match_weights(const KerasModelFile& file, const Model& model,
+std::vector<WeightRecord> match_weights(const std::vector<KerasLayerWeights>& weights, const Model& model,
                                         std::vector<std::string>& problems) {
   std::vector<std::pair<std::string, std::vector<ParamSpec>>> specs;  // per layer with weights, model order
   for (const WeightSlot& s : model.weights()) {
@@ -110,7 +113,7 @@ std::vector<WeightRecord> match_weights(const KerasModelFile& file, const Model&
     specs.back().second.push_back(s.spec);
   }
   std::map<std::string, const KerasLayerWeights*> in_file;
-  for (const KerasLayerWeights& w : file.weights) in_file[w.layer] = &w;
+  for (const KerasLayerWeights& w : weights) in_file[w.layer] = &w;
   std::vector<WeightRecord> out;
   for (const auto& [layer, want] : specs) {
     const auto it = in_file.find(layer);
@@ -125,6 +128,35 @@ std::vector<WeightRecord> match_weights(const KerasModelFile& file, const Model&
   for (const auto& [layer, w] : in_file)
     problems.push_back("the file holds weights for '" + layer + "', which is no layer with weights in the model");
   return out;
+}
+
+/// A .keras file's weights under their layers' names: the file names them by class and place in
+/// model.layers (keras_storage_names); functional-API operations (Keras 3's ops) are no layers there.
+std::vector<KerasLayerWeights> by_layer_name(const KerasGraph& g, std::vector<KerasLayerWeights> weights) {
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < g.layers.size(); ++i) index[g.layers[i].name] = int(i);
+  std::vector<int> order(g.layers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  if (!g.sequential) {
+    std::vector<std::vector<int>> inputs(g.layers.size());
+    for (size_t i = 0; i < g.layers.size(); ++i)
+      for (const std::string& in : g.layers[i].inputs)
+        if (index.count(in)) inputs[i].push_back(index[in]);
+    order = keras_layer_order(inputs, int(g.layers.size()) - 1);
+  }
+  std::vector<std::string> classes, names;
+  for (int i : order) {
+    const KerasLayer& l = g.layers[size_t(i)];
+    if (l.module.rfind("keras.src.ops", 0) == 0) continue;
+    classes.push_back(l.class_name);
+    names.push_back(l.name);
+  }
+  const std::vector<std::string> stored = keras_storage_names(classes);
+  std::map<std::string, std::string> layer_of;
+  for (size_t i = 0; i < stored.size(); ++i) layer_of[stored[i]] = names[i];
+  for (KerasLayerWeights& w : weights)
+    if (const auto it = layer_of.find(w.layer); it != layer_of.end()) w.layer = it->second;
+  return weights;
 }
 
 }  // namespace
@@ -153,7 +185,9 @@ ImportedModel import_keras_model(const KerasModelFile& file, const ImportPaths& 
   try {
     const Config config = parse_config(text, paths.config);
     const Model model(config.model, paths.config);
-    if (!file.weights.empty()) r.weights = match_weights(file, model, r.problems);
+    if (!file.weights.empty())
+      r.weights = match_weights(file.format == KerasFormat::Keras ? by_layer_name(graph, file.weights) : file.weights,
+                                model, r.problems);
   } catch (const UserError& e) {
     r.problems.push_back(e.what());
   }

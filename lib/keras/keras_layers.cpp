@@ -40,7 +40,9 @@ const std::vector<KerasDefault>& keras_defaults() {
       {"*", "depthwise_initializer", "glorot_uniform"}, {"*", "pointwise_initializer", "glorot_uniform"},
       {"Conv2D", "strides", {1, 1}}, {"Conv2DTranspose", "strides", {1, 1}}, {"DepthwiseConv2D", "strides", {1, 1}},
       {"SeparableConv2D", "strides", {1, 1}}, {"Conv2D", "groups", 1}, {"Conv2DTranspose", "groups", 1}, {"BatchNormalization", "momentum", 0.99},
-      {"UpSampling2D", "size", {2, 2}}, {"Rescaling", "offset", 0.0},
+      {"UpSampling2D", "size", {2, 2}}, {"Rescaling", "offset", 0.0}, {"LeakyReLU", "negative_slope", 0.3},
+      {"LeakyReLU", "alpha", 0.3}, {"ELU", "alpha", 1.0}, {"PReLU", "alpha_initializer", "zeros"},
+      {"LayerNormalization", "rms_scaling", false}, {"ReLU", "negative_slope", 0.0}, {"ReLU", "threshold", 0.0},
   };
   return table;
 }
@@ -112,8 +114,20 @@ std::string shortest(double v) {
   return s;
 }
 
-bool is_pair_key(const std::string& key) {
-  return key == "kernel_size" || key == "strides" || key == "pool_size" || key == "dilation_rate" || key == "size";
+/// Keras's int-or-tuple arguments, written as one number when every entry is the same.
+bool is_size_key(const std::string& key) {
+  return key == "kernel_size" || key == "strides" || key == "pool_size" || key == "dilation_rate" || key == "size" ||
+         key == "padding" || key == "cropping";
+}
+
+/// [a, a] or [[a, a], [a, a]] as a; else value.
+json compact(const json& value) {
+  if (!value.is_array() || value.empty()) return value;
+  const json first = compact(value[0]);
+  if (first.is_array()) return value;
+  for (const json& v : value)
+    if (compact(v) != first) return value;
+  return first;
 }
 
 /// The dtype policy: float32 (a string or a DTypePolicy object) says nothing; others are problems.
@@ -154,8 +168,8 @@ void translate_arguments(const KerasLayer& l, const std::string& type, YAML::Nod
       node[key] = class_object(value);
       continue;
     }
-    if (is_pair_key(key) && value.is_array() && value.size() == 2 && value[0] == value[1]) {
-      node[key] = yaml_value(value[0]);
+    if (is_size_key(key)) {
+      node[key] = yaml_value(compact(value));
       continue;
     }
     node[key] = yaml_value(value);

@@ -6,9 +6,9 @@ Writes to OUT_DIR: the seed notebook's U-Net (Lambda x / 255, he_normal ELU
 convolutions, Dropout, BatchNormalization with moving statistics set away from
 0 and 1, Conv2DTranspose, concatenate; widths 4, 8, 16; 64x64x3) as seed.keras,
 seed.h5 and seed.json (Keras 3) and, where tf_keras (Keras 2) is installed, as
-seed_tf2.h5; unsupported.keras, a model with layers trainer lacks; test.png,
-the top-left 64x64 of SAMPLE_IMAGE; keras_prob.bin, the seed model's
-probabilities for test.png (float32, 64 x 64, row-major).
+seed_tf2.h5; unsupported.keras, a model with layers trainer lacks; test.png
+and test32.png, the top-left 64x64 and 32x32 of SAMPLE_IMAGE; keras_prob.bin,
+the seed model's probabilities for test.png (float32, 64 x 64, row-major).
 """
 import os
 import sys
@@ -55,6 +55,7 @@ def main(out, sample):
     import keras
     image = tf.io.decode_png(tf.io.read_file(sample), channels=3)[:64, :64, :]
     tf.io.write_file(os.path.join(out, "test.png"), tf.io.encode_png(image))
+    tf.io.write_file(os.path.join(out, "test32.png"), tf.io.encode_png(image[:32, :32, :]))
     model = seed_unet(keras)
     model.save(os.path.join(out, "seed.keras"))
     model.save(os.path.join(out, "seed.h5"))
