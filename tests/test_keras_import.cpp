@@ -5,11 +5,15 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "config/config.h"
 #include "io/checkpoint.h"
+#include "nn/model.h"
+#include "keras/keras_export.h"
 #include "keras/keras_import.h"
+#include "keras/keras_order.h"
 #include "keras/keras_layers.h"
 #include "keras/python_lambda.h"
 #include "process_testing.h"
@@ -267,6 +271,18 @@ TEST_CASE("import: Keras 2's layout (inbound_nodes as lists, BatchNormalization'
   CHECK(layer_named(c, "cat")["inputs"].as<std::vector<std::string>>() == std::vector<std::string>{"bn", "conv2d"});
   CHECK(c.training.loss.kind == LossKind::BinaryCrossentropy);  // not compiled: chosen from the sigmoid output
 
+  // tf.keras 2's 1.0 - x: the constant as the first operand, the tensor in the keywords.
+  k2["config"]["layers"][1] = {{"class_name", "TFOpLambda"}, {"name", "tf.math.subtract"},
+                               {"config", {{"name", "tf.math.subtract"}, {"function", "math.subtract"}}},
+                               {"inbound_nodes", {{"_CONSTANT_VALUE", -1, 1.0, {{"y", {"input_1", 0, 0}}, {"name", nullptr}}}}}};
+  k2["config"]["layers"][2]["inbound_nodes"] = {{{"tf.math.subtract", 0, 0, json::object()}}};
+  m = import_json(k2);
+  INFO(joined(m.problems));
+  REQUIRE(m.problems.empty());
+  c = parse_config(m.yaml, "k2.yaml");
+  CHECK(layer_named(c, "tf.math.subtract")["scale"].as<double>() == -1);
+  CHECK(layer_named(c, "tf.math.subtract")["offset"].as<double>() == 1);
+
   json seq = {{"class_name", "Sequential"},
               {"config",
                {{"name", "seq"},
@@ -381,7 +397,7 @@ TEST_CASE("export --format keras writes a .keras file that import reads back to 
   r = run_trainer("import " + keras.string() + " --output " + (dir / "back.yaml").string(), dir);
   REQUIRE(r.code == 0);
   const Checkpoint trained = load_checkpoint((dir / "run" / "final.h5").string());
-  const Checkpoint back = load_checkpoint((dir / "back.weights.h5").string());
+  const Checkpoint back = load_checkpoint((dir / "back_weights.h5").string());
   REQUIRE(back.weights.size() == trained.weights.size());
   for (size_t i = 0; i < back.weights.size(); ++i) {
     CHECK(back.weights[i].layer == trained.weights[i].layer);
@@ -401,4 +417,161 @@ TEST_CASE("export --format keras writes a .keras file that import reads back to 
                       (dir / "seed.zip").string(), dir);
   CHECK(r.code == 2);
   CHECK(r.err.find("does not end in .keras, which keras.models.load_model requires") != std::string::npos);
+}
+
+TEST_CASE("import: JSON of unexpected types, a cut .keras file and a zip that is no model are user errors",
+          "[keras][cli]") {
+  json model = seed_model();
+  model["config"]["layers"][2]["inbound_nodes"] = "conv";  // a string where Keras writes a list
+  model["config"]["layers"][3]["config"] = 5;
+  model["config"]["layers"][4]["inbound_nodes"][0]["args"][0]["config"] = "x";
+  const ImportedModel m = import_json(model);
+  INFO(joined(m.problems));
+  CHECK_FALSE(m.problems.empty());
+  CHECK(m.yaml.empty());
+
+  const auto dir = temp_dir("keras_import_damaged");
+  std::ofstream(dir / "odd.json") << model.dump();
+  Run r = run_trainer("import " + (dir / "odd.json").string() + " --output " + (dir / "odd.yaml").string(), dir);
+  CHECK(r.code == 2);
+
+  // A .keras file cut in half, and a zip without config.json.
+  std::ofstream(dir / "seed.json") << seed_model().dump();
+  REQUIRE(run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "seed.yaml").string(), dir).code == 0);
+  const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
+  REQUIRE(run_trainer("--config " + (dir / "seed.yaml").string() + " --images " + sample + "/images --masks " + sample +
+                          "/masks --epochs 1 --output " + (dir / "run").string() + " --gpus cpu",
+                      dir).code == 0);
+  REQUIRE(run_trainer("export --checkpoint " + (dir / "run" / "final.h5").string() + " --output " +
+                          (dir / "seed.keras").string(), dir).code == 0);
+  const std::string whole = slurp(dir / "seed.keras");
+  std::ofstream(dir / "cut.keras", std::ios::binary) << whole.substr(0, whole.size() / 2);
+  r = run_trainer("import " + (dir / "cut.keras").string() + " --output " + (dir / "cut.yaml").string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("cannot be opened as a zip") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "cut.yaml"));
+  std::string renamed = whole;  // the entry's name changed in the local header and the central directory
+  for (size_t at = renamed.find("config.json"); at != std::string::npos; at = renamed.find("config.json", at + 1))
+    renamed.replace(at, 11, "notes.jsonx");
+  std::ofstream(dir / "other.keras", std::ios::binary) << renamed;
+  r = run_trainer("import " + (dir / "other.keras").string() + " --output " + (dir / "other.yaml").string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("holds no config.json") != std::string::npos);
+  // A trainer checkpoint is not a Keras model.
+  r = run_trainer("import " + (dir / "run" / "final.h5").string() + " --output " + (dir / "ckpt.yaml").string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("is a trainer checkpoint, not a Keras model") != std::string::npos);
+}
+
+TEST_CASE("a .keras file's layers are numbered in Keras's model.layers order", "[keras]") {
+  // img -> s (an operation) -> a -> c and s -> b -> d; img -> bn_e -> f; cat [d, f, c] -> out: Keras's
+  // map_graph puts the deepest first and, at one depth, the first reached from the output.
+  const std::vector<std::vector<int>> inputs = {{}, {0}, {1}, {1}, {2}, {3}, {0}, {6}, {5, 7, 4}, {8}};
+  CHECK(keras_layer_order(inputs, 9) == std::vector<int>{0, 1, 3, 6, 2, 5, 7, 4, 8, 9});
+  CHECK(keras_storage_names({"InputLayer", "Conv2D", "Conv2D", "BatchNormalization", "Conv2DTranspose", "Conv2D"}) ==
+        std::vector<std::string>{"input_layer", "conv2d", "conv2d_1", "batch_normalization", "conv2d_transpose",
+                                 "conv2d_2"});
+}
+
+TEST_CASE("import: no JSON value of another type than Keras writes escapes as anything but a problem", "[keras]") {
+  const json model = seed_model();
+  const std::vector<json> odd = {5, "x", json::array({1}), nullptr, json::object()};
+  size_t tried = 0;
+  // Every value at most four levels into each layer entry and into the compile config.
+  std::function<void(json&, json&, int)> mutate = [&](json& root, json& at, int depth) {
+    if (depth > 4 || !(at.is_object() || at.is_array())) return;
+    for (auto it = at.begin(); it != at.end(); ++it) {
+      const json kept = *it;
+      for (const json& v : odd) {
+        *it = v;
+        ++tried;
+        CHECK_NOTHROW(import_json(root));
+      }
+      *it = kept;
+      mutate(root, *it, depth + 1);
+    }
+  };
+  json copy = model;
+  for (auto& layer : copy["config"]["layers"]) mutate(copy, layer, 1);
+  mutate(copy, copy["compile_config"], 1);
+  CHECK(tried > 500);
+}
+
+TEST_CASE("import: call keywords, Keras 2's hard_sigmoid, loss weights and YAML in names are problems", "[keras]") {
+  json model = seed_model();
+  auto& bn = model["config"]["layers"][5]["inbound_nodes"][0]["kwargs"];
+  bn["training"] = false;  // Keras 3 records it and overrides it with fit's: nothing to report
+  ImportedModel m = import_json(model);
+  CHECK(m.problems.empty());
+  bn["epsilon_override"] = 2;
+  m = import_json(model);
+  CHECK(joined(m.problems).find("layer 'bn' (BatchNormalization): called with epsilon_override=2") != std::string::npos);
+
+  json k2 = seed_model();
+  k2["keras_version"] = "2.15.0";
+  k2["config"]["layers"][2]["config"]["activation"] = "hard_sigmoid";
+  m = import_json(k2);
+  CHECK(joined(m.problems).find("Keras 2.15.0's hard_sigmoid is clip(0.2 x + 0.5, 0, 1)") != std::string::npos);
+
+  json weighted = seed_model();
+  weighted["compile_config"]["loss_weights"] = {0.1};
+  CHECK(joined(import_json(weighted).problems).find("loss_weights [0.1]") != std::string::npos);
+  weighted["compile_config"]["loss_weights"] = {1.0};
+  CHECK(import_json(weighted).problems.empty());
+
+  json inject = seed_model();
+  inject["compile_config"]["loss"] = "binary_crossentropy\n  output_dir: /tmp/elsewhere";
+  m = import_json(inject);
+  CHECK_FALSE(m.problems.empty());  // one string, not two keys
+  inject["compile_config"]["loss"] = {{"class_name", "BinaryCrossentropy"},
+                                      {"config", {{"fn", "binary_crossentropy"}, {"reduction", "auto"}, {"name", "bce"}}}};
+  m = import_json(inject);  // tf.keras 2's loss object
+  INFO(joined(m.problems));
+  CHECK(m.problems.empty());
+}
+
+TEST_CASE("import and export refuse to overwrite what is not theirs", "[keras][cli]") {
+  const auto dir = temp_dir("keras_outputs");
+  std::ofstream(dir / "seed.json") << seed_model().dump();
+  Run r = run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "same.yaml").string() +
+                          " --weights " + (dir / "same.yaml").string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--output and --weights both name") != std::string::npos);
+  r = run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "seed.json").string() + " --overwrite", dir);
+  CHECK(r.code == 2);
+  CHECK(slurp(dir / "seed.json") == seed_model().dump());
+
+  REQUIRE(run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "seed.yaml").string(), dir).code == 0);
+  const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
+  REQUIRE(run_trainer("--config " + (dir / "seed.yaml").string() + " --images " + sample + "/images --masks " + sample +
+                          "/masks --epochs 1 --output " + (dir / "run").string() + " --gpus cpu",
+                      dir).code == 0);
+  const std::string export_to = "export --checkpoint " + (dir / "run" / "final.h5").string() + " --output ";
+  std::ofstream(dir / "mine.keras") << "a Keras model of the user's own";
+  r = run_trainer(export_to + (dir / "mine.keras").string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("exists and is not an earlier export") != std::string::npos);
+  CHECK(slurp(dir / "mine.keras") == "a Keras model of the user's own");
+  CHECK(run_trainer(export_to + (dir / "ours.keras").string(), dir).code == 0);
+  CHECK(run_trainer(export_to + (dir / "ours.keras").string(), dir).code == 0);  // its own export: replaced
+}
+
+TEST_CASE("export --format keras writes a config's YAML 1.1 booleans as JSON booleans", "[keras]") {
+  const Config c = parse_config(R"(model:
+  layers:
+    - {type: Input, name: image, shape: [8, 8, 1]}
+    - {type: Conv2D, name: c, filters: 2, kernel_size: 3, use_bias: no, padding: same}
+    - {type: BatchNormalization, name: bn, center: off}
+    - {type: Conv2D, name: out, filters: 1, kernel_size: 1, activation: sigmoid}
+data: {images: i, masks: m}
+training: {loss: binary_crossentropy}
+)", "bools.yaml");
+  const Model model(c.model, c.path);
+  const json k = keras_model_config(c.model, model, OutputActivation::Sigmoid);
+  const json& layers = k["config"]["layers"];
+  CHECK(layers[1]["config"]["use_bias"] == false);
+  CHECK(layers[1]["config"]["kernel_size"] == 3);
+  CHECK(layers[2]["config"]["center"] == false);
+  CHECK(layers.back()["class_name"] == "Activation");
+  CHECK(layers.back()["name"] == "probability");
 }

@@ -44,13 +44,13 @@ cv::Mat trainer_probabilities(const fs::path& dir, const fs::path& checkpoint, c
   return p;
 }
 
-/// Imports model (a file in dir) to <stem>_<ext>.yaml and .weights.h5; returns the weights file.
+/// Imports model (a file in dir) to <stem>_<ext>.yaml and _weights.h5; returns the weights file.
 fs::path import_model(const fs::path& dir, const std::string& model) {
   const std::string stem = fs::path(model).stem().string() + "_" + fs::path(model).extension().string().substr(1);
   const Run r = run_trainer("import " + (dir / model).string() + " --output " + (dir / (stem + ".yaml")).string(), dir);
   INFO(model << ": " << r.out << r.err);
   REQUIRE(r.code == 0);
-  return dir / (stem + ".weights.h5");
+  return dir / (stem + "_weights.h5");
 }
 
 /// The largest difference between trainer's probabilities from the weights imported from model and Keras's.
@@ -95,7 +95,7 @@ const char* kEveryLayer = R"(model:
     - {type: Cropping2D, name: crop, cropping: 1}
     - {type: GroupNormalization, name: gn, groups: 4}
     - {type: ELU, name: elu}
-    - {type: Conv2D, name: c2, filters: 8, kernel_size: 3, padding: same, dilation_rate: 2}
+    - {type: Conv2D, name: c2, filters: 8, kernel_size: 3, padding: same, dilation_rate: 2, use_bias: no}
     - {type: PReLU, name: prelu, shared_axes: [1, 2]}
     - {type: Add, name: add, inputs: [prelu, gn]}
     - {type: GlobalAveragePooling2D, name: gap}
@@ -150,7 +150,7 @@ TEST_CASE("Keras models saved as .keras, .h5 and JSON import, predict as in Kera
   REQUIRE(r.code == 0);
   const auto model_section = [](const std::string& text) { return text.substr(text.find("model:"), text.find("data:") - text.find("model:")); };
   CHECK(model_section(slurp(dir / "seed_json.yaml")) == model_section(slurp(dir / "seed_keras.yaml")));
-  CHECK_FALSE(fs::exists(dir / "seed_json.weights.h5"));
+  CHECK_FALSE(fs::exists(dir / "seed_json_weights.h5"));
 
   // The imported config trains from the imported weights; the trained model goes back to Keras.
   r = run_trainer("--config " + (dir / "seed_keras.yaml").string() + " --images " + source + "/data/sample/images --masks " +

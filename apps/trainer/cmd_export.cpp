@@ -14,6 +14,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "keras/keras_export.h"
+#include "keras/keras_file.h"
 #include "nn/onnx_export.h"
 #include "nn/model.h"
 
@@ -61,6 +62,9 @@ void check_keras_output(const std::string& output) {
   if (ascii_lower(fs::path(output).extension().string()) != ".keras")
     throw UserError("--output '" + output + "' does not end in .keras, which keras.models.load_model requires; "
                     "name it e.g. unet.keras");
+  if (fs::exists(output, ec) && !written_by_trainer_export(output))
+    throw UserError("--output '" + output + "' exists and is not an earlier export (a Keras model of your own?): "
+                    "export would replace it; choose another name, or delete the file first");
 }
 
 /// "onnx" or "keras": the flag's, or the output's extension (.keras) when the flag is not given.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <unistd.h>
 
 #include "commands.h"
 #include "core/error.h"
@@ -17,10 +18,57 @@ namespace trainer::cli {
 
 namespace {
 
-/// CONFIG.yaml -> CONFIG.weights.h5 beside it (Keras's name for a weights file).
+/// CONFIG.yaml -> CONFIG_weights.h5 beside it (not .weights.h5: Keras 3's load_weights takes a file of
+/// that name for its own format, while it reads a trainer checkpoint of another .h5 name as a legacy one).
 std::string default_weights_path(const std::string& config) {
   std::filesystem::path p(config);
-  return (p.parent_path() / (p.stem().string() + ".weights.h5")).string();
+  return (p.parent_path() / (p.stem().string() + "_weights.h5")).string();
+}
+
+/// UserError when two of the files (the model read, the config and the weights written) are one.
+void check_distinct(const std::string& model, const std::string& config, const std::string& weights) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto same = [&](const std::string& a, const std::string& b) {
+    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  };
+  if (same(config, weights))
+    throw UserError("--output and --weights both name '" + config + "'; give the weights another file, e.g. " +
+                    default_weights_path(config));
+  for (const std::string& out : {config, weights})
+    if (same(out, model))
+      throw UserError("'" + out + "' is the Keras model being imported; write the config and weights elsewhere");
+}
+
+/// Writes the weights (when there are any) and then the config, each complete under a staged name first,
+/// so that a failure leaves neither half written; a config that cannot be committed takes the new
+/// weights file away again unless one was there before.
+void write_outputs(const ImportedModel& m, const std::string& config, const std::string& weights) {
+  const std::string staged = weights + ".staged-" + std::to_string(::getpid());
+  const std::string staged_config = config + ".staged-" + std::to_string(::getpid());
+  if (!m.weights.empty()) {
+    Checkpoint ckpt;
+    ckpt.config_yaml = m.yaml;
+    ckpt.weights = m.weights;
+    save_checkpoint(staged, ckpt);
+  }
+  try {
+    write_file_atomic(staged_config, m.yaml);
+    std::error_code ec;
+    const bool had_weights = std::filesystem::exists(weights, ec);
+    if (!m.weights.empty()) commit_temp(staged, weights);
+    try {
+      commit_temp(staged_config, config);
+    } catch (const UserError&) {
+      if (!m.weights.empty() && !had_weights) std::filesystem::remove(weights, ec);
+      throw;
+    }
+  } catch (const UserError&) {
+    std::error_code ec;
+    std::filesystem::remove(staged, ec);
+    std::filesystem::remove(staged_config, ec);
+    throw;
+  }
 }
 
 /// UserError when path exists and overwrite is off, or names a folder.
@@ -45,7 +93,7 @@ Command add_import(CLI::App& app) {
                                                "a trainer config, and its weights as a checkpoint the config starts from");
   cmd->add_option("model", f->model, "Keras model file")->required()->check(non_empty_path());
   cmd->add_option("--output,-o", f->output, "Config file to write (YAML)")->required()->check(non_empty_path());
-  cmd->add_option("--weights", f->weights, "Weights file to write (default: the config's name, .weights.h5)")
+  cmd->add_option("--weights", f->weights, "Weights file to write (default: the config's name, _weights.h5)")
       ->check(non_empty_path());
   cmd->add_flag("--overwrite", f->overwrite, "Replace output files that exist (else an error before any is written)");
   return {cmd, [f] {
@@ -53,6 +101,7 @@ Command add_import(CLI::App& app) {
             install_exit_handlers();  // Ctrl-C leaves no temporary file
             const std::string weights = f->weights.empty() ? default_weights_path(f->output) : f->weights;
             check_new_file(f->output, "--output", f->overwrite);
+            check_distinct(f->model, f->output, weights);
             const KerasModelFile file = read_keras_file(f->model);
             if (!file.weights.empty()) check_new_file(weights, "--weights", f->overwrite);
             const ImportedModel m = import_keras_model(file, {f->model, f->output, weights});
@@ -64,13 +113,7 @@ Command add_import(CLI::App& app) {
               for (const std::string& p : m.problems) std::cerr << "  " << p << "\n";
               throw ReportedUserError(f->model + " cannot be imported");
             }
-            if (!m.weights.empty()) {
-              Checkpoint ckpt;
-              ckpt.config_yaml = m.yaml;
-              ckpt.weights = m.weights;
-              save_checkpoint(weights, ckpt);
-            }
-            write_file_atomic(f->output, m.yaml);
+            write_outputs(m, f->output, weights);
             std::printf("Wrote %s (%s)%s\n", f->output.c_str(), keras_format_name(file.format),
                         m.weights.empty() ? "; the file holds no weights"
                                           : (" and its weights to " + weights).c_str());

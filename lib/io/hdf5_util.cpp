@@ -201,7 +201,19 @@ long long attribute_size(hid_t loc, const char* name) {
   return n;
 }
 
-FloatArray read_float_dataset(hid_t loc, const std::string& name, const std::string& path) {
+void require_hard_links(hid_t loc, const std::string& name, const std::string& path) {
+  for (size_t end = name.find('/'); ; end = name.find('/', end + 1)) {
+    const std::string part = name.substr(0, end);
+    H5L_info_t info;
+    if (H5Lexists(loc, part.c_str(), H5P_DEFAULT) <= 0) throw H5Failure("'" + path + "' is missing");
+    if (H5Lget_info(loc, part.c_str(), &info, H5P_DEFAULT) < 0) fail("link '" + path + "'");
+    if (info.type != H5L_TYPE_HARD)
+      throw H5Failure("'" + path + "' is a soft or external link, which a model file does not hold");
+    if (end == std::string::npos) return;
+  }
+}
+
+FloatArray read_float_dataset(hid_t loc, const std::string& name, const std::string& path, size_t max_values) {
   constexpr hsize_t kMaxValues = (hsize_t(1) << 31) - 1;
   if (H5Lexists(loc, name.c_str(), H5P_DEFAULT) <= 0) throw H5Failure("dataset '" + path + "' is missing");
   Handle ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "opening dataset '" + path + "'");
@@ -218,6 +230,9 @@ FloatArray read_float_dataset(hid_t loc, const std::string& name, const std::str
     out.shape.push_back(int(d));
     count *= size_t(d);
   }
+  if (count > max_values)
+    throw H5Failure("dataset '" + path + "' claims " + std::to_string(count) + " values, more than the file's size " +
+                    "can hold");
   out.values.resize(count);
   if (count && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.values.data()) < 0)
     fail("reading dataset '" + path + "'");

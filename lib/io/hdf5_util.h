@@ -85,9 +85,14 @@ struct FloatArray {
 };
 /// Reads dataset name of loc (path: its full name, for messages) as float32,
 /// converting from its stored type (float16, float64, ...). Throws H5Failure
-/// for a missing dataset, a failed read, or 2^31 values or more (more than
-/// any weight holds).
-FloatArray read_float_dataset(hid_t loc, const std::string& name, const std::string& path);
+/// for a missing dataset, a failed read, or more than max_values values
+/// (2^31 - 1 at most: more than any weight holds).
+FloatArray read_float_dataset(hid_t loc, const std::string& name, const std::string& path,
+                              size_t max_values = (size_t(1) << 31) - 1);
+/// Throws H5Failure unless every link on the relative path name from loc
+/// ("conv2d/kernel:0") is a hard link: a file from elsewhere must not lead
+/// the reader into another file (an external link) or round a soft link.
+void require_hard_links(hid_t loc, const std::string& name, const std::string& path);
 /// Writes dataset name of loc: float32 little-endian of shape dims (a scalar
 /// when dims is empty) from values (the product of dims of them). what names
 /// it in H5Failure's message.

@@ -12,18 +12,6 @@ namespace {
 
 using json = KerasJson;
 
-std::string str(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-}
-
-std::string flow(const YAML::Node& node) {
-  YAML::Emitter e;
-  e.SetMapFormat(YAML::Flow);
-  e.SetSeqFormat(YAML::Flow);
-  e << node;
-  return e.c_str();
-}
-
 /// Keras's optimizer arguments that a config need not state (their defaults and Keras-only options left off).
 bool optimizer_default(const std::string& key, const json& v) {
   static const std::vector<std::pair<const char*, json>> defaults = {
@@ -37,53 +25,69 @@ bool optimizer_default(const std::string& key, const json& v) {
   return false;
 }
 
-/// A Keras object {"class_name": C, "config": {...}} as {type: C, <arguments kept by keep>}.
+/// An argument of a nested object (a schedule): all but its name and None.
+bool keep_argument(const std::string& key, const json& v) { return key != "name" && !v.is_null(); }
+
+/// A Keras object {"class_name": C, "config": {...}} as {type: C, <arguments kept by keep>}; an
+/// argument that is such an object itself (a learning-rate schedule) likewise, its name left out.
 template <typename Keep>
 YAML::Node object_node(const json& v, Keep keep) {
   YAML::Node m(YAML::NodeType::Map);
-  m["type"] = str(v, "class_name");
-  const json config = v.value("config", json::object());
-  for (const auto& [key, value] : config.items())
-    if (keep(key, value)) m[key] = yaml_value(value);
+  m["type"] = json_text(v, "class_name");
+  const json config = json_at(v, "config", json::object());
+  if (!config.is_object()) return m;
+  for (const auto& [key, value] : config.items()) {
+    if (!keep(key, value)) continue;
+    const bool object = value.is_object() && !json_text(value, "class_name").empty();
+    m[key] = object ? object_node(value, keep_argument) : yaml_value(value);
+  }
   return m;
 }
 
 /// A function of the user's own: Keras 3 {"class_name": "function", "config": "name"}; "" otherwise.
 std::string user_function(const json& v) {
-  return str(v, "class_name") == "function" && v.contains("config") && v["config"].is_string()
+  return json_text(v, "class_name") == "function" && v.contains("config") && v["config"].is_string()
              ? v["config"].get<std::string>()
              : std::string();
 }
 
 void translate_optimizer(const json& o, CompileTranslation& t) {
   if (o.is_string()) {
-    t.lines.push_back("optimizer: " + o.get<std::string>());
+    t.lines.push_back("optimizer: " + yaml_flow(YAML::Node(o.get<std::string>())));
     return;
   }
   YAML::Node m = object_node(o, [](const std::string& k, const json& v) { return !optimizer_default(k, v); });
   // tf.keras 2.11+ registers its optimizers as "Custom>Adam".
   const std::string type = m["type"].as<std::string>();
   if (type.rfind("Custom>", 0) == 0) m["type"] = type.substr(7);
-  t.lines.push_back("optimizer: " + flow(m));
+  t.lines.push_back("optimizer: " + yaml_flow(m));
 }
 
-void translate_loss(const json& loss, CompileTranslation& t) {
+void translate_loss(json loss, CompileTranslation& t) {
+  if (loss.is_array() && loss.size() == 1) loss = loss[0];  // compile(loss=[...]) of a one-output model
+  if (loss.is_object() && json_text(loss, "class_name").empty() && loss.size() == 1)
+    loss = loss.begin().value();  // Keras 2: {output_name: loss}
   const std::string own = user_function(loss);
-  if (!own.empty() || (loss.is_object() && str(loss, "class_name").empty())) {
+  if (!own.empty() || (loss.is_object() && json_text(loss, "class_name").empty())) {
     t.problems.push_back("loss '" + (own.empty() ? loss.dump() : own) + "' is a function of your own; trainer's "
                          "losses are Keras's and a few more: set training.loss to one of them (docs/config.md: "
                          "e.g. bce_dice for binary crossentropy plus dice)");
     return;
   }
   if (loss.is_string()) {
-    t.lines.push_back("loss: " + loss.get<std::string>());
+    t.lines.push_back("loss: " + yaml_flow(YAML::Node(loss.get<std::string>())));
     return;
   }
+  if (!loss.is_object()) {
+    t.problems.push_back("loss " + loss.dump() + " is not one loss; trainer models have one output and one loss");
+    return;
+  }
+  // tf.keras 2's loss objects name their function ("fn"), which the class says already.
   const auto keep = [](const std::string& k, const json& v) {
-    return k != "name" && !v.is_null() && !(k == "reduction" && v == "sum_over_batch_size") &&
+    return k != "name" && k != "fn" && !v.is_null() && !(k == "reduction" && v == "sum_over_batch_size") &&
            !(k == "from_logits" && v == false) && !(k == "label_smoothing" && v == 0.0) && !(k == "axis" && v == -1);
   };
-  t.lines.push_back("loss: " + flow(object_node(loss, keep)));
+  t.lines.push_back("loss: " + yaml_flow(object_node(loss, keep)));
 }
 
 /// A Keras metric as one of trainer's names; "" with a problem when there is none.
@@ -91,7 +95,7 @@ std::string metric_name(const json& m, CompileTranslation& t) {
   const std::string own = user_function(m);
   std::string name = m.is_string() ? m.get<std::string>() : own;
   // tf.keras 2: {"class_name": "MeanMetricWrapper", "config": {"name": "accuracy", "fn": "binary_accuracy"}}.
-  if (str(m, "class_name") == "MeanMetricWrapper") name = str(m.value("config", json::object()), "fn");
+  if (json_text(m, "class_name") == "MeanMetricWrapper") name = json_text(json_at(m, "config", json::object()), "fn");
   if (name == "accuracy" || name == "acc" || name == "binary_accuracy") return "accuracy";
   if (name == "precision" || name == "recall" || name == "binary_iou" || name == "dice") return name;
   if (name == "mean_iou") {
@@ -99,16 +103,16 @@ std::string metric_name(const json& m, CompileTranslation& t) {
                       "kernels' IoU averaged over the thresholds 0.5 to 0.95 (docs/config.md)");
     return "mean_iou";
   }
-  const std::string cls = str(m, "class_name");
-  const json c = m.value("config", json::object());
-  const bool half = c.value("thresholds", json()).is_null() || c["thresholds"] == 0.5;
-  if ((cls == "Precision" || cls == "Recall") && half && c.value("top_k", json()).is_null() &&
-      c.value("class_id", json()).is_null())
+  const std::string cls = json_text(m, "class_name");
+  const json c = json_at(m, "config", json::object());
+  const bool half = json_at(c, "thresholds").is_null() || json_at(c, "thresholds") == 0.5;
+  if ((cls == "Precision" || cls == "Recall") && half && json_at(c, "top_k", json()).is_null() &&
+      json_at(c, "class_id", json()).is_null())
     return cls == "Precision" ? "precision" : "recall";
-  if (cls == "BinaryAccuracy" && c.value("threshold", 0.5) == 0.5) return "accuracy";
-  if (cls == "BinaryIoU" && c.value("threshold", 0.5) == 0.5 && c.value("target_class_ids", json{0, 1}) == json{0, 1})
+  if (cls == "BinaryAccuracy" && json_at(c, "threshold", 0.5) == 0.5) return "accuracy";
+  if (cls == "BinaryIoU" && json_at(c, "threshold", 0.5) == 0.5 && json_at(c, "target_class_ids", json{0, 1}) == json{0, 1})
     return "binary_iou";
-  if (cls == "MeanIoU" && c.value("num_classes", 0) == 2) {
+  if (cls == "MeanIoU" && json_at(c, "num_classes", 0) == 2) {
     t.notes.push_back("metric MeanIoU(num_classes=2) is taken as binary_iou (the mean IoU of background and "
                       "foreground at 0.5: docs/config.md)");
     return "binary_iou";
@@ -142,7 +146,21 @@ void translate_metrics(json metrics, CompileTranslation& t) {
     for (const auto& item : list) seen |= item.as<std::string>() == n;
     if (!seen) list.push_back(n);
   }
-  t.lines.push_back("metrics: " + flow(list));
+  t.lines.push_back("metrics: " + yaml_flow(list));
+}
+
+/// compile's arguments that trainer has no counterpart for, as problems when they change anything.
+void check_unsupported(const json& compile, CompileTranslation& t) {
+  const json weights = json_at(compile, "loss_weights");
+  const bool one = weights.is_null() || weights == 1 || weights == json{1} ||
+                   (weights.is_array() && weights.size() == 1 && weights[0] == 1.0);
+  if (!one)
+    t.problems.push_back("compile's loss_weights " + weights.dump() + " scale the loss (and so the steps), which "
+                         "trainer does not do; drop them, or scale the learning rate instead");
+  const json weighted = json_at(compile, "weighted_metrics");
+  if (!weighted.is_null() && !(weighted.is_array() && weighted.empty()))
+    t.problems.push_back("compile's weighted_metrics " + weighted.dump() + " need sample weights, which trainer does "
+                         "not take; list those metrics under training.metrics");
 }
 
 }  // namespace
@@ -150,8 +168,9 @@ void translate_metrics(json metrics, CompileTranslation& t) {
 CompileTranslation translate_compile(const json& compile) {
   CompileTranslation t;
   if (!compile.is_object()) return t;
+  check_unsupported(compile, t);
   if (compile.contains("loss") && !compile["loss"].is_null()) translate_loss(compile["loss"], t);
-  const json optimizer = compile.contains("optimizer") ? compile["optimizer"] : compile.value("optimizer_config", json());
+  const json optimizer = compile.contains("optimizer") ? compile["optimizer"] : json_at(compile, "optimizer_config", json());
   if (!optimizer.is_null()) translate_optimizer(optimizer, t);
   if (compile.contains("metrics") && !compile["metrics"].is_null()) translate_metrics(compile["metrics"], t);
   const std::vector<std::string> found = check_training_lines(t.lines);
@@ -169,7 +188,7 @@ std::vector<std::string> check_training_lines(const std::vector<std::string>& li
       (void)parse_config(text, "imported");
     } catch (const UserError& e) {
       const std::string m = e.what();
-      const size_t at = m.find("training.");
+      const size_t at = m.find("training");  // the place in the snippet checked says nothing
       problems.push_back(at == std::string::npos ? m : m.substr(at));
     }
   }

@@ -3,11 +3,11 @@
 #include <yaml-cpp/yaml.h>
 #include <zip.h>
 
-#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <memory>
 
+#include "core/build_id.h"
 #include "core/error.h"
 #include "io/hdf5_util.h"
 #include "keras/keras_order.h"
@@ -19,23 +19,23 @@ namespace {
 
 using json = KerasJson;
 
-/// A YAML scalar as JSON: booleans, null, integers and floats as such, other text as a string.
-json scalar_json(const std::string& s) {
-  if (s == "true" || s == "True") return true;
-  if (s == "false" || s == "False") return false;
-  if (s == "null" || s == "~" || s == "None") return nullptr;
-  char* end = nullptr;
-  const long long i = std::strtoll(s.c_str(), &end, 10);
-  if (!s.empty() && *end == '\0') return i;
-  const double d = std::strtod(s.c_str(), &end);
-  if (!s.empty() && *end == '\0') return d;
-  return s;
+/// A YAML scalar as JSON, read as the config reader reads it (yaml-cpp's conversions): an integer, a
+/// float, a boolean (true, yes, on, y, ... as YAML 1.1 has them), or else text.
+json scalar_json(const YAML::Node& n) {
+  long long i = 0;
+  double d = 0;
+  bool b = false;
+  if (YAML::convert<long long>::decode(n, i)) return i;
+  if (YAML::convert<double>::decode(n, d)) return d;
+  if (YAML::convert<bool>::decode(n, b)) return b;
+  return n.Scalar();
 }
 
 /// A config value as Keras's JSON: lists as lists; a mapping {type: L2, l2: ...} as the serialized
 /// object {"class_name": "L2", "config": {"l2": ...}}, as Keras's deserializers take it.
 json yaml_json(const YAML::Node& n) {
-  if (n.IsScalar()) return scalar_json(n.Scalar());
+  if (n.IsNull()) return nullptr;
+  if (n.IsScalar()) return scalar_json(n);
   if (n.IsSequence()) {
     json a = json::array();
     for (const auto& v : n) a.push_back(yaml_json(v));
@@ -103,8 +103,12 @@ KerasJson keras_model_config(const ModelConfig& config, const Model& model, Outp
   std::string output = config.layers.back().name;
   if (append != OutputActivation::None) {
     std::string name = "probability";
-    for (const LayerSpec& s : config.layers)
-      if (s.name == name) name += "_1";
+    const auto taken = [&](const std::string& n) {
+      for (const LayerSpec& s : config.layers)
+        if (s.name == n) return true;
+      return false;
+    };
+    for (int k = 1; taken(name); ++k) name = "probability_" + std::to_string(k);
     const json args = {keras_tensor(output, model.output_shape())};
     layers.push_back(layer_entry("Activation", name,
                                  {{"activation", append == OutputActivation::Sigmoid ? "sigmoid" : "softmax"},
@@ -214,7 +218,7 @@ std::string metadata_json() {
   std::tm utc{};
   gmtime_r(&now, &utc);
   std::strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", &utc);
-  return json{{"keras_version", "3.0.0"}, {"date_saved", date}}.dump();
+  return json{{"keras_version", "3.0.0"}, {"date_saved", date}, {"trainer_version", build_id()}}.dump();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <zip.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -14,6 +15,27 @@ namespace trainer {
 namespace {
 
 constexpr long long kMaxJsonBytes = 256LL << 20;  // a model config is kilobytes; this is no config
+constexpr int kMaxJsonDepth = 200;  // a layer's config nests a few levels; copies and == recurse per level
+
+/// The deepest nesting of [ and { in JSON text, strings skipped.
+int json_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 std::string read_head(const std::string& path, size_t n) {
   std::ifstream in(path, std::ios::binary);
@@ -23,14 +45,17 @@ std::string read_head(const std::string& path, size_t n) {
   return head;
 }
 
-/// The whole of entry name of an open zip; "" with found false when it is absent.
-std::string zip_entry(zip_t* z, const char* name, const std::string& where, bool& found) {
+/// The whole of entry name of an open zip (at most max_bytes); "" with found false when it is absent.
+std::string zip_entry(zip_t* z, const char* name, const std::string& where, bool& found, long long max_bytes) {
   found = false;
   zip_stat_t st;
   zip_stat_init(&st);
   if (zip_stat(z, name, 0, &st) != 0) return "";
   found = true;
-  if (!(st.valid & ZIP_STAT_SIZE) || st.size > (16ULL << 30))
+  // Keras stores its entries uncompressed; deflate packs at most about 1000:1, so more is a damaged file
+  // (or a zip bomb), not a model.
+  const bool sized = (st.valid & ZIP_STAT_SIZE) && (st.valid & ZIP_STAT_COMP_SIZE);
+  if (!sized || st.size > zip_uint64_t(max_bytes) || st.size > 1100 * st.comp_size + (1 << 20))
     throw UserError(where + ": its entry '" + name + "' claims an impossible size; the file is damaged");
   std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen(z, name, 0), zip_fclose);
   if (!f) throw UserError(where + ": cannot read its entry '" + name + "': " + zip_strerror(z) + "; the file is damaged");
@@ -52,8 +77,22 @@ h5::Handle open_h5_image(const std::string& image, const std::string& what) {
   return h5::Handle(H5Fopen("model.weights.h5", H5F_ACC_RDONLY, fapl), H5Fclose, "opening " + what);
 }
 
+/// How many float values the weights of a file of `bytes` bytes may claim in all: compressed
+/// datasets shrink at most about 1000:1, so more is a damaged file, not weights to allocate.
+struct WeightBudget {
+  explicit WeightBudget(size_t bytes) : values((1100 * bytes + (64 << 20)) / sizeof(float)) {}
+  size_t values;
+  /// Reads dataset name of loc (hard links only) within the budget.
+  h5::FloatArray read(hid_t loc, const std::string& name, const std::string& path) {
+    h5::require_hard_links(loc, name, path);
+    h5::FloatArray a = h5::read_float_dataset(loc, name, path, values);
+    values -= a.values.size();
+    return a;
+  }
+};
+
 /// Keras 3's weights file: /layers/<name>/vars/0, 1, ... (saving_lib's H5IOStore).
-std::vector<KerasLayerWeights> read_numbered_weights(hid_t file) {
+std::vector<KerasLayerWeights> read_numbered_weights(hid_t file, WeightBudget budget) {
   std::vector<KerasLayerWeights> out;
   if (H5Lexists(file, "layers", H5P_DEFAULT) <= 0) return out;
   h5::Handle layers(H5Gopen2(file, "layers", H5P_DEFAULT), H5Gclose, "opening group '/layers'");
@@ -61,13 +100,14 @@ std::vector<KerasLayerWeights> read_numbered_weights(hid_t file) {
     const std::string vars_path = layer + "/vars";
     if (H5Lexists(layers, layer.c_str(), H5P_DEFAULT) <= 0 || H5Lexists(layers, vars_path.c_str(), H5P_DEFAULT) <= 0)
       continue;
+    h5::require_hard_links(layers, vars_path, "/layers/" + vars_path);
     h5::Handle vars(H5Gopen2(layers, vars_path.c_str(), H5P_DEFAULT), H5Gclose, "opening '/layers/" + vars_path + "'");
     KerasLayerWeights w;
     w.layer = layer;
     for (int i = 0;; ++i) {
       const std::string index = std::to_string(i);
       if (H5Lexists(vars, index.c_str(), H5P_DEFAULT) <= 0) break;
-      w.arrays.push_back(h5::read_float_dataset(vars, index, "/layers/" + vars_path + "/" + index));
+      w.arrays.push_back(budget.read(vars, index, "/layers/" + vars_path + "/" + index));
     }
     if (!w.arrays.empty()) out.push_back(std::move(w));
   }
@@ -75,10 +115,12 @@ std::vector<KerasLayerWeights> read_numbered_weights(hid_t file) {
 }
 
 /// A legacy .h5 model's /model_weights: @layer_names, each layer's @weight_names ("conv2d/kernel:0").
-std::vector<KerasLayerWeights> read_named_weights(hid_t file) {
+std::vector<KerasLayerWeights> read_named_weights(hid_t file, WeightBudget budget) {
   std::vector<KerasLayerWeights> out;
+  h5::require_hard_links(file, "model_weights", "/model_weights");
   h5::Handle root(H5Gopen2(file, "model_weights", H5P_DEFAULT), H5Gclose, "opening group '/model_weights'");
   for (const std::string& layer : h5::read_strings(root, "layer_names")) {
+    h5::require_hard_links(root, layer, "/model_weights/" + layer);
     h5::Handle group(H5Gopen2(root, layer.c_str(), H5P_DEFAULT), H5Gclose, "opening '/model_weights/" + layer + "'");
     if (h5::attribute_size(group, "weight_names") == 0) continue;  // h5py's empty list is a float array
     KerasLayerWeights w;
@@ -87,7 +129,7 @@ std::vector<KerasLayerWeights> read_named_weights(hid_t file) {
       std::string name = path.substr(path.rfind('/') + 1);
       if (name.size() > 2 && name.compare(name.size() - 2, 2, ":0") == 0) name.resize(name.size() - 2);
       w.names.push_back(name);
-      w.arrays.push_back(h5::read_float_dataset(group, path, "/model_weights/" + layer + "/" + path));
+      w.arrays.push_back(budget.read(group, path, "/model_weights/" + layer + "/" + path));
     }
     out.push_back(std::move(w));
   }
@@ -106,24 +148,27 @@ KerasModelFile read_zip(const std::string& path) {
     throw UserError(where + " cannot be opened as a zip: " + reason + "; the file is damaged or cut short");
   }
   bool found = false;
-  const std::string config = zip_entry(z.get(), "config.json", where, found);
+  const std::string config = zip_entry(z.get(), "config.json", where, found, kMaxJsonBytes);
   if (!found)
     throw UserError(where + " holds no config.json: it is a zip but not a Keras 3 model file; save the model with "
                     "model.save(\"model.keras\")");
   KerasModelFile f = parse_keras_json(config, where + ", config.json");
   f.format = KerasFormat::Keras;
-  const std::string metadata = zip_entry(z.get(), "metadata.json", where, found);
+  const std::string metadata = zip_entry(z.get(), "metadata.json", where, found, kMaxJsonBytes);
   if (found) {
     const KerasJson m = KerasJson::parse(metadata, nullptr, false);
     if (m.is_object() && m.contains("keras_version") && m["keras_version"].is_string())
       f.keras_version = m["keras_version"].get<std::string>();
   }
-  const std::string image = zip_entry(z.get(), "model.weights.h5", where, found);
+  const std::string image = zip_entry(z.get(), "model.weights.h5", where, found, 16LL << 30);
+  if (!found && zip_name_locate(z.get(), "model.weights.npz", 0) >= 0)
+    throw UserError(where + " keeps its weights as model.weights.npz, which trainer does not read; save the model "
+                    "with Keras's default weights format (model.save(\"model.keras\")) and import that");
   if (found) {
     h5::QuietErrors quiet;
     try {
       h5::Handle file = open_h5_image(image, "model.weights.h5");
-      f.weights = read_numbered_weights(file);
+      f.weights = read_numbered_weights(file, WeightBudget(image.size()));
     } catch (const h5::H5Failure& e) {
       throw UserError(where + ": its model.weights.h5 cannot be read (" + e.what() + "); the file is damaged");
     }
@@ -131,7 +176,7 @@ KerasModelFile read_zip(const std::string& path) {
   return f;
 }
 
-KerasModelFile read_h5(const std::string& path) {
+KerasModelFile read_h5(const std::string& path, size_t bytes) {
   const std::string where = "'" + path + "' (an HDF5 file)";
   h5::QuietErrors quiet;
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -151,7 +196,7 @@ KerasModelFile read_h5(const std::string& path) {
       if (t.is_object()) f.compile = t;
     }
     if (h5::has_attribute(file, "keras_version")) f.keras_version = h5::read_string(file, "keras_version");
-    if (H5Lexists(file, "model_weights", H5P_DEFAULT) > 0) f.weights = read_named_weights(file);
+    if (H5Lexists(file, "model_weights", H5P_DEFAULT) > 0) f.weights = read_named_weights(file, WeightBudget(bytes));
   } catch (const h5::H5Failure& e) {
     throw UserError(where + " cannot be read as a Keras model: " + e.what() + "; the file is damaged");
   }
@@ -171,6 +216,9 @@ const char* keras_format_name(KerasFormat format) {
 }
 
 KerasModelFile parse_keras_json(const std::string& text, const std::string& where) {
+  if (json_depth(text) > kMaxJsonDepth)
+    throw UserError(where + " nests its JSON more than " + std::to_string(kMaxJsonDepth) +
+                    " levels deep, which no Keras model config does; the file is damaged");
   KerasJson j;
   try {
     j = KerasJson::parse(text);
@@ -190,6 +238,19 @@ KerasModelFile parse_keras_json(const std::string& text, const std::string& wher
   return f;
 }
 
+bool written_by_trainer_export(const std::string& path) {
+  int err = 0;
+  std::unique_ptr<zip_t, void (*)(zip_t*)> z(zip_open(path.c_str(), ZIP_RDONLY, &err), zip_discard);
+  if (!z) return false;
+  try {
+    bool found = false;
+    const std::string metadata = zip_entry(z.get(), "metadata.json", path, found, 1 << 20);
+    return found && !json_text(KerasJson::parse(metadata, nullptr, false), "trainer_version").empty();
+  } catch (const UserError&) {
+    return false;
+  }
+}
+
 KerasModelFile read_keras_file(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
@@ -197,7 +258,7 @@ KerasModelFile read_keras_file(const std::string& path) {
                     "model.to_json())");
   const std::string head = read_head(path, 8);
   if (head.rfind("PK\x03\x04", 0) == 0) return read_zip(path);
-  if (head == std::string("\x89HDF\r\n\x1a\n", 8)) return read_h5(path);
+  if (head == std::string("\x89HDF\r\n\x1a\n", 8)) return read_h5(path, size_t(st.st_size));
   const size_t first = head.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && head[first] == '{') {
     if (st.st_size > kMaxJsonBytes)

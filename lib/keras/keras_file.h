@@ -54,6 +54,10 @@ struct KerasModelFile {
 /// save_weights: no model in it), weights that cannot be read.
 KerasModelFile read_keras_file(const std::string& path);
 
+/// Whether path is a .keras zip that trainer's export wrote (its
+/// metadata.json names trainer_version); false for anything else, never throws.
+bool written_by_trainer_export(const std::string& path);
+
 /// KerasModelFile's model and compile parts from JSON text (to_json() or a
 /// .keras config.json); where names the source in messages. Throws UserError
 /// for text that does not parse or is no Keras model config.

@@ -6,11 +6,23 @@ namespace {
 
 using json = KerasJson;
 
-std::string str(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-}
-
 std::string layer_label(const KerasLayer& l) { return "layer '" + l.name + "' (" + l.class_name + ")"; }
+
+/// Adds an input of layer: the output `tensor` of call `node` of the layer named `from`. tf.keras 2
+/// writes a constant operand of an operation (1.0 in 1.0 - x) as ["_CONSTANT_VALUE", -1, 1.0].
+void add_input(const json& from, const json& node, const json& tensor, KerasLayer& layer,
+               std::vector<std::string>& problems) {
+  const std::string name = from.get<std::string>();
+  if (name == "_CONSTANT_VALUE") {
+    if (layer.inputs.empty() && layer.constants.empty()) layer.tensor_first = false;
+    layer.constants.push_back(tensor);
+    return;
+  }
+  if (node != 0 || tensor != 0)
+    problems.push_back(layer_label(layer) + ": reads output " + tensor.dump() + " of call " + node.dump() + " of '" +
+                       name + "'; trainer models take each layer's one output of its one call");
+  layer.inputs.push_back(name);
+}
 
 /// The tensors (keras_history [layer, node, tensor]) and constants of a Keras 3 call argument, in order.
 void collect_keras3(const json& arg, KerasLayer& layer, std::vector<std::string>& problems) {
@@ -18,20 +30,29 @@ void collect_keras3(const json& arg, KerasLayer& layer, std::vector<std::string>
     for (const json& a : arg) collect_keras3(a, layer, problems);
     return;
   }
-  if (arg.is_object() && str(arg, "class_name") == "__keras_tensor__") {
-    const json h = arg.value("config", json::object()).value("keras_history", json::array());
+  if (arg.is_object() && json_text(arg, "class_name") == "__keras_tensor__") {
+    const json h = json_at(json_at(arg, "config"), "keras_history", json::array());
     if (!h.is_array() || h.size() != 3 || !h[0].is_string()) {
       problems.push_back(layer_label(layer) + ": an input without its layer's name (keras_history)");
       return;
     }
-    if (h[1] != 0 || h[2] != 0)
-      problems.push_back(layer_label(layer) + ": reads output " + h[2].dump() + " of call " + h[1].dump() + " of '" +
-                         h[0].get<std::string>() + "'; trainer models take each layer's one output of its one call");
-    layer.inputs.push_back(h[0].get<std::string>());
+    add_input(h[0], h[1], h[2], layer, problems);
     return;
   }
   if (layer.inputs.empty() && layer.constants.empty()) layer.tensor_first = false;
   layer.constants.push_back(arg);
+}
+
+/// A call's keyword argument that changes what the layer computes: a problem. Keras 3 records
+/// training=False for some calls in every functional model and overrides it with fit's and predict's
+/// own, so there it says nothing; tf.keras 2 keeps an explicit training=False (a BatchNormalization
+/// held in inference mode while fine-tuning).
+void check_keyword(const KerasLayer& layer, const std::string& key, const json& value, bool keras3,
+                   std::vector<std::string>& problems) {
+  if (value.is_null() || key == "mask" || (keras3 && key == "training")) return;
+  problems.push_back(layer_label(layer) + ": called with " + key + "=" + value.dump() + ", which trainer does not "
+                     "pass to its layers" + (key == "training" ? " (a layer held in training or inference mode)" : "") +
+                     "; call the layer without it, or freeze the layer with trainable=False, and import again");
 }
 
 /// A Keras 2 node: [[name, node_index, tensor_index, kwargs], ...]; kwargs may hold a TFOpLambda's constants.
@@ -42,24 +63,25 @@ void collect_keras2(const json& node, KerasLayer& layer, std::vector<std::string
       problems.push_back(layer_label(layer) + ": an inbound node that is not [name, node, tensor, kwargs]");
       continue;
     }
-    if (e[1] != 0 || e[2] != 0)
-      problems.push_back(layer_label(layer) + ": reads output " + e[2].dump() + " of call " + e[1].dump() + " of '" +
-                         e[0].get<std::string>() + "'; trainer models take each layer's one output of its one call");
-    layer.inputs.push_back(e[0].get<std::string>());
+    add_input(e[0], e[1], e[2], layer, problems);
     if (e.size() > 3 && e[3].is_object())
-      for (const auto& [key, value] : e[3].items())
-        if (key != "name" && !value.is_null()) layer.constants.push_back(value);
+      for (const auto& [key, value] : e[3].items()) {
+        const bool tensor = value.is_array() && value.size() >= 3 && value[0].is_string();  // ["input_1", 0, 0]
+        if (layer.class_name != "TFOpLambda") check_keyword(layer, key, value, false, problems);
+        else if (tensor) add_input(value[0], value[1], value[2], layer, problems);
+        else if (key != "name" && !value.is_null()) layer.constants.push_back(value);
+      }
   }
 }
 
 KerasLayer read_layer(const json& entry, std::vector<std::string>& problems) {
   KerasLayer l;
-  l.class_name = str(entry, "class_name");
-  l.module = str(entry, "module");
+  l.class_name = json_text(entry, "class_name");
+  l.module = json_text(entry, "module");
   l.config = entry.contains("config") && entry["config"].is_object() ? entry["config"] : json::object();
-  l.name = str(entry, "name");
-  if (l.name.empty()) l.name = str(l.config, "name");
-  const json nodes = entry.value("inbound_nodes", json::array());
+  l.name = json_text(entry, "name");
+  if (l.name.empty()) l.name = json_text(l.config, "name");
+  const json nodes = json_at(entry, "inbound_nodes", json::array());
   if (!nodes.is_array()) return l;
   if (nodes.size() > 1)
     problems.push_back(layer_label(l) + ": called " + std::to_string(nodes.size()) +
@@ -68,7 +90,10 @@ KerasLayer read_layer(const json& entry, std::vector<std::string>& problems) {
   if (nodes.empty()) return l;
   const json& node = nodes[0];
   if (node.is_object()) {  // Keras 3
-    collect_keras3(node.value("args", json::array()), l, problems);
+    collect_keras3(json_at(node, "args", json::array()), l, problems);
+    const json kwargs = json_at(node, "kwargs", json::object());
+    if (kwargs.is_object())
+      for (const auto& [key, value] : kwargs.items()) check_keyword(l, key, value, true, problems);
   } else {
     collect_keras2(node, l, problems);
   }
@@ -86,9 +111,9 @@ std::vector<std::string> endpoint_names(const json& list) {
 }
 
 void read_functional(const json& config, KerasGraph& g) {
-  for (const json& entry : config.value("layers", json::array())) g.layers.push_back(read_layer(entry, g.problems));
-  const std::vector<std::string> ins = endpoint_names(config.value("input_layers", json::array()));
-  const std::vector<std::string> outs = endpoint_names(config.value("output_layers", json::array()));
+  for (const json& entry : json_at(config, "layers", json::array())) g.layers.push_back(read_layer(entry, g.problems));
+  const std::vector<std::string> ins = endpoint_names(json_at(config, "input_layers", json::array()));
+  const std::vector<std::string> outs = endpoint_names(json_at(config, "output_layers", json::array()));
   if (ins.size() != 1)
     g.problems.push_back("the model has " + std::to_string(ins.size()) +
                          " inputs; trainer models take one image input [H, W, C]");
@@ -109,7 +134,7 @@ json sequential_input_shape(const json& config, const json& first) {
 }
 
 void read_sequential(const json& config, KerasGraph& g) {
-  const json layers = config.value("layers", json::array());
+  const json layers = json_at(config, "layers", json::array());
   for (size_t i = 0; i < layers.size(); ++i) {
     KerasLayer l = read_layer(layers[i], g.problems);
     if (i == 0 && l.class_name != "InputLayer") {
@@ -133,8 +158,8 @@ void read_sequential(const json& config, KerasGraph& g) {
 
 KerasGraph read_keras_graph(const json& model) {
   KerasGraph g;
-  const std::string cls = str(model, "class_name");
-  const json config = model.value("config", json::object());
+  const std::string cls = json_text(model, "class_name");
+  const json config = json_at(model, "config", json::object());
   g.sequential = cls == "Sequential";
   if (g.sequential) read_sequential(config, g);
   else if (cls == "Functional" || cls == "Model") read_functional(config, g);

@@ -16,30 +16,24 @@ namespace trainer {
 
 namespace {
 
-std::string flow(const YAML::Node& node) {
-  YAML::Emitter e;
-  e.SetMapFormat(YAML::Flow);
-  e.SetSeqFormat(YAML::Flow);
-  e << node;
-  return e.c_str();
-}
-
 /// The model section: each layer one flow mapping, its notes as comments above it.
 std::string model_section(const std::string& name, const std::vector<LayerTranslation>& layers) {
   std::ostringstream out;
-  out << "model:\n  name: " << flow(YAML::Node(name)) << "\n  layers:\n";
+  out << "model:\n  name: " << yaml_flow(YAML::Node(name)) << "\n  layers:\n";
   for (const LayerTranslation& t : layers) {
     for (const std::string& note : t.notes) out << "    # " << note << "\n";
-    out << "    - " << flow(t.node) << "\n";
+    out << "    - " << yaml_flow(t.node) << "\n";
   }
   return out.str();
 }
 
-/// The loss for a model that was never compiled: binary_crossentropy, or categorical_crossentropy after a softmax.
+/// The loss for a model that was never compiled: binary_crossentropy, or categorical_crossentropy after a
+/// softmax (an activation or a Softmax layer).
 std::string default_loss(const std::vector<LayerTranslation>& layers) {
   const YAML::Node last = layers.back().node;
-  return last["activation"] && last["activation"].as<std::string>() == "softmax" ? "categorical_crossentropy"
-                                                                                : "binary_crossentropy";
+  const bool softmax = last["type"].as<std::string>() == "Softmax" ||
+                       (last["activation"] && last["activation"].as<std::string>() == "softmax");
+  return softmax ? "categorical_crossentropy" : "binary_crossentropy";
 }
 
 std::string training_section(const CompileTranslation& c, const std::vector<LayerTranslation>& layers,
@@ -54,7 +48,7 @@ std::string training_section(const CompileTranslation& c, const std::vector<Laye
   for (const std::string& line : c.lines) out << "  " << line << "\n";
   if (!paths.weights.empty())
     out << "  # The weights the Keras file holds; remove this line to train from the initializers.\n"
-        << "  initial_weights: " << flow(YAML::Node(paths.weights)) << "\n";
+        << "  initial_weights: " << yaml_flow(YAML::Node(paths.weights)) << "\n";
   return out.str();
 }
 
@@ -159,16 +153,20 @@ std::vector<KerasLayerWeights> by_layer_name(const KerasGraph& g, std::vector<Ke
   return weights;
 }
 
-}  // namespace
-
-ImportedModel import_keras_model(const KerasModelFile& file, const ImportPaths& paths) {
+ImportedModel translate_model(const KerasModelFile& file, const ImportPaths& paths) {
   ImportedModel r;
   const KerasGraph graph = read_keras_graph(file.model);
   r.problems = graph.problems;
+  // Keras 1 and 2's hard_sigmoid is clip(0.2 x + 0.5, 0, 1); Keras 3's, trainer's, is relu6(x + 3) / 6.
+  const bool keras2 = file.keras_version.rfind("2.", 0) == 0 || file.keras_version.rfind("1.", 0) == 0;
   std::vector<LayerTranslation> layers;
   for (const KerasLayer& l : graph.layers) {
     LayerTranslation t = translate_layer(l, layers.empty() ? std::string() : graph.layers[layers.size() - 1].name);
     if (t.problems.empty()) t.problems = check_layer_keys(t.node);
+    if (keras2 && t.node["activation"] && t.node["activation"].as<std::string>() == "hard_sigmoid")
+      t.problems.push_back("layer '" + l.name + "' (" + l.class_name + "): Keras " + file.keras_version +
+                           "'s hard_sigmoid is clip(0.2 x + 0.5, 0, 1), trainer's (Keras 3's) relu6(x + 3) / 6; "
+                           "choose another activation, e.g. sigmoid, and import again");
     r.notes.insert(r.notes.end(), t.notes.begin(), t.notes.end());
     r.problems.insert(r.problems.end(), t.problems.begin(), t.problems.end());
     layers.push_back(std::move(t));
@@ -178,7 +176,7 @@ ImportedModel import_keras_model(const KerasModelFile& file, const ImportPaths& 
   r.problems.insert(r.problems.end(), compile.problems.begin(), compile.problems.end());
   if (!r.problems.empty()) return r;
 
-  const KerasJson name = file.model["config"].value("name", KerasJson("model"));
+  const KerasJson name = json_at(json_at(file.model, "config"), "name", KerasJson("model"));
   const ImportPaths kept = file.weights.empty() ? ImportPaths{paths.source, paths.config, ""} : paths;
   const std::string text =
       config_text(file, kept, name.is_string() ? name.get<std::string>() : "model", layers, compile);
@@ -194,6 +192,19 @@ ImportedModel import_keras_model(const KerasModelFile& file, const ImportPaths& 
   if (r.problems.empty()) r.yaml = text;
   else r.weights.clear();
   return r;
+}
+
+}  // namespace
+
+ImportedModel import_keras_model(const KerasModelFile& file, const ImportPaths& paths) {
+  try {
+    return translate_model(file, paths);
+  } catch (const KerasJson::exception& e) {  // a value of another JSON type than Keras writes there
+    ImportedModel r;
+    r.problems.push_back(std::string("the model's config is not as Keras writes it (") + e.what() +
+                         "); save the model again with Keras and import that file");
+    return r;
+  }
 }
 
 }  // namespace trainer

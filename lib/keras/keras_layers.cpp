@@ -63,23 +63,19 @@ bool is_default(const std::string& cls, const std::string& key, const json& valu
   return false;
 }
 
-std::string str(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-}
-
 /// An initializer ("he_normal" or {"class_name": "HeNormal", "config": {"seed": null}}) as one of
 /// initializer_names(); "" with a problem when trainer lacks it. A seed is dropped with a note.
 std::string initializer_name(const json& v, const std::string& where, LayerTranslation& t) {
-  std::string name = v.is_string() ? v.get<std::string>() : keras_snake_case(str(v, "class_name"));
+  std::string name = v.is_string() ? v.get<std::string>() : keras_snake_case(json_text(v, "class_name"));
   if (name == "zeros" || name == "zero") name = "zeros";
   const auto& known = initializer_names();
   if (std::find(known.begin(), known.end(), name) == known.end()) {
-    t.problems.push_back(where + " is " + (v.is_string() ? name : str(v, "class_name")) +
+    t.problems.push_back(where + " is " + (v.is_string() ? name : json_text(v, "class_name")) +
                          ", which trainer lacks; use one of " + join_names(known) +
                          " (imported weights replace it anyway; it only starts a model trained from scratch)");
     return "";
   }
-  const json config = v.is_object() ? v.value("config", json::object()) : json::object();
+  const json config = v.is_object() ? json_at(v, "config", json::object()) : json::object();
   for (const auto& [key, value] : config.items()) {
     if (value.is_null()) continue;
     if (key == "seed") t.notes.push_back(where + ": its seed " + value.dump() + " is dropped (training.seed seeds every "
@@ -94,8 +90,8 @@ std::string initializer_name(const json& v, const std::string& where, LayerTrans
 /// {"class_name": C, "config": {...}} as {type: C, ...} (the layer then says what it makes of them).
 YAML::Node class_object(const json& v) {
   YAML::Node m(YAML::NodeType::Map);
-  m["type"] = str(v, "class_name");
-  const json config = v.value("config", json::object());
+  m["type"] = json_text(v, "class_name");
+  const json config = json_at(v, "config", json::object());
   for (const auto& [key, value] : config.items())
     if (!value.is_null()) m[key] = yaml_value(value);
   return m;
@@ -132,7 +128,7 @@ json compact(const json& value) {
 
 /// The dtype policy: float32 (a string or a DTypePolicy object) says nothing; others are problems.
 void check_dtype(const KerasLayer& l, const json& v, LayerTranslation& t) {
-  const std::string name = v.is_string() ? v.get<std::string>() : str(v.value("config", json::object()), "name");
+  const std::string name = v.is_string() ? v.get<std::string>() : json_text(json_at(v, "config", json::object()), "name");
   if (v.is_null() || name == "float32") return;
   t.problems.push_back(label(l) + ": dtype policy '" + name + "'; trainer sets the arithmetic for the whole run "
                        "(training.precision: fp32, tf32 or bf16): remove the layer's dtype or use float32");
@@ -158,7 +154,7 @@ void translate_arguments(const KerasLayer& l, const std::string& type, YAML::Nod
       check_dtype(l, value, t);
       continue;
     }
-    if (pooling && key == "strides" && same_value(value, l.config.value("pool_size", json()))) continue;
+    if (pooling && key == "strides" && same_value(value, json_at(l.config, "pool_size", json()))) continue;
     if (key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0) {
       const std::string name = initializer_name(value, label(l) + ": " + key, t);
       if (!name.empty() && !is_default(type, key, name)) node[key] = name;
@@ -178,8 +174,8 @@ void translate_arguments(const KerasLayer& l, const std::string& type, YAML::Nod
 
 /// Keras 3's InputLayer (batch_shape) or Keras 2's (batch_input_shape): [None, H, W, C].
 void translate_input(const KerasLayer& l, LayerTranslation& t) {
-  json shape = l.config.value("batch_shape", json());
-  if (shape.is_null()) shape = l.config.value("batch_input_shape", json());
+  json shape = json_at(l.config, "batch_shape", json());
+  if (shape.is_null()) shape = json_at(l.config, "batch_input_shape", json());
   const bool fixed = shape.is_array() && shape.size() == 4 && shape[1].is_number_integer() &&
                      shape[2].is_number_integer() && shape[3].is_number_integer();
   if (!fixed) {
@@ -198,15 +194,15 @@ void translate_input(const KerasLayer& l, LayerTranslation& t) {
 /// A Lambda's function (Keras 3: {"class_name": "__lambda__", "config": {"code": ...}}; Keras 2:
 /// [code, defaults, closure] with function_type "lambda") as x * scale + offset.
 std::optional<Affine> lambda_function(const KerasLayer& l) {
-  const json f = l.config.value("function", json());
-  const json args = l.config.value("arguments", json::object());
+  const json f = json_at(l.config, "function", json());
+  const json args = json_at(l.config, "arguments", json::object());
   if (args.is_object() && !args.empty()) return std::nullopt;  // values bound to the function's other parameters
-  if (f.is_object() && str(f, "class_name") == "__lambda__") {
-    const json c = f.value("config", json::object());
-    if (!c.value("closure", json()).is_null() || !c.contains("code") || !c["code"].is_string()) return std::nullopt;
+  if (f.is_object() && json_text(f, "class_name") == "__lambda__") {
+    const json c = json_at(f, "config", json::object());
+    if (!json_at(c, "closure", json()).is_null() || !c.contains("code") || !c["code"].is_string()) return std::nullopt;
     return lambda_affine(c["code"].get<std::string>());
   }
-  if (f.is_array() && !f.empty() && f[0].is_string() && str(l.config, "function_type") == "lambda" &&
+  if (f.is_array() && !f.empty() && f[0].is_string() && json_text(l.config, "function_type") == "lambda" &&
       (f.size() < 3 || f[2].is_null()))
     return lambda_affine(f[0].get<std::string>());
   return std::nullopt;
@@ -217,7 +213,7 @@ std::optional<Affine> lambda_function(const KerasLayer& l) {
 std::optional<Affine> operation_function(const KerasLayer& l) {
   if (l.inputs.size() != 1 || l.constants.size() != 1 || !l.constants[0].is_number()) return std::nullopt;
   const double c = l.constants[0].get<double>();
-  std::string op = l.class_name == "TFOpLambda" ? str(l.config, "function") : l.class_name;
+  std::string op = l.class_name == "TFOpLambda" ? json_text(l.config, "function") : l.class_name;
   op = op.substr(op.rfind('.') + 1);
   if (op == "TrueDivide" || op == "Divide" || op == "truediv" || op == "divide") {
     if (!l.tensor_first || c == 0) return std::nullopt;
@@ -256,6 +252,14 @@ YAML::Node yaml_value(const json& value) {
     return s;
   }
   return YAML::Node();
+}
+
+std::string yaml_flow(const YAML::Node& node) {
+  YAML::Emitter e;
+  e.SetMapFormat(YAML::Flow);
+  e.SetSeqFormat(YAML::Flow);
+  e << node;
+  return e.c_str();
 }
 
 LayerTranslation translate_layer(const KerasLayer& l, const std::string& previous) {

@@ -42,4 +42,7 @@ std::vector<std::string> check_layer_keys(const YAML::Node& entry);
 /// else the same double, strings, booleans; null for null and for objects.
 YAML::Node yaml_value(const KerasJson& value);
 
+/// node as one line of YAML in flow style: {type: Conv2D, name: c1, kernel_size: 3}.
+std::string yaml_flow(const YAML::Node& node);
+
 }  // namespace trainer
