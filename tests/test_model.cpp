@@ -155,8 +155,9 @@ TEST_CASE("the seed U-Net has Keras's parameter count", "[model]") {
   CHECK(m.num_params() + m.num_state() == 31031745);
   CHECK(m.output_shape() == Shape{1, 256, 256, 1});
   const std::string s = m.summary();
-  CHECK_THAT(s, Catch::Contains("Total params: 31,031,745"));
-  CHECK_THAT(s, Catch::Contains("[256, 256, 1]"));
+  // As Keras 3's model.summary() prints them: the batch axis, and the weights' size in bytes.
+  CHECK_THAT(s, Catch::Contains("Total params: 31,031,745 (118.38 MB)"));
+  CHECK_THAT(s, Catch::Contains("(None, 256, 256, 1)"));
 }
 
 TEST_CASE("the squeeze-and-excitation U-Net config adds Keras's SE parameters to the small U-Net's", "[model]") {
@@ -167,7 +168,12 @@ TEST_CASE("the squeeze-and-excitation U-Net config adds Keras's SE parameters to
   CHECK(b.num_params() == a.num_params() + 2 * (64 * 8 + 128 * 16 + 256 * 32));
   CHECK(b.num_params() == 1962609);
   CHECK(b.output_shape() == Shape{1, 128, 128, 1});
-  CHECK_THAT(b.summary(), Catch::Contains("se5 (Multiply)") && Catch::Contains("[8, 8, 256]"));
+  // Keras's shapes: GlobalAveragePooling2D gives (None, C), the Reshape after it (None, 1, 1, C).
+  const std::string s = b.summary();
+  CHECK_THAT(s, Catch::Contains("se5 (Multiply)") && Catch::Contains("(None, 8, 8, 256)"));
+  CHECK_THAT(s, Catch::Matches("[\\s\\S]*se3_sq \\(GlobalAveragePooling2D\\) +\\(None, 64\\) [\\s\\S]*"));
+  CHECK_THAT(s, Catch::Matches("[\\s\\S]*se3_shape \\(Reshape\\) +\\(None, 1, 1, 64\\) [\\s\\S]*"));
+  CHECK_THAT(s, Catch::Contains("Non-trainable params: 0 (0.00 B)"));
 }
 
 TEST_CASE("backward through skip connections matches finite differences", "[model]") {

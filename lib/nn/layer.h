@@ -158,6 +158,12 @@ class Layer {
   /// Whether the layer ends in a softmax over the channels (activation:
   /// softmax), which only a model's last layer may have (Model checks it).
   virtual bool has_softmax() const { return false; }
+  /// Whether Keras's output is [N, C] rather than [N, H, W, C] (held as
+  /// [N, 1, 1, C] here either way), given whether the (first) input is: a
+  /// global pooling without keepdims makes it so, a Reshape to one size too,
+  /// and other layers keep their input's (Dense on [N, C] gives [N, units]).
+  /// What summary() prints.
+  virtual bool flat_output(bool input_flat) const { return input_flat; }
 
  protected:
   /// InternalError "layer '<name>': a <t's type> tensor where <want> is

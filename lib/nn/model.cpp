@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -360,12 +361,32 @@ void Model::reset_layer_times() {
   for (LayerTime& t : times_) t.forward_s = t.backward_s = 0, t.calls = 0;
 }
 
+namespace {
+
+/// Keras's readable_memory_size (keras/src/utils/summary_utils.py): bytes in B, KB, MB, ... of 1024, two decimals.
+std::string readable_bytes(double bytes) {
+  static const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (u < 5 && bytes / 1024 >= 1) bytes /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, units[u]);
+  return buf;
+}
+
+/// "(None, H, W, C)", or Keras's "(None, C)" for a flat output.
+std::string keras_shape(const Shape& s, bool flat) {
+  return flat ? "(None, " + std::to_string(s.c) + ")"
+              : "(None, " + std::to_string(s.h) + ", " + std::to_string(s.w) + ", " + std::to_string(s.c) + ")";
+}
+
+}  // namespace
+
 std::string Model::summary() const {
   std::ostringstream os;
   size_t longest = 0;
   for (const auto& node : nodes_)
     longest = std::max(longest, node.layer->name().size() + node.layer->type().size() + 4);
-  const int w1 = int(std::max<size_t>(34, longest + 1)), w2 = 18, w3 = 12;
+  const int w1 = int(std::max<size_t>(34, longest + 1)), w2 = 22, w3 = 12;
   auto pad = [](std::string s, int w) {
     if (int(s.size()) < w) s.append(size_t(w - int(s.size())), ' ');
     return s;
@@ -379,6 +400,7 @@ std::string Model::summary() const {
      << (show_trainable ? pad("Trainable", w4) : "") << "Connected to\n"
      << dbl << "\n";
   size_t trainable = 0, fixed = 0;
+  std::vector<bool> flat(nodes_.size(), false);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     size_t count = 0;
     for (const auto& s : slots_)
@@ -388,15 +410,18 @@ std::string Model::summary() const {
       }
     std::string conn;
     for (int j : nodes_[i].inputs) conn += (conn.empty() ? "" : ", ") + nodes_[size_t(j)].layer->name();
+    flat[i] = nodes_[i].layer->flat_output(!nodes_[i].inputs.empty() && flat[size_t(nodes_[i].inputs[0])]);
     const std::string mark = count == 0 ? "-" : nodes_[i].layer->frozen() ? "N" : "Y";
     os << pad(" " + nodes_[i].layer->name() + " (" + nodes_[i].layer->type() + ")", w1 - 1) << " "
-       << pad(nodes_[i].shape.hwc(), w2) << pad(with_thousands(count), w3) << (show_trainable ? pad(mark, w4) : "")
-       << conn << "\n";
+       << pad(keras_shape(nodes_[i].shape, flat[i]), w2) << pad(with_thousands(count), w3)
+       << (show_trainable ? pad(mark, w4) : "") << conn << "\n";
   }
+  // Keras's sizes: the weights' bytes (float32 here).
+  const auto size = [](size_t n) { return with_thousands(n) + " (" + readable_bytes(4.0 * double(n)) + ")"; };
   os << dbl << "\n"
-     << "Total params: " << with_thousands(trainable + fixed) << "\n"
-     << "Trainable params: " << with_thousands(trainable) << "\n"
-     << "Non-trainable params: " << with_thousands(fixed) << "\n"
+     << "Total params: " << size(trainable + fixed) << "\n"
+     << "Trainable params: " << size(trainable) << "\n"
+     << "Non-trainable params: " << size(fixed) << "\n"
      << rule << "\n";
   return os.str();
 }

@@ -52,7 +52,7 @@ class Model {
   const std::vector<int>& layer_inputs(int i) const { return nodes_[size_t(i)].inputs; }
   /// Per-sample shapes [H, W, C] (n = 1).
   Shape input_shape() const { return nodes_.front().shape; }
-  /// Layer i's per-sample output shape [H, W, C] (n = 1), as summary() prints it.
+  /// Layer i's per-sample output shape [H, W, C] (n = 1); summary() prints it as Keras's (None, H, W, C).
   Shape layer_output_shape(int i) const { return nodes_[size_t(i)].shape; }
   Shape output_shape() const { return nodes_.back().shape; }
 

@@ -35,8 +35,8 @@ class GlobalAveragePooling2D final : public GlobalPooling2D {
 }  // namespace
 
 std::unique_ptr<Layer> make_global_average_pooling2d(ParamReader& p, const std::string& name) {
-  read_global_pooling_keys(p);
-  return std::make_unique<GlobalAveragePooling2D>(name);
+  const bool keepdims = read_global_pooling_keys(p);
+  return std::make_unique<GlobalAveragePooling2D>(name, keepdims);
 }
 
 }  // namespace trainer

@@ -36,8 +36,8 @@ class GlobalMaxPooling2D final : public GlobalPooling2D {
 }  // namespace
 
 std::unique_ptr<Layer> make_global_max_pooling2d(ParamReader& p, const std::string& name) {
-  read_global_pooling_keys(p);
-  return std::make_unique<GlobalMaxPooling2D>(name);
+  const bool keepdims = read_global_pooling_keys(p);
+  return std::make_unique<GlobalMaxPooling2D>(name, keepdims);
 }
 
 }  // namespace trainer

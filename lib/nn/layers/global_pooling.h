@@ -15,7 +15,7 @@ namespace trainer {
 
 class GlobalPooling2D : public Layer {
  public:
-  explicit GlobalPooling2D(std::string name) : Layer(std::move(name)) {}
+  GlobalPooling2D(std::string name, bool keepdims) : Layer(std::move(name)), keepdims_(keepdims) {}
 
   /// [1, 1, C]. UserError when the number of inputs is not 1.
   Shape infer(const std::vector<Shape>& inputs) override {
@@ -26,6 +26,8 @@ class GlobalPooling2D : public Layer {
   /// One window over the whole input (describe()).
   void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override { g.pool(describe(), io); }
   bool passes_values() const override { return true; }
+  /// Keras's [N, C] without keepdims.
+  bool flat_output(bool) const override { return !keepdims_; }
 
  protected:
   /// A pooling of `kind` with one window over the whole inferred input (what
@@ -37,13 +39,15 @@ class GlobalPooling2D : public Layer {
     return d;
   }
   Shape in_;  ///< Per-sample input shape from infer().
+  bool keepdims_;  ///< Keras's output [N, 1, 1, C] (true) or [N, C].
 };
 
-/// Reads keepdims (bool, default false; either way the output is held as
-/// [N, 1, 1, C]) and data_format (channels_last only). UserError for another value.
-inline void read_global_pooling_keys(ParamReader& p) {
-  p.get_bool("keepdims", false);
+/// Reads data_format (channels_last only) and returns keepdims (bool, default
+/// false; either way the output is held as [N, 1, 1, C]). UserError for another value.
+inline bool read_global_pooling_keys(ParamReader& p) {
+  const bool keepdims = p.get_bool("keepdims", false);
   read_data_format(p);
+  return keepdims;
 }
 
 }  // namespace trainer

@@ -98,6 +98,9 @@ class Reshape final : public Layer {
     device_copy(ctx.device, dx[0]->raw(), ctx.device, dy.raw(), dy.bytes());
   }
 
+  /// Keras's [N, k] for a target_shape of one size.
+  bool flat_output(bool) const override { return target_.size() == 1; }
+
   /// "[a, b, c]".
   static std::string text(const std::vector<int>& v) {
     std::string s = "[";
