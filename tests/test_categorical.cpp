@@ -244,6 +244,9 @@ TEST_CASE("a categorical config is checked before training: classes, softmax, me
   with_precision.replace(with_precision.find("[accuracy,"), 10, "[precision,");
   CHECK_THROWS_WITH(check(with_precision), Catch::StartsWith("classes.yaml:") &&
                                                Catch::Contains(": training.metrics: 'precision' is for binary masks"));
+  std::string with_binary_iou = testing::tiny_classes_config(3);  // Keras's class name, logged as binary_io_u
+  with_binary_iou.replace(with_binary_iou.find("[accuracy,"), 10, "[BinaryIoU,");
+  CHECK_THROWS_WITH(check(with_binary_iou), Catch::Contains("'binary_io_u' is for binary masks"));
   std::string keras_name = testing::tiny_classes_config(3);
   keras_name.replace(keras_name.find("[accuracy,"), 10, "[sparse_categorical_accuracy,");
   CHECK_THROWS_WITH(check(keras_name), Catch::Contains("'sparse_categorical_accuracy' is 'accuracy' here") &&

@@ -143,8 +143,6 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "loss; with a binary one it averages the foreground IoU over thresholds 0.5 to 0.95, and binary_iou is "
        "Keras's BinaryIoU(target_class_ids=[0, 1]), MeanIoU(num_classes=2) on binary masks; docs/config.md); use "
        "any of"},
-      {"Keras's binary_accuracy", edit("metrics: [mean_iou]", "metrics: [binary_accuracy]"),
-       "'binary_accuracy' is not a metric (did you mean 'accuracy'?)"},
       {"a Keras 3 .keras checkpoint name", edit("filepath: best.h5", "filepath: ck/best.keras"),
        "'filepath' 'ck/best.keras': checkpoints are HDF5 files (docs/checkpoint.md), not Keras 3's .keras "
        "archives; name it 'ck/best.h5'"},
@@ -873,4 +871,14 @@ TEST_CASE("data.crop: crops at native resolution, its defaults and its errors", 
   CHECK_THAT(crop_error("{tile_overlap: 1}"), Catch::Contains("must be below 1"));
   CHECK_THAT(crop_error("{tile_blend: cosine}"), Catch::Contains("tile_blend"));
   CHECK_THAT(crop_error("{foregroud: 0.5}"), Catch::Contains("foreground"));  // a suggestion
+}
+
+TEST_CASE("config: Keras's metric names are taken and logged as Keras logs them", "[config]") {
+  const Config c = parse_config(
+      "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1}]}\n"
+      "data: {images: a, masks: b, validation_split: 0.5}\n"
+      "training: {metrics: [binary_accuracy, Precision, Recall, BinaryIoU],\n"
+      "           callbacks: [{type: EarlyStopping, monitor: val_binary_io_u, mode: max}]}\n",
+      "keras_metrics.yaml");
+  CHECK(c.training.metrics == std::vector<std::string>{"binary_accuracy", "precision", "recall", "binary_io_u"});
 }

@@ -110,6 +110,8 @@ TEST_CASE("binary_iou is Keras's BinaryIoU(target_class_ids=[0, 1]): background 
   // Keras: IoU_0 = TN / (TN + FP + FN) = 1 / 4, IoU_1 = TP / (TP + FP + FN) = 2 / 5.
   CHECK(c.binary_iou() == Approx((1.0 / 4 + 2.0 / 5) / 2));
   CHECK(c.value("binary_iou") == c.binary_iou());
+  CHECK(c.value("binary_io_u") == c.binary_iou());  // Keras's log name of BinaryIoU
+  CHECK(c.value("binary_accuracy") == c.accuracy());
   // All background, predicted so: the foreground's denominator is 0 and it is left out (Keras's num_valid_entries).
   Tensor zb(Shape{1, 1, 3, 1}), yb(Shape{1, 1, 3, 1});
   for (int i = 0; i < 3; ++i) zb.data()[i] = -1.f, yb.data()[i] = 0.f;

@@ -14,7 +14,10 @@
 namespace trainer {
 
 const std::vector<std::string>& metric_names() {
-  static const std::vector<std::string> names = {"mean_iou", "dice", "accuracy", "precision", "recall", "binary_iou"};
+  // The first three also for categorical losses; binary_accuracy and binary_io_u are Keras's names (and
+  // log keys) of accuracy and binary_iou.
+  static const std::vector<std::string> names = {"mean_iou",   "dice",   "accuracy",        "precision",
+                                                 "recall",     "binary_iou", "binary_accuracy", "binary_io_u"};
   return names;
 }
 
@@ -317,6 +320,20 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   return o;
 }
 
+namespace {
+
+/// A Keras metric class written as a name, as Keras logs it: Precision -> precision, Recall -> recall,
+/// BinaryIoU -> binary_io_u, BinaryAccuracy -> binary_accuracy; other names unchanged.
+std::string keras_metric_name(const std::string& name) {
+  static const std::pair<const char*, const char*> classes[] = {
+      {"Precision", "precision"}, {"Recall", "recall"}, {"BinaryIoU", "binary_io_u"}, {"BinaryAccuracy", "binary_accuracy"}};
+  for (const auto& [cls, logged] : classes)
+    if (name == cls) return logged;
+  return name;
+}
+
+}  // namespace
+
 /// training.metrics; `categorical`: the loss is a categorical one, whose
 /// metrics leave out precision and recall (named in the error's list only
 /// for binary losses).
@@ -344,7 +361,7 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
                       example + ": the number of classes comes from the model)");
     }
     if (!e.IsScalar()) throw UserError(at + "each entry must be a metric name");
-    std::string m = e.Scalar();
+    std::string m = keras_metric_name(e.Scalar());
     std::vector<std::string> known = metric_names();
     if (categorical) known.resize(3);  // metric_names() without the binary ones (precision, recall, binary_iou)
     const bool keras_accuracy = m == "sparse_categorical_accuracy" || m == "categorical_accuracy";

@@ -94,10 +94,16 @@ void translate_loss(json loss, CompileTranslation& t) {
 std::string metric_name(const json& m, CompileTranslation& t) {
   const std::string own = user_function(m);
   std::string name = m.is_string() ? m.get<std::string>() : own;
-  // tf.keras 2: {"class_name": "MeanMetricWrapper", "config": {"name": "accuracy", "fn": "binary_accuracy"}}.
-  if (json_text(m, "class_name") == "MeanMetricWrapper") name = json_text(json_at(m, "config", json::object()), "fn");
-  if (name == "accuracy" || name == "acc" || name == "binary_accuracy") return "accuracy";
-  if (name == "precision" || name == "recall" || name == "binary_iou" || name == "dice") return name;
+  // tf.keras 2: {"class_name": "MeanMetricWrapper", "config": {"name": "accuracy", "fn": "binary_accuracy"}},
+  // logged under its name.
+  if (json_text(m, "class_name") == "MeanMetricWrapper") {
+    const json c = json_at(m, "config", json::object());
+    name = json_text(c, "name") == "accuracy" ? "accuracy" : json_text(c, "fn");
+  }
+  if (name == "accuracy" || name == "acc") return "accuracy";
+  if (name == "binary_accuracy" || name == "precision" || name == "recall" || name == "binary_iou" ||
+      name == "dice")
+    return name;
   if (name == "mean_iou") {
     t.notes.push_back("metric 'mean_iou' (a function of your own) is taken as trainer's mean_iou, the DSB 2018 "
                       "kernels' IoU averaged over the thresholds 0.5 to 0.95 (docs/config.md)");
@@ -109,9 +115,9 @@ std::string metric_name(const json& m, CompileTranslation& t) {
   if ((cls == "Precision" || cls == "Recall") && half && json_at(c, "top_k", json()).is_null() &&
       json_at(c, "class_id", json()).is_null())
     return cls == "Precision" ? "precision" : "recall";
-  if (cls == "BinaryAccuracy" && json_at(c, "threshold", 0.5) == 0.5) return "accuracy";
+  if (cls == "BinaryAccuracy" && json_at(c, "threshold", 0.5) == 0.5) return "binary_accuracy";
   if (cls == "BinaryIoU" && json_at(c, "threshold", 0.5) == 0.5 && json_at(c, "target_class_ids", json{0, 1}) == json{0, 1})
-    return "binary_iou";
+    return "binary_io_u";
   if (cls == "MeanIoU" && json_at(c, "num_classes", 0) == 2) {
     t.notes.push_back("metric MeanIoU(num_classes=2) is taken as binary_iou (the mean IoU of background and "
                       "foreground at 0.5: docs/config.md)");
@@ -119,7 +125,7 @@ std::string metric_name(const json& m, CompileTranslation& t) {
   }
   t.problems.push_back("metric " + (name.empty() ? (cls.empty() ? m.dump() : cls) : "'" + name + "'") +
                        " is not one trainer computes; keep those it has (mean_iou, dice, accuracy, precision, "
-                       "recall, binary_iou) in training.metrics");
+                       "recall, binary_iou, binary_accuracy, binary_io_u) in training.metrics");
   return "";
 }
 

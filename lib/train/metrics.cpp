@@ -102,14 +102,17 @@ double MetricCounts::value(const std::string& metric) const {
   if (metric == "mean_iou") return mean_iou();
   if (metric == "dice") return dice();
   if (metric == "accuracy") return accuracy();
-  if ((metric == "precision" || metric == "recall" || metric == "binary_iou") && classes_ > 0)
+  const bool binary_only = metric == "precision" || metric == "recall" || metric == "binary_iou" ||
+                           metric == "binary_accuracy" || metric == "binary_io_u";
+  if (binary_only && classes_ > 0)
     throw InternalError("metric '" + metric + "' is for binary models, not " + std::to_string(classes_) +
                                 " classes");
   if (metric == "precision") return precision();
   if (metric == "recall") return recall();
-  if (metric == "binary_iou") return binary_iou();
+  if (metric == "binary_iou" || metric == "binary_io_u") return binary_iou();
+  if (metric == "binary_accuracy") return accuracy();
   throw InternalError("unknown metric '" + metric +
-                              "' (known: mean_iou, dice, accuracy, precision, recall, binary_iou)");
+                              "' (known: mean_iou, dice, accuracy, precision, recall, binary_iou, binary_accuracy, binary_io_u)");
 }
 
 void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts) {

@@ -66,9 +66,10 @@ struct MetricCounts {
   /// threshold=0.5), which is what Keras's MeanIoU(num_classes=2) means on
   /// thresholded binary masks); 0 when nothing was counted. Binary models only.
   double binary_iou() const;
-  /// "mean_iou" | "dice" | "accuracy" | "precision" | "recall" | "binary_iou";
-  /// InternalError otherwise, and for precision, recall or binary_iou
-  /// of a categorical model (config validation reports both to the user).
+  /// "mean_iou" | "dice" | "accuracy" | "precision" | "recall" | "binary_iou",
+  /// or Keras's names "binary_accuracy" (accuracy) and "binary_io_u"
+  /// (binary_iou); InternalError otherwise, and for the binary ones of a
+  /// categorical model (config validation reports both to the user).
   double value(const std::string& metric) const;
 
  private:

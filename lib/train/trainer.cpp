@@ -126,7 +126,7 @@ void validate_for_training(const Config& config, Model& model) {
                       "' needs the last layer to end in a softmax over the classes (the loss is fused with it for "
                       "numerical stability); set activation: softmax, or, " + from_logits_fix(lc));
 
-    for (const std::string m : {"precision", "recall", "binary_iou"})
+    for (const std::string m : {"precision", "recall", "binary_iou", "binary_accuracy", "binary_io_u"})
       if (std::find(config.training.metrics.begin(), config.training.metrics.end(), m) !=
           config.training.metrics.end())
         throw UserError(config.training.metrics_where + ": '" + m + "' is for binary masks, not the " +
