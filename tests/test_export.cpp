@@ -354,11 +354,14 @@ training: {epochs: 1, batch_size: 8, loss: binary_crossentropy, output_dir: )" +
   r = run_trainer("export" + ckpt + " --output " + (dir / "tiny.onnx").string(), dir);
   CHECK(r.code == 0);
   CHECK_THAT(r.err, !Catch::Contains("does not end in .onnx"));
-  r = run_trainer("export" + ckpt + " --output " + (dir / "new.h5").string(), dir);  // a new file: written, with a word
+  r = run_trainer("export" + ckpt + " --output " + (dir / "new.bin").string(), dir);  // a new file: written, with a word
   CHECK(r.code == 0);
   CHECK_THAT(r.err, Catch::Contains("does not end in .onnx; the file is ONNX whatever its name"));
-  r = run_trainer("export" + ckpt + " --output " + (dir / "new.h5").string(), dir);  // an earlier export: replaced
+  r = run_trainer("export" + ckpt + " --output " + (dir / "new.bin").string(), dir);  // an earlier export: replaced
   CHECK(r.code == 0);
+  r = run_trainer("export" + ckpt + " --output " + (dir / "new.h5").string(), dir);  // taken for a checkpoint: refused
+  CHECK(r.code == 2);
+  CHECK_FALSE(std::filesystem::exists(dir / "new.h5"));
   r = run_trainer("export" + ckpt + " --output " + (dir / "M.ONNX").string(), dir);  // the extension in any case
   CHECK(r.code == 0);
   CHECK_THAT(r.err, !Catch::Contains("does not end in .onnx"));

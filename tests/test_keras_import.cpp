@@ -554,6 +554,29 @@ TEST_CASE("import and export refuse to overwrite what is not theirs", "[keras][c
   CHECK(slurp(dir / "mine.keras") == "a Keras model of the user's own");
   CHECK(run_trainer(export_to + (dir / "ours.keras").string(), dir).code == 0);
   CHECK(run_trainer(export_to + (dir / "ours.keras").string(), dir).code == 0);  // its own export: replaced
+  CHECK(run_trainer(export_to + (dir / "mine.keras").string() + " --overwrite", dir).code == 0);
+  r = run_trainer(export_to + (dir / "model.h5").string(), dir);  // Keras's legacy name, but export writes no .h5
+  CHECK(r.code == 2);
+  CHECK(r.err.find("name it e.g. unet.keras") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "model.h5"));
+}
+
+TEST_CASE("import --no-compile leaves out a loss and metrics of the user's own", "[keras][cli]") {
+  const auto dir = temp_dir("keras_no_compile");
+  json model = seed_model();
+  model["compile_config"]["loss"] = {{"module", "builtins"}, {"class_name", "function"}, {"config", "bce_dice_loss"}};
+  std::ofstream(dir / "seed.json") << model.dump();
+  Run r = run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "seed.yaml").string(), dir);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("import with --no-compile") != std::string::npos);
+  r = run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "seed.yaml").string() +
+                      " --no-compile", dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const Config c = parse_config(slurp(dir / "seed.yaml"), "seed.yaml");
+  CHECK(c.training.loss.kind == LossKind::BinaryCrossentropy);
+  CHECK(c.training.metrics.empty());
+  CHECK(c.data.mask_suffix == "_mask");
 }
 
 TEST_CASE("export --format keras writes a config's YAML 1.1 booleans as JSON booleans", "[keras]") {

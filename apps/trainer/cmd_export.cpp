@@ -32,10 +32,11 @@ bool is_our_onnx(const std::string& path) {
          std::string(head + 4, 7) == "trainer";
 }
 
-/// UserError when output names a folder, or an existing file that neither
-/// ends in .onnx (any case) nor is an earlier export (a config, a log, an
-/// image: a mistyped --output must not destroy it); a warning for a file of
-/// another name. HDF5 files are refuse_to_replace_checkpoint's.
+/// UserError when output names a folder, ends in .h5 or .hdf5, or names an
+/// existing file that neither ends in .onnx (any case) nor is an earlier
+/// export (a config, a log, an image: a mistyped --output must not destroy
+/// it); a warning for a file of another name. HDF5 files are
+/// refuse_to_replace_checkpoint's.
 void check_output(const std::string& output) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -45,6 +46,11 @@ void check_output(const std::string& output) {
   refuse_to_replace_checkpoint(output, "export writes an ONNX file; choose another --output, e.g. unet.onnx");
   const std::string ext = ascii_lower(fs::path(output).extension().string());
   if (ext == ".onnx") return;
+  // An ONNX file named like a checkpoint or a Keras .h5 model would be taken for one.
+  if (ext == ".h5" || ext == ".hdf5")
+    throw UserError("--output '" + output + "' ends in " + ext + ", the name of checkpoints and Keras's legacy "
+                    "models, but export writes ONNX (.onnx) or Keras 3 (.keras); name it e.g. unet.keras (which "
+                    "keras.models.load_model opens) or unet.onnx");
   if (fs::exists(output, ec) && !is_our_onnx(output))
     throw UserError("--output '" + output + "' exists, is not an earlier export and does not end in .onnx: export "
                     "would replace it with the ONNX file; choose an --output ending in .onnx, e.g. unet.onnx, or "
@@ -52,8 +58,9 @@ void check_output(const std::string& output) {
   spdlog::warn("--output '{}' does not end in .onnx; the file is ONNX whatever its name", output);
 }
 
-/// The .keras file's output: Keras's load_model opens only names ending in .keras.
-void check_keras_output(const std::string& output) {
+/// The .keras file's output: Keras's load_model opens only names ending in .keras. An existing file is
+/// replaced when an earlier export wrote it, or with overwrite.
+void check_keras_output(const std::string& output, bool overwrite) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(output, ec))
@@ -62,9 +69,9 @@ void check_keras_output(const std::string& output) {
   if (ascii_lower(fs::path(output).extension().string()) != ".keras")
     throw UserError("--output '" + output + "' does not end in .keras, which keras.models.load_model requires; "
                     "name it e.g. unet.keras");
-  if (fs::exists(output, ec) && !written_by_trainer_export(output))
+  if (!overwrite && fs::exists(output, ec) && !written_by_trainer_export(output))
     throw UserError("--output '" + output + "' exists and is not an earlier export (a Keras model of your own?): "
-                    "export would replace it; choose another name, or delete the file first");
+                    "export would replace it; choose another name, or add --overwrite");
 }
 
 /// "onnx" or "keras": the flag's, or the output's extension (.keras) when the flag is not given.
@@ -78,6 +85,7 @@ std::string export_format(const std::string& flag, const std::string& output) {
 Command add_export(CLI::App& app) {
   struct Flags {
     std::string checkpoint, output, format;
+    bool overwrite = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("export", "Write a checkpoint's network as a Keras .keras file (--format keras) or as ONNX (input 'image' [N, C, H, W] "
@@ -90,11 +98,12 @@ Command add_export(CLI::App& app) {
   cmd->add_option("--format", f->format, "onnx or keras (Keras 3's .keras, which keras.models.load_model opens); "
                                          "default: keras for an --output ending in .keras, else onnx")
       ->check(CLI::IsMember({"onnx", "keras"}));
+  cmd->add_flag("--overwrite", f->overwrite, "Replace an existing .keras file that no earlier export wrote");
   return {cmd, [f] {
             require_one_process("export");
             install_exit_handlers();  // Ctrl-C leaves no temporary file
             const bool keras = export_format(f->format, f->output) == "keras";
-            if (keras) check_keras_output(f->output);
+            if (keras) check_keras_output(f->output, f->overwrite);
             else check_output(f->output);
             Towers one;
             one.plan.cpu_towers = 1;

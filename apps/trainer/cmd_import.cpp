@@ -86,7 +86,7 @@ void check_new_file(const std::string& path, const std::string& flag, bool overw
 Command add_import(CLI::App& app) {
   struct Flags {
     std::string model, output, weights;
-    bool overwrite = false;
+    bool overwrite = false, no_compile = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("import", "Write a Keras model (.keras, .h5 model, or model.to_json() text) as "
@@ -96,13 +96,17 @@ Command add_import(CLI::App& app) {
   cmd->add_option("--weights", f->weights, "Weights file to write (default: the config's name, _weights.h5)")
       ->check(non_empty_path());
   cmd->add_flag("--overwrite", f->overwrite, "Replace output files that exist (else an error before any is written)");
+  cmd->add_flag("--no-compile", f->no_compile,
+                "Leave model.compile's arguments out (a loss or metric of your own): the config gets "
+                "binary_crossentropy (categorical_crossentropy after a softmax) and no metrics, to set there");
   return {cmd, [f] {
             require_one_process("import");
             install_exit_handlers();  // Ctrl-C leaves no temporary file
             const std::string weights = f->weights.empty() ? default_weights_path(f->output) : f->weights;
             check_new_file(f->output, "--output", f->overwrite);
             check_distinct(f->model, f->output, weights);
-            const KerasModelFile file = read_keras_file(f->model);
+            KerasModelFile file = read_keras_file(f->model);
+            if (f->no_compile) file.compile = nullptr;
             if (!file.weights.empty()) check_new_file(weights, "--weights", f->overwrite);
             const ImportedModel m = import_keras_model(file, {f->model, f->output, weights});
             for (const std::string& note : m.notes) spdlog::info("{}", note);

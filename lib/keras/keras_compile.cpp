@@ -70,8 +70,8 @@ void translate_loss(json loss, CompileTranslation& t) {
   const std::string own = user_function(loss);
   if (!own.empty() || (loss.is_object() && json_text(loss, "class_name").empty())) {
     t.problems.push_back("loss '" + (own.empty() ? loss.dump() : own) + "' is a function of your own; trainer's "
-                         "losses are Keras's and a few more: set training.loss to one of them (docs/config.md: "
-                         "e.g. bce_dice for binary crossentropy plus dice)");
+                         "losses are Keras's and a few more (docs/config.md: e.g. bce_dice for binary crossentropy "
+                         "plus dice): import with --no-compile and set training.loss in the config written");
     return;
   }
   if (loss.is_string()) {
@@ -105,8 +105,9 @@ std::string metric_name(const json& m, CompileTranslation& t) {
       name == "dice")
     return name;
   if (name == "mean_iou") {
-    t.notes.push_back("metric 'mean_iou' (a function of your own) is taken as trainer's mean_iou, the DSB 2018 "
-                      "kernels' IoU averaged over the thresholds 0.5 to 0.95 (docs/config.md)");
+    t.notes.push_back("metric 'mean_iou' (a function of your own) is taken as trainer's mean_iou: the nuclei's IoU "
+                      "averaged over the thresholds 0.5 to 0.95; the DSB 2018 kernels' version averages in the "
+                      "background's IoU too and reads higher (docs/from_keras.md; binary_iou is the nearer)");
     return "mean_iou";
   }
   const std::string cls = json_text(m, "class_name");
@@ -124,8 +125,8 @@ std::string metric_name(const json& m, CompileTranslation& t) {
     return "binary_iou";
   }
   t.problems.push_back("metric " + (name.empty() ? (cls.empty() ? m.dump() : cls) : "'" + name + "'") +
-                       " is not one trainer computes; keep those it has (mean_iou, dice, accuracy, precision, "
-                       "recall, binary_iou, binary_accuracy, binary_io_u) in training.metrics");
+                       " is not one trainer computes; import with --no-compile and list those it has (mean_iou, "
+                       "dice, accuracy, precision, recall, binary_iou, ...) under training.metrics");
   return "";
 }
 

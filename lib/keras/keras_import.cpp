@@ -1,6 +1,7 @@
 #include "keras/keras_import.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -48,7 +49,8 @@ std::string training_section(const CompileTranslation& c, const std::vector<Laye
   for (const std::string& line : c.lines) out << "  " << line << "\n";
   if (!paths.weights.empty())
     out << "  # The weights the Keras file holds; remove this line to train from the initializers.\n"
-        << "  initial_weights: " << yaml_flow(YAML::Node(paths.weights)) << "\n";
+        << "  initial_weights: " << yaml_flow(YAML::Node(std::filesystem::absolute(paths.weights).string()))
+        << "\n";
   return out.str();
 }
 
@@ -61,9 +63,9 @@ std::string config_text(const KerasModelFile& file, const ImportPaths& paths, co
       << "# arguments. Fill in the data folders and model.fit's epochs and batch size (docs/config.md).\n\n"
       << model_section(model_name, layers) << "\n"
       << "data:\n"
-      << "  # The image folder and the mask folder (or --images and --masks): each image's mask is the\n"
-      << "  # file of the same name (docs/data.md: mask_suffix for names such as 0a1b_mask.png).\n"
-      << "  images: images\n  masks: masks\n"
+      << "  # The image folder and the mask folder (or --images and --masks). The mask of 0a1b.png is\n"
+      << "  # 0a1b<mask_suffix>.png: 0a1b_mask.png here; mask_suffix: \"\" for masks named as their images.\n"
+      << "  images: images\n  masks: masks\n  mask_suffix: _mask\n"
       << "  validation_split: 0.1  # model.fit(validation_split=...): the last 10% of the pairs by name\n\n"
       << training_section(compile, layers, paths);
   return out.str();

@@ -310,9 +310,12 @@ std::vector<std::string> check_layer_keys(const YAML::Node& entry) {
     find_layer_factory(type)(p, name);
     p.finish();
   } catch (const UserError& e) {
-    const std::string m = e.what();
+    std::string m = e.what();
     const size_t at = m.find(what);
-    return {at == std::string::npos ? m : m.substr(at)};
+    if (at != std::string::npos) m = m.substr(at);
+    if (m.find("unknown key") != std::string::npos)
+      m += " (those are trainer's keys for the layer: remove the Keras argument it lacks and import again)";
+    return {m};
   }
   return {};
 }
