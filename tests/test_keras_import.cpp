@@ -207,6 +207,18 @@ YAML::Node layer_named(const Config& c, const std::string& name) {
   return {};
 }
 
+/// dir/seed.json (seed_model), imported to dir/seed.yaml and trained 1 epoch on data/sample into dir/run.
+void trained_seed(const std::filesystem::path& dir) {
+  std::ofstream(dir / "seed.json") << seed_model().dump();
+  REQUIRE(run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "seed.yaml").string(), dir).code == 0);
+  const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
+  const Run r = run_trainer("--config " + (dir / "seed.yaml").string() + " --images " + sample + "/images --masks " +
+                                sample + "/masks --epochs 1 --output " + (dir / "run").string() + " --gpus cpu",
+                            dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+}
+
 }  // namespace
 
 TEST_CASE("import: the seed network in Keras 3's JSON becomes a config that reads and builds", "[keras]") {
@@ -382,16 +394,9 @@ TEST_CASE("trainer import writes the config, refuses to replace files, and write
 TEST_CASE("export --format keras writes a .keras file that import reads back to the same model and weights",
           "[keras][cli]") {
   const auto dir = temp_dir("keras_export_cli");
-  std::ofstream(dir / "seed.json") << seed_model().dump();
-  REQUIRE(run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "seed.yaml").string(), dir).code == 0);
-  const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
-  Run r = run_trainer("--config " + (dir / "seed.yaml").string() + " --images " + sample + "/images --masks " + sample +
-                          "/masks --epochs 1 --output " + (dir / "run").string() + " --gpus cpu",
-                      dir);
-  INFO(r.out << r.err);
-  REQUIRE(r.code == 0);
+  trained_seed(dir);
   const auto keras = dir / "seed.keras";
-  r = run_trainer("export --checkpoint " + (dir / "run" / "final.h5").string() + " --output " + keras.string(), dir);
+  Run r = run_trainer("export --checkpoint " + (dir / "run" / "final.h5").string() + " --output " + keras.string(), dir);
   REQUIRE(r.code == 0);  // the format from the name
   CHECK(r.out.find("keras.models.load_model opens it") != std::string::npos);
   r = run_trainer("import " + keras.string() + " --output " + (dir / "back.yaml").string(), dir);
@@ -436,12 +441,7 @@ TEST_CASE("import: JSON of unexpected types, a cut .keras file and a zip that is
   CHECK(r.code == 2);
 
   // A .keras file cut in half, and a zip without config.json.
-  std::ofstream(dir / "seed.json") << seed_model().dump();
-  REQUIRE(run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "seed.yaml").string(), dir).code == 0);
-  const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
-  REQUIRE(run_trainer("--config " + (dir / "seed.yaml").string() + " --images " + sample + "/images --masks " + sample +
-                          "/masks --epochs 1 --output " + (dir / "run").string() + " --gpus cpu",
-                      dir).code == 0);
+  trained_seed(dir);
   REQUIRE(run_trainer("export --checkpoint " + (dir / "run" / "final.h5").string() + " --output " +
                           (dir / "seed.keras").string(), dir).code == 0);
   const std::string whole = slurp(dir / "seed.keras");
@@ -541,11 +541,7 @@ TEST_CASE("import and export refuse to overwrite what is not theirs", "[keras][c
   CHECK(r.code == 2);
   CHECK(slurp(dir / "seed.json") == seed_model().dump());
 
-  REQUIRE(run_trainer("import " + (dir / "seed.json").string() + " --output " + (dir / "seed.yaml").string(), dir).code == 0);
-  const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
-  REQUIRE(run_trainer("--config " + (dir / "seed.yaml").string() + " --images " + sample + "/images --masks " + sample +
-                          "/masks --epochs 1 --output " + (dir / "run").string() + " --gpus cpu",
-                      dir).code == 0);
+  trained_seed(dir);
   const std::string export_to = "export --checkpoint " + (dir / "run" / "final.h5").string() + " --output ";
   std::ofstream(dir / "mine.keras") << "a Keras model of the user's own";
   r = run_trainer(export_to + (dir / "mine.keras").string(), dir);

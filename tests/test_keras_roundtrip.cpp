@@ -122,22 +122,40 @@ training:
   optimizer: {type: Adam, learning_rate: 0.01}
 )";
 
-}  // namespace
-
-TEST_CASE("Keras models saved as .keras, .h5 and JSON import, predict as in Keras, and train", "[keras][e2e]") {
+/// The Python that TRAINER_KERAS_PYTHON names (else python3), after make_models.py has written its files to
+/// dir; "" (with a warning) when that Python has no Keras.
+std::string keras_models(const fs::path& dir) {
   const char* env = std::getenv("TRAINER_KERAS_PYTHON");
   const std::string python = env && *env ? env : "python3";
-  const fs::path dir = temp_dir("keras_roundtrip");
   if (run(python, "-c 'import keras, tensorflow'", fresh_subdir(dir, "probe")).code != 0) {
     WARN("not checked against Keras: " << python << " has no keras and tensorflow (set TRAINER_KERAS_PYTHON to a "
                                           "Python that has them; .ci/run makes one)");
-    return;
+    return "";
   }
   const std::string source = TRAINER_SOURCE_DIR;
   const std::string sample = source + "/data/sample/images/00071198d059ba7f5914a526d124d28e6d010c92466da21d4a04cd5413362552.png";
-  Run made = run(python, source + "/tests/keras/make_models.py " + dir.string() + " " + sample, dir);
+  const Run made = run(python, source + "/tests/keras/make_models.py " + dir.string() + " " + sample, dir);
   INFO(made.out << made.err);
   REQUIRE(made.code == 0);
+  return python;
+}
+
+/// trainer trains config for its epochs (or `epochs`) on data/sample into dir/run.
+void train_on_sample(const fs::path& dir, const fs::path& config, const std::string& epochs = "") {
+  const std::string sample = std::string(TRAINER_SOURCE_DIR) + "/data/sample";
+  const Run r = run_trainer("--config " + config.string() + " --images " + sample + "/images --masks " + sample +
+                                "/masks " + epochs + " --output " + (dir / "run").string() + " --gpus cpu",
+                            dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+}
+
+}  // namespace
+
+TEST_CASE("Keras models saved as .keras, .h5 and JSON import, predict as in Keras, and train", "[keras][e2e]") {
+  const fs::path dir = temp_dir("keras_roundtrip");
+  const std::string python = keras_models(dir);
+  if (python.empty()) return;
 
   // The float32 arithmetic differs in order only (x / 255 against x * (1 / 255), the convolutions' sums).
   CHECK(predicted_difference(dir, "seed.keras") < 1e-5);
@@ -153,11 +171,7 @@ TEST_CASE("Keras models saved as .keras, .h5 and JSON import, predict as in Kera
   CHECK_FALSE(fs::exists(dir / "seed_json_weights.h5"));
 
   // The imported config trains from the imported weights; the trained model goes back to Keras.
-  r = run_trainer("--config " + (dir / "seed_keras.yaml").string() + " --images " + source + "/data/sample/images --masks " +
-                      source + "/data/sample/masks --epochs 1 --output " + (dir / "run").string() + " --gpus cpu",
-                  dir);
-  INFO(r.out << r.err);
-  REQUIRE(r.code == 0);
+  train_on_sample(dir, dir / "seed_keras.yaml", "--epochs 1");
   CHECK(exported_difference(python, dir, dir / "run" / "final.h5", "test.png", 64) < 1e-5);
 
   r = run_trainer("import " + (dir / "unsupported.keras").string() + " --output " + (dir / "u.yaml").string(), dir);
@@ -170,22 +184,11 @@ TEST_CASE("Keras models saved as .keras, .h5 and JSON import, predict as in Kera
 }
 
 TEST_CASE("a model of every layer type goes to Keras as .keras and comes back through import", "[keras][e2e]") {
-  const char* env = std::getenv("TRAINER_KERAS_PYTHON");
-  const std::string python = env && *env ? env : "python3";
   const fs::path dir = temp_dir("keras_every_layer");
-  if (run(python, "-c 'import keras, tensorflow'", fresh_subdir(dir, "probe")).code != 0) {
-    WARN("not checked against Keras: " << python << " has no keras and tensorflow (set TRAINER_KERAS_PYTHON)");
-    return;
-  }
-  const std::string source = TRAINER_SOURCE_DIR;
-  const std::string sample = source + "/data/sample/images/00071198d059ba7f5914a526d124d28e6d010c92466da21d4a04cd5413362552.png";
-  REQUIRE(run(python, source + "/tests/keras/make_models.py " + dir.string() + " " + sample, dir).code == 0);
+  const std::string python = keras_models(dir);
+  if (python.empty()) return;
   std::ofstream(dir / "every.yaml") << kEveryLayer;
-  Run r = run_trainer("--config " + (dir / "every.yaml").string() + " --images " + source + "/data/sample/images --masks " +
-                          source + "/data/sample/masks --output " + (dir / "run").string() + " --gpus cpu",
-                      dir);
-  INFO(r.out << r.err);
-  REQUIRE(r.code == 0);
+  train_on_sample(dir, dir / "every.yaml");
   CHECK(exported_difference(python, dir, dir / "run" / "final.h5", "test32.png", 32, "resaved") < 1e-5);
   // Saved again by Keras, whose weights file names layers by class and place: the same predictions.
   const cv::Mat ours = trainer_probabilities(dir, dir / "run" / "final.h5", "test32.png");
