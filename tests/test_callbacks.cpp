@@ -13,6 +13,7 @@
 #include <iterator>
 #include <limits>
 
+#include "config/sections.h"
 #include "core/error.h"
 #include "train/callbacks.h"
 #include "train/csv_logger.h"
@@ -49,6 +50,11 @@ TEST_CASE("monitor_is_max resolves auto like Keras, explicit modes win", "[callb
   CHECK(monitor_is_max("val_mean_iou", MonitorMode::Auto));
   CHECK(monitor_is_max("dice", MonitorMode::Auto));
   CHECK_FALSE(monitor_is_max("val_dice_loss", MonitorMode::Auto));
+  for (const std::string& m : metric_names()) {  // every metric is better higher (Keras's _direction "up")
+    INFO(m);
+    CHECK(monitor_is_max(m, MonitorMode::Auto));
+    CHECK(monitor_is_max("val_" + m, MonitorMode::Auto));
+  }
   CHECK(monitor_is_max("val_loss", MonitorMode::Max));
   CHECK_FALSE(monitor_is_max("val_mean_iou", MonitorMode::Min));
 }

@@ -169,8 +169,10 @@ TEST_CASE("categorical metrics count a confusion matrix: Keras's MeanIoU, per-cl
   CHECK(absent.accuracy() == Approx(0.5));
   CHECK(MetricCounts(3).mean_iou() == 0.0);
 
-  MetricCounts binary;
-  CHECK_THROWS_AS(got.add(MetricCounts(4)), InternalError);
+  MetricCounts binary, four(4);
+  four.v[MetricCounts::kSize] = 1;
+  CHECK_THROWS_AS(got.add(four), InternalError);
+  got.add(MetricCounts(4));  // zero counts of another layout add nothing
   binary.add(got);  // empty counts take the classes of what they are given
   CHECK(binary.classes() == 5);
   CHECK(binary.mean_iou() == got.mean_iou());

@@ -138,11 +138,6 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "not in 'name'"},
       {"a callback named in 'name'", edit("{type: EarlyStopping,", "{name: EarlyStopping,"),
        "training.callbacks[0]: 'type' is required; the class goes in 'type' (e.g. 'type: EarlyStopping')"},
-      {"Keras's MeanIoU is named mean_iou", edit("metrics: [mean_iou]", "metrics: [MeanIoU]"),
-       "'MeanIoU' is not a metric (did you mean 'mean_iou'?) (mean_iou is Keras's MeanIoU with a categorical "
-       "loss; with a binary one it averages the foreground IoU over thresholds 0.5 to 0.95, and binary_iou is "
-       "Keras's BinaryIoU(target_class_ids=[0, 1]), MeanIoU(num_classes=2) on binary masks; docs/config.md); use "
-       "any of"},
       {"a Keras 3 .keras checkpoint name", edit("filepath: best.h5", "filepath: ck/best.keras"),
        "'filepath' 'ck/best.keras': checkpoints are HDF5 files (docs/checkpoint.md), not Keras 3's .keras "
        "archives; name it 'ck/best.h5'"},
@@ -258,8 +253,9 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"an optimizer written as Python", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "'keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0)'"),
        "is Python; write the mapping {type: Adam, learning_rate: 1e-3, clipnorm: 1.0}"},
       {"a metric as a mapping", edit("metrics: [mean_iou]", "metrics: [{type: MeanIoU, num_classes: 2}]"),
-       "'MeanIoU' is written as a mapping; write the metric's name (binary_iou, Keras's BinaryIoU(target_class_ids=[0, "
-       "1]) or MeanIoU(num_classes=2) with this binary loss: the number of classes comes from the model)"},
+       "'MeanIoU' is written as a mapping; write the metric's name (BinaryIoU, Keras's BinaryIoU(target_class_ids=[0, "
+       "1]) with this binary loss: the number of classes comes from the model, and the thresholds are Keras's "
+       "defaults)"},
       {"two gradient clippings", edit("{type: SGD,", "{type: SGD, clipnorm: 1.0, clipvalue: 0.5,"),
        "'clipvalue' is given with 'clipnorm'; only one of clipnorm, clipvalue and global_clipnorm can be set"},
       {"beta_1 of 1", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "{type: Adam, beta_1: 1}"),
@@ -325,7 +321,9 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "'mask_suffix' is '_mask.png', which ends in a file extension; it is the end of a mask's name before the "
        "extension (any image type is read): write '_mask'"},
       {"a metric written as Python", edit("metrics: [mean_iou]", "metrics: ['tf.keras.metrics.MeanIoU(num_classes=3)']"),
-       "(mean_iou is Keras's MeanIoU with a categorical loss"},
+       "(write Keras's class name alone, MeanIoU with a categorical loss or BinaryIoU with a binary one: the number "
+       "of classes comes from the model; docs/config.md); use any of: mean_iou, dice, accuracy, mean_io_u, precision, "
+       "recall, binary_iou, binary_accuracy, binary_io_u, auc"},
       {"a save_freq in batches", edit("save_best_only: true}", "save_best_only: true, save_freq: 100}"),
        "cfg.yaml:35:83: training.callbacks[1] (ModelCheckpoint): 'save_freq' is 100; only 'epoch' (Keras's default) "
        "is supported: checkpoints are written at the end of each epoch"},

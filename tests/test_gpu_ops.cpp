@@ -29,6 +29,7 @@
 #include "backend/train_ops.h"
 #include "gpu_testing.h"
 #include "nn/activation.h"
+#include "train/metrics.h"
 #if defined(TRAINER_WITH_CUDA)
 #include "backend/cuda/cudnn_conv.h"
 #endif
@@ -937,6 +938,37 @@ TEST_CASE("GPU logit histogram counts exactly what the CPU counts", "[gpu][gpu_o
   for (size_t i = 0; i < ref.size(); ++i) added += ref[i] - int64_t(i) * 1000;
   REQUIRE(added == int64_t(n));
   CHECK_IDENTICAL("histogram", got, ref);
+}
+
+TEST_CASE("GPU AUC histogram counts what the CPU counts, but for values on a bucket's edge", "[gpu][gpu_ops]") {
+  TRAINER_REQUIRE_GPU();
+  GpuDevice g(0, Precision::FP32);
+  const int bins = MetricCounts::kAucThresholds;
+  const size_t n = 50021;
+  std::vector<float> z = random_values(n, 393, -6.f, 6.f), y = random_values(n, 394, 0.f, 1.f);
+  for (size_t i = 0; i < n; i += 13) z[i] = -40.f;  // probability 0: bucket 0
+  auto run = [&](const Device& d) {
+    Buffer<float> zb = upload(z, d), yb = upload(y, d);
+    std::vector<int64_t> hist(size_t(2 * bins), 5);  // added to, not overwritten
+    probability_histogram(d, zb.data(), yb.data(), n, bins, hist.data());
+    return hist;
+  };
+  const std::vector<int64_t> ref = run(Device{}), got = run(g.device);
+  // The GPU's expf may differ from the CPU's by an ulp, moving a value that lies on a bucket's edge
+  // to the next bucket; each class's total is the same.
+  int64_t moved = 0;
+  for (int fg = 0; fg < 2; ++fg) {
+    int64_t ref_total = 0, got_total = 0;
+    for (int b = 0; b < bins; ++b) {
+      const size_t k = size_t(fg * bins + b);
+      ref_total += ref[k];
+      got_total += got[k];
+      moved += std::abs(ref[k] - got[k]);
+    }
+    CHECK(got_total == ref_total);
+  }
+  CHECK(moved <= 10);
+  CHECK(ref[0] + ref[size_t(bins)] >= int64_t(n / 13) + 10);  // each class's bucket 0 started at 5
 }
 
 /// Adam's bias-corrected rate at step t (learning rate 1e-3, beta_1 0.9, beta_2 0.999).

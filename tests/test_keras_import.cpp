@@ -530,6 +530,35 @@ TEST_CASE("import: call keywords, Keras 2's hard_sigmoid, loss weights and YAML 
   CHECK(m.problems.empty());
 }
 
+TEST_CASE("import: Keras's AUC and MeanIoU metric objects become auc, binary_iou or mean_io_u", "[keras]") {
+  const auto metrics_of = [](const json& list, std::string* problems = nullptr) {
+    json model = seed_model();
+    model["compile_config"]["metrics"] = list;
+    const ImportedModel m = import_json(model);
+    if (problems) *problems = joined(m.problems);
+    if (!m.problems.empty()) return std::vector<std::string>{};
+    return parse_config(m.yaml, "m.yaml").training.metrics;
+  };
+  const auto object = [](const char* cls, const json& config) {
+    return json{{"module", "keras.metrics"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+  };
+  const json auc = {{"name", "auc"},         {"num_thresholds", 200},     {"curve", "ROC"},
+                    {"summation_method", "interpolation"}, {"multi_label", false}, {"num_labels", nullptr},
+                    {"label_weights", nullptr}, {"from_logits", false}};
+  CHECK(metrics_of(json{object("AUC", auc), "AUC"}) == std::vector<std::string>{"auc"});
+  json pr = auc;
+  pr["curve"] = "PR";
+  std::string problems;
+  CHECK(metrics_of(json{object("AUC", pr)}, &problems).empty());
+  CHECK_THAT(problems, Catch::Contains("differs from Keras's default AUC()"));
+  // MeanIoU of 2 classes on class ids (a sigmoid's probabilities in Keras): binary_iou.
+  CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 2}, {"sparse_y_pred", true}})}) ==
+        std::vector<std::string>{"binary_iou"});
+  // The argmax of a softmax (sparse_y_pred=False): Keras's MeanIoU, which needs a softmax model to train.
+  CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 3}, {"sparse_y_pred", false}})}) ==
+        std::vector<std::string>{"mean_io_u"});
+}
+
 TEST_CASE("import and export refuse to overwrite what is not theirs", "[keras][cli]") {
   const auto dir = temp_dir("keras_outputs");
   std::ofstream(dir / "seed.json") << seed_model().dump();

@@ -123,6 +123,77 @@ TEST_CASE("binary_iou is Keras's BinaryIoU(target_class_ids=[0, 1]): background 
   CHECK_THROWS_AS(MetricCounts(3).value("binary_iou"), InternalError);
 }
 
+namespace {
+
+/// keras.metrics.AUC()'s result written out: the confusion counts at its 200 thresholds (-1e-7,
+/// i / 199, 1 + 1e-7) by comparing each probability, in double, then the trapezoids over the ROC curve.
+double keras_auc(const Tensor& z, const Tensor& y) {
+  constexpr int n = MetricCounts::kAucThresholds;
+  std::vector<double> tp(n), fp(n), fn(n), tn(n);
+  for (size_t k = 0; k < z.numel(); ++k) {
+    const double p = 1 / (1 + std::exp(-double(z.data()[k])));
+    const bool fg = y.data()[k] > 0.5f;
+    for (int i = 0; i < n; ++i) {
+      const double t = i == 0 ? -1e-7 : i == n - 1 ? 1 + 1e-7 : double(i) / (n - 1);
+      (p > t ? (fg ? tp : fp) : (fg ? fn : tn))[size_t(i)] += 1;
+    }
+  }
+  double area = 0;
+  for (int i = 0; i + 1 < n; ++i) {
+    const auto rate = [](double a, double b) { return a + b == 0 ? 0.0 : a / (a + b); };
+    const double x0 = rate(fp[i], tn[i]), x1 = rate(fp[i + 1], tn[i + 1]);
+    area += (x0 - x1) * (rate(tp[i], fn[i]) + rate(tp[i + 1], fn[i + 1])) / 2;
+  }
+  return area;
+}
+
+}  // namespace
+
+TEST_CASE("auc is keras.metrics.AUC(): ROC, 200 thresholds, trapezoids; halves add up exactly", "[metrics]") {
+  const Shape s{3, 17, 19, 1};
+  Tensor z = testing::random_tensor(s, 41, -5.f, 5.f);
+  Tensor y = random_mask(s, 42);
+  for (size_t i = 0; i < z.numel(); ++i) z.data()[i] += y.data()[i] > 0.5f ? 2.f : 0.f;  // some skill
+  MetricCounts c(0, true);
+  accumulate_metrics(z, y, c);
+  const double want = keras_auc(z, y);
+  CHECK(want > 0.6);
+  CHECK(c.auc() == Approx(want).margin(1e-9));
+  CHECK(c.value("auc") == c.auc());
+  MetricCounts plain;
+  accumulate_metrics(z, y, plain);
+  CHECK(std::equal(plain.v.begin(), plain.v.end(), c.v.begin()));  // the other counts are as without the AUC
+
+  MetricCounts halves(0, true), second(0, true);
+  accumulate_metrics(samples(z, 0, 2), samples(y, 0, 2), halves);
+  accumulate_metrics(samples(z, 2, 1), samples(y, 2, 1), second);
+  halves.add(second);
+  CHECK(halves.v == c.v);
+
+  // A perfect ranking gives 1, the reverse 0 (Keras's values too); no foreground gives 0.
+  Tensor zp(Shape{1, 1, 4, 1}), yp(Shape{1, 1, 4, 1});
+  const float zv[] = {3.f, 1.f, -1.f, -3.f}, yv[] = {1.f, 1.f, 0.f, 0.f};
+  for (int i = 0; i < 4; ++i) zp.data()[i] = zv[i], yp.data()[i] = yv[i];
+  MetricCounts perfect(0, true), reverse(0, true);
+  accumulate_metrics(zp, yp, perfect);
+  CHECK(perfect.auc() == Approx(1.0));
+  for (int i = 0; i < 4; ++i) zp.data()[i] = -zv[i];
+  accumulate_metrics(zp, yp, reverse);
+  CHECK(reverse.auc() == Approx(0.0).margin(1e-12));
+  CHECK(MetricCounts(0, true).auc() == 0.0);
+  CHECK_THROWS_AS(MetricCounts().auc(), InternalError);
+  CHECK_THROWS_AS(MetricCounts(3, true).value("auc"), InternalError);
+  CHECK(monitor_is_max("val_auc", MonitorMode::Auto));
+}
+
+TEST_CASE("mean_io_u is Keras's MeanIoU: the categorical mean_iou, refused for binary counts", "[metrics]") {
+  MetricCounts c(2);
+  accumulate_metrics(testing::make_tensor({1, 1, 2, 2}, {5, 0, 0, 5}), testing::make_tensor({1, 1, 2, 1}, {0, 0}), c);
+  CHECK(c.value("mean_io_u") == c.mean_iou());
+  CHECK(c.mean_iou() == Approx(0.25));  // class 0: 1 / 2; class 1: 0 / 1
+  CHECK_THROWS_AS(MetricCounts().value("mean_io_u"), InternalError);
+}
+
 TEST_CASE("a threshold with an empty union counts as IoU 1", "[metrics]") {
   // Empty mask; one pixel at sigmoid 0.72: predicted positive for t = 0.50..0.70
   // (IoU 0 / 1), nothing predicted for t = 0.75..0.95 (U = 0, counts 1).

@@ -126,3 +126,28 @@ TEST_CASE("a TensorBoard log_dir naming one of the run's files is rejected for t
   CHECK_NOTHROW(validate_for_training(stored, m));
   CHECK_THROWS_WITH(check_callback_files(stored), Catch::Contains("'log_dir' 'final.h5' is (or lies in)"));
 }
+
+TEST_CASE("Keras's MeanIoU needs a categorical model and AUC a binary one", "[validate][metrics]") {
+  const auto error = [](const std::string& out, const std::string& loss, const std::string& metric) {
+    Config c = parse_config("model:\n  layers:\n    - {type: Input, shape: [4, 4, 1]}\n    - " + out +
+                                "\ndata: {images: a, masks: b}\ntraining: {epochs: 1, loss: " + loss +
+                                ", metrics: [" + metric + "]}\n",
+                            "v.yaml");
+    Model m(c.model, c.path);
+    try {
+      validate_for_training(c, m);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string softmax = "{type: Conv2D, filters: 3, kernel_size: 1, activation: softmax}";
+  const std::string sparse = "sparse_categorical_crossentropy";
+  CHECK(error(softmax, sparse, "MeanIoU").empty());
+  CHECK(error(kOut, "binary_crossentropy", "AUC").empty());
+  CHECK_THAT(error(kOut, "binary_crossentropy", "MeanIoU"),
+             Catch::Contains("v.yaml:6:") && Catch::Contains("'MeanIoU' needs a categorical loss") &&
+                 Catch::Contains("Use BinaryIoU"));
+  CHECK_THAT(error(softmax, sparse, "AUC"),
+             Catch::Contains("'auc' is for binary masks, not the 3 classes of loss 'sparse_categorical_crossentropy'"));
+}

@@ -111,6 +111,17 @@ TRAINER_HD inline int logit_bin(float z, const float* thr, int T) {
   return k;
 }
 
+/// keras.metrics.AUC's bucket of the probability sigmoid(z) among `bins` evenly
+/// spaced thresholds (its _update_confusion_matrix_variables_optimized):
+/// ceil(p (bins - 1)) - 1, clamped to [0, bins - 1]. p exceeds threshold i
+/// (i / (bins - 1) for 0 < i < bins - 1, -epsilon for i = 0, 1 + epsilon for
+/// i = bins - 1) exactly when its bucket is at least i.
+TRAINER_HD inline int probability_bucket(float z, int bins) {
+  const float p = 1.f / (1.f + expf(-z));
+  const int b = int(ceilf(p * float(bins - 1))) - 1;
+  return b < 0 ? 0 : (b > bins - 1 ? bins - 1 : b);
+}
+
 /// The class a target value names: c when v is a whole number c in [0, k),
 /// else -1 (no class; such a pixel adds nothing to the categorical loss,
 /// gradient or confusion counts: an ignored pixel, core/class_mask.h's

@@ -298,6 +298,10 @@ std::string keras_loss_class(LossKind kind);
 /// categorical_focal_crossentropy. Keras 3's Dice and Tversky
 /// (is_overlap) take either form.
 bool is_categorical(LossKind kind);
+/// Whether training.metrics' name is for binary masks only: precision,
+/// recall, binary_iou, binary_accuracy, binary_io_u, auc (the others,
+/// mean_iou, dice, accuracy and mean_io_u, take class-index masks too).
+bool binary_only_metric(const std::string& name);
 /// Whether kind is Keras 3's Dice or Tversky, which take either one sigmoid
 /// channel and binary masks, or K >= 2 softmax channels and class-index
 /// masks (Keras's one-hot targets).

@@ -41,7 +41,8 @@ const std::vector<std::string>& scaling_names();
 /// The index of value in names, which the reader has checked it is one of
 /// (InternalError otherwise).
 size_t choice_index(const std::string& value, const std::vector<std::string>& names);
-/// The metrics training.metrics may name.
+/// The metrics training.metrics may name, under Keras's log keys (MeanIoU is
+/// mean_io_u, AUC auc, ...).
 const std::vector<std::string>& metric_names();
 /// training: {epochs, batch_size, seed, loss, metrics, optimizer, callbacks,
 /// output_dir}. has_validation: DataConfig::has_validation() (val_* monitors need it).

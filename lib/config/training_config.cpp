@@ -14,11 +14,13 @@
 namespace trainer {
 
 const std::vector<std::string>& metric_names() {
-  // The first three also for categorical losses; binary_accuracy and binary_io_u are Keras's names (and
-  // log keys) of accuracy and binary_iou.
-  static const std::vector<std::string> names = {"mean_iou",   "dice",   "accuracy",        "precision",
-                                                 "recall",     "binary_iou", "binary_accuracy", "binary_io_u"};
+  static const std::vector<std::string> names = {"mean_iou", "dice",       "accuracy",        "mean_io_u", "precision",
+                                                 "recall",   "binary_iou", "binary_accuracy", "binary_io_u", "auc"};
   return names;
+}
+
+bool binary_only_metric(const std::string& name) {
+  return name != "mean_iou" && name != "dice" && name != "accuracy" && name != "mean_io_u";
 }
 
 void require_type(ParamReader& head, const std::string& example) {
@@ -320,23 +322,65 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   return o;
 }
 
-namespace {
 
 /// A Keras metric class written as a name, as Keras logs it: Precision -> precision, Recall -> recall,
-/// BinaryIoU -> binary_io_u, BinaryAccuracy -> binary_accuracy; other names unchanged.
+/// BinaryIoU -> binary_io_u, BinaryAccuracy -> binary_accuracy, MeanIoU -> mean_io_u, AUC -> auc; other
+/// names unchanged.
 std::string keras_metric_name(const std::string& name) {
   static const std::pair<const char*, const char*> classes[] = {
-      {"Precision", "precision"}, {"Recall", "recall"}, {"BinaryIoU", "binary_io_u"}, {"BinaryAccuracy", "binary_accuracy"}};
+      {"Precision", "precision"},   {"Recall", "recall"},       {"BinaryIoU", "binary_io_u"},
+      {"BinaryAccuracy", "binary_accuracy"}, {"MeanIoU", "mean_io_u"}, {"AUC", "auc"}};
   for (const auto& [cls, logged] : classes)
     if (name == cls) return logged;
   return name;
 }
 
-}  // namespace
+/// The metrics a binary (categorical false) or categorical loss takes.
+std::vector<std::string> metrics_for(bool categorical) {
+  std::vector<std::string> out;
+  for (const std::string& m : metric_names())
+    if (!categorical || !binary_only_metric(m)) out.push_back(m);
+  return out;
+}
+
+/// A training.metrics entry written as a mapping ({type: MeanIoU, num_classes: 2}): the error saying
+/// to write the name.
+[[noreturn]] void metric_as_mapping(const std::string& at, const std::string& type, bool categorical) {
+  const std::string lower = ascii_lower(type);
+  const bool iou = lower.rfind("meaniou", 0) == 0 || lower.rfind("binaryiou", 0) == 0;
+  // Keras's IoU class by the loss's kind (with a binary loss, MeanIoU is the wrong suggestion).
+  const std::string example = !iou ? "e.g. MeanIoU with a categorical loss, BinaryIoU with a binary one"
+                              : categorical ? "MeanIoU, Keras's MeanIoU with this categorical loss"
+                                            : "BinaryIoU, Keras's BinaryIoU(target_class_ids=[0, 1]) with this "
+                                              "binary loss";
+  throw UserError(at + "'" + type + "' is written as a mapping; write the metric's name (" + example +
+                  ": the number of classes comes from the model, and the thresholds are Keras's defaults)");
+}
+
+/// Checks that m (after keras_metric_name) is a metric; the list in the error is the metrics of a binary
+/// or categorical loss.
+void check_metric(const std::string& at, const std::string& m, bool categorical) {
+  const std::vector<std::string> known = metrics_for(categorical);
+  // A binary metric with a categorical model, or MeanIoU with a binary one: validate_for_training
+  // says so once the model's output is known.
+  if (std::find(metric_names().begin(), metric_names().end(), m) != metric_names().end()) return;
+  const bool keras_accuracy = m == "sparse_categorical_accuracy" || m == "categorical_accuracy";
+  // Python's tf.keras.metrics.MeanIoU(num_classes=3): the class name, for the hints.
+  std::string bare = m.substr(0, m.find('('));
+  if (const size_t dot = bare.rfind('.'); dot != std::string::npos) bare = bare.substr(dot + 1);
+  const std::string lower = ascii_lower(bare);
+  const bool iou = lower.rfind("meaniou", 0) == 0 || lower.rfind("binaryiou", 0) == 0;
+  throw UserError(at + "'" + m + "' is not a metric" +
+                  (keras_accuracy ? " (Keras's '" + m + "' is 'accuracy' here)" : did_you_mean(bare, known)) +
+                  (iou ? " (write Keras's class name alone, MeanIoU with a categorical loss or BinaryIoU with a "
+                         "binary one: the number of classes comes from the model; docs/config.md)"
+                       : "") +
+                  "; use any of: " + join_names(known));
+}
 
 /// training.metrics; `categorical`: the loss is a categorical one, whose
-/// metrics leave out precision and recall (named in the error's list only
-/// for binary losses).
+/// metrics leave out the binary ones (named in the error's list only for
+/// binary losses).
 std::vector<std::string> read_metrics(const YAML::Node& node, const std::string& file, bool categorical) {
   std::vector<YAML::Node> items;
   if (node.IsScalar()) items.push_back(node);
@@ -348,36 +392,10 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
   std::vector<std::string> out;
   for (const auto& e : items) {
     std::string at = yaml_location(file, e.Mark()) + ": training.metrics: ";
-    if (e.IsMap() && e["type"] && e["type"].IsScalar()) {
-      const std::string type = ascii_lower(e["type"].Scalar());
-      const bool iou = type.rfind("meaniou", 0) == 0 || type.rfind("binaryiou", 0) == 0;
-      // Keras's IoU class by the loss's kind (with a binary loss, mean_iou is the wrong suggestion).
-      const std::string example = !iou ? "e.g. mean_iou for Keras's MeanIoU with a categorical loss, binary_iou "
-                                         "with a binary one"
-                                  : categorical ? "mean_iou, Keras's MeanIoU with this categorical loss"
-                                                : "binary_iou, Keras's BinaryIoU(target_class_ids=[0, 1]) or "
-                                                  "MeanIoU(num_classes=2) with this binary loss";
-      throw UserError(at + "'" + e["type"].Scalar() + "' is written as a mapping; write the metric's name (" +
-                      example + ": the number of classes comes from the model)");
-    }
+    if (e.IsMap() && e["type"] && e["type"].IsScalar()) metric_as_mapping(at, e["type"].Scalar(), categorical);
     if (!e.IsScalar()) throw UserError(at + "each entry must be a metric name");
-    std::string m = keras_metric_name(e.Scalar());
-    std::vector<std::string> known = metric_names();
-    if (categorical) known.resize(3);  // metric_names() without the binary ones (precision, recall, binary_iou)
-    const bool keras_accuracy = m == "sparse_categorical_accuracy" || m == "categorical_accuracy";
-    // Python's tf.keras.metrics.MeanIoU(num_classes=3): the class name, for the hints.
-    std::string bare = m.substr(0, m.find('('));
-    if (const size_t dot = bare.rfind('.'); dot != std::string::npos) bare = bare.substr(dot + 1);
-    if (std::find(metric_names().begin(), metric_names().end(), m) == metric_names().end())
-      throw UserError(at + "'" + m + "' is not a metric" +
-                      (keras_accuracy ? " (Keras's '" + m + "' is 'accuracy' here)" : did_you_mean(bare, known)) +
-                      (ascii_lower(bare).rfind("meaniou", 0) == 0 || ascii_lower(bare).rfind("binaryiou", 0) == 0
-                           ? " (mean_iou is Keras's MeanIoU with a categorical loss; with a binary one it averages "
-                             "the foreground IoU over thresholds 0.5 to 0.95, and binary_iou is Keras's "
-                             "BinaryIoU(target_class_ids=[0, 1]), MeanIoU(num_classes=2) on binary masks; "
-                             "docs/config.md)"
-                           : "") +
-                      "; use any of: " + join_names(known));
+    const std::string m = keras_metric_name(e.Scalar());
+    check_metric(at, m, categorical);
     if (std::find(out.begin(), out.end(), m) != out.end())
       throw UserError(at + "'" + m + "' is listed twice");
     out.push_back(m);

@@ -90,6 +90,28 @@ void translate_loss(json loss, CompileTranslation& t) {
   t.lines.push_back("loss: " + yaml_flow(object_node(loss, keep)));
 }
 
+/// Keras's MeanIoU(num_classes=K, ...) config c as trainer's name: binary_iou for 2 classes of class
+/// ids (sparse_y_pred, Keras's default: on a sigmoid output Keras casts the probabilities to class 0),
+/// else mean_io_u (the argmax of a softmax, Keras's sparse_y_pred=False).
+std::string mean_iou_name(const json& c, CompileTranslation& t) {
+  if (json_at(c, "num_classes", 0) == 2 && json_at(c, "sparse_y_pred", true) != false) {
+    t.notes.push_back("metric MeanIoU(num_classes=2) is taken as binary_iou, the mean IoU of background and "
+                      "foreground at threshold 0.5 (Keras casts a sigmoid's probabilities to class ids, which makes "
+                      "nearly every pixel background there; docs/config.md)");
+    return "binary_iou";
+  }
+  return "mean_io_u";
+}
+
+/// Whether a Keras AUC config is the default AUC(): the one trainer computes.
+bool keras_default_auc(const json& c) {
+  return json_at(c, "num_thresholds", 200) == 200 && json_at(c, "curve", "ROC") == "ROC" &&
+         json_at(c, "summation_method", "interpolation") == "interpolation" &&
+         json_at(c, "multi_label", false) == false && json_at(c, "from_logits", false) == false &&
+         json_at(c, "thresholds").is_null() && json_at(c, "label_weights").is_null() &&
+         json_at(c, "num_labels").is_null();
+}
+
 /// A Keras metric as one of trainer's names; "" with a problem when there is none.
 std::string metric_name(const json& m, CompileTranslation& t) {
   const std::string own = user_function(m);
@@ -119,11 +141,14 @@ std::string metric_name(const json& m, CompileTranslation& t) {
   if (cls == "BinaryAccuracy" && json_at(c, "threshold", 0.5) == 0.5) return "binary_accuracy";
   if (cls == "BinaryIoU" && json_at(c, "threshold", 0.5) == 0.5 && json_at(c, "target_class_ids", json{0, 1}) == json{0, 1})
     return "binary_io_u";
-  if (cls == "MeanIoU" && json_at(c, "num_classes", 0) == 2) {
-    t.notes.push_back("metric MeanIoU(num_classes=2) is taken as binary_iou (the mean IoU of background and "
-                      "foreground at 0.5: docs/config.md)");
-    return "binary_iou";
+  if (cls == "MeanIoU") return mean_iou_name(c, t);
+  if (cls == "AUC") {
+    if (keras_default_auc(c)) return "auc";
+    t.problems.push_back("metric AUC " + c.dump() + " differs from Keras's default AUC(), the one trainer computes "
+                         "(200 thresholds, curve ROC, summation_method interpolation); keep only its name");
+    return "";
   }
+  if (name == "auc" || name == "AUC") return "auc";
   t.problems.push_back("metric " + (name.empty() ? (cls.empty() ? m.dump() : cls) : "'" + name + "'") +
                        " is not one trainer computes; import with --no-compile and list those it has (mean_iou, "
                        "dice, accuracy, precision, recall, binary_iou, ...) under training.metrics");

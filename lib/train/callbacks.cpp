@@ -26,8 +26,8 @@ bool monitor_is_max(const std::string& monitor, MonitorMode mode) {
   if (mode == MonitorMode::Min) return false;
   const std::string name = monitor.rfind("val_", 0) == 0 ? monitor.substr(4) : monitor;
   if (contains(name, "loss")) return false;
-  return contains(name, "acc") || contains(name, "iou") || contains(name, "dice") || contains(name, "precision") ||
-         contains(name, "recall");
+  return contains(name, "acc") || contains(name, "iou") || contains(name, "io_u") || contains(name, "auc") ||
+         contains(name, "dice") || contains(name, "precision") || contains(name, "recall");
 }
 
 EarlyStopping::EarlyStopping(const EarlyStoppingConfig& cfg)

@@ -12,10 +12,17 @@
 namespace trainer {
 
 void MetricCounts::add(const MetricCounts& o) {
-  if (classes_ == 0 && o.classes_ > 0 && *std::max_element(v.begin(), v.end()) == 0) *this = MetricCounts(o.classes_);
-  if (o.classes_ != classes_ && o.classes_ > 0)
-    throw InternalError("metrics: counts of " + std::to_string(o.classes_) + " classes added to counts of " +
-                                std::to_string(classes_));
+  if (o.classes_ != classes_ || o.auc_ != auc_) {
+    const auto zero = [](const std::vector<double>& x) {
+      return std::all_of(x.begin(), x.end(), [](double e) { return e == 0; });
+    };
+    if (zero(o.v)) return;  // zero counts of another layout (a default BatchStats) add nothing
+    if (!zero(v))
+      throw InternalError("metrics: counts of " + std::to_string(o.classes_) + " classes (AUC " +
+                          std::to_string(o.auc_) + ") added to counts of " + std::to_string(classes_) +
+                          " classes (AUC " + std::to_string(auc_) + ")");
+    *this = MetricCounts(o.classes_, o.auc_);
+  }
   for (size_t i = 0; i < o.v.size(); ++i) v[i] += o.v[i];
 }
 
@@ -98,12 +105,36 @@ double MetricCounts::binary_iou() const {
   return valid ? sum / valid : 0.0;
 }
 
+double MetricCounts::auc() const {
+  if (!auc_) throw InternalError("metrics: AUC asked of counts made without its histogram");
+  constexpr int n = kAucThresholds;
+  const double* bg = v.data() + auc_offset();
+  const double* fg = bg + n;
+  double pos = 0, neg = 0;
+  for (int b = 0; b < n; ++b) pos += fg[b], neg += bg[b];
+  // Threshold i's positives are the pixels of buckets >= i: walk i down from the top.
+  double tp = 0, fp = 0, area = 0, r_above = 0, f_above = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    tp += fg[i];
+    fp += bg[i];
+    const double r = pos == 0 ? 0.0 : tp / pos, f = neg == 0 ? 0.0 : fp / neg;
+    if (i < n - 1) area += (f - f_above) * (r + r_above) / 2;
+    r_above = r;
+    f_above = f;
+  }
+  return area;
+}
+
 double MetricCounts::value(const std::string& metric) const {
   if (metric == "mean_iou") return mean_iou();
+  if (metric == "mean_io_u") {
+    if (classes_ == 0) throw InternalError("metric 'mean_io_u' (Keras's MeanIoU) is for categorical models");
+    return mean_iou();
+  }
   if (metric == "dice") return dice();
   if (metric == "accuracy") return accuracy();
   const bool binary_only = metric == "precision" || metric == "recall" || metric == "binary_iou" ||
-                           metric == "binary_accuracy" || metric == "binary_io_u";
+                           metric == "binary_accuracy" || metric == "binary_io_u" || metric == "auc";
   if (binary_only && classes_ > 0)
     throw InternalError("metric '" + metric + "' is for binary models, not " + std::to_string(classes_) +
                                 " classes");
@@ -111,8 +142,8 @@ double MetricCounts::value(const std::string& metric) const {
   if (metric == "recall") return recall();
   if (metric == "binary_iou" || metric == "binary_io_u") return binary_iou();
   if (metric == "binary_accuracy") return accuracy();
-  throw InternalError("unknown metric '" + metric +
-                              "' (known: mean_iou, dice, accuracy, precision, recall, binary_iou, binary_accuracy, binary_io_u)");
+  if (metric == "auc") return auc();
+  throw InternalError("unknown metric '" + metric + "'");
 }
 
 void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts) {
@@ -164,6 +195,14 @@ void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCount
   counts.v[MetricCounts::kTruePos] += double(fg_total);
   counts.v[MetricCounts::kCorrect] += double(pred_fg + bg[0]);
   counts.v[MetricCounts::kTotal] += double(total);
+  if (counts.has_auc()) {
+    constexpr int n = MetricCounts::kAucThresholds;
+    thread_local std::vector<int64_t> buckets;  // per tower thread: no allocation once sized
+    buckets.assign(2 * n, 0);
+    probability_histogram(logits.device(), logits.data(), targets.data(), logits.numel(), n, buckets.data());
+    double* out = counts.v.data() + counts.v.size() - 2 * n;
+    for (int b = 0; b < 2 * n; ++b) out[b] += double(buckets[b]);
+  }
 }
 
 }  // namespace trainer

@@ -22,20 +22,30 @@ namespace trainer {
 /// Categorical models of K classes (classes() == K >= 2) count a confusion
 /// matrix instead (the entries above stay 0):
 ///   v[kSize + t K + p]    pixels of true class t predicted as class p (argmax of the logits)
+/// Counts made for AUC (has_auc(); binary models) end with its histogram:
+///   v[auc_offset() + fg kAucThresholds + b]  pixels of foreground fg (0, 1) in
+///                         keras.metrics.AUC's bucket b (probability_bucket)
 struct MetricCounts {
   static constexpr int kThresholds = 10;  // 0.50, 0.55, ..., 0.95
   static constexpr int kSize = 2 * kThresholds + 5;
   static constexpr int kTp = 2 * kThresholds, kPredPos = kTp + 1, kTruePos = kTp + 2, kCorrect = kTp + 3,
                        kTotal = kTp + 4;
-  /// Zero counts of a binary model (classes 0) or of `classes` classes.
-  explicit MetricCounts(int classes = 0)
-      : v(size_t(kSize) + size_t(classes) * size_t(classes), 0.0), classes_(classes) {}
+  /// keras.metrics.AUC's default num_thresholds.
+  static constexpr int kAucThresholds = 200;
+  /// Zero counts of a binary model (classes 0) or of `classes` classes; with
+  /// `auc`, also the AUC's histogram.
+  explicit MetricCounts(int classes = 0, bool auc = false)
+      : v(size_t(kSize) + size_t(classes) * size_t(classes) + (auc ? size_t(2 * kAucThresholds) : 0), 0.0),
+        classes_(classes),
+        auc_(auc) {}
   std::vector<double> v;
 
   /// 0 for a binary model, else the number of classes K.
   int classes() const { return classes_; }
-  /// Element-wise v += o.v; counts with no classes take o's (zero counts of a
-  /// default BatchStats). InternalError for two different class counts.
+  /// Whether the counts hold the AUC's histogram.
+  bool has_auc() const { return auc_; }
+  /// Element-wise v += o.v; zero counts of another layout take o's (a
+  /// default BatchStats). InternalError for two different layouts.
   void add(const MetricCounts& o);
   /// Binary: the mean over the 10 thresholds of I_t / U_t (the foreground IoU
   /// of sigmoid(z) > t, the Kaggle DSB 2018 threshold sweep on pixels); a
@@ -66,14 +76,27 @@ struct MetricCounts {
   /// threshold=0.5), which is what Keras's MeanIoU(num_classes=2) means on
   /// thresholded binary masks); 0 when nothing was counted. Binary models only.
   double binary_iou() const;
+  /// keras.metrics.AUC() with its defaults (num_thresholds=200,
+  /// curve="ROC", summation_method="interpolation"): with TP_i, FP_i, TN_i,
+  /// FN_i the pixels predicted positive or not at threshold i (probability
+  /// above it), recall r_i = TP_i / (TP_i + FN_i) and false-positive rate
+  /// f_i = FP_i / (FP_i + TN_i) (0 where the denominator is 0), the
+  /// trapezoids sum_i (f_i - f_{i+1}) (r_i + r_{i+1}) / 2. Counts are whole
+  /// numbers, so towers and batches add exactly. InternalError without the
+  /// histogram (has_auc() false).
+  double auc() const;
   /// "mean_iou" | "dice" | "accuracy" | "precision" | "recall" | "binary_iou",
-  /// or Keras's names "binary_accuracy" (accuracy) and "binary_io_u"
-  /// (binary_iou); InternalError otherwise, and for the binary ones of a
-  /// categorical model (config validation reports both to the user).
+  /// "auc", or Keras's names "binary_accuracy" (accuracy), "binary_io_u"
+  /// (binary_iou) and "mean_io_u" (mean_iou of a categorical model);
+  /// InternalError otherwise, for the binary ones of a categorical model and
+  /// for mean_io_u of a binary one (config validation reports each to the
+  /// user).
   double value(const std::string& metric) const;
 
  private:
+  size_t auc_offset() const { return size_t(kSize) + size_t(classes_) * size_t(classes_); }
   int classes_;
+  bool auc_;
 };
 
 /// Adds the counts of a batch, both tensors on logits.device().
@@ -81,6 +104,8 @@ struct MetricCounts {
 /// pixel). The prediction at threshold t is sigmoid(z) > t, evaluated as
 /// z > logit(t) (the same in exact arithmetic, one compare per threshold),
 /// binned in one pass by the backend's logit_histogram.
+/// With counts.has_auc(), the AUC's histogram too (the backend's
+/// probability_histogram).
 /// Categorical counts (K classes): logits [N, H, W, K], targets [N, H, W, 1]
 /// of class indices, counted by the backend's class_confusion.
 /// Throws InternalError when the shapes do not match as above.

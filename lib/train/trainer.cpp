@@ -106,6 +106,13 @@ void validate_for_training(const Config& config, Model& model) {
                                                  : "") +
                                  ")"
                            : ""));
+    if (std::find(config.training.metrics.begin(), config.training.metrics.end(), "mean_io_u") !=
+        config.training.metrics.end())
+      throw UserError(config.training.metrics_where + ": 'MeanIoU' needs a categorical loss (a softmax over the "
+                      "classes); on a sigmoid output Keras's MeanIoU(num_classes=2) casts the probabilities to "
+                      "class ids, so nearly every pixel counts as background. Use BinaryIoU (Keras's "
+                      "BinaryIoU(target_class_ids=[0, 1]): the mean IoU of background and foreground at 0.5) or "
+                      "mean_iou (the foreground's IoU averaged over thresholds 0.5 to 0.95; docs/config.md)");
     const OutputActivation a = model.use_logits_output();
     if (!lc.from_logits && a != OutputActivation::Sigmoid)
       throw UserError(last + "loss '" + loss_name(lc.kind) +
@@ -126,12 +133,12 @@ void validate_for_training(const Config& config, Model& model) {
                       "' needs the last layer to end in a softmax over the classes (the loss is fused with it for "
                       "numerical stability); set activation: softmax, or, " + from_logits_fix(lc));
 
-    for (const std::string m : {"precision", "recall", "binary_iou", "binary_accuracy", "binary_io_u"})
-      if (std::find(config.training.metrics.begin(), config.training.metrics.end(), m) !=
-          config.training.metrics.end())
+    for (const std::string& m : config.training.metrics)
+      if (binary_only_metric(m))
         throw UserError(config.training.metrics_where + ": '" + m + "' is for binary masks, not the " +
                         std::to_string(out.c) + " classes of loss '" + loss_name(lc.kind) +
-                        "'; use accuracy, mean_iou (Keras's MeanIoU) or dice (the mean over the classes)");
+                        "'; use accuracy, mean_io_u (Keras's MeanIoU), mean_iou (the same) or dice (the mean over "
+                        "the classes)");
     if (is_overlap(loss) && lc.axis_leaves_channels)
       throw UserError(lc.where + ": axis [1, 2] leaves out the channels, which over the model's " +
                       std::to_string(out.c) + " softmax channels is, in Keras, one ratio per image and class (a "
@@ -242,6 +249,8 @@ Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_t
     towers_.push_back(std::make_unique<Tower>(config_, devices_->device(r)));
   }
   classes_ = loss_classes(loss_, model().output_shape());
+  const std::vector<std::string>& metrics = config_.training.metrics;
+  auc_ = std::find(metrics.begin(), metrics.end(), "auc") != metrics.end();
   for (const WeightSlot& w : model().weights())
     if (w.spec.trainable && w.spec.regularizer.any())
       regularized_.push_back({w.offset, w.spec.numel(), w.spec.regularizer});

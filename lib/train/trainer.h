@@ -62,11 +62,12 @@ namespace trainer {
 
 /// Loss and metric sums of a step or of an evaluation, reduced over towers.
 struct BatchStats {
-  /// Zero sums, with metric counts for `classes` classes (0: binary; MetricCounts).
-  explicit BatchStats(int classes = 0) : counts(classes) {}
+  /// Zero sums, with metric counts for `classes` classes (0: binary), with
+  /// the AUC's histogram when `auc` (MetricCounts).
+  explicit BatchStats(int classes = 0, bool auc = false) : counts(classes, auc) {}
   double loss_sum = 0;     ///< Sum over samples of the per-sample loss.
   double samples = 0;      ///< Number of samples.
-  MetricCounts counts;     ///< Pixel counts for mean_iou, dice, accuracy.
+  MetricCounts counts;     ///< Pixel counts for the metrics.
   void add(const BatchStats& o) {
     loss_sum += o.loss_sum;
     samples += o.samples;
@@ -124,8 +125,8 @@ class Trainer {
   /// The classes the masks hold: the output's channels K for a categorical
   /// loss, 0 for binary masks (loss_classes).
   int classes() const { return classes_; }
-  /// Zero stats with counts for classes() classes.
-  BatchStats empty_stats() const { return BatchStats(classes_); }
+  /// Zero stats with counts for classes() classes, and for the AUC when training.metrics lists it.
+  BatchStats empty_stats() const { return BatchStats(classes_, auc_); }
   /// Whether the loss ignores a class's pixels (a categorical loss with
   /// ignore_class): its batch loss is then the mean over the counted pixels.
   bool ignores_pixels() const;
@@ -341,6 +342,7 @@ class Trainer {
   LossKind loss_;
   OverlapForm overlap_;  ///< Dice's and tversky's arguments.
   int classes_ = 0;  ///< classes()
+  bool auc_ = false;  ///< training.metrics lists auc
   std::vector<RegularizedWeight> regularized_;  ///< In parameter order (the same on every tower).
   PenaltyArgs penalty_args_;
   size_t bucket_bytes_ = kBucketBytes;

@@ -1,13 +1,15 @@
-// The metrics' logit histogram on a GPU, on the tower's compute stream: each
-// block counts its values in a shared-memory histogram (one atomicAdd per
-// group of lanes of a warp that fall into the same bin, __match_any_sync),
-// then adds it into a 22-bin device histogram with atomicAdd; the call copies
-// that to the host, waits for the compute stream and adds it to hist_host.
-// Integer counts: the result does not depend on the order. The thresholds are
-// passed by value in the kernel's argument; the device histogram lives in the
-// context's workspace for the duration of the call. Bins through
-// backend/train_math.h (logit_bin), as on the CPU.
+// The metrics' histograms on a GPU, on the tower's compute stream: each block
+// counts its values in a shared-memory histogram (one atomicAdd per group of
+// lanes of a warp that fall into the same bin, __match_any_sync), then adds
+// it into a device histogram with atomicAdd; the call copies that to the
+// host, waits for the compute stream and adds it to hist_host. Integer
+// counts: the result does not depend on the order. A bin functor (the logit
+// thresholds, or the AUC's bucket count) is passed by value in the kernel's
+// argument; the device histogram lives in the context's workspace for the
+// duration of the call. Bins through backend/train_math.h, as on the CPU.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/elementwise_kernel.cuh"
@@ -19,56 +21,74 @@ namespace trainer::cuda {
 namespace {
 
 constexpr int kT = kLogitThresholds;
-/// Bins per class (0 .. kT thresholds exceeded) and in all ([background | foreground]).
-constexpr int kClassBins = kT + 1, kBins = 2 * kClassBins;
-/// Most blocks: each adds its kBins counts to the device histogram with atomics.
+/// Most blocks: each adds its counts to the device histogram with atomics.
 constexpr unsigned kHistogramBlocks = 512;
 constexpr unsigned kWarp = 32;
 
-/// The kLogitThresholds ascending logit thresholds, by value in the kernel's argument.
-struct Thresholds {
+/// The bin of a logit among the kLogitThresholds ascending logit thresholds.
+struct LogitBin {
   float t[kT];
+  __device__ int operator()(float z) const { return logit_bin(z, t, kT); }
 };
 
-/// hist[fg * kClassBins + logit_bin(z[i])] += 1 for i < n, fg = y[i] > 0.5
-/// (blockDim.x a multiple of 32: every warp runs the same iterations, lanes
-/// past n vote with the out-of-range bin kBins).
-__global__ void logit_histogram_kernel(const float* z, const float* y, size_t n, Thresholds th,
-                                       unsigned long long* hist) {
-  __shared__ unsigned long long local[kBins];
-  for (unsigned b = threadIdx.x; b < kBins; b += blockDim.x) local[b] = 0;
+/// The bin of a logit's probability among `bins` AUC buckets.
+struct ProbabilityBin {
+  int bins;
+  __device__ int operator()(float z) const { return probability_bucket(z, bins); }
+};
+
+/// hist[fg * class_bins + bin_of(z[i])] += 1 for i < n, fg = y[i] > 0.5, with
+/// 2 class_bins unsigned long longs of dynamic shared memory (blockDim.x a
+/// multiple of 32: every warp runs the same iterations, lanes past n vote
+/// with the out-of-range bin 2 class_bins).
+template <class BinOf>
+__global__ void histogram_kernel(const float* z, const float* y, size_t n, BinOf bin_of, int class_bins,
+                                 unsigned long long* hist) {
+  extern __shared__ unsigned long long local[];
+  const int bins = 2 * class_bins;
+  for (int b = threadIdx.x; b < bins; b += blockDim.x) local[b] = 0;
   __syncthreads();
-  float thr[kT];
-  for (int t = 0; t < kT; ++t) thr[t] = th.t[t];
   const unsigned lane = threadIdx.x % kWarp;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t base = size_t(blockIdx.x) * blockDim.x + (threadIdx.x - lane); base < n; base += stride) {
     const size_t i = base + lane;
-    const int bin = i < n ? (y[i] > 0.5f) * kClassBins + logit_bin(z[i], thr, kT) : kBins;
+    const int bin = i < n ? (y[i] > 0.5f) * class_bins + bin_of(z[i]) : bins;
     const unsigned same = __match_any_sync(0xffffffffu, bin);
-    if (bin < kBins && lane == unsigned(__ffs(same) - 1)) atomicAdd(&local[bin], (unsigned long long)__popc(same));
+    if (bin < bins && lane == unsigned(__ffs(same) - 1)) atomicAdd(&local[bin], (unsigned long long)__popc(same));
   }
   __syncthreads();
-  for (unsigned b = threadIdx.x; b < kBins; b += blockDim.x)
+  for (int b = threadIdx.x; b < bins; b += blockDim.x)
     if (local[b]) atomicAdd(&hist[b], local[b]);
+}
+
+template <class BinOf>
+void histogram(const Device& d, const float* z, const float* y, size_t n, BinOf bin_of, int class_bins,
+               int64_t* hist_host, const char* name) {
+  if (n == 0) return;
+  CudaContext& ctx = context(d);
+  const size_t bins = size_t(2) * size_t(class_bins), bytes = bins * sizeof(unsigned long long);
+  auto* hist = static_cast<unsigned long long*>(ctx.workspace(bytes));
+  TRAINER_CUDA_CHECK(ctx, cudaMemsetAsync(hist, 0, bytes, ctx.stream()));
+  histogram_kernel<<<std::min(grid_blocks(n), kHistogramBlocks), kThreads, bytes, ctx.stream()>>>(z, y, n, bin_of,
+                                                                                                 class_bins, hist);
+  if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess)
+    ctx.fail((std::string(name) + " launch").c_str(), status_string(status));
+  std::vector<unsigned long long> counts(bins);
+  ctx.read_back(counts.data(), hist, bytes);
+  for (size_t b = 0; b < bins; ++b) hist_host[b] += int64_t(counts[b]);
 }
 
 }  // namespace
 
 void logit_histogram(const Device& d, const float* z, const float* y, size_t n, const float* thr_host,
                      int64_t* hist_host) {
-  if (n == 0) return;
-  CudaContext& ctx = context(d);
-  Thresholds th;
-  std::copy(thr_host, thr_host + kT, th.t);
-  auto* hist = static_cast<unsigned long long*>(ctx.workspace(kBins * sizeof(unsigned long long)));
-  TRAINER_CUDA_CHECK(ctx, cudaMemsetAsync(hist, 0, kBins * sizeof(unsigned long long), ctx.stream()));
-  logit_histogram_kernel<<<std::min(grid_blocks(n), kHistogramBlocks), kThreads, 0, ctx.stream()>>>(z, y, n, th,
-                                                                                                   hist);
-  TRAINER_CUDA_CHECK_LAUNCH(ctx, "logit_histogram");
-  unsigned long long counts[kBins];
-  ctx.read_back(counts, hist, sizeof(counts));
-  for (int b = 0; b < kBins; ++b) hist_host[b] += int64_t(counts[b]);
+  LogitBin bin;
+  std::copy(thr_host, thr_host + kT, bin.t);
+  histogram(d, z, y, n, bin, kT + 1, hist_host, "logit_histogram");
+}
+
+void probability_histogram(const Device& d, const float* z, const float* y, size_t n, int bins, int64_t* hist_host) {
+  histogram(d, z, y, n, ProbabilityBin{bins}, bins, hist_host, "probability_histogram");
 }
 
 }  // namespace trainer::cuda
