@@ -136,6 +136,17 @@ TEST_CASE("EarlyStopping start_from_epoch: the first epochs are not watched, as 
   CHECK(stop_epoch(plain, {0.5, 0.4, 0.9, 0.95}) == 3);
 }
 
+TEST_CASE("EarlyStopping watching from a later epoch takes that epoch's value as the first best", "[callbacks]") {
+  // A run from initial_epoch 4, or a val_* monitor that validation_freq first gives at epoch 5: Keras's
+  // best starts as None, so the first value seen never stops the run, a NaN included.
+  EarlyStopping e(es("val_loss", 1));
+  e.watch_from(5);
+  CHECK_FALSE(e.on_epoch_end(5, std::nan("")));
+  CHECK(e.wait() == 0);
+  CHECK(e.on_epoch_end(7, 1.0) == false);  // the first real value improves on the NaN's unset best
+  CHECK(e.on_epoch_end(9, 2.0));
+}
+
 TEST_CASE("EarlyStopping baseline: improving without beating it does not reset the wait, as Keras 3", "[callbacks]") {
   EarlyStoppingConfig c = es("val_loss", 2);
   c.baseline = 0.5;
@@ -320,6 +331,23 @@ TEST_CASE("CsvLogger continuing a log with other columns keeps every earlier val
   }
   std::ifstream again(path);
   CHECK(std::string((std::istreambuf_iterator<char>(again)), {}) == text + "3,0.0005,0.2,NA\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("CsvLogger takes val_* columns that first appear after epochs without validation", "[callbacks]") {
+  // Keras's CSVLogger fixes its columns at the first row and would never write a later val_loss.
+  const std::string dir = "/tmp/trainer_csv_grow_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/log.csv";
+  {
+    CsvLogger log(path, 2, "", {}, 2);  // initial_epoch 2: no earlier rows expected
+    log.log(3, {{"loss", 0.5}});
+    log.log(4, {{"loss", 0.4}, {"val_loss", 0.45}});
+    log.log(5, {{"loss", 0.3}});
+  }
+  std::ifstream in(path);
+  CHECK(std::string((std::istreambuf_iterator<char>(in)), {}) ==
+        "epoch,loss,val_loss\n2,0.5,NA\n3,0.4,0.45\n4,0.3,NA\n");
   std::filesystem::remove_all(dir);
 }
 

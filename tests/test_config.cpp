@@ -77,6 +77,17 @@ std::string error_of(const std::string& text) {
 
 }  // namespace
 
+TEST_CASE("config: initial_epoch and validation_freq as Keras's fit() takes them", "[config]") {
+  Config c = parse_config(kGood, "cfg.yaml");
+  CHECK(c.training.initial_epoch == 0);
+  CHECK((c.training.validates(1) && c.training.validates(2)));
+  c = parse_config(edit("epochs: 3", "epochs: 3\n  initial_epoch: 2\n  validation_freq: 2"), "cfg.yaml");
+  CHECK(c.training.initial_epoch == 2);
+  CHECK((!c.training.validates(1) && c.training.validates(2) && !c.training.validates(3) && c.training.validates(4)));
+  c = parse_config(edit("epochs: 3", "epochs: 3\n  validation_freq: [1, 3]"), "cfg.yaml");
+  CHECK((c.training.validates(1) && !c.training.validates(2) && c.training.validates(3)));
+}
+
 TEST_CASE("config: each mistake is reported at its file:line:col with the fix", "[config]") {
   struct Row {
     const char* what;
@@ -99,6 +110,18 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "cfg.yaml:37:1: config: unknown key 'logging'; known keys: data, model, training"},
       {"wrong type", edit("epochs: 3", "epochs: three"),
        "cfg.yaml:27:11: training: 'epochs' must be an integer, got 'three'"},
+      {"an initial_epoch that leaves nothing to train", edit("epochs: 3", "epochs: 3\n  initial_epoch: 3"),
+       "cfg.yaml:28:18: training: 'initial_epoch' is 3, which leaves no epoch to train: epochs (3) is the last "
+       "epoch, counted from the start as in Keras's fit(); e.g. epochs: 6 trains 3 more"},
+      {"a validation_freq of no epoch", edit("epochs: 3", "epochs: 3\n  validation_freq: 0"),
+       "cfg.yaml:28:20: training: 'validation_freq' must be in [1, "},
+      {"a validation_freq list with a non-epoch", edit("epochs: 3", "epochs: 3\n  validation_freq: [1, two]"),
+       "training: 'validation_freq' must be a whole number of epochs (2: after every second epoch) or a list of "
+       "epochs (1-based, e.g. [1, 5, 10]), got the entry 'two'"},
+      {"a validation_freq without validation data",
+       edit("epochs: 3", "epochs: 3\n  validation_freq: 2", edit("  validation_split: 0.1\n", "")),
+       "training: 'validation_freq' says when to validate, but there is no validation data; set "
+       "data.validation_split"},
       {"out of range int", edit("batch_size: 4", "batch_size: 0"),
        "cfg.yaml:28:15: training: 'batch_size' must be in [1, "},
       {"steps_per_epoch 0", edit("batch_size: 4", "batch_size: 4\n  steps_per_epoch: 0"),

@@ -251,6 +251,40 @@ TEST_CASE("log-format json prints only JSON objects on stdout, and log.csv has K
   fs::remove_all(dir);
 }
 
+TEST_CASE("initial_epoch and validation_freq number and validate epochs as Keras's fit() does", "[e2e][callbacks]") {
+  fs::path dir = temp_dir("e2e_validation_freq");
+  std::ofstream(dir / "unet.yaml") << trainer::testing::sample_unet_config(dir / "run", R"(  epochs: 5
+  initial_epoch: 2
+  validation_freq: 2
+  batch_size: 4
+  loss: binary_crossentropy
+  metrics: [mean_iou]
+  callbacks:
+    - {type: ModelCheckpoint, filepath: "best-{epoch:02d}.h5", monitor: val_loss, save_best_only: true}
+    - {type: EarlyStopping, monitor: val_loss, patience: 1}
+)");
+  const Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu", dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out + r.err, Catch::Contains("starting at epoch 3 of 5 (training.initial_epoch 2)") &&
+                                Catch::Contains("Epoch 3/5") && !Catch::Contains("Epoch 2/5") &&
+                                Catch::Contains("EarlyStopping watches val_loss after the epochs that validate"));
+  // Epochs 3, 4 and 5 ran; only epoch 4 (4 % 2 == 0) validated, so only it could be the best.
+  std::ifstream csv(dir / "run" / "log.csv");
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(csv, line);) rows.push_back(line);
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0] == "epoch,loss,mean_iou,val_loss,val_mean_iou");
+  CHECK_THAT(rows[1], Catch::StartsWith("2,") && Catch::EndsWith(",NA,NA"));
+  CHECK_THAT(rows[2], Catch::StartsWith("3,") && !Catch::Contains("NA"));
+  CHECK_THAT(rows[3], Catch::StartsWith("4,") && Catch::EndsWith(",NA,NA"));
+  CHECK(fs::exists(dir / "run" / "best-04.h5"));
+  CHECK_FALSE(fs::exists(dir / "run" / "best-03.h5"));
+  CHECK_FALSE(fs::exists(dir / "run" / "best-05.h5"));
+  CHECK(trainer::load_checkpoint((dir / "run" / "final.h5").string()).epoch == 5);
+  fs::remove_all(dir);
+}
+
 // The stop is recomputed here with Keras 3's on_epoch_end, in Keras's 0-based
 // epochs, from the losses the run logged: a training loss watched in max mode
 // with a baseline it cannot beat (every watched epoch adds to the wait, an

@@ -13,6 +13,11 @@ void apply_overrides(Config& config, const TrainFlags& f) {
     root[section][key] = value;
     changed = true;
   };
+  if (f.epochs && *f.epochs <= config.training.initial_epoch)
+    throw UserError("--epochs " + std::to_string(*f.epochs) + " is not above training.initial_epoch (" +
+                    std::to_string(config.training.initial_epoch) + ") of " + config.path + ": epochs is the last "
+                    "epoch, counted from the start as in Keras's fit(); e.g. --epochs " +
+                    std::to_string(config.training.initial_epoch + *f.epochs));
   if (f.epochs) set("training", "epochs", config.training.epochs = *f.epochs);
   if (f.batch_size && config.training.batch_size_per_device)
     throw UserError("--batch-size sets the global batch, but " + config.path +

@@ -6,6 +6,7 @@
 // config.model (nn/model.h), still before any data is read.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -310,7 +311,24 @@ bool is_overlap(LossKind kind);
 bool is_focal(LossKind kind);
 
 struct TrainingConfig {
-  int epochs = 1;
+  int epochs = 1;  ///< The last epoch (1-based) the run trains, counted from the start as Keras's fit() does.
+  /// Keras's fit(initial_epoch): the epochs already trained, so the run
+  /// trains epochs initial_epoch + 1 .. epochs (its logs, checkpoints and
+  /// callbacks number them so); 0 <= initial_epoch < epochs. A --resume
+  /// continues where its checkpoint stopped instead.
+  int initial_epoch = 0;
+  /// Keras's fit(validation_freq): validation runs after epoch e (1-based)
+  /// when e % validation_freq == 0, or, when validation_epochs is not empty
+  /// (the list form), when e is in it. Callbacks watching a val_* value
+  /// skip the other epochs, as Keras's do.
+  int validation_freq = 1;
+  std::vector<int> validation_epochs;
+  /// Whether epoch e (1-based) validates by validation_freq / validation_epochs.
+  bool validates(int e) const {
+    return validation_epochs.empty() ? e % validation_freq == 0
+                                     : std::find(validation_epochs.begin(), validation_epochs.end(), e) !=
+                                           validation_epochs.end();
+  }
   int batch_size = 32;              ///< Global batch, split across towers.
   /// The alternative to batch_size: each tower's batch, the global batch
   /// being it times the towers of the run (all processes'); 0: batch_size

@@ -403,6 +403,38 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
   return out;
 }
 
+/// epochs, initial_epoch and validation_freq: Keras's fit() arguments of the same names.
+void read_epochs(ParamReader& p, TrainingConfig& t, bool has_validation) {
+  t.epochs = p.get_int("epochs", t.epochs, 1);
+  t.initial_epoch = p.get_int("initial_epoch", 0, 0);
+  if (t.initial_epoch >= t.epochs)
+    p.fail("initial_epoch", "is " + std::to_string(t.initial_epoch) + ", which leaves no epoch to train: epochs (" +
+                                std::to_string(t.epochs) + ") is the last epoch, counted from the start as in Keras's "
+                                "fit(); e.g. epochs: " + std::to_string(t.initial_epoch + t.epochs) +
+                                " trains " + std::to_string(t.epochs) + " more");
+  if (!p.given("validation_freq")) {
+    p.skip("validation_freq");  // known when absent too (unknown-key suggestions)
+    return;
+  }
+  const YAML::Node v = p.get_node("validation_freq");
+  const std::string form = "must be a whole number of epochs (2: after every second epoch) or a list of epochs "
+                           "(1-based, e.g. [1, 5, 10])";
+  if (v.IsSequence()) {
+    for (const auto& e : v) {
+      int epoch = 0;
+      if (!e.IsScalar() || !YAML::convert<int>::decode(e, epoch) || epoch < 1)
+        p.fail("validation_freq", form + ", got the entry '" + YAML::Dump(e) + "'");
+      t.validation_epochs.push_back(epoch);
+    }
+    if (t.validation_epochs.empty()) p.fail("validation_freq", form + ", got an empty list");
+  } else {
+    t.validation_freq = p.get_int("validation_freq", 1, 1);
+  }
+  if (!has_validation && (t.validation_freq != 1 || !t.validation_epochs.empty()))
+    p.fail("validation_freq", "says when to validate, but there is no validation data; set data.validation_split "
+                              "(e.g. 0.1) or data.validation_images and data.validation_masks, or remove it");
+}
+
 }  // namespace
 
 TrainingConfig read_training_section(const YAML::Node& node, const std::string& file,
@@ -420,7 +452,7 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
     if (p.has(flag))
       p.fail(flag, std::string("is the command-line flag --") + flag + " here (e.g. trainer --config unet.yaml --" +
                        flag + (flag[0] == 'g' ? " all" : " 8") + "), not a config key; remove it");
-  t.epochs = p.get_int("epochs", t.epochs, 1);
+  read_epochs(p, t, has_validation);
   if (p.given("batch_size_per_device")) {
     if (p.given("batch_size"))
       p.fail("batch_size_per_device", "and batch_size both set the batch: give batch_size (the global batch, "

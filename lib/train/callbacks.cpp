@@ -36,6 +36,7 @@ EarlyStopping::EarlyStopping(const EarlyStoppingConfig& cfg)
       patience_(cfg.patience),
       baseline_(cfg.baseline),
       start_from_epoch_(cfg.start_from_epoch),
+      first_watched_(cfg.start_from_epoch + 1),
       best_(worst(max_)) {}
 
 bool EarlyStopping::beats(double value, double reference) const {
@@ -58,7 +59,7 @@ bool EarlyStopping::on_epoch_end(int epoch, double value) {
   // Keras takes its first watched value as the best whatever it is (its best starts as None): that
   // epoch is an improvement there, which resets the wait without a baseline and never stops. Only a NaN
   // (or an infinity) fails to beat the initial best here; it still does not become the best.
-  if (epoch == start_from_epoch_ + 1) {
+  if (epoch == first_watched_) {
     if (!baseline_) wait_ = 0;
     return false;
   }

@@ -48,6 +48,11 @@ class EarlyStopping {
   /// The wait counter: watched epochs since the last improvement (with a
   /// baseline, since the last one that also beat the baseline).
   int wait() const { return wait_; }
+  /// The first epoch whose value it sees (default start_from_epoch + 1): a
+  /// later one when the run starts later (initial_epoch) or the monitor is
+  /// a val_* value that validation_freq skips there. That epoch's value is
+  /// the first best whatever it is, as Keras's best starts as None.
+  void watch_from(int epoch) { first_watched_ = epoch; }
   /// Sets the state saved from best(), best_epoch() and wait() (resuming a run).
   void restore(double best, int best_epoch, int wait) {
     best_ = best;
@@ -64,6 +69,7 @@ class EarlyStopping {
   int patience_;
   std::optional<double> baseline_;
   int start_from_epoch_;
+  int first_watched_;
   double best_;
   int best_epoch_ = -1;
   int wait_ = 0;

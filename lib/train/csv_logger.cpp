@@ -1,7 +1,10 @@
 #include "train/csv_logger.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -42,7 +45,7 @@ std::string format_row(int epoch, const std::vector<std::string>& columns, const
 }  // namespace
 
 CsvLogger::CsvLogger(std::string path, int finished_epochs, const std::string& earlier,
-                     const std::map<std::string, double>& last_logs)
+                     const std::map<std::string, double>& last_logs, int initial_epoch)
     : path_(std::move(path)) {
   std::set<int> logged = read_kept(finished_epochs, earlier);
   // The last finished epoch's row, when a process killed after writing the checkpoint did not write it (or the
@@ -58,9 +61,9 @@ CsvLogger::CsvLogger(std::string path, int finished_epochs, const std::string& e
     logged.insert(finished_epochs - 1);
     spdlog::info("{}: the row of epoch {} was missing; written from the checkpoint's logs", path_, finished_epochs);
   }
-  if (finished_epochs > 0 && int(logged.size()) < finished_epochs)
+  if (finished_epochs > initial_epoch && int(logged.size()) < finished_epochs - initial_epoch)
     spdlog::warn("{} holds the rows of {} of the {} epoch(s) the checkpoint has trained ({}): the other rows stay "
-                 "missing", path_, logged.size(), finished_epochs,
+                 "missing", path_, logged.size(), finished_epochs - initial_epoch,
                  earlier.empty() ? "there is no earlier log" : "read from " + earlier);
   // As Keras's CSVLogger truncates its file at train begin: the rows of a run this one replaces (or of its
   // epochs after the checkpoint) must not stand in the log until this run's first epoch ends.
@@ -100,47 +103,62 @@ std::set<int> CsvLogger::read_kept(int finished_epochs, const std::string& earli
   return epochs;
 }
 
-void CsvLogger::log(int epoch, const std::map<std::string, double>& logs) {
-  if (!out_.is_open()) {
-    for (const auto& kv : logs) columns_.push_back(kv.first);
-    std::string header = "epoch";
-    for (const auto& c : columns_) header += "," + c;
-    std::string start = header + "\n";
-    if (!kept_.empty()) {
-      std::istringstream rows(kept_);
-      std::string line;
-      std::getline(rows, line);
-      if (line == header) {
-        start = kept_;
-      } else {
-        // Another set of logs (e.g. ReduceLROnPlateau's learning_rate added on
-        // resume): every column of both, the missing cells "NA" as Keras's
-        // CSVLogger writes them, so no earlier value is lost.
-        const std::string old_header = line;
-        const std::vector<std::string> old = split_commas(line);
-        std::set<std::string> all(columns_.begin(), columns_.end());
-        all.insert(old.begin() + 1, old.end());
-        columns_.assign(all.begin(), all.end());
-        start = "epoch";
-        for (const auto& c : columns_) start += "," + c;
+void CsvLogger::open(const std::map<std::string, double>& logs, bool resumed) {
+  columns_.clear();
+  for (const auto& kv : logs) columns_.push_back(kv.first);
+  std::string header = "epoch";
+  for (const auto& c : columns_) header += "," + c;
+  std::string start = header + "\n";
+  if (!kept_.empty()) {
+    std::istringstream rows(kept_);
+    std::string line;
+    std::getline(rows, line);
+    if (line == header) {
+      start = kept_;
+    } else {
+      // Another set of logs (e.g. ReduceLROnPlateau's learning_rate added on resume, or val_* after epochs
+      // without validation): every column of both, the missing cells "NA" as Keras's CSVLogger writes them,
+      // so no earlier value is lost.
+      const std::string old_header = line;
+      const std::vector<std::string> old = split_commas(line);
+      std::set<std::string> all(columns_.begin(), columns_.end());
+      all.insert(old.begin() + 1, old.end());
+      columns_.assign(all.begin(), all.end());
+      start = "epoch";
+      for (const auto& c : columns_) start += "," + c;
+      start += "\n";
+      while (std::getline(rows, line)) {
+        const std::vector<std::string> cells = split_commas(line);
+        std::map<std::string, std::string> by_name;
+        for (size_t k = 1; k < old.size() && k < cells.size(); ++k) by_name[old[k]] = cells[k];
+        start += cells.empty() ? std::string() : cells[0];
+        for (const auto& c : columns_) start += "," + (by_name.count(c) ? by_name[c] : std::string("NA"));
         start += "\n";
-        while (std::getline(rows, line)) {
-          const std::vector<std::string> cells = split_commas(line);
-          std::map<std::string, std::string> by_name;
-          for (size_t k = 1; k < old.size() && k < cells.size(); ++k) by_name[old[k]] = cells[k];
-          start += cells.empty() ? std::string() : cells[0];
-          for (const auto& c : columns_) start += "," + (by_name.count(c) ? by_name[c] : std::string("NA"));
-          start += "\n";
-        }
+      }
+      if (resumed)
         spdlog::warn("the columns of {} change ({} -> {}); its rows now hold every column of both, NA where an "
                      "epoch has no value",
                      path_, old_header, start.substr(0, start.find('\n')));
-      }
     }
-    // The kept rows exist nowhere else: replace the file atomically, then append.
-    write_file_atomic(path_, start);
-    out_.open(path_, std::ios::app);
-    if (!out_) throw UserError("cannot write the training log '" + path_ + "'; check that its folder is writable");
+  }
+  // The kept rows exist nowhere else: replace the file atomically, then append.
+  write_file_atomic(path_, start);
+  out_.open(path_, std::ios::app);
+  if (!out_) throw UserError("cannot write the training log '" + path_ + "'; check that its folder is writable");
+}
+
+void CsvLogger::log(int epoch, const std::map<std::string, double>& logs) {
+  const bool grows = out_.is_open() && std::any_of(logs.begin(), logs.end(), [&](const auto& kv) {
+                       return std::find(columns_.begin(), columns_.end(), kv.first) == columns_.end();
+                     });
+  if (grows) {  // this run's rows so far, rewritten with the new columns
+    out_.close();
+    std::ifstream in(path_);
+    kept_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) throw UserError("cannot read back the training log '" + path_ + "'");
+    open(logs, false);
+  } else if (!out_.is_open()) {
+    open(logs, true);
   }
   out_ << format_row(epoch, columns_, logs);
   out_.flush();

@@ -25,12 +25,17 @@ class CsvLogger {
   /// path is replaced by those rows at once (removed when there are none), as
   /// Keras truncates it at train begin. Throws UserError naming the file when
   /// it cannot be read or written.
+  /// initial_epoch: the run's training.initial_epoch, below which no epoch
+  /// has a row.
   CsvLogger(std::string path, int finished_epochs = 0, const std::string& earlier = "",
-            const std::map<std::string, double>& last_logs = {});
+            const std::map<std::string, double>& last_logs = {}, int initial_epoch = 0);
   /// Writes the row of epoch (1-based, as printed; written 0-based as Keras does).
   /// The first row's names fix the columns (with the carried-over log's, if
   /// they differ: every column of both, the earlier rows' missing cells "NA");
   /// later rows use the same columns, "NA" where a name is missing, as Keras.
+  /// A later row with a name the columns lack (val_* on the first epoch that
+  /// validates, with validation_freq) rewrites the file with every column,
+  /// NA in the earlier rows: Keras's CSVLogger would leave such a name out.
   void log(int epoch, const std::map<std::string, double>& logs);
   const std::string& path() const { return path_; }
 
@@ -38,6 +43,10 @@ class CsvLogger {
   /// Fills kept_ from earlier's header and rows of epochs < finished_epochs
   /// (0-based, as written); returns those epochs.
   std::set<int> read_kept(int finished_epochs, const std::string& earlier);
+  /// Writes the header, kept_'s rows (merged into one set of columns with
+  /// logs' names) to the file and opens it for appending; `resumed`: kept_
+  /// comes from an earlier run (a change of columns is then warned about).
+  void open(const std::map<std::string, double>& logs, bool resumed);
   std::string path_;
   std::string kept_;  ///< Header and rows carried over from the earlier log.
   std::ofstream out_;

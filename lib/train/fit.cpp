@@ -304,8 +304,9 @@ class FitLoop {
   int train_steps(int epoch, Clock::time_point t0);
   /// One training step of global step g; returns its stats over the world.
   BatchStats step(int epoch, int step, long long g);
-  /// The finished epoch's logs: the training sums, validation, the callbacks' entries and the learning rate.
-  std::map<std::string, double> epoch_logs();
+  /// The finished epoch's logs: the training sums, validation (on the epochs validation_freq names), the
+  /// callbacks' entries and the learning rate.
+  std::map<std::string, double> epoch_logs(int epoch);
   /// The epoch's callbacks and files, in an order that a process killed between any two (or a full disk)
   /// leaves consistent for --resume: the callbacks' decisions and files (a ModelCheckpoint file, whose
   /// state last.h5 holds), last.h5, log.csv's row (a resume from last.h5 writes it again if it is missing),
@@ -352,7 +353,11 @@ FitLoop::FitLoop(const Config& config, Trainer& trainer, const Dataset& data, co
                       folder_->run_folder(), folder_->earlier_log()};
   s_.epoch_sums = trainer.empty_stats();
   s_.callbacks = make_callbacks(setup);
+  s_.next_epoch = tc_.initial_epoch + 1;  // Keras's fit(initial_epoch); a resume continues where it stopped
   if (options.resume) restore(StateReader(*options.resume, options.resume_path), s_, trainer);
+  else if (tc_.initial_epoch > 0)
+    spdlog::info("starting at epoch {} of {} (training.initial_epoch {})", s_.next_epoch, tc_.epochs,
+                 tc_.initial_epoch);
   result_.epochs_run = s_.next_epoch - 1;
   if (options.resume) result_.last_logs = options.resume->logs;
   folder_->prepare(result_.epochs_run, result_.last_logs);
@@ -467,10 +472,10 @@ int FitLoop::train_steps(int epoch, Clock::time_point t0) {
   return 0;
 }
 
-std::map<std::string, double> FitLoop::epoch_logs() {
+std::map<std::string, double> FitLoop::epoch_logs(int epoch) {
   std::map<std::string, double> logs;
   add_logs(logs, "", s_.epoch_sums, tc_.metrics);
-  if (!val_idx_.empty()) {
+  if (!val_idx_.empty() && tc_.validates(epoch)) {
     const bool own = options_.validation ? options_.validation_stream : options_.stream;
     const Dataset& val = own ? val_own_ : options_.validation ? *options_.validation : data_;
     add_logs(logs, "val_",
@@ -490,7 +495,7 @@ bool FitLoop::end_epoch(int epoch, Clock::time_point t0) {
   // waits on its stream alone, which would wait for ever on a collective that a failed peer left unfinished.
   trainer_.synchronize();
   const double seconds_training = s_.epoch_seconds + seconds_since(t0);
-  std::map<std::string, double> logs = epoch_logs();
+  std::map<std::string, double> logs = epoch_logs(epoch);
   const double seconds = s_.epoch_seconds + seconds_since(t0), samples_per_second = s_.epoch_sums.samples / seconds_training;
   result_.epochs_run = epoch;
   result_.last_logs = logs;

@@ -202,7 +202,7 @@ void RunFolder::prepare(int epochs_done, const std::map<std::string, double>& la
   std::error_code ec;
   const bool resumes_last = resume_.checkpoint && fs::equivalent(resume_.path, last_path(), ec);
   const bool rewinds = in_place_ && !resumes_last && logged_epochs(tc_.output_dir) > epochs_done;
-  csv_.emplace(log_path(), epochs_done, earlier_log_, last_logs);
+  csv_.emplace(log_path(), epochs_done, earlier_log_, last_logs, tc_.initial_epoch);
   remove_dead_temporaries(tc_.output_dir, tc_.model_checkpoint);
   if (!in_place_ || rewinds) remove_stale();
 }

@@ -8,6 +8,7 @@
 // best_log_<name> (the logs of their epoch).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -24,10 +25,19 @@ constexpr const char* kBestLogPrefix = "best_log_";
 }  // namespace
 
 EarlyStoppingCallback::EarlyStoppingCallback(const EarlyStoppingConfig& cfg, Trainer& trainer)
-    : cfg_(cfg), early_(cfg), trainer_(trainer) {}
+    : cfg_(cfg), early_(cfg), trainer_(trainer) {
+  const TrainingConfig& tc = trainer.config().training;
+  int first = std::max(cfg.start_from_epoch, tc.initial_epoch) + 1;
+  if (cfg.monitor.rfind("val_", 0) == 0)
+    while (first < tc.epochs && !tc.validates(first)) ++first;
+  early_.watch_from(first);
+}
 
 void EarlyStoppingCallback::on_epoch_end(EpochEnd& e) {
-  stopped_ = early_.on_epoch_end(e.epoch, e.logs.at(cfg_.monitor));
+  stopped_ = false;
+  const auto value = e.logs.find(cfg_.monitor);
+  if (value == e.logs.end()) return;  // an epoch without validation (validation_freq): not watched, as in Keras
+  stopped_ = early_.on_epoch_end(e.epoch, value->second);
   if (early_.improved() && cfg_.restore_best_weights) {
     best_params_ = trainer_.params(0);
     best_state_ = trainer_.state(0);

@@ -35,6 +35,12 @@ class ModelCheckpointCallback final : public Callback {
       : cfg_(cfg), policy_(cfg), out_(std::move(output_dir)) {}
 
   void on_epoch_end(EpochEnd& e) override {
+    // An epoch without validation (validation_freq) has no val_* value to compare or to name the file with:
+    // no save, as Keras's save_best_only skips it.
+    const bool validated = e.logs.count("val_loss") > 0;
+    if (!validated && (cfg_.filepath.find("{val_") != std::string::npos ||
+                       (cfg_.save_best_only && cfg_.monitor.rfind("val_", 0) == 0)))
+      return;
     if (cfg_.save_best_only && !policy_.should_save(e.logs.at(cfg_.monitor))) return;
     std::string name;
     try {

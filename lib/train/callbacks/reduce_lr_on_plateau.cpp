@@ -23,7 +23,9 @@ class ReduceLROnPlateauCallback final : public Callback {
   void add_logs(std::map<std::string, double>& logs) const override { logs["learning_rate"] = trainer_.learning_rate(); }
 
   void on_epoch_end(EpochEnd& e) override {
-    const double lr = trainer_.learning_rate(), next = reduce_.on_epoch_end(e.logs.at(cfg_.monitor), lr);
+    const auto value = e.logs.find(cfg_.monitor);
+    if (value == e.logs.end()) return;  // an epoch without validation (validation_freq): not watched, as in Keras
+    const double lr = trainer_.learning_rate(), next = reduce_.on_epoch_end(value->second, lr);
     if (next == lr) return;
     trainer_.set_learning_rate(next);
     message_ = fmt::format("epoch {}: ReduceLROnPlateau: {} did not improve (patience {}); learning rate {:g} -> {:g}",

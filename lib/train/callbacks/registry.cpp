@@ -40,6 +40,14 @@ void require_validation(const std::string& config_path, const std::string& monit
                     "data.validation_masks) or monitor '" + monitor.substr(4) + "'");
 }
 
+/// Says once that callback `name` watching a val_* monitor sees it only on the epochs that validate, when
+/// validation_freq skips some.
+void note_sparse_validation(const char* name, const std::string& monitor, const TrainingConfig& tc) {
+  if (monitor.rfind("val_", 0) != 0 || (tc.validation_freq == 1 && tc.validation_epochs.empty())) return;
+  spdlog::info("{} watches {} after the epochs that validate (training.validation_freq) and skips the others, as "
+               "Keras's does: its patience counts validated epochs", name, monitor);
+}
+
 }  // namespace
 
 std::vector<std::unique_ptr<Callback>> make_callbacks(const CallbackSetup& setup) {
@@ -49,11 +57,13 @@ std::vector<std::unique_ptr<Callback>> make_callbacks(const CallbackSetup& setup
   if (const EarlyStoppingConfig& c = tc.early_stopping; c.enabled) {
     warn_mode_against_monitor(c.mode_where, c.monitor, c.mode);
     require_validation(path, c.monitor, setup.validates);
+    note_sparse_validation("EarlyStopping", c.monitor, tc);
     out.push_back(std::make_unique<EarlyStoppingCallback>(c, *setup.trainer));
   }
   if (const ReduceLROnPlateauConfig& c = tc.reduce_lr; c.enabled) {
     warn_mode_against_monitor(c.mode_where, c.monitor, c.mode);
     require_validation(path, c.monitor, setup.validates);
+    note_sparse_validation("ReduceLROnPlateau", c.monitor, tc);
     out.push_back(make_reduce_lr_on_plateau(c, *setup.trainer));
   }
   if (const ModelCheckpointConfig& c = tc.model_checkpoint; c.enabled) {
