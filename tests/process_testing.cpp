@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -93,6 +94,12 @@ training:
   seed: 1
   optimizer: {type: Adam, learning_rate: 0.01}
   output_dir: )" + output_dir.string() + "\n" + training;
+}
+
+std::string keras_python(const std::filesystem::path& dir) {
+  const char* env = std::getenv("TRAINER_KERAS_PYTHON");
+  const std::string python = env && *env ? env : "python3";
+  return run(python, "-c 'import keras, tensorflow'", fresh_subdir(dir, "probe")).code == 0 ? python : "";
 }
 
 }  // namespace trainer::testing

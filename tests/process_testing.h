@@ -75,4 +75,9 @@ std::filesystem::path fresh_subdir(const std::filesystem::path& parent, const st
 /// section, each line indented by two spaces (e.g. "  epochs: 4\n").
 std::string sample_unet_config(const std::filesystem::path& output_dir, const std::string& training);
 
+/// The Python that TRAINER_KERAS_PYTHON names (else python3) when it imports
+/// keras and tensorflow (.ci/run makes a venv with them); "" otherwise, for
+/// the caller to skip with a warning. dir: a scratch folder for the probe.
+std::string keras_python(const std::filesystem::path& dir);
+
 }  // namespace trainer::testing

@@ -531,9 +531,10 @@ TEST_CASE("import: call keywords, Keras 2's hard_sigmoid, loss weights and YAML 
 }
 
 TEST_CASE("import: Keras's AUC and MeanIoU metric objects become auc, binary_iou or mean_io_u", "[keras]") {
-  const auto metrics_of = [](const json& list, std::string* problems = nullptr) {
+  const auto metrics_of = [](const json& list, std::string* problems = nullptr, const json& loss = nullptr) {
     json model = seed_model();
     model["compile_config"]["metrics"] = list;
+    if (!loss.is_null()) model["compile_config"]["loss"] = loss;
     const ImportedModel m = import_json(model);
     if (problems) *problems = joined(m.problems);
     if (!m.problems.empty()) return std::vector<std::string>{};
@@ -554,9 +555,19 @@ TEST_CASE("import: Keras's AUC and MeanIoU metric objects become auc, binary_iou
   // MeanIoU of 2 classes on class ids (a sigmoid's probabilities in Keras): binary_iou.
   CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 2}, {"sparse_y_pred", true}})}) ==
         std::vector<std::string>{"binary_iou"});
-  // The argmax of a softmax (sparse_y_pred=False): Keras's MeanIoU, which needs a softmax model to train.
-  CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 3}, {"sparse_y_pred", false}})}) ==
+  // With a categorical loss: Keras's MeanIoU on the argmax of the softmax (sparse_y_pred=False).
+  const json categorical = "sparse_categorical_crossentropy";
+  CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 3}, {"sparse_y_pred", false}})}, nullptr, categorical) ==
         std::vector<std::string>{"mean_io_u"});
+  CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 2}})}, nullptr, categorical) ==
+        std::vector<std::string>{"mean_io_u"});
+  CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 3}})}, &problems).empty());  // a binary loss
+  CHECK_THAT(problems, Catch::Contains("MeanIoU(num_classes=3) with a binary loss"));
+  json logits = auc;
+  logits["from_logits"] = true;  // as the loss: the output is logits
+  CHECK(metrics_of(json{object("AUC", logits)}).empty());  // the loss takes probabilities
+  const json logits_loss = {{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}};
+  CHECK(metrics_of(json{object("AUC", logits)}, nullptr, logits_loss) == std::vector<std::string>{"auc"});
 }
 
 TEST_CASE("import and export refuse to overwrite what is not theirs", "[keras][cli]") {

@@ -12,7 +12,6 @@
 
 #include <opencv2/imgcodecs.hpp>
 
-#include <cstdlib>
 #include <fstream>
 
 #include "process_testing.h"
@@ -125,11 +124,10 @@ training:
 /// The Python that TRAINER_KERAS_PYTHON names (else python3), after make_models.py has written its files to
 /// dir; "" (with a warning) when that Python has no Keras.
 std::string keras_models(const fs::path& dir) {
-  const char* env = std::getenv("TRAINER_KERAS_PYTHON");
-  const std::string python = env && *env ? env : "python3";
-  if (run(python, "-c 'import keras, tensorflow'", fresh_subdir(dir, "probe")).code != 0) {
-    WARN("not checked against Keras: " << python << " has no keras and tensorflow (set TRAINER_KERAS_PYTHON to a "
-                                          "Python that has them; .ci/run makes one)");
+  const std::string python = keras_python(dir);
+  if (python.empty()) {
+    WARN("not checked against Keras: no Python with keras and tensorflow (set TRAINER_KERAS_PYTHON to one; "
+         ".ci/run makes it)");
     return "";
   }
   const std::string source = TRAINER_SOURCE_DIR;

@@ -149,7 +149,7 @@ double keras_auc(const Tensor& z, const Tensor& y) {
 
 }  // namespace
 
-TEST_CASE("auc is keras.metrics.AUC(): ROC, 200 thresholds, trapezoids; halves add up exactly", "[metrics]") {
+TEST_CASE("auc is keras.metrics.AUC(): ROC, 200 thresholds, trapezoids, and halves add up exactly", "[metrics]") {
   const Shape s{3, 17, 19, 1};
   Tensor z = testing::random_tensor(s, 41, -5.f, 5.f);
   Tensor y = random_mask(s, 42);

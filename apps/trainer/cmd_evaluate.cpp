@@ -77,9 +77,9 @@ void print_result(const EvalResult& r, const EvalOptions& o, int classes, const 
     std::printf("\n");
   } else {
     std::printf("pixel metrics %s: loss: %.4f - mean_iou: %.4f - dice: %.4f - accuracy: "
-                "%.4f - precision: %.4f - recall: %.4f - binary_iou: %.4f\n",
+                "%.4f - precision: %.4f - recall: %.4f - binary_iou: %.4f%s\n",
                 where.c_str(), r.pixel.loss(), c.mean_iou(), c.dice(), c.accuracy(), c.precision(), c.recall(),
-                c.binary_iou());
+                c.binary_iou(), c.has_auc() ? fmt::format(" - auc: {:.4f}", c.auc()).c_str() : "");
   }
   if (classes != 0 && !scores_boundary_instances(classes, o.kind)) return;
   const std::string objects =

@@ -18,8 +18,6 @@ namespace trainer {
 
 /// Number of metric thresholds (0.50, 0.55, ..., 0.95).
 inline constexpr int kLogitThresholds = 10;
-/// Most buckets probability_histogram takes per class (Keras's AUC has 200 by default).
-inline constexpr int kMaxProbabilityBins = 1000;
 
 /// The flat arrays one optimizer step updates, each [n] on the device: the
 /// weights, their gradient and the optimizer's slots (Keras's slot names);

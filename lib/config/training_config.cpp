@@ -322,7 +322,6 @@ OptimizerConfig read_optimizer(const YAML::Node& node, const std::string& file) 
   return o;
 }
 
-
 /// A Keras metric class written as a name, as Keras logs it: Precision -> precision, Recall -> recall,
 /// BinaryIoU -> binary_io_u, BinaryAccuracy -> binary_accuracy, MeanIoU -> mean_io_u, AUC -> auc; other
 /// names unchanged.
@@ -348,8 +347,11 @@ std::vector<std::string> metrics_for(bool categorical) {
 [[noreturn]] void metric_as_mapping(const std::string& at, const std::string& type, bool categorical) {
   const std::string lower = ascii_lower(type);
   const bool iou = lower.rfind("meaniou", 0) == 0 || lower.rfind("binaryiou", 0) == 0;
+  const bool known = std::find(metric_names().begin(), metric_names().end(), keras_metric_name(type)) !=
+                     metric_names().end();
   // Keras's IoU class by the loss's kind (with a binary loss, MeanIoU is the wrong suggestion).
-  const std::string example = !iou ? "e.g. MeanIoU with a categorical loss, BinaryIoU with a binary one"
+  const std::string example = known && !iou ? type
+                              : !iou ? "e.g. MeanIoU with a categorical loss, BinaryIoU with a binary one"
                               : categorical ? "MeanIoU, Keras's MeanIoU with this categorical loss"
                                             : "BinaryIoU, Keras's BinaryIoU(target_class_ids=[0, 1]) with this "
                                               "binary loss";

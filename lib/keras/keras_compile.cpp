@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/config.h"
+#include "core/ascii.h"
 #include "core/error.h"
 #include "keras/keras_layers.h"
 
@@ -90,30 +91,59 @@ void translate_loss(json loss, CompileTranslation& t) {
   t.lines.push_back("loss: " + yaml_flow(object_node(loss, keep)));
 }
 
-/// Keras's MeanIoU(num_classes=K, ...) config c as trainer's name: binary_iou for 2 classes of class
-/// ids (sparse_y_pred, Keras's default: on a sigmoid output Keras casts the probabilities to class 0),
-/// else mean_io_u (the argmax of a softmax, Keras's sparse_y_pred=False).
-std::string mean_iou_name(const json& c, CompileTranslation& t) {
-  if (json_at(c, "num_classes", 0) == 2 && json_at(c, "sparse_y_pred", true) != false) {
+/// What the translated loss says about the model's output, for the metrics that depend on it.
+struct LossKind {
+  bool categorical = false;  ///< A softmax over classes (a categorical crossentropy).
+  bool from_logits = false;  ///< The output is logits (the loss's from_logits).
+};
+
+/// The LossKind of t's translated "loss: ..." line (a binary sigmoid output without one).
+LossKind loss_kind(const CompileTranslation& t) {
+  LossKind k;
+  for (const std::string& line : t.lines)
+    if (line.rfind("loss:", 0) == 0) {
+      const std::string lower = ascii_lower(line);
+      k.categorical = lower.find("categorical") != std::string::npos;
+      k.from_logits = lower.find("from_logits: true") != std::string::npos;
+    }
+  return k;
+}
+
+/// Keras's MeanIoU(num_classes=K, ...) config c as trainer's name, by the loss: mean_io_u (the argmax of the
+/// softmax) with a categorical one, binary_iou with a binary one (2 classes; Keras casts a sigmoid's
+/// probabilities to class ids there); "" with a problem for more classes on a binary loss.
+std::string mean_iou_name(const json& c, const LossKind& loss, CompileTranslation& t) {
+  const json classes = json_at(c, "num_classes", 0);
+  if (loss.categorical) {
+    if (json_at(c, "sparse_y_pred", true) != false)
+      t.notes.push_back("metric MeanIoU(num_classes=" + classes.dump() + ") takes class ids (sparse_y_pred=True), "
+                        "which Keras casts the softmax's probabilities to; trainer's MeanIoU takes their argmax, as "
+                        "MeanIoU(sparse_y_pred=False) does");
+    return "mean_io_u";
+  }
+  if (classes == 2) {
     t.notes.push_back("metric MeanIoU(num_classes=2) is taken as binary_iou, the mean IoU of background and "
                       "foreground at threshold 0.5 (Keras casts a sigmoid's probabilities to class ids, which makes "
                       "nearly every pixel background there; docs/config.md)");
     return "binary_iou";
   }
-  return "mean_io_u";
+  t.problems.push_back("metric MeanIoU(num_classes=" + classes.dump() + ") with a binary loss: a sigmoid output has "
+                       "2 classes; import with --no-compile and list binary_iou (or mean_iou) under training.metrics");
+  return "";
 }
 
-/// Whether a Keras AUC config is the default AUC(): the one trainer computes.
-bool keras_default_auc(const json& c) {
+/// Whether a Keras AUC config is the default AUC(), the one trainer computes (from_logits as the loss has it:
+/// trainer's AUC is of the sigmoid of the logits).
+bool keras_default_auc(const json& c, const LossKind& loss) {
   return json_at(c, "num_thresholds", 200) == 200 && json_at(c, "curve", "ROC") == "ROC" &&
          json_at(c, "summation_method", "interpolation") == "interpolation" &&
-         json_at(c, "multi_label", false) == false && json_at(c, "from_logits", false) == false &&
+         json_at(c, "multi_label", false) == false && json_at(c, "from_logits", false) == loss.from_logits &&
          json_at(c, "thresholds").is_null() && json_at(c, "label_weights").is_null() &&
          json_at(c, "num_labels").is_null();
 }
 
 /// A Keras metric as one of trainer's names; "" with a problem when there is none.
-std::string metric_name(const json& m, CompileTranslation& t) {
+std::string metric_name(const json& m, const LossKind& loss, CompileTranslation& t) {
   const std::string own = user_function(m);
   std::string name = m.is_string() ? m.get<std::string>() : own;
   // tf.keras 2: {"class_name": "MeanMetricWrapper", "config": {"name": "accuracy", "fn": "binary_accuracy"}},
@@ -141,11 +171,12 @@ std::string metric_name(const json& m, CompileTranslation& t) {
   if (cls == "BinaryAccuracy" && json_at(c, "threshold", 0.5) == 0.5) return "binary_accuracy";
   if (cls == "BinaryIoU" && json_at(c, "threshold", 0.5) == 0.5 && json_at(c, "target_class_ids", json{0, 1}) == json{0, 1})
     return "binary_io_u";
-  if (cls == "MeanIoU") return mean_iou_name(c, t);
+  if (cls == "MeanIoU") return mean_iou_name(c, loss, t);
   if (cls == "AUC") {
-    if (keras_default_auc(c)) return "auc";
+    if (keras_default_auc(c, loss)) return "auc";
     t.problems.push_back("metric AUC " + c.dump() + " differs from Keras's default AUC(), the one trainer computes "
-                         "(200 thresholds, curve ROC, summation_method interpolation); keep only its name");
+                         "(200 thresholds, curve ROC, summation_method interpolation); import with --no-compile and "
+                         "list auc under training.metrics");
     return "";
   }
   if (name == "auc" || name == "AUC") return "auc";
@@ -156,6 +187,7 @@ std::string metric_name(const json& m, CompileTranslation& t) {
 }
 
 void translate_metrics(json metrics, CompileTranslation& t) {
+  const LossKind loss = loss_kind(t);
   if (metrics.is_object()) {  // Keras 2: {output_name: [...]}; one output
     json all = json::array();
     for (const auto& [k, v] : metrics.items()) all.push_back(v);
@@ -166,8 +198,8 @@ void translate_metrics(json metrics, CompileTranslation& t) {
   for (const json& m : metrics) {
     if (m.is_array()) {  // one list per output
       for (const json& inner : m)
-        if (const std::string n = metric_name(inner, t); !n.empty()) names.push_back(n);
-    } else if (const std::string n = metric_name(m, t); !n.empty()) {
+        if (const std::string n = metric_name(inner, loss, t); !n.empty()) names.push_back(n);
+    } else if (const std::string n = metric_name(m, loss, t); !n.empty()) {
       names.push_back(n);
     }
   }

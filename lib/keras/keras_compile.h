@@ -20,8 +20,9 @@ struct CompileTranslation {
 /// Keras's defaults; a loss or metric object keeps its non-default
 /// arguments; string names pass as they are (the config reader knows
 /// Keras's names). Metrics: "accuracy", "acc", "binary_accuracy" ->
-/// accuracy; Precision, Recall and BinaryIoU (with their default thresholds),
-/// MeanIoU(num_classes=2) -> precision, recall, binary_iou; a function of
+/// accuracy; Precision, Recall, BinaryIoU and AUC (with their defaults) keep
+/// their names; MeanIoU -> MeanIoU (logged mean_io_u) with a categorical
+/// loss, binary_iou (2 classes) with a binary one; a function of
 /// the user's own named mean_iou -> mean_iou (the DSB 2018 kernels'
 /// threshold-averaged IoU, with a note); any other function of the user's
 /// own, for the loss or a metric, is a problem. Each line is then checked

@@ -50,8 +50,9 @@ class EarlyStopping {
   int wait() const { return wait_; }
   /// The first epoch whose value it sees (default start_from_epoch + 1): a
   /// later one when the run starts later (initial_epoch) or the monitor is
-  /// a val_* value that validation_freq skips there. That epoch's value is
-  /// the first best whatever it is, as Keras's best starts as None.
+  /// a val_* value that validation_freq skips there. That epoch counts as an
+  /// improvement whatever its value, as Keras's best starts as None (a NaN
+  /// still does not become the best).
   void watch_from(int epoch) { first_watched_ = epoch; }
   /// Sets the state saved from best(), best_epoch() and wait() (resuming a run).
   void restore(double best, int best_epoch, int wait) {

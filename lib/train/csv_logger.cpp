@@ -135,7 +135,8 @@ void CsvLogger::open(const std::map<std::string, double>& logs, bool resumed) {
         for (const auto& c : columns_) start += "," + (by_name.count(c) ? by_name[c] : std::string("NA"));
         start += "\n";
       }
-      if (resumed)
+      // Said when a name is new to the earlier log, not when this epoch only lacks some (no validation).
+      if (resumed && columns_.size() + 1 > old.size())
         spdlog::warn("the columns of {} change ({} -> {}); its rows now hold every column of both, NA where an "
                      "epoch has no value",
                      path_, old_header, start.substr(0, start.find('\n')));

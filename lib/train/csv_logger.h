@@ -35,7 +35,8 @@ class CsvLogger {
   /// later rows use the same columns, "NA" where a name is missing, as Keras.
   /// A later row with a name the columns lack (val_* on the first epoch that
   /// validates, with validation_freq) rewrites the file with every column,
-  /// NA in the earlier rows: Keras's CSVLogger would leave such a name out.
+  /// NA in the earlier rows (Keras's CSVLogger adds val_* columns for every
+  /// first-row name up front instead).
   void log(int epoch, const std::map<std::string, double>& logs);
   const std::string& path() const { return path_; }
 

@@ -200,25 +200,34 @@ std::string save_final(const Config& config, Trainer& trainer, int epochs_run, c
   return save((fs::path(config.training.output_dir) / "final.h5").string(), final_ckpt, epochs_run, world);
 }
 
-/// Restores the unfinished epoch's metric counts from r into counts. UserError for counts no run writes.
-void restore_counts(const StateReader& r, const Trainer& trainer, std::vector<double>& counts) {
+/// Restores the unfinished epoch's metric counts from r into counts (none at an epoch's end, whatever
+/// training.metrics then listed). A checkpoint taken within an epoch by a run with or without `auc` among its
+/// metrics gives this run's counts but the AUC's histogram, which then counts the epoch's steps from here
+/// (a warning says so). UserError for counts no run writes.
+void restore_counts(const StateReader& r, const Trainer& trainer, bool mid_epoch, std::vector<double>& counts) {
   const Checkpoint& c = r.checkpoint();
+  const size_t histogram = 2 * MetricCounts::kAucThresholds;
+  const size_t shared = counts.size() - (trainer.empty_stats().counts.has_auc() ? histogram : 0);
   const auto stored = c.state_double_arrays.find("epoch_counts");
   if (stored == c.state_double_arrays.end()) {  // older checkpoints: binary counts as scalars
-    for (size_t i = 0; i < counts.size(); ++i) counts[i] = r.scalar("epoch_count_" + std::to_string(i), 0, 1e18);
+    for (size_t i = 0; i < shared; ++i) counts[i] = r.scalar("epoch_count_" + std::to_string(i), 0, 1e18);
     return;
   }
-  if (stored->second.size() != counts.size())
-    r.damaged("training state 'epoch_counts' holds " + std::to_string(stored->second.size()) +
-              " metric counts where this model keeps " + std::to_string(counts.size()) +
-              (trainer.classes() > 0 ? " (for its " + std::to_string(trainer.classes()) + " classes)" : ""));
-  for (size_t i = 0; i < counts.size(); ++i) {
-    const double v = stored->second[i];
-    if (!(v >= 0 && v <= 1e18 && v == std::floor(v)))
-      r.damaged("training state 'epoch_counts' entry " + std::to_string(i) + " is " + fmt::format("{}", v) +
+  const std::vector<double>& v = stored->second;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!(v[i] >= 0 && v[i] <= 1e18 && v[i] == std::floor(v[i])))
+      r.damaged("training state 'epoch_counts' entry " + std::to_string(i) + " is " + fmt::format("{}", v[i]) +
                 ", which no run writes");
-    counts[i] = v;
-  }
+  if (!mid_epoch) return;
+  const bool auc_changed = v.size() != counts.size() && (v.size() == shared || v.size() == shared + histogram);
+  if (v.size() != counts.size() && !auc_changed)
+    r.damaged("training state 'epoch_counts' holds " + std::to_string(v.size()) + " metric counts where this model "
+              "keeps " + std::to_string(counts.size()) +
+              (trainer.classes() > 0 ? " (for its " + std::to_string(trainer.classes()) + " classes)" : ""));
+  std::copy(v.begin(), v.begin() + long(std::min(v.size(), counts.size())), counts.begin());
+  if (auc_changed && counts.size() > shared)
+    spdlog::warn("{} was taken within an epoch by a run without 'auc' among training.metrics: this epoch's auc "
+                 "counts its steps from here on", r.source());
 }
 
 /// Restores s and its callbacks from a checkpoint written by make_checkpoint.
@@ -245,7 +254,7 @@ void restore(const StateReader& r, RunState& s, Trainer& trainer) {
     r.damaged("training state 'next_step' is " + std::to_string(s.next_step) + " with 'epoch_samples' " +
               fmt::format("{}", s.epoch_sums.samples) +
               ", which no run writes (the steps done in an epoch and their samples go together)");
-  restore_counts(r, trainer, s.epoch_sums.counts.v);
+  restore_counts(r, trainer, s.next_step > 0, s.epoch_sums.counts.v);
   for (const auto& cb : s.callbacks) cb->restore_state(r);
   spdlog::info("resuming from {}: epoch {}, step {}", r.source(), s.next_epoch, s.next_step);
 }

@@ -82,6 +82,27 @@ void require_trainable_weights(const Config& config, const Model& model) {
                                         "); set trainable: true (or leave the key out) on the layers to train"));
 }
 
+namespace {
+
+/// UserError at training.metrics for a metric the loss's kind cannot have: Keras's MeanIoU with binary masks
+/// (`classes` 0), a binary metric with K classes.
+void check_metrics_for_masks(const Config& config, int classes, const std::string& loss) {
+  for (const std::string& m : config.training.metrics) {
+    if (classes == 0 && m == "mean_io_u")
+      throw UserError(config.training.metrics_where + ": 'MeanIoU' needs a categorical loss (a softmax over the "
+                      "classes); on a sigmoid output Keras's MeanIoU(num_classes=2) casts the probabilities to "
+                      "class ids, so nearly every pixel counts as background. Use BinaryIoU (Keras's "
+                      "BinaryIoU(target_class_ids=[0, 1]): the mean IoU of background and foreground at 0.5) or "
+                      "mean_iou (the foreground's IoU averaged over thresholds 0.5 to 0.95; docs/config.md)");
+    if (classes > 0 && binary_only_metric(m))
+      throw UserError(config.training.metrics_where + ": '" + m + "' is for binary masks, not the " +
+                      std::to_string(classes) + " classes of loss '" + loss + "'; use accuracy, MeanIoU (Keras's; "
+                      "mean_iou is the same) or dice (the mean over the classes)");
+  }
+}
+
+}  // namespace
+
 void validate_for_training(const Config& config, Model& model) {
   const auto& layers = config.model.layers;
   const std::string first = yaml_location(config.path, layers.front().mark) + ": layer '" + layers.front().name + "': ";
@@ -106,13 +127,6 @@ void validate_for_training(const Config& config, Model& model) {
                                                  : "") +
                                  ")"
                            : ""));
-    if (std::find(config.training.metrics.begin(), config.training.metrics.end(), "mean_io_u") !=
-        config.training.metrics.end())
-      throw UserError(config.training.metrics_where + ": 'MeanIoU' needs a categorical loss (a softmax over the "
-                      "classes); on a sigmoid output Keras's MeanIoU(num_classes=2) casts the probabilities to "
-                      "class ids, so nearly every pixel counts as background. Use BinaryIoU (Keras's "
-                      "BinaryIoU(target_class_ids=[0, 1]): the mean IoU of background and foreground at 0.5) or "
-                      "mean_iou (the foreground's IoU averaged over thresholds 0.5 to 0.95; docs/config.md)");
     const OutputActivation a = model.use_logits_output();
     if (!lc.from_logits && a != OutputActivation::Sigmoid)
       throw UserError(last + "loss '" + loss_name(lc.kind) +
@@ -133,12 +147,6 @@ void validate_for_training(const Config& config, Model& model) {
                       "' needs the last layer to end in a softmax over the classes (the loss is fused with it for "
                       "numerical stability); set activation: softmax, or, " + from_logits_fix(lc));
 
-    for (const std::string& m : config.training.metrics)
-      if (binary_only_metric(m))
-        throw UserError(config.training.metrics_where + ": '" + m + "' is for binary masks, not the " +
-                        std::to_string(out.c) + " classes of loss '" + loss_name(lc.kind) +
-                        "'; use accuracy, mean_io_u (Keras's MeanIoU), mean_iou (the same) or dice (the mean over "
-                        "the classes)");
     if (is_overlap(loss) && lc.axis_leaves_channels)
       throw UserError(lc.where + ": axis [1, 2] leaves out the channels, which over the model's " +
                       std::to_string(out.c) + " softmax channels is, in Keras, one ratio per image and class (a "
@@ -148,6 +156,7 @@ void validate_for_training(const Config& config, Model& model) {
       throw UserError(lc.where + ": alpha lists " + std::to_string(lc.alphas.size()) + " values for a model of " +
                       std::to_string(out.c) + " classes (its last layer's filters); give one per class");
   }
+  check_metrics_for_masks(config, loss_classes(loss, out), loss_name(lc.kind));
   if (const std::vector<double>& cw = config.training.class_weight; !cw.empty()) {
     if (loss == LossKind::Dice || loss == LossKind::BceDice || is_overlap(loss))
       throw UserError(config.training.class_weight_where + ": weighs each pixel's cross-entropy, but loss '" +

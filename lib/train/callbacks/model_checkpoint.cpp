@@ -36,7 +36,8 @@ class ModelCheckpointCallback final : public Callback {
 
   void on_epoch_end(EpochEnd& e) override {
     // An epoch without validation (validation_freq) has no val_* value to compare or to name the file with:
-    // no save, as Keras's save_best_only skips it.
+    // no save. Keras 3 saves then with a warning (save_best_only), overwriting the best model with one it
+    // could not compare, or fails on the file name.
     const bool validated = e.logs.count("val_loss") > 0;
     if (!validated && (cfg_.filepath.find("{val_") != std::string::npos ||
                        (cfg_.save_best_only && cfg_.monitor.rfind("val_", 0) == 0)))
