@@ -86,6 +86,11 @@ TEST_CASE("config: initial_epoch and validation_freq as Keras's fit() takes them
   CHECK((!c.training.validates(1) && c.training.validates(2) && !c.training.validates(3) && c.training.validates(4)));
   c = parse_config(edit("epochs: 3", "epochs: 3\n  validation_freq: [1, 3]"), "cfg.yaml");
   CHECK((c.training.validates(1) && !c.training.validates(2) && c.training.validates(3)));
+  CHECK_THAT(error_of(edit("epochs: 3", "epochs: 3\n  validation_freq: [5]")),
+             Catch::Contains("'validation_freq' names no epoch this run trains (1 to 3), so it would never validate"));
+  // {type: AUC} alone is the name, as optimizers and callbacks are written.
+  c = parse_config(edit("metrics: [mean_iou]", "metrics: [mean_iou, {type: AUC}, BinaryIoU]"), "cfg.yaml");
+  CHECK(c.training.metrics == std::vector<std::string>{"mean_iou", "auc", "binary_io_u"});
 }
 
 TEST_CASE("config: each mistake is reported at its file:line:col with the fix", "[config]") {
@@ -276,9 +281,11 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
       {"an optimizer written as Python", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "'keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0)'"),
        "is Python; write the mapping {type: Adam, learning_rate: 1e-3, clipnorm: 1.0}"},
       {"a metric as a mapping", edit("metrics: [mean_iou]", "metrics: [{type: MeanIoU, num_classes: 2}]"),
-       "'MeanIoU' is written as a mapping; write the metric's name (BinaryIoU, Keras's BinaryIoU(target_class_ids=[0, "
-       "1]) with this binary loss: the number of classes comes from the model, and the thresholds are Keras's "
-       "defaults)"},
+       "'MeanIoU' is written with arguments; trainer's metrics take none: write its name (BinaryIoU: the mean IoU "
+       "of both classes at threshold 0.5)"},
+      {"AUC with arguments", edit("metrics: [mean_iou]", "metrics: [{type: AUC, num_thresholds: 100}]"),
+       "'AUC' is written with arguments; trainer's metrics take none: write its name (AUC: Keras's AUC() with its "
+       "defaults, 200 thresholds and curve ROC; other arguments are not offered)"},
       {"two gradient clippings", edit("{type: SGD,", "{type: SGD, clipnorm: 1.0, clipvalue: 0.5,"),
        "'clipvalue' is given with 'clipnorm'; only one of clipnorm, clipvalue and global_clipnorm can be set"},
       {"beta_1 of 1", edit("{type: SGD, learning_rate: 0.05, momentum: 0.9}", "{type: Adam, beta_1: 1}"),

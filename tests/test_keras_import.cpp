@@ -555,6 +555,14 @@ TEST_CASE("import: Keras's AUC and MeanIoU metric objects become auc, binary_iou
   // MeanIoU of 2 classes on class ids (a sigmoid's probabilities in Keras): binary_iou.
   CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 2}, {"sparse_y_pred", true}})}) ==
         std::vector<std::string>{"binary_iou"});
+  // Beside BinaryIoU it is the same value: left out, and the config says so where it is read.
+  json both = seed_model();
+  both["compile_config"]["metrics"] = json{object("BinaryIoU", json::object()), object("MeanIoU", {{"num_classes", 2}})};
+  const ImportedModel m = import_json(both);
+  REQUIRE(m.problems.empty());
+  CHECK(parse_config(m.yaml, "m.yaml").training.metrics == std::vector<std::string>{"binary_io_u"});
+  CHECK_THAT(m.yaml, Catch::Contains("  # metric MeanIoU(num_classes=2) is taken as binary_iou") &&
+                         Catch::Contains("  # binary_iou (from MeanIoU) is left out"));
   // With a categorical loss: Keras's MeanIoU on the argmax of the softmax (sparse_y_pred=False).
   const json categorical = "sparse_categorical_crossentropy";
   CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 3}, {"sparse_y_pred", false}})}, nullptr, categorical) ==

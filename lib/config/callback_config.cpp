@@ -50,7 +50,11 @@ std::string read_monitor(const CallbackInput& in) {
   const std::vector<std::string>& known = metric_names();
   if (std::find(known.begin(), known.end(), bare) != known.end())
     p.fail("monitor", "is '" + m + "', but '" + bare + "' is not in training.metrics; add it there (metrics: [" +
-                          bare + "]) or monitor one of: " + join_names(valid));
+                          bare + "]" +
+                          (bare == "mean_io_u" ? ", Keras's MeanIoU, with a categorical loss; with a binary one "
+                                                 "use BinaryIoU, logged binary_io_u"
+                                               : "") +
+                          ") or monitor one of: " + join_names(valid));
   p.fail("monitor", "is '" + m + "'" + did_you_mean(m, with_val) +
                         "; it must be the loss or a metric listed in training.metrics: " +
                         join_names(valid));

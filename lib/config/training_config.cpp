@@ -342,21 +342,23 @@ std::vector<std::string> metrics_for(bool categorical) {
   return out;
 }
 
-/// A training.metrics entry written as a mapping ({type: MeanIoU, num_classes: 2}): the error saying
-/// to write the name.
+/// A training.metrics entry written as a mapping with arguments ({type: MeanIoU, num_classes: 2}): the
+/// error saying which form trainer takes.
 [[noreturn]] void metric_as_mapping(const std::string& at, const std::string& type, bool categorical) {
   const std::string lower = ascii_lower(type);
-  const bool iou = lower.rfind("meaniou", 0) == 0 || lower.rfind("binaryiou", 0) == 0;
-  const bool known = std::find(metric_names().begin(), metric_names().end(), keras_metric_name(type)) !=
-                     metric_names().end();
-  // Keras's IoU class by the loss's kind (with a binary loss, MeanIoU is the wrong suggestion).
-  const std::string example = known && !iou ? type
-                              : !iou ? "e.g. MeanIoU with a categorical loss, BinaryIoU with a binary one"
-                              : categorical ? "MeanIoU, Keras's MeanIoU with this categorical loss"
-                                            : "BinaryIoU, Keras's BinaryIoU(target_class_ids=[0, 1]) with this "
-                                              "binary loss";
-  throw UserError(at + "'" + type + "' is written as a mapping; write the metric's name (" + example +
-                  ": the number of classes comes from the model, and the thresholds are Keras's defaults)");
+  const std::string name = keras_metric_name(type);
+  std::string fix;
+  if (lower.rfind("meaniou", 0) == 0 || lower.rfind("binaryiou", 0) == 0)
+    fix = categorical ? "MeanIoU: the number of classes comes from the model"
+                      : "BinaryIoU: the mean IoU of both classes at threshold 0.5";
+  else if (name == "auc")
+    fix = "AUC: Keras's AUC() with its defaults, 200 thresholds and curve ROC; other arguments are not offered";
+  else if (std::find(metric_names().begin(), metric_names().end(), name) != metric_names().end())
+    fix = type + ": at threshold 0.5, Keras's default";
+  else
+    fix = "e.g. MeanIoU with a categorical loss, BinaryIoU with a binary one";
+  throw UserError(at + "'" + type + "' is written with arguments; trainer's metrics take none: write its name (" +
+                  fix + ")");
 }
 
 /// Checks that m (after keras_metric_name) is a metric; the list in the error is the metrics of a binary
@@ -394,9 +396,10 @@ std::vector<std::string> read_metrics(const YAML::Node& node, const std::string&
   std::vector<std::string> out;
   for (const auto& e : items) {
     std::string at = yaml_location(file, e.Mark()) + ": training.metrics: ";
-    if (e.IsMap() && e["type"] && e["type"].IsScalar()) metric_as_mapping(at, e["type"].Scalar(), categorical);
-    if (!e.IsScalar()) throw UserError(at + "each entry must be a metric name");
-    const std::string m = keras_metric_name(e.Scalar());
+    const bool typed = e.IsMap() && e["type"] && e["type"].IsScalar();
+    if (typed && e.size() > 1) metric_as_mapping(at, e["type"].Scalar(), categorical);
+    if (!e.IsScalar() && !typed) throw UserError(at + "each entry must be a metric name");
+    const std::string m = keras_metric_name(typed ? e["type"].Scalar() : e.Scalar());  // {type: AUC} is AUC
     check_metric(at, m, categorical);
     if (std::find(out.begin(), out.end(), m) != out.end())
       throw UserError(at + "'" + m + "' is listed twice");
@@ -429,6 +432,10 @@ void read_epochs(ParamReader& p, TrainingConfig& t, bool has_validation) {
       t.validation_epochs.push_back(epoch);
     }
     if (t.validation_epochs.empty()) p.fail("validation_freq", form + ", got an empty list");
+    if (std::none_of(t.validation_epochs.begin(), t.validation_epochs.end(),
+                     [&](int e) { return e > t.initial_epoch && e <= t.epochs; }))
+      p.fail("validation_freq", "names no epoch this run trains (" + std::to_string(t.initial_epoch + 1) + " to " +
+                                    std::to_string(t.epochs) + "), so it would never validate; list some of them");
   } else {
     t.validation_freq = p.get_int("validation_freq", 1, 1);
   }

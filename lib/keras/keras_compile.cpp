@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+
 #include "config/config.h"
 #include "core/ascii.h"
 #include "core/error.h"
@@ -204,6 +206,12 @@ void translate_metrics(json metrics, CompileTranslation& t) {
     }
   }
   if (names.empty()) return;
+  // MeanIoU(num_classes=2) taken as binary_iou beside BinaryIoU (logged binary_io_u): the same value twice.
+  const auto listed = [&](const char* n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+  if (listed("binary_iou") && listed("binary_io_u")) {
+    names.erase(std::remove(names.begin(), names.end(), "binary_iou"), names.end());
+    t.notes.push_back("binary_iou (from MeanIoU) is left out: BinaryIoU, logged binary_io_u, is the same value");
+  }
   YAML::Node list(YAML::NodeType::Sequence);
   for (const std::string& n : names) {
     bool seen = false;

@@ -46,6 +46,7 @@ std::string training_section(const CompileTranslation& c, const std::vector<Laye
   bool has_loss = false;
   for (const std::string& line : c.lines) has_loss |= line.rfind("loss:", 0) == 0;
   if (!has_loss) out << "  loss: " << default_loss(layers) << "  # the model was not compiled: choose its loss\n";
+  for (const std::string& note : c.notes) out << "  # " << note << "\n";  // what the import changed
   for (const std::string& line : c.lines) out << "  " << line << "\n";
   if (!paths.weights.empty())
     out << "  # The weights the Keras file holds; remove this line to train from the initializers.\n"

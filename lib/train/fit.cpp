@@ -364,6 +364,9 @@ FitLoop::FitLoop(const Config& config, Trainer& trainer, const Dataset& data, co
   s_.callbacks = make_callbacks(setup);
   s_.next_epoch = tc_.initial_epoch + 1;  // Keras's fit(initial_epoch); a resume continues where it stopped
   if (options.resume) restore(StateReader(*options.resume, options.resume_path), s_, trainer);
+  if (options.resume && tc_.initial_epoch > 0)
+    spdlog::info("training.initial_epoch {} is not used: the run continues where {} stopped", tc_.initial_epoch,
+                 options.resume_path);
   else if (tc_.initial_epoch > 0)
     spdlog::info("starting at epoch {} of {} (training.initial_epoch {})", s_.next_epoch, tc_.epochs,
                  tc_.initial_epoch);
