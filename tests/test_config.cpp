@@ -785,9 +785,15 @@ TEST_CASE("config: load_config reads a file and names a missing one", "[config]"
   const fs::path dir = fs::temp_directory_path();
   CHECK_THROWS_WITH(load_config(dir.string()),
                     Catch::Matchers::Contains(dir.string() + ": is a folder, not a config file"));
-  // From fuzzing: an endless file was read until memory ran out.
+  // From fuzzing: an endless file was read until memory ran out. A device is refused unopened, a large
+  // file after 16 MiB.
   CHECK_THROWS_WITH(load_config("/dev/zero"),
-                    Catch::Matchers::Contains("/dev/zero: the config file is larger than 16 MiB"));
+                    Catch::Matchers::Contains("--config '/dev/zero' is a character device, not a file"));
+  { std::ofstream(p) << kGood; }
+  fs::resize_file(p, std::uintmax_t(17) << 20);  // sparse: no disk used
+  CHECK_THROWS_WITH(load_config(p.string()),
+                    Catch::Matchers::Contains(p.string() + ": the config file is larger than 16 MiB"));
+  fs::remove(p);
 }
 
 TEST_CASE("config: YAML aliases that expand without end are rejected", "[config]") {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -47,9 +48,12 @@ void check_csv_output(const std::string& csv) {
   refuse_to_replace_checkpoint(csv, "--csv writes the per-image scores as CSV; choose another --csv, e.g. scores.csv");
   std::error_code ec;
   if (!std::filesystem::exists(csv, ec)) return;
-  std::ifstream in(csv);
-  std::string first;
-  std::getline(in, first);
+  std::ifstream in(csv, std::ios::binary);  // a regular file (check_output_path); its first line, bounded
+  std::string first(std::strlen(kScoresCsvHeader) + 1, '\0');
+  in.read(first.data(), std::streamsize(first.size()));
+  first.resize(size_t(in.gcount()));
+  if (first.find('\n') != std::string::npos) first.resize(first.find('\n'));
+  if (!first.empty() && first.back() == '\r') first.pop_back();
   if (first != kScoresCsvHeader)
     throw UserError("--csv '" + csv + "' exists and is not an earlier evaluate --csv (its first line is not '" +
                     kScoresCsvHeader + "'), which evaluate would replace: choose another --csv, e.g. scores.csv, or "

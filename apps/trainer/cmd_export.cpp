@@ -11,12 +11,13 @@
 #include "commands.h"
 #include "core/ascii.h"
 #include "core/error.h"
+#include "core/file_kind.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
 #include "keras/keras_export.h"
 #include "keras/keras_file.h"
-#include "nn/onnx_export.h"
 #include "nn/model.h"
+#include "nn/onnx_export.h"
 
 namespace trainer::cli {
 
@@ -103,6 +104,9 @@ Command add_export(CLI::App& app) {
             require_one_process("export");
             install_exit_handlers();  // Ctrl-C leaves no temporary file
             const bool keras = export_format(f->format, f->output) == "keras";
+            if (!std::filesystem::is_directory(f->output))  // a folder gets its own message, with a file name
+              require_plain_file(f->output, "--output", std::string("name a file to write, e.g. unet.") +
+                                                            (keras ? "keras" : "onnx"));
             if (keras) check_keras_output(f->output, f->overwrite);
             else check_output(f->output);
             Towers one;

@@ -12,6 +12,7 @@
 #include "config/params.h"
 #include "config/sections.h"
 #include "core/error.h"
+#include "core/file_kind.h"
 
 namespace trainer {
 
@@ -175,6 +176,8 @@ Config load_config(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw UserError(path + ": is a folder, not a config file; give --config the YAML file (e.g. configs/unet.yaml)");
+  require_plain_file(path, "--config", "give --config the YAML file (e.g. configs/unet.yaml); a config piped in "
+                                       "must be written to a file first");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw UserError(path + ": cannot open the config file; check the path given to --config");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/file_kind.h"
 
 namespace trainer {
 
@@ -98,6 +99,7 @@ void check_output_path(const std::string& dest, const std::string& flag, const s
   if (fs::is_directory(dest, ec))
     throw UserError(flag + ": '" + dest + "' is a folder; name the file to write, e.g. " +
                     (fs::path(dest) / example).string());
+  require_plain_file(dest, flag, "name a file to write, e.g. " + example);
 }
 
 namespace {

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/file_kind.h"
 
 namespace trainer {
 
@@ -51,6 +53,12 @@ TrainingLog read_training_log(const std::string& path) {
     throw UserError("'" + path + "' does not exist; pass the log.csv the trainer writes in training.output_dir");
   if (std::filesystem::is_directory(path, ec))
     throw UserError("'" + path + "' is a folder; pass the log.csv file the trainer writes in it");
+  require_plain_file(path, "the log", "pass the log.csv the trainer writes in training.output_dir");
+  // A log holds one short row per epoch: a file past this is not one, and is not read into memory.
+  constexpr std::uintmax_t kMaxLogBytes = std::uintmax_t(64) << 20;
+  if (const auto size = std::filesystem::file_size(path, ec); !ec && size > kMaxLogBytes)
+    throw UserError("'" + path + "' is " + std::to_string(size >> 20) + " MiB, more than a training log's 64 MiB; "
+                    "pass the log.csv the trainer writes in training.output_dir");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot read '" + path + "': " + std::strerror(errno) + "; check its permissions");
 
