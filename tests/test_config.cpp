@@ -127,6 +127,34 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        edit("epochs: 3", "epochs: 3\n  validation_freq: 2", edit("  validation_split: 0.1\n", "")),
        "training: 'validation_freq' says when to validate, but there is no validation data; set "
        "data.validation_split"},
+      // Messages that pointed the wrong way.
+      {"an integer past int's range is out of range, not a non-integer",
+       edit("batch_size: 4", "batch_size: 4000000000"),
+       "cfg.yaml:28:15: training: 'batch_size' must be in [1, 2147483647], got 4000000000"},
+      {"a zero learning rate printed as written", edit("learning_rate: 0.05", "learning_rate: 0.0"),
+       "training.optimizer (SGD): 'learning_rate' must be greater than 0, got 0"},
+      {"a misspelt section is placed at its own line", edit("training:\n", "trainig:\n"),
+       "cfg.yaml:26:1: config: section 'training' is missing; add 'training:' with at least 'epochs: <n>' "
+       "('trainig' is there: did you mean 'training'?)"},
+      {"a forward reference says the layer comes later",
+       edit("inputs: [conv2d_transpose_1, c1]", "inputs: [out, c1]",
+            edit("    - type: Conv2D\n      filters: 1", "    - type: Conv2D\n      name: out\n      filters: 1")),
+       "cfg.yaml:17:15: model.layers[4]: 'inputs' names 'out', which is defined later (line 18); a layer reads "
+       "only layers above it: move 'out' before this one"},
+      {"a case variant of a Keras alias", edit("type: MaxPooling2D", "type: MaxPool2d"),
+       "'type' is 'MaxPool2d', not a known layer type (did you mean 'MaxPooling2D'?)"},
+      {"a NUL byte is named where it is", edit("  seed: 7\n", std::string("  seed: 7\0\n", 11)),
+       "cfg.yaml:29:10: a NUL byte, which YAML text never holds (a binary file, or text saved as UTF-16?)"},
+      {"an unclosed quote is named, not the value it swallowed", edit("loss: binary_crossentropy", "loss: 'binary_crossentropy"),
+       "cfg.yaml:30:9: this quote (') is not closed on its line; YAML then takes everything up to the end of the "
+       "file (yaml-cpp closes it there) as the value: close it, or leave the quotes out"},
+      {"a quote closed on a later line", edit("seed: 7", "seed: \"7\n  loss: x\""),
+       "cfg.yaml:29:9: this quote (\") is not closed on its line; YAML then takes everything up to the next one, "
+       "on line 30 as the value"},
+      {"Keras's model.to_json() as the config",
+       "{\"class_name\": \"Functional\", \"config\": {\"layers\": []}, \"keras_version\": \"3.15.1\"}",
+       "cfg.yaml is a Keras model (model.to_json()'s JSON), not a trainer config: convert it with 'trainer import "
+       "cfg.yaml --output model.yaml'"},
       {"out of range int", edit("batch_size: 4", "batch_size: 0"),
        "cfg.yaml:28:15: training: 'batch_size' must be in [1, "},
       {"steps_per_epoch 0", edit("batch_size: 4", "batch_size: 4\n  steps_per_epoch: 0"),

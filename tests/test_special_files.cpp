@@ -40,3 +40,26 @@ TEST_CASE("a FIFO or a device given as a file is refused at once with exit 2, no
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("a truncated PNG is named with what is wrong, without libpng's own line", "[e2e][data]") {
+  const fs::path dir = temp_dir("truncated_png");
+  const fs::path sample = fs::path(TRAINER_SOURCE_DIR) / "data" / "sample";
+  fs::create_directories(dir / "images");
+  fs::create_directories(dir / "masks");
+  std::string first;
+  for (const auto& e : fs::directory_iterator(sample / "images"))
+    if (first.empty() || e.path().filename().string() < first) first = e.path().filename().string();
+  REQUIRE_FALSE(first.empty());
+  const std::string stem = fs::path(first).stem().string();
+  fs::copy_file(sample / "masks" / (stem + "_mask.png"), dir / "masks" / (stem + "_mask.png"));
+  const std::string bytes = slurp(sample / "images" / first);
+  std::ofstream(dir / "images" / first, std::ios::binary) << bytes.substr(0, bytes.size() / 2);  // cut mid-file
+  std::ofstream(dir / "unet.yaml") << sample_unet_config(dir / "run", "  epochs: 1\n");
+  const Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu --images " +
+                                (dir / "images").string() + " --masks " + (dir / "masks").string(),
+                            dir);
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("the PNG ends before its IEND chunk") && !Catch::Contains("libpng"));
+  fs::remove_all(dir);
+}

@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -42,13 +43,47 @@ std::string split_tuple_fix(const std::string& name, const std::string& start, c
          tuple.substr(1, tuple.size() - 2) + "]";
 }
 
+/// The position of the quote that closes the quoted scalar opening at text[open] (YAML's rules: '' inside
+/// single quotes, a backslash escape inside double ones); npos when none does (yaml-cpp then ends the
+/// value at the end of the text).
+size_t closing_quote(const std::string& text, size_t open) {
+  const char q = text[open];
+  for (size_t i = open + 1; i < text.size(); ++i) {
+    if (q == '"' && text[i] == '\\') {
+      ++i;
+    } else if (text[i] == q) {
+      if (q == '\'' && i + 1 < text.size() && text[i + 1] == '\'') ++i;
+      else return i;
+    }
+  }
+  return std::string::npos;
+}
+
+/// UserError at a quoted scalar that runs past its line: a quote left open takes everything up to the next
+/// quote as one value (the loss became the rest of the file), which a config never means.
+void check_quote(const YAML::Node& scalar, const std::string& text, const std::string& file) {
+  const size_t open = size_t(scalar.Mark().pos);
+  if (scalar.Mark().pos < 0 || open >= text.size() || (text[open] != '\'' && text[open] != '"')) return;
+  const size_t close = closing_quote(text, open), eol = text.find('\n', open);
+  if (eol == std::string::npos || close < eol) return;
+  const std::string until = close == std::string::npos ? "the end of the file (yaml-cpp closes it there)"
+                                                       : "the next one, on line " +
+                                                             std::to_string(std::count(text.begin(),
+                                                                                       text.begin() + long(close), '\n') + 1);
+  throw UserError(yaml_location(file, scalar.Mark()) + ": this quote (" + std::string(1, text[open]) +
+                  ") is not closed on its line; YAML then takes everything up to " + until +
+                  " as the value: close it, or leave the quotes out");
+}
+
 // Refuses keys yaml-cpp reads otherwise than a user means: of two equal keys
 // it keeps the first and drops the second silently (a config where `epochs`
 // appears twice is almost certainly a mistake), and it takes YAML 1.1's merge
-// key '<<' as a key like any other. `visited` counts the nodes walked, aliases
-// expanded, against kMaxConfigNodes; depth is node's level (0 at the root),
+// key '<<' as a key like any other; and quoted values that run past their
+// line (check_quote). `visited` counts the nodes walked, aliases expanded,
+// against kMaxConfigNodes; depth is node's level (0 at the root),
 // against kMaxConfigDepth.
-void check_keys(const YAML::Node& node, const std::string& file, size_t& visited, int depth = 0) {
+void check_keys(const YAML::Node& node, const std::string& text, const std::string& file, size_t& visited,
+                int depth = 0) {
   if (++visited > kMaxConfigNodes)
     throw UserError(file + ": the config holds more than " + std::to_string(kMaxConfigNodes) +
                     " YAML values once its aliases (*name) are expanded; a config holds a few hundred: remove "
@@ -57,8 +92,9 @@ void check_keys(const YAML::Node& node, const std::string& file, size_t& visited
     throw UserError(yaml_location(file, node.Mark()) + ": values nested more than " +
                     std::to_string(kMaxConfigDepth) + " levels deep (a config nests fewer than ten); an alias inside "
                     "its own anchor, as in 'a: &x [*x]', nests without end: give the value itself");
+  if (node.IsScalar()) check_quote(node, text, file);
   if (node.IsSequence()) {
-    for (const auto& e : node) check_keys(e, file, visited, depth + 1);
+    for (const auto& e : node) check_keys(e, text, file, visited, depth + 1);
   } else if (node.IsMap()) {
     std::map<std::string, YAML::Mark> seen;
     std::string before_key, before_value;  // the previous entry's key, and its value when a scalar
@@ -67,6 +103,7 @@ void check_keys(const YAML::Node& node, const std::string& file, size_t& visited
       if (!kv.first.IsScalar())
         throw UserError(yaml_location(file, kv.first.Mark()) +
                         ": a key must be a plain name, not a list or mapping; write 'name: value'");
+      check_quote(kv.first, text, file);
       std::string key = kv.first.Scalar();
       // Plain (tag "?") or tagged !!merge; quoted or tagged otherwise, it is a key like any other.
       if (key == "<<" && (kv.first.Tag() == "?" || kv.first.Tag() == "tag:yaml.org,2002:merge"))
@@ -81,7 +118,7 @@ void check_keys(const YAML::Node& node, const std::string& file, size_t& visited
                                                                : "keep only one"));
       before_key = key;
       before_value = kv.second.IsScalar() ? kv.second.Scalar() : "";
-      check_keys(kv.second, file, visited, depth + 1);
+      check_keys(kv.second, text, file, visited, depth + 1);
     }
   }
 }
@@ -93,6 +130,12 @@ Config parse_config(const std::string& text, const std::string& path) {
   if (text.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0)
     throw UserError(path + " is an HDF5 file (a checkpoint?), not a YAML config: give the run's config with "
                     "--config (a checkpoint goes to --resume, or to predict, evaluate and export's --checkpoint)");
+  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+    const size_t line = size_t(std::count(text.begin(), text.begin() + long(nul), '\n')) + 1;
+    const size_t col = nul - (text.rfind('\n', nul) == std::string::npos ? 0 : text.rfind('\n', nul) + 1) + 1;
+    throw UserError(path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": a NUL byte, which YAML text "
+                    "never holds (a binary file, or text saved as UTF-16?); give the YAML config saved as UTF-8");
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -148,14 +191,18 @@ Config parse_config(const std::string& text, const std::string& path) {
                            "is one document: remove the '---' line and merge the sections");
   if (!root.IsDefined() || root.IsNull())
     throw UserError(path + ": the config is empty; it needs the sections model, data and training");
+  if (root.IsMap() && root["class_name"] && root["config"] && !root["model"])
+    throw UserError(path + " is a Keras model (model.to_json()'s JSON), not a trainer config: convert it with "
+                    "'trainer import " + path + " --output model.yaml' and give that as --config (docs/from_keras.md)");
   size_t visited = 0;
-  check_keys(root, path, visited);
+  check_keys(root, text, path, visited);
 
   ParamReader top(root, path, "config");
   auto section = [&](const char* key, const char* needs) {
     YAML::Node n = top.get_node(key);
-    if (!n)
-      top.fail(std::string("section '") + key + "' is missing; add '" + key + ":' with " + needs + top.given_instead(key));
+    if (!n)  // placed at a misspelt section's key when there is one
+      throw UserError(top.key_where(top.key_given_instead(key)) + ": config: section '" + key + "' is missing; add '" +
+                      key + ":' with " + needs + top.given_instead(key));
     return n;
   };
   YAML::Node model = section("model", "'layers:', a list starting with {type: Input, shape: [H, W, C]}");

@@ -50,6 +50,19 @@ std::string keras_layer_hint(const std::string& type) {
   return "";
 }
 
+namespace {
+
+/// The line (1-based) of the first layer after layers[i] named `name`; 0 when none is.
+int later_layer_line(const YAML::Node& layers, size_t i, const std::string& name) {
+  for (size_t k = i + 1; k < layers.size(); ++k) {
+    const YAML::Node e = layers[k];
+    if (e.IsMap() && e["name"] && e["name"].IsScalar() && e["name"].Scalar() == name) return e.Mark().line + 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
 // Default names follow Keras: snake_case of the type plus a running count of
 // the unnamed layers of that type, from 1 ("input_1", "conv2d_1", "conv2d_2",
 // "max_pooling2d_1"); a default that an earlier layer's given name already
@@ -101,10 +114,14 @@ ModelConfig read_model_section(const YAML::Node& node, const std::string& file) 
     if (i == 0 && !spec.inputs.empty())
       lp.fail("inputs", "must not be given for the Input layer (it is fed by the data)");
     for (const auto& in : spec.inputs)
-      if (!where_defined.count(in))
+      if (!where_defined.count(in)) {
+        if (const int later = later_layer_line(layers, i, in))
+          lp.fail("inputs", "names '" + in + "', which is defined later (line " + std::to_string(later) + "); a layer "
+                            "reads only layers above it: move '" + in + "' before this one");
         lp.fail("inputs", "names '" + in + "', which is not a layer defined before this one" +
                               did_you_mean(in, defined) +
                               "; inputs refer to the names of earlier layers");
+      }
 
     spec.trainable = lp.get_bool("trainable", true);
     if (i == 0 && !spec.trainable)

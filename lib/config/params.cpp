@@ -113,8 +113,8 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
       {"epsilon", "min_delta"},  // Keras 2's ReduceLROnPlateau(epsilon=...)
       {"load_weights", "initial_weights"},  // Keras's model.load_weights(path) before fit()
       {"dice_loss", "dice"},         {"dice_coef_loss", "dice"},  {"bce_dice_loss", "bce_dice"}};  // notebooks' own losses
-  for (const auto& [old_name, name] : aliases)
-    if (word == old_name && std::find(options.begin(), options.end(), name) != options.end())
+  for (const auto& [old_name, name] : aliases)  // in any case: MaxPool2d is MaxPool2D
+    if (ascii_lower(word) == ascii_lower(old_name) && std::find(options.begin(), options.end(), name) != options.end())
       return " (did you mean '" + name + "'?)";
   std::string best;
   size_t best_d = 3;
@@ -162,8 +162,8 @@ void ParamReader::fail(const std::string& msg) const {
   throw UserError(yaml_location(file_, node_.Mark()) + ": " + what_ + ": " + msg);
 }
 
-std::string ParamReader::given_instead(const std::string& key) const {
-  std::string hint;
+std::string ParamReader::key_given_instead(const std::string& key) const {
+  std::string found;
   const std::string k = ascii_lower(key);
   for (const auto& kv : node_) {
     const std::string present = kv.first.as<std::string>(), p = ascii_lower(present);
@@ -174,9 +174,20 @@ std::string ParamReader::given_instead(const std::string& key) const {
     const bool near = !did_you_mean(present, {key}).empty();
     // Another name around it: train_images, images_dir, dataset for data.
     const bool around = p.size() > k.size() && (p.rfind(k, 0) == 0 || p.compare(p.size() - k.size(), k.size(), k) == 0);
-    if (near || around) hint = " ('" + present + "' is there: did you mean '" + key + "'?)";
+    if (near || around) found = present;
   }
-  return hint;
+  return found;
+}
+
+std::string ParamReader::given_instead(const std::string& key) const {
+  const std::string present = key_given_instead(key);
+  return present.empty() ? "" : " ('" + present + "' is there: did you mean '" + key + "'?)";
+}
+
+std::string ParamReader::key_where(const std::string& key) const {
+  for (const auto& kv : node_)
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) return yaml_location(file_, kv.first.Mark());
+  return yaml_location(file_, node_.Mark());
 }
 
 YAML::Node ParamReader::value(const std::string& key, bool required) {
@@ -218,6 +229,10 @@ int ParamReader::get_int(const std::string& key, std::optional<int> def, int min
   int x;
   if (!convert_scalar(v, x)) {
     const std::string text = YAML::Dump(v);
+    // A whole number past int's range is out of range, not "not an integer".
+    const size_t digits = text.find_first_not_of("0123456789", text[0] == '-' || text[0] == '+' ? 1 : 0);
+    if (v.IsScalar() && digits == std::string::npos && text.size() > 1)
+      fail(key, "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " + text);
     fail(key, "must be an integer, got '" + text + "'" + python_tuple_hint(text) +
                   (text == "None" ? " (Python's None is YAML's null)" : ""));
   }

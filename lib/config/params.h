@@ -95,6 +95,11 @@ class ParamReader {
   /// for is a misspelling of it (edit distance
   /// 2) or holds it with more around it (train_images, dataset for data); else "".
   std::string given_instead(const std::string& key) const;
+  /// The key given_instead names ("" when none).
+  std::string key_given_instead(const std::string& key) const;
+  /// "file:line:col" of the key itself (of the mapping when absent): where a
+  /// misspelt key is.
+  std::string key_where(const std::string& key) const;
   /// "file:line:col" of the key's value (or of the mapping when absent).
   std::string where(const std::string& key) const;
   const std::string& file() const { return file_; }

@@ -45,7 +45,7 @@ std::optional<OptimizerKind> canonical_optimizer(const std::string& name) {
 // a smaller epsilon would become 0 and divide 0 by 0).
 double positive(ParamReader& p, const std::string& key, double def) {
   double x = p.get_double(key, def, 0.0);
-  if (x <= 0) p.fail(key, "must be greater than 0, got " + std::to_string(x));
+  if (x <= 0) p.fail(key, fmt::format("must be greater than 0, got {:g}", x));
   if (x < 1e-30) p.fail(key, "must be at least 1e-30 (smaller values are 0 in float32)");
   return x;
 }

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <vector>
 
 #include "core/ascii.h"
 #include "core/error.h"
+#include "core/file_kind.h"
 #include "data/held_samples.h"
 #include "data/mask_resize.h"
 #include "core/class_mask.h"
@@ -25,7 +27,27 @@ int conversion(int from, int to) {
 
 }  // namespace
 
+void check_whole_png(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[8] = {};
+  in.read(head, sizeof head);
+  if (in.gcount() != 8 || std::string(head, 8) != std::string("\x89PNG\r\n\x1a\n", 8)) return;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  // The IEND chunk ("IEND" and its CRC) ends a PNG; bytes after it are ignored by decoders, so it is looked
+  // for in the last KiB.
+  const std::streamoff tail_size = std::min<std::streamoff>(size - 8, 1024);
+  std::string tail(size_t(std::max<std::streamoff>(tail_size, 0)), '\0');
+  in.seekg(size - std::streamoff(tail.size()));
+  in.read(tail.data(), std::streamsize(tail.size()));
+  if (tail.find(std::string("IEND\xae\x42\x60\x82", 8)) == std::string::npos)
+    throw UserError("cannot decode '" + path + "': the PNG ends before its IEND chunk (" + std::to_string(size) +
+                    " bytes: truncated, e.g. by an interrupted copy); copy it again or remove it");
+}
+
 cv::Mat read_image_file(const std::string& path) {
+  require_plain_file(path, "image", "give image files (PNG, JPEG, TIFF)");
+  check_whole_png(path);  // libpng would print "Read Error" on its own line before our message
   cv::Mat m;
   try {
     m = cv::imread(path, cv::IMREAD_UNCHANGED);

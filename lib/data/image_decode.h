@@ -9,9 +9,15 @@ namespace trainer {
 
 /// Reads path as OpenCV decodes it (cv::IMREAD_UNCHANGED): 8- or 16-bit,
 /// with 1 (gray), 3 (BGR) or 4 (BGRA) channels. Throws UserError naming the
-/// file when it cannot be decoded (missing, damaged, too large for OpenCV) or
+/// file when it is not a plain file (a FIFO would block), cannot be decoded
+/// (missing, damaged, truncated, too large for OpenCV) or
 /// has another pixel type or channel count, with the fix.
 cv::Mat read_image_file(const std::string& path);
+
+/// Throws UserError naming path when it is a PNG (by its signature) that
+/// does not end in the IEND chunk: a truncated file, which libpng would
+/// report on stderr in its own words before failing. Other files pass.
+void check_whole_png(const std::string& path);
 
 /// read_image_file of an instance label image (0 background, 1..N one
 /// object each): single-channel 8U or 16U, as stored. Throws UserError as
