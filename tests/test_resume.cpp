@@ -988,3 +988,32 @@ TEST_CASE("a checkpoint of a run without training.optimizer from before RMSprop 
   CHECK_THAT(slurp(dir / "err.txt"), !Catch::Contains("resuming with other settings"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("a final.h5 left from an earlier finish is replaced when the run is found finished", "[resume]") {
+  // From a hostile trial: train 1 epoch; resume with --epochs 2 and SIGKILL it while final.h5.tmp-* is
+  // written; the same resume again said "nothing to do" and kept epoch 1's final.h5 beside epoch 2's
+  // last.h5 and log.csv, and the temporary. The kill is stood in for by putting both back.
+  fs::path dir = temp_dir("resume_stale_final");
+  std::ofstream(dir / "c.yaml") << config(dir / "run", 1);
+  const std::string cfg = "--config " + (dir / "c.yaml").string() + " --gpus cpu";
+  REQUIRE(testing::run_trainer(cfg, dir).code == 0);
+  fs::copy_file(dir / "run" / "final.h5", dir / "epoch1_final.h5");
+  const std::string resume = cfg + " --epochs 2 --resume " + (dir / "run" / "last.h5").string();
+  REQUIRE(testing::run_trainer(resume, dir).code == 0);
+  fs::copy_file(dir / "epoch1_final.h5", dir / "run" / "final.h5", fs::copy_options::overwrite_existing);
+  const fs::path temporary = dir / "run" / "final.h5.tmp-999999999";  // of a process that is gone
+  std::ofstream(temporary) << "half a checkpoint";
+  const testing::Run again = testing::run_trainer(resume, dir);
+  INFO(again.out << again.err);
+  CHECK(again.code == 0);
+  CHECK_THAT(again.err, Catch::Contains("holds no final.h5 of its last epoch"));
+  const Checkpoint final = load_checkpoint((dir / "run" / "final.h5").string());
+  CHECK(final.epoch == 2);
+  CHECK(final.state_scalars.at("trained_epochs") == 2);
+  CHECK_FALSE(fs::exists(temporary));
+  // Found finished once more, the final.h5 now current is kept.
+  const auto written = fs::last_write_time(dir / "run" / "final.h5");
+  CHECK(testing::run_trainer(resume, dir).code == 0);
+  CHECK(fs::last_write_time(dir / "run" / "final.h5") == written);
+  fs::remove_all(dir);
+}

@@ -195,6 +195,8 @@ std::string save_final(const Config& config, Trainer& trainer, int epochs_run, c
   final_ckpt.config_yaml = config.text;
   final_ckpt.epoch = epochs_run;
   final_ckpt.logs = logs;
+  // The epochs its run had trained (epoch may become the best one's): a later finish tells a stale final.h5.
+  final_ckpt.state_scalars["trained_epochs"] = epochs_run;
   for (const auto& cb : callbacks) cb->on_train_end(trainer, final_ckpt);
   final_ckpt.weights = trainer.weights();
   return save((fs::path(config.training.output_dir) / "final.h5").string(), final_ckpt, epochs_run, world);
@@ -581,8 +583,11 @@ std::string finish_ended_run(const Config& config, Trainer& trainer, const Check
   const bool voice = !world || world->rank() == 0;
   std::vector<std::unique_ptr<Callback>> callbacks;
   if (auto early = ended_run_early_stopping(config, trainer, ckpt, source)) callbacks.push_back(std::move(early));
-  if (voice) spdlog::info("{} holds no final.h5 (a process ended before writing it): written from its last.h5",
-                          config.training.output_dir);
+  if (voice) {
+    spdlog::info("{} holds no final.h5 of its last epoch (a process ended before writing it): written from its "
+                 "last.h5", config.training.output_dir);
+    remove_dead_temporaries(config.training.output_dir, config.training.model_checkpoint);
+  }
   return save_final(config, trainer, ckpt.epoch, ckpt.logs, callbacks, world);
 }
 

@@ -139,13 +139,30 @@ void check_resume_keeps_later_epochs(const std::string& output_dir, const std::s
                   " rows are copied), or pass --overwrite to drop the later epochs");
 }
 
+namespace {
+
+/// Whether the final.h5 at path was written before its run had trained `epochs` epochs (lacks_final).
+bool final_predates(const fs::path& path, int epochs) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return true;
+  try {
+    const Checkpoint final = load_checkpoint(path.string());
+    const auto trained = final.state_scalars.find("trained_epochs");
+    return trained != final.state_scalars.end() && trained->second < epochs;
+  } catch (const UserError&) {
+    return false;  // not replaced unread: the user sees its error where it is used
+  }
+}
+
+}  // namespace
+
 bool lacks_final(const std::string& output_dir, const std::string& checkpoint, const Checkpoint& ckpt) {
   std::error_code ec;
   const fs::path out(output_dir);
   const auto next_step = ckpt.state_scalars.find("next_step");
   return fs::equivalent(checkpoint, out / "last.h5", ec) &&  // the run's own last word, not an earlier checkpoint
          (next_step == ckpt.state_scalars.end() || next_step->second == 0) &&  // at an epoch's end
-         logged_epochs(output_dir) <= ckpt.epoch && !fs::exists(out / "final.h5", ec);
+         logged_epochs(output_dir) <= ckpt.epoch && final_predates(out / "final.h5", ckpt.epoch);
 }
 
 void remove_dead_temporaries(const std::string& output_dir_text, const ModelCheckpointConfig& mc) {

@@ -62,7 +62,11 @@ void check_resume_keeps_later_epochs(const std::string& output_dir, const std::s
 /// EarlyStopping ended it) lacks the final.h5 it would have written: the
 /// checkpoint (ckpt, read from path checkpoint) is output_dir's last.h5 at an
 /// epoch's end, log.csv holds no later epoch, and output_dir has no final.h5
-/// (a process ended between the last epoch's last.h5 and final.h5).
+/// of that epoch: none (a process ended between the last epoch's last.h5 and
+/// final.h5), or one whose trained_epochs is below ckpt.epoch (a run resumed
+/// for more epochs ended while writing its final.h5, leaving the earlier
+/// finish's). A final.h5 without trained_epochs, or one that cannot be read,
+/// counts as the run's.
 bool lacks_final(const std::string& output_dir, const std::string& checkpoint, const Checkpoint& ckpt);
 
 /// fit()'s output folder (training.output_dir): where a resumed run's
