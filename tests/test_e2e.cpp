@@ -285,6 +285,22 @@ TEST_CASE("initial_epoch and validation_freq number and validate epochs as Keras
   fs::remove_all(dir);
 }
 
+TEST_CASE("a layer that does not lead to the output is named in a warning", "[e2e]") {
+  fs::path dir = temp_dir("e2e_unreached");
+  std::string text = trainer::testing::sample_unet_config(dir / "run", "  epochs: 1\n  batch_size: 8\n");
+  const std::string out = "    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}";
+  REQUIRE(text.find(out) != std::string::npos);
+  text.replace(text.find(out), out.size(),
+               "    - {name: dead, type: Conv2D, filters: 2, kernel_size: 1, inputs: [c1]}\n"
+               "    - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid, inputs: [c3]}");
+  std::ofstream(dir / "unet.yaml") << text;
+  const Run r = run_trainer("--config " + (dir / "unet.yaml").string() + " --gpus cpu", dir);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("layer(s) dead do not lead to the output (the last layer)"));
+  fs::remove_all(dir);
+}
+
 // The stop is recomputed here with Keras 3's on_epoch_end, in Keras's 0-based
 // epochs, from the losses the run logged: a training loss watched in max mode
 // with a baseline it cannot beat (every watched epoch adds to the wait, an

@@ -1017,3 +1017,23 @@ TEST_CASE("a final.h5 left from an earlier finish is replaced when the run is fo
   CHECK(fs::last_write_time(dir / "run" / "final.h5") == written);
   fs::remove_all(dir);
 }
+
+TEST_CASE("a run resumes after auc was added to or removed from training.metrics", "[resume][metrics]") {
+  // The checkpoint's metric counts are 400 longer with auc (its histogram): that is no damage.
+  fs::path dir = temp_dir("resume_auc");
+  std::string with_auc = config(dir / "run", 1);
+  with_auc.replace(with_auc.find("metrics: [mean_iou]"), 19, "metrics: [mean_iou, AUC]");
+  std::ofstream(dir / "auc.yaml") << with_auc;
+  std::ofstream(dir / "plain.yaml") << config(dir / "run", 1);
+  REQUIRE(testing::run_trainer("--config " + (dir / "auc.yaml").string() + " --gpus cpu", dir).code == 0);
+  const std::string last = (dir / "run" / "last.h5").string();
+  testing::Run r = testing::run_trainer("--config " + (dir / "plain.yaml").string() + " --gpus cpu --epochs 2 --resume " +
+                                            last, dir);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  r = testing::run_trainer("--config " + (dir / "auc.yaml").string() + " --gpus cpu --epochs 3 --resume " + last, dir);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK_THAT(slurp(dir / "run" / "log.csv"), Catch::Contains("auc"));
+  fs::remove_all(dir);
+}

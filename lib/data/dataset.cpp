@@ -489,11 +489,12 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
   std::vector<int> kept;
   for (int i = 0; i < n; ++i)
     if (!found.errors.count(i)) kept.push_back(i);
-  // Masks that all decode to nothing train to dice 0.
+  // Masks that all decode to nothing teach background alone, while the metrics read as perfect.
   if (o.classes == 0 && !kept.empty() && found.empty_masks == int(kept.size()))
     spdlog::warn("{}{}: every one of the {} masks in '{}' is empty (no pixel above 0), so the model can only learn "
-                 "background and its dice stays 0: check that the folder and mask_suffix name the masks, and that "
-                 "they mark the objects with values above 0 (docs/data.md)",
+                 "background; once it predicts none, dice and mean_iou read 1 (an empty prediction of an empty mask "
+                 "is perfect) though it has learnt nothing of the objects: check that the folder and mask_suffix "
+                 "name the masks, and that they mark the objects with values above 0 (docs/data.md)",
                  prefix(o), section(o), kept.size(), o.masks_dir);
   return kept;
 }

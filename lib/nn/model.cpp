@@ -109,6 +109,13 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
   for (const Node& node : nodes_) times_.push_back(LayerTime{node.layer->name(), node.layer->type()});
 }
 
+std::vector<std::string> Model::unreached_layers() const {
+  std::vector<std::string> names;
+  for (const Node& node : nodes_)
+    if (!node.reaches_output) names.push_back(node.layer->name());
+  return names;
+}
+
 std::vector<std::string> Model::frozen_layers() const {
   std::vector<std::string> names;
   for (const Node& node : nodes_)

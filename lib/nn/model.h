@@ -67,6 +67,11 @@ class Model {
   size_t num_frozen() const { return num_state_ - num_moving_state_; }
   /// The names of the frozen layers (those with weights and trainable: false), in model order.
   std::vector<std::string> frozen_layers() const;
+  /// The names of the layers from which no path of inputs leads to the last
+  /// layer (the output), in model order: nothing they compute reaches the
+  /// loss, so their weights never change. Keras's Model(inputs, outputs)
+  /// leaves such layers out.
+  std::vector<std::string> unreached_layers() const;
 
   /// True when the last layer's sigmoid or softmax was removed so forward()
   /// returns logits, for losses fused with it (see strip_output_activation()).

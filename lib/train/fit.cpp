@@ -202,10 +202,10 @@ std::string save_final(const Config& config, Trainer& trainer, int epochs_run, c
   return save((fs::path(config.training.output_dir) / "final.h5").string(), final_ckpt, epochs_run, world);
 }
 
-/// Restores the unfinished epoch's metric counts from r into counts (none at an epoch's end, whatever
-/// training.metrics then listed). A checkpoint taken within an epoch by a run with or without `auc` among its
-/// metrics gives this run's counts but the AUC's histogram, which then counts the epoch's steps from here
-/// (a warning says so). UserError for counts no run writes.
+/// Restores the unfinished epoch's metric counts from r into counts (zeros at an epoch's end). A checkpoint
+/// of a run with or without `auc` among its metrics gives this run's counts but the AUC's histogram, which
+/// (within an epoch: a warning says so) then counts the epoch's steps from here. UserError for counts no run
+/// writes.
 void restore_counts(const StateReader& r, const Trainer& trainer, bool mid_epoch, std::vector<double>& counts) {
   const Checkpoint& c = r.checkpoint();
   const size_t histogram = 2 * MetricCounts::kAucThresholds;
@@ -220,14 +220,13 @@ void restore_counts(const StateReader& r, const Trainer& trainer, bool mid_epoch
     if (!(v[i] >= 0 && v[i] <= 1e18 && v[i] == std::floor(v[i])))
       r.damaged("training state 'epoch_counts' entry " + std::to_string(i) + " is " + fmt::format("{}", v[i]) +
                 ", which no run writes");
-  if (!mid_epoch) return;
   const bool auc_changed = v.size() != counts.size() && (v.size() == shared || v.size() == shared + histogram);
   if (v.size() != counts.size() && !auc_changed)
     r.damaged("training state 'epoch_counts' holds " + std::to_string(v.size()) + " metric counts where this model "
               "keeps " + std::to_string(counts.size()) +
               (trainer.classes() > 0 ? " (for its " + std::to_string(trainer.classes()) + " classes)" : ""));
   std::copy(v.begin(), v.begin() + long(std::min(v.size(), counts.size())), counts.begin());
-  if (auc_changed && counts.size() > shared)
+  if (auc_changed && mid_epoch && counts.size() > shared)
     spdlog::warn("{} was taken within an epoch by a run without 'auc' among training.metrics: this epoch's auc "
                  "counts its steps from here on", r.source());
 }

@@ -45,6 +45,11 @@ void announce_run(const Config& config, const Trainer& trainer, size_t train_sam
     spdlog::warn("global batch {} is smaller than the {} towers: {} of them get no sample each step; raise "
                  "training.batch_size to at least {}, or use fewer towers",
                  tc.batch_size, towers, towers - tc.batch_size, towers);
+  if (const std::vector<std::string> unreached = trainer.model().unreached_layers(); !unreached.empty())
+    spdlog::warn("{}: layer(s) {} do not lead to the output (the last layer): nothing they compute reaches the "
+                 "loss, so they are computed every step and saved with weights that never change (Keras's "
+                 "Model(inputs, outputs) leaves them out); remove them, or feed them into the output's inputs",
+                 config.path, fmt::join(unreached, ", "));
   if (const size_t fixed = trainer.model().num_frozen(); fixed > 0)
     spdlog::info("frozen layers (trainable: false), their {} weight values kept as they are: {}", fixed,
                  fmt::join(trainer.model().frozen_layers(), ", "));
