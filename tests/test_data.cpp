@@ -287,6 +287,23 @@ TEST_CASE("data: a mask drawn in the alpha channel is read from it, and masks th
                       Catch::Contains("dice and mean_iou read 1"));
 }
 
+TEST_CASE("data: images enlarged more than 4 times to the input are warned about", "[data]") {
+  // A 1x1 image was enlarged to the input without a word.
+  TempData d;
+  write(d.images / "a.png", cv::Mat(1, 1, CV_8UC3, cv::Scalar(9)));
+  write(d.images / "b.png", cv::Mat(8, 8, CV_8UC3, cv::Scalar(9)));
+  write(d.masks / "a_mask.png", cv::Mat(1, 1, CV_8UC1, cv::Scalar(255)));
+  write(d.masks / "b_mask.png", cv::Mat(8, 8, CV_8UC1, cv::Scalar(255)));
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  (void)load_dataset(d.options(8, 8));
+  spdlog::set_default_logger(before);
+  CHECK_THAT(log.str(), Catch::Contains("1 of 2 images (the first: '" + (d.images / "a.png").string() +
+                                        "') are less than a quarter of the input's 8x8 wide or high"));
+}
+
 TEST_CASE("data: images resize with INTER_AREA, masks with INTER_NEAREST", "[data]") {
   TempData d;
   // 8x8 image and mask of 2x2 blocks; at 4x4 each output pixel is one block.

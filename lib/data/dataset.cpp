@@ -221,6 +221,8 @@ void PairCheck::add(const PairCheck& other) {
   keep_first(first_multi_page, other.first_multi_page);
   highest16 = std::max(highest16, other.highest16);
   empty_masks += other.empty_masks;
+  upscaled += other.upscaled;
+  keep_first(first_upscaled, other.first_upscaled);
   if (class_pixels.size() < other.class_pixels.size()) class_pixels.resize(other.class_pixels.size(), 0);
   for (size_t c = 0; c < other.class_pixels.size(); ++c) class_pixels[c] += other.class_pixels[c];
 }
@@ -329,6 +331,8 @@ void decode_one(const DecodeJob& job, const ImagePair& p, int k, PairCheck& mine
   DecodedImage decoded = decode_image_pixels(p.image, native ? 0 : o.height, native ? 0 : o.width, o.channels,
                                              job.survey ? &highest : nullptr);
   const cv::Size size = held_size(o, decoded.native);
+  if (!native && (decoded.native.width * 4 < size.width || decoded.native.height * 4 < size.height))
+    ++mine.upscaled, keep_first(mine.first_upscaled, p.image);
   if (decoded.pixels.size() != size) cv::resize(decoded.pixels, decoded.pixels, size, 0, 0, cv::INTER_AREA);
   if (native && job.into) job.into->native_images[size_t(k)] = decoded.pixels;
   if (!native && job.into && !hold_image(decoded.pixels, job.into->images, k)) {
@@ -485,6 +489,11 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
                  "objects labelled at or below it (1..127 in 8-bit) are read as background; save label images "
                  "16-bit, or as masks of 0 and 255 (docs/data.md)",
                  found.label_like, n, found.first_label_like);
+  if (found.upscaled > 0)
+    spdlog::warn("{} of {} images (the first: '{}') are less than a quarter of the input's {}x{} wide or high and are "
+                 "enlarged more than 4 times to it, which invents the detail the model learns from: check the files, "
+                 "or give the model an input nearer their size",
+                 found.upscaled, n, found.first_upscaled, o.width, o.height);
   report_bad_pairs(found, n, o);
   std::vector<int> kept;
   for (int i = 0; i < n; ++i)

@@ -98,6 +98,8 @@ struct PairCheck {
   std::string first_multi_page;  ///< The first of them in name order ("" when none).
   double highest16 = -1;   ///< The largest value of the 16-bit images (-1: none).
   int empty_masks = 0;  ///< Binary masks with no pixel above 0.
+  int upscaled = 0;     ///< Images below a quarter of the held size's width or height (resized more than 4x up).
+  std::string first_upscaled;  ///< The first of them in name order ("" when none).
   std::vector<size_t> class_pixels;  ///< options.classes >= 2: each class's pixels over the masks; else empty.
 
   /// Adds what other found (another decoder thread's share): errors, counts
