@@ -26,6 +26,7 @@ struct EvaluateFlags {
   std::string mask_suffix, labels_suffix = "_labels";
   double threshold = 0.5;
   bool threshold_given = false;  ///< --threshold on the command line
+  std::optional<long long> max_image_pixels;  ///< --max-image-pixels; default: the checkpoint's data.max_image_pixels
   int boundary_width = 2;
   bool boundary_width_given = false;  ///< --boundary-width on the command line
   bool tta = false;
@@ -115,6 +116,7 @@ int run_evaluate(const EvaluateFlags& f) {
 
   const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given, list_gpus());
   LoadedModel m = load_model(f.checkpoint, towers);
+  apply_image_pixel_limit(f.max_image_pixels, m);
   const int classes = m.trainer->classes();
   refuse_threshold_for_classes(f.threshold_given, m, f.checkpoint);
   refuse_split_depth(f.split_given, true, classes);
@@ -181,6 +183,10 @@ Command add_evaluate(CLI::App& app) {
   cmd->add_option("--threshold", f->threshold, "Predicted mask = probability > threshold, in (0, 1)")
       ->capture_default_str()
       ->each([f](const std::string&) { f->threshold_given = true; });
+  cmd->add_option("--max-image-pixels", f->max_image_pixels,
+                  "Refuse images whose header declares more pixels (width x height; 0: no limit); default: the "
+                  "checkpoint's data.max_image_pixels")
+      ->check(CLI::Range(0LL, 1LL << 40));
   cmd->add_flag("--tta", f->tta, "Test-time augmentation, as predict --tta");
   add_tile_flags(cmd, f->tiles);
   cmd->add_option("--split-depth", f->split_depth, kSplitDepthHelp)

@@ -17,6 +17,7 @@ struct PredictFlags {
   std::string checkpoint, input, gpus = "all";
   std::optional<std::string> mask_suffix;  ///< --mask-suffix; default: the checkpoint's data.mask_suffix
   std::optional<int> threads, batch_size;
+  std::optional<long long> max_image_pixels;  ///< --max-image-pixels; default: the checkpoint's data.max_image_pixels
   PredictOptions options;
   bool threshold_given = false;  ///< --threshold on the command line
   TileFlags tiles;
@@ -30,6 +31,7 @@ int run_predict(const PredictFlags& f) {
                                                                f.options.output_dir);
   const Towers towers = resolve_towers(f.gpus, f.threads, f.gpus_given, list_gpus());
   LoadedModel m = load_model(f.checkpoint, towers);
+  apply_image_pixel_limit(f.max_image_pixels, m);
   // A folder of images and their masks, as training takes it: the masks are left out, not predicted.
   if (std::error_code ec; std::filesystem::is_directory(f.input, ec)) {
     const std::string suffix = f.mask_suffix ? *f.mask_suffix : m.config->data.mask_suffix;
@@ -67,6 +69,10 @@ Command add_predict(CLI::App& app) {
   cmd->add_option("--threshold", f->options.threshold, "Mask = probability > threshold, in (0, 1)")
       ->capture_default_str()
       ->each([f](const std::string&) { f->threshold_given = true; });
+  cmd->add_option("--max-image-pixels", f->max_image_pixels,
+                  "Refuse images whose header declares more pixels (width x height; 0: no limit); default: the "
+                  "checkpoint's data.max_image_pixels")
+      ->check(CLI::Range(0LL, 1LL << 40));
   CLI::Option* probabilities = cmd->add_flag("--probabilities", f->options.probabilities,
                                              "Also write the probability map: <stem>_prob.png (8-bit, 255 * p); a model of K "
                                              "classes writes one per class, <stem>_prob_<class>.png");

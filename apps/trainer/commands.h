@@ -172,6 +172,11 @@ void ignore_file_size_signal();
 /// UserError naming path for a missing, corrupt or foreign checkpoint.
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers);
 
+/// Sets the image pixel limit (data/image_header.h) of predict and evaluate:
+/// --max-image-pixels when given (0: none), else the checkpoint's
+/// data.max_image_pixels.
+void apply_image_pixel_limit(const std::optional<long long>& flag, const LoadedModel& m);
+
 /// UserError when --threshold was given (`given`) for m, a model of K classes
 /// (Trainer::classes() > 0), whose pixels take their most probable class.
 void refuse_threshold_for_classes(bool given, const LoadedModel& m, const std::string& checkpoint_path);

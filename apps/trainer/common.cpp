@@ -20,6 +20,7 @@
 #include "config/params.h"
 #include "core/ascii.h"
 #include "core/exit_codes.h"
+#include "data/image_header.h"
 #include "dist/process_group.h"
 #include "world_checks.h"
 
@@ -296,6 +297,13 @@ std::string single_dash_long_flag(const CLI::App& app, int argc, const char* con
 
 LoadedModel load_model(const std::string& checkpoint_path, const Towers& towers) {
   return trainer::load_model(checkpoint_path, towers.plan, towers.threads_per_tower);
+}
+
+void apply_image_pixel_limit(const std::optional<long long>& flag, const LoadedModel& m) {
+  if (flag) set_image_pixel_limit(size_t(*flag), "--max-image-pixels");
+  else
+    set_image_pixel_limit(size_t(m.config->data.max_image_pixels),
+                          "the checkpoint's data.max_image_pixels (--max-image-pixels overrides it)");
 }
 
 void refuse_threshold_for_classes(bool given, const LoadedModel& m, const std::string& checkpoint_path) {

@@ -16,6 +16,7 @@
 #include "core/exit_codes.h"
 #include "core/json_text.h"
 #include "core/shell_word.h"
+#include "data/image_header.h"
 #include "io/checkpoint.h"
 #include "nn/model.h"
 #include "nn/registry.h"
@@ -215,6 +216,7 @@ std::optional<int> TrainRun::resume() {
 }
 
 void TrainRun::load_data() {
+  set_image_pixel_limit(size_t(config_.data.max_image_pixels), "data.max_image_pixels");
   // The model table once the config and checkpoint checks have passed, so that their errors do not follow it
   // (a bad image found while decoding still does). stdout holds only JSON lines with --log-format json.
   if (voice_) (json_ ? std::cerr : std::cout) << model_->summary() << std::flush;

@@ -362,6 +362,8 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
   d.shuffle = p.get_bool("shuffle", d.shuffle);
   d.skip_bad_files = p.get_bool("skip_bad_files", d.skip_bad_files);
   d.loader_threads = p.get_int("loader_threads", d.loader_threads, 0, 1024);
+  if (p.has("max_image_pixels") && !p.given("max_image_pixels")) d.max_image_pixels = 0;  // null: no limit
+  else d.max_image_pixels = p.get_int("max_image_pixels", int(d.max_image_pixels), 1);
   if (YAML::Node c = p.get_node("crop")) d.crop = read_crop(c, file);
   if (YAML::Node a = p.get_node("augmentation")) {
     ParamReader ap(a, file, "data.augmentation");

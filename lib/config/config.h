@@ -114,6 +114,10 @@ struct DataConfig {
   bool shuffle = true;              ///< Reshuffle the training pairs every epoch (seeded).
   bool skip_bad_files = false;      ///< Warn and skip unreadable files / missing masks instead of failing.
   int loader_threads = 0;           ///< 0: one per core.
+  /// The most pixels (width x height, from the file's header) an image or
+  /// mask may declare before it is decoded: Pillow's MAX_IMAGE_PIXELS by
+  /// default; 0 (null in the config): no limit but OpenCV's own.
+  int64_t max_image_pixels = 89478485;
   AugmentationConfig augmentation;  ///< Training batches only.
   std::optional<CropConfig> crop;   ///< Crops at native resolution instead of resizing.
   /// Whether a run validates: validation_split > 0 or validation folders.

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/file_kind.h"
 #include "data/held_samples.h"
+#include "data/image_header.h"
 #include "data/mask_resize.h"
 #include "core/class_mask.h"
 
@@ -48,6 +49,7 @@ void check_whole_png(const std::string& path) {
 cv::Mat read_image_file(const std::string& path) {
   require_plain_file(path, "image", "give image files (PNG, JPEG, TIFF)");
   check_whole_png(path);  // libpng would print "Read Error" on its own line before our message
+  check_image_pixels(path);  // before a decoder allocates what the header declares
   cv::Mat m;
   try {
     m = cv::imread(path, cv::IMREAD_UNCHANGED);

@@ -9,7 +9,8 @@ namespace trainer {
 
 /// Reads path as OpenCV decodes it (cv::IMREAD_UNCHANGED): 8- or 16-bit,
 /// with 1 (gray), 3 (BGR) or 4 (BGRA) channels. Throws UserError naming the
-/// file when it is not a plain file (a FIFO would block), cannot be decoded
+/// file when it is not a plain file (a FIFO would block), declares more
+/// pixels than image_pixel_limit() (data/image_header.h), cannot be decoded
 /// (missing, damaged, truncated, too large for OpenCV) or
 /// has another pixel type or channel count, with the fix.
 cv::Mat read_image_file(const std::string& path);

@@ -1,0 +1,33 @@
+#pragma once
+// An image file's width and height read from its header, before anything
+// decodes it: a PNG of a few KB can declare 30000 x 30000 pixels (a
+// decompression bomb) that a decoder would allocate in full.
+#include <opencv2/core.hpp>
+
+#include <optional>
+#include <string>
+
+namespace trainer {
+
+/// The width and height that path's header declares, for PNG (IHDR), JPEG
+/// (the first SOFn frame header), TIFF (the first IFD's ImageWidth and
+/// ImageLength; classic TIFF, either byte order) and BMP; nullopt for other
+/// formats, a header that cannot be read (a damaged file: the decoder then
+/// says so) or a file that cannot be opened. Reads at most 256 KiB.
+std::optional<cv::Size> image_header_size(const std::string& path);
+
+/// The largest image decode_image_pixels and read_image_file accept, in
+/// pixels (width x height): Pillow's MAX_IMAGE_PIXELS, 89,478,485, unless
+/// set_image_pixel_limit changed it.
+size_t image_pixel_limit();
+
+/// Sets the limit for this process (0: none beyond OpenCV's own,
+/// OPENCV_IO_MAX_IMAGE_PIXELS), and `source`, the config key or flag that
+/// gave it, for messages (e.g. "data.max_image_pixels").
+void set_image_pixel_limit(size_t pixels, const std::string& source);
+
+/// Throws UserError naming path, its size, the limit and where the limit
+/// comes from when image_header_size(path) exceeds image_pixel_limit().
+void check_image_pixels(const std::string& path);
+
+}  // namespace trainer

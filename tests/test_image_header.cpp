@@ -1,0 +1,86 @@
+// Image sizes read from file headers before decoding, and the pixel limit
+// that refuses a decompression bomb (a small file declaring a huge image)
+// before any decoder allocates it.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <opencv2/imgcodecs.hpp>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "data/image_decode.h"
+#include "data/image_header.h"
+
+using namespace trainer;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A PNG of the signature, an IHDR declaring width x height (8-bit RGB) and IEND: a few dozen bytes.
+std::string png_header_only(uint32_t width, uint32_t height) {
+  const auto be32 = [](uint32_t v) {
+    return std::string{char(v >> 24), char(v >> 16 & 0xFF), char(v >> 8 & 0xFF), char(v & 0xFF)};
+  };
+  return std::string("\x89PNG\r\n\x1a\n", 8) + be32(13) + "IHDR" + be32(width) + be32(height) +
+         std::string("\x08\x02\x00\x00\x00", 5) + be32(0) + be32(0) + "IEND" + std::string("\xae\x42\x60\x82", 4);
+}
+
+}  // namespace
+
+TEST_CASE("image_header_size reads PNG, JPEG, TIFF and BMP headers, and nothing else", "[data]") {
+  const fs::path dir = fs::temp_directory_path() / ("trainer_image_header_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const cv::Mat image(23, 37, CV_8UC3, cv::Scalar(10, 20, 30));
+  for (const char* ext : {".png", ".jpg", ".tif", ".bmp"}) {
+    const std::string path = (dir / (std::string("a") + ext)).string();
+    REQUIRE(cv::imwrite(path, image));
+    INFO(ext);
+    const std::optional<cv::Size> size = image_header_size(path);
+    REQUIRE(size);
+    CHECK(*size == cv::Size(37, 23));
+  }
+  const cv::Mat tall(300, 2, CV_16UC1, cv::Scalar(7));  // a 16-bit TIFF, big-endian ImageLength as LONG or SHORT
+  REQUIRE(cv::imwrite((dir / "tall.tif").string(), tall));
+  CHECK(image_header_size((dir / "tall.tif").string()) == std::optional<cv::Size>(cv::Size(2, 300)));
+  std::ofstream(dir / "text.png") << "not an image at all";
+  CHECK_FALSE(image_header_size((dir / "text.png").string()));
+  CHECK_FALSE(image_header_size((dir / "missing.png").string()));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("an image declaring more pixels than the limit is refused before it is decoded", "[data]") {
+  const fs::path dir = fs::temp_directory_path() / ("trainer_bomb_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string bomb = (dir / "bomb.png").string();
+  std::ofstream(bomb, std::ios::binary) << png_header_only(30000, 30000);  // 900 M pixels in 57 bytes
+  REQUIRE(image_header_size(bomb) == std::optional<cv::Size>(cv::Size(30000, 30000)));
+  CHECK(image_pixel_limit() == 89478485);  // Pillow's MAX_IMAGE_PIXELS
+  CHECK_THROWS_WITH(read_image_file(bomb),
+                    Catch::Contains("'" + bomb + "' declares 30000 x 30000 = 900000000 pixels, more than the 89478485 "
+                                    "that data.max_image_pixels allows"));
+  CHECK_THROWS_WITH(decode_image_pixels(bomb, 64, 64, 3), Catch::Contains("declares 30000 x 30000"));
+  set_image_pixel_limit(1000, "--max-image-pixels");
+  const cv::Mat image(40, 30, CV_8UC3, cv::Scalar(1));
+  REQUIRE(cv::imwrite((dir / "small.png").string(), image));
+  CHECK_THROWS_WITH(read_image_file((dir / "small.png").string()),
+                    Catch::Contains("declares 30 x 40 = 1200 pixels, more than the 1000 that --max-image-pixels "
+                                    "allows"));
+  set_image_pixel_limit(89478485, "data.max_image_pixels");
+  CHECK(read_image_file((dir / "small.png").string()).size() == cv::Size(30, 40));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("data.max_image_pixels: a count, or null for no limit", "[data][config]") {
+  const std::string base = "model:\n  layers:\n    - {type: Input, shape: [8, 8, 1]}\n"
+                           "data: {images: a, masks: b, max_image_pixels: ";
+  const std::string training = "training: {epochs: 1}\n";
+  CHECK(parse_config(base + "1000}\n" + training, "c.yaml").data.max_image_pixels == 1000);
+  CHECK(parse_config(base + "null}\n" + training, "c.yaml").data.max_image_pixels == 0);
+  CHECK(parse_config("model:\n  layers:\n    - {type: Input, shape: [8, 8, 1]}\ndata: {images: a, masks: b}\n" +
+                         training, "c.yaml")
+            .data.max_image_pixels == 89478485);
+  CHECK_THROWS_WITH(parse_config(base + "0}\n" + training, "c.yaml"),
+                    Catch::Contains("'max_image_pixels' must be in [1, "));
+}
