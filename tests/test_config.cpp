@@ -93,6 +93,16 @@ TEST_CASE("config: initial_epoch and validation_freq as Keras's fit() takes them
   CHECK(c.training.metrics == std::vector<std::string>{"mean_iou", "auc", "binary_io_u"});
 }
 
+TEST_CASE("config: a UTF-8 byte order mark and a quoted value folded over lines read as YAML", "[config]") {
+  // yaml-cpp skips the mark but places its values 3 bytes earlier: the quote check looked at the wrong bytes.
+  const std::string quoted = edit("metrics: [mean_iou]", "metrics: ['mean_iou', 'dice']");
+  CHECK(parse_config("\xEF\xBB\xBF" + quoted, "cfg.yaml").training.metrics ==
+        std::vector<std::string>{"mean_iou", "dice"});
+  // PyYAML's dump folds a long quoted string over lines: legal, and no config swallowed.
+  const Config c = parse_config(edit("  name: tiny\n", "  name: 'a tiny model whose name\n    goes on'\n"), "cfg.yaml");
+  CHECK(c.model.name == "a tiny model whose name goes on");
+}
+
 TEST_CASE("config: each mistake is reported at its file:line:col with the fix", "[config]") {
   struct Row {
     const char* what;

@@ -41,12 +41,56 @@ TEST_CASE("image_header_size reads PNG, JPEG, TIFF and BMP headers, and nothing 
     REQUIRE(size);
     CHECK(*size == cv::Size(37, 23));
   }
-  const cv::Mat tall(300, 2, CV_16UC1, cv::Scalar(7));  // a 16-bit TIFF, big-endian ImageLength as LONG or SHORT
+  const cv::Mat tall(300, 2, CV_16UC1, cv::Scalar(7));  // a 16-bit TIFF
   REQUIRE(cv::imwrite((dir / "tall.tif").string(), tall));
   CHECK(image_header_size((dir / "tall.tif").string()) == std::optional<cv::Size>(cv::Size(2, 300)));
   std::ofstream(dir / "text.png") << "not an image at all";
   CHECK_FALSE(image_header_size((dir / "text.png").string()));
   CHECK_FALSE(image_header_size((dir / "missing.png").string()));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("image_header_size finds headers past large segments, in either byte order, and survives hostile ones",
+          "[data]") {
+  const fs::path dir = fs::temp_directory_path() / ("trainer_image_header2_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return (dir / name).string();
+  };
+  // libtiff writes the IFD after the pixels: a TIFF of a few MB has it far from the start.
+  cv::Mat big(700, 900, CV_8UC3);
+  cv::randu(big, 0, 255);
+  REQUIRE(cv::imwrite((dir / "big.tif").string(), big));
+  CHECK(image_header_size((dir / "big.tif").string()) == std::optional<cv::Size>(cv::Size(900, 700)));
+  // A JPEG with a 300 KB APP1 segment (EXIF) before its frame header.
+  std::vector<unsigned char> jpeg;
+  REQUIRE(cv::imencode(".jpg", cv::Mat(23, 37, CV_8UC3, cv::Scalar(5)), jpeg));
+  std::string app1 = "\xFF\xE1\xFF\xFF" + std::string(0xFFFF - 2, 'x');
+  std::string padded(jpeg.begin(), jpeg.begin() + 2);
+  for (int k = 0; k < 5; ++k) padded += app1;
+  padded += std::string(jpeg.begin() + 2, jpeg.end());
+  CHECK(image_header_size(write("exif.jpg", padded)) == std::optional<cv::Size>(cv::Size(37, 23)));
+  // Big-endian TIFF, width as SHORT and height as LONG.
+  const std::string mm = std::string("MM\0*\0\0\0\x08\0\x02", 10) +
+                         std::string("\x01\x00\x00\x03\0\0\0\x01\x00\x25\0\0", 12) +
+                         std::string("\x01\x01\x00\x04\0\0\0\x01\0\0\0\x17", 12);
+  CHECK(image_header_size(write("mm.tif", mm)) == std::optional<cv::Size>(cv::Size(37, 23)));
+  // OS/2 bitmap: a 12-byte header of 16-bit sizes.
+  const std::string os2 = std::string("BM\0\0\0\0\0\0\0\0\x1a\0\0\0\x0c\0\0\0\x25\0\x17\0\x01\0\x18\0", 26);
+  CHECK(image_header_size(write("os2.bmp", os2)) == std::optional<cv::Size>(cv::Size(37, 23)));
+  // Hostile headers: offsets and lengths past the end, a height of INT32_MIN.
+  CHECK_FALSE(image_header_size(write("far.tif", std::string("II*\0\xf0\xff\xff\xff", 8))));
+  CHECK_FALSE(image_header_size(write("many.tif", std::string("II*\0\x08\0\0\0\xff\xff\x00\x01", 12))));
+  CHECK_FALSE(image_header_size(write("long.jpg", std::string("\xFF\xD8\xFF\xE0\xFF\xF0\0\0", 8))));
+  CHECK_FALSE(image_header_size(write("min.bmp", std::string("BM\0\0\0\0\0\0\0\0\0\0\0\0\x28\0\0\0\x01\0\0\0\0\0\0\x80", 26))));
+  // A PNG with bytes after its IEND chunk (decoders ignore them) is whole.
+  std::vector<unsigned char> png;
+  REQUIRE(cv::imencode(".png", cv::Mat(4, 5, CV_8UC1, cv::Scalar(3)), png));
+  const std::string trailing = write("trailing.png", std::string(png.begin(), png.end()) + std::string(4096, 'z'));
+  CHECK_NOTHROW(check_whole_png(trailing));
+  CHECK_THROWS_WITH(check_whole_png(write("cut.png", std::string(png.begin(), png.begin() + long(png.size()) - 12))),
+                    Catch::Contains("the PNG ends before its IEND chunk"));
   fs::remove_all(dir);
 }
 
@@ -56,7 +100,7 @@ TEST_CASE("an image declaring more pixels than the limit is refused before it is
   const std::string bomb = (dir / "bomb.png").string();
   std::ofstream(bomb, std::ios::binary) << png_header_only(30000, 30000);  // 900 M pixels in 57 bytes
   REQUIRE(image_header_size(bomb) == std::optional<cv::Size>(cv::Size(30000, 30000)));
-  CHECK(image_pixel_limit() == 89478485);  // Pillow's MAX_IMAGE_PIXELS
+  set_image_pixel_limit(89478485, "data.max_image_pixels");  // the default, whatever another test left
   CHECK_THROWS_WITH(read_image_file(bomb),
                     Catch::Contains("'" + bomb + "' declares 30000 x 30000 = 900000000 pixels, more than the 89478485 "
                                     "that data.max_image_pixels allows"));

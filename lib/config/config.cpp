@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <tuple>
 
@@ -59,13 +60,18 @@ size_t closing_quote(const std::string& text, size_t open) {
   return std::string::npos;
 }
 
-/// UserError at a quoted scalar that runs past its line: a quote left open takes everything up to the next
-/// quote as one value (the loss became the rest of the file), which a config never means.
+/// UserError at a quoted scalar that runs past its line into what reads as config, or to the end of the
+/// text: a quote left open takes everything up to the next quote as one value (the loss became the rest of
+/// the file).
 void check_quote(const YAML::Node& scalar, const std::string& text, const std::string& file) {
   const size_t open = size_t(scalar.Mark().pos);
   if (scalar.Mark().pos < 0 || open >= text.size() || (text[open] != '\'' && text[open] != '"')) return;
   const size_t close = closing_quote(text, open), eol = text.find('\n', open);
   if (eol == std::string::npos || close < eol) return;
+  // A quoted value may span lines (PyYAML folds long strings so): refused only when it runs to the end or
+  // swallows what reads as config, a line that starts with a key or a list entry.
+  static const std::regex entry(R"((^|\n)[ \t]*(- |[A-Za-z_][A-Za-z0-9_.]*:( |\n|$)))");
+  if (close != std::string::npos && !std::regex_search(text.substr(eol + 1, close - eol - 1), entry)) return;
   const std::string until = close == std::string::npos ? "the end of the file (yaml-cpp closes it there)"
                                                        : "the next one, on line " +
                                                              std::to_string(std::count(text.begin(),
@@ -125,7 +131,10 @@ void check_keys(const YAML::Node& node, const std::string& text, const std::stri
 
 }  // namespace
 
-Config parse_config(const std::string& text, const std::string& path) {
+namespace {
+
+/// UserError for text that is no YAML config at all: an HDF5 file, or text holding a NUL byte.
+void refuse_binary(const std::string& text, const std::string& path) {
   // HDF5's signature: a checkpoint given as the config (YAML would say "unknown escape character: \x00").
   if (text.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0)
     throw UserError(path + " is an HDF5 file (a checkpoint?), not a YAML config: give the run's config with "
@@ -136,48 +145,57 @@ Config parse_config(const std::string& text, const std::string& path) {
     throw UserError(path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": a NUL byte, which YAML text "
                     "never holds (a binary file, or text saved as UTF-16?); give the YAML config saved as UTF-8");
   }
+}
+
+/// The UserError for yaml-cpp's syntax error e in text: its place, its message with control bytes escaped,
+/// and a hint for a tab in the indentation or a double quote left open.
+UserError syntax_error(const YAML::ParserException& e, const std::string& text, const std::string& path) {
+  // YAML forbids tabs in indentation; yaml-cpp's message does not always
+  // say so. Looked for on the error's line and the one before it.
+  std::string hint;
+  std::istringstream lines(text);
+  int number = 0;
+  for (std::string line; std::getline(lines, line) && hint.empty();) {
+    if (++number > e.mark.line + 1) break;
+    const size_t first = line.find_first_not_of(" \t");
+    if (number >= e.mark.line && first != std::string::npos && line.find('\t') < first)
+      hint = " (line " + std::to_string(number) + " is indented with a tab; YAML allows only spaces there)";
+  }
+  // An unclosed double quote in a {...} or [...] makes yaml-cpp report the end of the file ("fp.yaml:42:1:
+  // end of map flow not found" for a 41-line file whose quote opened on line 40).
+  std::istringstream again(text);
+  number = 0;
+  for (std::string line; hint.empty() && std::getline(again, line);) {
+    ++number;
+    bool open = false;  // inside "..." (a # there is no comment)
+    for (size_t k = 0; k < line.size(); ++k) {
+      if (line[k] == '"' && (k == 0 || line[k - 1] != '\\')) open = !open;
+      if (line[k] == '#' && !open && (k == 0 || line[k - 1] == ' ')) break;
+    }
+    if (open) hint = " (line " + std::to_string(number) + " opens a \" that it does not close)";
+  }
+  // yaml-cpp quotes the offending byte as it is; a control byte would garble the terminal.
+  std::string msg;
+  for (unsigned char ch : e.msg) {
+    if (ch >= 0x20 && ch != 0x7f) {
+      msg += char(ch);
+    } else {
+      static const char* hex = "0123456789abcdef";
+      msg += std::string("\\x") + hex[ch >> 4] + hex[ch & 15];
+    }
+  }
+  return UserError(yaml_location(path, e.mark) + ": YAML syntax error: " + msg + hint);
+}
+
+/// text's one YAML document. UserError for a syntax error, or for more than one document: yaml-cpp's Load
+/// reads the first and drops the rest silently (a later document's syntax error also means there are more).
+YAML::Node load_one_document(const std::string& text, const std::string& path) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    // YAML forbids tabs in indentation; yaml-cpp's message does not always
-    // say so. Looked for on the error's line and the one before it.
-    std::string hint;
-    std::istringstream lines(text);
-    int number = 0;
-    for (std::string line; std::getline(lines, line) && hint.empty();) {
-      if (++number > e.mark.line + 1) break;
-      const size_t first = line.find_first_not_of(" \t");
-      if (number >= e.mark.line && first != std::string::npos && line.find('\t') < first)
-        hint = " (line " + std::to_string(number) + " is indented with a tab; YAML allows only spaces there)";
-    }
-    // An unclosed double quote in a {...} or [...] makes yaml-cpp report the end of the file (from a new
-    // user: "fp.yaml:42:1: end of map flow not found" for a 41-line file whose quote opened on line 40).
-    std::istringstream again(text);
-    number = 0;
-    for (std::string line; hint.empty() && std::getline(again, line);) {
-      ++number;
-      bool open = false;  // inside "..." (a # there is no comment)
-      for (size_t k = 0; k < line.size(); ++k) {
-        if (line[k] == '"' && (k == 0 || line[k - 1] != '\\')) open = !open;
-        if (line[k] == '#' && !open && (k == 0 || line[k - 1] == ' ')) break;
-      }
-      if (open) hint = " (line " + std::to_string(number) + " opens a \" that it does not close)";
-    }
-    // yaml-cpp quotes the offending byte as it is; a control byte would garble the terminal.
-    std::string msg;
-    for (unsigned char ch : e.msg) {
-      if (ch >= 0x20 && ch != 0x7f) {
-        msg += char(ch);
-      } else {
-        static const char* hex = "0123456789abcdef";
-        msg += std::string("\\x") + hex[ch >> 4] + hex[ch & 15];
-      }
-    }
-    throw UserError(yaml_location(path, e.mark) + ": YAML syntax error: " + msg + hint);
+    throw syntax_error(e, text, path);
   }
-  // yaml-cpp's Load reads the first document and drops the rest silently.
-  // A later document's syntax error also means there is more than one.
   bool several = false;
   try {
     std::vector<YAML::Node> docs = YAML::LoadAll(text);
@@ -189,6 +207,17 @@ Config parse_config(const std::string& text, const std::string& path) {
   if (several)
     throw UserError(path + ": the file holds more than one YAML document (a line '---' starts another); a config "
                            "is one document: remove the '---' line and merge the sections");
+  return root;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& raw, const std::string& path) {
+  // A UTF-8 byte order mark (Windows editors write one) is no part of the YAML: yaml-cpp skips it but counts
+  // its marks' positions without it.
+  const std::string text = raw.compare(0, 3, "\xEF\xBB\xBF") == 0 ? raw.substr(3) : raw;
+  refuse_binary(text, path);
+  const YAML::Node root = load_one_document(text, path);
   if (!root.IsDefined() || root.IsNull())
     throw UserError(path + ": the config is empty; it needs the sections model, data and training");
   if (root.IsMap() && root["class_name"] && root["config"] && !root["model"])

@@ -11,6 +11,7 @@
 #include "core/ascii.h"
 #include "core/error.h"
 #include "data/image_decode.h"
+#include "data/image_header.h"
 #include "io/atomic_file.h"
 
 namespace trainer {
@@ -77,6 +78,7 @@ Item check_item(const fs::path& input, const std::string& id) {
 // Decodes path as OpenCV stores it (IMREAD_UNCHANGED); throws when it cannot.
 cv::Mat read_png(const fs::path& path, const char* what) {
   check_whole_png(path.string());
+  check_image_pixels(path.string());
   cv::Mat m;
   try {
     m = cv::imread(path.string(), cv::IMREAD_UNCHANGED);

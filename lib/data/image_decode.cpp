@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <opencv2/imgcodecs.hpp>
@@ -26,6 +27,22 @@ int conversion(int from, int to) {
   return from == 1 ? -1 : from == 3 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGRA2GRAY;
 }
 
+/// Whether the chunks of the PNG in `in` (size bytes), walked by their lengths from the signature, reach
+/// an IEND chunk before the file ends.
+bool has_iend_chunk(std::ifstream& in, std::streamoff size) {
+  std::streamoff at = 8;
+  while (at + 8 <= size) {
+    in.clear();
+    in.seekg(at);
+    unsigned char b[8] = {};
+    if (!in.read(reinterpret_cast<char*>(b), 8)) return false;
+    if (std::string(reinterpret_cast<char*>(b) + 4, 4) == "IEND") return true;
+    const uint32_t length = uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3];
+    at += 12 + std::streamoff(length);
+  }
+  return false;
+}
+
 }  // namespace
 
 void check_whole_png(const std::string& path) {
@@ -35,13 +52,13 @@ void check_whole_png(const std::string& path) {
   if (in.gcount() != 8 || std::string(head, 8) != std::string("\x89PNG\r\n\x1a\n", 8)) return;
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
-  // The IEND chunk ("IEND" and its CRC) ends a PNG; bytes after it are ignored by decoders, so it is looked
-  // for in the last KiB.
+  // The IEND chunk ("IEND" and its CRC) ends a PNG: looked for in the last KiB, then (bytes after it, which
+  // decoders ignore) by walking the chunks.
   const std::streamoff tail_size = std::min<std::streamoff>(size - 8, 1024);
   std::string tail(size_t(std::max<std::streamoff>(tail_size, 0)), '\0');
   in.seekg(size - std::streamoff(tail.size()));
   in.read(tail.data(), std::streamsize(tail.size()));
-  if (tail.find(std::string("IEND\xae\x42\x60\x82", 8)) == std::string::npos)
+  if (tail.find(std::string("IEND\xae\x42\x60\x82", 8)) == std::string::npos && !has_iend_chunk(in, size))
     throw UserError("cannot decode '" + path + "': the PNG ends before its IEND chunk (" + std::to_string(size) +
                     " bytes: truncated, e.g. by an interrupted copy); copy it again or remove it");
 }

@@ -1,6 +1,8 @@
 #include "data/image_header.h"
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <fstream>
 #include <mutex>
@@ -19,22 +21,34 @@ uint32_t big32(const Bytes& b, size_t at) { return big16(b, at) << 16 | big16(b,
 uint32_t little16(const Bytes& b, size_t at) { return uint32_t(b[at + 1]) << 8 | b[at]; }
 uint32_t little32(const Bytes& b, size_t at) { return little16(b, at + 2) << 16 | little16(b, at); }
 
+/// n bytes of in at offset; fewer (possibly none) where the file ends.
+Bytes read_at(std::ifstream& in, uint64_t offset, size_t n) {
+  in.clear();
+  in.seekg(std::streamoff(offset));
+  Bytes b(n);
+  in.read(reinterpret_cast<char*>(b.data()), std::streamsize(n));
+  b.resize(size_t(std::max<std::streamsize>(in.gcount(), 0)));
+  return b;
+}
+
 std::optional<cv::Size> size_of(uint32_t width, uint32_t height) {
   if (width == 0 || height == 0 || width > uint32_t(INT32_MAX) || height > uint32_t(INT32_MAX)) return std::nullopt;
   return cv::Size(int(width), int(height));
 }
 
-std::optional<cv::Size> png_size(const Bytes& b) {
-  if (b.size() < 24 || std::string(b.begin() + 12, b.begin() + 16) != "IHDR") return std::nullopt;
-  return size_of(big32(b, 16), big32(b, 20));
+std::optional<cv::Size> png_size(const Bytes& head) {
+  if (head.size() < 24 || std::string(head.begin() + 12, head.begin() + 16) != "IHDR") return std::nullopt;
+  return size_of(big32(head, 16), big32(head, 20));
 }
 
-/// The first SOFn segment's height and width (ITU T.81 B.2.2); markers with a length are stepped over.
-std::optional<cv::Size> jpeg_size(const Bytes& b) {
-  size_t at = 2;
-  while (at + 4 <= b.size()) {
-    if (b[at] != 0xFF) return std::nullopt;
-    const unsigned marker = b[at + 1];
+/// The first SOFn segment's height and width (ITU T.81 B.2.2), stepping over the segments before it
+/// (EXIF and other APPn segments of any size) by their lengths; at most 1000 segments.
+std::optional<cv::Size> jpeg_size(std::ifstream& in) {
+  uint64_t at = 2;
+  for (int segments = 0; segments < 1000; ++segments) {
+    const Bytes b = read_at(in, at, 9);
+    if (b.size() < 4 || b[0] != 0xFF) return std::nullopt;
+    const unsigned marker = b[1];
     if (marker == 0xFF) {  // fill byte
       ++at;
       continue;
@@ -43,37 +57,45 @@ std::optional<cv::Size> jpeg_size(const Bytes& b) {
       at += 2;
       continue;
     }
-    const size_t length = big16(b, at + 2);
     const bool frame = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
-    if (frame) return at + 9 <= b.size() ? size_of(big16(b, at + 7), big16(b, at + 5)) : std::nullopt;
+    if (frame) return b.size() == 9 ? size_of(big16(b, 7), big16(b, 5)) : std::nullopt;
+    const uint32_t length = big16(b, 2);
     if (length < 2) return std::nullopt;
     at += 2 + length;
   }
   return std::nullopt;
 }
 
-/// The first IFD's ImageWidth (256) and ImageLength (257), SHORT or LONG (TIFF 6.0, section 2).
-std::optional<cv::Size> tiff_size(const Bytes& b) {
-  const bool little = b[0] == 'I';
-  const auto u16 = [&](size_t at) { return little ? little16(b, at) : big16(b, at); };
-  const auto u32 = [&](size_t at) { return little ? little32(b, at) : big32(b, at); };
-  const size_t ifd = u32(4);
-  if (ifd + 2 > b.size()) return std::nullopt;
+/// The first IFD's ImageWidth (256) and ImageLength (257), SHORT or LONG (TIFF 6.0, section 2), read where
+/// the header's offset says (libtiff writes the IFD after the pixels).
+std::optional<cv::Size> tiff_size(std::ifstream& in, bool little) {
+  const Bytes head = read_at(in, 0, 8);
+  if (head.size() < 8) return std::nullopt;
+  const uint64_t ifd = little ? little32(head, 4) : big32(head, 4);
+  const Bytes count = read_at(in, ifd, 2);
+  if (count.size() < 2) return std::nullopt;
+  const size_t n = std::min<uint32_t>(little ? little16(count, 0) : big16(count, 0), 4096);
+  const Bytes e = read_at(in, ifd + 2, 12 * n);
+  const auto u16 = [&](size_t at) { return little ? little16(e, at) : big16(e, at); };
+  const auto u32 = [&](size_t at) { return little ? little32(e, at) : big32(e, at); };
   uint32_t width = 0, height = 0;
-  for (size_t k = 0, n = u16(ifd); k < n && ifd + 2 + 12 * (k + 1) <= b.size(); ++k) {
-    const size_t e = ifd + 2 + 12 * k;
-    const uint32_t tag = u16(e), type = u16(e + 2), value = type == 3 ? u16(e + 8) : u32(e + 8);
+  for (size_t k = 0; k < n && 12 * (k + 1) <= e.size(); ++k) {
+    const uint32_t tag = u16(12 * k), type = u16(12 * k + 2);
     if (type != 3 && type != 4) continue;
+    const uint32_t value = type == 3 ? u16(12 * k + 8) : u32(12 * k + 8);
     if (tag == 256) width = value;
     if (tag == 257) height = value;
   }
   return size_of(width, height);
 }
 
-std::optional<cv::Size> bmp_size(const Bytes& b) {
-  if (b.size() < 26) return std::nullopt;
-  const int32_t height = int32_t(little32(b, 22));  // negative: rows stored top-down
-  return size_of(little32(b, 18), uint32_t(height < 0 ? -int64_t(height) : height));
+/// BITMAPINFOHEADER and later (32-bit width, height; negative height: rows top-down), or OS/2's
+/// BITMAPCOREHEADER (12 bytes: 16-bit width and height).
+std::optional<cv::Size> bmp_size(const Bytes& head) {
+  if (head.size() < 26) return std::nullopt;
+  if (little32(head, 14) == 12) return size_of(little16(head, 18), little16(head, 20));
+  const int64_t height = int32_t(little32(head, 22));
+  return size_of(little32(head, 18), uint32_t(std::min<int64_t>(height < 0 ? -height : height, UINT32_MAX)));
 }
 
 constexpr size_t kPillowLimit = 89478485;  // Pillow's MAX_IMAGE_PIXELS: 0.25 GiB of 24-bit pixels
@@ -85,15 +107,14 @@ std::string g_source = "data.max_image_pixels";
 
 std::optional<cv::Size> image_header_size(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  Bytes b(size_t(256) << 10);
-  in.read(reinterpret_cast<char*>(b.data()), std::streamsize(b.size()));
-  b.resize(size_t(in.gcount()));
-  if (b.size() < 8) return std::nullopt;
-  const std::string head(b.begin(), b.begin() + 8);
-  if (head == std::string("\x89PNG\r\n\x1a\n", 8)) return png_size(b);
-  if (b[0] == 0xFF && b[1] == 0xD8) return jpeg_size(b);
-  if (head.compare(0, 4, "II*\0", 4) == 0 || head.compare(0, 4, "MM\0*", 4) == 0) return tiff_size(b);
-  if (head.compare(0, 2, "BM") == 0) return bmp_size(b);
+  const Bytes head = read_at(in, 0, 32);
+  if (head.size() < 8) return std::nullopt;
+  const std::string magic(head.begin(), head.begin() + 8);
+  if (magic == std::string("\x89PNG\r\n\x1a\n", 8)) return png_size(head);
+  if (head[0] == 0xFF && head[1] == 0xD8) return jpeg_size(in);
+  if (magic.compare(0, 4, "II*\0", 4) == 0) return tiff_size(in, true);
+  if (magic.compare(0, 4, "MM\0*", 4) == 0) return tiff_size(in, false);
+  if (magic.compare(0, 2, "BM") == 0) return bmp_size(head);
   return std::nullopt;
 }
 

@@ -13,7 +13,8 @@ namespace trainer {
 /// (the first SOFn frame header), TIFF (the first IFD's ImageWidth and
 /// ImageLength; classic TIFF, either byte order) and BMP; nullopt for other
 /// formats, a header that cannot be read (a damaged file: the decoder then
-/// says so) or a file that cannot be opened. Reads at most 256 KiB.
+/// says so) or a file that cannot be opened. Reads the header's bytes
+/// alone: a JPEG's segments and a TIFF's IFD are sought, not read through.
 std::optional<cv::Size> image_header_size(const std::string& path);
 
 /// The largest image decode_image_pixels and read_image_file accept, in
