@@ -12,7 +12,8 @@ namespace {
 /// hist_host[(y[i] > 0.5) * class_bins + bin_of(z[i])] += 1 for i < n.
 template <class BinOf>
 void histogram(const float* z, const float* y, size_t n, int class_bins, BinOf bin_of, int64_t* hist_host) {
-  std::vector<int64_t> counts(size_t(2) * size_t(class_bins), 0);
+  thread_local std::vector<int64_t> counts;  // per tower thread: no allocation once sized
+  counts.assign(size_t(2) * size_t(class_bins), 0);
   int64_t* h = counts.data();
   const int bins = 2 * class_bins;
 #pragma omp parallel for reduction(+ : h[:bins]) schedule(static)

@@ -73,7 +73,8 @@ void histogram(const Device& d, const float* z, const float* y, size_t n, BinOf 
                                                                                                  class_bins, hist);
   if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess)
     ctx.fail((std::string(name) + " launch").c_str(), status_string(status));
-  std::vector<unsigned long long> counts(bins);
+  thread_local std::vector<unsigned long long> counts;  // per tower thread: no allocation once sized
+  counts.resize(bins);
   ctx.read_back(counts.data(), hist, bytes);
   for (size_t b = 0; b < bins; ++b) hist_host[b] += int64_t(counts[b]);
 }
