@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/memory_limit.h"
+#include "train/host_memory.h"
 
 namespace trainer::cli {
 
@@ -65,6 +67,23 @@ void check_pairs_match(const TrainData& d) {
   if (d.has_validation) find_image_pairs(d.validation_options);
 }
 
+void require_memory_for_data(TrainData& d, const Trainer& trainer, bool alone) {
+  DataOptions &opt = d.train, &vopt = d.validation_options;
+  opt.classes = vopt.classes = trainer.classes();
+  HostMemoryPlan plan;
+  if (alone) {
+    d.pairs = find_image_pairs(opt);
+    if (d.has_validation) d.validation_pairs = find_image_pairs(vopt);
+    plan.training = held_bytes(d.pairs, opt);
+    plan.validation = held_bytes(d.validation_pairs, vopt);
+    plan.pairs = int(d.pairs.size());
+    plan.validation_pairs = int(d.validation_pairs.size());
+  }
+  plan.batch = trainer.config().training.batch_size;
+  plan.activations = trainer.host_activation_bytes(plan.batch);
+  if (const std::optional<MemoryLimit> limit = cgroup_memory_limit()) require_host_memory(plan, *limit, opt.config_path);
+}
+
 void load_training_data(TrainData& d, int classes, ProcessGroup* world) {
   DataOptions &opt = d.train, &vopt = d.validation_options;
   opt.classes = vopt.classes = classes;
@@ -73,8 +92,9 @@ void load_training_data(TrainData& d, int classes, ProcessGroup* world) {
     spdlog::warn("data.validation_images is the training images' folder '{}': the run validates on pairs it "
                  "trains on", opt.images_dir);
   if (!world || world->size() == 1) {
-    d.data = load_dataset(opt);
-    if (d.has_validation) d.validation = load_dataset(vopt);
+    d.data = d.pairs.empty() ? load_dataset(opt) : load_dataset(opt, d.pairs);
+    if (d.has_validation)
+      d.validation = d.validation_pairs.empty() ? load_dataset(vopt) : load_dataset(vopt, d.validation_pairs);
     if (opt.classes > 0) warn_missing_classes(class_pixel_counts(d.data, opt.classes), d.data.size(), opt);
     return;
   }

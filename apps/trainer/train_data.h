@@ -5,6 +5,7 @@
 #include "data/dataset.h"
 #include "dist/process_group.h"
 #include "nn/model.h"
+#include "train/trainer.h"
 #include "world_data.h"
 
 namespace trainer::cli {
@@ -16,6 +17,8 @@ struct TrainData {
   DataOptions train, validation_options;  ///< data.images/masks; data.validation_images/masks.
   bool has_validation = false;            ///< data.validation_images is given.
   Dataset data, validation;
+  /// A process alone: the pairs require_memory_for_data found, which load_training_data loads.
+  std::vector<ImagePair> pairs, validation_pairs;
   WorldPairs stream, validation_stream;
 };
 
@@ -28,7 +31,16 @@ TrainData data_options(const Config& config, const Model& model, bool folders_fr
 /// not pair up (find_image_pairs: names only, nothing is decoded).
 void check_pairs_match(const TrainData& d);
 
-/// Loads d's pairs for a model of `classes` output classes (0: binary):
+/// Before anything is decoded, with a cgroup memory limit (core/memory_limit.h):
+/// refuses (require_host_memory) a run whose data, held by a process alone,
+/// and one batch of its CPU towers' layer outputs need more than the limit
+/// leaves. A process alone finds d's pairs for that (kept in d for
+/// load_training_data); one of several plans the batch alone (it holds two
+/// steps' samples). UserError as find_image_pairs, or naming the sizes.
+void require_memory_for_data(TrainData& d, const Trainer& trainer, bool alone);
+
+/// Loads d's pairs (those require_memory_for_data found; found here when it
+/// did not run) for a model of `classes` output classes (0: binary):
 /// decoded (load_dataset) by a process alone, else streamed
 /// (open_world_pairs, a collective). Warns of classes no training mask holds
 /// and of validation folders that are the training folders. UserError from

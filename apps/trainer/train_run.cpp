@@ -221,6 +221,7 @@ void TrainRun::load_data() {
   // (a bad image found while decoding still does). stdout holds only JSON lines with --log-format json.
   if (voice_) (json_ ? std::cerr : std::cout) << model_->summary() << std::flush;
   stop_ = &install_stop_handlers();
+  check_together(world_.get(), [&] { require_memory_for_data(data_, *trainer_, !world_ || world_->size() == 1); });
   load_training_data(data_, trainer_->classes(), world_.get());
 }
 

@@ -81,14 +81,15 @@ std::string layout_hint(const std::string& dir) {
   return "";
 }
 
-// Matches images with masks by name; names (out) gets the images that have one.
 /// stem is a mask's name: it ends with a non-empty suffix and has more before it.
 bool ends_with_suffix(const std::string& stem, const std::string& suffix) {
   return !suffix.empty() && stem.size() > suffix.size() &&
          stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::vector<ImagePair> find_pairs(const DataOptions& o, std::vector<std::string>& names) {
+}  // namespace
+
+std::vector<ImagePair> find_image_pairs(const DataOptions& o) {
   std::vector<std::string> images = list_images(o, o.images_dir, "images");
   std::vector<std::string> masks = list_images(o, o.masks_dir, "masks");
   const std::string exts = ".png, .jpg, .jpeg, .tif, .tiff (any case)";
@@ -128,7 +129,6 @@ std::vector<ImagePair> find_pairs(const DataOptions& o, std::vector<std::string>
   // Missing ones whose own name ends with the mask suffix: the folders may be swapped.
   size_t suffixed = 0;
   const bool one_folder = fs::equivalent(o.images_dir, o.masks_dir, ec);
-  names.clear();
   for (const auto& name : images) {
     std::string stem = fs::path(name).stem().string();
     auto it = mask_by_stem.find(stem + o.mask_suffix);
@@ -141,7 +141,6 @@ std::vector<ImagePair> find_pairs(const DataOptions& o, std::vector<std::string>
       continue;
     }
     pairs.push_back({(fs::path(o.images_dir) / name).string(), (fs::path(o.masks_dir) / it->second).string()});
-    names.push_back(name);
   }
   if (!missing.empty()) {
     std::string what = std::to_string(missing.size()) + " of " + std::to_string(images.size()) +
@@ -165,13 +164,6 @@ std::vector<ImagePair> find_pairs(const DataOptions& o, std::vector<std::string>
                     o.masks_dir + "'; check data." + o.key_prefix + "masks and data.mask_suffix ('" + o.mask_suffix +
                     "')");
   return pairs;
-}
-
-}  // namespace
-
-std::vector<ImagePair> find_image_pairs(const DataOptions& o) {
-  std::vector<std::string> names;
-  return find_pairs(o, names);
 }
 
 namespace {
@@ -550,8 +542,13 @@ void decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& w
 
 Dataset load_dataset(const DataOptions& o) {
   check_options(o);
+  return load_dataset(o, find_image_pairs(o));
+}
+
+Dataset load_dataset(const DataOptions& o, const std::vector<ImagePair>& pairs) {
+  check_options(o);
   Dataset ds;
-  const std::vector<ImagePair> pairs = find_pairs(o, ds.names);
+  for (const ImagePair& p : pairs) ds.names.push_back(fs::path(p.image).filename().string());
   const int n = int(pairs.size());
   hold(ds, n, o, pairs.empty() ? "" : pairs[0].image);
   std::vector<int> all(static_cast<size_t>(n));

@@ -80,6 +80,9 @@ std::vector<ImagePair> find_image_pairs(const DataOptions& options);
 /// missing or empty, a mask is missing, or a file cannot be decoded (unless
 /// skip_bad_files, which warns and drops the pair; no pair left is an error).
 Dataset load_dataset(const DataOptions& options);
+/// load_dataset of the pairs find_image_pairs(options) found already (a
+/// caller that planned for them: nothing is looked up twice, no warning given twice).
+Dataset load_dataset(const DataOptions& options, const std::vector<ImagePair>& pairs);
 
 /// first <- candidate when candidate is not "" and first is "" or after it in name order.
 inline void keep_first(std::string& first, const std::string& candidate) {

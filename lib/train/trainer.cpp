@@ -299,6 +299,18 @@ std::pair<int, int> Trainer::process_shard(int batch) const {
   return {shards.front().first, shards.back().second};
 }
 
+size_t Trainer::host_activation_bytes(int batch) const {
+  const Model& m = model();
+  size_t per_sample = 0;
+  for (int i = 0; i < m.num_layers(); ++i)
+    per_sample += m.layer_output_shape(i).sample_numel() * dtype_size(m.activation_type(i));
+  const auto shards = world_shards(batch);
+  size_t bytes = 0;
+  for (int r = 0; r < towers(); ++r)
+    if (!devices_->device(r).is_cuda()) bytes += size_t(shards[size_t(r)].second - shards[size_t(r)].first) * per_sample;
+  return bytes;
+}
+
 void Trainer::run_towers(const std::function<void(int)>& fn) {
   pool_.run([&](int r) {
     devices_->bind_thread(r);
