@@ -162,22 +162,25 @@ json seed_model() {
   layers.push_back(layer3("Lambda", "scale",
                           {{"function", {{"class_name", "__lambda__"}, {"config", {{"code", kDiv255}, {"closure", nullptr}}}}},
                            {"arguments", json::object()}},
-                          {keras_tensor("image")}));
-  layers.push_back(layer3("Conv2D", "c1", conv(4, 3, "elu", "HeNormal"), {keras_tensor("scale")}));
-  layers.push_back(layer3("Dropout", "d1", {{"rate", 0.1}, {"seed", nullptr}, {"noise_shape", nullptr}}, {keras_tensor("c1")}));
+                          json::array({keras_tensor("image")})));
+  layers.push_back(layer3("Conv2D", "c1", conv(4, 3, "elu", "HeNormal"), json::array({keras_tensor("scale")})));
+  layers.push_back(layer3("Dropout", "d1", {{"rate", 0.1}, {"seed", nullptr}, {"noise_shape", nullptr}},
+                          json::array({keras_tensor("c1")})));
   layers.push_back(layer3("MaxPooling2D", "p1", {{"pool_size", {2, 2}}, {"strides", {2, 2}}, {"padding", "valid"}},
-                          {keras_tensor("d1")}));
+                          json::array({keras_tensor("d1")})));
   layers.push_back(layer3("BatchNormalization", "bn",
                           {{"axis", -1}, {"momentum", 0.99}, {"epsilon", 0.001}, {"center", true}, {"scale", true},
                            {"beta_initializer", initializer("Zeros")}, {"gamma_initializer", initializer("Ones")}},
-                          {keras_tensor("p1")}));
+                          json::array({keras_tensor("p1")})));
   json up = conv(4, 2, "linear");
   up["strides"] = {2, 2};
   up.erase("groups");  // Conv2DTranspose has none
-  layers.push_back(layer3("Conv2DTranspose", "u1", up, {keras_tensor("bn")}));
-  layers.push_back(layer3("Concatenate", "cat", {{"axis", -1}}, {json::array({keras_tensor("u1"), keras_tensor("c1")})}));
-  layers.push_back(layer3("TrueDivide", "halve", json::object(), {keras_tensor("cat"), 2}, "keras.src.ops.numpy"));
-  layers.push_back(layer3("Conv2D", "mask", conv(1, 1, "sigmoid"), {keras_tensor("halve")}));
+  layers.push_back(layer3("Conv2DTranspose", "u1", up, json::array({keras_tensor("bn")})));
+  layers.push_back(layer3("Concatenate", "cat", {{"axis", -1}},
+                          json::array({json::array({keras_tensor("u1"), keras_tensor("c1")})})));
+  layers.push_back(layer3("TrueDivide", "halve", json::object(), json::array({keras_tensor("cat"), 2}),
+                          "keras.src.ops.numpy"));
+  layers.push_back(layer3("Conv2D", "mask", conv(1, 1, "sigmoid"), json::array({keras_tensor("halve")})));
   return {{"module", "keras.src.models.functional"}, {"class_name", "Functional"},
           {"config", {{"name", "seed"}, {"layers", layers}, {"input_layers", {{"image", 0, 0}}},
                       {"output_layers", {{"mask", 0, 0}}}}},
@@ -546,18 +549,19 @@ TEST_CASE("import: Keras's AUC and MeanIoU metric objects become auc, binary_iou
   const json auc = {{"name", "auc"},         {"num_thresholds", 200},     {"curve", "ROC"},
                     {"summation_method", "interpolation"}, {"multi_label", false}, {"num_labels", nullptr},
                     {"label_weights", nullptr}, {"from_logits", false}};
-  CHECK(metrics_of(json{object("AUC", auc), "AUC"}) == std::vector<std::string>{"auc"});
+  CHECK(metrics_of(json::array({object("AUC", auc), "AUC"})) == std::vector<std::string>{"auc"});
   json pr = auc;
   pr["curve"] = "PR";
   std::string problems;
-  CHECK(metrics_of(json{object("AUC", pr)}, &problems).empty());
+  CHECK(metrics_of(json::array({object("AUC", pr)}), &problems).empty());
   CHECK_THAT(problems, Catch::Contains("differs from Keras's default AUC()"));
   // MeanIoU of 2 classes on class ids (a sigmoid's probabilities in Keras): binary_iou.
-  CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 2}, {"sparse_y_pred", true}})}) ==
+  CHECK(metrics_of(json::array({object("MeanIoU", {{"num_classes", 2}, {"sparse_y_pred", true}})})) ==
         std::vector<std::string>{"binary_iou"});
   // Beside BinaryIoU it is the same value: left out, and the config says so where it is read.
   json both = seed_model();
-  both["compile_config"]["metrics"] = json{object("BinaryIoU", json::object()), object("MeanIoU", {{"num_classes", 2}})};
+  both["compile_config"]["metrics"] =
+      json::array({object("BinaryIoU", json::object()), object("MeanIoU", {{"num_classes", 2}})});
   const ImportedModel m = import_json(both);
   REQUIRE(m.problems.empty());
   CHECK(parse_config(m.yaml, "m.yaml").training.metrics == std::vector<std::string>{"binary_io_u"});
@@ -565,17 +569,17 @@ TEST_CASE("import: Keras's AUC and MeanIoU metric objects become auc, binary_iou
                          Catch::Contains("  # binary_iou (from MeanIoU) is left out"));
   // With a categorical loss: Keras's MeanIoU on the argmax of the softmax (sparse_y_pred=False).
   const json categorical = "sparse_categorical_crossentropy";
-  CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 3}, {"sparse_y_pred", false}})}, nullptr, categorical) ==
+  CHECK(metrics_of(json::array({object("MeanIoU", {{"num_classes", 3}, {"sparse_y_pred", false}})}), nullptr,
+                   categorical) == std::vector<std::string>{"mean_io_u"});
+  CHECK(metrics_of(json::array({object("MeanIoU", {{"num_classes", 2}})}), nullptr, categorical) ==
         std::vector<std::string>{"mean_io_u"});
-  CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 2}})}, nullptr, categorical) ==
-        std::vector<std::string>{"mean_io_u"});
-  CHECK(metrics_of(json{object("MeanIoU", {{"num_classes", 3}})}, &problems).empty());  // a binary loss
+  CHECK(metrics_of(json::array({object("MeanIoU", {{"num_classes", 3}})}), &problems).empty());  // a binary loss
   CHECK_THAT(problems, Catch::Contains("MeanIoU(num_classes=3) with a binary loss"));
   json logits = auc;
   logits["from_logits"] = true;  // as the loss: the output is logits
-  CHECK(metrics_of(json{object("AUC", logits)}).empty());  // the loss takes probabilities
+  CHECK(metrics_of(json::array({object("AUC", logits)})).empty());  // the loss takes probabilities
   const json logits_loss = {{"class_name", "BinaryCrossentropy"}, {"config", {{"from_logits", true}}}};
-  CHECK(metrics_of(json{object("AUC", logits)}, nullptr, logits_loss) == std::vector<std::string>{"auc"});
+  CHECK(metrics_of(json::array({object("AUC", logits)}), nullptr, logits_loss) == std::vector<std::string>{"auc"});
 }
 
 TEST_CASE("import and export refuse to overwrite what is not theirs", "[keras][cli]") {

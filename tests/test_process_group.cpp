@@ -183,8 +183,9 @@ TEST_CASE("check_together returns when the check passed on every process, and ot
           std::tuple{"there\n!no mask", false, "rank 1 (host there): error: no mask\n"}}) {
       group.calls = 0;
       group.gathered = other;
+      const bool fail_here = here_fails;  // C++17 lambdas cannot capture a structured binding
       const std::string err = stderr_of([&] {
-        CHECK_THROWS_AS(here_fails ? check_together(&group, fails) : check_together(&group, passes),
+        CHECK_THROWS_AS(fail_here ? check_together(&group, fails) : check_together(&group, passes),
                         ReportedUserError);
       });
       CHECK(err == printed);
