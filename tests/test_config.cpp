@@ -209,6 +209,12 @@ TEST_CASE("config: each mistake is reported at its file:line:col with the fix", 
        "archives; name it 'ck/best.h5'"},
       {"a second YAML document", kGood + "---\nmodel: {}\n",
        "cfg.yaml: the file holds more than one YAML document (a line '---' starts another)"},
+      // yaml-cpp's LoadAll takes a ',' where a document's value begins as empty documents without end (found by
+      // tests/fuzz: the memory grew until the process was killed).
+      {"a ',' where the top-level value begins", "  , {model: {}}\n",
+       "cfg.yaml:1:3: YAML syntax error: a value cannot begin with ',' here (',' separates the entries of [ ] and { })"},
+      {"a ',' after a top-level list", "- model: {}\n,\n",
+       "cfg.yaml:2:1: YAML syntax error: a value cannot begin with ','"},
       {"a control byte in the YAML error", edit("seed: 7", "seed: \"\\\x01\""),
        "YAML syntax error: unknown escape character: \\x01"},
       {"an empty inputs list", edit("[conv2d_transpose_1, c1]", "[]"),

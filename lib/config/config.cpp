@@ -13,6 +13,7 @@
 
 #include "config/params.h"
 #include "config/sections.h"
+#include "config/yaml_text.h"
 #include "core/error.h"
 #include "core/file_kind.h"
 
@@ -127,87 +128,6 @@ void check_keys(const YAML::Node& node, const std::string& text, const std::stri
       check_keys(kv.second, text, file, visited, depth + 1);
     }
   }
-}
-
-}  // namespace
-
-namespace {
-
-/// UserError for text that is no YAML config at all: an HDF5 file, or text holding a NUL byte.
-void refuse_binary(const std::string& text, const std::string& path) {
-  // HDF5's signature: a checkpoint given as the config (YAML would say "unknown escape character: \x00").
-  if (text.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0)
-    throw UserError(path + " is an HDF5 file (a checkpoint?), not a YAML config: give the run's config with "
-                    "--config (a checkpoint goes to --resume, or to predict, evaluate and export's --checkpoint)");
-  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
-    const size_t line = size_t(std::count(text.begin(), text.begin() + long(nul), '\n')) + 1;
-    const size_t col = nul - (text.rfind('\n', nul) == std::string::npos ? 0 : text.rfind('\n', nul) + 1) + 1;
-    throw UserError(path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": a NUL byte, which YAML text "
-                    "never holds (a binary file, or text saved as UTF-16?); give the YAML config saved as UTF-8");
-  }
-}
-
-/// The UserError for yaml-cpp's syntax error e in text: its place, its message with control bytes escaped,
-/// and a hint for a tab in the indentation or a double quote left open.
-UserError syntax_error(const YAML::ParserException& e, const std::string& text, const std::string& path) {
-  // YAML forbids tabs in indentation; yaml-cpp's message does not always
-  // say so. Looked for on the error's line and the one before it.
-  std::string hint;
-  std::istringstream lines(text);
-  int number = 0;
-  for (std::string line; std::getline(lines, line) && hint.empty();) {
-    if (++number > e.mark.line + 1) break;
-    const size_t first = line.find_first_not_of(" \t");
-    if (number >= e.mark.line && first != std::string::npos && line.find('\t') < first)
-      hint = " (line " + std::to_string(number) + " is indented with a tab; YAML allows only spaces there)";
-  }
-  // An unclosed double quote in a {...} or [...] makes yaml-cpp report the end of the file ("fp.yaml:42:1:
-  // end of map flow not found" for a 41-line file whose quote opened on line 40).
-  std::istringstream again(text);
-  number = 0;
-  for (std::string line; hint.empty() && std::getline(again, line);) {
-    ++number;
-    bool open = false;  // inside "..." (a # there is no comment)
-    for (size_t k = 0; k < line.size(); ++k) {
-      if (line[k] == '"' && (k == 0 || line[k - 1] != '\\')) open = !open;
-      if (line[k] == '#' && !open && (k == 0 || line[k - 1] == ' ')) break;
-    }
-    if (open) hint = " (line " + std::to_string(number) + " opens a \" that it does not close)";
-  }
-  // yaml-cpp quotes the offending byte as it is; a control byte would garble the terminal.
-  std::string msg;
-  for (unsigned char ch : e.msg) {
-    if (ch >= 0x20 && ch != 0x7f) {
-      msg += char(ch);
-    } else {
-      static const char* hex = "0123456789abcdef";
-      msg += std::string("\\x") + hex[ch >> 4] + hex[ch & 15];
-    }
-  }
-  return UserError(yaml_location(path, e.mark) + ": YAML syntax error: " + msg + hint);
-}
-
-/// text's one YAML document. UserError for a syntax error, or for more than one document: yaml-cpp's Load
-/// reads the first and drops the rest silently (a later document's syntax error also means there are more).
-YAML::Node load_one_document(const std::string& text, const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw syntax_error(e, text, path);
-  }
-  bool several = false;
-  try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    while (docs.size() > 1 && docs.back().IsNull()) docs.pop_back();  // a trailing '---' with nothing after it
-    several = docs.size() > 1;
-  } catch (const YAML::ParserException&) {
-    several = true;
-  }
-  if (several)
-    throw UserError(path + ": the file holds more than one YAML document (a line '---' starts another); a config "
-                           "is one document: remove the '---' line and merge the sections");
-  return root;
 }
 
 }  // namespace
@@ -362,8 +282,10 @@ DataConfig read_data_section(const YAML::Node& node, const std::string& file) {
     if (p.has(key))
       p.fail(key, "is a training setting here; move it to the training section: training." + std::string(key));
   DataConfig d;
-  // Known before 'images' is looked for, so that a missing 'images' is not said to be misspelt as them.
-  const bool validation_folders = p.has_optional("validation_images") | p.has_optional("validation_masks");
+  // Known before 'images' is looked for, so that a missing 'images' is not said to be misspelt as them (both
+  // asked: each call marks its key as read).
+  const bool validation_images = p.has_optional("validation_images");
+  const bool validation_folders = p.has_optional("validation_masks") || validation_images;
   d.images = p.get_path("images", std::nullopt);
   d.masks = p.get_path("masks", std::nullopt);
   d.mask_suffix = p.get_string("mask_suffix", d.mask_suffix);
