@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "io/hdf5_heap_check.h"
 #include "io/hdf5_util.h"
 
 using namespace trainer;
@@ -341,4 +342,36 @@ TEST_CASE("write_file_atomic and write_file_durable: the new bytes or the old fi
   }
   CHECK(read_all(p) == "second, synced");
   CHECK(dir.files() == std::vector<std::string>{"out.csv"});  // no temporary file left
+}
+
+TEST_CASE("a global heap object of size 0 or past its collection is refused before libhdf5 reads it",
+          "[checkpoint]") {
+  // libhdf5 1.10 walks a collection's objects by their sizes: one of size 0 kept it reading the config string
+  // without end (tests/fuzz found it), one past the end made it read out of bounds.
+  TempDir dir;
+  const std::string good = dir / "good.h5";
+  save_checkpoint(good, sample_checkpoint());
+  const std::string bytes = read_all(good);
+  const size_t heap = bytes.find("GCOL");
+  REQUIRE(heap != std::string::npos);
+  REQUIRE(bytes.find("GCOL", heap + 1) == std::string::npos);
+  CHECK_NOTHROW(h5::check_global_heaps(good));
+  const size_t object = heap + 16;  // the first object's header: index, references, reserved, size
+  const auto with = [&](uint16_t index, uint64_t size) {
+    std::string b = bytes;
+    for (int i = 0; i < 2; ++i) b[object + size_t(i)] = char((index >> (8 * i)) & 255);
+    for (int i = 0; i < 8; ++i) b[object + 8 + size_t(i)] = char((size >> (8 * i)) & 255);
+    const std::string path = dir / ("heap_" + std::to_string(index) + "_" + std::to_string(size) + ".h5");
+    write_all(path, b);
+    return path;
+  };
+  const std::string stuck = with(0, 0);
+  CHECK_THROWS_WITH(load_checkpoint(stuck),
+                    Catch::Contains("'" + stuck + "' is a damaged HDF5 file (global heap collection at byte " +
+                                    std::to_string(heap) + ": object 0 at byte " + std::to_string(object) +
+                                    " claims 0 bytes of free space); use another checkpoint"));
+  const std::string past = with(1, uint64_t(1) << 40);
+  CHECK_THROWS_WITH(load_checkpoint(past), Catch::Contains("claims 1099511627776 bytes, which do not fit"));
+  const std::string wraps = with(1, ~uint64_t(0) - 3);  // the header plus this size wraps around
+  CHECK_THROWS_WITH(load_checkpoint(wraps), Catch::Contains("do not fit"));
 }

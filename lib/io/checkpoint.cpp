@@ -15,6 +15,7 @@
 #include "core/build_id.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/hdf5_heap_check.h"
 #include "io/hdf5_util.h"
 
 namespace trainer {
@@ -286,6 +287,11 @@ Checkpoint load_checkpoint(const std::string& path) {
   if (H5Fis_hdf5(path.c_str()) <= 0)
     throw UserError(where + " is not an HDF5 file (" + std::to_string(st.st_size) +
                     " bytes, no HDF5 signature); give a .h5 checkpoint written by trainer");
+  try {
+    h5::check_global_heaps(path);
+  } catch (const h5::H5Failure& e) {
+    throw UserError(where + " is a damaged HDF5 file (" + e.what() + "); use another checkpoint");
+  }
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {
     try {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "io/hdf5_heap_check.h"
 
 namespace trainer {
 
@@ -71,6 +72,12 @@ std::string zip_entry(zip_t* z, const char* name, const std::string& where, bool
 
 /// Opens HDF5 data held in memory (the core driver over a copy of image).
 h5::Handle open_h5_image(const std::string& image, const std::string& what) {
+  h5::check_global_heaps(image.size(), [&](size_t offset, size_t n, char* out) {
+    if (offset >= image.size()) return size_t(0);
+    const size_t got = std::min(n, image.size() - offset);
+    std::copy_n(image.data() + offset, got, out);
+    return got;
+  });
   h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access list for " + what);
   if (H5Pset_fapl_core(fapl, 1 << 16, 0) < 0) h5::fail("core driver for " + what);
   if (H5Pset_file_image(fapl, const_cast<char*>(image.data()), image.size()) < 0) h5::fail("image of " + what);
@@ -179,6 +186,11 @@ KerasModelFile read_zip(const std::string& path) {
 KerasModelFile read_h5(const std::string& path, size_t bytes) {
   const std::string where = "'" + path + "' (an HDF5 file)";
   h5::QuietErrors quiet;
+  try {
+    h5::check_global_heaps(path);
+  } catch (const h5::H5Failure& e) {
+    throw UserError(where + " cannot be read: " + e.what() + "; the file is damaged");
+  }
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw UserError(where + " cannot be opened: it is damaged or cut short");
   h5::Handle file(id, H5Fclose, "");
