@@ -37,6 +37,21 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
 };
 
+/// False in a build with AddressSanitizer (scripts/sanitizers.sh), whose
+/// shadow memory and quarantine of freed blocks swell a process's peak
+/// memory: tests then leave out their bounds on Run::max_rss_kb.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kPeakMemoryMeasured = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kPeakMemoryMeasured = false;
+#else
+constexpr bool kPeakMemoryMeasured = true;
+#endif
+#else
+constexpr bool kPeakMemoryMeasured = true;
+#endif
+
 /// A child process started by start().
 struct Child {
   pid_t pid;

@@ -82,7 +82,7 @@ TEST_CASE("predict --tiles writes each image's mask at its size and needs no flo
   const double extra_bytes_per_pixel = double(large.max_rss_kb - small.max_rss_kb) * 1024.0 / (double(h) * w);
   INFO("peak memory " << small.max_rss_kb << " KiB (300x200) and " << large.max_rss_kb << " KiB (" << w << "x" << h
                       << "): " << extra_bytes_per_pixel << " bytes per pixel more");
-  CHECK(extra_bytes_per_pixel < 4.5);
+  if (trainer::testing::kPeakMemoryMeasured) CHECK(extra_bytes_per_pixel < 4.5);
 
   // A model trained on resized images predicts resized unless asked for tiles: a tile setting alone is an error.
   const Run without = run_trainer("predict -i " + (d.root / "small").string() + " -o " + (d.root / "out_w").string() +
