@@ -301,11 +301,11 @@ Checkpoint load_checkpoint(const std::string& path) {
     }
   }
   h5::Handle file(id, H5Fclose, "");
-  if (!h5::has_attribute(file, "trainer_format"))
-    throw UserError(where + " is an HDF5 file but not a trainer checkpoint (no root attribute 'trainer_format'; "
-                    "a Keras .h5 model cannot be loaded directly)");
   Checkpoint ckpt;
-  try {
+  try {  // every HDF5 call: a damaged file can fail any of them
+    if (!h5::has_attribute(file, "trainer_format"))
+      throw UserError(where + " is an HDF5 file but not a trainer checkpoint (no root attribute 'trainer_format'; "
+                      "a Keras .h5 model cannot be loaded directly)");
     const std::string format = h5::read_string(file, "trainer_format");
     if (format != kFormat)
       throw h5::H5Failure("attribute 'trainer_format' is '" + format + "', expected '" + kFormat + "'");

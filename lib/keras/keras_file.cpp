@@ -194,14 +194,14 @@ KerasModelFile read_h5(const std::string& path, size_t bytes) {
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw UserError(where + " cannot be opened: it is damaged or cut short");
   h5::Handle file(id, H5Fclose, "");
-  if (h5::has_attribute(file, "trainer_format"))
-    throw UserError(where + " is a trainer checkpoint, not a Keras model: there is nothing to import; start a run "
-                    "from it with --initial-weights, or predict with it");
-  if (!h5::has_attribute(file, "model_config"))
-    throw UserError(where + " holds no model_config: it has weights only (Keras's save_weights), not the model; "
-                    "save the model with model.save(\"model.keras\") or model.save(\"model.h5\") and import that");
   KerasModelFile f;
-  try {
+  try {  // every HDF5 call: a damaged file can fail any of them
+    if (h5::has_attribute(file, "trainer_format"))
+      throw UserError(where + " is a trainer checkpoint, not a Keras model: there is nothing to import; start a run "
+                      "from it with --initial-weights, or predict with it");
+    if (!h5::has_attribute(file, "model_config"))
+      throw UserError(where + " holds no model_config: it has weights only (Keras's save_weights), not the model; "
+                      "save the model with model.save(\"model.keras\") or model.save(\"model.h5\") and import that");
     f = parse_keras_json(h5::read_string(file, "model_config"), where + ", attribute model_config");
     if (h5::has_attribute(file, "training_config")) {
       const KerasJson t = KerasJson::parse(h5::read_string(file, "training_config"), nullptr, false);
