@@ -34,13 +34,13 @@ CgroupFiles v2_tree(const fs::path& root, const std::string& path, const std::st
   write(root / "mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
                             "31 22 0:28 " + mount_root + " " + (root / "cg").string() +
                                 " rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n");
-  return {(root / "proc_cgroup").string(), (root / "mountinfo").string()};
+  return {(root / "proc_cgroup").string(), (root / "mountinfo").string(), (root / "meminfo").string()};
 }
 
 }  // namespace
 
-TEST_CASE("cgroup v2: the tightest memory.max over the cgroup and its ancestors, its use less inactive page cache",
-          "[memory_limit]") {
+TEST_CASE("cgroup v2: the memory.max that leaves the least room over the cgroup and its ancestors, its use less "
+          "its page cache", "[memory_limit]") {
   TempDir tmp("cgroup_v2");
   const fs::path cg = tmp.root / "cg";
   const CgroupFiles files = v2_tree(tmp.root, "/a/b");
@@ -54,16 +54,36 @@ TEST_CASE("cgroup v2: the tightest memory.max over the cgroup and its ancestors,
   auto limit = cgroup_memory_limit(files);
   REQUIRE(limit);
   CHECK(limit->limit == 1073741824);
-  CHECK(limit->in_use == 240000000);
-  CHECK(limit->room() == 1073741824 - 240000000);
+  CHECK(limit->in_use == 200000000);
+  CHECK(limit->swap == 0);  // no swap on the machine (no meminfo)
+  CHECK(limit->room() == 1073741824 - 200000000);
   CHECK(limit->file == (cg / "a/memory.max").string());
 
-  SECTION("a tighter limit below wins") {
+  SECTION("a limit below that leaves less room wins") {
     write(cg / "a/b/memory.max", "536870912\n");
     limit = cgroup_memory_limit(files);
     REQUIRE(limit);
     CHECK(limit->limit == 536870912);
     CHECK(limit->in_use == 1000);  // no memory.stat there: nothing to take off
+  }
+  SECTION("a larger limit below does not hide a parent whose other children hold most of its own") {
+    write(cg / "a/b/memory.max", "900000000\n");  // room 899,999,000 here; the parent's, 873,741,824
+    limit = cgroup_memory_limit(files);
+    REQUIRE(limit);
+    CHECK(limit->limit == 1073741824);
+  }
+  SECTION("swap the cgroup may use, up to the machine's free swap, adds to the room") {
+    write(tmp.root / "meminfo", "MemTotal: 1000 kB\nSwapTotal: 4096 kB\nSwapFree: 2048 kB\n");
+    write(cg / "a/memory.swap.max", "max\n");
+    limit = cgroup_memory_limit(files);
+    REQUIRE(limit);
+    CHECK(limit->swap == 2048 * 1024);
+    CHECK(limit->room() == 1073741824 - 200000000 + 2048 * 1024);
+    write(cg / "a/memory.swap.max", "1048576\n");
+    write(cg / "a/memory.swap.current", "524288\n");
+    CHECK(cgroup_memory_limit(files)->swap == 524288);
+    write(cg / "a/memory.swap.max", "0\n");
+    CHECK(cgroup_memory_limit(files)->swap == 0);
   }
   SECTION("no limit anywhere") {
     write(cg / "a/memory.max", "max\n");
@@ -105,12 +125,19 @@ TEST_CASE("cgroup v1: memory.limit_in_bytes of the memory hierarchy, also beside
   write(mem / "jobs/memory.limit_in_bytes", "9223372036854771712\n");
   write(mem / "jobs/j1/memory.limit_in_bytes", "536870912\n");
   write(mem / "jobs/j1/memory.usage_in_bytes", "100000000\n");
-  write(mem / "jobs/j1/memory.stat", "cache 50000000\ntotal_inactive_file 30000000\n");
-  const CgroupFiles files{(tmp.root / "proc_cgroup").string(), (tmp.root / "mountinfo").string()};
+  write(mem / "jobs/j1/memory.stat", "cache 50000000\ntotal_cache 30000000\n");
+  const CgroupFiles files{(tmp.root / "proc_cgroup").string(), (tmp.root / "mountinfo").string(),
+                          (tmp.root / "meminfo").string()};
   auto limit = cgroup_memory_limit(files);
   REQUIRE(limit);
   CHECK(limit->limit == 536870912);
   CHECK(limit->in_use == 70000000);
+  SECTION("memory and swap together (memsw) leave the swap beyond the memory limit") {
+    write(tmp.root / "meminfo", "SwapFree: 1048576 kB\n");
+    write(mem / "jobs/j1/memory.memsw.limit_in_bytes", "805306368\n");  // 256 MiB of swap
+    write(mem / "jobs/j1/memory.memsw.usage_in_bytes", "110000000\n");  // 10,000,000 of it used
+    CHECK(cgroup_memory_limit(files)->swap == 268435456 - 10000000);
+  }
   CHECK(limit->file == (mem / "jobs/j1/memory.limit_in_bytes").string());
 
   SECTION("unlimited") {
@@ -118,8 +145,14 @@ TEST_CASE("cgroup v1: memory.limit_in_bytes of the memory hierarchy, also beside
     CHECK_FALSE(cgroup_memory_limit(files));
   }
   SECTION("no cgroup file system") {
-    CHECK_FALSE(cgroup_memory_limit({(tmp.root / "missing").string(), (tmp.root / "mountinfo").string()}));
-    CHECK_FALSE(cgroup_memory_limit({(tmp.root / "proc_cgroup").string(), (tmp.root / "missing").string()}));
+    CHECK_FALSE(cgroup_memory_limit({(tmp.root / "missing").string(), (tmp.root / "mountinfo").string(), ""}));
+    CHECK_FALSE(cgroup_memory_limit({(tmp.root / "proc_cgroup").string(), (tmp.root / "missing").string(), ""}));
+  }
+  SECTION("a mount of another subtree does not stand for this cgroup") {
+    const fs::path other = tmp.root / "other";  // the hierarchy's /job, which /jobs/j1 is not below
+    write(other / "memory.limit_in_bytes", "1000\n");
+    write(tmp.root / "mountinfo", "35 22 0:32 /job " + other.string() + " rw - cgroup cgroup rw,memory\n");
+    CHECK_FALSE(cgroup_memory_limit(files));
   }
   SECTION("malformed values are no limit") {
     write(mem / "jobs/j1/memory.limit_in_bytes", "lots\n");
@@ -151,7 +184,7 @@ TEST_CASE("require_host_memory refuses a plan above the room the limit leaves, n
   plan.training = size_t(600) << 20, plan.pairs = 596;
   plan.validation = size_t(60) << 20, plan.validation_pairs = 60;
   plan.activations = size_t(400) << 20, plan.batch = 16;
-  MemoryLimit limit{size_t(2) << 30, size_t(500) << 20, "/sys/fs/cgroup/memory.max"};
+  MemoryLimit limit{size_t(2) << 30, size_t(500) << 20, 0, "/sys/fs/cgroup/memory.max"};
   CHECK_NOTHROW(require_host_memory(plan, limit, "unet.yaml"));
   limit.in_use = size_t(1100) << 20;
   try {
@@ -159,11 +192,11 @@ TEST_CASE("require_host_memory refuses a plan above the room the limit leaves, n
     FAIL("no error");
   } catch (const UserError& e) {
     const std::string m = e.what();
-    CHECK(m.rfind("unet.yaml: this run needs at least 1.0 GiB more memory", 0) == 0);
+    CHECK(m.rfind("unet.yaml: this run needs at least 1.04 GiB more memory", 0) == 0);
     CHECK(m.find("596 training pairs held decoded (600 MiB)") != std::string::npos);
     CHECK(m.find("60 validation pairs (60 MiB)") != std::string::npos);
     CHECK(m.find("a batch of 16 (400 MiB)") != std::string::npos);
-    CHECK(m.find("leaves 948 MiB (2.0 GiB in /sys/fs/cgroup/memory.max, 1.1 GiB in use)") != std::string::npos);
+    CHECK(m.find("leaves 948 MiB (2.00 GiB in /sys/fs/cgroup/memory.max, 1.07 GiB in use)") != std::string::npos);
     CHECK(m.find("training.batch_size") != std::string::npos);
   }
 }
@@ -191,6 +224,8 @@ struct LimitedCgroup {
     dir = child.string();
     std::ofstream limit(child / (own->v2 ? "memory.max" : "memory.limit_in_bytes"));
     if (!(limit << bytes << std::flush)) why = "cannot set the limit of " + dir;
+    // No swap beyond it, where the machine has swap accounting (else the room would include the swap).
+    std::ofstream(child / (own->v2 ? "memory.swap.max" : "memory.memsw.limit_in_bytes")) << (own->v2 ? 0 : bytes);
   }
   ~LimitedCgroup() {
     if (!dir.empty()) ::rmdir(dir.c_str());
@@ -223,13 +258,15 @@ training:
   output_dir: )" + (tmp.root / "big").string() + "\n";
   std::ofstream(tmp.root / "small.yaml") << sample_unet_config(tmp.root / "small", "  epochs: 1\n  batch_size: 4\n");
   const auto in_cgroup = [&](const std::string& config) {
-    return "-c \"echo \\$\\$ > " + cgroup.dir + "/cgroup.procs && exec " + TRAINER_BINARY + " --config " +
+    // ASAN_OPTIONS: in the sanitizer build, a small quarantine of freed blocks (256 MiB by default).
+    return "-c \"echo \\$\\$ > " + cgroup.dir + "/cgroup.procs && ASAN_OPTIONS=quarantine_size_mb=16 exec " +
+           TRAINER_BINARY + " --config " +
            (tmp.root / config).string() + " --gpus cpu\"";
   };
   const Run big = run("/bin/sh", in_cgroup("big.yaml"), trainer::testing::fresh_subdir(tmp.root, "big_run"));
   INFO(big.err);
   CHECK(big.code == 2);
-  CHECK(big.err.find("this run needs at least 1.4 GiB more memory") != std::string::npos);
+  CHECK(big.err.find("this run needs at least 1.38 GiB more memory") != std::string::npos);
   CHECK(big.err.find("40 training pairs held decoded (640 MiB)") != std::string::npos);
   CHECK(big.err.find("384 MiB in " + cgroup.dir) != std::string::npos);
   CHECK_FALSE(fs::exists(tmp.root / "big" / "last.h5"));

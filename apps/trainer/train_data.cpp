@@ -68,6 +68,8 @@ void check_pairs_match(const TrainData& d) {
 }
 
 void require_memory_for_data(TrainData& d, const Trainer& trainer, bool alone) {
+  const std::optional<MemoryLimit> limit = cgroup_memory_limit();
+  if (!limit) return;
   DataOptions &opt = d.train, &vopt = d.validation_options;
   opt.classes = vopt.classes = trainer.classes();
   HostMemoryPlan plan;
@@ -81,7 +83,7 @@ void require_memory_for_data(TrainData& d, const Trainer& trainer, bool alone) {
   }
   plan.batch = trainer.config().training.batch_size;
   plan.activations = trainer.host_activation_bytes(plan.batch);
-  if (const std::optional<MemoryLimit> limit = cgroup_memory_limit()) require_host_memory(plan, *limit, opt.config_path);
+  require_host_memory(plan, *limit, opt.config_path);
 }
 
 void load_training_data(TrainData& d, int classes, ProcessGroup* world) {

@@ -36,7 +36,8 @@ void check_pairs_match(const TrainData& d);
 /// and one batch of its CPU towers' layer outputs need more than the limit
 /// leaves. A process alone finds d's pairs for that (kept in d for
 /// load_training_data); one of several plans the batch alone (it holds two
-/// steps' samples). UserError as find_image_pairs, or naming the sizes.
+/// steps' samples). Nothing is read without a limit. UserError as
+/// find_image_pairs, or naming the sizes.
 void require_memory_for_data(TrainData& d, const Trainer& trainer, bool alone);
 
 /// Loads d's pairs (those require_memory_for_data found; found here when it

@@ -1,5 +1,7 @@
 #include "core/memory_limit.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -72,26 +74,64 @@ std::optional<MemoryCgroup> find_hierarchy(const CgroupFiles& files, bool v2) {
     if (v2 ? fstype != "cgroup2" : fstype != "cgroup" || !lists(options, "memory")) continue;
     // The path is relative to the cgroup namespace's root; the mount shows the hierarchy from `root` down.
     std::string rel = *path;
-    if (root != "/" && rel.compare(0, root.size(), root) == 0) rel = rel.substr(root.size());
-    std::ifstream probe(mount + rel + (v2 ? "/cgroup.controllers" : "/memory.limit_in_bytes"));
-    return MemoryCgroup{mount, probe ? mount + rel : mount, v2};
+    if (root != "/" && rel.compare(0, root.size(), root) == 0 && (rel.size() == root.size() || rel[root.size()] == '/'))
+      rel = rel.substr(root.size());
+    if (rel == "/") rel.clear();
+    // Another mount of the hierarchy may show this process's folder (a mount of a subtree holds others only).
+    if (std::ifstream(mount + rel + (v2 ? "/cgroup.controllers" : "/memory.limit_in_bytes")))
+      return MemoryCgroup{mount, mount + rel, v2};
   }
   return std::nullopt;
 }
 
-/// The tightest limit from dir up to the hierarchy's mount point.
-std::optional<MemoryLimit> tightest_limit(const MemoryCgroup& h) {
+/// Bytes of swap free on the machine (SwapFree in meminfo, in kB there); 0 when it cannot be read.
+size_t machine_swap_free(const std::string& meminfo) {
+  std::ifstream in(meminfo);
+  std::string key, unit;
+  size_t kb = 0;
+  while (in >> key >> kb >> unit)
+    if (key == "SwapFree:") return kb * 1024;
+  return 0;
+}
+
+/// The swap a cgroup's processes may still use beyond its memory limit (unbounded: SIZE_MAX): v2's
+/// memory.swap.max less memory.swap.current; v1's memory.memsw.limit_in_bytes (memory and swap together) less
+/// the memory limit and the swap in use. 0 where the files are missing (no swap accounting).
+size_t swap_allowed(const std::string& dir, bool v2, size_t limit, size_t unlimited) {
+  if (v2) {
+    const std::string max = first_line(dir + "/memory.swap.max");
+    if (max == "max") return SIZE_MAX;
+    const size_t allowed = parse_bytes(max).value_or(0);
+    const size_t used = parse_bytes(first_line(dir + "/memory.swap.current")).value_or(0);
+    return allowed > used ? allowed - used : 0;
+  }
+  const std::optional<size_t> both = parse_bytes(first_line(dir + "/memory.memsw.limit_in_bytes"));
+  if (!both) return 0;
+  if (*both >= unlimited) return SIZE_MAX;
+  const size_t both_used = parse_bytes(first_line(dir + "/memory.memsw.usage_in_bytes")).value_or(0);
+  const size_t memory_used = parse_bytes(first_line(dir + "/memory.usage_in_bytes")).value_or(0);
+  const size_t swap_used = both_used > memory_used ? both_used - memory_used : 0;
+  return *both > limit + swap_used ? *both - limit - swap_used : 0;
+}
+
+/// The limit that leaves the least room, from dir up to the hierarchy's mount point (a cgroup's room is its
+/// limit less its use, and a parent's use counts its other children's too).
+std::optional<MemoryLimit> tightest_limit(const MemoryCgroup& h, const std::string& meminfo) {
   const bool v2 = h.v2;
   const char* limit_file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
   const size_t unlimited = size_t(1) << 62;  // v1 writes "no limit" as the largest page-aligned signed value
+  const size_t swap_free = machine_swap_free(meminfo);
   std::optional<MemoryLimit> best;
   for (std::string dir = h.dir;; dir = dir.substr(0, dir.rfind('/'))) {
     const std::optional<size_t> limit = parse_bytes(first_line(dir + limit_file));
-    if (limit && *limit < unlimited && (!best || *limit < best->limit)) {
+    if (limit && *limit < unlimited) {
       const size_t charged = parse_bytes(first_line(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes")))
                                  .value_or(0);
-      const size_t inactive = stat_value(dir + "/memory.stat", v2 ? "inactive_file" : "total_inactive_file");
-      best = MemoryLimit{*limit, charged > inactive ? charged - inactive : 0, dir + limit_file};
+      // The page cache is given back before the kernel kills (v2 "file", v1 "total_cache").
+      const size_t cache = stat_value(dir + "/memory.stat", v2 ? "file" : "total_cache");
+      MemoryLimit here{*limit, charged > cache ? charged - cache : 0,
+                       std::min(swap_allowed(dir, v2, *limit, unlimited), swap_free), dir + limit_file};
+      if (!best || here.room() < best->room()) best = here;
     }
     if (dir.size() <= h.mount.size() || dir.find('/') == std::string::npos) break;
   }
@@ -115,13 +155,13 @@ std::optional<MemoryCgroup> memory_cgroup(const CgroupFiles& files) {
 
 std::optional<MemoryLimit> cgroup_memory_limit(const CgroupFiles& files) {
   const std::optional<MemoryCgroup> cgroup = memory_cgroup(files);
-  return cgroup ? tightest_limit(*cgroup) : std::nullopt;
+  return cgroup ? tightest_limit(*cgroup, files.meminfo) : std::nullopt;
 }
 
 std::string memory_size(size_t bytes) {
   char text[32];
   if (bytes >= (size_t(1) << 30))
-    std::snprintf(text, sizeof text, "%.1f GiB", double(bytes) / double(size_t(1) << 30));
+    std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(size_t(1) << 30));
   else
     std::snprintf(text, sizeof text, "%zu MiB", (bytes + (size_t(1) << 20) - 1) >> 20);
   return text;

@@ -6,6 +6,7 @@
 // loading what it cannot hold, as the GPU path plans against free device
 // memory.
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -14,16 +15,23 @@ namespace trainer {
 /// A cgroup's memory limit and what its processes hold of it.
 struct MemoryLimit {
   size_t limit = 0;   ///< Bytes: memory.max (cgroup v2) or memory.limit_in_bytes (v1).
-  size_t in_use = 0;  ///< Bytes charged to the cgroup less its inactive page cache (the kubelet's working set).
+  size_t in_use = 0;  ///< Bytes charged to the cgroup less its page cache, which the kernel reclaims first.
+  /// Bytes of swap its processes may still use past the limit (memory.swap.max, memory.memsw.limit_in_bytes),
+  /// at most the machine's free swap; 0 without swap. Past the limit the kernel swaps before it kills.
+  size_t swap = 0;
   std::string file;   ///< The limit's file, for messages.
-  /// Bytes that can still be charged before the limit (0 when in_use exceeds it).
-  size_t room() const { return in_use < limit ? limit - in_use : 0; }
+  /// Bytes that can still be held before the kernel kills: the limit less the use, plus the swap.
+  size_t room() const {
+    const size_t memory = in_use < limit ? limit - in_use : 0;
+    return swap > SIZE_MAX - memory ? SIZE_MAX : memory + swap;
+  }
 };
 
 /// Where cgroup_memory_limit reads (tests point them at a tree of their own).
 struct CgroupFiles {
   std::string proc_cgroup = "/proc/self/cgroup";        ///< This process's cgroup per hierarchy.
   std::string mountinfo = "/proc/self/mountinfo";       ///< Where the hierarchies are mounted.
+  std::string meminfo = "/proc/meminfo";                ///< The machine's free swap (SwapFree).
 };
 
 /// This process's cgroup in the hierarchy that holds the memory controller.
@@ -41,8 +49,9 @@ struct MemoryCgroup {
 /// Never throws.
 std::optional<MemoryCgroup> memory_cgroup(const CgroupFiles& files = {});
 
-/// The tightest memory limit over this process's cgroup and its ancestors
-/// (a limit bounds every cgroup below it), with that cgroup's use; nullopt
+/// The memory limit that leaves the least room over this process's cgroup
+/// and its ancestors (a limit bounds every cgroup below it, and a parent's
+/// use counts its other children's), with that cgroup's use; nullopt
 /// when none is set ("max", or v1's unlimited value) or there is no
 /// memory_cgroup. Never throws.
 std::optional<MemoryLimit> cgroup_memory_limit(const CgroupFiles& files = {});

@@ -27,7 +27,8 @@ struct HostMemoryPlan {
 /// Bytes load_dataset holds for pairs under options (data/held_samples.h):
 /// H x W x C bytes of image and H x W of mask a pair (2 for masks beyond 255
 /// classes); with options.native_scale each pair at its image header's size
-/// times the scale (a header that cannot be read counts as the crop size).
+/// times the scale (a header that cannot be read, or one past the pixel
+/// limit, which decoding refuses by name, counts as the crop size).
 /// 16-bit images take twice their count: this is a lower bound.
 size_t held_bytes(const std::vector<ImagePair>& pairs, const DataOptions& options);
 
