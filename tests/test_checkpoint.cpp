@@ -366,14 +366,52 @@ TEST_CASE("a global heap object of size 0 or past its collection is refused befo
     return path;
   };
   const std::string stuck = with(0, 0);
+  REQUIRE_THROWS(h5::check_global_heaps(stuck));  // before libhdf5 could loop on it
   CHECK_THROWS_WITH(load_checkpoint(stuck),
                     Catch::Contains("'" + stuck + "' is a damaged HDF5 file (global heap collection at byte " +
                                     std::to_string(heap) + ": object 0 at byte " + std::to_string(object) +
                                     " claims 0 bytes of free space); use another checkpoint"));
   const std::string past = with(1, uint64_t(1) << 40);
   CHECK_THROWS_WITH(load_checkpoint(past), Catch::Contains("claims 1099511627776 bytes, which do not fit"));
-  const std::string wraps = with(1, ~uint64_t(0) - 3);  // the header plus this size wraps around
+  const std::string wraps = with(1, ~uint64_t(0) - 15);  // the header plus this size wraps around to 0
+  REQUIRE_THROWS(h5::check_global_heaps(wraps));
   CHECK_THROWS_WITH(load_checkpoint(wraps), Catch::Contains("do not fit"));
+}
+
+TEST_CASE("check_global_heaps finds a collection across its read chunks and of any size", "[checkpoint]") {
+  // A collection: "GCOL", version 1, 3 reserved bytes, its size; then objects of index, references, reserved
+  // and size, their data rounded up to 8 bytes; the free space last (index 0, its own size).
+  const auto collection = [](uint64_t free_size) {
+    std::string c = "GCOL";
+    c += std::string("\x01\0\0\0", 4);
+    const uint64_t bytes = 16 + 16 + 8 + 16;
+    for (int i = 0; i < 8; ++i) c += char((bytes >> (8 * i)) & 255);
+    c += std::string("\x01\0\x01\0\0\0\0\0", 8) + std::string("\x05\0\0\0\0\0\0\0", 8) +
+         std::string("hello\0\0\0", 8);
+    c += std::string(8, '\0');  // index 0, references, reserved
+    for (int i = 0; i < 8; ++i) c += char((free_size >> (8 * i)) & 255);
+    return c;
+  };
+  // A superblock of version 0 with 8-byte lengths (byte 14), as libhdf5 writes by default.
+  std::string superblock = std::string("\x89HDF\r\n\x1a\n", 8) + std::string(8, '\0');
+  superblock[14] = 8;
+  for (const size_t at : {size_t(100), (size_t(1) << 20) - 2, (size_t(1) << 20) + 1}) {
+    INFO("collection at byte " << at);
+    std::string data = superblock + std::string(at - superblock.size(), 'x') + collection(16) + std::string(64, 'y');
+    const h5::ReadAt read = [&](size_t offset, size_t n, char* out) {
+      const size_t got = offset < data.size() ? std::min(n, data.size() - offset) : 0;
+      std::copy_n(data.data() + offset, got, out);
+      return got;
+    };
+    CHECK_NOTHROW(h5::check_global_heaps(data.size(), read));
+    data.replace(at, 56, collection(0));  // a 56-byte collection (libhdf5 reads any size) ending in empty free space
+    CHECK_THROWS_WITH(h5::check_global_heaps(data.size(), read),
+                      Catch::Contains("global heap collection at byte " + std::to_string(at) + ": object 0"));
+    superblock[14] = 4;  // lengths of 4 bytes: another layout, left to libhdf5
+    data.replace(0, superblock.size(), superblock);
+    CHECK_NOTHROW(h5::check_global_heaps(data.size(), read));
+    superblock[14] = 8;
+  }
 }
 
 TEST_CASE("every checkpoint of the fuzz corpus loads or is refused with a user error", "[checkpoint]") {
