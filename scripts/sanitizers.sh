@@ -8,21 +8,11 @@
 #   bash scripts/sanitizers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(clang libclang-rt-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-# GNU OpenMP, as gcc's build and Debian's oneDNN use (clang's own runtime would be a second one in the process).
-gomp=$(gcc -print-file-name=libgomp.so)
-CC=clang CXX=clang++ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Release -DTRAINER_CUDA=OFF -DTRAINER_MPI=OFF \
-  -DTRAINER_SANITIZE=ON -DTRAINER_FUZZ=ON -DOpenMP_C_FLAGS=-fopenmp=libgomp -DOpenMP_CXX_FLAGS=-fopenmp=libgomp \
-  -DOpenMP_C_LIB_NAMES=gomp -DOpenMP_CXX_LIB_NAMES=gomp -DOpenMP_gomp_LIBRARY="$gomp"
+# libomp-dev: clang's OpenMP runtime and its omp.h (a second runtime beside oneDNN's GNU one, in this build only).
+bash scripts/apt_install.sh clang libclang-rt-dev libomp-dev
+# Debug: asserts on (no NDEBUG); cmake/sanitize.cmake adds -O1.
+CC=clang CXX=clang++ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DTRAINER_CUDA=OFF -DTRAINER_MPI=OFF \
+  -DTRAINER_SANITIZE=ON -DTRAINER_FUZZ=ON
 cmake --build build-san -j "$(nproc)"
 # A leak, a memory error or undefined behaviour ends the process with an error (the test then fails); the
 # suppressions name leaks of the libraries underneath.

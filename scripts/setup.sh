@@ -16,15 +16,7 @@ packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev libopenc
           libspdlog-dev catch2 libdnnl-dev ocl-icd-opencl-dev libhdf5-dev libonnx-dev libprotobuf-dev
           protobuf-compiler libboost-dev libopenmpi-dev openmpi-bin
           nlohmann-json3-dev libzip-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+bash "$(dirname "$0")/apt_install.sh" "${packages[@]}"
 export PATH="$PATH:/usr/local/cuda/bin"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}
 cmake --build build -j "$(nproc)"

@@ -3,8 +3,8 @@
 # prints what it did (tests/fuzz/README.md):
 #   bash tests/fuzz/run.sh <config|checkpoint|image_pair> <seconds> [build folder, default build-fuzz]
 # 0 seconds runs the seeds (and past findings kept with them) once each, without fuzzing.
-# The inputs it finds go to a work folder ($FUZZ_WORK, else a new one under
-# /tmp), apart from the seeds: findings (crashes, leaks, timeouts, inputs
+# The inputs it finds go to a work folder ($FUZZ_WORK/<harness>, else a new
+# one under /tmp), apart from the seeds: findings (crashes, leaks, timeouts, inputs
 # past the memory limit) to <work>/findings, its log to <work>/log.txt.
 # Exits 1 when anything was found.
 set -euo pipefail
@@ -13,7 +13,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${3:-$root/build-fuzz}
 harness=$build/tests/fuzz/fuzz_$name
 [ -x "$harness" ] || { echo "error: no harness $harness; build it first (tests/fuzz/README.md)" >&2; exit 2; }
-work=${FUZZ_WORK:-$(mktemp -d "/tmp/trainer-fuzz-$name.XXXXXX")}
+work=${FUZZ_WORK:+$FUZZ_WORK/$name}
+work=${work:-$(mktemp -d "/tmp/trainer-fuzz-$name.XXXXXX")}
 mkdir -p "$work/corpus" "$work/findings"
 seeds=("$root/tests/fuzz/corpus/$name")
 [ "$name" = config ] && seeds+=("$root/configs")
