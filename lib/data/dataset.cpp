@@ -502,6 +502,13 @@ std::vector<int> usable_pairs(const PairCheck& found, int n, const DataOptions& 
 
 namespace {
 
+/// The file names (no folder) of pairs[which[k]]'s images.
+std::vector<std::string> image_names(const std::vector<ImagePair>& pairs, const std::vector<int>& which) {
+  std::vector<std::string> names;
+  for (int i : which) names.push_back(fs::path(pairs[size_t(i)].image).filename().string());
+  return names;
+}
+
 /// Room for n samples of o's size in ds: images as U16 when `first` (the
 /// first pair's image, "" for none) is 16-bit, else U8 (decode_into widens
 /// them when a later file is 16-bit), so that a 16-bit dataset is not held
@@ -528,8 +535,7 @@ void hold(Dataset& ds, int n, const DataOptions& o, const std::string& first) {
 void decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& which, const DataOptions& o,
                   Dataset& ds) {
   check_options(o);
-  ds.names.clear();
-  for (int i : which) ds.names.push_back(fs::path(pairs[size_t(i)].image).filename().string());
+  ds.names = image_names(pairs, which);
   hold(ds, int(which.size()), o, which.empty() ? "" : pairs[size_t(which[0])].image);
   PairCheck found;
   decode_into(pairs, which, o, &ds, found, "");
@@ -541,18 +547,17 @@ void decode_pairs(const std::vector<ImagePair>& pairs, const std::vector<int>& w
 }
 
 Dataset load_dataset(const DataOptions& o) {
-  check_options(o);
   return load_dataset(o, find_image_pairs(o));
 }
 
 Dataset load_dataset(const DataOptions& o, const std::vector<ImagePair>& pairs) {
   check_options(o);
   Dataset ds;
-  for (const ImagePair& p : pairs) ds.names.push_back(fs::path(p.image).filename().string());
   const int n = int(pairs.size());
-  hold(ds, n, o, pairs.empty() ? "" : pairs[0].image);
   std::vector<int> all(static_cast<size_t>(n));
   std::iota(all.begin(), all.end(), 0);
+  ds.names = image_names(pairs, all);
+  hold(ds, n, o, pairs.empty() ? "" : pairs[0].image);
   PairCheck found;
   decode_into(pairs, all, o, &ds, found, "loading");
   const std::vector<int> kept = usable_pairs(found, n, o);

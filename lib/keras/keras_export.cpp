@@ -109,7 +109,7 @@ KerasJson keras_model_config(const ModelConfig& config, const Model& model, Outp
       return false;
     };
     for (int k = 1; taken(name); ++k) name = "probability_" + std::to_string(k);
-    // json::array: a braced list of one json is that json itself under clang (CWG 2137), an array under gcc.
+    // json::array: a braced list of one json is a copy of it under clang (CWG 1467), an array under gcc.
     const json args = json::array({keras_tensor(output, model.output_shape())});
     layers.push_back(layer_entry("Activation", name,
                                  {{"activation", append == OutputActivation::Sigmoid ? "sigmoid" : "softmax"},

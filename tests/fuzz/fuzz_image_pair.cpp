@@ -6,8 +6,10 @@
 // Input: byte 0 chooses the options (bits 0-1: the held size, 8 << (bits);
 // bit 2: RGB, else gray; bit 3: class-index masks of 3 classes with 2
 // ignored, else binary; bit 4: each pair at its own size, halved, as for
-// data.crop), bytes 1-4 the image's length n (little-endian, at most what
-// follows), then the image's n bytes and the mask's, the rest.
+// data.crop; bits 5-6: the files' extension, .png, .jpg, .tif or .bmp, which
+// some checks go by, such as the pages of a TIFF), bytes 1-4 the image's
+// length n (little-endian, at most what follows), then the image's n bytes
+// and the mask's, the rest.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -41,8 +43,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.ignore_class = options & 8 ? 2 : -1;
   o.native_scale = options & 16 ? 0.5 : 0;
   o.threads = 1;
-  const std::vector<trainer::ImagePair> pairs{{trainer::fuzz::scratch_file("image.png", data + 5, n),
-                                               trainer::fuzz::scratch_file("image_mask.png", data + 5 + n,
+  const std::string ext[] = {".png", ".jpg", ".tif", ".bmp"};
+  const std::string& e = ext[(options >> 5) & 3];
+  const std::vector<trainer::ImagePair> pairs{{trainer::fuzz::scratch_file("image" + e, data + 5, n),
+                                               trainer::fuzz::scratch_file("image_mask" + e, data + 5 + n,
                                                                            size - 5 - n)}};
   trainer::Dataset out;
   try {

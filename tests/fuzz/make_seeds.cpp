@@ -83,9 +83,10 @@ void image_pair_seeds(const fs::path& dir) {
   write_pair(dir / "rgb_png", 4 | 1, encode(".png", pattern(s, 3)), encode(".png", disc_mask(s, 255)));
   write_pair(dir / "rgba_png_native", 4 | 16, encode(".png", rgba), encode(".png", disc_mask(s, 1)));
   write_pair(dir / "rgb16_png", 4, encode(".png", rgb16), encode(".png", disc_mask(s, 65535, CV_16U)));
-  write_pair(dir / "jpeg", 4 | 2, encode(".jpg", pattern(s, 3)), encode(".png", disc_mask(s, 255)));
-  write_pair(dir / "tiff", 4, encode(".tif", pattern(s, 3)), encode(".tif", disc_mask(s, 255)));
-  write_pair(dir / "bmp", 1, encode(".bmp", pattern(s, 1)), encode(".bmp", disc_mask(s, 255)));
+  // Bits 5-6 name the files .jpg (32), .tif (64) or .bmp (96), as the extension of the image's format.
+  write_pair(dir / "jpeg", 32 | 4 | 2, encode(".jpg", pattern(s, 3)), encode(".png", disc_mask(s, 255)));
+  write_pair(dir / "tiff", 64 | 4, encode(".tif", pattern(s, 3)), encode(".tif", disc_mask(s, 255)));
+  write_pair(dir / "bmp", 96 | 1, encode(".bmp", pattern(s, 1)), encode(".bmp", disc_mask(s, 255)));
   write_pair(dir / "classes_png", 4 | 8, encode(".png", pattern(s, 3)), encode(".png", disc_mask(s, 2)));
   write_pair(dir / "mask_of_other_size", 0, encode(".png", pattern(s, 1)),
              encode(".png", disc_mask(cv::Size(16, 16), 255)));
