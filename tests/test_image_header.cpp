@@ -71,6 +71,12 @@ TEST_CASE("image_header_size finds headers past large segments, in either byte o
   for (int k = 0; k < 5; ++k) padded += app1;
   padded += std::string(jpeg.begin() + 2, jpeg.end());
   CHECK(image_header_size(write("exif.jpg", padded)) == std::optional<cv::Size>(cv::Size(37, 23)));
+  // Bytes that are no marker between segments (an 0xFF 0x00, then any), which libjpeg steps over to the frame
+  // header (found by tests/fuzz: a 244-byte file decoded to gigabytes past the limit).
+  std::string garbled(jpeg.begin(), jpeg.begin() + 2);
+  garbled += std::string("\xFF\x00\x12\x34garbage\xFF", 12) + std::string(jpeg.begin() + 2, jpeg.end());
+  CHECK(image_header_size(write("garbled.jpg", garbled)) == std::optional<cv::Size>(cv::Size(37, 23)));
+  CHECK(cv::imread((dir / "garbled.jpg").string()).size() == cv::Size(37, 23));  // as libjpeg reads it
   // Big-endian TIFF, width as SHORT and height as LONG.
   const std::string mm = std::string("MM\0*\0\0\0\x08\0\x02", 10) +
                          std::string("\x01\x00\x00\x03\0\0\0\x01\x00\x25\0\0", 12) +

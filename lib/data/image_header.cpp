@@ -41,12 +41,29 @@ std::optional<cv::Size> png_size(const Bytes& head) {
   return size_of(big32(head, 16), big32(head, 20));
 }
 
+/// Where libjpeg finds the next marker from `at` (jdmarker.c, next_marker): past any bytes up to an 0xFF and
+/// past an 0xFF followed by 0; the offset of that 0xFF, or nullopt at the end of the file.
+std::optional<uint64_t> next_marker(std::ifstream& in, uint64_t at) {
+  for (Bytes b; !(b = read_at(in, at, 4096)).empty(); at += b.size() - 1) {
+    for (size_t k = 0; k + 1 < b.size(); ++k)
+      if (b[k] == 0xFF && b[k + 1] != 0x00) return at + k;
+    if (b.size() < 2) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 /// The first SOFn segment's height and width (ITU T.81 B.2.2), stepping over the segments before it
-/// (EXIF and other APPn segments of any size) by their lengths; at most 1000 segments.
+/// (EXIF and other APPn segments of any size) by their lengths, and over bytes that are no marker as libjpeg
+/// does (a damaged file's decoder still finds the frame past them); at most 1000 segments.
 std::optional<cv::Size> jpeg_size(std::ifstream& in) {
   uint64_t at = 2;
   for (int segments = 0; segments < 1000; ++segments) {
-    const Bytes b = read_at(in, at, 9);
+    Bytes b = read_at(in, at, 9);
+    if (b.size() >= 2 && (b[0] != 0xFF || b[1] == 0x00)) {
+      const std::optional<uint64_t> marker = next_marker(in, at);
+      if (!marker) return std::nullopt;
+      b = read_at(in, at = *marker, 9);
+    }
     if (b.size() < 4 || b[0] != 0xFF) return std::nullopt;
     const unsigned marker = b[1];
     if (marker == 0xFF) {  // fill byte
