@@ -122,6 +122,27 @@ TEST_CASE("an image declaring more pixels than the limit is refused before it is
   fs::remove_all(dir);
 }
 
+TEST_CASE("a file named as an image whose content is another format is refused before OpenCV decodes it",
+          "[data]") {
+  // OpenCV picks its decoder by the content: a DICOM file named .png went to GDCM, which aborted the process on
+  // a damaged one (found by tests/fuzz).
+  const fs::path dir = fs::temp_directory_path() / ("trainer_image_format_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string dicom = (dir / "scan.png").string();
+  std::ofstream(dicom, std::ios::binary) << std::string(128, '\0') << "DICM" << std::string(64, '\x0e');
+  CHECK_THROWS_WITH(read_image_file(dicom), Catch::Contains("cannot decode '" + dicom + "': it is no PNG, JPEG, TIFF "
+                                                            "or BMP image"));
+  const std::string webp = (dir / "photo.jpg").string();
+  std::ofstream(webp, std::ios::binary) << "RIFF\x10\0\0\0WEBPVP8 ";
+  CHECK_THROWS_WITH(read_image_file(webp), Catch::Contains("it is no PNG, JPEG, TIFF or BMP image"));
+  for (const char* ext : {".png", ".jpg", ".tif", ".bmp"}) {
+    const std::string ok = (dir / (std::string("ok") + ext)).string();
+    REQUIRE(cv::imwrite(ok, cv::Mat(3, 4, CV_8UC1, cv::Scalar(7))));
+    CHECK(read_image_file(ok).size() == cv::Size(4, 3));
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("data.max_image_pixels: a count, or null for no limit", "[data][config]") {
   const std::string base = "model:\n  layers:\n    - {type: Input, shape: [8, 8, 1]}\n"
                            "data: {images: a, masks: b, max_image_pixels: ";

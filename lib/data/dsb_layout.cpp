@@ -77,6 +77,7 @@ Item check_item(const fs::path& input, const std::string& id) {
 
 // Decodes path as OpenCV stores it (IMREAD_UNCHANGED); throws when it cannot.
 cv::Mat read_png(const fs::path& path, const char* what) {
+  check_image_format(path.string());
   check_whole_png(path.string());
   check_image_pixels(path.string());
   cv::Mat m;

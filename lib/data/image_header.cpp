@@ -135,6 +135,19 @@ std::optional<cv::Size> image_header_size(const std::string& path) {
   return std::nullopt;
 }
 
+void check_image_format(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  const Bytes head = read_at(in, 0, 4);
+  const std::string magic(head.begin(), head.end());
+  const bool known = magic == "\x89PNG" || magic.compare(0, 2, "\xFF\xD8") == 0 ||
+                     magic == std::string("II*\0", 4) || magic == std::string("MM\0*", 4) ||
+                     magic.compare(0, 2, "BM") == 0;
+  if (!known)
+    throw UserError("cannot decode '" + path + "': it is no PNG, JPEG, TIFF or BMP image (its first bytes are none "
+                    "of their signatures), whatever its name says; convert it to PNG or TIFF, or remove it");
+}
+
 size_t image_pixel_limit() { return g_limit.load(); }
 
 void set_image_pixel_limit(size_t pixels, const std::string& source) {
