@@ -77,13 +77,15 @@ Item check_item(const fs::path& input, const std::string& id) {
 
 // Decodes path as OpenCV stores it (IMREAD_UNCHANGED); throws when it cannot.
 cv::Mat read_png(const fs::path& path, const char* what) {
-  check_image_format(path.string());
   check_whole_png(path.string());
   check_image_pixels(path.string());
   cv::Mat m;
   try {
+    check_image_format(path.string());  // no other decoder of OpenCV's gets it
     m = cv::imread(path.string(), cv::IMREAD_UNCHANGED);
   } catch (const cv::Exception&) {
+    m.release();
+  } catch (const UserError&) {  // not an image of ours: "cannot be decoded" below
     m.release();
   }
   if (m.empty())
