@@ -138,14 +138,17 @@ std::optional<cv::Size> image_header_size(const std::string& path) {
 void check_image_format(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return;
-  const Bytes head = read_at(in, 0, 4);
-  const std::string magic(head.begin(), head.end());
-  const bool known = magic == "\x89PNG" || magic.compare(0, 2, "\xFF\xD8") == 0 ||
-                     magic == std::string("II*\0", 4) || magic == std::string("MM\0*", 4) ||
-                     magic.compare(0, 2, "BM") == 0;
+  const Bytes head = read_at(in, 0, 132);
+  const std::string magic(head.begin(), head.begin() + long(std::min<size_t>(head.size(), 4)));
+  // OpenCV hands a file with DICOM's preamble mark ("DICM" at byte 128) to GDCM whatever its first bytes are.
+  const bool dicom = head.size() == 132 && std::string(head.begin() + 128, head.end()) == "DICM";
+  const bool signed_as_ours = magic == "\x89PNG" || magic.compare(0, 2, "\xFF\xD8") == 0 ||
+                             magic == std::string("II*\0", 4) || magic == std::string("MM\0*", 4) ||
+                             magic.compare(0, 2, "BM") == 0;
+  const bool known = signed_as_ours && !dicom;
   if (!known)
     throw UserError("cannot decode '" + path + "': it is no PNG, JPEG, TIFF or BMP image (its first bytes are none "
-                    "of their signatures), whatever its name says; convert it to PNG or TIFF, or remove it");
+                    "of their signatures, or it bears DICOM's mark), whatever its name says; convert it to PNG or TIFF, or remove it");
 }
 
 size_t image_pixel_limit() { return g_limit.load(); }
