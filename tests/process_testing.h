@@ -37,20 +37,23 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
 };
 
-/// False in a build with AddressSanitizer (scripts/sanitizers.sh), whose
-/// shadow memory and quarantine of freed blocks swell a process's peak
-/// memory: tests then leave out their bounds on Run::max_rss_kb.
+/// True in a build with AddressSanitizer (scripts/sanitizers.sh).
 #if defined(__SANITIZE_ADDRESS__)
-constexpr bool kPeakMemoryMeasured = false;
+constexpr bool kAddressSanitizer = true;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-constexpr bool kPeakMemoryMeasured = false;
+constexpr bool kAddressSanitizer = true;
 #else
-constexpr bool kPeakMemoryMeasured = true;
+constexpr bool kAddressSanitizer = false;
 #endif
 #else
-constexpr bool kPeakMemoryMeasured = true;
+constexpr bool kAddressSanitizer = false;
 #endif
+
+/// False in a build with AddressSanitizer, whose shadow memory and
+/// quarantine of freed blocks swell a process's peak memory: tests then
+/// leave out their bounds on Run::max_rss_kb.
+constexpr bool kPeakMemoryMeasured = !kAddressSanitizer;
 
 /// A child process started by start().
 struct Child {

@@ -18,6 +18,7 @@
 #include "io/checkpoint.h"
 #include "io/hdf5_heap_check.h"
 #include "io/hdf5_util.h"
+#include "process_testing.h"
 
 using namespace trainer;
 
@@ -205,6 +206,29 @@ TEST_CASE("save_checkpoint replaces an existing checkpoint", "[checkpoint]") {
   CHECK(dir.files() == std::vector<std::string>{"model.h5"});
 }
 
+namespace {
+
+/// Replaces conv2d_1's bias in the checkpoint at path with a dataset of `values` float32 allocated late: the
+/// file stays kilobytes, and reading it makes libhdf5 fill them all.
+void claim_bias_values(const std::string& path, hsize_t values) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  REQUIRE(H5Ldelete(f, "model_weights/conv2d_1/bias", H5P_DEFAULT) >= 0);
+  const hsize_t dims[2] = {values, 1};
+  hid_t space = H5Screate_simple(2, dims, nullptr);
+  hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+  REQUIRE(H5Pset_alloc_time(plist, H5D_ALLOC_TIME_LATE) >= 0);
+  hid_t ds = H5Dcreate2(f, "model_weights/conv2d_1/bias", H5T_IEEE_F32LE, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+  REQUIRE(ds >= 0);
+  H5Dclose(ds);
+  H5Pclose(plist);
+  H5Sclose(space);
+  H5Fclose(f);
+  CHECK(std::filesystem::file_size(path) < (1u << 20));
+}
+
+}  // namespace
+
 TEST_CASE("load_checkpoint names the path and the problem for each kind of bad file", "[checkpoint]") {
   TempDir dir;
   const std::string good = dir / "good.h5";
@@ -253,22 +277,7 @@ TEST_CASE("load_checkpoint names the path and the problem for each kind of bad f
   // overflowed the shape's int and was reported as running out of memory.
   const std::string huge = dir / "huge.h5";
   write_all(huge, bytes);
-  {
-    hid_t f = H5Fopen(huge.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    REQUIRE(f >= 0);
-    REQUIRE(H5Ldelete(f, "model_weights/conv2d_1/bias", H5P_DEFAULT) >= 0);
-    const hsize_t dims[2] = {hsize_t(1) << 31, 1};  // 2^31: one more than an int holds
-    hid_t space = H5Screate_simple(2, dims, nullptr);
-    hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
-    REQUIRE(H5Pset_alloc_time(plist, H5D_ALLOC_TIME_LATE) >= 0);
-    hid_t ds = H5Dcreate2(f, "model_weights/conv2d_1/bias", H5T_IEEE_F32LE, space, H5P_DEFAULT, plist, H5P_DEFAULT);
-    REQUIRE(ds >= 0);
-    H5Dclose(ds);
-    H5Pclose(plist);
-    H5Sclose(space);
-    H5Fclose(f);
-  }
-  CHECK(std::filesystem::file_size(huge) < (1u << 20));
+  claim_bias_values(huge, hsize_t(1) << 31);  // 2^31: one more than an int holds
   CHECK_THROWS_WITH(load_checkpoint(huge),
                     Catch::Contains("checkpoint '" + huge + "' is not a valid trainer checkpoint: dataset "
                                     "'/model_weights/conv2d_1/bias' claims 2^31 values or more, more than any weight "
@@ -412,6 +421,23 @@ TEST_CASE("check_global_heaps finds a collection across its read chunks and of a
     CHECK_NOTHROW(h5::check_global_heaps(data.size(), read));
     superblock[14] = 8;
   }
+}
+
+TEST_CASE("a checkpoint that libhdf5 would fill past the reading process's memory is refused, not loaded",
+          "[checkpoint]") {
+  TempDir dir;
+  const std::string big = dir / "big.h5";
+  save_checkpoint(big, sample_checkpoint());
+  claim_bias_values(big, hsize_t(1) << 29);  // 2 GiB of float32, past the 1 GiB (and twice the file) allowed
+  // Without sanitizers the allocation fails in the reading process; under AddressSanitizer its allocator
+  // ends that process.
+  const std::string how =
+      trainer::testing::kAddressSanitizer ? "exited with status 1" : "needs more than 1.00 GiB of memory";
+  CHECK_THROWS_WITH(load_checkpoint(big), "checkpoint '" + big +
+                                              "' is a damaged HDF5 file: reading it with libhdf5 " + how +
+                                              "; use another checkpoint");
+  save_checkpoint(dir / "good.h5", sample_checkpoint());
+  CHECK(load_checkpoint(dir / "good.h5").weights.size() == sample_checkpoint().weights.size());
 }
 
 TEST_CASE("every checkpoint of the fuzz corpus loads or is refused with a user error", "[checkpoint]") {

@@ -67,7 +67,11 @@ std::string first_non_finite(const Checkpoint& ckpt, bool training_state);
 /// format_version), truncated or corrupt contents (with HDF5's own description) and
 /// a weight that is NaN or infinite (first_non_finite; a resume checks the
 /// training state too, which predict, evaluate and export do not use).
-/// HDF5's error printing is silenced during the call.
+/// libhdf5 parses the file in a process of its own (core/isolated_call.h):
+/// a file on which it crashes, hangs past 20 s plus 1 s per 16 MiB, or
+/// needs more than twice the file's size plus 1 GiB of memory is refused
+/// as damaged with a UserError saying which. Throws InternalError when no
+/// process can be started.
 Checkpoint load_checkpoint(const std::string& path);
 
 }  // namespace trainer

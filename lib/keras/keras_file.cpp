@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/isolated_call.h"
 #include "io/hdf5_heap_check.h"
+#include "keras/keras_file_wire.h"
 
 namespace trainer {
 
@@ -216,6 +218,23 @@ KerasModelFile read_h5(const std::string& path, size_t bytes) {
   return f;
 }
 
+/// read_zip or read_h5 in a process of their own (core/isolated_call.h): libzip and libhdf5 may crash,
+/// loop or allocate without end on a damaged file. Time grows with the file's size (16 MiB/s, a slow disk's
+/// pace, past 20 s); memory may hold the file four times over (a .keras file's weights file read whole,
+/// the weights, their compressed chunks), plus 1 GiB for the libraries.
+KerasModelFile read_isolated(const std::string& path, size_t size, bool zip) {
+  IsolationLimits limits;
+  limits.seconds = 20 + double(size) / double(16 << 20);
+  limits.extra_bytes = 4 * size + (size_t(1) << 30);
+  try {
+    return parse_isolated<KerasModelFile>(
+        limits, {[&] { return zip ? read_zip(path) : read_h5(path, size); }, send_keras_file, receive_keras_file});
+  } catch (const IsolatedCallFailed& e) {
+    throw UserError("'" + path + "' (" + (zip ? "a .keras file" : "an HDF5 file") + ") is damaged: reading it " +
+                    e.what() + "; save the model again and import that");
+  }
+}
+
 }  // namespace
 
 const char* keras_format_name(KerasFormat format) {
@@ -269,8 +288,8 @@ KerasModelFile read_keras_file(const std::string& path) {
     throw UserError("cannot read '" + path + "': no such file; give a Keras model file (.keras, .h5 or the text of "
                     "model.to_json())");
   const std::string head = read_head(path, 8);
-  if (head.rfind("PK\x03\x04", 0) == 0) return read_zip(path);
-  if (head == std::string("\x89HDF\r\n\x1a\n", 8)) return read_h5(path, size_t(st.st_size));
+  if (head.rfind("PK\x03\x04", 0) == 0 || head == std::string("\x89HDF\r\n\x1a\n", 8))
+    return read_isolated(path, size_t(st.st_size), head[0] == 'P');
   const size_t first = head.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && head[first] == '{') {
     if (st.st_size > kMaxJsonBytes)

@@ -51,7 +51,9 @@ struct KerasModelFile {
 /// none of the three formats, a trainer checkpoint (there is nothing to
 /// import), JSON that does not parse (with the parser's position), a .keras
 /// zip without config.json, an .h5 without model_config (weights saved by
-/// save_weights: no model in it), weights that cannot be read.
+/// save_weights: no model in it), weights that cannot be read, and a file
+/// on which libzip or libhdf5 crash, hang or exhaust memory: they parse in a
+/// process of their own (core/isolated_call.h; limits in docs/checkpoint.md).
 KerasModelFile read_keras_file(const std::string& path);
 
 /// Whether path is a .keras zip that trainer's export wrote (its

@@ -22,13 +22,15 @@ export LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=
 # An allocation that cannot be made returns null, as glibc's malloc does (C++'s new then throws bad_alloc, a
 # finding here); memory is bounded by what the process holds (-rss_limit_mb, 2 GiB), not by what it asks for
 # (-malloc_limit_mb, any size: an address range never touched costs nothing). -timeout: an input taking 10 s
-# is a hang.
+# is a hang; 30 s for a checkpoint, whose reading process is stopped at 20 s (docs/checkpoint.md).
 export ASAN_OPTIONS="allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 status=0
 start=$SECONDS
 limit=(-max_total_time="$seconds")
 [ "$seconds" -eq 0 ] && limit=(-runs=0)
-"$harness" "$work/corpus" "${seeds[@]}" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1048576 \
+timeout=10
+[ "$name" = checkpoint ] && timeout=30
+"$harness" "$work/corpus" "${seeds[@]}" "${limit[@]}" -timeout="$timeout" -rss_limit_mb=2048 -malloc_limit_mb=1048576 \
   -artifact_prefix="$work/findings/" -print_final_stats=1 > "$work/log.txt" 2>&1 || status=$?
 elapsed=$((SECONDS - start))
 runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log.txt" | tail -n 1)
