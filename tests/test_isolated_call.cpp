@@ -1,36 +1,52 @@
 // run_isolated: what a child sends arrives whole; a child that crashes,
-// hangs, exits early, sends too little or too much, or outgrows its memory
-// ends in an IsolatedCallFailed (or its own answer) within the limits, and
-// the caller goes on.
+// loops, waits, exits early, sends too little or too much, or outgrows its
+// memory ends in an IsolatedCallFailed (input at fault or not) within the
+// limits, and the caller goes on with no process or file left behind.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/isolated_call.h"
+#include "core/isolated_wire.h"
+#include "process_testing.h"
 
 using namespace trainer;
 
 namespace {
 
-/// The message of the IsolatedCallFailed that run_isolated throws, "" when it returns.
-std::string failure_of(const IsolationLimits& limits, const std::function<void(ChildSink&)>& child,
-                       const std::function<void(ChildOutput&)>& parent) {
+/// How run_isolated ended: how = "" when it returned.
+struct Outcome {
+  std::string how;
+  bool input_at_fault = false;
+};
+
+Outcome outcome_of(const IsolationLimits& limits, const std::function<void(ChildSink&)>& child,
+                   const std::function<void(ChildOutput&)>& parent) {
   try {
     run_isolated(limits, child, parent);
   } catch (const IsolatedCallFailed& e) {
-    return e.what();
+    return {e.what(), e.input_at_fault};
   }
-  return "";
+  return {};
 }
 
 void read_nothing(ChildOutput&) {}
+
+size_t open_files() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n += e.path().filename() != "." ? 1 : 0;
+  return n;
+}
 
 }  // namespace
 
@@ -44,42 +60,61 @@ TEST_CASE("what an isolated child sends arrives whole, across many pipe buffers"
 }
 
 TEST_CASE("an isolated child that crashes or exits otherwise is reported, and the caller goes on", "[isolated]") {
-  CHECK(failure_of({}, [](ChildSink&) { std::abort(); }, read_nothing) == "crashed (signal 6, Aborted)");
-  CHECK(failure_of({}, [](ChildSink&) { _exit(5); }, read_nothing) == "exited with status 5");
-  CHECK(failure_of({}, [](ChildSink&) { throw std::runtime_error("x"); }, read_nothing) == "exited with status 3");
+  const Outcome crash = outcome_of({}, [](ChildSink&) { std::abort(); }, read_nothing);
+  CHECK(crash.how == "crashed (signal 6, Aborted)");
+  CHECK(crash.input_at_fault);
+  const Outcome exited = outcome_of({}, [](ChildSink&) { _exit(5); }, read_nothing);
+  CHECK(exited.how == "exited with status 5");
+  CHECK_FALSE(exited.input_at_fault);
+  CHECK(outcome_of({}, [](ChildSink&) { throw std::runtime_error("x"); }, read_nothing).how == "exited with status 3");
   // Ctrl-C reaches the whole process group: the child leaves stopping to its caller.
-  CHECK(failure_of({}, [](ChildSink&) { raise(SIGINT); }, read_nothing).empty());
+  CHECK(outcome_of({}, [](ChildSink&) { raise(SIGINT); }, read_nothing).how.empty());
 }
 
 TEST_CASE("an isolated child that sends too little or too much is reported", "[isolated]") {
   int value = 0;
   auto read_int = [&](ChildOutput& in) { in.read(&value, sizeof value); };
-  CHECK(failure_of({}, [](ChildSink& out) { out.write("ab", 2); }, read_int) ==
+  CHECK(outcome_of({}, [](ChildSink& out) { out.write("ab", 2); }, read_int).how ==
         "exited without sending all it had to");
-  CHECK(failure_of({}, [](ChildSink& out) { out.write("abcdefgh", 8); }, read_int) ==
+  CHECK(outcome_of({}, [](ChildSink& out) { out.write("abcdefgh", 8); }, read_int).how ==
         "sent more than it could hold");
   IsolationLimits small;
   small.extra_bytes = 64 << 20;
-  CHECK(failure_of(small, [](ChildSink&) {}, [](ChildOutput& in) { in.check_room(65 << 20); }) ==
+  CHECK(outcome_of(small, [](ChildSink&) {}, [](ChildOutput& in) { in.check_room(65 << 20); }).how ==
         "sent more than it could hold");
 }
 
-TEST_CASE("an isolated child that hangs is killed at the time limit", "[isolated]") {
+TEST_CASE("an isolated child that loops is ended by its processor time, one that waits by the wall time",
+          "[isolated]") {
   IsolationLimits limits;
-  limits.seconds = 0.5;
+  limits.cpu_seconds = 1;
+  limits.wall_seconds = 30;
   const auto start = std::chrono::steady_clock::now();
-  CHECK(failure_of(limits, [](ChildSink&) { sleep(60); }, read_nothing) == "did not finish within 0.5 s");
+  const Outcome looped = outcome_of(
+      limits,
+      [](ChildSink&) {
+        for (volatile unsigned long i = 0;; i = i + 1) {
+        }
+      },
+      read_nothing);
+  CHECK(looped.how == "did not finish within 1 s of processor time");
+  CHECK(looped.input_at_fault);
+  limits.cpu_seconds = 20;
+  limits.wall_seconds = 1;
+  const std::string waited = "did not finish within 1 s; if the disk is slow or the job was suspended, try again";
+  const Outcome slept = outcome_of(limits, [](ChildSink&) { sleep(60); }, read_nothing);
+  CHECK(slept.how == waited);
+  CHECK_FALSE(slept.input_at_fault);
   char byte = 0;
-  CHECK(failure_of(limits, [](ChildSink&) { sleep(60); }, [&](ChildOutput& in) { in.read(&byte, 1); }) ==
-        "did not finish within 0.5 s");
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  CHECK(outcome_of(limits, [](ChildSink&) { sleep(60); }, [&](ChildOutput& in) { in.read(&byte, 1); }).how == waited);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(25));
 }
 
 TEST_CASE("an isolated child cannot hold more memory than its limit", "[isolated]") {
   IsolationLimits limits;
   limits.extra_bytes = 256 << 20;
   char answer = 0;
-  const std::string failure = failure_of(
+  const Outcome o = outcome_of(
       limits,
       [](ChildSink& out) {
         try {
@@ -90,8 +125,11 @@ TEST_CASE("an isolated child cannot hold more memory than its limit", "[isolated
         }
       },
       [&](ChildOutput& in) { in.read(&answer, 1); });
-  // Without sanitizers the allocation fails in the child; under AddressSanitizer its allocator ends the child.
-  CHECK((failure.empty() ? answer == 'r' : failure.find("exited with status") == 0));
+  // Without sanitizers the allocation fails in the child; under AddressSanitizer its allocator ends it.
+  if (trainer::testing::kAddressSanitizer)
+    CHECK((o.how == "needs more than 256 MiB of memory" && o.input_at_fault));
+  else
+    CHECK((o.how.empty() && answer == 'r'));
 }
 
 TEST_CASE("what the caller's side throws comes through, and the child is stopped", "[isolated]") {
@@ -100,4 +138,56 @@ TEST_CASE("what the caller's side throws comes through, and the child is stopped
                                  [](ChildOutput&) { throw std::runtime_error("caller failed"); }),
                     "caller failed");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("an isolated parser's result, user error, internal error and lack of memory reach the caller",
+          "[isolated]") {
+  auto parser = [](std::function<std::string()> parse) {
+    return IsolatedParser<std::string>{parse, wire::put_text, wire::take_text};
+  };
+  CHECK(parse_isolated<std::string>({}, parser([] { return std::string(100000, 'x'); })) == std::string(100000, 'x'));
+  CHECK_THROWS_MATCHES(parse_isolated<std::string>({}, parser([]() -> std::string { throw UserError("bad file"); })),
+                       UserError, Catch::Message("bad file"));
+  CHECK_THROWS_MATCHES(
+      parse_isolated<std::string>({}, parser([]() -> std::string { throw std::runtime_error("our bug"); })),
+      InternalError, Catch::Message("our bug"));
+  try {
+    parse_isolated<std::string>({}, parser([]() -> std::string { throw std::bad_alloc(); }));
+    FAIL("no failure");
+  } catch (const IsolatedCallFailed& e) {
+    CHECK(std::string(e.what()) == "needs more than 1.00 GiB of memory");
+    CHECK(e.input_at_fault);
+  }
+  // A child that fails while sending its result cannot say so: it ends without the closing mark.
+  IsolatedParser<std::string> failing_send = parser([] { return std::string("x"); });
+  failing_send.send = [](ChildSink& out, const std::string&) {
+    out.write("\0\0", 2);
+    throw std::bad_alloc();
+  };
+  CHECK_THROWS_AS(parse_isolated<std::string>({}, failing_send), IsolatedCallFailed);
+}
+
+TEST_CASE("isolated calls leave no open file or unreaped process, also with stdin and stdout closed",
+          "[isolated]") {
+  const size_t files = open_files();
+  for (int i = 0; i < 3; ++i) {
+    outcome_of({}, [](ChildSink&) { std::abort(); }, read_nothing);
+    outcome_of({}, [](ChildSink& out) { out.write("abcdefgh", 8); }, read_nothing);
+  }
+  // A caller started with its standard streams closed gets them as its pipe's ends.
+  const int saved_in = dup(STDIN_FILENO), saved_out = dup(STDOUT_FILENO);
+  close(STDIN_FILENO);
+  close(STDOUT_FILENO);
+  int value = 0;
+  const Outcome o = outcome_of({}, [](ChildSink& out) { out.write("abcd", 4); },
+                               [&](ChildOutput& in) { in.read(&value, sizeof value); });
+  dup2(saved_in, STDIN_FILENO);
+  dup2(saved_out, STDOUT_FILENO);
+  close(saved_in);
+  close(saved_out);
+  CHECK(o.how.empty());
+  CHECK(value == 0x64636261);
+  CHECK(open_files() == files);
+  int status = 0;
+  CHECK(waitpid(-1, &status, WNOHANG) == -1);
 }

@@ -13,14 +13,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/isolated_wire.h"
 #include "core/memory_limit.h"
-
-// A sanitizer's report in the child would otherwise run the death callback of the
-// process it was forked from (libFuzzer's saves the input as a crash of the harness).
-extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+#include "core/sanitizer_verdict.h"
 
 namespace trainer {
 
@@ -40,50 +38,103 @@ double now_seconds() {
   return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
 }
 
-/// This process's address space in bytes (/proc/self/statm's first field), 0 when unknown.
-size_t address_space_bytes() {
+/// The child's address-space limit: what this process holds (/proc/self/statm) plus extra, or the caller's
+/// own lower limit (callers_own); 0 bytes when statm cannot be read.
+struct SpaceLimit {
+  size_t bytes = 0;
+  bool callers_own = false;
+};
+
+SpaceLimit space_limit(size_t extra) {
+  SpaceLimit out;
   std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
+  if (!f) return out;
   unsigned long pages = 0;
   const bool ok = std::fscanf(f, "%lu", &pages) == 1;
   std::fclose(f);
-  return ok ? size_t(pages) * size_t(sysconf(_SC_PAGESIZE)) : 0;
+  if (!ok) return out;
+  out.bytes = size_t(pages) * size_t(sysconf(_SC_PAGESIZE)) + extra;
+  rlimit now{};
+  if (getrlimit(RLIMIT_AS, &now) == 0 && now.rlim_cur != RLIM_INFINITY && now.rlim_cur <= out.bytes) {
+    out.bytes = size_t(now.rlim_cur);
+    out.callers_own = true;
+  }
+  return out;
 }
 
-/// Makes this forked process a contained child (isolated_call.h).
-void become_child(pid_t parent, size_t extra_bytes) {
+/// Makes this forked process a contained child (isolated_call.h); fd, its end of the pipe, is moved above
+/// the standard streams (a caller started with them closed has its pipe there).
+void become_child(pid_t parent, int& fd, const IsolationLimits& limits, const SpaceLimit& space) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);  // the caller ended before the line above
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_IGN);
-  // A crash ends this process with its signal, whatever handler the caller (a test framework, a
-  // sanitizer) set to report its own crashes.
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) signal(sig, SIG_DFL);
-  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
-  const int null_fd = open("/dev/null", O_WRONLY);
-  if (null_fd >= 0) {
+  const bool sanitized = end_child_by_sanitizer_verdict();
+  if (!sanitized) {  // a crash ends it with its signal, whatever handler the caller (a test framework) set
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) signal(sig, SIG_DFL);
+  }
+  if (const int moved = fcntl(fd, F_DUPFD, 3); moved >= 0) fd = moved;
+  if (const int null_fd = open("/dev/null", O_WRONLY); null_fd >= 0) {
     dup2(null_fd, STDOUT_FILENO);
-    dup2(null_fd, STDERR_FILENO);
+    if (!sanitized) dup2(null_fd, STDERR_FILENO);  // a sanitizer's report stays in sight
   }
   const rlimit no_core{0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
-  if (const size_t now = address_space_bytes(); now > 0) {
-    const rlimit space{rlim_t(now + extra_bytes), rlim_t(now + extra_bytes)};
-    setrlimit(RLIMIT_AS, &space);
+  const rlim_t cpu = rlim_t(std::ceil(limits.cpu_seconds));
+  const rlimit cpu_limit{cpu, cpu + 1};  // SIGXCPU at the first, SIGKILL at the second
+  setrlimit(RLIMIT_CPU, &cpu_limit);
+  if (space.bytes > 0) {
+    const rlimit space_limit{rlim_t(space.bytes), rlim_t(space.bytes)};
+    setrlimit(RLIMIT_AS, &space_limit);
   }
 }
 
-/// "crashed (signal 11, Segmentation fault)" or "exited with status 1" from a waitpid status.
-std::string how_it_ended(int status) {
-  if (WIFSIGNALED(status))
-    return "crashed (signal " + std::to_string(WTERMSIG(status)) + ", " + strsignal(WTERMSIG(status)) + ")";
-  return "exited with status " + std::to_string(WEXITSTATUS(status));
+/// The child's life after fork: contained (become_child), runs child, leaves with _exit: 0, or 3 when child threw.
+[[noreturn]] void child_main(pid_t parent, int fd, const IsolationLimits& limits, const SpaceLimit& space,
+                             const std::function<void(ChildSink&)>& child) {
+  become_child(parent, fd, limits, space);
+  int code = 0;
+  try {
+    ChildSink sink(fd);
+    child(sink);
+    sink.flush();
+  } catch (...) {
+    code = 3;
+  }
+  _exit(code);
 }
 
-int reap(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+std::string printed(const char* format, double value) {
+  char text[96];
+  std::snprintf(text, sizeof text, format, value);
+  return text;
+}
+
+/// The failure a waitpid status other than exit 0 stands for; throws InternalError for a sanitizer's
+/// report on our own code.
+IsolatedCallFailed failure_of(int status, const IsolationLimits& limits) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const std::string name = "signal " + std::to_string(sig) + ", " + strsignal(sig);
+    if (sig == SIGXCPU)
+      return {printed("did not finish within %.0f s of processor time", std::ceil(limits.cpu_seconds)), true};
+    if (sig == SIGKILL) return {"was killed (" + name + "), by the system's out-of-memory killer or by hand; free memory and try again",
+              false};
+    const bool crash = sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT ||
+                       sig == SIGTRAP || sig == SIGSYS;
+    return {(crash ? "crashed (" : "was stopped (") + name + ")", crash};
   }
-  return status;
+  const int code = WEXITSTATUS(status);
+  switch (sanitizer_verdict(code)) {
+    case SanitizerVerdict::own_fault:
+      throw InternalError("the reading process reported a memory error or undefined behaviour in trainer's own "
+                          "code (the sanitizer's report is above)");
+    case SanitizerVerdict::out_of_memory:
+      return {"needs more than " + memory_size(limits.extra_bytes) + " of memory", true};
+    case SanitizerVerdict::library_fault:
+      return {"crashed (a memory error inside a system library; the sanitizer's report is above)", true};
+    case SanitizerVerdict::none: break;
+  }
+  return {"exited with status " + std::to_string(code), false};
 }
 
 /// Reads until the child closes its end, as a child that exits does: delivered, or timed_out when the deadline
@@ -99,6 +150,24 @@ Ending wait_for_end(int fd, double deadline) {
     const ssize_t got = ::read(fd, &byte, 1);
     if (got < 0 && errno == EINTR) continue;
     return got == 0 ? Ending::delivered : Ending::sent_too_much;
+  }
+}
+
+/// The child's waitpid status once it has ended, waiting until the deadline and then killing it; nullopt
+/// when it cannot be waited for (SIGCHLD ignored: the system reaped it).
+std::optional<int> reap(pid_t pid, double deadline, bool& killed) {
+  for (;;) {
+    int status = 0;
+    const pid_t got = waitpid(pid, &status, killed ? 0 : WNOHANG);
+    if (got == pid) return status;
+    if (got < 0 && errno != EINTR) return std::nullopt;
+    if (got == 0 && now_seconds() >= deadline) {
+      kill(pid, SIGKILL);
+      killed = true;
+    } else if (got == 0) {
+      const timespec pause{0, 5'000'000};
+      nanosleep(&pause, nullptr);
+    }
   }
 }
 
@@ -132,6 +201,10 @@ void ChildOutput::check_room(size_t bytes) const {
   if (bytes > allowance_) throw PipeCut{Ending::sent_too_much};
 }
 
+void ChildOutput::malformed(const std::string& what) const {
+  throw InternalError("the reading process sent what does not parse: " + what);
+}
+
 void ChildOutput::read(void* data, size_t bytes) {
   check_room(bytes);
   char* out = static_cast<char*>(data);
@@ -152,34 +225,20 @@ void ChildOutput::read(void* data, size_t bytes) {
 
 namespace {
 
-/// The child's life after fork: contained (become_child), runs child, leaves with _exit: 0, or 3 when child threw.
-[[noreturn]] void child_main(pid_t parent, int fd, const IsolationLimits& limits,
-                             const std::function<void(ChildSink&)>& child) {
-  become_child(parent, limits.extra_bytes);
-  int code = 0;
-  try {
-    ChildSink sink(fd);
-    child(sink);
-    sink.flush();
-  } catch (...) {
-    code = 3;
-  }
-  _exit(code);
-}
-
-/// Reaps the child after its output ended so, killing it first when it is still running, and throws
-/// IsolatedCallFailed unless it delivered and exited with status 0.
-void end_child(pid_t pid, Ending ending, const IsolationLimits& limits) {
-  if (ending == Ending::timed_out || ending == Ending::sent_too_much) kill(pid, SIGKILL);
-  const int status = reap(pid);
-  if (ending == Ending::timed_out) {
-    char text[64];
-    std::snprintf(text, sizeof text, "did not finish within %g s", limits.seconds);
-    throw IsolatedCallFailed(text);
-  }
-  if (ending == Ending::sent_too_much) throw IsolatedCallFailed("sent more than it could hold");
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw IsolatedCallFailed(how_it_ended(status));
-  if (ending == Ending::ended_early) throw IsolatedCallFailed("exited without sending all it had to");
+/// Reaps the child after its output ended so, killing it first when it is still running or outlives the
+/// deadline, and throws unless it delivered and exited with status 0.
+void end_child(pid_t pid, Ending ending, double deadline, const IsolationLimits& limits) {
+  bool killed = ending == Ending::timed_out || ending == Ending::sent_too_much;
+  if (killed) kill(pid, SIGKILL);
+  const std::optional<int> status = reap(pid, deadline, killed);
+  if (ending == Ending::timed_out || (killed && ending == Ending::ended_early))
+    throw IsolatedCallFailed(
+        printed("did not finish within %.0f s; if the disk is slow or the job was suspended, try again",
+                limits.wall_seconds),
+        false);
+  if (ending == Ending::sent_too_much) throw IsolatedCallFailed("sent more than it could hold", false);
+  if (status && !(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)) throw failure_of(*status, limits);
+  if (ending == Ending::ended_early) throw IsolatedCallFailed("exited without sending all it had to", false);
 }
 
 }  // namespace
@@ -188,20 +247,23 @@ void run_isolated(const IsolationLimits& limits, const std::function<void(ChildS
                   const std::function<void(ChildOutput&)>& parent) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw InternalError(std::string("cannot make a pipe: ") + std::strerror(errno));
+  const SpaceLimit space = space_limit(limits.extra_bytes);
   const pid_t self = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
-    const int err = errno;
+    const std::string reason = std::strerror(errno);
     close(fds[0]);
     close(fds[1]);
-    throw InternalError(std::string("cannot start a process (fork): ") + std::strerror(err));
+    throw IsolatedCallFailed("could not be started (fork: " + reason +
+                                 "); raise the limit on processes (ulimit -u) or free memory, and try again",
+                             false);
   }
   if (pid == 0) {
     close(fds[0]);
-    child_main(self, fds[1], limits, child);
+    child_main(self, fds[1], limits, space, child);
   }
   close(fds[1]);
-  const double deadline = now_seconds() + limits.seconds;
+  const double deadline = now_seconds() + limits.wall_seconds;
   ChildOutput output(fds[0], deadline, limits.extra_bytes);
   Ending ending = Ending::delivered;
   try {
@@ -211,17 +273,19 @@ void run_isolated(const IsolationLimits& limits, const std::function<void(ChildS
     ending = cut.why;
   } catch (...) {
     kill(pid, SIGKILL);
-    reap(pid);
+    bool killed = true;
+    reap(pid, deadline, killed);
     close(fds[0]);
     throw;
   }
   close(fds[0]);
-  end_child(pid, ending, limits);
+  end_child(pid, ending, deadline, limits);
 }
 
-void run_isolated_parser(const IsolationLimits& limits, const std::function<void(ChildSink&)>& parse_and_send,
-                         const std::function<void(ChildOutput&)>& receive) {
-  constexpr char kUserError = 'U', kOutOfMemory = 'M', kInternalError = 'I';
+void run_isolated_parser(const IsolationLimits& limits, const std::function<void()>& parse,
+                         const std::function<void(ChildSink&)>& send, const std::function<void(ChildOutput&)>& receive) {
+  // What the child answers first: the result follows (closed by kEnd), or why there is none.
+  constexpr char kResult = 'R', kUserError = 'U', kOutOfMemory = 'M', kInternalError = 'I', kEnd = 'E';
   char answer = 0;
   std::string message;
   run_isolated(
@@ -232,25 +296,40 @@ void run_isolated_parser(const IsolationLimits& limits, const std::function<void
           wire::put_text(out, text);
         };
         try {
-          parse_and_send(out);  // throws before it writes: parsing comes first
+          parse();
         } catch (const UserError& e) {
-          say(kUserError, e.what());
+          return say(kUserError, e.what());
         } catch (const std::bad_alloc&) {
-          say(kOutOfMemory, "");
+          return say(kOutOfMemory, "");
         } catch (const std::exception& e) {
-          say(kInternalError, e.what());
+          return say(kInternalError, e.what());
+        }
+        out.write(&kResult, 1);
+        try {
+          send(out);
+          out.write(&kEnd, 1);
+        } catch (...) {
+          _exit(4);  // part of the result is on its way: no other answer can follow
         }
       },
       [&](ChildOutput& in) {
         in.read(&answer, 1);
-        if (answer == isolated_detail::kResultFollows)
-          receive(in);
-        else
+        if (answer != kResult) {
           message = wire::take_text(in);
+          return;
+        }
+        receive(in);
+        if (wire::take<char>(in) != kEnd) in.malformed("no end mark after the result");
       });
   if (answer == kUserError) throw UserError(message);
-  if (answer == kOutOfMemory) throw IsolatedCallFailed("needs more than " + memory_size(limits.extra_bytes) + " of memory");
-  if (answer != isolated_detail::kResultFollows) throw InternalError(message);
+  if (answer == kOutOfMemory) {
+    const SpaceLimit space = space_limit(limits.extra_bytes);
+    if (space.callers_own)
+      throw IsolatedCallFailed(
+          "needs more memory than this process's address-space limit (ulimit -v) leaves; raise it", false);
+    throw IsolatedCallFailed("needs more than " + memory_size(limits.extra_bytes) + " of memory", true);
+  }
+  if (answer != kResult) throw InternalError(message);
 }
 
 }  // namespace trainer

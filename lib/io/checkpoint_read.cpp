@@ -1,7 +1,5 @@
 #include "io/checkpoint_read.h"
 
-#include <sys/stat.h>
-
 #include "core/error.h"
 #include "io/checkpoint_format.h"
 #include "io/hdf5_heap_check.h"
@@ -19,11 +17,6 @@ using checkpoint_format::valid_name;
 /// the largest U-Net weight holds a few million): a damaged or crafted shape must not become an allocation
 /// of any size, nor an overflowed one.
 constexpr hsize_t kMaxArrayValues = (hsize_t(1) << 31) - 1;
-
-long long file_size(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 ? (long long)st.st_size : 0;
-}
 
 /// Reads the weights of an open checkpoint; what() of a failure describes the object.
 std::vector<WeightRecord> read_weights(hid_t file) {
@@ -90,10 +83,10 @@ void read_state(hid_t file, Checkpoint& ckpt) {
 
 }  // namespace
 
-Checkpoint read_checkpoint_file(const std::string& path, const std::string& where) {
+Checkpoint read_checkpoint_file(const std::string& path, const std::string& where, size_t size) {
   h5::QuietErrors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0)
-    throw UserError(where + " is not an HDF5 file (" + std::to_string(file_size(path)) +
+    throw UserError(where + " is not an HDF5 file (" + std::to_string(size) +
                     " bytes, no HDF5 signature); give a .h5 checkpoint written by trainer");
   try {
     h5::check_global_heaps(path);

@@ -29,7 +29,9 @@ void put_named_map(ChildSink& sink, const std::map<std::string, T>& map) {
 template <class T>
 std::map<std::string, T> take_named_map(ChildOutput& in) {
   std::map<std::string, T> map;
-  for (uint64_t i = take_count(in, 1); i > 0; --i) {
+  // Each entry is a tree node holding a name and a value: counted as such before any is made.
+  for (uint64_t i = take_count(in, sizeof(typename std::map<std::string, T>::value_type) + 4 * sizeof(void*)); i > 0;
+       --i) {
     std::string name = take_text(in);
     if constexpr (std::is_arithmetic_v<T>)
       map[name] = take<T>(in);
@@ -62,7 +64,7 @@ Checkpoint receive_checkpoint(ChildOutput& in) {
   ckpt.config_yaml = take_text(in);
   ckpt.epoch = int(take<int64_t>(in));
   ckpt.logs = take_named_map<double>(in);
-  for (uint64_t i = take_count(in, 1); i > 0; --i) {
+  for (uint64_t i = take_count(in, sizeof(WeightRecord)); i > 0; --i) {
     WeightRecord w;
     w.layer = take_text(in);
     w.name = take_text(in);

@@ -219,19 +219,23 @@ KerasModelFile read_h5(const std::string& path, size_t bytes) {
 }
 
 /// read_zip or read_h5 in a process of their own (core/isolated_call.h): libzip and libhdf5 may crash,
-/// loop or allocate without end on a damaged file. Time grows with the file's size (16 MiB/s, a slow disk's
-/// pace, past 20 s); memory may hold the file four times over (a .keras file's weights file read whole,
-/// the weights, their compressed chunks), plus 1 GiB for the libraries.
+/// loop or allocate without end on a damaged file. Time as for a checkpoint (io/checkpoint.h); memory may
+/// hold the file four times over (a .keras file's weights file read whole, the weights, their compressed
+/// chunks), plus 1 GiB for the libraries.
 KerasModelFile read_isolated(const std::string& path, size_t size, bool zip) {
   IsolationLimits limits;
-  limits.seconds = 20 + double(size) / double(16 << 20);
+  limits.cpu_seconds = 20 + double(size) / double(16 << 20);
+  limits.wall_seconds = 600 + double(size) / double(1 << 20);
   limits.extra_bytes = 4 * size + (size_t(1) << 30);
+  const std::string where = "'" + path + "' (" + (zip ? "a .keras file" : "an HDF5 file") + ")";
   try {
     return parse_isolated<KerasModelFile>(
         limits, {[&] { return zip ? read_zip(path) : read_h5(path, size); }, send_keras_file, receive_keras_file});
   } catch (const IsolatedCallFailed& e) {
-    throw UserError("'" + path + "' (" + (zip ? "a .keras file" : "an HDF5 file") + ") is damaged: reading it " +
-                    e.what() + "; save the model again and import that");
+    if (e.input_at_fault)
+      throw UserError(where + " is damaged: reading it with " + (zip ? "libzip and libhdf5 " : "libhdf5 ") +
+                      e.what() + "; save the model again and import that");
+    throw UserError("cannot read " + where + ": the process reading it " + e.what());
   }
 }
 

@@ -53,7 +53,8 @@ struct KerasModelFile {
 /// zip without config.json, an .h5 without model_config (weights saved by
 /// save_weights: no model in it), weights that cannot be read, and a file
 /// on which libzip or libhdf5 crash, hang or exhaust memory: they parse in a
-/// process of their own (core/isolated_call.h; limits in docs/checkpoint.md).
+/// process of their own (core/isolated_call.h; limits in docs/checkpoint.md,
+/// "Errors when loading").
 KerasModelFile read_keras_file(const std::string& path);
 
 /// Whether path is a .keras zip that trainer's export wrote (its

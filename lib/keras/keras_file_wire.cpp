@@ -4,6 +4,17 @@
 
 namespace trainer {
 
+namespace {
+
+/// JSON the child dumped from what it parsed.
+KerasJson json_from(ChildOutput& in) {
+  KerasJson j = KerasJson::parse(wire::take_text(in), nullptr, false);
+  if (j.is_discarded()) in.malformed("JSON that does not parse");
+  return j;
+}
+
+}  // namespace
+
 void send_keras_file(ChildSink& sink, const KerasModelFile& file) {
   wire::put(sink, file.format);
   wire::put_text(sink, file.model.dump());
@@ -25,14 +36,16 @@ void send_keras_file(ChildSink& sink, const KerasModelFile& file) {
 KerasModelFile receive_keras_file(ChildOutput& in) {
   KerasModelFile file;
   file.format = wire::take<KerasFormat>(in);
-  file.model = KerasJson::parse(wire::take_text(in));  // the child's own dump of JSON it parsed
-  file.compile = KerasJson::parse(wire::take_text(in));
+  if (file.format != KerasFormat::Keras && file.format != KerasFormat::LegacyH5 && file.format != KerasFormat::Json)
+    in.malformed("a Keras file format of " + std::to_string(int(file.format)));
+  file.model = json_from(in);
+  file.compile = json_from(in);
   file.keras_version = wire::take_text(in);
-  for (uint64_t i = wire::take_count(in, 1); i > 0; --i) {
+  for (uint64_t i = wire::take_count(in, sizeof(KerasLayerWeights)); i > 0; --i) {
     KerasLayerWeights w;
     w.layer = wire::take_text(in);
-    for (uint64_t j = wire::take_count(in, 1); j > 0; --j) w.names.push_back(wire::take_text(in));
-    for (uint64_t j = wire::take_count(in, 1); j > 0; --j) {
+    for (uint64_t j = wire::take_count(in, sizeof(std::string)); j > 0; --j) w.names.push_back(wire::take_text(in));
+    for (uint64_t j = wire::take_count(in, sizeof(h5::FloatArray)); j > 0; --j) {
       h5::FloatArray a;
       a.shape = wire::take_array<int>(in);
       a.values = wire::take_array<float>(in);
