@@ -40,7 +40,7 @@ struct IsolationLimits {
 };
 
 /// The child did not deliver. what() says how it ended, e.g. "crashed (signal 11, Segmentation fault)",
-/// "did not finish within 20 s of processor time", "needs more than 1.00 GiB of memory", "was killed
+/// "did not finish within 10 s of processor time", "needs more than 1.00 GiB of memory", "was killed
 /// (signal 9, Killed)", "did not finish within 600 s", "could not be started (fork: ...)".
 class IsolatedCallFailed : public std::runtime_error {
  public:

@@ -37,9 +37,13 @@ bool library_frame_first(const char* report) {
 int g_exit = kOwnFaultExit;  // set by the report, used by the death that follows it
 
 void on_report(const char* report) {
-  const bool memory = std::strstr(report, "AddressSanitizer: out of memory") ||
-                      std::strstr(report, "AddressSanitizer: allocation-size-too-big") ||
-                      std::strstr(report, "AddressSanitizer: requested allocation size");
+  // "allocator is out of memory trying to allocate", "requested allocation size ... exceeds maximum"
+  const char* error = std::strstr(report, "ERROR: AddressSanitizer: ");
+  const char* line_end = error ? std::strchr(error, '\n') : nullptr;
+  const std::string line = error ? std::string(error, line_end ? size_t(line_end - error) : std::strlen(error)) : "";
+  const bool memory = line.find("out of memory") != std::string::npos ||
+                      line.find("allocation-size-too-big") != std::string::npos ||
+                      line.find("requested allocation size") != std::string::npos;
   g_exit = memory ? kOutOfMemoryExit : library_frame_first(report) ? kLibraryFaultExit : kOwnFaultExit;
 }
 

@@ -83,27 +83,65 @@ std::optional<cv::Size> jpeg_size(std::ifstream& in) {
   return std::nullopt;
 }
 
-/// The first IFD's ImageWidth (256) and ImageLength (257), SHORT or LONG (TIFF 6.0, section 2), read where
-/// the header's offset says (libtiff writes the IFD after the pixels).
-std::optional<cv::Size> tiff_size(std::ifstream& in, bool little) {
+/// What a TIFF's first IFD declares of its size: ImageWidth (256), ImageLength (257), TileWidth (322) and
+/// TileLength (323); 0 where absent or unreadable.
+struct TiffDims {
+  uint32_t width = 0, height = 0, tile_width = 0, tile_height = 0;
+};
+
+/// An IFD entry's single value as libtiff's TIFFReadDirEntryLong takes it: BYTE, SHORT, LONG, their signed
+/// kinds (negative: none) and LONG8 and SLONG8 (stored at the entry's offset, 8 bytes); nullopt otherwise.
+std::optional<uint32_t> tiff_value(std::ifstream& in, const Bytes& e, size_t at, bool little) {
+  const auto u16 = [&](size_t k) { return little ? little16(e, k) : big16(e, k); };
+  const auto u32 = [&](size_t k) { return little ? little32(e, k) : big32(e, k); };
+  const uint32_t type = u16(at + 2), count = u32(at + 4);
+  if (count != 1) return std::nullopt;
+  const size_t v = at + 8;
+  switch (type) {
+    case 1: return uint32_t(e[v]);                                                       // BYTE
+    case 6: return int8_t(e[v]) < 0 ? std::nullopt : std::optional<uint32_t>(e[v]);       // SBYTE
+    case 3: return u16(v);                                                               // SHORT
+    case 8: return int16_t(u16(v)) < 0 ? std::nullopt : std::optional<uint32_t>(u16(v));  // SSHORT
+    case 4: return u32(v);                                                               // LONG
+    case 9: return int32_t(u32(v)) < 0 ? std::nullopt : std::optional<uint32_t>(u32(v));  // SLONG
+    case 16:
+    case 17: {  // LONG8, SLONG8: past 32 bits is no size libtiff takes
+      const Bytes w = read_at(in, u32(v), 8);
+      if (w.size() < 8) return std::nullopt;
+      const uint64_t hi = little ? little32(w, 4) : big32(w, 0), lo = little ? little32(w, 0) : big32(w, 4);
+      return hi == 0 ? std::optional<uint32_t>(uint32_t(lo)) : std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
+/// The first IFD's sizes (TIFF 6.0, section 2), read where the header's offset says (libtiff writes the IFD
+/// after the pixels). A tag given twice counts once, at its first entry, as libtiff reads it.
+TiffDims tiff_dims(std::ifstream& in, bool little) {
+  TiffDims d;
   const Bytes head = read_at(in, 0, 8);
-  if (head.size() < 8) return std::nullopt;
+  if (head.size() < 8) return d;
   const uint64_t ifd = little ? little32(head, 4) : big32(head, 4);
   const Bytes count = read_at(in, ifd, 2);
-  if (count.size() < 2) return std::nullopt;
-  const size_t n = std::min<uint32_t>(little ? little16(count, 0) : big16(count, 0), 4096);
+  if (count.size() < 2) return d;
+  const size_t n = little ? little16(count, 0) : big16(count, 0);
   const Bytes e = read_at(in, ifd + 2, 12 * n);
-  const auto u16 = [&](size_t at) { return little ? little16(e, at) : big16(e, at); };
-  const auto u32 = [&](size_t at) { return little ? little32(e, at) : big32(e, at); };
-  uint32_t width = 0, height = 0;
+  bool seen[4] = {false, false, false, false};
+  uint32_t* fields[4] = {&d.width, &d.height, &d.tile_width, &d.tile_height};
   for (size_t k = 0; k < n && 12 * (k + 1) <= e.size(); ++k) {
-    const uint32_t tag = u16(12 * k), type = u16(12 * k + 2);
-    if (type != 3 && type != 4) continue;
-    const uint32_t value = type == 3 ? u16(12 * k + 8) : u32(12 * k + 8);
-    if (tag == 256) width = value;
-    if (tag == 257) height = value;
+    const uint32_t tag = little ? little16(e, 12 * k) : big16(e, 12 * k);
+    const int field = tag == 256 ? 0 : tag == 257 ? 1 : tag == 322 ? 2 : tag == 323 ? 3 : -1;
+    if (field < 0 || seen[field]) continue;
+    seen[field] = true;
+    *fields[field] = tiff_value(in, e, 12 * k, little).value_or(0);
   }
-  return size_of(width, height);
+  return d;
+}
+
+/// The TIFF at in's image size and, when it is tiled, its tile size (libtiff's decoder holds a tile whole).
+std::pair<std::optional<cv::Size>, std::optional<cv::Size>> tiff_sizes(std::ifstream& in, bool little) {
+  const TiffDims d = tiff_dims(in, little);
+  return {size_of(d.width, d.height), size_of(d.tile_width, d.tile_height)};
 }
 
 /// BITMAPINFOHEADER and later (32-bit width, height; negative height: rows top-down), or OS/2's
@@ -129,8 +167,8 @@ std::optional<cv::Size> image_header_size(const std::string& path) {
   const std::string magic(head.begin(), head.begin() + 8);
   if (magic == std::string("\x89PNG\r\n\x1a\n", 8)) return png_size(head);
   if (head[0] == 0xFF && head[1] == 0xD8) return jpeg_size(in);
-  if (magic.compare(0, 4, "II*\0", 4) == 0) return tiff_size(in, true);
-  if (magic.compare(0, 4, "MM\0*", 4) == 0) return tiff_size(in, false);
+  if (magic.compare(0, 4, "II*\0", 4) == 0) return tiff_sizes(in, true).first;
+  if (magic.compare(0, 4, "MM\0*", 4) == 0) return tiff_sizes(in, false).first;
   if (magic.compare(0, 2, "BM") == 0) return bmp_size(head);
   return std::nullopt;
 }
@@ -159,21 +197,49 @@ void set_image_pixel_limit(size_t pixels, const std::string& source) {
   g_source = source;
 }
 
+std::optional<cv::Size> image_tile_size(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const Bytes head = read_at(in, 0, 4);
+  if (head.size() < 4) return std::nullopt;
+  const std::string magic(head.begin(), head.end());
+  if (magic == std::string("II*\0", 4)) return tiff_sizes(in, true).second;
+  if (magic == std::string("MM\0*", 4)) return tiff_sizes(in, false).second;
+  return std::nullopt;
+}
+
+namespace {
+
+/// The config key or flag that set the limit, for messages.
+std::string limit_source() {
+  std::lock_guard<std::mutex> lock(g_source_mutex);
+  return g_source;
+}
+
+void refuse_size(const std::string& path, const std::string& what, cv::Size size, size_t limit) {
+  const std::string source = limit_source();
+  throw UserError("'" + path + "' declares " + what + std::to_string(size.width) + " x " +
+                  std::to_string(size.height) + " = " + std::to_string(size_t(size.width) * size_t(size.height)) +
+                  " pixels, more than the " + std::to_string(limit) + " that " + source +
+                  " allows (Pillow's MAX_IMAGE_PIXELS by default): a damaged file or a decompression bomb, or a "
+                  "whole slide to cut into tiles first; raise " + source + " if it is meant");
+}
+
+}  // namespace
+
 void check_image_pixels(const std::string& path) {
   const size_t limit = image_pixel_limit();
   if (limit == 0) return;
   const std::optional<cv::Size> size = image_header_size(path);
-  if (!size || size_t(size->width) * size_t(size->height) <= limit) return;
-  std::string source;
-  {
-    std::lock_guard<std::mutex> lock(g_source_mutex);
-    source = g_source;
+  if (!size) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return;  // the decoder says why it cannot be read
+    throw UserError("cannot decode '" + path + "': its header is damaged (it declares no image size that can be "
+                    "read, so the limit of " + limit_source() + " cannot be checked); replace or remove it");
   }
-  throw UserError("'" + path + "' declares " + std::to_string(size->width) + " x " + std::to_string(size->height) +
-                  " = " + std::to_string(size_t(size->width) * size_t(size->height)) + " pixels, more than the " +
-                  std::to_string(limit) + " that " + source + " allows (Pillow's MAX_IMAGE_PIXELS by default): a "
-                  "damaged file or a decompression bomb, or a whole slide to cut into tiles first; raise " + source +
-                  " if it is meant");
+  if (size_t(size->width) * size_t(size->height) > limit) refuse_size(path, "", *size, limit);
+  if (const std::optional<cv::Size> tile = image_tile_size(path);
+      tile && size_t(tile->width) * size_t(tile->height) > limit)
+    refuse_size(path, "tiles of ", *tile, limit);
 }
 
 }  // namespace trainer

@@ -11,7 +11,8 @@ namespace trainer {
 
 /// The width and height that path's header declares, for PNG (IHDR), JPEG
 /// (the first SOFn frame header), TIFF (the first IFD's ImageWidth and
-/// ImageLength; classic TIFF, either byte order) and BMP; nullopt for other
+/// ImageLength, as libtiff reads them: the first of a repeated tag, any
+/// integer type; classic TIFF, either byte order) and BMP; nullopt for other
 /// formats, a header that cannot be read (a damaged file: the decoder then
 /// says so) or a file that cannot be opened. Reads the header's bytes
 /// alone: a JPEG's segments and a TIFF's IFD are sought, not read through.
@@ -34,8 +35,16 @@ size_t image_pixel_limit();
 /// gave it, for messages (e.g. "data.max_image_pixels").
 void set_image_pixel_limit(size_t pixels, const std::string& source);
 
+/// The tile size a tiled TIFF's first IFD declares (TileWidth,
+/// TileLength): libtiff's decoder allocates a tile whole, whatever the
+/// image's size. nullopt for an untiled TIFF and other formats.
+std::optional<cv::Size> image_tile_size(const std::string& path);
+
 /// Throws UserError naming path, its size, the limit and where the limit
-/// comes from when image_header_size(path) exceeds image_pixel_limit().
+/// comes from when image_header_size(path) or image_tile_size(path)
+/// exceeds image_pixel_limit(), or when a file that opens declares no size
+/// image_header_size can read (a damaged header: its decoder might find a
+/// size of any magnitude). No check with a limit of 0.
 void check_image_pixels(const std::string& path);
 
 }  // namespace trainer

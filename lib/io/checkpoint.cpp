@@ -218,11 +218,11 @@ size_t checkpoint_file_size(const std::string& path, const std::string& where) {
 
 /// read_checkpoint_file in a process of its own (core/isolated_call.h): libhdf5 crashes, loops and
 /// allocates without end on some damaged files. Its processor time grows with the file's size (16 MiB/s
-/// past 20 s; reading takes far less), its wall time too (1 MiB/s past 10 minutes: a slow disk's pace);
+/// past 10 s; reading takes far less), its wall time too (1 MiB/s past 10 minutes: a slow disk's pace);
 /// its memory may hold the file's size twice over, plus 1 GiB for libhdf5.
 Checkpoint read_isolated(const std::string& path, const std::string& where, size_t size) {
   IsolationLimits limits;
-  limits.cpu_seconds = 20 + double(size) / double(16 << 20);
+  limits.cpu_seconds = 10 + double(size) / double(16 << 20);
   limits.wall_seconds = 600 + double(size) / double(1 << 20);
   limits.extra_bytes = 2 * size + (size_t(1) << 30);
   try {

@@ -68,7 +68,7 @@ std::string first_non_finite(const Checkpoint& ckpt, bool training_state);
 /// a weight that is NaN or infinite (first_non_finite; a resume checks the
 /// training state too, which predict, evaluate and export do not use).
 /// libhdf5 parses the file in a process of its own (core/isolated_call.h):
-/// a file on which it crashes, or needs more than 20 s plus 1 s per 16 MiB
+/// a file on which it crashes, or needs more than 10 s plus 1 s per 16 MiB
 /// of processor time or more than twice the file's size plus 1 GiB of
 /// memory is refused as damaged; a reading process that cannot start, is
 /// killed from outside, or waits past 10 minutes plus 1 s per MiB is

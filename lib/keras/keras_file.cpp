@@ -224,7 +224,7 @@ KerasModelFile read_h5(const std::string& path, size_t bytes) {
 /// chunks), plus 1 GiB for the libraries.
 KerasModelFile read_isolated(const std::string& path, size_t size, bool zip) {
   IsolationLimits limits;
-  limits.cpu_seconds = 20 + double(size) / double(16 << 20);
+  limits.cpu_seconds = 10 + double(size) / double(16 << 20);
   limits.wall_seconds = 600 + double(size) / double(1 << 20);
   limits.extra_bytes = 4 * size + (size_t(1) << 30);
   const std::string where = "'" + path + "' (" + (zip ? "a .keras file" : "an HDF5 file") + ")";

@@ -22,7 +22,7 @@ export LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=
 # An allocation that cannot be made returns null, as glibc's malloc does (C++'s new then throws bad_alloc, a
 # finding here); memory is bounded by what the process holds (-rss_limit_mb, 2 GiB), not by what it asks for
 # (-malloc_limit_mb, any size: an address range never touched costs nothing). -timeout: an input taking 10 s
-# is a hang; 30 s for a checkpoint, whose reading process is stopped at 20 s (docs/checkpoint.md).
+# is a hang; 30 s for a checkpoint, whose reading process is stopped at 10 s of processor time (docs/checkpoint.md).
 export ASAN_OPTIONS="allocator_may_return_null=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 status=0
 start=$SECONDS
