@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/isolated_call.h"
 #include "core/isolated_wire.h"
+#include "core/sanitizer_verdict.h"
 #include "process_testing.h"
 
 using namespace trainer;
@@ -190,4 +191,33 @@ TEST_CASE("isolated calls leave no open file or unreaped process, also with stdi
   CHECK(open_files() == files);
   int status = 0;
   CHECK(waitpid(-1, &status, WNOHANG) == -1);
+}
+
+TEST_CASE("a sanitizer's report is laid at the door of the code of its first frame past the runtimes",
+          "[isolated]") {
+  // As AddressSanitizer printed them for libhdf5's overflow (tests/fuzz/README.md) and for our own code.
+  const char* library_overflow =
+      "==1==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x60e0002a2958\n"
+      "    #0 0x56407cde1803 in __interceptor_memcpy (/tmp/fuzz_checkpoint+0xb9803) (BuildId: 62)\n"
+      "    #1 0x7f07bd390f18  (/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x190f18) (BuildId: e9)\n"
+      "    #2 0x7f07bd3b4ca4 in H5O__msg_iterate_real (/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x1b4ca4)\n"
+      "    #3 0x56407cebe3aa in trainer::h5::attribute_names(long) /work/main/lib/io/hdf5_util.cpp:185:7\n";
+  const char* library_segv =
+      "==2==ERROR: AddressSanitizer: SEGV on unknown address 0x60e0002e0618\n"
+      "    #0 0x7f07b9d70b00 in __memcpy_avx_unaligned_erms string/../sysdeps/x86_64/multiarch/memmove.S:372\n"
+      "    #1 0x56407cde1977 in __interceptor_memcpy (/tmp/fuzz_checkpoint+0xb9977) (BuildId: 62)\n"
+      "    #2 0x7f07bd390f18  (/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x190f18) (BuildId: e9)\n";
+  const char* own =
+      "==3==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x60e0002a2958\n"
+      "    #0 0x7f07be6a8e19 in std::string::_M_append (/lib/x86_64-linux-gnu/libstdc++.so.6+0xa8e19)\n"
+      "    #1 0x56407cebe3aa in trainer::h5::attribute_names(long) /work/main/lib/io/hdf5_util.cpp:185:7\n"
+      "    #2 0x7f07bd25b12e in H5Aiterate2 (/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x5b12e)\n";
+  const char* memory =
+      "==4==ERROR: AddressSanitizer: allocator is out of memory trying to allocate 0x80000000 bytes\n"
+      "    #0 0x55b9318fe18d in operator new(unsigned long) (/work/main/build-san/tests/unit_tests+0xef818d)\n";
+  CHECK(verdict_of_report(library_overflow) == SanitizerVerdict::library_fault);
+  CHECK(verdict_of_report(library_segv) == SanitizerVerdict::library_fault);
+  CHECK(verdict_of_report(own) == SanitizerVerdict::own_fault);
+  CHECK(verdict_of_report(memory) == SanitizerVerdict::out_of_memory);
+  CHECK(sanitizer_verdict(0) == SanitizerVerdict::none);
 }

@@ -17,26 +17,31 @@ constexpr int kOutOfMemoryExit = 85;
 constexpr int kLibraryFaultExit = 86;
 constexpr int kOwnFaultExit = 87;
 
-/// Whether the first frame of a report outside the sanitizer itself is in a system library
-/// ("#0 0x7f... in H5O__attr_exists (/usr/lib/x86_64-linux-gnu/...)"); frames of our code name a source file.
+/// Whether the first frame of a report's first stack outside the sanitizer and the C and C++ runtime
+/// libraries (which our code calls too) is in a system library: "#2 0x7f... (/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x190f18)" or
+/// "#0 0x7f... in H5O__attr_exists (/usr/lib/...)"; frames of our code name a source file instead.
 bool library_frame_first(const char* report) {
   for (const char* line = report; line && *line;) {
     const char* end = std::strchr(line, '\n');
     const std::string text(line, end ? size_t(end - line) : std::strlen(line));
     line = end ? end + 1 : nullptr;
     const size_t hash = text.find_first_not_of(' ');
-    if (hash == std::string::npos || text[hash] != '#' || text.find(" in ") == std::string::npos) continue;
-    if (text.find(" in __asan") != std::string::npos || text.find(" in __interceptor") != std::string::npos ||
-        text.find(" in __sanitizer") != std::string::npos || text.find(" in __ubsan") != std::string::npos)
+    if (hash == std::string::npos || text.compare(hash, 1, "#") != 0 || text.find(" 0x", hash) == std::string::npos)
       continue;
-    return text.find("(/usr/lib/") != std::string::npos || text.find("(/lib/") != std::string::npos;
+    const auto has = [&](const char* part) { return text.find(part) != std::string::npos; };
+    if (has(" in __asan") || has(" in __interceptor") || has(" in __sanitizer") || has(" in __ubsan") ||
+        has("sysdeps/") || has("/libc.so") || has("/libstdc++.so"))
+      continue;
+    return has("(/usr/lib/") || has("(/lib/");
   }
   return false;
 }
 
 int g_exit = kOwnFaultExit;  // set by the report, used by the death that follows it
 
-void on_report(const char* report) {
+}  // namespace
+
+SanitizerVerdict verdict_of_report(const char* report) {
   // "allocator is out of memory trying to allocate", "requested allocation size ... exceeds maximum"
   const char* error = std::strstr(report, "ERROR: AddressSanitizer: ");
   const char* line_end = error ? std::strchr(error, '\n') : nullptr;
@@ -44,7 +49,18 @@ void on_report(const char* report) {
   const bool memory = line.find("out of memory") != std::string::npos ||
                       line.find("allocation-size-too-big") != std::string::npos ||
                       line.find("requested allocation size") != std::string::npos;
-  g_exit = memory ? kOutOfMemoryExit : library_frame_first(report) ? kLibraryFaultExit : kOwnFaultExit;
+  return memory                        ? SanitizerVerdict::out_of_memory
+         : library_frame_first(report) ? SanitizerVerdict::library_fault
+                                       : SanitizerVerdict::own_fault;
+}
+
+namespace {
+
+void on_report(const char* report) {
+  const SanitizerVerdict v = verdict_of_report(report);
+  g_exit = v == SanitizerVerdict::out_of_memory   ? kOutOfMemoryExit
+           : v == SanitizerVerdict::library_fault ? kLibraryFaultExit
+                                                  : kOwnFaultExit;
 }
 
 void on_death() { _exit(g_exit); }

@@ -26,6 +26,12 @@ enum class SanitizerVerdict {
   own_fault,      ///< Anything else: a defect of ours.
 };
 
+/// The verdict on a sanitizer's report text (AddressSanitizer's): an
+/// allocation past the limit ("out of memory", "allocation-size-too-big"),
+/// or whose code faulted, by the first frame of its first stack outside the
+/// sanitizer and the C and C++ runtime libraries.
+SanitizerVerdict verdict_of_report(const char* report);
+
 /// In a forked child, in a sanitized build: makes a report end the child
 /// with the status for its verdict (its report still printed). Returns
 /// false where that cannot be done (no sanitizer).

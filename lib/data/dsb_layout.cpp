@@ -82,6 +82,7 @@ cv::Mat read_png(const fs::path& path, const char* what) {
   cv::Mat m;
   try {
     check_image_format(path.string());  // no other decoder of OpenCV's gets it
+    require_image_size(path.string());
     m = cv::imread(path.string(), cv::IMREAD_UNCHANGED);
   } catch (const cv::Exception&) {
     m.release();

@@ -67,6 +67,7 @@ cv::Mat read_image_file(const std::string& path) {
   require_plain_file(path, "image", "give image files (PNG, JPEG, TIFF)");
   check_image_format(path);  // OpenCV would try any decoder it has on the content
   check_whole_png(path);  // libpng would print "Read Error" on its own line before our message
+  require_image_size(path);
   check_image_pixels(path);  // before a decoder allocates what the header declares
   cv::Mat m;
   try {

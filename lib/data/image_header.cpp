@@ -226,17 +226,17 @@ void refuse_size(const std::string& path, const std::string& what, cv::Size size
 
 }  // namespace
 
+void require_image_size(const std::string& path) {
+  if (image_pixel_limit() == 0 || image_header_size(path)) return;
+  if (std::ifstream(path, std::ios::binary))  // else the decoder says why it cannot be read
+    throw UserError("cannot decode '" + path + "' (corrupt, truncated or not an image)");
+}
+
 void check_image_pixels(const std::string& path) {
   const size_t limit = image_pixel_limit();
   if (limit == 0) return;
   const std::optional<cv::Size> size = image_header_size(path);
-  if (!size) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return;  // the decoder says why it cannot be read
-    throw UserError("cannot decode '" + path + "': its header is damaged (it declares no image size that can be "
-                    "read, so the limit of " + limit_source() + " cannot be checked); replace or remove it");
-  }
-  if (size_t(size->width) * size_t(size->height) > limit) refuse_size(path, "", *size, limit);
+  if (size && size_t(size->width) * size_t(size->height) > limit) refuse_size(path, "", *size, limit);
   if (const std::optional<cv::Size> tile = image_tile_size(path);
       tile && size_t(tile->width) * size_t(tile->height) > limit)
     refuse_size(path, "tiles of ", *tile, limit);

@@ -42,9 +42,13 @@ std::optional<cv::Size> image_tile_size(const std::string& path);
 
 /// Throws UserError naming path, its size, the limit and where the limit
 /// comes from when image_header_size(path) or image_tile_size(path)
-/// exceeds image_pixel_limit(), or when a file that opens declares no size
-/// image_header_size can read (a damaged header: its decoder might find a
-/// size of any magnitude). No check with a limit of 0.
+/// exceeds image_pixel_limit(). No check with a limit of 0.
 void check_image_pixels(const std::string& path);
+
+/// Throws UserError "cannot decode '<path>' (corrupt, truncated or not an
+/// image)" when a file that opens declares no size image_header_size can
+/// read: a damaged header, whose decoder might find a size of any
+/// magnitude past check_image_pixels. No check with a pixel limit of 0.
+void require_image_size(const std::string& path);
 
 }  // namespace trainer
