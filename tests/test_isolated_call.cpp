@@ -207,6 +207,11 @@ TEST_CASE("a sanitizer's report is laid at the door of the code of its first fra
       "    #0 0x7f07b9d70b00 in __memcpy_avx_unaligned_erms string/../sysdeps/x86_64/multiarch/memmove.S:372\n"
       "    #1 0x56407cde1977 in __interceptor_memcpy (/tmp/fuzz_checkpoint+0xb9977) (BuildId: 62)\n"
       "    #2 0x7f07bd390f18  (/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x190f18) (BuildId: e9)\n";
+  const char* library_plain_interceptor =  // the runtime's memcpy unnamed as an interceptor
+      "==5==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x60e00028e918\n"
+      "    #0 0x55b913634b43 in memcpy (/tmp/ci/build-san/tests/unit_tests+0xe59b43) (BuildId: 56)\n"
+      "    #1 0x7f4a37390f18  (/lib/x86_64-linux-gnu/libhdf5_serial.so.103+0x190f18) (BuildId: e9)\n"
+      "    #8 0x55b9149ac85a in trainer::h5::attribute_names(long) /tmp/ci/lib/io/hdf5_util.cpp:185:7\n";
   const char* own =
       "==3==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x60e0002a2958\n"
       "    #0 0x7f07be6a8e19 in std::string::_M_append (/lib/x86_64-linux-gnu/libstdc++.so.6+0xa8e19)\n"
@@ -217,6 +222,7 @@ TEST_CASE("a sanitizer's report is laid at the door of the code of its first fra
       "    #0 0x55b9318fe18d in operator new(unsigned long) (/work/main/build-san/tests/unit_tests+0xef818d)\n";
   CHECK(verdict_of_report(library_overflow) == SanitizerVerdict::library_fault);
   CHECK(verdict_of_report(library_segv) == SanitizerVerdict::library_fault);
+  CHECK(verdict_of_report(library_plain_interceptor) == SanitizerVerdict::library_fault);
   CHECK(verdict_of_report(own) == SanitizerVerdict::own_fault);
   CHECK(verdict_of_report(memory) == SanitizerVerdict::out_of_memory);
   CHECK(sanitizer_verdict(0) == SanitizerVerdict::none);

@@ -32,7 +32,11 @@ bool library_frame_first(const char* report) {
     if (has(" in __asan") || has(" in __interceptor") || has(" in __sanitizer") || has(" in __ubsan") ||
         has("sysdeps/") || has("/libc.so") || has("/libstdc++.so"))
       continue;
-    return has("(/usr/lib/") || has("(/lib/");
+    if (has("(/usr/lib/") || has("(/lib/")) return true;
+    // A frame of the binary itself with no source line ("in memcpy (/build/unit_tests+0xe59b43)") is the
+    // sanitizer's runtime linked into it (our code, built with debug information, names its file and line).
+    if (has("+0x") && has(" (/")) continue;
+    return false;
   }
   return false;
 }
