@@ -7,7 +7,8 @@
 # (width 64, 256x256, batch 4). The runs alternate (trainer, Keras, PyTorch)
 # for `rounds` rounds; each cell is the median, and the last columns are
 # trainer's ratio to each peer (of the medians), followed by the range of
-# each round's own trainer / Keras ratio. Needs a build (scripts/setup.sh) and installs
+# each round's own trainer / Keras ratio. The bf16 rows are left out on a CPU
+# without AVX512-BF16 or AMX, where trainer computes in fp32. Needs a build (scripts/setup.sh) and installs
 # the peers from PyPI into a venv ($TRAINER_PEERS_VENV, default
 # ~/.cache/trainer/peers-venv) when they are missing.
 #   bash bench/cpu_vs_peers.sh [rounds] [steps] [models: "small seed" (default), "small" or "seed"]
@@ -29,19 +30,26 @@ fi
 py="$venv/bin/python"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
+precisions="fp32 bf16"
 # name width size batch config
 for model in "small 16 128 8 configs/unet_small.yaml" "seed 64 256 4 configs/unet.yaml"; do
   read -r name width size batch config <<<"$model"
   [[ " $models " == *" $name "* ]] || continue
   for round in $(seq "$rounds"); do
-    for precision in fp32 bf16; do
+    for precision in $precisions; do
       echo "$name $precision round $round/$rounds" >&2
+      # The JSON line is the last; a warning may come before it.
       ours=$(build/bench/unet_throughput --config "$config" --batch "$batch" --steps "$steps" --gpus cpu \
-        --precision "$precision")
+        --precision "$precision" | grep '^{' | tail -n 1)
+      if [[ $precision == bf16 && $ours != *'"precision": "bf16"'* ]]; then
+        echo "this CPU has neither AVX512-BF16 nor AMX: trainer computes bf16 in fp32, so the bf16 rows are left out" >&2
+        precisions=fp32
+        continue
+      fi
       keras=$(TF_CPP_MIN_LOG_LEVEL=3 "$py" "$shared/keras_unet.py" --width "$width" --size "$size" --batch "$batch" --steps "$steps" \
-        --precision "$precision")
+        --precision "$precision" | grep '^{' | tail -n 1)
       torch=$("$py" "$shared/torch_unet.py" --width "$width" --size "$size" --batch "$batch" --steps "$steps" \
-        --device cpu --channels-last --precision "$precision")
+        --device cpu --channels-last --precision "$precision" | grep '^{' | tail -n 1)
       printf '%s\n' "$name $precision trainer $ours" "$name $precision keras $keras" \
         "$name $precision torch $torch" >> "$results"
     done
