@@ -170,6 +170,9 @@ for pair in "bf16 bf16" "tf32 fp32"; do
   sampled "torch_$theirs" 45 env PYTHONUNBUFFERED=1 python3 "$bin/torch_unet.py" --batch 32 --size 256 \
     --precision "$theirs" --channels-last --steps 20 --warmup 5
 done
+# The memory plan (trainer summary, made on the CPU) of the runs above, to set beside their measured peaks.
+step memory_plan 20 bash -c "for p in bf16 tf32; do ${run_sh[*]} $bin/trainer summary --config configs/unet.yaml \
+  --batch-size 32 --precision \$p | sed -n '/^Planned device memory/,\$p'; done"
 # Many NCCL ranks on the one GPU (the stand-in), then the scaling table (N = 8 modeled, 3 interconnects).
 step standin_tests 80 "${run_sh[@]}" env LD_PRELOAD="$PWD/$bin/libnccl_standin.so" "$bin/unit_tests" "[standin]" \
   -r console --durations yes
@@ -317,6 +320,12 @@ test_totals() {
   done
   echo
   summary_table
+  echo
+  echo "memory plan (trainer summary) beside the measured peak (unet_throughput's peak_memory_mib: the tower's allocator, first step included):"
+  sed 's/^/  /' "$work/memory_plan.log" 2>/dev/null
+  for s in ours_bf16 ours_tf32; do
+    echo "  $s measured: $(grep -o '"peak_memory_mib": [0-9.]*' "$work/$s.log" 2>/dev/null | tail -n 1)"
+  done
   echo
   echo "total ${SECONDS}s"
 } > "$OUT/summary.txt" 2>&1

@@ -525,6 +525,20 @@ TEST_CASE("summary validates a config and prints the model table", "[e2e]") {
   Run r = run_trainer("summary --config " + std::string(TRAINER_SOURCE_DIR) + "/configs/unet.yaml", dir);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("Total params: 31,031,745"));
+  CHECK_THAT(r.out, !Catch::Contains("Planned device memory"));  // only when asked for
+  // With --batch-size or --precision, the GPU tower's memory plan follows
+  // (its parts: tests/test_memory_plan.cpp); the seed U-Net's SGD with
+  // momentum keeps one slot: weights, gradients and slots are 118.4 MiB each.
+  r = run_trainer("summary --config " + std::string(TRAINER_SOURCE_DIR) + "/configs/unet.yaml --batch-size 4 "
+                  "--precision bf16", dir);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("Planned device memory of one GPU tower, training 4 sample(s) a step in bf16:") &&
+                        Catch::Contains("not counted: cuDNN's algorithm workspace"));
+  const size_t slots = r.out.find("  optimizer slots ");
+  REQUIRE(slots != std::string::npos);
+  CHECK_THAT(r.out.substr(slots, r.out.find('\n', slots) - slots), Catch::EndsWith(" 118.4 MiB"));
+  r = run_trainer("summary --config " + std::string(TRAINER_SOURCE_DIR) + "/configs/unet.yaml --batch-size 0", dir);
+  CHECK(r.code != 0);
   r = run_trainer("--help", dir);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("--gpus"));

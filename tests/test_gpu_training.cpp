@@ -305,6 +305,8 @@ training: {batch_size: 40}
     CHECK(msg.find("cuda:0 out of memory allocating") != std::string::npos);
     CHECK(msg.find("40 image(s) of [512, 512, 1]") != std::string::npos);
     CHECK(msg.find("lower training.batch_size") != std::string::npos);
+    CHECK(msg.find("The memory plan for 40 sample(s) a tower in tf32 is ") != std::string::npos);
+    CHECK(msg.find("--batch-size 40 --precision tf32 lists its parts") != std::string::npos);
     CHECK(e.requested_bytes >= size_t(40) * 512 * 512 * 4096 * 4);
   }
 }

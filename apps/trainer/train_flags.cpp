@@ -42,9 +42,7 @@ void apply_overrides(Config& config, const TrainFlags& f) {
   }
   if (!f.precision.empty()) {
     set("training", "precision", f.precision);
-    config.training.precision = f.precision == "bf16"   ? Precision::BF16
-                                : f.precision == "tf32" ? Precision::TF32
-                                                        : Precision::FP32;
+    config.training.precision = precision_named(f.precision);
   }
   if (changed) config.text = "# " + config.path + " with command-line overrides\n" + YAML::Dump(root) + "\n";
 }

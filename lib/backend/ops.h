@@ -76,6 +76,10 @@ constexpr int kMinBf16Filters = 8;
 /// one-filter convolution).
 constexpr bool bf16_convolution(int filters, int groups) { return filters >= kMinBf16Filters && groups == 1; }
 
+/// Alignment (bytes) of each region a GPU convolution call takes from its
+/// tower's workspace (cuda/cudnn_conv.cpp), which the memory plan follows.
+constexpr size_t kWorkspaceAlign = 256;
+
 /// Geometry of Conv2D / Conv2DTranspose: kernel size, strides, padding,
 /// dilation (Keras's dilation_rate; Conv2D only, and only with strides 1).
 struct Conv2DParams {

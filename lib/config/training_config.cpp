@@ -507,7 +507,7 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
                                           "(linear or sqrt), or for a warm-up of its own use a CosineDecay schedule "
                                           "with warmup_target and warmup_steps");
   const std::string precision = p.get_string("precision", "tf32", {"fp32", "tf32", "bf16"});
-  t.precision = precision == "bf16" ? Precision::BF16 : precision == "tf32" ? Precision::TF32 : Precision::FP32;
+  t.precision = precision_named(precision);
   t.collective_timeout = p.get_double("collective_timeout", t.collective_timeout, 1, 1e7);
   t.output_dir = p.get_path("output_dir", t.output_dir);
   if (t.output_dir.empty()) p.fail("output_dir", "must not be empty; e.g. 'runs/unet'");

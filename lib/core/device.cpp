@@ -14,4 +14,8 @@ const char* precision_name(Precision p) {
   return "fp32";
 }
 
+Precision precision_named(const std::string& name) {
+  return name == "bf16" ? Precision::BF16 : name == "tf32" ? Precision::TF32 : Precision::FP32;
+}
+
 }  // namespace trainer

@@ -23,6 +23,9 @@ enum class Precision { FP32, TF32, BF16 };
 
 /// "fp32" | "tf32" | "bf16".
 const char* precision_name(Precision p);
+/// The precision precision_name() calls `name` ("fp32", "tf32", "bf16"); FP32
+/// for any other name (callers check the name against the three first).
+Precision precision_named(const std::string& name);
 
 /// Execution context of one tower on one GPU, implemented by backend/cuda
 /// (CudaContext). Several towers may share a GPU, each with its own context.

@@ -73,6 +73,26 @@ enum class DTypeSupport {
   AnyInput,
 };
 
+/// Device memory a layer holds during a training step on a GPU tower beyond
+/// its output and its output's gradient (which the model holds), in bytes
+/// (Model::layer_memory adds them up for the memory plan, train/memory_plan.h).
+struct LayerMemory {
+  size_t kept = 0;       ///< Held from forward to backward, and kept across steps.
+  size_t transient = 0;  ///< Held during the layer's own backward only.
+  size_t workspace = 0;  ///< The largest request of one of its calls on the tower's shared workspace.
+};
+
+/// What a layer's memory depends on: the batch on the tower and the types
+/// the model stores its inputs and output in.
+struct LayerMemoryQuery {
+  int batch = 0;                ///< Samples on the tower.
+  std::vector<DType> inputs;    ///< Each input's type, in input order.
+  DType output = DType::F32;    ///< The output's type.
+  bool bf16 = false;            ///< The tower computes in bf16 (training.precision bf16).
+  bool backward = true;         ///< backward() runs (the layer reaches the output and needs a gradient).
+  bool input_gradient = true;   ///< backward() computes dx of the (first) input (Model::needs_gradient of it).
+};
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
@@ -129,6 +149,14 @@ class Layer {
   virtual bool takes_blocked(const Device& d, DType in, DType out) {
     (void)d, (void)in, (void)out;
     return false;
+  }
+
+  /// The device memory a training step of this layer holds on a GPU tower
+  /// (LayerMemory), as its CUDA code allocates it; default none. Valid
+  /// after infer().
+  virtual LayerMemory gpu_training_memory(const LayerMemoryQuery& q) const {
+    (void)q;
+    return {};
   }
 
   /// True when forward/backward call collectives (synchronized BN): the model

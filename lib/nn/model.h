@@ -128,6 +128,24 @@ class Model {
   /// once (as frameworks free a gradient once it is used), not their sum.
   size_t gradient_bytes() const;
 
+  /// Bytes every layer's output takes for a batch of n (the Input's, which
+  /// is the tower's input batch, included), in the types set_activation_type
+  /// chose: the model keeps them all from forward through backward.
+  size_t output_bytes(int n) const;
+  /// What gradient_bytes() becomes after `steps` training steps of a batch
+  /// of n >= 1, worked out from the shapes and types alone by the rules
+  /// backward() follows (which gradients it computes, in which order, how
+  /// it lends spare storage); steps 0: once steady, after the first step
+  /// that allocates nothing (the next steps then repeat it). No device is
+  /// needed. InternalError for n < 1.
+  size_t planned_gradient_bytes(int n, int steps = 0) const;
+  /// The layers' own memory on a GPU tower for a batch of n
+  /// (Layer::gpu_training_memory in the types set_activation_type chose,
+  /// told which backward passes run; bf16: the tower computes in bf16):
+  /// kept summed over the layers, transient and workspace the largest of
+  /// one layer.
+  LayerMemory layer_memory(int n, bool bf16) const;
+
   /// Binds views into buffers of num_params(), num_params() and num_state()
   /// floats on the model's device.
   void bind(float* params, float* grads, float* state);

@@ -19,6 +19,7 @@
 #include "train/batch_scaling.h"
 #include "train/callback.h"
 #include "train/callbacks.h"
+#include "train/memory_plan.h"
 #include "train/run_folder.h"
 
 namespace trainer {
@@ -326,10 +327,12 @@ void Trainer::run_towers(const std::function<void(int)>& fn) {
                     std::to_string(world_towers()) + " tower(s)); lower training.batch_size_per_device"
               : "training.batch_size " + std::to_string(tc.batch_size) + " over " + std::to_string(world_towers()) +
                     " tower(s)); lower training.batch_size (or --batch-size)";
+      const std::string plan = memory_plan_hint(config_, in.n);
       throw DeviceOutOfMemory(std::string(e.what()) + ": tower " + std::to_string(r) +
                                   " needs more memory for its shard of " + std::to_string(in.n) + " image(s) of " +
                                   in.hwc() + " (" + batch + ", use a smaller input shape" +
-                                  (tc.batch_size_per_device ? "" : ", or train on more GPUs"),
+                                  (tc.batch_size_per_device ? "" : ", or train on more GPUs") +
+                                  (plan.empty() ? "" : ". " + plan),
                               e.requested_bytes, e.in_use_bytes);
     }
   });

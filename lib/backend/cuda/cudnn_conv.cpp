@@ -12,7 +12,6 @@ namespace trainer::cuda {
 namespace {
 
 const float kOne = 1.0f, kZero = 0.0f;  // alpha/beta of fp32 and bf16 cuDNN calls
-constexpr size_t kRegionAlign = 256;    // bytes; alignment of workspace regions
 
 /// Consecutive aligned regions of the context's workspace for one call.
 class WorkspaceLayout {
@@ -20,7 +19,7 @@ class WorkspaceLayout {
   /// Offset of a new region of `bytes` (0 bytes: an empty region).
   size_t add(size_t bytes) {
     const size_t offset = total_;
-    total_ += (bytes + kRegionAlign - 1) / kRegionAlign * kRegionAlign;
+    total_ += (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
     return offset;
   }
   /// The workspace holding every region.
@@ -216,6 +215,8 @@ void ConvCore::run_best(Plan& p, std::vector<Choice<Algo>>& candidates, const ch
   }
 }
 
+// The memory plan (nn/layers/conv_common.h, conv_gpu_memory) follows these
+// staging rules and the workspace regions of each call: change both together.
 bool ConvCore::staged(const Plan& p, ConvSide side, cudnnDataType_t type) const {
   return p.type != type || (side == ConvSide::A && p.explicit_pad);
 }

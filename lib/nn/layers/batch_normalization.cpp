@@ -82,6 +82,15 @@ class BatchNormalization : public Layer {
     return inputs[0];
   }
 
+  /// Seven fp32 per-channel vectors (the batch's mean and inverse deviation,
+  /// the forward's and backward's coefficients) and the per-channel sums in
+  /// double: a few kilobytes.
+  LayerMemory gpu_training_memory(const LayerMemoryQuery&) const override {
+    LayerMemory m;
+    m.kept = size_t(c_) * (7 * sizeof(float) + 2 * sizeof(double));
+    return m;
+  }
+
   std::vector<ParamSpec> param_specs() const override {
     std::vector<ParamSpec> v;
     auto spec = [&](const char* name, const std::string& init, bool trainable) {

@@ -145,4 +145,38 @@ void conv_to_onnx(OnnxGraph& g, const LayerDescription& d, const OnnxLayerIO& io
   if (act) g.output_activation(d, pre, io.out, name + "/activation");
 }
 
+namespace {
+constexpr size_t aligned(size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+}  // namespace
+
+LayerMemory conv_gpu_memory(const ConvMemoryShape& c, bool bf16) {
+  const bool half = bf16 && bf16_convolution(c.filters, c.geom.groups);
+  const DType compute = half ? DType::BF16 : DType::F32;
+  const size_t elem = dtype_size(compute);
+  const PadPair ph = conv_padding(c.a.h, c.b.h, c.geom.span_h(), c.geom.stride_h);
+  const PadPair pw = conv_padding(c.a.w, c.b.w, c.geom.span_w(), c.geom.stride_w);
+  const bool explicit_pad = ph.before != ph.after || pw.before != pw.after;
+  // a as cuDNN sees it: padded only where the padding is uneven (else cuDNN pads).
+  const size_t a_bytes = explicit_pad ? size_t(c.a.n) * (c.a.h + ph.before + ph.after) *
+                                            (c.a.w + pw.before + pw.after) * c.a.c * elem
+                                      : c.a.numel() * elem;
+  const size_t b_bytes = c.b.numel() * elem;
+  const size_t w_bytes = size_t(c.geom.kh) * c.geom.kw * (c.a.c / c.geom.groups) * c.b.c * elem;
+  const bool a_staged = c.a_type != compute || explicit_pad, b_staged = c.b_type != compute;
+  // The input is x (Conv2D: a, Conv2DTranspose: b), the output y (the other side).
+  const bool x_staged = c.transposed ? b_staged : a_staged, y_staged = c.transposed ? a_staged : b_staged;
+  const size_t x_bytes = c.transposed ? b_bytes : a_bytes, y_bytes = c.transposed ? a_bytes : b_bytes;
+  LayerMemory m;
+  m.kept = x_staged ? x_bytes : 0;
+  if (c.backward && (y_staged || !c.linear)) {
+    const Shape& y = c.transposed ? c.a : c.b;
+    // A transposed convolution's padded dz: the fp32 gradient, then its padded copy.
+    m.transient = c.transposed && explicit_pad ? y.numel() * sizeof(float) + a_bytes : y.numel() * elem;
+  }
+  const size_t forward = y_staged ? aligned(y_bytes) : 0;
+  const size_t backward_data = c.input_gradient && x_staged ? aligned(x_bytes) : 0;
+  m.workspace = aligned(w_bytes) + std::max(forward, backward_data);
+  return m;
+}
+
 }  // namespace trainer

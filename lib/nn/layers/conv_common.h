@@ -3,6 +3,7 @@
 // share: their Keras keys (read once here) and weight binding, forward (op +
 // bias + activation) and backward.
 #include <string>
+#include <type_traits>
 
 #include "backend/ops.h"
 #include "core/error.h"
@@ -70,6 +71,33 @@ Shape pool_output_shape(const Shape& in, const Pool2DParams& p);
 /// transposed convolution crops the symmetric part and a Slice the rest.
 void conv_to_onnx(OnnxGraph& g, const LayerDescription& d, const OnnxLayerIO& io);
 
+/// One convolution as its GPU memory depends on it: cuDNN's a and b (Conv2D:
+/// the input and the output; Conv2DTranspose: the output and the input, as
+/// it runs as cuDNN's backward-data), the geometry and cuDNN's K.
+struct ConvMemoryShape {
+  Shape a, b;                 ///< [N, H, W, C] of cuDNN's a and b.
+  DType a_type = DType::F32, b_type = DType::F32;  ///< The types the model holds them in.
+  Conv2DParams geom;
+  int filters = 1;            ///< cuDNN's K (conv_filters()).
+  bool linear = true;         ///< The activation the convolution applies itself is linear.
+  bool transposed = false;    ///< Conv2DTranspose (a is the output).
+  bool backward = true;       ///< Its backward runs (LayerMemoryQuery::backward).
+  bool input_gradient = true; ///< Its backward computes the input's gradient (backward-data runs).
+};
+
+/// What a convolution holds on a GPU tower, following cuda/cudnn_conv.cpp:
+/// it computes in bf16 when q.bf16 and bf16_convolution(K, groups), else
+/// fp32; a side whose held type differs from that, or a padded explicitly
+/// (TensorFlow's uneven 'same' padding), is staged in the compute type.
+/// Kept: the staged copy of the input. Transient (when backward runs): dz =
+/// dy * act'(y) in the compute type, made unless the output is held in it
+/// and the activation is linear (with a's explicit padding, an fp32
+/// gradient and its padded copy). Workspace: the compute-type kernel plus
+/// the staged output of the forward or the staged input gradient of
+/// backward-data (when it runs), each in kWorkspaceAlign units (cuDNN's
+/// algorithm workspace, chosen at the first step, is not included).
+LayerMemory conv_gpu_memory(const ConvMemoryShape& c, bool bf16);
+
 /// Base of Conv2D, Dense and DepthwiseConv2D (Op = Conv2DOp) and Conv2DTranspose (Op = Conv2DTransposeOp):
 /// params are {kernel, bias} (bias only with use_bias), y = act(op(x, kernel) + bias), act
 /// applied by the backend's op or, when its gradient needs its input, by a KeptActivation.
@@ -133,6 +161,21 @@ class ConvLayerBase : public Layer {
     a.dbias = dbias_;
     a.dx = dx[0] ? dx[0]->raw() : nullptr;
     op_.backward(ctx.device, a);
+  }
+
+  /// conv_gpu_memory for this layer, plus the pre-activation and its
+  /// gradient (fp32, the output's size) of an activation kept_ applies.
+  LayerMemory gpu_training_memory(const LayerMemoryQuery& q) const override {
+    constexpr bool transposed = std::is_same_v<Op, Conv2DTransposeOp>;
+    const Shape x = in_.with_batch(q.batch), y = out_.with_batch(q.batch);
+    const DType xt = q.inputs.at(0);
+    ConvMemoryShape c{transposed ? y : x, transposed ? x : y, transposed ? q.output : xt,
+                      transposed ? xt : q.output, c_.geom, conv_filters(),
+                      fused_activation(c_.activation).linear(), transposed, q.backward, q.input_gradient};
+    LayerMemory m = conv_gpu_memory(c, q.bf16);
+    // kept_'s z from the forward, and its dz from a backward.
+    if (activation_needs_input(c_.activation.kind)) m.kept += (q.backward ? 2 : 1) * y.numel() * sizeof(float);
+    return m;
   }
 
   /// The op's answer (Conv2DOp::takes_blocked) for a convolution whose

@@ -58,7 +58,15 @@ class Dropout : public Layer {
   Shape infer(const std::vector<Shape>& inputs) override {
     if (inputs.size() != 1)
       throw UserError(type() + " takes exactly 1 input, got " + std::to_string(inputs.size()));
+    sample_numel_ = inputs[0].sample_numel();
     return inputs[0];
+  }
+
+  /// The mask, a byte an element, when the rate is above 0.
+  LayerMemory gpu_training_memory(const LayerMemoryQuery& q) const override {
+    LayerMemory m;
+    if (threshold_ > 0) m.kept = sample_numel_ * size_t(q.batch);
+    return m;
   }
 
   /// Training: y = x * mask / (1 - rate), the mask is kept for backward.
@@ -94,6 +102,7 @@ class Dropout : public Layer {
   float scale_;
   bool spatial_;          ///< SpatialDropout2D: whole channels.
   bool masked_ = false;  ///< Whether the last forward applied a mask.
+  size_t sample_numel_ = 0;  ///< Elements of one sample of the input (infer()).
   Buffer<uint8_t> mask_;  ///< Kept elements (0 or 1) on the tower's device.
 };
 
