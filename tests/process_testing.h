@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <string>
 
+#include "core/sanitizer_verdict.h"
+
 namespace trainer::testing {
 
 /// What a finished child left: its exit code (see above), stdout and stderr.
@@ -37,23 +39,10 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
 };
 
-/// True in a build with AddressSanitizer (scripts/sanitizers.sh).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
 /// False in a build with AddressSanitizer, whose shadow memory and
 /// quarantine of freed blocks swell a process's peak memory: tests then
 /// leave out their bounds on Run::max_rss_kb.
-constexpr bool kPeakMemoryMeasured = !kAddressSanitizer;
+constexpr bool kPeakMemoryMeasured = !kSanitizedBuild;
 
 /// A child process started by start().
 struct Child {

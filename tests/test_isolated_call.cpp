@@ -127,7 +127,7 @@ TEST_CASE("an isolated child cannot hold more memory than its limit", "[isolated
       },
       [&](ChildOutput& in) { in.read(&answer, 1); });
   // Without sanitizers the allocation fails in the child; under AddressSanitizer its allocator ends it.
-  if (trainer::testing::kAddressSanitizer)
+  if (trainer::kSanitizedBuild)
     CHECK((o.how == "needs more than 256 MiB of memory" && o.input_at_fault));
   else
     CHECK((o.how.empty() && answer == 'r'));
