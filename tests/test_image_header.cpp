@@ -200,6 +200,9 @@ TEST_CASE("a file named as an image whose content is another format is refused b
   const std::string bmp_dicom = (dir / "scan.bmp").string();  // a BMP's first bytes, DICOM's mark at byte 128
   std::ofstream(bmp_dicom, std::ios::binary) << "BM" << std::string(126, '\0') << "DICM" << std::string(64, 'x');
   CHECK_THROWS_WITH(read_image_file(bmp_dicom), Catch::Contains("it is no PNG, JPEG, TIFF or BMP image"));
+  const std::string empty = (dir / "cut.png").string();  // a copy cut short
+  std::ofstream(empty, std::ios::binary).flush();
+  CHECK_THROWS_WITH(read_image_file(empty), Catch::Contains("cannot decode '" + empty + "': the file is empty (0 bytes)"));
   const std::string webp = (dir / "photo.jpg").string();
   std::ofstream(webp, std::ios::binary) << "RIFF\x10\0\0\0WEBPVP8 ";
   CHECK_THROWS_WITH(read_image_file(webp), Catch::Contains("it is no PNG, JPEG, TIFF or BMP image"));

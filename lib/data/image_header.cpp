@@ -177,6 +177,9 @@ void check_image_format(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return;
   const Bytes head = read_at(in, 0, 132);
+  if (head.empty())
+    throw UserError("cannot decode '" + path + "': the file is empty (0 bytes), as a copy or download cut short "
+                    "leaves it; replace it with the image, or remove it");
   const std::string magic(head.begin(), head.begin() + long(std::min<size_t>(head.size(), 4)));
   // OpenCV hands a file with DICOM's preamble mark ("DICM" at byte 128) to GDCM whatever its first bytes are.
   const bool dicom = head.size() == 132 && std::string(head.begin() + 128, head.end()) == "DICM";

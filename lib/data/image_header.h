@@ -18,8 +18,8 @@ namespace trainer {
 /// alone: a JPEG's segments and a TIFF's IFD are sought, not read through.
 std::optional<cv::Size> image_header_size(const std::string& path);
 
-/// Throws UserError naming path when its first bytes are the signature of
-/// none of PNG, JPEG, TIFF and BMP, the formats trainer reads: OpenCV goes
+/// Throws UserError naming path when it is empty, or when its first bytes
+/// are the signature of none of PNG, JPEG, TIFF and BMP, the formats trainer reads: OpenCV goes
 /// by the content, not the name, and would hand a file named .png to any
 /// decoder it has (DICOM's GDCM aborted the process on a damaged file).
 /// A file that cannot be opened passes (the decoder then says so).
