@@ -158,7 +158,19 @@ GradCheckResult gradcheck(Layer& layer, BoundWeights& w, std::vector<Tensor> inp
   std::vector<Tensor> dx(inputs.size());
   std::vector<Tensor*> dxp;
   for (auto& t : dx) dxp.push_back(&t);
-  layer.backward(ctx, x, y, r, dxp);
+  // Backward gets what a model's step leaves it: the tensors it says it does
+  // not read (Layer::backward_reads) keep their shapes only, so reading them throws.
+  const BackwardReads reads = layer.backward_reads();
+  std::vector<Tensor> shapes_only;
+  shapes_only.reserve(inputs.size());
+  std::vector<const Tensor*> xb = x;
+  for (size_t k = 0; k < inputs.size() && !reads.inputs; ++k) {
+    shapes_only.push_back(inputs[k]);
+    shapes_only.back().release_storage();
+    xb[k] = &shapes_only.back();
+  }
+  if (!reads.output) y.release_storage();
+  layer.backward(ctx, xb, y, r, dxp);
 
   GradCheckResult res;
   auto check = [&](float* v, size_t n, const float* analytic, double& worst) {

@@ -78,6 +78,8 @@ struct GradCheckResult {
 /// compares dL/dx and dL/dparam from backward() with (L(v+h) - L(v-h)) / 2h
 /// for every element (or a strided subset of at most max_checks per tensor).
 /// Relative error = |a - n| / max(1, |a|, |n|). ctx.training is used as given.
+/// backward() gets the inputs and output it says it does not read
+/// (Layer::backward_reads) with their storage released, as a model gives them.
 GradCheckResult gradcheck(Layer& layer, BoundWeights& w, std::vector<Tensor> inputs,
                           const Context& ctx, float h = 1e-2f, int max_checks = 200);
 

@@ -1,6 +1,6 @@
 // The memory plan of a GPU tower (train/memory_plan.h): each part against
-// figures counted by hand for small models, and the output gradients it
-// plans against what backward() really holds on the CPU, step after step.
+// figures counted by hand for small models, and the outputs and gradients
+// it plans against what a training step really holds on the CPU, step after step.
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -62,18 +62,19 @@ TEST_CASE("a GPU tower's memory plan counts each part as the tower allocates it"
     CHECK(p.optimizer == params * 4);  // SGD with momentum: one slot
     // Masks [2, 8, 8, 1] and the staging copy of images [2, 8, 8, 3] and masks.
     CHECK(p.batch_buffers == (128 + 384 + 128) * 4);
-    // in 384, c1 1024, p1 256, u1 1024, cat 2048, c2 1024, out 128 floats.
-    CHECK(p.activations == 5888 * 4);
-    // Held once steady: out's gradient (128 floats, the loss's buffer) and
-    // the storage lent around: c2's 1024, cat's 2048 and c1's second 1024
-    // (its two consumers' gradients, summed); u1's and p1's reuse them.
-    CHECK(p.activation_gradients == (128 + 1024 + 2048 + 1024) * 4);
+    // Outputs in floats: in 384, c1 1024, p1 256, u1 1024, cat 2048, c2
+    // 1024, out 128. u1's is read by cat's forward only, and then lent to
+    // c2's. The step's peak is c2's backward: every output but u1's (5888 -
+    // 1024), out's gradient (128, the loss's buffer), and the gradients c2's
+    // backward writes (1024) and reads (2048). The gradients of u1, p1 and c1
+    // come later, in storage given back by then (c2's gradient and output, cat's).
+    CHECK(p.activations == (5888 - 1024 + 128 + 1024 + 2048) * 4);
     CHECK(p.layer_kept == 0);
     // A ReLU convolution's dz, the output's size: c1's and c2's [2, 8, 8, 8].
     CHECK(p.layer_transient == 1024 * 4);
     // c2's kernel, 3*3*16*8 floats.
     CHECK(p.workspace == 4608);
-    CHECK(p.total() == 3 * 6628 + 2560 + 23552 + 16896 + 4096 + 4608);
+    CHECK(p.total() == 3 * 6628 + 2560 + 32256 + 4096 + 4608);
   }
   SECTION("bf16") {
     const DeviceMemoryPlan p = plan_device_memory(m, 2, Precision::BF16, c.training.optimizer);
@@ -81,9 +82,12 @@ TEST_CASE("a GPU tower's memory plan counts each part as the tower allocates it"
     CHECK(p.optimizer == params * 4);
     // bf16: c1, p1, u1 and cat; fp32: the input, c2 (which feeds the
     // one-filter out, an fp32 convolution) and out.
-    CHECK(p.activations == 384 * 4 + (1024 + 256 + 1024 + 2048) * 2 + 1024 * 4 + 128 * 4);
-    // In 4-byte words: out 128, c2 1024, cat 1024 and c1's scratch 512.
-    CHECK(p.activation_gradients == (128 + 1024 + 1024 + 512) * 4);
+    // In 4-byte words: in 384, c1 512, p1 128, u1 512, cat 1024, c2 1024,
+    // out 128. out's output takes u1's storage (the smallest spare that
+    // holds it once cat's forward has run), so the peak, c2's backward, holds
+    // in, c1, p1, u1's storage, cat and c2 (3584 words), out's gradient (128)
+    // and c2's (1024) and cat's (1024).
+    CHECK(p.activations == (384 + 512 + 128 + 512 + 1024 + 1024 + 128 + 1024 + 1024) * 4);
     // c1 computes in bf16 from the fp32 input: its bf16 copy, kept for the
     // kernel's gradient.
     CHECK(p.layer_kept == 384 * 2);
@@ -157,7 +161,7 @@ TEST_CASE("the memory plan counts the padded copies of unevenly padded convoluti
   CHECK(p.workspace == 512 + 1536);
 }
 
-TEST_CASE("the planned output gradients are what backward holds, step after step", "[memory_plan]") {
+TEST_CASE("the planned outputs and gradients are what a training step holds, step after step", "[memory_plan]") {
   // The small U-Net, a chain with a long skip (as tests/test_model.cpp's),
   // and a layer feeding three others with a frozen convolution at the start.
   const std::vector<std::string> models = {
@@ -189,8 +193,8 @@ TEST_CASE("the planned output gradients are what backward holds, step after step
       for (int step = 1; step <= 4; ++step) {
         train_step(m, n, unsigned(step));
         INFO(layers << "batch " << n << ", step " << step);
-        CHECK(m.gradient_bytes() == m.planned_gradient_bytes(n, step));
+        CHECK(m.activation_bytes() == m.planned_activation_bytes(n, step));
       }
-      CHECK(m.gradient_bytes() == m.planned_gradient_bytes(n));  // steady by then, as the plan takes it
+      CHECK(m.activation_bytes() == m.planned_activation_bytes(n));  // steady by then, as the plan takes it
     }
 }

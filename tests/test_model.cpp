@@ -3,6 +3,7 @@
 // output of a small network against an independent naive implementation.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -278,9 +279,26 @@ TEST_CASE("backward skips the gradients no trainable weight needs", "[model]") {
   CHECK(worst_gradient_error(m, b, ctx, x, r) < 5e-3);
 }
 
-TEST_CASE("backward holds only the gradients still to be used and reuses their storage", "[model]") {
-  // A chain c1..c6 with a skip from c1 to the concatenation: gradients of
-  // [2, 8, 8, 8] (512 floats a sample), cat's [2, 8, 8, 16], out's [2, 8, 8, 1].
+TEST_CASE("a tensor whose storage was released keeps its shape and refuses reads until it has storage again",
+          "[model]") {
+  Tensor t = random_input(Shape{2, 3, 3, 1}, 1);
+  const Buffer<float> storage = t.release_storage();
+  CHECK(storage.size() == 18);
+  CHECK(t.shape() == Shape{2, 3, 3, 1});
+  CHECK(t.capacity(DType::F32) == 0);
+  CHECK_THROWS_AS(t.data(), InternalError);
+  CHECK_THROWS_AS(t.raw(), InternalError);
+  const Tensor copy = t;  // a copy is released too
+  CHECK_THROWS_AS(copy.view(), InternalError);
+  t.resize(Shape{1, 3, 3, 1});
+  CHECK_NOTHROW(t.data()[8] = 1.f);
+}
+
+TEST_CASE("a training step holds only the outputs and gradients still to be read and reuses their storage",
+          "[model]") {
+  // A chain c1..c6 with a skip from c1 to the concatenation: outputs and
+  // gradients of [2, 8, 8, 8] (512 floats a sample), cat's [2, 8, 8, 16],
+  // out's [2, 8, 8, 1], the input [2, 8, 8, 2].
   Config c = cfg(R"(    - {name: in, type: Input, shape: [8, 8, 2]}
     - {name: c1, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: linear}
     - {name: c2, type: Conv2D, filters: 8, kernel_size: 3, padding: same, activation: linear}
@@ -297,16 +315,31 @@ TEST_CASE("backward holds only the gradients still to be used and reuses their s
   Tensor r = random_input(Shape{2, 8, 8, 1}, 4);
   const Context ctx = forward_backward(m, x, r);
   const std::vector<float> first = b.grads;
-  const size_t held = m.gradient_bytes();
-  // Held at once at the most: out's (the loss's buffer), cat's, and the two
-  // it feeds (c6's and c1's, from the skip). Every gradient kept to the end
-  // of the step (6 x 512 + 1024 + 64 + c1's scratch 512 a sample) is twice that.
+  const size_t held = m.activation_bytes();
+  // The most held at once, during cat's backward: the outputs but c6's
+  // (read by cat's forward only; out's output takes its storage then): 128
+  // + 5 x 512 + 1024 + 512; out's gradient (64, the loss's buffer) and cat's
+  // (1024); the two cat's backward writes, c6's (in cat's output's storage,
+  // which no backward reads) and c1's (512, to be summed with c2's). Every
+  // output and gradient kept to the end of the step would be 4288 + 4672.
   const size_t sample = 2 * sizeof(float);
-  CHECK(held <= (64 + 1024 + 2 * 512) * sample);
-  CHECK(held > 0);
+  CHECK(held == (128 + 5 * 512 + 1024 + 512 + 64 + 1024 + 512) * sample);
   // The next step reuses that storage (nothing grows) and computes the same.
   forward_backward(m, x, r);
-  CHECK(m.gradient_bytes() == held);
+  CHECK(m.activation_bytes() == held);
   CHECK(b.grads == first);
   CHECK(worst_gradient_error(m, b, ctx, x, r) < 5e-3);
+  // Inference gives each output back once its last reader has run: the
+  // most held is the input, c1's (kept for cat), the two of c2..c6 around
+  // the layer running (c_k's output goes where c_k-2's was), and cat's; out's
+  // takes a spare. The output is what a training forward gives.
+  Model infer(c.model, c.path);
+  const Bound ib = bind_init(infer, 5);
+  const Tensor& y = infer.forward(Context{}, x);
+  CHECK(infer.activation_bytes() == (128 + 512 + 2 * 512 + 1024) * sample);
+  Context train;
+  train.training = true;
+  const Tensor& trained = m.forward(train, x);
+  REQUIRE(trained.shape() == y.shape());
+  CHECK(std::equal(y.data(), y.data() + y.numel(), trained.data()));
 }

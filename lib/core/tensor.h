@@ -21,7 +21,8 @@ class Tensor {
   explicit Tensor(Shape s, Device d = {}) : buf_(d) { resize(s); }
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
-  Tensor(const Tensor& o) : shape_(o.shape_), dtype_(o.dtype_), layout_(o.layout_), buf_(o.buf_) {}
+  Tensor(const Tensor& o)
+      : shape_(o.shape_), dtype_(o.dtype_), layout_(o.layout_), released_(o.released_), buf_(o.buf_) {}
   Tensor& operator=(const Tensor& o) {
     if (this != &o) copy_from(o);
     return *this;
@@ -32,9 +33,11 @@ class Tensor {
   void set_device(const Device& d) {
     buf_.set_device(d);
     shape_ = Shape{};
+    released_ = false;
   }
   /// Sets the shape (the type stays); contents are unspecified when the buffer grows.
   void resize(Shape s) {
+    released_ = false;
     buf_.resize(words(s.numel(), dtype_));
     shape_ = s;
   }
@@ -53,17 +56,31 @@ class Tensor {
     shape_ = o.shape_;
     dtype_ = o.dtype_;
     layout_ = o.layout_;
+    released_ = o.released_;
     buf_.copy_from(o.buf_);
   }
   void zero() { buf_.zero(); }
   /// Moves the storage out: the tensor is left empty (shape [], no
   /// allocation), keeping its type and device.
   Buffer<float> take_storage() {
-    Buffer<float> out(std::move(buf_));
-    buf_ = Buffer<float>(out.device());
+    Buffer<float> out = release_storage();
     shape_ = Shape{};
+    released_ = false;
     return out;
   }
+  /// Moves the storage out but keeps the shape, type and layout, so that
+  /// the shape can still be read (a layer's backward reads the shapes of
+  /// inputs whose values it no longer needs: Model gives their storage to
+  /// other tensors). Until the next resize(), adopt_storage() or copy,
+  /// data() and raw() raise InternalError.
+  Buffer<float> release_storage() {
+    Buffer<float> out(std::move(buf_));
+    buf_ = Buffer<float>(out.device());
+    released_ = true;
+    return out;
+  }
+  /// Whether the storage was released (release_storage) and not replaced since.
+  bool released() const { return released_; }
   /// Takes b (on this tensor's device) as storage, replacing (freeing) the
   /// current one; the tensor is left empty (shape []) with b's capacity, so
   /// a resize that fits allocates nothing. InternalError for another device.
@@ -72,6 +89,7 @@ class Tensor {
     buf_ = std::move(b);
     buf_.resize(0);
     shape_ = Shape{};
+    released_ = false;
   }
   /// Elements of type t the storage holds without allocating.
   size_t capacity(DType t) const { return buf_.capacity() * 4 / dtype_size(t); }
@@ -83,15 +101,22 @@ class Tensor {
   /// Device pointer (host pointer for the CPU) to fp32 elements; InternalError for a bf16 tensor.
   float* data() {
     require_f32(dtype_, "Tensor::data()");
-    return buf_.data();
+    return static_cast<float*>(raw());
   }
   const float* data() const {
     require_f32(dtype_, "Tensor::data()");
+    return static_cast<const float*>(raw());
+  }
+  /// Device pointer to the elements, of either type. InternalError after
+  /// release_storage().
+  void* raw() {
+    require_storage();
     return buf_.data();
   }
-  /// Device pointer to the elements, of either type.
-  void* raw() { return buf_.data(); }
-  const void* raw() const { return buf_.data(); }
+  const void* raw() const {
+    require_storage();
+    return buf_.data();
+  }
   /// The elements, type and shape, for the backend ops.
   TensorView view() { return {raw(), dtype_, shape_, layout_}; }
   ConstTensorView view() const { return {raw(), dtype_, shape_, layout_}; }
@@ -112,9 +137,15 @@ class Tensor {
  private:
   /// 4-byte words holding n elements of type t.
   static size_t words(size_t n, DType t) { return (n * dtype_size(t) + 3) / 4; }
+  void require_storage() const {
+    if (released_)
+      throw InternalError("a " + shape_.nhwc() + " tensor is read after its storage was released "
+                          "(a layer's backward_reads() says it does not read it)");
+  }
   Shape shape_;
   DType dtype_ = DType::F32;
   Layout layout_ = Layout::NHWC;
+  bool released_ = false;  ///< release_storage() was called and the storage not replaced since.
   Buffer<float> buf_;
 };
 

@@ -93,6 +93,16 @@ struct LayerMemoryQuery {
   bool input_gradient = true;   ///< backward() computes dx of the (first) input (Model::needs_gradient of it).
 };
 
+/// What a layer's backward() reads of its last training forward besides dy:
+/// the values of its inputs and of its output (their shapes it may always
+/// read). The model gives the storage of an output that no later backward
+/// reads to other tensors (Model::activation_bytes), so a tensor a layer
+/// says it does not read raises InternalError when it is (Tensor::raw).
+struct BackwardReads {
+  bool inputs = true;  ///< Reads every input's values (some layers read only one; all are kept then).
+  bool output = true;  ///< Reads its output's values.
+};
+
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
@@ -139,6 +149,8 @@ class Layer {
   /// forward call in training mode.
   virtual void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                         const Tensor& dy, const std::vector<Tensor*>& dx) = 0;
+  /// What backward() reads (BackwardReads); default both, which is always safe.
+  virtual BackwardReads backward_reads() const { return {}; }
 
   /// Whether on device d, with input and output types `in` and `out`, the
   /// layer reads its input and writes its output in Layout::Blocked16

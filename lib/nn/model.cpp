@@ -107,6 +107,28 @@ Model::Model(const ModelConfig& config, const std::string& file) : name_(config.
     if (slots_[s].spec.trainable) grads_from_[size_t(slots_[s].layer)] = slots_[s].offset;
   for (size_t i = nodes_.size(); i-- > 0;) grads_from_[i] = std::min(grads_from_[i], grads_from_[i + 1]);
   for (const Node& node : nodes_) times_.push_back(LayerTime{node.layer->name(), node.layer->type()});
+  plan_output_release();
+}
+
+void Model::plan_output_release() {
+  const size_t last = nodes_.size() - 1;
+  // Whether layer i's backward runs in a step with samples (as backward_node decides by grad_set).
+  const auto runs = [&](size_t i) { return i == last || (nodes_[i].reaches_output && nodes_[i].needs_grad); };
+  for (size_t j = 1; j < last; ++j) {
+    const Node& node = nodes_[j];
+    // Consumers are in layer order: the last one is the last forward to read the output.
+    const size_t after = node.consumers.empty() ? j : size_t(node.consumers.back());
+    nodes_[after].free_after_inference.push_back(int(j));
+    // Backward runs in reverse layer order: the lowest reader is the last to read.
+    int reader = runs(j) && node.layer->backward_reads().output ? int(j) : -1;
+    for (int c : node.consumers)
+      if (runs(size_t(c)) && nodes_[size_t(c)].layer->backward_reads().inputs && (reader < 0 || c < reader))
+        reader = c;
+    if (reader < 0)
+      nodes_[after].free_after_forward.push_back(int(j));
+    else if (reader != int(j))  // layer j's own turn releases it (backward)
+      nodes_[size_t(reader)].free_after_backward.push_back(int(j));
+  }
 }
 
 std::vector<std::string> Model::unreached_layers() const {
@@ -250,6 +272,7 @@ const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
     }
     in_.clear();
     for (int j : node.inputs) in_.push_back(&nodes_[size_t(j)].out);
+    lend(node.out, node.shape.with_batch(n));
     name_layer(ctx, node.layer->name().c_str());
     if (profiling_) {
       const auto start = synced_now(ctx);
@@ -259,6 +282,7 @@ const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
     } else {
       node.layer->forward(ctx, in_, node.out);
     }
+    release_outputs(ctx.training ? node.free_after_forward : node.free_after_inference);
   }
   name_layer(ctx, "");
   return nodes_.back().out;
@@ -275,8 +299,12 @@ void Model::backward(const Context& ctx, const Tensor& dy, const std::function<v
   nodes_.back().grad_set = true;
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
     backward_node(ctx, i, n);
-    // Read by nothing from here on (the last layer's is the loss's buffer).
-    if (i + 1 < nodes_.size()) give_back(nodes_[i].grad);
+    // Read by nothing from here on (the last layer's are forward's result and the loss's buffer).
+    if (i + 1 < nodes_.size()) {
+      give_back(nodes_[i].grad);
+      release(nodes_[i].out);
+    }
+    release_outputs(nodes_[i].free_after_backward);
     if (grads_ready) grads_ready(grads_from_[i]);
   }
   name_layer(ctx, "");
@@ -300,10 +328,18 @@ void Model::give_back(Tensor& t) {
   if (t.capacity(DType::F32) > 0) spare_.push_back(t.take_storage());
 }
 
-size_t Model::gradient_bytes() const {
+void Model::release(Tensor& t) {
+  if (t.capacity(DType::F32) > 0) spare_.push_back(t.release_storage());
+}
+
+void Model::release_outputs(const std::vector<int>& layers) {
+  for (int j : layers) release(nodes_[size_t(j)].out);
+}
+
+size_t Model::activation_bytes() const {
   size_t words = 0;
   for (const Node& node : nodes_) {
-    words += node.grad.capacity(DType::F32);
+    words += node.out.capacity(DType::F32) + node.grad.capacity(DType::F32);
     for (const Tensor& t : node.dx_scratch) words += t.capacity(DType::F32);
   }
   for (const Buffer<float>& b : spare_) words += b.capacity();

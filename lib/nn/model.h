@@ -120,25 +120,30 @@ class Model {
   /// the Input, a Rescaling right after it and the first convolution's input
   /// gradient are skipped (as frameworks skip inputs that need no gradient).
   bool needs_gradient(int i) const { return nodes_[size_t(i)].needs_grad; }
-  /// Bytes of device memory the model holds for activation gradients (the
-  /// layers' output gradients, the scratch for summing shared ones and the
-  /// spare storage between them). backward() gives a layer's output gradient
-  /// storage back once that layer's backward has run and lends it to the next
-  /// gradient that fits, so this is about the most gradients a step holds at
-  /// once (as frameworks free a gradient once it is used), not their sum.
-  size_t gradient_bytes() const;
-
-  /// Bytes every layer's output takes for a batch of n (the Input's, which
-  /// is the tower's input batch, included), in the types set_activation_type
-  /// chose: the model keeps them all from forward through backward.
-  size_t output_bytes(int n) const;
-  /// What gradient_bytes() becomes after `steps` training steps of a batch
-  /// of n >= 1, worked out from the shapes and types alone by the rules
-  /// backward() follows (which gradients it computes, in which order, how
-  /// it lends spare storage); steps 0: once steady, after the first step
-  /// that allocates nothing (the next steps then repeat it). No device is
-  /// needed. InternalError for n < 1.
-  size_t planned_gradient_bytes(int n, int steps = 0) const;
+  /// Bytes of device memory the model holds for activations: the layers'
+  /// outputs (the Input's, the tower's batch, included), their gradients,
+  /// the scratch for summing shared gradients, and the spare storage
+  /// between them. Storage is given back to the spares as soon as nothing
+  /// reads it any more, and lent to the next output or gradient that fits
+  /// (as frameworks free a tensor once its last use has run):
+  /// - an output no backward reads (Layer::backward_reads: a Concatenate's
+  ///   inputs, a linear Conv2DTranspose's output), right after the forward
+  ///   of its last consumer; in inference (Context::training false) every
+  ///   output, then;
+  /// - any other output once the last backward that reads it has run;
+  /// - a layer's output gradient once that layer's backward has run.
+  /// The Input's output (the batch the tower fills) and the last layer's
+  /// (what forward() returns, read by the loss and metrics) are kept. So
+  /// this is about the most a step holds at once, not the sum of its tensors.
+  size_t activation_bytes() const;
+  /// What activation_bytes() becomes after `steps` training steps of a
+  /// batch of n >= 1, worked out from the shapes and types alone by the
+  /// rules forward() and backward() follow (which gradients backward
+  /// computes, in which order, when storage is given back, how it is
+  /// lent); steps 0: once steady, after the first step that allocates
+  /// nothing (the next steps then repeat it). No device is needed.
+  /// InternalError for n < 1.
+  size_t planned_activation_bytes(int n, int steps = 0) const;
   /// The layers' own memory on a GPU tower for a batch of n
   /// (Layer::gpu_training_memory in the types set_activation_type chose,
   /// told which backward passes run; bf16: the tower computes in bf16):
@@ -200,6 +205,9 @@ class Model {
     bool grad_set = false;
     bool reaches_output = false;     ///< Some path leads from this node to the output.
     bool needs_grad = false;         ///< This layer or one before it has trainable weights (see needs_gradient).
+    /// Layers whose outputs nothing reads once this layer's training
+    /// forward, inference forward or backward has run (activation_bytes).
+    std::vector<int> free_after_forward, free_after_inference, free_after_backward;
   };
   std::string name_;
   std::vector<Node> nodes_;
@@ -212,7 +220,7 @@ class Model {
   std::vector<Tensor*> dx_;
   std::vector<char> via_scratch_;
   std::vector<size_t> grads_from_;  ///< [layers + 1]: first trainable offset of layers i and later.
-  /// Gradient storage given back during backward (see gradient_bytes), kept
+  /// Output and gradient storage given back (see activation_bytes), kept
   /// across steps so that a step allocates nothing once warm.
   std::vector<Buffer<float>> spare_;
   /// Gives t room for s elements of its type from the smallest spare storage
@@ -220,6 +228,12 @@ class Model {
   void lend(Tensor& t, const Shape& s);
   /// Moves t's storage to the spares (t is left empty).
   void give_back(Tensor& t);
+  /// Moves t's storage to the spares, keeping its shape (Tensor::release_storage).
+  void release(Tensor& t);
+  /// Moves the storage of the outputs of `layers` to the spares, keeping their shapes (Tensor::release_storage).
+  void release_outputs(const std::vector<int>& layers);
+  /// Fills the nodes' free_after_* lists from the graph and Layer::backward_reads (see activation_bytes).
+  void plan_output_release();
   bool profiling_ = false;
   std::vector<LayerTime> times_;    ///< [layers]: profiled times of layer i.
   /// Backward of layer i (n: the batch).

@@ -31,7 +31,8 @@ void require_host_memory(const HostMemoryPlan& plan, const MemoryLimit& limit, c
   if (plan.validation_pairs > 0)
     parts += fmt::format(", {} validation pairs ({})", plan.validation_pairs, memory_size(plan.validation));
   if (plan.activations > 0)
-    parts += fmt::format(", the layer outputs of a batch of {} ({})", plan.batch, memory_size(plan.activations));
+    parts += fmt::format(", the layer outputs and gradients of a batch of {} ({})", plan.batch,
+                         memory_size(plan.activations));
   throw UserError(fmt::format(
       "{}: this run needs at least {} more memory than it holds now ({}), and its cgroup's memory limit leaves "
       "{} ({} in {}, {} in use{}); past the limit the kernel would kill it while loading or training. Lower "

@@ -18,7 +18,8 @@ namespace trainer {
 struct HostMemoryPlan {
   size_t training = 0;     ///< The training pairs held decoded (held_bytes).
   size_t validation = 0;   ///< The validation pairs held decoded.
-  size_t activations = 0;  ///< The CPU towers' layer outputs for one batch (Trainer::host_activation_bytes).
+  /// The CPU towers' layer outputs and gradients for one batch (Trainer::host_activation_bytes).
+  size_t activations = 0;
   int pairs = 0, validation_pairs = 0;  ///< How many pairs each set holds.
   int batch = 0;           ///< training.batch_size (global).
   size_t total() const { return training + validation + activations; }

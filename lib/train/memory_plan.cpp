@@ -35,8 +35,7 @@ DeviceMemoryPlan plan_device_memory(Model& model, int batch, Precision precision
   const Shape in = model.input_shape().with_batch(batch);
   const size_t pixels = size_t(batch) * in.h * in.w;
   p.batch_buffers = (pixels + in.numel() + pixels) * sizeof(float);
-  p.activations = model.output_bytes(batch);
-  p.activation_gradients = model.planned_gradient_bytes(batch);
+  p.activations = model.planned_activation_bytes(batch);
   const LayerMemory layers = model.layer_memory(batch, bf16);
   p.layer_kept = layers.kept;
   p.layer_transient = layers.transient;
@@ -63,8 +62,7 @@ std::string memory_plan_text(const DeviceMemoryPlan& p) {
       {"weight gradients", p.gradients},
       {"optimizer slots", p.optimizer},
       {"masks and upload staging", p.batch_buffers},
-      {"layer outputs", p.activations},
-      {"output gradients", p.activation_gradients},
+      {"layer outputs and their gradients", p.activations},
       {"kept by layers", p.layer_kept},
       {"one layer's backward", p.layer_transient},
       {"workspace", p.workspace},

@@ -20,14 +20,14 @@ struct DeviceMemoryPlan {
   size_t gradients = 0;           ///< The parameters' gradients, fp32 (all-reduced in place).
   size_t optimizer = 0;           ///< The optimizer's slots (momentum, Adam's m and v, ...), fp32.
   size_t batch_buffers = 0;       ///< The masks [N, H, W, 1] and the upload's staging copy of images and masks, fp32.
-  size_t activations = 0;         ///< Every layer's output (the input batch included), Model::output_bytes.
-  size_t activation_gradients = 0;  ///< The layers' output gradients, Model::planned_gradient_bytes (steady).
+  /// The layers' outputs (the input batch included) and their gradients, as
+  /// many as a step holds at once: Model::planned_activation_bytes (steady).
+  size_t activations = 0;
   size_t layer_kept = 0;          ///< What layers keep from forward to backward (Model::layer_memory).
   size_t layer_transient = 0;     ///< The largest one layer holds during its backward.
   size_t workspace = 0;           ///< The largest workspace request of one call, cuDNN's algorithm workspace left out.
   size_t total() const {
-    return weights + gradients + optimizer + batch_buffers + activations + activation_gradients + layer_kept +
-           layer_transient + workspace;
+    return weights + gradients + optimizer + batch_buffers + activations + layer_kept + layer_transient + workspace;
   }
 };
 

@@ -301,14 +301,12 @@ std::pair<int, int> Trainer::process_shard(int batch) const {
 }
 
 size_t Trainer::host_activation_bytes(int batch) const {
-  const Model& m = model();
-  size_t per_sample = 0;
-  for (int i = 0; i < m.num_layers(); ++i)
-    per_sample += m.layer_output_shape(i).sample_numel() * dtype_size(m.activation_type(i));
   const auto shards = world_shards(batch);
   size_t bytes = 0;
-  for (int r = 0; r < towers(); ++r)
-    if (!devices_->device(r).is_cuda()) bytes += size_t(shards[size_t(r)].second - shards[size_t(r)].first) * per_sample;
+  for (int r = 0; r < towers(); ++r) {
+    const int n = shards[size_t(r)].second - shards[size_t(r)].first;
+    if (!devices_->device(r).is_cuda() && n > 0) bytes += towers_[size_t(r)]->model.planned_activation_bytes(n);
+  }
   return bytes;
 }
 

@@ -225,13 +225,12 @@ class Trainer {
   void set_bucket_overlap(bool overlap) { bucket_overlap_ = overlap; }
   /// Per tower, the peak device memory held (bytes); 0 for CPU towers.
   std::vector<size_t> peak_memory_bytes() const;
-  /// Bytes the layer outputs of this process's CPU towers take for their
-  /// shards of a global batch of `batch` samples: what a training step keeps
-  /// for its backward pass, every layer's per-sample output [H, W, C] in its
-  /// storage type (4 bytes, 2 in bf16) times the shard. A lower bound of a
-  /// step's host memory beyond the weights (the output gradients and the
-  /// layers' scratch come on top); GPU towers add nothing (their
-  /// activations are on the device).
+  /// Bytes the layer outputs and their gradients of this process's CPU
+  /// towers take at a training step's peak for their shards of a global
+  /// batch of `batch` samples (Model::planned_activation_bytes, in the
+  /// towers' storage types). A lower bound of a step's host memory beyond
+  /// the weights (the layers' scratch comes on top); GPU towers add nothing
+  /// (their activations are on the device).
   size_t host_activation_bytes(int batch) const;
 
   /// Step profile (off by default). Turning it on starts a new profile: every

@@ -54,6 +54,11 @@ class ActivationLayer : public Layer {
   }
   /// dx = dy * f'(x), f' written through y, or through x for the kinds that
   /// need it (see activation_backward).
+  /// The input where the derivative needs it (kept_activation.h), else the output.
+  BackwardReads backward_reads() const override {
+    const bool input = activation_needs_input(act_.kind);
+    return {input, !input};
+  }
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;

@@ -73,6 +73,8 @@ class Add : public Layer {
       if (broadcast(in_[k])) add_channels_forward(ctx.device, y.data(), x[k]->data(), broadcast_rows_shape(s, in_[k].c), y.data());
   }
 
+  /// Reads only its inputs' shapes.
+  BackwardReads backward_reads() const override { return {false, false}; }
   /// dx[k] = dy for a full input; a broadcast one's sum of dy over what it is broadcast over.
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {

@@ -45,6 +45,8 @@ class AveragePooling2D final : public Layer {
     avg_pool_forward(ctx.device, xt.data(), xt.shape(), p_, pad_h(), pad_w(), y.data(), ys);
   }
 
+  /// Reads only its inputs' shapes.
+  BackwardReads backward_reads() const override { return {false, false}; }
   /// Each dy shared equally among its window's pixels inside x.
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {

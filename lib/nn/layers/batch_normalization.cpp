@@ -139,6 +139,8 @@ class BatchNormalization : public Layer {
     bn.apply(in, s, a_.data(), b_.data(), y.data());
   }
 
+  /// Reads its inputs, not its output.
+  BackwardReads backward_reads() const override { return {true, false}; }
   /// Batch statistics (Ioffe & Szegedy 2015, section 3), m = count, xhat = (x - mean) * istd:
   ///   dbeta = sum dy, dgamma = sum dy * xhat,
   ///   dx = gamma * istd * (dy - sum(dy) / m - xhat * sum(dy * xhat) / m),

@@ -60,6 +60,8 @@ class Concatenate : public Layer {
                             y.raw(), s.c);
   }
 
+  /// Reads only its inputs' shapes.
+  BackwardReads backward_reads() const override { return {false, false}; }
   /// dx[k] = the k-th channel slice of dy (backend).
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {

@@ -137,6 +137,10 @@ class ConvLayerBase : public Layer {
     if (c_.softmax) softmax_channels(ctx.device, y.data(), y.numel() / size_t(ys.c), ys.c);
   }
 
+  /// The input (for the kernel's gradient); the output where the op's own
+  /// activation is differentiated from it (an activation kept_ applies keeps z).
+  BackwardReads backward_reads() const override { return {true, !fused_activation(c_.activation).linear()}; }
+
   /// dz = dy * act'(y) (act'(z) for an activation kept_ applies); dkernel,
   /// dbias from (x, dz); dx[0] (when not nullptr) from dz (one backend call:
   /// Conv2DOp::backward).
@@ -153,7 +157,7 @@ class ConvLayerBase : public Layer {
     }
     ConvBackwardArgs a;
     a.act = fused_activation(c_.activation);
-    a.y = {y.raw(), y.dtype(), dy.shape(), y.layout()};
+    a.y = {backward_reads().output ? y.raw() : nullptr, y.dtype(), dy.shape(), y.layout()};
     a.dy = kept_.backward(ctx, c_.activation, dy, name()).raw();
     a.x = xt.view();
     a.kernel = kernel_;

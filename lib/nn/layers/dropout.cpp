@@ -84,6 +84,8 @@ class Dropout : public Layer {
                     DropoutParams{threshold_, scale_, spatial_}, y.data(), mask_.data());
   }
 
+  /// Reads its input's shape and its own mask.
+  BackwardReads backward_reads() const override { return {false, false}; }
   /// dx = dy * mask / (1 - rate) after a training forward, else dx = dy.
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {

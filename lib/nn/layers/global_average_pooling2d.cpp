@@ -23,6 +23,8 @@ class GlobalAveragePooling2D final : public GlobalPooling2D {
     global_avg_pool_forward(ctx.device, xt.data(), xt.shape(), y.data());
   }
 
+  /// Reads only its inputs' shapes.
+  BackwardReads backward_reads() const override { return {false, false}; }
   /// dx = dy / (H*W) at every pixel.
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {

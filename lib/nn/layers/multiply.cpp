@@ -77,6 +77,8 @@ class Multiply : public Layer {
       multiply_forward(ctx.device, a.data(), b.data(), b.shape().c, pixels(s), s.c, y.data());
   }
 
+  /// Reads its inputs, not its output.
+  BackwardReads backward_reads() const override { return {true, false}; }
   /// d(wide) = dy * narrow; d(narrow) = dy * wide, summed over what it is
   /// broadcast over (the channels, or the pixels).
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,

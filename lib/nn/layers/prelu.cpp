@@ -61,6 +61,8 @@ class PReLU final : public Layer {
     prelu_forward(ctx.device, x[0]->data(), x[0]->shape(), alpha_, a_, y.data());
   }
 
+  /// Reads its inputs, not its output.
+  BackwardReads backward_reads() const override { return {true, false}; }
   /// dx = dy where x > 0, else alpha * dy; dalpha = the sum of dy * min(x, 0)
   /// over every element that uses the slope.
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,

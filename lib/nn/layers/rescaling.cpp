@@ -45,6 +45,8 @@ class Rescaling : public Layer {
     y.resize(x[0]->shape());
     scale_shift_forward(ctx.device, x[0]->data(), scale_, offset_, y.data(), y.numel());
   }
+  /// Reads only its inputs' shapes.
+  BackwardReads backward_reads() const override { return {false, false}; }
   /// dx = dy * scale.
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {

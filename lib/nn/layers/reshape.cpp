@@ -91,6 +91,8 @@ class Reshape final : public Layer {
     device_copy(ctx.device, y.raw(), ctx.device, xt.raw(), xt.bytes());
   }
 
+  /// Reads only its inputs' shapes.
+  BackwardReads backward_reads() const override { return {false, false}; }
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;

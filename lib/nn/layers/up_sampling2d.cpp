@@ -60,6 +60,8 @@ class UpSampling2D : public Layer {
       upsample_nearest_forward(ctx.device, x[0]->data(), s, p, y.data());
   }
 
+  /// Reads only its inputs' shapes.
+  BackwardReads backward_reads() const override { return {false, false}; }
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;

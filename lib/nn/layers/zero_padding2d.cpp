@@ -59,6 +59,8 @@ class ZeroPadding2D : public Layer {
     crop_backward(ctx.device, y.dtype(), x[0]->raw(), ys, p_, y.raw());
   }
 
+  /// Reads only its inputs' shapes.
+  BackwardReads backward_reads() const override { return {false, false}; }
   void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor&, const Tensor& dy,
                 const std::vector<Tensor*>& dx) override {
     if (!dx[0]) return;
