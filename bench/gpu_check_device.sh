@@ -29,6 +29,8 @@
 #                  ../shared/bench/torch_unet.py, batch 32, 256x256, channels-last,
 #                  q = bf16 / fp32 (PyTorch's fp32 runs convolutions in TF32:
 #                  torch.backends.cudnn.allow_tf32 is True by default)
+#   torch_compiled_bf16  bench/torch_compiled.py: the PyTorch peer's bf16 step under
+#                  torch.compile(mode="max-autotune"), channels-last, compile time apart
 #   trace_bf16     unet_throughput --trace: unsynchronized bf16 steps recorded
 #                  with CUPTI (GPU busy / idle per step, kernel time, top kernels)
 #   torch_profile_bf16  bench/torch_profile.py: the PyTorch bf16 step's GPU
@@ -170,7 +172,11 @@ for pair in "bf16 bf16" "tf32 fp32"; do
   sampled "torch_$theirs" 45 env PYTHONUNBUFFERED=1 python3 "$bin/torch_unet.py" --batch 32 --size 256 \
     --precision "$theirs" --channels-last --steps 20 --warmup 5
 done
-# The memory plan (trainer summary, made on the CPU) of the runs above, to set beside their measured peaks.
+# PyTorch at its best: the same bf16 step under torch.compile (max-autotune; its compile and
+# autotuning time is reported apart, as compile_s). Then the memory plan (trainer summary, made on
+# the CPU) of the runs above, to set beside their measured peaks.
+sampled torch_compiled_bf16 120 env PYTHONUNBUFFERED=1 python3 bench/torch_compiled.py --peer "$bin/torch_unet.py" \
+  --precision bf16 --mode max-autotune --steps 20 --warmup 3
 step memory_plan 20 bash -c "for p in bf16 tf32; do ${run_sh[*]} $bin/trainer summary --config configs/unet.yaml \
   --batch-size 32 --precision \$p | sed -n '/^Planned device memory/,\$p'; done"
 # Many NCCL ranks on the one GPU (the stand-in), then the scaling table (N = 8 modeled, 3 interconnects).
@@ -221,13 +227,14 @@ sampled ours_fp32 60 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet
   done
 } > "$OUT/train_sample.txt"
 {
-  for s in profile_bf16 trace_bf16 ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32 torch_profile_bf16; do
+  for s in profile_bf16 trace_bf16 ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32 torch_compiled_bf16 \
+    torch_profile_bf16; do
     echo "==== $s (rc ${rc_of[$s]:-none})"
     cat "$work/$s.log" 2>/dev/null
   done
 } > "$OUT/throughput.txt"
 {
-  for s in ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32; do
+  for s in ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32 torch_compiled_bf16; do
     echo "# $s"
     cat "$work/smi_$s.csv" 2>/dev/null
   done
@@ -242,7 +249,8 @@ work, gflop = sys.argv[1], float(sys.argv[2])
 peaks = {"bf16": float(sys.argv[3]), "tf32": float(sys.argv[4]), "fp32": float(sys.argv[5])}
 rows = [("ours_fp32", "trainer fp32", "fp32"), ("ours_tf32", "trainer tf32", "tf32"),
         ("ours_bf16", "trainer bf16", "bf16"), ("torch_fp32", "pytorch fp32 (tf32 convs)", "tf32"),
-        ("torch_bf16", "pytorch bf16 channels-last", "bf16")]
+        ("torch_bf16", "pytorch bf16 channels-last", "bf16"),
+        ("torch_compiled_bf16", "pytorch bf16 compiled", "bf16")]
 def result(name):
     try:
         for line in open(os.path.join(work, name + ".log")):
@@ -282,6 +290,16 @@ for name, label, peak_key in rows:
               f"{100 * tflops / peaks[peak_key]:>7.1f}%{peaks[peak_key]:>8.0f}{mem:>9}{util:>8}{watt:>7}{mhz:>8}{wait:>9}")
     else:
         print(f"{label:28}{'no result':>10}{'-':>9}{'-':>9}{'-':>8}{'-':>8}{mem:>9}{util:>8}{watt:>7}{mhz:>8}{wait:>9}")
+ours = result("ours_bf16")
+peers = {name: result(name) for name in ("torch_bf16", "torch_compiled_bf16")}
+best = max((r["images_per_s"], name) for name, r in peers.items() if r) if any(peers.values()) else None
+if ours and best:
+    print(f"trainer bf16 / PyTorch's best bf16 ({best[1]}): {ours['images_per_s'] / best[0]:.2f}x (target 1.3x)")
+compiled = peers["torch_compiled_bf16"]
+if compiled:
+    print(f"torch.compile: {compiled['mode']}, compile and autotuning {compiled['compile_s']} s (untimed); "
+          f"its allocator's peak {compiled.get('peak_reserved_mib', '-')} MiB reserved, "
+          f"{compiled.get('peak_allocated_mib', '-')} MiB allocated")
 print(f"MFU = images/s * {gflop:.0f} GFLOP / peak; peaks (H200 SXM datasheet, dense TFLOP/s): "
       f"bf16 {peaks['bf16']:.0f}, tf32 {peaks['tf32']:.0f}, fp32 {peaks['fp32']:.0f}.")
 print("MiB max / util / W / SM MHz: nvidia-smi every 500 ms during the run (whole GPU, includes start-up).")
