@@ -159,18 +159,27 @@ GradCheckResult gradcheck(Layer& layer, BoundWeights& w, std::vector<Tensor> inp
   std::vector<Tensor*> dxp;
   for (auto& t : dx) dxp.push_back(&t);
   // Backward gets what a model's step leaves it: the tensors it says it does
-  // not read (Layer::backward_reads) keep their shapes only, so reading them throws.
+  // not read (Layer::backward_reads) keep their shapes only, so reading them
+  // throws, and their memory holds NaN (as another tensor's values), so a
+  // read through a pointer kept from forward spoils the gradients.
   const BackwardReads reads = layer.backward_reads();
-  std::vector<Tensor> shapes_only;
-  shapes_only.reserve(inputs.size());
-  std::vector<const Tensor*> xb = x;
+  std::vector<std::vector<float>> kept_values;
+  std::vector<Buffer<float>> poisoned;
+  const auto poison = [&](Tensor& t) {
+    kept_values.push_back(tensor_values(t));
+    poisoned.push_back(t.release_storage());
+    std::fill(poisoned.back().data(), poisoned.back().data() + poisoned.back().size(), std::nanf(""));
+  };
+  for (size_t k = 0; k < inputs.size() && !reads.inputs; ++k) poison(inputs[k]);
+  if (!reads.output) poison(y);
+  layer.backward(ctx, x, y, r, dxp);
+  // The inputs get their storage (at the same addresses) and values back for the differences below.
   for (size_t k = 0; k < inputs.size() && !reads.inputs; ++k) {
-    shapes_only.push_back(inputs[k]);
-    shapes_only.back().release_storage();
-    xb[k] = &shapes_only.back();
+    const Shape s = inputs[k].shape();
+    inputs[k].adopt_storage(std::move(poisoned[k]));
+    inputs[k].resize(s);
+    std::copy(kept_values[k].begin(), kept_values[k].end(), inputs[k].data());
   }
-  if (!reads.output) y.release_storage();
-  layer.backward(ctx, xb, y, r, dxp);
 
   GradCheckResult res;
   auto check = [&](float* v, size_t n, const float* analytic, double& worst) {

@@ -79,7 +79,9 @@ struct GradCheckResult {
 /// for every element (or a strided subset of at most max_checks per tensor).
 /// Relative error = |a - n| / max(1, |a|, |n|). ctx.training is used as given.
 /// backward() gets the inputs and output it says it does not read
-/// (Layer::backward_reads) with their storage released, as a model gives them.
+/// (Layer::backward_reads) with their storage released, as a model gives
+/// them, and that storage filled with NaN meanwhile (a read through a
+/// pointer kept from forward then spoils the gradients checked).
 GradCheckResult gradcheck(Layer& layer, BoundWeights& w, std::vector<Tensor> inputs,
                           const Context& ctx, float h = 1e-2f, int max_checks = 200);
 

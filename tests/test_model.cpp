@@ -320,7 +320,8 @@ TEST_CASE("a training step holds only the outputs and gradients still to be read
   // (read by cat's forward only; out's output takes its storage then): 128
   // + 5 x 512 + 1024 + 512; out's gradient (64, the loss's buffer) and cat's
   // (1024); the two cat's backward writes, c6's (in cat's output's storage,
-  // which no backward reads) and c1's (512, to be summed with c2's). Every
+  // given back once out's backward, its last reader, has run) and c1's (512,
+  // to be summed with c2's). Every
   // output and gradient kept to the end of the step would be 4288 + 4672.
   const size_t sample = 2 * sizeof(float);
   CHECK(held == (128 + 5 * 512 + 1024 + 512 + 64 + 1024 + 512) * sample);

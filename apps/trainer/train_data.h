@@ -33,7 +33,8 @@ void check_pairs_match(const TrainData& d);
 
 /// Before anything is decoded, with a cgroup memory limit (core/memory_limit.h):
 /// refuses (require_host_memory) a run whose data, held by a process alone,
-/// and one batch of its CPU towers' layer outputs need more than the limit
+/// and what one step of its CPU towers holds of layer outputs and their
+/// gradients (Trainer::host_activation_bytes) need more than the limit
 /// leaves. A process alone finds d's pairs for that (kept in d for
 /// load_training_data); one of several plans the batch alone (it holds two
 /// steps' samples). Nothing is read without a limit. UserError as

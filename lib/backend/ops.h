@@ -17,9 +17,12 @@
 //
 // Backward reads the forward's tensors: the backward calls of an op get the x
 // (and, for pooling, the y) of its last training forward, and the caller must
-// not change their data in between (the layers guarantee it: backward sees the
-// forward's tensors). The ops rely on it: MaxPool2DOp reads x and y again by
-// pointer (on a GPU, and on the CPU for 2x2 windows of stride 2), and the
+// not change their data in between. The layers guarantee it for what their
+// Layer::backward_reads() declares (the model keeps those tensors until the
+// layer's backward has run; the others it lends to other tensors): a layer
+// whose op reads a tensor again, even by a pointer kept from forward, must
+// declare it. The ops rely on it: MaxPool2DOp reads x and y again by pointer
+// (on a GPU, and on the CPU for 2x2 windows of stride 2), and the
 // convolutions reuse the copy of x made in forward (bf16 or padded on a GPU,
 // reordered on the CPU) when the pointer and shapes match.
 #include <memory>

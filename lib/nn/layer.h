@@ -146,7 +146,10 @@ class Layer {
   /// dx[i] may be nullptr when not needed; the layer resizes non-null dx[i]
   /// to x[i]'s shape, keeping the type the model gave it, x[i]'s) and
   /// overwrites its parameter gradients. x and y are the tensors of the last
-  /// forward call in training mode.
+  /// forward call in training mode; those backward_reads() says it does not
+  /// read come with their storage released (their shapes only), and their
+  /// memory may hold other tensors by then, so no pointer kept from forward
+  /// may be read either.
   virtual void backward(const Context& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                         const Tensor& dy, const std::vector<Tensor*>& dx) = 0;
   /// What backward() reads (BackwardReads); default both, which is always safe.

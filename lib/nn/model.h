@@ -126,10 +126,10 @@ class Model {
   /// between them. Storage is given back to the spares as soon as nothing
   /// reads it any more, and lent to the next output or gradient that fits
   /// (as frameworks free a tensor once its last use has run):
-  /// - an output no backward reads (Layer::backward_reads: a Concatenate's
-  ///   inputs, a linear Conv2DTranspose's output), right after the forward
-  ///   of its last consumer; in inference (Context::training false) every
-  ///   output, then;
+  /// - an output no backward reads (Layer::backward_reads: neither its own
+  ///   layer's nor a consumer's; a linear Conv2DTranspose's output that
+  ///   only a Concatenate reads), right after the forward of its last
+  ///   consumer; in inference (Context::training false) every output, then;
   /// - any other output once the last backward that reads it has run;
   /// - a layer's output gradient once that layer's backward has run.
   /// The Input's output (the batch the tower fills) and the last layer's
