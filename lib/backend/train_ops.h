@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/augment_math.h"
 #include "backend/train_math.h"
 #include "core/device.h"
 
