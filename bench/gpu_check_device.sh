@@ -31,6 +31,8 @@
 #                  torch.backends.cudnn.allow_tf32 is True by default)
 #   torch_compiled_bf16  bench/torch_compiled.py: the PyTorch peer's bf16 step under
 #                  torch.compile(mode="max-autotune"), channels-last, compile time apart
+#   ours_bf16_augment  the bf16 run with --augment (flips, quarter turns, affine,
+#                  brightness, on the GPU) and --threads 1: the data wait of one core
 #   trace_bf16     unet_throughput --trace: unsynchronized bf16 steps recorded
 #                  with CUPTI (GPU busy / idle per step, kernel time, top kernels)
 #   torch_profile_bf16  bench/torch_profile.py: the PyTorch bf16 step's GPU
@@ -177,6 +179,9 @@ done
 # the CPU) of the runs above, to set beside their measured peaks.
 sampled torch_compiled_bf16 120 env PYTHONUNBUFFERED=1 python3 bench/torch_compiled.py --peer "$bin/torch_unet.py" \
   --precision bf16 --mode max-autotune --steps 20 --warmup 3
+# Fed by one core: the bf16 run with augmentation on (on the device) and one host thread for the tower.
+sampled ours_bf16_augment 50 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
+  --precision bf16 --steps 20 --warmup 5 --augment --threads 1
 step memory_plan 20 bash -c "for p in bf16 tf32; do ${run_sh[*]} $bin/trainer summary --config configs/unet.yaml \
   --batch-size 32 --precision \$p | sed -n '/^Planned device memory/,\$p'; done"
 # Many NCCL ranks on the one GPU (the stand-in), then the scaling table (N = 8 modeled, 3 interconnects).
@@ -227,14 +232,14 @@ sampled ours_fp32 60 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet
   done
 } > "$OUT/train_sample.txt"
 {
-  for s in profile_bf16 trace_bf16 ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32 torch_compiled_bf16 \
-    torch_profile_bf16; do
+  for s in profile_bf16 trace_bf16 ours_fp32 ours_tf32 ours_bf16 ours_bf16_augment torch_bf16 torch_fp32 \
+    torch_compiled_bf16 torch_profile_bf16; do
     echo "==== $s (rc ${rc_of[$s]:-none})"
     cat "$work/$s.log" 2>/dev/null
   done
 } > "$OUT/throughput.txt"
 {
-  for s in ours_fp32 ours_tf32 ours_bf16 torch_bf16 torch_fp32 torch_compiled_bf16; do
+  for s in ours_fp32 ours_tf32 ours_bf16 ours_bf16_augment torch_bf16 torch_fp32 torch_compiled_bf16; do
     echo "# $s"
     cat "$work/smi_$s.csv" 2>/dev/null
   done
@@ -248,7 +253,8 @@ import csv, json, os, sys
 work, gflop = sys.argv[1], float(sys.argv[2])
 peaks = {"bf16": float(sys.argv[3]), "tf32": float(sys.argv[4]), "fp32": float(sys.argv[5])}
 rows = [("ours_fp32", "trainer fp32", "fp32"), ("ours_tf32", "trainer tf32", "tf32"),
-        ("ours_bf16", "trainer bf16", "bf16"), ("torch_fp32", "pytorch fp32 (tf32 convs)", "tf32"),
+        ("ours_bf16", "trainer bf16", "bf16"), ("ours_bf16_augment", "trainer bf16 augmented, 1 core", "bf16"),
+        ("torch_fp32", "pytorch fp32 (tf32 convs)", "tf32"),
         ("torch_bf16", "pytorch bf16 channels-last", "bf16"),
         ("torch_compiled_bf16", "pytorch bf16 compiled", "bf16")]
 def result(name):
@@ -295,6 +301,11 @@ peers = {name: result(name) for name in ("torch_bf16", "torch_compiled_bf16")}
 best = max((r["images_per_s"], name) for name, r in peers.items() if r) if any(peers.values()) else None
 if ours and best:
     print(f"trainer bf16 / PyTorch's best bf16 ({best[1]}): {ours['images_per_s'] / best[0]:.2f}x (target 1.3x)")
+fed = result("ours_bf16_augment")
+if fed and "input_wait_ms_per_step" in fed:
+    step_ms = 1e3 * fed["batch"] / fed["images_per_s"]
+    print(f"augmented on the GPU, one host core: data wait {fed['input_wait_ms_per_step']:.2f} ms of a "
+          f"{step_ms:.1f} ms step ({100 * fed['input_wait_ms_per_step'] / step_ms:.1f}%, target under 2%)")
 compiled = peers["torch_compiled_bf16"]
 if compiled:
     print(f"torch.compile: {compiled['mode']}, compile and autotuning {compiled['compile_s']} s (untimed); "

@@ -21,6 +21,13 @@
 // --hold-buckets: every step starts its gradient buckets' all-reduces after
 // backward instead of during it (Trainer::set_bucket_overlap(false)), for
 // bench/scaling.sh's comparison of the two.
+// The random data is held as a dataset of 8-bit files is (uint8 images and
+// masks, data/held_samples.h), so a GPU tower uploads it as it is and
+// converts it on the device. --augment turns on data.augmentation (flips,
+// quarter turns, a 20-degree rotation, 10% shifts and zoom, brightness
+// 0.8-1.2): on a GPU tower it runs on the device, on a CPU tower in OpenCV;
+// the JSON line's input_wait_ms_per_step then says how long tower 0 waited
+// for it (with --threads 1 per tower: one host core feeding each).
 // --trace N (CUDA builds with CUPTI): then N more steps recorded with CUPTI
 // (kernel_trace.h), unsynchronized like the timed ones: per step the GPU's
 // busy and idle time, convolution and other kernel time and the top kernels,
@@ -44,11 +51,22 @@
 
 using namespace trainer;
 
+namespace {
+/// A microscopy run's augmentation: flips, quarter turns, a small affine transform and brightness.
+void set_benchmark_augmentation(AugmentationConfig& a) {
+  a.horizontal_flip = a.vertical_flip = a.rotate_90 = true;
+  a.rotation_range = 20;
+  a.width_shift_range = a.height_shift_range = 0.1;
+  a.zoom_low = 0.9, a.zoom_high = 1.1;
+  a.brightness_low = 0.8, a.brightness_high = 1.2;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"Training images/s of a config's model on random data"};
   std::string config_path, gpus = "all", precision_text = "tf32";
   int batch = 8, steps = 10, warmup = 2, profile = 0, trace = 0, threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  bool nccl_alone = false, hold_buckets = false;
+  bool nccl_alone = false, hold_buckets = false, augment = false;
   app.add_option("--config", config_path, "Run configuration (its model and input size are measured)")->required();
   app.add_option("--gpus", gpus, "Devices, as trainer's --gpus (all, 0,1, cpu, cpu:N)")->capture_default_str();
   app.add_option("--batch", batch, "Global batch per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
@@ -61,6 +79,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--nccl-alone", nccl_alone, "One GPU tower reducing through NCCL over a world of one process");
   app.add_flag("--hold-buckets", hold_buckets, "Start the gradient all-reduces after backward, not during it");
+  app.add_flag("--augment", augment, "Flips, quarter turns, an affine transform and brightness on every sample");
   app.add_option("--precision", precision_text, "Convolution arithmetic: fp32, tf32 or bf16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
       ->capture_default_str();
@@ -81,6 +100,7 @@ int main(int argc, char** argv) {
     config.training.optimizer.momentum = 0.9;
     config.training.optimizer.nesterov = true;
     config.training.precision = precision;
+    if (augment) set_benchmark_augmentation(config.data.augmentation);
     const DevicePlan plan = plan_devices(gpus, list_gpus(), true);
     for (const std::string& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     if (nccl_alone && (plan.gpus.size() != 1 || plan.cpu_towers))
@@ -90,12 +110,16 @@ int main(int argc, char** argv) {
     trainer.set_bucket_overlap(!hold_buckets);
     const Shape in = trainer.model().input_shape();
     Dataset data;
+    data.images.set_dtype(DType::U8);
     data.images.resize(in.with_batch(batch));
+    data.masks.set_dtype(DType::U8);
     data.masks.resize(Shape{batch, in.h, in.w, 1});
     std::mt19937 rng(0);
-    std::uniform_real_distribution<float> u(0.f, 1.f);
-    for (size_t i = 0; i < data.images.numel(); ++i) data.images.data()[i] = 255.f * u(rng);
-    for (size_t i = 0; i < data.masks.numel(); ++i) data.masks.data()[i] = u(rng) > 0.8f ? 1.f : 0.f;
+    std::uniform_int_distribution<int> u(0, 255);
+    auto* pixels = static_cast<uint8_t*>(data.images.raw());
+    auto* labels = static_cast<uint8_t*>(data.masks.raw());
+    for (size_t i = 0; i < data.images.numel(); ++i) pixels[i] = uint8_t(u(rng));
+    for (size_t i = 0; i < data.masks.numel(); ++i) labels[i] = u(rng) > 204 ? 1 : 0;
     std::vector<int> idx(static_cast<size_t>(batch));
     for (int i = 0; i < batch; ++i) idx[size_t(i)] = i;
     data.names.resize(size_t(batch));
@@ -112,11 +136,11 @@ int main(int argc, char** argv) {
     const double peak_mib = double(trainer.peak_memory_bytes()[0]) / double(1 << 20);
     std::printf("{\"config\": \"%s\", \"devices\": \"%s\", \"precision\": \"%s\", \"size\": %d, "
                 "\"batch\": %d, \"steps\": %d, \"threads\": %d, \"images_per_s\": %.3f, \"params\": %zu, "
-                "\"input_wait_ms_per_step\": %.3f, \"peak_memory_mib\": %.0f, \"reduction\": \"%s\"}\n",
+                "\"input_wait_ms_per_step\": %.3f, \"peak_memory_mib\": %.0f, \"reduction\": \"%s\", \"augment\": %s}\n",
                 config_path.c_str(), plan.describe().c_str(), precision_name(trainer.devices().device(0).precision),
                 in.h, batch, steps, threads, batch * steps / dt,
                 trainer.model().num_params() + trainer.model().num_state(), wait_ms, peak_mib,
-                trainer.devices().reduction().c_str());
+                trainer.devices().reduction().c_str(), augment ? "true" : "false");
     if (profile > 0) {
       std::fflush(stdout);
       trainer.set_profiling(true);

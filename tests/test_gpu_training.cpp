@@ -460,3 +460,48 @@ TEST_CASE("Keras's Dice and Tversky, pooled over the global batch or per image, 
     CHECK(std::abs(got.loss() - want.loss()) <= kLossTolFp32 * std::abs(want.loss()));
   }
 }
+
+namespace {
+
+/// tiny_data() held as an 8-bit dataset is (uint8 images rounded, uint8 masks).
+Dataset tiny_data_u8() {
+  const Dataset f = tiny_data();
+  Dataset d;
+  d.names = f.names;
+  d.images.set_dtype(DType::U8);
+  d.images.resize(f.images.shape());
+  d.masks.set_dtype(DType::U8);
+  d.masks.resize(f.masks.shape());
+  for (size_t i = 0; i < f.images.numel(); ++i)
+    static_cast<uint8_t*>(d.images.raw())[i] = uint8_t(std::lround(f.images.data()[i]));
+  for (size_t i = 0; i < f.masks.numel(); ++i) static_cast<uint8_t*>(d.masks.raw())[i] = uint8_t(f.masks.data()[i]);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("GPU towers augment 8-bit samples on the device and follow the CPU's augmented training (fp32)",
+          "[gpu][gpu_training]") {
+  TRAINER_REQUIRE_GPU();
+  Config config = parse_config(kTinyConfig, "tiny.yaml");
+  config.training.precision = Precision::FP32;
+  AugmentationConfig& a = config.data.augmentation;
+  a.horizontal_flip = a.rotate_90 = true;
+  a.rotation_range = 20, a.width_shift_range = 0.1, a.zoom_low = 0.9, a.zoom_high = 1.1;
+  a.brightness_low = 0.8, a.brightness_high = 1.2;
+  a.fill_mode = FillMode::Reflect;
+  const Dataset data = tiny_data_u8();
+  const auto losses = [&](const char* spec) {
+    Trainer t(config, plan(spec), 1);
+    std::vector<double> l;
+    for (const std::vector<int>& b : kBatches) l.push_back(t.train_step(data, b).loss());
+    return l;
+  };
+  const std::vector<double> cpu = losses("cpu");
+  for (const char* spec : {"0", "0,0"}) {
+    INFO("--gpus " << spec);
+    // The device's augmentation differs from OpenCV's by a gray level in a few
+    // pixels (tests/test_augment_batch.cpp): a step's loss moves by far less than this.
+    check_losses(losses(spec), cpu, 2 * kLossTolFp32);
+  }
+}

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <vector>
 
@@ -12,9 +11,6 @@
 #include "backend/train_ops.h"
 #include "config/params.h"
 #include "core/error.h"
-#include "data/affine_augmentation.h"
-#include "data/augmentation.h"
-#include "data/training_sample.h"
 #include "data/held_samples.h"
 #include "train/batch_scaling.h"
 #include "train/callback.h"
@@ -334,101 +330,6 @@ void Trainer::run_towers(const std::function<void(int)>& fn) {
                               e.requested_bytes, e.in_use_bytes);
     }
   });
-}
-
-namespace {
-
-/// What Trainer::gather copies: held samples (data/held_samples.h), the
-/// batch's sample order from position lo, and the augmentation of a
-/// training step (none without augment_step).
-struct GatherSource {
-  const Tensor& images;
-  const Tensor* masks;
-  const std::vector<int>& indices;
-  int lo;
-  std::optional<uint64_t> augment_step;
-  const AugmentationConfig& augmentation;
-  uint64_t seed;
-  Shape in;  ///< The model's input (one sample).
-};
-
-/// Sample indices[lo + k] as float32 into image_to (and its mask into
-/// mask_to, unless nullptr), augmented as the step draws for position lo + k
-/// (data/training_sample.h).
-void copy_sample(const GatherSource& s, int k, float* image_to, float* mask_to) {
-  const int i = s.indices[size_t(s.lo + k)];
-  SampleAugmentation a;
-  if (s.augment_step) {
-    const AugmentationConfig& aug = s.augmentation;
-    const uint64_t step = *s.augment_step, position = uint64_t(s.lo + k);
-    a.symmetry = draw_symmetry(aug, s.seed, step, position);
-    a.warp = aug.affine();
-    if (aug.affine() || aug.brightness()) a.draw = draw_affine(aug, s.seed, step, position, s.in.h, s.in.w);
-  }
-  augmented_sample_to_float(s.augmentation, a, s.images, s.masks, i, image_to, mask_to);
-}
-
-}  // namespace
-
-void Trainer::gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices,
-                     int lo, int hi, std::optional<uint64_t> augment_step) {
-  const auto start = std::chrono::steady_clock::now();
-  const Shape in = t.model.input_shape();
-  if (!images.shape().same_sample(in))
-    throw InternalError("images " + images.shape().hwc() + " do not match the model input " + in.hwc());
-  const int n = hi - lo;
-  const size_t img = in.sample_numel(), msk = masks ? masks->shape().sample_numel() : 0;
-  const GatherSource source{images, masks, indices, lo, augment_step, config_.data.augmentation,
-                            config_.training.seed, in};
-  // With an ignored class, the shard's counted pixels as the loss sees them (after augmentation).
-  const bool count = masks && ignores_pixels();
-  const auto copy = [&](int k, float* image_to, float* mask_to) -> size_t {
-    copy_sample(source, k, image_to, mask_to);
-    return count ? counted_pixels(mask_to, msk, classes_) : 0;
-  };
-  size_t counted = 0;
-  Tensor& x = t.model.input_buffer();
-  x.resize(in.with_batch(n));
-  if (masks) t.y.resize(masks->shape().with_batch(n));
-  if (t.device.is_cuda()) {
-    // Gather into pinned memory, upload on the copy stream, then unpack on the compute stream.
-    float* pinned = static_cast<float*>(t.device.ctx->pinned_staging(size_t(n) * (img + msk) * sizeof(float)));
-    // The tower's OpenMP threads copy samples in parallel (a 256x256x3 batch of 32 is 25 MB); an error
-    // leaves the loop as an exception after it, never from a thread.
-    std::exception_ptr failure;
-#pragma omp parallel for schedule(static) reduction(+ : counted)
-    for (int k = 0; k < n; ++k) {
-      try {
-        counted += copy(k, pinned + size_t(k) * img, masks ? pinned + size_t(n) * img + size_t(k) * msk : nullptr);
-      } catch (...) {
-#pragma omp critical(gather_failure)
-        if (!failure) failure = std::current_exception();
-      }
-    }
-    if (failure) std::rethrow_exception(failure);
-    t.counted_pixels = double(counted);
-    upload_gathered(t, n, img, msk);
-    return;
-  }
-  // A CPU tower's input and labels are host memory.
-  for (int k = 0; k < n; ++k) counted += copy(k, x.sample(k), masks ? t.y.sample(k) : nullptr);
-  t.counted_pixels = double(counted);
-  t.input_wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-void Trainer::upload_gathered(Tower& t, int n, size_t img, size_t msk) {
-  DeviceContext& ctx = *t.device.ctx;
-  const size_t floats = size_t(n) * (img + msk);
-  const float* before = t.staged.data();
-  t.staged.resize(floats);
-  // A new block may come from the allocator's cache, freed by compute work
-  // still queued: the copy stream must wait for all of it, not only for the
-  // last input's use.
-  if (t.staged.data() != before) ctx.input_consumed();
-  ctx.upload_staged(t.staged.data(), floats * sizeof(float));
-  device_copy(t.device, t.model.input_buffer().data(), t.device, t.staged.data(), size_t(n) * img * sizeof(float));
-  if (msk) device_copy(t.device, t.y.data(), t.device, t.staged.data() + size_t(n) * img, size_t(n) * msk * sizeof(float));
-  ctx.input_consumed();
 }
 
 void Trainer::reduce_stats(int rank, BatchStats& s) {

@@ -298,11 +298,15 @@ class Trainer {
   };
   /// Copies images[indices[lo..hi)] (a host tensor, held as
   /// data/held_samples.h says) into the tower's input as float32 (and masks
-  /// into t.y when given), on the tower's device: a GPU tower
-  /// gathers into its pinned buffer and uploads on the copy stream. With
-  /// augment_step (training with data.augmentation), each image and its mask
-  /// are copied through the symmetry draw_symmetry gives that step and the
-  /// sample's position lo + k in the global batch.
+  /// into t.y when given), on the tower's device (train/gather.cpp). A GPU
+  /// tower gathers into its pinned buffer and uploads on the copy stream:
+  /// 8- and 16-bit samples as they are held, converted and augmented on
+  /// the device (augment_batch), unless pixels are counted on the host
+  /// (ignores_pixels), when, as float32 samples, they are converted and
+  /// augmented on the host first. With augment_step (training with
+  /// data.augmentation), each image and its mask are transformed as
+  /// draw_sample_augmentation draws for that step and the sample's
+  /// position lo + k in the global batch.
   void gather(Tower& t, const Tensor& images, const Tensor* masks, const std::vector<int>& indices, int lo, int hi,
               std::optional<uint64_t> augment_step = std::nullopt);
   /// A GPU tower's gathered samples (n images of img floats, then n masks of
