@@ -163,7 +163,9 @@ TEST_CASE("the memory plan counts the padded copies of unevenly padded convoluti
 
 TEST_CASE("the planned outputs and gradients are what a training step holds, step after step", "[memory_plan]") {
   // The small U-Net, a chain with a long skip (as tests/test_model.cpp's),
-  // and a layer feeding three others with a frozen convolution at the start.
+  // a layer feeding three others with a frozen convolution at the start, and
+  // a frozen convolution after a trainable one (it computes its input's
+  // gradient without reading the input, which is given back after its forward).
   const std::vector<std::string> models = {
       kSmallUNet,
       R"(    - {name: in, type: Input, shape: [8, 8, 2]}
@@ -182,6 +184,11 @@ TEST_CASE("the planned outputs and gradients are what a training step holds, ste
     - {name: d, type: Add, inputs: [a, b]}
     - {name: e, type: Concatenate, inputs: [d, c, a]}
     - {name: out, type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}
+)",
+      R"(    - {name: in, type: Input, shape: [6, 6, 2]}
+    - {name: a, type: Conv2D, filters: 4, kernel_size: 3, padding: same}
+    - {name: f, type: Conv2D, filters: 4, kernel_size: 3, padding: same, activation: relu, trainable: false}
+    - {name: out, type: Conv2D, filters: 1, kernel_size: 1}
 )"};
   for (const std::string& layers : models)
     for (int n : {3, 5}) {

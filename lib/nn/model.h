@@ -128,7 +128,7 @@ class Model {
   /// (as frameworks free a tensor once its last use has run):
   /// - an output no backward reads (Layer::backward_reads: neither its own
   ///   layer's nor a consumer's; a linear Conv2DTranspose's output that
-  ///   only a Concatenate reads), right after the forward of its last
+  ///   only a Concatenate reads, the input of a frozen convolution), right after the forward of its last
   ///   consumer; in inference (Context::training false) every output, then;
   /// - any other output once the last backward that reads it has run;
   /// - a layer's output gradient once that layer's backward has run.

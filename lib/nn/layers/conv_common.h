@@ -137,9 +137,10 @@ class ConvLayerBase : public Layer {
     if (c_.softmax) softmax_channels(ctx.device, y.data(), y.numel() / size_t(ys.c), ys.c);
   }
 
-  /// The input (for the kernel's gradient); the output where the op's own
+  /// The input for the kernel's gradient (none once frozen: the input's
+  /// gradient needs only dz and the kernel); the output where the op's own
   /// activation is differentiated from it (an activation kept_ applies keeps z).
-  BackwardReads backward_reads() const override { return {true, !fused_activation(c_.activation).linear()}; }
+  BackwardReads backward_reads() const override { return {!frozen(), !fused_activation(c_.activation).linear()}; }
 
   /// dz = dy * act'(y) (act'(z) for an activation kept_ applies); dkernel,
   /// dbias from (x, dz); dx[0] (when not nullptr) from dz (one backend call:
@@ -159,7 +160,7 @@ class ConvLayerBase : public Layer {
     a.act = fused_activation(c_.activation);
     a.y = {backward_reads().output ? y.raw() : nullptr, y.dtype(), dy.shape(), y.layout()};
     a.dy = kept_.backward(ctx, c_.activation, dy, name()).raw();
-    a.x = xt.view();
+    a.x = {backward_reads().inputs ? xt.raw() : nullptr, xt.dtype(), xt.shape(), xt.layout()};
     a.kernel = kernel_;
     a.dkernel = dkernel_;
     a.dbias = dbias_;
