@@ -101,7 +101,7 @@ AugmentationConfig affine_config(FillMode fill) {
 
 // OpenCV rounds a source coordinate to 1/1024 pixel before rounding it to
 // the 1/32 of the interpolation weights; augment_batch rounds it once, so
-// points within 1/1024 pixel of a 1/64 boundary (about 6% of the pixels) take
+// points within 1/1024 pixel of a 1/64 boundary (a few percent of them) take
 // the neighbouring weight: at most 1/32 of a neighbour difference apart, plus
 // one unit for rounding the interpolated value.
 TEST_CASE("augment_batch warps, fills and scales as the OpenCV path within one held unit", "[augment_batch]") {

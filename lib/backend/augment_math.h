@@ -9,8 +9,10 @@
 // then the image values are scaled to model units times the brightness
 // factor. Written once for the CPU and the CUDA implementations of the
 // backend op augment_batch (train_ops.inc); the tests hold it against the
-// OpenCV path of the CPU towers (data/training_sample.h), which differs only
-// in OpenCV's fixed-point weights (at most one held unit, in few pixels).
+// OpenCV path of the CPU towers (data/training_sample.h). That path rounds a
+// source point to 1/1024 pixel before rounding it to 1/32, so where that
+// moves it to the next 1/32 the two differ by up to a neighbour difference
+// over 32 (and by one unit where a 16-bit value rounds an exact half).
 #include <cstdint>
 #include <string>
 
