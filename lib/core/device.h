@@ -5,6 +5,7 @@
 // never branch on the device: they pass ctx.device to the backend, which
 // dispatches (as dlib's tt:: functions do).
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace trainer {
@@ -26,6 +27,16 @@ const char* precision_name(Precision p);
 /// The precision precision_name() calls `name` ("fp32", "tf32", "bf16"); FP32
 /// for any other name (callers check the name against the three first).
 Precision precision_named(const std::string& name);
+
+/// Work recorded on a tower's compute stream (DeviceContext::begin_recording),
+/// replayed as one launch: the same kernels with the same arguments and
+/// addresses. Destroy it before its context.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  /// Queues the recorded work on the compute stream. Throws InternalError.
+  virtual void replay() = 0;
+};
 
 /// Execution context of one tower on one GPU, implemented by backend/cuda
 /// (CudaContext). Several towers may share a GPU, each with its own context.
@@ -67,6 +78,20 @@ class DeviceContext {
   virtual double take_input_wait_seconds() = 0;
   /// Peak bytes held by this context's allocator since creation.
   virtual size_t peak_bytes() const = 0;
+  /// Starts recording the work this thread queues on the compute stream into
+  /// a graph (CUDA stream capture) instead of running it; false where the
+  /// context cannot record. While recording, memory freed goes to a pool kept
+  /// for the context's graphs (never handed to work outside them), and
+  /// nothing may wait for the device (a wait ends the recording in failure).
+  virtual bool begin_recording() { return false; }
+  /// Ends the recording begun by begin_recording(). Returns the graph, which
+  /// has not run yet, or null when the recording failed: the work queued
+  /// since begin_recording() did not run and `why` says what failed. Never
+  /// throws for a failed recording.
+  virtual std::unique_ptr<DeviceGraph> end_recording(std::string& why) {
+    why = "this device records no graphs";
+    return nullptr;
+  }
 };
 
 struct Device {

@@ -10,8 +10,10 @@
 // Memory that another stream (copy or communication) touches must be kept
 // alive by its owner until that stream's work is ordered before the compute
 // stream again (an event), as the input staging and the all-reduce do.
-// Bookkeeping: in_use_ counts handed-out blocks at their rounded sizes (the
-// workspace included), peak_ is its maximum.
+// While recording a graph, freed blocks go to the graphs' pool instead, which
+// only recordings take from (cuda_graph.cpp). Bookkeeping: in_use_ counts
+// handed-out blocks at their rounded sizes (the workspace included), peak_ is
+// its maximum.
 // Not thread-safe: one thread uses a context at a time. allocate (when it
 // calls cudaMalloc), copy and zero make the context's device current for the
 // calling thread; threads queuing ops on the context must have made it
@@ -64,8 +66,10 @@ void CudaContext::release() noexcept {
   for (cudaStream_t s : {compute_, copy_, comm_, urgent_})
     if (s) cudaStreamSynchronize(s);
   for (auto& block : free_) cudaFree(block.second);
+  for (auto& block : graph_free_) cudaFree(block.second);
   for (auto& block : live_) cudaFree(block.first);
   free_.clear();
+  graph_free_.clear();
   live_.clear();
   workspace_ = nullptr;
   workspace_bytes_ = in_use_ = 0;
@@ -78,18 +82,24 @@ void CudaContext::release() noexcept {
   cudaGetLastError();  // leave no error behind for the thread's next CUDA call
 }
 
+void* CudaContext::take_cached(std::multimap<size_t, void*>& cache, size_t size, size_t& block) {
+  auto it = cache.lower_bound(size);
+  if (it == cache.end() || it->first - size > size) return nullptr;  // size <= block <= 2*size
+  block = it->first;
+  void* p = it->second;
+  cache.erase(it);
+  return p;
+}
+
 void* CudaContext::allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
   if (bytes > SIZE_MAX / 2) throw DeviceOutOfMemory(out_of_memory_message(bytes), bytes, in_use_);
   const size_t size = (bytes + kGranularity - 1) / kGranularity * kGranularity;
-  void* p = nullptr;
   size_t block = size;
-  auto it = free_.lower_bound(size);
-  if (it != free_.end() && it->first - size <= size) {  // size <= block <= 2*size
-    block = it->first;
-    p = it->second;
-    free_.erase(it);
-  } else {
+  void* p = recording_ ? take_cached(graph_free_, size, block) : nullptr;
+  if (!p) p = take_cached(free_, size, block);
+  if (!p) {
+    block = size;
     p = device_malloc(size);
   }
   live_.emplace(p, block);
@@ -100,6 +110,10 @@ void* CudaContext::allocate(size_t bytes) {
 
 void CudaContext::deallocate(void* p, size_t bytes) noexcept {
   (void)bytes;  // the block's real size (it may be larger) is in live_
+  release_block(p, recording_ ? graph_free_ : free_);
+}
+
+void CudaContext::release_block(void* p, std::multimap<size_t, void*>& cache) noexcept {
   if (!p) return;
   auto it = live_.find(p);
   if (it == live_.end()) {
@@ -111,14 +125,19 @@ void CudaContext::deallocate(void* p, size_t bytes) noexcept {
   const size_t block = it->second;
   live_.erase(it);
   in_use_ -= block;
-  free_.emplace(block, p);
+  cache.emplace(block, p);
 }
 
 void* CudaContext::device_malloc(size_t bytes) {
   TRAINER_CUDA_CHECK(*this, cudaSetDevice(device_));
   void* p = nullptr;
+  // cudaMalloc is no stream work, but capture's default mode refuses it: allowed for this call.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (recording_) TRAINER_CUDA_CHECK(*this, cudaThreadExchangeStreamCaptureMode(&mode));
   cudaError_t e = cudaMalloc(&p, bytes);
-  if (e == cudaErrorMemoryAllocation && !free_.empty()) {
+  if (recording_) TRAINER_CUDA_CHECK(*this, cudaThreadExchangeStreamCaptureMode(&mode));
+  // The retry waits for the device, which a recording cannot: it fails, and the step runs unrecorded.
+  if (e == cudaErrorMemoryAllocation && !free_.empty() && !recording_) {
     cudaGetLastError();  // clear the failed allocation's error
     synchronize();
     free_cached();
@@ -186,8 +205,9 @@ void CudaContext::synchronize() {
 void* CudaContext::workspace(size_t bytes) {
   if (bytes > workspace_bytes_) {
     // The old block goes back to the cache first (work queued on it still runs
-    // before anything queued later), so a failed allocation can reclaim it.
-    deallocate(workspace_, workspace_bytes_);
+    // before anything queued later), so a failed allocation can reclaim it;
+    // to the graphs' pool while graphs that use it live.
+    release_block(workspace_, recording_ || graphs_ > 0 ? graph_free_ : free_);
     workspace_ = nullptr;
     workspace_bytes_ = 0;
     workspace_ = allocate(bytes);

@@ -52,6 +52,8 @@ class CudaContext final : public DeviceContext {
   void upload_staged(void* dst, size_t bytes) override;
   void input_consumed() override;
   double take_input_wait_seconds() override;
+  bool begin_recording() override;
+  std::unique_ptr<DeviceGraph> end_recording(std::string& why) override;
 
   Precision precision() const { return precision_; }
   cudaStream_t stream() const { return compute_; }
@@ -76,6 +78,17 @@ class CudaContext final : public DeviceContext {
   [[noreturn]] void fail(const char* call, const std::string& status) const;
 
  private:
+  friend class CudaGraph;
+  /// A cached block of at least `size` bytes (at most twice that) from
+  /// `cache`, removed from it, with its size in `block`; null when none fits.
+  static void* take_cached(std::multimap<size_t, void*>& cache, size_t size, size_t& block);
+  /// Moves handed-out block p to `cache`; aborts on a block it did not hand out.
+  void release_block(void* p, std::multimap<size_t, void*>& cache) noexcept;
+  /// A graph of this context is destroyed (cuda_graph.cpp): with the last
+  /// one, the graphs' pool goes back to the cache.
+  void graph_destroyed() noexcept;
+  /// With no graph live and none recording, moves the graphs' pool to the cache.
+  void return_graph_pool() noexcept;
   /// cudaMalloc of `bytes`; on cudaErrorMemoryAllocation synchronizes, frees
   /// the cached blocks and retries once, then throws DeviceOutOfMemory.
   void* device_malloc(size_t bytes);
@@ -93,6 +106,12 @@ class CudaContext final : public DeviceContext {
   cudnnHandle_t cudnn_ = nullptr;
   std::string layer_;
   std::multimap<size_t, void*> free_;      ///< Cached blocks by size.
+  /// Blocks freed while recording or while graphs live (the workspace): the
+  /// graphs' pool. Recording takes from it first; other work never does, so
+  /// no block a graph writes is ever lent outside the graphs.
+  std::multimap<size_t, void*> graph_free_;
+  bool recording_ = false;                 ///< Between begin_recording and end_recording.
+  int graphs_ = 0;                         ///< Live CudaGraphs of this context.
   std::unordered_map<void*, size_t> live_;  ///< Handed-out blocks and their sizes.
   size_t in_use_ = 0, peak_ = 0;
   void* workspace_ = nullptr;
