@@ -33,6 +33,8 @@
 #                  torch.compile(mode="max-autotune"), channels-last, compile time apart
 #   ours_bf16_augment  the bf16 run with --augment (flips, quarter turns, affine,
 #                  brightness, on the GPU) and --threads 1: the data wait of one core
+#   ours_bf16_graphs  the bf16 run with --cuda-graphs (training.cuda_graphs: the
+#                  forward and backward recorded once and replayed)
 #   trace_bf16     unet_throughput --trace: unsynchronized bf16 steps recorded
 #                  with CUPTI (GPU busy / idle per step, kernel time, top kernels)
 #   torch_profile_bf16  bench/torch_profile.py: the PyTorch bf16 step's GPU
@@ -182,6 +184,9 @@ sampled torch_compiled_bf16 120 env PYTHONUNBUFFERED=1 python3 bench/torch_compi
 # Fed by one core: the bf16 run with augmentation on (on the device) and one host thread for the tower.
 sampled ours_bf16_augment 50 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
   --precision bf16 --steps 20 --warmup 5 --augment --threads 1
+# The same step replayed from CUDA graphs (recorded at the second warm-up step).
+sampled ours_bf16_graphs 50 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet.yaml --batch 32 --gpus 0 \
+  --precision bf16 --steps 20 --warmup 5 --cuda-graphs
 step memory_plan 20 bash -c "for p in bf16 tf32; do ${run_sh[*]} $bin/trainer summary --config configs/unet.yaml \
   --batch-size 32 --precision \$p | sed -n '/^Planned device memory/,\$p'; done"
 # Many NCCL ranks on the one GPU (the stand-in), then the scaling table (N = 8 modeled, 3 interconnects).
@@ -232,14 +237,15 @@ sampled ours_fp32 60 "${run_sh[@]}" "$bin/unet_throughput" --config configs/unet
   done
 } > "$OUT/train_sample.txt"
 {
-  for s in profile_bf16 trace_bf16 ours_fp32 ours_tf32 ours_bf16 ours_bf16_augment torch_bf16 torch_fp32 \
-    torch_compiled_bf16 torch_profile_bf16; do
+  for s in profile_bf16 trace_bf16 ours_fp32 ours_tf32 ours_bf16 ours_bf16_augment ours_bf16_graphs torch_bf16 \
+    torch_fp32 torch_compiled_bf16 torch_profile_bf16; do
     echo "==== $s (rc ${rc_of[$s]:-none})"
     cat "$work/$s.log" 2>/dev/null
   done
 } > "$OUT/throughput.txt"
 {
-  for s in ours_fp32 ours_tf32 ours_bf16 ours_bf16_augment torch_bf16 torch_fp32 torch_compiled_bf16; do
+  for s in ours_fp32 ours_tf32 ours_bf16 ours_bf16_augment ours_bf16_graphs torch_bf16 torch_fp32 \
+    torch_compiled_bf16; do
     echo "# $s"
     cat "$work/smi_$s.csv" 2>/dev/null
   done
@@ -254,6 +260,7 @@ work, gflop = sys.argv[1], float(sys.argv[2])
 peaks = {"bf16": float(sys.argv[3]), "tf32": float(sys.argv[4]), "fp32": float(sys.argv[5])}
 rows = [("ours_fp32", "trainer fp32", "fp32"), ("ours_tf32", "trainer tf32", "tf32"),
         ("ours_bf16", "trainer bf16", "bf16"), ("ours_bf16_augment", "trainer bf16 aug., 1 core", "bf16"),
+        ("ours_bf16_graphs", "trainer bf16 CUDA graphs", "bf16"),
         ("torch_fp32", "pytorch fp32 (tf32 convs)", "tf32"),
         ("torch_bf16", "pytorch bf16 channels-last", "bf16"),
         ("torch_compiled_bf16", "pytorch bf16 compiled", "bf16")]
@@ -301,6 +308,12 @@ peers = {name: result(name) for name in ("torch_bf16", "torch_compiled_bf16")}
 best = max((r["images_per_s"], name) for name, r in peers.items() if r) if any(peers.values()) else None
 if ours and best:
     print(f"trainer bf16 / PyTorch's best bf16 ({best[1]}): {ours['images_per_s'] / best[0]:.2f}x (target 1.3x)")
+graphed = result("ours_bf16_graphs")
+if graphed:
+    print(f"CUDA graphs: {graphed.get('replayed_steps', 0)} of {graphed['steps']} timed steps replayed (the "
+          f"warm-up records)" + (f"; images/s over trainer bf16's: {graphed['images_per_s'] / ours['images_per_s']:.3f}"
+                                 if ours else "") +
+          (f"; over PyTorch's best: {graphed['images_per_s'] / best[0]:.2f}x" if best else ""))
 fed = result("ours_bf16_augment")
 if fed and "input_wait_ms_per_step" in fed:
     step_ms = 1e3 * fed["batch"] / fed["images_per_s"]

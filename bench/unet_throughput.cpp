@@ -28,6 +28,9 @@
 // 0.8-1.2): on a GPU tower it runs on the device, on a CPU tower in OpenCV;
 // the JSON line's input_wait_ms_per_step then says how long tower 0 waited
 // for it (with --threads 1 per tower: one host core feeding each).
+// --cuda-graphs: training.cuda_graphs (one GPU tower records its forward and
+// backward once and replays them); the JSON line's replayed_steps counts the
+// timed steps replayed (0 where the run could not record: a warning says why).
 // --trace N (CUDA builds with CUPTI): then N more steps recorded with CUPTI
 // (kernel_trace.h), unsynchronized like the timed ones: per step the GPU's
 // busy and idle time, convolution and other kernel time and the top kernels,
@@ -66,7 +69,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Training images/s of a config's model on random data"};
   std::string config_path, gpus = "all", precision_text = "tf32";
   int batch = 8, steps = 10, warmup = 2, profile = 0, trace = 0, threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  bool nccl_alone = false, hold_buckets = false, augment = false;
+  bool nccl_alone = false, hold_buckets = false, augment = false, cuda_graphs = false;
   app.add_option("--config", config_path, "Run configuration (its model and input size are measured)")->required();
   app.add_option("--gpus", gpus, "Devices, as trainer's --gpus (all, 0,1, cpu, cpu:N)")->capture_default_str();
   app.add_option("--batch", batch, "Global batch per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--nccl-alone", nccl_alone, "One GPU tower reducing through NCCL over a world of one process");
   app.add_flag("--hold-buckets", hold_buckets, "Start the gradient all-reduces after backward, not during it");
+  app.add_flag("--cuda-graphs", cuda_graphs, "Record one step's forward and backward as CUDA graphs and replay them");
   app.add_flag("--augment", augment, "Flips, quarter turns, an affine transform and brightness on every sample");
   app.add_option("--precision", precision_text, "Convolution arithmetic: fp32, tf32 or bf16")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
@@ -101,6 +105,7 @@ int main(int argc, char** argv) {
     config.training.optimizer.nesterov = true;
     config.training.precision = precision;
     if (augment) set_benchmark_augmentation(config.data.augmentation);
+    config.training.cuda_graphs = cuda_graphs;
     const DevicePlan plan = plan_devices(gpus, list_gpus(), true);
     for (const std::string& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     if (nccl_alone && (plan.gpus.size() != 1 || plan.cpu_towers))
@@ -125,6 +130,7 @@ int main(int argc, char** argv) {
     data.names.resize(size_t(batch));
     for (int i = 0; i < warmup; ++i) trainer.train_step(data, idx);
     trainer.take_input_wait_seconds();  // count the timed steps only
+    const int64_t replayed_before = trainer.replayed_steps();
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) trainer.train_step(data, idx);
     // On a GPU, train_step may return with the last update still queued
@@ -136,11 +142,13 @@ int main(int argc, char** argv) {
     const double peak_mib = double(trainer.peak_memory_bytes()[0]) / double(1 << 20);
     std::printf("{\"config\": \"%s\", \"devices\": \"%s\", \"precision\": \"%s\", \"size\": %d, "
                 "\"batch\": %d, \"steps\": %d, \"threads\": %d, \"images_per_s\": %.3f, \"params\": %zu, "
-                "\"input_wait_ms_per_step\": %.3f, \"peak_memory_mib\": %.0f, \"reduction\": \"%s\", \"augment\": %s}\n",
+                "\"input_wait_ms_per_step\": %.3f, \"peak_memory_mib\": %.0f, \"reduction\": \"%s\", \"augment\": %s, "
+                "\"replayed_steps\": %lld}\n",
                 config_path.c_str(), plan.describe().c_str(), precision_name(trainer.devices().device(0).precision),
                 in.h, batch, steps, threads, batch * steps / dt,
                 trainer.model().num_params() + trainer.model().num_state(), wait_ms, peak_mib,
-                trainer.devices().reduction().c_str(), augment ? "true" : "false");
+                trainer.devices().reduction().c_str(), augment ? "true" : "false",
+                static_cast<long long>(trainer.replayed_steps() - replayed_before));
     if (profile > 0) {
       std::fflush(stdout);
       trainer.set_profiling(true);

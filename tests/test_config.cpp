@@ -551,6 +551,7 @@ TEST_CASE("config: defaults of a minimal config", "[config]") {
   CHECK_FALSE(t.model_checkpoint.save_best_only);
   CHECK(t.output_dir == "runs/model");
   CHECK(t.precision == Precision::TF32);  // as TensorFlow and PyTorch on GPUs
+  CHECK_FALSE(t.cuda_graphs);             // opt-in, as PyTorch's
 }
 
 TEST_CASE("config: EarlyStopping takes Keras 3's baseline and start_from_epoch", "[config]") {
@@ -671,6 +672,16 @@ TEST_CASE("config: training.precision picks the GPU convolution arithmetic", "[c
   CHECK(parse_config(base + "training: {precision: fp32}\n", "p.yaml").training.precision == Precision::FP32);
   CHECK_THROWS_WITH(parse_config(base + "training: {precision: fp16}\n", "p.yaml"),
                     Catch::Contains("p.yaml:3:23: training: 'precision' is 'fp16'") && Catch::Contains("use one of: fp32, tf32, bf16"));
+}
+
+TEST_CASE("config: training.cuda_graphs turns recorded steps on, and anything but a boolean is named", "[config]") {
+  const std::string base =
+      "model: {layers: [{type: Input, shape: [4, 4, 1]}, {type: Conv2D, filters: 1, kernel_size: 1}]}\n"
+      "data: {images: a, masks: b}\n";
+  CHECK(parse_config(base + "training: {cuda_graphs: true}\n", "g.yaml").training.cuda_graphs);
+  CHECK_FALSE(parse_config(base + "training: {cuda_graphs: false}\n", "g.yaml").training.cuda_graphs);
+  CHECK_THROWS_WITH(parse_config(base + "training: {cuda_graphs: sometimes}\n", "g.yaml"),
+                    Catch::Contains("g.yaml:3:25: training: 'cuda_graphs' must be true or false, got 'sometimes'"));
 }
 
 TEST_CASE("config: optimizers by name or mapping take Keras's defaults per type", "[config]") {

@@ -59,17 +59,18 @@ void log_world(ProcessGroup& world, const DevicePlan& plan, const Trainer& train
                trainer.devices().reduction(), list);
 }
 
-/// The precision the towers compute in, and how many layers tower 0 stores in
-/// bf16 (docs/gpu.md, docs/cpu.md); for CPU towers only when they compute in
-/// bf16 (TowerDevices warns when a CPU cannot).
+/// The precision the towers compute in, how many layers tower 0 stores in
+/// bf16 (docs/gpu.md, docs/cpu.md), and whether steps replay CUDA graphs; for
+/// CPU towers only when they compute in bf16 (TowerDevices warns when a CPU cannot).
 void log_precision(const Trainer& trainer) {
   const Device& d = trainer.devices().device(0);
   if (!d.is_cuda() && d.precision != Precision::BF16) return;
   int bf16 = 0;
   for (int i = 0; i < trainer.model().num_layers(); ++i) bf16 += trainer.model().activation_type(i) == DType::BF16;
-  spdlog::info("{} towers: convolutions in {}, {} of {} layers' activations in bf16, gradients summed {}",
+  spdlog::info("{} towers: convolutions in {}, {} of {} layers' activations in bf16, gradients summed {}{}",
                d.is_cuda() ? "GPU" : "CPU", precision_name(d.precision), bf16, trainer.model().num_layers(),
-               trainer.devices().reduction());
+               trainer.devices().reduction(),
+               trainer.cuda_graphs() ? "; steps replayed from CUDA graphs (training.cuda_graphs)" : "");
 }
 
 /// One training command, step by step (run_train calls them in order).

@@ -375,6 +375,11 @@ struct TrainingConfig {
   /// processes of an MPI run) may take before the run ends with an error
   /// naming it: a peer died or hangs (PyTorch's init_process_group timeout).
   double collective_timeout = 600;
+  /// Record a GPU tower's training forward and backward as CUDA graphs once
+  /// per batch size and replay them (train/step_graphs.h), in runs of one GPU
+  /// tower whose layers are all Layer::replayable(); off by default, as
+  /// PyTorch's torch.cuda.graphs are opt-in.
+  bool cuda_graphs = false;
   std::string output_dir = "runs/model";
   /// A checkpoint of this model whose weights a new run starts from, as
   /// Keras's model.load_weights() before fit() (fine-tuning a trained model

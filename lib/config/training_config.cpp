@@ -509,6 +509,7 @@ TrainingConfig read_training_section(const YAML::Node& node, const std::string& 
   const std::string precision = p.get_string("precision", "tf32", {"fp32", "tf32", "bf16"});
   t.precision = precision_named(precision);
   t.collective_timeout = p.get_double("collective_timeout", t.collective_timeout, 1, 1e7);
+  t.cuda_graphs = p.get_bool("cuda_graphs", false);
   t.output_dir = p.get_path("output_dir", t.output_dir);
   if (t.output_dir.empty()) p.fail("output_dir", "must not be empty; e.g. 'runs/unet'");
   if (p.given("initial_weights")) {  // a path, or Keras's load_weights arguments {filepath, skip_mismatch}

@@ -177,6 +177,11 @@ class Layer {
   /// True when forward/backward call collectives (synchronized BN): the model
   /// then calls them even on a tower with no samples this step (n = 0).
   virtual bool collective() const { return false; }
+  /// True when a training forward and backward queue the same device work,
+  /// with the same arguments, at every step of one batch shape, so that a GPU
+  /// tower may record them once and replay them (training.cuda_graphs);
+  /// false where a kernel takes a per-step value (Dropout's mask key).
+  virtual bool replayable() const { return true; }
   /// What the layer computes in inference mode, with the hyper-parameters it
   /// was built with (for exporters). Valid after infer() (window layers report
   /// their padding for the inferred shapes).

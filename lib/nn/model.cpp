@@ -138,6 +138,12 @@ std::vector<std::string> Model::unreached_layers() const {
   return names;
 }
 
+std::string Model::unreplayable_layer() const {
+  for (const Node& node : nodes_)
+    if (!node.layer->replayable()) return "'" + node.layer->name() + "' (" + node.layer->type() + ")";
+  return "";
+}
+
 std::vector<std::string> Model::frozen_layers() const {
   std::vector<std::string> names;
   for (const Node& node : nodes_)
@@ -152,6 +158,7 @@ OutputActivation Model::use_logits_output() {
 }
 
 void Model::set_device(const Device& d) {
+  ++calls_;  // moves storage or pointers a recording holds
   spare_.clear();
   for (Node& node : nodes_) {
     node.out.set_device(d);
@@ -161,6 +168,7 @@ void Model::set_device(const Device& d) {
 }
 
 void Model::set_activation_type(DType t) {
+  ++calls_;  // moves storage or pointers a recording holds
   const size_t last = nodes_.size() - 1;
   std::vector<DType> type(nodes_.size(), DType::F32);
   if (t != DType::F32)
@@ -195,6 +203,7 @@ void Model::set_activation_type(DType t) {
 }
 
 void Model::set_activation_layouts(const Device& d) {
+  ++calls_;  // moves storage or pointers a recording holds
   const size_t last = nodes_.size() - 1;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
@@ -237,6 +246,7 @@ double synced_since(const Context& ctx, std::chrono::steady_clock::time_point st
 }  // namespace
 
 void Model::bind(float* params, float* grads, float* state) {
+  ++calls_;  // moves storage or pointers a recording holds
   size_t s = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     std::vector<float*> p, g;
@@ -260,6 +270,7 @@ void Model::initialize(uint64_t seed, float* params, float* state) const {
 }
 
 const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
+  ++calls_;
   const int n = x.shape().n;
   if (!x.shape().same_sample(input_shape()))
     throw InternalError("model input " + x.shape().nhwc() + " does not match " + input_shape().hwc());
@@ -289,6 +300,7 @@ const Tensor& Model::forward(const Context& ctx, const Tensor& x) {
 }
 
 void Model::backward(const Context& ctx, const Tensor& dy, const std::function<void(size_t)>& grads_ready) {
+  ++calls_;
   const int n = dy.shape().n;
   for (auto& node : nodes_) {
     // An empty tower: every gradient a tower with samples computes is the empty tensor.

@@ -87,6 +87,16 @@ class Model {
   /// The dL/d(output) buffer backward() reads: a loss may write into it and
   /// pass it to backward() to avoid a copy.
   Tensor& output_grad_buffer() { return nodes_.back().grad; }
+  /// What the last forward() returned: the last layer's output, whose
+  /// storage no forward or backward gives away.
+  const Tensor& output() const { return nodes_.back().out; }
+  /// forward() and backward() calls so far: a recording of them (train's
+  /// StepGraphs) stays valid while this is unchanged, as no other call has
+  /// moved the model's storage since.
+  uint64_t calls() const { return calls_; }
+  /// The first layer that is not Layer::replayable() (with its type, e.g.
+  /// "'drop1' (Dropout)"); empty when all are.
+  std::string unreplayable_layer() const;
 
   /// Puts every activation and gradient tensor (the input buffer and the
   /// output-gradient buffer included) on device d, emptied. Call it before
@@ -235,6 +245,7 @@ class Model {
   /// Fills the nodes' free_after_* lists from the graph and Layer::backward_reads (see activation_bytes).
   void plan_output_release();
   bool profiling_ = false;
+  uint64_t calls_ = 0;              ///< calls()
   std::vector<LayerTime> times_;    ///< [layers]: profiled times of layer i.
   /// Backward of layer i (n: the batch).
   void backward_node(const Context& ctx, size_t i, int n);

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "backend/elementwise_ops.h"
 #include "backend/train_ops.h"
 #include "config/params.h"
@@ -265,6 +267,7 @@ Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_t
     penalty_args_.sizes.push_back(w.size);
   }
   penalty_args_.sums.resize(2 * regularized_.size());
+  decide_cuda_graphs();
   std::vector<float> params(model().num_params()), state(model().num_state());
   model().initialize(config.training.seed, params.data(), state.data());
   devices_->bind_thread(0);
@@ -280,6 +283,21 @@ Trainer::Trainer(const Config& config, const DevicePlan& plan, int threads_per_t
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::decide_cuda_graphs() {
+  if (!config_.training.cuda_graphs) return;
+  const Device& d = towers_[0]->device;
+  if (d.kind != DeviceKind::CUDA)
+    why_no_graphs_ = "CPU towers queue no GPU work to record";
+  else if (world_towers() > 1)
+    why_no_graphs_ = "the run has " + std::to_string(world_towers()) +
+                     " towers, whose gradient all-reduce overlaps backward; steps are recorded for runs of one "
+                     "GPU tower only";
+  else if (const std::string layer = model().unreplayable_layer(); !layer.empty())
+    why_no_graphs_ = "layer " + layer + " draws new random values every step";
+  cuda_graphs_ = why_no_graphs_.empty();
+  if (!cuda_graphs_) spdlog::warn("training.cuda_graphs: off for this run: {}", why_no_graphs_);
+}
 
 void Trainer::set_learning_rate_warmup(int64_t steps) {
   for (auto& t : towers_) t->optimizer->set_warmup(steps, 1.0 / lr_scale_);
@@ -398,11 +416,19 @@ void Trainer::backward_and_update(int rank, const Context& ctx, Tensor& dlogits,
     buckets.push_back({begin, end, overlap ? comm.start_all_reduce_sum(rank, t.grads.data() + begin, end - begin) : -1});
   };
   size_t pending_end = total;  // [ready, pending_end) is final but not yet reducing
-  t.model.backward(ctx, dlogits, [&](size_t ready) {
-    if (pending_end - ready < bucket) return;
-    start(ready, pending_end);
-    pending_end = ready;
-  });
+  if (cuda_graphs_) {  // one tower in the world: nothing to overlap, one bucket
+    t.graphs.backward(t.model, ctx, dlogits, [&] {
+      const Buffer<float> kept = t.state;  // the moving statistics as this step's forward left them
+      t.model.forward(ctx, t.model.input_buffer());
+      t.state.copy_from(kept);
+    });
+  } else {
+    t.model.backward(ctx, dlogits, [&](size_t ready) {
+      if (pending_end - ready < bucket) return;
+      start(ready, pending_end);
+      pending_end = ready;
+    });
+  }
   if (pending_end > 0) start(0, pending_end);
   if (!overlap)  // the same buckets, in the same order, now
     for (Tower::Bucket& b : buckets) b.ticket = comm.start_all_reduce_sum(rank, t.grads.data() + b.begin, b.end - b.begin);
@@ -455,8 +481,11 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
            config_.data.augmentation.any() ? std::optional<uint64_t>(step) : std::nullopt);
     Communicator& comm = devices_->comm();
     clock.lap(kGather);
-    Context ctx{true, &comm, r, config_.training.seed, step, lo, batch, t.device};
-    const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
+    // With graphs the world is this tower: synchronized BN's all-reduce would be the identity (left out, as a
+    // recording leaves out collectives).
+    Context ctx{true, cuda_graphs_ ? nullptr : &comm, r, config_.training.seed, step, lo, batch, t.device};
+    const Tensor& out = cuda_graphs_ ? t.graphs.forward(t.model, ctx, searched && !profiling_)
+                                     : t.model.forward(ctx, t.model.input_buffer());
     // The queued collectives (the last step's, this forward's), polled with the
     // timeout, before the host waits on the device for the loss.
     comm.synchronize(r);
@@ -496,6 +525,7 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     devices_->comm().synchronize(r);
+    t.graphs.drop();  // the model's calls below move the storage the graphs hold
     // With an ignored class, each batch's weight from its masks (never augmented here): every tower counts
     // its shards' pixels (the only samples this process may hold), summed over the world once.
     std::vector<std::optional<double>> weights(batches);
@@ -548,6 +578,7 @@ Tensor Trainer::predict(const Tensor& images, int batch_size) {
   run_towers([&](int r) {
     Tower& t = *towers_[size_t(r)];
     devices_->comm().synchronize(r);
+    t.graphs.drop();  // the model's calls below move the storage the graphs hold
     for (int b = 0; b < n; b += batch_size) {
       const int batch = std::min(n - b, batch_size);
       const auto [lo, hi] = world_shards(batch)[size_t(r)];

@@ -55,6 +55,7 @@
 #include "train/gradient_clipping.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
+#include "train/step_graphs.h"
 #include "train/tower_devices.h"
 #include "train/tower_pool.h"
 
@@ -223,6 +224,13 @@ class Trainer {
   /// (no overlap; bench/scaling.sh compares it with the default, true). The
   /// result of a step does not depend on it.
   void set_bucket_overlap(bool overlap) { bucket_overlap_ = overlap; }
+  /// Whether training steps are recorded and replayed as CUDA graphs
+  /// (training.cuda_graphs, where the run allows it: why_no_cuda_graphs()).
+  bool cuda_graphs() const { return cuda_graphs_; }
+  /// With training.cuda_graphs, why this run trains without them; else empty.
+  const std::string& why_no_cuda_graphs() const { return why_no_graphs_; }
+  /// Training steps whose forward and backward tower 0 replayed from CUDA graphs so far.
+  int64_t replayed_steps() const { return towers_[0]->graphs.replayed_steps(); }
   /// Per tower, the peak device memory held (bytes); 0 for CPU towers.
   std::vector<size_t> peak_memory_bytes() const;
   /// Bytes the layer outputs and their gradients of this process's CPU
@@ -295,6 +303,7 @@ class Trainer {
       int ticket;
     };
     std::vector<Bucket> buckets;
+    StepGraphs graphs;                 ///< With cuda_graphs(): the recorded forward and backward (destroyed first).
   };
   /// Copies images[indices[lo..hi)] (a host tensor, held as
   /// data/held_samples.h says) into the tower's input as float32 (and masks
@@ -317,6 +326,9 @@ class Trainer {
   /// it: the towers hold the same weights), the calling thread bound to its
   /// device.
   double penalty() const;
+  /// Sets cuda_graphs() and why_no_cuda_graphs() from the config and the
+  /// run's towers and model, warning when the config's graphs are off.
+  void decide_cuda_graphs();
   /// All-reduces s over the towers (host values, through the host communicator).
   void reduce_stats(int rank, BatchStats& s);
   /// With a loss that pools the global batch (pools_batch), loss_sum's reduce
@@ -358,6 +370,8 @@ class Trainer {
   PenaltyArgs penalty_args_;
   size_t bucket_bytes_ = kBucketBytes;
   bool bucket_overlap_ = true;
+  bool cuda_graphs_ = false;  ///< cuda_graphs()
+  std::string why_no_graphs_;  ///< why_no_cuda_graphs()
   std::vector<int> searched_batches_;  ///< Global batch sizes trained so far (their first backward searched).
   std::unique_ptr<TowerDevices> devices_;  ///< Destroyed after the towers (it owns their memory).
   std::vector<std::unique_ptr<Tower>> towers_;

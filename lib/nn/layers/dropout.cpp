@@ -53,6 +53,8 @@ class Dropout : public Layer {
   }
   void to_onnx(OnnxGraph& g, const OnnxLayerIO& io) const override { g.node("Identity", io.ins, io.out, io.name); }
   bool identity_at_inference() const override { return true; }
+  /// Each step draws its own mask (the step is a kernel argument), unless nothing is dropped.
+  bool replayable() const override { return threshold_ == 0; }
 
   /// One input; same shape out. UserError otherwise.
   Shape infer(const std::vector<Shape>& inputs) override {
