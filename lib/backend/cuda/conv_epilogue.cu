@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/cuda/conv_epilogue.h"
 #include "backend/cuda/elementwise_kernel.cuh"
@@ -75,27 +76,116 @@ __global__ void gradient_partials_kernel(float alpha, float beta, const Y* y, co
   }
 }
 
+/// V consecutive elements of T read or written as one aligned access.
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+/// gradient_partials_kernel with each thread taking V consecutive channels
+/// (a group; one 16-byte load of y and of dy, C % V == 0, the pointers
+/// aligned to a Pack): block (b, tile) covers the rows of range b and the
+/// groups tile * tg + gx, gx < tg, the kThreads / tg lanes of each group
+/// taking every lanes-th row and their sums added in lane order. A warp thus
+/// reads whole rows of C <= 32 V channels at once (16 bytes a thread) where
+/// the one-channel kernel reads 2 or 4 bytes a thread.
+template <ActivationKind K, class Y, class G, int V>
+__global__ void gradient_partials_vec_kernel(float alpha, float beta, const Y* y, const Y* dy, long long rows, int C,
+                                             int tg, int parts, G* g, double* partials) {
+  const Activation act{K, alpha, beta};
+  __shared__ double sums[V * kThreads];
+  const int gx = int(threadIdx.x) % tg, ty = int(threadIdx.x) / tg, lanes = int(blockDim.x) / tg;
+  const int group = int(blockIdx.y) * tg + gx, b = int(blockIdx.x);
+  double s[V] = {};
+  if (group < C / V) {
+    const long long end = rows * (b + 1) / parts;
+    for (long long r = rows * b / parts + ty; r < end; r += lanes) {
+      const size_t i = size_t(r) * size_t(C) + size_t(group) * V;
+      const Pack<Y, V> d = *reinterpret_cast<const Pack<Y, V>*>(dy + i);
+      Pack<Y, V> yv{};
+      if (!act.linear()) yv = *reinterpret_cast<const Pack<Y, V>*>(y + i);
+      Pack<G, V> out;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float v = to_float(d.v[k]);
+        if (!act.linear()) v = activation_dx(act, to_float(yv.v[k]), v);
+        out.v[k] = from_float<G>(v);
+        s[k] += v;
+      }
+      if (g) *reinterpret_cast<Pack<G, V>*>(g + i) = out;
+    }
+  }
+  if (!partials) return;
+#pragma unroll
+  for (int k = 0; k < V; ++k) sums[k * kThreads + threadIdx.x] = s[k];
+  __syncthreads();
+  if (ty != 0 || group >= C / V) return;
+  for (int k = 0; k < V; ++k) {
+    double total = 0.0;
+    for (int l = 0; l < lanes; ++l) total += sums[k * kThreads + l * tg + gx];
+    partials[size_t(group * V + k) * parts + b] = total;
+  }
+}
+
 __global__ void to_float_kernel(const double* src, int n, float* dst) {
   const int i = int(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n) dst[i] = float(src[i]);
 }
 
-/// Queues gradient_partials_kernel with y and dy of type Y and g of g_type.
+/// The rows of the bias reduction's blocks: enough ranges to give about
+/// kTargetBlocks blocks over `tiles` channel tiles, at least 64 rows each.
+int gradient_parts(long long rows, int tiles) {
+  return int(std::max<long long>(1, std::min<long long>(rows / 64 + 1, kTargetBlocks / tiles + 1)));
+}
+
+/// The bias reduction's partial sums: [C][parts] then room for the C sums
+/// (in the context's workspace), or none.
+struct Partials {
+  double* data = nullptr;
+  int parts = 0;
+};
+
+/// Queues the activation gradient of y and dy of type Y into g of g_type,
+/// with the bias reduction's partials when `sums` (gradient_parts ranges), V
+/// channels a thread (gradient_partials_vec_kernel) where C % V == 0 and the
+/// tensors are aligned for it, else one (gradient_partials_kernel).
 template <class Y>
-void launch_gradient_partials(CudaContext& ctx, dim3 grid, Activation act, const void* y, const void* dy,
-                              long long rows, int C, int parts, void* g, cudnnDataType_t g_type, double* partials) {
+Partials launch_gradient_partials(CudaContext& ctx, Activation act, const void* y, const void* dy, long long rows,
+                                  int C, void* g, cudnnDataType_t g_type, bool sums) {
+  constexpr int V = 16 / int(sizeof(Y));
   const Y *yy = static_cast<const Y*>(y), *dyy = static_cast<const Y*>(dy);
+  const bool bf16_g = g && g_type == CUDNN_DATA_BFLOAT16;
+  const size_t g_pack = size_t(V) * (bf16_g ? 2 : 4);
+  const auto aligned = [](const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  const bool vec = C % V == 0 && aligned(dy, 16) && (act.linear() || aligned(y, 16)) && (!g || aligned(g, g_pack));
+  int tg = 1;
+  if (vec)
+    while (tg * 2 <= std::min(C / V, 32)) tg *= 2;
+  const int tiles = vec ? (C / V + tg - 1) / tg : (C + kTile - 1) / kTile;
+  const int parts = gradient_parts(rows, tiles);
+  // The partials and the C sums share one workspace request (used within the caller's call only).
+  double* partials =
+      sums ? static_cast<double*>(ctx.workspace((size_t(C) * parts + size_t(C)) * sizeof(double))) : nullptr;
+  const dim3 grid{unsigned(parts), unsigned(tiles)};
   with_kind(act.kind, [&](auto k) {
     constexpr ActivationKind K = decltype(k)::value;
-    if constexpr (activation_needs_input(K))  // never fused (the layers apply these, nn/layers/kept_activation.h)
+    if constexpr (activation_needs_input(K)) {  // never fused (the layers apply these, nn/layers/kept_activation.h)
       ctx.fail("activation_gradient", "an activation whose gradient needs its input");
-    else if (g && g_type == CUDNN_DATA_BFLOAT16)
+    } else if (vec && bf16_g) {
+      gradient_partials_vec_kernel<K, Y, __nv_bfloat16, V><<<grid, kThreads, 0, ctx.stream()>>>(
+          act.alpha, act.beta, yy, dyy, rows, C, tg, parts, static_cast<__nv_bfloat16*>(g), partials);
+    } else if (vec) {
+      gradient_partials_vec_kernel<K, Y, float, V><<<grid, kThreads, 0, ctx.stream()>>>(
+          act.alpha, act.beta, yy, dyy, rows, C, tg, parts, static_cast<float*>(g), partials);
+    } else if (bf16_g) {
       gradient_partials_kernel<K><<<grid, kThreads, 0, ctx.stream()>>>(act.alpha, act.beta, yy, dyy, rows, C, parts,
                                                                        static_cast<__nv_bfloat16*>(g), partials);
-    else
+    } else {
       gradient_partials_kernel<K><<<grid, kThreads, 0, ctx.stream()>>>(act.alpha, act.beta, yy, dyy, rows, C, parts,
                                                                        static_cast<float*>(g), partials);
+    }
   });
+  return Partials{partials, parts};
 }
 
 /// Queues Epilogue<S, Y, act's kind> over n elements.
@@ -140,20 +230,14 @@ void activation_gradient(CudaContext& ctx, Activation act, const void* y, const 
     return;
   }
   if ((g && !supported(g_type)) || !supported(y_type)) ctx.fail("activation_gradient", "unsupported tensor type");
-  const int tiles = (C + kTile - 1) / kTile;
-  const int parts = int(std::max<long long>(1, std::min<long long>(rows / 64 + 1, kTargetBlocks / tiles + 1)));
-  // Partials and the double sums share one workspace request (used within this call only).
-  double* partials =
-      dbias ? static_cast<double*>(ctx.workspace((size_t(C) * parts + size_t(C)) * sizeof(double))) : nullptr;
-  const dim3 grid{unsigned(parts), unsigned(tiles)};
-  if (y_type == CUDNN_DATA_BFLOAT16)
-    launch_gradient_partials<__nv_bfloat16>(ctx, grid, act, y, dy, rows, C, parts, g, g_type, partials);
-  else
-    launch_gradient_partials<float>(ctx, grid, act, y, dy, rows, C, parts, g, g_type, partials);
+  const Partials p =
+      y_type == CUDNN_DATA_BFLOAT16
+          ? launch_gradient_partials<__nv_bfloat16>(ctx, act, y, dy, rows, C, g, g_type, dbias != nullptr)
+          : launch_gradient_partials<float>(ctx, act, y, dy, rows, C, g, g_type, dbias != nullptr);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "gradient_partials_kernel");
   if (!dbias) return;
-  double* sums = partials + size_t(C) * parts;
-  sum_partials(ctx, partials, C, parts, sums);
+  double* sums = p.data + size_t(C) * p.parts;
+  sum_partials(ctx, p.data, C, p.parts, sums);
   to_float_kernel<<<unsigned((C + kThreads - 1) / kThreads), kThreads, 0, ctx.stream()>>>(sums, C, dbias);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "to_float_kernel");
 }

@@ -10,8 +10,10 @@
 //                   type cuDNN reads (the bf16 conversion in the same pass),
 //                   with the bias gradient, the sum of g over N, H, W, taken
 //                   on the way: one read of y and dy and one write of g
-//                   instead of four passes; the sums are deterministic (fixed
-//                   partition, partial sums in double added in a fixed order);
+//                   instead of four passes, each thread taking 16 bytes of
+//                   channels where C and the pointers allow; the sums are
+//                   deterministic (fixed partition, partial sums in double
+//                   added in a fixed order);
 //   bias_gradient   dbias[c] = sum of dy over N, H, W, likewise.
 // Failed launches throw InternalError naming the device and the layer.
 #include <cudnn.h>
