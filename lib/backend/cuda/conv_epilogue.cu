@@ -86,7 +86,8 @@ struct alignas(sizeof(T) * V) Pack {
 /// (a group; one 16-byte load of y and of dy, C % V == 0, the pointers
 /// aligned to a Pack): block (b, tile) covers the rows of range b and the
 /// groups tile * tg + gx, gx < tg, the kThreads / tg lanes of each group
-/// taking every lanes-th row and their sums added in lane order. A warp thus
+/// taking every lanes-th row and their sums added in lane order (V tg
+/// threads adding one channel's each). A warp thus
 /// reads whole rows of C <= 32 V channels at once (16 bytes a thread) where
 /// the one-channel kernel reads 2 or 4 bytes a thread.
 template <ActivationKind K, class Y, class G, int V>
@@ -119,12 +120,12 @@ __global__ void gradient_partials_vec_kernel(float alpha, float beta, const Y* y
 #pragma unroll
   for (int k = 0; k < V; ++k) sums[k * kThreads + threadIdx.x] = s[k];
   __syncthreads();
-  if (ty != 0 || group >= C / V) return;
-  for (int k = 0; k < V; ++k) {
-    double total = 0.0;
-    for (int l = 0; l < lanes; ++l) total += sums[k * kThreads + l * tg + gx];
-    partials[size_t(group * V + k) * parts + b] = total;
-  }
+  // Thread t < V tg adds channel k = t / tg of group t % tg over the lanes, in lane order.
+  const int t = int(threadIdx.x), k = t / tg, sum_group = int(blockIdx.y) * tg + t % tg;
+  if (t >= V * tg || sum_group >= C / V) return;
+  double total = 0.0;
+  for (int l = 0; l < lanes; ++l) total += sums[k * kThreads + l * tg + t % tg];
+  partials[size_t(sum_group * V + k) * parts + b] = total;
 }
 
 __global__ void to_float_kernel(const double* src, int n, float* dst) {

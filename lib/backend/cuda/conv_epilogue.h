@@ -13,7 +13,9 @@
 //                   instead of four passes, each thread taking 16 bytes of
 //                   channels where C and the pointers allow; the sums are
 //                   deterministic (fixed partition, partial sums in double
-//                   added in a fixed order);
+//                   added in a fixed order; the partition a function of the
+//                   shape and of whether the pointers are 16-byte aligned,
+//                   which a layer's allocator-made buffers always are);
 //   bias_gradient   dbias[c] = sum of dy over N, H, W, likewise.
 // Failed launches throw InternalError naming the device and the layer.
 #include <cudnn.h>
