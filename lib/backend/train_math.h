@@ -37,6 +37,21 @@ TRAINER_HD inline float segmentation_grad(float z, float y, float c0, float c1, 
   return c0 * (p - y) + (c1 * y + c2) * p * (1.f - p);
 }
 
+/// The coefficients c [3] of segmentation_grad for one sample of the
+/// smooth-1 Dice loss 1 - (2 sum(p y) + 1) / (sum(p) + sum(y) + 1), plus
+/// the sample's mean binary cross-entropy over its m values with with_bce
+/// (bce_dice), from its sums [4] (bce, sum p y, sum p, sum y: add_loss_terms):
+/// d bce_mean / dz = (p - y) / m, so c0 = 1 / m (else 0); with num = 2 sum(p y)
+/// + 1 and den = sum(p) + sum(y) + 1, d dice / dp_i = -(2 y_i den - num) /
+/// den^2 and dp/dz = p (1 - p), so c1 = -2 / den and c2 = num / den^2. In
+/// double, rounded to float at the end, the same on both devices.
+TRAINER_HD inline void dice_coefficients(const double* sums, size_t m, bool with_bce, float* c) {
+  const double num = 2 * sums[1] + 1, den = sums[2] + sums[3] + 1;
+  c[0] = with_bce && m ? float(1.0 / double(m)) : 0.f;
+  c[1] = float(-2.0 / den);
+  c[2] = float(num / (den * den));
+}
+
 /// How a cross-entropy is changed per pixel: Keras's label_smoothing and the
 /// focal losses' gamma and alpha (BinaryFocalCrossentropy,
 /// CategoricalFocalCrossentropy; Lin et al. 2017, "Focal Loss for Dense

@@ -92,6 +92,23 @@ class DeviceContext {
     why = "this device records no graphs";
     return nullptr;
   }
+  /// Deferred read-backs. An op that returns values to the host (the
+  /// loss's sums, the metrics' counts: backend/train_ops.inc says which)
+  /// waits for the device at each call, unless read-backs are deferred:
+  /// then it queues its copy and returns at once, and its values reach the
+  /// host memory it was given in finish_read_backs(), which waits for the
+  /// device once and delivers them in the order queued. So a training step
+  /// queues its backward pass before it reads its loss, and the device does
+  /// not wait for the host between them. That host memory must stay valid
+  /// until the values are delivered. The default, for contexts with nothing
+  /// to wait for: every read-back is at once.
+  virtual void defer_read_backs() {}
+  /// Delivers the read-backs queued so far (waiting for the device once);
+  /// read-backs stay deferred. Throws InternalError on a device error.
+  virtual void finish_read_backs() {}
+  /// Ends the deferral, dropping the read-backs not yet delivered (after a
+  /// failed step: their host memory is not written).
+  virtual void stop_deferring_read_backs() noexcept {}
 };
 
 struct Device {
@@ -108,6 +125,42 @@ struct Device {
   /// Same kind, ordinal and context (towers sharing a GPU have distinct contexts).
   bool operator==(const Device& o) const { return kind == o.kind && index == o.index && ctx == o.ctx; }
   bool operator!=(const Device& o) const { return !(*this == o); }
+};
+
+/// DeviceContext::finish_read_backs of d's context (a CPU device has none: its ops' values are there at once).
+inline void finish_read_backs(const Device& d) {
+  if (d.ctx) d.ctx->finish_read_backs();
+}
+
+/// Defers d's read-backs (DeviceContext::defer_read_backs) from construction
+/// to finish(), which delivers them; a scope left before finish() (an
+/// exception) drops them. Nothing to do for a device without a context.
+class DeferredReadBacks {
+ public:
+  explicit DeferredReadBacks(const Device& d) : ctx_(d.ctx) {
+    if (ctx_) ctx_->defer_read_backs();
+  }
+  ~DeferredReadBacks() {
+    if (ctx_) ctx_->stop_deferring_read_backs();
+  }
+  DeferredReadBacks(const DeferredReadBacks&) = delete;
+  DeferredReadBacks& operator=(const DeferredReadBacks&) = delete;
+  /// Delivers the deferred read-backs and ends the deferral. Throws InternalError on a device error.
+  void finish() {
+    if (!ctx_) return;
+    DeviceContext* c = ctx_;
+    ctx_ = nullptr;
+    try {
+      c->finish_read_backs();
+    } catch (...) {
+      c->stop_deferring_read_backs();
+      throw;
+    }
+    c->stop_deferring_read_backs();
+  }
+
+ private:
+  DeviceContext* ctx_;
 };
 
 }  // namespace trainer

@@ -2,6 +2,10 @@
 // gives per-sample sums (sum bce, sum p*y, sum p, sum y, in double), the
 // per-sample losses and gradient coefficients are formed here on the host from
 // those sums, and segmentation_loss_grad applies the coefficients per element.
+// The cross-entropies' gradients need no sum, and dice's and bce_dice's
+// coefficients are formed on the device (dice_loss_grad): queue_loss leaves
+// their sums to be read after the step's backward pass is queued
+// (QueuedLoss). Keras's Dice and tversky form theirs here, read at once.
 #include "train/loss.h"
 
 #include <algorithm>
@@ -73,9 +77,20 @@ double counted_pixel_weight(double samples, double counted) { return counted > 0
 
 namespace {
 
-/// The categorical losses of loss_sum: logits [N, H, W, K], targets [N, H, W, 1].
-double categorical_loss_sum(const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-                            std::optional<double> pixel_weight, CrossEntropyForm form) {
+/// Reads q's value from one sum the device delivers: the sum times multiply, over divide.
+double* one_late_sum(QueuedLoss& q, double multiply, double divide) {
+  q.late = true;
+  q.dice = false;
+  q.sums.resize(1);
+  q.stride = 1;
+  q.multiply = multiply;
+  q.divide = divide;
+  return q.sums.data();
+}
+
+/// The categorical losses (queue_loss): logits [N, H, W, K], targets [N, H, W, 1].
+void queue_categorical(QueuedLoss& q, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+                       std::optional<double> pixel_weight, CrossEntropyForm form) {
   const Shape z = logits.shape(), y = targets.shape();
   if (y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w || z.c < 2)
     throw InternalError("loss: categorical logits " + z.nhwc() + " need class-index targets [N, H, W, 1] of "
@@ -87,22 +102,31 @@ double categorical_loss_sum(const Tensor& logits, const Tensor& targets, Tensor*
   const double per_sample = double(size_t(z.h) * size_t(z.w));
   const double w = pixel_weight ? *pixel_weight : 1.0 / per_sample;
   if (dlogits) dlogits->resize(z);
-  if (pixels == 0) return 0.0;
+  if (pixels == 0) return;  // q.known, 0
   if (dlogits) softmax_loss_grad(d, logits.data(), targets.data(), pixels, z.c, form, float(w), dlogits->data());
-  const double sum = softmax_loss_sum(d, logits.data(), targets.data(), pixels, z.c, form);
-  return pixel_weight ? sum * w : sum / per_sample;
+  double* sum = pixel_weight ? one_late_sum(q, w, 1.0) : one_late_sum(q, 1.0, per_sample);
+  softmax_loss_sum(d, logits.data(), targets.data(), pixels, z.c, form, sum);
 }
 
-/// binary_focal_crossentropy, or binary_crossentropy with label smoothing:
-/// the sum over samples of the mean of sigmoid_focal_loss over each one's m
-/// values (logits and targets of one shape).
-double sigmoid_focal_loss_sum(const Tensor& logits, const Tensor& targets, Tensor* dlogits, CrossEntropyForm form) {
+/// binary_focal_crossentropy, or binary_crossentropy with label smoothing
+/// (queue_loss): the sum over samples of the mean of sigmoid_focal_loss over
+/// each one's m values (logits and targets of one shape).
+void queue_sigmoid_focal(QueuedLoss& q, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+                         CrossEntropyForm form) {
   const Device& d = logits.device();
   const size_t m = logits.shape().sample_numel(), n = logits.numel();
   if (dlogits) dlogits->resize(logits.shape());
-  if (n == 0) return 0.0;
+  if (n == 0) return;  // q.known, 0
   if (dlogits) sigmoid_focal_grad(d, logits.data(), targets.data(), n, form, float(1.0 / double(m)), dlogits->data());
-  return sigmoid_focal_sum(d, logits.data(), targets.data(), n, form) / double(m);
+  sigmoid_focal_sum(d, logits.data(), targets.data(), n, form, one_late_sum(q, 1.0, double(m)));
+}
+
+/// softmax_loss_sum's value, read at once (with any read-backs the device deferred before).
+double softmax_sum_now(const Device& d, const float* z, const float* y, size_t n, int k, CrossEntropyForm f) {
+  double sum = 0;
+  softmax_loss_sum(d, z, y, n, k, f, &sum);
+  finish_read_backs(d);
+  return sum;
 }
 
 /// Keras's backend.epsilon(), in the overlap losses' denominators.
@@ -124,12 +148,14 @@ double overlap_ratio(LossKind kind, const OverlapForm& f, double i, double p, do
   return 1.0 - a * i / den;
 }
 
-/// segmentation_sums of logits and targets [N, H, W, C]: 4 per sample (bce, sum p y, sum p, sum y).
+/// segmentation_sums of logits and targets [N, H, W, C]: 4 per sample (bce, sum p y, sum p, sum y), read at
+/// once (with any read-backs the device deferred before).
 std::vector<double> sample_sums(const Tensor& logits, const Tensor& targets, bool need_bce, bool need_dice) {
   const int n = logits.shape().n;
   std::vector<double> sums(size_t(n) * 4);
   segmentation_sums(logits.device(), logits.data(), targets.data(), n, logits.shape().sample_numel(), need_bce,
                     need_dice, sums.data());
+  finish_read_backs(logits.device());
   return sums;
 }
 
@@ -189,7 +215,7 @@ double softmax_overlap_loss_sum(LossKind kind, const Tensor& logits, const Tenso
     for (int s = 0; s < z.n; ++s) {
       const float* zs = logits.data() + size_t(s) * pixels * k;
       const float* ys = targets.data() + size_t(s) * pixels;
-      const double i = softmax_loss_sum(d, zs, ys, pixels, z.c, probability);
+      const double i = softmax_sum_now(d, zs, ys, pixels, z.c, probability);
       total += overlap_ratio(kind, form, i, double(pixels), double(pixels), 1.0, coef);
       if (dlogits)
         softmax_loss_grad(d, zs, ys, pixels, z.c, probability, coef[1], dlogits->data() + size_t(s) * pixels * k);
@@ -197,8 +223,8 @@ double softmax_overlap_loss_sum(LossKind kind, const Tensor& logits, const Tenso
     return total;
   }
   const double all = double(pixels) * z.n;
-  double pooled[kPooledSums] = {softmax_loss_sum(d, logits.data(), targets.data(), pixels * size_t(z.n), z.c,
-                                                 probability),
+  double pooled[kPooledSums] = {softmax_sum_now(d, logits.data(), targets.data(), pixels * size_t(z.n), z.c,
+                                                probability),
                                 all, all, double(z.n)};
   if (reduce) reduce(pooled, kPooledSums);
   const double total = double(z.n) * overlap_ratio(kind, form, pooled[0], pooled[1], pooled[2], pooled[3], coef);
@@ -208,46 +234,90 @@ double softmax_overlap_loss_sum(LossKind kind, const Tensor& logits, const Tenso
   return total;
 }
 
+/// dice and bce_dice (queue_loss): logits and targets of one shape [N, H, W, C]. The device forms the
+/// gradient's coefficients from the sums (dice_loss_grad), so they are read late.
+void queue_dice(QueuedLoss& q, LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits) {
+  const int n = logits.shape().n;
+  const size_t m = logits.shape().sample_numel();
+  q.late = true;
+  q.dice = true;
+  q.with_bce = kind == LossKind::BceDice;
+  q.sums.resize(size_t(n) * 4);
+  q.stride = 4;
+  q.multiply = m ? 1.0 / double(m) : 0.0;
+  q.divide = 1;
+  const Device& d = logits.device();
+  if (!dlogits) return segmentation_sums(d, logits.data(), targets.data(), n, m, q.with_bce, true, q.sums.data());
+  dlogits->resize(logits.shape());
+  dice_loss_grad(d, logits.data(), targets.data(), n, m, q.with_bce, q.sums.data(), dlogits->data());
+}
+
+/// Plain binary_crossentropy (queue_loss): its gradient (p - y) / m needs no sum, so its sums are read late.
+void queue_binary_crossentropy(QueuedLoss& q, const Tensor& logits, const Tensor& targets, Tensor* dlogits) {
+  const int n = logits.shape().n;
+  const size_t m = logits.shape().sample_numel();
+  const double inv_m = m ? 1.0 / double(m) : 0.0;
+  q.late = true;
+  q.dice = false;
+  q.sums.resize(size_t(n) * 4);
+  q.stride = 4;  // each sample's bce sum
+  q.multiply = inv_m;
+  q.divide = 1;
+  segmentation_sums(logits.device(), logits.data(), targets.data(), n, m, true, false, q.sums.data());
+  q.coef.assign(size_t(n) * 3, 0.f);
+  for (int s = 0; s < n; ++s) q.coef[size_t(s) * 3] = float(inv_m);
+  write_gradient(logits, targets, q.coef, dlogits);
+}
+
 }  // namespace
 
-double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+double QueuedLoss::value() const {
+  if (!late) return known;
+  double total = 0;
+  for (size_t i = 0; i < sums.size(); i += stride) {
+    if (!dice) {
+      total += sums[i] * multiply;
+      continue;
+    }
+    // A sample's sums (bce, sum p y, sum p, sum y): its mean cross-entropy (bce_dice), then its Dice loss.
+    const double* ss = sums.data() + i;
+    if (with_bce) total += ss[0] * multiply;
+    total += 1 - (2 * ss[1] + 1) / (ss[2] + ss[3] + 1);
+  }
+  return total / divide;
+}
+
+void queue_loss(QueuedLoss& q, LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
                 std::optional<double> pixel_weight, CrossEntropyForm form, const OverlapForm& overlap,
                 const ShardReduce& reduce) {
-  if (is_categorical(kind)) return categorical_loss_sum(logits, targets, dlogits, pixel_weight, form);
+  q.late = false;
+  q.known = 0;
+  if (is_categorical(kind)) return queue_categorical(q, logits, targets, dlogits, pixel_weight, form);
   if (pixel_weight) throw InternalError("loss: a pixel weight is for the categorical losses only");
-  if (is_overlap(kind) && logits.shape().c > 1)
-    return softmax_overlap_loss_sum(kind, logits, targets, dlogits, overlap, reduce);
+  if (is_overlap(kind) && logits.shape().c > 1) {
+    q.known = softmax_overlap_loss_sum(kind, logits, targets, dlogits, overlap, reduce);
+    return;
+  }
   if (logits.shape() != targets.shape())
     throw InternalError("loss: logits " + logits.shape().nhwc() + " and targets " +
                                 targets.shape().nhwc() + " differ in shape");
   if (kind == LossKind::BinaryFocalCrossentropy || (kind == LossKind::BinaryCrossentropy && !form.plain()))
-    return sigmoid_focal_loss_sum(logits, targets, dlogits, form);
-  if (is_overlap(kind)) return overlap_loss_sum(kind, logits, targets, dlogits, overlap, reduce);
-  const bool need_bce = kind != LossKind::Dice;
-  const bool need_dice = kind != LossKind::BinaryCrossentropy;
-  const int n = logits.shape().n;
-  const size_t m = logits.shape().sample_numel();
-  const std::vector<double> sums = sample_sums(logits, targets, need_bce, need_dice);
-  std::vector<float> coef(size_t(n) * 3);
-  double total = 0;
-  for (int s = 0; s < n; ++s) {
-    const double* ss = sums.data() + size_t(s) * 4;
-    const double bce = ss[0], py = ss[1], p = ss[2], y = ss[3];
-    const double inv_m = m ? 1.0 / double(m) : 0.0;
-    const double num = 2 * py + 1, den = p + y + 1;
-    if (need_bce) total += bce * inv_m;
-    if (need_dice) total += 1 - num / den;
-    // Gradient coefficients of segmentation_grad, g = c0 (p - y) + (c1 y + c2) p (1 - p):
-    // d bce_mean / dz = (p - y) / m, so c0 = 1 / m;
-    // d dice / dp_i = -(2 y_i den - num) / den^2 and dp/dz = p (1 - p), so
-    // c1 = -2 / den and c2 = num / den^2.
-    float* c = coef.data() + size_t(s) * 3;
-    c[0] = need_bce ? float(inv_m) : 0.f;
-    c[1] = need_dice ? float(-2.0 / den) : 0.f;
-    c[2] = need_dice ? float(num / (den * den)) : 0.f;
+    return queue_sigmoid_focal(q, logits, targets, dlogits, form);
+  if (is_overlap(kind)) {
+    q.known = overlap_loss_sum(kind, logits, targets, dlogits, overlap, reduce);
+    return;
   }
-  write_gradient(logits, targets, coef, dlogits);
-  return total;
+  if (kind == LossKind::BinaryCrossentropy) return queue_binary_crossentropy(q, logits, targets, dlogits);
+  queue_dice(q, kind, logits, targets, dlogits);
+}
+
+double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+                std::optional<double> pixel_weight, CrossEntropyForm form, const OverlapForm& overlap,
+                const ShardReduce& reduce) {
+  QueuedLoss q;
+  queue_loss(q, kind, logits, targets, dlogits, pixel_weight, form, overlap, reduce);
+  finish_read_backs(logits.device());
+  return q.value();
 }
 
 }  // namespace trainer

@@ -121,4 +121,35 @@ double loss_sum(LossKind kind, const Tensor& logits, const Tensor& targets, Tens
                 std::optional<double> pixel_weight = std::nullopt, CrossEntropyForm form = {},
                 const OverlapForm& overlap = {}, const ShardReduce& reduce = {});
 
+/// A loss queued on its tower's device by queue_loss: host storage a tower
+/// keeps from step to step (no allocation once sized).
+struct QueuedLoss {
+  /// loss_sum's value, once the device's read-backs are delivered
+  /// (DeviceContext::finish_read_backs; at once on a device that does not
+  /// defer them): known, or read late, the sum of a term per stride of
+  /// sums, over divide: sums[i] times multiply, or with dice a sample's
+  /// Dice loss from its sums sums[i..i+4) (plus sums[i] times multiply,
+  /// its mean cross-entropy, with with_bce).
+  double value() const;
+  std::vector<double> sums;  ///< What the device delivers: per-sample segmentation sums [N, 4], or one sum.
+  std::vector<float> coef;   ///< The gradient's coefficients [N, 3] (segmentation_loss_grad).
+  size_t stride = 1;
+  double multiply = 1, divide = 1;
+  bool dice = false, with_bce = false;
+  double known = 0;          ///< The loss, where queue_loss read it at once.
+  bool late = false;         ///< value() forms the loss from sums.
+};
+
+/// loss_sum with the value in q (arguments, gradient and errors as
+/// loss_sum's): dlogits is written (queued, on a GPU) now and q.value() is
+/// the loss once the device's read-backs are delivered. The cross-entropies
+/// (binary, focal, categorical), whose gradients need no sum, and dice and
+/// bce_dice, whose coefficients the device forms (dice_loss_grad), read
+/// their sums late. Keras's Dice and tversky read theirs at once, since the
+/// host forms their coefficients: a GPU waits for them (the read-backs
+/// deferred before delivered with them).
+void queue_loss(QueuedLoss& q, LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+                std::optional<double> pixel_weight = std::nullopt, CrossEntropyForm form = {},
+                const OverlapForm& overlap = {}, const ShardReduce& reduce = {});
+
 }  // namespace trainer

@@ -1,6 +1,7 @@
 #include "train/metrics.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -146,34 +147,24 @@ double MetricCounts::value(const std::string& metric) const {
   throw InternalError("unknown metric '" + metric + "'");
 }
 
-void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts) {
-  if (const int k = counts.classes(); k > 0) {
-    const Shape z = logits.shape(), y = targets.shape();
-    if (z.c != k || y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w)
-      throw InternalError("metrics: logits " + z.nhwc() + " and targets " + y.nhwc() + " are not [N, H, W, " +
-                                  std::to_string(k) + "] and [N, H, W, 1]");
-    thread_local std::vector<int64_t> confusion;  // per tower thread: no allocation once sized
-    confusion.assign(size_t(k) * size_t(k), 0);
-    class_confusion(logits.device(), logits.data(), targets.data(), targets.numel(), k, confusion.data());
-    for (size_t i = 0; i < confusion.size(); ++i) counts.v[size_t(MetricCounts::kSize) + i] += double(confusion[i]);
-    return;
-  }
-  if (logits.shape() != targets.shape())
-    throw InternalError("metrics: logits " + logits.shape().nhwc() + " and targets " +
-                                targets.shape().nhwc() + " differ in shape");
+namespace {
+
+/// The logits sigmoid(z) > t compares with: log(t / (1 - t)) at the ascending thresholds t.
+std::array<float, MetricCounts::kThresholds> logit_thresholds() {
   constexpr int T = MetricCounts::kThresholds;
   static_assert(T == kLogitThresholds, "the backend's histogram has one bin per metric threshold");
-  // sigmoid(z) > t  <=>  z > log(t / (1 - t)); ascending thresholds.
-  float thr[T];
+  std::array<float, T> thr{};
   for (int t = 0; t < T; ++t) {
     const double p = 0.5 + 0.05 * t;
-    thr[t] = float(std::log(p / (1 - p)));
+    thr[size_t(t)] = float(std::log(p / (1 - p)));
   }
-  // hist[fg][k]: pixels with foreground fg whose logit exceeds exactly the k lowest
-  // thresholds (predictions are monotone in t). Every count follows from it.
-  constexpr int B = T + 1;
-  int64_t hist[2 * B] = {};
-  logit_histogram(logits.device(), logits.data(), targets.data(), logits.numel(), thr, hist);
+  return thr;
+}
+
+/// The binary counts from hist [2, T + 1]: hist[fg][k] holds the pixels of foreground fg whose logit exceeds
+/// exactly the k lowest thresholds (predictions are monotone in t). Every count follows from it.
+void add_binary_counts(const int64_t* hist, MetricCounts& counts) {
+  constexpr int T = MetricCounts::kThresholds, B = T + 1;
   const int64_t* bg = hist;
   const int64_t* fg = hist + B;
   int64_t fg_total = 0, total = 0;
@@ -186,8 +177,8 @@ void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCount
   for (int t = T - 1; t >= 0; --t) {
     pred_fg += fg[t + 1];  // pixels with k > t are predicted positive at threshold t
     pred_bg += bg[t + 1];
-    counts.v[t] += double(pred_fg);
-    counts.v[T + t] += double(pred_bg + fg_total);
+    counts.v[size_t(t)] += double(pred_fg);
+    counts.v[size_t(T + t)] += double(pred_bg + fg_total);
   }
   // At t = 0.5 (index 0) pred_fg / pred_bg now hold the positives at 0.5.
   counts.v[MetricCounts::kTp] += double(pred_fg);
@@ -195,14 +186,53 @@ void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCount
   counts.v[MetricCounts::kTruePos] += double(fg_total);
   counts.v[MetricCounts::kCorrect] += double(pred_fg + bg[0]);
   counts.v[MetricCounts::kTotal] += double(total);
-  if (counts.has_auc()) {
-    constexpr int n = MetricCounts::kAucThresholds;
-    thread_local std::vector<int64_t> buckets;  // per tower thread: no allocation once sized
-    buckets.assign(2 * n, 0);
-    probability_histogram(logits.device(), logits.data(), targets.data(), logits.numel(), n, buckets.data());
-    double* out = counts.v.data() + counts.v.size() - 2 * n;
-    for (int b = 0; b < 2 * n; ++b) out[b] += double(buckets[b]);
+}
+
+}  // namespace
+
+void queue_metrics(QueuedMetrics& q, const Tensor& logits, const Tensor& targets, const MetricCounts& counts) {
+  q.classes = counts.classes();
+  q.auc = counts.has_auc();
+  const Device& d = logits.device();
+  if (const int k = q.classes; k > 0) {
+    const Shape z = logits.shape(), y = targets.shape();
+    if (z.c != k || y.c != 1 || z.n != y.n || z.h != y.h || z.w != y.w)
+      throw InternalError("metrics: logits " + z.nhwc() + " and targets " + y.nhwc() + " are not [N, H, W, " +
+                                  std::to_string(k) + "] and [N, H, W, 1]");
+    q.confusion.assign(size_t(k) * size_t(k), 0);
+    class_confusion(d, logits.data(), targets.data(), targets.numel(), k, q.confusion.data());
+    return;
   }
+  if (logits.shape() != targets.shape())
+    throw InternalError("metrics: logits " + logits.shape().nhwc() + " and targets " +
+                                targets.shape().nhwc() + " differ in shape");
+  const auto thr = logit_thresholds();
+  q.hist.assign(2 * size_t(MetricCounts::kThresholds + 1), 0);
+  logit_histogram(d, logits.data(), targets.data(), logits.numel(), thr.data(), q.hist.data());
+  if (!q.auc) return;
+  q.buckets.assign(2 * size_t(MetricCounts::kAucThresholds), 0);
+  probability_histogram(d, logits.data(), targets.data(), logits.numel(), MetricCounts::kAucThresholds,
+                        q.buckets.data());
+}
+
+void add_metrics(const QueuedMetrics& q, MetricCounts& counts) {
+  if (q.classes != counts.classes() || q.auc != counts.has_auc())
+    throw InternalError("metrics: counts queued for another layout");
+  if (q.classes > 0) {
+    for (size_t i = 0; i < q.confusion.size(); ++i) counts.v[size_t(MetricCounts::kSize) + i] += double(q.confusion[i]);
+    return;
+  }
+  add_binary_counts(q.hist.data(), counts);
+  if (!q.auc) return;
+  double* out = counts.v.data() + counts.v.size() - q.buckets.size();
+  for (size_t b = 0; b < q.buckets.size(); ++b) out[b] += double(q.buckets[b]);
+}
+
+void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts) {
+  thread_local QueuedMetrics q;  // per tower thread: no allocation once sized
+  queue_metrics(q, logits, targets, counts);
+  finish_read_backs(logits.device());
+  add_metrics(q, counts);
 }
 
 }  // namespace trainer

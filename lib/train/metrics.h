@@ -111,4 +111,24 @@ struct MetricCounts {
 /// Throws InternalError when the shapes do not match as above.
 void accumulate_metrics(const Tensor& logits, const Tensor& targets, MetricCounts& counts);
 
+/// A batch's counts queued on its tower's device by queue_metrics: host
+/// arrays a tower keeps from step to step (no allocation once sized), which
+/// the device's read-backs fill.
+struct QueuedMetrics {
+  int classes = 0;                 ///< As MetricCounts::classes() of the counts they are for.
+  bool auc = false;                ///< As MetricCounts::has_auc().
+  std::vector<int64_t> confusion;  ///< [K, K] from class_confusion (categorical).
+  std::vector<int64_t> hist;       ///< [2, kThresholds + 1] from logit_histogram (binary).
+  std::vector<int64_t> buckets;    ///< [2, kAucThresholds] from probability_histogram (binary, with AUC).
+};
+
+/// Queues what accumulate_metrics would add to counts (the same shapes and
+/// errors) into q: the counts are there once the device's read-backs are
+/// delivered (DeviceContext::finish_read_backs; at once on a device that
+/// does not defer them), for add_metrics.
+void queue_metrics(QueuedMetrics& q, const Tensor& logits, const Tensor& targets, const MetricCounts& counts);
+/// Adds the delivered counts of q to counts, which have the layout q was
+/// queued for (InternalError otherwise).
+void add_metrics(const QueuedMetrics& q, MetricCounts& counts);
+
 }  // namespace trainer

@@ -464,6 +464,28 @@ ShardReduce Trainer::shard_reduce(int rank) {
   return [this, rank](double* sums, size_t n) { devices_->host_comm().all_reduce_sum(rank, sums, n); };
 }
 
+Tensor& Trainer::queue_loss_and_counts(int r, const Tensor& out, int batch, int samples) {
+  Tower& t = *towers_[size_t(r)];
+  // With an ignored class the loss is the mean over the global batch's counted pixels.
+  std::optional<double> weight;
+  if (ignores_pixels()) {
+    double v = t.counted_pixels;
+    devices_->host_comm().all_reduce_sum(r, &v, 1);
+    weight = counted_pixel_weight(batch, v);
+  }
+  Tensor& dlogits = t.model.output_grad_buffer();
+  const ShardReduce reduce = shard_reduce(r);
+  if (samples > 0) {
+    queue_loss(t.loss, loss_, out, t.y, &dlogits, weight, t.train_form, overlap_, reduce);
+    queue_metrics(t.metrics, out, t.y, t.stats.counts);
+    return dlogits;
+  }
+  if (reduce) join_pooled_loss(reduce);
+  dlogits.resize(out.shape());
+  t.grads.zero();  // no samples: contributes nothing
+  return dlogits;
+}
+
 BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indices) {
   const int batch = int(indices.size());
   const auto shards = world_shards(batch);
@@ -487,32 +509,24 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     const Tensor& out = cuda_graphs_ ? t.graphs.forward(t.model, ctx, searched && !profiling_)
                                      : t.model.forward(ctx, t.model.input_buffer());
     // The queued collectives (the last step's, this forward's), polled with the
-    // timeout, before the host waits on the device for the loss.
+    // timeout, before the host waits on the device (for the loss, at the step's end).
     comm.synchronize(r);
-    // With an ignored class the loss is the mean over the global batch's counted pixels.
-    std::optional<double> weight;
-    if (ignores_pixels()) {
-      double v = t.counted_pixels;
-      devices_->host_comm().all_reduce_sum(r, &v, 1);
-      weight = counted_pixel_weight(batch, v);
-    }
     clock.lap(kForward);
-    Tensor& dlogits = t.model.output_grad_buffer();
+    // The loss and the metric counts reach the host once backward is queued: the device runs on meanwhile.
+    DeferredReadBacks late(t.device);
     t.stats = empty_stats();
     t.stats.samples = hi - lo;
-    const ShardReduce reduce = shard_reduce(r);
-    if (hi > lo) {
-      t.stats.loss_sum = loss_sum(loss_, out, t.y, &dlogits, weight, t.train_form, overlap_, reduce);
-      accumulate_metrics(out, t.y, t.stats.counts);
-    } else {
-      if (reduce) join_pooled_loss(reduce);
-      dlogits.resize(out.shape());
-      t.grads.zero();  // no samples: contributes nothing
-    }
+    Tensor& dlogits = queue_loss_and_counts(r, out, batch, hi - lo);
     // At the weights of this forward, for every sample; once in the world (the stats are summed over it).
-    if (devices_->first_tower() + r == 0) t.stats.loss_sum += penalty() * batch;
+    const double penalty_sum = devices_->first_tower() + r == 0 ? penalty() * batch : 0.0;
     clock.lap(kLoss);
     backward_and_update(r, ctx, dlogits, batch, overlap, clock);
+    late.finish();
+    if (hi > lo) {
+      t.stats.loss_sum = t.loss.value();
+      add_metrics(t.metrics, t.stats.counts);
+    }
+    t.stats.loss_sum += penalty_sum;
     reduce_stats(r, t.stats);
     clock.lap(kStats);
   });

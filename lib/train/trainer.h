@@ -293,6 +293,8 @@ class Trainer {
     Tensor y;                          ///< Masks of this tower's shard [n, H, W, 1] (predict: probabilities).
     Buffer<float> staged;              ///< GPU: the uploaded shard, images then masks.
     std::vector<double> stats_host;    ///< Loss and metric sums [2 + counts.v.size()] (host).
+    QueuedLoss loss;                   ///< The training step's loss, read once backward is queued.
+    QueuedMetrics metrics;             ///< The training step's metric counts, likewise.
     BatchStats stats;
     double input_wait = 0;             ///< CPU: seconds spent gathering input since the last report.
     /// With ignores_pixels(): the counted pixels of the shard's masks as gathered (after augmentation).
@@ -322,6 +324,12 @@ class Trainer {
   /// msk floats, in its pinned staging buffer) uploaded on the copy stream and
   /// unpacked into its input and t.y on the compute stream.
   void upload_gathered(Tower& t, int n, size_t img, size_t msk);
+  /// Queues tower r's loss and metric counts of its shard (`samples` of the
+  /// global batch's `batch`; none: a zero gradient) into t.loss and
+  /// t.metrics (for t.stats.counts' layout), their values there once the
+  /// tower's read-backs are delivered; returns dL/dlogits, the model's
+  /// output gradient (written, or queued on a GPU).
+  Tensor& queue_loss_and_counts(int r, const Tensor& out, int batch, int samples);
   /// regularization_penalty() on tower 0's weights (tower 0 alone computes
   /// it: the towers hold the same weights), the calling thread bound to its
   /// device.

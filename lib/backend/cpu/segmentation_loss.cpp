@@ -30,4 +30,14 @@ void segmentation_loss_grad(const Device&, const float* z, const float* y, int n
   }
 }
 
+void dice_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m, bool with_bce,
+                    double* sums_host, float* g) {
+  cpu::segmentation_sums(d, z, y, n, m, with_bce, true, sums_host);
+  for (int s = 0; s < n; ++s) {
+    float c[3];
+    dice_coefficients(sums_host + size_t(s) * 4, m, with_bce, c);
+    cpu::segmentation_loss_grad(d, z + size_t(s) * m, y + size_t(s) * m, 1, m, c, g + size_t(s) * m);
+  }
+}
+
 }  // namespace trainer::cpu

@@ -6,12 +6,13 @@
 
 namespace trainer::cpu {
 
-double sigmoid_focal_sum(const Device&, const float* z, const float* y, size_t n, CrossEntropyForm f) {
+void sigmoid_focal_sum(const Device&, const float* z, const float* y, size_t n, CrossEntropyForm f,
+                       double* sum_host) {
   double sum = 0;
   const long long m = (long long)n;
 #pragma omp parallel for reduction(+ : sum) schedule(static)
   for (long long i = 0; i < m; ++i) sum += trainer::sigmoid_focal_loss(z[i], y[i], f);
-  return sum;
+  *sum_host = sum;
 }
 
 void sigmoid_focal_grad(const Device&, const float* z, const float* y, size_t n, CrossEntropyForm f, float scale,

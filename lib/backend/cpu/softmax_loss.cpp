@@ -8,11 +8,12 @@
 
 namespace trainer::cpu {
 
-double softmax_loss_sum(const Device&, const float* z, const float* y, size_t n, int k, CrossEntropyForm f) {
+void softmax_loss_sum(const Device&, const float* z, const float* y, size_t n, int k, CrossEntropyForm f,
+                      double* sum_host) {
   double sum = 0;
 #pragma omp parallel for reduction(+ : sum) schedule(static)
   for (size_t i = 0; i < n; ++i) sum += softmax_loss_term(z + i * size_t(k), k, class_index(y[i], k), f);
-  return sum;
+  *sum_host = sum;
 }
 
 void softmax_loss_grad(const Device&, const float* z, const float* y, size_t n, int k, CrossEntropyForm f,

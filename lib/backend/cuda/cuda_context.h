@@ -17,6 +17,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,6 +55,9 @@ class CudaContext final : public DeviceContext {
   double take_input_wait_seconds() override;
   bool begin_recording() override;
   std::unique_ptr<DeviceGraph> end_recording(std::string& why) override;
+  void defer_read_backs() override { deferring_ = true; }
+  void finish_read_backs() override;
+  void stop_deferring_read_backs() noexcept override;
 
   Precision precision() const { return precision_; }
   cudaStream_t stream() const { return compute_; }
@@ -73,6 +77,13 @@ class CudaContext final : public DeviceContext {
   /// driver's own staging, which can wait on other threads' allocations and
   /// cuDNN calls), then waits for the compute stream. Throws InternalError.
   void read_back(void* dst, const void* src, size_t bytes);
+  /// Copies `bytes` from device memory `src` into the pinned read-back
+  /// buffer once the compute stream's queued work has made them, and calls
+  /// `deliver` with them (host memory, valid during the call): before
+  /// returning (waiting for the compute stream), or, while read-backs are
+  /// deferred (DeviceContext::defer_read_backs), in finish_read_backs.
+  /// Throws InternalError.
+  void read_back_then(const void* src, size_t bytes, std::function<void(const void*)> deliver);
 
   /// Throws InternalError "<call> failed on cuda:<i>[ (layer '<name>')]: <status>".
   [[noreturn]] void fail(const char* call, const std::string& status) const;
@@ -127,6 +138,19 @@ class CudaContext final : public DeviceContext {
   static constexpr size_t kMaxPendingWaits = 64;
   void* readback_ = nullptr;               ///< Pinned host buffer of read_back.
   size_t readback_bytes_ = 0;
+  size_t readback_used_ = 0;               ///< Bytes of readback_ holding undelivered read-backs.
+  /// A read-back queued while deferring: where its bytes land, and what takes them.
+  struct PendingReadBack {
+    const void* host;
+    std::function<void(const void*)> deliver;
+  };
+  std::vector<PendingReadBack> pending_;   ///< Deferred read-backs, in the order queued.
+  bool deferring_ = false;                 ///< Between defer_read_backs and stop_deferring_read_backs.
+  cudaEvent_t read_backs_done_ = nullptr;  ///< Recorded on the compute stream after each deferred copy.
+  /// A slot of `bytes` in the pinned read-back buffer after the undelivered
+  /// ones (a larger buffer when they do not fit: the old one is kept, with
+  /// what is still to land in it).
+  void* read_back_slot(size_t bytes);
   std::vector<void*> retired_readbacks_;   ///< Outgrown read-back buffers, freed with the context.
   /// Destroys the staging buffer and events, ignoring errors (release()).
   void release_staging() noexcept;

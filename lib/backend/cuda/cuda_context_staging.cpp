@@ -1,6 +1,7 @@
 // CudaContext's pinned host memory: the input pipeline (core/device.h:
 // pinned_staging, upload_staged, input_consumed, take_input_wait_seconds), the
-// read-back of results the host needs (read_back), and make_current.
+// read-back of results the host needs (read_back, read_back_then and the
+// deferred read-backs), and make_current.
 //
 // One pinned host buffer per tower: the tower's thread gathers its next shard
 // into it while the GPU still runs the previous step, then upload_staged
@@ -9,6 +10,11 @@
 // the compute stream waits for the copy's `uploaded_` event. Two timing events
 // around that wait measure how long the compute stream stalled for input: the
 // time each tower waited for data.
+//
+// Read-backs land in a second pinned buffer, one slot each. While they are
+// deferred, each copy takes the slot after the undelivered ones and records
+// `read_backs_done_` after it; finish_read_backs waits for that event once
+// and hands each slot to its delivery in the order queued.
 #include "backend/cuda/cuda_context.h"
 
 #include <algorithm>
@@ -83,20 +89,63 @@ double CudaContext::take_input_wait_seconds() {
   return seconds;
 }
 
-void CudaContext::read_back(void* dst, const void* src, size_t bytes) {
-  if (!bytes) return;
-  if (bytes > readback_bytes_) {
-    // Kept until the context goes: cudaFreeHost would wait for the whole device, the towers' collectives too.
+void* CudaContext::read_back_slot(size_t bytes) {
+  const size_t start = (readback_used_ + 15) / 16 * 16;  // 16-byte aligned slots
+  if (start + bytes > readback_bytes_) {
+    // Kept until the context goes: cudaFreeHost would wait for the whole device, the towers' collectives too;
+    // and deferred copies may still land in it.
     if (readback_) retired_readbacks_.push_back(readback_);
     readback_ = nullptr;
-    readback_bytes_ = 0;
-    const size_t size = std::max(bytes, kMinReadBackBytes);
+    const size_t size = std::max({bytes, 2 * readback_bytes_, kMinReadBackBytes});
+    readback_bytes_ = readback_used_ = 0;
     TRAINER_CUDA_CHECK(*this, cudaHostAlloc(&readback_, size, cudaHostAllocDefault));
     readback_bytes_ = size;
+    readback_used_ = bytes;
+    return readback_;
   }
-  TRAINER_CUDA_CHECK(*this, cudaMemcpyAsync(readback_, src, bytes, cudaMemcpyDeviceToHost, compute_));
+  readback_used_ = start + bytes;
+  return static_cast<char*>(readback_) + start;
+}
+
+void CudaContext::read_back(void* dst, const void* src, size_t bytes) {
+  if (!bytes) return;
+  void* host = read_back_slot(bytes);
+  TRAINER_CUDA_CHECK(*this, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, compute_));
   TRAINER_CUDA_CHECK(*this, cudaStreamSynchronize(compute_));
-  std::memcpy(dst, readback_, bytes);
+  std::memcpy(dst, host, bytes);
+  if (pending_.empty()) readback_used_ = 0;
+}
+
+void CudaContext::read_back_then(const void* src, size_t bytes, std::function<void(const void*)> deliver) {
+  void* host = read_back_slot(bytes);
+  TRAINER_CUDA_CHECK(*this, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, compute_));
+  if (!deferring_) {
+    TRAINER_CUDA_CHECK(*this, cudaStreamSynchronize(compute_));
+    readback_used_ = 0;  // nothing is pending while not deferring
+    deliver(host);
+    return;
+  }
+  if (!read_backs_done_)
+    TRAINER_CUDA_CHECK(*this, cudaEventCreateWithFlags(&read_backs_done_, cudaEventDisableTiming));
+  TRAINER_CUDA_CHECK(*this, cudaEventRecord(read_backs_done_, compute_));
+  pending_.push_back({host, std::move(deliver)});
+}
+
+void CudaContext::finish_read_backs() {
+  if (pending_.empty()) return;
+  // Dropped, not delivered twice, whatever happens below.
+  std::vector<PendingReadBack> pending;
+  pending.swap(pending_);
+  readback_used_ = 0;
+  TRAINER_CUDA_CHECK(*this, cudaEventSynchronize(read_backs_done_));
+  for (const PendingReadBack& p : pending)
+    p.deliver(p.host);
+}
+
+void CudaContext::stop_deferring_read_backs() noexcept {
+  deferring_ = false;
+  pending_.clear();
+  readback_used_ = 0;  // copies still in flight land before any later one, in stream order
 }
 
 void CudaContext::release_staging() noexcept {
@@ -106,9 +155,10 @@ void CudaContext::release_staging() noexcept {
   retired_readbacks_.clear();
   pinned_ = readback_ = nullptr;
   pinned_bytes_ = readback_bytes_ = 0;
-  for (cudaEvent_t e : {uploaded_, consumed_})
+  for (cudaEvent_t e : {uploaded_, consumed_, read_backs_done_})
     if (e) cudaEventDestroy(e);
-  uploaded_ = consumed_ = nullptr;
+  uploaded_ = consumed_ = read_backs_done_ = nullptr;
+  pending_.clear();
   uploading_ = false;
   for (auto* list : {&waits_, &spare_waits_}) {
     for (auto& w : *list) {

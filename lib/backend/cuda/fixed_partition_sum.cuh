@@ -5,7 +5,7 @@
 // sum_partials adds the ranges in a fixed order, so the result is the same on
 // every run and GPU. The partials live in the context's workspace for the
 // call, which returns after the sum reaches the host (it synchronises the
-// compute stream).
+// compute stream), or queues its copy while the context defers its read-backs.
 #include <algorithm>
 
 #include "backend/cuda/cuda_context.h"
@@ -37,20 +37,24 @@ __global__ void fixed_partition_partials_kernel(Term term, size_t n, int parts, 
   if (t == 0) partials[b] = sh[0];
 }
 
-/// The sum over i < n of term(i) (a __device__ functor returning a float or
-/// double), returned to the host; `what` names the kernel in a launch error.
+/// *sum_host (host) <- the sum over i < n of term(i) (a __device__ functor
+/// returning a float or double), at once or, while ctx defers its
+/// read-backs, when they are finished; `what` names the kernel in a launch error.
 template <class Term>
-double fixed_partition_sum(CudaContext& ctx, Term term, size_t n, const char* what) {
-  if (n == 0) return 0.0;
+void fixed_partition_sum(CudaContext& ctx, Term term, size_t n, double* sum_host, const char* what) {
+  if (n == 0) {
+    *sum_host = 0.0;
+    return;
+  }
   const int parts = int(std::clamp<size_t>((n + kItemsPerPart - 1) / kItemsPerPart, 1, kMaxSumParts));
   double* partials = static_cast<double*>(ctx.workspace((size_t(parts) + 1) * sizeof(double)));
   double* sum = partials + parts;
   fixed_partition_partials_kernel<<<unsigned(parts), kThreads, 0, ctx.stream()>>>(term, n, parts, partials);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) ctx.fail(what, status_string(e));
   sum_partials(ctx, partials, 1, parts, sum);
-  double host = 0;
-  ctx.read_back(&host, sum, sizeof(double));
-  return host;
+  ctx.read_back_then(sum, sizeof(double), [sum_host](const void* host) {
+    *sum_host = *static_cast<const double*>(host);
+  });
 }
 
 }  // namespace trainer::cuda

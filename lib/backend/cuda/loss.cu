@@ -8,11 +8,15 @@
 // context's workspace for the duration of the call, which returns after the
 // sums reach the host (it synchronises the compute stream).
 //
+// dice_loss_grad forms each sample's coefficients on the device from those
+// sums (dice_coefficients), so the host reads the sums late, if at all.
+//
 // segmentation_loss_grad passes the per-sample coefficients by value in the
 // kernel's argument (kGradSamples samples per launch, more launches for more
 // samples), so it neither copies nor waits, and the host array may be reused
 // as soon as the call returns.
 #include <algorithm>
+#include <cstring>
 
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/elementwise_kernel.cuh"
@@ -76,16 +80,22 @@ __global__ void segmentation_grad_kernel(const float* z, const float* y, size_t 
     g[off + i] = segmentation_grad(z[off + i], y[off + i], c0, c1, c2);
 }
 
-}  // namespace
-
-void segmentation_sums(const Device& d, const float* z, const float* y, int n, size_t m, bool need_bce,
-                       bool need_dice, double* sums_host) {
-  if (n <= 0) return;
-  if (m == 0 || (!need_bce && !need_dice)) {
-    std::fill(sums_host, sums_host + size_t(n) * kSums, 0.0);
-    return;
+/// g[s, i] <- segmentation_grad(z[s, i], y[s, i], dice_coefficients(sums of s, m, with_bce)) for every
+/// sample s (blockIdx.y and on); each thread forms its sample's coefficients from the device sums [n, 4].
+__global__ void dice_grad_kernel(const float* z, const float* y, int n, size_t m, bool with_bce,
+                                 const double* sums, float* g) {
+  for (int s = int(blockIdx.y); s < n; s += int(gridDim.y)) {
+    float c[3];
+    dice_coefficients(sums + size_t(s) * kSums, m, with_bce, c);
+    const size_t off = size_t(s) * m;
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < m; i += size_t(gridDim.x) * blockDim.x)
+      g[off + i] = segmentation_grad(z[off + i], y[off + i], c[0], c[1], c[2]);
   }
-  CudaContext& ctx = context(d);
+}
+
+/// Queues segmentation_sums's sums (n > 0, m > 0) into ctx's workspace; returns the device array [n, 4].
+const double* queue_segmentation_sums(CudaContext& ctx, const float* z, const float* y, int n, size_t m,
+                                      bool need_bce, bool need_dice) {
   const size_t max_parts = std::max<size_t>(1, kSumBlocks / size_t(n));
   const int parts = int(std::clamp<size_t>((m + kValuesPerPart - 1) / kValuesPerPart, 1, max_parts));
   const int rows = n * kSums;
@@ -97,7 +107,42 @@ void segmentation_sums(const Device& d, const float* z, const float* y, int n, s
                                                                     partials);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "segmentation_sums");
   sum_partials(ctx, partials, rows, parts, sums);
-  ctx.read_back(sums_host, sums, size_t(rows) * sizeof(double));
+  return sums;
+}
+
+/// sums_host [n, 4] <- the device sums, at once or when the deferred read-backs are finished.
+void read_sums(CudaContext& ctx, const double* sums, int n, double* sums_host) {
+  const size_t bytes = size_t(n) * kSums * sizeof(double);
+  ctx.read_back_then(sums, bytes, [sums_host, bytes](const void* host) { std::memcpy(sums_host, host, bytes); });
+}
+
+}  // namespace
+
+void segmentation_sums(const Device& d, const float* z, const float* y, int n, size_t m, bool need_bce,
+                       bool need_dice, double* sums_host) {
+  if (n <= 0) return;
+  if (m == 0 || (!need_bce && !need_dice)) {
+    std::fill(sums_host, sums_host + size_t(n) * kSums, 0.0);
+    return;
+  }
+  CudaContext& ctx = context(d);
+  read_sums(ctx, queue_segmentation_sums(ctx, z, y, n, m, need_bce, need_dice), n, sums_host);
+}
+
+void dice_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m, bool with_bce,
+                    double* sums_host, float* g) {
+  if (n <= 0) return;
+  if (m == 0) {
+    std::fill(sums_host, sums_host + size_t(n) * kSums, 0.0);
+    return;
+  }
+  CudaContext& ctx = context(d);
+  const double* sums = queue_segmentation_sums(ctx, z, y, n, m, with_bce, true);
+  const unsigned gx = std::max(1u, std::min(grid_blocks(m), unsigned(kMaxBlocks / size_t(std::min(n, 65535)))));
+  dice_grad_kernel<<<dim3(gx, unsigned(std::min(n, 65535))), kThreads, 0, ctx.stream()>>>(z, y, n, m, with_bce,
+                                                                                          sums, g);
+  TRAINER_CUDA_CHECK_LAUNCH(ctx, "dice_loss_grad");
+  read_sums(ctx, sums, n, sums_host);
 }
 
 void segmentation_loss_grad(const Device& d, const float* z, const float* y, int n, size_t m,

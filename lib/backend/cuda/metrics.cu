@@ -6,10 +6,10 @@
 // counts: the result does not depend on the order. A bin functor (the logit
 // thresholds, or the AUC's bucket count) is passed by value in the kernel's
 // argument; the device histogram lives in the context's workspace for the
-// duration of the call. Bins through backend/train_math.h, as on the CPU.
+// duration of the call. While the tower defers its read-backs, the copy is
+// queued and the counts added at CudaContext::finish_read_backs. Bins through backend/train_math.h, as on the CPU.
 #include <algorithm>
 #include <string>
-#include <vector>
 
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/elementwise_kernel.cuh"
@@ -73,10 +73,10 @@ void histogram(const Device& d, const float* z, const float* y, size_t n, BinOf 
                                                                                                  class_bins, hist);
   if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess)
     ctx.fail((std::string(name) + " launch").c_str(), status_string(status));
-  thread_local std::vector<unsigned long long> counts;  // per tower thread: no allocation once sized
-  counts.resize(bins);
-  ctx.read_back(counts.data(), hist, bytes);
-  for (size_t b = 0; b < bins; ++b) hist_host[b] += int64_t(counts[b]);
+  ctx.read_back_then(hist, bytes, [hist_host, bins](const void* host) {
+    const auto* counts = static_cast<const unsigned long long*>(host);
+    for (size_t b = 0; b < bins; ++b) hist_host[b] += int64_t(counts[b]);
+  });
 }
 
 }  // namespace

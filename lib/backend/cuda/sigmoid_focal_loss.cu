@@ -43,8 +43,9 @@ struct SigmoidFocalGrad {
 
 }  // namespace
 
-double sigmoid_focal_sum(const Device& d, const float* z, const float* y, size_t n, CrossEntropyForm f) {
-  return fixed_partition_sum(context(d), SigmoidFocalTerm{z, y, f}, n, "sigmoid_focal_sum launch");
+void sigmoid_focal_sum(const Device& d, const float* z, const float* y, size_t n, CrossEntropyForm f,
+                       double* sum_host) {
+  fixed_partition_sum(context(d), SigmoidFocalTerm{z, y, f}, n, sum_host, "sigmoid_focal_sum launch");
 }
 
 void sigmoid_focal_grad(const Device& d, const float* z, const float* y, size_t n, CrossEntropyForm f, float scale,

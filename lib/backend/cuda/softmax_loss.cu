@@ -8,7 +8,8 @@
 // counts fit (k <= kSharedClasses), else straight into the device table;
 // integer counts, so the order does not matter. Both use the context's
 // workspace for the duration of the call and return after the result
-// reaches the host (they synchronise the compute stream).
+// reaches the host (they synchronise the compute stream); class_confusion
+// queues its copy instead while the tower defers its read-backs.
 #include <algorithm>
 #include <vector>
 
@@ -73,8 +74,9 @@ __global__ void softmax_channels_kernel(float* x, size_t n, int k) {
 
 }  // namespace
 
-double softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k, CrossEntropyForm f) {
-  return fixed_partition_sum(context(d), SoftmaxLossTerm{z, y, k, f}, n, "softmax_loss_sum launch");
+void softmax_loss_sum(const Device& d, const float* z, const float* y, size_t n, int k, CrossEntropyForm f,
+                      double* sum_host) {
+  fixed_partition_sum(context(d), SoftmaxLossTerm{z, y, k, f}, n, sum_host, "softmax_loss_sum launch");
 }
 
 void softmax_loss_grad(const Device& d, const float* z, const float* y, size_t n, int k, CrossEntropyForm f,
@@ -95,10 +97,10 @@ void class_confusion(const Device& d, const float* z, const float* y, size_t n, 
   class_confusion_kernel<<<std::min(grid_blocks(n), kConfusionBlocks), kThreads,
                            shared ? bins * sizeof(unsigned long long) : 0, ctx.stream()>>>(z, y, n, k, shared, table);
   TRAINER_CUDA_CHECK_LAUNCH(ctx, "class_confusion");
-  thread_local std::vector<unsigned long long> counts;  // per tower thread: no allocation once sized
-  counts.resize(bins);
-  ctx.read_back(counts.data(), table, bins * sizeof(unsigned long long));
-  for (size_t b = 0; b < bins; ++b) confusion_host[b] += int64_t(counts[b]);
+  ctx.read_back_then(table, bins * sizeof(unsigned long long), [confusion_host, bins](const void* host) {
+    const auto* counts = static_cast<const unsigned long long*>(host);
+    for (size_t b = 0; b < bins; ++b) confusion_host[b] += int64_t(counts[b]);
+  });
 }
 
 void softmax_channels(const Device& d, float* x, size_t n, int k) {
