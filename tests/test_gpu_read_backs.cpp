@@ -149,9 +149,10 @@ TEST_CASE("GPU dice_loss_grad forms the Dice coefficients on the device, as the 
     INFO("with_bce " << with_bce);
     auto run = [&](const Device& d, std::vector<double>& sums) {
       Buffer<float> z = upload(b.z, d), y = upload(b.y, d), grad(d, b.z.size());
-      sums.assign(size_t(b.n) * 4, 0.0);
+      sums.assign(size_t(b.n) * 4, -1.0);
       DeferredReadBacks late(d);
       dice_loss_grad(d, z.data(), y.data(), b.n, b.m, with_bce, sums.data(), grad.data());
+      if (d.is_cuda()) CHECK(sums == std::vector<double>(sums.size(), -1.0));  // the gradient did not wait for them
       late.finish();
       return download(grad);
     };

@@ -1,14 +1,17 @@
 // Deferred read-backs on the CPU side: the DeferredReadBacks guard's calls
-// on a device context, and the loss and metric counts queued for a late
-// read (QueuedLoss, QueuedMetrics) giving what loss_sum and
-// accumulate_metrics give. The GPU side, where the values really arrive
-// late, is tests/test_gpu_read_backs.cpp.
+// on a device context; the losses queued for a late read (QueuedLoss) with
+// the values and gradients of the host formulas they replace, bit for bit,
+// and values formed from delivered sums; the metric counts formed from a
+// delivered histogram (QueuedMetrics). The GPU side, where the values
+// really arrive late, is tests/test_gpu_read_backs.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "backend/train_ops.h"
 #include "core/error.h"
 #include "layer_testing.h"
 #include "stub_device_context.h"
@@ -69,81 +72,129 @@ TEST_CASE("DeferredReadBacks defers, delivers at finish, and drops what an error
   none.finish();
 }
 
-TEST_CASE("queue_loss reads the cross-entropies, dice and bce_dice late and gives loss_sum's value and gradient for "
-          "every binary loss",
-          "[read_backs][loss]") {
-  const Shape s{3, 5, 4, 1};
-  const Tensor z = testing::random_tensor(s, 11u, -3.f, 3.f), y = random_mask(s, 12u);
-  CrossEntropyForm focal;
-  focal.gamma = 2.f;
-  struct Case {
-    LossKind kind;
-    CrossEntropyForm form;
-    bool late;
-  };
-  for (const Case& c : {Case{LossKind::BinaryCrossentropy, {}, true}, Case{LossKind::Dice, {}, true},
-                        Case{LossKind::BceDice, {}, true}, Case{LossKind::KerasDice, {}, false},
-                        Case{LossKind::BinaryFocalCrossentropy, focal, true}}) {
-    INFO(loss_name(c.kind));
-    Tensor g_now, g_queued;
-    const double now = loss_sum(c.kind, z, y, &g_now, std::nullopt, c.form);
-    QueuedLoss q;
-    queue_loss(q, c.kind, z, y, &g_queued, std::nullopt, c.form);
-    CHECK(q.late == c.late);
-    CHECK(q.value() == now);
-    REQUIRE(g_queued.numel() == g_now.numel());
-    for (size_t i = 0; i < g_now.numel(); ++i) CHECK(g_queued.data()[i] == g_now.data()[i]);
-  }
-  // Categorical: one sum, over the pixels of a sample (or times a pixel weight).
-  const int k = 3;
-  const Shape sk{2, 3, 4, k};
-  const Tensor zk = testing::random_tensor(sk, 13u, -3.f, 3.f);
-  Tensor yk(Shape{2, 3, 4, 1});
-  for (size_t i = 0; i < yk.numel(); ++i) yk.data()[i] = float(i % k);
-  for (const std::optional<double> weight : {std::optional<double>{}, std::optional<double>{0.125}}) {
-    Tensor g_now, g_queued;
-    const double now = loss_sum(LossKind::SparseCategoricalCrossentropy, zk, yk, &g_now, weight);
-    QueuedLoss q;
-    queue_loss(q, LossKind::SparseCategoricalCrossentropy, zk, yk, &g_queued, weight);
-    CHECK(q.late);
-    CHECK(q.value() == now);
-    for (size_t i = 0; i < g_now.numel(); ++i) CHECK(g_queued.data()[i] == g_now.data()[i]);
-  }
-  // A late loss is formed from the sums the device delivers: each sample's mean cross-entropy.
-  QueuedLoss q;
-  queue_loss(q, LossKind::BinaryCrossentropy, z, y, nullptr);
-  REQUIRE(q.sums.size() == 12);
-  q.sums = {20, 0, 0, 0, 40, 0, 0, 0, 60, 0, 0, 0};
-  CHECK(q.value() == Approx((20.0 + 40.0 + 60.0) / 20.0));
-  // bce_dice: each sample's mean cross-entropy and its Dice loss from its sums (bce, sum p y, sum p, sum y).
-  queue_loss(q, LossKind::BceDice, z, y, nullptr);
-  REQUIRE(q.sums.size() == 12);
-  q.sums = {20, 3, 4, 5, 0, 0, 0, 0, 40, 10, 10, 10};
-  CHECK(q.value() == Approx(1.0 + (1 - 7.0 / 10.0) + (1 - 1.0 / 1.0) + 2.0 + (1 - 21.0 / 21.0)));
+namespace {
+
+/// g [n, m] <- segmentation_loss_grad with coefficients [n, 3] on the CPU.
+std::vector<float> segmentation_gradient(const Tensor& z, const Tensor& y, const std::vector<float>& coef) {
+  std::vector<float> g(z.numel());
+  segmentation_loss_grad(Device{}, z.data(), y.data(), z.shape().n, z.shape().sample_numel(), coef.data(), g.data());
+  return g;
 }
 
-TEST_CASE("queue_metrics then add_metrics give accumulate_metrics's counts, for the layout they were queued for",
+std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data(), t.data() + t.numel()); }
+
+}  // namespace
+
+TEST_CASE("queue_loss reads the cross-entropies, dice and bce_dice late, with the value and gradient of the host "
+          "formulas, bit for bit",
+          "[read_backs][loss]") {
+  const Shape s{3, 5, 4, 1};
+  const int n = s.n;
+  const size_t m = s.sample_numel();
+  const double inv_m = 1.0 / double(m);
+  const Tensor z = testing::random_tensor(s, 11u, -3.f, 3.f), y = random_mask(s, 12u);
+  QueuedLoss q;
+  Tensor g;
+  SECTION("binary_crossentropy: each sample's bce sum over m; g = (p - y) / m") {
+    std::vector<double> sums(size_t(n) * 4);
+    segmentation_sums(Device{}, z.data(), y.data(), n, m, true, false, sums.data());
+    double ref = 0;
+    std::vector<float> coef(size_t(n) * 3, 0.f);
+    for (int k = 0; k < n; ++k) ref += sums[size_t(k) * 4] * inv_m, coef[size_t(k) * 3] = float(inv_m);
+    queue_loss(q, LossKind::BinaryCrossentropy, z, y, &g);
+    CHECK(q.late);
+    CHECK(q.value() == ref);
+    CHECK(values(g) == segmentation_gradient(z, y, coef));
+  }
+  SECTION("dice and bce_dice: coefficients from each sample's sums") {
+    for (const LossKind kind : {LossKind::Dice, LossKind::BceDice}) {
+      INFO(loss_name(kind));
+      const bool bce = kind == LossKind::BceDice;
+      std::vector<double> sums(size_t(n) * 4);
+      segmentation_sums(Device{}, z.data(), y.data(), n, m, bce, true, sums.data());
+      double ref = 0;
+      std::vector<float> coef(size_t(n) * 3);
+      for (int k = 0; k < n; ++k) {
+        const double* ss = sums.data() + size_t(k) * 4;
+        const double num = 2 * ss[1] + 1, den = ss[2] + ss[3] + 1;
+        if (bce) ref += ss[0] * inv_m;
+        ref += 1 - num / den;
+        coef[size_t(k) * 3] = bce ? float(inv_m) : 0.f;
+        coef[size_t(k) * 3 + 1] = float(-2.0 / den);
+        coef[size_t(k) * 3 + 2] = float(num / (den * den));
+      }
+      queue_loss(q, kind, z, y, &g);
+      CHECK(q.late);
+      CHECK(q.value() == ref);
+      CHECK(values(g) == segmentation_gradient(z, y, coef));
+    }
+  }
+  SECTION("binary_focal_crossentropy: one sum over m") {
+    CrossEntropyForm focal;
+    focal.gamma = 2.f;
+    double sum = 0;
+    sigmoid_focal_sum(Device{}, z.data(), y.data(), z.numel(), focal, &sum);
+    std::vector<float> ref_g(z.numel());
+    sigmoid_focal_grad(Device{}, z.data(), y.data(), z.numel(), focal, float(inv_m), ref_g.data());
+    queue_loss(q, LossKind::BinaryFocalCrossentropy, z, y, &g, std::nullopt, focal);
+    CHECK(q.late);
+    CHECK(q.value() == sum / double(m));
+    CHECK(values(g) == ref_g);
+  }
+  SECTION("sparse_categorical_crossentropy: one sum over the pixels of a sample, or times a pixel weight") {
+    const int k = 3;
+    const Tensor zk = testing::random_tensor(Shape{2, 3, 4, k}, 13u, -3.f, 3.f);
+    Tensor yk(Shape{2, 3, 4, 1});
+    for (size_t i = 0; i < yk.numel(); ++i) yk.data()[i] = float(i % k);
+    double sum = 0;
+    softmax_loss_sum(Device{}, zk.data(), yk.data(), yk.numel(), k, {}, &sum);
+    queue_loss(q, LossKind::SparseCategoricalCrossentropy, zk, yk, &g);
+    CHECK(q.late);
+    CHECK(q.value() == sum / 12.0);
+    queue_loss(q, LossKind::SparseCategoricalCrossentropy, zk, yk, &g, 0.125);
+    CHECK(q.value() == sum * 0.125);
+    std::vector<float> ref_g(zk.numel());
+    softmax_loss_grad(Device{}, zk.data(), yk.data(), yk.numel(), k, {}, 0.125f, ref_g.data());
+    CHECK(values(g) == ref_g);
+  }
+  SECTION("Keras's Dice forms its coefficients on the host: read at once") {
+    queue_loss(q, LossKind::KerasDice, z, y, &g);
+    CHECK_FALSE(q.late);
+    CHECK(q.value() == loss_sum(LossKind::KerasDice, z, y, nullptr));
+  }
+  SECTION("a late value is formed from the sums the device delivers") {
+    queue_loss(q, LossKind::BinaryCrossentropy, z, y, nullptr);
+    REQUIRE(q.sums.size() == 12);
+    q.sums = {20, 0, 0, 0, 40, 0, 0, 0, 60, 0, 0, 0};
+    CHECK(q.value() == Approx((20.0 + 40.0 + 60.0) / 20.0));
+    // bce_dice: each sample's mean cross-entropy and its Dice loss from (bce, sum p y, sum p, sum y).
+    queue_loss(q, LossKind::BceDice, z, y, nullptr);
+    REQUIRE(q.sums.size() == 12);
+    q.sums = {20, 3, 4, 5, 0, 0, 0, 0, 40, 10, 10, 10};
+    CHECK(q.value() == Approx(1.0 + (1 - 7.0 / 10.0) + (1 - 1.0 / 1.0) + 2.0 + (1 - 21.0 / 21.0)));
+  }
+}
+
+TEST_CASE("add_metrics turns the delivered histogram into the counts, for the layout it was queued for",
           "[read_backs][metrics]") {
   const Shape s{2, 6, 7, 1};
   const Tensor z = testing::random_tensor(s, 21u, -4.f, 4.f), y = random_mask(s, 22u);
-  for (const bool auc : {false, true}) {
-    MetricCounts now(0, auc), queued(0, auc);
-    accumulate_metrics(z, y, now);
-    QueuedMetrics q;
-    queue_metrics(q, z, y, queued);
-    add_metrics(q, queued);
-    CHECK(queued.v == now.v);
-    MetricCounts other(0, !auc);
-    CHECK_THROWS_AS(add_metrics(q, other), InternalError);
-  }
-  const int k = 3;
-  const Tensor zk = testing::random_tensor(Shape{2, 6, 7, k}, 23u, -4.f, 4.f);
-  Tensor yk(Shape{2, 6, 7, 1});
-  for (size_t i = 0; i < yk.numel(); ++i) yk.data()[i] = float(i % k);
-  MetricCounts now(k), queued(k);
-  accumulate_metrics(zk, yk, now);
   QueuedMetrics q;
-  queue_metrics(q, zk, yk, queued);
-  add_metrics(q, queued);
-  CHECK(queued.v == now.v);
+  MetricCounts counts;
+  queue_metrics(q, z, y, counts);
+  REQUIRE(q.hist.size() == 2 * size_t(MetricCounts::kThresholds + 1));
+  // As a device would deliver them: 5 background pixels below every threshold, 3 foreground ones above all.
+  std::fill(q.hist.begin(), q.hist.end(), 0);
+  q.hist[0] = 5;
+  q.hist.back() = 3;
+  add_metrics(q, counts);
+  CHECK(counts.v[MetricCounts::kTotal] == 8);
+  CHECK(counts.v[MetricCounts::kTruePos] == 3);
+  CHECK(counts.v[MetricCounts::kTp] == 3);
+  CHECK(counts.v[MetricCounts::kPredPos] == 3);
+  CHECK(counts.v[MetricCounts::kCorrect] == 8);
+  MetricCounts other(0, true);
+  CHECK_THROWS_AS(add_metrics(q, other), InternalError);
+  MetricCounts classes(3);
+  CHECK_THROWS_AS(add_metrics(q, classes), InternalError);
 }

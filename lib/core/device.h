@@ -135,6 +135,7 @@ inline void finish_read_backs(const Device& d) {
 /// Defers d's read-backs (DeviceContext::defer_read_backs) from construction
 /// to finish(), which delivers them; a scope left before finish() (an
 /// exception) drops them. Nothing to do for a device without a context.
+/// Does not nest: an inner one's end ends the outer deferral too.
 class DeferredReadBacks {
  public:
   explicit DeferredReadBacks(const Device& d) : ctx_(d.ctx) {

@@ -509,7 +509,8 @@ BatchStats Trainer::train_step(const Dataset& data, const std::vector<int>& indi
     const Tensor& out = cuda_graphs_ ? t.graphs.forward(t.model, ctx, searched && !profiling_)
                                      : t.model.forward(ctx, t.model.input_buffer());
     // The queued collectives (the last step's, this forward's), polled with the
-    // timeout, before the host waits on the device (for the loss, at the step's end).
+    // timeout, before the host waits on the device: for the loss, at the step's
+    // end, or at once for the losses and penalties read so (QueuedLoss).
     comm.synchronize(r);
     clock.lap(kForward);
     // The loss and the metric counts reach the host once backward is queued: the device runs on meanwhile.

@@ -3,9 +3,10 @@
 // items are cut into `parts` fixed ranges (a function of n only), a block per
 // range adds its terms in double and a fixed shared-memory tree, and
 // sum_partials adds the ranges in a fixed order, so the result is the same on
-// every run and GPU. The partials live in the context's workspace for the
-// call, which returns after the sum reaches the host (it synchronises the
-// compute stream), or queues its copy while the context defers its read-backs.
+// every run and GPU. The partials live in the context's workspace; the call
+// returns after the sum reaches the host (it synchronises the compute
+// stream), or, while the context defers its read-backs, once its copy is
+// queued (which reads the workspace before any later op can reuse it).
 #include <algorithm>
 
 #include "backend/cuda/cuda_context.h"

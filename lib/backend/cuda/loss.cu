@@ -4,9 +4,11 @@
 // segmentation_sums is deterministic: each sample's m values are cut into
 // `parts` fixed ranges (a function of n and m only), a block per (range,
 // sample) adds its values in double and a fixed shared-memory tree, and
-// sum_partials adds the ranges in a fixed order; the partials live in the
-// context's workspace for the duration of the call, which returns after the
-// sums reach the host (it synchronises the compute stream).
+// sum_partials adds the ranges in a fixed order; the partials and the sums
+// live in the context's workspace. The call returns after the sums reach the
+// host (it synchronises the compute stream), or, while the tower defers its
+// read-backs, once their copy is queued: the copy reads the workspace before
+// any later op on the compute stream can reuse it.
 //
 // dice_loss_grad forms each sample's coefficients on the device from those
 // sums (dice_coefficients), so the host reads the sums late, if at all.

@@ -5,9 +5,11 @@
 // host, waits for the compute stream and adds it to hist_host. Integer
 // counts: the result does not depend on the order. A bin functor (the logit
 // thresholds, or the AUC's bucket count) is passed by value in the kernel's
-// argument; the device histogram lives in the context's workspace for the
-// duration of the call. While the tower defers its read-backs, the copy is
-// queued and the counts added at CudaContext::finish_read_backs. Bins through backend/train_math.h, as on the CPU.
+// argument; the device histogram lives in the context's workspace. While the
+// tower defers its read-backs, the copy is queued (it reads the workspace
+// before any later op on the compute stream can reuse it) and the counts are
+// added at CudaContext::finish_read_backs. Bins through backend/train_math.h,
+// as on the CPU.
 #include <algorithm>
 #include <string>
 

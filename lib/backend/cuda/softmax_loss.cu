@@ -6,10 +6,10 @@
 // softmax_loss_sum is deterministic (fixed_partition_sum.cuh).
 // class_confusion counts in a per-block shared-memory table when the k x k
 // counts fit (k <= kSharedClasses), else straight into the device table;
-// integer counts, so the order does not matter. Both use the context's
-// workspace for the duration of the call and return after the result
-// reaches the host (they synchronise the compute stream); class_confusion
-// queues its copy instead while the tower defers its read-backs.
+// integer counts, so the order does not matter. Both work in the context's
+// workspace and return after the result reaches the host (they synchronise
+// the compute stream), or, while the tower defers its read-backs, once its
+// copy is queued (which reads the workspace before any later op can reuse it).
 #include <algorithm>
 #include <vector>
 
