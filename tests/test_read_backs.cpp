@@ -12,11 +12,14 @@
 #include <vector>
 
 #include "backend/train_ops.h"
+#include "config/config.h"
 #include "core/error.h"
 #include "layer_testing.h"
 #include "stub_device_context.h"
 #include "train/loss.h"
 #include "train/metrics.h"
+#include "train/trainer.h"
+#include "tiny_model.h"
 
 using namespace trainer;
 
@@ -197,4 +200,25 @@ TEST_CASE("add_metrics turns the delivered histogram into the counts, for the la
   CHECK_THROWS_AS(add_metrics(q, other), InternalError);
   MetricCounts classes(3);
   CHECK_THROWS_AS(add_metrics(q, classes), InternalError);
+}
+
+TEST_CASE("evaluate reads its batches' losses and counts in groups: 70 batches of one sample give the totals of "
+          "one batch of 70",
+          "[read_backs][metrics]") {
+  const Config config = parse_config(
+      "model:\n  layers:\n    - {type: Input, shape: [16, 16, 3]}\n"
+      "    - {type: Rescaling, scale: 0.00392156862745098}\n"
+      "    - {type: Conv2D, filters: 1, kernel_size: 1, activation: sigmoid}\n"
+      "data: {images: unused, masks: unused}\n"
+      "training: {batch_size: 5, seed: 7, loss: bce_dice, metrics: [mean_iou, auc]}\n",
+      "pointwise.yaml");
+  Trainer t(config, 1, 1);
+  const Dataset data = testing::tiny_data();
+  std::vector<int> indices;  // more batches of one than Trainer::kLateBatches
+  for (int i = 0; i < 70; ++i) indices.push_back(i % data.size());
+  REQUIRE(indices.size() > Trainer::kLateBatches);
+  const BatchStats ones = t.evaluate(data, indices, 1), whole = t.evaluate(data, indices, 70);
+  CHECK(ones.samples == 70);
+  CHECK(ones.loss_sum == Approx(whole.loss_sum).epsilon(1e-12));
+  CHECK(ones.counts.v == whole.counts.v);
 }

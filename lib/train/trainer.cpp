@@ -561,27 +561,49 @@ BatchStats Trainer::evaluate(const Dataset& data, const std::vector<int>& indice
       for (size_t b = 0; b < batches; ++b) weights[b] = counted_pixel_weight(double(samples(b)), counted[b]);
     }
     t.stats = empty_stats();
-    const ShardReduce reduce = shard_reduce(r);  // a pooled loss: one ratio per global batch
-    for (size_t b = 0; b < indices.size(); b += size_t(batch_size)) {
-      const int batch = int(std::min(indices.size() - b, size_t(batch_size)));
-      const auto [lo, hi] = world_shards(batch)[size_t(r)];
-      if (hi == lo) {
-        if (reduce) join_pooled_loss(reduce);
-        continue;
-      }
-      gather(t, data.images, &data.masks, indices, int(b) + lo, int(b) + hi);
-      Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), int(b) + lo, batch,
-                  t.device};
-      const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
-      t.stats.loss_sum +=
-          loss_sum(loss_, out, t.y, nullptr, weights[b / size_t(batch_size)], t.eval_form, overlap_, reduce);
-      t.stats.samples += hi - lo;
-      accumulate_metrics(out, t.y, t.stats.counts);
-    }
+    evaluate_batches(r, data, indices, batch_size, weights);
     if (devices_->first_tower() + r == 0) t.stats.loss_sum += penalty() * double(indices.size());
     reduce_stats(r, t.stats);
   });
   return towers_[0]->stats;
+}
+
+void Trainer::evaluate_batches(int r, const Dataset& data, const std::vector<int>& indices, int batch_size,
+                               const std::vector<std::optional<double>>& weights) {
+  Tower& t = *towers_[size_t(r)];
+  const ShardReduce reduce = shard_reduce(r);  // a pooled loss: one ratio per global batch
+  // The batches' losses and counts are read late, kLateBatches at a time: the device runs on meanwhile.
+  DeferredReadBacks late(t.device);
+  t.late_losses.resize(kLateBatches);
+  t.late_metrics.resize(kLateBatches);
+  size_t queued = 0;
+  const auto deliver = [&] {
+    finish_read_backs(t.device);
+    for (size_t i = 0; i < queued; ++i) {
+      t.stats.loss_sum += t.late_losses[i].value();
+      add_metrics(t.late_metrics[i], t.stats.counts);
+    }
+    queued = 0;
+  };
+  for (size_t b = 0; b < indices.size(); b += size_t(batch_size)) {
+    const int batch = int(std::min(indices.size() - b, size_t(batch_size)));
+    const auto [lo, hi] = world_shards(batch)[size_t(r)];
+    if (hi == lo) {
+      if (reduce) join_pooled_loss(reduce);
+      continue;
+    }
+    gather(t, data.images, &data.masks, indices, int(b) + lo, int(b) + hi);
+    Context ctx{false, &devices_->comm(), r, config_.training.seed, uint64_t(iterations()), int(b) + lo, batch,
+                t.device};
+    const Tensor& out = t.model.forward(ctx, t.model.input_buffer());
+    queue_loss(t.late_losses[queued], loss_, out, t.y, nullptr, weights[b / size_t(batch_size)], t.eval_form,
+               overlap_, reduce);
+    queue_metrics(t.late_metrics[queued], out, t.y, t.stats.counts);
+    t.stats.samples += hi - lo;
+    if (++queued == kLateBatches) deliver();
+  }
+  deliver();
+  late.finish();
 }
 
 Tensor Trainer::predict(const Tensor& images, int batch_size) {

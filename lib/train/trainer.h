@@ -157,14 +157,19 @@ class Trainer {
   /// saying what was needed and what to lower; a failed or timed-out NCCL
   /// collective, or a failed CUDA call, raises InternalError naming the tower
   /// and the GPU. On GPU towers the host waits once per step for the forward
-  /// pass (to read the loss and metric sums); the rest of the step stays queued
-  /// when it returns. Only the positions of this process's towers
+  /// pass and the loss (to read the loss and metric sums), after it has
+  /// queued backward and the update (before, for the losses QueuedLoss reads
+  /// at once); the rest of the step stays queued when it returns. Only the
+  /// positions of this process's towers
   /// (process_shard) are read: the others' indices may be -1.
   BatchStats train_step(const Dataset& data, const std::vector<int>& indices);
   /// Inference-mode loss and metrics over data[indices], batch_size samples
   /// per global batch split over the towers; as in train_step, only this
-  /// process's positions of each global batch are read.
+  /// process's positions of each global batch are read. A GPU tower reads
+  /// the batches' losses and counts kLateBatches batches at a time.
   BatchStats evaluate(const Dataset& data, const std::vector<int>& indices, int batch_size);
+  /// Batches evaluate reads the losses and counts of at once (bounds the host memory they take).
+  static constexpr size_t kLateBatches = 64;
 
   /// The weight regularizers' penalty at the current weights: the sum over
   /// regularized weights of l1 * sum |w| + l2 * sum w^2 (nn/regularizer.h),
@@ -295,6 +300,9 @@ class Trainer {
     std::vector<double> stats_host;    ///< Loss and metric sums [2 + counts.v.size()] (host).
     QueuedLoss loss;                   ///< The training step's loss, read once backward is queued.
     QueuedMetrics metrics;             ///< The training step's metric counts, likewise.
+    /// evaluate's batches' losses and counts, read kLateBatches at a time.
+    std::vector<QueuedLoss> late_losses;
+    std::vector<QueuedMetrics> late_metrics;
     BatchStats stats;
     double input_wait = 0;             ///< CPU: seconds spent gathering input since the last report.
     /// With ignores_pixels(): the counted pixels of the shard's masks as gathered (after augmentation).
@@ -324,6 +332,12 @@ class Trainer {
   /// msk floats, in its pinned staging buffer) uploaded on the copy stream and
   /// unpacked into its input and t.y on the compute stream.
   void upload_gathered(Tower& t, int n, size_t img, size_t msk);
+  /// evaluate's batches on tower r: its shards of each global batch of
+  /// batch_size from indices, forward in inference mode, their losses (with
+  /// weights[batch]) and counts added to t.stats (loss_sum, samples,
+  /// counts), read kLateBatches batches at a time.
+  void evaluate_batches(int r, const Dataset& data, const std::vector<int>& indices, int batch_size,
+                        const std::vector<std::optional<double>>& weights);
   /// Queues tower r's loss and metric counts of its shard (`samples` of the
   /// global batch's `batch`; none: a zero gradient) into t.loss and
   /// t.metrics (for t.stats.counts' layout), their values there once the
