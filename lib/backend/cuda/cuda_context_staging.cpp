@@ -133,13 +133,14 @@ void CudaContext::read_back_then(const void* src, size_t bytes, std::function<vo
 
 void CudaContext::finish_read_backs() {
   if (pending_.empty()) return;
-  // Dropped, not delivered twice, whatever happens below.
-  std::vector<PendingReadBack> pending;
-  pending.swap(pending_);
+  // Emptied (keeping its capacity: no allocation per step), not delivered twice, whatever happens below.
+  struct Clear {
+    std::vector<PendingReadBack>& pending;
+    ~Clear() { pending.clear(); }
+  } clear{pending_};
   readback_used_ = 0;
   TRAINER_CUDA_CHECK(*this, cudaEventSynchronize(read_backs_done_));
-  for (const PendingReadBack& p : pending)
-    p.deliver(p.host);
+  for (const PendingReadBack& p : pending_) p.deliver(p.host);
 }
 
 void CudaContext::stop_deferring_read_backs() noexcept {
